@@ -1,0 +1,3 @@
+from mqtool.cli.app import main
+
+main()

@@ -1,0 +1,1 @@
+"""Typer commands: parse options, call one library function, render (nothing else lives here)."""

@@ -1,0 +1,113 @@
+"""CommitLog record and BLANK filler (spec §2; `CommitLog.checkMessageAndReturnSize`, `MessageDecoder`).
+
+`commitlog_record` parses and builds one entry at a record boundary: a V1 or V2 message, or the
+8-byte BLANK filler written at a file's end. Checks (CRC, computed length, physical offset) are not
+Construct `Check`s: the store reports a mismatch as a finding instead of failing the parse.
+"""
+
+import zlib
+
+from construct import (
+    Error,
+    IfThenElse,
+    Int8sb,
+    Int16sb,
+    Int32sb,
+    Int64sb,
+    Pass,
+    Rebuild,
+    Struct,
+    Switch,
+    Bytes,
+    len_,
+    this,
+)
+
+from mqtool.formats.adapters import host_bytes, ipv4_host, ipv6_host
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.formats.text import JavaUtf8, utf8
+
+# ===== §2.2 magic codes (signed Java ints) =====
+MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7, V1: 1-byte topic length
+MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB, V2: 2-byte topic length
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194, end-of-file filler
+BLANK_SIZE = 8  # TOTALSIZE + MAGICCODE of the filler
+
+# ===== §2.10 fixed part of a record: every field but the hosts, body, topic and properties =====
+FIXED_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 2
+
+
+def host_size(v6: bool) -> int:
+    """Stored bytes of a host: 4 or 16 address bytes plus a 4-byte port."""
+    return 20 if v6 else 8
+
+
+def computed_size(sys_flag: int, body_len: int, topic_len: int, props_len: int, v2: bool) -> int:
+    """`calMsgLength`: the length a record with these parts must declare in TOTALSIZE."""
+    return (FIXED_SIZE + host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6))
+            + body_len + (2 if v2 else 1) + topic_len + props_len)
+
+
+def _message(topic_length):
+    """Fields after MAGICCODE; V1 and V2 differ only in the topic length's width."""
+    return Struct(
+        "body_crc" / Int32sb,
+        "queue_id" / Int32sb,
+        "flag" / Int32sb,
+        "queue_offset" / Int64sb,
+        "physical_offset" / Int64sb,
+        "sys_flag" / Int32sb,
+        "born_timestamp" / Int64sb,
+        "born_host" / IfThenElse(this.sys_flag & BORNHOST_V6, ipv6_host, ipv4_host),
+        "store_timestamp" / Int64sb,
+        "store_host" / IfThenElse(this.sys_flag & STOREHOST_V6, ipv6_host, ipv4_host),
+        "reconsume_times" / Int32sb,
+        "prepared_transaction_offset" / Int64sb,
+        "body_length" / Rebuild(Int32sb, len_(this.body)),
+        "body" / Bytes(this.body_length),
+        # V1 reads the length as a signed byte: a 128-255 byte topic fails there, as in RocketMQ.
+        "topic_length" / Rebuild(topic_length, lambda ctx: len(utf8(ctx.topic))),
+        "topic" / JavaUtf8(Bytes(this.topic_length)),
+        "properties_length" / Rebuild(Int16sb, lambda ctx: len(utf8(ctx.properties))),
+        "properties" / JavaUtf8(Bytes(this.properties_length)),
+    )
+
+
+message_v1 = _message(Int8sb)
+message_v2 = _message(Int16sb)
+
+
+def _total_size(ctx) -> int:
+    """TOTALSIZE on build: the filler keeps the size given; a message declares its computed length."""
+    if ctx.magic_code == BLANK_MAGIC_CODE:
+        return ctx.total_size
+    m = ctx.message
+    return computed_size(m["sys_flag"], len(m["body"]), len(utf8(m["topic"])), len(utf8(m["properties"])),
+                         ctx.magic_code == MESSAGE_MAGIC_CODE_V2)
+
+
+commitlog_record = Struct(
+    "total_size" / Rebuild(Int32sb, _total_size),
+    "magic_code" / Int32sb,
+    "message" / Switch(
+        this.magic_code,
+        {MESSAGE_MAGIC_CODE: message_v1, MESSAGE_MAGIC_CODE_V2: message_v2, BLANK_MAGIC_CODE: Pass},
+        default=Error,
+    ),
+)
+
+
+# ===== §2.8 body CRC, §2.4 msgId =====
+def body_crc(body: bytes) -> int:
+    """`UtilAll.crc32(body)`: zlib CRC-32 masked to a non-negative Java int."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def offset_msg_id(store_host: str, physical_offset: int) -> str:
+    """`MessageDecoder.createMessageId`: hex of STOREHOST (address + port) and the physical offset."""
+    return (host_bytes(store_host) + physical_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def magic_for_topic(topic: str) -> int:
+    """The magic a 5.x broker writes: V2 when the topic has more than 127 characters (spec §2.2)."""
+    return MESSAGE_MAGIC_CODE_V2 if len(topic) > 127 else MESSAGE_MAGIC_CODE

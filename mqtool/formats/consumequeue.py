@@ -1,0 +1,16 @@
+"""ConsumeQueue unit (spec §3; `ConsumeQueue.putMessagePositionInfo`): 20 bytes per message."""
+
+from construct import Int32sb, Int64sb, Struct
+
+CQ_UNIT_SIZE = 20
+
+consumequeue_unit = Struct(
+    "commitlog_offset" / Int64sb,
+    "size" / Int32sb,
+    "tags_code" / Int64sb,  # String.hashCode() of TAGS; deliver time for SCHEDULE_TOPIC_XXXX
+)
+
+
+def is_empty_unit(offset: int, size: int, tags_code: int) -> bool:
+    """A pre-allocated, never written unit: it marks the end of a queue's data."""
+    return offset == 0 and size == 0 and tags_code == 0

@@ -1,0 +1,48 @@
+"""The message properties string (spec §2.5, §2.6; `MessageDecoder.string2messageProperties`).
+
+`name \\x01 value \\x02` repeated. Parsing follows RocketMQ's skipping rules; building keeps any
+order given, and `hashmap_order` gives the order a broker-side re-put produces.
+"""
+
+from collections.abc import Iterable
+
+from mqtool.formats.javahash import hashmap_order
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+def parse_pairs(s: str) -> list[tuple[str, str]]:
+    """Every (name, value) pair RocketMQ would read, in stored order, duplicates kept."""
+    pairs = []
+    for seg in s.split(PROPERTY_SEPARATOR):
+        if len(seg) < 3:  # too short to hold a name, the separator and a value
+            continue
+        i = seg.find(NAME_VALUE_SEPARATOR)
+        if i <= 0 or i == len(seg) - 1:  # no name, or no value: RocketMQ skips the segment
+            continue
+        pairs.append((seg[:i], seg[i + 1 :]))
+    return pairs
+
+
+def parse_properties(s: str) -> dict[str, str]:
+    """Properties as a dict in stored order; a repeated name keeps its last value."""
+    out: dict[str, str] = {}
+    for k, v in parse_pairs(s):
+        out[k] = v
+    return out
+
+
+def build_properties(pairs: Iterable[tuple[str, str]] | dict[str, str]) -> str:
+    """The stored string for these pairs, in the order given (`messageProperties2String`)."""
+    items = pairs.items() if isinstance(pairs, dict) else pairs
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in items)
+
+
+def broker_properties(pairs: Iterable[tuple[str, str]] | dict[str, str], capacity: int = 128) -> str:
+    """The string a broker writes after round-tripping the pairs through a `HashMap(capacity)`.
+
+    5.1+ maps start at 128 buckets, 4.x at 16 (spec §2.6).
+    """
+    items = list(pairs.items() if isinstance(pairs, dict) else pairs)
+    return build_properties(hashmap_order(items, capacity))

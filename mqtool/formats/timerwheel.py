@@ -1,0 +1,25 @@
+"""TimerWheel slot (spec §6.3; `TimerWheel`, `Slot`): 32 bytes, time stored as timeMs / precision."""
+
+from construct import Int32sb, Int64sb, Struct
+
+SLOT_SIZE = 32
+TIMER_WHEEL_TTL_DAY = 7
+SLOTS_TOTAL = TIMER_WHEEL_TTL_DAY * 24 * 3600  # per wheel half, independent of the precision
+
+timerwheel_slot = Struct(
+    "time_units" / Int64sb,  # timeMs / precisionMs; 0 in a never written slot
+    "first_pos" / Int64sb,
+    "last_pos" / Int64sb,
+    "num" / Int32sb,
+    "magic" / Int32sb,  # unused
+)
+
+
+def wheel_length(slots_total: int = SLOTS_TOTAL) -> int:
+    """The file size: two wheel halves of 32-byte slots."""
+    return slots_total * 2 * SLOT_SIZE
+
+
+def slot_index(time_ms: int, precision_ms: int, slots_total: int = SLOTS_TOTAL) -> int:
+    """`TimerWheel.getSlotIndex`: (timeMs / precision) % (slotsTotal * 2)."""
+    return (time_ms // precision_ms) % (slots_total * 2)

@@ -1,0 +1,78 @@
+"""Read a ConfigManager JSON file with RocketMQ's `.bak` fallback (`ConfigManager.load`, spec §4.7, §5).
+
+`MixAll.string2File` writes `<file>.tmp`, renames the old file to `<file>.bak`, then renames the
+new one into place, so a crash can leave the main file missing, empty or torn. `ConfigManager.load`
+then reads `<file>.bak`; when that is missing or empty too, the broker starts from defaults. Files
+are decoded as UTF-8 with replacement, as `MixAll.file2String` does. Read-only: nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from mqtool.formats.offsets_json import ConfigFileError
+
+__all__ = ["read_config_json"]
+
+T = TypeVar("T")
+
+
+class _Unusable(Exception):
+    """Why one candidate file could not be used (message is already human-readable)."""
+
+
+def _read_text(path: Path) -> str | None:
+    """The file's text, None when it does not exist; raises _Unusable when unreadable."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _Unusable(f"{path.name}: unreadable ({exc.strerror or exc})") from exc
+    return data.decode("utf-8", errors="replace")
+
+
+def _parse(path: Path, text: str, parse: Callable[[str], T]) -> T:
+    try:
+        return parse(text)
+    except ConfigFileError as exc:
+        where = f" at line {exc.line} col {exc.col}" if exc.line is not None else ""
+        raise _Unusable(f"{path.name}: unparsable{where} ({exc.reason})") from exc
+    except ValueError as exc:
+        raise _Unusable(f"{path.name}: unparsable ({exc})") from exc
+
+
+def _load(path: Path, parse: Callable[[str], T]) -> T:
+    """One candidate: raises _Unusable (missing, empty, unreadable, unparsable) or returns its value."""
+    text = _read_text(path)
+    if text is None:
+        raise _Unusable(f"{path.name}: missing")
+    if not text.strip():
+        raise _Unusable(f"{path.name}: empty")
+    return _parse(path, text, parse)
+
+
+def read_config_json(path: Path, parse: Callable[[str], T]) -> tuple[T | None, Path | None, list[str]]:
+    """(value, file actually used, problems) for `path`, falling back to `path.bak` like the broker.
+
+    Both files absent is the normal state of a broker whose service never persisted: (None, None, []).
+    """
+    path = Path(path)
+    bak = path.with_name(path.name + ".bak")
+    try:
+        return _load(path, parse), path, []
+    except _Unusable as exc:
+        problem = str(exc)
+    try:
+        value = _load(bak, parse)
+    except _Unusable as exc:
+        if problem.endswith(": missing") and str(exc).endswith(": missing"):
+            return None, None, []
+        consequence = "; the broker would start from defaults"
+        if not str(exc).endswith((": missing", ": empty")):
+            consequence = "; the broker would fail to load it"
+        return None, None, [f"{problem}; {exc}{consequence}"]
+    return value, bak, [f"{problem}; read {bak.name}"]

@@ -1,0 +1,111 @@
+"""ConsumeQueues (spec §3): per topic and queue id, 20-byte units across mapped files."""
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from mqtool.formats.consumequeue import CQ_UNIT_SIZE, is_empty_unit
+from mqtool.store.findings import Finding
+from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue, read_at
+
+_UNIT = struct.Struct(">qiq")
+
+
+class CqUnit(NamedTuple):
+    """A decoded unit; `queue_offset` is its logical index in the queue."""
+
+    queue_offset: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+
+
+@dataclass
+class ConsumeQueue:
+    """One queue's units. `max_offset` is one past the last written unit (like the broker's)."""
+
+    root: Path
+    topic: str
+    queue_id: int
+    queue: MappedFileQueue
+    _max: int | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, root: Path, topic: str, queue_id: int, configured_size: int | None = None) -> "ConsumeQueue":
+        d = root / "consumequeue" / topic / str(queue_id)
+        return cls(root, topic, queue_id, open_queue(d, configured_size, "consumequeue", root))
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [Finding(f.file, f.offset, f.check, f.severity, f.message, self.topic, self.queue_id)
+                for f in self.queue.findings]
+
+    @property
+    def first_offset(self) -> int:
+        """Logical offset of the first unit on disk (older files may have been deleted)."""
+        return self.queue.min_offset // CQ_UNIT_SIZE
+
+    def iter_units(self, start: int = 0) -> Iterator[CqUnit]:
+        """Units from logical offset `start` until the first empty (never written) unit."""
+        start = max(start, self.first_offset)
+        for f in self.queue.files:
+            fsize = max(f.length, self.queue.file_size)
+            if f.start + fsize <= start * CQ_UNIT_SIZE:
+                continue
+            with map_file(f.path) as buf:
+                pos = max(0, start * CQ_UNIT_SIZE - f.start)
+                while pos + CQ_UNIT_SIZE <= len(buf):
+                    off, size, tags = _UNIT.unpack_from(buf, pos)
+                    if is_empty_unit(off, size, tags):
+                        # pre-allocated zeros: the end of the written units
+                        self._max = (f.start + pos) // CQ_UNIT_SIZE
+                        return
+                    yield CqUnit((f.start + pos) // CQ_UNIT_SIZE, off, size, tags)
+                    pos += CQ_UNIT_SIZE
+        if self.queue.files:
+            last = self.queue.files[-1]
+            self._max = (last.start + last.length) // CQ_UNIT_SIZE
+
+    def unit(self, queue_offset: int) -> CqUnit | None:
+        """The unit at a logical offset, or None when it is not written."""
+        f = self.queue.file_for(queue_offset * CQ_UNIT_SIZE)
+        if f is None:
+            return None
+        data = read_at(f.path, queue_offset * CQ_UNIT_SIZE - f.start, CQ_UNIT_SIZE)
+        if len(data) < CQ_UNIT_SIZE:
+            return None
+        off, size, tags = _UNIT.unpack_from(data, 0)
+        return None if is_empty_unit(off, size, tags) else CqUnit(queue_offset, off, size, tags)
+
+    @property
+    def max_offset(self) -> int:
+        if self._max is None:
+            for _ in self.iter_units(self._last_file_start()):
+                pass
+            if self._max is None:
+                self._max = self.first_offset
+        return self._max
+
+    def _last_file_start(self) -> int:
+        return self.queue.files[-1].start // CQ_UNIT_SIZE if self.queue.files else 0
+
+    def min_offset(self, commitlog_min: int = 0) -> int:
+        """The first unit whose CommitLog offset is still in the CommitLog (`ConsumeQueue.minLogicOffset`)."""
+        for u in self.iter_units(self.first_offset):
+            if u.commitlog_offset >= commitlog_min:
+                return u.queue_offset
+        return self.max_offset
+
+
+def discover_queues(root: Path) -> list[tuple[str, int]]:
+    """(topic, queue id) of every queue directory under consumequeue/."""
+    base = root / "consumequeue"
+    found = []
+    if base.is_dir():
+        for t in sorted(base.iterdir()):
+            if t.is_dir():
+                found += [(t.name, int(q.name)) for q in sorted(t.iterdir(), key=lambda p: p.name)
+                          if q.is_dir() and q.name.lstrip("-").isdigit()]
+    return sorted(found)

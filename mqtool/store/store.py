@@ -1,0 +1,144 @@
+"""`Store`: a RocketMQ store directory opened read-only (spec §1).
+
+Discovers the CommitLog, ConsumeQueues, TimerLog, TimerWheel, checkpoint and config files; each
+part is opened lazily so that a view reads only what it needs. Nothing here ever writes.
+"""
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from construct import ConstructError
+
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
+from mqtool.formats.offsets_json import (
+    ConsumerOffsets,
+    DelayOffsets,
+    parse_consumer_offsets,
+    parse_delay_offsets,
+)
+from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
+from mqtool.store.commitlog import CommitLog
+from mqtool.store.config_files import read_config_json
+from mqtool.store.consumequeue import ConsumeQueue, discover_queues
+from mqtool.store.errors import StoreError
+from mqtool.store.findings import Finding
+from mqtool.store.mapped_files import read_at
+from mqtool.store.timer import TimerLog, TimerWheel
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRANS_GROUP = "CID_RMQ_SYS_TRANS"
+SYSTEM_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC)
+
+
+@dataclass
+class Store:
+    """A store directory and its parts; `findings` collects what opening them found."""
+
+    root: Path
+    config: BrokerConfig
+    findings: list[Finding] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, path: Path | str, config: BrokerConfig | None = None) -> "Store":
+        """Open a store directory; StoreError when it is not one."""
+        root = Path(path)
+        if not root.exists():
+            raise StoreError("no such directory", root)
+        if not root.is_dir():
+            raise StoreError("not a directory (give the store root, which holds commitlog/)", root)
+        known = ("commitlog", "consumequeue", "timerlog", "config", "checkpoint")
+        if not any((root / k).exists() for k in known):
+            raise StoreError("not a RocketMQ store: none of commitlog/, consumequeue/, config/ found", root)
+        return cls(root.resolve(), config or BrokerConfig())
+
+    # ----- CommitLog and queues -----
+    @cached_property
+    def commitlog(self) -> CommitLog:
+        cl = CommitLog.open(self.root, self.config.mapped_file_size_commitlog)
+        self.findings += cl.queue.findings
+        return cl
+
+    @cached_property
+    def queue_ids(self) -> list[tuple[str, int]]:
+        return discover_queues(self.root)
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """A queue, or None when it has no directory."""
+        if (topic, queue_id) not in self._queues:
+            d = self.root / "consumequeue" / topic / str(queue_id)
+            if not d.is_dir():
+                return None
+            self._queues[(topic, queue_id)] = ConsumeQueue.open(
+                self.root, topic, queue_id, self.config.mapped_file_size_consume_queue)
+        return self._queues[(topic, queue_id)]
+
+    def consume_queues(self, topic: str | None = None) -> list[ConsumeQueue]:
+        return [q for t, i in self.queue_ids if topic in (None, t) if (q := self.consume_queue(t, i))]
+
+    @cached_property
+    def _queues(self) -> dict[tuple[str, int], ConsumeQueue]:
+        return {}
+
+    # ----- timer -----
+    @cached_property
+    def timerlog(self) -> TimerLog | None:
+        if not (self.root / "timerlog").is_dir():
+            return None
+        return TimerLog.open(self.root, self.config.mapped_file_size_timer_log)
+
+    @cached_property
+    def timer_wheel(self) -> TimerWheel | None:
+        return TimerWheel.open(self.root, self.config.timer_precision_ms)
+
+    @cached_property
+    def timercheck(self):
+        """config/timercheck as a Construct container, or None when absent."""
+        return self._page("config/timercheck", timercheck, TIMERCHECK_SIZE)
+
+    @cached_property
+    def checkpoint(self):
+        return self._page("checkpoint", checkpoint, CHECKPOINT_SIZE)
+
+    def _page(self, rel: str, fmt, size: int):
+        p = self.root / rel
+        if not p.is_file():
+            return None
+        data = read_at(p, 0, size)
+        if len(data) < 56 if fmt is timercheck else len(data) < 40:
+            self.findings.append(Finding(rel, 0, "store.files", "error", f"file is {len(data)} bytes, too short"))
+            return None
+        try:
+            return fmt.parse(data.ljust(size, b"\x00"))
+        except ConstructError as e:  # pragma: no cover - fixed-size longs always parse
+            self.findings.append(Finding(rel, 0, "store.files", "error", str(e)))
+            return None
+
+    # ----- config JSON -----
+    @cached_property
+    def delay_offsets(self) -> DelayOffsets | None:
+        return self._json("delayOffset.json", parse_delay_offsets)
+
+    @cached_property
+    def consumer_offsets(self) -> ConsumerOffsets | None:
+        return self._json("consumerOffset.json", parse_consumer_offsets)
+
+    def _json(self, name: str, parse):
+        value, _used, problems = read_config_json(self.root / "config" / name, parse)
+        for p in problems:
+            self.findings.append(Finding(f"config/{name}", None, "store.config", "warning", p))
+        return value
+
+    # ----- store-wide facts -----
+    def delay_level_ms(self, level: int) -> int:
+        levels = self.config.delay_levels_ms()
+        return levels[min(max(level, 1), len(levels)) - 1]
+
+    @property
+    def max_delay_level(self) -> int:
+        return len(self.config.delay_levels_ms())

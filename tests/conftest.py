@@ -1,0 +1,54 @@
+"""Shared fixtures: where ../shared lies, and read-only stores made from the oracle."""
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+SHARED = PROJECT.parent / "shared"
+ORACLE = SHARED / "oracle"
+FIXTURES = PROJECT / "fixtures"
+
+# Every store RocketMQ wrote for us, with its decoding beside it.
+ORACLE_STORES = {
+    "basic-5.3.1": ("basic-5.3.1/store", "basic-5.3.1/commitlog.jsonl"),
+    "pair_default/A": ("pair_default/A", "pair_default/A.commitlog.jsonl"),
+    "pair_default/B": ("pair_default/B", "pair_default/B.commitlog.jsonl"),
+    "pair-4.9/A": ("pair-4.9/A", "pair-4.9/A.commitlog.jsonl"),
+    "pair-4.9/B": ("pair-4.9/B", "pair-4.9/B.commitlog.jsonl"),
+}
+
+
+def need_oracle() -> None:
+    if not ORACLE.is_dir():
+        pytest.skip(f"../shared/oracle is absent ({ORACLE}): conformance with RocketMQ not checked")
+
+
+@pytest.fixture(params=sorted(ORACLE_STORES))
+def oracle_store(request) -> tuple[str, Path, Path]:
+    """(name, store dir, commitlog.jsonl) for each oracle store."""
+    need_oracle()
+    store, jsonl = ORACLE_STORES[request.param]
+    return request.param, ORACLE / store, ORACLE / jsonl
+
+
+def copy_with_wheel(src: Path, dst: Path) -> Path:
+    """A writable temporary copy of a store with its gzipped timerwheel restored."""
+    shutil.copytree(src, dst)
+    gz = dst / "timerwheel.gz"
+    if gz.exists():
+        with gzip.open(gz) as f, open(dst / "timerwheel", "wb") as out:
+            shutil.copyfileobj(f, out)
+        gz.unlink()
+    for p in dst.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def basic_store(tmp_path_factory) -> Path:
+    """basic-5.3.1 with its timerwheel un-gzipped, as a broker would have left it."""
+    need_oracle()
+    return copy_with_wheel(ORACLE / "basic-5.3.1/store", tmp_path_factory.mktemp("oracle") / "basic")
