@@ -8,6 +8,7 @@ Construct `Check`s: the store reports a mismatch as a finding instead of failing
 import zlib
 
 from construct import (
+    Bytes,
     Error,
     IfThenElse,
     Int8sb,
@@ -18,7 +19,6 @@ from construct import (
     Rebuild,
     Struct,
     Switch,
-    Bytes,
     len_,
     this,
 )

@@ -18,6 +18,9 @@ from typing import Any
 from mqtool.formats.javahash import java_string_hash
 
 __all__ = [
+    "DELAY_TABLE_SIZE",
+    "FRESH_CONSUMER_TABLE_SIZE",
+    "LOADED_TABLE_SIZE",
     "ConfigFileError",
     "ConsumerOffsets",
     "DataVersion",
@@ -35,7 +38,7 @@ LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class ConfigFileError(ValueError):
-    """A config file RocketMQ could not load either; says what is wrong and where (1-based line/col)."""
+    """A config file that cannot be read; says what is wrong and, for text, where (1-based line/col)."""
 
     def __init__(self, reason: str, line: int | None = None, col: int | None = None) -> None:
         self.reason, self.line, self.col = reason, line, col

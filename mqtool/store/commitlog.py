@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mqtool.formats.commitlog import BLANK_MAGIC_CODE, BLANK_SIZE
+from mqtool.formats.commitlog import BLANK_MAGIC_CODE
 from mqtool.formats.message import MessageRecord, RecordError, decode_message, peek_magic
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue, read_at

@@ -1,9 +1,10 @@
 """Read a ConfigManager JSON file with RocketMQ's `.bak` fallback (`ConfigManager.load`, spec §4.7, §5).
 
-`MixAll.string2File` writes `<file>.tmp`, renames the old file to `<file>.bak`, then renames the
-new one into place, so a crash can leave the main file missing, empty or torn. `ConfigManager.load`
-then reads `<file>.bak`; when that is missing or empty too, the broker starts from defaults. Files
-are decoded as UTF-8 with replacement, as `MixAll.file2String` does. Read-only: nothing is written.
+`MixAll.string2File` copies the previous content to `<file>.bak` before writing the new one (5.3.1
+then overwrites the file in place; 4.9.8 writes `<file>.tmp`, deletes the file and renames), so a crash
+can leave the main file torn, empty or missing. `ConfigManager.load` then reads `<file>.bak`; when that
+is missing or empty too, the broker starts from defaults. Files are decoded as UTF-8 with replacement,
+as `MixAll.file2String` does. Read-only: nothing is ever written.
 """
 
 from __future__ import annotations

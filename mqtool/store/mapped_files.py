@@ -77,7 +77,7 @@ def open_queue(directory: Path, configured_size: int | None, kind: str, rel_to: 
                 continue
             files.append(MappedFile(p, int(p.name), p.stat().st_size))
     size = _infer_size(files, configured_size)
-    for prev, cur in zip(files, files[1:]):
+    for prev, cur in zip(files, files[1:], strict=False):
         rel = str(prev.path.relative_to(rel_to))
         if prev.length != size:
             findings.append(Finding(rel, None, f"{kind}.files", "error",
