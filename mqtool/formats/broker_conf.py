@@ -35,9 +35,7 @@ def _java(name: str, kind: str) -> dict[str, str]:
 class BrokerConfig:
     """The behaviour-changing broker settings, snake_case, with RocketMQ 5.3.1's defaults."""
 
-    message_delay_level: str = field(
-        default=DEFAULT_MESSAGE_DELAY_LEVEL, metadata=_java("messageDelayLevel", "str")
-    )
+    message_delay_level: str = field(default=DEFAULT_MESSAGE_DELAY_LEVEL, metadata=_java("messageDelayLevel", "str"))
     timer_precision_ms: int = field(default=1000, metadata=_java("timerPrecisionMs", "int"))
     timer_roll_window_slot: int = field(default=172800, metadata=_java("timerRollWindowSlot", "int"))
     timer_max_delay_sec: int = field(default=259200, metadata=_java("timerMaxDelaySec", "int"))
@@ -45,23 +43,13 @@ class BrokerConfig:
     transaction_timeout: int = field(default=6000, metadata=_java("transactionTimeOut", "long"))
     transaction_check_max: int = field(default=15, metadata=_java("transactionCheckMax", "int"))
     transaction_check_interval: int = field(default=30000, metadata=_java("transactionCheckInterval", "long"))
-    transaction_op_batch_interval: int = field(
-        default=3000, metadata=_java("transactionOpBatchInterval", "int")
-    )
+    transaction_op_batch_interval: int = field(default=3000, metadata=_java("transactionOpBatchInterval", "int"))
     file_reserved_time: int = field(default=72, metadata=_java("fileReservedTime", "int"))
     mapped_file_size_commitlog: int = field(default=1 << 30, metadata=_java("mappedFileSizeCommitLog", "int"))
-    mapped_file_size_consume_queue: int = field(
-        default=6_000_000, metadata=_java("mappedFileSizeConsumeQueue", "int")
-    )
-    mapped_file_size_timer_log: int = field(
-        default=100 << 20, metadata=_java("mappedFileSizeTimerLog", "int")
-    )
-    flush_delay_offset_interval: int = field(
-        default=10000, metadata=_java("flushDelayOffsetInterval", "long")
-    )
-    enable_schedule_async_deliver: bool = field(
-        default=False, metadata=_java("enableScheduleAsyncDeliver", "bool")
-    )
+    mapped_file_size_consume_queue: int = field(default=6_000_000, metadata=_java("mappedFileSizeConsumeQueue", "int"))
+    mapped_file_size_timer_log: int = field(default=100 << 20, metadata=_java("mappedFileSizeTimerLog", "int"))
+    flush_delay_offset_interval: int = field(default=10000, metadata=_java("flushDelayOffsetInterval", "long"))
+    enable_schedule_async_deliver: bool = field(default=False, metadata=_java("enableScheduleAsyncDeliver", "bool"))
     schedule_async_deliver_max_pending_limit: int = field(
         default=2000, metadata=_java("scheduleAsyncDeliverMaxPendingLimit", "int")
     )
@@ -101,9 +89,7 @@ class BrokerConfig:
 def _delay_ms(level: int, entry: str) -> int:
     unit, number = entry[-1:], entry[:-1]
     if unit not in _UNIT_MS:
-        raise ConfigFileError(
-            f'messageDelayLevel: level {level} "{entry}" has no valid unit (expected s, m, h or d)'
-        )
+        raise ConfigFileError(f'messageDelayLevel: level {level} "{entry}" has no valid unit (expected s, m, h or d)')
     if not _DECIMAL.fullmatch(number):
         raise ConfigFileError(f'messageDelayLevel: level {level} "{entry}" is not a number of {unit}')
     return int(number) * _UNIT_MS[unit]
@@ -215,9 +201,7 @@ def parse_properties(text: str, *, source: str = "broker.conf") -> dict[str, str
     return props
 
 
-def parse_broker_conf(
-    text: str, *, source: str = "broker.conf", base: BrokerConfig | None = None
-) -> BrokerConfig:
+def parse_broker_conf(text: str, *, source: str = "broker.conf", base: BrokerConfig | None = None) -> BrokerConfig:
     """broker.conf text applied over `base` (5.3.1 defaults); keys this tool does not model stay in `raw`."""
     props = parse_properties(text, source=source)
     return replace(base or BrokerConfig(), **_typed(props, source), raw=props)

@@ -21,7 +21,11 @@ T = TypeVar("T")
 
 
 class _Unusable(Exception):
-    """Why one candidate file could not be used (message is already human-readable)."""
+    """Why one candidate file could not be used: `kind` for the logic, the message for people."""
+
+    def __init__(self, path: Path, kind: str, detail: str = "") -> None:
+        self.kind = kind
+        super().__init__(f"{path.name}: {kind}{detail}")
 
 
 def _read_text(path: Path) -> str | None:
@@ -32,7 +36,7 @@ def _read_text(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise _Unusable(f"{path.name}: unreadable ({exc.strerror or exc})") from exc
+        raise _Unusable(path, "unreadable", f" ({exc.strerror or exc})") from exc
     return data.decode("utf-8", errors="replace")
 
 
@@ -41,18 +45,18 @@ def _parse(path: Path, text: str, parse: Callable[[str], T]) -> T:
         return parse(text)
     except ConfigFileError as exc:
         where = f" at line {exc.line} col {exc.col}" if exc.line is not None else ""
-        raise _Unusable(f"{path.name}: unparsable{where} ({exc.reason})") from exc
+        raise _Unusable(path, "unparsable", f"{where} ({exc.reason})") from exc
     except ValueError as exc:
-        raise _Unusable(f"{path.name}: unparsable ({exc})") from exc
+        raise _Unusable(path, "unparsable", f" ({exc})") from exc
 
 
 def _load(path: Path, parse: Callable[[str], T]) -> T:
     """One candidate: raises _Unusable (missing, empty, unreadable, unparsable) or returns its value."""
     text = _read_text(path)
     if text is None:
-        raise _Unusable(f"{path.name}: missing")
+        raise _Unusable(path, "missing")
     if not text.strip():
-        raise _Unusable(f"{path.name}: empty")
+        raise _Unusable(path, "empty")
     return _parse(path, text, parse)
 
 
@@ -66,14 +70,13 @@ def read_config_json(path: Path, parse: Callable[[str], T]) -> tuple[T | None, P
     try:
         return _load(path, parse), path, []
     except _Unusable as exc:
-        problem = str(exc)
+        main = exc
     try:
         value = _load(bak, parse)
     except _Unusable as exc:
-        if problem.endswith(": missing") and str(exc).endswith(": missing"):
+        if main.kind == exc.kind == "missing":
             return None, None, []
-        consequence = "; the broker would start from defaults"
-        if not str(exc).endswith((": missing", ": empty")):
-            consequence = "; the broker would fail to load it"
-        return None, None, [f"{problem}; {exc}{consequence}"]
-    return value, bak, [f"{problem}; read {bak.name}"]
+        starts = exc.kind in ("missing", "empty")  # ConfigManager.loadBak returns true for these
+        consequence = "the broker would start from defaults" if starts else "the broker would fail to load it"
+        return None, None, [f"{main}; {exc}; {consequence}"]
+    return value, bak, [f"{main}; read {bak.name}"]

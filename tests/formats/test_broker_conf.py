@@ -123,9 +123,7 @@ def test_bad_values_raise(line: str, message: str) -> None:
 def test_load_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "my-broker.conf"
     path.write_bytes(b"transactionTimeOut=ten\n")
-    with pytest.raises(
-        ConfigFileError, match=r'^my-broker.conf: transactionTimeOut = "ten" is not an integer$'
-    ):
+    with pytest.raises(ConfigFileError, match=r'^my-broker.conf: transactionTimeOut = "ten" is not an integer$'):
         load_broker_conf(path)
     with pytest.raises(ConfigFileError, match=r"^absent.conf: cannot read"):
         load_broker_conf(tmp_path / "absent.conf")

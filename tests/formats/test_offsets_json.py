@@ -31,19 +31,11 @@ DV_B = DataVersion(15, 0, 1795376231519)
 
 # What each real file says, read by eye (path relative to ../shared).
 EXPECTED: dict[str, DelayOffsets | ConsumerOffsets] = {
-    "oracle/pair_default/A/config/delayOffset.json": DelayOffsets(
-        {1: 0, 2: 0, 3: 0, 5: 0, 6: 0, 18: 0}, DV_A
-    ),
-    "oracle/pair_default/A/config/delayOffset.json.bak": DelayOffsets(
-        {1: 0, 2: 0, 3: 0, 5: 0, 6: 0, 18: 0}, DV_A
-    ),
+    "oracle/pair_default/A/config/delayOffset.json": DelayOffsets({1: 0, 2: 0, 3: 0, 5: 0, 6: 0, 18: 0}, DV_A),
+    "oracle/pair_default/A/config/delayOffset.json.bak": DelayOffsets({1: 0, 2: 0, 3: 0, 5: 0, 6: 0, 18: 0}, DV_A),
     "oracle/pair_default/A/config/consumerOffset.json": ConsumerOffsets({}, DV_CONSUMER, {}),
-    "oracle/pair_default/B/config/delayOffset.json": DelayOffsets(
-        {1: 2, 2: 1, 3: 2, 5: 1, 6: 1, 18: 0}, DV_B
-    ),
-    "oracle/pair_default/B/config/delayOffset.json.bak": DelayOffsets(
-        {1: 2, 2: 1, 3: 2, 5: 1, 6: 1, 18: 0}, DV_B
-    ),
+    "oracle/pair_default/B/config/delayOffset.json": DelayOffsets({1: 2, 2: 1, 3: 2, 5: 1, 6: 1, 18: 0}, DV_B),
+    "oracle/pair_default/B/config/delayOffset.json.bak": DelayOffsets({1: 2, 2: 1, 3: 2, 5: 1, 6: 1, 18: 0}, DV_B),
     "oracle/pair_default/B/config/consumerOffset.json": ConsumerOffsets(
         {HALF: {0: 14}, OP: {0: 1}}, DV_CONSUMER, {"CID_RMQ_SYS_TRANS": TRANS_TOPICS}
     ),

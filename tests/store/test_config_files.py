@@ -37,8 +37,7 @@ def test_unparsable_main_falls_back_with_line_and_column(tmp_path: Path) -> None
     value, used, problems = read_config_json(path, parse_delay_offsets)
     assert value == DelayOffsets({1: 1}) and used == tmp_path / "delayOffset.json.bak"
     assert problems == [
-        "delayOffset.json: unparsable at line 3 col 5 (expected a value but found 'x'); "
-        "read delayOffset.json.bak"
+        "delayOffset.json: unparsable at line 3 col 5 (expected a value but found 'x'); read delayOffset.json.bak"
     ]
 
 
