@@ -1,0 +1,677 @@
+"""StoreWriter: appends to a real-layout RocketMQ store, every byte built by the `mqtool.formats` structs.
+
+Mirrors the write side of the store, RocketMQ 5.3.1 (spec section in brackets):
+`CommitLog.DefaultAppendMessageCallback.doAppend` (record placement, 8-byte BLANK filler when
+`size + 8 > remaining`, QUEUEOFFSET 0 for prepared/rollback records) [§2.1, §2.7];
+`DefaultMessageStore.CommitLogDispatcherBuildConsumeQueue` + `ConsumeQueue.putMessagePositionInfo`
+(+ `fillPreBlank`) and `CommitLog.checkMessageAndReturnSize` (tagsCode) [§3, §4.3];
+`TimerLog.append` (16-byte filler when `52 + 16 > remaining`) and `TimerWheel.putSlot`/`getSlot` [§6.3, §6.4];
+`StoreCheckpoint` [§8], `TimerCheckpoint` [§6.9], `MixAll.string2File` (`.bak`) [§4.7, §5].
+
+The writer is low level: it writes what it is given. The broker's put-time rewrites live in
+`mqtool.builder.broker`. Output is deterministic: same calls, same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import BinaryIO
+
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.checkpoint import checkpoint
+from mqtool.formats.commitlog import (
+    BLANK_MAGIC_CODE,
+    BLANK_SIZE,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    body_crc,
+    commitlog_record,
+    computed_size,
+)
+from mqtool.formats.consumequeue import CQ_UNIT_SIZE, consumequeue_unit, is_empty_unit
+from mqtool.formats.javahash import java_string_hash
+from mqtool.formats.message import MessageRecord, RecordError, decode_message, record_to_container
+from mqtool.formats.offsets_json import ConsumerOffsets, DelayOffsets, dump_consumer_offsets, dump_delay_offsets
+from mqtool.formats.properties import build_properties, parse_properties
+from mqtool.formats.sysflag import (
+    BORNHOST_V6,
+    STOREHOST_V6,
+    TRANSACTION_COMMIT,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+)
+from mqtool.formats.text import utf8
+from mqtool.formats.timercheck import timercheck
+from mqtool.formats.timerlog import (
+    TIMERLOG_BLANK_MAGIC,
+    TIMERLOG_BLANK_SIZE,
+    TIMERLOG_UNIT_SIZE,
+    timerlog_blank,
+    timerlog_unit,
+)
+from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, timerwheel_slot, wheel_length
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DEFAULT_BORN_HOST = "127.0.0.1:51234"
+DEFAULT_STORE_HOST = "127.0.0.1:10911"
+CQ_PRE_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue.fillPreBlank: (0, Integer.MAX_VALUE, 0) units
+
+Properties = str | Sequence[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """`timer.Slot`: an empty slot reads (-1, -1, -1, 0, 0) as in `TimerWheel.getSlot`."""
+
+    time_ms: int
+    first_pos: int
+    last_pos: int
+    num: int = 0
+    magic: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.time_ms == -1
+
+
+EMPTY_SLOT = Slot(-1, -1, -1)
+
+
+def name20(offset: int) -> str:
+    """A mapped file's name: its first global offset, zero-padded to 20 digits."""
+    return f"{offset:020d}"
+
+
+def cq_file_size(configured: int) -> int:
+    """`MessageStoreConfig.getMappedFileSizeConsumeQueue`: rounded up to whole 20-byte units."""
+    return -(-configured // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
+
+
+def is_v5(broker_version: str) -> bool:
+    return not broker_version.startswith("4")
+
+
+def java_length(s: str) -> int:
+    """`String.length()`: UTF-16 code units (what the broker compares with 127 for V2)."""
+    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def to_properties_string(properties: Properties) -> str:
+    """A raw properties string as is; pairs joined in the order given."""
+    return properties if isinstance(properties, str) else build_properties(properties)
+
+
+def tags_code_of(props: dict[str, str]) -> int:
+    """`MessageExtBrokerInner.tagsString2tagsCode`: `String.hashCode()` of TAGS (whole string if multi-tag)."""
+    tags = props.get("TAGS")
+    return java_string_hash(tags) if tags else 0
+
+
+class MappedFiles:
+    """One mapped-file queue on disk: files of `file_size` bytes named by start offset, pre-allocated with zeros."""
+
+    def __init__(self, directory: Path, file_size: int):
+        if file_size <= 0:
+            raise ValueError(f"mapped file size must be positive, got {file_size}")
+        self.directory = directory
+        self.file_size = file_size
+        self._handles: dict[int, BinaryIO] = {}
+
+    def start_of(self, offset: int) -> int:
+        return offset - offset % self.file_size
+
+    def remaining(self, offset: int) -> int:
+        """Bytes left in the file that holds `offset`."""
+        return self.file_size - offset % self.file_size
+
+    def starts(self) -> list[int]:
+        """Start offsets of the files on disk, ascending."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
+
+    def _handle(self, start: int) -> BinaryIO:
+        h = self._handles.get(start)
+        if h is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            path = self.directory / name20(start)
+            if path.exists():
+                h = path.open("r+b")
+            else:
+                h = path.open("w+b")
+                h.truncate(self.file_size)  # pre-allocated: unwritten space reads as zeros
+            self._handles[start] = h
+        return h
+
+    def ensure(self, offset: int) -> None:
+        """Create (zero-filled) the file holding `offset`, as `getLastMappedFile` does."""
+        self._handle(self.start_of(offset))
+
+    def write(self, offset: int, data: bytes) -> None:
+        start = self.start_of(offset)
+        if offset - start + len(data) > self.file_size:
+            raise ValueError(f"{len(data)} bytes at {offset} cross the end of file {name20(start)}")
+        h = self._handle(start)
+        h.seek(offset - start)
+        h.write(data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        h = self._handle(self.start_of(offset))
+        h.seek(offset % self.file_size)
+        return h.read(size)
+
+    def close(self) -> None:
+        for h in self._handles.values():
+            h.close()
+        self._handles.clear()
+
+
+class StoreWriter:
+    """Append-only writer of one store directory (CommitLog, ConsumeQueues, TimerLog, wheel, checkpoints)."""
+
+    def __init__(self, root: Path | str, config: BrokerConfig | None = None, broker_version: str = "5.3",
+                 *, commitlog_start: int = 0, _existing: bool = False):
+        self.root = Path(root)
+        if not _existing and self.root.exists() and any(self.root.iterdir()):
+            raise FileExistsError(f"{self.root} is not empty; use StoreWriter.extend to continue a store")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.config = config or BrokerConfig.for_version(broker_version)
+        self.broker_version = broker_version
+        self.v5 = is_v5(broker_version)
+        self.commitlog = MappedFiles(self.root / "commitlog", self.config.mapped_file_size_commitlog)
+        if commitlog_start % self.commitlog.file_size:
+            raise ValueError("commitlog_start must be a multiple of the CommitLog file size")
+        self.commitlog_end = commitlog_start
+        self.timerlog = MappedFiles(self.root / "timerlog", self.config.mapped_file_size_timer_log)
+        self.timerlog_end = 0
+        self.cq_size = cq_file_size(self.config.mapped_file_size_consume_queue)
+        self._cqs: dict[tuple[str, int], MappedFiles] = {}
+        self._cq_end: dict[tuple[str, int], int] = {}  # next unit index (= write position / 20)
+        self._next_qoff: dict[tuple[str, int], int] = {}
+        self._wheel: BinaryIO | None = None
+        self.last_store_timestamp = 0
+        self.records: list[MessageRecord] = []  # appended by this writer, in order
+
+    # ----------------------------------------------------------------- continuing a store
+
+    @classmethod
+    def extend(cls, src_root: Path | str, out_root: Path | str, config: BrokerConfig | None = None,
+               broker_version: str = "5.3") -> StoreWriter:
+        """Copy `src_root` to `out_root` (source untouched) and continue after its last valid data.
+
+        The ends are found as recovery would: the CommitLog scan stops at a BLANK (next file), a zero
+        size or an invalid record; CommitLog files after that point are dropped from the copy
+        (`truncateDirtyFiles`). A shipped `timerwheel.gz` without `timerwheel` is gunzipped.
+        Without `config` the mapped file sizes are read from the files.
+        """
+        src, out = Path(src_root), Path(out_root)
+        if out.exists() and any(out.iterdir()):
+            raise FileExistsError(f"{out} is not empty")
+        _copy_store(src, out)
+        config = config or _infer_config(out, broker_version)
+        w = cls(out, config, broker_version, _existing=True)
+        w._recover()
+        return w
+
+    def _recover(self) -> None:
+        self.commitlog_end, self.last_store_timestamp = _scan_commitlog(self.commitlog)
+        self.timerlog_end = _scan_timerlog(self.timerlog)
+        cq_root = self.root / "consumequeue"
+        if cq_root.is_dir():
+            for topic_dir in sorted(p for p in cq_root.iterdir() if p.is_dir()):
+                for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir() and p.name.lstrip("-").isdigit()):
+                    key = (topic_dir.name, int(qdir.name))
+                    files = self._cq(*key)
+                    end = _scan_cq(files)
+                    if end is not None:
+                        self._cq_end[key] = end
+                        self._next_qoff[key] = end
+
+    # ----------------------------------------------------------------- CommitLog
+
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The QUEUEOFFSET the next dispatched record of this queue gets (`assignQueueOffset`)."""
+        return self._next_qoff.get((topic, queue_id), 0)
+
+    def magic_for(self, topic: str) -> int:
+        """V2 on 5.x when the topic exceeds 127 chars (`autoMessageVersionOnTopicLen`); 4.x writes V1 only."""
+        if java_length(topic) > 127:
+            if not self.v5:
+                raise ValueError(f"a {self.broker_version} broker cannot store a {java_length(topic)}-char topic")
+            return MESSAGE_MAGIC_CODE_V2
+        return MESSAGE_MAGIC_CODE
+
+    def make_record(self, topic: str, queue_id: int, body: bytes = b"", properties: Properties = "", *,
+                    flag: int = 0, sys_flag: int = 0, born_timestamp: int | None = None,
+                    born_host: str = DEFAULT_BORN_HOST, store_timestamp: int = 0,
+                    store_host: str = DEFAULT_STORE_HOST, reconsume_times: int = 0,
+                    prepared_transaction_offset: int = 0, queue_offset: int = 0,
+                    magic_code: int | None = None, crc: int | None = None) -> MessageRecord:
+        """A record not yet placed (PHYSICALOFFSET 0); the V6 host flags follow the host strings."""
+        props = to_properties_string(properties)
+        if "[" in born_host or born_host.count(":") > 1:
+            sys_flag |= BORNHOST_V6
+        if "[" in store_host or store_host.count(":") > 1:
+            sys_flag |= STOREHOST_V6
+        magic = self.magic_for(topic) if magic_code is None else magic_code
+        size = computed_size(sys_flag, len(body), len(utf8(topic)), len(utf8(props)), magic == MESSAGE_MAGIC_CODE_V2)
+        return MessageRecord(
+            physical_offset=0, total_size=size, magic_code=magic, body_crc=body_crc(body) if crc is None else crc,
+            queue_id=queue_id, flag=flag, queue_offset=queue_offset, physical_offset_field=0, sys_flag=sys_flag,
+            born_timestamp=store_timestamp if born_timestamp is None else born_timestamp, born_host=born_host,
+            store_timestamp=store_timestamp, store_host=store_host, reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset, body=bytes(body), topic=topic,
+            properties_raw=props,
+        )
+
+    def append_message(self, topic: str, queue_id: int, body: bytes = b"", properties: Properties = "", *,
+                       flag: int = 0, sys_flag: int = 0, born_timestamp: int | None = None,
+                       born_host: str = DEFAULT_BORN_HOST, store_timestamp: int = 0,
+                       store_host: str = DEFAULT_STORE_HOST, reconsume_times: int = 0,
+                       prepared_transaction_offset: int = 0, queue_offset: int | None = None,
+                       magic_code: int | None = None, crc: int | None = None,
+                       tags_code: int | None = None, dispatch: bool = True) -> MessageRecord:
+        """Append one record, then dispatch its ConsumeQueue unit as the broker's reput service would.
+
+        `queue_offset=None` takes the queue's next offset (prepared/rollback records store 0 and are not
+        dispatched); `magic_code`, `crc` and `tags_code` override the computed values to build damaged
+        or unusual stores; `dispatch=False` leaves the ConsumeQueue untouched (reput lagging behind).
+        """
+        rec = self.make_record(topic, queue_id, body, properties, flag=flag, sys_flag=sys_flag,
+                               born_timestamp=born_timestamp, born_host=born_host, store_timestamp=store_timestamp,
+                               store_host=store_host, reconsume_times=reconsume_times,
+                               prepared_transaction_offset=prepared_transaction_offset,
+                               magic_code=magic_code, crc=crc)
+        return self.append_records([rec], [queue_offset], tags_code=tags_code, dispatch=dispatch)[0]
+
+    def append_batch(self, topic: str, queue_id: int, items: Iterable[tuple[bytes, Properties]], *,
+                     flag: int = 0, sys_flag: int = 0, born_timestamp: int | None = None,
+                     born_host: str = DEFAULT_BORN_HOST, store_timestamp: int = 0,
+                     store_host: str = DEFAULT_STORE_HOST, reconsume_times: int = 0) -> list[MessageRecord]:
+        """A client batch (`doAppend(MessageExtBatch)`): consecutive records that must all fit in one file."""
+        recs = [self.make_record(topic, queue_id, body, props, flag=flag, sys_flag=sys_flag,
+                                 born_timestamp=born_timestamp, born_host=born_host,
+                                 store_timestamp=store_timestamp, store_host=store_host,
+                                 reconsume_times=reconsume_times) for body, props in items]
+        return self.append_records(recs, [None] * len(recs))
+
+    def append_records(self, recs: Sequence[MessageRecord], queue_offsets: Sequence[int | None], *,
+                       tags_code: int | None = None, dispatch: bool = True) -> list[MessageRecord]:
+        """Place records contiguously (one put), after a BLANK filler if they do not fit the current file."""
+        total = sum(r.total_size for r in recs)
+        pos = self._reserve(total)
+        out = []
+        for rec, qoff in zip(recs, queue_offsets, strict=True):
+            out.append(self._write_record(rec, pos, qoff, tags_code, dispatch))
+            pos += rec.total_size
+        return out
+
+    def _reserve(self, total: int) -> int:
+        """`doAppend`'s space check: a BLANK filler ends the file when `total + 8 > remaining`."""
+        pos = self.commitlog_end
+        remaining = self.commitlog.remaining(pos)
+        if total + BLANK_SIZE > remaining:
+            if remaining == self.commitlog.file_size:
+                raise ValueError(f"{total} bytes never fit a {self.commitlog.file_size}-byte CommitLog file")
+            blank = commitlog_record.build({"total_size": remaining, "magic_code": BLANK_MAGIC_CODE, "message": None})
+            self.commitlog.write(pos, blank)
+            pos += remaining
+        self.commitlog.ensure(pos)
+        return pos
+
+    def _write_record(self, rec: MessageRecord, pos: int, queue_offset: int | None, tags_code: int | None,
+                      dispatch: bool) -> MessageRecord:
+        key = (rec.topic, rec.queue_id)
+        tran = rec.sys_flag & TRANSACTION_MASK
+        dispatchable = tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT)
+        if queue_offset is None:
+            queue_offset = self.next_queue_offset(*key) if dispatchable else 0
+        name = name20(self.commitlog.start_of(pos))
+        rec = replace(rec, physical_offset=pos, physical_offset_field=pos, queue_offset=queue_offset,
+                      file=name, position=pos - int(name))
+        data = commitlog_record.build(record_to_container(rec))
+        if len(data) != rec.total_size:
+            raise ValueError(f"built {len(data)} bytes but TOTALSIZE says {rec.total_size}")
+        self.commitlog.write(pos, data)
+        self.commitlog_end = pos + len(data)
+        self.last_store_timestamp = rec.store_timestamp
+        if dispatchable:
+            self._next_qoff[key] = queue_offset + 1
+            if dispatch:
+                code = self.tags_code(rec) if tags_code is None else tags_code
+                self.dispatch_cq(rec.topic, rec.queue_id, queue_offset, pos, rec.total_size, code)
+                rec.extra["tags_code"] = code
+        self.records.append(rec)
+        return rec
+
+    def delay_ms(self, level: int) -> int | None:
+        """Delay of a level (`delayLevelTable`), None when the table has no such level."""
+        levels = self.config.delay_levels_ms()
+        return levels[level - 1] if 1 <= level <= len(levels) else None
+
+    def max_delay_level(self) -> int:
+        return len(self.config.delay_levels_ms())
+
+    def tags_code(self, rec: MessageRecord) -> int:
+        """`checkMessageAndReturnSize`: TAGS hash, or for the schedule topic the deliver timestamp."""
+        props = parse_properties(rec.properties_raw)
+        code = tags_code_of(props)
+        level_text = props.get("DELAY")
+        if rec.topic == SCHEDULE_TOPIC and level_text is not None:
+            try:
+                level = min(int(level_text), self.max_delay_level())
+            except ValueError:
+                return code
+            if level > 0:
+                delay = self.delay_ms(level)
+                code = rec.store_timestamp + (1000 if delay is None else delay)
+        return code
+
+    # ----------------------------------------------------------------- ConsumeQueue
+
+    def _cq(self, topic: str, queue_id: int) -> MappedFiles:
+        key = (topic, queue_id)
+        files = self._cqs.get(key)
+        if files is None:
+            files = MappedFiles(self.root / "consumequeue" / topic / str(queue_id), self.cq_size)
+            self._cqs[key] = files
+        return files
+
+    def dispatch_cq(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int, size: int,
+                    tags_code: int) -> int | None:
+        """`ConsumeQueue.putMessagePositionInfo`: returns the unit index written, None if skipped.
+
+        A queue's first file starting at a non-zero offset is filled with pre-blank units; a unit for an
+        offset already written is skipped; one for a later offset lands at the write position anyway
+        (RocketMQ logs "[BUG]logic queue order maybe wrong").
+        """
+        key = (topic, queue_id)
+        files = self._cq(topic, queue_id)
+        end = self._cq_end.get(key)
+        if end is None:
+            end = queue_offset
+            expect = queue_offset * CQ_UNIT_SIZE
+            start = files.start_of(expect)
+            blank = consumequeue_unit.build({"commitlog_offset": 0, "size": CQ_PRE_BLANK_SIZE, "tags_code": 0})
+            for p in range(start, expect, CQ_UNIT_SIZE):
+                files.write(p, blank)
+            files.ensure(expect)
+        elif queue_offset < end:
+            return None
+        self.put_cq_unit(topic, queue_id, end, commitlog_offset, size, tags_code)
+        return end
+
+    def put_cq_unit(self, topic: str, queue_id: int, index: int, commitlog_offset: int, size: int,
+                    tags_code: int) -> None:
+        """Write one unit at exactly `index` (raw: tests build gaps or wrong units with it)."""
+        unit = consumequeue_unit.build({"commitlog_offset": commitlog_offset, "size": size, "tags_code": tags_code})
+        self._cq(topic, queue_id).write(index * CQ_UNIT_SIZE, unit)
+        key = (topic, queue_id)
+        self._cq_end[key] = max(self._cq_end.get(key, 0), index + 1)
+
+    # ----------------------------------------------------------------- TimerLog and TimerWheel
+
+    def append_timerlog_unit(self, prev_pos: int, magic: int, curr_write_time_ms: int, delayed_time_delta: int,
+                             offset_py: int, size_py: int, real_topic_hash: int, reserved: int = 0) -> int:
+        """`TimerLog.append`: one 52-byte unit; returns its TimerLog offset."""
+        pos = self.timerlog_end
+        remaining = self.timerlog.remaining(pos)
+        if TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE > remaining:
+            if remaining == self.timerlog.file_size:
+                raise ValueError(f"a TimerLog file of {self.timerlog.file_size} bytes holds no unit")
+            self.timerlog.write(pos, timerlog_blank.build({"remaining": remaining, "zero": 0}))
+            pos += remaining
+        unit = timerlog_unit.build({
+            "size": TIMERLOG_UNIT_SIZE, "prev_pos": prev_pos, "magic": magic,
+            "curr_write_time_ms": curr_write_time_ms, "delayed_time_delta": delayed_time_delta,
+            "offset_py": offset_py, "size_py": size_py, "real_topic_hash": real_topic_hash, "reserved": reserved,
+        })
+        self.timerlog.write(pos, unit)
+        self.timerlog_end = pos + TIMERLOG_UNIT_SIZE
+        return pos
+
+    @property
+    def precision_ms(self) -> int:
+        return self.config.timer_precision_ms
+
+    def _wheel_file(self) -> BinaryIO:
+        if self._wheel is None:
+            path = self.root / "timerwheel"
+            if path.exists():
+                self._wheel = path.open("r+b")
+            else:
+                self._wheel = path.open("w+b")
+                self._wheel.truncate(wheel_length())
+        return self._wheel
+
+    def raw_slot(self, time_ms: int) -> Slot:
+        """`TimerWheel.getRawSlot`: whatever the slot index holds, time scaled back by the precision."""
+        f = self._wheel_file()
+        f.seek(slot_index(time_ms, self.precision_ms) * SLOT_SIZE)
+        s = timerwheel_slot.parse(f.read(SLOT_SIZE))
+        return Slot(s.time_units * self.precision_ms, s.first_pos, s.last_pos, s.num, s.magic)
+
+    def get_slot(self, time_ms: int) -> Slot:
+        """`TimerWheel.getSlot`: the slot only when it belongs to this time, else empty."""
+        s = self.raw_slot(time_ms)
+        return s if s.time_ms == time_ms // self.precision_ms * self.precision_ms else EMPTY_SLOT
+
+    def put_slot(self, time_ms: int, first_pos: int, last_pos: int, num: int, magic: int = 0) -> None:
+        """`TimerWheel.putSlot`: the slot stores `timeMs / precision` (compatibility with 1000 ms wheels)."""
+        f = self._wheel_file()
+        f.seek(slot_index(time_ms, self.precision_ms, SLOTS_TOTAL) * SLOT_SIZE)
+        f.write(timerwheel_slot.build({"time_units": time_ms // self.precision_ms, "first_pos": first_pos,
+                                       "last_pos": last_pos, "num": num, "magic": magic}))
+
+    # ----------------------------------------------------------------- checkpoints and config files
+
+    def write_timercheck(self, last_read_time_ms: int, last_timer_log_flush_pos: int | None = None,
+                         last_timer_queue_offset: int = 0, master_timer_queue_offset: int | None = None, *,
+                         state_version: int = 0, timestamp: int = 0, counter: int = 0) -> None:
+        """config/timercheck (`TimerCheckpoint`); flush pos defaults to the TimerLog end."""
+        data = timercheck.build({
+            "last_read_time_ms": last_read_time_ms,
+            "last_timer_log_flush_pos": self.timerlog_end if last_timer_log_flush_pos is None
+            else last_timer_log_flush_pos,
+            "last_timer_queue_offset": last_timer_queue_offset,
+            "master_timer_queue_offset": last_timer_queue_offset if master_timer_queue_offset is None
+            else master_timer_queue_offset,
+            "state_version": state_version, "timestamp": timestamp, "counter": counter,
+        })
+        self._write_file(self.root / "config" / "timercheck", data)
+
+    def write_checkpoint(self, physic_msg_timestamp: int | None = None, logics_msg_timestamp: int | None = None,
+                         index_msg_timestamp: int = 0, master_flushed_offset: int = 0,
+                         confirm_phy_offset: int = 0) -> None:
+        """`StoreCheckpoint`; the timestamps default to the last record's store timestamp."""
+        physic = self.last_store_timestamp if physic_msg_timestamp is None else physic_msg_timestamp
+        data = checkpoint.build({
+            "physic_msg_timestamp": physic,
+            "logics_msg_timestamp": physic if logics_msg_timestamp is None else logics_msg_timestamp,
+            "index_msg_timestamp": index_msg_timestamp, "master_flushed_offset": master_flushed_offset,
+            "confirm_phy_offset": confirm_phy_offset,
+        })
+        self._write_file(self.root / "checkpoint", data)
+
+    def write_delay_offsets(self, offsets: DelayOffsets) -> None:
+        """config/delayOffset.json as `ScheduleMessageService.persist` writes it."""
+        self.write_config_file("delayOffset.json", dump_delay_offsets(offsets))
+
+    def write_consumer_offsets(self, offsets: ConsumerOffsets, **dump_options: int) -> None:
+        """config/consumerOffset.json as `ConsumerOffsetManager.persist` writes it."""
+        self.write_config_file("consumerOffset.json", dump_consumer_offsets(offsets, **dump_options))
+
+    def write_config_file(self, name: str, text: str) -> None:
+        """`MixAll.string2File`: the previous content (if any) goes to `<name>.bak` first."""
+        path = self.root / "config" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            (path.parent / (name + ".bak")).write_bytes(path.read_bytes())
+        path.write_bytes(text.encode("utf-8"))
+
+    def _write_file(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Flush and close every open file."""
+        self.commitlog.close()
+        self.timerlog.close()
+        for files in self._cqs.values():
+            files.close()
+        if self._wheel is not None:
+            self._wheel.close()
+            self._wheel = None
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------- extend helpers
+
+
+def _copy_store(src: Path, out: Path) -> None:
+    """Copy file contents (not the read-only modes of shipped stores); gunzip a lone timerwheel.gz."""
+    out.mkdir(parents=True, exist_ok=True)
+    gz = src / "timerwheel.gz"
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        target = out / rel
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif path != gz:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    if gz.is_file() and not (src / "timerwheel").exists():
+        with gzip.open(gz, "rb") as fin, (out / "timerwheel").open("wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def _file_length(directory: Path) -> int | None:
+    """The common length of a mapped-file queue's files (the first file's), None without files."""
+    if not directory.is_dir():
+        return None
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.isdigit())
+    return files[0].stat().st_size if files else None
+
+
+def _infer_config(root: Path, broker_version: str) -> BrokerConfig:
+    """Default settings with the mapped file sizes the store's files show."""
+    config = BrokerConfig.for_version(broker_version)
+    changes = {}
+    if (n := _file_length(root / "commitlog")) is not None:
+        changes["mapped_file_size_commitlog"] = n
+    if (n := _file_length(root / "timerlog")) is not None:
+        changes["mapped_file_size_timer_log"] = n
+    cq_root = root / "consumequeue"
+    if cq_root.is_dir():
+        sizes = [n for q in sorted(cq_root.glob("*/*")) if (n := _file_length(q)) is not None]
+        if sizes:
+            changes["mapped_file_size_consume_queue"] = sizes[0]
+    return replace(config, **changes)
+
+
+def _valid_record(buf: bytes, pos: int, base: int) -> MessageRecord | None:
+    """The record at pos when recovery would accept it (decodes, sizes agree, CRC matches), else None."""
+    total = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+    if total <= 0 or pos + total > len(buf):
+        return None
+    try:
+        rec = decode_message(buf, pos, base)
+    except RecordError:
+        return None
+    return rec if rec.computed_size == total and rec.crc_ok else None
+
+
+def _scan_commitlog(files: MappedFiles) -> tuple[int, int]:
+    """(end offset, last store timestamp); drops files after a torn end like `truncateDirtyFiles`."""
+    starts = files.starts()
+    last_ts = 0
+    for i, start in enumerate(starts):
+        buf = (files.directory / name20(start)).read_bytes()
+        pos = 0
+        while pos + BLANK_SIZE <= len(buf):
+            if int.from_bytes(buf[pos + 4 : pos + 8], "big", signed=True) == BLANK_MAGIC_CODE:
+                pos = len(buf)
+                break
+            rec = _valid_record(buf, pos, start)
+            if rec is None:
+                break
+            last_ts = rec.store_timestamp
+            pos += rec.total_size
+        at_end = pos >= len(buf) and len(buf) >= files.file_size
+        nxt = starts[i + 1] if i + 1 < len(starts) else None
+        if at_end and nxt == start + files.file_size:
+            continue
+        end = start + files.file_size if at_end else start + pos
+        for later in starts[i + 1 :]:
+            (files.directory / name20(later)).unlink()
+        return end, last_ts
+    return 0, last_ts
+
+
+def read_records(commitlog_dir: Path | str) -> list[MessageRecord]:
+    """Every valid record of a CommitLog directory in offset order (a BLANK moves on to the next file)."""
+    out: list[MessageRecord] = []
+    directory = Path(commitlog_dir)
+    for path in sorted(p for p in directory.iterdir() if p.is_file() and p.name.isdigit()):
+        buf, base, pos = path.read_bytes(), int(path.name), 0
+        while pos + BLANK_SIZE <= len(buf):
+            if int.from_bytes(buf[pos + 4 : pos + 8], "big", signed=True) == BLANK_MAGIC_CODE:
+                break
+            rec = _valid_record(buf, pos, base)
+            if rec is None:
+                break
+            rec.file, rec.position = path.name, pos
+            out.append(rec)
+            pos += rec.total_size
+    return out
+
+
+def _scan_cq(files: MappedFiles) -> int | None:
+    """Index after the last written unit (a zero unit marks the end), None for a queue without files."""
+    starts = files.starts()
+    if not starts:
+        return None
+    end = starts[0] // CQ_UNIT_SIZE
+    for start in starts:
+        buf = (files.directory / name20(start)).read_bytes()
+        for p in range(0, len(buf) - CQ_UNIT_SIZE + 1, CQ_UNIT_SIZE):
+            u = consumequeue_unit.parse(buf[p : p + CQ_UNIT_SIZE])
+            if is_empty_unit(u.commitlog_offset, u.size, u.tags_code):
+                return (start + p) // CQ_UNIT_SIZE
+            end = (start + p) // CQ_UNIT_SIZE + 1
+    return end
+
+
+def _scan_timerlog(files: MappedFiles) -> int:
+    """Offset after the last 52-byte unit; a 16-byte filler moves on to the next file."""
+    end = 0
+    for start in files.starts():
+        buf = (files.directory / name20(start)).read_bytes()
+        pos = 0
+        while pos + TIMERLOG_BLANK_SIZE <= len(buf):
+            if int.from_bytes(buf[pos + 12 : pos + 16], "big", signed=True) == TIMERLOG_BLANK_MAGIC:
+                pos = files.file_size
+                break
+            if int.from_bytes(buf[pos : pos + 4], "big", signed=True) != TIMERLOG_UNIT_SIZE:
+                return start + pos
+            pos += TIMERLOG_UNIT_SIZE
+        end = start + pos
+    return end
+
+
+__all__ = [
+    "DEFAULT_BORN_HOST", "DEFAULT_STORE_HOST", "EMPTY_SLOT", "MappedFiles", "Properties", "SCHEDULE_TOPIC",
+    "Slot", "StoreWriter", "cq_file_size", "is_v5", "java_length", "name20", "read_records", "tags_code_of",
+    "to_properties_string",
+]

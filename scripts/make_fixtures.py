@@ -1,0 +1,30 @@
+"""Rewrite the test fixtures: `fixtures/demo/` (a small 5.x store), `fixtures/demo.broker.conf`, `fixtures/README.md`.
+
+Usage: `python scripts/make_fixtures.py [--out DIR]` (default: the repository's `fixtures/`).
+Deterministic: the same bytes on every run (see `mqtool/builder/demo.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # runnable from a checkout without installing the package
+    sys.path.insert(0, str(REPO))
+
+from mqtool.builder.demo import write_fixtures  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "fixtures", help="fixtures directory to (re)write")
+    args = parser.parse_args(argv)
+    entries = write_fixtures(args.out)
+    print(f"wrote {args.out / 'demo'}: {len(entries)} records")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
