@@ -1,0 +1,156 @@
+"""The simulator's only event queue: a virtual clock in integer milliseconds (SimPy-style).
+
+The queue is a `heapq` of `(time_ms, priority, seq, event)` tuples; `seq` comes from
+`itertools.count()`, so the events themselves are never compared.
+
+Tie order (documented, relied upon by the event log's byte-for-byte determinism):
+
+1. `time_ms` — earlier first;
+2. `priority` — lower first: `URGENT` (the `run(until)` sentinel, before every regular event at
+   that time), then `BROKER` (faults: crash, restart, clock jump), then the services in the
+   broker's order: `TIMER_ENQUEUE`, `TIMER_DEQUEUE`, `SCHEDULE`, `TRANSACTION`, `PRODUCER`
+   (end-transaction answers), `PERSIST` (offset/checkpoint flushes), `NORMAL` (anything else);
+3. `seq` — first scheduled, first run.
+
+`run(until=T)` processes every event with `time_ms < T` (an event at exactly `T` stays queued,
+as in SimPy) and is resumable. The engine never reads the wall clock.
+
+Services are *processes*: Python generators that `yield` a delay in ms (`yield 100`) and are
+resumed by the engine; `Process.wake(delay)` re-times a sleeping process (a clock jump, a new
+message in a queue it watches), and `Process.stop()` ends it (a crash).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Generator
+from typing import Any
+
+URGENT = 0
+BROKER = 1
+TIMER_ENQUEUE = 2
+TIMER_DEQUEUE = 3
+SCHEDULE = 4
+TRANSACTION = 5
+PRODUCER = 6
+PERSIST = 7
+NORMAL = 8
+
+INFINITY = float("inf")
+
+
+class EmptySchedule(Exception):  # noqa: N818 - SimPy's name
+    """`step()` on an empty queue."""
+
+
+class StopSimulation(Exception):  # noqa: N818 - SimPy's name
+    """Raised by the `run(until)` sentinel."""
+
+
+def _stop() -> None:
+    raise StopSimulation
+
+
+class Engine:
+    """A deterministic discrete-event engine; `now` only moves in `step()`."""
+
+    def __init__(self, initial_time: int = 0) -> None:
+        self._now = int(initial_time)
+        self._queue: list[tuple[int, int, int, Callable[[], Any]]] = []
+        self._eid = itertools.count()
+        self.steps = 0
+
+    @property
+    def now(self) -> int:
+        return self._now
+
+    def schedule(self, event: Callable[[], Any], priority: int = NORMAL, delay: int = 0) -> None:
+        """Run `event()` at `now + delay`."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        heapq.heappush(self._queue, (self._now + int(delay), priority, next(self._eid), event))
+
+    def schedule_at(self, time_ms: int, event: Callable[[], Any], priority: int = NORMAL) -> None:
+        self.schedule(event, priority, time_ms - self._now)
+
+    def peek(self) -> float:
+        """Time of the next event, `INFINITY` when none is queued."""
+        return self._queue[0][0] if self._queue else INFINITY
+
+    def step(self) -> None:
+        """Process the next event; `EmptySchedule` when there is none."""
+        try:
+            self._now, _, _, event = heapq.heappop(self._queue)
+        except IndexError:
+            raise EmptySchedule from None
+        self.steps += 1
+        event()
+
+    def run(self, until: int | None = None) -> None:
+        """Process events until the queue is empty or up to (excluding) time `until`; resumable."""
+        if until is not None:
+            if until <= self._now:
+                raise ValueError(f"until ({until}) must be greater than the current time ({self._now})")
+            heapq.heappush(self._queue, (int(until), URGENT, next(self._eid), _stop))
+        try:
+            while True:
+                self.step()
+        except StopSimulation:
+            return
+        except EmptySchedule:
+            if until is not None:
+                self._now = int(until)
+            return
+
+    def process(self, gen: Generator[int, Any, Any], priority: int = NORMAL, delay: int = 0,
+                name: str = "") -> Process:
+        """Start a generator process `delay` ms from now."""
+        p = Process(self, gen, priority, name)
+        p.wake(delay)
+        return p
+
+
+class Process:
+    """A generator driven by the engine: `yield d` sleeps d ms (d >= 0), `yield None` idles until woken."""
+
+    __slots__ = ("engine", "gen", "priority", "name", "_gen_id", "alive", "wake_time")
+
+    def __init__(self, engine: Engine, gen: Generator[int, Any, Any], priority: int, name: str) -> None:
+        self.engine = engine
+        self.gen = gen
+        self.priority = priority
+        self.name = name
+        self._gen_id = 0
+        self.alive = True
+        self.wake_time: int | None = None
+
+    def wake(self, delay: int = 0) -> None:
+        """(Re)schedule the next resumption `delay` ms from now; a pending one is dropped."""
+        if not self.alive:
+            return
+        self._gen_id += 1
+        token = self._gen_id
+        self.wake_time = self.engine.now + int(delay)
+        self.engine.schedule(lambda: self._resume(token), self.priority, delay)
+
+    def wake_at(self, time_ms: int) -> None:
+        self.wake(max(0, time_ms - self.engine.now))
+
+    def stop(self) -> None:
+        self.alive = False
+        self._gen_id += 1
+        self.wake_time = None
+
+    def _resume(self, token: int) -> None:
+        if token != self._gen_id or not self.alive:
+            return  # re-timed or stopped meanwhile
+        self.wake_time = None
+        try:
+            delay = next(self.gen)
+        except StopIteration:
+            self.alive = False
+            return
+        if delay is None:
+            return  # idle until someone calls wake()
+        self.wake(int(delay))

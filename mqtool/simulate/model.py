@@ -1,0 +1,313 @@
+"""The simulated store: the input store (read-only) plus an in-memory overlay of appended records.
+
+Services read ConsumeQueue units and messages through `StoreModel` and append re-put records with
+`StoreModel.append`, which assigns CommitLog offsets exactly as `CommitLog.asyncPutMessage` would
+(records never straddle files: a BLANK filler ends a file when `size + 8` bytes do not fit, spec
+§2.7), the next queue offset, and the store timestamp. Nothing here writes to disk.
+
+Two bases exist: `DiskBase` (a `Store` opened on a directory) and `MemoryBase` (messages built in
+memory by tests and the benchmark).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqtool.formats.commitlog import computed_size
+from mqtool.formats.javahash import hashmap_order, java_string_hash
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRANS_GROUP = "CID_RMQ_SYS_TRANS"
+SYSTEM_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC)
+BLANK_MIN = 8  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
+
+
+class SimMessage:
+    """A message as the services see it (`MessageExt`): header fields and an ordered property map."""
+
+    __slots__ = ("phys", "size", "topic", "queue_id", "queue_offset", "store_ts", "born_ts", "sys_flag",
+                 "flag", "reconsume_times", "prepared_tx_offset", "props", "body", "body_len",
+                 "born_host", "store_host", "props_raw", "service", "source_phys", "tags_code")
+
+    def __init__(self, topic: str, queue_id: int, props: dict[str, str], *, body: bytes | None = None,
+                 body_len: int | None = None, born_ts: int = 0, store_ts: int = 0, sys_flag: int = 0,
+                 flag: int = 0, reconsume_times: int = 0, prepared_tx_offset: int = 0, phys: int = -1,
+                 size: int = 0, queue_offset: int = -1, born_host: str = "127.0.0.1:0",
+                 store_host: str = "127.0.0.1:10911", props_raw: str | None = None) -> None:
+        self.phys = phys
+        self.size = size
+        self.topic = topic
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.store_ts = store_ts
+        self.born_ts = born_ts
+        self.sys_flag = sys_flag
+        self.flag = flag
+        self.reconsume_times = reconsume_times
+        self.prepared_tx_offset = prepared_tx_offset
+        self.props = props
+        self.body = body
+        self.body_len = len(body) if body is not None else (body_len or 0)
+        self.born_host = born_host
+        self.store_host = store_host
+        self.props_raw = props_raw
+        self.service = ""
+        self.source_phys = -1
+        self.tags_code = 0
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.props.get("UNIQ_KEY")
+
+    def derive(self, topic: str, queue_id: int, props: dict[str, str], props_raw: str | None = None) -> SimMessage:
+        """A re-put copy: body, flag, sysFlag, born time/host, store host and reconsume times copied."""
+        m = SimMessage(topic, queue_id, props, body=self.body, body_len=self.body_len, born_ts=self.born_ts,
+                       sys_flag=self.sys_flag, flag=self.flag, reconsume_times=self.reconsume_times,
+                       born_host=self.born_host, store_host=self.store_host, props_raw=props_raw)
+        m.source_phys = self.phys
+        return m
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"SimMessage({self.topic}/{self.queue_id}@{self.queue_offset} phys={self.phys} {self.uniq_key})"
+
+
+_ORDER: dict[tuple[tuple[str, ...], int], tuple[str, ...]] = {}
+
+
+def props_string(props: dict[str, str], capacity: int) -> str:
+    """`messageProperties2String` of a map built by `string2messageProperties` (HashMap order, §2.6)."""
+    keys = tuple(props)
+    order = _ORDER.get((keys, capacity))
+    if order is None:
+        order = tuple(k for k, _ in hashmap_order([(k, "") for k in keys], capacity))
+        _ORDER[(keys, capacity)] = order
+    return "".join(f"{k}\x01{props[k]}\x02" for k in order)
+
+
+def stored_order(props: dict[str, str], capacity: int) -> dict[str, str]:
+    """The map as the written string lists it (what a later read of the record parses)."""
+    order = _ORDER.get((tuple(props), capacity))
+    return props if order is None else {k: props[k] for k in order}
+
+
+def tags_code(props: dict[str, str]) -> int:
+    tags = props.get("TAGS")
+    return java_string_hash(tags) if tags else 0
+
+
+# --------------------------------------------------------------------------- bases
+
+
+class MemoryBase:
+    """Messages and ConsumeQueues held in memory (tests, benchmark)."""
+
+    def __init__(self, commitlog_file_size: int = 1 << 30) -> None:
+        self.messages: dict[int, SimMessage] = {}
+        self.queues: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        self.end = 0
+        self.file_size = commitlog_file_size
+
+    def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
+        """Append a message as a broker put would (offset, queue offset; store_ts as given)."""
+        if m.size <= 0:
+            m.size = record_size(m, 128)
+        pos = self.end
+        if pos % self.file_size + m.size + BLANK_MIN > self.file_size:
+            pos = (pos // self.file_size + 1) * self.file_size
+        m.phys = pos
+        self.end = pos + m.size
+        q = self.queues.setdefault((m.topic, m.queue_id), [])
+        m.queue_offset = len(q)
+        q.append((m.phys, m.size, tags if tags is not None else tags_code(m.props)))
+        self.messages[m.phys] = m
+        return m
+
+    def cq_max(self, topic: str, qid: int) -> int:
+        return len(self.queues.get((topic, qid), ()))
+
+    def cq_min(self, topic: str, qid: int) -> int:
+        return 0
+
+    def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
+        q = self.queues.get((topic, qid))
+        if q is None or not 0 <= offset < len(q):
+            return None
+        return q[offset]
+
+    def message(self, phys: int) -> SimMessage | None:
+        return self.messages.get(phys)
+
+    def max_phys(self) -> int:
+        return self.end
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for t, q in self.queues if t == topic)
+
+
+class DiskBase:
+    """A `Store` opened read-only; messages are decoded on demand and cached."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.file_size = store.commitlog.queue.file_size or store.config.mapped_file_size_commitlog
+        self._cache: dict[int, SimMessage] = {}
+        self._max: dict[tuple[str, int], int] = {}
+
+    def _cq(self, topic: str, qid: int):
+        return self.store.consume_queue(topic, qid)
+
+    def cq_max(self, topic: str, qid: int) -> int:
+        key = (topic, qid)
+        if key not in self._max:
+            q = self._cq(topic, qid)
+            self._max[key] = q.max_offset if q is not None else 0
+        return self._max[key]
+
+    def cq_min(self, topic: str, qid: int) -> int:
+        q = self._cq(topic, qid)
+        return q.first_offset if q is not None else 0
+
+    def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
+        q = self._cq(topic, qid)
+        if q is None or offset >= self.cq_max(topic, qid):
+            return None
+        u = q.unit(offset)
+        return None if u is None else (u.commitlog_offset, u.size, u.tags_code)
+
+    def message(self, phys: int) -> SimMessage | None:
+        m = self._cache.get(phys)
+        if m is None:
+            try:
+                r = self.store.commitlog.read(phys)
+            except ValueError:
+                return None
+            m = SimMessage(r.topic, r.queue_id, dict(r.properties), body=r.body, born_ts=r.born_timestamp,
+                           store_ts=r.store_timestamp, sys_flag=r.sys_flag, flag=r.flag,
+                           reconsume_times=r.reconsume_times, prepared_tx_offset=r.prepared_transaction_offset,
+                           phys=r.physical_offset, size=r.total_size, queue_offset=r.queue_offset,
+                           born_host=r.born_host, store_host=r.store_host, props_raw=r.properties_raw)
+            self._cache[phys] = m
+        return m
+
+    def max_phys(self) -> int:
+        return self.store.commitlog.max_offset()
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return [q for t, q in self.store.queue_ids if t == topic]
+
+    def latest_store_timestamp(self) -> int:
+        """The store's own "now": its newest record's store time, or the checkpoint's, whichever is later."""
+        latest = 0
+        cl = self.store.commitlog
+        if cl.files:
+            for r in cl.iter_records(cl.files[-1].start, verify_crc=False):
+                latest = max(latest, r.store_timestamp)
+        cp = self.store.checkpoint
+        if cp is not None:
+            latest = max(latest, cp.physic_msg_timestamp, cp.logics_msg_timestamp)
+        return latest
+
+
+def record_size(m: SimMessage, capacity: int) -> int:
+    raw = m.props_raw if m.props_raw is not None else props_string(m.props, capacity)
+    m.props_raw = raw
+    topic_len = len(m.topic.encode("utf-8", "surrogateescape"))
+    return computed_size(m.sys_flag, m.body_len, topic_len, len(raw.encode("utf-8", "surrogateescape")),
+                         topic_len > 127)
+
+
+# --------------------------------------------------------------------------- the overlay
+
+
+@dataclass
+class PutResult:
+    ok: bool
+    status: str = "PUT_OK"
+    message: SimMessage | None = None
+
+
+@dataclass
+class StoreModel:
+    """The base store plus appended records. `put_filter(now, msg, service)` may fail a put (faults)."""
+
+    base: Any
+    capacity: int = 128
+    put_filter: Callable[[int, SimMessage, str], str | None] | None = None
+    appended: list[SimMessage] = field(default_factory=list)
+    blanks: list[tuple[int, int]] = field(default_factory=list)  # (offset, length) of BLANK fillers
+    _units: dict[tuple[str, int], list[tuple[int, int, int]]] = field(default_factory=dict)
+    _msgs: dict[int, SimMessage] = field(default_factory=dict)
+    _listeners: dict[tuple[str, int], list[Callable[[], None]]] = field(default_factory=dict)
+    _end: int | None = None
+    keep_messages: bool = True
+
+    # ----- reads -----
+    def cq_max(self, topic: str, qid: int) -> int:
+        return self.base.cq_max(topic, qid) + len(self._units.get((topic, qid), ()))
+
+    def cq_min(self, topic: str, qid: int) -> int:
+        return self.base.cq_min(topic, qid)
+
+    def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
+        bmax = self.base.cq_max(topic, qid)
+        if offset < bmax:
+            return self.base.cq_unit(topic, qid, offset)
+        extra = self._units.get((topic, qid))
+        if extra is None or offset - bmax >= len(extra):
+            return None
+        return extra[offset - bmax]
+
+    def message(self, phys: int) -> SimMessage | None:
+        m = self._msgs.get(phys)
+        return m if m is not None else self.base.message(phys)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        ids = set(self.base.queue_ids(topic)) | {q for t, q in self._units if t == topic}
+        return sorted(ids)
+
+    @property
+    def end(self) -> int:
+        if self._end is None:
+            self._end = self.base.max_phys()
+        return self._end
+
+    # ----- writes -----
+    def on_append(self, topic: str, qid: int, callback: Callable[[], None]) -> None:
+        """Call `callback()` after every append to that queue (a service waiting for new units)."""
+        self._listeners.setdefault((topic, qid), []).append(callback)
+
+    def append(self, m: SimMessage, now: int, service: str = "") -> PutResult:
+        """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written)."""
+        if self.put_filter is not None:
+            status = self.put_filter(now, m, service)
+            if status:
+                return PutResult(False, status)
+        m.size = record_size(m, self.capacity)
+        m.props = stored_order(m.props, self.capacity)
+        pos = self.end
+        fs = self.base.file_size
+        if pos % fs + m.size + BLANK_MIN > fs:
+            nxt = (pos // fs + 1) * fs
+            self.blanks.append((pos, nxt - pos))
+            pos = nxt
+        m.phys = pos
+        self._end = pos + m.size
+        m.store_ts = now
+        m.service = service
+        key = (m.topic, m.queue_id)
+        units = self._units.setdefault(key, [])
+        m.queue_offset = self.base.cq_max(m.topic, m.queue_id) + len(units)
+        m.tags_code = m.tags_code or tags_code(m.props)
+        units.append((m.phys, m.size, m.tags_code))
+        self._msgs[m.phys] = m
+        if self.keep_messages:
+            self.appended.append(m)
+        for cb in self._listeners.get(key, ()):
+            cb()
+        return PutResult(True, "PUT_OK", m)

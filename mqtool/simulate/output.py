@@ -1,0 +1,66 @@
+"""`--out DIR`: a new store = the input plus everything the simulated services appended.
+
+Uses `mqtool.builder.writer.StoreWriter.extend` (the input is copied, never modified), then appends
+every re-put record in the order the simulation put it (same bytes: the properties string the
+broker would have built), the new TimerLog units and wheel slots, and writes config/timercheck,
+config/delayOffset.json and config/consumerOffset.json as a clean shutdown at `--until` would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mqtool.simulate.runner import SimulationResult
+
+
+class OutputMismatch(ValueError):
+    """The writer placed a record elsewhere than the simulation predicted."""
+
+
+def write_store(store, result: SimulationResult, out: Path) -> list[str]:
+    """Write the new store; returns warnings (e.g. offsets the writer placed differently)."""
+    from mqtool.builder.writer import StoreWriter
+    from mqtool.formats.offsets_json import ConsumerOffsets, DataVersion, DelayOffsets
+
+    state = result.state
+    model, timer, config = state["model"], state["timer"], state["config"]
+    warnings: list[str] = []
+    w = StoreWriter.extend(store.root, out, config, result.broker_version)
+    try:
+        for m in model.appended:
+            rec = w.make_record(m.topic, m.queue_id, m.body or b"", m.props_raw or "", flag=m.flag,
+                                sys_flag=m.sys_flag, born_timestamp=m.born_ts, born_host=m.born_host,
+                                store_timestamp=m.store_ts, store_host=m.store_host,
+                                reconsume_times=m.reconsume_times, prepared_transaction_offset=m.prepared_tx_offset)
+            placed = w.append_records([rec], [None])[0]
+            if placed.physical_offset != m.phys:
+                warnings.append(f"{m.topic} record predicted at {m.phys} written at {placed.physical_offset}")
+        if timer is not None:
+            for pos in timer.new_units:
+                prev, magic, write, delayed, offset_py, size_py, topic_hash = timer.units[pos]
+                at = w.append_timerlog_unit(prev, magic, write, delayed - write, offset_py, size_py, topic_hash)
+                if at != pos:
+                    warnings.append(f"TimerLog unit predicted at {pos} written at {at}")
+                slot = w.get_slot(delayed)
+                delete = bool(magic & 4)
+                num = (slot.num if slot.first_pos != -1 else 0) + (-1 if delete else 1)
+                w.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
+            queue = timer.curr_queue_offset
+            w.write_timercheck(timer.read_time(), w.timerlog_end, queue, queue,
+                               timestamp=result.until_ms, counter=1)
+        old = store.delay_offsets
+        if result.broker_version.startswith("4"):
+            dv = None
+        else:
+            dv = old.data_version if old is not None and old.data_version is not None else DataVersion(0, 0, 0)
+        w.write_delay_offsets(DelayOffsets(dict(sorted(state["schedule_offsets"].items())), dv))
+        co = store.consumer_offsets
+        table = {k: dict(v) for k, v in (co.offset_table if co is not None else {}).items()}
+        for (topic, qid), off in sorted(state["consumer_offsets"].items()):
+            table.setdefault(f"{topic}@CID_RMQ_SYS_TRANS", {})[qid] = off
+        w.write_consumer_offsets(ConsumerOffsets(table, co.data_version if co is not None else None,
+                                                 co.group_topic_map if co is not None else None))
+        w.write_checkpoint()
+    finally:
+        w.close()
+    return warnings

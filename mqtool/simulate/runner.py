@@ -1,0 +1,182 @@
+"""`simulate()`: replay a store's schedule, timer and transaction-check services on a virtual clock.
+
+The store is opened read-only; the virtual clock starts at `start_ms` (default: the store's own
+"now", its newest store timestamp) and the engine runs every service as a process until `until_ms`
+(exclusive). The result holds the ordered event log, a summary, and the final state that `--out`
+writes as a new store.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqtool.simulate.context import SimContext
+from mqtool.simulate.engine import BROKER, Engine
+from mqtool.simulate.events import EventLog
+from mqtool.simulate.invariants import check_invariants
+from mqtool.simulate.model import SYSTEM_TOPICS, TIMER_TOPIC, DiskBase, StoreModel
+from mqtool.simulate.scenario import Scenario
+from mqtool.simulate.schedule import ScheduleService
+from mqtool.simulate.timer import TimerService
+from mqtool.simulate.transaction import TransactionService
+
+VERSIONS = ("5.3", "4.9")
+
+
+@dataclass
+class SimulationResult:
+    events: EventLog
+    summary: dict[str, Any]
+    seed: int
+    start_ms: int
+    until_ms: int
+    broker_version: str
+    violations: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def default_start(store) -> int:
+    return DiskBase(store).latest_store_timestamp()
+
+
+def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scenario | None = None,
+             seed: int = 0, broker_version: str = "5.3", *, base=None, keep_events: bool = True,
+             timer_state: dict | None = None) -> SimulationResult:
+    """Run the services from `start_ms` to `until_ms` (virtual epoch ms) and return what happened.
+
+    `store` is a `mqtool.store.Store` (or None with `base`, a `MemoryBase`, and `timer_state`
+    giving `timercheck`/`units`/`end` for tests and the benchmark).
+    """
+    if broker_version not in VERSIONS:
+        raise ValueError(f"--broker-version must be one of {', '.join(VERSIONS)}, got {broker_version!r}")
+    scenario = scenario or Scenario()
+    if scenario.broker:
+        config = config.with_overrides(scenario.broker, source="scenario [broker]")
+    if base is None:
+        base = DiskBase(store)
+    if start_ms is None:
+        start_ms = base.latest_store_timestamp() if hasattr(base, "latest_store_timestamp") else 0
+    if until_ms <= start_ms:
+        raise ValueError(f"--until ({until_ms}) must be after --start ({start_ms})")
+    v4 = broker_version.startswith("4")
+    engine = Engine(start_ms)
+    rng = random.Random(seed)
+    log = EventLog(keep=keep_events)
+    model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_events)
+    ctx = SimContext(engine, model, log, config, scenario, rng, broker_version)
+    model.put_filter = lambda _now, m, service: scenario.put_failure(engine.now, service, m.topic, rng)
+
+    delay_offsets = getattr(store, "delay_offsets", None) if store is not None else None
+    schedule = ScheduleService(ctx, dict(delay_offsets.offset_table) if delay_offsets else None)
+    services: list[Any] = [schedule]
+    timer = None
+    if not v4 and getattr(config, "timer_wheel_enable", True):
+        ts = timer_state if timer_state is not None else _timer_state(store)
+        if ts is not None:
+            timer = TimerService(ctx, ts.get("timercheck"), ts.get("units"), ts.get("end", 0), ts.get("file_size"))
+            services.append(timer)
+    tx = TransactionService(ctx, getattr(store, "consumer_offsets", None) if store is not None else None)
+    services.append(tx)
+    ctx.services = services
+
+    def start_all() -> None:
+        ctx.running = True
+        for s in services:
+            s.start()
+
+    def crash(until: int):
+        def run() -> None:
+            if not ctx.running:
+                return
+            ctx.running = False
+            log.emit(engine.now, "broker", "crash", restart_at=until)
+            for s in services:
+                s.stop(clean=False)
+            engine.schedule_at(max(until, engine.now), restart, BROKER)
+        return run
+
+    def restart() -> None:
+        log.emit(engine.now, "broker", "restart")
+        start_all()
+
+    def jump(delta: int):
+        def run() -> None:
+            ctx.clock_offset += delta
+            log.emit(engine.now, "broker", "clock_jump", delta_ms=delta, clock=ctx.clock())
+            for s in services:
+                if hasattr(s, "on_clock_jump"):
+                    s.on_clock_jump()
+        return run
+
+    for f in scenario.faults:
+        if f.kind == "crash" and start_ms <= f.start < until_ms:
+            engine.schedule_at(f.start, crash(f.end), BROKER)
+        elif f.kind == "clock_jump" and start_ms <= f.start < until_ms:
+            engine.schedule_at(f.start, jump(f.delta), BROKER)
+
+    start_all()
+    engine.run(until=until_ms)
+
+    halves = dict(tx.resolved)
+    pending = tx.pending_halves() if ctx.running else []
+    for p in pending:
+        halves.setdefault(p["uniq_key"] or str(p["physical_offset"]), "pending")
+    violations = check_invariants(log.events, scenario.faults, halves) if keep_events else []
+    summary = _summary(ctx, schedule, timer, tx, pending, start_ms, until_ms, seed, broker_version, violations)
+    state = {"schedule_offsets": dict(schedule.offsets), "consumer_offsets": dict(tx.offsets),
+             "timer": timer, "model": model, "transaction": tx, "config": config}
+    return SimulationResult(log, summary, seed, start_ms, until_ms, broker_version, violations, state)
+
+
+def _timer_state(store) -> dict | None:
+    if store is None or store.timercheck is None and store.timerlog is None:
+        return None
+    units = []
+    end = 0
+    file_size = None
+    if store.timerlog is not None:
+        file_size = store.timerlog.queue.file_size or None
+        end = store.timerlog.queue.min_offset
+        for u in store.timerlog.iter_units():
+            units.append((u.pos, u.prev_pos, u.magic, u.curr_write_time_ms, u.delayed_time_ms, u.offset_py,
+                          u.size_py, u.real_topic_hash))
+            end = u.pos + 52
+    return {"timercheck": store.timercheck, "units": units, "end": end, "file_size": file_size}
+
+
+def _summary(ctx: SimContext, schedule, timer, tx, pending, start_ms, until_ms, seed, version, violations):
+    log = ctx.log
+    per_topic: Counter[str] = Counter()
+    keys: Counter[str] = Counter()
+    timeline: Counter[int] = Counter()
+    span = max(1, until_ms - start_ms)
+    for e in log.events:
+        if e.event == "deliver" and e.topic not in SYSTEM_TOPICS:
+            per_topic[e.topic] += 1
+            if e.uniq_key:
+                keys[e.uniq_key] += 1
+            timeline[min(19, (e.time - start_ms) * 20 // span)] += 1
+    duplicates = sum(n - 1 for n in keys.values() if n > 1)
+    return {
+        "version": 1,
+        "seed": seed,
+        "broker_version": version,
+        "start": start_ms,
+        "until": until_ms,
+        "events": len(log),
+        "events_by_kind": dict(sorted(log.by_kind.items())),
+        "deliveries_per_topic": dict(sorted(per_topic.items())),
+        "delay_backlog_per_level": {str(k): v for k, v in sorted(schedule.backlog().items())},
+        "delay_offsets": {str(k): v for k, v in sorted(schedule.offsets.items())},
+        "pending_timers": timer.pending() if timer is not None else 0,
+        "timer_topic_unread": (ctx.model.cq_max(TIMER_TOPIC, 0) - timer.curr_queue_offset) if timer else 0,
+        "pending_half_messages": len(pending),
+        "pending_halves": pending,
+        "check_rounds": len(tx.rounds),
+        "duplicates": duplicates,
+        "timeline": [timeline.get(i, 0) for i in range(20)],
+        "invariant_violations": violations,
+    }

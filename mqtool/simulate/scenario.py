@@ -1,0 +1,205 @@
+"""Scenario files (TOML, every key optional): broker overrides, check rounds, producer answers, faults.
+
+```toml
+[broker]                      # overrides of broker.conf settings, same (Java) names
+transactionCheckInterval = 30000
+[transaction]
+check_at = ["+3s", "+10s"]    # explicit check rounds instead of the interval
+default_answer = "none"       # commit | rollback | unknown | none (no answer)
+answer_delay_ms = 0           # how long a producer takes to answer a check request
+[[transaction.answers]]       # first match wins; producer_group, uniq_key, key (globs), probability
+producer_group = "PG_TX"
+key = "order-*"
+answer = "commit"
+[[faults]]                    # kind = put_failure | crash | clock_jump
+kind = "put_failure"
+from = "+5s"
+until = "+8s"
+probability = 1.0             # put_failure: also service = "schedule|timer|transaction", topic,
+                              # status = "UNKNOWN_ERROR" | "SERVICE_NOT_AVAILABLE" | ...
+```
+Times are ISO-8601, relative to `--start` (`+90s`, `+3d`), or integers: epoch ms when at least
+10^11, otherwise ms after `--start`. A crash fault stops the broker at `from` and restarts it at
+`until` (default: at once); a clock jump (`at` or `from`, `delta` = ms or `+1h`/`-30s`) moves the
+broker's clock, not the virtual time. Randomness comes only from `random.Random(seed)`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mqtool.times import TimeFormatError, parse_duration_ms, parse_time
+
+ANSWERS = ("commit", "rollback", "unknown", "none")
+FAULT_KINDS = ("put_failure", "crash", "clock_jump")
+EPOCH_MIN = 10**11
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be used; says which key is wrong."""
+
+
+@dataclass(frozen=True)
+class AnswerRule:
+    answer: str
+    producer_group: str | None = None
+    uniq_key: str | None = None
+    key: str | None = None
+    probability: float = 1.0
+
+    def matches(self, group: str | None, uniq_key: str | None, keys: list[str]) -> bool:
+        if self.producer_group is not None and not fnmatch.fnmatchcase(group or "", self.producer_group):
+            return False
+        if self.uniq_key is not None and not fnmatch.fnmatchcase((uniq_key or "").upper(),
+                                                                 self.uniq_key.upper()):
+            return False
+        if self.key is not None and not any(fnmatch.fnmatchcase(k, self.key) for k in keys):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    start: int
+    end: int
+    probability: float = 1.0
+    service: str | None = None
+    topic: str | None = None
+    status: str = "UNKNOWN_ERROR"
+    delta: int = 0
+
+
+@dataclass
+class Scenario:
+    broker: dict[str, Any] = field(default_factory=dict)
+    check_at: list[int] | None = None
+    default_answer: str = "none"
+    answer_delay_ms: int = 0
+    answers: list[AnswerRule] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+
+    def answer_for(self, group: str | None, uniq_key: str | None, keys: list[str], rng: random.Random) -> str:
+        for rule in self.answers:
+            if rule.matches(group, uniq_key, keys):
+                if rule.probability >= 1.0 or rng.random() < rule.probability:
+                    return rule.answer
+        return self.default_answer
+
+    def put_failure(self, now: int, service: str, topic: str, rng: random.Random) -> str | None:
+        """The failure status of a put at `now`, or None when it succeeds."""
+        for f in self.faults:
+            if f.kind != "put_failure" or not f.start <= now < f.end:
+                continue
+            if f.service is not None and f.service != service:
+                continue
+            if f.topic is not None and f.topic != topic:
+                continue
+            if f.probability >= 1.0 or rng.random() < f.probability:
+                return f.status
+        return None
+
+
+def _time(value: Any, start_ms: int, where: str) -> int:
+    if isinstance(value, bool):
+        raise ScenarioError(f"{where}: expected a time, got {value!r}")
+    if isinstance(value, int):
+        return value if value >= EPOCH_MIN else start_ms + value
+    if isinstance(value, float):
+        return int(value) if value >= EPOCH_MIN else start_ms + int(value)
+    if isinstance(value, str):
+        try:
+            return parse_time(value, start_ms)
+        except TimeFormatError as e:
+            raise ScenarioError(f"{where}: {e}") from None
+    raise ScenarioError(f"{where}: expected a time, got {value!r}")
+
+
+def _delta(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise ScenarioError(f"{where}: expected a duration")
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, str):
+        t = value.strip()
+        sign = -1 if t.startswith("-") else 1
+        try:
+            return sign * parse_duration_ms(t.lstrip("+-"))
+        except TimeFormatError as e:
+            raise ScenarioError(f"{where}: {e}") from None
+    raise ScenarioError(f"{where}: expected a duration, got {value!r}")
+
+
+def _answer(value: Any, where: str) -> str:
+    if value not in ANSWERS:
+        raise ScenarioError(f"{where}: answer must be one of {', '.join(ANSWERS)}, got {value!r}")
+    return value
+
+
+def _table(doc: dict, name: str) -> dict:
+    v = doc.get(name, {})
+    if not isinstance(v, dict):
+        raise ScenarioError(f"[{name}] must be a table")
+    return v
+
+
+def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
+    """A Scenario from a parsed TOML document; times relative to `start_ms`."""
+    unknown = set(doc) - {"broker", "transaction", "faults"}
+    if unknown:
+        raise ScenarioError(f"unknown scenario section(s): {', '.join(sorted(unknown))}")
+    sc = Scenario(broker=dict(_table(doc, "broker")))
+    tx = _table(doc, "transaction")
+    if "check_at" in tx:
+        if not isinstance(tx["check_at"], list):
+            raise ScenarioError("transaction.check_at must be a list of times")
+        sc.check_at = sorted(_time(v, start_ms, f"transaction.check_at[{i}]") for i, v in enumerate(tx["check_at"]))
+    sc.default_answer = _answer(tx.get("default_answer", "none"), "transaction.default_answer")
+    sc.answer_delay_ms = int(_delta(tx.get("answer_delay_ms", 0), "transaction.answer_delay_ms"))
+    for i, a in enumerate(tx.get("answers", [])):
+        where = f"transaction.answers[{i}]"
+        if not isinstance(a, dict):
+            raise ScenarioError(f"{where} must be a table")
+        sc.answers.append(AnswerRule(_answer(a.get("answer"), where), a.get("producer_group"), a.get("uniq_key"),
+                                     a.get("key"), float(a.get("probability", 1.0))))
+    faults = doc.get("faults", [])
+    if not isinstance(faults, list):
+        raise ScenarioError("faults must be an array of tables ([[faults]])")
+    for i, f in enumerate(faults):
+        where = f"faults[{i}]"
+        kind = f.get("kind")
+        if kind not in FAULT_KINDS:
+            raise ScenarioError(f"{where}.kind must be one of {', '.join(FAULT_KINDS)}, got {kind!r}")
+        first = f.get("from", f.get("at"))
+        start = _time(first, start_ms, f"{where}.from") if first is not None else start_ms
+        if kind == "crash" and first is None:
+            raise ScenarioError(f"{where}: a crash needs `from` (the crash time)")
+        if kind == "clock_jump" and "delta" not in f:
+            raise ScenarioError(f"{where}: a clock_jump needs `delta`")
+        default_end = start if kind != "put_failure" else 2**62
+        end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
+        if end < start:
+            raise ScenarioError(f"{where}: until is before from")
+        sc.faults.append(Fault(kind, start, end, float(f.get("probability", 1.0)), f.get("service"),
+                               f.get("topic"), str(f.get("status", "UNKNOWN_ERROR")),
+                               _delta(f.get("delta", 0), f"{where}.delta")))
+    return sc
+
+
+def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:
+    if path is None:
+        return Scenario()
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    try:
+        return parse_scenario(doc, start_ms)
+    except ScenarioError as e:
+        raise ScenarioError(f"{path}: {e}") from None

@@ -1,0 +1,256 @@
+"""ScheduleMessageService: delay-level delivery (spec §4.4-4.8, §4.11).
+
+Mirrors `org.apache.rocketmq.broker.schedule.ScheduleMessageService` (5.3.1) and
+`org.apache.rocketmq.store.schedule.ScheduleMessageService` (4.9.8), read at those tags:
+
+- one task per level, first run `FIRST_DELAY_TIME` = 1000 ms after start, from the level's offset in
+  delayOffset.json (0 when absent; both clamp it into the queue's [min, max], `correctDelayOffset`);
+- a task walks the level's ConsumeQueue; `deliver = correctDeliverTimestamp(now, tagsCode)`; a unit
+  not yet due ends the task and the next one runs 100 ms later at that unit (5.3 also records the
+  unit as the level's offset); a due unit is re-put to REAL_TOPIC/REAL_QID (`messageTimeUp`: the
+  properties string is built before DELAY/TIMER_DELIVER_MS/TIMER_DELAY_SEC are cleared, so they stay
+  in the bytes);
+- sync delivery: success sets the offset to unit + 1; a failed put ends the task and the next task
+  starts 100 ms later at **unit + 1 in 5.3.1** (the failed message is skipped for good once a later
+  unit moves the offset) and **at the same unit in 4.9.8**;
+- async delivery (`enableScheduleAsyncDeliver`): puts do not wait; a pending queue per level moves the
+  offset as its head completes; a failed put is resent after `resendCount * 100` ms (at most 60 s);
+  a head resent more than 3 times blocks the level (refused deliveries end the task as above);
+- offsets are persisted every `flushDelayOffsetInterval` (first after 10 s) and at shutdown.
+
+Between polls nothing changes, so instead of ticking every 100 ms a level sleeps straight to the
+first poll of its 100 ms grid at which its head unit is due, or idles until a unit is appended.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from mqtool.simulate.context import SimContext
+from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
+from mqtool.simulate.model import HALF_TOPIC, SCHEDULE_TOPIC
+
+FIRST_DELAY_TIME = 1000
+DELAY_FOR_A_WHILE = 100
+DELAY_FOR_A_PERIOD = 10000
+MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
+MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
+
+
+
+class _Pending:
+    __slots__ = ("offset", "phys", "status", "resend", "msg")
+
+    def __init__(self, offset: int, phys: int, status: str, msg) -> None:
+        self.offset, self.phys, self.status, self.resend, self.msg = offset, phys, status, 0, msg
+
+
+class ScheduleService:
+    """All delay levels of one broker; `offsets` is the in-memory offsetTable, `persisted` the file."""
+
+    def __init__(self, ctx: SimContext, stored_offsets: dict[int, int] | None) -> None:
+        self.ctx = ctx
+        self.delays = {i + 1: d for i, d in enumerate(ctx.config.delay_levels_ms())}
+        self.offsets: dict[int, int] = dict(stored_offsets or {})
+        self.persisted: dict[int, int] = dict(self.offsets)
+        self.async_deliver = bool(getattr(ctx.config, "enable_schedule_async_deliver", False))
+        self.max_pending = int(getattr(ctx.config, "schedule_async_deliver_max_pending_limit", 2000))
+        self.persist_interval = int(getattr(ctx.config, "flush_delay_offset_interval", 10000))
+        self.procs: dict[int, Process] = {}
+        self.handlers: dict[int, Process] = {}
+        self.pending: dict[int, deque[_Pending]] = {}
+        self.grid: dict[int, int] = {}  # level -> time of its last poll (polls are 100 ms apart)
+        self.persister: Process | None = None
+        self.delivered = 0
+        for level in self.delays:
+            ctx.model.on_append(SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
+
+    # ----- life cycle -----
+    def start(self) -> None:
+        ctx = self.ctx
+        self._correct_offsets()
+        for level in self.delays:
+            offset = self.offsets.get(level, 0)
+            self.pending[level] = deque()
+            self.procs[level] = ctx.engine.process(self._level(level, offset), SCHEDULE, FIRST_DELAY_TIME,
+                                                   f"schedule-{level}")
+            if self.async_deliver:
+                self.handlers[level] = ctx.engine.process(self._handle(level), SCHEDULE, FIRST_DELAY_TIME,
+                                                          f"schedule-handle-{level}")
+        self.persister = ctx.engine.process(self._persist_loop(), PERSIST, 10000, "schedule-persist")
+
+    def stop(self, clean: bool) -> None:
+        for p in [*self.procs.values(), *self.handlers.values()]:
+            p.stop()
+        if self.persister:
+            self.persister.stop()
+        if clean:
+            self.persist()
+        else:
+            self.offsets = dict(self.persisted)  # a crash loses what was not persisted
+
+    def _correct_offsets(self) -> None:
+        """`correctDelayOffset`: clamp each stored offset into its queue's [min, max]."""
+        m = self.ctx.model
+        for level, off in list(self.offsets.items()):
+            if level not in self.delays:
+                continue
+            lo, hi = m.cq_min(SCHEDULE_TOPIC, level - 1), m.cq_max(SCHEDULE_TOPIC, level - 1)
+            self.offsets[level] = min(max(off, lo), hi)
+
+    def persist(self) -> None:
+        self.persisted = dict(self.offsets)
+        self.ctx.log.emit(self.ctx.engine.now, "schedule", "persist", SCHEDULE_TOPIC,
+                          offsets={str(k): v for k, v in sorted(self.offsets.items())})
+
+    def _persist_loop(self):
+        while True:
+            self.persist()
+            yield self.persist_interval
+
+    # ----- waking -----
+    def _next_poll(self, level: int, not_before: int) -> int:
+        """The first poll of the level's 100 ms grid at or after `not_before` (engine time)."""
+        base = self.grid.get(level, self.ctx.engine.now)
+        if not_before <= base:
+            return base + DELAY_FOR_A_WHILE
+        k = -(-(not_before - base) // DELAY_FOR_A_WHILE)
+        return base + k * DELAY_FOR_A_WHILE
+
+    def _on_append(self, level: int) -> None:
+        p = self.procs.get(level)
+        if p is not None and p.alive and p.wake_time is None:
+            p.wake_at(self._next_poll(level, self.ctx.engine.now))
+
+    def on_clock_jump(self) -> None:
+        """A clock jump changes which units are due: every sleeping level polls again on its grid."""
+        for level, p in self.procs.items():
+            if p.alive:
+                p.wake_at(self._next_poll(level, self.ctx.engine.now))
+
+    # ----- one level -----
+    def _level(self, level: int, offset: int):
+        ctx, m = self.ctx, self.ctx.model
+        qid = level - 1
+        delay = self.delays[level]
+        while True:
+            now = ctx.engine.now
+            self.grid[level] = now
+            lo, hi = m.cq_min(SCHEDULE_TOPIC, qid), m.cq_max(SCHEDULE_TOPIC, qid)
+            if offset < lo:
+                offset = lo  # "schedule CQ offset invalid": reset to the queue's min
+            if offset > hi:
+                offset = hi  # ... or max
+            if offset >= hi:
+                yield None  # idle until a unit is appended (the 100 ms re-polls change nothing)
+                continue
+            next_offset = offset
+            wait_until = None
+            failed = False
+            for off in range(offset, hi):
+                unit = m.cq_unit(SCHEDULE_TOPIC, qid, off)
+                if unit is None:
+                    break
+                phys, _size, tags = unit
+                clock = ctx.clock()
+                deliver = tags
+                if deliver > clock + delay:  # correctDeliverTimestamp: a clock moved back, a shorter level
+                    deliver = clock
+                next_offset = off + 1
+                if deliver > clock:
+                    if not ctx.v4:
+                        self.offsets[level] = off
+                    next_offset = off
+                    wait_until = deliver - ctx.clock_offset
+                    break
+                msg = m.message(phys)
+                if msg is None:
+                    continue
+                real_topic = msg.props.get("REAL_TOPIC")
+                if real_topic == HALF_TOPIC or real_topic is None:
+                    continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
+                props = dict(msg.props)
+                new = msg.derive(real_topic, int(msg.props.get("REAL_QID", "0")), props)
+                ok = self._deliver(level, off, msg, new, deliver)
+                if not ok:
+                    failed = True
+                    next_offset = off if ctx.v4 else off + 1
+                    break
+            offset = next_offset
+            if failed:
+                yield DELAY_FOR_A_WHILE
+            elif wait_until is not None:
+                yield self._next_poll(level, wait_until) - now
+            else:
+                yield DELAY_FOR_A_WHILE
+
+    def _deliver(self, level: int, off: int, msg, new, due: int) -> bool:
+        ctx = self.ctx
+        if self.async_deliver:
+            q = self.pending[level]
+            if len(q) > self.max_pending or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
+                ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get("REAL_TOPIC"),
+                             int(msg.props.get("REAL_QID", "0")), msg.uniq_key, msg.phys, level=level,
+                             reason="async deliver blocked or flow-controlled", queue_offset=off)
+                return False
+            res = ctx.put(new, "schedule")
+            self._emit_result(level, off, msg, res, due)
+            q.append(_Pending(off, msg.phys, "SUCCESS" if res.ok else "EXCEPTION", msg))
+            h = self.handlers.get(level)
+            if h is not None and h.wake_time is None:
+                h.wake(10)
+            return True
+        res = ctx.put(new, "schedule")
+        self._emit_result(level, off, msg, res, due)
+        if res.ok:
+            self.offsets[level] = off + 1
+        return res.ok
+
+    def _emit_result(self, level: int, off: int, msg, res, due: int) -> None:
+        ctx = self.ctx
+        if res.ok:
+            self.delivered += 1
+            n = res.message
+            ctx.log.emit(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys,
+                         n.phys, level=level, due=due, queue_offset=n.queue_offset)
+        else:
+            ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get("REAL_TOPIC"),
+                         int(msg.props.get("REAL_QID", "0")), msg.uniq_key, msg.phys, level=level,
+                         status=res.status, queue_offset=off,
+                         next="retry same unit" if ctx.v4 or self.async_deliver else "skip to next unit")
+
+    def _handle(self, level: int):
+        """HandlePutResultTask: advance the offset over completed puts, resend the failed head."""
+        ctx, m = self.ctx, self.ctx.model
+        while True:
+            q = self.pending[level]
+            while q and q[0].status in ("SUCCESS", "SKIP"):
+                p = q.popleft()
+                if p.status == "SUCCESS":
+                    self.offsets[level] = p.offset + 1
+            if not q:
+                yield None
+                continue
+            head = q[0]
+            head.resend += 1
+            yield min(head.resend * 100, 60_000)
+            msg = m.message(head.phys)
+            if msg is None:
+                head.status = "SKIP" if head.resend > MAX_RESEND_TO_SKIP else "EXCEPTION"
+                continue
+            new = msg.derive(msg.props["REAL_TOPIC"], int(msg.props.get("REAL_QID", "0")), dict(msg.props))
+            res = ctx.put(new, "schedule")
+            self._emit_result(level, head.offset, msg, res, 0)
+            head.status = "SUCCESS" if res.ok else "EXCEPTION"
+
+    # ----- summary -----
+    def backlog(self) -> dict[int, int]:
+        """Units not yet delivered per level (offset to the queue's max)."""
+        m = self.ctx.model
+        out = {}
+        for level in self.delays:
+            hi = m.cq_max(SCHEDULE_TOPIC, level - 1)
+            n = hi - self.offsets.get(level, 0)
+            if n > 0:
+                out[level] = n
+        return out

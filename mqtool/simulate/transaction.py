@@ -1,0 +1,459 @@
+"""Transaction check rounds, op messages and end-transactions (spec §7.4-7.6).
+
+Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `TransactionalMessageBridge`,
+`DefaultTransactionalMessageCheckListener`, `TransactionalOpBatchService` and the effect of
+`EndTransactionProcessor`:
+
+- per half queue, `halfOffset`/`opOffset` come from consumerOffset.json (group CID_RMQ_SYS_TRANS; the
+  queue's min offset when absent); up to 32 op records fill `removeMap` (half offsets below
+  `halfOffset` are done);
+- walking i from `halfOffset`: resolved offsets are skipped; a missing half ends the walk
+  (NO_NEW_MSG) or jumps (illegal offset); `needDiscard` runs **first** and increments
+  TRANSACTION_CHECK_TIMES in memory (absent ⇒ 1; ≥ `transactionCheckMax` ⇒ discard), `needSkip`
+  (born more than `fileReservedTime` h ago) ⇒ also discarded to TRANS_CHECK_MAX_TIME_TOPIC; a record
+  stored after the round started ends the walk; immunity (CHECK_IMMUNITY_TIME_IN_SECONDS × 1000, else
+  `transactionTimeOut`): a young half with the property is re-put with TRAN_PREPARED_QUEUE_OFFSET
+  (and its already incremented TRANSACTION_CHECK_TIMES) and skipped; without it the walk stops;
+- `isNeedCheck` = (no op records and older than the immunity) or (newest op record born more than
+  `transactionTimeOut` after the round start) or born in the future; then the half is put back
+  (a copy at the end of the half queue) and a check request goes to the producer group; otherwise
+  more op records are read — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before
+  retrying the same half (4.9.8 retries at once);
+- a round gives up after 60 s; the offsets are written back at its end;
+- answers (from the scenario) end the **checked copy**: commit writes the final record to
+  REAL_TOPIC/REAL_QID (sysFlag COMMIT, preparedTransactionOffset = the copy) and an op entry,
+  rollback only the op entry. 5.3.1 batches op entries ("3,5,") per queue and writes them every
+  `transactionOpBatchInterval` (or past 4096 bytes); 4.9.8 writes one op record per end ("3").
+"""
+
+from __future__ import annotations
+
+from mqtool.simulate.context import SimContext
+from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
+from mqtool.simulate.model import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SimMessage
+
+MAX_PROCESS_TIME_LIMIT = 60000
+OP_MSG_PULL_NUMS = 32
+SLEEP_WHILE_NO_OP = 1000
+MAX_RETRY_COUNT_WHEN_HALF_NULL = 1
+OP_MSG_MAX_SIZE = 4096  # transactionOpMsgMaxSize
+PUT_BACK_RETRY_MS = 100
+REMOVE_TAG = "d"
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_MASK = 0xC
+NO_NEW_MSG, FOUND, OFFSET_ILLEGAL = "NO_NEW_MSG", "FOUND", "OFFSET_ILLEGAL"
+
+
+def _long(s: str | None) -> int:
+    try:
+        return int(str(s).strip())
+    except (TypeError, ValueError):
+        return -1
+
+
+class _Pull:
+    __slots__ = ("status", "msgs", "next_begin")
+
+    def __init__(self, status: str, msgs: list[SimMessage] | None, next_begin: int) -> None:
+        self.status, self.msgs, self.next_begin = status, msgs, next_begin
+
+
+class TransactionService:
+    """The check service, the op batch service and the producers' answers of one broker."""
+
+    def __init__(self, ctx: SimContext, consumer_offsets=None) -> None:
+        self.ctx = ctx
+        cfg = ctx.config
+        self.timeout = int(getattr(cfg, "transaction_timeout", 6000))
+        self.check_max = int(getattr(cfg, "transaction_check_max", 15))
+        self.interval = int(getattr(cfg, "transaction_check_interval", 30000))
+        self.op_interval = int(getattr(cfg, "transaction_op_batch_interval", 3000))
+        self.file_reserved_ms = int(getattr(cfg, "file_reserved_time", 72)) * 3600 * 1000
+        self.offsets: dict[tuple[str, int], int] = {}
+        table = getattr(consumer_offsets, "offset_table", None) or {}
+        for topic in (HALF_TOPIC, OP_HALF_TOPIC):
+            for qid, off in (table.get(f"{topic}@CID_RMQ_SYS_TRANS") or {}).items():
+                self.offsets[(topic, int(qid))] = int(off)
+        self.persisted = dict(self.offsets)
+        self.op_pending: dict[int, list[str]] = {}
+        self.op_last_write: dict[int, int] = {}
+        self.checker: Process | None = None
+        self.op_batcher: Process | None = None
+        self.persister: Process | None = None
+        self.rounds: list[dict] = []
+        self.resolved: dict[str, str] = {}  # uniq key -> commit | rollback | discard | skip
+        self.checks = 0
+        self._uid = 0
+
+    # ----- life cycle -----
+    def start(self) -> None:
+        e = self.ctx.engine
+        self.checker = e.process(self._check_loop(), TRANSACTION, 0, "transaction-check")
+        if not self.ctx.v4:
+            self.op_batcher = e.process(self._op_batch_loop(), TRANSACTION, 0, "transaction-op-batch")
+        if any(f.kind == "crash" for f in self.ctx.scenario.faults):
+            self.persister = e.process(self._persist_loop(), PERSIST, 5000, "consumer-offset-persist")
+
+    def stop(self, clean: bool) -> None:
+        for p in (self.checker, self.op_batcher, self.persister):
+            if p is not None:
+                p.stop()
+        if clean:
+            self.flush_ops()
+            self.persisted = dict(self.offsets)
+        else:
+            self.offsets = dict(self.persisted)
+            self.op_pending.clear()
+
+    def _persist_loop(self):
+        while True:
+            self.persisted = dict(self.offsets)
+            yield 5000
+
+    def _check_loop(self):
+        ctx = self.ctx
+        times = ctx.scenario.check_at
+        if times is not None:
+            for t in times:
+                if t < ctx.engine.now:
+                    continue  # before the start, or while the broker was down
+                if t > ctx.engine.now:
+                    yield t - ctx.engine.now
+                yield from self._round()
+            return
+        while True:
+            yield self.interval
+            yield from self._round()
+
+    # ----- reading -----
+    def _offset(self, topic: str, qid: int) -> int:
+        off = self.offsets.get((topic, qid))
+        return off if off is not None else self.ctx.model.cq_min(topic, qid)
+
+    def _get(self, topic: str, qid: int, offset: int, n: int) -> _Pull:
+        m = self.ctx.model
+        lo, hi = m.cq_min(topic, qid), m.cq_max(topic, qid)
+        if offset >= hi:
+            return _Pull(NO_NEW_MSG, None, offset)
+        if offset < lo:
+            return _Pull(OFFSET_ILLEGAL, None, lo)
+        msgs = []
+        for off in range(offset, min(hi, offset + n)):
+            u = m.cq_unit(topic, qid, off)
+            msg = m.message(u[0]) if u else None
+            if msg is not None:
+                msgs.append(msg)
+        return _Pull(FOUND, msgs or None, offset + n if offset + n < hi else hi)
+
+    def _fill(self, remove_map, op_msg_map, done_op, qid, op_offset, mini) -> _Pull:
+        pull = self._get(OP_HALF_TOPIC, qid, op_offset, OP_MSG_PULL_NUMS)
+        if pull.status == OFFSET_ILLEGAL:
+            self.offsets[(OP_HALF_TOPIC, qid)] = pull.next_begin
+            return pull
+        if pull.msgs is None:
+            return pull
+        for op in pull.msgs:
+            body = (op.body or b"").decode("utf-8", "replace")
+            if op.props.get("TAGS") != REMOVE_TAG:
+                continue  # "Found a illegal tag in opMessageExt"
+            if self.ctx.v4:
+                v = _long(body)
+                if v < mini:
+                    done_op.append(op.queue_offset)
+                else:
+                    remove_map[v] = op.queue_offset
+                continue
+            found = set()
+            for part in body.split(","):
+                if part == "":
+                    continue  # Java's split drops the trailing empty string
+                v = _long(part)
+                if v < mini:
+                    continue
+                remove_map[v] = op.queue_offset
+                found.add(v)
+            if found:
+                op_msg_map[op.queue_offset] = found
+            else:
+                done_op.append(op.queue_offset)
+        return pull
+
+    # ----- one round -----
+    def _round(self):
+        ctx, m = self.ctx, self.ctx.model
+        start = ctx.clock()
+        record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
+        self.rounds.append(record)
+        for qid in m.queue_ids(HALF_TOPIC):
+            half_offset = self._offset(HALF_TOPIC, qid)
+            op_offset = self._offset(OP_HALF_TOPIC, qid)
+            if half_offset < 0 or op_offset < 0:
+                continue
+            remove_map: dict[int, int] = {}
+            op_msg_map: dict[int, set[int]] = {}
+            done_op: list[int] = []
+            pull = self._fill(remove_map, op_msg_map, done_op, qid, op_offset, half_offset)
+            null_count = 1
+            new_offset = i = half_offset
+            next_op = pull.next_begin
+            while True:
+                if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
+                    break
+                if i in remove_map:
+                    op_off = remove_map.pop(i)
+                    if ctx.v4:
+                        done_op.append(op_off)
+                    else:
+                        s = op_msg_map.get(op_off)
+                        if s is not None:
+                            s.discard(i)
+                            if not s:
+                                del op_msg_map[op_off]
+                                done_op.append(op_off)
+                    new_offset = i = i + 1
+                    continue
+                got = self._get(HALF_TOPIC, qid, i, 1)
+                msg = got.msgs[0] if got.msgs else None
+                if msg is None:
+                    null_count += 1
+                    if null_count - 1 > MAX_RETRY_COUNT_WHEN_HALF_NULL:
+                        break
+                    if got.status == NO_NEW_MSG:
+                        break
+                    i = new_offset = got.next_begin
+                    continue
+                props = dict(msg.props)
+                discard = False
+                times = props.get("TRANSACTION_CHECK_TIMES")
+                if times is None:
+                    props["TRANSACTION_CHECK_TIMES"] = "1"
+                else:
+                    n = _long(times)
+                    if n >= self.check_max:
+                        discard = True
+                    else:
+                        props["TRANSACTION_CHECK_TIMES"] = str(n + 1)
+                skip = not discard and ctx.clock() - msg.born_ts > self.file_reserved_ms
+                if discard or skip:
+                    self._discard(msg, props, "discard" if discard else "skip", record)
+                    new_offset = i = i + 1
+                    continue
+                if msg.store_ts >= start:
+                    break  # "Fresh stored": check it in a later round
+                age = ctx.clock() - msg.born_ts
+                immunity = self.timeout
+                imm_text = props.get("CHECK_IMMUNITY_TIME_IN_SECONDS")
+                if imm_text is not None:
+                    v = _long(imm_text)
+                    immunity = self.timeout if v == -1 else v * 1000
+                    if age < immunity and self._check_prepare_offset(remove_map, done_op, msg, props):
+                        new_offset = i = i + 1
+                        continue
+                elif 0 <= age < immunity:
+                    break  # "New arrived": check it later
+                ops = pull.msgs if pull is not None else None
+                need = ((ops is None and age > immunity)
+                        or (ops is not None and ops[-1].born_ts - start > self.timeout)
+                        or age <= -1)
+                if need:
+                    if not self._put_back(msg, props, record):
+                        yield PUT_BACK_RETRY_MS
+                        continue
+                else:
+                    next_op = pull.next_begin if pull is not None else next_op
+                    pull = self._fill(remove_map, op_msg_map, done_op, qid, next_op, half_offset)
+                    if pull.status != FOUND and not ctx.v4:
+                        yield SLEEP_WHILE_NO_OP
+                    continue
+                new_offset = i = i + 1
+            if new_offset != half_offset:
+                self.offsets[(HALF_TOPIC, qid)] = new_offset
+            new_op = op_offset
+            for d in sorted(done_op):
+                if d == new_op:
+                    new_op += 1
+                elif d > new_op:
+                    break
+            if new_op != op_offset:
+                self.offsets[(OP_HALF_TOPIC, qid)] = new_op
+        record["end"] = ctx.engine.now
+
+    def _check_prepare_offset(self, remove_map, done_op, msg, props) -> bool:
+        prepared = props.get("TRAN_PREPARED_QUEUE_OFFSET")
+        if prepared is not None:
+            v = _long(prepared)
+            if v == -1:
+                return False
+            if v in remove_map:
+                done_op.append(remove_map.pop(v))
+                return True
+        return self._put_immunity(msg, props)
+
+    # ----- puts -----
+    def _renew(self, msg: SimMessage, props: dict[str, str]) -> SimMessage:
+        """`renewHalfMessageInner`: flag and reconsume times are not copied."""
+        new = msg.derive(msg.topic, msg.queue_id, props)
+        new.flag = 0
+        new.reconsume_times = 0
+        return new
+
+    def _put_immunity(self, msg: SimMessage, props: dict[str, str]) -> bool:
+        ctx = self.ctx
+        p = dict(props)
+        p["WAIT"] = "false"  # setWaitStoreMsgOK(false) before this path rebuilds the string
+        if "TRAN_PREPARED_QUEUE_OFFSET" not in p:
+            p["TRAN_PREPARED_QUEUE_OFFSET"] = str(msg.queue_offset)
+        res = ctx.put(self._renew(msg, p), "transaction")
+        if res.ok:
+            n = res.message
+            ctx.log.emit(ctx.engine.now, "transaction", "put_back", props.get("REAL_TOPIC"),
+                         _qid(props), msg.uniq_key, msg.phys, n.phys, reason="immunity",
+                         check_times=_long(props.get("TRANSACTION_CHECK_TIMES")), queue_offset=n.queue_offset)
+        else:
+            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", HALF_TOPIC, msg.queue_id, msg.uniq_key,
+                         msg.phys, status=res.status, reason="immunity put-back")
+        return res.ok
+
+    def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
+        ctx = self.ctx
+        res = ctx.put(self._renew(msg, props), "transaction")
+        if not res.ok:
+            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", HALF_TOPIC, msg.queue_id, msg.uniq_key,
+                         msg.phys, status=res.status, reason="check put-back")
+            return False
+        copy = res.message
+        group = props.get("PGROUP")
+        keys = [k for k in props.get("KEYS", "").split(" ") if k]
+        answer = ctx.scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
+        self.checks += 1
+        record["checks"] += 1
+        ctx.log.emit(ctx.engine.now, "transaction", "check", props.get("REAL_TOPIC"), _qid(props), msg.uniq_key,
+                     msg.phys, copy.phys, producer_group=group, check_times=_long(props.get("TRANSACTION_CHECK_TIMES")),
+                     queue_offset=copy.queue_offset, answer=answer)
+        if answer in ("commit", "rollback"):
+            ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
+                                ctx.scenario.answer_delay_ms)
+        return True
+
+    def _discard(self, msg: SimMessage, props: dict[str, str], why: str, record: dict) -> None:
+        """`resolveDiscardMsg`: a copy to TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1)."""
+        ctx = self.ctx
+        new = msg.derive(TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(props))
+        res = ctx.put(new, "transaction")
+        record["discards"] += 1
+        self.resolved[msg.uniq_key or str(msg.phys)] = why
+        if res.ok:
+            ctx.log.emit(ctx.engine.now, "transaction", why, props.get("REAL_TOPIC"), _qid(props), msg.uniq_key,
+                         msg.phys, res.message.phys, check_times=_long(props.get("TRANSACTION_CHECK_TIMES")),
+                         queue_offset=res.message.queue_offset)
+        else:
+            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", TRANS_CHECK_MAX_TIME_TOPIC, 0, msg.uniq_key,
+                         msg.phys, status=res.status, reason=f"{why} (the half message is dropped)")
+
+    # ----- end transaction -----
+    def end_transaction(self, phys: int, answer: str) -> None:
+        """`EndTransactionProcessor` for a check answer: commit or rollback the half copy at `phys`."""
+        ctx = self.ctx
+        if not ctx.running:
+            return
+        half = ctx.model.message(phys)
+        if half is None:
+            return
+        new_phys = None
+        if answer == "commit":
+            props = dict(half.props)
+            final = half.derive(props.get("REAL_TOPIC", ""), _qid(props) or 0, props)
+            final.sys_flag = (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
+            final.prepared_tx_offset = half.phys
+            final.reconsume_times = half.reconsume_times
+            res = ctx.put(final, "transaction")
+            if not res.ok:
+                ctx.log.emit(ctx.engine.now, "transaction", "put_failed", final.topic, final.queue_id,
+                             half.uniq_key, half.phys, status=res.status, reason="commit")
+                return
+            new_phys = res.message.phys
+        self.resolved[half.uniq_key or str(phys)] = answer
+        ctx.log.emit(ctx.engine.now, "transaction", answer, half.props.get("REAL_TOPIC"), _qid(half.props),
+                     half.uniq_key, half.phys, new_phys, queue_offset=half.queue_offset)
+        if answer == "commit":
+            n = ctx.model.message(new_phys)
+            ctx.log.emit(ctx.engine.now, "transaction", "deliver", n.topic, n.queue_id, n.uniq_key, half.phys,
+                         new_phys, queue_offset=n.queue_offset, reason="commit")
+        self._delete_prepare(half)
+
+    def _delete_prepare(self, half: SimMessage) -> None:
+        if self.ctx.v4:
+            self._write_op(half.queue_id, str(half.queue_offset))
+            return
+        q = self.op_pending.setdefault(half.queue_id, [])
+        if not q and half.queue_id not in self.op_last_write:
+            self.op_last_write[half.queue_id] = self.ctx.clock()
+        q.append(f"{half.queue_offset},")
+        if self.op_batcher is not None and self.op_batcher.wake_time is None:
+            self.op_batcher.wake(0)
+
+    def _write_op(self, qid: int, body: str) -> None:
+        ctx = self.ctx
+        self._uid += 1
+        uid = f"{ctx.rng.getrandbits(64):016X}{self._uid:016X}"
+        props = {"TAGS": REMOVE_TAG, "WAIT": "true", "UNIQ_KEY": uid}
+        op = SimMessage(OP_HALF_TOPIC, qid, props, body=body.encode(), born_ts=ctx.clock())
+        ctx.put(op, "transaction")
+
+    def flush_ops(self) -> None:
+        for qid in sorted(self.op_pending):
+            q = self.op_pending[qid]
+            while q:
+                body = ""
+                while q and len(body) < OP_MSG_MAX_SIZE:
+                    body += q.pop(0)
+                self._write_op(qid, body)
+            self.op_last_write[qid] = self.ctx.clock()
+
+    def _op_batch_loop(self):
+        """TransactionalOpBatchService: a queue's entries go out `interval` after its last write."""
+        ctx = self.ctx
+        while True:
+            due = None
+            for qid in sorted(self.op_pending):
+                q = self.op_pending[qid]
+                if not q:
+                    continue
+                size = sum(len(s) for s in q)
+                at = self.op_last_write.get(qid, ctx.clock()) + self.op_interval
+                if size >= OP_MSG_MAX_SIZE or at <= ctx.clock():
+                    body = ""
+                    while q and len(body) < OP_MSG_MAX_SIZE:
+                        body += q.pop(0)
+                    self._write_op(qid, body)
+                    self.op_last_write[qid] = ctx.clock()
+                    at = ctx.clock() + self.op_interval if q else None
+                if at is not None:
+                    due = at if due is None else min(due, at)
+            yield None if due is None else max(0, due - ctx.clock())
+
+    # ----- summary -----
+    def pending_halves(self) -> list[dict]:
+        """Half messages not resolved at the end: from each queue's offset to its max, latest copy per key."""
+        m = self.ctx.model
+        out: dict[str, dict] = {}
+        for qid in m.queue_ids(HALF_TOPIC):
+            start = self._offset(HALF_TOPIC, qid)
+            for off in range(start, m.cq_max(HALF_TOPIC, qid)):
+                u = m.cq_unit(HALF_TOPIC, qid, off)
+                msg = m.message(u[0]) if u else None
+                if msg is None:
+                    continue
+                k = msg.uniq_key or str(msg.phys)
+                if k in self.resolved:
+                    continue
+                out[k] = {"uniq_key": msg.uniq_key, "queue_offset": off, "physical_offset": msg.phys,
+                          "check_times": _long(msg.props.get("TRANSACTION_CHECK_TIMES", "0")),
+                          "reason": "waiting for a check round or a producer answer"}
+        return list(out.values())
+
+
+def _qid(props: dict[str, str]) -> int | None:
+    v = _long(props.get("REAL_QID"))
+    return None if v == -1 else v
