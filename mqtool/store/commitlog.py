@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mqtool.formats.commitlog import BLANK_MAGIC_CODE
-from mqtool.formats.message import MessageRecord, RecordError, decode_message, peek_magic
+from mqtool.formats.message import MessageRecord, RecordError, decode_message
+from mqtool.store import fastscan
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue, read_at
 
@@ -69,54 +69,72 @@ class CommitLog:
         scan = FileScan(self.rel(f), f.start)
         self.scans[scan.file] = scan
         with map_file(f.path) as buf:
-            pos = yield from self._walk(buf, f, pos, scan, verify_crc)
-            scan.valid_bytes = pos
-            scan.trailing_bytes = _nonzero_tail(buf, pos) if scan.stop_reason.startswith("invalid") else 0
+            for chunk in self._chunks(buf, f, pos, scan, verify_crc):
+                findings = {}
+                for row, message in fastscan.record_findings(chunk):
+                    findings.setdefault(row, []).append(message)
+                for row, rec in enumerate(fastscan.records_from_chunk(buf, chunk, scan.file)):
+                    for message in findings.get(row, ()):
+                        self._add(scan.file, rec.physical_offset, "error", message)
+                    scan.records += 1
+                    yield rec
 
-    def _walk(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool):
-        rel = scan.file
-        while True:
-            head = peek_magic(buf, pos)
-            if head is None:
-                # fewer than 8 bytes left: a full file ends here without a filler
-                scan.stop_reason = "end of file"
-                return pos
-            total, magic = head
-            if magic == BLANK_MAGIC_CODE:
-                scan.stop_reason = "blank filler"
-                if total != len(buf) - pos:
-                    self._add(rel, f.start + pos, "warning",
-                              f"BLANK filler declares {total} bytes, {len(buf) - pos} remain in the file")
-                return pos
-            if total == 0 and magic == 0:
-                # pre-allocated, never written: the end of the data in this file
-                scan.stop_reason = "unwritten (zero) tail"
-                return pos
-            try:
-                rec = decode_message(buf, pos, f.start)
-            except RecordError as e:
-                scan.stop_reason = f"invalid record: {e.reason}"
-                self._add(rel, f.start + pos, "error", f"{e.reason}; the broker's recovery treats this as "
-                          "the end of valid data (torn tail)")
-                return pos
-            if rec.total_size != rec.computed_size or rec.total_size <= 0:
-                scan.stop_reason = "invalid record: size mismatch"
-                self._add(rel, f.start + pos, "error", f"TOTALSIZE {rec.total_size} != computed length "
-                          f"{rec.computed_size}; the broker's recovery treats this as the end of valid data")
-                return pos
-            rec.file, rec.position = rel, pos
-            self._check(rec, verify_crc)
-            scan.records += 1
-            yield rec
-            pos += rec.total_size
+    def _chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool,
+                chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[fastscan.ScanChunk]:
+        """The fast scan of one file; records the file's end in `scan` and the stop finding."""
+        for chunk in fastscan.iter_commitlog_chunks(buf, f.start, pos, verify_crc, chunk_records):
+            yield chunk
+            if chunk.finished:
+                scan.valid_bytes = chunk.end
+                scan.stop_reason = fastscan.stop_reason(chunk.stop, chunk.detail)
+                stop = fastscan.stop_finding(buf, chunk.stop, chunk.detail, chunk.end)
+                if stop is not None:
+                    self._add(scan.file, f.start + chunk.end, *stop)
+                scan.trailing_bytes = (_nonzero_tail(buf, chunk.end)
+                                       if scan.stop_reason.startswith("invalid") else 0)
 
-    def _check(self, rec: MessageRecord, verify_crc: bool) -> None:
-        if rec.physical_offset_field != rec.physical_offset:
-            self._add(rec.file, rec.physical_offset, "error",
-                      f"PHYSICALOFFSET field {rec.physical_offset_field} != position {rec.physical_offset}")
-        if verify_crc and not rec.crc_ok:
-            self._add(rec.file, rec.physical_offset, "error",
-                      f"body CRC mismatch (stored {rec.body_crc}); recovery with checkCRCOnRecover stops here")
+    def scan_columns(self, start: int | None = None, verify_crc: bool = True,
+                     chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[tuple[MappedFile, fastscan.ScanChunk]]:
+        """The same walk as `iter_records`, as column chunks (no Python object per record).
+
+        Yields (file, chunk) with numpy columns (`fastscan.COLUMNS`; positions index the file). The
+        mapping is open only while a chunk is being handled: use the columns then, or copy what
+        must outlive it (`fastscan.chunk_to_arrow(buf, chunk)` needs the buffer: use `map_file`).
+        Per-record findings (PHYSICALOFFSET, CRC) and stop findings go to `self.findings`, file ends to
+        `self.scans`, exactly as with `iter_records`.
+        """
+        self.findings = []
+        for f in self.files:
+            if start is not None and f.start + f.length <= start:
+                continue
+            first = start - f.start if start is not None and start > f.start else 0
+            scan = FileScan(self.rel(f), f.start)
+            self.scans[scan.file] = scan
+            with map_file(f.path) as buf:
+                for chunk in self._chunks(buf, f, first, scan, verify_crc, chunk_records):
+                    for row, message in fastscan.record_findings(chunk):
+                        self._add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + f.start, "error", message)
+                    scan.records += len(chunk)
+                    yield f, chunk
+
+    def iter_batches(self, start: int | None = None, verify_crc: bool = True,
+                     chunk_records: int = fastscan.DEFAULT_CHUNK):
+        """The records as `pyarrow.RecordBatch`es (`fastscan.chunk_to_arrow`: every field, body,
+        topic, properties as a map), with the same findings and file ends as `iter_records`."""
+        self.findings = []
+        for f in self.files:
+            if start is not None and f.start + f.length <= start:
+                continue
+            first = start - f.start if start is not None and start > f.start else 0
+            scan = FileScan(self.rel(f), f.start)
+            self.scans[scan.file] = scan
+            with map_file(f.path) as buf:
+                for chunk in self._chunks(buf, f, first, scan, verify_crc, chunk_records):
+                    for row, message in fastscan.record_findings(chunk):
+                        self._add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + f.start, "error", message)
+                    scan.records += len(chunk)
+                    if len(chunk):
+                        yield fastscan.chunk_to_arrow(buf, chunk, scan.file)
 
     def _add(self, file: str, offset: int, severity: str, message: str) -> None:
         self.findings.append(Finding(file, offset, CHECK, severity, message))

@@ -6,7 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE, is_empty_unit
+from mqtool.store import fastscan
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue, read_at
 
@@ -49,6 +52,19 @@ class ConsumeQueue:
 
     def iter_units(self, start: int = 0) -> Iterator[CqUnit]:
         """Units from logical offset `start` until the first empty (never written) unit."""
+        for first, units in self.scan_columns(start):
+            cols = [units[name].tolist() for name in ("commitlog_offset", "size", "tags_code")]
+            del units  # the view must be gone before the file's mapping closes
+            for i, (off, size, tags) in enumerate(zip(*cols, strict=True), first):
+                yield CqUnit(i, off, size, tags)
+
+    def scan_columns(self, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
+        """(logical offset of the first unit, units) per file, from `start` to the first empty unit.
+
+        `units` is a big-endian structured view (`fastscan.CQ_DTYPE`: commitlog_offset, size,
+        tags_code) over the mapped file, valid until the next item is requested: copy what must
+        outlive it. This is the fast path (numpy, no object per unit); `iter_units` is built on it.
+        """
         start = max(start, self.first_offset)
         for f in self.queue.files:
             fsize = max(f.length, self.queue.file_size)
@@ -56,14 +72,17 @@ class ConsumeQueue:
                 continue
             with map_file(f.path) as buf:
                 pos = max(0, start * CQ_UNIT_SIZE - f.start)
-                while pos + CQ_UNIT_SIZE <= len(buf):
-                    off, size, tags = _UNIT.unpack_from(buf, pos)
-                    if is_empty_unit(off, size, tags):
-                        # pre-allocated zeros: the end of the written units
-                        self._max = (f.start + pos) // CQ_UNIT_SIZE
-                        return
-                    yield CqUnit((f.start + pos) // CQ_UNIT_SIZE, off, size, tags)
-                    pos += CQ_UNIT_SIZE
+                units, ended = fastscan.cq_units(buf, pos)
+                first = (f.start + pos) // CQ_UNIT_SIZE
+                try:
+                    yield first, units
+                finally:
+                    count = len(units)
+                    del units
+            if ended:
+                # pre-allocated zeros: the end of the written units
+                self._max = first + count
+                return
         if self.queue.files:
             last = self.queue.files[-1]
             self._max = (last.start + last.length) // CQ_UNIT_SIZE

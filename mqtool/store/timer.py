@@ -11,12 +11,13 @@ import numpy as np
 
 from mqtool.formats.timerlog import TIMERLOG_BLANK_MAGIC, TIMERLOG_UNIT_SIZE, unit_kind
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index
+from mqtool.store import fastscan
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue, read_at
 
 _UNIT = struct.Struct(">iqiqiqiiq")
 _SLOT = struct.Struct(">qqqii")
-_SLOT_DTYPE = np.dtype([("time", ">i8"), ("first", ">i8"), ("last", ">i8"), ("num", ">i4"), ("magic", ">i4")])
+_SLOT_DTYPE = fastscan.SLOT_DTYPE
 
 
 class TimerLogUnit(NamedTuple):
@@ -84,15 +85,22 @@ class TimerLog:
 
     def iter_units(self) -> Iterator[TimerLogUnit]:
         """Every unit in order; a file ends at its 16-byte filler or at zeros."""
+        for start, units in self.scan_columns():
+            cols = [units[name].tolist() for name in fastscan.TIMERLOG_DTYPE.names]
+            del units
+            for i, row in enumerate(zip(*cols, strict=True)):
+                yield TimerLogUnit(start + i * TIMERLOG_UNIT_SIZE, *row)
+
+    def scan_columns(self) -> Iterator[tuple[int, np.ndarray]]:
+        """(global offset of the file's first unit, units) per file: a big-endian structured view
+        (`fastscan.TIMERLOG_DTYPE`) over the mapping, valid until the next item is requested."""
         for f in self.queue.files:
             with map_file(f.path) as buf:
-                pos = 0
-                while pos + 4 <= len(buf):
-                    size = struct.unpack_from(">i", buf, pos)[0]
-                    if size != TIMERLOG_UNIT_SIZE or pos + TIMERLOG_UNIT_SIZE > len(buf):
-                        break  # zeros (unwritten) or the filler `remaining, 0, BLANK_MAGIC`
-                    yield TimerLogUnit(f.start + pos, *_UNIT.unpack_from(buf, pos))
-                    pos += TIMERLOG_UNIT_SIZE
+                units = fastscan.timerlog_units(buf)
+                try:
+                    yield f.start, units
+                finally:
+                    del units
 
     def end_offset(self) -> int:
         """One past the last unit (where the next unit would be written)."""
