@@ -1,0 +1,80 @@
+"""`trace`: from a query to the traces of the matching messages (pure: returns records, never prints)."""
+
+from __future__ import annotations
+
+import re
+
+from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.store.store import Store
+from mqtool.trace.find import Family, Finder, ScanFinder, collect_family
+from mqtool.trace.model import Trace, TraceError, TraceQuery
+from mqtool.trace.timeline import build_timeline, store_as_of
+
+_HEX = re.compile(r"^[0-9A-Fa-f]+$")
+
+
+def _record_at(store: Store, offset: int) -> MessageRecord | None:
+    """The record starting at `offset`, or None when no valid record starts there."""
+    try:
+        rec = store.commitlog.read(offset)
+    except RecordError:
+        return None
+    return rec if rec.total_size == rec.computed_size else None
+
+
+def offset_of_msg_id(msg_id: str) -> int | None:
+    """The physical offset an offsetMsgId encodes (its last 16 hex digits), None for other ids (§2.4)."""
+    if len(msg_id) in (32, 56) and _HEX.match(msg_id):
+        return int(msg_id[-16:], 16)
+    return None
+
+
+def families(store: Store, query: TraceQuery, finder: Finder) -> list[Family]:
+    """The records of each message the query names; newest message first."""
+    if query.uniq_key is not None:
+        fam = collect_family(finder, [], uniq_keys=[query.uniq_key.strip()])
+        return [fam] if len(fam) else []
+    if query.offset is not None:
+        rec = _record_at(store, query.offset)
+        return [collect_family(finder, [rec])] if rec is not None else []
+    if query.msg_id is not None:
+        mid = query.msg_id.strip()
+        if not _HEX.match(mid):
+            raise TraceError(f"not a message id: {mid!r} (an offsetMsgId or a UNIQ_KEY is hexadecimal)")
+        off = offset_of_msg_id(mid)
+        if off is not None:
+            rec = _record_at(store, off)
+            if rec is not None and rec.msg_id.upper() == mid.upper():
+                return [collect_family(finder, [rec])]
+        # not this store's offsetMsgId: clients call the UNIQ_KEY "msgId"; retries name it ORIGIN_MESSAGE_ID
+        fam = collect_family(finder, [], uniq_keys=[mid], msg_ids=[mid])
+        return [fam] if len(fam) else []
+    key = query.key.strip()
+    hits = sorted((r for r in finder.by_key(key) if key in r.keys), key=lambda r: r.physical_offset, reverse=True)
+    out: list[Family] = []
+    covered: set[int] = set()
+    for rec in hits:
+        if rec.physical_offset in covered:
+            continue
+        fam = collect_family(finder, [rec])
+        covered |= set(fam.records)
+        out.append(fam)
+    return out
+
+
+def trace(store: Store, query: TraceQuery, *, finder: Finder | None = None, as_of: int | None = None,
+          limit: int | None = None) -> list[Trace]:
+    """Trace every message the query names (newest first, at most `limit`); [] when none is found."""
+    if limit is not None and limit <= 0:
+        raise TraceError(f"--limit must be positive, got {limit}")
+    finder = finder or ScanFinder(store)
+    fams = families(store, query, finder)
+    if limit is not None:
+        fams = fams[:limit]
+    out = []
+    for fam in fams:
+        recs = fam.sorted()
+        now = as_of if as_of is not None else store_as_of(store, recs)
+        records, stages, verdict = build_timeline(store, fam, now)
+        out.append(Trace(query, sorted(fam.uniq_keys), records, stages, verdict, now))
+    return out

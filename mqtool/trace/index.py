@@ -1,0 +1,286 @@
+"""The optional trace lookup index: `mqtool index build STORE --out DIR` (SQLite, standard library).
+
+Why SQLite and not Parquet: a trace asks a handful of point lookups ("which records carry this
+UNIQ_KEY?"), which a B-tree index answers in well under a millisecond without reading the rest;
+new records are appended with one transaction, so the index grows incrementally in place; and it
+ships with Python (no pyarrow at trace time). Parquet is a columnar scan format: a lookup reads
+whole row groups, and an update means writing new files and merging them later.
+
+One table, `refs(kind, value, offset)`, maps what a record can be looked up by to its physical
+offset (the same joins as `mqtool.trace.find`):
+
+| kind | value |
+|---|---|
+| `u` | UNIQ_KEY (upper case) |
+| `k` | each word of KEYS |
+| `o` | ORIGIN_MESSAGE_ID / DLQ_ORIGIN_MESSAGE_ID (upper case) |
+| `d` | the UNIQ_KEY a TIMER_DEL_UNIQKEY cancels |
+| `p` | PREPARED TRANSACTION OFFSET of a COMMIT/ROLLBACK record |
+| `h` | `queue_id:half_queue_offset` for each entry of an op record's body |
+
+msgIds (offsetMsgId) need no rows: they encode the physical offset. `meta` keeps where indexing
+stopped (`indexed_end`, the offset after the last indexed record) and a fingerprint of that last
+record (offset, body CRC, store time). On open the index compares itself with the store: a record
+after `indexed_end` means the store grew (only the new records are indexed); a fingerprint that no
+longer matches means the store was replaced or truncated (the index is rebuilt).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.store.store import OP_HALF_TOPIC, Store
+from mqtool.trace.find import ORIGIN_PROPS, ScanFinder, UnionFinder, del_target, op_offsets
+from mqtool.trace.model import TraceError
+
+INDEX_FILE = "trace-index.sqlite"
+SCHEMA_VERSION = 1
+_BATCH = 50_000
+_IN_CHUNK = 500
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class IndexStats:
+    """What an update did: records and rows added, the CommitLog range covered, whether it rebuilt."""
+
+    path: Path
+    records: int
+    rows: int
+    start: int
+    end: int
+    rebuilt: bool
+    total_records: int
+
+    def as_dict(self) -> dict:
+        return {"path": str(self.path), "records_added": self.records, "rows_added": self.rows,
+                "from_offset": self.start, "indexed_end": self.end, "rebuilt": self.rebuilt,
+                "total_records": self.total_records}
+
+
+def record_refs(rec: MessageRecord) -> Iterator[tuple[str, str]]:
+    """The (kind, value) rows of one record."""
+    p = rec.properties
+    uk = p.get("UNIQ_KEY")
+    if uk:
+        yield "u", uk.upper()
+    for k in rec.keys:
+        yield "k", k
+    for name in ORIGIN_PROPS:
+        v = p.get(name)
+        if v:
+            yield "o", v.upper()
+    target = del_target(p.get("TIMER_DEL_UNIQKEY"))
+    if target:
+        yield "d", target
+    if rec.transaction in ("commit", "rollback"):
+        yield "p", str(rec.prepared_transaction_offset)
+    if rec.topic == OP_HALF_TOPIC:
+        for o in op_offsets(rec):
+            yield "h", f"{rec.queue_id}:{o}"
+
+
+class TraceIndex:
+    """An index file in a directory; `update(store)` keeps it in step with the store."""
+
+    def __init__(self, directory: Path | str):
+        self.directory = Path(directory)
+        self.path = self.directory / INDEX_FILE
+        self.conn: sqlite3.Connection | None = None
+
+    # ----------------------------------------------------------------- file and meta
+
+    @classmethod
+    def open(cls, directory: Path | str, create: bool = False) -> TraceIndex:
+        ix = cls(directory)
+        if not ix.path.is_file():
+            if not create:
+                raise TraceError(f"{ix.path}: no trace index here (build one with: mqtool index build STORE "
+                                 f"--out {ix.directory})")
+            ix.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            ix.conn = sqlite3.connect(ix.path)
+            ix.conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            version = ix.get("schema_version")
+        except sqlite3.DatabaseError as e:
+            raise TraceError(f"{ix.path}: not a trace index ({e})") from None
+        if version is not None and int(version) != SCHEMA_VERSION:
+            raise TraceError(f"{ix.path}: index schema {version}, this mqtool reads {SCHEMA_VERSION}; rebuild it")
+        return ix
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def __enter__(self) -> TraceIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set(self, **values: object) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                              [(k, str(v)) for k, v in values.items()])
+
+    @property
+    def indexed_end(self) -> int | None:
+        v = self.get("indexed_end")
+        return int(v) if v is not None else None
+
+    # ----------------------------------------------------------------- freshness
+
+    def status(self, store: Store) -> str:
+        """`empty` (never built), `stale` (another or a truncated store), `grown` or `current`."""
+        end = self.indexed_end
+        if end is None:
+            return "empty"
+        if self.get("commitlog_file_size") != str(store.commitlog.queue.file_size):
+            return "stale"
+        last = int(self.get("last_offset") or -1)
+        if last >= 0:
+            try:
+                rec = store.commitlog.read(last)
+            except RecordError:
+                return "stale"
+            if (str(rec.body_crc), str(rec.store_timestamp)) != (self.get("last_crc"), self.get("last_store_ts")):
+                return "stale"
+        for _rec in store.commitlog.iter_records(end, verify_crc=False):
+            return "grown"
+        return "current"
+
+    # ----------------------------------------------------------------- writing
+
+    def _reset(self) -> None:
+        self.conn.execute("DROP TABLE IF EXISTS refs")
+        self.conn.execute("DELETE FROM meta")
+        self.conn.execute("CREATE TABLE refs (kind TEXT NOT NULL, value TEXT NOT NULL, offset INTEGER NOT NULL)")
+
+    def update(self, store: Store, progress: Progress | None = None) -> IndexStats:
+        """Index the records the index does not have yet (all of them when empty or stale)."""
+        state = self.status(store)
+        rebuilt = state in ("empty", "stale")
+        c = self.conn
+        c.execute("PRAGMA synchronous = OFF")
+        c.execute("PRAGMA journal_mode = MEMORY")
+        if rebuilt:
+            self._reset()
+            start = store.commitlog.min_offset
+        else:
+            start = self.indexed_end
+        n_recs = n_rows = 0
+        last: MessageRecord | None = None
+        end = start
+        rows: list[tuple[str, str, int]] = []
+        total = sum(f.length for f in store.commitlog.files)
+        base = store.commitlog.min_offset
+        with c:
+            if state != "current":
+                for rec in store.commitlog.iter_records(start if not rebuilt else None, verify_crc=False):
+                    off = rec.physical_offset
+                    rows.extend((k, v, off) for k, v in record_refs(rec))
+                    n_recs += 1
+                    last = rec
+                    if len(rows) >= _BATCH:
+                        c.executemany("INSERT INTO refs VALUES (?, ?, ?)", rows)
+                        n_rows += len(rows)
+                        rows.clear()
+                        if progress:
+                            progress(min(rec.end_offset - base, total), total)
+                if rows:
+                    c.executemany("INSERT INTO refs VALUES (?, ?, ?)", rows)
+                    n_rows += len(rows)
+            c.execute("CREATE INDEX IF NOT EXISTS refs_lookup ON refs (kind, value)")
+            if last is not None:
+                end = last.end_offset
+                self._set(last_offset=last.physical_offset, last_crc=last.body_crc,
+                          last_store_ts=last.store_timestamp)
+            prev_total = 0 if rebuilt else int(self.get("total_records") or 0)
+            self._set(schema_version=SCHEMA_VERSION, store=str(store.root), indexed_end=end,
+                      commitlog_file_size=store.commitlog.queue.file_size, total_records=prev_total + n_recs)
+            if rebuilt and last is None:
+                self._set(last_offset=-1)
+        if progress:
+            progress(total, total)
+        return IndexStats(self.path, n_recs, n_rows, start, end, rebuilt, prev_total + n_recs)
+
+    # ----------------------------------------------------------------- reading
+
+    def lookup(self, kind: str | Iterable[str], values: Iterable[str]) -> list[int]:
+        kinds = [kind] if isinstance(kind, str) else list(kind)
+        vals = sorted(set(values))
+        out: set[int] = set()
+        for i in range(0, len(vals), _IN_CHUNK):
+            chunk = vals[i : i + _IN_CHUNK]
+            sql = (f"SELECT DISTINCT offset FROM refs WHERE kind IN ({','.join('?' * len(kinds))}) "
+                   f"AND value IN ({','.join('?' * len(chunk))})")
+            out.update(r[0] for r in self.conn.execute(sql, (*kinds, *chunk)))
+        return sorted(out)
+
+
+def build_index(store: Store, directory: Path | str, progress: Progress | None = None) -> IndexStats:
+    """Create the index in `directory`, or bring an existing one up to date (incrementally)."""
+    with TraceIndex.open(directory, create=True) as ix:
+        return ix.update(store, progress)
+
+
+class IndexFinder:
+    """A `Finder` answering from the index; records are read by offset (pread of a few hundred bytes)."""
+
+    def __init__(self, store: Store, index: TraceIndex):
+        self.store = store
+        self.index = index
+
+    def _read(self, offsets: Iterable[int]) -> list[MessageRecord]:
+        out = []
+        for off in offsets:
+            try:
+                out.append(self.store.commitlog.read(off))
+            except RecordError:
+                continue  # the file holding it was deleted since (fileReservedTime)
+        return out
+
+    def related(self, uniq_keys: set[str], msg_ids: set[str]) -> list[MessageRecord]:
+        return self._read(self.index.lookup(("u", "d", "o"), uniq_keys | msg_ids))
+
+    def by_key(self, key: str) -> list[MessageRecord]:
+        return self._read(self.index.lookup("k", [key]))
+
+    def by_prepared(self, offsets: set[int]) -> list[MessageRecord]:
+        return self._read(self.index.lookup("p", [str(o) for o in offsets]))
+
+    def op_records(self, halves: set[tuple[int, int]]) -> list[MessageRecord]:
+        return self._read(self.index.lookup("h", [f"{q}:{o}" for q, o in halves]))
+
+
+def index_finder(store: Store, directory: Path | str, update: bool = True) -> tuple[UnionFinder, list[str]]:
+    """A finder for `trace --index DIR`, and notes on what it did.
+
+    A grown store is indexed incrementally first; when the index cannot be written (read-only
+    directory) the records after `indexed_end` are searched without it. A stale index is an error.
+    """
+    ix = TraceIndex.open(directory)
+    notes: list[str] = []
+    state = ix.status(store)
+    if state in ("empty", "stale"):
+        raise TraceError(f"{ix.path}: the index does not match this store ({state}); rebuild it with: "
+                         f"mqtool index build {store.root} --out {ix.directory}")
+    if state == "grown":
+        if update:
+            try:
+                stats = ix.update(store)
+                notes.append(f"index updated: {stats.records} new record(s) indexed")
+            except sqlite3.OperationalError as e:
+                notes.append(f"index not updated ({e}); the records after {ix.indexed_end} were searched directly")
+        if ix.status(store) == "grown":
+            return UnionFinder(IndexFinder(store, ix), ScanFinder(store, start=ix.indexed_end)), notes
+    return UnionFinder(IndexFinder(store, ix)), notes
