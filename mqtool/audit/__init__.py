@@ -1,0 +1,19 @@
+"""Store audits (issue #5): pure checks over per-file / per-queue partitions, run locally or on Spark.
+
+Each check has one definition and one name, used in every finding it produces:
+
+| check | module | runs in a task (per partition) | runs on the driver (compact inputs) |
+|---|---|---|---|
+| `commitlog.integrity` | `commitlog.py` | walk of one CommitLog file or byte range | torn tails, missing files, gaps |
+| `consumequeue.consistency` | `consumequeue.py` | units of one ConsumeQueue file | dispatch lag, ranges |
+| `schedule` | `schedule.py` | tagsCode of SCHEDULE_TOPIC_XXXX units | delayOffset.json, overdue messages |
+| `timer` | `timer.py` | TimerLog units; wheel slots vs chain walks | timercheck cursors |
+| `transactions` | `transactions.py` | (records kept by the walk) | stuck halves, dangling ops, discards |
+| `stats` | `stats.py` | per topic/queue counters in the walk | merged counts, duplicate UNIQ_KEYs |
+
+`plan.py` cuts a store into tasks (plain dataclasses of paths and ints), `tasks.run_task` runs one
+task anywhere (this process or a Spark Python worker), and `report.finish` turns the task results
+into findings and a summary. `runner.py` is the local engine; `mqtool.spark.runner` the Spark one.
+"""
+
+CHECKS = ("commitlog.integrity", "consumequeue.consistency", "schedule", "timer", "transactions", "stats")

@@ -1,0 +1,47 @@
+"""`schedule` (spec §4): delay-level queues against config/delayOffset.json (driver side).
+
+Per level: the stored offset must lie within the queue's [min, max] (`correctDelayOffset` clamps
+it at start-up; #1869, #4226, #7077); messages from the stored offset on whose deliver time
+(tagsCode) is before the store's now are overdue. The tagsCode rule itself is checked per unit in
+the ConsumeQueue task (`consumequeue.py`).
+"""
+
+from mqtool.store.findings import Finding
+
+CHECK = "schedule"
+FILE = "config/delayOffset.json"
+
+
+def check(delay_offsets: dict[int, int] | None, queues: dict[int, dict], tags: dict[int, list[tuple[int, int]]],
+          levels: int, now: int) -> tuple[list[Finding], dict]:
+    """`queues`: queue id → {"min", "max"} of SCHEDULE_TOPIC_XXXX; `tags`: queue id → [(offset, tagsCode)]."""
+    findings: list[Finding] = []
+    summary: dict = {}
+    stored = delay_offsets or {}
+    for level in sorted(set(stored) | {q + 1 for q in queues}):
+        qid = level - 1
+        q = queues.get(qid, {"min": 0, "max": 0})
+        off = stored.get(level)
+        if level < 1 or level > levels:
+            findings.append(Finding(FILE, None, CHECK, "warning",
+                                    f"level {level} is not configured (messageDelayLevel has {levels} levels)",
+                                    "SCHEDULE_TOPIC_XXXX", qid))
+        start = off if off is not None else 0
+        if off is not None and not q["min"] <= off <= q["max"]:
+            fixed = min(max(off, q["min"]), q["max"])
+            findings.append(Finding(FILE, None, CHECK, "error",
+                                    f"level {level}: stored offset {off} is outside the queue's [{q['min']}, "
+                                    f"{q['max']}]; the broker's start-up correction sets it to {fixed}",
+                                    "SCHEDULE_TOPIC_XXXX", qid))
+            start = fixed
+        due = [(o, t) for o, t in tags.get(qid, []) if o >= start]
+        overdue = [(o, t) for o, t in due if t <= now]
+        if overdue:
+            o, t = min(overdue, key=lambda x: x[1])
+            findings.append(Finding(FILE, None, CHECK, "warning",
+                                    f"level {level}: {len(overdue)} message(s) overdue at the store's now {now}; "
+                                    f"the oldest (queue offset {o}) was due at {t}, {now - t} ms earlier",
+                                    "SCHEDULE_TOPIC_XXXX", qid))
+        summary[str(level)] = {"stored_offset": off, "min": q["min"], "max": q["max"], "pending": len(due),
+                               "overdue": len(overdue)}
+    return findings, summary

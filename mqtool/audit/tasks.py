@@ -1,0 +1,14 @@
+"""Run one audit task, wherever it is (the local runner, or a Spark Python worker)."""
+
+from mqtool.audit.commitlog import scan_slice
+from mqtool.audit.consumequeue import check_queue_file
+from mqtool.audit.plan import CommitLogSlice, QueueFileTask, Task, TimerLogTask, WheelTask
+from mqtool.audit.timer import check_timerlog_file, check_wheel
+
+_RUN = {CommitLogSlice: scan_slice, QueueFileTask: check_queue_file, TimerLogTask: check_timerlog_file,
+        WheelTask: check_wheel}
+
+
+def run_task(task: Task) -> dict:
+    """The task's findings and compact summary (a dict of plain values and numpy arrays)."""
+    return _RUN[type(task)](task)

@@ -1,0 +1,166 @@
+"""`mqtool spark-audit STORE`: every store audit, on Apache Spark (or `--local`), one JSON report.
+
+Parses options, runs `mqtool.spark.runner.run_spark_audit` (or `mqtool.audit.runner.run_local`),
+writes the report and renders a summary. `mqtool.spark` (and so pyspark) is imported inside the
+command only.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from mqtool.cli import render
+from mqtool.cli.common import EXIT_FINDINGS, EXIT_OK, ConfigOption, JsonOption, emit_json, fail, user_errors
+
+HELP = """Audit a RocketMQ store on Apache Spark: CommitLog integrity, ConsumeQueue consistency,
+delay levels, timer wheel, transactions, statistics. One JSON report (version 1).
+
+\b
+Checks: commitlog.integrity, consumequeue.consistency, schedule, timer, transactions, stats.
+Spark runs embedded (local[*]) unless --master names a cluster (spark://host:7077, yarn,
+k8s://...); the store path must then be readable by every executor at the same path.
+--local runs the same checks in this process without Spark (small stores, no Java).
+
+\b
+Exit codes: 0 clean, 1 findings at or above --fail-on (default: error), 2 usage or input error.
+
+\b
+Example:
+  mqtool spark-audit /data/rocketmq/store --config broker.conf --out audit.json
+  mqtool spark-audit /data/store --master spark://10.0.0.5:7077 --parquet /shared/store-parquet
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add `spark-audit` to the app."""
+    if app.registered_callback is None:
+        app.callback()(_root)
+    app.command("spark-audit", help=HELP, no_args_is_help=True)(spark_audit)
+
+
+def _root() -> None:
+    """Subcommands of mqtool."""
+
+
+def spark_audit(
+    store: Path = typer.Argument(..., help="Store directory (holds commitlog/).", exists=True, file_okay=False,
+                                 show_default=False),
+    master: str | None = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
+    config: Path | None = ConfigOption,
+    out: Path | None = typer.Option(None, "--out", help="Write the JSON report to this file.", dir_okay=False),
+    parquet: Path | None = typer.Option(None, "--parquet", help="Also write the decoded records as Parquet "
+                                        "(DIR/commitlog, DIR/consumequeue, DIR/timerlog).", file_okay=False),
+    fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when a finding has this severity or worse: "
+                                "error or warning."),
+    local: bool = typer.Option(False, "--local", help="Run the checks in this process, without Spark."),
+    json_out: bool = JsonOption,
+    verbose: bool = typer.Option(False, "--verbose", help="Show Spark's own log output."),
+    conf: list[str] = typer.Option([], "--conf", help="Extra Spark setting KEY=VALUE (repeatable), e.g. "
+                                   "spark.executor.memory=2g."),
+    split_mb: float = typer.Option(256, "--split-mb", help="Cut CommitLog files into partitions of about this "
+                                   "many MiB (at record starts).", min=0),
+) -> None:
+    if fail_on not in ("error", "warning"):
+        raise fail(f"--fail-on must be error or warning, not {fail_on!r}")
+    if local and master:
+        raise fail("use either --local or --master, not both")
+    bad = [c for c in conf if "=" not in c]
+    if bad:
+        raise fail(f"--conf takes KEY=VALUE, not {bad[0]!r}")
+    spark_conf = dict(c.split("=", 1) for c in conf)
+    with user_errors():
+        from mqtool.audit.settings import AuditSettings
+
+        cfg = None
+        if config is not None:
+            from mqtool.cli.common import load_config
+
+            cfg = load_config(config)
+        settings = AuditSettings.from_config(cfg)
+        split = int(split_mb * (1 << 20))
+        if not any((store / d).exists() for d in ("commitlog", "consumequeue", "config")):
+            raise fail(f"{store}: not a RocketMQ store: none of commitlog/, consumequeue/, config/ found")
+        if local:
+            report = _run_local(store, settings, split, parquet)
+        else:
+            report = _run_spark(store, settings, split, parquet, master or "local[*]", verbose, spark_conf)
+        if out is not None:
+            out.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    if json_out:
+        emit_json(report)
+    else:
+        _render(report)
+    sev = {f["severity"] for f in report["findings"]}
+    failing = {"error"} if fail_on == "error" else {"error", "warning"}
+    raise typer.Exit(code=EXIT_FINDINGS if sev & failing else EXIT_OK)
+
+
+def _run_local(store: Path, settings, split: int, parquet: Path | None) -> dict:
+    from mqtool.audit.runner import run_local
+
+    if sys.stderr.isatty():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), transient=True,
+                      console=render._console(stderr=True)) as p:
+            task = p.add_task("tasks", total=None)
+            report = run_local(store, settings, split, progress=lambda d, t: p.update(task, completed=d, total=t))
+    else:
+        report = run_local(store, settings, split)
+    if parquet is not None:
+        from mqtool.spark.runner import write_parquet_local
+
+        write_parquet_local(report["store"], str(parquet), split)
+    return report
+
+
+def _run_spark(store: Path, settings, split: int, parquet: Path | None, master: str, verbose: bool,
+               spark_conf: dict) -> dict:
+    try:
+        from mqtool.spark.runner import run_spark_audit, spark_session
+    except ImportError as e:
+        raise fail(f"Spark is not available ({e}); use --local") from None
+    con = render._console(stderr=True)
+    status = con.status(f"starting Spark ({master})") if sys.stderr.isatty() else None
+    if status:
+        status.start()
+    try:
+        try:
+            spark = spark_session(master, verbose=verbose, conf=spark_conf)
+        except Exception as e:  # Java missing, master unreachable, ...
+            raise fail(f"cannot start Spark with master {master}: {str(e).splitlines()[0] if str(e) else e}") \
+                from None
+        try:
+            if status:
+                status.update(f"auditing on {master}")
+            return run_spark_audit(spark, store, settings, split, str(parquet) if parquet else None)
+        finally:
+            spark.stop()
+    finally:
+        if status:
+            status.stop()
+
+
+def _render(report: dict) -> None:
+    from rich import box
+    from rich.table import Table
+
+    s = report["summary"]
+    con = render._console()
+    e = report["engine"]
+    con.print(f"[bold]spark-audit[/bold] {report['store']}  (engine: {e['master']}, {e['partitions']} partitions, "
+              f"{e['executors']} executor(s))")
+    cl = s["commitlog"]
+    con.print(f"CommitLog: {cl['files']} file(s), {cl['records']} records, offsets {cl['min_offset']} .. "
+              f"{cl['max_offset']}, recovery ends at {cl['recovery_end']}")
+    t = Table(box=box.SIMPLE_HEAVY, title="findings per check", title_justify="left")
+    for c in ("check", "error", "warning", "info"):
+        t.add_column(c)
+    style = {"error": "red", "warning": "yellow"}
+    for check, n in s["checks"].items():
+        worst = next((k for k in ("error", "warning") if n[k]), None)
+        t.add_row(check, str(n["error"]), str(n["warning"]), str(n["info"]), style=style.get(worst))
+    con.print(t)
+    render.render_findings(report["findings"])

@@ -1,0 +1,179 @@
+"""`spark-audit` on Spark: session set-up, the audit job, `--parquet`.
+
+The driver plans the tasks (`mqtool.audit.plan`), one Spark job runs every task in the Python
+workers through the internal `rocketmq.audit` data source (each task aggregates in the worker and
+sends back one row: findings plus compact summaries), and the driver finishes the report with the
+same `mqtool.audit.report.finish` as the local runner. Session start-up is kept out of
+`run_spark_audit`, so callers (tests, the benchmark) can reuse one session.
+"""
+
+import os
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from mqtool.audit.plan import DEFAULT_SPLIT_BYTES, plan_audit
+from mqtool.audit.report import build_report, finish
+from mqtool.audit.settings import AuditSettings
+
+FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_LOG4J = """rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n
+"""
+
+
+def _workdir() -> Path:
+    d = Path(tempfile.gettempdir()) / f"mqtool-spark-{os.getuid()}"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def package_zip() -> str:
+    """mqtool as a zip for `addPyFile`, so executors that lack the package can import it."""
+    import mqtool
+
+    src = Path(mqtool.__file__).parent
+    out = _workdir() / "mqtool-pyfiles.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sorted(src.rglob("*")):
+            if p.suffix in (".py", ".json") and "__pycache__" not in p.parts:
+                z.write(p, Path("mqtool") / p.relative_to(src))
+    return str(out)
+
+
+def spark_session(master: str = "local[*]", verbose: bool = False, fast_jvm: bool = False,
+                  conf: dict | None = None, app_name: str = "mqtool spark-audit"):
+    """A SparkSession set up for mqtool: workers run this Python, quiet logs, no UI, data sources registered."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    if master.startswith(("spark://127.", "local")):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    log4j = _workdir() / ("log4j2-verbose.properties" if verbose else "log4j2-quiet.properties")
+    log4j.write_text(_LOG4J.format(level="warn" if verbose else "error"))
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}" + (f" {FAST_JVM}" if fast_jvm else "")
+    b = (SparkSession.builder.master(master).appName(app_name)
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.extraJavaOptions", java_opts)
+         .config("spark.executor.extraJavaOptions", java_opts))
+    if master.startswith(("spark://127.", "local")):
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
+    if verbose:
+        spark = b.getOrCreate()
+    else:
+        # The driver JVM and the Python workers it starts inherit stderr: point it at a log file while
+        # the JVM starts, so launcher lines ("Using incubator modules", "Setting default log level")
+        # and Java warnings stay out of the terminal. Our own stderr is restored right after.
+        log = open(_workdir() / "spark-driver.log", "ab")
+        saved = os.dup(2)
+        try:
+            sys.stderr.flush()
+            os.dup2(log.fileno(), 2)
+            spark = b.getOrCreate()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            log.close()
+    spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
+    spark.sparkContext.addPyFile(package_zip())
+    from mqtool.spark.datasource import register
+
+    register(spark)
+    return spark
+
+
+def executor_count(spark) -> int:
+    """Executors (not counting the driver); 1 for local mode, where the driver runs the tasks."""
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return 1
+    try:
+        return max(1, sc._jsc.sc().getExecutorMemoryStatus().size() - 1)
+    except Exception:  # pragma: no cover - the JVM gateway differs between deployments
+        return 1
+
+
+def run_tasks(spark, tasks) -> list[dict]:
+    """Run audit tasks in the Python workers; one result per task."""
+    import pickle
+
+    from mqtool.spark.datasource import encode_tasks
+
+    if not tasks:
+        return []
+    rows = (spark.read.format("rocketmq.audit").option("tasks", encode_tasks(tasks)).load().collect())
+    return [pickle.loads(r["result"]) for r in rows]
+
+
+def run_spark_audit(spark, store: Path | str, settings: AuditSettings | None = None,
+                    split_bytes: int = DEFAULT_SPLIT_BYTES, parquet: str | None = None,
+                    timings: dict | None = None) -> dict:
+    """Audit a store on Spark; returns the same report document as `mqtool.audit.runner.run_local`."""
+    t0 = time.perf_counter()
+    plan = plan_audit(store, settings, split_bytes)
+    results = run_tasks(spark, plan.tasks)
+    summary, findings = finish(plan, results)
+    if timings is not None:
+        timings["audit_s"] = time.perf_counter() - t0
+    if parquet:
+        write_parquet(spark, plan.root, parquet, split_bytes)
+    engine = {"master": spark.sparkContext.master, "partitions": len(plan.tasks),
+              "executors": executor_count(spark)}
+    return build_report(plan.root, engine, summary, findings)
+
+
+def write_parquet(spark, store: str, out: str, split_bytes: int = DEFAULT_SPLIT_BYTES) -> None:
+    """Decoded records as Parquet: OUT/commitlog, OUT/consumequeue, OUT/timerlog (when present)."""
+    (spark.read.format("rocketmq.commitlog").option("splitBytes", str(split_bytes)).load(store)
+     .write.mode("overwrite").parquet(str(Path(out) / "commitlog")))
+    spark.read.format("rocketmq.consumequeue").load(store).write.mode("overwrite").parquet(
+        str(Path(out) / "consumequeue"))
+    if (Path(store) / "timerlog").is_dir():
+        spark.read.format("rocketmq.timerlog").load(store).write.mode("overwrite").parquet(
+            str(Path(out) / "timerlog"))
+
+
+def write_parquet_local(store: str, out: str, split_bytes: int = DEFAULT_SPLIT_BYTES) -> None:
+    """The same Parquet layout without Spark (pyarrow only), for `--local --parquet`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mqtool.audit.plan import commitlog_slices
+    from mqtool.spark import arrow
+    from mqtool.store.consumequeue import discover_queues
+    from mqtool.store.mapped_files import open_queue
+
+    root = Path(store)
+    dst = Path(out)
+
+    def write(name, schema, batches):
+        (dst / name).mkdir(parents=True, exist_ok=True)
+        with pq.ParquetWriter(str(dst / name / "part-00000.parquet"), schema) as w:
+            for b in batches:
+                w.write_table(pa.Table.from_batches([b], schema=schema))
+
+    write("commitlog", arrow.COMMITLOG_ARROW,
+          (b for s in commitlog_slices(root, split_bytes) for b in arrow.commitlog_batches(s)))
+
+    def cq():
+        for t, q in discover_queues(root):
+            for f in open_queue(root / "consumequeue" / t / str(q), None, "consumequeue", root).files:
+                yield from arrow.consumequeue_batches(t, q, str(f.path), str(f.path.relative_to(root)), f.start)
+
+    write("consumequeue", arrow.CONSUMEQUEUE_ARROW, cq())
+    if (root / "timerlog").is_dir():
+        tl = open_queue(root / "timerlog", None, "timerlog", root)
+        write("timerlog", arrow.TIMERLOG_ARROW,
+              (b for f in tl.files for b in arrow.timerlog_batches(str(f.path), str(f.path.relative_to(root)),
+                                                                     f.start)))

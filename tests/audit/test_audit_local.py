@@ -1,0 +1,202 @@
+"""The audits on real RocketMQ stores and on copies broken on purpose (local runner)."""
+
+import json
+import os
+import struct
+
+import pytest
+from audit import audit_stores
+from audit.audit_stores import BASIC, PAIR_B, body_position, patch
+
+from conftest import ORACLE, ORACLE_STORES, need_oracle
+from mqtool.audit.commitlog import scan_slice
+from mqtool.audit.plan import CommitLogSlice, plan_audit
+from mqtool.audit.runner import run_local
+from mqtool.audit.settings import AuditSettings, parse_delay_levels
+
+pytestmark = pytest.mark.oracle
+basic_copy, pair_b_copy, synthetic_store = (audit_stores.basic_copy, audit_stores.pair_b_copy,
+                                             audit_stores.synthetic_store)
+
+
+def errors(report, check=None):
+    return [f for f in report["findings"] if f["severity"] == "error" and check in (None, f["check"])]
+
+
+@pytest.mark.parametrize("name", sorted(ORACLE_STORES))
+def test_clean_oracle_stores_have_no_errors(name):
+    need_oracle()
+    report = run_local(ORACLE / ORACLE_STORES[name][0])
+    assert errors(report) == []
+
+
+def test_basic_store_summary_matches_rocketmq():
+    """Counts from RocketMQ's own decoding (commitlog.jsonl) and summary.txt."""
+    need_oracle()
+    rep = run_local(BASIC)
+    s = rep["summary"]
+    assert s["commitlog"]["records"] == 115
+    assert s["commitlog"]["max_offset"] == 65536 + 31099
+    jsonl = [json.loads(line) for line in open(ORACLE / "basic-5.3.1/commitlog.jsonl")]
+    per_queue: dict[tuple[str, int], int] = {}
+    for r in jsonl:
+        if not r.get("blank"):
+            per_queue[(r["topic"], r["queueId"])] = per_queue.get((r["topic"], r["queueId"]), 0) + 1
+    got = {(t, int(q)): v["records"] for t, d in s["topics"].items() for q, v in d["queues"].items()}
+    assert got == per_queue
+    assert s["consumequeues"] == {"queues": 11, "units": 115, "bad_units": 0}
+    # the batch of 3 carries the batch's UNIQ_KEY last, so RocketMQ reads the same msgId three times
+    assert s["duplicate_uniq_keys"] == 2
+    assert [f["offset"] for f in rep["findings"] if f["check"] == "stats"] == [2540, 2849]
+    # the schedule service never ran: level 1 (1 s) is overdue at the last store time
+    sched = [f for f in rep["findings"] if f["check"] == "schedule"]
+    assert [(f["severity"], f["queue_id"]) for f in sched] == [("warning", 0)]
+    assert s["timer"]["wheel_slots"] == 5 and s["timer"]["broken_slots"] == 0
+    assert s["timer"]["timerlog_units"] == 6 and s["timer"]["timer_queue_max"] == 6
+    assert s["transactions"]["half_messages"] == 2
+
+
+def test_header_walk_equals_rocketmq_decoding():
+    """The audit's struct walk reads the same topic/queue/offset fields as RocketMQ's MessageDecoder."""
+    need_oracle()
+    plan = plan_audit(BASIC)
+    kept = [k for t in plan.tasks if isinstance(t, CommitLogSlice) for k in scan_slice(t)["kept"]]
+    jsonl = {r["physicalOffset"]: r for r in map(json.loads, open(ORACLE / "basic-5.3.1/commitlog.jsonl"))
+             if not r.get("blank")}
+    assert len(kept) == 12
+    for k in kept:
+        j = jsonl[k["offset"]]
+        assert (k["topic"], k["queue_id"], k["queue_offset"], k["size"], k["store_ts"], k["born_ts"]) == \
+            (j["topic"], j["queueId"], j["queueOffset"], j["totalSize"], j["storeTimestamp"], j["bornTimestamp"])
+
+
+def test_flipped_body_byte_is_a_crc_finding_at_that_record(basic_copy):
+    pos = body_position(basic_copy, 251)  # record 2 (TopicA/1) at physical offset 251
+    f = basic_copy / "commitlog" / "00000000000000000000"
+    b = f.read_bytes()[pos]
+    patch(f, pos, bytes([b ^ 0xFF]))
+    rep = run_local(basic_copy)
+    errs = errors(rep)
+    assert [(e["check"], e["offset"], e["topic"], e["queue_id"]) for e in errs] == \
+        [("commitlog.integrity", 251, "TopicA", 1)]
+    assert errs[0]["message"].startswith("body CRC mismatch: stored 524119650")
+    assert rep["summary"]["commitlog"]["first_crc_mismatch"] == 251
+
+
+def test_truncated_last_file_is_a_torn_tail(basic_copy):
+    f = basic_copy / "commitlog" / "00000000000000065536"
+    last = 65536 + 31099 - 930  # the last record (filler#, 930 bytes) starts here... found below
+    buf = f.read_bytes()
+    # find the start of the last record by walking TOTALSIZEs
+    pos = 0
+    while struct.unpack_from(">i", buf, pos)[0] > 0:
+        start = pos
+        pos += struct.unpack_from(">i", buf, pos)[0]
+    last = 65536 + start
+    os.truncate(f, start + 100)
+    rep = run_local(basic_copy)
+    torn = [e for e in errors(rep, "commitlog.integrity") if e["offset"] is not None]
+    assert [e["offset"] for e in torn] == [last]
+    assert torn[0]["message"].startswith("torn tail: TOTALSIZE")
+    assert rep["summary"]["commitlog"]["recovery_end"] == last
+    assert rep["summary"]["commitlog"]["max_offset"] == last
+    # the unit of that record now points past the end of the CommitLog
+    cq = errors(rep, "consumequeue.consistency")
+    assert any(f"offset {last}" in e["message"] for e in cq)
+
+
+def test_missing_middle_file_is_a_gap(synthetic_store):
+    files = sorted((synthetic_store / "commitlog").iterdir())
+    assert len(files) >= 4
+    files[1].unlink()
+    rep = run_local(synthetic_store)
+    gaps = [e for e in errors(rep, "commitlog.integrity") if "gap" in e["message"]]
+    assert len(gaps) == 1
+    assert gaps[0]["file"] == f"commitlog/{files[0].name}"
+    assert f"next file should start at {files[1].name}" in gaps[0]["message"]
+
+
+def test_unit_pointing_to_another_queues_record(basic_copy):
+    cq = basic_copy / "consumequeue" / "TopicA" / "0" / "00000000000000000000"
+    patch(cq, 20, struct.pack(">q", 251))  # unit 1 of TopicA/0 -> the record of TopicA/1 at 251
+    rep = run_local(basic_copy)
+    errs = errors(rep)
+    assert [(e["check"], e["file"], e["offset"], e["topic"], e["queue_id"]) for e in errs] == [
+        ("consumequeue.consistency", "consumequeue/TopicA/0/00000000000000000000", 20, "TopicA", 0)]
+    assert "queue id 1" in errs[0]["message"] and "queue offset 0 (unit is 1)" in errs[0]["message"]
+
+
+def test_delay_offset_beyond_queue_max(pair_b_copy):
+    (pair_b_copy / "config" / "delayOffset.json").write_text('{"offsetTable":{1:99,2:1,3:2,5:1,6:1,18:0}}')
+    (pair_b_copy / "config" / "delayOffset.json.bak").unlink()
+    rep = run_local(pair_b_copy)
+    errs = errors(rep)
+    assert [(e["check"], e["file"], e["queue_id"]) for e in errs] == [("schedule", "config/delayOffset.json", 0)]
+    assert "level 1: stored offset 99 is outside the queue's [0, 2]" in errs[0]["message"]
+    assert "sets it to 2" in errs[0]["message"]
+    assert rep["summary"]["schedule"]["1"]["stored_offset"] == 99
+
+
+def test_pending_timerlog_unit_pointing_outside_commitlog(basic_copy):
+    tl = basic_copy / "timerlog" / "00000000000000000000"
+    patch(tl, 52 + 28, struct.pack(">q", 10 ** 9))  # unit 1 (+1 h, pending): offsetPy far beyond
+    rep = run_local(basic_copy)
+    errs = errors(rep, "timer")
+    assert [(e["file"], e["offset"]) for e in errs] == [("timerlog/00000000000000000000", 52)]
+    assert "pending" in errs[0]["message"] and "1000000000" in errs[0]["message"]
+
+
+def test_wheel_slot_count_against_chain(basic_copy):
+    import gzip
+
+    data = bytearray(gzip.decompress((basic_copy / "timerwheel.gz").read_bytes()))
+    (basic_copy / "timerwheel.gz").unlink()
+    slot = (1795362433000 + 3600000) // 1000 % (604800 * 2)  # the +1 h timer's slot
+    struct.pack_into(">i", data, slot * 32 + 24, 7)
+    (basic_copy / "timerwheel").write_bytes(bytes(data))
+    rep = run_local(basic_copy)
+    errs = errors(rep, "timer")
+    assert [(e["file"], e["offset"]) for e in errs] == [("timerwheel", slot * 32)]
+    assert "num is 7 but the chain counts 1" in errs[0]["message"]
+
+
+def test_split_file_gives_the_same_report(basic_copy):
+    """Cutting CommitLog files at ConsumeQueue record starts changes nothing but the partition count."""
+    pos = body_position(basic_copy, 251)
+    patch(basic_copy / "commitlog" / "00000000000000000000", pos, b"\x00")
+    whole = run_local(basic_copy)
+    split = run_local(basic_copy, split_bytes=8192)
+    assert split["engine"]["partitions"] > whole["engine"]["partitions"]
+    assert split["findings"] == whole["findings"] and split["summary"] == whole["summary"]
+
+
+def test_bad_magic_mid_file_with_split_reports_records_after_it(basic_copy):
+    patch(basic_copy / "commitlog" / "00000000000000000000", 1016 + 4, b"\x00\x00\x00\x01")
+    rep = run_local(basic_copy, split_bytes=16384)
+    bad = [e for e in errors(rep, "commitlog.integrity") if e["offset"] == 1016]
+    assert len(bad) == 1 and "bad magic code 0x00000001" in bad[0]["message"]
+    assert "valid records follow" in bad[0]["message"]
+    assert rep["summary"]["commitlog"]["recovery_end"] == 1016
+
+
+def test_settings_from_config_like_object():
+    class Conf:
+        transaction_check_max = 2
+        transaction_check_interval = 15000
+
+        def delay_levels_ms(self):
+            return [1000, 2000]
+
+    s = AuditSettings.from_config(Conf())
+    assert s.delay_levels_ms == (1000, 2000) and s.transaction_check_max == 2
+    assert s.transaction_check_interval_ms == 15000 and s.delay_ms(5) == 2000
+    assert parse_delay_levels("1s 2m 1h 1d") == (1000, 120000, 3600000, 86400000)
+
+
+def test_pair_b_transactions_summary():
+    need_oracle()
+    rep = run_local(PAIR_B)
+    t = rep["summary"]["transactions"]
+    assert t["discarded"] == 4 and t["op_messages"] >= 1
+    assert t["progress"]["RMQ_SYS_TRANS_HALF_TOPIC"] == {"0": 14}
+    assert sorted(rep["summary"]["schedule"]) == ["1", "18", "2", "3", "5", "6"]

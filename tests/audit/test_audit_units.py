@@ -1,0 +1,52 @@
+"""The driver-side checks as pure functions, on inputs small enough to check by hand."""
+
+from mqtool.audit import schedule, transactions
+from mqtool.audit.settings import AuditSettings
+
+
+def half(qoff, born, props="", qid=0, offset=None):
+    return {"topic": "RMQ_SYS_TRANS_HALF_TOPIC", "queue_id": qid, "queue_offset": qoff,
+            "offset": 1000 + qoff if offset is None else offset, "size": 100, "sys_flag": 0, "born_ts": born,
+            "store_ts": born, "properties": props, "body": b""}
+
+
+def op(body, offset=5000):
+    return {"topic": "RMQ_SYS_TRANS_OP_HALF_TOPIC", "queue_id": 0, "queue_offset": 0, "offset": offset,
+            "size": 100, "sys_flag": 0, "born_ts": 0, "store_ts": 0, "properties": "", "body": body}
+
+
+def test_op_offsets_both_formats():
+    assert transactions.op_offsets(b"0,1,3,") == [0, 1, 3]
+    assert transactions.op_offsets(b"7") == [7]
+
+
+def test_transactions_stuck_dangling_and_delay():
+    s = AuditSettings(transaction_timeout_ms=6000, transaction_check_interval_ms=30000, transaction_check_max=15)
+    kept = [half(0, 0), half(1, 0), half(2, 95_000), half(3, 0, "DELAY\x013\x02TRANSACTION_CHECK_TIMES\x0115\x02"),
+            op(b"0,9,")]
+    findings, summary = transactions.check(kept, {}, {0: (0, 4)}, s, 100_000, lambda o: "commitlog/x")
+    errs = [(f.offset, f.message) for f in findings if f.severity == "error"]
+    assert errs == [(5000, "op message names half queue offset 9, which holds no half message")]
+    stuck = sorted(f.offset for f in findings if "stuck" in f.message)
+    assert stuck == [1001, 1003]  # half 0 has an op; half 2 is 5 s old
+    assert any(f.offset == 1003 and "DELAY=3" in f.message for f in findings)
+    assert any(f.offset == 1003 and f.severity == "info" and "discards" in f.message for f in findings)
+    assert summary["pending"] == 3 and summary["stuck"] == 2 and summary["resolved"] == 2
+
+
+def test_transactions_progress_hides_handled_halves():
+    s = AuditSettings()
+    findings, summary = transactions.check([half(0, 0), half(1, 0)], {"RMQ_SYS_TRANS_HALF_TOPIC": {0: 2}},
+                                           {0: (0, 2)}, s, 10 ** 9, lambda o: "f")
+    assert findings == [] and summary["pending"] == 0
+
+
+def test_schedule_offsets_and_overdue():
+    findings, summary = schedule.check({1: 5, 2: 1}, {0: {"min": 0, "max": 3}, 1: {"min": 0, "max": 2}},
+                                       {0: [(0, 10), (1, 20), (2, 30)], 1: [(0, 50), (1, 150)]}, 18, 100)
+    msgs = sorted((f.severity, f.queue_id, f.message) for f in findings)
+    assert msgs[0][:2] == ("error", 0) and "stored offset 5 is outside the queue's [0, 3]" in msgs[0][2]
+    assert summary["1"] == {"stored_offset": 5, "min": 0, "max": 3, "pending": 0, "overdue": 0}
+    assert summary["2"] == {"stored_offset": 1, "min": 0, "max": 2, "pending": 1, "overdue": 0}
+    findings, summary = schedule.check(None, {0: {"min": 0, "max": 3}}, {0: [(0, 10), (1, 20), (2, 300)]}, 18, 100)
+    assert [f.message.split(";")[0] for f in findings] == ["level 1: 2 message(s) overdue at the store's now 100"]
