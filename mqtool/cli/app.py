@@ -16,6 +16,9 @@ def _register() -> None:
     from mqtool.cli import inspect as inspect_cli
 
     inspect_cli.register(app)
+    from mqtool.cli import audit as audit_cli; audit_cli.register(app)  # noqa: E702
+    from mqtool.cli import simulate as simulate_cli; simulate_cli.register(app)  # noqa: E702, I001
+    from mqtool.cli import trace as trace_cli; trace_cli.register(app)  # noqa: E702, I001
 
 
 _register()

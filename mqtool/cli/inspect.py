@@ -1,0 +1,270 @@
+"""`mqtool inspect PATH [VIEW]`: parse the options, call one `mqtool.inspect` function, render.
+
+Nothing here decodes or scans: the views live in `mqtool.inspect`, every table in `cli/render.py`.
+"""
+
+import time
+from pathlib import Path
+
+import typer
+
+from mqtool.cli import render
+from mqtool.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    ConfigOption,
+    JsonOption,
+    LocalOption,
+    emit_json,
+    emit_jsonl,
+    fail,
+    load_config,
+    user_errors,
+)
+from mqtool.inspect.records import BODY_MODES
+from mqtool.store.errors import StoreError
+from mqtool.times import parse_time
+
+VIEWS = ("overview", "messages", "message", "queue", "delay", "timer", "transactions")
+
+# Which view each view-specific option belongs to (checked so that a misplaced option is not ignored).
+_VIEW_OPTIONS = {
+    "--from-offset": ("messages",), "--to-offset": ("messages",), "--key": ("messages",),
+    "--uniq-key": ("messages",), "--tag": ("messages",), "--since": ("messages",), "--until": ("messages",),
+    "--topic": ("messages", "queue"), "--queue-id": ("messages", "queue"), "--limit": ("messages", "queue"),
+    "--body": ("messages", "message", "queue"), "--decompress": ("messages", "message", "queue"),
+    "--offset": ("message",), "--from": ("queue",), "--at": ("timer",),
+}
+
+# A progress bar appears on a TTY only when a scan walks more than this many CommitLog bytes.
+PROGRESS_MIN_BYTES = 64 << 20
+
+HELP = """Explain a RocketMQ store directory offline (read-only), or dump one store file.
+
+\b
+VIEW is one of:
+  overview      layout, offset/time ranges, counts per topic/queue, headline numbers, findings (default)
+  messages      CommitLog records; filters --from-offset --to-offset --topic --queue-id --key
+                --uniq-key --tag --since --until --limit; --body, --decompress, --verify
+  message       the record at --offset PHYS, everything decoded
+  queue         --topic T --queue-id Q [--from N]: units resolved against the CommitLog
+  delay         per delay level: stored/corrected offset, min/max, backlog, head deliver time
+  timer         timercheck cursors, TimerLog units, wheel slots, pending histogram; --at TIME
+  transactions  half messages with state, check counts and predicted check/discard times
+
+PATH may also be a single file (a commitlog/, consumequeue/ or timerlog/ file, timerwheel,
+config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
+
+Times: ISO-8601 (2026-11-22T10:00:00Z), epoch ms, or relative to --now (-2h, +30m); printed in
+UTC ISO with milliseconds unless --local.
+
+\b
+Output: Rich tables on a terminal; --json gives JSON Lines for messages and queue, one
+{"version": 1, "view": ...} document otherwise.
+
+\b
+Exit codes: 0 ok; 1 the store has error-level findings (overview, or any view with --verify);
+2 usage or input error (one "Error: ..." line on stderr).
+
+\b
+Examples:
+  mqtool inspect ~/store
+  mqtool inspect ~/store messages --topic TopicA --since -2h --json
+  mqtool inspect ~/store delay --config broker.conf
+  mqtool inspect ~/store/config/timercheck --json
+"""
+
+
+def register(app: typer.Typer) -> None:
+    """Add `inspect` to the app.
+
+    Typer runs an app with a single command as that command; a root callback keeps `mqtool inspect`
+    a subcommand whatever else is registered.
+    """
+    if app.registered_callback is None:
+        app.callback()(_root)
+    app.command("inspect", help=HELP, no_args_is_help=True)(inspect)
+
+
+def _root() -> None:
+    """Subcommands of mqtool."""
+
+
+def inspect(
+    path: Path = typer.Argument(..., help="Store directory (or a single store file).", show_default=False),
+    view: str = typer.Argument("overview", help="One of: " + ", ".join(VIEWS) + "."),
+    config: Path | None = ConfigOption,
+    json_out: bool = JsonOption,
+    local: bool = LocalOption,
+    now: str | None = typer.Option(None, "--now", help="Reference time for ages, overdue and relative times "
+                                   "(default: the current time)."),
+    verify: bool = typer.Option(False, "--verify", help="Check CRC and lengths; exit 1 on error findings."),
+    from_offset: int | None = typer.Option(None, "--from-offset", help="messages: first physical offset."),
+    to_offset: int | None = typer.Option(None, "--to-offset", help="messages: stop before this offset."),
+    topic: str | None = typer.Option(None, "--topic", help="messages/queue: topic."),
+    queue_id: int | None = typer.Option(None, "--queue-id", help="messages/queue: queue id."),
+    key: str | None = typer.Option(None, "--key", help="messages: one of the record's KEYS."),
+    uniq_key: str | None = typer.Option(None, "--uniq-key", help="messages: UNIQ_KEY (client msgId)."),
+    tag: str | None = typer.Option(None, "--tag", help="messages: TAGS value."),
+    since: str | None = typer.Option(None, "--since", help="messages: store time >= TIME."),
+    until: str | None = typer.Option(None, "--until", help="messages: store time < TIME."),
+    limit: int | None = typer.Option(None, "--limit", help="messages/queue: at most N records."),
+    body: str = typer.Option("text", "--body", help="Body as text, hex, base64 or none."),
+    decompress: bool = typer.Option(False, "--decompress", help="Show compressed bodies decompressed."),
+    offset: int | None = typer.Option(None, "--offset", help="message: physical offset of the record."),
+    from_: int = typer.Option(0, "--from", help="queue: first queue offset."),
+    at: str | None = typer.Option(None, "--at", help="timer: walk the chain of the slot holding TIME."),
+) -> None:
+    given = {
+        "--from-offset": from_offset is not None, "--to-offset": to_offset is not None, "--topic": topic is not None,
+        "--queue-id": queue_id is not None, "--key": key is not None, "--uniq-key": uniq_key is not None,
+        "--tag": tag is not None, "--since": since is not None, "--until": until is not None,
+        "--limit": limit is not None, "--body": body != "text", "--decompress": decompress,
+        "--offset": offset is not None, "--from": from_ != 0, "--at": at is not None,
+    }
+    with user_errors():
+        if view not in VIEWS:
+            raise fail(f"unknown view {view!r} (use one of: {', '.join(VIEWS)})")
+        if body not in BODY_MODES:
+            raise fail(f"--body must be one of {', '.join(BODY_MODES)}, not {body!r}")
+        if limit is not None and limit < 0:
+            raise fail("--limit must be >= 0")
+        now_ms = parse_time(now, int(time.time() * 1000)) if now is not None else int(time.time() * 1000)
+        cfg = load_config(config)
+        if not path.exists():
+            raise StoreError("no such file or directory", path)
+        if path.is_file():
+            if view != "overview":
+                raise fail(f"{path} is a single file: it is dumped by its kind, VIEW applies to a store directory")
+            _only(given, ("--limit", "--body", "--decompress"), "a single-file dump")
+            code = _dump(path, cfg, json_out, local, verify, limit, body, decompress)
+            raise typer.Exit(code)
+        for opt, views in _VIEW_OPTIONS.items():
+            if given[opt] and view not in views:
+                raise fail(f"{opt} applies to the {' and '.join(views)} view{'s' if len(views) > 1 else ''}, "
+                           f"not {view}")
+        from mqtool.store.store import Store
+
+        store = Store.open(path, cfg)
+        if view == "overview":
+            code = _overview(store, now_ms, json_out, local)
+        elif view == "messages":
+            code = _messages(store, now_ms, json_out, local, verify, body, decompress, limit, dict(
+                from_offset=from_offset, to_offset=to_offset, topic=topic, queue_id=queue_id, key=key,
+                uniq_key=uniq_key, tag=tag, since=since, until=until))
+        elif view == "message":
+            if offset is None:
+                raise fail("the message view needs --offset PHYS (a record's physical offset)")
+            code = _message(store, offset, json_out, local, verify, body, decompress)
+        elif view == "queue":
+            if topic is None or queue_id is None:
+                raise fail("the queue view needs --topic T and --queue-id Q")
+            code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress)
+        elif view == "delay":
+            from mqtool.inspect.delay import delay_view
+
+            code = _document(delay_view(store, now_ms), render.render_delay, json_out, local, verify)
+        elif view == "timer":
+            from mqtool.inspect.timer import timer_view
+
+            at_ms = parse_time(at, now_ms) if at is not None else None
+            code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
+        else:
+            from mqtool.inspect.transactions import transactions_view
+
+            with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "transactions") as progress:
+                doc = transactions_view(store, now_ms, progress)
+            code = _document(doc, render.render_transactions, json_out, local, verify)
+    raise typer.Exit(code)
+
+
+def _only(given: dict[str, bool], allowed: tuple[str, ...], what: str) -> None:
+    extra = [o for o, v in given.items() if v and o not in allowed]
+    if extra:
+        raise fail(f"{', '.join(extra)} do{'es' if len(extra) == 1 else ''} not apply to {what}")
+
+
+def _scan_bytes(store) -> int:
+    return sum(f.length for f in store.commitlog.files)
+
+
+def _has_errors(findings: list[dict]) -> bool:
+    return any(f["severity"] == "error" for f in findings)
+
+
+def _document(doc: dict, show, json_out: bool, local: bool, verify: bool) -> int:
+    if json_out:
+        emit_json(doc)
+    else:
+        show(doc, local)
+        render.render_findings(doc.get("findings", []))
+    return EXIT_FINDINGS if verify and _has_errors(doc.get("findings", [])) else EXIT_OK
+
+
+def _overview(store, now_ms: int, json_out: bool, local: bool) -> int:
+    from mqtool.inspect.overview import overview
+
+    with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "overview") as progress:
+        doc = overview(store, now_ms, progress)
+    code = _document(doc, render.render_overview, json_out, local, verify=True)
+    return code
+
+
+def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool,
+              limit: int | None, f: dict) -> int:
+    from mqtool.inspect.messages import MessageQuery, iter_messages, scan_findings
+    from mqtool.inspect.records import record_dict
+
+    query = MessageQuery(
+        from_offset=f["from_offset"], to_offset=f["to_offset"], topic=f["topic"], queue_id=f["queue_id"],
+        key=f["key"], uniq_key=f["uniq_key"], tag=f["tag"],
+        since_ms=parse_time(f["since"], now_ms) if f["since"] is not None else None,
+        until_ms=parse_time(f["until"], now_ms) if f["until"] is not None else None, limit=limit)
+    with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
+        rows = (record_dict(r, body, decompress) for r in iter_messages(store, query, verify, progress))
+        if json_out:
+            emit_jsonl(rows)
+        else:
+            render.render_messages(rows, local)
+    findings = [x.as_dict() for x in scan_findings(store)]
+    render.render_findings(findings, quiet_when_empty=json_out)
+    return EXIT_FINDINGS if verify and _has_errors(findings) else EXIT_OK
+
+
+def _message(store, offset: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool) -> int:
+    from mqtool.inspect.messages import message_at
+
+    doc = message_at(store, offset, body, decompress)
+    code = _document(doc, render.render_message, json_out, local, verify=False)
+    if verify and not all(doc["checks"][k] for k in ("crc_ok", "size_ok", "physical_offset_ok")):
+        return EXIT_FINDINGS
+    return code
+
+
+def _queue(store, topic: str, queue_id: int, start: int, limit: int | None, json_out: bool, local: bool,
+           verify: bool, body: str, decompress: bool) -> int:
+    from mqtool.inspect.queue import iter_queue, queue_summary
+
+    bad = 0
+
+    def rows():
+        nonlocal bad
+        for row in iter_queue(store, topic, queue_id, start, limit, body, decompress):
+            bad += not row["match"]
+            yield row
+
+    if json_out:
+        emit_jsonl(rows())
+    else:
+        render.render_queue(queue_summary(store, topic, queue_id), topic, queue_id, rows(), local)
+    if bad:
+        render.render_note(f"{bad} unit(s) do not match their CommitLog record")
+    return EXIT_FINDINGS if verify and bad else EXIT_OK
+
+
+def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int | None, body: str,
+          decompress: bool) -> int:
+    from mqtool.inspect.dump import dump_file
+
+    doc = dump_file(path, cfg, limit, body, decompress)
+    return _document(doc, render.render_dump, json_out, local, verify)

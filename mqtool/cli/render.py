@@ -1,0 +1,449 @@
+"""Every Rich table, histogram and progress bar of the CLI (colour only when the stream is a TTY).
+
+Renderers take the plain documents of `mqtool.inspect` and print them; they compute nothing but
+layout. Times are printed with `mqtool.times.format_time` (UTC ISO with ms, or `--local`).
+"""
+
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from mqtool.times import format_duration, format_time
+
+BAR_WIDTH = 40
+MESSAGE_BATCH = 200
+BODY_PREVIEW = 40
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console for the current stream: Rich's own TTY detection decides colour; a pipe gets 200 columns."""
+    stream = sys.stderr if stderr else sys.stdout
+    tty = stream.isatty()
+    return Console(file=stream, stderr=stderr, width=None if tty else 200, highlight=False,
+                   soft_wrap=False, emoji=False)
+
+
+def _t(ms: int | None, local: bool) -> str:
+    return format_time(ms, local) if ms is not None else "-"
+
+
+def _v(x) -> str:
+    return "-" if x is None else str(x)
+
+
+def _table(title: str | None, *columns: str, **kw) -> Table:
+    t = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", **kw)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    return t
+
+
+def _add(table: Table, *cells, style: str | None = None) -> None:
+    """A row whose cells are literal text: record data never goes through Rich markup."""
+    table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells), style=style)
+
+
+def _kv(title: str, pairs: list[tuple[str, object]]) -> Table:
+    t = Table(title=title, box=box.SIMPLE, show_header=False, title_justify="left")
+    t.add_column("key", style="bold")
+    t.add_column("value", overflow="fold")
+    for k, v in pairs:
+        _add(t, k, _v(v))
+    return t
+
+
+def bar(count: int, biggest: int, width: int = BAR_WIDTH) -> str:
+    """A terminal histogram bar: full blocks proportional to count/biggest (at least one when count > 0)."""
+    if count <= 0 or biggest <= 0:
+        return ""
+    return "█" * max(1, round(width * count / biggest))
+
+
+def _histogram(title: str, buckets: list[dict], local: bool) -> Table | None:
+    if not buckets:
+        return None
+    t = _table(title, "from", "to", "count", "")
+    biggest = max(b["count"] for b in buckets)
+    for b in buckets:
+        _add(t, _t(b["start_ms"], local), _t(b["end_ms"], local), str(b["count"]), bar(b["count"], biggest))
+    return t
+
+
+# ----------------------------------------------------------------------------- findings and notes
+
+
+def render_findings(findings: list[dict], quiet_when_empty: bool = False) -> None:
+    """Findings on stderr, at the end (Kafka's `DumpLogSegments`): a table on a TTY, else one line each."""
+    con = _console(stderr=True)
+    if not findings:
+        if not quiet_when_empty:
+            con.print("No findings.", style="green")
+        return
+    style = {"error": "red", "warning": "yellow", "info": "dim"}
+    if not sys.stderr.isatty():
+        for f in findings:
+            where = f["file"] + (f" @{f['offset']}" if f["offset"] is not None else "")
+            queue = f" [{f['topic']}/{f['queue_id']}]" if f.get("topic") else ""
+            con.print(f"{f['severity']}: {f['check']}: {where}{queue}: {f['message']}", markup=False,
+                      soft_wrap=True)
+        return
+    t = _table(f"{len(findings)} finding(s)", "severity", "check", "file", "offset", "topic/queue", "message")
+    for f in findings:
+        where = f"{f['topic']}/{f['queue_id']}" if f.get("topic") else "-"
+        _add(t, f["severity"], f["check"], f["file"], _v(f["offset"]), where, f["message"],
+                  style=style.get(f["severity"]))
+    con.print(t)
+
+
+def render_note(text: str) -> None:
+    _console(stderr=True).print(text, style="yellow", markup=False)
+
+
+@contextmanager
+def progress_bar(total: int, min_total: int, what: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback drawing a bar on stderr, or None when not a TTY or the scan is short."""
+    if total < min_total or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn(f"scanning CommitLog ({what})"), BarColumn(), DownloadColumn(),
+                  TimeRemainingColumn(), console=_console(stderr=True), transient=True) as p:
+        task = p.add_task(what, total=total)
+
+        def update(done: int, tot: int) -> None:
+            p.update(task, completed=done, total=tot)
+
+        yield update
+
+
+# ----------------------------------------------------------------------------- overview
+
+
+def render_overview(doc: dict, local: bool) -> None:
+    con = _console()
+    files, cl = doc["files"], doc["commitlog"]
+    con.print(f"[bold]RocketMQ store[/bold] {escape(doc['store'])}")
+    pairs = [
+        ("CommitLog files", f"{files['commitlog']['files']} x {files['commitlog']['file_size']} B "
+                            f"({files['commitlog']['first']} .. {files['commitlog']['last']})"),
+        ("CommitLog offsets", f"{cl['min_offset']} .. {cl['max_offset']}"),
+        ("records", cl["records"]),
+        ("store time range", f"{_t(cl['first_store_timestamp'], local)} .. {_t(cl['last_store_timestamp'], local)}"),
+        ("ConsumeQueues", f"{files['consumequeue']['queues']} queues of {files['consumequeue']['topics']} topics"),
+        ("TimerLog", "-" if files["timerlog"] is None else f"{files['timerlog']['files']} file(s)"),
+        ("timerwheel", files["timerwheel"]),
+        ("checkpoint", "present" if files["checkpoint"] else "absent"),
+        ("abort file", "PRESENT (broker running or crashed)" if files["abort"] else "absent (clean shutdown)"),
+        ("config files", ", ".join(files["config"]) or "-"),
+    ]
+    con.print(_kv("Layout", pairs))
+    scans = _table("CommitLog files", "file", "records", "valid bytes", "stop", "trailing bytes")
+    for s in cl["scans"]:
+        _add(scans, s["file"], str(s["records"]), str(s["valid_bytes"]), s["stop_reason"], str(s["trailing_bytes"]))
+    con.print(scans)
+    t = _table("Topics and queues", "topic", "role", "queue", "records", "cq min", "cq max")
+    for top in doc["topics"]:
+        for i, q in enumerate(top["queues"]):
+            _add(t, top["topic"] if i == 0 else "", (top["role"] or "") if i == 0 else "", str(q["queue_id"]),
+                      str(q["records"]), _v(q["cq_min_offset"]), _v(q["cq_max_offset"]))
+    con.print(t)
+    d, tx, tm = doc["delay"], doc["transactions"], doc["timer"]
+    head = [
+        ("delay backlog", f"{d['backlog']} message(s) in {d['levels_with_backlog']} level(s); "
+                          f"{d['overdue_levels']} level(s) overdue; {d['corrections']} offset correction(s)"),
+        ("transactions", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in tx["counts"].items())),
+    ]
+    if tx["oldest_pending"]:
+        head.append(("oldest pending half", f"{tx['oldest_pending']['uniq_key']} "
+                                            f"(age {format_duration(tx['oldest_pending']['age_ms'])})"))
+    if tm:
+        cp = tm["checkpoint"] or {}
+        head.append(("timer", f"{tm['units']['total']} TimerLog units ({tm['units']['roll']} roll, "
+                              f"{tm['units']['delete']} delete), {tm['slots']} slots, {tm['pending']} pending, "
+                              f"enqueue behind {_v(tm['enqueue_behind'])}, read time "
+                              f"{_t(cp.get('last_read_time_ms'), local)}"))
+    con.print(_kv("Headline", head))
+    fc = doc["finding_counts"]
+    con.print(f"findings: {fc['error']} error(s), {fc['warning']} warning(s), {fc['info']} info")
+
+
+# ----------------------------------------------------------------------------- messages
+
+
+def _flags(r: dict) -> str:
+    out = []
+    if r["transaction"] not in (None, "none"):
+        out.append(r["transaction"])
+    if r["compression"]:
+        out.append(r["compression"])
+    if r["magic"] == "v2":
+        out.append("v2")
+    return " ".join(out)
+
+
+def _preview(body: str | None) -> str:
+    if body is None:
+        return ""
+    return body if len(body) <= BODY_PREVIEW else body[: BODY_PREVIEW - 1] + "…"
+
+
+def _message_table() -> Table:
+    return _table(None, "offset", "stored", "topic", "q", "qoff", "tags", "keys", "uniq key", "size", "flags",
+                  "crc", "body")
+
+
+def render_messages(rows: Iterable[dict], local: bool) -> None:
+    """Records in tables of 200 rows, so that a long scan streams."""
+    con = _console()
+    t, n, total = _message_table(), 0, 0
+    for r in rows:
+        p = r["properties"]
+        _add(t, str(r["physical_offset"]), _t(r["store_timestamp"], local), r["topic"], str(r["queue_id"]),
+                  str(r["queue_offset"]), p.get("TAGS", ""), p.get("KEYS", ""), r["uniq_key"] or "",
+                  str(r["total_size"]), _flags(r), "ok" if r["crc_ok"] else "BAD", _preview(r["body"]),
+                  style=None if r["crc_ok"] else "red")
+        n += 1
+        total += 1
+        if n == MESSAGE_BATCH:
+            con.print(t)
+            t, n = _message_table(), 0
+    if n:
+        con.print(t)
+    con.print(f"{total} record(s)")
+
+
+def render_message(doc: dict, local: bool) -> None:
+    con = _console()
+    r = doc["record"]
+    times = ("born_timestamp", "store_timestamp")
+    pairs = [(k, _t(v, local) + f" ({v})" if k in times else v) for k, v in r.items()
+             if k not in ("properties", "body")]
+    con.print(_kv(f"Record at {r['physical_offset']}", pairs))
+    props = _table("Properties (stored order)", "name", "value")
+    for k, v in r["properties"].items():
+        _add(props, k, v)
+    con.print(props)
+    ch = doc["checks"]
+    con.print(_kv("Checks", [("body CRC", "ok" if ch["crc_ok"] else "MISMATCH"),
+                             ("computed size", f"{ch['computed_size']} ({'ok' if ch['size_ok'] else 'MISMATCH'})"),
+                             ("PHYSICALOFFSET field", f"{ch['physical_offset_field']} "
+                                                      f"({'ok' if ch['physical_offset_ok'] else 'MISMATCH'})"),
+                             ("sysFlag", ", ".join(f"{k}={v}" for k, v in doc["sys_flag_bits"].items()))]))
+    cq = doc["consume_queue"]
+    con.print(_kv("ConsumeQueue", [("queue", f"{cq['topic']}/{cq['queue_id']} offset {cq['queue_offset']}"),
+                                   ("unit", cq["unit"]), ("points back", cq["points_back"]),
+                                   ("problem", cq.get("problem"))]))
+    if doc["explain"]:
+        con.print("[bold]What the broker does with it[/bold]")
+        for line in doc["explain"]:
+            con.print(f"  - {line}", markup=False)
+    if r["body"] is not None:
+        con.print("[bold]Body[/bold]")
+        con.print(r["body"], markup=False)
+
+
+# ----------------------------------------------------------------------------- queue
+
+
+def render_queue(summary: dict, topic: str, queue_id: int, rows: Iterable[dict], local: bool) -> None:
+    con = _console()
+    con.print(f"[bold]ConsumeQueue {escape(topic)}/{queue_id}[/bold]  min {_v(summary.get('min_offset'))}  "
+              f"max {_v(summary.get('max_offset'))}  files {_v(summary.get('files'))}")
+    t = _table(None, "qoff", "commitlog offset", "size", "tagsCode", "stored", "keys", "uniq key", "match")
+    n = 0
+    for r in rows:
+        ok = r["match"]
+        _add(t, str(r["cq_queue_offset"]), str(r["cq_commitlog_offset"]), str(r["cq_size"]), str(r["cq_tags_code"]),
+                  _t(r["store_timestamp"], local), (r["properties"] or {}).get("KEYS", ""), r["uniq_key"] or "",
+                  "ok" if ok else "; ".join(r["problems"]), style=None if ok else "red")
+        n += 1
+    con.print(t)
+    con.print(f"{n} unit(s)")
+
+
+# ----------------------------------------------------------------------------- delay
+
+
+def render_delay(doc: dict, local: bool) -> None:
+    con = _console()
+    f = doc["offset_file"]
+    con.print(f"[bold]Delay levels[/bold] (now {_t(doc['now_ms'], local)}; delayOffset.json "
+              f"{'present' if f['present'] else 'absent'}{', .bak present' if f['bak_present'] else ''})")
+    rows = [r for r in doc["levels"] if r["max_offset"] is not None or r["offset_stored"] or r["backlog"]]
+    biggest = max((r["backlog"] for r in rows), default=0)
+    t = _table(None, "level", "delay", "queue", "stored", "min", "max", "starts at", "backlog", "",
+               "head deliver", "overdue")
+    for r in rows:
+        stored = _v(r["offset"]) if r["offset_stored"] else f"({r['offset']})"
+        start = str(r["corrected_offset"])
+        if r["correction"]:
+            start = f"{r['correction']['from']} -> {r['correction']['to']}"
+        overdue = "-"
+        if r["overdue_ms"] is not None:
+            overdue = format_duration(r["overdue_ms"]) if r["overdue_ms"] > 0 else \
+                f"due in {format_duration(-r['overdue_ms'])}"
+        delay = format_duration(r["delay_ms"]) if r["delay_ms"] is not None else "not configured"
+        _add(t, str(r["level"]), delay, str(r["queue_id"]), stored, _v(r["min_offset"]), _v(r["max_offset"]),
+                  start, str(r["backlog"]), bar(r["backlog"], biggest, 20), _t(r["head_deliver_timestamp"], local),
+                  overdue, style="red" if r["correction"] else None)
+    con.print(t)
+    if not rows:
+        con.print("no delay-level queue and no stored offset")
+    tot = doc["totals"]
+    con.print(f"backlog {tot['backlog']}; {tot['overdue_levels']} level(s) overdue; "
+              f"{tot['corrections']} offset(s) correctDelayOffset would change.  (stored offset in parentheses: "
+              "absent from delayOffset.json, read as 0)")
+    h = _histogram("Pending delay messages by deliver time", doc["histogram"], local)
+    if h:
+        con.print(h)
+
+
+# ----------------------------------------------------------------------------- timer
+
+
+def render_timer(doc: dict, local: bool) -> None:
+    con = _console()
+    cp = doc["checkpoint"]
+    if cp is None:
+        con.print("no config/timercheck (no timer service state)")
+    else:
+        con.print(_kv("Timer checkpoint (config/timercheck)", [
+            ("lastReadTimeMs", f"{cp['last_read_time_ms']} ({_t(cp['last_read_time_ms'], local)}); "
+                               f"dequeue lag {format_duration(doc['dequeue_lag_ms'])}"),
+            ("lastTimerLogFlushPos", f"{cp['last_timer_log_flush_pos']} (TimerLog end "
+                                     f"{_v(doc['timerlog']['end_offset'])})"),
+            ("lastTimerQueueOffset", f"{cp['last_timer_queue_offset']} (timer queue max "
+                                     f"{_v(doc['timer_queue']['max_offset'])}, enqueue behind "
+                                     f"{_v(doc['timer_queue']['enqueue_behind'])})"),
+            ("masterTimerQueueOffset", cp["master_timer_queue_offset"]),
+            ("dataVersion", f"counter {cp['counter']}, timestamp {cp['timestamp']}"),
+        ]))
+    u = doc["units"]
+    con.print(f"TimerLog units: {u['total']} ({u['normal']} normal, {u['roll']} roll, {u['delete']} delete)")
+    if doc["slots"]:
+        t = _table("Written wheel slots", "slot time", "time ms", "num", "first pos", "last pos", "chain", "read")
+        for s in doc["slots"]:
+            _add(t, _t(s["time_ms"], local), str(s["time_ms"]), str(s["num"]), str(s["first_pos"]),
+                      str(s["last_pos"]), f"{s['chain_length']} {'ok' if s['chain_ok'] else 'BROKEN'}",
+                      "yes" if s["read"] else "no", style=None if s["chain_ok"] else "red")
+        con.print(t)
+    p = doc["pending"]
+    con.print(f"pending deliveries: {p['count']} ({p['overdue']} overdue), "
+              f"{_t(p['earliest_ms'], local)} .. {_t(p['latest_ms'], local)}")
+    h = _histogram("Pending timer deliveries by time", p["histogram"], local)
+    if h:
+        con.print(h)
+    if doc["missing_records"]:
+        t = _table("TimerLog units without their CommitLog record", "pos", "kind", "offset_py", "size_py", "problem")
+        for m in doc["missing_records"]:
+            _add(t, str(m["pos"]), m["kind"], str(m["offset_py"]), str(m["size_py"]), m["problem"], style="red")
+        con.print(t)
+    ch = doc["chain"]
+    if ch is not None:
+        if ch["slot"] is None:
+            con.print(f"slot {_t(ch['time_ms'], local)}: empty ({ch['broken'] or 'no unit in it'})")
+        else:
+            s = ch["slot"]
+            t = _table(f"Slot {_t(ch['time_ms'], local)}: num {s['num']}, first {s['first_pos']}, last "
+                       f"{s['last_pos']} (dequeue order)", "pos", "prev", "kind", "state", "uniq key", "real topic",
+                       "TIMER_OUT_MS", "cancels")
+            for x in ch["units"]:
+                _add(t, str(x["pos"]), str(x["prev_pos"]), x["kind"], x["state"], x["uniq_key"] or "-",
+                          x["real_topic"] or "-", _t(x["timer_out_ms"], local), x["del_uniq_key"] or "")
+            con.print(t)
+            if ch["broken"]:
+                con.print(f"chain broken: {ch['broken']}", style="red", markup=False)
+
+
+# ----------------------------------------------------------------------------- transactions
+
+
+def render_transactions(doc: dict, local: bool) -> None:
+    con = _console()
+    s = doc["settings"]
+    con.print(f"[bold]Transactions[/bold] (now {_t(doc['now_ms'], local)}; transactionTimeOut "
+              f"{s['transaction_timeout_ms']} ms, transactionCheckMax {s['transaction_check_max']}, "
+              f"transactionCheckInterval {s['transaction_check_interval_ms']} ms)")
+    t = _table(None, "qoff", "uniq key", "keys", "real topic", "group", "state", "checks", "age", "immunity",
+               "copies", "next check", "discard")
+    colours = {"committed": "green", "rolled_back": "yellow", "discarded": "magenta", "pending": "bold"}
+    for h in doc["half_messages"]:
+        pr = h["prediction"] or {}
+        real = f"{h['real_topic']}/{_v(h['real_queue_id'])}"
+        _add(t, str(h["queue_offset"]), h["uniq_key"] or "-", " ".join(h["keys"]), real, h["producer_group"] or "-",
+                  h["state"], str(h["check_times"]), format_duration(h["age_ms"]),
+                  format_duration(h["immunity_ms"]) + (" (property)" if h["immunity_property"] else ""),
+                  ",".join(str(c["queue_offset"]) for c in h["copies"]) or "-",
+                  _t(pr.get("next_check_ms"), local), _t(pr.get("discard_ms"), local),
+                  style=colours.get(h["state"]))
+    con.print(t)
+    c = doc["counts"]
+    con.print(f"committed {c['committed']}, rolled back {c['rolled_back']}, pending {c['pending']}, "
+              f"discarded {c['discarded']}  (predictions assume the check service starts at now)")
+    for h in doc["half_messages"]:
+        for note in h["notes"]:
+            con.print(f"  {h['uniq_key']}: {note}", markup=False)
+    if doc["check_progress"]:
+        t = _table("Check progress (CID_RMQ_SYS_TRANS)", "half queue", "half offset", "half max", "op offset",
+                   "op max")
+        for p in doc["check_progress"]:
+            _add(t, str(p["queue_id"]), _v(p["half_offset"]), _v(p["half_max_offset"]), _v(p["op_offset"]),
+                      _v(p["op_max_offset"]))
+        con.print(t)
+    if doc["discarded"]:
+        t = _table("TRANS_CHECK_MAX_TIME_TOPIC (discarded halves)", "qoff", "offset", "stored", "uniq key",
+                   "real topic", "group", "checks")
+        for d in doc["discarded"]:
+            _add(t, str(d["queue_offset"]), str(d["physical_offset"]), _t(d["store_timestamp"], local),
+                      d["uniq_key"] or "-", f"{d['real_topic']}/{_v(d['real_queue_id'])}", d["producer_group"] or "-",
+                      _v(d["check_times"]))
+        con.print(t)
+
+
+# ----------------------------------------------------------------------------- single-file dumps
+
+
+def render_dump(doc: dict, local: bool) -> None:
+    con = _console()
+    con.print(f"[bold]{doc['kind']}[/bold] {escape(doc['file'])} ({doc['size']} bytes)")
+    kind = doc["kind"]
+    if kind == "commitlog":
+        s = doc["scan"]
+        con.print(f"start offset {s['start_offset']}: {s['records']} record(s), {s['valid_bytes']} valid bytes, "
+                  f"stopped at {s['stop_reason']}, {s['trailing_bytes']} trailing byte(s)")
+        render_messages(doc["records"], local)
+    elif kind == "consumequeue":
+        t = _table(f"{escape(doc['topic'])}/{doc['queue_id']}: {doc['unit_count']} unit(s)", "queue offset",
+                   "commitlog offset", "size", "tagsCode")
+        for u in doc["units"]:
+            _add(t, str(u["queue_offset"]), str(u["commitlog_offset"]), str(u["size"]), str(u["tags_code"]))
+        con.print(t)
+    elif kind == "timerlog":
+        t = _table(f"{doc['unit_count']} unit(s), end {doc['end_offset']}", "pos", "prev", "magic", "kind",
+                   "write time", "delayed time", "offset_py", "size_py")
+        for u in doc["units"]:
+            _add(t, str(u["pos"]), str(u["prev_pos"]), str(u["magic"]), u["kind"], _t(u["curr_write_time_ms"], local),
+                      _t(u["delayed_time_ms"], local), str(u["offset_py"]), str(u["size_py"]))
+        con.print(t)
+    elif kind == "timerwheel":
+        t = _table(f"{doc['written_slots']} written slot(s) of {doc['slot_count']}", "index", "time", "num",
+                   "first pos", "last pos")
+        for s in doc["slots"]:
+            _add(t, str(s["index"]), _t(s["time_ms"], local), str(s["num"]), str(s["first_pos"]), str(s["last_pos"]))
+        con.print(t)
+    elif kind in ("timercheck", "checkpoint"):
+        values = doc[kind]
+        con.print(_kv(kind, [(k, f"{v} ({_t(v, local)})" if k.endswith(("time_ms", "timestamp")) and v > 0 else v)
+                             for k, v in values.items()]))
+    else:
+        import json
+
+        shown = {k: v for k, v in doc.items() if k not in ("version", "view", "kind", "file", "size", "findings")}
+        con.print(json.dumps(shown, indent=2, ensure_ascii=False), markup=False)

@@ -1,0 +1,186 @@
+"""The `messages` and `message` views: CommitLog records, filtered, and one record fully explained.
+
+`message_at` is `mqadmin queryMsgByOffset` without a broker: the record at a physical offset, every
+field decoded, its checks (CRC, computed length, PHYSICALOFFSET), the ConsumeQueue unit that should
+point back at it, and what the broker's services will do with it (`explain`).
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mqtool.formats.message import MessageRecord
+from mqtool.formats.sysflag import SysFlag
+from mqtool.inspect import JSON_VERSION
+from mqtool.inspect.records import Progress, record_dict, scan
+from mqtool.store.findings import Finding, sort_findings
+from mqtool.store.store import (
+    HALF_TOPIC,
+    OP_HALF_TOPIC,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    Store,
+)
+
+
+@dataclass(frozen=True)
+class MessageQuery:
+    """Filters of the `messages` view; all given ones must match. Offsets: [from, to)."""
+
+    from_offset: int | None = None
+    to_offset: int | None = None
+    topic: str | None = None
+    queue_id: int | None = None
+    key: str | None = None
+    uniq_key: str | None = None
+    tag: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    limit: int | None = None
+
+    def matches(self, r: MessageRecord) -> bool:
+        if self.from_offset is not None and r.physical_offset < self.from_offset:
+            return False
+        if self.topic is not None and r.topic != self.topic:
+            return False
+        if self.queue_id is not None and r.queue_id != self.queue_id:
+            return False
+        if self.key is not None and self.key not in r.keys:
+            return False
+        if self.uniq_key is not None and (r.uniq_key or "").upper() != self.uniq_key.upper():
+            return False
+        if self.tag is not None and self.tag not in (r.tags or "").split("||"):
+            return False
+        if self.since_ms is not None and r.store_timestamp < self.since_ms:
+            return False
+        if self.until_ms is not None and r.store_timestamp >= self.until_ms:
+            return False
+        return True
+
+
+def _scan_start(store: Store, from_offset: int | None) -> int | None:
+    """The start of the file holding `from_offset`: scans begin at a file start (a record boundary)."""
+    if from_offset is None:
+        return None
+    f = store.commitlog.queue.file_for(from_offset)
+    if f is not None:
+        return f.start
+    later = [f.start for f in store.commitlog.files if f.start >= from_offset]
+    return later[0] if later else from_offset
+
+
+def iter_messages(store: Store, query: MessageQuery, verify: bool = False,
+                  progress: Progress | None = None) -> Iterator[MessageRecord]:
+    """The records matching `query`, in CommitLog order; `scan_findings` tells what the walk found."""
+    if query.limit is not None and query.limit <= 0:
+        return
+    n = 0
+    for rec in scan(store, _scan_start(store, query.from_offset), verify_crc=verify, progress=progress):
+        if query.to_offset is not None and rec.physical_offset >= query.to_offset:
+            break
+        if query.matches(rec):
+            yield rec
+            n += 1
+            if query.limit is not None and n >= query.limit:
+                break
+
+
+def scan_findings(store: Store) -> list[Finding]:
+    """Findings of opening the store and of the last CommitLog scan, sorted."""
+    seen = {*store.findings, *store.commitlog.findings}
+    return sort_findings(list(seen))
+
+
+def message_at(store: Store, offset: int, body: str = "text", decompress_body: bool = False) -> dict:
+    """The `message` document for the record at a physical offset (RecordError when none starts there)."""
+    rec = store.commitlog.read(offset)
+    d = record_dict(rec, body, decompress_body)
+    checks = {
+        "crc_ok": rec.crc_ok,
+        "size_ok": rec.total_size == rec.computed_size,
+        "computed_size": rec.computed_size,
+        "physical_offset_ok": rec.physical_offset_field == rec.physical_offset,
+        "physical_offset_field": rec.physical_offset_field,
+    }
+    return {
+        "version": JSON_VERSION,
+        "view": "message",
+        "record": d,
+        "sys_flag_bits": SysFlag(rec.sys_flag).as_dict(),
+        "keys": rec.keys,
+        "tags": rec.tags,
+        "checks": checks,
+        "consume_queue": _cq_entry(store, rec),
+        "explain": explain(store, rec),
+    }
+
+
+def _cq_entry(store: Store, rec: MessageRecord) -> dict:
+    """The unit at the record's queue offset in its ConsumeQueue, and whether it points back."""
+    out = {"topic": rec.topic, "queue_id": rec.queue_id, "queue_offset": rec.queue_offset,
+           "unit": None, "points_back": False}
+    cq = store.consume_queue(rec.topic, rec.queue_id)
+    if cq is None:
+        out["problem"] = "no ConsumeQueue directory for this topic and queue"
+        return out
+    unit = cq.unit(rec.queue_offset)
+    if unit is None:
+        out["problem"] = "the ConsumeQueue has no unit at this queue offset"
+        return out
+    out["unit"] = unit._asdict()
+    out["points_back"] = unit.commitlog_offset == rec.physical_offset and unit.size == rec.total_size
+    if not out["points_back"]:
+        out["problem"] = f"the unit points to {unit.commitlog_offset} ({unit.size} bytes)"
+    return out
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def explain(store: Store, rec: MessageRecord) -> list[str]:
+    """One sentence per thing the broker's services will do with (or did to) this record."""
+    p = rec.properties
+    out: list[str] = []
+    real = f"{p.get('REAL_TOPIC')}/{p.get('REAL_QID')}"
+    if rec.topic == SCHEDULE_TOPIC:
+        level = rec.queue_id + 1
+        delay = store.delay_level_ms(level) if level <= store.max_delay_level else None
+        deliver = rec.store_timestamp + delay if delay is not None else None
+        out.append(f"delay-level message (level {level}, DELAY={p.get('DELAY')}) waiting for {real}; "
+                   f"deliver timestamp {deliver} (store time + {delay} ms)")
+    elif rec.topic == TIMER_TOPIC:
+        if "TIMER_DEL_UNIQKEY" in p:
+            out.append(f"timer cancel request for UNIQ_KEY {p['TIMER_DEL_UNIQKEY']} "
+                       f"in the slot of TIMER_OUT_MS={p.get('TIMER_OUT_MS')}")
+        else:
+            out.append(f"timer message for {real}, TIMER_OUT_MS={p.get('TIMER_OUT_MS')}"
+                       + (f", rolled {p['TIMER_ROLL_TIMES']} time(s)" if "TIMER_ROLL_TIMES" in p else ""))
+    elif rec.topic == HALF_TOPIC:
+        out.append(f"half (prepared) message for {real}, producer group {p.get('PGROUP')}, "
+                   f"TRANSACTION_CHECK_TIMES={p.get('TRANSACTION_CHECK_TIMES', 'absent')}")
+        if "TRAN_PREPARED_QUEUE_OFFSET" in p:
+            out.append(f"put-back copy of half queue offset {p['TRAN_PREPARED_QUEUE_OFFSET']} (immunity)")
+        if "DELAY" in p:
+            out.append(f"carries DELAY={p['DELAY']}: loops between {SCHEDULE_TOPIC} and the half topic "
+                       "until its checks are spent (apache/rocketmq#1540)")
+    elif rec.topic == OP_HALF_TOPIC:
+        offsets = rec.body.decode("utf-8", "replace")
+        out.append(f"op message: half queue offsets {offsets!r} are resolved (committed or rolled back)")
+    elif rec.topic == TRANS_CHECK_MAX_TIME_TOPIC:
+        out.append(f"discarded half message of {real} (producer group {p.get('PGROUP')}) after "
+                   f"TRANSACTION_CHECK_TIMES={p.get('TRANSACTION_CHECK_TIMES')}")
+    if rec.transaction == "commit":
+        out.append(f"committed transaction message; its half is at {rec.prepared_transaction_offset}")
+    if rec.topic.startswith("%RETRY%"):
+        out.append(f"retry message of {p.get('RETRY_TOPIC')}, reconsume times {rec.reconsume_times}")
+    if rec.topic.startswith("%DLQ%"):
+        out.append(f"dead-letter message (origin {p.get('DLQ_ORIGIN_TOPIC', p.get('RETRY_TOPIC'))})")
+    if rec.topic != SCHEDULE_TOPIC and "DELAY" in p and "REAL_TOPIC" in p and rec.topic == p.get("REAL_TOPIC"):
+        out.append(f"delivered from delay level {p['DELAY']} (stale DELAY/REAL_TOPIC kept in the bytes)")
+    if rec.topic != TIMER_TOPIC and "TIMER_DEQUEUE_MS" in p:
+        out.append(f"delivered by the timer service at {_int(p['TIMER_DEQUEUE_MS'])}")
+    return out

@@ -1,0 +1,155 @@
+"""The `overview` view (the default): the store at a glance, and every finding.
+
+One CommitLog scan (CRC checked) gives the offset and time ranges and the records per topic and
+queue; the ConsumeQueues give each queue's min/max offsets (a queue whose last unit points past
+the CommitLog's end is what the broker truncates on restart); the delay, timer and transaction
+views give their headline numbers. Exit code 1 in the CLI when any finding is an error.
+"""
+
+from collections import Counter
+
+from mqtool.inspect import JSON_VERSION
+from mqtool.inspect.delay import delay_view
+from mqtool.inspect.records import Progress, scan
+from mqtool.inspect.timer import timer_view
+from mqtool.inspect.transactions import TransactionScan
+from mqtool.store.findings import Finding, sort_findings
+from mqtool.store.store import (
+    HALF_TOPIC,
+    OP_HALF_TOPIC,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
+    TIMER_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    Store,
+)
+
+SYSTEM_ROLES = {
+    SCHEDULE_TOPIC: "delay levels (schedule)",
+    TIMER_TOPIC: "timer messages",
+    HALF_TOPIC: "transaction half messages",
+    OP_HALF_TOPIC: "transaction op messages",
+    TRANS_CHECK_MAX_TIME_TOPIC: "discarded half messages",
+}
+
+
+def _role(topic: str) -> str | None:
+    if topic in SYSTEM_ROLES:
+        return SYSTEM_ROLES[topic]
+    if topic.startswith("%RETRY%"):
+        return "retry"
+    if topic.startswith("%DLQ%"):
+        return "dead letter"
+    return None
+
+
+def _plain(container) -> dict | None:
+    return None if container is None else {k: int(v) for k, v in container.items() if not k.startswith("_")}
+
+
+def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dict:
+    """The `overview` document."""
+    cl = store.commitlog
+    per_queue: Counter = Counter()
+    per_topic_bytes: Counter = Counter()
+    first_ts = last_ts = None
+    records = 0
+    end = cl.min_offset
+    ts = TransactionScan()
+    for rec in scan(store, verify_crc=True, progress=progress):
+        records += 1
+        per_queue[(rec.topic, rec.queue_id)] += 1
+        per_topic_bytes[rec.topic] += rec.total_size
+        first_ts = rec.store_timestamp if first_ts is None else min(first_ts, rec.store_timestamp)
+        last_ts = rec.store_timestamp if last_ts is None else max(last_ts, rec.store_timestamp)
+        end = rec.end_offset
+        ts.feed(rec)
+    findings: list[Finding] = [*store.findings, *cl.findings]
+    scans = [{"file": s.file, "start": s.start, "records": s.records, "valid_bytes": s.valid_bytes,
+              "stop_reason": s.stop_reason, "trailing_bytes": s.trailing_bytes} for s in cl.scans.values()]
+
+    queues = {}
+    for t, q in store.queue_ids:
+        cq = store.consume_queue(t, q)
+        findings += cq.findings
+        hi = cq.max_offset
+        entry = {"queue_id": q, "records": per_queue.get((t, q), 0), "cq_min_offset": cq.min_offset(cl.min_offset),
+                 "cq_max_offset": hi, "cq_files": len(cq.queue.files)}
+        last = cq.unit(hi - 1) if hi > 0 else None
+        if last is not None and last.commitlog_offset + last.size > end:
+            findings.append(Finding(str(cq.queue.directory.relative_to(store.root)), None, "consumequeue.range",
+                                    "error", f"last unit (offset {hi - 1}) points to {last.commitlog_offset}, past "
+                                    f"the CommitLog's valid end {end}: the broker truncates it on restart", t, q))
+        queues[(t, q)] = entry
+    for (t, q), n in per_queue.items():
+        if (t, q) not in queues:
+            queues[(t, q)] = {"queue_id": q, "records": n, "cq_min_offset": None, "cq_max_offset": None,
+                              "cq_files": 0}
+    topics = []
+    for t in sorted({t for t, _ in queues}):
+        qs = [queues[k] for k in sorted(k for k in queues if k[0] == t)]
+        topics.append({"topic": t, "system": t in SYSTEM_TOPICS or _role(t) is not None, "role": _role(t),
+                       "records": sum(x["records"] for x in qs), "bytes": per_topic_bytes.get(t, 0),
+                       "queues": qs})
+
+    delay = delay_view(store, now_ms)
+    tx = ts.report(store, now_ms)
+    timer = timer_view(store, now_ms) if _has_timer(store) else None
+    for doc in (delay, tx, timer):
+        if doc:
+            findings += [Finding(**f) for f in doc["findings"]]
+    findings = sort_findings(list(dict.fromkeys(findings)))
+    severities = Counter(f.severity for f in findings)
+    return {
+        "version": JSON_VERSION,
+        "view": "overview",
+        "store": str(store.root),
+        "now_ms": now_ms,
+        "files": _files(store),
+        "commitlog": {"min_offset": cl.min_offset, "max_offset": end, "records": records,
+                      "first_store_timestamp": first_ts, "last_store_timestamp": last_ts, "scans": scans},
+        "topics": topics,
+        "system_topics": {t: sum(x["records"] for x in topics if x["topic"] == t) for t in SYSTEM_TOPICS},
+        "delay": {"levels_with_backlog": sum(1 for r in delay["levels"] if r["backlog"]),
+                  "backlog": delay["totals"]["backlog"], "overdue_levels": delay["totals"]["overdue_levels"],
+                  "corrections": delay["totals"]["corrections"],
+                  "offsets": {str(r["level"]): r["offset"] for r in delay["levels"] if r["offset_stored"]}},
+        "timer": None if timer is None else {
+            "checkpoint": timer["checkpoint"], "units": timer["units"], "slots": len(timer["slots"]),
+            "pending": timer["pending"]["count"], "enqueue_behind": timer["timer_queue"]["enqueue_behind"],
+            "missing_records": len(timer["missing_records"])},
+        "transactions": {"counts": tx["counts"], "discarded_records": len(tx["discarded"]),
+                         "oldest_pending": tx["oldest_pending"]},
+        "checkpoint": _plain(store.checkpoint),
+        "findings": [f.as_dict() for f in findings],
+        "finding_counts": {s: severities.get(s, 0) for s in ("error", "warning", "info")},
+    }
+
+
+def _has_timer(store: Store) -> bool:
+    r = store.root
+    return any(p.exists() for p in (r / "timerlog", r / "timerwheel", r / "timerwheel.gz", r / "config/timercheck"))
+
+
+def _files(store: Store) -> dict:
+    r = store.root
+    cl = store.commitlog
+    tl = store.timerlog
+    cqs = store.consume_queues()
+    config = sorted(p.name for p in (r / "config").iterdir() if p.is_file()) if (r / "config").is_dir() else []
+    index = sorted(p.name for p in (r / "index").iterdir()) if (r / "index").is_dir() else []
+    return {
+        "commitlog": {"files": len(cl.files), "file_size": cl.queue.file_size,
+                      "bytes": sum(f.length for f in cl.files),
+                      "first": cl.files[0].name if cl.files else None,
+                      "last": cl.files[-1].name if cl.files else None},
+        "consumequeue": {"topics": len({q.topic for q in cqs}), "queues": len(cqs),
+                         "files": sum(len(q.queue.files) for q in cqs)},
+        "timerlog": None if tl is None else {"files": len(tl.queue.files), "file_size": tl.queue.file_size},
+        "timerwheel": next((n for n in ("timerwheel", "timerwheel.gz") if (r / n).is_file()), None),
+        "index_files": len(index),
+        "checkpoint": (r / "checkpoint").is_file(),
+        "abort": (r / "abort").exists(),
+        "lock": (r / "lock").exists(),
+        "config": config,
+    }

@@ -1,0 +1,92 @@
+"""The `queue` view: one ConsumeQueue's units resolved against the CommitLog (spec §3).
+
+Like Kafka's index-against-log check: each unit must point to a record of the same topic, queue
+id and queue offset, with the unit's size; the tagsCode must be the TAGS hash (for
+`SCHEDULE_TOPIC_XXXX`: the deliver timestamp, store time + the level's delay).
+"""
+
+from collections.abc import Iterator
+
+from mqtool.formats.javahash import java_string_hash
+from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.inspect.records import empty_record_dict, record_dict
+from mqtool.store.consumequeue import CqUnit
+from mqtool.store.errors import StoreError
+from mqtool.store.store import SCHEDULE_TOPIC, Store
+
+
+def expected_tags_code(store: Store, rec: MessageRecord) -> int | None:
+    """What the broker's dispatch writes as tagsCode for this record (None: not predictable)."""
+    if rec.topic == SCHEDULE_TOPIC:
+        level = rec.queue_id + 1
+        if level > store.max_delay_level:
+            return None
+        return rec.store_timestamp + store.delay_level_ms(level)
+    tags = rec.tags
+    return java_string_hash(tags) if tags else 0
+
+
+def unit_problems(store: Store, topic: str, queue_id: int, unit: CqUnit,
+                  rec: MessageRecord | None, error: str | None) -> list[str]:
+    """Why a unit does not match the record it points to (empty when it does)."""
+    if rec is None:
+        return [f"no record at CommitLog offset {unit.commitlog_offset}: {error}"]
+    out = []
+    if rec.topic != topic:
+        out.append(f"record topic {rec.topic!r} != {topic!r}")
+    if rec.queue_id != queue_id:
+        out.append(f"record queue id {rec.queue_id} != {queue_id}")
+    if rec.queue_offset != unit.queue_offset:
+        out.append(f"record queue offset {rec.queue_offset} != unit index {unit.queue_offset}")
+    if rec.total_size != unit.size:
+        out.append(f"record size {rec.total_size} != unit size {unit.size}")
+    want = expected_tags_code(store, rec)
+    if not out and want is not None and want != unit.tags_code:
+        out.append(f"tagsCode {unit.tags_code} != expected {want}")
+    return out
+
+
+def iter_queue(store: Store, topic: str, queue_id: int, start: int = 0, limit: int | None = None,
+               body: str = "text", decompress_body: bool = False) -> Iterator[dict]:
+    """One JSON Lines record per unit from `start`: the message keys (null when its record is missing),
+    then `cq_*` fields of the unit, `match` and `problems`. StoreError when the queue does not exist."""
+    cq = store.consume_queue(topic, queue_id)
+    if cq is None:
+        known = sorted({t for t, _ in store.queue_ids})
+        hint = f" (topics: {', '.join(known)})" if known else ""
+        raise StoreError(f"no ConsumeQueue {topic}/{queue_id}{hint}", store.root / "consumequeue")
+    cl = store.commitlog
+    n = 0
+    for unit in cq.iter_units(start):
+        if limit is not None and n >= limit:
+            break
+        rec, error = None, None
+        try:
+            if unit.commitlog_offset < cl.min_offset:
+                raise RecordError(f"before the CommitLog's first file ({cl.min_offset}): deleted")
+            rec = cl.read(unit.commitlog_offset)
+        except RecordError as e:
+            error = e.reason
+        d = record_dict(rec, body, decompress_body) if rec else empty_record_dict()
+        problems = unit_problems(store, topic, queue_id, unit, rec, error)
+        d.update({
+            "cq_topic": topic,
+            "cq_queue_id": queue_id,
+            "cq_queue_offset": unit.queue_offset,
+            "cq_commitlog_offset": unit.commitlog_offset,
+            "cq_size": unit.size,
+            "cq_tags_code": unit.tags_code,
+            "match": not problems,
+            "problems": problems,
+        })
+        yield d
+        n += 1
+
+
+def queue_summary(store: Store, topic: str, queue_id: int) -> dict:
+    """min/max offsets of a queue, for the text header."""
+    cq = store.consume_queue(topic, queue_id)
+    if cq is None:
+        return {}
+    return {"min_offset": cq.min_offset(store.commitlog.min_offset), "max_offset": cq.max_offset,
+            "files": len(cq.queue.files)}

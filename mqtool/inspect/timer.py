@@ -1,0 +1,247 @@
+"""The `timer` view: where `TimerMessageStore` stands (spec §6; 5.x only).
+
+- cursors of `config/timercheck` against the timer queue (`rmq_sys_wheel_timer`/0: enqueue
+  progress) and the TimerLog (flush position), and the dequeue read time against `now_ms`;
+- TimerLog units by kind (normal, roll, delete = cancel request) and units whose CommitLog
+  record is missing, deleted, of another topic or of another size (apache/rocketmq#10668);
+- every written wheel slot (time, num, first/last pos) with its chain walked from lastPos through
+  prevPos, checked against firstPos and num (apache/rocketmq#9735);
+- pending deliveries (slots not yet read: time >= lastReadTimeMs, minus cancelled and cancel units)
+  by delivery time (`TIMER_OUT_MS` of the record: a rolled unit's real time);
+- with `at_ms`: one slot's chain in dequeue order, each unit explained.
+"""
+
+from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.inspect import JSON_VERSION
+from mqtool.inspect.delay import time_histogram
+from mqtool.store.findings import Finding, sort_findings
+from mqtool.store.store import TIMER_TOPIC, Store
+from mqtool.store.timer import TimerLogUnit
+
+CHECK = "timer"
+
+
+def _checkpoint(store: Store) -> dict | None:
+    tc = store.timercheck
+    if tc is None:
+        return None
+    return {k: int(v) for k, v in tc.items() if not k.startswith("_")}
+
+
+class _Records:
+    """CommitLog lookups for TimerLog units, cached (a unit's record, or why there is none)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.cache: dict[int, tuple[MessageRecord | None, str | None]] = {}
+
+    def get(self, u: TimerLogUnit) -> tuple[MessageRecord | None, str | None]:
+        if u.offset_py not in self.cache:
+            cl = self.store.commitlog
+            try:
+                if u.offset_py < cl.min_offset:
+                    raise RecordError(f"before the CommitLog's first file ({cl.min_offset}): deleted")
+                self.cache[u.offset_py] = (cl.read(u.offset_py), None)
+            except RecordError as e:
+                self.cache[u.offset_py] = (None, e.reason)
+        return self.cache[u.offset_py]
+
+
+def _unit_problem(store: Store, u: TimerLogUnit, rec: MessageRecord | None, error: str | None) -> str | None:
+    if rec is None:
+        return f"no CommitLog record at {u.offset_py}: {error}"
+    if rec.topic != TIMER_TOPIC:
+        return f"record at {u.offset_py} is on topic {rec.topic!r}, not {TIMER_TOPIC}"
+    if rec.total_size != u.size_py:
+        return f"record at {u.offset_py} is {rec.total_size} bytes, the unit says {u.size_py}"
+    return None
+
+
+def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
+    """The `timer` document (`at_ms`: add the chain of the slot holding that time)."""
+    findings: list[Finding] = []
+    cp = _checkpoint(store)
+    tq = store.consume_queue(TIMER_TOPIC, 0)
+    tl = store.timerlog
+    wheel = store.timer_wheel
+    precision = store.config.timer_precision_ms
+    records = _Records(store)
+
+    units = list(tl.iter_units()) if tl else []
+    by_pos = {u.pos: u for u in units}
+    counts = {"normal": 0, "roll": 0, "delete": 0}
+    for u in units:
+        counts[u.kind] += 1
+    end = (units[-1].pos + 52) if units else (tl.queue.min_offset if tl else 0)
+
+    missing = []
+    for u in units:
+        rec, error = records.get(u)
+        problem = _unit_problem(store, u, rec, error)
+        if problem:
+            missing.append({"pos": u.pos, "kind": u.kind, "offset_py": u.offset_py, "size_py": u.size_py,
+                            "delayed_time_ms": u.delayed_time_ms, "problem": problem})
+            findings.append(Finding("timerlog", u.pos, CHECK + ".record", "error", problem, TIMER_TOPIC, 0))
+        elif u.size_py > store.config.max_message_size:
+            findings.append(Finding("timerlog", u.pos, CHECK + ".record", "warning",
+                                    f"record of {u.size_py} bytes exceeds maxMessageSize "
+                                    f"{store.config.max_message_size}: dequeue blocks on it "
+                                    "(apache/rocketmq#9654)", TIMER_TOPIC, 0))
+
+    read_time = cp["last_read_time_ms"] if cp else None
+    slots = []
+    pending_times: list[int] = []
+    pending_units = 0
+    if wheel is not None:
+        for index, s in wheel.iter_slots():
+            chain, broken = _walk(tl, s.last_pos, by_pos)
+            first_ok = bool(chain) and chain[-1].pos == s.first_pos
+            expected_num = sum(-1 if (u.kind == "delete") else 1 for u in chain)
+            slot = {"index": index, "time_ms": s.time_ms, "num": s.num, "first_pos": s.first_pos,
+                    "last_pos": s.last_pos, "chain_length": len(chain),
+                    "chain_ok": not broken and first_ok,
+                    "read": read_time is not None and s.time_ms < read_time}
+            slots.append(slot)
+            if broken or not first_ok:
+                findings.append(Finding("timerwheel", index, CHECK + ".wheel", "error",
+                                        f"slot {s.time_ms}: chain from lastPos {s.last_pos} "
+                                        f"{broken or f'does not end at firstPos {s.first_pos}'}"))
+            elif expected_num != s.num:
+                findings.append(Finding("timerwheel", index, CHECK + ".wheel", "warning",
+                                        f"slot {s.time_ms}: num {s.num} but its chain counts {expected_num}"))
+            if not slot["read"]:
+                for u, state in _chain_states(chain, records):
+                    if state == "pending":
+                        rec, _ = records.get(u)
+                        pending_units += 1
+                        pending_times.append(_deliver_ms(u, rec))
+        slots.sort(key=lambda x: x["time_ms"])
+
+    doc = {
+        "version": JSON_VERSION,
+        "view": "timer",
+        "now_ms": now_ms,
+        "precision_ms": precision,
+        "checkpoint": cp,
+        "dequeue_lag_ms": now_ms - read_time if read_time is not None else None,
+        "timer_queue": _timer_queue(store, tq, cp),
+        "timerlog": {
+            "present": tl is not None, "files": len(tl.queue.files) if tl else 0,
+            "min_offset": tl.queue.min_offset if tl else None, "end_offset": end if tl else None,
+            "flush_behind_bytes": (end - cp["last_timer_log_flush_pos"]) if (tl and cp) else None,
+        },
+        "wheel": {"present": wheel is not None, "file": str(wheel.path.name) if wheel else None,
+                  "slots_total": wheel.slots_total if wheel else None},
+        "units": {**counts, "total": len(units)},
+        "slots": slots,
+        "pending": {"count": pending_units,
+                    "earliest_ms": min(pending_times, default=None),
+                    "latest_ms": max(pending_times, default=None),
+                    "overdue": sum(1 for t in pending_times if t <= now_ms),
+                    "histogram": time_histogram(pending_times)},
+        "missing_records": missing,
+        "chain": None,
+        "findings": [],
+    }
+    if at_ms is not None:
+        doc["chain"] = slot_chain(store, at_ms, records, read_time)
+    if tl:
+        findings += tl.findings
+    doc["findings"] = [f.as_dict() for f in sort_findings(findings)]
+    return doc
+
+
+def _timer_queue(store: Store, tq, cp: dict | None) -> dict:
+    if tq is None:
+        return {"present": False, "min_offset": None, "max_offset": None, "enqueue_behind": None}
+    hi = tq.max_offset
+    return {"present": True, "min_offset": tq.min_offset(store.commitlog.min_offset), "max_offset": hi,
+            "enqueue_behind": hi - cp["last_timer_queue_offset"] if cp else None}
+
+
+def _walk(tl, last_pos: int, by_pos: dict[int, TimerLogUnit]) -> tuple[list[TimerLogUnit], str | None]:
+    """The chain newest first, and why it broke (None when it reached prevPos -1)."""
+    chain: list[TimerLogUnit] = []
+    seen = set()
+    pos = last_pos
+    while pos != -1:
+        if pos in seen:
+            return chain, f"loops back to {pos}"
+        seen.add(pos)
+        u = by_pos.get(pos) or (tl.read_unit(pos) if tl else None)
+        if u is None:
+            return chain, f"reaches {pos}, where no TimerLog unit is"
+        chain.append(u)
+        pos = u.prev_pos
+    return chain, None
+
+
+def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[TimerLogUnit, str]]:
+    """Dequeue semantics (§6.6): cancel requests first, then the others oldest first."""
+    deleted: set[str] = set()
+    for u in chain:
+        if u.kind == "delete":
+            rec, _ = records.get(u)
+            if rec is not None and "TIMER_DEL_UNIQKEY" in rec.properties:
+                deleted.add(rec.properties["TIMER_DEL_UNIQKEY"])
+    out = []
+    for u in reversed(chain):
+        if u.kind == "delete":
+            out.append((u, "cancel request"))
+            continue
+        rec, _ = records.get(u)
+        if rec is None:
+            out.append((u, "record missing"))
+        elif rec.uniq_key and (rec.uniq_key in deleted
+                               or f"{rec.properties.get('REAL_TOPIC')}+{rec.uniq_key}" in deleted):
+            out.append((u, "cancelled"))
+        else:
+            out.append((u, "pending"))
+    return out
+
+
+def _deliver_ms(u: TimerLogUnit, rec: MessageRecord | None) -> int:
+    """The real delivery time: the record's TIMER_OUT_MS (a roll's slot is only a waypoint)."""
+    if rec is not None:
+        try:
+            return int(rec.properties["TIMER_OUT_MS"])
+        except (KeyError, ValueError):
+            pass
+    return u.delayed_time_ms
+
+
+def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_time: int | None = None) -> dict:
+    """`--at TIME`: the slot holding `at_ms` (floored to the precision) and its chain, oldest first."""
+    records = records or _Records(store)
+    precision = store.config.timer_precision_ms
+    time_ms = at_ms - at_ms % precision
+    wheel = store.timer_wheel
+    out = {"at_ms": at_ms, "time_ms": time_ms, "slot": None, "units": [], "broken": None}
+    if wheel is None:
+        out["broken"] = "no timerwheel file"
+        return out
+    s = wheel.get_slot(time_ms)
+    if s.empty:
+        return out
+    out["slot"] = {"time_ms": s.time_ms, "num": s.num, "first_pos": s.first_pos, "last_pos": s.last_pos}
+    tl = store.timerlog
+    chain, broken = _walk(tl, s.last_pos, {})
+    out["broken"] = broken
+    already_read = read_time is not None and s.time_ms < read_time
+    for u, state in _chain_states(chain, records):
+        rec, error = records.get(u)
+        p = rec.properties if rec else {}
+        if state == "pending" and already_read:
+            state = "delivered"
+        if state == "pending" and u.kind == "roll":
+            state = "rolls on"
+        out["units"].append({
+            "pos": u.pos, "prev_pos": u.prev_pos, "magic": u.magic, "kind": u.kind,
+            "write_time_ms": u.curr_write_time_ms, "delayed_time_ms": u.delayed_time_ms,
+            "offset_py": u.offset_py, "size_py": u.size_py, "state": state,
+            "uniq_key": rec.uniq_key if rec else None, "real_topic": p.get("REAL_TOPIC"),
+            "timer_out_ms": int(p["TIMER_OUT_MS"]) if p.get("TIMER_OUT_MS", "").isdigit() else None,
+            "del_uniq_key": p.get("TIMER_DEL_UNIQKEY"), "keys": rec.keys if rec else [],
+            "error": error,
+        })
+    return out

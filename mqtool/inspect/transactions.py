@@ -1,0 +1,286 @@
+"""The `transactions` view: every half message, its state and what the check service will do (spec §7).
+
+A transaction is a half message of `RMQ_SYS_TRANS_HALF_TOPIC` together with its put-back copies
+(same `UNIQ_KEY`, or `TRAN_PREPARED_QUEUE_OFFSET` naming the original's queue offset). Its state:
+
+- `committed`: a COMMIT record (sysFlag transaction type 0x8) has `PREPARED TRANSACTION OFFSET` =
+  the half's (or a copy's) physical offset (`EndTransactionProcessor`);
+- `rolled_back`: an op message (`RMQ_SYS_TRANS_OP_HALF_TOPIC`, tag `d`, body = comma-separated half
+  queue offsets; 5.x ends with a comma, 4.x does not) covers the half or a copy, without a COMMIT;
+- `discarded`: its `UNIQ_KEY` is in `TRANS_CHECK_MAX_TIME_TOPIC` (`resolveDiscardMsg`);
+- `pending`: none of these.
+
+For a pending half, `prediction` replays `TransactionalMessageServiceImpl.check` rounds as if the
+check service started at `now_ms` (rounds at now + k x transactionCheckInterval): each visit
+discards when `TRANSACTION_CHECK_TIMES` >= transactionCheckMax (or the half is older than
+fileReservedTime), else increments it; within the immunity (`CHECK_IMMUNITY_TIME_IN_SECONDS`, else
+transactionTimeOut) a half with the property is put back without a check (apache/rocketmq#8311),
+one without it waits; past it a check request is sent. The copy written in a round is discarded in
+that same round once its count reaches the maximum (as the 5.3.1 oracle shows).
+"""
+
+from dataclasses import dataclass, field
+
+from mqtool.formats.message import MessageRecord
+from mqtool.inspect import JSON_VERSION
+from mqtool.inspect.records import Progress, scan
+from mqtool.store.findings import Finding, sort_findings
+from mqtool.store.store import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP, Store
+
+REMOVE_TAG = "d"
+STATES = ("committed", "rolled_back", "pending", "discarded")
+MAX_PREDICTED_ROUNDS = 1000
+
+
+def _int(text: str | None, default: int | None = None) -> int | None:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def parse_op_body(body: bytes) -> list[int]:
+    """Half queue offsets of an op message body: `"0,1,3,"` (5.x) or `"7"` (4.x)."""
+    out = []
+    for part in body.decode("utf-8", "replace").split(","):
+        v = _int(part.strip())
+        if v is not None:
+            out.append(v)
+    return out
+
+
+@dataclass
+class TransactionScan:
+    """What one CommitLog pass collects for the view; `feed` every record, then `report`."""
+
+    halves: list[MessageRecord] = field(default_factory=list)
+    ops: dict[tuple[int, int], int] = field(default_factory=dict)
+    op_records: int = 0
+    commits: dict[int, int] = field(default_factory=dict)
+    rollbacks: dict[int, int] = field(default_factory=dict)
+    discards: list[MessageRecord] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def feed(self, rec: MessageRecord) -> None:
+        if rec.topic == HALF_TOPIC:
+            self.halves.append(rec)
+        elif rec.topic == OP_HALF_TOPIC:
+            self.op_records += 1
+            if rec.tags != REMOVE_TAG:
+                self.findings.append(Finding(rec.file, rec.physical_offset, "transactions.op", "warning",
+                                             f"op message with tag {rec.tags!r} (not 'd'): the check "
+                                             "service ignores it", OP_HALF_TOPIC, rec.queue_id))
+                return
+            for off in parse_op_body(rec.body):
+                self.ops.setdefault((rec.queue_id, off), rec.physical_offset)
+        elif rec.topic == TRANS_CHECK_MAX_TIME_TOPIC:
+            self.discards.append(rec)
+        if rec.transaction == "commit":
+            self.commits.setdefault(rec.prepared_transaction_offset, rec.physical_offset)
+        elif rec.transaction == "rollback":
+            self.rollbacks.setdefault(rec.prepared_transaction_offset, rec.physical_offset)
+
+    def report(self, store: Store, now_ms: int) -> dict:
+        return _report(self, store, now_ms)
+
+
+def transactions_view(store: Store, now_ms: int, progress: Progress | None = None) -> dict:
+    """The `transactions` document (one CommitLog scan)."""
+    ts = TransactionScan()
+    for rec in scan(store, verify_crc=False, progress=progress):
+        ts.feed(rec)
+    return ts.report(store, now_ms)
+
+
+def _settings(store: Store) -> dict:
+    c = store.config
+    return {"transaction_timeout_ms": c.transaction_timeout, "transaction_check_max": c.transaction_check_max,
+            "transaction_check_interval_ms": c.transaction_check_interval,
+            "file_reserved_time_h": c.file_reserved_time}
+
+
+def _group(halves: list[MessageRecord]) -> list[list[MessageRecord]]:
+    """Originals with their put-back copies, in order of the original's queue offset."""
+    groups: list[list[MessageRecord]] = []
+    by_key: dict[object, list[MessageRecord]] = {}
+    by_qoff: dict[tuple[int, int], list[MessageRecord]] = {}
+    for h in sorted(halves, key=lambda r: (r.queue_id, r.queue_offset)):
+        prepared = _int(h.properties.get("TRAN_PREPARED_QUEUE_OFFSET"))
+        g = None
+        if h.uniq_key:
+            g = by_key.get(h.uniq_key)
+        if g is None and prepared is not None:
+            g = by_qoff.get((h.queue_id, prepared))
+        if g is None:
+            g = []
+            groups.append(g)
+        g.append(h)
+        if h.uniq_key:
+            by_key.setdefault(h.uniq_key, g)
+        by_qoff[(h.queue_id, h.queue_offset)] = g
+    return groups
+
+
+def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
+    settings = _settings(store)
+    discards_by_key = {}
+    for d in ts.discards:
+        if d.uniq_key:
+            discards_by_key.setdefault(d.uniq_key, d)
+    progress = _check_progress(store)
+    rows = []
+    for g in _group(ts.halves):
+        rows.append(_half_row(g, ts, discards_by_key, store, now_ms, progress))
+    counts = dict.fromkeys(STATES, 0)
+    for r in rows:
+        counts[r["state"]] += 1
+    pending = [r for r in rows if r["state"] == "pending"]
+    oldest = min(pending, key=lambda r: r["born_timestamp"], default=None)
+    return {
+        "version": JSON_VERSION,
+        "view": "transactions",
+        "now_ms": now_ms,
+        "settings": settings,
+        "counts": counts,
+        "half_messages": rows,
+        "oldest_pending": None if oldest is None else {"uniq_key": oldest["uniq_key"],
+                                                        "born_timestamp": oldest["born_timestamp"],
+                                                        "age_ms": oldest["age_ms"]},
+        "check_progress": progress,
+        "op_messages": {"records": ts.op_records, "half_offsets": len(ts.ops)},
+        "discarded": [_discard_row(d) for d in ts.discards],
+        "findings": [f.as_dict() for f in sort_findings(ts.findings)],
+    }
+
+
+def _check_progress(store: Store) -> list[dict]:
+    """Per half queue: the check service's stored half/op offsets against the queues' ends."""
+    co = store.consumer_offsets
+    qids = {q for t, q in store.queue_ids if t == HALF_TOPIC}
+    if co:
+        qids |= set(co.offset_table.get(f"{HALF_TOPIC}@{TRANS_GROUP}", {}))
+    out = []
+    for q in sorted(qids):
+        half_cq, op_cq = store.consume_queue(HALF_TOPIC, q), store.consume_queue(OP_HALF_TOPIC, q)
+        out.append({
+            "queue_id": q,
+            "half_offset": co.offset(HALF_TOPIC, TRANS_GROUP, q) if co else None,
+            "half_max_offset": half_cq.max_offset if half_cq else None,
+            "op_offset": co.offset(OP_HALF_TOPIC, TRANS_GROUP, q) if co else None,
+            "op_max_offset": op_cq.max_offset if op_cq else None,
+        })
+    return out
+
+
+def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store: Store, now_ms: int,
+              progress: list[dict]) -> dict:
+    first, latest = g[0], g[-1]
+    p = first.properties
+    op_hits = [(h.queue_offset, ts.ops[(h.queue_id, h.queue_offset)]) for h in g
+               if (h.queue_id, h.queue_offset) in ts.ops]
+    # a put-back copy's op may name the original's offset through TRAN_PREPARED_QUEUE_OFFSET
+    commit = next((ts.commits[h.physical_offset] for h in g if h.physical_offset in ts.commits), None)
+    rollback = next((ts.rollbacks[h.physical_offset] for h in g if h.physical_offset in ts.rollbacks), None)
+    discard = discards.get(first.uniq_key) if first.uniq_key else None
+    if commit is not None:
+        state = "committed"
+    elif op_hits or rollback is not None:
+        state = "rolled_back"
+    elif discard is not None:
+        state = "discarded"
+    else:
+        state = "pending"
+    times = max((_int(h.properties.get("TRANSACTION_CHECK_TIMES"), 0) for h in g), default=0)
+    immunity_prop = latest.properties.get("CHECK_IMMUNITY_TIME_IN_SECONDS")
+    timeout = store.config.transaction_timeout
+    immunity = timeout if immunity_prop is None else _immunity_ms(immunity_prop, timeout)
+    notes = []
+    if commit is not None and not op_hits:
+        notes.append("COMMIT record written but no op message covers the half: the broker will still check it")
+    if "DELAY" in p:
+        notes.append(f"carries DELAY={p['DELAY']}: it loops through {'SCHEDULE_TOPIC_XXXX'} until its checks "
+                     "are spent (apache/rocketmq#1540)")
+    half_offset = next((c["half_offset"] for c in progress if c["queue_id"] == latest.queue_id), None)
+    row = {
+        "queue_offset": first.queue_offset,
+        "queue_id": first.queue_id,
+        "physical_offset": first.physical_offset,
+        "uniq_key": first.uniq_key,
+        "transaction_id": p.get("__transactionId__"),
+        "real_topic": p.get("REAL_TOPIC"),
+        "real_queue_id": _int(p.get("REAL_QID")),
+        "producer_group": p.get("PGROUP"),
+        "keys": first.keys,
+        "state": state,
+        "check_times": times,
+        "born_timestamp": first.born_timestamp,
+        "store_timestamp": first.store_timestamp,
+        "age_ms": now_ms - first.born_timestamp,
+        "immunity_ms": immunity,
+        "immunity_property": immunity_prop is not None,
+        "copies": [{"queue_offset": h.queue_offset, "physical_offset": h.physical_offset,
+                    "store_timestamp": h.store_timestamp,
+                    "check_times": _int(h.properties.get("TRANSACTION_CHECK_TIMES")),
+                    "prepared_queue_offset": _int(h.properties.get("TRAN_PREPARED_QUEUE_OFFSET"))}
+                   for h in g[1:]],
+        "op": None if not op_hits else {"half_queue_offset": op_hits[0][0], "op_physical_offset": op_hits[0][1]},
+        "commit_offset": commit,
+        "discard": None if discard is None else {"physical_offset": discard.physical_offset,
+                                                 "store_timestamp": discard.store_timestamp},
+        "behind_check_offset": half_offset is not None and latest.queue_offset < half_offset,
+        "notes": notes,
+        "prediction": None,
+    }
+    if state == "pending":
+        row["prediction"] = predict(store, latest, now_ms, immunity, immunity_prop is not None)
+    return row
+
+
+def _immunity_ms(text: str, timeout: int) -> int:
+    """`getImmunityTime`: seconds x 1000; unparsable (-1) falls back to transactionTimeOut."""
+    v = _int(text, -1)
+    return timeout if v == -1 else v * 1000
+
+
+def predict(store: Store, latest: MessageRecord, now_ms: int, immunity_ms: int, has_immunity: bool) -> dict:
+    """Next check request and discard of a pending half, replaying check rounds from `now_ms`."""
+    c = store.config
+    raw = latest.properties.get("TRANSACTION_CHECK_TIMES")
+    times = None if raw is None else _int(raw, 0)
+    born = latest.born_timestamp
+    reserved_ms = c.file_reserved_time * 3600 * 1000
+    next_check = None
+    checks = 0
+    for k in range(1, MAX_PREDICTED_ROUNDS + 1):
+        t = now_ms + k * c.transaction_check_interval
+        if times is not None and times >= c.transaction_check_max:
+            return _prediction(next_check, t, checks, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+        if t - born > reserved_ms:
+            return _prediction(next_check, t, checks, "older than fileReservedTime")
+        new_times = 1 if times is None else times + 1
+        age = t - born
+        if has_immunity and age < immunity_ms:
+            times = new_times  # put back with TRAN_PREPARED_QUEUE_OFFSET, no check request
+        elif not has_immunity and 0 <= age < immunity_ms:
+            continue  # "new arrived": the round stops here
+        else:
+            times = new_times
+            checks += 1
+            next_check = next_check or t
+        if times >= c.transaction_check_max:
+            return _prediction(next_check, t, checks, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    return _prediction(next_check, None, checks, None)
+
+
+def _prediction(next_check: int | None, discard: int | None, checks: int, reason: str | None) -> dict:
+    return {"next_check_ms": next_check, "discard_ms": discard, "checks_before_discard": checks,
+            "discard_reason": reason}
+
+
+def _discard_row(d: MessageRecord) -> dict:
+    p = d.properties
+    return {"physical_offset": d.physical_offset, "queue_id": d.queue_id, "queue_offset": d.queue_offset,
+            "store_timestamp": d.store_timestamp, "uniq_key": d.uniq_key, "real_topic": p.get("REAL_TOPIC"),
+            "real_queue_id": _int(p.get("REAL_QID")), "producer_group": p.get("PGROUP"),
+            "check_times": _int(p.get("TRANSACTION_CHECK_TIMES")), "born_timestamp": d.born_timestamp,
+            "keys": d.keys}
