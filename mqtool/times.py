@@ -65,6 +65,5 @@ def format_duration(ms: int) -> str:
     d, s = divmod(s, 86400)
     h, s = divmod(s, 3600)
     m, s = divmod(s, 60)
-    parts = [(d, "d"), (h, "h"), (m, "m"), (s, "s")]
-    out = "".join(f"{v}{u}" for v, u in parts if v)[:8]
-    return sign + (out or "0s")
+    parts = [f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (m, "m"), (s, "s")) if v]
+    return sign + ("".join(parts[:2]) or "0s")  # the two largest units: 62d7h, 1h58m, 45s
