@@ -40,8 +40,13 @@ def del_target(value: str | None) -> str | None:
 
 def op_offsets(rec: MessageRecord) -> list[int]:
     """Half queue offsets in an op record's body: `"0,1,3,"` (5.x batch) or `"0"` (4.x), §7.4."""
+    return op_body_offsets(rec.body)
+
+
+def op_body_offsets(body: bytes) -> list[int]:
+    """Half queue offsets in an op message body (see `op_offsets`)."""
     out = []
-    for part in rec.body.decode("ascii", "replace").split(","):
+    for part in body.decode("ascii", "replace").split(","):
         part = part.strip()
         if part.lstrip("-").isdigit():
             out.append(int(part))
@@ -123,7 +128,7 @@ class ScanFinder:
             cq = self.store.consume_queue(OP_HALF_TOPIC, qid)
             if cq is None:
                 continue
-            for unit in list(cq.iter_units()):  # materialised: the units view must not outlive its mapping
+            for unit in cq.iter_units():  # streams: iter_units drops its numpy view before yielding
                 if unit.commitlog_offset < self.start:
                     continue
                 try:

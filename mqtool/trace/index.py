@@ -18,7 +18,11 @@ offset (the same joins as `mqtool.trace.find`):
 | `p` | PREPARED TRANSACTION OFFSET of a COMMIT/ROLLBACK record |
 | `h` | `queue_id:half_queue_offset` for each entry of an op record's body |
 
-msgIds (offsetMsgId) need no rows: they encode the physical offset. `meta` keeps where indexing
+msgIds (offsetMsgId) need no rows: they encode the physical offset. The build reads the CommitLog
+through the column scan (`CommitLog.iter_batches`: numba kernel, Arrow batches with the properties
+as a map) and derives the rows per batch with Arrow compute, without a Python object per record
+(`batch_refs`; `record_refs` is the same per `MessageRecord`, the reference the tests compare with).
+`meta` keeps where indexing
 stopped (`indexed_end`, the offset after the last indexed record) and a fingerprint of that last
 record (offset, body CRC, store time). On open the index compares itself with the store: a record
 after `indexed_end` means the store grew (only the new records are indexed); a fingerprint that no
@@ -30,16 +34,21 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 
+import numpy as np
+
+from mqtool.formats.commitlog import BLANK_MAGIC_CODE
 from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSACTION_ROLLBACK
+from mqtool.store.mapped_files import read_at
 from mqtool.store.store import OP_HALF_TOPIC, Store
-from mqtool.trace.find import ORIGIN_PROPS, ScanFinder, UnionFinder, del_target, op_offsets
+from mqtool.trace.find import ORIGIN_PROPS, ScanFinder, UnionFinder, del_target, op_body_offsets, op_offsets
 from mqtool.trace.model import TraceError
 
 INDEX_FILE = "trace-index.sqlite"
 SCHEMA_VERSION = 1
-_BATCH = 50_000
 _IN_CHUNK = 500
 
 Progress = Callable[[int, int], None]
@@ -83,6 +92,93 @@ def record_refs(rec: MessageRecord) -> Iterator[tuple[str, str]]:
     if rec.topic == OP_HALF_TOPIC:
         for o in op_offsets(rec):
             yield "h", f"{rec.queue_id}:{o}"
+
+
+def batch_refs(batch) -> Iterator[tuple[str, list[str], list[int]]]:
+    """The rows of a `CommitLog.iter_batches` batch, as (kind, values, physical offsets) per kind.
+
+    The same rows as `record_refs` over the batch's records (in another order), computed on the
+    Arrow columns: the properties map is flattened once and filtered by name.
+    """
+    import pyarrow.compute as pc
+
+    n = batch.num_rows
+    if n == 0:
+        return
+    phys = batch.column("physical_offset").to_numpy()
+    props = batch.column("properties")
+    offs = props.offsets.to_numpy()
+    lo, hi = int(offs[0]), int(offs[-1])
+    names = props.keys.slice(lo, hi - lo)
+    values = props.items.slice(lo, hi - lo)
+    parent = np.repeat(np.arange(n), np.diff(offs))
+
+    def prop(name: str):
+        idx = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
+        return values.take(idx), phys[parent[idx]]
+
+    vals, at = prop("UNIQ_KEY")
+    if len(vals):
+        yield "u", [v.upper() for v in vals.to_pylist()], at.tolist()
+    vals, at = prop("KEYS")
+    if len(vals):
+        words = pc.split_pattern(vals, " ")
+        flat = words.flatten()
+        keep = np.flatnonzero(pc.not_equal(flat, "").to_numpy(zero_copy_only=False))
+        owner = pc.list_parent_indices(words).to_numpy()
+        yield "k", flat.take(keep).to_pylist(), at[owner[keep]].tolist()
+    for name in ORIGIN_PROPS:
+        vals, at = prop(name)
+        if len(vals):
+            yield "o", [v.upper() for v in vals.to_pylist()], at.tolist()
+    vals, at = prop("TIMER_DEL_UNIQKEY")
+    if len(vals):
+        pairs = [(t, o) for v, o in zip(vals.to_pylist(), at.tolist(), strict=True) if (t := del_target(v))]
+        if pairs:
+            yield "d", [t for t, _ in pairs], [o for _, o in pairs]
+    tx = batch.column("sys_flag").to_numpy() & TRANSACTION_MASK
+    ends = np.flatnonzero((tx == TRANSACTION_COMMIT) | (tx == TRANSACTION_ROLLBACK))
+    if len(ends):
+        prepared = batch.column("prepared_transaction_offset").to_numpy()[ends]
+        yield "p", [str(p) for p in prepared.tolist()], phys[ends].tolist()
+    topics = batch.column("topic")
+    dictionary = topics.dictionary.to_pylist()
+    if OP_HALF_TOPIC in dictionary:
+        rows = np.flatnonzero(topics.indices.to_numpy(zero_copy_only=False) == dictionary.index(OP_HALF_TOPIC))
+        body, qid = batch.column("body"), batch.column("queue_id")
+        hv: list[str] = []
+        ho: list[int] = []
+        for r in rows.tolist():
+            q = qid[r].as_py()
+            for o in op_body_offsets(body[r].as_py()):
+                hv.append(f"{q}:{o}")
+                ho.append(int(phys[r]))
+        if hv:
+            yield "h", hv, ho
+
+
+def _record_after(store: Store, end: int) -> bool:
+    """Whether a valid record starts at `end` or in a later file: read by header, no scan.
+
+    Like `iter_records(end)`: a BLANK filler, a zero tail or an invalid record ends a file, and
+    the next file is tried from its start.
+    """
+    cl = store.commitlog
+    size = cl.queue.file_size
+    for f in cl.files:
+        if f.start + max(f.length, size) <= end:
+            continue
+        pos = max(end, f.start)
+        head = read_at(f.path, pos - f.start, 8)
+        if len(head) < 8 or int.from_bytes(head[4:8], "big", signed=True) == BLANK_MAGIC_CODE:
+            continue
+        try:
+            rec = cl.read(pos)
+        except RecordError:
+            continue
+        if rec.total_size == rec.computed_size:
+            return True
+    return False
 
 
 class TraceIndex:
@@ -154,9 +250,7 @@ class TraceIndex:
                 return "stale"
             if (str(rec.body_crc), str(rec.store_timestamp)) != (self.get("last_crc"), self.get("last_store_ts")):
                 return "stale"
-        for _rec in store.commitlog.iter_records(end, verify_crc=False):
-            return "grown"
-        return "current"
+        return "grown" if _record_after(store, end) else "current"
 
     # ----------------------------------------------------------------- writing
 
@@ -178,32 +272,25 @@ class TraceIndex:
         else:
             start = self.indexed_end
         n_recs = n_rows = 0
-        last: MessageRecord | None = None
+        last: tuple[int, int, int, int] | None = None  # offset, total size, body CRC, store time
         end = start
-        rows: list[tuple[str, str, int]] = []
         total = sum(f.length for f in store.commitlog.files)
         base = store.commitlog.min_offset
         with c:
             if state != "current":
-                for rec in store.commitlog.iter_records(start if not rebuilt else None, verify_crc=False):
-                    off = rec.physical_offset
-                    rows.extend((k, v, off) for k, v in record_refs(rec))
-                    n_recs += 1
-                    last = rec
-                    if len(rows) >= _BATCH:
-                        c.executemany("INSERT INTO refs VALUES (?, ?, ?)", rows)
-                        n_rows += len(rows)
-                        rows.clear()
-                        if progress:
-                            progress(min(rec.end_offset - base, total), total)
-                if rows:
-                    c.executemany("INSERT INTO refs VALUES (?, ?, ?)", rows)
-                    n_rows += len(rows)
+                for batch in store.commitlog.iter_batches(None if rebuilt else start, verify_crc=False):
+                    for kind, values, offsets in batch_refs(batch):
+                        c.executemany("INSERT INTO refs VALUES (?, ?, ?)", zip(repeat(kind), values, offsets))
+                        n_rows += len(values)
+                    n_recs += batch.num_rows
+                    last = tuple(batch.column(name)[-1].as_py() for name in
+                                 ("physical_offset", "total_size", "body_crc", "store_timestamp"))
+                    if progress:
+                        progress(min(last[0] + last[1] - base, total), total)
             c.execute("CREATE INDEX IF NOT EXISTS refs_lookup ON refs (kind, value)")
             if last is not None:
-                end = last.end_offset
-                self._set(last_offset=last.physical_offset, last_crc=last.body_crc,
-                          last_store_ts=last.store_timestamp)
+                end = last[0] + last[1]
+                self._set(last_offset=last[0], last_crc=last[2], last_store_ts=last[3])
             prev_total = 0 if rebuilt else int(self.get("total_records") or 0)
             self._set(schema_version=SCHEMA_VERSION, store=str(store.root), indexed_end=end,
                       commitlog_file_size=store.commitlog.queue.file_size, total_records=prev_total + n_recs)
