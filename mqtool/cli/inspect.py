@@ -3,7 +3,10 @@
 Nothing here decodes or scans: the views live in `mqtool.inspect`, every table in `cli/render.py`.
 """
 
+import io
+import sys
 import time
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
 import typer
@@ -19,6 +22,7 @@ from mqtool.cli.common import (
     emit_jsonl,
     fail,
     load_config,
+    stderr,
     user_errors,
 )
 from mqtool.inspect.records import BODY_MODES
@@ -63,8 +67,13 @@ Output: Rich tables on a terminal; --json gives JSON Lines for messages and queu
 {"version": 1, "view": ...} document otherwise.
 
 \b
-Exit codes: 0 ok; 1 the store has error-level findings (overview, or any view with --verify);
-2 usage or input error (one "Error: ..." line on stderr).
+Regression checks: --json --expect FILE compares the output with a golden file (exit 1 and a
+unified diff on stderr when it differs); --update-golden rewrites FILE instead. Both need --now.
+The store's absolute path is stored as <store>.
+
+\b
+Exit codes: 0 ok; 1 the store has error-level findings (overview, or any view with --verify), or
+the output differs from --expect; 2 usage or input error (one "Error: ..." line on stderr).
 
 \b
 Examples:
@@ -72,6 +81,7 @@ Examples:
   mqtool inspect ~/store messages --topic TopicA --since -2h --json
   mqtool inspect ~/store delay --config broker.conf
   mqtool inspect ~/store/config/timercheck --json
+  mqtool inspect ~/store delay --json --now 1790000020000 --expect tests/golden/delay.json
 """
 
 
@@ -114,6 +124,10 @@ def inspect(
     offset: int | None = typer.Option(None, "--offset", help="message: physical offset of the record."),
     from_: int = typer.Option(0, "--from", help="queue: first queue offset."),
     at: str | None = typer.Option(None, "--at", help="timer: walk the chain of the slot holding TIME."),
+    expect: Path | None = typer.Option(None, "--expect", help="With --json: compare the output with this golden "
+                                       "file; exit 1 with a diff when it differs.", dir_okay=False),
+    update_golden: bool = typer.Option(False, "--update-golden", help="With --expect: rewrite the golden file "
+                                       "with this output."),
 ) -> None:
     given = {
         "--from-offset": from_offset is not None, "--to-offset": to_offset is not None, "--topic": topic is not None,
@@ -121,6 +135,7 @@ def inspect(
         "--tag": tag is not None, "--since": since is not None, "--until": until is not None,
         "--limit": limit is not None, "--body": body != "text", "--decompress": decompress,
         "--offset": offset is not None, "--from": from_ != 0, "--at": at is not None,
+        "--expect": expect is not None, "--update-golden": update_golden,
     }
     with user_errors():
         if view not in VIEWS:
@@ -129,6 +144,12 @@ def inspect(
             raise fail(f"--body must be one of {', '.join(BODY_MODES)}, not {body!r}")
         if limit is not None and limit < 0:
             raise fail("--limit must be >= 0")
+        if update_golden and expect is None:
+            raise fail("--update-golden needs --expect FILE (the golden file to rewrite)")
+        if expect is not None and not json_out:
+            raise fail("--expect compares JSON output: add --json")
+        if expect is not None and now is None:
+            raise fail("--expect needs --now TIME: a golden file must not depend on the wall clock")
         now_ms = parse_time(now, int(time.time() * 1000)) if now is not None else int(time.time() * 1000)
         cfg = load_config(config)
         if not path.exists():
@@ -146,42 +167,65 @@ def inspect(
         from mqtool.store.store import Store
 
         store = Store.open(path, cfg)
-        if view == "overview":
-            code = _overview(store, now_ms, json_out, local)
-        elif view == "messages":
-            code = _messages(store, now_ms, json_out, local, verify, body, decompress, limit, dict(
-                from_offset=from_offset, to_offset=to_offset, topic=topic, queue_id=queue_id, key=key,
-                uniq_key=uniq_key, tag=tag, since=since, until=until))
-        elif view == "message":
-            if offset is None:
-                raise fail("the message view needs --offset PHYS (a record's physical offset)")
-            code = _message(store, offset, json_out, local, verify, body, decompress)
-        elif view == "queue":
-            if topic is None or queue_id is None:
-                raise fail("the queue view needs --topic T and --queue-id Q")
-            code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress)
-        elif view == "delay":
-            from mqtool.inspect.delay import delay_view
+        with _golden(expect, update_golden, view in ("messages", "queue"), path) as golden_code:
+            if view == "overview":
+                code = _overview(store, now_ms, json_out, local)
+            elif view == "messages":
+                code = _messages(store, now_ms, json_out, local, verify, body, decompress, limit, dict(
+                    from_offset=from_offset, to_offset=to_offset, topic=topic, queue_id=queue_id, key=key,
+                    uniq_key=uniq_key, tag=tag, since=since, until=until))
+            elif view == "message":
+                if offset is None:
+                    raise fail("the message view needs --offset PHYS (a record's physical offset)")
+                code = _message(store, offset, json_out, local, verify, body, decompress)
+            elif view == "queue":
+                if topic is None or queue_id is None:
+                    raise fail("the queue view needs --topic T and --queue-id Q")
+                code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress)
+            elif view == "delay":
+                from mqtool.inspect.delay import delay_view
 
-            code = _document(delay_view(store, now_ms), render.render_delay, json_out, local, verify)
-        elif view == "timer":
-            from mqtool.inspect.timer import timer_view
+                code = _document(delay_view(store, now_ms), render.render_delay, json_out, local, verify)
+            elif view == "timer":
+                from mqtool.inspect.timer import timer_view
 
-            at_ms = parse_time(at, now_ms) if at is not None else None
-            code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
-        else:
-            from mqtool.inspect.transactions import transactions_view
+                at_ms = parse_time(at, now_ms) if at is not None else None
+                code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
+            else:
+                from mqtool.inspect.transactions import transactions_view
 
-            with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "transactions") as progress:
-                doc = transactions_view(store, now_ms, progress)
-            code = _document(doc, render.render_transactions, json_out, local, verify)
-    raise typer.Exit(code)
+                with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "transactions") as progress:
+                    doc = transactions_view(store, now_ms, progress)
+                code = _document(doc, render.render_transactions, json_out, local, verify)
+    raise typer.Exit(max(code, golden_code[0]))
 
 
 def _only(given: dict[str, bool], allowed: tuple[str, ...], what: str) -> None:
     extra = [o for o, v in given.items() if v and o not in allowed]
     if extra:
         raise fail(f"{', '.join(extra)} do{'es' if len(extra) == 1 else ''} not apply to {what}")
+
+
+@contextmanager
+def _golden(expect: Path | None, update_golden: bool, lines: bool, store_path: Path):
+    """With --expect: capture the JSON printed inside, print it as usual, then compare it with the golden
+    file (diff on stderr, exit code 1 in `code[0]`) or rewrite the file (--update-golden)."""
+    code = [EXIT_OK]
+    if expect is None:
+        yield code
+        return
+    from mqtool.golden import check_golden, loads
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        yield code
+    sys.stdout.write(buf.getvalue())
+    result = check_golden(loads(buf.getvalue(), lines), expect, lines=lines, update_golden=update_golden,
+                          paths={"<store>": store_path})
+    stderr.print(result.message, markup=False, highlight=False)
+    sys.stderr.flush()
+    sys.stderr.write(result.diff)
+    code[0] = EXIT_OK if result.equal else EXIT_FINDINGS
 
 
 def _scan_bytes(store) -> int:
