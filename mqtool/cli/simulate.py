@@ -6,6 +6,7 @@ and prints the summary (Rich on a TTY, one JSON document with `--json`).
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -34,18 +35,21 @@ def register(app: typer.Typer) -> None:
 
 
 def simulate_command(
-    store: Path = typer.Argument(..., help="The store directory (read-only).", exists=True, file_okay=False),
+    store: Path = typer.Argument(..., help="The store directory (read-only).", show_default=False),
     until: str = typer.Option(..., "--until", help="Stop time (exclusive): ISO, epoch ms or +90s/+3d."),
     start: str | None = typer.Option(None, "--start", help="Start time (default: the store's own now)."),
     config: Path | None = ConfigOption,
-    scenario: Path | None = typer.Option(None, "--scenario", help="Scenario TOML (faults, answers, rounds).",
-                                         exists=True, dir_okay=False),
+    scenario: Path | None = typer.Option(None, "--scenario", help="Scenario TOML (faults, answers, rounds)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random choice (answers, fault probabilities)."),
     events: str | None = typer.Option(None, "--events", help="Write the event log (JSON Lines) here; - = stdout."),
     out: Path | None = typer.Option(None, "--out", help="Write a new store: the input plus what the services "
                                     "appended (never modifies the input)."),
     as_json: bool = JsonOption,
     broker_version: str = typer.Option("5.3", "--broker-version", help="Broker behaviour: 5.3 or 4.9."),
+    expect: Path | None = typer.Option(None, "--expect", help="Compare the event log with this golden JSON Lines "
+                                       "file; exit 1 with a diff when it differs.", dir_okay=False),
+    update_golden: bool = typer.Option(False, "--update-golden", help="With --expect: rewrite the golden file "
+                                       "with this run's event log."),
 ) -> None:
     from mqtool.simulate.runner import simulate
     from mqtool.simulate.scenario import ScenarioError, load_scenario
@@ -54,8 +58,12 @@ def simulate_command(
     with user_errors():
         if broker_version not in ("5.3", "4.9"):
             raise fail(f"--broker-version must be 5.3 or 4.9, got {broker_version!r}")
+        if update_golden and expect is None:
+            raise fail("--update-golden needs --expect FILE (the golden file to rewrite)")
         cfg = load_config(config)
-        st = Store.open(store, cfg)
+        st = Store.open(store, cfg)  # a missing or wrong directory: StoreError, one `Error:` line
+        if scenario is not None and not scenario.is_file():
+            raise fail(f"{scenario}: no such scenario file")
         if start is None:
             from mqtool.simulate.runner import default_start
 
@@ -63,6 +71,8 @@ def simulate_command(
         else:
             start_ms = parse_time(start, None)
         until_ms = parse_time(until, start_ms)
+        if until_ms <= start_ms:
+            raise fail(f"--until ({format_time(until_ms)}) must be after --start ({format_time(start_ms)})")
         try:
             sc = load_scenario(scenario, start_ms)
         except ScenarioError as e:
@@ -70,6 +80,12 @@ def simulate_command(
         stderr.print(f"simulate: seed {seed}, {format_time(start_ms)} -> {format_time(until_ms)}, "
                      f"broker {broker_version}", markup=False, highlight=False)
         result = simulate(st, cfg, start_ms, until_ms, sc, seed, broker_version)
+        golden = None
+        if expect is not None:
+            from mqtool.golden import check_golden
+
+            rows = [json.loads(line) for line in result.events.jsonl().splitlines() if line.strip()]
+            golden = check_golden(rows, expect, lines=True, update_golden=update_golden, paths={"<store>": store})
         if events is not None:
             text = result.events.jsonl()
             if events == "-":
@@ -94,7 +110,10 @@ def simulate_command(
         emit_json(result.summary)
     elif events != "-":
         _render(result.summary)
-    if result.violations:
+    if golden is not None:
+        stderr.print(golden.message, markup=False, highlight=False)
+        sys.stderr.write(golden.diff)
+    if result.violations or (golden is not None and not golden.equal):
         raise typer.Exit(code=1)
 
 

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqtool.formats.commitlog import computed_size
+from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
 from mqtool.formats.javahash import hashmap_order, java_string_hash
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TIMER_TOPIC = "rmq_sys_wheel_timer"
@@ -26,6 +27,7 @@ TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 TRANS_GROUP = "CID_RMQ_SYS_TRANS"
 SYSTEM_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC)
 BLANK_MIN = 8  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
+_HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 
 
 class SimMessage:
@@ -66,39 +68,89 @@ class SimMessage:
         return self.props.get("UNIQ_KEY")
 
     def derive(self, topic: str, queue_id: int, props: dict[str, str], props_raw: str | None = None) -> SimMessage:
-        """A re-put copy: body, flag, sysFlag, born time/host, store host and reconsume times copied."""
-        m = SimMessage(topic, queue_id, props, body=self.body, body_len=self.body_len, born_ts=self.born_ts,
-                       sys_flag=self.sys_flag, flag=self.flag, reconsume_times=self.reconsume_times,
-                       born_host=self.born_host, store_host=self.store_host, props_raw=props_raw)
+        """A re-put copy: body, flag, sysFlag, born time/host, store host and reconsume times copied.
+
+        `props` may be the source's own map: a stored message's map is never changed in place
+        (services copy it before they edit it), so an unchanged re-put shares it.
+        """
+        m = _new_message(SimMessage)
+        m.phys = -1
+        m.size = 0
+        m.topic = topic
+        m.queue_id = queue_id
+        m.queue_offset = -1
+        m.store_ts = 0
+        m.born_ts = self.born_ts
+        m.sys_flag = self.sys_flag
+        m.flag = self.flag
+        m.reconsume_times = self.reconsume_times
+        m.prepared_tx_offset = 0
+        m.props = props
+        m.body = self.body
+        m.body_len = self.body_len
+        m.born_host = self.born_host
+        m.store_host = self.store_host
+        m.props_raw = props_raw
+        m.service = ""
         m.source_phys = self.phys
+        m.tags_code = 0
         return m
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"SimMessage({self.topic}/{self.queue_id}@{self.queue_offset} phys={self.phys} {self.uniq_key})"
 
 
-_ORDER: dict[tuple[tuple[str, ...], int], tuple[str, ...]] = {}
+_new_message = object.__new__
+
+# (keys in insertion order, map capacity) -> (keys in HashMap order, or None when the same; UTF-8
+# length of the keys). Re-puts of one kind always carry the same keys, so this stays small.
+_ORDER: dict[tuple[tuple[str, ...], int], tuple[tuple[str, ...] | None, int]] = {}
+_TAGS_HASH: dict[str, int] = {}
 
 
-def props_string(props: dict[str, str], capacity: int) -> str:
-    """`messageProperties2String` of a map built by `string2messageProperties` (HashMap order, §2.6)."""
-    keys = tuple(props)
-    order = _ORDER.get((keys, capacity))
-    if order is None:
+def _order(keys: tuple[str, ...], capacity: int) -> tuple[tuple[str, ...] | None, int]:
+    hit = _ORDER.get((keys, capacity))
+    if hit is None:
         order = tuple(k for k, _ in hashmap_order([(k, "") for k in keys], capacity))
-        _ORDER[(keys, capacity)] = order
-    return "".join(f"{k}\x01{props[k]}\x02" for k in order)
+        hit = (None if order == keys else order, len("".join(keys).encode("utf-8", "surrogateescape")))
+        _ORDER[(keys, capacity)] = hit
+    return hit
+
+
+def props_string(props: dict[str, str], capacity: int, trailing: bool = True) -> str:
+    """`messageProperties2String` of a map built by `string2messageProperties` (HashMap order, §2.6).
+
+    `trailing=False` is 4.9.8, whose `messageProperties2String` deletes the last 0x02 separator
+    (5.x keeps it).
+    """
+    order = _order(tuple(props), capacity)[0] or props
+    raw = "".join([f"{k}\x01{props[k]}\x02" for k in order])
+    return raw if trailing else raw[:-1]
 
 
 def stored_order(props: dict[str, str], capacity: int) -> dict[str, str]:
     """The map as the written string lists it (what a later read of the record parses)."""
-    order = _ORDER.get((tuple(props), capacity))
+    order = _order(tuple(props), capacity)[0]
     return props if order is None else {k: props[k] for k in order}
+
+
+def props_length(props: dict[str, str], capacity: int, trailing: bool = True) -> int:
+    """UTF-8 length of `props_string(props, capacity, trailing)` without building it."""
+    keys_len = _order(tuple(props), capacity)[1]
+    values = "".join(props.values())
+    n = len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape"))
+    n += keys_len + 2 * len(props)
+    return n if trailing or not props else n - 1
 
 
 def tags_code(props: dict[str, str]) -> int:
     tags = props.get("TAGS")
-    return java_string_hash(tags) if tags else 0
+    if not tags:
+        return 0
+    h = _TAGS_HASH.get(tags)
+    if h is None:
+        h = _TAGS_HASH[tags] = java_string_hash(tags)
+    return h
 
 
 # --------------------------------------------------------------------------- bases
@@ -140,6 +192,14 @@ class MemoryBase:
             return None
         return q[offset]
 
+    def cq_units(self, topic: str, qid: int, start: int, stop: int):
+        """(offset, unit) for the units in [start, stop) that exist."""
+        q = self.queues.get((topic, qid))
+        if q is None:
+            return iter(())
+        start = max(start, 0)
+        return zip(range(start, stop), q[start:stop], strict=False)  # the slice may be shorter
+
     def message(self, phys: int) -> SimMessage | None:
         return self.messages.get(phys)
 
@@ -180,6 +240,14 @@ class DiskBase:
         u = q.unit(offset)
         return None if u is None else (u.commitlog_offset, u.size, u.tags_code)
 
+    def cq_units(self, topic: str, qid: int, start: int, stop: int):
+        """(offset, unit) for the units in [start, stop), up to the first one that cannot be read."""
+        for off in range(start, stop):
+            u = self.cq_unit(topic, qid, off)
+            if u is None:
+                return
+            yield off, u
+
     def message(self, phys: int) -> SimMessage | None:
         m = self._cache.get(phys)
         if m is None:
@@ -214,18 +282,22 @@ class DiskBase:
         return latest
 
 
-def record_size(m: SimMessage, capacity: int) -> int:
-    raw = m.props_raw if m.props_raw is not None else props_string(m.props, capacity)
-    m.props_raw = raw
-    topic_len = len(m.topic.encode("utf-8", "surrogateescape"))
-    return computed_size(m.sys_flag, m.body_len, topic_len, len(raw.encode("utf-8", "surrogateescape")),
-                         topic_len > 127)
+def record_size(m: SimMessage, capacity: int, trailing: bool = True) -> int:
+    """The record's TOTALSIZE; the properties string itself is only built when `--out` writes it."""
+    raw = m.props_raw
+    if raw is None:
+        plen = props_length(m.props, capacity, trailing)
+    else:
+        plen = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogateescape"))
+    topic = m.topic
+    topic_len = len(topic) if topic.isascii() else len(topic.encode("utf-8", "surrogateescape"))
+    return computed_size(m.sys_flag, m.body_len, topic_len, plen, topic_len > 127)
 
 
 # --------------------------------------------------------------------------- the overlay
 
 
-@dataclass
+@dataclass(slots=True)
 class PutResult:
     ok: bool
     status: str = "PUT_OK"
@@ -244,8 +316,19 @@ class StoreModel:
     _units: dict[tuple[str, int], list[tuple[int, int, int]]] = field(default_factory=dict)
     _msgs: dict[int, SimMessage] = field(default_factory=dict)
     _listeners: dict[tuple[str, int], list[Callable[[], None]]] = field(default_factory=dict)
+    _queue_info: dict[tuple[str, int], tuple[list, int, int, bool]] = field(default_factory=dict)
     _end: int | None = None
+    # False (benchmarks): records on topics no service reads (deliveries) are only counted, not kept
     keep_messages: bool = True
+    trailing_separator: bool = True  # False on 4.9.8: `messageProperties2String` drops the last 0x02
+
+    def raw(self, m: SimMessage) -> str:
+        """The properties string of a record: as read for input records, as the broker builds it for
+        appended ones (`m.props` is already in the stored order)."""
+        if m.props_raw is not None:
+            return m.props_raw
+        raw = "".join([f"{k}\x01{v}\x02" for k, v in m.props.items()])
+        return raw if self.trailing_separator or not raw else raw[:-1]
 
     # ----- reads -----
     def cq_max(self, topic: str, qid: int) -> int:
@@ -262,6 +345,23 @@ class StoreModel:
         if extra is None or offset - bmax >= len(extra):
             return None
         return extra[offset - bmax]
+
+    def cq_units(self, topic: str, qid: int, start: int, stop: int):
+        """(offset, unit) for the units in [start, stop), up to the first one that cannot be read
+        (iterate it before appending to the same queue)."""
+        bmax = self.base.cq_max(topic, qid)
+        if start < bmax:
+            end = min(stop, bmax)
+            nxt = start
+            for item in self.base.cq_units(topic, qid, start, end):
+                yield item
+                nxt = item[0] + 1
+            if nxt < end:
+                return  # a unit that cannot be read ends the walk
+            start = bmax
+        extra = self._units.get((topic, qid))
+        if extra is not None and start < stop:
+            yield from zip(range(start, stop), extra[start - bmax:stop - bmax], strict=False)
 
     def message(self, phys: int) -> SimMessage | None:
         m = self._msgs.get(phys)
@@ -282,32 +382,70 @@ class StoreModel:
         """Call `callback()` after every append to that queue (a service waiting for new units)."""
         self._listeners.setdefault((topic, qid), []).append(callback)
 
+    def _new_queue_info(self, key: tuple[str, int]) -> tuple[list, int, int, bool]:
+        """(overlay units, the base's unit count, the size of a record's fixed part with this topic but
+        the hosts, whether units and records are kept)."""
+        topic = key[0]
+        units = self._units.get(key)
+        if units is None:
+            units = self._units[key] = []
+        tlen = len(topic.encode("utf-8", "surrogateescape"))
+        fixed = FIXED_SIZE + (2 if tlen > 127 else 1) + tlen
+        return units, self.base.cq_max(*key), fixed, self.keep_messages or topic in SYSTEM_TOPICS
+
     def append(self, m: SimMessage, now: int, service: str = "") -> PutResult:
         """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written)."""
         if self.put_filter is not None:
             status = self.put_filter(now, m, service)
             if status:
                 return PutResult(False, status)
-        m.size = record_size(m, self.capacity)
-        m.props = stored_order(m.props, self.capacity)
-        pos = self.end
+        props = m.props
+        order, keys_len = _order(tuple(props), self.capacity)
+        key = (m.topic, m.queue_id)
+        q = self._queue_info.get(key)
+        if q is None:
+            q = self._queue_info[key] = self._new_queue_info(key)
+        units, bmax, fixed, keep = q
+        if m.props_raw is None:  # the usual case: a re-put builds its string from the map
+            values = "".join(props.values())
+            size = keys_len + 2 * len(props) + (len(values) if values.isascii()
+                                                 else len(values.encode("utf-8", "surrogateescape")))
+            if props and not self.trailing_separator:
+                size -= 1
+            sf = m.sys_flag
+            size += fixed + m.body_len + (16 if not sf & _HOSTS_V6 else host_size(bool(sf & BORNHOST_V6))
+                                          + host_size(bool(sf & STOREHOST_V6)))
+        else:
+            size = record_size(m, self.capacity, self.trailing_separator)
+        m.size = size
+        if order is not None:
+            m.props = props = {k: props[k] for k in order}
+        pos = self._end
+        if pos is None:
+            pos = self.end
         fs = self.base.file_size
-        if pos % fs + m.size + BLANK_MIN > fs:
+        if pos % fs + size + BLANK_MIN > fs:
             nxt = (pos // fs + 1) * fs
             self.blanks.append((pos, nxt - pos))
             pos = nxt
         m.phys = pos
-        self._end = pos + m.size
+        self._end = pos + size
         m.store_ts = now
         m.service = service
-        key = (m.topic, m.queue_id)
-        units = self._units.setdefault(key, [])
-        m.queue_offset = self.base.cq_max(m.topic, m.queue_id) + len(units)
-        m.tags_code = m.tags_code or tags_code(m.props)
-        units.append((m.phys, m.size, m.tags_code))
-        self._msgs[m.phys] = m
-        if self.keep_messages:
-            self.appended.append(m)
-        for cb in self._listeners.get(key, ()):
-            cb()
+        m.queue_offset = bmax + len(units)
+        if not m.tags_code:
+            tags = props.get("TAGS")
+            if tags:
+                m.tags_code = tags_code(props)
+        if keep:
+            units.append((pos, size, m.tags_code))
+            self._msgs[pos] = m
+            if self.keep_messages:
+                self.appended.append(m)
+        else:
+            units.append(None)  # counted for the queue offsets; no service reads a delivered record back
+        listeners = self._listeners.get(key)
+        if listeners:
+            for cb in listeners:
+                cb()
         return PutResult(True, "PUT_OK", m)

@@ -28,7 +28,7 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
     w = StoreWriter.extend(store.root, out, config, result.broker_version)
     try:
         for m in model.appended:
-            rec = w.make_record(m.topic, m.queue_id, m.body or b"", m.props_raw or "", flag=m.flag,
+            rec = w.make_record(m.topic, m.queue_id, m.body or b"", model.raw(m), flag=m.flag,
                                 sys_flag=m.sys_flag, born_timestamp=m.born_ts, born_host=m.born_host,
                                 store_timestamp=m.store_ts, store_host=m.store_host,
                                 reconsume_times=m.reconsume_times, prepared_transaction_offset=m.prepared_tx_offset)

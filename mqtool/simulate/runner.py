@@ -8,6 +8,7 @@ writes as a new store.
 
 from __future__ import annotations
 
+import gc
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -65,9 +66,10 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     engine = Engine(start_ms)
     rng = random.Random(seed)
     log = EventLog(keep=keep_events)
-    model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_events)
+    model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_events, trailing_separator=not v4)
     ctx = SimContext(engine, model, log, config, scenario, rng, broker_version)
-    model.put_filter = lambda _now, m, service: scenario.put_failure(engine.now, service, m.topic, rng)
+    if any(f.kind == "put_failure" for f in scenario.faults):
+        model.put_filter = lambda _now, m, service: scenario.put_failure(engine.now, service, m.topic, rng)
 
     delay_offsets = getattr(store, "delay_offsets", None) if store is not None else None
     schedule = ScheduleService(ctx, dict(delay_offsets.offset_table) if delay_offsets else None)
@@ -76,7 +78,8 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     if not v4 and getattr(config, "timer_wheel_enable", True):
         ts = timer_state if timer_state is not None else _timer_state(store)
         if ts is not None:
-            timer = TimerService(ctx, ts.get("timercheck"), ts.get("units"), ts.get("end", 0), ts.get("file_size"))
+            timer = TimerService(ctx, ts.get("timercheck"), ts.get("units"), ts.get("end", 0), ts.get("file_size"),
+                                 ts.get("wheel"), ts.get("timerlog"))
             services.append(timer)
     tx = TransactionService(ctx, getattr(store, "consumer_offsets", None) if store is not None else None)
     services.append(tx)
@@ -117,34 +120,68 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
         elif f.kind == "clock_jump" and start_ms <= f.start < until_ms:
             engine.schedule_at(f.start, jump(f.delta), BROKER)
 
-    start_all()
-    engine.run(until=until_ms)
-
-    halves = dict(tx.resolved)
-    pending = tx.pending_halves() if ctx.running else []
-    for p in pending:
-        halves.setdefault(p["uniq_key"] or str(p["physical_offset"]), "pending")
-    violations = check_invariants(log.events, scenario.faults, halves) if keep_events else []
-    summary = _summary(ctx, schedule, timer, tx, pending, start_ms, until_ms, seed, broker_version, violations)
+    # The run allocates millions of long-lived, acyclic objects (records, units, events); the cyclic
+    # collector would rescan them again and again and find nothing, so it is paused for the run and
+    # for the passes over the event history that follow it.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start_all()
+        engine.run(until=until_ms)
+        halves = dict(tx.resolved)
+        pending = tx.pending_halves() if ctx.running else []
+        for p in pending:
+            halves.setdefault(p["uniq_key"] or str(p["physical_offset"]), "pending")
+        violations = check_invariants(log.events, scenario.faults, halves) if keep_events else []
+        summary = _summary(ctx, schedule, timer, tx, pending, start_ms, until_ms, seed, broker_version,
+                           violations)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     state = {"schedule_offsets": dict(schedule.offsets), "consumer_offsets": dict(tx.offsets),
              "timer": timer, "model": model, "transaction": tx, "config": config}
     return SimulationResult(log, summary, seed, start_ms, until_ms, broker_version, violations, state)
 
 
 def _timer_state(store) -> dict | None:
+    """What TimerMessageStore recovers from: timercheck, the wheel, and the TimerLog units it re-reads.
+
+    With a `timerwheel` file, only the units from the file before `lastTimerLogFlushPos` on are read
+    (`recover` → `recoverAndRevise`); the rest are read through the wheel's chains when their slot is
+    dequeued. Without one, every unit is read and the slots are rebuilt from them.
+    """
     if store is None or store.timercheck is None and store.timerlog is None:
         return None
+    wheel = store.timer_wheel if store.timerlog is not None else None
     units = []
     end = 0
     file_size = None
-    if store.timerlog is not None:
-        file_size = store.timerlog.queue.file_size or None
-        end = store.timerlog.queue.min_offset
-        for u in store.timerlog.iter_units():
-            units.append((u.pos, u.prev_pos, u.magic, u.curr_write_time_ms, u.delayed_time_ms, u.offset_py,
-                          u.size_py, u.real_topic_hash))
-            end = u.pos + 52
-    return {"timercheck": store.timercheck, "units": units, "end": end, "file_size": file_size}
+    tl = store.timerlog
+    if tl is not None:
+        file_size = tl.queue.file_size or None
+        end = tl.queue.min_offset
+        revise_from = 0
+        if wheel is not None and tl.queue.files:
+            flush = int(getattr(store.timercheck, "last_timer_log_flush_pos", 0) or 0)
+            flush = max(0, flush - (tl.queue.file_size or tl.queue.files[-1].length))
+            starts = [f.start for f in tl.queue.files if f.start <= flush]
+            revise_from = starts[-1] if starts else tl.queue.files[0].start
+        for start, cols in tl.scan_columns():
+            if file_size and start + file_size <= revise_from:
+                del cols
+                continue
+            lists = [cols[name].tolist() for name in ("prev_pos", "magic", "curr_write_time_ms", "delayed_time_delta",
+                                                      "offset_py", "size_py", "real_topic_hash")]
+            del cols  # a view over the file's mapping: it must be gone before the file is closed
+            rows = zip(*lists, strict=True)
+            end = start  # recoverAndRevise's processOffset: where the scan of the last file stops
+            for i, (prev, magic, write, delta, offset_py, size_py, topic_hash) in enumerate(rows):
+                pos = start + i * 52
+                if pos >= revise_from:
+                    units.append((pos, prev, magic, write, write + delta, offset_py, size_py, topic_hash))
+                end = pos + 52
+    return {"timercheck": store.timercheck, "units": units, "end": end, "file_size": file_size,
+            "wheel": wheel, "timerlog": tl}
 
 
 def _summary(ctx: SimContext, schedule, timer, tx, pending, start_ms, until_ms, seed, version, violations):

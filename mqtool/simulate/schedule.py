@@ -147,30 +147,30 @@ class ScheduleService:
             next_offset = offset
             wait_until = None
             failed = False
-            for off in range(offset, hi):
-                unit = m.cq_unit(SCHEDULE_TOPIC, qid, off)
-                if unit is None:
-                    break
+            v4 = ctx.v4
+            message = m.message
+            for off, unit in m.cq_units(SCHEDULE_TOPIC, qid, offset, hi):
                 phys, _size, tags = unit
-                clock = ctx.clock()
+                clock = ctx.clock()  # System.currentTimeMillis(): virtual time plus any clock jump
                 deliver = tags
                 if deliver > clock + delay:  # correctDeliverTimestamp: a clock moved back, a shorter level
                     deliver = clock
                 next_offset = off + 1
                 if deliver > clock:
-                    if not ctx.v4:
+                    if not v4:
                         self.offsets[level] = off
                     next_offset = off
                     wait_until = deliver - ctx.clock_offset
                     break
-                msg = m.message(phys)
+                msg = message(phys)
                 if msg is None:
                     continue
-                real_topic = msg.props.get("REAL_TOPIC")
+                props = msg.props
+                real_topic = props.get("REAL_TOPIC")
                 if real_topic == HALF_TOPIC or real_topic is None:
                     continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
-                props = dict(msg.props)
-                new = msg.derive(real_topic, int(msg.props.get("REAL_QID", "0")), props)
+                # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
+                new = msg.derive(real_topic, int(props.get("REAL_QID", "0")), props)
                 ok = self._deliver(level, off, msg, new, deliver)
                 if not ok:
                     failed = True
@@ -210,6 +210,9 @@ class ScheduleService:
         ctx = self.ctx
         if res.ok:
             self.delivered += 1
+            if not ctx.log.keep:
+                ctx.log.tally("deliver")
+                return
             n = res.message
             ctx.log.emit(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys,
                          n.phys, level=level, due=due, queue_offset=n.queue_offset)

@@ -2,9 +2,11 @@
 
 Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.1:
 
-- recovery: TimerLog units are read back into wheel slots; `currQueueOffset` = the queue offset of
-  the last unit's record + 1 (else timercheck's `lastTimerQueueOffset`), capped at
-  `masterTimerQueueOffset`; `currReadTimeMs` = `lastReadTimeMs`, but not earlier than
+- recovery (`recover`/`recoverAndRevise`): the slots are the store's `timerwheel`; the TimerLog units
+  from the file before `lastTimerLogFlushPos` on revise their slot's last position (`reviseSlot`,
+  forced). A store without a wheel file gets its slots rebuilt from every TimerLog unit. `currQueueOffset`
+  = the queue offset of the last unit's record + 1 (else timercheck's `lastTimerQueueOffset`), capped
+  at `masterTimerQueueOffset`; `currReadTimeMs` = `lastReadTimeMs`, but not earlier than
   `now − slotsTotal × precision + 60 × precision`. A store shut down cleanly has its timers already
   in the TimerLog, so nothing is enqueued twice.
 - enqueue (`rmq_sys_wheel_timer` queue 0 from `currQueueOffset`): `delayedTime = TIMER_OUT_MS`; when
@@ -13,7 +15,10 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
   is under window/3, else write + window), DELETE for TIMER_DEL_UNIQKEY, a 52-byte unit appended,
   the slot's last position and count updated.
 - dequeue: slot by slot from `currReadTimeMs`, only while it is before `currWriteTimeMs` (= now
-  floored to the precision); empty slots are skipped at once. In a slot, delete units (DELETE, not
+  floored to the precision); empty slots are skipped at once. A slot's units are the chain from the
+  wheel's `lastPos` back along each unit's `prevPos` (`TimerLog` reads for the store's units, memory
+  for the ones appended here); a `prevPos` that points at no unit ends the walk with a `skip` event
+  (`reason` "broken TimerLog chain") instead of an error. In a slot, delete units (DELETE, not
   ROLL) are read first and their TIMER_DEL_UNIQKEY values collected; then the other units oldest
   first: a record whose UNIQ_KEY is in that set is dropped (cancelled); a ROLL unit is re-put to the
   timer topic with TIMER_ROLL_TIMES + 1; the rest go to REAL_TOPIC/REAL_QID (`convert`: TIMER_ENQUEUE_MS,
@@ -39,20 +44,28 @@ LONG_MAX = 2**63 - 1
 
 
 class TimerService:
-    """`units[pos] = (prev_pos, magic, write_time, delayed_time, offset_py, size_py, topic_hash)`."""
+    """`units[pos] = (prev_pos, magic, write_time, delayed_time, offset_py, size_py, topic_hash)`.
+
+    `slots[time] = [first_pos, last_pos, num]` is the wheel as the broker holds it: read from the
+    store's `timerwheel` on first use (`wheel`), updated by every enqueue, never cleared by a
+    dequeue (as on disk). `_heap` holds the times of the non-empty slots not yet dequeued.
+    """
 
     def __init__(self, ctx: SimContext, timercheck=None, units=None, timerlog_end: int = 0,
-                 timerlog_file_size: int | None = None) -> None:
+                 timerlog_file_size: int | None = None, wheel=None, timerlog=None) -> None:
         self.ctx = ctx
         cfg = ctx.config
         self.precision = int(getattr(cfg, "timer_precision_ms", 1000))
         self.window = cfg.timer_roll_window_slots() if hasattr(cfg, "timer_roll_window_slots") else 172800
         self.file_size = timerlog_file_size or int(getattr(cfg, "mapped_file_size_timer_log", 100 << 20))
+        self.wheel = wheel  # mqtool.store.timer.TimerWheel, or None: slots rebuilt from `units`
+        self.timerlog = timerlog  # mqtool.store.timer.TimerLog: units not held in `units`
         self.units: dict[int, tuple[int, int, int, int, int, int, int]] = {}
         self.new_units: list[int] = []  # positions appended during the run, in order
         self.fillers: list[tuple[int, int]] = []
         self.slots: dict[int, list[int]] = {}  # delayed time -> [first_pos, last_pos, num]
         self._heap: list[int] = []
+        self._queued: set[int] = set()  # the times in _heap
         self.end = timerlog_end
         self.tc = {"last_read_time_ms": 0, "last_timer_log_flush_pos": 0, "last_timer_queue_offset": 0,
                    "master_timer_queue_offset": 0}
@@ -61,6 +74,8 @@ class TimerService:
                 self.tc[k] = int(getattr(timercheck, k, 0))
         for u in units or ():
             self.units[u[0]] = tuple(u[1:])
+        self._loaded = sorted(self.units)  # the store's units read at the start (revise range)
+        self._revised = False
         self.curr_read = 0
         self.curr_queue_offset = 0
         self.enq: Process | None = None
@@ -68,10 +83,38 @@ class TimerService:
         self.flusher: Process | None = None
         self.persisted = dict(self.tc)
         self._in_slot = False
+        self._topic_hash: dict[str | None, int] = {None: 0}
         self.delivered = 0
         self.cancelled = 0
         self.rolled = 0
+        self.broken_chains = 0
         ctx.model.on_append(TIMER_TOPIC, 0, self._on_append)
+
+    # ----- the wheel -----
+    def _slot(self, t: int) -> list[int] | None:
+        """`TimerWheel.getSlot(t)`: [first_pos, last_pos, num], None when empty."""
+        s = self.slots.get(t)
+        if s is None and self.wheel is not None:
+            ws = self.wheel.get_slot(t)
+            if ws.time_ms == -1:
+                return None
+            s = self.slots[t] = [ws.first_pos, ws.last_pos, ws.num]
+        return s
+
+    def _unit(self, pos: int):
+        """The unit at a TimerLog position: appended here, read at the start, or read from the store."""
+        u = self.units.get(pos)
+        if u is None and self.timerlog is not None and pos >= 0:
+            r = self.timerlog.read_unit(pos)
+            if r is not None and r.magic != 0:
+                u = (r.prev_pos, r.magic, r.curr_write_time_ms, r.delayed_time_ms, r.offset_py, r.size_py,
+                     r.real_topic_hash)
+        return u
+
+    def _queue_slot(self, t: int) -> None:
+        if t not in self._queued:
+            self._queued.add(t)
+            heapq.heappush(self._heap, t)
 
     # ----- recovery and life cycle -----
     def _recover(self) -> None:
@@ -79,30 +122,36 @@ class TimerService:
         p = self.precision
         floor_now = now // p * p
         self.curr_read = max(self.tc["last_read_time_ms"], floor_now - SLOTS_TOTAL * p + TIMER_BLANK_SLOTS * p)
-        self.slots.clear()
+        if not self._revised:
+            self._revised = True
+            # recoverAndRevise: each unit read at the start makes itself its slot's last position
+            for pos in self._loaded:
+                u = self.units[pos]
+                s = self._slot(u[3])
+                if s is None:
+                    self.slots[u[3]] = [pos, pos, 0 if self.wheel is not None else 1]
+                else:
+                    s[1] = pos
+                    if self.wheel is None:
+                        s[2] += 1
         self._heap = []
-        for pos in sorted(self.units):
-            self._add_to_slot(pos, self.units[pos][3])
+        self._queued = set()
+        times = set(self.slots)
+        if self.wheel is not None:
+            col = self.wheel.slots["time"]
+            times.update(int(v) * p for v in col[col * p >= self.curr_read].tolist())
+        for t in sorted(times):
+            if t >= self.curr_read and self._slot(t) is not None:
+                self._queue_slot(t)
         offset = -1
-        if self.units:
-            last = self.units[max(self.units)]
+        last = self._unit(self.end - TIMERLOG_UNIT_SIZE) if self.end >= TIMERLOG_UNIT_SIZE else None
+        if last is not None:
             msg = self.ctx.model.message(last[4])
             if msg is not None:
                 offset = msg.queue_offset
         q = self.tc["last_timer_queue_offset"] if offset == -1 else offset + 1
         master = self.tc["master_timer_queue_offset"]
         self.curr_queue_offset = min(q, master) if master > 0 or offset == -1 else q
-
-    def _add_to_slot(self, pos: int, delayed: int) -> None:
-        if delayed < self.curr_read:
-            return  # already dequeued before the start
-        s = self.slots.get(delayed)
-        if s is None:
-            self.slots[delayed] = [pos, pos, 1]
-            heapq.heappush(self._heap, delayed)
-        else:
-            s[1] = pos
-            s[2] += 1
 
     def start(self) -> None:
         self._recover()
@@ -151,35 +200,41 @@ class TimerService:
             self.enq.wake(0)
 
     def _enqueue_loop(self):
-        m = self.ctx.model
+        ctx, m = self.ctx, self.ctx.model
+        p = self.precision
         while True:
             lo = m.cq_min(TIMER_TOPIC, 0)
             if self.curr_queue_offset < lo:
                 self.curr_queue_offset = lo
             hi = m.cq_max(TIMER_TOPIC, 0)
             while self.curr_queue_offset < hi:
-                off = self.curr_queue_offset
-                unit = m.cq_unit(TIMER_TOPIC, 0, off)
-                self.curr_queue_offset = off + 1
-                if unit is None:
-                    continue
-                msg = m.message(unit[0])
-                if msg is None:
-                    continue
-                try:
-                    delayed = int(msg.props["TIMER_OUT_MS"])
-                except (KeyError, ValueError):
-                    continue
-                if delayed < self.write_time():
-                    yield from self._put(msg, LONG_MAX, 0, delayed, direct=True)
+                retry = None
+                for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
+                    self.curr_queue_offset = off + 1
+                    msg = m.message(unit[0])
+                    if msg is None:
+                        continue
+                    try:
+                        delayed = int(msg.props["TIMER_OUT_MS"])
+                    except (KeyError, ValueError):
+                        continue
+                    write = (ctx.engine._now + ctx.clock_offset) // p * p
+                    if delayed < write:
+                        retry = self._put(msg, LONG_MAX, 0, delayed, direct=True)
+                        if retry is not None:
+                            break  # the put waits: re-read the queue afterwards
+                    else:
+                        self._do_enqueue(unit[0], unit[1], delayed, msg, write)
                 else:
-                    self._do_enqueue(unit[0], unit[1], delayed, msg)
+                    if self.curr_queue_offset < hi:
+                        self.curr_queue_offset += 1  # a unit that cannot be read is passed over
+                if retry is not None:
+                    yield from retry
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
 
-    def _do_enqueue(self, offset_py: int, size_py: int, delayed: int, msg) -> None:
+    def _do_enqueue(self, offset_py: int, size_py: int, delayed: int, msg, write: int) -> None:
         ctx = self.ctx
-        write = self.write_time()
         p, w = self.precision, self.window
         magic = MAGIC_DEFAULT
         roll = delayed - write >= w * p
@@ -190,33 +245,44 @@ class TimerService:
                 delayed = write + (w // 2) * p
             else:
                 delayed = write + w * p
-        delete = msg.props.get("TIMER_DEL_UNIQKEY") is not None
+        props = msg.props
+        delete = props.get("TIMER_DEL_UNIQKEY") is not None
         if delete:
             magic |= MAGIC_DELETE
         pos = self.end
-        if pos % self.file_size + TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE > self.file_size:
-            nxt = (pos // self.file_size + 1) * self.file_size
+        fs = self.file_size
+        if pos % fs + TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE > fs:
+            nxt = (pos // fs + 1) * fs
             self.fillers.append((pos, nxt - pos))
             pos = nxt
         self.end = pos + TIMERLOG_UNIT_SIZE
-        s = self.slots.get(delayed)
+        s = self._slot(delayed)
         prev = s[1] if s is not None else -1
-        real = msg.props.get("REAL_TOPIC")
-        self.units[pos] = (prev, magic, write, delayed, offset_py, size_py, java_string_hash(real) if real else 0)
+        real = props.get("REAL_TOPIC")
+        h = self._topic_hash.get(real)
+        if h is None:
+            h = self._topic_hash[real] = java_string_hash(real)
+        self.units[pos] = (prev, magic, write, delayed, offset_py, size_py, h)
         self.new_units.append(pos)
         if s is None:
             self.slots[delayed] = [pos, pos, -1 if delete else 1]
-            heapq.heappush(self._heap, delayed)
         else:
             s[1] = pos
             s[2] += -1 if delete else 1
-        ctx.log.emit(ctx.engine.now, "timer", "enqueue", msg.props.get("REAL_TOPIC"),
-                     _int(msg.props.get("REAL_QID")), msg.uniq_key, offset_py, slot=delayed,
-                     timer_out_ms=original, roll=roll, cancel=delete, timerlog_pos=pos)
-        if self.deq is not None and self.deq.alive and not self._in_slot:
+        if delayed not in self._queued:
+            self._queue_slot(delayed)
+        now = ctx.engine._now
+        log = ctx.log
+        if log.keep:
+            log.emit(now, "timer", "enqueue", real, _int(props.get("REAL_QID")), props.get("UNIQ_KEY"), offset_py,
+                     slot=delayed, timer_out_ms=original, roll=roll, cancel=delete, timerlog_pos=pos)
+        else:
+            log.tally("enqueue")
+        deq = self.deq
+        if deq is not None and deq.alive and not self._in_slot:
             target = delayed + p - ctx.clock_offset
-            if self.deq.wake_time is None or target < self.deq.wake_time:
-                self.deq.wake_at(max(target, ctx.engine.now))
+            if deq.wake_time is None or target < deq.wake_time:
+                deq.wake_at(max(target, now))
 
     # ----- dequeue -----
     def on_clock_jump(self) -> None:
@@ -226,82 +292,138 @@ class TimerService:
     def _dequeue_loop(self):
         ctx = self.ctx
         p = self.precision
+        heap = self._heap
+        engine = ctx.engine
         while True:
-            w = self.write_time()
-            if not self._heap:
+            heap = self._heap  # replaced by a restart's recovery
+            w = (engine._now + ctx.clock_offset) // p * p
+            if not heap:
                 self.curr_read = max(self.curr_read, w)
                 yield None
                 continue
-            slot_time = self._heap[0]
+            slot_time = heap[0]
             if slot_time >= w:
                 self.curr_read = max(self.curr_read, w)
                 yield max(0, slot_time + p - ctx.clock())
                 continue
-            heapq.heappop(self._heap)
+            heapq.heappop(heap)
+            self._queued.discard(slot_time)
             self.curr_read = slot_time
             self._in_slot = True
-            yield from self._dequeue_slot(slot_time)
+            waiting = self._dequeue_slot(slot_time)
+            if waiting is not None:
+                yield from waiting
             self._in_slot = False
             self.curr_read = slot_time + p
 
-    def _dequeue_slot(self, slot_time: int):
-        ctx, m = self.ctx, self.ctx.model
-        s = self.slots.pop(slot_time, None)
-        if s is None:
-            return
+    def _chain(self, slot_time: int) -> list[tuple[int, tuple]]:
+        """The slot's units, oldest first: from the wheel's lastPos back along prevPos."""
+        s = self._slot(slot_time)
         chain = []
+        if s is None:
+            return chain
         pos = s[1]
-        while pos != -1 and pos in self.units and self.units[pos][3] == slot_time:
-            chain.append(pos)
-            pos = self.units[pos][0]
-        chain.reverse()  # oldest first
+        limit = self.end // TIMERLOG_UNIT_SIZE + 1  # a longer chain has gone round in a loop
+        units = self.units
+        while pos != -1:
+            u = units.get(pos)
+            if u is None:
+                u = self._unit(pos)
+            if u is None or len(chain) > limit:
+                self.broken_chains += 1
+                ctx = self.ctx
+                ctx.log.emit(ctx.engine.now, "timer", "skip", None, None, None, None, slot=slot_time,
+                             timerlog_pos=pos, read=len(chain),
+                             reason="broken TimerLog chain: prevPos points at no unit" if u is None
+                             else "broken TimerLog chain: prevPos loops")
+                break
+            chain.append((pos, u))
+            pos = u[0]
+        chain.reverse()
+        return chain
+
+    def _dequeue_slot(self, slot_time: int):
+        """One slot; None when done, else a generator that finishes it (a put is being retried)."""
+        ctx, m = self.ctx, self.ctx.model
+        chain = self._chain(slot_time)
         deletes: set[str] = set()
         normal = []
-        for pos in chain:
-            u = self.units[pos]
+        for _pos, u in chain:
             if u[1] & MAGIC_DELETE and not u[1] & MAGIC_ROLL:
                 msg = m.message(u[4])
-                if msg is not None and msg.props.get("TIMER_DEL_UNIQKEY") is not None:
-                    deletes.add(msg.props["TIMER_DEL_UNIQKEY"])
+                if msg is not None:
+                    key = msg.props.get("TIMER_DEL_UNIQKEY")
+                    if key is not None:
+                        deletes.add(key)
             else:
-                normal.append(pos)
-        for pos in normal:
-            u = self.units[pos]
-            msg = m.message(u[4])
+                normal.append(u)
+        message = m.message
+        for i, u in enumerate(normal):
+            msg = message(u[4])
             if msg is None:
                 continue
-            uk = msg.uniq_key
+            if deletes:
+                uk = msg.props.get("UNIQ_KEY")
+                if uk is not None and uk in deletes:
+                    self.cancelled += 1
+                    ctx.log.emit(ctx.engine.now, "timer", "cancel", msg.props.get("REAL_TOPIC"),
+                                 _int(msg.props.get("REAL_QID")), uk, msg.phys, slot=slot_time)
+                    continue
+            retry = self._put(msg, u[2], u[1], slot_time, False)
+            if retry is not None:
+                return self._finish_slot(retry, normal[i + 1:], deletes, slot_time)
+        return None
+
+    def _finish_slot(self, retry, rest, deletes, slot_time):
+        yield from retry
+        for u in rest:
+            msg = self.ctx.model.message(u[4])
+            if msg is None:
+                continue
+            uk = msg.props.get("UNIQ_KEY")
             if uk is not None and uk in deletes:
                 self.cancelled += 1
-                ctx.log.emit(ctx.engine.now, "timer", "cancel", msg.props.get("REAL_TOPIC"),
-                             _int(msg.props.get("REAL_QID")), uk, msg.phys, slot=slot_time)
+                self.ctx.log.emit(self.ctx.engine.now, "timer", "cancel", msg.props.get("REAL_TOPIC"),
+                                  _int(msg.props.get("REAL_QID")), uk, msg.phys, slot=slot_time)
                 continue
-            yield from self._put(msg, u[2], u[1], slot_time, direct=False)
+            again = self._put(msg, u[2], u[1], slot_time, direct=False)
+            if again is not None:
+                yield from again
 
     def _put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
-        """`convert` + `doPut` with its retries; a generator (retries take virtual time)."""
+        """`convert` + the first try of `doPut`; None when done, else a generator of the retries
+        (they take virtual time)."""
         ctx = self.ctx
         roll = bool(magic & MAGIC_ROLL)
-        if not roll and msg.props.get("TIMER_DEL_UNIQKEY") is not None:
-            return  # doPut: a cancel marker is never delivered (PUT_NO_RETRY)
-        props = dict(msg.props)
+        src = msg.props
+        if not roll and src.get("TIMER_DEL_UNIQKEY") is not None:
+            return None  # doPut: a cancel marker is never delivered (PUT_NO_RETRY)
+        props = dict(src)
+        now = ctx.engine._now + ctx.clock_offset
         if enqueue_time != -1:
             props["TIMER_ENQUEUE_MS"] = str(enqueue_time)
         if roll:
             props["TIMER_ROLL_TIMES"] = str(_int(props.get("TIMER_ROLL_TIMES"), 0) + 1)
-        props["TIMER_DEQUEUE_MS"] = str(ctx.clock())
+        props["TIMER_DEQUEUE_MS"] = str(now)
         if roll:
             topic, qid = msg.topic, msg.queue_id
         else:
-            topic, qid = props.get("REAL_TOPIC"), _int(props.get("REAL_QID"), 0)
+            topic = props.get("REAL_TOPIC")
             if topic is None:
-                return
+                return None
+            qid = _int(props.get("REAL_QID"), 0)
+        res = ctx.model.append(msg.derive(topic, qid, props), now, "timer")
+        if res.ok:
+            self._put_done(msg, res.message, roll, slot_time, direct)
+            return None
+        return self._put_retries(msg, topic, qid, props, res, roll, slot_time, direct)
+
+    def _put_retries(self, msg, topic, qid, props, res, roll, slot_time, direct):
+        """doPut's retries: SERVICE_NOT_AVAILABLE every 500 × precision / 1000 ms until it works, any
+        other failure 3 more times 50 ms apart."""
+        ctx = self.ctx
         attempts = 0
-        while True:
-            new = msg.derive(topic, qid, dict(props))
-            res = ctx.put(new, "timer")
-            if res.ok:
-                break
+        while not res.ok:
             attempts += 1
             retry = res.status == "SERVICE_NOT_AVAILABLE"
             give_up = not retry and attempts > 3
@@ -310,26 +432,44 @@ class TimerService:
             if give_up:
                 return
             yield (500 * self.precision // 1000) if retry else 50
-        n = res.message
+            res = ctx.put(msg.derive(topic, qid, dict(props)), "timer")
+        self._put_done(msg, res.message, roll, slot_time, direct)
+
+    def _put_done(self, msg, n, roll: bool, slot_time: int, direct: bool) -> None:
+        ctx = self.ctx
+        src = msg.props
+        if not ctx.log.keep:
+            if roll:
+                self.rolled += 1
+                ctx.log.tally("roll")
+            else:
+                self.delivered += 1
+                ctx.log.tally("deliver")
+            return
         if roll:
             self.rolled += 1
-            ctx.log.emit(ctx.engine.now, "timer", "roll", msg.props.get("REAL_TOPIC"),
-                         _int(msg.props.get("REAL_QID")), n.uniq_key, msg.phys, n.phys, slot=slot_time,
+            ctx.log.emit(ctx.engine._now, "timer", "roll", src.get("REAL_TOPIC"), _int(src.get("REAL_QID")),
+                         n.props.get("UNIQ_KEY"), msg.phys, n.phys, slot=slot_time,
                          roll_times=_int(n.props.get("TIMER_ROLL_TIMES")))
         else:
             self.delivered += 1
-            ctx.log.emit(ctx.engine.now, "timer", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys,
-                         slot=slot_time, due=_int(msg.props.get("TIMER_OUT_MS")), direct=direct,
+            ctx.log.emit(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id, n.props.get("UNIQ_KEY"), msg.phys,
+                         n.phys, slot=slot_time, due=_int(src.get("TIMER_OUT_MS")), direct=direct,
                          queue_offset=n.queue_offset)
 
     # ----- summary -----
     def pending(self) -> int:
-        """Timer messages still in the wheel (cancel markers excluded)."""
+        """Timer messages still in the wheel, in slots not yet dequeued (cancel markers excluded)."""
         n = 0
-        for s in self.slots.values():
-            pos = s[1]
-            while pos != -1 and pos in self.units:
-                u = self.units[pos]
+        for t in self._queued:
+            s = self._slot(t)
+            pos = s[1] if s is not None else -1
+            seen = set()
+            while pos != -1 and pos not in seen:
+                u = self._unit(pos)
+                if u is None:
+                    break
+                seen.add(pos)
                 if not (u[1] & MAGIC_DELETE and not u[1] & MAGIC_ROLL):
                     n += 1
                 pos = u[0]

@@ -18,7 +18,7 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
   `transactionTimeOut` after the round start) or born in the future; then the half is put back
   (a copy at the end of the half queue) and a check request goes to the producer group; otherwise
   more op records are read — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before
-  retrying the same half (4.9.8 retries at once);
+  retrying the same half (4.9.8 retries at once; when that spins, 1 ms per further turn here);
 - a round gives up after 60 s; the offsets are written back at its end;
 - answers (from the scenario) end the **checked copy**: commit writes the final record to
   REAL_TOPIC/REAL_QID (sysFlag COMMIT, preparedTransactionOffset = the copy) and an op entry,
@@ -35,6 +35,7 @@ from mqtool.simulate.model import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIM
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
 SLEEP_WHILE_NO_OP = 1000
+BUSY_RETRY_49 = 1  # virtual ms a 4.9.8 retry of the same half takes when no op record came
 MAX_RETRY_COUNT_WHEN_HALF_NULL = 1
 OP_MSG_MAX_SIZE = 4096  # transactionOpMsgMaxSize
 PUT_BACK_RETRY_MS = 100
@@ -146,6 +147,16 @@ class TransactionService:
                 msgs.append(msg)
         return _Pull(FOUND, msgs or None, offset + n if offset + n < hi else hi)
 
+    def _get_one(self, qid: int, offset: int) -> tuple[str, SimMessage | None, int]:
+        """`_get(HALF_TOPIC, qid, offset, 1)` without the lists: (status, message, next offset)."""
+        m = self.ctx.model
+        if offset >= m.cq_max(HALF_TOPIC, qid):
+            return NO_NEW_MSG, None, offset
+        if offset < m.cq_min(HALF_TOPIC, qid):
+            return OFFSET_ILLEGAL, None, m.cq_min(HALF_TOPIC, qid)
+        u = m.cq_unit(HALF_TOPIC, qid, offset)
+        return FOUND, (m.message(u[0]) if u else None), offset + 1
+
     def _fill(self, remove_map, op_msg_map, done_op, qid, op_offset, mini) -> _Pull:
         pull = self._get(OP_HALF_TOPIC, qid, op_offset, OP_MSG_PULL_NUMS)
         if pull.status == OFFSET_ILLEGAL:
@@ -195,6 +206,7 @@ class TransactionService:
             done_op: list[int] = []
             pull = self._fill(remove_map, op_msg_map, done_op, qid, op_offset, half_offset)
             null_count = 1
+            spun_at = -1
             new_offset = i = half_offset
             next_op = pull.next_begin
             while True:
@@ -213,15 +225,14 @@ class TransactionService:
                                 done_op.append(op_off)
                     new_offset = i = i + 1
                     continue
-                got = self._get(HALF_TOPIC, qid, i, 1)
-                msg = got.msgs[0] if got.msgs else None
+                status, msg, next_begin = self._get_one(qid, i)
                 if msg is None:
                     null_count += 1
                     if null_count - 1 > MAX_RETRY_COUNT_WHEN_HALF_NULL:
                         break
-                    if got.status == NO_NEW_MSG:
+                    if status == NO_NEW_MSG:
                         break
-                    i = new_offset = got.next_begin
+                    i = new_offset = next_begin
                     continue
                 props = dict(msg.props)
                 discard = False
@@ -263,8 +274,14 @@ class TransactionService:
                 else:
                     next_op = pull.next_begin if pull is not None else next_op
                     pull = self._fill(remove_map, op_msg_map, done_op, qid, next_op, half_offset)
-                    if pull.status != FOUND and not ctx.v4:
-                        yield SLEEP_WHILE_NO_OP
+                    if pull.status != FOUND:
+                        if not ctx.v4:
+                            yield SLEEP_WHILE_NO_OP
+                        elif spun_at == i:
+                            # 4.9.8 retries at once; a second empty read for the same half means it
+                            # spins, burning real time until the half is old enough: 1 ms per turn
+                            yield BUSY_RETRY_49
+                        spun_at = i
                     continue
                 new_offset = i = i + 1
             if new_offset != half_offset:
@@ -324,13 +341,21 @@ class TransactionService:
             return False
         copy = res.message
         group = props.get("PGROUP")
-        keys = [k for k in props.get("KEYS", "").split(" ") if k]
-        answer = ctx.scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
+        scenario = ctx.scenario
+        if scenario.answers:
+            keys = [k for k in props.get("KEYS", "").split(" ") if k]
+            answer = scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
+        else:
+            answer = scenario.default_answer
         self.checks += 1
         record["checks"] += 1
-        ctx.log.emit(ctx.engine.now, "transaction", "check", props.get("REAL_TOPIC"), _qid(props), msg.uniq_key,
-                     msg.phys, copy.phys, producer_group=group, check_times=_long(props.get("TRANSACTION_CHECK_TIMES")),
-                     queue_offset=copy.queue_offset, answer=answer)
+        if not ctx.log.keep:
+            ctx.log.tally("check")
+        else:
+            ctx.log.emit(ctx.engine.now, "transaction", "check", props.get("REAL_TOPIC"), _qid(props), msg.uniq_key,
+                         msg.phys, copy.phys, producer_group=group,
+                         check_times=_long(props.get("TRANSACTION_CHECK_TIMES")), queue_offset=copy.queue_offset,
+                         answer=answer)
         if answer in ("commit", "rollback"):
             ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
                                 ctx.scenario.answer_delay_ms)
@@ -377,7 +402,7 @@ class TransactionService:
         ctx.log.emit(ctx.engine.now, "transaction", answer, half.props.get("REAL_TOPIC"), _qid(half.props),
                      half.uniq_key, half.phys, new_phys, queue_offset=half.queue_offset)
         if answer == "commit":
-            n = ctx.model.message(new_phys)
+            n = res.message
             ctx.log.emit(ctx.engine.now, "transaction", "deliver", n.topic, n.queue_id, n.uniq_key, half.phys,
                          new_phys, queue_offset=n.queue_offset, reason="commit")
         self._delete_prepare(half)

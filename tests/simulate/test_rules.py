@@ -134,3 +134,12 @@ def test_determinism_identical_bytes(built):
     a = run(built, S, S + 200_000, sc, seed=7).events.jsonl()
     b = run(built, S, S + 200_000, sc, seed=7).events.jsonl()
     assert a == b and a
+
+
+def test_49_half_exactly_at_its_timeout_does_not_hang(built):
+    """age == transactionTimeOut: not "new arrived", not yet needing a check; 4.9.8 spins on it (1 ms a turn)."""
+    h = built.half(S - 6000)
+    cfg = config(transactionTimeOut=6000, transactionCheckInterval=60_000)
+    r = run(built, S, S + 10_000, {"transaction": {"check_at": [0]}}, version="4.9", cfg=cfg)
+    (c,) = events(r, "check")
+    assert c.uniq_key == h.uniq_key and c.time == S + 1
