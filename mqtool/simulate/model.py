@@ -18,14 +18,16 @@ from typing import Any
 from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
 from mqtool.formats.javahash import hashmap_order, java_string_hash
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.store.store import (  # noqa: E402, F401 - the services name these topics through the model
+    HALF_TOPIC,
+    OP_HALF_TOPIC,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
+    TIMER_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_GROUP,
+)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TIMER_TOPIC = "rmq_sys_wheel_timer"
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRANS_GROUP = "CID_RMQ_SYS_TRANS"
-SYSTEM_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC)
 BLANK_MIN = 8  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
 _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 

@@ -103,24 +103,19 @@ class CommitLog:
         Per-record findings (PHYSICALOFFSET, CRC) and stop findings go to `self.findings`, file ends to
         `self.scans`, exactly as with `iter_records`.
         """
-        self.findings = []
-        for f in self.files:
-            if start is not None and f.start + f.length <= start:
-                continue
-            first = start - f.start if start is not None and start > f.start else 0
-            scan = FileScan(self.rel(f), f.start)
-            self.scans[scan.file] = scan
-            with map_file(f.path) as buf:
-                for chunk in self._chunks(buf, f, first, scan, verify_crc, chunk_records):
-                    for row, message in fastscan.record_findings(chunk):
-                        self._add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + f.start, "error", message)
-                    scan.records += len(chunk)
-                    yield f, chunk
+        for f, _buf, chunk in self._mapped_chunks(start, verify_crc, chunk_records):
+            yield f, chunk
 
     def iter_batches(self, start: int | None = None, verify_crc: bool = True,
                      chunk_records: int = fastscan.DEFAULT_CHUNK):
         """The records as `pyarrow.RecordBatch`es (`fastscan.chunk_to_arrow`: every field, body,
         topic, properties as a map), with the same findings and file ends as `iter_records`."""
+        for f, buf, chunk in self._mapped_chunks(start, verify_crc, chunk_records):
+            if len(chunk):
+                yield fastscan.chunk_to_arrow(buf, chunk, self.rel(f))
+
+    def _mapped_chunks(self, start: int | None, verify_crc: bool, chunk_records: int):
+        """(file, open mapping, chunk) for every chunk from `start`, recording findings and file ends."""
         self.findings = []
         for f in self.files:
             if start is not None and f.start + f.length <= start:
@@ -133,8 +128,7 @@ class CommitLog:
                     for row, message in fastscan.record_findings(chunk):
                         self._add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + f.start, "error", message)
                     scan.records += len(chunk)
-                    if len(chunk):
-                        yield fastscan.chunk_to_arrow(buf, chunk, scan.file)
+                    yield f, buf, chunk
 
     def _add(self, file: str, offset: int, severity: str, message: str) -> None:
         self.findings.append(Finding(file, offset, CHECK, severity, message))
