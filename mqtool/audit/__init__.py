@@ -8,12 +8,15 @@ Each check has one definition and one name, used in every finding it produces:
 | `consumequeue.consistency` | `consumequeue.py` | units of one ConsumeQueue file | dispatch lag, ranges |
 | `schedule` | `schedule.py` | tagsCode of SCHEDULE_TOPIC_XXXX units | delayOffset.json, overdue messages |
 | `timer` | `timer.py` | TimerLog units; wheel slots vs chain walks | timercheck cursors |
-| `transactions` | `transactions.py` | (records kept by the walk) | stuck halves, dangling ops, discards |
+| `transactions` | `transactions.py` | (kept records, COMMIT records) | stuck, dangling ops, discards, bad COMMITs |
 | `stats` | `stats.py` | per topic/queue counters in the walk | merged counts, duplicate UNIQ_KEYs |
 
-`plan.py` cuts a store into tasks (plain dataclasses of paths and ints), `tasks.run_task` runs one
-task anywhere (this process or a Spark Python worker), and `report.finish` turns the task results
-into findings and a summary. `runner.py` is the local engine; `mqtool.spark.runner` the Spark one.
+`plan.py` cuts a store (`mqtool.store.store.Store`, with its `BrokerConfig`) into tasks (plain
+dataclasses of paths and ints), `tasks.run_task` runs one task anywhere (this process or a Spark
+Python worker), and `report.finish` turns the task results into findings and a summary.
+`runner.py` is the local engine; `mqtool.spark.runner` the Spark one. Every task reads the store
+through `mqtool.store.fastscan` (`records.py` looks records up by offset with the same kernel):
+there is no decoder in this package.
 """
 
 CHECKS = ("commitlog.integrity", "consumequeue.consistency", "schedule", "timer", "transactions", "stats")

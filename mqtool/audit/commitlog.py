@@ -1,213 +1,272 @@
 """`commitlog.integrity` (spec §2): one walk over a CommitLog file or byte range.
 
-The walk reads each record's header fields with `struct` and checks, as RocketMQ's recovery does
-(`CommitLog.checkMessageAndReturnSize`): magic code, TOTALSIZE against the computed length (§2.10),
-the body CRC (§2.8); and, beyond recovery, that PHYSICALOFFSET equals the record's position. The
-first invalid record ends the walk of the range (a torn tail when nothing valid follows it in the
-file). The same walk gathers what the other checks need, compactly: per topic/queue counters
-(`stats`), UNIQ_KEY hashes, and the few system-topic records (`schedule`, `timer`, `transactions`).
-It does not build a `MessageRecord` per record (that is what made per-record decoding slow); the
-field layout is `mqtool.formats.commitlog`'s, and `tests/audit` checks it against `decode_message`.
+The walk is the store's fast path, `mqtool.store.fastscan.iter_commitlog_chunks` (a numba kernel
+doing the broker's recovery work, `CommitLog.checkMessageAndReturnSize`: magic code, every length,
+TOTALSIZE against the computed length (§2.10), the body CRC (§2.8)); this module adds no decoding
+of its own. It turns the kernel's stop code into the torn-tail finding, and checks per record,
+vectorised over each chunk's columns, that PHYSICALOFFSET equals the record's position and the
+body CRC matches. The first invalid record ends the walk of the range (a torn tail when nothing
+valid follows it in the file).
+
+The same walk gathers what the other checks need, compactly and without a Python object per
+record: per topic/queue counters (`stats`), a 63-bit hash of each UNIQ_KEY of an ordinary topic
+(properties parsed by the fast path's own property scanner), COMMIT records and the half message
+they name (`transactions`), and the few system-topic records (`schedule`, `timer`,
+`transactions`).
 """
 
-import struct
-import zlib
-
 import numpy as np
+from numba import njit
 
-from mqtool.audit.plan import (
-    OP_HALF_TOPIC,
-    SYSTEM_TOPICS,
-    CommitLogSlice,
-)
-from mqtool.formats.commitlog import (
-    BLANK_MAGIC_CODE,
-    FIXED_SIZE,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-)
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.audit.plan import OP_HALF_TOPIC, SYSTEM_TOPICS, CommitLogSlice
+from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK
+from mqtool.store import fastscan
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import map_file
 
 CHECK = "commitlog.integrity"
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_I16 = struct.Struct(">h")
-_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 # Records of these topics are kept whole (minus the body, except for op records) for the
 # schedule, timer and transaction checks; they are a small part of any real store.
 _KEEP = set(SYSTEM_TOPICS)
 _KEEP_BODY = {OP_HALF_TOPIC}
 # Re-puts keep the UNIQ_KEY of the original (delay/timer delivery, commit, retry): only records of
 # ordinary topics take part in the duplicate-key count.
-_UNIQ_NAME = b"UNIQ_KEY\x01"
+_UNIQ_NAME = np.frombuffer(b"UNIQ_KEY", np.uint8)
+_C = fastscan  # column indices: _C.C_POS, ...
 
 
 def is_user_topic(topic: str) -> bool:
     return topic not in _KEEP and not topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_"))
 
 
-def key_hash(key: bytes) -> int:
-    """A stable 63-bit hash of a UNIQ_KEY: CRC-32 and Adler-32 side by side (hash() differs per process).
+# ----- helpers over the mapped file (`a`: uint8 array of the whole file) -----
+_FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
-    Equal hashes are confirmed by reading both records, so a collision is never reported."""
-    return ((zlib.crc32(key) & 0x7FFFFFFF) << 32) | zlib.adler32(key)
+
+@njit(cache=True, nogil=True)
+def _hash_kernel(a, pos, lens, out):
+    """FNV-1a over each string's bytes, then splitmix64's finaliser; 63 bits (non-negative int64)."""
+    for i in range(pos.shape[0]):
+        h = np.uint64(_FNV_OFFSET)
+        for j in range(pos[i], pos[i] + lens[i]):
+            h = (h ^ np.uint64(a[j])) * np.uint64(_FNV_PRIME)
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        h = h ^ (h >> np.uint64(31))
+        out[i] = np.int64(h >> np.uint64(1))
+
+
+@njit(cache=True, nogil=True)
+def _same_strings(a, pos, lens, rep_pos, rep_lens) -> bool:
+    """True when string i equals representative i for every i (confirms a hash dictionary)."""
+    for i in range(pos.shape[0]):
+        if lens[i] != rep_lens[i]:
+            return False
+        p, q = pos[i], rep_pos[i]
+        for j in range(lens[i]):
+            if a[p + j] != a[q + j]:
+                return False
+    return True
+
+
+def hash_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """A stable 63-bit hash of each string a[pos[i]:pos[i]+lens[i]] (the same in every process,
+    unlike hash()); equal hashes of UNIQ_KEYs are confirmed by reading both records."""
+    out = np.empty(len(pos), np.int64)
+    _hash_kernel(a, np.ascontiguousarray(pos), np.ascontiguousarray(lens), out)
+    return out
+
+
+def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+    """(code per item, distinct byte strings) of the strings at pos/lens; exact (each item is compared
+    with its code's first item)."""
+    uniq, first, codes = np.unique(hash_strings(a, pos, lens), return_index=True, return_inverse=True)
+    codes = codes.ravel()
+    rep = first[codes]
+    if not _same_strings(a, pos, lens, pos[rep], lens[rep]):  # a 63-bit collision between two topics
+        raws = [a[p:p + n].tobytes() for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
+        index: dict[bytes, int] = {}
+        return np.array([index.setdefault(r, len(index)) for r in raws], np.int64), list(index)
+    del uniq
+    return codes.astype(np.int64), [a[p:p + n].tobytes() for p, n in zip(pos[first].tolist(), lens[first].tolist(),
+                                                                            strict=True)]
+
+
+def _property_values(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, name: np.ndarray):
+    """(record index, value position, value length) of property `name` in each properties string that
+    has it, parsed like `string2messageProperties` (a repeated name keeps its last value)."""
+    n = len(pos)
+    rec_offsets = np.empty(n + 1, np.int32)
+    m = -1
+    for cap in (n * 8, int(lens.sum()) // 3 + 1):
+        kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
+        m = fastscan._property_pairs(a, pos, lens, rec_offsets, kpos, klen, vpos, vlen)
+        if m >= 0:
+            break
+    kpos, klen, vpos, vlen = kpos[:m], klen[:m], vpos[:m], vlen[:m]
+    cand = np.flatnonzero(klen == len(name))
+    if cand.size:
+        same = (a[kpos[cand][:, None] + np.arange(len(name))] == name).all(axis=1)
+        cand = cand[same]
+    rec = np.searchsorted(rec_offsets, cand, side="right") - 1
+    return rec, vpos[cand], vlen[cand]
+
+
+class _Walk:
+    """What one slice's walk accumulates, chunk by chunk."""
+
+    def __init__(self, task: CommitLogSlice):
+        self.task = task
+        self.findings: list[Finding] = []
+        self.queues: dict[tuple[str, int], list[int]] = {}
+        self.kept: list[dict] = []
+        self.hashes: list[np.ndarray] = []
+        self.key_offsets: list[np.ndarray] = []
+        self.commits: list[np.ndarray] = []  # (offset, prepared transaction offset) of COMMIT records
+        self.topics: dict[bytes, tuple[str, bool, bool]] = {}  # raw -> (name, ordinary topic, kept topic)
+        self.records = 0
+        self.bytes = 0
+
+    def add(self, a: np.ndarray, chunk: fastscan.ScanChunk) -> None:
+        n = len(chunk)
+        if n == 0:
+            return
+        c = chunk.cols
+        base = chunk.base_offset
+        offsets = c[_C.C_POS] + base
+        total = c[_C.C_TOTAL]
+        qid = c[_C.C_QUEUE_ID]
+        codes, raws = _dictionary(a, c[_C.C_TOPIC_POS], c[_C.C_TOPIC_LEN])
+        info = []
+        for raw in raws:
+            t = self.topics.get(raw)
+            if t is None:
+                name = raw.decode("utf-8", "surrogateescape")
+                t = self.topics[raw] = (name, is_user_topic(name), name in _KEEP)
+            info.append(t)
+        names = [t[0] for t in info]
+        self._record_findings(chunk, offsets, codes, names)
+        self._queue_stats(codes, names, qid, total, c[_C.C_STORE_TS], c[_C.C_QUEUE_OFFSET])
+        ordinary = np.array([t[1] for t in info], bool)[codes]
+        if ordinary.any():
+            rows = np.flatnonzero(ordinary & (c[_C.C_PROPS_LEN] > 0))
+            rec, vpos, vlen = _property_values(a, c[_C.C_PROPS_POS][rows], c[_C.C_PROPS_LEN][rows], _UNIQ_NAME)
+            self.hashes.append(hash_strings(a, vpos, vlen))
+            self.key_offsets.append(offsets[rows[rec]])
+        commit = np.flatnonzero((c[_C.C_SYS_FLAG] & TRANSACTION_MASK) == TRANSACTION_COMMIT)
+        if commit.size:
+            self.commits.append(np.stack([offsets[commit], c[_C.C_PREPARED][commit]], axis=1))
+        keep_codes = [i for i, t in enumerate(info) if t[2]]
+        if keep_codes:
+            for i in np.flatnonzero(np.isin(codes, keep_codes)).tolist():
+                self._keep(a, c[:, i].tolist(), names[int(codes[i])], base)
+        self.records += n
+        self.bytes += int(total.sum())
+
+    def _record_findings(self, chunk, offsets, codes, names) -> None:
+        """PHYSICALOFFSET ≠ position and body CRC mismatches (the fast path's own row checks)."""
+        phys_bad = ~chunk.physical_offset_ok
+        crc_bad = ~chunk.crc_ok
+        c = chunk.cols
+        for i in np.flatnonzero(phys_bad | crc_bad).tolist():
+            topic, qid, off = names[int(codes[i])], int(c[_C.C_QUEUE_ID, i]), int(offsets[i])
+            if phys_bad[i]:
+                self._add(off, "error", f"PHYSICALOFFSET field {int(c[_C.C_PHYS_FIELD, i])} != position {off}",
+                          topic, qid)
+            if crc_bad[i]:
+                self._add(off, "error", f"body CRC mismatch: stored {int(c[_C.C_BODY_CRC, i])}, computed "
+                          f"{int(c[_C.C_CRC, i])}; recovery with checkCRCOnRecover stops here", topic, qid)
+
+    def _queue_stats(self, codes, names, qid, total, store_ts, qoff) -> None:
+        """[count, bytes, min/max store time, min/max queue offset] per (topic, queue), merged in."""
+        key = (codes << 32) | (qid & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        k = key[order]
+        starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        cols = [np.add.reduceat(np.ones_like(k), starts), np.add.reduceat(total[order], starts),
+                np.minimum.reduceat(store_ts[order], starts), np.maximum.reduceat(store_ts[order], starts),
+                np.minimum.reduceat(qoff[order], starts), np.maximum.reduceat(qoff[order], starts)]
+        for kk, *v in zip(k[starts].tolist(), *(x.tolist() for x in cols), strict=True):
+            low = kk & 0xFFFFFFFF
+            q = (names[kk >> 32], low - (1 << 32) if low >= 1 << 31 else low)
+            cur = self.queues.get(q)
+            if cur is None:
+                self.queues[q] = v
+            else:
+                self.queues[q] = [cur[0] + v[0], cur[1] + v[1], min(cur[2], v[2]), max(cur[3], v[3]),
+                                  min(cur[4], v[4]), max(cur[5], v[5])]
+
+    def _keep(self, a, row: list[int], topic: str, base: int) -> None:
+        props = a[row[_C.C_PROPS_POS]:row[_C.C_PROPS_POS] + row[_C.C_PROPS_LEN]].tobytes()
+        body = a[row[_C.C_BODY_POS]:row[_C.C_BODY_POS] + row[_C.C_BODY_LEN]].tobytes() if topic in _KEEP_BODY \
+            else b""
+        self.kept.append({"topic": topic, "queue_id": row[_C.C_QUEUE_ID], "queue_offset": row[_C.C_QUEUE_OFFSET],
+                          "offset": row[_C.C_POS] + base, "size": row[_C.C_TOTAL], "sys_flag": row[_C.C_SYS_FLAG],
+                          "born_ts": row[_C.C_BORN_TS], "store_ts": row[_C.C_STORE_TS],
+                          "properties": props.decode("utf-8", "surrogateescape"), "body": body})
+
+    def _add(self, offset, severity, message, topic=None, qid=None) -> None:
+        self.findings.append(Finding(self.task.rel, offset, CHECK, severity, message, topic, qid))
 
 
 def scan_slice(task: CommitLogSlice) -> dict:
-    """Walk one slice; returns findings and compact summaries (see `report.finish`)."""
-    findings: list[Finding] = []
-    queues: dict[tuple[str, int], list[int]] = {}
-    kept: list[dict] = []
-    hashes: list[int] = []
-    offsets: list[int] = []
-    topics: dict[bytes, tuple[str, bool, bool]] = {}  # raw topic -> (name, ordinary topic, kept topic)
-    records = 0
-    record_bytes = 0
-    stop = "end of range"
-    trailing = 0
-    rel, base = task.rel, task.file_start
-    head_from = _HEAD.unpack_from
-    i64_from = _I64.unpack_from
-    crc32 = zlib.crc32
-
-    def add(pos, severity, message, topic=None, qid=None):
-        findings.append(Finding(rel, base + pos, CHECK, severity, message, topic, qid))
-
+    """Walk one slice with the fast path; returns findings and compact summaries (see `report.finish`)."""
+    walk = _Walk(task)
+    base = task.file_start
     with map_file(task.path) as buf:
         n = len(buf)
         end = min(task.end, n)
-        pos = task.begin
-        mv = memoryview(buf) if n else memoryview(b"")
+        # The kernel scans to the end of the buffer it is given: a byte range ends at `end` by
+        # giving it the file's first `end` bytes (a memoryview, no copy); positions stay file positions.
+        view = buf if end == n else memoryview(buf)[:end]
+        a = fastscan.as_array(buf)
+        chunks = fastscan.iter_commitlog_chunks(view, base, task.begin, verify_crc=True)
         try:
-            while pos < end:
-                if pos + _HEAD.size + 64 > n:
-                    if pos + 8 > n:
-                        stop = "end of file"  # fewer than 8 bytes left: a full file ends here
-                        break
-                    total, magic = struct.unpack_from(">ii", buf, pos)
-                    crc = qid = qoff = phys = sysflag = born_ts = 0
-                else:
-                    total, magic, crc, qid, _flag, qoff, phys, sysflag, born_ts = head_from(buf, pos)
-                if magic == BLANK_MAGIC_CODE:
-                    stop = "blank filler"
-                    if total != n - pos:
-                        add(pos, "warning", f"BLANK filler declares {total} bytes, {n - pos} remain in the file")
-                    break
-                if total == 0 and magic == 0:
-                    stop = "unwritten (zero) tail"  # pre-allocated, never written
-                    break
-                bad = None
-                if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
-                    bad = f"bad magic code 0x{magic & 0xFFFFFFFF:08X}"
-                elif total <= 0 or pos + total > n:
-                    bad = f"TOTALSIZE {total} runs past the end of the file ({n - pos} bytes left)"
-                elif total < _HEAD.size + 64:
-                    bad = f"TOTALSIZE {total} is shorter than a record header"
-                else:
-                    lim = pos + total
-                    born_host = 20 if sysflag & BORNHOST_V6 else 8
-                    hosts = born_host + (20 if sysflag & STOREHOST_V6 else 8)
-                    store_ts = i64_from(buf, pos + _HEAD.size + born_host)[0]
-                    p = pos + _HEAD.size + hosts + 20  # STORETIMESTAMP, RECONSUMETIMES, PREPARED OFFSET
-                    body_len = _I32.unpack_from(buf, p)[0]
-                    body_at = p + 4
-                    p = body_at + body_len
-                    v2 = magic == MESSAGE_MAGIC_CODE_V2
-                    if body_len < 0 or p + 4 > lim:
-                        bad = f"body length {body_len} does not fit in TOTALSIZE {total}"
-                    else:
-                        if v2:
-                            topic_len = _I16.unpack_from(buf, p)[0]
-                            p += 2
-                        else:
-                            topic_len = buf[p] - 256 if buf[p] > 127 else buf[p]  # a signed byte
-                            p += 1
-                        if topic_len < 0 or p + topic_len + 2 > lim:
-                            bad = f"topic length {topic_len} does not fit in TOTALSIZE {total}"
-                        else:
-                            topic_raw = buf[p:p + topic_len]
-                            props_len = _I16.unpack_from(buf, p + topic_len)[0]
-                            props_at = p + topic_len + 2
-                            # §2.10 calMsgLength, as `computed_size`: FIXED_SIZE + hosts + parts
-                            size = FIXED_SIZE + hosts + body_len + (2 if v2 else 1) + topic_len + props_len
-                            if props_len < 0 or size != total:
-                                bad = f"TOTALSIZE {total} != computed length {size}"
-                if bad is not None:
-                    stop = "invalid record"
-                    trailing = _nonzero(mv, pos, end)
-                    if task.last_of_file:
-                        what = (f"torn tail: {bad}; the broker's recovery truncates the CommitLog here "
-                                f"({trailing} non-zero bytes follow in this file)")
-                    else:
-                        what = (f"{bad}; the broker's recovery would truncate the CommitLog here although "
-                                f"valid records follow at {base + end}")
-                    add(pos, "error", what)
-                    break
-                t = topics.get(topic_raw)
-                if t is None:
-                    name = topic_raw.decode("utf-8", "surrogateescape")
-                    t = topics[topic_raw] = (name, is_user_topic(name), name in _KEEP)
-                topic, ordinary, keep = t
-                if phys != base + pos:
-                    add(pos, "error", f"PHYSICALOFFSET field {phys} != position {base + pos}", topic, qid)
-                if body_len and (crc32(mv[body_at:body_at + body_len]) & 0x7FFFFFFF) != crc:
-                    add(pos, "error", f"body CRC mismatch: stored {crc}, computed "
-                        f"{crc32(mv[body_at:body_at + body_len]) & 0x7FFFFFFF}; recovery with "
-                        "checkCRCOnRecover stops here", topic, qid)
-                q = queues.get((topic, qid))
-                if q is None:
-                    queues[(topic, qid)] = [1, total, store_ts, store_ts, qoff, qoff]
-                else:
-                    q[0] += 1
-                    q[1] += total
-                    if store_ts < q[2]:
-                        q[2] = store_ts
-                    elif store_ts > q[3]:
-                        q[3] = store_ts
-                    if qoff < q[4]:
-                        q[4] = qoff
-                    elif qoff > q[5]:
-                        q[5] = qoff
-                if ordinary and props_len:
-                    props_end = props_at + props_len
-                    k = buf.rfind(_UNIQ_NAME, props_at, props_end)  # the last one wins (string2messageProperties)
-                    while k > props_at and buf[k - 1] != 2:
-                        k = buf.rfind(_UNIQ_NAME, props_at, k)  # inside a value: not a property name
-                    if k >= 0:
-                        v = k + len(_UNIQ_NAME)
-                        e = buf.find(b"\x02", v, props_end)
-                        hashes.append(key_hash(buf[v:e if e >= 0 else props_end]))
-                        offsets.append(base + pos)
-                if keep:
-                    kept.append(_kept(topic, qid, qoff, base + pos, total, sysflag, born_ts, store_ts,
-                                      bytes(mv[props_at:props_at + props_len]).decode("utf-8", "surrogateescape"),
-                                      bytes(mv[body_at:body_at + body_len]) if topic in _KEEP_BODY else b""))
-                records += 1
-                record_bytes += total
-                pos += total
-            else:
-                stop = "end of range" if pos == end and end < n else "end of file"
+            last = None
+            for last in chunks:
+                walk.add(a, last)
+            valid_end, stop, trailing = last.end, fastscan.stop_reason(last.stop, last.detail), 0
+            if last.stop == fastscan.STOP_END_OF_FILE and end < n:
+                stop = "end of range"
+            elif last.stop == fastscan.STOP_BLANK:
+                f = fastscan.stop_finding(buf, last.stop, last.detail, last.end)
+                if f is not None:
+                    walk._add(base + last.end, *f)
+            elif last.stop >= fastscan.BAD_HEADER:
+                nz = np.flatnonzero(a[last.end:end])
+                trailing = int(nz[-1]) + 1 if nz.size else 0
+                walk._add(base + last.end, "error", _torn_message(a, task, last, end, trailing))
         finally:
-            mv.release()
-    h = np.asarray(hashes, dtype=np.int64)
-    o = np.asarray(offsets, dtype=np.int64)
+            chunks.close()
+            del a
+            if view is not buf:
+                view.release()
+    h = np.concatenate(walk.hashes) if walk.hashes else np.zeros(0, np.int64)
+    o = np.concatenate(walk.key_offsets) if walk.key_offsets else np.zeros(0, np.int64)
     order = np.argsort(h, kind="stable")
+    commits = np.concatenate(walk.commits) if walk.commits else np.zeros((0, 2), np.int64)
     return {
-        "kind": "commitlog", "index": task.index, "file": rel, "file_start": base, "begin": task.begin,
-        "end": task.end, "valid_end": pos, "stop": stop, "trailing_bytes": trailing,
-        "last_of_file": task.last_of_file, "records": records, "bytes": record_bytes,
-        "findings": findings, "queues": queues, "kept": kept, "key_hashes": h[order], "key_offsets": o[order],
+        "kind": "commitlog", "index": task.index, "file": task.rel, "file_start": base, "begin": task.begin,
+        "end": task.end, "valid_end": valid_end, "stop": stop, "trailing_bytes": trailing,
+        "last_of_file": task.last_of_file, "records": walk.records, "bytes": walk.bytes,
+        "findings": walk.findings, "queues": walk.queues, "kept": walk.kept, "key_hashes": h[order],
+        "key_offsets": o[order], "commits": commits,
     }
 
 
-def _kept(topic, qid, qoff, offset, size, sysflag, born_ts, store_ts, props, body) -> dict:
-    return {"topic": topic, "queue_id": qid, "queue_offset": qoff, "offset": offset, "size": size,
-            "sys_flag": sysflag, "born_ts": born_ts, "store_ts": store_ts, "properties": props, "body": body}
-
-
-def _nonzero(mv, pos: int, end: int) -> int:
-    """Bytes from pos to the last non-zero byte before end: what a torn tail leaves unread."""
-    return len(bytes(mv[pos:end]).rstrip(b"\x00"))
+def _torn_message(a: np.ndarray, task: CommitLogSlice, last: fastscan.ScanChunk, end: int, trailing: int) -> str:
+    """The finding where the walk met an invalid record: the fast path's reason, and what it means here."""
+    pos = last.end
+    total = int.from_bytes(a[pos:pos + 4].tobytes(), "big", signed=True) if pos + 4 <= len(a) else None
+    if last.stop == fastscan.BAD_SIZE:
+        bad = f"TOTALSIZE {total} != computed length {last.detail}"
+    elif last.stop == fastscan.BAD_MAGIC:
+        bad = fastscan.invalid_reason(last.stop, last.detail)
+    else:
+        where = "in the file" if end == len(a) else "before the next checked record start"
+        bad = f"TOTALSIZE {total} ({end - pos} bytes left {where}): {fastscan.invalid_reason(last.stop, last.detail)}"
+    if task.last_of_file:
+        return (f"torn tail: {bad}; the broker's recovery truncates the CommitLog here "
+                f"({trailing} non-zero bytes follow in this file)")
+    return (f"{bad}; the broker's recovery would truncate the CommitLog here although "
+            f"valid records follow at {task.file_start + end}")

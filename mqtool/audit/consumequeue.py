@@ -9,80 +9,42 @@ For SCHEDULE_TOPIC_XXXX units the task also checks the `schedule` rule tagsCode 
 delay of the level (spec §4.3) and keeps the tagsCodes for the overdue count.
 """
 
-import struct
-from bisect import bisect_right
-
 import numpy as np
 
-from mqtool.audit.plan import QueueFileTask, commitlog_queue
-from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from mqtool.audit.plan import QueueFileTask
+from mqtool.audit.records import CommitLogRecords
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
-from mqtool.formats.message import RecordError, decode_message
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.formats.properties import parse_properties
+from mqtool.store import fastscan
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import map_file
 
 CHECK = "consumequeue.consistency"
 SCHEDULE_CHECK = "schedule"
-UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-_HEAD = struct.Struct(">iiiiiqqiq")
 
 
-class CommitLogReader:
-    """Reads record headers by physical offset, keeping each CommitLog file mapped once."""
+def read_units(buf) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(commitLogOffset, size, tagsCode, written) of every unit up to the file's last written one.
 
-    def __init__(self, root: str):
-        self.queue = commitlog_queue(root)
-        self.starts = [f.start for f in self.queue.files]
-        self._maps: dict[int, tuple] = {}
-
-    def close(self) -> None:
-        for fh, mm in self._maps.values():
-            mm.close()
-            fh.close()
-        self._maps.clear()
-
-    def _buf(self, i: int):
-        if i not in self._maps:
-            import mmap
-
-            fh = open(self.queue.files[i].path, "rb")
-            size = fh.seek(0, 2)
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-            self._maps[i] = (fh, mm)
-        return self._maps[i][1]
-
-    def header(self, offset: int):
-        """(topic, queue id, queue offset, TOTALSIZE, buffer, position) or a reason string."""
-        i = bisect_right(self.starts, offset) - 1
-        if i < 0:
-            return "before the first CommitLog file"
-        f = self.queue.files[i]
-        pos = offset - f.start
-        if pos >= max(f.length, self.queue.file_size):
-            return "in a missing CommitLog file"
-        buf = self._buf(i)
-        if pos + _HEAD.size > len(buf):
-            return "past the end of its CommitLog file"
-        total, magic, _crc, qid, _flag, qoff, _phys, sysflag, _born = _HEAD.unpack_from(buf, pos)
-        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or total <= 0 or pos + total > len(buf):
-            what = "unwritten bytes" if total == 0 and magic == 0 else f"bad magic 0x{magic & 0xFFFFFFFF:08X}"
-            return f"no record there ({what})"
-        p = pos + _HEAD.size + (20 if sysflag & BORNHOST_V6 else 8) + 8 + (20 if sysflag & STOREHOST_V6 else 8) + 12
-        body_len = struct.unpack_from(">i", buf, p)[0]
-        p += 4 + body_len
-        if body_len < 0 or p + 2 > pos + total:
-            return "no record there (body length out of range)"
-        if magic == MESSAGE_MAGIC_CODE_V2:
-            tlen = struct.unpack_from(">h", buf, p)[0]
-            p += 2
-        else:
-            tlen = struct.unpack_from(">b", buf, p)[0]
-            p += 1
-        if tlen < 0 or p + tlen > pos + total:
-            return "no record there (topic length out of range)"
-        topic = bytes(buf[p:p + tlen]).decode("utf-8", "surrogateescape")
-        return topic, qid, qoff, total, buf, pos
+    The fast path (`fastscan.cq_units`) reads the written units up to the first empty one, which is
+    where a queue's data ends; when written units follow an empty one (a hole), the rest of the
+    file is read too, so the holes can be reported.
+    """
+    units, ended = fastscan.cq_units(buf)
+    n = len(units)
+    cols = [units[k].astype(np.int64) for k in ("commitlog_offset", "size", "tags_code")]
+    del units
+    written = np.ones(n, bool)
+    total = len(buf) // CQ_UNIT_SIZE
+    if ended and n + 1 < total and np.any(fastscan.as_array(buf)[(n + 1) * CQ_UNIT_SIZE:total * CQ_UNIT_SIZE]):
+        rest = np.frombuffer(buf, fastscan.CQ_DTYPE, count=total - n, offset=n * CQ_UNIT_SIZE)
+        more = [rest[k].astype(np.int64) for k in ("commitlog_offset", "size", "tags_code")]
+        del rest
+        w = (more[0] != 0) | (more[1] != 0) | (more[2] != 0)
+        last = int(np.flatnonzero(w)[-1]) + 1
+        cols = [np.concatenate([c, m[:last]]) for c, m in zip(cols, more, strict=True)]
+        written = np.concatenate([written, w[:last]])
+    return cols[0], cols[1], cols[2], written
 
 
 def check_queue_file(task: QueueFileTask) -> dict:
@@ -94,13 +56,7 @@ def check_queue_file(task: QueueFileTask) -> dict:
         findings.append(Finding(rel, task.file_start + pos, check, severity, message, topic, qid))
 
     with map_file(task.path) as buf:
-        n = len(buf) // CQ_UNIT_SIZE
-        units = np.frombuffer(buf, dtype=UNIT_DTYPE, count=n) if n else np.zeros(0, UNIT_DTYPE)
-        off = units["offset"].astype(np.int64)
-        size = units["size"].astype(np.int64)
-        tags = units["tags"].astype(np.int64)
-        del units
-    written = (off != 0) | (size != 0) | (tags != 0)
+        off, size, tags, written = read_units(buf)
     idx = np.nonzero(written)[0]
     count = int(idx.size)
     end_unit = int(idx[-1]) + 1 if count else 0
@@ -110,10 +66,9 @@ def check_queue_file(task: QueueFileTask) -> dict:
     if holes.size > 20:
         add(int(holes[20]) * CQ_UNIT_SIZE, "error", f"{holes.size - 20} more holes in this file")
     first_qoff = task.file_start // CQ_UNIT_SIZE
-    reader = CommitLogReader(task.root)
     prev = -1
     bad_units = 0
-    try:
+    with CommitLogRecords(task.root) as reader:
         for i in idx.tolist():
             o, s = int(off[i]), int(size[i])
             qo = first_qoff + i
@@ -122,7 +77,7 @@ def check_queue_file(task: QueueFileTask) -> dict:
                 add(at, "error", f"unit {qo} points to CommitLog offset {o}, not after the previous unit's {prev} "
                     "(duplicate or out of order)")
             prev = max(prev, o)
-            h = reader.header(o)
+            h = reader.get(o)
             if isinstance(h, str):
                 bad_units += 1
                 if o < reader.queue.min_offset:
@@ -131,16 +86,15 @@ def check_queue_file(task: QueueFileTask) -> dict:
                 else:
                     add(at, "error", f"unit {qo} points to CommitLog offset {o}: {h}")
                 continue
-            rtopic, rqid, rqoff, total, rbuf, rpos = h
             wrong = []
-            if rtopic != topic:
-                wrong.append(f"topic {rtopic}")
-            if rqid != qid:
-                wrong.append(f"queue id {rqid}")
-            if rqoff != qo:
-                wrong.append(f"queue offset {rqoff} (unit is {qo})")
-            if total != s:
-                wrong.append(f"size {total} (unit says {s})")
+            if h.topic != topic:
+                wrong.append(f"topic {h.topic}")
+            if h.queue_id != qid:
+                wrong.append(f"queue id {h.queue_id}")
+            if h.queue_offset != qo:
+                wrong.append(f"queue offset {h.queue_offset} (unit is {qo})")
+            if h.total_size != s:
+                wrong.append(f"size {h.total_size} (unit says {s})")
             if wrong:
                 bad_units += 1
                 add(at, "error", f"unit {qo} points to CommitLog offset {o}, a record of another "
@@ -148,9 +102,7 @@ def check_queue_file(task: QueueFileTask) -> dict:
                 continue
             if task.delays_ms is not None:
                 tags_out.append((qo, int(tags[i])))
-                _check_schedule_unit(task, rbuf, rpos, total, o, qo, int(tags[i]), add)
-    finally:
-        reader.close()
+                _check_schedule_unit(task, h, o, qo, int(tags[i]), add)
     max_end = int((off[idx] + size[idx]).max()) if count else 0
     return {
         "kind": "consumequeue", "index": task.index, "topic": topic, "queue_id": qid, "file": rel,
@@ -160,13 +112,9 @@ def check_queue_file(task: QueueFileTask) -> dict:
     }
 
 
-def _check_schedule_unit(task, buf, pos, total, offset, qo, tags_code, add) -> None:
+def _check_schedule_unit(task, rec, offset, qo, tags_code, add) -> None:
     """tagsCode of a SCHEDULE_TOPIC_XXXX unit = store time + delay of its (clamped) level (§4.3)."""
-    try:
-        rec = decode_message(bytes(buf[pos:pos + total]), 0, offset)
-    except RecordError:
-        return
-    level_s = rec.properties.get("DELAY")
+    level_s = parse_properties(rec.properties_raw).get("DELAY")
     if level_s is None or not level_s.lstrip("-").isdigit():
         add(qo * CQ_UNIT_SIZE - task.file_start, "warning",
             f"unit {qo}: schedule record at {offset} has no DELAY property", SCHEDULE_CHECK)

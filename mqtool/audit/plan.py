@@ -8,30 +8,29 @@ unit near a cut is simply not cut there. The local runner and Spark use the same
 report the same findings.
 """
 
-import struct
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-from mqtool.audit.settings import AuditSettings
-from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-from mqtool.formats.consumequeue import CQ_UNIT_SIZE
-from mqtool.formats.message import RecordError, decode_message
-from mqtool.formats.timercheck import timercheck as timercheck_struct
-from mqtool.formats.timerwheel import SLOT_SIZE
-from mqtool.store.consumequeue import discover_queues
+import numpy as np
+
+from mqtool.audit.records import is_record_start, open_store
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.store import fastscan
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Finding
-from mqtool.store.mapped_files import MappedFileQueue, open_queue, read_at
+from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue
+from mqtool.store.store import (  # noqa: F401 - re-exported: the checks name these topics
+    HALF_TOPIC,
+    OP_HALF_TOPIC,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
+    TIMER_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_GROUP,
+    Store,
+)
 
 DEFAULT_SPLIT_BYTES = 256 << 20
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TIMER_TOPIC = "rmq_sys_wheel_timer"
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRANS_GROUP = "CID_RMQ_SYS_TRANS"
-SYSTEM_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC)
 
 
 @dataclass(frozen=True)
@@ -91,8 +90,9 @@ Task = CommitLogSlice | QueueFileTask | TimerLogTask | WheelTask
 
 @dataclass
 class AuditPlan:
-    root: str
-    settings: AuditSettings
+    """The tasks of one audit, and what the driver needs to finish it (`store` stays on the driver)."""
+
+    store: Store
     tasks: list[Task]
     findings: list[Finding] = field(default_factory=list)  # from listing the files
     commitlog_min: int = 0
@@ -101,72 +101,80 @@ class AuditPlan:
     timercheck: dict | None = None
     timerlog_min: int = 0
     timerlog_files: int = 0
-    delay_offsets_path: str | None = None
-    consumer_offsets_path: str | None = None
+
+    @property
+    def root(self) -> str:
+        return str(self.store.root)
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.store.config
 
     def count(self, kind: type) -> int:
         return sum(isinstance(t, kind) for t in self.tasks)
 
 
-@lru_cache(maxsize=8)
-def commitlog_queue(root: str) -> MappedFileQueue:
-    """The CommitLog's files (listed once per process; workers reuse it for every task)."""
-    return open_queue(Path(root) / "commitlog", None, "commitlog", Path(root))
-
-
-@lru_cache(maxsize=8)
 def timerlog_queue(root: str) -> MappedFileQueue:
-    return open_queue(Path(root) / "timerlog", None, "timerlog", Path(root))
+    tl = open_store(root).timerlog
+    return tl.queue if tl is not None else open_queue(Path(root) / "timerlog", None, "timerlog", Path(root))
 
 
-def read_timercheck(root: Path) -> dict | None:
-    p = root / "config" / "timercheck"
-    if not p.is_file():
+def _timercheck(store: Store) -> dict | None:
+    c = store.timercheck
+    if c is None:
         return None
-    data = read_at(p, 0, 4096)
-    if len(data) < 56:
-        return None
-    c = timercheck_struct.parse(data.ljust(4096, b"\x00"))
     return {k: int(c[k]) for k in ("last_read_time_ms", "last_timer_log_flush_pos", "last_timer_queue_offset",
                                    "master_timer_queue_offset")}
 
 
-def plan_audit(root: Path | str, settings: AuditSettings | None = None,
+def open_audited_store(store: Store | Path | str, config: BrokerConfig | None = None) -> Store:
+    """`Store.open` for an audit (StoreError when the path is not a store); a Store is used as it is."""
+    if isinstance(store, Store):
+        return store
+    root = Path(store)
+    if root.is_dir() and not any((root / d).exists() for d in ("commitlog", "consumequeue", "config")):
+        raise StoreError("not a RocketMQ store: none of commitlog/, consumequeue/, config/ found", root.resolve())
+    return Store.open(root, config)
+
+
+def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
                split_bytes: int = DEFAULT_SPLIT_BYTES, wheel_tasks: int = 2) -> AuditPlan:
-    """All tasks for a store, in a fixed order (CommitLog, ConsumeQueues, TimerLog, wheel)."""
-    root = Path(root).resolve()
-    if not root.is_dir():
-        raise StoreError("no such directory", root)
-    if not any((root / d).exists() for d in ("commitlog", "consumequeue", "config")):
-        raise StoreError("not a RocketMQ store: none of commitlog/, consumequeue/, config/ found", root)
-    settings = settings or AuditSettings()
+    """All tasks for a store, in a fixed order (CommitLog, ConsumeQueues, TimerLog, wheel).
+
+    `config` (a `BrokerConfig`, e.g. from `load_broker_conf`) is used when `store` is a path; a
+    `Store` brings its own.
+    """
+    st = open_audited_store(store, config)
+    root = st.root
     r = str(root)
-    plan = AuditPlan(r, settings, [])
+    plan = AuditPlan(st, [])
     tasks = plan.tasks
-    cl = commitlog_queue.__wrapped__(r)
+    cl = st.commitlog.queue
     plan.findings += [Finding(f.file, f.offset, "commitlog.integrity", f.severity, f.message) for f in cl.findings]
     plan.commitlog_min = cl.min_offset
     plan.commitlog_files = [(str(f.path.relative_to(root)), f.start, f.length) for f in cl.files]
-    plan.queues = discover_queues(root)
+    plan.queues = list(st.queue_ids)
     cq_files = {}
     for topic, qid in plan.queues:
-        q = open_queue(root / "consumequeue" / topic / str(qid), None, "consumequeue", root)
+        q = st.consume_queue(topic, qid)
+        if q is None:
+            continue
         plan.findings += [Finding(f.file, f.offset, "consumequeue.consistency", f.severity, f.message, topic, qid)
                           for f in q.findings]
-        cq_files[(topic, qid)] = q
+        cq_files[(topic, qid)] = q.queue
 
     tasks += commitlog_slices(root, split_bytes, cl, cq_files)
 
+    delays = tuple(st.config.delay_levels_ms())
     for (topic, qid), q in cq_files.items():
-        delays = settings.delay_levels_ms if topic == SCHEDULE_TOPIC else None
         for f in q.files:
             tasks.append(QueueFileTask(len(tasks), r, topic, qid, str(f.path), str(f.path.relative_to(root)),
-                                       f.start, delays))
+                                       f.start, delays if topic == SCHEDULE_TOPIC else None))
 
-    plan.timercheck = read_timercheck(root)
+    plan.timercheck = _timercheck(st)
     last_read = plan.timercheck["last_read_time_ms"] if plan.timercheck else 0
-    if (root / "timerlog").is_dir():
-        tl = open_queue(root / "timerlog", None, "timerlog", root)
+    if st.timerlog is not None:
+        tl = st.timerlog.queue
         plan.findings += [Finding(f.file, f.offset, "timer", f.severity, f.message) for f in tl.findings]
         plan.timerlog_min = tl.min_offset
         plan.timerlog_files = len(tl.files)
@@ -179,12 +187,8 @@ def plan_audit(root: Path | str, settings: AuditSettings | None = None,
         slots = _wheel_slots(wheel)
         step = -(-slots // max(1, wheel_tasks)) if slots else 1
         for b in range(0, slots, step):
-            tasks.append(WheelTask(len(tasks), r, str(wheel), b, min(slots, b + step), settings.timer_precision_ms,
+            tasks.append(WheelTask(len(tasks), r, str(wheel), b, min(slots, b + step), st.config.timer_precision_ms,
                                    last_read))
-    for name, attr in (("delayOffset.json", "delay_offsets_path"), ("consumerOffset.json", "consumer_offsets_path")):
-        p = root / "config" / name
-        if p.is_file() or p.with_name(name + ".bak").is_file():
-            setattr(plan, attr, str(p))
     return plan
 
 
@@ -193,17 +197,18 @@ def commitlog_slices(root: Path | str, split_bytes: int = DEFAULT_SPLIT_BYTES, c
     """The CommitLog's files, each cut into ranges of about `split_bytes` at checked record starts."""
     root = Path(root).resolve()
     r = str(root)
-    cl = cl or commitlog_queue.__wrapped__(r)
+    if cl is None:
+        cl = Store.open(root).commitlog.queue
     if cq_files is None:
         cq_files = {}
         if split_bytes and any(f.length > split_bytes for f in cl.files):
-            cq_files = {(t, q): open_queue(root / "consumequeue" / t / str(q), None, "consumequeue", root)
-                        for t, q in discover_queues(root)}
+            st = Store.open(root)
+            cq_files = {k: q.queue for k in st.queue_ids if (q := st.consume_queue(*k)) is not None}
     out: list[CommitLogSlice] = []
     for n, f in enumerate(cl.files):
         cuts = [0]
         if split_bytes and f.length > split_bytes:
-            cuts += _cuts(root, f.start, f.length, split_bytes, cq_files)
+            cuts += _cuts(f.path, f.start, f.length, split_bytes, cq_files)
         for i, begin in enumerate(cuts):
             end = cuts[i + 1] if i + 1 < len(cuts) else f.length
             out.append(CommitLogSlice(len(out), r, str(f.path), str(f.path.relative_to(root)), f.start, begin, end,
@@ -215,71 +220,55 @@ def _wheel_slots(path: Path) -> int:
     if path.suffix == ".gz":
         with open(path, "rb") as fh:  # gzip's trailer: ISIZE, the plain length mod 2**32 (the wheel: 38 MB)
             fh.seek(-4, 2)
-            return int.from_bytes(fh.read(4), "little") // SLOT_SIZE
-    return path.stat().st_size // SLOT_SIZE
+            return int.from_bytes(fh.read(4), "little") // fastscan.SLOT_DTYPE.itemsize
+    return path.stat().st_size // fastscan.SLOT_DTYPE.itemsize
 
 
-_HEAD = struct.Struct(">ii")
-
-
-def _cuts(root: Path, file_start: int, length: int, split: int, cq_files) -> list[int]:
+def _cuts(path: Path, file_start: int, length: int, split: int, cq_files) -> list[int]:
     """Positions in a CommitLog file, about `split` bytes apart, where a checked record starts."""
     targets = list(range(split, length, split))
     candidates: set[int] = set()
     for q in cq_files.values():
-        for t in targets:
-            c = _first_unit_at_or_after(q, file_start + t, file_start + length)
-            if c is not None:
-                candidates.add(c - file_start)
+        for c in _first_units_at_or_after(q, [file_start + t for t in targets], file_start + length):
+            candidates.add(c - file_start)
     ordered = sorted(candidates)
     cuts: list[int] = []
-    path = root / "commitlog" / f"{file_start:020d}"
-    for t, nxt in zip(targets, targets[1:] + [length], strict=True):
-        for c in ordered:
-            if c < t or c >= nxt:
-                continue
-            if _is_record_start(path, file_start, c):
-                if not cuts or c > cuts[-1]:
-                    cuts.append(c)
-                break
+    with map_file(path) as buf:
+        for t, nxt in zip(targets, targets[1:] + [length], strict=True):
+            for c in ordered:
+                if c < t or c >= nxt:
+                    continue
+                if is_record_start(buf, file_start, c):
+                    if not cuts or c > cuts[-1]:
+                        cuts.append(c)
+                    break
     return cuts
 
 
-def _is_record_start(path: Path, file_start: int, pos: int) -> bool:
-    head = read_at(path, pos, 8)
-    if len(head) < 8:
-        return False
-    total, magic = _HEAD.unpack(head)
-    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or total <= 0 or total > (1 << 30):
-        return False
-    try:
-        rec = decode_message(read_at(path, pos, total), 0, file_start + pos)
-    except RecordError:
-        return False
-    return rec.physical_offset_field == file_start + pos and rec.computed_size == total
+def _first_units_at_or_after(q: MappedFileQueue, targets: list[int], hi: int) -> list[int]:
+    """For each target, the smallest unit commitLogOffset in [target, hi) of one queue (if any).
 
-
-def _first_unit_at_or_after(q: MappedFileQueue, lo: int, hi: int) -> int | None:
-    """The smallest unit commitLogOffset in [lo, hi) of one queue (binary search over its files)."""
-    inf = 1 << 62
+    Units are read with the fast path (`fastscan.cq_units`: written units up to the first empty one);
+    a queue's commitLogOffsets only grow, so each file is a sorted column to binary-search.
+    """
+    out: list[int] = []
+    todo = sorted(targets)
     for f in q.files:
-        n = f.length // CQ_UNIT_SIZE
-        with open(f.path, "rb") as fh:
-            def off(i, fh=fh, first=(f.start == 0)):
-                fh.seek(i * CQ_UNIT_SIZE)
-                unit = fh.read(CQ_UNIT_SIZE)
-                if unit.count(0) == CQ_UNIT_SIZE and not (first and i == 0):
-                    return inf  # an unwritten unit: sorts after every written one
-                return int.from_bytes(unit[:8], "big", signed=True)
-            a, b = 0, n
-            while a < b:
-                m = (a + b) // 2
-                if off(m) < lo:
-                    a = m + 1
-                else:
-                    b = m
-            v = off(a) if a < n else inf
-        if v == inf:
-            continue  # every written unit of this file lies before lo
-        return v if v < hi else None
-    return None
+        if not todo:
+            break
+        with map_file(f.path) as buf:
+            units, _ended = fastscan.cq_units(buf)
+            offs = units["commitlog_offset"].astype(np.int64)
+            del units
+        if offs.size == 0:
+            continue
+        rest = []
+        for t in todo:
+            i = int(np.searchsorted(offs, t))
+            if i < offs.size:
+                if offs[i] < hi:
+                    out.append(int(offs[i]))
+            else:
+                rest.append(t)  # every unit of this file lies before t: look in the next file
+        todo = rest
+    return out

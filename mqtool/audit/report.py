@@ -4,15 +4,14 @@ The same function serves the local runner and Spark, and it orders its inputs by
 the report depends on the store and the plan only, never on which worker finished first.
 """
 
-from pathlib import Path
+import bisect
+
+import numpy as np
 
 from mqtool.audit import CHECKS, schedule, stats, timer, transactions
 from mqtool.audit.plan import SCHEDULE_TOPIC, TIMER_TOPIC, AuditPlan
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
-from mqtool.formats.message import RecordError, decode_message
-from mqtool.formats.offsets_json import parse_consumer_offsets, parse_delay_offsets
 from mqtool.store.findings import SEVERITIES, Finding, sort_findings
-from mqtool.store.mapped_files import read_at
 
 REPORT_VERSION = 1
 
@@ -28,19 +27,14 @@ def worst(findings: list[dict] | list[Finding]) -> str | None:
     return next((s for s in SEVERITIES if s in sev), None)
 
 
-def _read_json(path: str | None, parse, name: str, findings: list[Finding]):
-    if path is None:
-        return None
-    for p in (Path(path), Path(path + ".bak")):
-        if not p.is_file():
-            continue
-        try:
-            text = p.read_text("utf-8")
-            if text.strip():
-                return parse(text)
-        except (ValueError, OSError) as e:
-            findings.append(Finding(f"config/{p.name}", None, "store.config", "warning", f"unreadable: {e}"))
-    return None
+def _config_json(plan: AuditPlan, name: str, findings: list[Finding]):
+    """delayOffset.json / consumerOffset.json through `Store` (with the broker's `.bak` fallback);
+    a file the broker could not use becomes a `store.config` finding."""
+    st = plan.store
+    before = len(st.findings)
+    value = st.delay_offsets if name == "delay" else st.consumer_offsets
+    findings += [f for f in st.findings[before:] if f.check == "store.config"]
+    return value
 
 
 def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
@@ -52,31 +46,19 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
     cqs = [r for r in results if r["kind"] == "consumequeue"]
     tls = [r for r in results if r["kind"] == "timerlog"]
     wheels = [r for r in results if r["kind"] == "wheel"]
-    root = Path(plan.root)
     files = {start: rel for rel, start, _len in plan.commitlog_files}
     starts = sorted(files)
 
     def file_of(offset: int) -> str:
-        import bisect
-
         i = bisect.bisect_right(starts, offset) - 1
         return files[starts[i]] if i >= 0 else "commitlog"
 
-    def read_record(offset: int):
-        i = bisect_index(starts, offset)
-        if i < 0:
-            raise RecordError(f"offset {offset} is in no CommitLog file")
-        rel = files[starts[i]]
-        head = read_at(root / rel, offset - starts[i], 4)
-        total = int.from_bytes(head, "big", signed=True) if len(head) == 4 else 0
-        if total <= 0:
-            raise RecordError(f"no record at {offset}")
-        return decode_message(read_at(root / rel, offset - starts[i], total), 0, offset)
+    read_record = plan.store.commitlog.read  # RecordError when no record starts at the offset
 
     # ----- commitlog.integrity: how each file ends, where recovery would stop -----
     recovery_end = None
     for r in cl:
-        if r["stop"] == "invalid record" and recovery_end is None:
+        if r["stop"].startswith("invalid record") and recovery_end is None:
             recovery_end = r["file_start"] + r["valid_end"]
         if r["last_of_file"] and r["stop"] == "unwritten (zero) tail" and r["file_start"] != starts[-1]:
             findings.append(Finding(r["file"], r["file_start"] + r["valid_end"], "commitlog.integrity", "warning",
@@ -129,14 +111,14 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
                                     topic, qid))
 
     # ----- schedule -----
-    delay = _read_json(plan.delay_offsets_path, parse_delay_offsets, "delayOffset.json", findings)
+    delay = _config_json(plan, "delay", findings)
     sched_q = {qid: {"min": q["min"], "max": q["max"]} for (t, qid), q in cq.items() if t == SCHEDULE_TOPIC}
     sched_tags: dict[int, list] = {}
     for r in cqs:
         if r["topic"] == SCHEDULE_TOPIC:
             sched_tags.setdefault(r["queue_id"], []).extend(r["schedule_tags"])
     f, sched_summary = schedule.check(delay.offset_table if delay else None, sched_q, sched_tags,
-                                      len(plan.settings.delay_levels_ms), now)
+                                      len(plan.config.delay_levels_ms()), now)
     findings += f
 
     # ----- timer -----
@@ -157,11 +139,15 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
     }
 
     # ----- transactions -----
-    consumer = _read_json(plan.consumer_offsets_path, parse_consumer_offsets, "consumerOffset.json", findings)
+    consumer = _config_json(plan, "consumer", findings)
     kept = [k for r in cl for k in r["kept"]]
     half_ranges = {qid: (q["min"], q["max"]) for (t, qid), q in cq.items() if t == "RMQ_SYS_TRANS_HALF_TOPIC"}
-    f, trans_summary = transactions.check(kept, transactions.trans_progress(consumer), half_ranges, plan.settings,
+    f, trans_summary = transactions.check(kept, transactions.trans_progress(consumer), half_ranges, plan.config,
                                           now, file_of)
+    findings += f
+    commits = np.concatenate([r["commits"] for r in cl]) if cl else np.zeros((0, 2), np.int64)
+    f, trans_summary["commits"] = transactions.check_commits(commits, kept, plan.commitlog_min, read_record,
+                                                             file_of)
     findings += f
 
     # ----- stats -----
@@ -191,8 +177,3 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
     }
     return summary, sort_findings(findings)
 
-
-def bisect_index(starts: list[int], offset: int) -> int:
-    import bisect
-
-    return bisect.bisect_right(starts, offset) - 1

@@ -8,14 +8,18 @@ from pathlib import Path
 
 from mqtool.audit.plan import DEFAULT_SPLIT_BYTES, plan_audit
 from mqtool.audit.report import build_report, finish
-from mqtool.audit.settings import AuditSettings
 from mqtool.audit.tasks import run_task
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.store.store import Store
 
 
-def run_local(store: Path | str, settings: AuditSettings | None = None, split_bytes: int = DEFAULT_SPLIT_BYTES,
-              progress: Callable[[int, int], None] | None = None) -> dict:
-    """Audit a store in this process; returns the report document."""
-    plan = plan_audit(store, settings, split_bytes)
+def run_local(store: Store | Path | str, config: BrokerConfig | None = None,
+              split_bytes: int = DEFAULT_SPLIT_BYTES, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Audit a store in this process; returns the report document.
+
+    `store`: a `Store` (with its `BrokerConfig`) or a path (opened with `config`, default RocketMQ's).
+    """
+    plan = plan_audit(store, config, split_bytes)
     results = []
     for i, task in enumerate(plan.tasks):
         results.append(run_task(task))

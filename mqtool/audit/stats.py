@@ -31,14 +31,19 @@ def merge_queue_stats(parts: list[dict]) -> dict[tuple[str, int], list[int]]:
 
 
 def duplicate_keys(hashes: list[np.ndarray], offsets: list[np.ndarray], read_record, file_of) -> tuple[list, int]:
-    """Findings for records whose UNIQ_KEY an earlier record already has; and how many there are."""
+    """Findings for records whose UNIQ_KEY an earlier record already has; and how many there are.
+
+    `hashes[i]`/`offsets[i]`: one task's, sorted by hash (equal hashes by offset), tasks in offset order.
+    """
     if not hashes:
         return [], 0
     h = np.concatenate(hashes)
     o = np.concatenate(offsets)
     if h.size == 0:
         return [], 0
-    order = np.lexsort((o, h))
+    # Each part is sorted by hash with equal hashes in offset order, and parts come in offset order
+    # (task order): a stable sort by hash alone gives (hash, offset) order, merging the sorted runs.
+    order = np.argsort(h, kind="stable")
     h, o = h[order], o[order]
     dup = np.nonzero(h[1:] == h[:-1])[0] + 1
     findings: list[Finding] = []

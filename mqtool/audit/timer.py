@@ -11,59 +11,53 @@
 """
 
 import gzip
-import struct
+import mmap
 
 import numpy as np
 
-from mqtool.audit.consumequeue import CommitLogReader
 from mqtool.audit.plan import TIMER_TOPIC, TimerLogTask, WheelTask, timerlog_queue
+from mqtool.audit.records import CommitLogRecords
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_SIZE
+from mqtool.store import fastscan
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import map_file, read_at
 
 CHECK = "timer"
-_UNIT = struct.Struct(">iqiqiqiiq")
-SLOT_DTYPE = np.dtype([("time", ">i8"), ("first", ">i8"), ("last", ">i8"), ("num", ">i4"), ("magic", ">i4")])
 MAX_CHAIN = 1 << 22  # a longer walk means a cycle
+_UNIT_FIELDS = ("prev_pos", "magic", "curr_write_time_ms", "delayed_time_delta", "offset_py", "size_py")
 
 
 def check_timerlog_file(task: TimerLogTask) -> dict:
     findings: list[Finding] = []
-    reader = CommitLogReader(task.root)
     units = pending = 0
-    end = 0
-    try:
-        with map_file(task.path) as buf:
-            pos = 0
-            while pos + TIMERLOG_UNIT_SIZE <= len(buf):
-                size, _prev, magic, write_ms, delta, off_py, size_py, _h, _r = _UNIT.unpack_from(buf, pos)
-                if size != TIMERLOG_UNIT_SIZE:
-                    break  # zeros (unwritten) or the file-end filler
-                units += 1
-                due = write_ms + delta
-                live = due >= task.last_read_time_ms
-                pending += live
-                h = reader.header(off_py)
-                problem = None
-                if isinstance(h, str):
-                    if off_py < reader.queue.min_offset:
-                        problem = f"points to CommitLog offset {off_py}, before the first CommitLog file"
-                    else:
-                        problem = f"points to CommitLog offset {off_py}: {h}"
-                elif h[0] != TIMER_TOPIC:
-                    problem = f"points to CommitLog offset {off_py}, a record of topic {h[0]}, not {TIMER_TOPIC}"
-                elif h[3] != size_py:
-                    problem = f"points to a record of {h[3]} bytes at {off_py}, the unit says {size_py}"
-                if problem:
-                    sev = "error" if live else "warning"
-                    state = "pending (due " + str(due) + ")" if live else "already read"
-                    findings.append(Finding(task.rel, task.file_start + pos, CHECK, sev,
-                                            f"TimerLog unit, {state}, {problem}"))
-                pos += TIMERLOG_UNIT_SIZE
-            end = pos
-    finally:
-        reader.close()
+    with CommitLogRecords(task.root) as reader, map_file(task.path) as buf:
+        view = fastscan.timerlog_units(buf)  # up to the file-end filler or unwritten bytes
+        cols = [view[k].tolist() for k in ("curr_write_time_ms", "delayed_time_delta", "offset_py", "size_py")]
+        units = len(view)
+        del view
+        for i, (write_ms, delta, off_py, size_py) in enumerate(zip(*cols, strict=True)):
+            pos = i * TIMERLOG_UNIT_SIZE
+            due = write_ms + delta
+            live = due >= task.last_read_time_ms
+            pending += live
+            h = reader.get(off_py)
+            problem = None
+            if isinstance(h, str):
+                if off_py < reader.queue.min_offset:
+                    problem = f"points to CommitLog offset {off_py}, before the first CommitLog file"
+                else:
+                    problem = f"points to CommitLog offset {off_py}: {h}"
+            elif h.topic != TIMER_TOPIC:
+                problem = f"points to CommitLog offset {off_py}, a record of topic {h.topic}, not {TIMER_TOPIC}"
+            elif h.total_size != size_py:
+                problem = f"points to a record of {h.total_size} bytes at {off_py}, the unit says {size_py}"
+            if problem:
+                sev = "error" if live else "warning"
+                state = "pending (due " + str(due) + ")" if live else "already read"
+                findings.append(Finding(task.rel, task.file_start + pos, CHECK, sev,
+                                        f"TimerLog unit, {state}, {problem}"))
+    end = units * TIMERLOG_UNIT_SIZE
     return {"kind": "timerlog", "index": task.index, "file": task.rel, "file_start": task.file_start,
             "units": units, "pending_units": pending, "end": task.file_start + end, "findings": findings}
 
@@ -75,7 +69,7 @@ def _load_slots(path: str, begin: int, end: int) -> np.ndarray:
             data = fh.read((end - begin) * SLOT_SIZE)
     else:
         data = read_at(path, begin * SLOT_SIZE, (end - begin) * SLOT_SIZE)
-    return np.frombuffer(data, dtype=SLOT_DTYPE, count=len(data) // SLOT_SIZE)
+    return fastscan.timerwheel_slots(data)
 
 
 def check_wheel(task: WheelTask) -> dict:
@@ -109,15 +103,14 @@ def check_wheel(task: WheelTask) -> dict:
                                         f"wheel slot {slot} (time {time_ms}, {state}): " + "; ".join(problems)))
     finally:
         for mm in maps.values():
-            mm.close()
+            if mm is not None:
+                mm.close()
     return {"kind": "wheel", "index": task.index, "slots": checked, "broken": broken, "chain_units": units_total,
             "pending_by_time": pending_by_time, "findings": findings}
 
 
 def _walk(tl, maps, first: int, last: int, t_units: int, precision: int):
     """Walk a slot's chain from lastPos; (problems, num as the broker counts it, units walked)."""
-    import mmap
-
     problems: list[str] = []
     count = walked = 0
     pos = last
@@ -129,13 +122,14 @@ def _walk(tl, maps, first: int, last: int, t_units: int, precision: int):
             return problems, count, walked
         if f.start not in maps:
             with open(f.path, "rb") as fh:
-                maps[f.start] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                maps[f.start] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if fh.seek(0, 2) else None
         buf = maps[f.start]
         p = pos - f.start
-        if p + TIMERLOG_UNIT_SIZE > len(buf) or struct.unpack_from(">i", buf, p)[0] != TIMERLOG_UNIT_SIZE:
+        unit = _unit_at(buf, p)
+        if unit is None:
             problems.append(f"chain reaches TimerLog offset {pos}, where no unit is written")
             return problems, count, walked
-        _s, prev, magic, write_ms, delta, _o, _sz, _h, _r = _UNIT.unpack_from(buf, p)
+        prev, magic, write_ms, delta, _o, _sz = unit
         walked += 1
         if (write_ms + delta) // precision != t_units:
             problems.append(f"unit at {pos} belongs to time {write_ms + delta}, not this slot")
@@ -149,6 +143,19 @@ def _walk(tl, maps, first: int, last: int, t_units: int, precision: int):
     elif not seen_first:
         problems.append(f"chain ends before reaching firstPos {first}")
     return problems, count, walked
+
+
+def _unit_at(buf, p: int) -> tuple | None:
+    """The fields of the TimerLog unit at file position p (`fastscan.TIMERLOG_DTYPE`), None if none is written."""
+    if buf is None or p < 0 or p + TIMERLOG_UNIT_SIZE > len(buf):
+        return None
+    u = np.frombuffer(buf, fastscan.TIMERLOG_DTYPE, count=1, offset=p)
+    try:
+        if int(u["size"][0]) != TIMERLOG_UNIT_SIZE:
+            return None
+        return tuple(int(u[k][0]) for k in _UNIT_FIELDS)
+    finally:
+        del u
 
 
 def cursor_findings(timercheck: dict | None, timer_queue_max: int | None, timerlog_end: int | None) -> list[Finding]:

@@ -9,14 +9,21 @@ TRANS_CHECK_MAX_TIME_TOPIC kept by the CommitLog walk, and the check service's p
 - A half carrying DELAY: loops between the schedule and half topics (#1540).
 - An op entry naming a half queue offset with no half message (#2133).
 - Every discarded message (TRANS_CHECK_MAX_TIME_TOPIC), with its original topic and producer group.
+- A COMMIT record (sysFlag transaction type 0x8, written by `EndTransactionProcessor` to the real
+  topic) whose PREPARED TRANSACTION OFFSET names no half message (§7.3: it must be the physical
+  offset of the half, or of its put-back copy, in RMQ_SYS_TRANS_HALF_TOPIC).
 """
 
+import numpy as np
+
 from mqtool.audit.plan import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP
-from mqtool.audit.settings import AuditSettings
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.message import RecordError
 from mqtool.formats.properties import parse_properties
 from mqtool.store.findings import Finding
 
 CHECK = "transactions"
+MAX_COMMIT_FINDINGS = 1000
 
 
 def op_offsets(body: bytes) -> list[int]:
@@ -30,7 +37,7 @@ def op_offsets(body: bytes) -> list[int]:
 
 
 def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: dict[int, tuple[int, int]],
-          settings: AuditSettings, now: int, file_of) -> tuple[list[Finding], dict]:
+          config: BrokerConfig, now: int, file_of) -> tuple[list[Finding], dict]:
     """`progress`: topic → {queue id: offset} of CID_RMQ_SYS_TRANS; `file_of(offset)`: CommitLog file name."""
     findings: list[Finding] = []
     halves = {}
@@ -71,25 +78,62 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
         pending += 1
         age = now - r["born_ts"]
         oldest = age if oldest is None else max(oldest, age)
-        immunity = settings.transaction_timeout_ms
+        immunity = config.transaction_timeout
         if p.get("CHECK_IMMUNITY_TIME_IN_SECONDS", "").isdigit():
             immunity = int(p["CHECK_IMMUNITY_TIME_IN_SECONDS"]) * 1000
         times = int(p["TRANSACTION_CHECK_TIMES"]) if p.get("TRANSACTION_CHECK_TIMES", "").isdigit() else 0
-        if age > max(immunity, settings.transaction_check_interval_ms):
+        if age > max(immunity, config.transaction_check_interval):
             stuck += 1
             findings.append(Finding(where, r["offset"], CHECK, "warning",
                                     f"half message at queue offset {qoff} has no op message and is {age} ms old "
-                                    f"(immunity {immunity} ms, check interval {settings.transaction_check_interval_ms}"
+                                    f"(immunity {immunity} ms, check interval {config.transaction_check_interval}"
                                     f" ms, checked {times} time(s)): stuck", HALF_TOPIC, qid))
-        if times >= settings.transaction_check_max:
+        if times >= config.transaction_check_max:
             findings.append(Finding(where, r["offset"], CHECK, "info",
                                     f"half message at queue offset {qoff} was checked {times} time(s) "
-                                    f"(transactionCheckMax {settings.transaction_check_max}): the next round "
+                                    f"(transactionCheckMax {config.transaction_check_max}): the next round "
                                     "discards it to TRANS_CHECK_MAX_TIME_TOPIC", HALF_TOPIC, qid))
     summary = {"half_messages": len(halves), "op_messages": ops, "resolved": sum(len(v) for v in removed.values()),
                "pending": pending, "stuck": stuck, "discarded": discards, "oldest_pending_age_ms": oldest,
                "progress": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(progress.items())}}
     return findings, summary
+
+
+def check_commits(commits: np.ndarray, kept: list[dict], commitlog_min: int, read_record,
+                  file_of) -> tuple[list[Finding], dict]:
+    """COMMIT records against the half messages they name.
+
+    `commits`: rows of (physical offset, PREPARED TRANSACTION OFFSET) of every COMMIT record;
+    `kept`: the system-topic records of the walk (every half message among them);
+    `read_record(offset)`: the record there (RecordError when none starts there).
+    """
+    halves = np.array(sorted(r["offset"] for r in kept if r["topic"] == HALF_TOPIC), np.int64)
+    commits = commits.reshape(-1, 2)
+    found = np.isin(commits[:, 1], halves)
+    findings: list[Finding] = []
+    without = 0
+    for off, prep in commits[~found].tolist():
+        without += 1
+        if len(findings) >= MAX_COMMIT_FINDINGS:
+            continue
+        try:
+            rec = read_record(off)
+            topic, qid = rec.topic, rec.queue_id
+        except RecordError:  # pragma: no cover - the walk found a valid record there
+            topic = qid = None
+        if prep < commitlog_min:
+            findings.append(Finding(file_of(off), off, CHECK, "info",
+                                    f"COMMIT record names half message at {prep}, before the first CommitLog file "
+                                    "(deleted by retention)", topic, qid))
+            continue
+        try:
+            there = f"the record there is of topic {read_record(prep).topic}"
+        except RecordError as e:
+            there = f"no record starts there: {e}"
+        findings.append(Finding(file_of(off), off, CHECK, "error",
+                                f"COMMIT record's PREPARED TRANSACTION OFFSET {prep} names no half message "
+                                f"({there})", topic, qid))
+    return findings, {"records": int(len(commits)), "without_half": without}
 
 
 def _in_range(ranges, qid, o, deleted) -> bool:

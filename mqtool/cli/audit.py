@@ -12,7 +12,16 @@ from pathlib import Path
 import typer
 
 from mqtool.cli import render
-from mqtool.cli.common import EXIT_FINDINGS, EXIT_OK, ConfigOption, JsonOption, emit_json, fail, user_errors
+from mqtool.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    ConfigOption,
+    JsonOption,
+    emit_json,
+    fail,
+    load_config,
+    user_errors,
+)
 
 HELP = """Audit a RocketMQ store on Apache Spark: CommitLog integrity, ConsumeQueue consistency,
 delay levels, timer wheel, transactions, statistics. One JSON report (version 1).
@@ -71,33 +80,28 @@ def spark_audit(
         raise fail(f"--conf takes KEY=VALUE, not {bad[0]!r}")
     spark_conf = dict(c.split("=", 1) for c in conf)
     with user_errors():
-        from mqtool.audit.settings import AuditSettings
+        from mqtool.audit.plan import open_audited_store
 
-        cfg = None
-        if config is not None:
-            from mqtool.cli.common import load_config
-
-            cfg = load_config(config)
-        settings = AuditSettings.from_config(cfg)
+        # broker.conf (or RocketMQ's defaults) and the store, opened once here: a bad file or a
+        # directory that is no store fails before Spark starts
+        st = open_audited_store(store, load_config(config))
         split = int(split_mb * (1 << 20))
-        if not any((store / d).exists() for d in ("commitlog", "consumequeue", "config")):
-            raise fail(f"{store}: not a RocketMQ store: none of commitlog/, consumequeue/, config/ found")
         if local:
-            report = _run_local(store, settings, split, parquet)
+            report = _run_local(st, split, parquet)
         else:
-            report = _run_spark(store, settings, split, parquet, master or "local[*]", verbose, spark_conf)
+            report = _run_spark(st, split, parquet, master or "local[*]", verbose, spark_conf)
         if out is not None:
             out.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     if json_out:
         emit_json(report)
     else:
-        _render(report)
+        render.render_audit_summary(report)
     sev = {f["severity"] for f in report["findings"]}
     failing = {"error"} if fail_on == "error" else {"error", "warning"}
     raise typer.Exit(code=EXIT_FINDINGS if sev & failing else EXIT_OK)
 
 
-def _run_local(store: Path, settings, split: int, parquet: Path | None) -> dict:
+def _run_local(store, split: int, parquet: Path | None) -> dict:
     from mqtool.audit.runner import run_local
 
     if sys.stderr.isatty():
@@ -106,9 +110,10 @@ def _run_local(store: Path, settings, split: int, parquet: Path | None) -> dict:
         with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), transient=True,
                       console=render._console(stderr=True)) as p:
             task = p.add_task("tasks", total=None)
-            report = run_local(store, settings, split, progress=lambda d, t: p.update(task, completed=d, total=t))
+            report = run_local(store, split_bytes=split,
+                               progress=lambda d, t: p.update(task, completed=d, total=t))
     else:
-        report = run_local(store, settings, split)
+        report = run_local(store, split_bytes=split)
     if parquet is not None:
         from mqtool.spark.runner import write_parquet_local
 
@@ -116,8 +121,7 @@ def _run_local(store: Path, settings, split: int, parquet: Path | None) -> dict:
     return report
 
 
-def _run_spark(store: Path, settings, split: int, parquet: Path | None, master: str, verbose: bool,
-               spark_conf: dict) -> dict:
+def _run_spark(store, split: int, parquet: Path | None, master: str, verbose: bool, spark_conf: dict) -> dict:
     try:
         from mqtool.spark.runner import run_spark_audit, spark_session
     except ImportError as e:
@@ -135,32 +139,9 @@ def _run_spark(store: Path, settings, split: int, parquet: Path | None, master: 
         try:
             if status:
                 status.update(f"auditing on {master}")
-            return run_spark_audit(spark, store, settings, split, str(parquet) if parquet else None)
+            return run_spark_audit(spark, store, split_bytes=split, parquet=str(parquet) if parquet else None)
         finally:
             spark.stop()
     finally:
         if status:
             status.stop()
-
-
-def _render(report: dict) -> None:
-    from rich import box
-    from rich.table import Table
-
-    s = report["summary"]
-    con = render._console()
-    e = report["engine"]
-    con.print(f"[bold]spark-audit[/bold] {report['store']}  (engine: {e['master']}, {e['partitions']} partitions, "
-              f"{e['executors']} executor(s))")
-    cl = s["commitlog"]
-    con.print(f"CommitLog: {cl['files']} file(s), {cl['records']} records, offsets {cl['min_offset']} .. "
-              f"{cl['max_offset']}, recovery ends at {cl['recovery_end']}")
-    t = Table(box=box.SIMPLE_HEAVY, title="findings per check", title_justify="left")
-    for c in ("check", "error", "warning", "info"):
-        t.add_column(c)
-    style = {"error": "red", "warning": "yellow"}
-    for check, n in s["checks"].items():
-        worst = next((k for k in ("error", "warning") if n[k]), None)
-        t.add_row(check, str(n["error"]), str(n["warning"]), str(n["info"]), style=style.get(worst))
-    con.print(t)
-    render.render_findings(report["findings"])

@@ -447,3 +447,25 @@ def render_dump(doc: dict, local: bool) -> None:
 
         shown = {k: v for k, v in doc.items() if k not in ("version", "view", "kind", "file", "size", "findings")}
         con.print(json.dumps(shown, indent=2, ensure_ascii=False), markup=False)
+
+
+# ----------------------------------------------------------------------------- spark-audit
+
+
+def render_audit_summary(report: dict) -> None:
+    """The `spark-audit` report: engine and CommitLog lines, findings per check, then the findings."""
+    s = report["summary"]
+    con = _console()
+    e = report["engine"]
+    con.print(f"[bold]spark-audit[/bold] {report['store']}  (engine: {e['master']}, {e['partitions']} partitions, "
+              f"{e['executors']} executor(s))")
+    cl = s["commitlog"]
+    con.print(f"CommitLog: {cl['files']} file(s), {cl['records']} records, offsets {cl['min_offset']} .. "
+              f"{cl['max_offset']}, recovery ends at {cl['recovery_end']}")
+    t = _table("findings per check", "check", "error", "warning", "info")
+    style = {"error": "red", "warning": "yellow"}
+    for check, n in s["checks"].items():
+        worst = next((k for k in ("error", "warning") if n[k]), None)
+        t.add_row(check, str(n["error"]), str(n["warning"]), str(n["info"]), style=style.get(worst))
+    con.print(t)
+    render_findings(report["findings"])

@@ -1,39 +1,31 @@
 """Store files as Arrow record batches (pyarrow + numpy only; no pyspark).
 
 Each generator reads one partition (a CommitLog slice, a ConsumeQueue file, a TimerLog file, a
-range of wheel slots) and yields `pyarrow.RecordBatch`es whose columns match the DDL schemas below
-exactly (Spark checks the Arrow types). Every row carries its file and absolute offset.
-CommitLog records are decoded by `mqtool.formats.message.decode_message` (the fast decoder).
+range of wheel slots) and yields `pyarrow.RecordBatch`es whose columns match the DDL schemas of
+`mqtool.spark.schemas` exactly (Spark checks the Arrow types). Every row carries its file and
+absolute offset. Decoding is the store's fast path (`mqtool.store.fastscan`): the CommitLog
+kernel and `chunk_to_arrow` for records, numpy views (`cq_units`, `timerlog_units`,
+`timerwheel_slots`) for the fixed-size units.
 """
 
 from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mqtool.audit.plan import CommitLogSlice
-from mqtool.formats.commitlog import BLANK_MAGIC_CODE
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
-from mqtool.formats.message import RecordError, decode_message, peek_magic
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_SIZE
+from mqtool.spark.schemas import COMMITLOG_SCHEMA, CONSUMEQUEUE_SCHEMA, TIMERLOG_SCHEMA, TIMERWHEEL_SCHEMA
+from mqtool.store import fastscan
 from mqtool.store.mapped_files import map_file
 
-BATCH_ROWS = 8192
+__all__ = ["COMMITLOG_SCHEMA", "CONSUMEQUEUE_SCHEMA", "TIMERLOG_SCHEMA", "TIMERWHEEL_SCHEMA", "commitlog_batches",
+           "consumequeue_batches", "timerlog_batches", "timerwheel_batches"]
 
-COMMITLOG_SCHEMA = (
-    "file STRING, physical_offset BIGINT, total_size INT, magic_code INT, body_crc INT, crc_ok BOOLEAN, "
-    "queue_id INT, flag INT, queue_offset BIGINT, physical_offset_field BIGINT, sys_flag INT, "
-    "born_timestamp BIGINT, born_host STRING, store_timestamp BIGINT, store_host STRING, reconsume_times INT, "
-    "prepared_transaction_offset BIGINT, topic STRING, tags STRING, keys STRING, uniq_key STRING, "
-    "properties STRING, body BINARY"
-)
-CONSUMEQUEUE_SCHEMA = ("topic STRING, queue_id INT, file STRING, offset BIGINT, queue_offset BIGINT, "
-                       "commitlog_offset BIGINT, size INT, tags_code BIGINT")
-TIMERLOG_SCHEMA = ("file STRING, offset BIGINT, size INT, prev_pos BIGINT, magic INT, curr_write_time_ms BIGINT, "
-                   "delayed_time_ms BIGINT, offset_py BIGINT, size_py INT, real_topic_hash INT")
-TIMERWHEEL_SCHEMA = ("file STRING, slot INT, offset BIGINT, time_ms BIGINT, first_pos BIGINT, last_pos BIGINT, "
-                     "num INT, magic INT")
+BATCH_ROWS = 8192
 
 _I32 = pa.int32()
 _I64 = pa.int64()
@@ -43,7 +35,7 @@ COMMITLOG_ARROW = pa.schema([
     ("physical_offset_field", _I64), ("sys_flag", _I32), ("born_timestamp", _I64), ("born_host", pa.string()),
     ("store_timestamp", _I64), ("store_host", pa.string()), ("reconsume_times", _I32),
     ("prepared_transaction_offset", _I64), ("topic", pa.string()), ("tags", pa.string()), ("keys", pa.string()),
-    ("uniq_key", pa.string()), ("properties", pa.string()), ("body", pa.binary()),
+    ("uniq_key", pa.string()), ("properties", pa.map_(pa.string(), pa.string())), ("body", pa.binary()),
 ])
 CONSUMEQUEUE_ARROW = pa.schema([("topic", pa.string()), ("queue_id", _I32), ("file", pa.string()),
                                 ("offset", _I64), ("queue_offset", _I64), ("commitlog_offset", _I64),
@@ -54,85 +46,73 @@ TIMERLOG_ARROW = pa.schema([("file", pa.string()), ("offset", _I64), ("size", _I
 TIMERWHEEL_ARROW = pa.schema([("file", pa.string()), ("slot", _I32), ("offset", _I64), ("time_ms", _I64),
                               ("first_pos", _I64), ("last_pos", _I64), ("num", _I32), ("magic", _I32)])
 
-_FIELDS = [f.name for f in COMMITLOG_ARROW]
+_PLAIN = {"file", "born_host", "store_host", "topic"}  # dictionary-encoded by chunk_to_arrow
+_FROM_PROPERTIES = {"tags": "TAGS", "keys": "KEYS", "uniq_key": "UNIQ_KEY"}
 
 
 def commitlog_batches(task: CommitLogSlice, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """The valid records of a CommitLog slice, walked with the recovery's stop rules (spec §2.7)."""
-    cols: dict[str, list] = {k: [] for k in _FIELDS}
+    """The valid records of a CommitLog slice: the fast path's walk (recovery stop rules, spec §2.7)
+    and its Arrow columns (`fastscan.chunk_to_arrow`), in `COMMITLOG_ARROW`'s layout."""
     with map_file(task.path) as buf:
-        pos, end = task.begin, min(task.end, len(buf))
-        while pos < end:
-            head = peek_magic(buf, pos)
-            if head is None or head[1] == BLANK_MAGIC_CODE or head == (0, 0):
-                break
-            try:
-                r = decode_message(buf, pos, task.file_start)
-            except RecordError:
-                break
-            if r.total_size <= 0 or r.total_size != r.computed_size:
-                break
-            p = r.properties
-            for k, v in (("file", task.rel), ("physical_offset", r.physical_offset), ("total_size", r.total_size),
-                         ("magic_code", r.magic_code), ("body_crc", r.body_crc), ("crc_ok", r.crc_ok),
-                         ("queue_id", r.queue_id), ("flag", r.flag), ("queue_offset", r.queue_offset),
-                         ("physical_offset_field", r.physical_offset_field), ("sys_flag", r.sys_flag),
-                         ("born_timestamp", r.born_timestamp), ("born_host", r.born_host),
-                         ("store_timestamp", r.store_timestamp), ("store_host", r.store_host),
-                         ("reconsume_times", r.reconsume_times),
-                         ("prepared_transaction_offset", r.prepared_transaction_offset), ("topic", r.topic),
-                         ("tags", p.get("TAGS")), ("keys", p.get("KEYS")), ("uniq_key", p.get("UNIQ_KEY")),
-                         ("properties", r.properties_raw), ("body", r.body)):
-                cols[k].append(v)
-            pos += r.total_size
-            if len(cols["file"]) >= batch_rows:
-                yield pa.RecordBatch.from_pydict(cols, schema=COMMITLOG_ARROW)
-                cols = {k: [] for k in _FIELDS}
-    if cols["file"]:
-        yield pa.RecordBatch.from_pydict(cols, schema=COMMITLOG_ARROW)
+        end = min(task.end, len(buf))
+        view = buf if end == len(buf) else memoryview(buf)[:end]  # the kernel stops at the view's end
+        chunks = fastscan.iter_commitlog_chunks(view, task.file_start, task.begin, verify_crc=True,
+                                                chunk_records=batch_rows)
+        try:
+            for chunk in chunks:
+                if len(chunk):
+                    yield _commitlog_batch(fastscan.chunk_to_arrow(buf, chunk, task.rel))
+        finally:
+            chunks.close()
+            if view is not buf:
+                view.release()
 
 
-_CQ_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+def _commitlog_batch(b: pa.RecordBatch) -> pa.RecordBatch:
+    props = b.column("properties")
+    cols = []
+    for f in COMMITLOG_ARROW:
+        if f.name in _FROM_PROPERTIES:
+            cols.append(pc.map_lookup(props, _FROM_PROPERTIES[f.name], "first"))
+        elif f.name in _PLAIN:
+            cols.append(b.column(f.name).cast(pa.string()))
+        else:
+            cols.append(b.column(f.name))
+    return pa.RecordBatch.from_arrays(cols, schema=COMMITLOG_ARROW)
 
 
 def consumequeue_batches(topic: str, queue_id: int, path: str, rel: str, file_start: int) -> Iterator[pa.RecordBatch]:
-    """The written units of one ConsumeQueue file (up to the first unwritten unit), vectorised."""
+    """The written units of one ConsumeQueue file (up to the first unwritten unit: `fastscan.cq_units`)."""
     with map_file(path) as buf:
-        n = len(buf) // CQ_UNIT_SIZE
-        u = np.frombuffer(buf, dtype=_CQ_DTYPE, count=n).copy() if n else np.zeros(0, _CQ_DTYPE)
-    empty = (u["offset"] == 0) & (u["size"] == 0) & (u["tags"] == 0)
-    stop = int(np.argmax(empty)) if empty.any() else n  # pre-allocated zeros end the queue
-    u = u[:stop]
+        view, _ended = fastscan.cq_units(buf)
+        u = view.astype(fastscan.CQ_DTYPE.newbyteorder("="))
+        del view
+    stop = len(u)
     idx = np.arange(stop, dtype=np.int64)
     yield pa.RecordBatch.from_arrays([
         pa.array([topic] * stop, pa.string()), pa.array(np.full(stop, queue_id, np.int32)),
         pa.array([rel] * stop, pa.string()), pa.array(file_start + idx * CQ_UNIT_SIZE),
-        pa.array(file_start // CQ_UNIT_SIZE + idx), pa.array(u["offset"].astype(np.int64)),
-        pa.array(u["size"].astype(np.int32)), pa.array(u["tags"].astype(np.int64)),
+        pa.array(file_start // CQ_UNIT_SIZE + idx), pa.array(u["commitlog_offset"].astype(np.int64)),
+        pa.array(u["size"].astype(np.int32)), pa.array(u["tags_code"].astype(np.int64)),
     ], schema=CONSUMEQUEUE_ARROW)
 
 
-_TL_DTYPE = np.dtype([("size", ">i4"), ("prev", ">i8"), ("magic", ">i4"), ("write", ">i8"), ("delta", ">i4"),
-                      ("offset_py", ">i8"), ("size_py", ">i4"), ("hash", ">i4"), ("reserved", ">i8")])
-assert _TL_DTYPE.itemsize == TIMERLOG_UNIT_SIZE
-
-
 def timerlog_batches(path: str, rel: str, file_start: int) -> Iterator[pa.RecordBatch]:
-    """The units of one TimerLog file, up to its filler or unwritten bytes."""
+    """The units of one TimerLog file, up to its filler or unwritten bytes (`fastscan.timerlog_units`)."""
     with map_file(path) as buf:
-        n = len(buf) // TIMERLOG_UNIT_SIZE
-        u = np.frombuffer(buf, dtype=_TL_DTYPE, count=n).copy() if n else np.zeros(0, _TL_DTYPE)
-    bad = u["size"] != TIMERLOG_UNIT_SIZE
-    stop = int(np.argmax(bad)) if bad.any() else n
-    u = u[:stop]
-    write = u["write"].astype(np.int64)
+        view = fastscan.timerlog_units(buf)
+        u = view.astype(fastscan.TIMERLOG_DTYPE.newbyteorder("="))
+        del view
+    stop = len(u)
+    write = u["curr_write_time_ms"].astype(np.int64)
     yield pa.RecordBatch.from_arrays([
         pa.array([rel] * stop, pa.string()),
         pa.array(file_start + np.arange(stop, dtype=np.int64) * TIMERLOG_UNIT_SIZE),
-        pa.array(u["size"].astype(np.int32)), pa.array(u["prev"].astype(np.int64)),
-        pa.array(u["magic"].astype(np.int32)), pa.array(write), pa.array(write + u["delta"].astype(np.int64)),
+        pa.array(u["size"].astype(np.int32)), pa.array(u["prev_pos"].astype(np.int64)),
+        pa.array(u["magic"].astype(np.int32)), pa.array(write),
+        pa.array(write + u["delayed_time_delta"].astype(np.int64)),
         pa.array(u["offset_py"].astype(np.int64)), pa.array(u["size_py"].astype(np.int32)),
-        pa.array(u["hash"].astype(np.int32)),
+        pa.array(u["real_topic_hash"].astype(np.int32)),
     ], schema=TIMERLOG_ARROW)
 
 

@@ -12,19 +12,18 @@ is cut every `splitBytes`, default 256 MiB, at record starts taken from ConsumeQ
 The store path must be readable by every executor at the same path (local disk on one machine, or a
 shared filesystem).
 
-`rocketmq.audit` is internal to `spark-audit`: each partition is one audit task, and its one row is
-the task's result (findings and compact summaries, pickled).
+Imports stay light at module level (`mqtool.spark.schemas` only): Spark runs `schema()` and
+`partitions()` in short-lived Python processes on the driver for every read, so numba, numpy and
+pyarrow are imported where the data is read (`read()`, in the executors' reused Python workers).
 """
 
-import base64
-import pickle
 from dataclasses import dataclass
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqtool.audit.plan import DEFAULT_SPLIT_BYTES, commitlog_slices
-from mqtool.spark import arrow
+from mqtool.spark import schemas
+
+DEFAULT_SPLIT_BYTES = 256 << 20  # as mqtool.audit.plan.DEFAULT_SPLIT_BYTES (not imported: see above)
 
 
 class TaskPartition(InputPartition):
@@ -54,10 +53,14 @@ class _CommitLogReader(DataSourceReader):
         self.split = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
 
     def partitions(self):
+        from mqtool.audit.plan import commitlog_slices
+
         return [TaskPartition(s) for s in commitlog_slices(self.root, self.split)] or [TaskPartition(None)]
 
     def read(self, partition):
         if partition.task is not None:
+            from mqtool.spark import arrow
+
             yield from arrow.commitlog_batches(partition.task)
 
 
@@ -69,7 +72,7 @@ class CommitLogDataSource(DataSource):
         return "rocketmq.commitlog"
 
     def schema(self):
-        return arrow.COMMITLOG_SCHEMA
+        return schemas.COMMITLOG_SCHEMA
 
     def reader(self, schema):
         return _CommitLogReader(self.options)
@@ -91,24 +94,23 @@ class _ConsumeQueueReader(DataSourceReader):
         self.topic = options.get("topic")
 
     def partitions(self):
-        from pathlib import Path
+        from mqtool.store.store import Store
 
-        from mqtool.store.consumequeue import discover_queues
-        from mqtool.store.mapped_files import open_queue
-
-        root = Path(self.root)
+        st = Store.open(self.root)
         out = []
-        for topic, qid in discover_queues(root):
+        for topic, qid in st.queue_ids:
             if self.topic and topic != self.topic:
                 continue
-            q = open_queue(root / "consumequeue" / topic / str(qid), None, "consumequeue", root)
-            out += [TaskPartition(_CqFile(topic, qid, str(f.path), str(f.path.relative_to(root)), f.start))
-                    for f in q.files]
+            q = st.consume_queue(topic, qid)
+            out += [TaskPartition(_CqFile(topic, qid, str(f.path), str(f.path.relative_to(st.root)), f.start))
+                    for f in (q.queue.files if q is not None else [])]
         return out or [TaskPartition(None)]
 
     def read(self, partition):
         t = partition.task
         if t is not None:
+            from mqtool.spark import arrow
+
             yield from arrow.consumequeue_batches(t.topic, t.queue_id, t.path, t.rel, t.start)
 
 
@@ -120,7 +122,7 @@ class ConsumeQueueDataSource(DataSource):
         return "rocketmq.consumequeue"
 
     def schema(self):
-        return arrow.CONSUMEQUEUE_SCHEMA
+        return schemas.CONSUMEQUEUE_SCHEMA
 
     def reader(self, schema):
         return _ConsumeQueueReader(self.options)
@@ -132,17 +134,17 @@ class _TimerLogReader(DataSourceReader):
         self.root = _path(options)
 
     def partitions(self):
-        from pathlib import Path
+        from mqtool.store.store import Store
 
-        from mqtool.store.mapped_files import open_queue
-
-        root = Path(self.root)
-        q = open_queue(root / "timerlog", None, "timerlog", root)
-        return [TaskPartition((str(f.path), str(f.path.relative_to(root)), f.start)) for f in q.files] \
+        st = Store.open(self.root)
+        files = st.timerlog.queue.files if st.timerlog is not None else []
+        return [TaskPartition((str(f.path), str(f.path.relative_to(st.root)), f.start)) for f in files] \
             or [TaskPartition(None)]
 
     def read(self, partition):
         if partition.task is not None:
+            from mqtool.spark import arrow
+
             yield from arrow.timerlog_batches(*partition.task)
 
 
@@ -154,7 +156,7 @@ class TimerLogDataSource(DataSource):
         return "rocketmq.timerlog"
 
     def schema(self):
-        return arrow.TIMERLOG_SCHEMA
+        return schemas.TIMERLOG_SCHEMA
 
     def reader(self, schema):
         return _TimerLogReader(self.options)
@@ -186,6 +188,8 @@ class _TimerWheelReader(DataSourceReader):
         if partition.task is not None:
             from pathlib import Path
 
+            from mqtool.spark import arrow
+
             yield from arrow.timerwheel_batches(self.wheel, Path(self.wheel).name, *partition.task, self.precision)
 
 
@@ -197,52 +201,10 @@ class TimerWheelDataSource(DataSource):
         return "rocketmq.timerwheel"
 
     def schema(self):
-        return arrow.TIMERWHEEL_SCHEMA
+        return schemas.TIMERWHEEL_SCHEMA
 
     def reader(self, schema):
         return _TimerWheelReader(self.options)
-
-
-# ----- the audit's own source -----
-AUDIT_SCHEMA = "task BIGINT, result BINARY"
-_AUDIT_ARROW = pa.schema([("task", pa.int64()), ("result", pa.binary())])
-
-
-def encode_tasks(tasks) -> str:
-    return base64.b64encode(pickle.dumps(list(tasks), protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
-
-
-class _AuditReader(DataSourceReader):
-    def __init__(self, options):
-        self.tasks = pickle.loads(base64.b64decode(options["tasks"]))
-
-    def partitions(self):
-        return [TaskPartition(t) for t in self.tasks]
-
-    def read(self, partition):
-        from mqtool.audit.tasks import run_task
-
-        task = getattr(partition, "value", None)
-        if task is None:
-            return
-        result = run_task(task)  # aggregated here, in the worker: one row leaves it
-        blob = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        yield pa.RecordBatch.from_arrays([pa.array([task.index], pa.int64()), pa.array([blob], pa.binary())],
-                                         schema=_AUDIT_ARROW)
-
-
-class AuditDataSource(DataSource):
-    """Internal: option `tasks` (base64 pickle of audit tasks); one row per task with its result."""
-
-    @classmethod
-    def name(cls):
-        return "rocketmq.audit"
-
-    def schema(self):
-        return AUDIT_SCHEMA
-
-    def reader(self, schema):
-        return _AuditReader(self.options)
 
 
 def _alias(cls: type, alias: str) -> type:
@@ -256,7 +218,7 @@ TimerWheelDataSourceAlias = _alias(TimerWheelDataSource, "rocketmq_timerwheel")
 
 DATA_SOURCES = (CommitLogDataSource, ConsumeQueueDataSource, TimerLogDataSource, TimerWheelDataSource,
                 CommitLogDataSourceAlias, ConsumeQueueDataSourceAlias, TimerLogDataSourceAlias,
-                TimerWheelDataSourceAlias, AuditDataSource)
+                TimerWheelDataSourceAlias)
 
 
 def register(spark) -> None:

@@ -12,7 +12,7 @@ from conftest import ORACLE, ORACLE_STORES, need_oracle
 from mqtool.audit.commitlog import scan_slice
 from mqtool.audit.plan import CommitLogSlice, plan_audit
 from mqtool.audit.runner import run_local
-from mqtool.audit.settings import AuditSettings, parse_delay_levels
+from mqtool.formats.broker_conf import BrokerConfig
 
 pytestmark = pytest.mark.oracle
 basic_copy, pair_b_copy, synthetic_store = (audit_stores.basic_copy, audit_stores.pair_b_copy,
@@ -57,7 +57,7 @@ def test_basic_store_summary_matches_rocketmq():
 
 
 def test_header_walk_equals_rocketmq_decoding():
-    """The audit's struct walk reads the same topic/queue/offset fields as RocketMQ's MessageDecoder."""
+    """The audit's fast-path walk reads the same topic/queue/offset fields as RocketMQ's MessageDecoder."""
     need_oracle()
     plan = plan_audit(BASIC)
     kept = [k for t in plan.tasks if isinstance(t, CommitLogSlice) for k in scan_slice(t)["kept"]]
@@ -179,18 +179,39 @@ def test_bad_magic_mid_file_with_split_reports_records_after_it(basic_copy):
     assert rep["summary"]["commitlog"]["recovery_end"] == 1016
 
 
-def test_settings_from_config_like_object():
-    class Conf:
-        transaction_check_max = 2
-        transaction_check_interval = 15000
+def test_broker_conf_settings_reach_the_checks(pair_b_copy, tmp_path):
+    """`--config` values (a BrokerConfig from load_broker_conf) change what the checks report."""
+    from mqtool.formats.broker_conf import load_broker_conf
 
-        def delay_levels_ms(self):
-            return [1000, 2000]
+    conf = tmp_path / "broker.conf"
+    conf.write_text("messageDelayLevel=1s 5s\ntransactionCheckMax=2\n")
+    cfg = load_broker_conf(conf)
+    assert cfg.delay_levels_ms() == [1000, 5000] and cfg.transaction_check_max == 2
+    default = run_local(pair_b_copy)
+    rep = run_local(pair_b_copy, cfg)
+    sched = [f for f in rep["findings"] if f["check"] == "schedule" and "not configured" in f["message"]]
+    assert {f["queue_id"] for f in sched} == {2, 4, 5, 17}  # levels 3, 5, 6 and 18 are beyond the two
+    assert not [f for f in default["findings"] if "not configured" in f["message"]]
+    plan = plan_audit(pair_b_copy, BrokerConfig(message_delay_level="1s 2m 1h 1d"))
+    assert [t.delays_ms for t in plan.tasks if getattr(t, "delays_ms", None)][0] == (1000, 120000, 3600000,
+                                                                                     86400000)
 
-    s = AuditSettings.from_config(Conf())
-    assert s.delay_levels_ms == (1000, 2000) and s.transaction_check_max == 2
-    assert s.transaction_check_interval_ms == 15000 and s.delay_ms(5) == 2000
-    assert parse_delay_levels("1s 2m 1h 1d") == (1000, 120000, 3600000, 86400000)
+
+def test_commit_record_naming_no_half_message(pair_b_copy):
+    """The COMMIT record of OracleTxTopic (at 2667) names its half at 237; point it elsewhere."""
+    f = pair_b_copy / "commitlog" / "00000000000000000000"
+    buf = f.read_bytes()
+    assert struct.unpack_from(">i", buf, 2667 + 36)[0] & 0xC == 0x8
+    prepared_at = 2667 + 48 + 8 + 8 + 8 + 4  # after the IPv4 hosts and RECONSUMETIMES
+    assert struct.unpack_from(">q", buf, prepared_at)[0] == 237
+    assert run_local(pair_b_copy)["summary"]["transactions"]["commits"] == {"records": 1, "without_half": 0}
+    patch(f, prepared_at, struct.pack(">q", 0))  # offset 0: a record of OracleTopicA
+    rep = run_local(pair_b_copy)
+    errs = errors(rep, "transactions")
+    assert [(e["offset"], e["topic"], e["queue_id"], e["message"]) for e in errs] == [
+        (2667, "OracleTxTopic", 0, "COMMIT record's PREPARED TRANSACTION OFFSET 0 names no half message "
+         "(the record there is of topic OracleTopicA)")]
+    assert rep["summary"]["transactions"]["commits"] == {"records": 1, "without_half": 1}
 
 
 def test_pair_b_transactions_summary():

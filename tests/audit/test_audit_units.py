@@ -1,7 +1,10 @@
 """The driver-side checks as pure functions, on inputs small enough to check by hand."""
 
+import numpy as np
+
 from mqtool.audit import schedule, transactions
-from mqtool.audit.settings import AuditSettings
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.message import RecordError
 
 
 def half(qoff, born, props="", qid=0, offset=None):
@@ -21,7 +24,7 @@ def test_op_offsets_both_formats():
 
 
 def test_transactions_stuck_dangling_and_delay():
-    s = AuditSettings(transaction_timeout_ms=6000, transaction_check_interval_ms=30000, transaction_check_max=15)
+    s = BrokerConfig(transaction_timeout=6000, transaction_check_interval=30000, transaction_check_max=15)
     kept = [half(0, 0), half(1, 0), half(2, 95_000), half(3, 0, "DELAY\x013\x02TRANSACTION_CHECK_TIMES\x0115\x02"),
             op(b"0,9,")]
     findings, summary = transactions.check(kept, {}, {0: (0, 4)}, s, 100_000, lambda o: "commitlog/x")
@@ -35,7 +38,7 @@ def test_transactions_stuck_dangling_and_delay():
 
 
 def test_transactions_progress_hides_handled_halves():
-    s = AuditSettings()
+    s = BrokerConfig()
     findings, summary = transactions.check([half(0, 0), half(1, 0)], {"RMQ_SYS_TRANS_HALF_TOPIC": {0: 2}},
                                            {0: (0, 2)}, s, 10 ** 9, lambda o: "f")
     assert findings == [] and summary["pending"] == 0
@@ -50,3 +53,31 @@ def test_schedule_offsets_and_overdue():
     assert summary["2"] == {"stored_offset": 1, "min": 0, "max": 2, "pending": 1, "overdue": 0}
     findings, summary = schedule.check(None, {0: {"min": 0, "max": 3}}, {0: [(0, 10), (1, 20), (2, 300)]}, 18, 100)
     assert [f.message.split(";")[0] for f in findings] == ["level 1: 2 message(s) overdue at the store's now 100"]
+
+
+def test_commit_records_against_half_messages():
+    """A COMMIT record must name a half message (or its put-back copy) by physical offset."""
+    class Rec:
+        def __init__(self, topic, queue_id=0):
+            self.topic, self.queue_id = topic, queue_id
+
+    records = {900: Rec("OracleTxTopic", 3), 901: Rec("OracleTxTopic", 1), 902: Rec("OracleTxTopic"),
+               1000: Rec("RMQ_SYS_TRANS_HALF_TOPIC"), 500: Rec("TopicA")}
+
+    def read_record(offset):
+        if offset not in records:
+            raise RecordError(f"no record at {offset}")
+        return records[offset]
+
+    commits = np.array([[900, 1000], [901, 500], [902, 777], [903, 5]], np.int64)
+    findings, summary = transactions.check_commits(commits, [half(0, 0, offset=1000)], 100, read_record,
+                                                   lambda o: "commitlog/x")
+    assert [(f.offset, f.severity, f.topic, f.queue_id, f.message) for f in findings] == [
+        (901, "error", "OracleTxTopic", 1, "COMMIT record's PREPARED TRANSACTION OFFSET 500 names no half message "
+         "(the record there is of topic TopicA)"),
+        (902, "error", "OracleTxTopic", 0, "COMMIT record's PREPARED TRANSACTION OFFSET 777 names no half message "
+         "(no record starts there: no record at 777)"),
+        (903, "info", None, None, "COMMIT record names half message at 5, before the first CommitLog file "
+         "(deleted by retention)"),
+    ]
+    assert summary == {"records": 4, "without_half": 3}

@@ -83,3 +83,20 @@ def test_local_parquet(tmp_path):
 def test_help(flag):
     res = runner.invoke(app, ["spark-audit", flag])
     assert res.exit_code == 0 and "--master" in res.output
+
+
+def test_config_is_read_with_load_broker_conf(tmp_path):
+    """--config: broker.conf through `load_broker_conf`; its delay levels reach the schedule check."""
+    need_oracle()
+    from audit.audit_stores import PAIR_B
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("messageDelayLevel=1s 5s\n")
+    res = runner.invoke(app, ["spark-audit", str(PAIR_B), "--local", "--json", "--config", str(conf)])
+    assert res.exit_code == 1  # units of levels 3..18 now break the tagsCode rule of level 2
+    findings = json.loads(res.stdout)["findings"]
+    assert sorted(f["queue_id"] for f in findings if "not configured" in f["message"]) == [2, 4, 5, 17]
+    assert "+ level 2 delay 5000 ms" in next(f["message"] for f in findings if "tagsCode" in f["message"])
+    conf.write_text("transactionCheckMax=many\n")
+    res = runner.invoke(app, ["spark-audit", str(PAIR_B), "--local", "--config", str(conf)])
+    assert res.exit_code == 2 and "Error:" in res.output and "transactionCheckMax" in res.output

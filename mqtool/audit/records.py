@@ -1,0 +1,127 @@
+"""CommitLog records by physical offset, decoded by the store's fast path (`mqtool.store.fastscan`).
+
+The ConsumeQueue and TimerLog checks look up one record per unit. Each lookup runs the fast
+path's kernel on one record (`iter_commitlog_chunks(..., chunk_records=1)`), so the checks
+apply exactly the recovery rules of the CommitLog walk; there is no second header decoder here.
+Files are mapped once per reader and unmapped by `close()`.
+"""
+
+import os
+from bisect import bisect_right
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from mqtool.store import fastscan
+from mqtool.store.mapped_files import MappedFileQueue
+from mqtool.store.store import Store
+
+
+def open_store(root: str) -> Store:
+    """The store at `root`, opened once per process while its directories are unchanged (workers
+    reuse it for every task; a file added or removed since gives a fresh listing)."""
+    stamps = []
+    for d in ("commitlog", "timerlog"):
+        try:
+            stamps.append(os.stat(os.path.join(root, d)).st_mtime_ns)
+        except OSError:
+            stamps.append(None)
+    return _open_store(root, tuple(stamps))
+
+
+@lru_cache(maxsize=8)
+def _open_store(root: str, _stamps: tuple) -> Store:
+    return Store.open(root)
+
+
+def commitlog_queue(root: str) -> MappedFileQueue:
+    """The CommitLog's files (listed once per process)."""
+    return open_store(root).commitlog.queue
+
+
+class Record(NamedTuple):
+    """The fields of a record the cross-file checks compare (columns of one fast-path row)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    total_size: int
+    sys_flag: int
+    store_timestamp: int
+    properties_raw: str
+
+
+def no_record_reason(stop: int, detail: int) -> str:
+    """Why no valid record starts at a position (the fast path's stop code, in its words)."""
+    if stop == fastscan.STOP_END_OF_FILE:
+        return "past the end of its CommitLog file"
+    if stop == fastscan.STOP_BLANK:
+        return "no record there (BLANK filler)"
+    if stop == fastscan.STOP_ZERO_TAIL:
+        return "no record there (unwritten bytes)"
+    return f"no record there ({fastscan.stop_reason(stop, detail)})"
+
+
+class CommitLogRecords:
+    """`get(offset)`: the record at a physical offset, or the reason none is there."""
+
+    def __init__(self, root: str):
+        self.queue = commitlog_queue(root)
+        self.starts = [f.start for f in self.queue.files]
+        self._maps: dict[int, tuple] = {}
+        self._topics: dict[bytes, str] = {}
+
+    def close(self) -> None:
+        while self._maps:
+            fh, mm, a = self._maps.popitem()[1]
+            del a  # the array view must go before its mapping closes
+            if mm is not None:
+                mm.close()
+            fh.close()
+
+    def __enter__(self) -> "CommitLogRecords":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _array(self, i: int) -> np.ndarray:
+        m = self._maps.get(i)
+        if m is None:
+            import mmap
+
+            fh = open(self.queue.files[i].path, "rb")
+            size = fh.seek(0, 2)
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+            m = self._maps[i] = (fh, mm, fastscan.as_array(mm if mm is not None else b""))
+        return m[2]
+
+    def get(self, offset: int) -> Record | str:
+        i = bisect_right(self.starts, offset) - 1
+        if i < 0:
+            return "before the first CommitLog file"
+        f = self.queue.files[i]
+        pos = offset - f.start
+        if pos >= max(f.length, self.queue.file_size):
+            return "in a missing CommitLog file"
+        a = self._array(i)
+        chunk = next(fastscan.iter_commitlog_chunks(a, f.start, pos, verify_crc=False, chunk_records=1,
+                                                    release=False))
+        if len(chunk) == 0:
+            return no_record_reason(chunk.stop, chunk.detail)
+        c = chunk.cols[:, 0].tolist()
+        raw = a[c[fastscan.C_TOPIC_POS]:c[fastscan.C_TOPIC_POS] + c[fastscan.C_TOPIC_LEN]].tobytes()
+        topic = self._topics.get(raw)
+        if topic is None:
+            topic = self._topics[raw] = raw.decode("utf-8", "surrogateescape")
+        props = a[c[fastscan.C_PROPS_POS]:c[fastscan.C_PROPS_POS] + c[fastscan.C_PROPS_LEN]].tobytes()
+        return Record(topic, c[fastscan.C_QUEUE_ID], c[fastscan.C_QUEUE_OFFSET], c[fastscan.C_TOTAL],
+                      c[fastscan.C_SYS_FLAG], c[fastscan.C_STORE_TS], props.decode("utf-8", "surrogateescape"))
+
+
+def is_record_start(buf, file_start: int, pos: int) -> bool:
+    """A valid record (by the recovery rules) starts at `pos` and its PHYSICALOFFSET names it."""
+    chunk = next(fastscan.iter_commitlog_chunks(buf, file_start, pos, verify_crc=False, chunk_records=1,
+                                                release=False))
+    return len(chunk) == 1 and bool(chunk.physical_offset_ok[0])
