@@ -111,9 +111,16 @@ def progress_bar(total: int, min_total: int, what: str) -> Iterator[Callable[[in
     if total < min_total or not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
-    with Progress(TextColumn(f"scanning CommitLog ({what})"), BarColumn(), DownloadColumn(),
+    with Progress(TextColumn(f"scanning CommitLog ({what})"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                   TimeRemainingColumn(), console=_console(stderr=True), transient=True) as p:
         task = p.add_task(what, total=total)
 

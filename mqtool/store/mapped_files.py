@@ -104,7 +104,12 @@ def map_file(path: Path) -> Iterator[memoryview | bytes]:
         try:
             yield mm
         finally:
-            mm.close()
+            try:
+                mm.close()
+            except BufferError:
+                # a numpy/Arrow view of the mapping still lives in the caller (a batch being written,
+                # a generator closed mid-chunk): the map is released with the last view instead
+                pass
 
 
 def read_at(path: Path, pos: int, n: int) -> bytes:
