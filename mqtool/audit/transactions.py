@@ -19,6 +19,7 @@ import numpy as np
 from mqtool.audit.plan import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.message import RecordError
+from mqtool.formats.opbody import parse_op_body
 from mqtool.formats.properties import parse_properties
 from mqtool.store.findings import Finding
 
@@ -26,14 +27,7 @@ CHECK = "transactions"
 MAX_COMMIT_FINDINGS = 1000
 
 
-def op_offsets(body: bytes) -> list[int]:
-    """Half queue offsets in an op body: "0,1,3," (5.x batches) or "7" (4.x)."""
-    out = []
-    for part in body.decode("utf-8", "replace").split(","):
-        part = part.strip()
-        if part.lstrip("-").isdigit():
-            out.append(int(part))
-    return out
+op_offsets = parse_op_body  # half queue offsets of an op body (both dialects)
 
 
 def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: dict[int, tuple[int, int]],

@@ -32,6 +32,7 @@ from mqtool.builder.writer import (
 )
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord
+from mqtool.formats.opbody import build_op_body
 from mqtool.formats.properties import broker_properties, build_properties, parse_pairs
 from mqtool.formats.sysflag import (
     TRANSACTION_COMMIT,
@@ -323,11 +324,7 @@ def commit_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int,
 
 def op_body(w: StoreWriter, half_queue_offsets: Sequence[int]) -> bytes:
     """5.x: every offset followed by ','; 4.x: one offset per op message, no separator."""
-    if w.v5:
-        return "".join(f"{o}," for o in half_queue_offsets).encode()
-    if len(half_queue_offsets) != 1:
-        raise ValueError("a 4.x op message carries exactly one half offset")
-    return str(half_queue_offsets[0]).encode()
+    return build_op_body(half_queue_offsets, w.v5)
 
 
 def put_op_message(w: StoreWriter, half_queue_offsets: Sequence[int], *, store_timestamp: int,

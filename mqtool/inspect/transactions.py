@@ -22,6 +22,7 @@ that same round once its count reaches the maximum (as the 5.3.1 oracle shows).
 from dataclasses import dataclass, field
 
 from mqtool.formats.message import MessageRecord
+from mqtool.formats.opbody import parse_op_body  # noqa: F401 - part of this module's API
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.records import Progress, scan
 from mqtool.store.findings import Finding, sort_findings
@@ -39,14 +40,6 @@ def _int(text: str | None, default: int | None = None) -> int | None:
         return default
 
 
-def parse_op_body(body: bytes) -> list[int]:
-    """Half queue offsets of an op message body: `"0,1,3,"` (5.x) or `"7"` (4.x)."""
-    out = []
-    for part in body.decode("utf-8", "replace").split(","):
-        v = _int(part.strip())
-        if v is not None:
-            out.append(v)
-    return out
 
 
 @dataclass

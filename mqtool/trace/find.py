@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mqtool.formats.message import MessageRecord, RecordError, decode_message
+from mqtool.formats.opbody import parse_op_body
 from mqtool.store.store import HALF_TOPIC, OP_HALF_TOPIC, Store
 
 _MAGICS = (b"\xda\xa3\x20\xa7", b"\xda\xa3\x20\xab")  # MESSAGE_MAGIC_CODE (V1), MESSAGE_MAGIC_CODE_V2
@@ -43,14 +44,7 @@ def op_offsets(rec: MessageRecord) -> list[int]:
     return op_body_offsets(rec.body)
 
 
-def op_body_offsets(body: bytes) -> list[int]:
-    """Half queue offsets in an op message body (see `op_offsets`)."""
-    out = []
-    for part in body.decode("ascii", "replace").split(","):
-        part = part.strip()
-        if part.lstrip("-").isdigit():
-            out.append(int(part))
-    return out
+op_body_offsets = parse_op_body  # half queue offsets in an op message body (see `op_offsets`)
 
 
 def upper(s: str | None) -> str | None:

@@ -68,3 +68,16 @@ def test_hashmap_order_is_stable(pairs):
     once = hashmap_order(pairs, 128)
     assert hashmap_order(once, 128) == once
     assert sorted(once) == sorted(pairs)
+
+
+def test_op_bodies_of_both_versions():
+    """5.3.1 batches offsets with a trailing ',' (oracle body "0,1,"); 4.9.8 writes one offset per op."""
+    from mqtool.formats.opbody import build_op_body, parse_op_body
+
+    assert build_op_body([0, 1]) == b"0,1,"
+    assert build_op_body([7], v5=False) == b"7"
+    assert parse_op_body(b"0,1,3,") == [0, 1, 3]
+    assert parse_op_body(b"7") == [7]
+    assert parse_op_body(b"x,,2") == [2]
+    with pytest.raises(ValueError):
+        build_op_body([1, 2], v5=False)
