@@ -569,6 +569,7 @@ def _property_pairs(a, starts, lens, rec_offsets, kpos, klen, vpos, vlen):
     return m
 
 
+property_pairs = _property_pairs  # public name: callers outside the scanner (audits) use this
 @njit(cache=True, nogil=True)
 def _host_keys(a, pos, out):
     """IPv4 address and port of each host as one int64 (only meaningful for IPv4 hosts)."""
