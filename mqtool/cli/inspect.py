@@ -4,9 +4,11 @@ Nothing here decodes or scans: the views live in `mqtool.inspect`, every table i
 """
 
 import io
+import re
 import sys
 import time
 from contextlib import contextmanager, redirect_stdout
+from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -27,7 +29,7 @@ from mqtool.cli.common import (
 )
 from mqtool.inspect.records import BODY_MODES
 from mqtool.store.errors import StoreError
-from mqtool.times import parse_time
+from mqtool.times import format_duration, format_time, parse_time
 
 VIEWS = ("overview", "messages", "message", "queue", "delay", "timer", "transactions")
 
@@ -42,6 +44,11 @@ _VIEW_OPTIONS = {
 
 # A progress bar appears on a TTY only when a scan walks more than this many CommitLog bytes.
 PROGRESS_MIN_BYTES = 64 << 20
+
+# Views whose numbers depend on "now" (ages, lags, overdue, predictions), and how far the store's last
+# write may lie behind the wall clock before the text output suggests --now.
+_NOW_VIEWS = ("overview", "delay", "timer", "transactions")
+STALE_STORE_MS = 10 * 60 * 1000
 
 HELP = """Explain a RocketMQ store directory offline (read-only), or dump one store file.
 
@@ -60,7 +67,9 @@ PATH may also be a single file (a commitlog/, consumequeue/ or timerlog/ file, t
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
 
 Times: ISO-8601 (2026-11-22T10:00:00Z), epoch ms, or relative to --now (-2h, +30m); printed in
-UTC ISO with milliseconds unless --local.
+UTC ISO with milliseconds unless --local (which also reads an ISO time without an offset as local
+time). "Now" is the current time unless --now is given: on an old store, ages and "overdue" count from
+today; --now with the store's last write time shows the store as the broker left it.
 
 \b
 Output: Rich tables on a terminal; --json gives JSON Lines for messages and queue, one
@@ -150,7 +159,8 @@ def inspect(
             raise fail("--expect compares JSON output: add --json")
         if expect is not None and now is None:
             raise fail("--expect needs --now TIME: a golden file must not depend on the wall clock")
-        now_ms = parse_time(now, int(time.time() * 1000)) if now is not None else int(time.time() * 1000)
+        wall_ms = int(time.time() * 1000)
+        now_ms = _parse_time(now, wall_ms, local) if now is not None else wall_ms
         cfg = load_config(config)
         if not path.exists():
             raise StoreError("no such file or directory", path)
@@ -167,9 +177,11 @@ def inspect(
         from mqtool.store.store import Store
 
         store = Store.open(path, cfg)
+        if now is None and not json_out and view in _NOW_VIEWS and view != "overview":
+            _now_note(store, now_ms, None, local)
         with _golden(expect, update_golden, view in ("messages", "queue"), path) as golden_code:
             if view == "overview":
-                code = _overview(store, now_ms, json_out, local)
+                code = _overview(store, now_ms, json_out, local, now is None)
             elif view == "messages":
                 code = _messages(store, now_ms, json_out, local, verify, body, decompress, limit, dict(
                     from_offset=from_offset, to_offset=to_offset, topic=topic, queue_id=queue_id, key=key,
@@ -189,7 +201,7 @@ def inspect(
             elif view == "timer":
                 from mqtool.inspect.timer import timer_view
 
-                at_ms = parse_time(at, now_ms) if at is not None else None
+                at_ms = _parse_time(at, now_ms, local) if at is not None else None
                 code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
             else:
                 from mqtool.inspect.transactions import transactions_view
@@ -245,11 +257,40 @@ def _document(doc: dict, show, json_out: bool, local: bool, verify: bool) -> int
     return EXIT_FINDINGS if verify and _has_errors(doc.get("findings", [])) else EXIT_OK
 
 
-def _overview(store, now_ms: int, json_out: bool, local: bool) -> int:
+def _parse_time(text: str, now_ms: int, local: bool) -> int:
+    """`parse_time`; with --local an ISO time without an offset is local time (as the output shows it)."""
+    t = text.strip()
+    if local and not re.fullmatch(r"[-+]?\d+(\.\d+)?[a-z]*", t):
+        try:
+            dt = datetime.fromisoformat(t)
+        except ValueError:
+            dt = None
+        if dt is not None and dt.tzinfo is None:
+            return int(dt.astimezone().timestamp() * 1000)
+    return parse_time(text, now_ms)
+
+
+def _now_note(store, now_ms: int, last_write_ms: int | None, local: bool) -> None:
+    """Text output without --now: say that "now" is the wall clock, and how far behind the store is."""
+    if last_write_ms is None and store.checkpoint:
+        last_write_ms = int(store.checkpoint["physic_msg_timestamp"]) or None
+    line = f"now: {format_time(now_ms, local)} (the current time; set another with --now)"
+    if last_write_ms is not None:
+        gap = now_ms - last_write_ms
+        line += f"; the store's last write: {format_time(last_write_ms, local)}"
+        if gap > STALE_STORE_MS:
+            line += (f", {format_duration(gap)} earlier. Ages, lags and \"overdue\" count from now; "
+                     f"--now {last_write_ms} shows the store as the broker left it")
+    render.render_note(line)
+
+
+def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool = False) -> int:
     from mqtool.inspect.overview import overview
 
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "overview") as progress:
         doc = overview(store, now_ms, progress)
+    if wall_clock and not json_out:
+        _now_note(store, now_ms, doc["commitlog"]["last_store_timestamp"], local)
     code = _document(doc, render.render_overview, json_out, local, verify=True)
     return code
 
@@ -262,8 +303,8 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
     query = MessageQuery(
         from_offset=f["from_offset"], to_offset=f["to_offset"], topic=f["topic"], queue_id=f["queue_id"],
         key=f["key"], uniq_key=f["uniq_key"], tag=f["tag"],
-        since_ms=parse_time(f["since"], now_ms) if f["since"] is not None else None,
-        until_ms=parse_time(f["until"], now_ms) if f["until"] is not None else None, limit=limit)
+        since_ms=_parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
+        until_ms=_parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
         rows = (record_dict(r, body, decompress) for r in iter_messages(store, query, verify, progress))
         if json_out:

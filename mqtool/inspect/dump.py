@@ -11,12 +11,15 @@ file is an error (StoreError).
 import re
 from pathlib import Path
 
+import numpy as np
+
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
 from mqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from mqtool.formats.offsets_json import ConfigFileError, loads_lenient, parse_consumer_offsets, parse_delay_offsets
 from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
 from mqtool.inspect import JSON_VERSION
+from mqtool.inspect.columns import commitlog_chunks
 from mqtool.inspect.records import record_dict
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.consumequeue import ConsumeQueue
@@ -95,10 +98,11 @@ def _commitlog(path: Path, limit, body, decompress_body) -> dict:
     cl = CommitLog(root, _single(path))
     records = []
     total = 0
-    for rec in cl.iter_records(verify_crc=True):
-        total += 1
-        if limit is None or len(records) < limit:
-            records.append(record_dict(rec, body, decompress_body))
+    for cc in commitlog_chunks(cl, None, verify_crc=True):  # a record is built only when listed
+        total += len(cc)
+        want = len(cc) if limit is None else max(0, min(len(cc), limit - len(records)))
+        if want:
+            records += [record_dict(rec, body, decompress_body) for rec in cc.records(np.arange(want))]
     s = next(iter(cl.scans.values()))
     scan = {"start_offset": s.start, "records": s.records, "valid_bytes": s.valid_bytes,
             "stop_reason": s.stop_reason, "trailing_bytes": s.trailing_bytes}

@@ -1,7 +1,8 @@
 """The `overview` view (the default): the store at a glance, and every finding.
 
-One CommitLog scan (CRC checked) gives the offset and time ranges and the records per topic and
-queue; the ConsumeQueues give each queue's min/max offsets (a queue whose last unit points past
+One CommitLog column scan (CRC checked; `columns.summarise`: numpy per chunk, no object per
+record) gives the offset and time ranges, the records per topic and queue and the transaction
+records; the ConsumeQueues give each queue's min/max offsets (a queue whose last unit points past
 the CommitLog's end is what the broker truncates on restart); the delay, timer and transaction
 views give their headline numbers. Exit code 1 in the CLI when any finding is an error.
 """
@@ -9,8 +10,9 @@ views give their headline numbers. Exit code 1 in the CLI when any finding is an
 from collections import Counter
 
 from mqtool.inspect import JSON_VERSION
+from mqtool.inspect.columns import summarise
 from mqtool.inspect.delay import delay_view
-from mqtool.inspect.records import Progress, scan
+from mqtool.inspect.records import Progress
 from mqtool.inspect.timer import timer_view
 from mqtool.inspect.transactions import TransactionScan
 from mqtool.store.findings import Finding, sort_findings
@@ -50,20 +52,11 @@ def _plain(container) -> dict | None:
 def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dict:
     """The `overview` document."""
     cl = store.commitlog
-    per_queue: Counter = Counter()
-    per_topic_bytes: Counter = Counter()
-    first_ts = last_ts = None
-    records = 0
-    end = cl.min_offset
     ts = TransactionScan()
-    for rec in scan(store, verify_crc=True, progress=progress):
-        records += 1
-        per_queue[(rec.topic, rec.queue_id)] += 1
-        per_topic_bytes[rec.topic] += rec.total_size
-        first_ts = rec.store_timestamp if first_ts is None else min(first_ts, rec.store_timestamp)
-        last_ts = rec.store_timestamp if last_ts is None else max(last_ts, rec.store_timestamp)
-        end = rec.end_offset
-        ts.feed(rec)
+    summary = summarise(store, verify_crc=True, progress=progress, each=ts.feed_chunk)
+    per_queue, per_topic_bytes = summary.per_queue, summary.per_topic_bytes
+    first_ts, last_ts, records = summary.first_store_timestamp, summary.last_store_timestamp, summary.records
+    end = cl.min_offset if summary.end_offset is None else summary.end_offset
     findings: list[Finding] = [*store.findings, *cl.findings]
     scans = [{"file": s.file, "start": s.start, "records": s.records, "valid_bytes": s.valid_bytes,
               "stop_reason": s.stop_reason, "trailing_bytes": s.trailing_bytes} for s in cl.scans.values()]

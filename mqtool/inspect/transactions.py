@@ -21,10 +21,15 @@ that same round once its count reaches the maximum (as the 5.3.1 oracle shows).
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.opbody import parse_op_body  # noqa: F401 - part of this module's API
+from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSACTION_ROLLBACK
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.records import Progress, scan
+from mqtool.inspect.columns import ColumnChunk, TopicIds, scan_chunks
+from mqtool.inspect.records import Progress
+from mqtool.store.fastscan import C_POS, C_PREPARED, C_SYS_FLAG
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP, Store
 
@@ -38,8 +43,6 @@ def _int(text: str | None, default: int | None = None) -> int | None:
         return int(text) if text is not None else default
     except ValueError:
         return default
-
-
 
 
 @dataclass
@@ -73,15 +76,41 @@ class TransactionScan:
         elif rec.transaction == "rollback":
             self.rollbacks.setdefault(rec.prepared_transaction_offset, rec.physical_offset)
 
+    def feed_chunk(self, cc: ColumnChunk, topics: TopicIds) -> None:
+        """`feed` every record of a column chunk: only the transaction topics' records are built;
+        COMMIT/ROLLBACK records of other topics only give their two offsets."""
+        if not len(cc):
+            return
+        wanted = [i for i in (topics.get(t) for t in (HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC))
+                  if i >= 0]
+        full = np.isin(cc.topic_ids, wanted) if wanted else np.zeros(len(cc), bool)
+        c = cc.cols
+        kind = c[C_SYS_FLAG] & TRANSACTION_MASK
+        end = (kind == TRANSACTION_COMMIT) | (kind == TRANSACTION_ROLLBACK)
+        rows = np.flatnonzero(full | end)
+        if not len(rows):
+            return
+        records = cc.records(np.flatnonzero(full))
+        base = cc.chunk.base_offset
+        for is_full, k, prepared, pos in zip(full[rows].tolist(), kind[rows].tolist(), c[C_PREPARED, rows].tolist(),
+                                             c[C_POS, rows].tolist(), strict=True):
+            if is_full:
+                self.feed(next(records))
+            elif k == TRANSACTION_COMMIT:
+                self.commits.setdefault(prepared, base + pos)
+            else:
+                self.rollbacks.setdefault(prepared, base + pos)
+
     def report(self, store: Store, now_ms: int) -> dict:
         return _report(self, store, now_ms)
 
 
 def transactions_view(store: Store, now_ms: int, progress: Progress | None = None) -> dict:
-    """The `transactions` document (one CommitLog scan)."""
+    """The `transactions` document (one CommitLog column scan; only transaction records are decoded)."""
     ts = TransactionScan()
-    for rec in scan(store, verify_crc=False, progress=progress):
-        ts.feed(rec)
+    topics = TopicIds()
+    for cc in scan_chunks(store, topics, verify_crc=False, progress=progress):
+        ts.feed_chunk(cc, topics)
     return ts.report(store, now_ms)
 
 

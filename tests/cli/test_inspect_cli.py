@@ -186,6 +186,37 @@ def test_local_times(basic, monkeypatch):
         time.tzset()
 
 
+def test_local_reads_a_time_without_offset_as_local_time(basic, monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        first = json.loads(run(basic, "messages", "--limit", "1", "--json", "--body", "none").stdout)
+        ts = first["store_timestamp"]  # 2026-11-22T15:47:13.716Z = 2026-11-23T00:47:13.716+09:00
+        local = run(basic, "messages", "--since", "2026-11-23T00:47:13.716", "--until", "2026-11-23T00:47:13.717",
+                    "--local", "--json", "--body", "none").stdout.splitlines()
+        utc = run(basic, "messages", "--since", "2026-11-23T00:47:13.716", "--json", "--body", "none").stdout
+        assert [json.loads(x)["store_timestamp"] for x in local] == [ts] and utc == ""
+        with_offset = run(basic, "messages", "--since", "2026-11-22T15:47:13.716Z", "--until", str(ts + 1), "--local",
+                          "--json", "--body", "none").stdout.splitlines()
+        assert len(with_offset) == 1
+        assert run(basic, "messages", "--since", "-2h", "--local", "--json").exit_code == 0
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_text_output_says_now_is_the_wall_clock(basic):
+    for view in ("overview", "delay", "timer", "transactions"):
+        r = run(basic, view)
+        assert r.exit_code == 0, r.stderr
+        note = " ".join(r.stderr.split())
+        assert "(the current time; set another with --now)" in note, (view, r.stderr)
+        assert "the store's last write: 2026-11-22T15:47:19.110Z" in note  # the checkpoint's physicMsgTimestamp
+        assert "--now 1795362439110 shows the store as the broker left it" in note
+        assert "the current time" not in run(basic, view, "--now", NOW).stderr
+        assert run(basic, view, "--json").stderr == ""
+
+
 def test_config_changes_the_settings(basic, tmp_path):
     conf = tmp_path / "broker.conf"
     conf.write_text("messageDelayLevel=1s 5s 10s\ntransactionCheckMax=3\n")

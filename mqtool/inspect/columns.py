@@ -1,0 +1,242 @@
+"""Column scans for the views that aggregate: no Python object per CommitLog record.
+
+`CommitLog.scan_columns` (the numba kernel of `mqtool.store.fastscan`) yields numpy columns per
+chunk with the same findings and file ends as `iter_records`; this module adds, per chunk and with
+numpy only,
+
+- a topic id per record (`TopicIds.of_chunk`: topic bytes gathered into a padded 2-D array, hashed
+  per row, `np.unique` on the hashes, every row checked against its group's first row), and
+- `CommitLogSummary`: records, bytes per topic, records per (topic, queue id), the store-time range
+  and the end of the last record, which is all `overview` needs from the CommitLog;
+- `ColumnChunk.records(rows)`: `MessageRecord`s for the few rows a view wants in full (the
+  transaction topics, for example), equal to the ones `iter_records` builds.
+
+Topics are decoded like the record path does (UTF-8, `surrogateescape`), so the names and the
+JSON output are the same whichever path produced them.
+"""
+
+import mmap
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from mqtool.formats.message import MessageRecord
+from mqtool.inspect.records import Progress
+from mqtool.store import fastscan
+from mqtool.store.commitlog import CommitLog
+from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS, C_TOTAL
+from mqtool.store.mapped_files import MappedFile, map_file
+from mqtool.store.store import Store
+
+TOPIC_INLINE_MAX = 256
+"""Topics up to this many bytes are compared as padded rows (RocketMQ caps topics at 127 characters);
+longer ones (only in damaged or exotic stores) are looked up one by one."""
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_MUL = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+def _word_masks(words: int) -> np.ndarray:
+    """(8*words + 1, words) uint64: row n keeps the first n bytes of a row of `words` little words."""
+    width = 8 * words
+    keep = np.arange(width)[None, :] < np.arange(width + 1)[:, None]
+    return np.where(keep, np.uint8(0xFF), np.uint8(0)).view(np.uint64)
+
+
+@dataclass
+class TopicIds:
+    """Topic names by id, in order of first appearance; `of_chunk` gives each record's id."""
+
+    names: list[str] = field(default_factory=list)
+    _ids: dict[bytes, int] = field(default_factory=dict)
+    _masks: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def id(self, raw: bytes) -> int:
+        i = self._ids.get(raw)
+        if i is None:
+            i = self._ids[raw] = len(self.names)
+            self.names.append(raw.decode("utf-8", "surrogateescape"))  # as `iter_records` decodes it
+        return i
+
+    def get(self, name: str) -> int:
+        """The id of a topic seen so far, -1 when none of the records had it."""
+        return self._ids.get(name.encode("utf-8", "surrogateescape"), -1)
+
+    def of_chunk(self, a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """The topic id of every row: `a[pos[i] : pos[i] + lens[i]]` is row i's topic."""
+        out = np.empty(len(pos), np.int64)
+        if not len(pos):
+            return out
+        longest = int(lens.max())
+        words = max(1, (min(longest, TOPIC_INLINE_MAX) + 7) // 8)
+        width = 8 * words
+        inline = (lens <= TOPIC_INLINE_MAX) & (pos <= len(a) - width)
+        every = bool(inline.all())
+        rows_at = np.arange(len(pos)) if every else np.flatnonzero(inline)
+        if len(rows_at):
+            p, n = (pos, lens) if every else (pos[rows_at], lens[rows_at])
+            out[rows_at] = self._padded(a, p, n, words)
+        for i in ([] if every else np.flatnonzero(~inline).tolist()):
+            s = int(pos[i])
+            out[i] = self.id(bytes(a[s : s + int(lens[i])]))
+        return out
+
+    def _padded(self, a: np.ndarray, pos: np.ndarray, lens: np.ndarray, words: int) -> np.ndarray:
+        width = 8 * words
+        windows = as_strided(a, shape=(len(a) - width + 1, width), strides=(1, 1), writeable=False)
+        w = np.ascontiguousarray(windows[pos]).view(np.uint64)  # (n, words): the topic and what follows
+        masks = self._masks.get(words)
+        if masks is None:
+            masks = self._masks[words] = _word_masks(words)
+        w &= masks[lens]  # zero past each topic's end
+        h = lens.astype(np.uint64) * _MIX
+        for k in range(words):
+            h ^= w[:, k]
+            h *= _MUL
+        _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+        inverse = inverse.ravel()
+        if not ((w == w[first][inverse]).all() and (lens == lens[first][inverse]).all()):
+            # a hash collision (never seen): group by the bytes and the length themselves
+            keyed = np.concatenate([lens.astype(np.uint64)[:, None], w], axis=1)
+            _, first, inverse = np.unique(np.ascontiguousarray(keyed).view(np.dtype((np.void, keyed.shape[1] * 8)))
+                                          .ravel(), return_index=True, return_inverse=True)
+            inverse = inverse.ravel()
+        lut = np.array([self.id(bytes(a[int(pos[r]) : int(pos[r]) + int(lens[r])])) for r in first.tolist()],
+                       np.int64)
+        return lut[inverse]
+
+
+@dataclass
+class ColumnChunk:
+    """One chunk of `scan_chunks`: the kernel's columns, the file's mapping and each row's topic id."""
+
+    file: MappedFile
+    rel: str
+    buf: object
+    chunk: fastscan.ScanChunk
+    topic_ids: np.ndarray | None
+
+    @property
+    def cols(self) -> np.ndarray:
+        return self.chunk.cols
+
+    def __len__(self) -> int:
+        return len(self.chunk)
+
+    def records(self, rows: np.ndarray) -> Iterator[MessageRecord]:
+        """`MessageRecord`s of the given rows (ascending), as `CommitLog.iter_records` builds them."""
+        c = self.chunk
+        sub = fastscan.ScanChunk(c.base_offset, c.cols[:, rows], c.end, c.stop, c.detail, c.crc_checked,
+                                 c.file_size)
+        return fastscan.records_from_chunk(self.buf, sub, self.rel)
+
+
+def scan_chunks(store: Store, topics: TopicIds | None, start: int | None = None, verify_crc: bool = True,
+                progress: Progress | None = None, chunk_records: int = fastscan.DEFAULT_CHUNK
+                ) -> Iterator[ColumnChunk]:
+    """`CommitLog.scan_columns` of the store with a topic id per row, reporting progress once per chunk."""
+    yield from commitlog_chunks(store.commitlog, topics, start, verify_crc, progress, chunk_records)
+
+
+def commitlog_chunks(cl: CommitLog, topics: TopicIds | None, start: int | None = None, verify_crc: bool = True,
+                     progress: Progress | None = None, chunk_records: int = fastscan.DEFAULT_CHUNK
+                     ) -> Iterator[ColumnChunk]:
+    """`cl.scan_columns` as `ColumnChunk`s (topic ids only with `topics`; otherwise `topic_ids` is None).
+
+    Findings and file ends land in `cl` exactly as with `iter_records`. Each file is mapped once
+    more here to read topics (and the rows a caller asks for); the pages of a finished chunk are
+    dropped from this process like the kernel's own, so the resident size stays small.
+    """
+    total = sum(f.length for f in cl.files)
+    base = cl.min_offset
+    current: MappedFile | None = None
+    ctx = buf = a = None
+    released = 0
+    try:
+        for f, chunk in cl.scan_columns(start, verify_crc, chunk_records):
+            if f is not current:
+                a = None
+                if ctx is not None:
+                    ctx.__exit__(None, None, None)
+                current, released = f, 0
+                ctx = map_file(f.path)
+                buf = ctx.__enter__()
+                a = fastscan.as_array(buf)
+            c = chunk.cols
+            ids = None if topics is None else topics.of_chunk(a, c[C_TOPIC_POS], c[C_TOPIC_LEN])
+            yield ColumnChunk(f, cl.rel(f), buf, chunk, ids)
+            released = _release(buf, released, chunk.end)
+            if progress:
+                progress(min(f.start + chunk.end - base, total), total)
+    finally:
+        a = None
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+    if progress:
+        progress(total, total)
+
+
+def _release(buf, done: int, upto: int) -> int:
+    """Drop this process's mapped pages of [done, upto) (they stay in the page cache)."""
+    upto -= upto % mmap.PAGESIZE
+    if isinstance(buf, mmap.mmap) and upto > done and hasattr(buf, "madvise"):
+        try:
+            buf.madvise(mmap.MADV_DONTNEED, done, upto - done)
+        except (OSError, ValueError):  # pragma: no cover - a platform without it
+            return done
+        return upto
+    return done
+
+
+_QUEUE_BIAS = 1 << 31  # queue ids are signed 32-bit: (topic id, queue id) as one non-negative int64
+
+
+@dataclass
+class CommitLogSummary:
+    """What `overview` needs from a CommitLog scan: counts and ranges per topic and queue."""
+
+    records: int = 0
+    first_store_timestamp: int | None = None
+    last_store_timestamp: int | None = None
+    end_offset: int | None = None
+    per_queue: Counter = field(default_factory=Counter)
+    per_topic_bytes: Counter = field(default_factory=Counter)
+
+
+def summarise(store: Store, verify_crc: bool = True, progress: Progress | None = None,
+              each: Callable[[ColumnChunk, TopicIds], None] | None = None,
+              chunk_records: int = fastscan.DEFAULT_CHUNK) -> CommitLogSummary:
+    """One column scan of the whole CommitLog; `each(chunk, topics)` sees every chunk on the way."""
+    topics = TopicIds()
+    s = CommitLogSummary()
+    queue_keys: Counter = Counter()
+    topic_bytes = np.zeros(0, np.int64)
+    for cc in scan_chunks(store, topics, verify_crc=verify_crc, progress=progress, chunk_records=chunk_records):
+        n = len(cc)
+        if each is not None:
+            each(cc, topics)
+        if not n:
+            continue
+        c, ids = cc.cols, cc.topic_ids
+        s.records += n
+        ts = c[C_STORE_TS]
+        lo, hi = int(ts.min()), int(ts.max())
+        s.first_store_timestamp = lo if s.first_store_timestamp is None else min(s.first_store_timestamp, lo)
+        s.last_store_timestamp = hi if s.last_store_timestamp is None else max(s.last_store_timestamp, hi)
+        s.end_offset = cc.file.start + int(c[C_POS, -1]) + int(c[C_TOTAL, -1])
+        keys, counts = np.unique((ids << 32) + (c[C_QUEUE_ID] + _QUEUE_BIAS), return_counts=True)
+        queue_keys.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
+        if len(topics.names) > len(topic_bytes):
+            topic_bytes = np.concatenate([topic_bytes, np.zeros(len(topics.names) - len(topic_bytes), np.int64)])
+        # float64 sums are exact here: a chunk's bytes stay far below 2**53
+        topic_bytes += np.rint(np.bincount(ids, weights=c[C_TOTAL], minlength=len(topic_bytes))).astype(np.int64)
+    names = topics.names
+    for key, count in queue_keys.items():
+        s.per_queue[(names[key >> 32], (key & 0xFFFFFFFF) - _QUEUE_BIAS)] = count
+    for i, b in enumerate(topic_bytes.tolist()):
+        if b:
+            s.per_topic_bytes[names[i]] = b
+    return s

@@ -1,0 +1,139 @@
+"""The column path of `overview` and `transactions` against the record path (`iter_records`).
+
+`mqtool.inspect.columns` must give exactly what one `MessageRecord` per record gave: the same topic
+names, counts per (topic, queue), bytes per topic, time range, end offset, findings and transaction
+records, on every oracle store, the demo, and stores built to stress the topic grouping.
+"""
+
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from mqtool.builder.writer import StoreWriter
+from mqtool.formats.broker_conf import BrokerConfig, load_broker_conf
+from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
+from mqtool.inspect import columns
+from mqtool.inspect.columns import CommitLogSummary, TopicIds, summarise
+from mqtool.inspect.overview import overview
+from mqtool.inspect.records import commitlog_bytes, scan
+from mqtool.inspect.transactions import TransactionScan, transactions_view
+from mqtool.store.store import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, Store
+
+NOW = 1795362444000
+
+
+def record_summary(store: Store) -> tuple[CommitLogSummary, TransactionScan, list]:
+    """What the record path computes (the reference)."""
+    s = CommitLogSummary()
+    ts = TransactionScan()
+    for rec in scan(store, verify_crc=True):
+        s.records += 1
+        s.per_queue[(rec.topic, rec.queue_id)] += 1
+        s.per_topic_bytes[rec.topic] += rec.total_size
+        t = rec.store_timestamp
+        s.first_store_timestamp = t if s.first_store_timestamp is None else min(s.first_store_timestamp, t)
+        s.last_store_timestamp = t if s.last_store_timestamp is None else max(s.last_store_timestamp, t)
+        s.end_offset = rec.end_offset
+        ts.feed(rec)
+    return s, ts, list(store.commitlog.findings)
+
+
+def assert_same(store: Store, chunk_records: int = columns.fastscan.DEFAULT_CHUNK) -> CommitLogSummary:
+    want, want_ts, want_findings = record_summary(store)
+    ts = TransactionScan()
+    got = summarise(store, each=ts.feed_chunk, chunk_records=chunk_records)
+    assert got == want
+    assert sorted(store.commitlog.findings, key=repr) == sorted(want_findings, key=repr)
+    assert ts.report(store, NOW) == want_ts.report(store, NOW)
+    assert [h.physical_offset for h in ts.halves] == [h.physical_offset for h in want_ts.halves]
+    return got
+
+
+def test_same_as_the_record_path_on_the_oracle(oracle_store):
+    name, root, _ = oracle_store
+    conf = root.parent / "broker.conf"
+    store = Store.open(root, load_broker_conf(conf) if conf.is_file() else None)
+    for chunk_records in (columns.fastscan.DEFAULT_CHUNK, 7):
+        assert_same(store, chunk_records)
+
+
+def test_same_as_the_record_path_on_the_demo():
+    demo = FIXTURES / "demo"
+    if not (demo / "commitlog").is_dir():
+        pytest.skip("fixtures/demo is absent")
+    store = Store.open(demo, load_broker_conf(FIXTURES / "demo.broker.conf"))
+    got = assert_same(store, 3)
+    assert got.records and got.per_queue
+
+
+@pytest.fixture
+def odd_store(tmp_path: Path) -> Path:
+    """Topics that a padded-row grouping could confuse, across small files and chunk boundaries."""
+    cfg = replace(BrokerConfig.for_version("5.3"), mapped_file_size_commitlog=4096)
+    topics = ["A", "A\x00", "A\x00\x00", "", "AB", "ABCDEFGH", "ABCDEFGHI", "主题-ü", "T" * 127, "L" * 300,
+              "\udcff-not-utf8"]
+    with StoreWriter(tmp_path / "s", cfg) as w:
+        for i in range(60):
+            t = topics[i % len(topics)]
+            w.append_message(t, [-1, 0, 3, 2**31 - 1][i % 4], b"x" * (i % 5), {"UNIQ_KEY": f"K{i}"},
+                             store_timestamp=1_700_000_000_000 + (i * 7919) % 1000, dispatch=False)
+        h = w.append_message(HALF_TOPIC, 0, b"h", {"UNIQ_KEY": "H1", "REAL_TOPIC": "A", "REAL_QID": "0",
+                                                   "PGROUP": "g"}, sys_flag=TRANSACTION_PREPARED,
+                             store_timestamp=1_700_000_001_000, dispatch=False)
+        w.append_message("A", 0, b"c", {"UNIQ_KEY": "H1"}, sys_flag=TRANSACTION_COMMIT,
+                         prepared_transaction_offset=h.physical_offset, dispatch=False)
+        w.append_message("A", 0, b"r", {"UNIQ_KEY": "H1"}, sys_flag=TRANSACTION_ROLLBACK,
+                         prepared_transaction_offset=h.physical_offset + 1, dispatch=False)
+        w.append_message(OP_HALF_TOPIC, 0, b"0", {"TAGS": "d"}, dispatch=False)
+        w.append_message(TRANS_CHECK_MAX_TIME_TOPIC, 0, b"h", {"UNIQ_KEY": "H9"}, dispatch=False)
+    return tmp_path / "s"
+
+
+def test_topics_that_padding_could_confuse(odd_store: Path):
+    store = Store.open(odd_store)
+    assert len(store.commitlog.files) >= 3
+    for chunk_records in (1, 5, 1000):
+        got = assert_same(store, chunk_records)
+    names = {t for t, _ in got.per_queue}
+    assert {"A", "A\x00", "A\x00\x00", "", "L" * 300, "\udcff-not-utf8"} <= names
+    assert {q for _, q in got.per_queue} == {-1, 0, 3, 2**31 - 1}
+
+
+def test_a_hash_collision_falls_back_to_the_bytes(odd_store: Path, monkeypatch):
+    want = summarise(Store.open(odd_store))
+    monkeypatch.setattr(columns, "_MIX", np.uint64(0))
+    monkeypatch.setattr(columns, "_MUL", np.uint64(0))  # every topic hashes to 0
+    assert summarise(Store.open(odd_store)) == want
+
+
+def test_topic_ids_at_the_end_of_the_buffer():
+    data = b"xxTopicOne" + b"Two" + b"TopicOne"  # the last topic ends at the buffer's end
+    a = np.frombuffer(data, np.uint8)
+    t = TopicIds()
+    ids = t.of_chunk(a, np.array([2, 10, 13, 13, 2]), np.array([8, 3, 8, 0, 5]))
+    assert [t.names[i] for i in ids] == ["TopicOne", "Two", "TopicOne", "", "Topic"]
+    assert t.get("Two") == ids[1] and t.get("absent") == -1
+    assert len(t.of_chunk(a, np.zeros(0, np.int64), np.zeros(0, np.int64))) == 0
+
+
+def test_progress_is_reported_per_chunk_and_ends_at_the_total(odd_store: Path):
+    store = Store.open(odd_store)
+    calls = []
+    overview(store, NOW, progress=lambda done, total: calls.append((done, total)))
+    total = commitlog_bytes(store)
+    assert len(calls) > 2 and calls[-1] == (total, total)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and all(t == total for _, t in calls)
+    calls.clear()
+    transactions_view(store, NOW, progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (total, total)
+
+
+def test_transactions_of_the_odd_store(odd_store: Path):
+    doc = transactions_view(Store.open(odd_store), NOW)
+    assert doc["counts"] == {"committed": 1, "rolled_back": 0, "pending": 0, "discarded": 0}
+    assert doc["op_messages"]["records"] == 1 and len(doc["discarded"]) == 1
+    assert Counter(f["check"] for f in doc["findings"]) == Counter()
