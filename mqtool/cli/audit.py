@@ -23,6 +23,10 @@ from mqtool.cli.common import (
     user_errors,
 )
 
+# --config without click's own existence check: a missing or unreadable broker.conf is then one
+# `Error:` line (exit 2) from `load_config`, like every other input error, not a usage box.
+StoreConfigOption = typer.Option(None, "--config", help=ConfigOption.help, metavar="<file>")
+
 HELP = """Audit a RocketMQ store on Apache Spark: CommitLog integrity, ConsumeQueue consistency,
 delay levels, timer wheel, transactions, statistics. One JSON report (version 1).
 
@@ -54,10 +58,10 @@ def _root() -> None:
 
 
 def spark_audit(
-    store: Path = typer.Argument(..., help="Store directory (holds commitlog/).", exists=True, file_okay=False,
+    store: Path = typer.Argument(..., help="Store directory (holds commitlog/).",
                                  show_default=False),
     master: str | None = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
-    config: Path | None = ConfigOption,
+    config: Path | None = StoreConfigOption,
     out: Path | None = typer.Option(None, "--out", help="Write the JSON report to this file.", dir_okay=False),
     parquet: Path | None = typer.Option(None, "--parquet", help="Also write the decoded records as Parquet "
                                         "(DIR/commitlog, DIR/consumequeue, DIR/timerlog).", file_okay=False),

@@ -16,6 +16,10 @@ import typer
 from mqtool.cli.common import ConfigOption, JsonOption, emit_json, fail, load_config, stderr, stdout, user_errors
 from mqtool.times import format_time, parse_time
 
+# --config without click's own existence check: a missing or unreadable broker.conf is then one
+# `Error:` line (exit 2) from `load_config`, like every other input error, not a usage box.
+StoreConfigOption = typer.Option(None, "--config", help=ConfigOption.help, metavar="<file>")
+
 HELP = """Replay the broker's schedule, timer and transaction-check services on a virtual clock.
 
 \b
@@ -38,7 +42,7 @@ def simulate_command(
     store: Path = typer.Argument(..., help="The store directory (read-only).", show_default=False),
     until: str = typer.Option(..., "--until", help="Stop time (exclusive): ISO, epoch ms or +90s/+3d."),
     start: str | None = typer.Option(None, "--start", help="Start time (default: the store's own now)."),
-    config: Path | None = ConfigOption,
+    config: Path | None = StoreConfigOption,
     scenario: Path | None = typer.Option(None, "--scenario", help="Scenario TOML (faults, answers, rounds)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random choice (answers, fault probabilities)."),
     events: str | None = typer.Option(None, "--events", help="Write the event log (JSON Lines) here; - = stdout."),
@@ -77,6 +81,14 @@ def simulate_command(
             sc = load_scenario(scenario, start_ms)
         except ScenarioError as e:
             raise fail(str(e)) from None
+        if sc.broker:
+            cfg.with_overrides(sc.broker, source="scenario [broker]")  # a bad value fails before the run
+            for name in _unused_settings(sc.broker):
+                stderr.print(f"warning: scenario [broker]: {name} is not a setting the simulator uses (ignored)",
+                             markup=False, highlight=False)
+        _check_outputs(store, events, out)
+        if out is not None:
+            _check_file_sizes(st, cfg)
         stderr.print(f"simulate: seed {seed}, {format_time(start_ms)} -> {format_time(until_ms)}, "
                      f"broker {broker_version}", markup=False, highlight=False)
         result = simulate(st, cfg, start_ms, until_ms, sc, seed, broker_version)
@@ -95,7 +107,12 @@ def simulate_command(
         if out is not None:
             from mqtool.simulate.output import write_store
 
-            write_store(st, result, out)
+            for w in write_store(st, result, out):
+                stderr.print(f"warning: --out: {w}", markup=False, highlight=False)
+        for f in sorted({(x.severity, x.file, x.message) for x in st.findings if x.severity != "info"}):
+            # what the broker would have met on restart (a damaged file, an unparsable offsets
+            # file it replaces with defaults): the run follows the broker, but says so
+            stderr.print(f"{f[0]}: {f[1]}: {f[2]}", markup=False, highlight=False)
     if result.violations:
         cmd = ["mqtool", "simulate", str(store), "--start", str(start_ms), "--until", str(until_ms),
                "--seed", str(seed), "--broker-version", broker_version]
@@ -115,6 +132,43 @@ def simulate_command(
         sys.stderr.write(golden.diff)
     if result.violations or (golden is not None and not golden.equal):
         raise typer.Exit(code=1)
+
+
+def _unused_settings(broker: dict) -> list[str]:
+    """[broker] names that no simulated service reads (a typo would otherwise change nothing, silently)."""
+    from dataclasses import fields
+
+    from mqtool.formats.broker_conf import BrokerConfig
+
+    known = {f.metadata["java"] for f in fields(BrokerConfig) if "java" in f.metadata}
+    return sorted(k for k in broker if k not in known)
+
+
+def _check_outputs(store: Path, events: str | None, out: Path | None) -> None:
+    """Refuse unusable output paths before the run (never after minutes of simulation)."""
+    if events is not None and events != "-":
+        parent = Path(events).parent
+        if not parent.is_dir():
+            raise fail(f"{events}: no such directory {str(parent)!r} for the event log")
+        if Path(events).is_dir():
+            raise fail(f"{events}: is a directory (give a file for the event log)")
+    if out is not None:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise fail(f"{out}: --out must be a new or empty directory (the input store is never modified)")
+        if out.resolve() == store.resolve():
+            raise fail(f"{out}: --out must not be the input store")
+
+
+def _check_file_sizes(st, cfg) -> None:
+    """--out extends the store's files with broker.conf's sizes: they must be the sizes on disk.
+
+    RocketMQ itself refuses to load a CommitLog whose files do not have `mappedFileSizeCommitLog`
+    bytes; without this check the new store would put records where its ConsumeQueues do not look.
+    """
+    cl = st.commitlog.queue
+    if cl.files and cl.file_size != cfg.mapped_file_size_commitlog:
+        raise fail(f"--out: the store's CommitLog files are {cl.file_size} bytes but mappedFileSizeCommitLog is "
+                   f"{cfg.mapped_file_size_commitlog}; give the broker's broker.conf with --config")
 
 
 def _render(summary: dict) -> None:

@@ -30,6 +30,10 @@ from mqtool.times import format_time, parse_time
 
 EXIT_FOUND, EXIT_NOT_FOUND = 0, 1
 
+# --config without click's own existence check: a missing or unreadable broker.conf is then one
+# `Error:` line (exit 2) from `load_config`, like every other input error, not a usage box.
+StoreConfigOption = typer.Option(None, "--config", help=ConfigOption.help, metavar="<file>")
+
 TRACE_HELP = """Follow one message through every system topic: where is it now, and how did it get there?
 
 \b
@@ -70,12 +74,12 @@ def register(app: typer.Typer) -> None:
 
 
 def trace_command(
-    store: Path = typer.Argument(..., help="The store directory (read-only).", exists=True, file_okay=False),
+    store: Path = typer.Argument(..., help="The store directory (read-only)."),
     uniq_key: str | None = typer.Option(None, "--uniq-key", help="UNIQ_KEY (the client-side msgId)."),
     key: str | None = typer.Option(None, "--key", help="A word of the KEYS property."),
     offset: int | None = typer.Option(None, "--offset", help="Physical CommitLog offset of any of its records."),
     msg_id: str | None = typer.Option(None, "--msg-id", help="offsetMsgId (or client msgId)."),
-    config: Path | None = ConfigOption,
+    config: Path | None = StoreConfigOption,
     as_json: bool = JsonOption,
     until: str | None = typer.Option(None, "--until", help="Continue with the simulator up to this time "
                                      "(ISO, epoch ms, or +2h from the simulator's start)."),
@@ -161,9 +165,9 @@ def render_traces(traces, local: bool) -> None:
 
 
 def index_build_command(
-    store: Path = typer.Argument(..., help="The store directory (read-only).", exists=True, file_okay=False),
+    store: Path = typer.Argument(..., help="The store directory (read-only)."),
     out: Path = typer.Option(..., "--out", help="Directory for the index (created if missing).", file_okay=False),
-    config: Path | None = ConfigOption,
+    config: Path | None = StoreConfigOption,
     as_json: bool = JsonOption,
 ) -> None:
     from mqtool.store.store import Store

@@ -113,6 +113,11 @@ def consumers(store: Store, rec: MessageRecord) -> list[tuple[str, int | None, b
     return sorted(out)
 
 
+def _n(count: int, noun: str) -> str:
+    """`1 check`, `2 checks`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _fmt(ms: int | None) -> str:
     return format_time(ms)
 
@@ -400,7 +405,7 @@ class Timeline:
                f"TRANSACTION_CHECK_TIMES={n} < transactionCheckMax={mx} of this config: the broker ran with a "
                f"lower limit (pass its broker.conf with --config) or the half was older than "
                f"fileReservedTime={self.cfg.file_reserved_time}h")
-        return f"discarded after {self.st.checks} checks{imm} ({why}); moved to {_place(rec)}"
+        return f"discarded after {_n(self.st.checks, 'check')}{imm} ({why}); moved to {_place(rec)}"
 
     def _on_delivered(self, rec: MessageRecord) -> None:
         park = self.st.park
@@ -426,7 +431,7 @@ class Timeline:
     def _on_dlq(self, rec: MessageRecord) -> None:
         group = rec.topic[len(DLQ_PREFIX):]
         self.add(rec.store_timestamp, "dead_lettered", rec, f"moved to the dead-letter queue of consumer group "
-                 f"{group} after {rec.reconsume_times} reconsumes; now in {_place(rec)}")
+                 f"{group} after {_n(rec.reconsume_times, 'reconsume')}; now in {_place(rec)}")
         self.st.dlq = rec
         self._deliver(rec, "dead_lettered")
 
@@ -483,7 +488,7 @@ class Timeline:
             if s == "committed":
                 return Verdict(s, f"committed {where}" + self._consumed_text(rec))
             if s == "dead_lettered":
-                return Verdict(s, f"dead-lettered {where} after {rec.reconsume_times} reconsumes"
+                return Verdict(s, f"dead-lettered {where} after {_n(rec.reconsume_times, 'reconsume')}"
                                + self._consumed_text(rec))
             redelivered = " (retry)" if rec.topic.startswith(RETRY_PREFIX) else ""
             return Verdict(s, f"delivered {where}{redelivered}" + self._consumed_text(rec))

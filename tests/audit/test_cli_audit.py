@@ -100,3 +100,10 @@ def test_config_is_read_with_load_broker_conf(tmp_path):
     conf.write_text("transactionCheckMax=many\n")
     res = runner.invoke(app, ["spark-audit", str(PAIR_B), "--local", "--config", str(conf)])
     assert res.exit_code == 2 and "Error:" in res.output and "transactionCheckMax" in res.output
+
+
+def test_missing_store_or_config_is_one_error_line(tmp_path):
+    for args in ([str(tmp_path / "nope"), "--local"], [str(tmp_path), "--local", "--config", str(tmp_path / "x")]):
+        res = runner.invoke(app, ["spark-audit", *args])
+        assert res.exit_code == 2, res.output
+        assert res.stderr.startswith("Error: ") and res.stderr.count("\n") == 1, res.stderr

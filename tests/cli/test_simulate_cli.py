@@ -212,3 +212,95 @@ def test_input_store_is_not_modified(tmp_path):
     r = run(*demo_args("--json", "--events", tmp_path / "ev.jsonl", "--out", tmp_path / "out"))
     assert r.exit_code == 0, r.output
     assert _hashes(DEMO) == before
+
+
+# ----------------------------------------------------------------------------- review of issue #4: more bad input
+
+
+def _one_error_line(r, text):
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert text in r.stderr and r.stdout == ""
+
+
+def test_missing_config_is_one_error_line(tmp_path):
+    _one_error_line(run(DEMO, "--config", tmp_path / "none.conf", "--until", "+1h"), "none.conf")
+
+
+def test_out_that_is_not_empty_fails_before_the_run(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x").write_text("x")
+    r = run(*demo_args("--out", tmp_path / "out"))
+    _one_error_line(r, "--out must be a new or empty directory")
+    assert "simulate: seed" not in r.stderr  # refused before the replay, not after it
+
+
+def test_events_in_a_missing_directory_fails_before_the_run(tmp_path):
+    _one_error_line(run(*demo_args("--events", tmp_path / "no" / "ev.jsonl")), "no such directory")
+
+
+def test_bad_broker_override_fails_before_the_run(tmp_path):
+    sc = tmp_path / "s.toml"
+    sc.write_text('[broker]\ntransactionCheckInterval = "soon"\n')
+    _one_error_line(run(*demo_args("--scenario", sc)), "transactionCheckInterval")
+
+
+def test_garbage_scenario_is_one_error_line(tmp_path):
+    sc = tmp_path / "s.toml"
+    sc.write_text("[transaction\ncheck_at = \n")
+    _one_error_line(run(*demo_args("--scenario", sc)), "not valid TOML")
+
+
+def test_unknown_broker_override_is_a_warning(tmp_path):
+    sc = tmp_path / "s.toml"
+    sc.write_text("[broker]\ntransactionCheckIntervl = 5000\n")
+    r = run(*demo_args("--scenario", sc, "--json"))
+    assert r.exit_code == 0, r.output
+    assert ("warning: scenario [broker]: transactionCheckIntervl is not a setting the simulator uses (ignored)"
+            in r.stderr)
+
+
+def test_a_damaged_store_file_is_reported_on_stderr(tmp_path):
+    """Garbage delayOffset.json: RocketMQ (no .bak) starts every level from 0; the run does, and says so."""
+    import shutil
+
+    store = shutil.copytree(DEMO, tmp_path / "store")
+    (store / "config" / "delayOffset.json").write_text("{garbage")
+    r = run(store, "--config", DEMO_CONF, "--until", "+3h", "--json")
+    assert r.exit_code == 0, r.output
+    assert "warning: config/delayOffset.json: " in r.stderr and "start from defaults" in r.stderr
+    assert json.loads(r.stdout)["delay_offsets"] == {"1": 4, "3": 2, "18": 2}
+
+
+def test_an_invariant_violation_prints_the_command_that_reproduces_it(monkeypatch):
+    import mqtool.simulate.runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "check_invariants", lambda *a, **k: ["timer delivered X 2 times without a fault"])
+    r = run(*demo_args("--seed", "5", "--json"))
+    assert r.exit_code == 1
+    assert "invariant violated: timer delivered X 2 times without a fault" in r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("reproduce with: ")]
+    assert line.startswith(f"reproduce with: mqtool simulate {DEMO} --start ")
+    assert "--seed 5" in line and f"--config {DEMO_CONF}" in line
+
+
+def test_same_seed_same_bytes_from_the_cli(tmp_path):
+    """Events, summary and --out: byte-identical across two runs with a seeded scenario."""
+    sc = tmp_path / "s.toml"
+    sc.write_text('[transaction]\ncheck_at = ["+3s", "+10s"]\n[[transaction.answers]]\nanswer = "commit"\n'
+                  'probability = 0.5\n[[faults]]\nkind = "put_failure"\nprobability = 0.3\n')
+    outs = []
+    for i in (1, 2):
+        r = run(*demo_args("--scenario", sc, "--seed", "11", "--json", "--events", tmp_path / f"ev{i}",
+                           "--out", tmp_path / f"out{i}"))
+        assert r.exit_code == 0, r.output
+        outs.append((r.stdout, (tmp_path / f"ev{i}").read_bytes(), _hashes(tmp_path / f"out{i}")))
+    assert outs[0] == outs[1]
+
+
+def test_out_with_a_broker_conf_that_does_not_fit_the_files_is_refused(tmp_path):
+    """Without --config the CommitLog size is RocketMQ's 1 GiB, but the demo's files are 16384 bytes:
+    the new store would put records where its ConsumeQueues do not look (RocketMQ refuses such a store)."""
+    r = run(DEMO, "--until", "+1h", "--out", tmp_path / "out")
+    _one_error_line(r, "CommitLog files are 16384 bytes but mappedFileSizeCommitLog is 1073741824")
+    assert not (tmp_path / "out").exists()

@@ -150,3 +150,13 @@ def test_index_of_another_store_is_refused(store_dir, tmp_path):
     assert r.exit_code == 2 and "the index does not match this store (stale)" in r.stderr
     r = run("trace", store_dir, "--key", "plain", "--index", tmp_path / "none")
     assert r.exit_code == 2 and "no trace index here" in r.stderr
+
+
+@pytest.mark.parametrize("cmd", [["trace", "{store}", "--key", "x"], ["index", "build", "{store}", "--out", "{tmp}/i"]])
+def test_missing_store_or_config_is_one_error_line(tmp_path, store_dir, cmd):
+    """Not click's usage box: one `Error:` line, exit 2, for a missing store and a missing broker.conf."""
+    for store, extra in ((tmp_path / "nope", []), (store_dir, ["--config", tmp_path / "none.conf"])):
+        args = [str(a).format(store=store, tmp=tmp_path) for a in cmd] + [str(x) for x in extra]
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, r.output
+        assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1, r.stderr

@@ -63,8 +63,16 @@ def stores(tmp_path_factory) -> tuple[Store, Store]:
         w.write_delay_offsets(DelayOffsets({3: 0}))
         w.write_timercheck(START, last_timer_queue_offset=1)
         w.write_checkpoint()
-    r = CliRunner().invoke(app, ["simulate", str(tmp / "input"), "--until", str(UNTIL), "--out", str(tmp / "sim")],
-                           catch_exceptions=False)
+    conf = tmp / "broker.conf"  # CONFIG as broker.conf: --out extends the files with these sizes
+    conf.write_text(f"mappedFileSizeCommitLog={CONFIG.mapped_file_size_commitlog}\n"
+                    f"mappedFileSizeConsumeQueue={CONFIG.mapped_file_size_consume_queue}\n"
+                    f"mappedFileSizeTimerLog={CONFIG.mapped_file_size_timer_log}\n"
+                    f"timerRollWindowSlot={CONFIG.timer_roll_window_slot}\n"
+                    f"transactionCheckMax={CONFIG.transaction_check_max}\n"
+                    f"transactionTimeOut={CONFIG.transaction_timeout}\n"
+                    f"transactionCheckInterval={CONFIG.transaction_check_interval}\n")
+    r = CliRunner().invoke(app, ["simulate", str(tmp / "input"), "--until", str(UNTIL), "--config", str(conf),
+                                 "--out", str(tmp / "sim")], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     with StoreWriter(tmp / "direct", CONFIG) as w:
         d, t = write_input(w)
