@@ -13,12 +13,11 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from mqtool.cli import inspect as inspect_cli
+    """Each area's module adds its commands (imported here so `mqtool --help` lists them all)."""
+    from mqtool.cli import audit, inspect, simulate, trace
 
-    inspect_cli.register(app)
-    from mqtool.cli import audit as audit_cli; audit_cli.register(app)  # noqa: E702
-    from mqtool.cli import simulate as simulate_cli; simulate_cli.register(app)  # noqa: E702, I001
-    from mqtool.cli import trace as trace_cli; trace_cli.register(app)  # noqa: E702, I001
+    for area in (inspect, simulate, audit, trace):
+        area.register(app)
 
 
 _register()

@@ -70,7 +70,7 @@ def _default(o: Any) -> Any:
 
 
 ConfigOption = typer.Option(None, "--config", help="The broker's broker.conf (delay levels, timer, "
-                            "transaction settings, mapped file sizes).", exists=True, dir_okay=False)
+                            "transaction settings, mapped file sizes).")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output (JSON, version 1).")
 LocalOption = typer.Option(False, "--local", help="Print times in local time instead of UTC.")
 

@@ -157,8 +157,7 @@ def render_traces(traces, local: bool) -> None:
         out.print(table)
         colour = {"delivered": "green", "committed": "green", "waiting": "cyan", "pending": "cyan"}.get(
             t.verdict.state, "yellow")
-        out.print(f"[bold {colour}]{t.verdict.state}[/]: ", end="")
-        out.print(t.verdict.text, markup=False)
+        out.print(t.verdict.text, style=f"bold {colour}", markup=False)  # the text starts with the state
         out.print(f"(as of {format_time(t.as_of, local)})", style="dim")
         if i + 1 < len(traces):
             out.print()

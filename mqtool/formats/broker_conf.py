@@ -214,5 +214,5 @@ def load_broker_conf(path: str | Path, *, base: BrokerConfig | None = None) -> B
         with path.open("rb") as fh:
             data = fh.read()
     except OSError as exc:
-        raise ConfigFileError(f"{path.name}: cannot read ({exc.strerror or exc})") from exc
+        raise ConfigFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     return parse_broker_conf(data.decode("latin-1"), source=path.name, base=base)

@@ -59,7 +59,7 @@ def test_every_path_validates(store_dir):
 def test_table_on_stdout(store_dir):
     r = run("trace", store_dir, "--key", "timer-victim")
     assert r.exit_code == 0
-    assert "cancel_requested" in r.stdout and "cancelled: cancelled by" in r.stdout
+    assert "cancel_requested" in r.stdout and "\ncancelled by " in r.stdout
 
 
 def test_not_found_is_exit_1(store_dir):
