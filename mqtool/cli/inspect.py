@@ -69,7 +69,7 @@ config/timercheck, checkpoint, config/*.json): it is decoded according to its ki
 Times: ISO-8601 (2026-11-22T10:00:00Z), epoch ms, or relative to --now (-2h, +30m); printed in
 UTC ISO with milliseconds unless --local (which also reads an ISO time without an offset as local
 time). "Now" is the current time unless --now is given: on an old store, ages and "overdue" count from
-today; --now with the store's last write time shows the store as the broker left it.
+today; --now with the store's last sign of life shows the store as the broker left it.
 
 \b
 Output: Rich tables on a terminal; --json gives JSON Lines for messages and queue, one
@@ -178,7 +178,7 @@ def inspect(
 
         store = Store.open(path, cfg)
         if now is None and not json_out and view in _NOW_VIEWS and view != "overview":
-            _now_note(store, now_ms, None, local)
+            _now_note(store, now_ms, local)
         with _golden(expect, update_golden, view in ("messages", "queue"), path) as golden_code:
             if view == "overview":
                 code = _overview(store, now_ms, json_out, local, now is None)
@@ -270,17 +270,16 @@ def _parse_time(text: str, now_ms: int, local: bool) -> int:
     return parse_time(text, now_ms)
 
 
-def _now_note(store, now_ms: int, last_write_ms: int | None, local: bool) -> None:
+def _now_note(store, now_ms: int, local: bool) -> None:
     """Text output without --now: say that "now" is the wall clock, and how far behind the store is."""
-    if last_write_ms is None and store.checkpoint:
-        last_write_ms = int(store.checkpoint["physic_msg_timestamp"]) or None
+    last = store.last_activity_ms() or None  # the same "store's own now" simulate and trace use
     line = f"now: {format_time(now_ms, local)} (the current time; set another with --now)"
-    if last_write_ms is not None:
-        gap = now_ms - last_write_ms
-        line += f"; the store's last write: {format_time(last_write_ms, local)}"
+    if last is not None:
+        gap = now_ms - last
+        line += f"; the store's last sign of life: {format_time(last, local)}"
         if gap > STALE_STORE_MS:
             line += (f", {format_duration(gap)} earlier. Ages, lags and \"overdue\" count from now; "
-                     f"--now {last_write_ms} shows the store as the broker left it")
+                     f"--now {last} shows the store as the broker left it")
     render.render_note(line)
 
 
@@ -290,7 +289,7 @@ def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool 
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "overview") as progress:
         doc = overview(store, now_ms, progress)
     if wall_clock and not json_out:
-        _now_note(store, now_ms, doc["commitlog"]["last_store_timestamp"], local)
+        _now_note(store, now_ms, local)
     code = _document(doc, render.render_overview, json_out, local, verify=True)
     return code
 

@@ -271,17 +271,6 @@ class DiskBase:
     def queue_ids(self, topic: str) -> list[int]:
         return [q for t, q in self.store.queue_ids if t == topic]
 
-    def latest_store_timestamp(self) -> int:
-        """The store's own "now": its newest record's store time, or the checkpoint's, whichever is later."""
-        latest = 0
-        cl = self.store.commitlog
-        if cl.files:
-            for r in cl.iter_records(cl.files[-1].start, verify_crc=False):
-                latest = max(latest, r.store_timestamp)
-        cp = self.store.checkpoint
-        if cp is not None:
-            latest = max(latest, cp.physic_msg_timestamp, cp.logics_msg_timestamp)
-        return latest
 
 
 def record_size(m: SimMessage, capacity: int, trailing: bool = True) -> int:

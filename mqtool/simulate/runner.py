@@ -40,7 +40,8 @@ class SimulationResult:
 
 
 def default_start(store) -> int:
-    return DiskBase(store).latest_store_timestamp()
+    """The store's own "now" (`Store.last_activity_ms`): where a restarted broker's clock picks up."""
+    return store.last_activity_ms()
 
 
 def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scenario | None = None,
@@ -59,7 +60,7 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     if base is None:
         base = DiskBase(store)
     if start_ms is None:
-        start_ms = base.latest_store_timestamp() if hasattr(base, "latest_store_timestamp") else 0
+        start_ms = store.last_activity_ms() if store is not None else 0
     if until_ms <= start_ms:
         raise ValueError(f"--until ({until_ms}) must be after --start ({start_ms})")
     v4 = broker_version.startswith("4")

@@ -61,18 +61,9 @@ def _int(text: str | None) -> int | None:
 
 
 def store_as_of(store: Store, records: list[MessageRecord] = ()) -> int:
-    """The store's last sign of life: the newest of the checkpoint's physicMsgTimestamp, the timer
-    checkpoint (lastReadTimeMs and its dataVersion time), the offset files' dataVersion times and
-    the store times of the records at hand. Waiting times ("in 1h58m") are counted from here."""
-    times = [r.store_timestamp for r in records]
-    if store.checkpoint is not None:
-        times.append(store.checkpoint.physic_msg_timestamp)
-    if store.timercheck is not None:
-        times += [store.timercheck.last_read_time_ms, store.timercheck.timestamp]
-    for offsets in (store.delay_offsets, store.consumer_offsets):
-        if offsets is not None and offsets.data_version is not None:
-            times.append(offsets.data_version.timestamp)
-    return max(times, default=0)
+    """The store's last sign of life (`Store.last_activity_ms`, also simulate's default start) or a
+    newer record at hand. Waiting times ("in 1h58m") are counted from here."""
+    return max([store.last_activity_ms(), *(r.store_timestamp for r in records)])
 
 
 def timer_units(store: Store, offsets: set[int]) -> dict[int, list[TimerLogUnit]]:

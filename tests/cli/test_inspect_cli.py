@@ -211,8 +211,9 @@ def test_text_output_says_now_is_the_wall_clock(basic):
         assert r.exit_code == 0, r.stderr
         note = " ".join(r.stderr.split())
         assert "(the current time; set another with --now)" in note, (view, r.stderr)
-        assert "the store's last write: 2026-11-22T15:47:19.110Z" in note  # the checkpoint's physicMsgTimestamp
-        assert "--now 1795362439110 shows the store as the broker left it" in note
+        # Store.last_activity_ms: timercheck's dataVersion time 1795362444193, the newest sign of life
+        assert "the store's last sign of life: 2026-11-22T15:47:24.193Z" in note
+        assert "--now 1795362444193 shows the store as the broker left it" in note
         assert "the current time" not in run(basic, view, "--now", NOW).stderr
         assert run(basic, view, "--json").stderr == ""
 
