@@ -22,4 +22,5 @@ def test_index_build_json_matches_schema(tmp_path):
     again = json.loads(runner.invoke(app, ["index", "build", str(FIXTURES / "demo"), "--out", str(tmp_path),
                                            "--json"]).stdout)
     jsonschema.validate(again, schema)
-    assert (again["index"]["records_added"], again["index"]["rebuilt"], again["index"]["total_records"]) == (0, False, 66)
+    index = again["index"]
+    assert (index["records_added"], index["rebuilt"], index["total_records"]) == (0, False, 66)
