@@ -156,6 +156,7 @@ def render_overview(doc: dict, local: bool) -> None:
         _add(scans, s["file"], str(s["records"]), str(s["valid_bytes"]), s["stop_reason"], str(s["trailing_bytes"]))
     con.print(scans)
     t = _table("Topics and queues", "topic", "role", "queue", "records", "cq min", "cq max")
+    t.columns[0].max_width = 64  # long %RETRY% topics fold instead of widening the table
     for top in doc["topics"]:
         for i, q in enumerate(top["queues"]):
             _add(t, top["topic"] if i == 0 else "", (top["role"] or "") if i == 0 else "", str(q["queue_id"]),
@@ -206,8 +207,8 @@ def _message_table() -> Table:
                   "crc", "body")
 
 
-def render_messages(rows: Iterable[dict], local: bool) -> None:
-    """Records in tables of 200 rows, so that a long scan streams."""
+def render_messages(rows: Iterable[dict], local: bool, of: int | None = None) -> None:
+    """Records in tables of 200 rows, so that a long scan streams; `of`: how many the source holds."""
     con = _console()
     t, n, total = _message_table(), 0, 0
     for r in rows:
@@ -223,7 +224,7 @@ def render_messages(rows: Iterable[dict], local: bool) -> None:
             t, n = _message_table(), 0
     if n:
         con.print(t)
-    con.print(f"{total} record(s)")
+    con.print(f"{total} of {of} record(s) shown" if of is not None and of != total else f"{total} record(s)")
 
 
 def render_message(doc: dict, local: bool) -> None:
@@ -425,7 +426,7 @@ def render_dump(doc: dict, local: bool) -> None:
         s = doc["scan"]
         con.print(f"start offset {s['start_offset']}: {s['records']} record(s), {s['valid_bytes']} valid bytes, "
                   f"stopped at {s['stop_reason']}, {s['trailing_bytes']} trailing byte(s)")
-        render_messages(doc["records"], local)
+        render_messages(doc["records"], local, of=s["records"])
     elif kind == "consumequeue":
         t = _table(f"{escape(doc['topic'])}/{doc['queue_id']}: {doc['unit_count']} unit(s)", "queue offset",
                    "commitlog offset", "size", "tagsCode")
