@@ -134,6 +134,19 @@ class ColumnChunk:
         return fastscan.records_from_chunk(self.buf, sub, self.rel)
 
 
+def topic_rows(buf, pos: np.ndarray, lens: np.ndarray, raw: bytes) -> np.ndarray:
+    """Indices of the rows whose topic (`buf[pos[i] : pos[i] + lens[i]]`) is exactly `raw`."""
+    rows = np.flatnonzero(lens == len(raw))
+    if not len(rows) or not raw:
+        return rows
+    a = fastscan.as_array(buf)
+    try:
+        got = a[pos[rows][:, None] + np.arange(len(raw))]  # (n, len(raw)): a copy, not a view
+    finally:
+        del a  # no export of the mapping may outlive the call (it is closed file by file)
+    return rows[(got == np.frombuffer(raw, np.uint8)).all(axis=1)]
+
+
 def scan_chunks(store: Store, topics: TopicIds | None, start: int | None = None, verify_crc: bool = True,
                 progress: Progress | None = None, chunk_records: int = fastscan.DEFAULT_CHUNK
                 ) -> Iterator[ColumnChunk]:

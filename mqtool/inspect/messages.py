@@ -8,10 +8,15 @@ point back at it, and what the broker's services will do with it (`explain`).
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import SysFlag
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.records import Progress, record_dict, scan
+from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
+from mqtool.inspect.records import Progress, record_dict
+from mqtool.store.commitlog import CommitLog
+from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import (
     HALF_TOPIC,
@@ -69,20 +74,101 @@ def _scan_start(store: Store, from_offset: int | None) -> int | None:
     return later[0] if later else from_offset
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _i64(v: int) -> np.int64:
+    """`v` clamped to int64: column masks may select too much (records are checked again), never too little."""
+    return np.int64(min(max(v, _I64_MIN), _I64_MAX))
+
+
+def _topic_raw(topic: str) -> bytes | None:
+    """The stored bytes of a topic (as `iter_records` decodes them), None when no record can have it."""
+    try:
+        return topic.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return None
+
+
+def _candidate_rows(cc: ColumnChunk, query: MessageQuery, end: int, topic_raw: bytes | None) -> np.ndarray:
+    """Rows below `end` that can match the column filters (topic, queue id, offsets, store time).
+
+    A superset of the matching rows: `MessageQuery.matches` decides on the records built from them.
+    """
+    c = cc.cols[:, :end]
+    mask = np.ones(end, bool)
+    if query.queue_id is not None:
+        mask &= c[C_QUEUE_ID] == _i64(query.queue_id)
+    if query.from_offset is not None:
+        mask &= c[C_POS] >= _i64(query.from_offset - cc.file.start)
+    if query.since_ms is not None:
+        mask &= c[C_STORE_TS] >= _i64(query.since_ms)
+    if query.until_ms is not None:
+        mask &= c[C_STORE_TS] < _i64(query.until_ms)
+    rows = np.flatnonzero(mask)
+    if query.topic is not None and len(rows):
+        if topic_raw is None:
+            return rows[:0]
+        rows = rows[topic_rows(cc.buf, c[C_TOPIC_POS, rows], c[C_TOPIC_LEN, rows], topic_raw)]
+    return rows
+
+
+def _walked_to(cl: CommitLog, cc: ColumnChunk, row: int) -> None:
+    """Leave `cl` as if the record walk had stopped after `row` of `cc`: drop the findings and the record
+    count the column scan already added for the later rows of the chunk (the last ones added)."""
+    later = slice(row + 1, len(cc))
+    drop = int((~cc.chunk.physical_offset_ok[later]).sum() + (~cc.chunk.crc_ok[later]).sum())
+    if drop:
+        del cl.findings[len(cl.findings) - drop :]
+    scan = cl.scans.get(cc.rel)
+    if scan is not None:
+        scan.records -= len(cc) - 1 - row
+
+
 def iter_messages(store: Store, query: MessageQuery, verify: bool = False,
                   progress: Progress | None = None) -> Iterator[MessageRecord]:
-    """The records matching `query`, in CommitLog order; `scan_findings` tells what the walk found."""
+    """The records matching `query`, in CommitLog order; `scan_findings` tells what the walk found.
+
+    A column scan: per chunk, numpy masks pick the rows the topic, queue id, offset range and store
+    time allow, and only those become `MessageRecord`s (then checked in full by `query.matches`).
+    Findings are those of the record walk (`iter_records`) stopped at the same record: all of them
+    when the scan runs to the end, up to the last record looked at when `--limit` or `--to-offset`
+    ends it early (or the caller stops reading).
+    """
     if query.limit is not None and query.limit <= 0:
         return
+    cl = store.commitlog
+    topic_raw = _topic_raw(query.topic) if query.topic is not None else None
     n = 0
-    for rec in scan(store, _scan_start(store, query.from_offset), verify_crc=verify, progress=progress):
-        if query.to_offset is not None and rec.physical_offset >= query.to_offset:
-            break
-        if query.matches(rec):
-            yield rec
-            n += 1
-            if query.limit is not None and n >= query.limit:
-                break
+    chunks = commitlog_chunks(cl, None, _scan_start(store, query.from_offset), verify, progress)
+    current: ColumnChunk | None = None  # the chunk being read, until all its rows are walked
+    last = -1  # the last row of `current` the walk has reached
+    try:
+        for cc in chunks:
+            size = len(cc)
+            if not size:
+                continue
+            current, last = cc, -1
+            end = size
+            if query.to_offset is not None:  # the walk stops at the first record at or past it
+                end = int(np.searchsorted(cc.cols[C_POS], _i64(query.to_offset - cc.file.start), "left"))
+            rows = _candidate_rows(cc, query, end, topic_raw)
+            if len(rows):
+                for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                    last = row
+                    if query.matches(rec):
+                        yield rec
+                        n += 1
+                        if query.limit is not None and n >= query.limit:
+                            return
+            if end < size:
+                last = end
+                return
+            current = None
+    finally:
+        if current is not None:
+            _walked_to(cl, current, last)
+        chunks.close()
 
 
 def scan_findings(store: Store) -> list[Finding]:
