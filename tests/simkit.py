@@ -1,7 +1,8 @@
 """Builders of small in-memory stores for hand-computed simulator cases (tests/simulate)."""
 
 from mqtool.formats.broker_conf import BrokerConfig
-from mqtool.simulate.model import HALF_TOPIC, SCHEDULE_TOPIC, TIMER_TOPIC, MemoryBase, SimMessage
+from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, TIMER_TOPIC
+from mqtool.simulate.model import MemoryBase, SimMessage
 
 S = 1_800_000_000_000  # a store time, a whole second
 
@@ -20,7 +21,7 @@ class Built:
 
     def delay(self, level, store_ts, delay_ms, topic="T", qid=0):
         props = {"UNIQ_KEY": self.uid(), "DELAY": str(level), "REAL_TOPIC": topic, "REAL_QID": str(qid)}
-        m = SimMessage(SCHEDULE_TOPIC, level - 1, props, body=b"d", born_ts=store_ts, store_ts=store_ts)
+        m = SimMessage(RMQ_SYS_SCHEDULE_TOPIC, level - 1, props, body=b"d", born_ts=store_ts, store_ts=store_ts)
         return self.base.add(m, tags=store_ts + delay_ms)
 
     def timer(self, out_ms, store_ts, uniq=None, cancel=None, topic="T"):
@@ -33,7 +34,7 @@ class Built:
     def half(self, born_ts, group="PG", keys="k", **extra):
         props = {"UNIQ_KEY": self.uid(), "TRAN_MSG": "true", "PGROUP": group, "KEYS": keys, "REAL_TOPIC": "TX",
                  "REAL_QID": "0", **extra}
-        m = SimMessage(HALF_TOPIC, 0, props, body=b"h", born_ts=born_ts, store_ts=born_ts)
+        m = SimMessage(RMQ_SYS_TRANS_HALF_TOPIC, 0, props, body=b"h", born_ts=born_ts, store_ts=born_ts)
         return self.base.add(m)
 
 

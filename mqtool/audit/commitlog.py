@@ -18,7 +18,15 @@ they name (`transactions`), and the few system-topic records (`schedule`, `timer
 import numpy as np
 from numba import njit
 
-from mqtool.audit.plan import OP_HALF_TOPIC, SYSTEM_TOPICS, CommitLogSlice
+from mqtool.audit.plan import CommitLogSlice
+from mqtool.formats.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+)
 from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK
 from mqtool.store import fastscan
 from mqtool.store.findings import Finding
@@ -28,15 +36,16 @@ CHECK = "commitlog.integrity"
 # Records of these topics are kept whole (minus the body, except for op records) for the
 # schedule, timer and transaction checks; they are a small part of any real store.
 _KEEP = set(SYSTEM_TOPICS)
-_KEEP_BODY = {OP_HALF_TOPIC}
+_KEEP_BODY = {RMQ_SYS_TRANS_OP_HALF_TOPIC}
 # Re-puts keep the UNIQ_KEY of the original (delay/timer delivery, commit, retry): only records of
 # ordinary topics take part in the duplicate-key count.
-_UNIQ_NAME = np.frombuffer(b"UNIQ_KEY", np.uint8)
+_UNIQ_NAME = np.frombuffer(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode(), np.uint8)
 _C = fastscan  # column indices: _C.C_POS, ...
 
 
 def is_user_topic(topic: str) -> bool:
-    return topic not in _KEEP and not topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_"))
+    return topic not in _KEEP and not topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX,
+                                                         SYSTEM_TOPIC_PREFIX, "RMQ_SYS_"))
 
 
 # ----- helpers over the mapped file (`a`: uint8 array of the whole file) -----

@@ -14,6 +14,7 @@ import numpy as np
 from mqtool.audit.plan import QueueFileTask
 from mqtool.audit.records import CommitLogRecords
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
+from mqtool.formats.names import PROPERTY_DELAY_TIME_LEVEL
 from mqtool.formats.properties import parse_properties
 from mqtool.store import fastscan
 from mqtool.store.findings import Finding
@@ -114,7 +115,7 @@ def check_queue_file(task: QueueFileTask) -> dict:
 
 def _check_schedule_unit(task, rec, offset, qo, tags_code, add) -> None:
     """tagsCode of a SCHEDULE_TOPIC_XXXX unit = store time + delay of its (clamped) level (§4.3)."""
-    level_s = parse_properties(rec.properties_raw).get("DELAY")
+    level_s = parse_properties(rec.properties_raw).get(PROPERTY_DELAY_TIME_LEVEL)
     if level_s is None or not level_s.lstrip("-").isdigit():
         add(qo * CQ_UNIT_SIZE - task.file_start, "warning",
             f"unit {qo}: schedule record at {offset} has no DELAY property", SCHEDULE_CHECK)

@@ -15,20 +15,12 @@ import numpy as np
 
 from mqtool.audit.records import is_record_start, open_store
 from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.store import fastscan
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue
-from mqtool.store.store import (  # noqa: F401 - re-exported: the checks name these topics
-    HALF_TOPIC,
-    OP_HALF_TOPIC,
-    SCHEDULE_TOPIC,
-    SYSTEM_TOPICS,
-    TIMER_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_GROUP,
-    Store,
-)
+from mqtool.store.store import Store
 
 DEFAULT_SPLIT_BYTES = 256 << 20
 
@@ -169,7 +161,7 @@ def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
     for (topic, qid), q in cq_files.items():
         for f in q.files:
             tasks.append(QueueFileTask(len(tasks), r, topic, qid, str(f.path), str(f.path.relative_to(root)),
-                                       f.start, delays if topic == SCHEDULE_TOPIC else None))
+                                       f.start, delays if topic == RMQ_SYS_SCHEDULE_TOPIC else None))
 
     plan.timercheck = _timercheck(st)
     last_read = plan.timercheck["last_read_time_ms"] if plan.timercheck else 0

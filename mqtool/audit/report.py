@@ -9,8 +9,9 @@ import bisect
 import numpy as np
 
 from mqtool.audit import CHECKS, schedule, stats, timer, transactions
-from mqtool.audit.plan import SCHEDULE_TOPIC, TIMER_TOPIC, AuditPlan
+from mqtool.audit.plan import AuditPlan
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
+from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, TIMER_TOPIC
 from mqtool.store.findings import SEVERITIES, Finding, sort_findings
 
 REPORT_VERSION = 1
@@ -112,10 +113,10 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
 
     # ----- schedule -----
     delay = _config_json(plan, "delay", findings)
-    sched_q = {qid: {"min": q["min"], "max": q["max"]} for (t, qid), q in cq.items() if t == SCHEDULE_TOPIC}
+    sched_q = {qid: {"min": q["min"], "max": q["max"]} for (t, qid), q in cq.items() if t == RMQ_SYS_SCHEDULE_TOPIC}
     sched_tags: dict[int, list] = {}
     for r in cqs:
-        if r["topic"] == SCHEDULE_TOPIC:
+        if r["topic"] == RMQ_SYS_SCHEDULE_TOPIC:
             sched_tags.setdefault(r["queue_id"], []).extend(r["schedule_tags"])
     f, sched_summary = schedule.check(delay.offset_table if delay else None, sched_q, sched_tags,
                                       len(plan.config.delay_levels_ms()), now)
@@ -141,7 +142,7 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
     # ----- transactions -----
     consumer = _config_json(plan, "consumer", findings)
     kept = [k for r in cl for k in r["kept"]]
-    half_ranges = {qid: (q["min"], q["max"]) for (t, qid), q in cq.items() if t == "RMQ_SYS_TRANS_HALF_TOPIC"}
+    half_ranges = {qid: (q["min"], q["max"]) for (t, qid), q in cq.items() if t == RMQ_SYS_TRANS_HALF_TOPIC}
     f, trans_summary = transactions.check(kept, transactions.trans_progress(consumer), half_ranges, plan.config,
                                           now, file_of)
     findings += f

@@ -6,6 +6,7 @@ it at start-up; #1869, #4226, #7077); messages from the stored offset on whose d
 the ConsumeQueue task (`consumequeue.py`).
 """
 
+from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.store.findings import Finding
 
 CHECK = "schedule"
@@ -25,14 +26,14 @@ def check(delay_offsets: dict[int, int] | None, queues: dict[int, dict], tags: d
         if level < 1 or level > levels:
             findings.append(Finding(FILE, None, CHECK, "warning",
                                     f"level {level} is not configured (messageDelayLevel has {levels} levels)",
-                                    "SCHEDULE_TOPIC_XXXX", qid))
+                                    RMQ_SYS_SCHEDULE_TOPIC, qid))
         start = off if off is not None else 0
         if off is not None and not q["min"] <= off <= q["max"]:
             fixed = min(max(off, q["min"]), q["max"])
             findings.append(Finding(FILE, None, CHECK, "error",
                                     f"level {level}: stored offset {off} is outside the queue's [{q['min']}, "
                                     f"{q['max']}]; the broker's start-up correction sets it to {fixed}",
-                                    "SCHEDULE_TOPIC_XXXX", qid))
+                                    RMQ_SYS_SCHEDULE_TOPIC, qid))
             start = fixed
         due = [(o, t) for o, t in tags.get(qid, []) if o >= start]
         overdue = [(o, t) for o, t in due if t <= now]
@@ -41,7 +42,7 @@ def check(delay_offsets: dict[int, int] | None, queues: dict[int, dict], tags: d
             findings.append(Finding(FILE, None, CHECK, "warning",
                                     f"level {level}: {len(overdue)} message(s) overdue at the store's now {now}; "
                                     f"the oldest (queue offset {o}) was due at {t}, {now - t} ms earlier",
-                                    "SCHEDULE_TOPIC_XXXX", qid))
+                                    RMQ_SYS_SCHEDULE_TOPIC, qid))
         summary[str(level)] = {"stored_offset": off, "min": q["min"], "max": q["max"], "pending": len(due),
                                "overdue": len(overdue)}
     return findings, summary

@@ -15,8 +15,9 @@ import mmap
 
 import numpy as np
 
-from mqtool.audit.plan import TIMER_TOPIC, TimerLogTask, WheelTask, timerlog_queue
+from mqtool.audit.plan import TimerLogTask, WheelTask, timerlog_queue
 from mqtool.audit.records import CommitLogRecords
+from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_SIZE
 from mqtool.store import fastscan

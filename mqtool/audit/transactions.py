@@ -16,9 +16,20 @@ TRANS_CHECK_MAX_TIME_TOPIC kept by the CommitLog walk, and the check service's p
 
 import numpy as np
 
-from mqtool.audit.plan import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.message import RecordError
+from mqtool.formats.names import (
+    CID_SYS_RMQ_TRANS,
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
 from mqtool.formats.opbody import parse_op_body
 from mqtool.formats.properties import parse_properties
 from mqtool.store.findings import Finding
@@ -38,55 +49,58 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
     removed: dict[int, set[int]] = {}
     ops = discards = 0
     for r in kept:
-        if r["topic"] == HALF_TOPIC:
+        if r["topic"] == RMQ_SYS_TRANS_HALF_TOPIC:
             halves[(r["queue_id"], r["queue_offset"])] = r
     for r in kept:
-        if r["topic"] == OP_HALF_TOPIC:
+        if r["topic"] == RMQ_SYS_TRANS_OP_HALF_TOPIC:
             ops += 1
             for o in op_offsets(r["body"]):
                 removed.setdefault(r["queue_id"], set()).add(o)
                 if (r["queue_id"], o) not in halves and not _in_range(half_ranges, r["queue_id"], o, deleted=True):
                     findings.append(Finding(file_of(r["offset"]), r["offset"], CHECK, "error",
                                             f"op message names half queue offset {o}, which holds no half message",
-                                            OP_HALF_TOPIC, r["queue_id"]))
-        elif r["topic"] == TRANS_CHECK_MAX_TIME_TOPIC:
+                                            RMQ_SYS_TRANS_OP_HALF_TOPIC, r["queue_id"]))
+        elif r["topic"] == RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
             discards += 1
             p = parse_properties(r["properties"])
             findings.append(Finding(file_of(r["offset"]), r["offset"], CHECK, "info",
-                                    f"discarded half message after {p.get('TRANSACTION_CHECK_TIMES', '?')} checks: "
-                                    f"topic {p.get('REAL_TOPIC', '?')}, producer group {p.get('PGROUP', '?')}, "
-                                    f"UNIQ_KEY {p.get('UNIQ_KEY', '?')}", TRANS_CHECK_MAX_TIME_TOPIC, r["queue_id"]))
-    half_progress = progress.get(HALF_TOPIC, {})
+                                    f"discarded half message after {p.get(PROPERTY_TRANSACTION_CHECK_TIMES, '?')} "
+                                    f"checks: topic {p.get(PROPERTY_REAL_TOPIC, '?')}, "
+                                    f"producer group {p.get(PROPERTY_PRODUCER_GROUP, '?')}, "
+                                    f"UNIQ_KEY {p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, '?')}",
+                                    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, r["queue_id"]))
+    half_progress = progress.get(RMQ_SYS_TRANS_HALF_TOPIC, {})
     stuck = pending = 0
     oldest = None
     for (qid, qoff), r in sorted(halves.items()):
         p = parse_properties(r["properties"])
         where = file_of(r["offset"])
-        if "DELAY" in p:
+        if PROPERTY_DELAY_TIME_LEVEL in p:
             findings.append(Finding(where, r["offset"], CHECK, "warning",
-                                    f"half message at queue offset {qoff} carries DELAY={p['DELAY']}: it loops "
+                                    f"half message at queue offset {qoff} carries "
+                                    f"DELAY={p[PROPERTY_DELAY_TIME_LEVEL]}: it loops "
                                     "between SCHEDULE_TOPIC_XXXX and the half topic until its checks are spent",
-                                    HALF_TOPIC, qid))
+                                    RMQ_SYS_TRANS_HALF_TOPIC, qid))
         if qoff in removed.get(qid, ()) or qoff < half_progress.get(qid, 0):
             continue  # resolved by an op, or already handled by a check round (put back or discarded)
         pending += 1
         age = now - r["born_ts"]
         oldest = age if oldest is None else max(oldest, age)
         immunity = config.transaction_timeout
-        if p.get("CHECK_IMMUNITY_TIME_IN_SECONDS", "").isdigit():
-            immunity = int(p["CHECK_IMMUNITY_TIME_IN_SECONDS"]) * 1000
-        times = int(p["TRANSACTION_CHECK_TIMES"]) if p.get("TRANSACTION_CHECK_TIMES", "").isdigit() else 0
+        if p.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, "").isdigit():
+            immunity = int(p[PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS]) * 1000
+        times = int(p[PROPERTY_TRANSACTION_CHECK_TIMES]) if p.get(PROPERTY_TRANSACTION_CHECK_TIMES, "").isdigit() else 0
         if age > max(immunity, config.transaction_check_interval):
             stuck += 1
             findings.append(Finding(where, r["offset"], CHECK, "warning",
                                     f"half message at queue offset {qoff} has no op message and is {age} ms old "
                                     f"(immunity {immunity} ms, check interval {config.transaction_check_interval}"
-                                    f" ms, checked {times} time(s)): stuck", HALF_TOPIC, qid))
+                                    f" ms, checked {times} time(s)): stuck", RMQ_SYS_TRANS_HALF_TOPIC, qid))
         if times >= config.transaction_check_max:
             findings.append(Finding(where, r["offset"], CHECK, "info",
                                     f"half message at queue offset {qoff} was checked {times} time(s) "
                                     f"(transactionCheckMax {config.transaction_check_max}): the next round "
-                                    "discards it to TRANS_CHECK_MAX_TIME_TOPIC", HALF_TOPIC, qid))
+                                    "discards it to TRANS_CHECK_MAX_TIME_TOPIC", RMQ_SYS_TRANS_HALF_TOPIC, qid))
     summary = {"half_messages": len(halves), "op_messages": ops, "resolved": sum(len(v) for v in removed.values()),
                "pending": pending, "stuck": stuck, "discarded": discards, "oldest_pending_age_ms": oldest,
                "progress": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(progress.items())}}
@@ -101,7 +115,7 @@ def check_commits(commits: np.ndarray, kept: list[dict], commitlog_min: int, rea
     `kept`: the system-topic records of the walk (every half message among them);
     `read_record(offset)`: the record there (RecordError when none starts there).
     """
-    halves = np.array(sorted(r["offset"] for r in kept if r["topic"] == HALF_TOPIC), np.int64)
+    halves = np.array(sorted(r["offset"] for r in kept if r["topic"] == RMQ_SYS_TRANS_HALF_TOPIC), np.int64)
     commits = commits.reshape(-1, 2)
     found = np.isin(commits[:, 1], halves)
     findings: list[Finding] = []
@@ -143,6 +157,6 @@ def trans_progress(consumer_offsets) -> dict[str, dict[int, int]]:
         return out
     for key, table in consumer_offsets.offset_table.items():
         topic, _, group = key.rpartition("@")
-        if group == TRANS_GROUP:
+        if group == CID_SYS_RMQ_TRANS:
             out[topic] = dict(table)
     return out

@@ -6,11 +6,6 @@
 """
 
 from mqtool.builder.broker import (
-    CHECK_MAX_TIME_TOPIC,
-    HALF_TOPIC,
-    OP_TOPIC,
-    TIMER_TOPIC,
-    TRANS_GROUP,
     PutRejected,
     commit_half,
     deliver_delayed,
@@ -27,10 +22,9 @@ from mqtool.builder.broker import (
     put_timer_message,
     send_back,
 )
-from mqtool.builder.writer import SCHEDULE_TOPIC, Slot, StoreWriter
+from mqtool.builder.writer import Slot, StoreWriter
 
 __all__ = [
-    "CHECK_MAX_TIME_TOPIC", "HALF_TOPIC", "OP_TOPIC", "SCHEDULE_TOPIC", "TIMER_TOPIC", "TRANS_GROUP",
     "PutRejected", "Slot", "StoreWriter", "commit_half", "deliver_delayed", "deliver_timer", "discard_half",
     "enqueue_timer", "put_back_half", "put_batch", "put_delay_message", "put_half_message", "put_message",
     "put_op_message", "put_timer_cancel", "put_timer_message", "send_back",

@@ -25,13 +25,43 @@ from typing import TypedDict, Unpack
 
 from mqtool.builder.writer import (
     DEFAULT_STORE_HOST,
-    SCHEDULE_TOPIC,
     Properties,
     StoreWriter,
     to_properties_string,
 )
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord
+from mqtool.formats.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_DEQUEUE_MS,
+    PROPERTY_TIMER_ENQUEUE_MS,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TIMER_ROLL_TIMES,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_ID,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    REMOVE_TAG,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    TIMER_TOPIC,
+)
 from mqtool.formats.opbody import build_op_body
 from mqtool.formats.properties import broker_properties, build_properties, parse_pairs
 from mqtool.formats.sysflag import (
@@ -43,13 +73,7 @@ from mqtool.formats.sysflag import (
 )
 from mqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRANS_GROUP = "CID_RMQ_SYS_TRANS"
-REMOVE_TAG = "d"
-TIMER_PROPS = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+TIMER_PROPS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 LONG_MAX = (1 << 63) - 1
 
 
@@ -137,10 +161,10 @@ def put_batch(w: StoreWriter, topic: str, queue_id: int, messages: Sequence[tupl
 
 def _clamp_delay(w: StoreWriter, props: dict[str, str]) -> int:
     """`setDelayTimeLevel(max)`: a level above the table is stored as the max level (DELAY rewritten)."""
-    level = int(props["DELAY"])
+    level = int(props[PROPERTY_DELAY_TIME_LEVEL])
     if level > w.max_delay_level():
         level = w.max_delay_level()
-        props["DELAY"] = str(level)
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
     return level
 
 
@@ -151,9 +175,9 @@ def _to_schedule(w: StoreWriter, topic: str, queue_id: int, props: dict[str, str
         for name in TIMER_PROPS:
             props.pop(name, None)
     level = _clamp_delay(w, props)
-    props["REAL_TOPIC"] = topic
-    props["REAL_QID"] = str(queue_id)
-    return SCHEDULE_TOPIC, level - 1, serialise(w, props, capacity)
+    props[PROPERTY_REAL_TOPIC] = topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+    return RMQ_SYS_SCHEDULE_TOPIC, level - 1, serialise(w, props, capacity)
 
 
 def put_delay_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b"", properties: Properties = (),
@@ -165,8 +189,8 @@ def put_delay_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b
     """
     props = props_map(properties)
     if level is not None:
-        props["DELAY"] = str(level)
-    if int(props.get("DELAY", "0")) <= 0:
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+    if int(props.get(PROPERTY_DELAY_TIME_LEVEL, "0")) <= 0:
         raise ValueError("a delay-level put needs DELAY > 0")
     if fields.get("sys_flag", 0) & TRANSACTION_MASK in (TRANSACTION_PREPARED, TRANSACTION_ROLLBACK):
         raise ValueError("prepared/rollback records are not delayed (HookUtils.handleScheduleMessage)")
@@ -177,11 +201,11 @@ def put_delay_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b
 def timer_deliver_ms(props: dict[str, str], now_ms: int) -> int:
     """`transformTimerMessage`: TIMER_DELAY_SEC, then TIMER_DELAY_MS, then TIMER_DELIVER_MS."""
     try:
-        if "TIMER_DELAY_SEC" in props:
-            return now_ms + int(props["TIMER_DELAY_SEC"]) * 1000
-        if "TIMER_DELAY_MS" in props:
-            return now_ms + int(props["TIMER_DELAY_MS"])
-        return int(props["TIMER_DELIVER_MS"])
+        if PROPERTY_TIMER_DELAY_SEC in props:
+            return now_ms + int(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
+        if PROPERTY_TIMER_DELAY_MS in props:
+            return now_ms + int(props[PROPERTY_TIMER_DELAY_MS])
+        return int(props[PROPERTY_TIMER_DELIVER_MS])
     except (KeyError, ValueError) as e:
         raise PutRejected("WHEEL_TIMER_MSG_ILLEGAL", f"unparsable timer property ({e})") from e
 
@@ -207,23 +231,23 @@ def put_timer_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b
     if not w.v5:
         raise ValueError("4.x has no timer wheel: TIMER_* properties are ignored there")
     props = props_map(properties)
-    if int(props.get("DELAY", "0") or 0) > 0:
+    if int(props.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
         return put_delay_message(w, topic, queue_id, body, props, store_timestamp=store_timestamp,
                                  capacity=capacity, **fields)
-    if not any(name in props for name in TIMER_PROPS) or "TIMER_OUT_MS" in props or topic == TIMER_TOPIC:
+    if not any(name in props for name in TIMER_PROPS) or PROPERTY_TIMER_OUT_MS in props or topic == TIMER_TOPIC:
         raise ValueError("not a timer message (HookUtils.checkIfTimerMessage)")
     now = store_timestamp if now_ms is None else now_ms
     deliver = timer_deliver_ms(props, now)
     if deliver <= now:
-        if "TIMER_DEL_UNIQKEY" in props:
+        if PROPERTY_TIMER_DEL_UNIQKEY in props:
             raise PutRejected("WHEEL_TIMER_MSG_ILLEGAL", "a cancel for a time already due")
         return put_message(w, topic, queue_id, body, props, store_timestamp=store_timestamp,
                            capacity=capacity, **fields)
     if deliver - now > w.config.timer_max_delay_sec * 1000:
         raise PutRejected("WHEEL_TIMER_MSG_ILLEGAL", f"due in {deliver - now} ms, beyond timerMaxDelaySec")
-    props["TIMER_OUT_MS"] = str(round_timer_ms(deliver, w.precision_ms))
-    props["REAL_TOPIC"] = topic
-    props["REAL_QID"] = str(queue_id)
+    props[PROPERTY_TIMER_OUT_MS] = str(round_timer_ms(deliver, w.precision_ms))
+    props[PROPERTY_REAL_TOPIC] = topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
     rec = w.append_message(TIMER_TOPIC, 0, body, serialise(w, props, capacity),
                            store_timestamp=store_timestamp, **fields)
     if enqueue:
@@ -240,11 +264,12 @@ def put_timer_cancel(w: StoreWriter, target: MessageRecord, properties: Properti
     Without a timer property of its own the cancel aims at the target's TIMER_OUT_MS slot.
     """
     target_props = target.properties
-    props = {"TIMER_DEL_UNIQKEY": target_props["UNIQ_KEY"], **props_map(properties)}
+    props = {PROPERTY_TIMER_DEL_UNIQKEY: target_props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX], **props_map(properties)}
     if not any(name in props for name in TIMER_PROPS):
         # OUT + 1 rounds back down to OUT (OUT itself, an exact multiple, would move one slot earlier)
-        props["TIMER_DELIVER_MS"] = str(int(target_props["TIMER_OUT_MS"]) + 1)
-    return put_timer_message(w, target_props["REAL_TOPIC"], int(target_props["REAL_QID"]), body, props,
+        props[PROPERTY_TIMER_DELIVER_MS] = str(int(target_props[PROPERTY_TIMER_OUT_MS]) + 1)
+    return put_timer_message(w, target_props[PROPERTY_REAL_TOPIC], int(target_props[PROPERTY_REAL_QUEUE_ID]),
+                             body, props,
                              store_timestamp=store_timestamp, now_ms=now_ms, write_time_ms=write_time_ms,
                              capacity=capacity, **fields)
 
@@ -260,7 +285,7 @@ def enqueue_timer(w: StoreWriter, rec: MessageRecord, write_time_ms: int) -> int
     precision = w.precision_ms
     write = write_time_ms // precision * precision
     props = rec.properties
-    delayed = int(props["TIMER_OUT_MS"])
+    delayed = int(props[PROPERTY_TIMER_OUT_MS])
     if delayed < write:
         return None
     window = w.config.timer_roll_window_slots()
@@ -271,10 +296,10 @@ def enqueue_timer(w: StoreWriter, rec: MessageRecord, write_time_ms: int) -> int
             delayed = write + window // 2 * precision
         else:
             delayed = write + window * precision
-    is_delete = "TIMER_DEL_UNIQKEY" in props
+    is_delete = PROPERTY_TIMER_DEL_UNIQKEY in props
     if is_delete:
         magic |= MAGIC_DELETE
-    real_topic = props.get("REAL_TOPIC")
+    real_topic = props.get(PROPERTY_REAL_TOPIC)
     slot = w.get_slot(delayed)
     pos = w.append_timerlog_unit(slot.last_pos, magic, write, delayed - write, rec.physical_offset,
                                  rec.total_size, java_string_hash(real_topic) if real_topic is not None else 0)
@@ -295,16 +320,16 @@ def put_half_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b"
     5.x adds `__transactionId__` = UNIQ_KEY; TRAN_MSG (and PGROUP when given) are the client's.
     """
     props = props_map(properties)
-    props.setdefault("TRAN_MSG", "true")
+    props.setdefault(PROPERTY_TRANSACTION_PREPARED, "true")
     if producer_group is not None:
-        props.setdefault("PGROUP", producer_group)
-    if w.v5 and props.get("UNIQ_KEY"):
-        props["__transactionId__"] = props["UNIQ_KEY"]
-    props["REAL_TOPIC"] = topic
-    props["REAL_QID"] = str(queue_id)
+        props.setdefault(PROPERTY_PRODUCER_GROUP, producer_group)
+    if w.v5 and props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX):
+        props[PROPERTY_TRANSACTION_ID] = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
+    props[PROPERTY_REAL_TOPIC] = topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
     fields = RecordFields(**fields)
     fields["sys_flag"] = fields.get("sys_flag", TRANSACTION_PREPARED) & ~TRANSACTION_MASK | TRANSACTION_NOT_TYPE
-    return w.append_message(HALF_TOPIC, 0, body, serialise(w, props, capacity),
+    return w.append_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, body, serialise(w, props, capacity),
                             store_timestamp=store_timestamp, **fields)
 
 
@@ -317,7 +342,8 @@ def commit_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int,
     props = props_map(half.properties_raw)
     fields = _record_copy(half)
     fields["sys_flag"] = half.sys_flag & ~TRANSACTION_MASK | TRANSACTION_COMMIT
-    return w.append_message(props["REAL_TOPIC"], int(props["REAL_QID"]), half.body, serialise(w, props, capacity),
+    return w.append_message(props[PROPERTY_REAL_TOPIC], int(props[PROPERTY_REAL_QUEUE_ID]), half.body,
+                            serialise(w, props, capacity),
                             store_timestamp=store_timestamp, prepared_transaction_offset=half.physical_offset,
                             **fields)
 
@@ -335,8 +361,8 @@ def put_op_message(w: StoreWriter, half_queue_offsets: Sequence[int], *, store_t
     It is a `new Message(opTopic, "d", body)`: a 16-bucket map (TAGS, WAIT) on 5.x too; the UNIQ_KEY
     set afterwards never reaches the stored string.
     """
-    raw = serialise(w, [("TAGS", REMOVE_TAG), ("WAIT", "true")], 16)
-    return w.append_message(OP_TOPIC, half_queue_id, op_body(w, half_queue_offsets), raw,
+    raw = serialise(w, [(PROPERTY_TAGS, REMOVE_TAG), (PROPERTY_WAIT_STORE_MSG_OK, "true")], 16)
+    return w.append_message(RMQ_SYS_TRANS_OP_HALF_TOPIC, half_queue_id, op_body(w, half_queue_offsets), raw,
                             store_timestamp=store_timestamp, born_host=broker_host, store_host=broker_host,
                             born_timestamp=store_timestamp if born_timestamp is None else born_timestamp)
 
@@ -349,10 +375,11 @@ def put_back_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int, 
     `immunity=True` is `renewImmunityHalfMessageInner`: WAIT=false and TRAN_PREPARED_QUEUE_OFFSET.
     """
     props = props_map(half.properties_raw)
-    props["TRANSACTION_CHECK_TIMES"] = str(check_times)
+    props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(check_times)
     if immunity:
-        props["WAIT"] = "false"
-        props["TRAN_PREPARED_QUEUE_OFFSET"] = props.get("TRAN_PREPARED_QUEUE_OFFSET", str(half.queue_offset))
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        props[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+                                                                      str(half.queue_offset))
     return w.append_message(half.topic, half.queue_id, half.body, serialise(w, props, capacity),
                             store_timestamp=store_timestamp, sys_flag=half.sys_flag,
                             born_timestamp=half.born_timestamp, born_host=half.born_host,
@@ -368,8 +395,8 @@ def discard_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int, c
     """
     props = props_map(half.properties_raw)
     if check_times is not None:
-        props["TRANSACTION_CHECK_TIMES"] = str(check_times)
-    return w.append_message(CHECK_MAX_TIME_TOPIC, 0, half.body, serialise(w, props, capacity),
+        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(check_times)
+    return w.append_message(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, half.body, serialise(w, props, capacity),
                             store_timestamp=store_timestamp, **_record_copy(half))
 
 
@@ -377,11 +404,11 @@ def discard_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int, c
 
 
 def retry_topic(group: str) -> str:
-    return "%RETRY%" + group
+    return RETRY_GROUP_TOPIC_PREFIX + group
 
 
 def dlq_topic(group: str) -> str:
-    return "%DLQ%" + group
+    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def send_back(w: StoreWriter, original: MessageRecord, group: str, *, store_timestamp: int, delay_level: int = 0,
@@ -395,15 +422,15 @@ def send_back(w: StoreWriter, original: MessageRecord, group: str, *, store_time
     Both add RETRY_TOPIC (if absent) and ORIGIN_MESSAGE_ID; reconsume times + 1.
     """
     props = props_map(original.properties_raw)
-    props.setdefault("RETRY_TOPIC", original.topic)
+    props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
     to_dlq = original.reconsume_times >= max_reconsume_times or delay_level < 0
     if to_dlq:
         topic = dlq_topic(group)
-        props["DELAY"] = "0"
+        props[PROPERTY_DELAY_TIME_LEVEL] = "0"
     else:
         topic = retry_topic(group)
-        props["DELAY"] = str(delay_level or 3 + original.reconsume_times)
-    props["ORIGIN_MESSAGE_ID"] = props.get("ORIGIN_MESSAGE_ID") or original.msg_id
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level or 3 + original.reconsume_times)
+    props[PROPERTY_ORIGIN_MESSAGE_ID] = props.get(PROPERTY_ORIGIN_MESSAGE_ID) or original.msg_id
     fields = _record_copy(original)
     fields["store_host"] = store_host or original.store_host
     fields["reconsume_times"] = original.reconsume_times + 1
@@ -424,7 +451,7 @@ def deliver_delayed(w: StoreWriter, scheduled: MessageRecord, *, store_timestamp
     """`messageTimeUp`: back to REAL_TOPIC/REAL_QID; DELAY, REAL_TOPIC, REAL_QID stay in the bytes."""
     props = props_map(scheduled.properties_raw)
     raw = serialise(w, props, capacity)  # built before DELAY / TIMER_* are cleared from the map
-    return w.append_message(props["REAL_TOPIC"], int(props["REAL_QID"]), scheduled.body, raw,
+    return w.append_message(props[PROPERTY_REAL_TOPIC], int(props[PROPERTY_REAL_QUEUE_ID]), scheduled.body, raw,
                             store_timestamp=store_timestamp, **_record_copy(scheduled))
 
 
@@ -434,22 +461,23 @@ def deliver_timer(w: StoreWriter, timer_rec: MessageRecord, *, enqueue_ms: int, 
     on arrival, -1 for none), TIMER_ROLL_TIMES on a roll, TIMER_DEQUEUE_MS; a roll stays on the timer topic.
     """
     props = props_map(timer_rec.properties_raw)
-    if "TIMER_DEL_UNIQKEY" in props and not roll:
+    if PROPERTY_TIMER_DEL_UNIQKEY in props and not roll:
         raise ValueError("a cancel record is never delivered (doPut returns PUT_NO_RETRY)")
     if enqueue_ms != -1:
-        props["TIMER_ENQUEUE_MS"] = str(enqueue_ms)
+        props[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_ms)
     if roll:
-        props["TIMER_ROLL_TIMES"] = str(int(props.get("TIMER_ROLL_TIMES", "0")) + 1)
-    props["TIMER_DEQUEUE_MS"] = str(store_timestamp if dequeue_ms is None else dequeue_ms)
+        props[PROPERTY_TIMER_ROLL_TIMES] = str(int(props.get(PROPERTY_TIMER_ROLL_TIMES, "0")) + 1)
+    props[PROPERTY_TIMER_DEQUEUE_MS] = str(store_timestamp if dequeue_ms is None else dequeue_ms)
     raw = serialise(w, props, capacity)
-    topic, qid = (timer_rec.topic, timer_rec.queue_id) if roll else (props["REAL_TOPIC"], int(props["REAL_QID"]))
+    topic, qid = ((timer_rec.topic, timer_rec.queue_id) if roll
+                  else (props[PROPERTY_REAL_TOPIC], int(props[PROPERTY_REAL_QUEUE_ID])))
     return w.append_message(topic, qid, timer_rec.body, raw, store_timestamp=store_timestamp,
                             **_record_copy(timer_rec))
 
 
 __all__ = [
-    "CHECK_MAX_TIME_TOPIC", "HALF_TOPIC", "LONG_MAX", "OP_TOPIC", "PutRejected", "RecordFields", "REMOVE_TAG",
-    "TIMER_TOPIC", "TRANS_GROUP", "capacity_for", "commit_half", "deliver_delayed", "deliver_timer",
+    "LONG_MAX", "PutRejected", "RecordFields",
+    "capacity_for", "commit_half", "deliver_delayed", "deliver_timer",
     "discard_half", "dlq_topic", "enqueue_timer", "op_body", "props_map", "put_back_half",
     "put_batch", "put_delay_message", "put_half_message", "put_message", "put_op_message", "put_timer_cancel",
     "put_timer_message", "retry_topic", "round_timer_ms", "send_back", "serialise", "timer_deliver_ms",

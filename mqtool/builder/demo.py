@@ -19,6 +19,21 @@ from mqtool.builder import broker as b
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig, parse_broker_conf
 from mqtool.formats.message import MessageRecord
+from mqtool.formats.names import (
+    CID_SYS_RMQ_TRANS,
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    TIMER_TOPIC,
+)
 from mqtool.formats.offsets_json import ConsumerOffsets, DataVersion, DelayOffsets, derive_group_topic_map
 from mqtool.formats.sysflag import COMPRESSED
 
@@ -77,10 +92,11 @@ class _Client:
         return f"0A0000050D05{0x1E7C0DE5:08X}{(ts - T0) & 0xFFFFFFFF:08X}{self.counter:04X}"
 
     def props(self, label: str, ts: int, tags: str | None = None, *extra: tuple[str, str]) -> list[tuple[str, str]]:
-        pairs = [("KEYS", label), ("UNIQ_KEY", self.uniq_key(ts)), ("WAIT", "true")]
+        pairs = [(PROPERTY_KEYS, label), (PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self.uniq_key(ts)),
+                 (PROPERTY_WAIT_STORE_MSG_OK, "true")]
         if tags:
-            pairs.append(("TAGS", tags))
-        return [*pairs, *extra, ("CLUSTER", CLUSTER)]
+            pairs.append((PROPERTY_TAGS, tags))
+        return [*pairs, *extra, (PROPERTY_CLUSTER, CLUSTER)]
 
 
 class DemoBuilder:
@@ -107,7 +123,7 @@ class DemoBuilder:
 
     def delay(self, label: str, topic: str, qid: int, at: int, level: int, note: str) -> MessageRecord:
         ts = T0 + at
-        props = self.client.props(label, ts, f"d{level}", ("DELAY", str(level)))
+        props = self.client.props(label, ts, f"d{level}", (PROPERTY_DELAY_TIME_LEVEL, str(level)))
         rec = b.put_delay_message(self.w, topic, qid, f"demo body of {label}".encode(), props, store_timestamp=ts,
                                   born_timestamp=ts - 1, born_host=BORN_HOST, store_host=STORE_HOST)
         return self.add(rec, note)
@@ -115,7 +131,7 @@ class DemoBuilder:
     def timer(self, label: str, topic: str, qid: int, at: int, deliver_in: int, note: str,
               *extra: tuple[str, str]) -> MessageRecord:
         ts = T0 + at
-        props = self.client.props(label, ts, "timer", ("TIMER_DELIVER_MS", str(ts + deliver_in)), *extra)
+        props = self.client.props(label, ts, "timer", (PROPERTY_TIMER_DELIVER_MS, str(ts + deliver_in)), *extra)
         rec = b.put_timer_message(self.w, topic, qid, f"demo body of {label}".encode(), props, store_timestamp=ts,
                                   born_timestamp=ts - 1, born_host=BORN_HOST, store_host=STORE_HOST,
                                   write_time_ms=T0)
@@ -123,7 +139,8 @@ class DemoBuilder:
 
     def half(self, label: str, topic: str, qid: int, at: int, note: str) -> MessageRecord:
         ts = T0 + at
-        props = self.client.props(label, ts, "tx", ("TRAN_MSG", "true"), ("PGROUP", "PID_demo_tx"))
+        props = self.client.props(label, ts, "tx", (PROPERTY_TRANSACTION_PREPARED, "true"),
+                                  (PROPERTY_PRODUCER_GROUP, "PID_demo_tx"))
         rec = b.put_half_message(self.w, topic, qid, f"demo body of {label}".encode(), props, store_timestamp=ts,
                                  born_timestamp=ts - 1, born_host=BORN_HOST, store_host=STORE_HOST, sys_flag=0x4)
         return self.add(rec, note)
@@ -141,9 +158,11 @@ def _normal_sends(d: DemoBuilder) -> dict[str, MessageRecord]:
     r["N9"] = d.send("N9-notag", TOPIC_B, 1, 18, None, "no TAGS: tagsCode 0")
     items = []
     for i in range(3):
-        own = [("KEYS", f"B{i + 1}"), ("UNIQ_KEY", d.client.uniq_key(T0 + 20)), ("WAIT", "true"), ("TAGS", "TagBatch")]
+        own = [(PROPERTY_KEYS, f"B{i + 1}"), (PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, d.client.uniq_key(T0 + 20)),
+               (PROPERTY_WAIT_STORE_MSG_OK, "true"), (PROPERTY_TAGS, "TagBatch")]
         items.append((f"demo batch body {i + 1}".encode(), own))
-    batch_props = [("UNIQ_KEY", d.client.uniq_key(T0 + 20)), ("WAIT", "true"), ("CLUSTER", CLUSTER)]
+    batch_props = [(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, d.client.uniq_key(T0 + 20)),
+                   (PROPERTY_WAIT_STORE_MSG_OK, "true"), (PROPERTY_CLUSTER, CLUSTER)]
     for rec in b.put_batch(d.w, TOPIC_A, 2, items, batch_props, store_timestamp=T0 + 20, born_timestamp=T0 + 19,
                            born_host=BORN_HOST, store_host=STORE_HOST):
         d.add(rec, "batch of 3 (own properties + the batch's: UNIQ_KEY and WAIT twice)")
@@ -168,7 +187,8 @@ def _special_sends(d: DemoBuilder, n: dict[str, MessageRecord]) -> dict[str, Mes
             "timer +2 d 10 h: rolled (TimerLog magic 3, slot at write time + 1 d)")
     victim = d.timer("TV", TOPIC_A, 2, 43, 7_200_000, "timer +2 h, cancelled by TC")
     ts = T0 + 44
-    cancel_props = d.client.props("TC-cancel", ts, "timer", ("TIMER_DELIVER_MS", victim.properties["TIMER_DELIVER_MS"]))
+    cancel_props = d.client.props("TC-cancel", ts, "timer",
+                                  (PROPERTY_TIMER_DELIVER_MS, victim.properties[PROPERTY_TIMER_DELIVER_MS]))
     d.add(b.put_timer_cancel(d.w, victim, cancel_props, store_timestamp=ts, born_timestamp=ts - 1,
                              born_host=BORN_HOST, store_host=STORE_HOST, write_time_ms=T0),
           "cancel of TV (TIMER_DEL_UNIQKEY, magic 5, same slot: num 0)")
@@ -222,11 +242,11 @@ def _config_files(d: DemoBuilder) -> None:
         f"{TOPIC_A}@{GROUP}": {0: 2, 1: 2, 2: 4, 3: 1},
         f"{TOPIC_B}@{GROUP}": {0: 3, 1: 2},
         f"{b.retry_topic(GROUP)}@{GROUP}": {0: 0},
-        f"{b.HALF_TOPIC}@{b.TRANS_GROUP}": {0: 4},
-        f"{b.OP_TOPIC}@{b.TRANS_GROUP}": {0: 1},
+        f"{RMQ_SYS_TRANS_HALF_TOPIC}@{CID_SYS_RMQ_TRANS}": {0: 4},
+        f"{RMQ_SYS_TRANS_OP_HALF_TOPIC}@{CID_SYS_RMQ_TRANS}": {0: 1},
     }
     w.write_consumer_offsets(ConsumerOffsets(table, DataVersion(0, 0, T0 - 5_000), derive_group_topic_map(table)))
-    timer_units = w.next_queue_offset(b.TIMER_TOPIC, 0)
+    timer_units = w.next_queue_offset(TIMER_TOPIC, 0)
     w.write_timercheck(T_STOP, w.timerlog_end, timer_units, timer_units,
                        state_version=0, timestamp=T_STOP + 100, counter=21)
     w.write_checkpoint()
@@ -278,7 +298,7 @@ def readme_text(entries: list[Entry]) -> str:
     ]
     for e in entries:
         r = e.record
-        label = r.properties.get("KEYS", "")
+        label = r.properties.get(PROPERTY_KEYS, "")
         lines.append(f"| {r.physical_offset} | {_short(r.topic)} | {r.queue_id} | {r.queue_offset} | {label} "
                      f"| {e.note} |")
     lines += [

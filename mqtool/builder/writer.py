@@ -35,6 +35,7 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE, consumequeue_unit, is_empty_unit
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord, RecordError, decode_message, record_to_container
+from mqtool.formats.names import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.formats.offsets_json import ConsumerOffsets, DelayOffsets, dump_consumer_offsets, dump_delay_offsets
 from mqtool.formats.properties import build_properties, parse_properties
 from mqtool.formats.sysflag import (
@@ -55,7 +56,6 @@ from mqtool.formats.timerlog import (
 )
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, timerwheel_slot, wheel_length
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DEFAULT_BORN_HOST = "127.0.0.1:51234"
 DEFAULT_STORE_HOST = "127.0.0.1:10911"
 CQ_PRE_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue.fillPreBlank: (0, Integer.MAX_VALUE, 0) units
@@ -107,7 +107,7 @@ def to_properties_string(properties: Properties) -> str:
 
 def tags_code_of(props: dict[str, str]) -> int:
     """`MessageExtBrokerInner.tagsString2tagsCode`: `String.hashCode()` of TAGS (whole string if multi-tag)."""
-    tags = props.get("TAGS")
+    tags = props.get(PROPERTY_TAGS)
     return java_string_hash(tags) if tags else 0
 
 
@@ -360,8 +360,8 @@ class StoreWriter:
         """`checkMessageAndReturnSize`: TAGS hash, or for the schedule topic the deliver timestamp."""
         props = parse_properties(rec.properties_raw)
         code = tags_code_of(props)
-        level_text = props.get("DELAY")
-        if rec.topic == SCHEDULE_TOPIC and level_text is not None:
+        level_text = props.get(PROPERTY_DELAY_TIME_LEVEL)
+        if rec.topic == RMQ_SYS_SCHEDULE_TOPIC and level_text is not None:
             try:
                 level = min(int(level_text), self.max_delay_level())
             except ValueError:
@@ -671,7 +671,7 @@ def _scan_timerlog(files: MappedFiles) -> int:
 
 
 __all__ = [
-    "DEFAULT_BORN_HOST", "DEFAULT_STORE_HOST", "EMPTY_SLOT", "MappedFiles", "Properties", "SCHEDULE_TOPIC",
+    "DEFAULT_BORN_HOST", "DEFAULT_STORE_HOST", "EMPTY_SLOT", "MappedFiles", "Properties",
     "Slot", "StoreWriter", "cq_file_size", "is_v5", "java_length", "name20", "read_records", "tags_code_of",
     "to_properties_string",
 ]

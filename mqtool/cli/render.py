@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_TIMER_OUT_MS
 from mqtool.times import format_duration, format_time
 
 BAR_WIDTH = 40
@@ -214,7 +215,7 @@ def render_messages(rows: Iterable[dict], local: bool, of: int | None = None) ->
     for r in rows:
         p = r["properties"]
         _add(t, str(r["physical_offset"]), _t(r["store_timestamp"], local), r["topic"], str(r["queue_id"]),
-                  str(r["queue_offset"]), p.get("TAGS", ""), p.get("KEYS", ""), r["uniq_key"] or "",
+                  str(r["queue_offset"]), p.get(PROPERTY_TAGS, ""), p.get(PROPERTY_KEYS, ""), r["uniq_key"] or "",
                   str(r["total_size"]), _flags(r), "ok" if r["crc_ok"] else "BAD", _preview(r["body"]),
                   style=None if r["crc_ok"] else "red")
         n += 1
@@ -269,7 +270,7 @@ def render_queue(summary: dict, topic: str, queue_id: int, rows: Iterable[dict],
     for r in rows:
         ok = r["match"]
         _add(t, str(r["cq_queue_offset"]), str(r["cq_commitlog_offset"]), str(r["cq_size"]), str(r["cq_tags_code"]),
-                  _t(r["store_timestamp"], local), (r["properties"] or {}).get("KEYS", ""), r["uniq_key"] or "",
+                  _t(r["store_timestamp"], local), (r["properties"] or {}).get(PROPERTY_KEYS, ""), r["uniq_key"] or "",
                   "ok" if ok else "; ".join(r["problems"]), style=None if ok else "red")
         n += 1
     con.print(t)
@@ -361,7 +362,7 @@ def render_timer(doc: dict, local: bool) -> None:
             s = ch["slot"]
             t = _table(f"Slot {_t(ch['time_ms'], local)}: num {s['num']}, first {s['first_pos']}, last "
                        f"{s['last_pos']} (dequeue order)", "pos", "prev", "kind", "state", "uniq key", "real topic",
-                       "TIMER_OUT_MS", "cancels")
+                       PROPERTY_TIMER_OUT_MS, "cancels")
             for x in ch["units"]:
                 _add(t, str(x["pos"]), str(x["prev_pos"]), x["kind"], x["state"], x["uniq_key"] or "-",
                           x["real_topic"] or "-", _t(x["timer_out_ms"], local), x["del_uniq_key"] or "")

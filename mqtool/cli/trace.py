@@ -26,6 +26,7 @@ from mqtool.cli.common import (
     stderr,
     user_errors,
 )
+from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.times import format_time, parse_time
 
 EXIT_FOUND, EXIT_NOT_FOUND = 0, 1
@@ -124,8 +125,8 @@ def trace_command(
     for n in notes:
         stderr.print(n, markup=False, highlight=False)
     if not traces:
-        what = next(f"{n} {v}" for n, v in (("UNIQ_KEY", uniq_key), ("KEYS", key), ("offset", offset),
-                                             ("msgId", msg_id)) if v is not None)
+        what = next(f"{n} {v}" for n, v in ((PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key), (PROPERTY_KEYS, key),
+                                             ("offset", offset), ("msgId", msg_id)) if v is not None)
         stderr.print(f"not found: no record of {what} in {store}", markup=False, highlight=False)
         raise typer.Exit(code=EXIT_NOT_FOUND)
     if as_json:

@@ -17,6 +17,7 @@ from mqtool.formats.commitlog import (
     computed_size,
     offset_msg_id,
 )
+from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6, SysFlag
 
@@ -92,15 +93,15 @@ class MessageRecord:
 
     @property
     def uniq_key(self) -> str | None:
-        return self.properties.get("UNIQ_KEY")
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     @property
     def tags(self) -> str | None:
-        return self.properties.get("TAGS")
+        return self.properties.get(PROPERTY_TAGS)
 
     @property
     def keys(self) -> list[str]:
-        return [k for k in self.properties.get("KEYS", "").split(" ") if k]
+        return [k for k in self.properties.get(PROPERTY_KEYS, "").split(" ") if k]
 
     @property
     def msg_id(self) -> str:

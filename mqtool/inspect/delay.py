@@ -9,9 +9,15 @@ timestamp (its tagsCode, §4.3) and how overdue it is at `now_ms` (after `correc
 """
 
 from mqtool.formats.message import RecordError
+from mqtool.formats.names import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    RMQ_SYS_SCHEDULE_TOPIC,
+)
 from mqtool.inspect import JSON_VERSION
 from mqtool.store.findings import Finding, sort_findings
-from mqtool.store.store import SCHEDULE_TOPIC, Store
+from mqtool.store.store import Store
 
 HISTOGRAM_BUCKETS = 12
 
@@ -33,7 +39,7 @@ def delay_view(store: Store, now_ms: int) -> dict:
     offsets = store.delay_offsets
     table = dict(offsets.offset_table) if offsets else {}
     findings: list[Finding] = []
-    queue_levels = {qid + 1 for t, qid in store.queue_ids if t == SCHEDULE_TOPIC}
+    queue_levels = {qid + 1 for t, qid in store.queue_ids if t == RMQ_SYS_SCHEDULE_TOPIC}
     levels = sorted(set(range(1, len(delays) + 1)) | set(table) | queue_levels)
     rows = [_level(store, level, delays, table, now_ms, findings) for level in levels]
     findings += [f for f in store.findings if f.file.startswith("config/delayOffset")]
@@ -71,7 +77,7 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
     configured = level <= len(delays)
     delay_ms = delays[level - 1] if configured else None
     stored = table.get(level)
-    cq = store.consume_queue(SCHEDULE_TOPIC, qid)
+    cq = store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
     row = {
         "level": level, "delay_ms": delay_ms, "queue_id": qid, "configured": configured,
         "offset": stored if stored is not None else 0, "offset_stored": stored is not None,
@@ -81,9 +87,9 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
     }
     if not configured:
         findings.append(Finding("config/delayOffset.json" if stored is not None else
-                                f"consumequeue/{SCHEDULE_TOPIC}/{qid}", None, "delay.levels", "warning",
+                                f"consumequeue/{RMQ_SYS_SCHEDULE_TOPIC}/{qid}", None, "delay.levels", "warning",
                                 f"level {level} is not in messageDelayLevel ({len(delays)} levels): the broker "
-                                "never delivers it", SCHEDULE_TOPIC, qid))
+                                "never delivers it", RMQ_SYS_SCHEDULE_TOPIC, qid))
     if cq is None or cq.max_offset == 0 and not cq.queue.files:
         # findOrCreateConsumeQueue creates an empty queue: min = max = 0
         lo = hi = 0
@@ -99,7 +105,7 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
                                        f"[{lo}, {hi}]"}
         findings.append(Finding("config/delayOffset.json", None, "delay.offset", "warning",
                                 f"level {level}: stored offset {stored} is outside [{lo}, {hi}]; "
-                                f"correctDelayOffset will start from {corrected}", SCHEDULE_TOPIC, qid))
+                                f"correctDelayOffset will start from {corrected}", RMQ_SYS_SCHEDULE_TOPIC, qid))
     elif stored is None and start < lo:
         start = lo  # reading from 0 on a queue whose first files are gone starts at its first unit
     if cq is None or row["max_offset"] is None:
@@ -128,9 +134,11 @@ def _head_record(store: Store, offset: int) -> dict:
     except RecordError as e:
         return {"physical_offset": offset, "error": e.reason}
     p = rec.properties
-    return {"physical_offset": offset, "uniq_key": rec.uniq_key, "real_topic": p.get("REAL_TOPIC"),
-            "real_queue_id": int(p["REAL_QID"]) if p.get("REAL_QID", "").lstrip("-").isdigit() else None,
-            "delay_property": p.get("DELAY"), "store_timestamp": rec.store_timestamp, "keys": rec.keys}
+    return {"physical_offset": offset, "uniq_key": rec.uniq_key, "real_topic": p.get(PROPERTY_REAL_TOPIC),
+            "real_queue_id": (int(p[PROPERTY_REAL_QUEUE_ID])
+                              if p.get(PROPERTY_REAL_QUEUE_ID, "").lstrip("-").isdigit() else None),
+            "delay_property": p.get(PROPERTY_DELAY_TIME_LEVEL), "store_timestamp": rec.store_timestamp,
+            "keys": rec.keys}
 
 
 def _histogram(store: Store, rows: list[dict], now_ms: int) -> list[dict]:
@@ -138,7 +146,7 @@ def _histogram(store: Store, rows: list[dict], now_ms: int) -> list[dict]:
     times = []
     for r in rows:
         if r["backlog"] and r["max_offset"] is not None:
-            cq = store.consume_queue(SCHEDULE_TOPIC, r["queue_id"])
+            cq = store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, r["queue_id"])
             times += [u.tags_code for u in cq.iter_units(r["corrected_offset"])]
     return time_histogram(times)
 

@@ -9,6 +9,16 @@ views give their headline numbers. Exit code 1 in the CLI when any finding is an
 
 from collections import Counter
 
+from mqtool.formats.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    SYSTEM_TOPICS,
+    TIMER_TOPIC,
+)
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import summarise
 from mqtool.inspect.delay import delay_view
@@ -17,30 +27,24 @@ from mqtool.inspect.timer import timer_view
 from mqtool.inspect.transactions import TransactionScan
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import (
-    HALF_TOPIC,
-    OP_HALF_TOPIC,
-    SCHEDULE_TOPIC,
-    SYSTEM_TOPICS,
-    TIMER_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
     Store,
 )
 
 SYSTEM_ROLES = {
-    SCHEDULE_TOPIC: "delay levels (schedule)",
+    RMQ_SYS_SCHEDULE_TOPIC: "delay levels (schedule)",
     TIMER_TOPIC: "timer messages",
-    HALF_TOPIC: "transaction half messages",
-    OP_HALF_TOPIC: "transaction op messages",
-    TRANS_CHECK_MAX_TIME_TOPIC: "discarded half messages",
+    RMQ_SYS_TRANS_HALF_TOPIC: "transaction half messages",
+    RMQ_SYS_TRANS_OP_HALF_TOPIC: "transaction op messages",
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC: "discarded half messages",
 }
 
 
 def _role(topic: str) -> str | None:
     if topic in SYSTEM_ROLES:
         return SYSTEM_ROLES[topic]
-    if topic.startswith("%RETRY%"):
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return "retry"
-    if topic.startswith("%DLQ%"):
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return "dead letter"
     return None
 

@@ -9,15 +9,16 @@ from collections.abc import Iterator
 
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.inspect.records import empty_record_dict, record_dict
 from mqtool.store.consumequeue import CqUnit
 from mqtool.store.errors import StoreError
-from mqtool.store.store import SCHEDULE_TOPIC, Store
+from mqtool.store.store import Store
 
 
 def expected_tags_code(store: Store, rec: MessageRecord) -> int | None:
     """What the broker's dispatch writes as tagsCode for this record (None: not predictable)."""
-    if rec.topic == SCHEDULE_TOPIC:
+    if rec.topic == RMQ_SYS_SCHEDULE_TOPIC:
         level = rec.queue_id + 1
         if level > store.max_delay_level:
             return None

@@ -12,10 +12,11 @@
 """
 
 from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.formats.names import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.delay import time_histogram
 from mqtool.store.findings import Finding, sort_findings
-from mqtool.store.store import TIMER_TOPIC, Store
+from mqtool.store.store import Store
 from mqtool.store.timer import TimerLogUnit
 
 CHECK = "timer"
@@ -182,8 +183,8 @@ def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[Ti
     for u in chain:
         if u.kind == "delete":
             rec, _ = records.get(u)
-            if rec is not None and "TIMER_DEL_UNIQKEY" in rec.properties:
-                deleted.add(rec.properties["TIMER_DEL_UNIQKEY"])
+            if rec is not None and PROPERTY_TIMER_DEL_UNIQKEY in rec.properties:
+                deleted.add(rec.properties[PROPERTY_TIMER_DEL_UNIQKEY])
     out = []
     for u in reversed(chain):
         if u.kind == "delete":
@@ -193,7 +194,7 @@ def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[Ti
         if rec is None:
             out.append((u, "record missing"))
         elif rec.uniq_key and (rec.uniq_key in deleted
-                               or f"{rec.properties.get('REAL_TOPIC')}+{rec.uniq_key}" in deleted):
+                               or f"{rec.properties.get(PROPERTY_REAL_TOPIC)}+{rec.uniq_key}" in deleted):
             out.append((u, "cancelled"))
         else:
             out.append((u, "pending"))
@@ -204,7 +205,7 @@ def _deliver_ms(u: TimerLogUnit, rec: MessageRecord | None) -> int:
     """The real delivery time: the record's TIMER_OUT_MS (a roll's slot is only a waypoint)."""
     if rec is not None:
         try:
-            return int(rec.properties["TIMER_OUT_MS"])
+            return int(rec.properties[PROPERTY_TIMER_OUT_MS])
         except (KeyError, ValueError):
             pass
     return u.delayed_time_ms
@@ -239,9 +240,9 @@ def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_t
             "pos": u.pos, "prev_pos": u.prev_pos, "magic": u.magic, "kind": u.kind,
             "write_time_ms": u.curr_write_time_ms, "delayed_time_ms": u.delayed_time_ms,
             "offset_py": u.offset_py, "size_py": u.size_py, "state": state,
-            "uniq_key": rec.uniq_key if rec else None, "real_topic": p.get("REAL_TOPIC"),
-            "timer_out_ms": int(p["TIMER_OUT_MS"]) if p.get("TIMER_OUT_MS", "").isdigit() else None,
-            "del_uniq_key": p.get("TIMER_DEL_UNIQKEY"), "keys": rec.keys if rec else [],
+            "uniq_key": rec.uniq_key if rec else None, "real_topic": p.get(PROPERTY_REAL_TOPIC),
+            "timer_out_ms": int(p[PROPERTY_TIMER_OUT_MS]) if p.get(PROPERTY_TIMER_OUT_MS, "").isdigit() else None,
+            "del_uniq_key": p.get(PROPERTY_TIMER_DEL_UNIQKEY), "keys": rec.keys if rec else [],
             "error": error,
         })
     return out

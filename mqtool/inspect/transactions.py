@@ -24,6 +24,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mqtool.formats.message import MessageRecord
+from mqtool.formats.names import (
+    CID_SYS_RMQ_TRANS,
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_ID,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    REMOVE_TAG,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
 from mqtool.formats.opbody import parse_op_body  # noqa: F401 - part of this module's API
 from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSACTION_ROLLBACK
 from mqtool.inspect import JSON_VERSION
@@ -31,9 +47,8 @@ from mqtool.inspect.columns import ColumnChunk, TopicIds, scan_chunks
 from mqtool.inspect.records import Progress
 from mqtool.store.fastscan import C_POS, C_PREPARED, C_SYS_FLAG
 from mqtool.store.findings import Finding, sort_findings
-from mqtool.store.store import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP, Store
+from mqtool.store.store import Store
 
-REMOVE_TAG = "d"
 STATES = ("committed", "rolled_back", "pending", "discarded")
 MAX_PREDICTED_ROUNDS = 1000
 
@@ -58,18 +73,18 @@ class TransactionScan:
     findings: list[Finding] = field(default_factory=list)
 
     def feed(self, rec: MessageRecord) -> None:
-        if rec.topic == HALF_TOPIC:
+        if rec.topic == RMQ_SYS_TRANS_HALF_TOPIC:
             self.halves.append(rec)
-        elif rec.topic == OP_HALF_TOPIC:
+        elif rec.topic == RMQ_SYS_TRANS_OP_HALF_TOPIC:
             self.op_records += 1
             if rec.tags != REMOVE_TAG:
                 self.findings.append(Finding(rec.file, rec.physical_offset, "transactions.op", "warning",
-                                             f"op message with tag {rec.tags!r} (not 'd'): the check "
-                                             "service ignores it", OP_HALF_TOPIC, rec.queue_id))
+                                             f"op message with tag {rec.tags!r} (not {REMOVE_TAG!r}): the check "
+                                             "service ignores it", RMQ_SYS_TRANS_OP_HALF_TOPIC, rec.queue_id))
                 return
             for off in parse_op_body(rec.body):
                 self.ops.setdefault((rec.queue_id, off), rec.physical_offset)
-        elif rec.topic == TRANS_CHECK_MAX_TIME_TOPIC:
+        elif rec.topic == RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
             self.discards.append(rec)
         if rec.transaction == "commit":
             self.commits.setdefault(rec.prepared_transaction_offset, rec.physical_offset)
@@ -81,7 +96,8 @@ class TransactionScan:
         COMMIT/ROLLBACK records of other topics only give their two offsets."""
         if not len(cc):
             return
-        wanted = [i for i in (topics.get(t) for t in (HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC))
+        wanted = [i for i in (topics.get(t) for t in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
+                                                      RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC))
                   if i >= 0]
         full = np.isin(cc.topic_ids, wanted) if wanted else np.zeros(len(cc), bool)
         c = cc.cols
@@ -127,7 +143,7 @@ def _group(halves: list[MessageRecord]) -> list[list[MessageRecord]]:
     by_key: dict[object, list[MessageRecord]] = {}
     by_qoff: dict[tuple[int, int], list[MessageRecord]] = {}
     for h in sorted(halves, key=lambda r: (r.queue_id, r.queue_offset)):
-        prepared = _int(h.properties.get("TRAN_PREPARED_QUEUE_OFFSET"))
+        prepared = _int(h.properties.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET))
         g = None
         if h.uniq_key:
             g = by_key.get(h.uniq_key)
@@ -178,17 +194,18 @@ def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
 def _check_progress(store: Store) -> list[dict]:
     """Per half queue: the check service's stored half/op offsets against the queues' ends."""
     co = store.consumer_offsets
-    qids = {q for t, q in store.queue_ids if t == HALF_TOPIC}
+    qids = {q for t, q in store.queue_ids if t == RMQ_SYS_TRANS_HALF_TOPIC}
     if co:
-        qids |= set(co.offset_table.get(f"{HALF_TOPIC}@{TRANS_GROUP}", {}))
+        qids |= set(co.offset_table.get(f"{RMQ_SYS_TRANS_HALF_TOPIC}@{CID_SYS_RMQ_TRANS}", {}))
     out = []
     for q in sorted(qids):
-        half_cq, op_cq = store.consume_queue(HALF_TOPIC, q), store.consume_queue(OP_HALF_TOPIC, q)
+        half_cq = store.consume_queue(RMQ_SYS_TRANS_HALF_TOPIC, q)
+        op_cq = store.consume_queue(RMQ_SYS_TRANS_OP_HALF_TOPIC, q)
         out.append({
             "queue_id": q,
-            "half_offset": co.offset(HALF_TOPIC, TRANS_GROUP, q) if co else None,
+            "half_offset": co.offset(RMQ_SYS_TRANS_HALF_TOPIC, CID_SYS_RMQ_TRANS, q) if co else None,
             "half_max_offset": half_cq.max_offset if half_cq else None,
-            "op_offset": co.offset(OP_HALF_TOPIC, TRANS_GROUP, q) if co else None,
+            "op_offset": co.offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, CID_SYS_RMQ_TRANS, q) if co else None,
             "op_max_offset": op_cq.max_offset if op_cq else None,
         })
     return out
@@ -212,15 +229,16 @@ def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store
         state = "discarded"
     else:
         state = "pending"
-    times = max((_int(h.properties.get("TRANSACTION_CHECK_TIMES"), 0) for h in g), default=0)
-    immunity_prop = latest.properties.get("CHECK_IMMUNITY_TIME_IN_SECONDS")
+    times = max((_int(h.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0) for h in g), default=0)
+    immunity_prop = latest.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
     timeout = store.config.transaction_timeout
     immunity = timeout if immunity_prop is None else _immunity_ms(immunity_prop, timeout)
     notes = []
     if commit is not None and not op_hits:
         notes.append("COMMIT record written but no op message covers the half: the broker will still check it")
-    if "DELAY" in p:
-        notes.append(f"carries DELAY={p['DELAY']}: it loops through {'SCHEDULE_TOPIC_XXXX'} until its checks "
+    if PROPERTY_DELAY_TIME_LEVEL in p:
+        notes.append(f"carries DELAY={p[PROPERTY_DELAY_TIME_LEVEL]}: it loops through {RMQ_SYS_SCHEDULE_TOPIC} "
+                     "until its checks "
                      "are spent (apache/rocketmq#1540)")
     half_offset = next((c["half_offset"] for c in progress if c["queue_id"] == latest.queue_id), None)
     row = {
@@ -228,10 +246,10 @@ def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store
         "queue_id": first.queue_id,
         "physical_offset": first.physical_offset,
         "uniq_key": first.uniq_key,
-        "transaction_id": p.get("__transactionId__"),
-        "real_topic": p.get("REAL_TOPIC"),
-        "real_queue_id": _int(p.get("REAL_QID")),
-        "producer_group": p.get("PGROUP"),
+        "transaction_id": p.get(PROPERTY_TRANSACTION_ID),
+        "real_topic": p.get(PROPERTY_REAL_TOPIC),
+        "real_queue_id": _int(p.get(PROPERTY_REAL_QUEUE_ID)),
+        "producer_group": p.get(PROPERTY_PRODUCER_GROUP),
         "keys": first.keys,
         "state": state,
         "check_times": times,
@@ -242,8 +260,8 @@ def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store
         "immunity_property": immunity_prop is not None,
         "copies": [{"queue_offset": h.queue_offset, "physical_offset": h.physical_offset,
                     "store_timestamp": h.store_timestamp,
-                    "check_times": _int(h.properties.get("TRANSACTION_CHECK_TIMES")),
-                    "prepared_queue_offset": _int(h.properties.get("TRAN_PREPARED_QUEUE_OFFSET"))}
+                    "check_times": _int(h.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES)),
+                    "prepared_queue_offset": _int(h.properties.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET))}
                    for h in g[1:]],
         "op": None if not op_hits else {"half_queue_offset": op_hits[0][0], "op_physical_offset": op_hits[0][1]},
         "commit_offset": commit,
@@ -267,7 +285,7 @@ def _immunity_ms(text: str, timeout: int) -> int:
 def predict(store: Store, latest: MessageRecord, now_ms: int, immunity_ms: int, has_immunity: bool) -> dict:
     """Next check request and discard of a pending half, replaying check rounds from `now_ms`."""
     c = store.config
-    raw = latest.properties.get("TRANSACTION_CHECK_TIMES")
+    raw = latest.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES)
     times = None if raw is None else _int(raw, 0)
     born = latest.born_timestamp
     reserved_ms = c.file_reserved_time * 3600 * 1000
@@ -302,7 +320,7 @@ def _prediction(next_check: int | None, discard: int | None, checks: int, reason
 def _discard_row(d: MessageRecord) -> dict:
     p = d.properties
     return {"physical_offset": d.physical_offset, "queue_id": d.queue_id, "queue_offset": d.queue_offset,
-            "store_timestamp": d.store_timestamp, "uniq_key": d.uniq_key, "real_topic": p.get("REAL_TOPIC"),
-            "real_queue_id": _int(p.get("REAL_QID")), "producer_group": p.get("PGROUP"),
-            "check_times": _int(p.get("TRANSACTION_CHECK_TIMES")), "born_timestamp": d.born_timestamp,
+            "store_timestamp": d.store_timestamp, "uniq_key": d.uniq_key, "real_topic": p.get(PROPERTY_REAL_TOPIC),
+            "real_queue_id": _int(p.get(PROPERTY_REAL_QUEUE_ID)), "producer_group": p.get(PROPERTY_PRODUCER_GROUP),
+            "check_times": _int(p.get(PROPERTY_TRANSACTION_CHECK_TIMES)), "born_timestamp": d.born_timestamp,
             "keys": d.keys}

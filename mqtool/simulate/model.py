@@ -17,16 +17,8 @@ from typing import Any
 
 from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
 from mqtool.formats.javahash import hashmap_order, java_string_hash
+from mqtool.formats.names import PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, SYSTEM_TOPICS
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.store.store import (  # noqa: E402, F401 - the services name these topics through the model
-    HALF_TOPIC,
-    OP_HALF_TOPIC,
-    SCHEDULE_TOPIC,
-    SYSTEM_TOPICS,
-    TIMER_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_GROUP,
-)
 
 BLANK_MIN = 8  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
 _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
@@ -67,7 +59,7 @@ class SimMessage:
 
     @property
     def uniq_key(self) -> str | None:
-        return self.props.get("UNIQ_KEY")
+        return self.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     def derive(self, topic: str, queue_id: int, props: dict[str, str], props_raw: str | None = None) -> SimMessage:
         """A re-put copy: body, flag, sysFlag, born time/host, store host and reconsume times copied.
@@ -146,7 +138,7 @@ def props_length(props: dict[str, str], capacity: int, trailing: bool = True) ->
 
 
 def tags_code(props: dict[str, str]) -> int:
-    tags = props.get("TAGS")
+    tags = props.get(PROPERTY_TAGS)
     if not tags:
         return 0
     h = _TAGS_HASH.get(tags)
@@ -425,7 +417,7 @@ class StoreModel:
         m.service = service
         m.queue_offset = bmax + len(units)
         if not m.tags_code:
-            tags = props.get("TAGS")
+            tags = props.get(PROPERTY_TAGS)
             if tags:
                 m.tags_code = tags_code(props)
         if keep:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mqtool.formats.names import CID_SYS_RMQ_TRANS
 from mqtool.simulate.runner import SimulationResult
 
 
@@ -57,7 +58,7 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
         co = store.consumer_offsets
         table = {k: dict(v) for k, v in (co.offset_table if co is not None else {}).items()}
         for (topic, qid), off in sorted(state["consumer_offsets"].items()):
-            table.setdefault(f"{topic}@CID_RMQ_SYS_TRANS", {})[qid] = off
+            table.setdefault(f"{topic}@{CID_SYS_RMQ_TRANS}", {})[qid] = off
         w.write_consumer_offsets(ConsumerOffsets(table, co.data_version if co is not None else None,
                                                  co.group_topic_map if co is not None else None))
         w.write_checkpoint()

@@ -14,11 +14,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqtool.formats.names import SYSTEM_TOPICS, TIMER_TOPIC
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import BROKER, Engine
 from mqtool.simulate.events import EventLog
 from mqtool.simulate.invariants import check_invariants
-from mqtool.simulate.model import SYSTEM_TOPICS, TIMER_TOPIC, DiskBase, StoreModel
+from mqtool.simulate.model import DiskBase, StoreModel
 from mqtool.simulate.scenario import Scenario
 from mqtool.simulate.schedule import ScheduleService
 from mqtool.simulate.timer import TimerService

@@ -26,9 +26,14 @@ from __future__ import annotations
 
 from collections import deque
 
+from mqtool.formats.names import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+)
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
-from mqtool.simulate.model import HALF_TOPIC, SCHEDULE_TOPIC
 
 FIRST_DELAY_TIME = 1000
 DELAY_FOR_A_WHILE = 100
@@ -63,7 +68,7 @@ class ScheduleService:
         self.persister: Process | None = None
         self.delivered = 0
         for level in self.delays:
-            ctx.model.on_append(SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
+            ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
 
     # ----- life cycle -----
     def start(self) -> None:
@@ -95,12 +100,12 @@ class ScheduleService:
         for level, off in list(self.offsets.items()):
             if level not in self.delays:
                 continue
-            lo, hi = m.cq_min(SCHEDULE_TOPIC, level - 1), m.cq_max(SCHEDULE_TOPIC, level - 1)
+            lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, level - 1), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
             self.offsets[level] = min(max(off, lo), hi)
 
     def persist(self) -> None:
         self.persisted = dict(self.offsets)
-        self.ctx.log.emit(self.ctx.engine.now, "schedule", "persist", SCHEDULE_TOPIC,
+        self.ctx.log.emit(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
                           offsets={str(k): v for k, v in sorted(self.offsets.items())})
 
     def _persist_loop(self):
@@ -136,7 +141,7 @@ class ScheduleService:
         while True:
             now = ctx.engine.now
             self.grid[level] = now
-            lo, hi = m.cq_min(SCHEDULE_TOPIC, qid), m.cq_max(SCHEDULE_TOPIC, qid)
+            lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
             if offset < lo:
                 offset = lo  # "schedule CQ offset invalid": reset to the queue's min
             if offset > hi:
@@ -149,7 +154,7 @@ class ScheduleService:
             failed = False
             v4 = ctx.v4
             message = m.message
-            for off, unit in m.cq_units(SCHEDULE_TOPIC, qid, offset, hi):
+            for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, offset, hi):
                 phys, _size, tags = unit
                 clock = ctx.clock()  # System.currentTimeMillis(): virtual time plus any clock jump
                 deliver = tags
@@ -166,11 +171,11 @@ class ScheduleService:
                 if msg is None:
                     continue
                 props = msg.props
-                real_topic = props.get("REAL_TOPIC")
-                if real_topic == HALF_TOPIC or real_topic is None:
+                real_topic = props.get(PROPERTY_REAL_TOPIC)
+                if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
                     continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
                 # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
-                new = msg.derive(real_topic, int(props.get("REAL_QID", "0")), props)
+                new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
                 ok = self._deliver(level, off, msg, new, deliver)
                 if not ok:
                     failed = True
@@ -189,8 +194,8 @@ class ScheduleService:
         if self.async_deliver:
             q = self.pending[level]
             if len(q) > self.max_pending or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
-                ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get("REAL_TOPIC"),
-                             int(msg.props.get("REAL_QID", "0")), msg.uniq_key, msg.phys, level=level,
+                ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),
+                             int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")), msg.uniq_key, msg.phys, level=level,
                              reason="async deliver blocked or flow-controlled", queue_offset=off)
                 return False
             res = ctx.put(new, "schedule")
@@ -217,8 +222,8 @@ class ScheduleService:
             ctx.log.emit(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys,
                          n.phys, level=level, due=due, queue_offset=n.queue_offset)
         else:
-            ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get("REAL_TOPIC"),
-                         int(msg.props.get("REAL_QID", "0")), msg.uniq_key, msg.phys, level=level,
+            ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),
+                         int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")), msg.uniq_key, msg.phys, level=level,
                          status=res.status, queue_offset=off,
                          next="retry same unit" if ctx.v4 or self.async_deliver else "skip to next unit")
 
@@ -241,7 +246,8 @@ class ScheduleService:
             if msg is None:
                 head.status = "SKIP" if head.resend > MAX_RESEND_TO_SKIP else "EXCEPTION"
                 continue
-            new = msg.derive(msg.props["REAL_TOPIC"], int(msg.props.get("REAL_QID", "0")), dict(msg.props))
+            new = msg.derive(msg.props[PROPERTY_REAL_TOPIC], int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")),
+                             dict(msg.props))
             res = ctx.put(new, "schedule")
             self._emit_result(level, head.offset, msg, res, 0)
             head.status = "SUCCESS" if res.ok else "EXCEPTION"
@@ -252,7 +258,7 @@ class ScheduleService:
         m = self.ctx.model
         out = {}
         for level in self.delays:
-            hi = m.cq_max(SCHEDULE_TOPIC, level - 1)
+            hi = m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
             n = hi - self.offsets.get(level, 0)
             if n > 0:
                 out[level] = n

@@ -32,10 +32,20 @@ from __future__ import annotations
 import heapq
 
 from mqtool.formats.javahash import java_string_hash
+from mqtool.formats.names import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_DEQUEUE_MS,
+    PROPERTY_TIMER_ENQUEUE_MS,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TIMER_ROLL_TIMES,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TIMER_TOPIC,
+)
 from mqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
-from mqtool.simulate.model import TIMER_TOPIC
 
 SLOTS_TOTAL = 7 * 86400
 TIMER_BLANK_SLOTS = 60
@@ -215,7 +225,7 @@ class TimerService:
                     if msg is None:
                         continue
                     try:
-                        delayed = int(msg.props["TIMER_OUT_MS"])
+                        delayed = int(msg.props[PROPERTY_TIMER_OUT_MS])
                     except (KeyError, ValueError):
                         continue
                     write = (ctx.engine._now + ctx.clock_offset) // p * p
@@ -246,7 +256,7 @@ class TimerService:
             else:
                 delayed = write + w * p
         props = msg.props
-        delete = props.get("TIMER_DEL_UNIQKEY") is not None
+        delete = props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None
         if delete:
             magic |= MAGIC_DELETE
         pos = self.end
@@ -258,7 +268,7 @@ class TimerService:
         self.end = pos + TIMERLOG_UNIT_SIZE
         s = self._slot(delayed)
         prev = s[1] if s is not None else -1
-        real = props.get("REAL_TOPIC")
+        real = props.get(PROPERTY_REAL_TOPIC)
         h = self._topic_hash.get(real)
         if h is None:
             h = self._topic_hash[real] = java_string_hash(real)
@@ -274,7 +284,8 @@ class TimerService:
         now = ctx.engine._now
         log = ctx.log
         if log.keep:
-            log.emit(now, "timer", "enqueue", real, _int(props.get("REAL_QID")), props.get("UNIQ_KEY"), offset_py,
+            log.emit(now, "timer", "enqueue", real, _int(props.get(PROPERTY_REAL_QUEUE_ID)),
+                     props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), offset_py,
                      slot=delayed, timer_out_ms=original, roll=roll, cancel=delete, timerlog_pos=pos)
         else:
             log.tally("enqueue")
@@ -352,7 +363,7 @@ class TimerService:
             if u[1] & MAGIC_DELETE and not u[1] & MAGIC_ROLL:
                 msg = m.message(u[4])
                 if msg is not None:
-                    key = msg.props.get("TIMER_DEL_UNIQKEY")
+                    key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY)
                     if key is not None:
                         deletes.add(key)
             else:
@@ -363,11 +374,11 @@ class TimerService:
             if msg is None:
                 continue
             if deletes:
-                uk = msg.props.get("UNIQ_KEY")
+                uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 if uk is not None and uk in deletes:
                     self.cancelled += 1
-                    ctx.log.emit(ctx.engine.now, "timer", "cancel", msg.props.get("REAL_TOPIC"),
-                                 _int(msg.props.get("REAL_QID")), uk, msg.phys, slot=slot_time)
+                    ctx.log.emit(ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
+                                 _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
                     continue
             retry = self._put(msg, u[2], u[1], slot_time, False)
             if retry is not None:
@@ -380,11 +391,11 @@ class TimerService:
             msg = self.ctx.model.message(u[4])
             if msg is None:
                 continue
-            uk = msg.props.get("UNIQ_KEY")
+            uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if uk is not None and uk in deletes:
                 self.cancelled += 1
-                self.ctx.log.emit(self.ctx.engine.now, "timer", "cancel", msg.props.get("REAL_TOPIC"),
-                                  _int(msg.props.get("REAL_QID")), uk, msg.phys, slot=slot_time)
+                self.ctx.log.emit(self.ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
+                                  _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
                 continue
             again = self._put(msg, u[2], u[1], slot_time, direct=False)
             if again is not None:
@@ -396,22 +407,22 @@ class TimerService:
         ctx = self.ctx
         roll = bool(magic & MAGIC_ROLL)
         src = msg.props
-        if not roll and src.get("TIMER_DEL_UNIQKEY") is not None:
+        if not roll and src.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
             return None  # doPut: a cancel marker is never delivered (PUT_NO_RETRY)
         props = dict(src)
         now = ctx.engine._now + ctx.clock_offset
         if enqueue_time != -1:
-            props["TIMER_ENQUEUE_MS"] = str(enqueue_time)
+            props[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_time)
         if roll:
-            props["TIMER_ROLL_TIMES"] = str(_int(props.get("TIMER_ROLL_TIMES"), 0) + 1)
-        props["TIMER_DEQUEUE_MS"] = str(now)
+            props[PROPERTY_TIMER_ROLL_TIMES] = str(_int(props.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1)
+        props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)
         if roll:
             topic, qid = msg.topic, msg.queue_id
         else:
-            topic = props.get("REAL_TOPIC")
+            topic = props.get(PROPERTY_REAL_TOPIC)
             if topic is None:
                 return None
-            qid = _int(props.get("REAL_QID"), 0)
+            qid = _int(props.get(PROPERTY_REAL_QUEUE_ID), 0)
         res = ctx.model.append(msg.derive(topic, qid, props), now, "timer")
         if res.ok:
             self._put_done(msg, res.message, roll, slot_time, direct)
@@ -448,13 +459,15 @@ class TimerService:
             return
         if roll:
             self.rolled += 1
-            ctx.log.emit(ctx.engine._now, "timer", "roll", src.get("REAL_TOPIC"), _int(src.get("REAL_QID")),
-                         n.props.get("UNIQ_KEY"), msg.phys, n.phys, slot=slot_time,
-                         roll_times=_int(n.props.get("TIMER_ROLL_TIMES")))
+            ctx.log.emit(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
+                         _int(src.get(PROPERTY_REAL_QUEUE_ID)),
+                         n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot=slot_time,
+                         roll_times=_int(n.props.get(PROPERTY_TIMER_ROLL_TIMES)))
         else:
             self.delivered += 1
-            ctx.log.emit(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id, n.props.get("UNIQ_KEY"), msg.phys,
-                         n.phys, slot=slot_time, due=_int(src.get("TIMER_OUT_MS")), direct=direct,
+            ctx.log.emit(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,
+                         n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys,
+                         n.phys, slot=slot_time, due=_int(src.get(PROPERTY_TIMER_OUT_MS)), direct=direct,
                          queue_offset=n.queue_offset)
 
     # ----- summary -----

@@ -28,9 +28,26 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
 
 from __future__ import annotations
 
+from mqtool.formats.names import (
+    CID_SYS_RMQ_TRANS,
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    REMOVE_TAG,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
-from mqtool.simulate.model import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SimMessage
+from mqtool.simulate.model import SimMessage
 
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
@@ -39,7 +56,6 @@ BUSY_RETRY_49 = 1  # virtual ms a 4.9.8 retry of the same half takes when no op 
 MAX_RETRY_COUNT_WHEN_HALF_NULL = 1
 OP_MSG_MAX_SIZE = 4096  # transactionOpMsgMaxSize
 PUT_BACK_RETRY_MS = 100
-REMOVE_TAG = "d"
 TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_MASK = 0xC
@@ -73,8 +89,8 @@ class TransactionService:
         self.file_reserved_ms = int(getattr(cfg, "file_reserved_time", 72)) * 3600 * 1000
         self.offsets: dict[tuple[str, int], int] = {}
         table = getattr(consumer_offsets, "offset_table", None) or {}
-        for topic in (HALF_TOPIC, OP_HALF_TOPIC):
-            for qid, off in (table.get(f"{topic}@CID_RMQ_SYS_TRANS") or {}).items():
+        for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
+            for qid, off in (table.get(f"{topic}@{CID_SYS_RMQ_TRANS}") or {}).items():
                 self.offsets[(topic, int(qid))] = int(off)
         self.persisted = dict(self.offsets)
         self.op_pending: dict[int, list[str]] = {}
@@ -150,23 +166,23 @@ class TransactionService:
     def _get_one(self, qid: int, offset: int) -> tuple[str, SimMessage | None, int]:
         """`_get(HALF_TOPIC, qid, offset, 1)` without the lists: (status, message, next offset)."""
         m = self.ctx.model
-        if offset >= m.cq_max(HALF_TOPIC, qid):
+        if offset >= m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid):
             return NO_NEW_MSG, None, offset
-        if offset < m.cq_min(HALF_TOPIC, qid):
-            return OFFSET_ILLEGAL, None, m.cq_min(HALF_TOPIC, qid)
-        u = m.cq_unit(HALF_TOPIC, qid, offset)
+        if offset < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
+            return OFFSET_ILLEGAL, None, m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+        u = m.cq_unit(RMQ_SYS_TRANS_HALF_TOPIC, qid, offset)
         return FOUND, (m.message(u[0]) if u else None), offset + 1
 
     def _fill(self, remove_map, op_msg_map, done_op, qid, op_offset, mini) -> _Pull:
-        pull = self._get(OP_HALF_TOPIC, qid, op_offset, OP_MSG_PULL_NUMS)
+        pull = self._get(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, op_offset, OP_MSG_PULL_NUMS)
         if pull.status == OFFSET_ILLEGAL:
-            self.offsets[(OP_HALF_TOPIC, qid)] = pull.next_begin
+            self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = pull.next_begin
             return pull
         if pull.msgs is None:
             return pull
         for op in pull.msgs:
             body = (op.body or b"").decode("utf-8", "replace")
-            if op.props.get("TAGS") != REMOVE_TAG:
+            if op.props.get(PROPERTY_TAGS) != REMOVE_TAG:
                 continue  # "Found a illegal tag in opMessageExt"
             if self.ctx.v4:
                 v = _long(body)
@@ -196,9 +212,9 @@ class TransactionService:
         start = ctx.clock()
         record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
         self.rounds.append(record)
-        for qid in m.queue_ids(HALF_TOPIC):
-            half_offset = self._offset(HALF_TOPIC, qid)
-            op_offset = self._offset(OP_HALF_TOPIC, qid)
+        for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
+            half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+            op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
             if half_offset < 0 or op_offset < 0:
                 continue
             remove_map: dict[int, int] = {}
@@ -236,15 +252,15 @@ class TransactionService:
                     continue
                 props = dict(msg.props)
                 discard = False
-                times = props.get("TRANSACTION_CHECK_TIMES")
+                times = props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
                 if times is None:
-                    props["TRANSACTION_CHECK_TIMES"] = "1"
+                    props[PROPERTY_TRANSACTION_CHECK_TIMES] = "1"
                 else:
                     n = _long(times)
                     if n >= self.check_max:
                         discard = True
                     else:
-                        props["TRANSACTION_CHECK_TIMES"] = str(n + 1)
+                        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(n + 1)
                 skip = not discard and ctx.clock() - msg.born_ts > self.file_reserved_ms
                 if discard or skip:
                     self._discard(msg, props, "discard" if discard else "skip", record)
@@ -254,7 +270,7 @@ class TransactionService:
                     break  # "Fresh stored": check it in a later round
                 age = ctx.clock() - msg.born_ts
                 immunity = self.timeout
-                imm_text = props.get("CHECK_IMMUNITY_TIME_IN_SECONDS")
+                imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
                 if imm_text is not None:
                     v = _long(imm_text)
                     immunity = self.timeout if v == -1 else v * 1000
@@ -285,7 +301,7 @@ class TransactionService:
                     continue
                 new_offset = i = i + 1
             if new_offset != half_offset:
-                self.offsets[(HALF_TOPIC, qid)] = new_offset
+                self.offsets[(RMQ_SYS_TRANS_HALF_TOPIC, qid)] = new_offset
             new_op = op_offset
             for d in sorted(done_op):
                 if d == new_op:
@@ -293,11 +309,11 @@ class TransactionService:
                 elif d > new_op:
                     break
             if new_op != op_offset:
-                self.offsets[(OP_HALF_TOPIC, qid)] = new_op
+                self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
         record["end"] = ctx.engine.now
 
     def _check_prepare_offset(self, remove_map, done_op, msg, props) -> bool:
-        prepared = props.get("TRAN_PREPARED_QUEUE_OFFSET")
+        prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
         if prepared is not None:
             v = _long(prepared)
             if v == -1:
@@ -318,32 +334,32 @@ class TransactionService:
     def _put_immunity(self, msg: SimMessage, props: dict[str, str]) -> bool:
         ctx = self.ctx
         p = dict(props)
-        p["WAIT"] = "false"  # setWaitStoreMsgOK(false) before this path rebuilds the string
-        if "TRAN_PREPARED_QUEUE_OFFSET" not in p:
-            p["TRAN_PREPARED_QUEUE_OFFSET"] = str(msg.queue_offset)
+        p[PROPERTY_WAIT_STORE_MSG_OK] = "false"  # setWaitStoreMsgOK(false) before this path rebuilds the string
+        if PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET not in p:
+            p[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(msg.queue_offset)
         res = ctx.put(self._renew(msg, p), "transaction")
         if res.ok:
             n = res.message
-            ctx.log.emit(ctx.engine.now, "transaction", "put_back", props.get("REAL_TOPIC"),
+            ctx.log.emit(ctx.engine.now, "transaction", "put_back", props.get(PROPERTY_REAL_TOPIC),
                          _qid(props), msg.uniq_key, msg.phys, n.phys, reason="immunity",
-                         check_times=_long(props.get("TRANSACTION_CHECK_TIMES")), queue_offset=n.queue_offset)
+                         check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)), queue_offset=n.queue_offset)
         else:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", HALF_TOPIC, msg.queue_id, msg.uniq_key,
-                         msg.phys, status=res.status, reason="immunity put-back")
+            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
+                         msg.uniq_key, msg.phys, status=res.status, reason="immunity put-back")
         return res.ok
 
     def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
         ctx = self.ctx
         res = ctx.put(self._renew(msg, props), "transaction")
         if not res.ok:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", HALF_TOPIC, msg.queue_id, msg.uniq_key,
-                         msg.phys, status=res.status, reason="check put-back")
+            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
+                         msg.uniq_key, msg.phys, status=res.status, reason="check put-back")
             return False
         copy = res.message
-        group = props.get("PGROUP")
+        group = props.get(PROPERTY_PRODUCER_GROUP)
         scenario = ctx.scenario
         if scenario.answers:
-            keys = [k for k in props.get("KEYS", "").split(" ") if k]
+            keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
             answer = scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
         else:
             answer = scenario.default_answer
@@ -352,9 +368,9 @@ class TransactionService:
         if not ctx.log.keep:
             ctx.log.tally("check")
         else:
-            ctx.log.emit(ctx.engine.now, "transaction", "check", props.get("REAL_TOPIC"), _qid(props), msg.uniq_key,
-                         msg.phys, copy.phys, producer_group=group,
-                         check_times=_long(props.get("TRANSACTION_CHECK_TIMES")), queue_offset=copy.queue_offset,
+            ctx.log.emit(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
+                         msg.uniq_key, msg.phys, copy.phys, producer_group=group,
+                         check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)), queue_offset=copy.queue_offset,
                          answer=answer)
         if answer in ("commit", "rollback"):
             ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
@@ -364,17 +380,17 @@ class TransactionService:
     def _discard(self, msg: SimMessage, props: dict[str, str], why: str, record: dict) -> None:
         """`resolveDiscardMsg`: a copy to TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1)."""
         ctx = self.ctx
-        new = msg.derive(TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(props))
+        new = msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(props))
         res = ctx.put(new, "transaction")
         record["discards"] += 1
         self.resolved[msg.uniq_key or str(msg.phys)] = why
         if res.ok:
-            ctx.log.emit(ctx.engine.now, "transaction", why, props.get("REAL_TOPIC"), _qid(props), msg.uniq_key,
-                         msg.phys, res.message.phys, check_times=_long(props.get("TRANSACTION_CHECK_TIMES")),
+            ctx.log.emit(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props), msg.uniq_key,
+                         msg.phys, res.message.phys, check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)),
                          queue_offset=res.message.queue_offset)
         else:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", TRANS_CHECK_MAX_TIME_TOPIC, 0, msg.uniq_key,
-                         msg.phys, status=res.status, reason=f"{why} (the half message is dropped)")
+            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0,
+                         msg.uniq_key, msg.phys, status=res.status, reason=f"{why} (the half message is dropped)")
 
     # ----- end transaction -----
     def end_transaction(self, phys: int, answer: str) -> None:
@@ -388,7 +404,7 @@ class TransactionService:
         new_phys = None
         if answer == "commit":
             props = dict(half.props)
-            final = half.derive(props.get("REAL_TOPIC", ""), _qid(props) or 0, props)
+            final = half.derive(props.get(PROPERTY_REAL_TOPIC, ""), _qid(props) or 0, props)
             final.sys_flag = (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
             final.prepared_tx_offset = half.phys
             final.reconsume_times = half.reconsume_times
@@ -399,7 +415,7 @@ class TransactionService:
                 return
             new_phys = res.message.phys
         self.resolved[half.uniq_key or str(phys)] = answer
-        ctx.log.emit(ctx.engine.now, "transaction", answer, half.props.get("REAL_TOPIC"), _qid(half.props),
+        ctx.log.emit(ctx.engine.now, "transaction", answer, half.props.get(PROPERTY_REAL_TOPIC), _qid(half.props),
                      half.uniq_key, half.phys, new_phys, queue_offset=half.queue_offset)
         if answer == "commit":
             n = res.message
@@ -422,8 +438,9 @@ class TransactionService:
         ctx = self.ctx
         self._uid += 1
         uid = f"{ctx.rng.getrandbits(64):016X}{self._uid:016X}"
-        props = {"TAGS": REMOVE_TAG, "WAIT": "true", "UNIQ_KEY": uid}
-        op = SimMessage(OP_HALF_TOPIC, qid, props, body=body.encode(), born_ts=ctx.clock())
+        props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_WAIT_STORE_MSG_OK: "true",
+                 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uid}
+        op = SimMessage(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, props, body=body.encode(), born_ts=ctx.clock())
         ctx.put(op, "transaction")
 
     def flush_ops(self) -> None:
@@ -463,10 +480,10 @@ class TransactionService:
         """Half messages not resolved at the end: from each queue's offset to its max, latest copy per key."""
         m = self.ctx.model
         out: dict[str, dict] = {}
-        for qid in m.queue_ids(HALF_TOPIC):
-            start = self._offset(HALF_TOPIC, qid)
-            for off in range(start, m.cq_max(HALF_TOPIC, qid)):
-                u = m.cq_unit(HALF_TOPIC, qid, off)
+        for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
+            start = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+            for off in range(start, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
+                u = m.cq_unit(RMQ_SYS_TRANS_HALF_TOPIC, qid, off)
                 msg = m.message(u[0]) if u else None
                 if msg is None:
                     continue
@@ -474,11 +491,11 @@ class TransactionService:
                 if k in self.resolved:
                     continue
                 out[k] = {"uniq_key": msg.uniq_key, "queue_offset": off, "physical_offset": msg.phys,
-                          "check_times": _long(msg.props.get("TRANSACTION_CHECK_TIMES", "0")),
+                          "check_times": _long(msg.props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0")),
                           "reason": "waiting for a check round or a producer answer"}
         return list(out.values())
 
 
 def _qid(props: dict[str, str]) -> int | None:
-    v = _long(props.get("REAL_QID"))
+    v = _long(props.get(PROPERTY_REAL_QUEUE_ID))
     return None if v == -1 else v

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from mqtool.audit.plan import CommitLogSlice
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
+from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_SIZE
 from mqtool.spark.schemas import COMMITLOG_SCHEMA, CONSUMEQUEUE_SCHEMA, TIMERLOG_SCHEMA, TIMERWHEEL_SCHEMA
@@ -47,7 +48,7 @@ TIMERWHEEL_ARROW = pa.schema([("file", pa.string()), ("slot", _I32), ("offset", 
                               ("first_pos", _I64), ("last_pos", _I64), ("num", _I32), ("magic", _I32)])
 
 _PLAIN = {"file", "born_host", "store_host", "topic"}  # dictionary-encoded by chunk_to_arrow
-_FROM_PROPERTIES = {"tags": "TAGS", "keys": "KEYS", "uniq_key": "UNIQ_KEY"}
+_FROM_PROPERTIES = {"tags": PROPERTY_TAGS, "keys": PROPERTY_KEYS, "uniq_key": PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}
 
 
 def commitlog_batches(task: CommitLogSlice, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:

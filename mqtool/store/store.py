@@ -27,14 +27,6 @@ from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import read_at
 from mqtool.store.timer import TimerLog, TimerWheel
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TIMER_TOPIC = "rmq_sys_wheel_timer"
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRANS_GROUP = "CID_RMQ_SYS_TRANS"
-SYSTEM_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC, HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC)
-
 
 @dataclass
 class Store:

@@ -24,12 +24,19 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mqtool.formats.message import MessageRecord, RecordError, decode_message
+from mqtool.formats.names import (
+    PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
 from mqtool.formats.opbody import parse_op_body
-from mqtool.store.store import HALF_TOPIC, OP_HALF_TOPIC, Store
+from mqtool.store.store import Store
 
 _MAGICS = (b"\xda\xa3\x20\xa7", b"\xda\xa3\x20\xab")  # MESSAGE_MAGIC_CODE (V1), MESSAGE_MAGIC_CODE_V2
 MAX_RECORD = 4 << 20  # maxMessageSize default: how far back a record start can lie from a hit
-ORIGIN_PROPS = ("ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_MESSAGE_ID")
+ORIGIN_PROPS = (PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_DLQ_ORIGIN_MESSAGE_ID)
 
 
 def del_target(value: str | None) -> str | None:
@@ -119,7 +126,7 @@ class ScanFinder:
     def op_records(self, halves: set[tuple[int, int]]) -> list[MessageRecord]:
         out = []
         for qid in sorted({q for q, _ in halves}):
-            cq = self.store.consume_queue(OP_HALF_TOPIC, qid)
+            cq = self.store.consume_queue(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
             if cq is None:
                 continue
             for unit in cq.iter_units():  # streams: iter_units drops its numpy view before yielding
@@ -185,7 +192,7 @@ def _join(rec: MessageRecord, fam: Family) -> str | None:
     p = rec.properties
     if any(upper(p.get(n)) in fam.msg_ids or upper(p.get(n)) in fam.uniq_keys for n in ORIGIN_PROPS if p.get(n)):
         return "member"
-    if del_target(p.get("TIMER_DEL_UNIQKEY")) in fam.uniq_keys:
+    if del_target(p.get(PROPERTY_TIMER_DEL_UNIQKEY)) in fam.uniq_keys:
         return "cancel"
     return None
 
@@ -219,7 +226,8 @@ def collect_family(finder: Finder, seeds: list[MessageRecord], uniq_keys: Iterab
                     fam.uniq_keys.add(rec.uniq_key.upper())
                 fam.msg_ids.add(rec.msg_id.upper())
     # transactions: commit/rollback records by prepared offset, op records by half queue offset
-    halves = [r for r in fam.records.values() if r.topic == HALF_TOPIC and fam.joins[r.physical_offset] == "member"]
+    halves = [r for r in fam.records.values()
+              if r.topic == RMQ_SYS_TRANS_HALF_TOPIC and fam.joins[r.physical_offset] == "member"]
     if halves:
         prepared = {h.physical_offset for h in halves}
         for rec in finder.by_prepared(prepared):
@@ -227,7 +235,7 @@ def collect_family(finder: Finder, seeds: list[MessageRecord], uniq_keys: Iterab
                 fam.add(rec, "member")
         pairs = {(h.queue_id, h.queue_offset) for h in halves}
         for rec in finder.op_records(pairs):
-            if rec.topic == OP_HALF_TOPIC and any((rec.queue_id, o) in pairs for o in op_offsets(rec)):
+            if rec.topic == RMQ_SYS_TRANS_OP_HALF_TOPIC and any((rec.queue_id, o) in pairs for o in op_offsets(rec)):
                 fam.add(rec, "op")
     return fam
 

@@ -41,9 +41,15 @@ import numpy as np
 
 from mqtool.formats.commitlog import BLANK_MAGIC_CODE
 from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.formats.names import (
+    PROPERTY_KEYS,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
 from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSACTION_ROLLBACK
 from mqtool.store.mapped_files import read_at
-from mqtool.store.store import OP_HALF_TOPIC, Store
+from mqtool.store.store import Store
 from mqtool.trace.find import ORIGIN_PROPS, ScanFinder, UnionFinder, del_target, op_body_offsets, op_offsets
 from mqtool.trace.model import TraceError
 
@@ -75,7 +81,7 @@ class IndexStats:
 def record_refs(rec: MessageRecord) -> Iterator[tuple[str, str]]:
     """The (kind, value) rows of one record."""
     p = rec.properties
-    uk = p.get("UNIQ_KEY")
+    uk = p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
     if uk:
         yield "u", uk.upper()
     for k in rec.keys:
@@ -84,12 +90,12 @@ def record_refs(rec: MessageRecord) -> Iterator[tuple[str, str]]:
         v = p.get(name)
         if v:
             yield "o", v.upper()
-    target = del_target(p.get("TIMER_DEL_UNIQKEY"))
+    target = del_target(p.get(PROPERTY_TIMER_DEL_UNIQKEY))
     if target:
         yield "d", target
     if rec.transaction in ("commit", "rollback"):
         yield "p", str(rec.prepared_transaction_offset)
-    if rec.topic == OP_HALF_TOPIC:
+    if rec.topic == RMQ_SYS_TRANS_OP_HALF_TOPIC:
         for o in op_offsets(rec):
             yield "h", f"{rec.queue_id}:{o}"
 
@@ -117,10 +123,10 @@ def batch_refs(batch) -> Iterator[tuple[str, list[str], list[int]]]:
         idx = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
         return values.take(idx), phys[parent[idx]]
 
-    vals, at = prop("UNIQ_KEY")
+    vals, at = prop(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
     if len(vals):
         yield "u", [v.upper() for v in vals.to_pylist()], at.tolist()
-    vals, at = prop("KEYS")
+    vals, at = prop(PROPERTY_KEYS)
     if len(vals):
         words = pc.split_pattern(vals, " ")
         flat = words.flatten()
@@ -131,7 +137,7 @@ def batch_refs(batch) -> Iterator[tuple[str, list[str], list[int]]]:
         vals, at = prop(name)
         if len(vals):
             yield "o", [v.upper() for v in vals.to_pylist()], at.tolist()
-    vals, at = prop("TIMER_DEL_UNIQKEY")
+    vals, at = prop(PROPERTY_TIMER_DEL_UNIQKEY)
     if len(vals):
         pairs = [(t, o) for v, o in zip(vals.to_pylist(), at.tolist(), strict=True) if (t := del_target(v))]
         if pairs:
@@ -143,8 +149,9 @@ def batch_refs(batch) -> Iterator[tuple[str, list[str], list[int]]]:
         yield "p", [str(p) for p in prepared.tolist()], phys[ends].tolist()
     topics = batch.column("topic")
     dictionary = topics.dictionary.to_pylist()
-    if OP_HALF_TOPIC in dictionary:
-        rows = np.flatnonzero(topics.indices.to_numpy(zero_copy_only=False) == dictionary.index(OP_HALF_TOPIC))
+    if RMQ_SYS_TRANS_OP_HALF_TOPIC in dictionary:
+        rows = np.flatnonzero(topics.indices.to_numpy(zero_copy_only=False)
+                              == dictionary.index(RMQ_SYS_TRANS_OP_HALF_TOPIC))
         body, qid = batch.column("body"), batch.column("queue_id")
         hv: list[str] = []
         ho: list[int] = []

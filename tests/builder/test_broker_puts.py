@@ -13,6 +13,7 @@ from mqtool.builder.writer import StoreWriter, read_records
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE_V2
 from mqtool.formats.message import MessageRecord
+from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.properties import parse_pairs
 from mqtool.formats.timerlog import timerlog_unit
 
@@ -98,7 +99,7 @@ def test_timer_enqueue_rebuilds_oracle_timerlog_and_wheel(tmp_path):
         for r in sorted(recs.values(), key=lambda r: r.physical_offset):
             w.append_message(r.topic, r.queue_id, r.body, r.properties_raw, sys_flag=r.sys_flag,
                              store_timestamp=r.store_timestamp, **hosts(r))
-        timer = [r for r in w.records if r.topic == b.TIMER_TOPIC]
+        timer = [r for r in w.records if r.topic == TIMER_TOPIC]
         positions = [b.enqueue_timer(w, r, 1795362433809) for r in timer]
     assert positions == [0, 52, 104, 156, 208, 260]
     store = ORACLE / "basic-5.3.1" / "store"

@@ -15,13 +15,18 @@ import pytest
 from conftest import FIXTURES
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig, load_broker_conf
+from mqtool.formats.names import (
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
 from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from mqtool.inspect import columns
 from mqtool.inspect.columns import CommitLogSummary, TopicIds, summarise
 from mqtool.inspect.overview import overview
 from mqtool.inspect.records import commitlog_bytes, scan
 from mqtool.inspect.transactions import TransactionScan, transactions_view
-from mqtool.store.store import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, Store
+from mqtool.store.store import Store
 
 NOW = 1795362444000
 
@@ -81,15 +86,15 @@ def odd_store(tmp_path: Path) -> Path:
             t = topics[i % len(topics)]
             w.append_message(t, [-1, 0, 3, 2**31 - 1][i % 4], b"x" * (i % 5), {"UNIQ_KEY": f"K{i}"},
                              store_timestamp=1_700_000_000_000 + (i * 7919) % 1000, dispatch=False)
-        h = w.append_message(HALF_TOPIC, 0, b"h", {"UNIQ_KEY": "H1", "REAL_TOPIC": "A", "REAL_QID": "0",
+        h = w.append_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, b"h", {"UNIQ_KEY": "H1", "REAL_TOPIC": "A", "REAL_QID": "0",
                                                    "PGROUP": "g"}, sys_flag=TRANSACTION_PREPARED,
                              store_timestamp=1_700_000_001_000, dispatch=False)
         w.append_message("A", 0, b"c", {"UNIQ_KEY": "H1"}, sys_flag=TRANSACTION_COMMIT,
                          prepared_transaction_offset=h.physical_offset, dispatch=False)
         w.append_message("A", 0, b"r", {"UNIQ_KEY": "H1"}, sys_flag=TRANSACTION_ROLLBACK,
                          prepared_transaction_offset=h.physical_offset + 1, dispatch=False)
-        w.append_message(OP_HALF_TOPIC, 0, b"0", {"TAGS": "d"}, dispatch=False)
-        w.append_message(TRANS_CHECK_MAX_TIME_TOPIC, 0, b"h", {"UNIQ_KEY": "H9"}, dispatch=False)
+        w.append_message(RMQ_SYS_TRANS_OP_HALF_TOPIC, 0, b"0", {"TAGS": "d"}, dispatch=False)
+        w.append_message(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, b"h", {"UNIQ_KEY": "H9"}, dispatch=False)
     return tmp_path / "s"
 
 

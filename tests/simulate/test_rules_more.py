@@ -3,9 +3,9 @@
 Times are ms after S (a whole second) or after the start; the arithmetic is in each comment.
 """
 
+from mqtool.formats.names import TIMER_TOPIC
 from mqtool.simulate.events import SimEvent
 from mqtool.simulate.invariants import check_invariants
-from mqtool.simulate.model import TIMER_TOPIC
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import Fault, parse_scenario
 from simkit import S, config
