@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import ORACLE, need_oracle
 from mqtool.formats.batchcq import BCQ_UNIT_SIZE, INVALID_POS, batchcq_unit, is_valid_unit
-from tests.conftest import ORACLE, need_oracle
 
 STORE = ORACLE / "batchcq-5.3.1"
 

@@ -7,6 +7,7 @@ from construct import ConstructError
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import ORACLE, need_oracle
 from mqtool.formats.commitlog import commitlog_record
 from mqtool.formats.dledger import (
     BODY_OFFSET,
@@ -21,7 +22,6 @@ from mqtool.formats.dledger import (
     parse_currterm,
     parse_properties_text,
 )
-from tests.conftest import ORACLE, need_oracle
 
 STORE = ORACLE / "dledger-5.3.1"
 HOME = STORE / "store/dledger-n0"
