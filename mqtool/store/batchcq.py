@@ -88,7 +88,7 @@ class BatchConsumeQueue:
         """
         for f in self.queue.findings:
             self._add(findings, f.file, f.offset, f.severity, f.message)
-        if self.queue.file_size % BCQ_UNIT_SIZE:
+        if len(self.queue.files) > 1 and self.queue.file_size % BCQ_UNIT_SIZE:  # a lone file may be torn
             self._add(findings, str(self.queue.directory.relative_to(self.root)), None, "warning",
                       f"file size {self.queue.file_size} is not a multiple of {BCQ_UNIT_SIZE}-byte units")
         prev: tuple[int, int] | None = None  # (next logical offset, commitlog offset) of the last unit
