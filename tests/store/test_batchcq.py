@@ -129,3 +129,18 @@ def test_a_missing_middle_file_is_a_finding(copy):
     fs = Findings()
     list(BatchConsumeQueue.open(copy, "BatchTopic", 0).iter_units(fs))
     assert any("gap" in f.message and f.topic == "BatchTopic" and f.queue_id == 0 for f in fs)
+
+
+def test_the_numpy_view_is_derived_from_the_construct_unit():
+    import numpy as np
+
+    from mqtool.formats.batchcq import batchcq_unit
+    from mqtool.store.batchcq import BCQ_DTYPE
+
+    # BatchConsumeQueue.MSG_TAG_OFFSET_INDEX .. MSG_COMPACT_OFFSET_INDEX
+    assert [BCQ_DTYPE.fields[n][1] for n in ("tags_code", "store_time", "msg_base_offset", "batch_size",
+                                              "compacted_offset")] == [12, 20, 28, 36, 38]
+    unit = {"commitlog_offset": 7, "size": 300, "tags_code": -2, "store_time": 1795458522669,
+            "msg_base_offset": 40, "batch_size": 10, "compacted_offset": -1, "reserved": 0}
+    row = np.frombuffer(batchcq_unit.build(unit), BCQ_DTYPE)[0]
+    assert {k: int(row[k]) for k in unit} == unit
