@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mqtool.formats.batchcq import BCQ_UNIT_SIZE, batchcq_unit
+from mqtool.formats.names import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
 from mqtool.store._dtype import struct_dtype
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue
@@ -47,7 +48,7 @@ def set_batch_size_if_needed(properties: dict[str, str], queue_offset: int) -> t
     Both INNER_NUM and INNER_BASE present: their values; otherwise the record's QUEUEOFFSET and 1
     (the `DispatchRequest` defaults). Values that Java's parseLong/parseShort refuse give (queue_offset, 1).
     """
-    num, base = properties.get("INNER_NUM"), properties.get("INNER_BASE")
+    num, base = properties.get(PROPERTY_INNER_NUM), properties.get(PROPERTY_INNER_BASE)
     if num is None or base is None:
         return queue_offset, 1
     try:
