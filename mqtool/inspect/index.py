@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.indexfile import build_key, index_key_hash
+from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.inspect import JSON_VERSION
 from mqtool.rules.index import LONG_MAX, MAX_MSGS_NUM_BATCH, query_offset
 from mqtool.store.findings import Findings, sort_findings
@@ -79,10 +80,10 @@ def _carrier(record, topic: str, key: str) -> str | None:
     if record.topic != topic:
         return None
     props = record.properties
-    if props.get("UNIQ_KEY") == key:
-        return "UNIQ_KEY"
-    if key in (props.get("KEYS") or "").split(" "):
-        return "KEYS"
+    if props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
+        return PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    if key in (props.get(PROPERTY_KEYS) or "").split(" "):
+        return PROPERTY_KEYS
     return None
 
 
@@ -97,8 +98,8 @@ def _candidate(store: Store, files: list[IndexFile], i: int, n: int, phy: int, t
         return {**row, "reason": f"no record there: {e}"}
     how = _carrier(rec, topic, key)
     row.update({"timestamp": rec.store_timestamp, "topic": rec.topic, "queue_id": rec.queue_id,
-                "queue_offset": rec.queue_offset, "keys": rec.properties.get("KEYS"),
-                "uniq_key": rec.properties.get("UNIQ_KEY")})
+                "queue_offset": rec.queue_offset, "keys": rec.properties.get(PROPERTY_KEYS),
+                "uniq_key": rec.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)})
     if how is None:
         return {**row, "reason": "hash collision: the record does not carry the key in that topic"}
     return {**row, "matched_by": how}
