@@ -6,7 +6,7 @@ runs. Only `MqtoolError` becomes an `Error:` line; any other exception is a bug 
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -21,8 +21,7 @@ from mqtool.simulate.runner import VERSIONS
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)  # the `Error:` and warning lines
 
 # The choices, each from the library's own list of values (one definition).
 Body = StrEnum("Body", {m: m for m in BODY_MODES})
@@ -103,5 +102,3 @@ def expect_option(compare: str) -> Any:
 def broker_version_option(help: str) -> Any:
     return typer.Option(BrokerVersion("5.3"), "--broker-version", help=help)
 
-
-Render = Callable[..., None]

@@ -200,6 +200,8 @@ def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:
             doc = tomllib.load(fh)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read ({e.strerror or e})") from None
     try:
         return parse_scenario(doc, start_ms)
     except ScenarioError as e:

@@ -196,3 +196,8 @@ def test_head_closes_the_pipe_quietly():
     assert r.stderr == ""
     assert len(r.stdout.splitlines()) == 3 and r.stdout.startswith('{"physical_offset": 0,')
     assert r.returncode in (0, EXIT_BROKEN_PIPE)  # 0 only if all 60 KiB fit in the pipe before head exited
+
+
+def test_trace_until_before_the_simulator_start_is_one_line():
+    r = run("trace", DEMO, "--config", CONF, "--key", "T600", "--until", "-1h")
+    one_error_line(r, "must be after the simulator's start")
