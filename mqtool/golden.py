@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mqtool.errors import MqtoolError
+
 # Top-level keys that describe how or where a run happened, not the store: removed before comparing.
 VOLATILE_KEYS = frozenset({"engine"})
 # Keys whose values are file system paths: an absolute value left after `paths` is replaced by `<path>`.
@@ -35,7 +37,7 @@ PATH_KEYS = frozenset({"store", "path", "root", "out", "index", "events", "parqu
 PATH_PLACEHOLDER = "<path>"
 
 
-class GoldenError(ValueError):
+class GoldenError(MqtoolError, ValueError):
     """A golden file that is missing or not JSON (a usage or input error, exit 2)."""
 
 

@@ -6,11 +6,13 @@ Relative times need an explicit `now`: the simulator passes its virtual clock, n
 import re
 from datetime import UTC, datetime
 
+from mqtool.errors import MqtoolError
+
 _REL = re.compile(r"^([+-])\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-class TimeFormatError(ValueError):
+class TimeFormatError(MqtoolError, ValueError):
     """A time the user wrote that is none of the accepted forms."""
 
 
@@ -22,8 +24,12 @@ def parse_duration_ms(text: str) -> int:
     return int(float(m.group(1)) * _UNIT_MS[m.group(2) or "ms"])
 
 
-def parse_time(text: str | int, now_ms: int | None = None) -> int:
-    """Epoch milliseconds for an ISO-8601 time, an epoch-ms integer, or `+/-N unit` relative to now_ms."""
+def parse_time(text: str | int, now_ms: int | None = None, local: bool = False) -> int:
+    """Epoch milliseconds for an ISO-8601 time, an epoch-ms integer, or `+/-N unit` relative to now_ms.
+
+    An ISO time without an offset is UTC, or local time with `local` (as `--local` prints times, so a
+    time copied from that output means what it showed).
+    """
     if isinstance(text, int):
         return text
     t = text.strip()
@@ -42,7 +48,7 @@ def parse_time(text: str | int, now_ms: int | None = None) -> int:
             f"not a time: {text!r} (use ISO-8601 like 2026-11-22T10:00:00Z, epoch ms, or -2h / +30m)"
         ) from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
+        dt = dt.astimezone() if local else dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 

@@ -41,3 +41,18 @@ def test_format():
     assert format_duration(-45_000) == "-45s"
     assert format_duration(120) == "120ms"
     assert format_duration(3 * 86_400_000 + 2 * 3_600_000) == "3d2h"
+
+
+def test_local_reads_an_iso_time_without_offset_as_local(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9, no daylight saving
+    time.tzset()
+    try:
+        assert parse_time("2026-11-22T19:00:00", local=True) == 1795341600000
+        assert parse_time("2026-11-22T10:00:00Z", local=True) == 1795341600000  # an explicit offset wins
+        assert parse_time("+1h", NOW, local=True) == NOW + 3_600_000
+        assert parse_time("2026-11-22T10:00:00") == 1795341600000  # without local: UTC
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -28,3 +28,15 @@ def run_local(store: Store | Path | str, config: BrokerConfig | None = None,
     summary, findings = finish(plan, results)
     engine = {"master": "local (no Spark)", "partitions": len(plan.tasks), "executors": 1}
     return build_report(plan.root, engine, summary, findings)
+
+
+def write_report(report: dict, path: Path) -> None:
+    """`spark-audit --out FILE`: the report as indented JSON; a path that cannot be written is an input error."""
+    import json
+
+    from mqtool.errors import MqtoolError
+
+    try:
+        path.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise MqtoolError(f"{path}: cannot write the report ({e.strerror or e})") from None

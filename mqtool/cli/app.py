@@ -1,9 +1,39 @@
 """The `mqtool` command: one Typer app, one module per area registers its commands here."""
 
+import os
+import sys
+
 import typer
+from typer.core import TyperGroup
+
+# What a shell reports for a program killed by SIGPIPE (128 + 13), as for `git log | head`.
+EXIT_BROKEN_PIPE = 141
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away (`| head`): end quietly, as Python's documentation recommends.
+
+    Further writes, and the flush at exit, go to /dev/null instead of raising again; the exit code
+    is the one of a program that SIGPIPE ended.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
+class _Group(TyperGroup):
+    """Catches a closed stdout before click does (click would exit 1, our code for findings)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise typer.Exit(stdout_closed()) from None
+
 
 app = typer.Typer(
     name="mqtool",
+    cls=_Group,
     help="Open an Apache RocketMQ store offline: inspect it, simulate its services, audit it, trace a message.\n\n"
          "Exit codes: 0 ok, 1 findings or a golden file differs, 2 usage or input error.",
     no_args_is_help=True,
@@ -24,5 +54,11 @@ _register()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point; stdout is flushed here so that a pipe closed at the end is quiet too."""
+    try:
+        try:
+            app()
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        sys.exit(stdout_closed())

@@ -5,8 +5,7 @@ writes the report and renders a summary. `mqtool.spark` (and so pyspark) is impo
 command only.
 """
 
-import json
-import sys
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -17,15 +16,20 @@ from mqtool.cli.common import (
     EXIT_OK,
     ConfigOption,
     JsonOption,
+    StoreArgument,
     emit_json,
     fail,
     load_config,
     user_errors,
 )
 
-# --config without click's own existence check: a missing or unreadable broker.conf is then one
-# `Error:` line (exit 2) from `load_config`, like every other input error, not a usage box.
-StoreConfigOption = typer.Option(None, "--config", help=ConfigOption.help, metavar="<file>")
+
+class FailOn(StrEnum):
+    """--fail-on: the least severe finding that fails the audit."""
+
+    error = "error"
+    warning = "warning"
+
 
 HELP = """Audit a RocketMQ store on Apache Spark: CommitLog integrity, ConsumeQueue consistency,
 delay levels, timer wheel, transactions, statistics. One JSON report (version 1).
@@ -58,15 +62,14 @@ def _root() -> None:
 
 
 def spark_audit(
-    store: Path = typer.Argument(..., help="Store directory (holds commitlog/).",
-                                 show_default=False),
+    store: Path = StoreArgument,
     master: str | None = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
-    config: Path | None = StoreConfigOption,
+    config: Path | None = ConfigOption,
     out: Path | None = typer.Option(None, "--out", help="Write the JSON report to this file.", dir_okay=False),
     parquet: Path | None = typer.Option(None, "--parquet", help="Also write the decoded records as Parquet "
                                         "(DIR/commitlog, DIR/consumequeue, DIR/timerlog).", file_okay=False),
-    fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when a finding has this severity or worse: "
-                                "error or warning."),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Exit 1 when a finding has this severity or "
+                                   "worse."),
     local: bool = typer.Option(False, "--local", help="Run the checks in this process, without Spark."),
     json_out: bool = JsonOption,
     verbose: bool = typer.Option(False, "--verbose", help="Show Spark's own log output."),
@@ -75,8 +78,6 @@ def spark_audit(
     split_mb: float = typer.Option(256, "--split-mb", help="Cut CommitLog files into partitions of about this "
                                    "many MiB (at record starts).", min=0),
 ) -> None:
-    if fail_on not in ("error", "warning"):
-        raise fail(f"--fail-on must be error or warning, not {fail_on!r}")
     if local and master:
         raise fail("use either --local or --master, not both")
     bad = [c for c in conf if "=" not in c]
@@ -85,6 +86,7 @@ def spark_audit(
     spark_conf = dict(c.split("=", 1) for c in conf)
     with user_errors():
         from mqtool.audit.plan import open_audited_store
+        from mqtool.audit.runner import write_report
 
         # broker.conf (or RocketMQ's defaults) and the store, opened once here: a bad file or a
         # directory that is no store fails before Spark starts
@@ -95,29 +97,21 @@ def spark_audit(
         else:
             report = _run_spark(st, split, parquet, master or "local[*]", verbose, spark_conf)
         if out is not None:
-            out.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+            write_report(report, out)
     if json_out:
         emit_json(report)
     else:
         render.render_audit_summary(report)
     sev = {f["severity"] for f in report["findings"]}
-    failing = {"error"} if fail_on == "error" else {"error", "warning"}
+    failing = {"error"} if fail_on is FailOn.error else {"error", "warning"}
     raise typer.Exit(code=EXIT_FINDINGS if sev & failing else EXIT_OK)
 
 
 def _run_local(store, split: int, parquet: Path | None) -> dict:
     from mqtool.audit.runner import run_local
 
-    if sys.stderr.isatty():
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), transient=True,
-                      console=render._console(stderr=True)) as p:
-            task = p.add_task("tasks", total=None)
-            report = run_local(store, split_bytes=split,
-                               progress=lambda d, t: p.update(task, completed=d, total=t))
-    else:
-        report = run_local(store, split_bytes=split)
+    with render.audit_progress() as progress:
+        report = run_local(store, split_bytes=split, progress=progress)
     if parquet is not None:
         from mqtool.spark.runner import write_parquet_local
 
@@ -126,26 +120,14 @@ def _run_local(store, split: int, parquet: Path | None) -> dict:
 
 
 def _run_spark(store, split: int, parquet: Path | None, master: str, verbose: bool, spark_conf: dict) -> dict:
-    try:
-        from mqtool.spark.runner import run_spark_audit, spark_session
-    except ImportError as e:
-        raise fail(f"Spark is not available ({e}); use --local") from None
-    con = render._console(stderr=True)
-    status = con.status(f"starting Spark ({master})") if sys.stderr.isatty() else None
-    if status:
-        status.start()
-    try:
+    from mqtool.spark.start import start_spark
+
+    with render.status(f"starting Spark ({master})") as status:
+        spark = start_spark(master, verbose=verbose, conf=spark_conf)
         try:
-            spark = spark_session(master, verbose=verbose, conf=spark_conf)
-        except Exception as e:  # Java missing, master unreachable, ...
-            raise fail(f"cannot start Spark with master {master}: {str(e).splitlines()[0] if str(e) else e}") \
-                from None
-        try:
-            if status:
-                status.update(f"auditing on {master}")
+            from mqtool.spark.runner import run_spark_audit
+
+            status(f"auditing on {master}")
             return run_spark_audit(spark, store, split_bytes=split, parquet=str(parquet) if parquet else None)
         finally:
             spark.stop()
-    finally:
-        if status:
-            status.stop()

@@ -1,27 +1,33 @@
-"""What every command shares: error handling (exit 2, one line), JSON output, the store option."""
+"""What every command shares: the options (defined once), error handling (exit 2, one line), JSON output.
+
+Choices are Typer enums: click rejects a bad value with its usage message and exit 2 before the command
+runs. Only `MqtoolError` becomes an `Error:` line; any other exception is a bug and keeps its traceback.
+"""
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
-from mqtool.formats.compression import DecompressError
-from mqtool.formats.message import RecordError
-from mqtool.store.errors import StoreError
-from mqtool.times import TimeFormatError
+from mqtool.errors import MqtoolError
+from mqtool.inspect.records import BODY_MODES
+from mqtool.simulate.runner import VERSIONS
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
-USER_ERRORS: tuple[type[Exception], ...] = (StoreError, TimeFormatError, RecordError, DecompressError,
-                                             ValueError, OSError)
+stderr = Console(stderr=True, soft_wrap=True)  # the `Error:` and warning lines
 
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
+# The choices, each from the library's own list of values (one definition).
+Body = StrEnum("Body", {m: m for m in BODY_MODES})
+Body.__doc__ = "--body: how record bodies are shown."
+BrokerVersion = StrEnum("BrokerVersion", {"v" + v.replace(".", "_"): v for v in VERSIONS})
+BrokerVersion.__doc__ = "--broker-version: whose rules the simulator follows."
 
 
 def fail(message: str) -> typer.Exit:
@@ -32,16 +38,16 @@ def fail(message: str) -> typer.Exit:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn our exceptions (and unreadable files) into one clear line and exit code 2."""
+    """Turn an `MqtoolError` into one clear line and exit code 2; let every other exception through."""
     try:
         yield
-    except typer.Exit:
-        raise
-    except USER_ERRORS as e:
-        msg = str(e)
-        if isinstance(e, OSError) and e.filename:
-            msg = f"{e.filename}: {e.strerror or e}"
-        raise fail(msg) from None
+    except MqtoolError as e:
+        raise fail(str(e)) from None
+
+
+def check_golden_options(expect: Path | None, update_golden: bool) -> None:
+    if update_golden and expect is None:
+        raise fail("--update-golden needs --expect FILE (the golden file to rewrite)")
 
 
 def load_config(config: Path | None):
@@ -69,9 +75,30 @@ def _default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+# ----------------------------------------------------------------------------- options shared by commands
+
+StoreArgument = typer.Argument(..., help="The store directory (read-only).", show_default=False)
+# --config without click's own existence check: a missing or unreadable broker.conf is then one
+# `Error:` line (exit 2) from `load_config`, like every other input error, not a usage box.
 ConfigOption = typer.Option(None, "--config", help="The broker's broker.conf (delay levels, timer, "
-                            "transaction settings, mapped file sizes).")
+                            "transaction settings, mapped file sizes).", metavar="<file>")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output (JSON, version 1).")
 LocalOption = typer.Option(False, "--local", help="Print times in local time instead of UTC.")
+UpdateGoldenOption = typer.Option(False, "--update-golden", help="With --expect: rewrite the golden file "
+                                  "with this output.")
 
-Render = Callable[..., None]
+
+def now_option(default: str) -> Any:
+    """--now TIME; `default` says what "now" is without it."""
+    return typer.Option(None, "--now", help=f"Reference time for ages, overdue and relative times "
+                        f"(default: {default}).")
+
+
+def expect_option(compare: str) -> Any:
+    """--expect FILE; `compare` says what is compared with the golden file."""
+    return typer.Option(None, "--expect", help=f"{compare}; exit 1 with a diff when it differs.", dir_okay=False)
+
+
+def broker_version_option(help: str) -> Any:
+    return typer.Option(BrokerVersion("5.3"), "--broker-version", help=help)
+

@@ -4,11 +4,10 @@ Nothing here decodes or scans: the views live in `mqtool.inspect`, every table i
 """
 
 import io
-import re
 import sys
 import time
 from contextlib import contextmanager, redirect_stdout
-from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -17,21 +16,38 @@ from mqtool.cli import render
 from mqtool.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
+    Body,
     ConfigOption,
     JsonOption,
     LocalOption,
+    UpdateGoldenOption,
+    check_golden_options,
     emit_json,
     emit_jsonl,
+    expect_option,
     fail,
     load_config,
+    now_option,
     stderr,
     user_errors,
 )
-from mqtool.inspect.records import BODY_MODES
 from mqtool.store.errors import StoreError
 from mqtool.times import format_duration, format_time, parse_time
 
-VIEWS = ("overview", "messages", "message", "queue", "delay", "timer", "transactions")
+
+class View(StrEnum):
+    """VIEW: what `inspect` explains about a store directory."""
+
+    overview = "overview"
+    messages = "messages"
+    message = "message"
+    queue = "queue"
+    delay = "delay"
+    timer = "timer"
+    transactions = "transactions"
+
+
+VIEWS = tuple(v.value for v in View)
 
 # Which view each view-specific option belongs to (checked so that a misplaced option is not ignored).
 _VIEW_OPTIONS = {
@@ -111,12 +127,12 @@ def _root() -> None:
 
 def inspect(
     path: Path = typer.Argument(..., help="Store directory (or a single store file).", show_default=False),
-    view: str = typer.Argument("overview", help="One of: " + ", ".join(VIEWS) + "."),
+    view: View = typer.Argument(View.overview, help="One of: " + ", ".join(VIEWS) + ".",
+                               show_choices=False),
     config: Path | None = ConfigOption,
     json_out: bool = JsonOption,
     local: bool = LocalOption,
-    now: str | None = typer.Option(None, "--now", help="Reference time for ages, overdue and relative times "
-                                   "(default: the current time)."),
+    now: str | None = now_option("the current time"),
     verify: bool = typer.Option(False, "--verify", help="Check CRC and lengths; exit 1 on error findings."),
     from_offset: int | None = typer.Option(None, "--from-offset", help="messages: first physical offset."),
     to_offset: int | None = typer.Option(None, "--to-offset", help="messages: stop before this offset."),
@@ -128,16 +144,15 @@ def inspect(
     since: str | None = typer.Option(None, "--since", help="messages: store time >= TIME."),
     until: str | None = typer.Option(None, "--until", help="messages: store time < TIME."),
     limit: int | None = typer.Option(None, "--limit", help="messages/queue: at most N records."),
-    body: str = typer.Option("text", "--body", help="Body as text, hex, base64 or none."),
+    body: Body = typer.Option(Body("text"), "--body", help="Body as text, hex, base64 or none."),
     decompress: bool = typer.Option(False, "--decompress", help="Show compressed bodies decompressed."),
     offset: int | None = typer.Option(None, "--offset", help="message: physical offset of the record."),
     from_: int = typer.Option(0, "--from", help="queue: first queue offset."),
     at: str | None = typer.Option(None, "--at", help="timer: walk the chain of the slot holding TIME."),
-    expect: Path | None = typer.Option(None, "--expect", help="With --json: compare the output with this golden "
-                                       "file; exit 1 with a diff when it differs.", dir_okay=False),
-    update_golden: bool = typer.Option(False, "--update-golden", help="With --expect: rewrite the golden file "
-                                       "with this output."),
+    expect: Path | None = expect_option("With --json: compare the output with this golden file"),
+    update_golden: bool = UpdateGoldenOption,
 ) -> None:
+    view, body = view.value, body.value
     given = {
         "--from-offset": from_offset is not None, "--to-offset": to_offset is not None, "--topic": topic is not None,
         "--queue-id": queue_id is not None, "--key": key is not None, "--uniq-key": uniq_key is not None,
@@ -147,20 +162,15 @@ def inspect(
         "--expect": expect is not None, "--update-golden": update_golden,
     }
     with user_errors():
-        if view not in VIEWS:
-            raise fail(f"unknown view {view!r} (use one of: {', '.join(VIEWS)})")
-        if body not in BODY_MODES:
-            raise fail(f"--body must be one of {', '.join(BODY_MODES)}, not {body!r}")
         if limit is not None and limit < 0:
             raise fail("--limit must be >= 0")
-        if update_golden and expect is None:
-            raise fail("--update-golden needs --expect FILE (the golden file to rewrite)")
+        check_golden_options(expect, update_golden)
         if expect is not None and not json_out:
             raise fail("--expect compares JSON output: add --json")
         if expect is not None and now is None:
             raise fail("--expect needs --now TIME: a golden file must not depend on the wall clock")
         wall_ms = int(time.time() * 1000)
-        now_ms = _parse_time(now, wall_ms, local) if now is not None else wall_ms
+        now_ms = parse_time(now, wall_ms, local) if now is not None else wall_ms
         cfg = load_config(config)
         if not path.exists():
             raise StoreError("no such file or directory", path)
@@ -201,7 +211,7 @@ def inspect(
             elif view == "timer":
                 from mqtool.inspect.timer import timer_view
 
-                at_ms = _parse_time(at, now_ms, local) if at is not None else None
+                at_ms = parse_time(at, now_ms, local) if at is not None else None
                 code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
             else:
                 from mqtool.inspect.transactions import transactions_view
@@ -257,19 +267,6 @@ def _document(doc: dict, show, json_out: bool, local: bool, verify: bool) -> int
     return EXIT_FINDINGS if verify and _has_errors(doc.get("findings", [])) else EXIT_OK
 
 
-def _parse_time(text: str, now_ms: int, local: bool) -> int:
-    """`parse_time`; with --local an ISO time without an offset is local time (as the output shows it)."""
-    t = text.strip()
-    if local and not re.fullmatch(r"[-+]?\d+(\.\d+)?[a-z]*", t):
-        try:
-            dt = datetime.fromisoformat(t)
-        except ValueError:
-            dt = None
-        if dt is not None and dt.tzinfo is None:
-            return int(dt.astimezone().timestamp() * 1000)
-    return parse_time(text, now_ms)
-
-
 def _now_note(store, now_ms: int, local: bool) -> None:
     """Text output without --now: say that "now" is the wall clock, and how far behind the store is."""
     last = store.last_activity_ms() or None  # the same "store's own now" simulate and trace use
@@ -302,8 +299,8 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
     query = MessageQuery(
         from_offset=f["from_offset"], to_offset=f["to_offset"], topic=f["topic"], queue_id=f["queue_id"],
         key=f["key"], uniq_key=f["uniq_key"], tag=f["tag"],
-        since_ms=_parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
-        until_ms=_parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
+        since_ms=parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
+        until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
         rows = (record_dict(r, body, decompress) for r in iter_messages(store, query, verify, progress))
         if json_out:

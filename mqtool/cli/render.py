@@ -1,7 +1,8 @@
-"""Every Rich table, histogram and progress bar of the CLI (colour only when the stream is a TTY).
+"""Every Rich table, histogram, status line and progress bar of mqtool (colour only when the stream is a TTY).
 
-Renderers take the plain documents of `mqtool.inspect` and print them; they compute nothing but
-layout. Times are printed with `mqtool.times.format_time` (UTC ISO with ms, or `--local`).
+Nothing else imports Rich's tables. Renderers take the plain documents and results of the library
+(`inspect`, `simulate`, `trace`, `spark-audit`) and print them; they compute nothing but layout.
+Times are printed with `mqtool.times.format_time` (UTC ISO with ms, or `--local`).
 """
 
 import sys
@@ -478,3 +479,79 @@ def render_audit_summary(report: dict) -> None:
         t.add_row(check, str(n["error"]), str(n["warning"]), str(n["info"]), style=style.get(worst))
     con.print(t)
     render_findings(report["findings"])
+
+
+@contextmanager
+def audit_progress() -> Iterator[Callable[[int, int], None] | None]:
+    """`spark-audit --local`: a tasks-done bar on stderr when it is a TTY, else None."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), transient=True,
+                  console=_console(stderr=True)) as p:
+        task = p.add_task("tasks", total=None)
+        yield lambda done, total: p.update(task, completed=done, total=total)
+
+
+@contextmanager
+def status(text: str) -> Iterator[Callable[[str], None]]:
+    """A spinner line on stderr (a TTY only); yields a function that changes its text."""
+    if not sys.stderr.isatty():
+        yield lambda _text: None
+        return
+    with _console(stderr=True).status(text) as s:
+        yield lambda new: s.update(new)
+
+
+# ----------------------------------------------------------------------------- simulate
+
+
+def render_simulate_summary(summary: dict) -> None:
+    """The summary table of a run, then the delivery timeline as a text histogram."""
+    con = Console(soft_wrap=True)
+    t = Table(title=f"simulate (seed {summary['seed']}, broker {summary['broker_version']})")
+    t.add_column("what")
+    t.add_column("value", justify="right")
+    t.add_row("from", format_time(summary["start"]))
+    t.add_row("until", format_time(summary["until"]))
+    t.add_row("events", str(summary["events"]))
+    for topic, n in summary["deliveries_per_topic"].items():
+        t.add_row(f"delivered to {topic}", str(n))
+    for level, n in summary["delay_backlog_per_level"].items():
+        t.add_row(f"delay level {level} backlog", str(n))
+    t.add_row("pending timers", str(summary["pending_timers"]))
+    t.add_row("pending half messages", str(summary["pending_half_messages"]))
+    t.add_row("check rounds", str(summary["check_rounds"]))
+    t.add_row("duplicates (faults)", str(summary["duplicates"]))
+    con.print(t)
+    peak = max(summary["timeline"]) or 1
+    con.print("delivery timeline (20 buckets from start to until):")
+    for i, n in enumerate(summary["timeline"]):
+        con.print(f"  {i:2d} {'#' * (n * 40 // peak)} {n}", markup=False, highlight=False)
+
+
+# ----------------------------------------------------------------------------- trace
+
+
+def render_traces(traces, local: bool) -> None:
+    """The timeline table of each message, then its verdict line (newest message first)."""
+    out = _console()
+    for i, t in enumerate(traces):
+        head = f"UNIQ_KEY {', '.join(t.uniq_keys) or '-'}"
+        if len(traces) > 1:
+            head = f"message {i + 1}/{len(traces)}: {head}"
+        table = Table(title=head, box=box.SIMPLE_HEAVY, title_justify="left")
+        for col in ("time", "stage", "place", "offset", "detail"):
+            table.add_column(col, overflow="fold", no_wrap=col != "detail")
+        for s in t.stages:
+            stage = s.stage + (" (sim)" if s.simulated else "")
+            _add(table, _t(s.time, local), stage, s.place or "-", _v(s.physical_offset), s.detail)
+        out.print(table)
+        colour = {"delivered": "green", "committed": "green", "waiting": "cyan", "pending": "cyan"}.get(
+            t.verdict.state, "yellow")
+        out.print(t.verdict.text, style=f"bold {colour}", markup=False)  # the text starts with the state
+        out.print(f"(as of {format_time(t.as_of, local)})", style="dim")
+        if i + 1 < len(traces):
+            out.print()

@@ -5,8 +5,10 @@ The body CRC covers the compressed bytes, so decompression only happens when ask
 
 import zlib
 
+from mqtool.errors import MqtoolError
 
-class DecompressError(ValueError):
+
+class DecompressError(MqtoolError, ValueError):
     """A compressed body that its codec rejects."""
 
 

@@ -9,6 +9,7 @@ import struct
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from mqtool.errors import MqtoolError
 from mqtool.formats.commitlog import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -22,7 +23,7 @@ from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6, SysFlag
 
 
-class RecordError(ValueError):
+class RecordError(MqtoolError, ValueError):
     """Bytes at a record boundary that are not a record; `reason` says why."""
 
     def __init__(self, reason: str):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mqtool.errors import MqtoolError
 from mqtool.formats.javahash import java_string_hash
 
 __all__ = [
@@ -37,7 +38,7 @@ INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(MqtoolError, ValueError):
     """A config file that cannot be read; says what is wrong and, for text, where (1-based line/col)."""
 
     def __init__(self, reason: str, line: int | None = None, col: int | None = None) -> None:

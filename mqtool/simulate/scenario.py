@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqtool.errors import MqtoolError
 from mqtool.times import TimeFormatError, parse_duration_ms, parse_time
 
 ANSWERS = ("commit", "rollback", "unknown", "none")
@@ -40,7 +41,7 @@ FAULT_KINDS = ("put_failure", "crash", "clock_jump")
 EPOCH_MIN = 10**11
 
 
-class ScenarioError(ValueError):
+class ScenarioError(MqtoolError, ValueError):
     """A scenario file that cannot be used; says which key is wrong."""
 
 
@@ -199,6 +200,8 @@ def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:
             doc = tomllib.load(fh)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read ({e.strerror or e})") from None
     try:
         return parse_scenario(doc, start_ms)
     except ScenarioError as e:

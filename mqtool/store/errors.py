@@ -2,8 +2,10 @@
 
 from pathlib import Path
 
+from mqtool.errors import MqtoolError
 
-class StoreError(Exception):
+
+class StoreError(MqtoolError):
     """The store cannot be opened or a file cannot be read; the message names the file (and offset)."""
 
     def __init__(self, message: str, path: Path | str | None = None, offset: int | None = None):

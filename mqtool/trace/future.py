@@ -44,12 +44,13 @@ def _detail(ev) -> str:
 
 def continue_trace(store: Store, tr: Trace, until_ms: int, broker_version: str = "5.3", seed: int = 0) -> Trace:
     """The trace with the simulated stages up to `until_ms` appended and the verdict updated."""
-    from mqtool.simulate.runner import simulate
+    from mqtool.simulate.runner import default_start, simulate
 
-    try:
-        result = simulate(store, store.config, None, until_ms, seed=seed, broker_version=broker_version)
-    except ValueError as e:
-        raise TraceError(str(e)) from None
+    start_ms = default_start(store)
+    if until_ms <= start_ms:
+        raise TraceError(f"--until ({format_time(until_ms)}) must be after the simulator's start "
+                         f"({format_time(start_ms)}, the store's last sign of life)")
+    result = simulate(store, store.config, start_ms, until_ms, seed=seed, broker_version=broker_version)
     keys = {k.upper() for k in tr.uniq_keys}
     offsets = {r.record.physical_offset for r in tr.records}
     last = None

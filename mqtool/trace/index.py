@@ -322,9 +322,18 @@ class TraceIndex:
 
 
 def build_index(store: Store, directory: Path | str, progress: Progress | None = None) -> IndexStats:
-    """Create the index in `directory`, or bring an existing one up to date (incrementally)."""
-    with TraceIndex.open(directory, create=True) as ix:
-        return ix.update(store, progress)
+    """Create the index in `directory`, or bring an existing one up to date (incrementally).
+
+    A directory that cannot be created or written is a `TraceError` (sqlite3 reports an unwritable
+    directory as OperationalError, not OSError).
+    """
+    try:
+        with TraceIndex.open(directory, create=True) as ix:
+            return ix.update(store, progress)
+    except OSError as e:
+        raise TraceError(f"{e.filename or directory}: {e.strerror or e}") from None
+    except sqlite3.OperationalError as e:
+        raise TraceError(f"{directory}: {e}") from None
 
 
 class IndexFinder:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqtool.errors import MqtoolError
 from mqtool.formats.message import MessageRecord
 
 JSON_VERSION = 1
@@ -27,7 +28,7 @@ STATES = (
 )
 
 
-class TraceError(ValueError):
+class TraceError(MqtoolError, ValueError):
     """A query that cannot be run (bad msgId, empty key, unusable index): an input error."""
 
 

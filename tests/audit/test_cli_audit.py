@@ -51,7 +51,7 @@ def test_crc_error_exits_1(basic_copy):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--fail-on", "info"], "Error: --fail-on must be error or warning, not 'info'"),
+    (["--fail-on", "info"], "Invalid value for '--fail-on'"),  # a Typer enum: click's usage error
     (["--local", "--master", "local[1]"], "Error: use either --local or --master, not both"),
 ])
 def test_usage_errors_exit_2(args, message):

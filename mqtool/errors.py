@@ -1,0 +1,11 @@
+"""The one base of every error a user can cause (a wrong path, an unreadable or broken file, a bad time).
+
+The CLI turns an `MqtoolError` into one `Error: ...` line and exit code 2, and catches nothing else:
+any other exception is a bug and shows as one (a traceback, exit 1). So the library raises a subclass
+of `MqtoolError`, with a one-line message naming the path as the user gave it, for every mistake the
+user can fix, and lets everything else through.
+"""
+
+
+class MqtoolError(Exception):
+    """An input or environment problem the user can fix; `str(e)` is the whole one-line message."""
