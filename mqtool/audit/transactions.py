@@ -21,6 +21,7 @@ from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.message import RecordError
 from mqtool.formats.opbody import parse_op_body
 from mqtool.formats.properties import parse_properties
+from mqtool.rules.transaction import check_immunity_time, need_discard
 from mqtool.store.findings import Finding
 
 CHECK = "transactions"
@@ -72,9 +73,7 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
         pending += 1
         age = now - r["born_ts"]
         oldest = age if oldest is None else max(oldest, age)
-        immunity = config.transaction_timeout
-        if p.get("CHECK_IMMUNITY_TIME_IN_SECONDS", "").isdigit():
-            immunity = int(p["CHECK_IMMUNITY_TIME_IN_SECONDS"]) * 1000
+        immunity = check_immunity_time(p.get("CHECK_IMMUNITY_TIME_IN_SECONDS"), config.transaction_timeout)
         times = int(p["TRANSACTION_CHECK_TIMES"]) if p.get("TRANSACTION_CHECK_TIMES", "").isdigit() else 0
         if age > max(immunity, config.transaction_check_interval):
             stuck += 1
@@ -82,7 +81,7 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
                                     f"half message at queue offset {qoff} has no op message and is {age} ms old "
                                     f"(immunity {immunity} ms, check interval {config.transaction_check_interval}"
                                     f" ms, checked {times} time(s)): stuck", HALF_TOPIC, qid))
-        if times >= config.transaction_check_max:
+        if need_discard(p.get("TRANSACTION_CHECK_TIMES"), config.transaction_check_max)[0]:
             findings.append(Finding(where, r["offset"], CHECK, "info",
                                     f"half message at queue offset {qoff} was checked {times} time(s) "
                                     f"(transactionCheckMax {config.transaction_check_max}): the next round "

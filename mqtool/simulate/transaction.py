@@ -20,6 +20,8 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
   more op records are read — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before
   retrying the same half (4.9.8 retries at once; when that spins, 1 ms per further turn here);
 - a round gives up after 60 s; the offsets are written back at its end;
+- the per-half rules (`needDiscard`, `needSkip`, the immunity, `isNeedCheck`) are
+  `mqtool.rules.transaction`'s;
 - answers (from the scenario) end the **checked copy**: commit writes the final record to
   REAL_TOPIC/REAL_QID (sysFlag COMMIT, preparedTransactionOffset = the copy) and an op entry,
   rollback only the op entry. 5.3.1 batches op entries ("3,5,") per queue and writes them every
@@ -28,6 +30,16 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
 
 from __future__ import annotations
 
+from mqtool.rules.transaction import (
+    NEW_ARRIVED,
+    PUT_BACK,
+    check_immunity_time,
+    get_long,
+    immunity,
+    is_need_check,
+    need_discard,
+    need_skip,
+)
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
 from mqtool.simulate.model import HALF_TOPIC, OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SimMessage
@@ -70,7 +82,7 @@ class TransactionService:
         self.check_max = int(getattr(cfg, "transaction_check_max", 15))
         self.interval = int(getattr(cfg, "transaction_check_interval", 30000))
         self.op_interval = int(getattr(cfg, "transaction_op_batch_interval", 3000))
-        self.file_reserved_ms = int(getattr(cfg, "file_reserved_time", 72)) * 3600 * 1000
+        self.file_reserved_h = int(getattr(cfg, "file_reserved_time", 72))
         self.offsets: dict[tuple[str, int], int] = {}
         table = getattr(consumer_offsets, "offset_table", None) or {}
         for topic in (HALF_TOPIC, OP_HALF_TOPIC):
@@ -235,17 +247,10 @@ class TransactionService:
                     i = new_offset = next_begin
                     continue
                 props = dict(msg.props)
-                discard = False
-                times = props.get("TRANSACTION_CHECK_TIMES")
-                if times is None:
-                    props["TRANSACTION_CHECK_TIMES"] = "1"
-                else:
-                    n = _long(times)
-                    if n >= self.check_max:
-                        discard = True
-                    else:
-                        props["TRANSACTION_CHECK_TIMES"] = str(n + 1)
-                skip = not discard and ctx.clock() - msg.born_ts > self.file_reserved_ms
+                discard, times = need_discard(props.get("TRANSACTION_CHECK_TIMES"), self.check_max)
+                if not discard:
+                    props["TRANSACTION_CHECK_TIMES"] = str(times)
+                skip = not discard and need_skip(ctx.clock(), msg.born_ts, self.file_reserved_h)
                 if discard or skip:
                     self._discard(msg, props, "discard" if discard else "skip", record)
                     new_offset = i = i + 1
@@ -253,21 +258,16 @@ class TransactionService:
                 if msg.store_ts >= start:
                     break  # "Fresh stored": check it in a later round
                 age = ctx.clock() - msg.born_ts
-                immunity = self.timeout
                 imm_text = props.get("CHECK_IMMUNITY_TIME_IN_SECONDS")
-                if imm_text is not None:
-                    v = _long(imm_text)
-                    immunity = self.timeout if v == -1 else v * 1000
-                    if age < immunity and self._check_prepare_offset(remove_map, done_op, msg, props):
-                        new_offset = i = i + 1
-                        continue
-                elif 0 <= age < immunity:
+                immunity_ms = check_immunity_time(imm_text, self.timeout)
+                state = immunity(age, immunity_ms, imm_text is not None)
+                if state == PUT_BACK and self._check_prepare_offset(remove_map, done_op, msg, props):
+                    new_offset = i = i + 1
+                    continue
+                if state == NEW_ARRIVED:
                     break  # "New arrived": check it later
                 ops = pull.msgs if pull is not None else None
-                need = ((ops is None and age > immunity)
-                        or (ops is not None and ops[-1].born_ts - start > self.timeout)
-                        or age <= -1)
-                if need:
+                if is_need_check(age, immunity_ms, ops[-1].born_ts if ops else None, start, self.timeout):
                     if not self._put_back(msg, props, record):
                         yield PUT_BACK_RETRY_MS
                         continue
@@ -299,7 +299,7 @@ class TransactionService:
     def _check_prepare_offset(self, remove_map, done_op, msg, props) -> bool:
         prepared = props.get("TRAN_PREPARED_QUEUE_OFFSET")
         if prepared is not None:
-            v = _long(prepared)
+            v = get_long(prepared)
             if v == -1:
                 return False
             if v in remove_map:
