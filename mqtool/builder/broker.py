@@ -41,7 +41,7 @@ from mqtool.formats.sysflag import (
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
 )
-from mqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL
+from mqtool.rules.timer import do_enqueue
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -263,17 +263,8 @@ def enqueue_timer(w: StoreWriter, rec: MessageRecord, write_time_ms: int) -> int
     delayed = int(props["TIMER_OUT_MS"])
     if delayed < write:
         return None
-    window = w.config.timer_roll_window_slots()
-    magic = MAGIC_DEFAULT
-    if delayed - write >= window * precision:
-        magic |= MAGIC_ROLL
-        if delayed - write - window * precision < window // 3 * precision:
-            delayed = write + window // 2 * precision
-        else:
-            delayed = write + window * precision
     is_delete = "TIMER_DEL_UNIQKEY" in props
-    if is_delete:
-        magic |= MAGIC_DELETE
+    delayed, magic = do_enqueue(delayed, write, w.config.timer_roll_window_slots(), precision, is_delete)
     real_topic = props.get("REAL_TOPIC")
     slot = w.get_slot(delayed)
     pos = w.append_timerlog_unit(slot.last_pos, magic, write, delayed - write, rec.physical_offset,

@@ -31,6 +31,7 @@ import numpy as np
 
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.rules.transaction import check_immunity_time
 from mqtool.store.store import (
     HALF_TOPIC,
     OP_HALF_TOPIC,
@@ -334,8 +335,7 @@ class Timeline:
         self.st.state = "pending"
 
     def _immunity_ms(self, rec: MessageRecord) -> int:
-        imm = _int(rec.properties.get("CHECK_IMMUNITY_TIME_IN_SECONDS"))
-        return imm * 1000 if imm is not None else self.cfg.transaction_timeout
+        return check_immunity_time(rec.properties.get("CHECK_IMMUNITY_TIME_IN_SECONDS"), self.cfg.transaction_timeout)
 
     def _on_half_copy(self, rec: MessageRecord) -> None:
         p = rec.properties
