@@ -226,7 +226,7 @@ class TimerService:
                         if retry is not None:
                             break  # the put waits: re-read the queue afterwards
                     else:
-                        self._do_enqueue(unit[0], unit[1], delayed, msg, write)
+                        self._enqueue_unit(unit[0], unit[1], delayed, msg, write)
                 else:
                     if self.curr_queue_offset < hi:
                         self.curr_queue_offset += 1  # a unit that cannot be read is passed over
@@ -235,7 +235,8 @@ class TimerService:
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
 
-    def _do_enqueue(self, offset_py: int, size_py: int, delayed: int, msg, write: int) -> None:
+    def _enqueue_unit(self, offset_py: int, size_py: int, delayed: int, msg, write: int) -> None:
+        """`doEnqueue`: the slot and magic (`rules.timer.do_enqueue`), the 52-byte unit, the slot update."""
         ctx = self.ctx
         p = self.precision
         original = delayed
