@@ -5,8 +5,9 @@ queue id and queue offset, with the unit's size; units must point forward (a rep
 CommitLog offset is a duplicate); an unwritten (zero) unit followed by written ones is a hole. The
 driver then compares queues with the CommitLog walk: records with no unit (dispatch lag), units
 beyond the CommitLog's valid end, and queue offsets the CommitLog holds twice or not at all.
-For SCHEDULE_TOPIC_XXXX units the task also checks the `schedule` rule tagsCode = store time +
-delay of the level (spec §4.3) and keeps the tagsCodes for the overdue count.
+For SCHEDULE_TOPIC_XXXX units the task also checks the `schedule` rule tagsCode =
+`computeDeliverTimestamp(level, storeTimestamp)` (spec §4.3, `mqtool.rules.schedule`) and keeps
+the tagsCodes for the overdue count.
 """
 
 import numpy as np
@@ -16,6 +17,7 @@ from mqtool.audit.records import CommitLogRecords
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import PROPERTY_DELAY_TIME_LEVEL
 from mqtool.formats.properties import parse_properties
+from mqtool.rules.schedule import compute_deliver_timestamp, delay_level
 from mqtool.store import fastscan
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import map_file
@@ -114,20 +116,22 @@ def check_queue_file(task: QueueFileTask) -> dict:
 
 
 def _check_schedule_unit(task, rec, offset, qo, tags_code, add) -> None:
-    """tagsCode of a SCHEDULE_TOPIC_XXXX unit = store time + delay of its (clamped) level (§4.3)."""
+    """tagsCode of a SCHEDULE_TOPIC_XXXX unit = `computeDeliverTimestamp` of its (clamped) level (§4.3)."""
     level_s = parse_properties(rec.properties_raw).get(PROPERTY_DELAY_TIME_LEVEL)
-    if level_s is None or not level_s.lstrip("-").isdigit():
-        add(qo * CQ_UNIT_SIZE - task.file_start, "warning",
-            f"unit {qo}: schedule record at {offset} has no DELAY property", SCHEDULE_CHECK)
+    levels = list(task.delays_ms)
+    level = delay_level(level_s, len(levels))
+    at = qo * CQ_UNIT_SIZE - task.file_start
+    if level is None:
+        add(at, "warning", f"unit {qo}: schedule record at {offset} has no DELAY property", SCHEDULE_CHECK)
         return
-    levels = task.delays_ms
-    level = min(max(int(level_s), 1), len(levels))
-    expect = rec.store_timestamp + levels[level - 1]
+    if level <= 0:
+        add(at, "warning", f"unit {qo}: schedule record at {offset} has DELAY={level_s}, not a level: the "
+            "CommitLog kept the TAGS hash as its tagsCode, not a deliver time", SCHEDULE_CHECK)
+        return
+    expect = compute_deliver_timestamp(level, rec.store_timestamp, levels)
     if level - 1 != task.queue_id:
-        add(qo * CQ_UNIT_SIZE - task.file_start, "error",
-            f"unit {qo}: record at {offset} has DELAY={level_s} (level {level}) but sits in queue "
+        add(at, "error", f"unit {qo}: record at {offset} has DELAY={level_s} (level {level}) but sits in queue "
             f"{task.queue_id} (level {task.queue_id + 1})", SCHEDULE_CHECK)
     if tags_code != expect:
-        add(qo * CQ_UNIT_SIZE - task.file_start, "error",
-            f"unit {qo}: tagsCode {tags_code} != store time {rec.store_timestamp} + level {level} delay "
-            f"{levels[level - 1]} ms = {expect}", SCHEDULE_CHECK)
+        add(at, "error", f"unit {qo}: tagsCode {tags_code} != store time {rec.store_timestamp} + level {level} delay "
+            f"{expect - rec.store_timestamp} ms = {expect}", SCHEDULE_CHECK)

@@ -7,6 +7,7 @@ the ConsumeQueue task (`consumequeue.py`).
 """
 
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
+from mqtool.rules.schedule import correct_delay_offset
 from mqtool.store.findings import Finding
 
 CHECK = "schedule"
@@ -28,8 +29,8 @@ def check(delay_offsets: dict[int, int] | None, queues: dict[int, dict], tags: d
                                     f"level {level} is not configured (messageDelayLevel has {levels} levels)",
                                     RMQ_SYS_SCHEDULE_TOPIC, qid))
         start = off if off is not None else 0
-        if off is not None and not q["min"] <= off <= q["max"]:
-            fixed = min(max(off, q["min"]), q["max"])
+        fixed = correct_delay_offset(off, q["min"], q["max"])
+        if fixed != off:
             findings.append(Finding(FILE, None, CHECK, "error",
                                     f"level {level}: stored offset {off} is outside the queue's [{q['min']}, "
                                     f"{q['max']}]; the broker's start-up correction sets it to {fixed}",

@@ -4,28 +4,30 @@
   sizePy bytes inside the CommitLog (a stale unit makes the dequeue retry forever, #10668); a unit
   that points before the CommitLog's first file is only reported when still pending.
 - Wheel task (per slot range): each written slot's chain, walked from lastPos through prevPos, must
-  end at firstPos, hold only units of that slot's time, and count `num` = normal and roll units −
-  delete units (§6.5); broken chains in slots not yet read are errors (#9735).
+  end at firstPos, hold only units of that slot's time, and count `num` as `doEnqueue` does (+1 per
+  unit, −1 per unit with DELETE, rolled or not; §6.5); broken chains in slots not yet read are
+  errors (#9735). The walk is `mqtool.rules.timer.walk_chain`.
 - Driver: timercheck's lastTimerQueueOffset against the timer queue, lastTimerLogFlushPos against
   the TimerLog's end.
 """
 
 import gzip
 import mmap
+from operator import itemgetter
 
 import numpy as np
 
 from mqtool.audit.plan import TimerLogTask, WheelTask, timerlog_queue
 from mqtool.audit.records import CommitLogRecords
 from mqtool.formats.names import TIMER_TOPIC
-from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_SIZE
+from mqtool.rules.timer import END, LOOP, MISSING, slot_num_delta, walk_chain
 from mqtool.store import fastscan
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import map_file, read_at
 
 CHECK = "timer"
-MAX_CHAIN = 1 << 22  # a longer walk means a cycle
 _UNIT_FIELDS = ("prev_pos", "magic", "curr_write_time_ms", "delayed_time_delta", "offset_py", "size_py")
 
 
@@ -111,39 +113,36 @@ def check_wheel(task: WheelTask) -> dict:
 
 
 def _walk(tl, maps, first: int, last: int, t_units: int, precision: int):
-    """Walk a slot's chain from lastPos; (problems, num as the broker counts it, units walked)."""
+    """Walk a slot's chain from lastPos to firstPos (`rules.timer.walk_chain`).
+
+    (problems, num as `doEnqueue` counts it, units walked).
+    """
     problems: list[str] = []
-    count = walked = 0
-    pos = last
-    seen_first = False
-    while pos != -1 and walked < MAX_CHAIN:
-        f = tl.file_for(pos)
-        if f is None:
-            problems.append(f"chain reaches TimerLog offset {pos}, which is in no TimerLog file")
-            return problems, count, walked
-        if f.start not in maps:
-            with open(f.path, "rb") as fh:
-                maps[f.start] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if fh.seek(0, 2) else None
-        buf = maps[f.start]
-        p = pos - f.start
-        unit = _unit_at(buf, p)
-        if unit is None:
-            problems.append(f"chain reaches TimerLog offset {pos}, where no unit is written")
-            return problems, count, walked
-        prev, magic, write_ms, delta, _o, _sz = unit
-        walked += 1
+    w = walk_chain(last, lambda pos: _read_unit(tl, maps, pos), itemgetter(0), stop_at=first)
+    count = 0
+    for pos, (_prev, magic, write_ms, delta, _o, _sz) in w.units:
         if (write_ms + delta) // precision != t_units:
             problems.append(f"unit at {pos} belongs to time {write_ms + delta}, not this slot")
-        count += -1 if (magic & MAGIC_DELETE and not magic & MAGIC_ROLL) else 1
-        if pos == first:
-            seen_first = True
-            break
-        pos = prev
-    if walked >= MAX_CHAIN:
-        problems.append("chain does not end (cycle)")
-    elif not seen_first:
+        count += slot_num_delta(magic)
+    if w.stop == MISSING:
+        where = "which is in no TimerLog file" if tl.file_for(w.stop_pos) is None else "where no unit is written"
+        problems.append(f"chain reaches TimerLog offset {w.stop_pos}, {where}")
+    elif w.stop == LOOP:
+        problems.append(f"chain does not end (cycle: back to TimerLog offset {w.stop_pos})")
+    elif w.stop == END:
         problems.append(f"chain ends before reaching firstPos {first}")
-    return problems, count, walked
+    return problems, count, len(w.units)
+
+
+def _read_unit(tl, maps: dict, pos: int) -> tuple | None:
+    """The fields of the TimerLog unit at a global offset (files mapped once into `maps`), or None."""
+    f = tl.file_for(pos)
+    if f is None:
+        return None
+    if f.start not in maps:
+        with open(f.path, "rb") as fh:
+            maps[f.start] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if fh.seek(0, 2) else None
+    return _unit_at(maps[f.start], pos - f.start)
 
 
 def _unit_at(buf, p: int) -> tuple | None:

@@ -1,14 +1,14 @@
 """`transactions` (spec §7): half messages, op messages and discards (driver side).
 
 Inputs are the records of RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC and
-TRANS_CHECK_MAX_TIME_TOPIC kept by the CommitLog walk, and the check service's progress
+RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC kept by the CommitLog walk, and the check service's progress
 (consumerOffset.json, group CID_RMQ_SYS_TRANS).
 - A half at or after the check progress with no op entry, older than its immunity and the check
   interval: stuck (the check service should have resolved or re-checked it; #9500).
 - A half whose TRANSACTION_CHECK_TIMES reached transactionCheckMax: discarded at the next round.
 - A half carrying DELAY: loops between the schedule and half topics (#1540).
 - An op entry naming a half queue offset with no half message (#2133).
-- Every discarded message (TRANS_CHECK_MAX_TIME_TOPIC), with its original topic and producer group.
+- Every discarded message (RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC), with its original topic and producer group.
 - A COMMIT record (sysFlag transaction type 0x8, written by `EndTransactionProcessor` to the real
   topic) whose PREPARED TRANSACTION OFFSET names no half message (§7.3: it must be the physical
   offset of the half, or of its put-back copy, in RMQ_SYS_TRANS_HALF_TOPIC).
@@ -32,6 +32,7 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.opbody import parse_op_body
 from mqtool.formats.properties import parse_properties
+from mqtool.rules.transaction import check_immunity_time, need_discard
 from mqtool.store.findings import Finding
 
 CHECK = "transactions"
@@ -86,9 +87,7 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
         pending += 1
         age = now - r["born_ts"]
         oldest = age if oldest is None else max(oldest, age)
-        immunity = config.transaction_timeout
-        if p.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, "").isdigit():
-            immunity = int(p[PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS]) * 1000
+        immunity = check_immunity_time(p.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), config.transaction_timeout)
         times = int(p[PROPERTY_TRANSACTION_CHECK_TIMES]) if p.get(PROPERTY_TRANSACTION_CHECK_TIMES, "").isdigit() else 0
         if age > max(immunity, config.transaction_check_interval):
             stuck += 1
@@ -96,11 +95,11 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
                                     f"half message at queue offset {qoff} has no op message and is {age} ms old "
                                     f"(immunity {immunity} ms, check interval {config.transaction_check_interval}"
                                     f" ms, checked {times} time(s)): stuck", RMQ_SYS_TRANS_HALF_TOPIC, qid))
-        if times >= config.transaction_check_max:
+        if need_discard(p.get(PROPERTY_TRANSACTION_CHECK_TIMES), config.transaction_check_max)[0]:
             findings.append(Finding(where, r["offset"], CHECK, "info",
                                     f"half message at queue offset {qoff} was checked {times} time(s) "
                                     f"(transactionCheckMax {config.transaction_check_max}): the next round "
-                                    "discards it to TRANS_CHECK_MAX_TIME_TOPIC", RMQ_SYS_TRANS_HALF_TOPIC, qid))
+                                    "discards it to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC", RMQ_SYS_TRANS_HALF_TOPIC, qid))
     summary = {"half_messages": len(halves), "op_messages": ops, "resolved": sum(len(v) for v in removed.values()),
                "pending": pending, "stuck": stuck, "discarded": discards, "oldest_pending_age_ms": oldest,
                "progress": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(progress.items())}}

@@ -71,7 +71,7 @@ from mqtool.formats.sysflag import (
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
 )
-from mqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL
+from mqtool.rules.timer import do_enqueue
 
 TIMER_PROPS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 LONG_MAX = (1 << 63) - 1
@@ -288,17 +288,8 @@ def enqueue_timer(w: StoreWriter, rec: MessageRecord, write_time_ms: int) -> int
     delayed = int(props[PROPERTY_TIMER_OUT_MS])
     if delayed < write:
         return None
-    window = w.config.timer_roll_window_slots()
-    magic = MAGIC_DEFAULT
-    if delayed - write >= window * precision:
-        magic |= MAGIC_ROLL
-        if delayed - write - window * precision < window // 3 * precision:
-            delayed = write + window // 2 * precision
-        else:
-            delayed = write + window * precision
     is_delete = PROPERTY_TIMER_DEL_UNIQKEY in props
-    if is_delete:
-        magic |= MAGIC_DELETE
+    delayed, magic = do_enqueue(delayed, write, w.config.timer_roll_window_slots(), precision, is_delete)
     real_topic = props.get(PROPERTY_REAL_TOPIC)
     slot = w.get_slot(delayed)
     pos = w.append_timerlog_unit(slot.last_pos, magic, write, delayed - write, rec.physical_offset,
@@ -388,7 +379,7 @@ def put_back_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int, 
 
 def discard_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int, check_times: int | None = None,
                  capacity: int | None = None) -> MessageRecord:
-    """A half checked too often (or too old) moved to `TRANS_CHECK_MAX_TIME_TOPIC` queue 0.
+    """A half checked too often (or too old) moved to `RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC` queue 0.
 
     `check_times` is the TRANSACTION_CHECK_TIMES the check put in the map first (None: unchanged,
     as when the count had reached `transactionCheckMax`).

@@ -55,6 +55,7 @@ from mqtool.formats.timerlog import (
     timerlog_unit,
 )
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, timerwheel_slot, wheel_length
+from mqtool.rules.schedule import schedule_tags_code
 
 DEFAULT_BORN_HOST = "127.0.0.1:51234"
 DEFAULT_STORE_HOST = "127.0.0.1:10911"
@@ -348,11 +349,6 @@ class StoreWriter:
         self.records.append(rec)
         return rec
 
-    def delay_ms(self, level: int) -> int | None:
-        """Delay of a level (`delayLevelTable`), None when the table has no such level."""
-        levels = self.config.delay_levels_ms()
-        return levels[level - 1] if 1 <= level <= len(levels) else None
-
     def max_delay_level(self) -> int:
         return len(self.config.delay_levels_ms())
 
@@ -361,14 +357,10 @@ class StoreWriter:
         props = parse_properties(rec.properties_raw)
         code = tags_code_of(props)
         level_text = props.get(PROPERTY_DELAY_TIME_LEVEL)
-        if rec.topic == RMQ_SYS_SCHEDULE_TOPIC and level_text is not None:
-            try:
-                level = min(int(level_text), self.max_delay_level())
-            except ValueError:
-                return code
-            if level > 0:
-                delay = self.delay_ms(level)
-                code = rec.store_timestamp + (1000 if delay is None else delay)
+        if rec.topic == RMQ_SYS_SCHEDULE_TOPIC:
+            deliver = schedule_tags_code(level_text, rec.store_timestamp, self.config.delay_levels_ms())
+            if deliver is not None:
+                code = deliver
         return code
 
     # ----------------------------------------------------------------- ConsumeQueue

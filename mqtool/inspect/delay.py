@@ -16,21 +16,11 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
 )
 from mqtool.inspect import JSON_VERSION
+from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
 
 HISTOGRAM_BUCKETS = 12
-
-
-def correct_delay_offset(stored: int | None, min_offset: int, max_offset: int) -> int | None:
-    """`ScheduleMessageService.correctDelayOffset` for one level: clamp into [min, max]; None stays None."""
-    if stored is None:
-        return None
-    if stored < min_offset:
-        return min_offset
-    if stored > max_offset:
-        return max_offset
-    return stored
 
 
 def delay_view(store: Store, now_ms: int) -> dict:
@@ -107,7 +97,7 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
                                 f"level {level}: stored offset {stored} is outside [{lo}, {hi}]; "
                                 f"correctDelayOffset will start from {corrected}", RMQ_SYS_SCHEDULE_TOPIC, qid))
     elif stored is None and start < lo:
-        start = lo  # reading from 0 on a queue whose first files are gone starts at its first unit
+        start = lo  # executeOnTimeUp resets an offset before the queue's first unit to it
     if cq is None or row["max_offset"] is None:
         return row
     row["backlog"] = max(0, hi - start)
@@ -120,7 +110,7 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
     if head is None:
         return row
     deliver = head.tags_code
-    effective = now_ms if delay_ms is not None and deliver > now_ms + delay_ms else deliver
+    effective = deliver if delay_ms is None else correct_deliver_timestamp(now_ms, deliver, delay_ms)
     row["head_deliver_timestamp"] = deliver
     row["head_effective_deliver_timestamp"] = effective
     row["overdue_ms"] = now_ms - effective

@@ -36,6 +36,7 @@ from mqtool.formats.sysflag import SysFlag
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
 from mqtool.inspect.records import Progress, record_dict
+from mqtool.rules.schedule import compute_deliver_timestamp
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
 from mqtool.store.findings import Finding, sort_findings
@@ -251,7 +252,8 @@ def explain(store: Store, rec: MessageRecord) -> list[str]:
     if rec.topic == RMQ_SYS_SCHEDULE_TOPIC:
         level = rec.queue_id + 1
         delay = store.delay_level_ms(level) if level <= store.max_delay_level else None
-        deliver = rec.store_timestamp + delay if delay is not None else None
+        deliver = (None if delay is None else
+                   compute_deliver_timestamp(level, rec.store_timestamp, store.config.delay_levels_ms()))
         out.append(f"delay-level message (level {level}, DELAY={p.get(PROPERTY_DELAY_TIME_LEVEL)}) waiting for {real}; "
                    f"deliver timestamp {deliver} (store time + {delay} ms)")
     elif rec.topic == TIMER_TOPIC:

@@ -11,6 +11,7 @@ from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.inspect.records import empty_record_dict, record_dict
+from mqtool.rules.schedule import compute_deliver_timestamp
 from mqtool.store.consumequeue import CqUnit
 from mqtool.store.errors import StoreError
 from mqtool.store.store import Store
@@ -22,7 +23,7 @@ def expected_tags_code(store: Store, rec: MessageRecord) -> int | None:
         level = rec.queue_id + 1
         if level > store.max_delay_level:
             return None
-        return rec.store_timestamp + store.delay_level_ms(level)
+        return compute_deliver_timestamp(level, rec.store_timestamp, store.config.delay_levels_ms())
     tags = rec.tags
     return java_string_hash(tags) if tags else 0
 

@@ -15,6 +15,7 @@ from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.delay import time_histogram
+from mqtool.rules.timer import LOOP, is_cancel_request, is_deleted, need_roll, slot_num_delta, walk_chain
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
 from mqtool.store.timer import TimerLogUnit
@@ -97,7 +98,7 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
         for index, s in wheel.iter_slots():
             chain, broken = _walk(tl, s.last_pos, by_pos)
             first_ok = bool(chain) and chain[-1].pos == s.first_pos
-            expected_num = sum(-1 if (u.kind == "delete") else 1 for u in chain)
+            expected_num = sum(slot_num_delta(u.magic) for u in chain)
             slot = {"index": index, "time_ms": s.time_ms, "num": s.num, "first_pos": s.first_pos,
                     "last_pos": s.last_pos, "chain_length": len(chain),
                     "chain_ok": not broken and first_ok,
@@ -161,40 +162,39 @@ def _timer_queue(store: Store, tq, cp: dict | None) -> dict:
 
 
 def _walk(tl, last_pos: int, by_pos: dict[int, TimerLogUnit]) -> tuple[list[TimerLogUnit], str | None]:
-    """The chain newest first, and why it broke (None when it reached prevPos -1)."""
-    chain: list[TimerLogUnit] = []
-    seen = set()
-    pos = last_pos
-    while pos != -1:
-        if pos in seen:
-            return chain, f"loops back to {pos}"
-        seen.add(pos)
-        u = by_pos.get(pos) or (tl.read_unit(pos) if tl else None)
-        if u is None:
-            return chain, f"reaches {pos}, where no TimerLog unit is"
-        chain.append(u)
-        pos = u.prev_pos
-    return chain, None
+    """The chain newest first (`rules.timer.walk_chain`), and why it broke (None when it reached prevPos -1)."""
+    w = walk_chain(last_pos, lambda pos: by_pos.get(pos) or (tl.read_unit(pos) if tl else None),
+                   lambda u: u.prev_pos)
+    chain = [u for _, u in w.units]
+    if not w.broken:
+        return chain, None
+    if w.stop == LOOP:
+        return chain, f"loops back to {w.stop_pos}"
+    return chain, f"reaches {w.stop_pos}, where no TimerLog unit is"
 
 
 def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[TimerLogUnit, str]]:
-    """Dequeue semantics (§6.6): cancel requests first, then the others oldest first."""
+    """Dequeue semantics (§6.6): the cancel requests' keys first, then each unit's state, oldest first.
+
+    The store's broker version is unknown, so a cancel matches by bare UNIQ_KEY (5.3.1) or by
+    REAL_TOPIC+UNIQ_KEY (later 5.x).
+    """
     deleted: set[str] = set()
     for u in chain:
-        if u.kind == "delete":
+        if is_cancel_request(u.magic):
             rec, _ = records.get(u)
             if rec is not None and PROPERTY_TIMER_DEL_UNIQKEY in rec.properties:
                 deleted.add(rec.properties[PROPERTY_TIMER_DEL_UNIQKEY])
     out = []
     for u in reversed(chain):
-        if u.kind == "delete":
+        if is_cancel_request(u.magic):
             out.append((u, "cancel request"))
             continue
         rec, _ = records.get(u)
         if rec is None:
             out.append((u, "record missing"))
-        elif rec.uniq_key and (rec.uniq_key in deleted
-                               or f"{rec.properties.get(PROPERTY_REAL_TOPIC)}+{rec.uniq_key}" in deleted):
+        elif rec.uniq_key and is_deleted(rec.uniq_key, rec.properties.get(PROPERTY_REAL_TOPIC), deleted,
+                                        topic_key=None):
             out.append((u, "cancelled"))
         else:
             out.append((u, "pending"))
@@ -234,7 +234,7 @@ def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_t
         p = rec.properties if rec else {}
         if state == "pending" and already_read:
             state = "delivered"
-        if state == "pending" and u.kind == "roll":
+        if state == "pending" and need_roll(u.magic):
             state = "rolls on"
         out["units"].append({
             "pos": u.pos, "prev_pos": u.prev_pos, "magic": u.magic, "kind": u.kind,

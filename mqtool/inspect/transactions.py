@@ -7,11 +7,12 @@ A transaction is a half message of `RMQ_SYS_TRANS_HALF_TOPIC` together with its 
   the half's (or a copy's) physical offset (`EndTransactionProcessor`);
 - `rolled_back`: an op message (`RMQ_SYS_TRANS_OP_HALF_TOPIC`, tag `d`, body = comma-separated half
   queue offsets; 5.x ends with a comma, 4.x does not) covers the half or a copy, without a COMMIT;
-- `discarded`: its `UNIQ_KEY` is in `TRANS_CHECK_MAX_TIME_TOPIC` (`resolveDiscardMsg`);
+- `discarded`: its `UNIQ_KEY` is in `RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC` (`resolveDiscardMsg`);
 - `pending`: none of these.
 
 For a pending half, `prediction` replays `TransactionalMessageServiceImpl.check` rounds as if the
-check service started at `now_ms` (rounds at now + k x transactionCheckInterval): each visit
+check service started at `now_ms` (rounds at now + k x transactionCheckInterval;
+`mqtool.rules.transaction.predict_checks`): each visit
 discards when `TRANSACTION_CHECK_TIMES` >= transactionCheckMax (or the half is older than
 fileReservedTime), else increments it; within the immunity (`CHECK_IMMUNITY_TIME_IN_SECONDS`, else
 transactionTimeOut) a half with the property is put back without a check (apache/rocketmq#8311),
@@ -45,12 +46,12 @@ from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSAC
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, TopicIds, scan_chunks
 from mqtool.inspect.records import Progress
+from mqtool.rules.transaction import check_immunity_time, predict_checks
 from mqtool.store.fastscan import C_POS, C_PREPARED, C_SYS_FLAG
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
 
 STATES = ("committed", "rolled_back", "pending", "discarded")
-MAX_PREDICTED_ROUNDS = 1000
 
 
 def _int(text: str | None, default: int | None = None) -> int | None:
@@ -232,7 +233,7 @@ def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store
     times = max((_int(h.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0) for h in g), default=0)
     immunity_prop = latest.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
     timeout = store.config.transaction_timeout
-    immunity = timeout if immunity_prop is None else _immunity_ms(immunity_prop, timeout)
+    immunity = check_immunity_time(immunity_prop, timeout)
     notes = []
     if commit is not None and not op_hits:
         notes.append("COMMIT record written but no op message covers the half: the broker will still check it")
@@ -276,45 +277,12 @@ def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store
     return row
 
 
-def _immunity_ms(text: str, timeout: int) -> int:
-    """`getImmunityTime`: seconds x 1000; unparsable (-1) falls back to transactionTimeOut."""
-    v = _int(text, -1)
-    return timeout if v == -1 else v * 1000
-
-
 def predict(store: Store, latest: MessageRecord, now_ms: int, immunity_ms: int, has_immunity: bool) -> dict:
-    """Next check request and discard of a pending half, replaying check rounds from `now_ms`."""
+    """Next check request and discard of a pending half (`rules.transaction.predict_checks` from `now_ms`)."""
     c = store.config
-    raw = latest.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES)
-    times = None if raw is None else _int(raw, 0)
-    born = latest.born_timestamp
-    reserved_ms = c.file_reserved_time * 3600 * 1000
-    next_check = None
-    checks = 0
-    for k in range(1, MAX_PREDICTED_ROUNDS + 1):
-        t = now_ms + k * c.transaction_check_interval
-        if times is not None and times >= c.transaction_check_max:
-            return _prediction(next_check, t, checks, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
-        if t - born > reserved_ms:
-            return _prediction(next_check, t, checks, "older than fileReservedTime")
-        new_times = 1 if times is None else times + 1
-        age = t - born
-        if has_immunity and age < immunity_ms:
-            times = new_times  # put back with TRAN_PREPARED_QUEUE_OFFSET, no check request
-        elif not has_immunity and 0 <= age < immunity_ms:
-            continue  # "new arrived": the round stops here
-        else:
-            times = new_times
-            checks += 1
-            next_check = next_check or t
-        if times >= c.transaction_check_max:
-            return _prediction(next_check, t, checks, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
-    return _prediction(next_check, None, checks, None)
-
-
-def _prediction(next_check: int | None, discard: int | None, checks: int, reason: str | None) -> dict:
-    return {"next_check_ms": next_check, "discard_ms": discard, "checks_before_discard": checks,
-            "discard_reason": reason}
+    return predict_checks(latest.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES), latest.born_timestamp, immunity_ms,
+                          has_immunity, now_ms, c.transaction_check_interval, c.transaction_check_max,
+                          c.file_reserved_time).as_dict()
 
 
 def _discard_row(d: MessageRecord) -> dict:

@@ -1,0 +1,16 @@
+"""Broker rules: each rule RocketMQ implements once, implemented once here, as a pure function.
+
+A rule is named after the Java method it mirrors (snake_case; the Java name, its class and the
+spec section are in its docstring) and works on plain values: no file I/O, no `Store`, no wall
+clock. `inspect`, `simulate`, `audit` and `trace` call these functions instead of restating them,
+so a behaviour read from RocketMQ's source has one place to be right (or wrong) in.
+
+| module | service (spec) | rules |
+|---|---|---|
+| `schedule` | `ScheduleMessageService` (§4) | `correctDelayOffset`, `compute`/`correctDeliverTimestamp` |
+| `timer` | `TimerMessageStore` (§6) | `needRoll`, `needDelete`, the roll of `doEnqueue`, the chain walk of `dequeue` |
+| `transaction` | `TransactionalMessageServiceImpl` (§7) | `needDiscard`, `needSkip`, immunity, `isNeedCheck` |
+| `java` | - | `Integer.parseInt` / `Long.parseLong`, which the rules above depend on |
+
+Where RocketMQ 4.9.8 and 5.3.1 differ, the difference is a parameter, never a second copy.
+"""

@@ -32,6 +32,7 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
 )
+from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, offset_after_failed_put
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
 
@@ -100,8 +101,8 @@ class ScheduleService:
         for level, off in list(self.offsets.items()):
             if level not in self.delays:
                 continue
-            lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, level - 1), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
-            self.offsets[level] = min(max(off, lo), hi)
+            self.offsets[level] = correct_delay_offset(off, m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, level - 1),
+                                                       m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, level - 1))
 
     def persist(self) -> None:
         self.persisted = dict(self.offsets)
@@ -142,10 +143,7 @@ class ScheduleService:
             now = ctx.engine.now
             self.grid[level] = now
             lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
-            if offset < lo:
-                offset = lo  # "schedule CQ offset invalid": reset to the queue's min
-            if offset > hi:
-                offset = hi  # ... or max
+            offset = correct_delay_offset(offset, lo, hi)  # "schedule CQ offset invalid": reset into the queue
             if offset >= hi:
                 yield None  # idle until a unit is appended (the 100 ms re-polls change nothing)
                 continue
@@ -157,9 +155,7 @@ class ScheduleService:
             for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, offset, hi):
                 phys, _size, tags = unit
                 clock = ctx.clock()  # System.currentTimeMillis(): virtual time plus any clock jump
-                deliver = tags
-                if deliver > clock + delay:  # correctDeliverTimestamp: a clock moved back, a shorter level
-                    deliver = clock
+                deliver = correct_deliver_timestamp(clock, tags, delay)
                 next_offset = off + 1
                 if deliver > clock:
                     if not v4:
@@ -179,7 +175,7 @@ class ScheduleService:
                 ok = self._deliver(level, off, msg, new, deliver)
                 if not ok:
                     failed = True
-                    next_offset = off if ctx.v4 else off + 1
+                    next_offset = offset_after_failed_put(off, ctx.v4)
                     break
             offset = next_offset
             if failed:

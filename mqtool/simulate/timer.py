@@ -17,8 +17,9 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
 - dequeue: slot by slot from `currReadTimeMs`, only while it is before `currWriteTimeMs` (= now
   floored to the precision); empty slots are skipped at once. A slot's units are the chain from the
   wheel's `lastPos` back along each unit's `prevPos` (`TimerLog` reads for the store's units, memory
-  for the ones appended here); a `prevPos` that points at no unit ends the walk with a `skip` event
-  (`reason` "broken TimerLog chain") instead of an error. In a slot, delete units (DELETE, not
+  for the ones appended here; `mqtool.rules.timer.walk_chain`); a `prevPos` that points at no unit,
+  or back into the walked chain, ends the walk with a `skip` event (`reason` "broken TimerLog chain")
+  instead of an error. In a slot, delete units (DELETE, not
   ROLL) are read first and their TIMER_DEL_UNIQKEY values collected; then the other units oldest
   first: a record whose UNIQ_KEY is in that set is dropped (cancelled); a ROLL unit is re-put to the
   timer topic with TIMER_ROLL_TIMES + 1; the rest go to REAL_TOPIC/REAL_QID (`convert`: TIMER_ENQUEUE_MS,
@@ -43,7 +44,8 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.rules.timer import LOOP, dequeue_order, do_enqueue, is_cancel_request, is_deleted, need_roll, walk_chain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
 
@@ -234,7 +236,7 @@ class TimerService:
                         if retry is not None:
                             break  # the put waits: re-read the queue afterwards
                     else:
-                        self._do_enqueue(unit[0], unit[1], delayed, msg, write)
+                        self._enqueue_unit(unit[0], unit[1], delayed, msg, write)
                 else:
                     if self.curr_queue_offset < hi:
                         self.curr_queue_offset += 1  # a unit that cannot be read is passed over
@@ -243,22 +245,15 @@ class TimerService:
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
 
-    def _do_enqueue(self, offset_py: int, size_py: int, delayed: int, msg, write: int) -> None:
+    def _enqueue_unit(self, offset_py: int, size_py: int, delayed: int, msg, write: int) -> None:
+        """`doEnqueue`: the slot and magic (`rules.timer.do_enqueue`), the 52-byte unit, the slot update."""
         ctx = self.ctx
-        p, w = self.precision, self.window
-        magic = MAGIC_DEFAULT
-        roll = delayed - write >= w * p
+        p = self.precision
         original = delayed
-        if roll:
-            magic |= MAGIC_ROLL
-            if delayed - write - w * p < (w // 3) * p:
-                delayed = write + (w // 2) * p
-            else:
-                delayed = write + w * p
         props = msg.props
         delete = props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None
-        if delete:
-            magic |= MAGIC_DELETE
+        delayed, magic = do_enqueue(delayed, write, self.window, p, delete)
+        roll = need_roll(magic)
         pos = self.end
         fs = self.file_size
         if pos % fs + TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE > fs:
@@ -328,46 +323,32 @@ class TimerService:
             self.curr_read = slot_time + p
 
     def _chain(self, slot_time: int) -> list[tuple[int, tuple]]:
-        """The slot's units, oldest first: from the wheel's lastPos back along prevPos."""
+        """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`)."""
         s = self._slot(slot_time)
-        chain = []
         if s is None:
-            return chain
-        pos = s[1]
-        limit = self.end // TIMERLOG_UNIT_SIZE + 1  # a longer chain has gone round in a loop
-        units = self.units
-        while pos != -1:
-            u = units.get(pos)
-            if u is None:
-                u = self._unit(pos)
-            if u is None or len(chain) > limit:
-                self.broken_chains += 1
-                ctx = self.ctx
-                ctx.log.emit(ctx.engine.now, "timer", "skip", None, None, None, None, slot=slot_time,
-                             timerlog_pos=pos, read=len(chain),
-                             reason="broken TimerLog chain: prevPos points at no unit" if u is None
-                             else "broken TimerLog chain: prevPos loops")
-                break
-            chain.append((pos, u))
-            pos = u[0]
-        chain.reverse()
-        return chain
+            return []
+        w = walk_chain(s[1], self._unit, _prev_pos)
+        if w.broken:
+            self.broken_chains += 1
+            ctx = self.ctx
+            ctx.log.emit(ctx.engine.now, "timer", "skip", None, None, None, None, slot=slot_time,
+                         timerlog_pos=w.stop_pos, read=len(w.units),
+                         reason="broken TimerLog chain: prevPos loops" if w.stop == LOOP
+                         else "broken TimerLog chain: prevPos points at no unit")
+        return w.units
 
     def _dequeue_slot(self, slot_time: int):
         """One slot; None when done, else a generator that finishes it (a put is being retried)."""
         ctx, m = self.ctx, self.ctx.model
-        chain = self._chain(slot_time)
+        cancels, normal_units = dequeue_order(self._chain(slot_time), _magic)
         deletes: set[str] = set()
-        normal = []
-        for _pos, u in chain:
-            if u[1] & MAGIC_DELETE and not u[1] & MAGIC_ROLL:
-                msg = m.message(u[4])
-                if msg is not None:
-                    key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY)
-                    if key is not None:
-                        deletes.add(key)
-            else:
-                normal.append(u)
+        for _pos, u in cancels:
+            msg = m.message(u[4])
+            if msg is not None:
+                key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY)
+                if key is not None:
+                    deletes.add(key)
+        normal = [u for _pos, u in normal_units]
         message = m.message
         for i, u in enumerate(normal):
             msg = message(u[4])
@@ -375,7 +356,7 @@ class TimerService:
                 continue
             if deletes:
                 uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                if uk is not None and uk in deletes:
+                if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
                     self.cancelled += 1
                     ctx.log.emit(ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
                                  _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
@@ -392,7 +373,7 @@ class TimerService:
             if msg is None:
                 continue
             uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if uk is not None and uk in deletes:
+            if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
                 self.cancelled += 1
                 self.ctx.log.emit(self.ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
                                   _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
@@ -405,7 +386,7 @@ class TimerService:
         """`convert` + the first try of `doPut`; None when done, else a generator of the retries
         (they take virtual time)."""
         ctx = self.ctx
-        roll = bool(magic & MAGIC_ROLL)
+        roll = need_roll(magic)
         src = msg.props
         if not roll and src.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
             return None  # doPut: a cancel marker is never delivered (PUT_NO_RETRY)
@@ -476,17 +457,17 @@ class TimerService:
         n = 0
         for t in self._queued:
             s = self._slot(t)
-            pos = s[1] if s is not None else -1
-            seen = set()
-            while pos != -1 and pos not in seen:
-                u = self._unit(pos)
-                if u is None:
-                    break
-                seen.add(pos)
-                if not (u[1] & MAGIC_DELETE and not u[1] & MAGIC_ROLL):
-                    n += 1
-                pos = u[0]
+            if s is not None:
+                n += sum(not is_cancel_request(u[1]) for _, u in walk_chain(s[1], self._unit, _prev_pos).units)
         return n
+
+
+def _prev_pos(u: tuple) -> int:
+    return u[0]
+
+
+def _magic(u: tuple) -> int:
+    return u[1]
 
 
 def _int(v, default=None):

@@ -10,7 +10,7 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
 - walking i from `halfOffset`: resolved offsets are skipped; a missing half ends the walk
   (NO_NEW_MSG) or jumps (illegal offset); `needDiscard` runs **first** and increments
   TRANSACTION_CHECK_TIMES in memory (absent ⇒ 1; ≥ `transactionCheckMax` ⇒ discard), `needSkip`
-  (born more than `fileReservedTime` h ago) ⇒ also discarded to TRANS_CHECK_MAX_TIME_TOPIC; a record
+  (born more than `fileReservedTime` h ago) ⇒ also discarded to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC; a record
   stored after the round started ends the walk; immunity (CHECK_IMMUNITY_TIME_IN_SECONDS × 1000, else
   `transactionTimeOut`): a young half with the property is re-put with TRAN_PREPARED_QUEUE_OFFSET
   (and its already incremented TRANSACTION_CHECK_TIMES) and skipped; without it the walk stops;
@@ -20,6 +20,8 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
   more op records are read — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before
   retrying the same half (4.9.8 retries at once; when that spins, 1 ms per further turn here);
 - a round gives up after 60 s; the offsets are written back at its end;
+- the per-half rules (`needDiscard`, `needSkip`, the immunity, `isNeedCheck`) are
+  `mqtool.rules.transaction`'s;
 - answers (from the scenario) end the **checked copy**: commit writes the final record to
   REAL_TOPIC/REAL_QID (sysFlag COMMIT, preparedTransactionOffset = the copy) and an op entry,
   rollback only the op entry. 5.3.1 batches op entries ("3,5,") per queue and writes them every
@@ -44,6 +46,16 @@ from mqtool.formats.names import (
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
+from mqtool.rules.transaction import (
+    NEW_ARRIVED,
+    PUT_BACK,
+    check_immunity_time,
+    get_long,
+    immunity,
+    is_need_check,
+    need_discard,
+    need_skip,
 )
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
@@ -86,7 +98,7 @@ class TransactionService:
         self.check_max = int(getattr(cfg, "transaction_check_max", 15))
         self.interval = int(getattr(cfg, "transaction_check_interval", 30000))
         self.op_interval = int(getattr(cfg, "transaction_op_batch_interval", 3000))
-        self.file_reserved_ms = int(getattr(cfg, "file_reserved_time", 72)) * 3600 * 1000
+        self.file_reserved_h = int(getattr(cfg, "file_reserved_time", 72))
         self.offsets: dict[tuple[str, int], int] = {}
         table = getattr(consumer_offsets, "offset_table", None) or {}
         for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
@@ -164,7 +176,7 @@ class TransactionService:
         return _Pull(FOUND, msgs or None, offset + n if offset + n < hi else hi)
 
     def _get_one(self, qid: int, offset: int) -> tuple[str, SimMessage | None, int]:
-        """`_get(HALF_TOPIC, qid, offset, 1)` without the lists: (status, message, next offset)."""
+        """`_get(RMQ_SYS_TRANS_HALF_TOPIC, qid, offset, 1)` without the lists: (status, message, next offset)."""
         m = self.ctx.model
         if offset >= m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid):
             return NO_NEW_MSG, None, offset
@@ -251,17 +263,10 @@ class TransactionService:
                     i = new_offset = next_begin
                     continue
                 props = dict(msg.props)
-                discard = False
-                times = props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
-                if times is None:
-                    props[PROPERTY_TRANSACTION_CHECK_TIMES] = "1"
-                else:
-                    n = _long(times)
-                    if n >= self.check_max:
-                        discard = True
-                    else:
-                        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(n + 1)
-                skip = not discard and ctx.clock() - msg.born_ts > self.file_reserved_ms
+                discard, times = need_discard(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), self.check_max)
+                if not discard:
+                    props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
+                skip = not discard and need_skip(ctx.clock(), msg.born_ts, self.file_reserved_h)
                 if discard or skip:
                     self._discard(msg, props, "discard" if discard else "skip", record)
                     new_offset = i = i + 1
@@ -269,21 +274,16 @@ class TransactionService:
                 if msg.store_ts >= start:
                     break  # "Fresh stored": check it in a later round
                 age = ctx.clock() - msg.born_ts
-                immunity = self.timeout
                 imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-                if imm_text is not None:
-                    v = _long(imm_text)
-                    immunity = self.timeout if v == -1 else v * 1000
-                    if age < immunity and self._check_prepare_offset(remove_map, done_op, msg, props):
-                        new_offset = i = i + 1
-                        continue
-                elif 0 <= age < immunity:
+                immunity_ms = check_immunity_time(imm_text, self.timeout)
+                state = immunity(age, immunity_ms, imm_text is not None)
+                if state == PUT_BACK and self._check_prepare_offset(remove_map, done_op, msg, props):
+                    new_offset = i = i + 1
+                    continue
+                if state == NEW_ARRIVED:
                     break  # "New arrived": check it later
                 ops = pull.msgs if pull is not None else None
-                need = ((ops is None and age > immunity)
-                        or (ops is not None and ops[-1].born_ts - start > self.timeout)
-                        or age <= -1)
-                if need:
+                if is_need_check(age, immunity_ms, ops[-1].born_ts if ops else None, start, self.timeout):
                     if not self._put_back(msg, props, record):
                         yield PUT_BACK_RETRY_MS
                         continue
@@ -315,7 +315,7 @@ class TransactionService:
     def _check_prepare_offset(self, remove_map, done_op, msg, props) -> bool:
         prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
         if prepared is not None:
-            v = _long(prepared)
+            v = get_long(prepared)
             if v == -1:
                 return False
             if v in remove_map:
@@ -378,7 +378,7 @@ class TransactionService:
         return True
 
     def _discard(self, msg: SimMessage, props: dict[str, str], why: str, record: dict) -> None:
-        """`resolveDiscardMsg`: a copy to TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1)."""
+        """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1)."""
         ctx = self.ctx
         new = msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(props))
         res = ctx.put(new, "transaction")

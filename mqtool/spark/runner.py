@@ -7,6 +7,8 @@ same `mqtool.audit.report.finish` as the local runner. Session start-up is kept 
 `run_spark_audit`, so callers (tests, the benchmark) can reuse one session.
 """
 
+import hashlib
+import io
 import os
 import sys
 import tempfile
@@ -37,15 +39,26 @@ def _workdir() -> Path:
 
 
 def package_zip() -> str:
-    """mqtool as a zip for `addPyFile`, so executors that lack the package can import it."""
+    """mqtool as a zip for `addPyFile`, so executors that lack the package can import it.
+
+    The name carries a hash of the content: Spark refuses a file name it has seen with other bytes,
+    and two checkouts (or versions) running audits at once must not overwrite each other's zip.
+    """
     import mqtool
 
     src = Path(mqtool.__file__).parent
-    out = _workdir() / "mqtool-pyfiles.zip"
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for p in sorted(src.rglob("*")):
             if p.suffix in (".py", ".json") and "__pycache__" not in p.parts:
-                z.write(p, Path("mqtool") / p.relative_to(src))
+                info = zipfile.ZipInfo(str(Path("mqtool") / p.relative_to(src)), date_time=(1980, 1, 1, 0, 0, 0))
+                z.writestr(info, p.read_bytes(), zipfile.ZIP_DEFLATED)
+    data = buf.getvalue()
+    out = _workdir() / f"mqtool-pyfiles-{hashlib.sha256(data).hexdigest()[:16]}.zip"
+    if not out.exists():
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, out)
     return str(out)
 
 

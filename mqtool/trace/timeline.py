@@ -14,7 +14,7 @@ becomes one or more stages by what it is (its `role`):
 | `half` / `half_copy` | `RMQ_SYS_TRANS_HALF_TOPIC` (§7.2, §7.5) | `parked`; `put_back` per check (or immunity re-put) |
 | `commit` / `rollback` | transaction type COMMIT / ROLLBACK (§7.3) | `committed` (+ consumers) / `rolled_back` |
 | `op` | op record naming a half queue offset (§7.4) | `op`, or `rolled_back` when no COMMIT record exists |
-| `discard` | `TRANS_CHECK_MAX_TIME_TOPIC` | `discarded` |
+| `discard` | `RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC` | `discarded` |
 | `delivered` | the re-put in REAL_TOPIC by the schedule or timer service | `delivered` (+ consumers) |
 | `retry` / `dlq` | `%RETRY%group` / `%DLQ%group` | `retry` / `dead_lettered` (+ consumers) |
 
@@ -53,6 +53,7 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.rules.transaction import check_immunity_time
 from mqtool.store.store import (
     Store,
 )
@@ -347,8 +348,8 @@ class Timeline:
         self.st.state = "pending"
 
     def _immunity_ms(self, rec: MessageRecord) -> int:
-        imm = _int(rec.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS))
-        return imm * 1000 if imm is not None else self.cfg.transaction_timeout
+        return check_immunity_time(rec.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
+                                   self.cfg.transaction_timeout)
 
     def _on_half_copy(self, rec: MessageRecord) -> None:
         p = rec.properties

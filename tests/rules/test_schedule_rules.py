@@ -1,0 +1,68 @@
+"""`mqtool.rules.schedule` against values worked out by hand from ScheduleMessageService / CommitLog."""
+
+import pytest
+
+from mqtool.rules.schedule import (
+    compute_deliver_timestamp,
+    correct_delay_offset,
+    correct_deliver_timestamp,
+    delay_level,
+    offset_after_failed_put,
+    schedule_tags_code,
+)
+
+# messageDelayLevel default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+LEVELS = [1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000, 420000, 480000, 540000,
+          600000, 1200000, 1800000, 3600000, 7200000]
+
+
+@pytest.mark.parametrize("stored, lo, hi, expected", [
+    (None, 0, 5, None),  # no stored offset: correctDelayOffset skips the level
+    (3, 0, 5, 3),  # inside
+    (0, 2, 5, 2),  # below the min (files deleted): the min
+    (9, 0, 5, 5),  # beyond the max: the max
+    (5, 0, 5, 5),  # at max: unchanged (max is one past the last unit)
+    (4, 6, 3, 3),  # min > max: both `if`s test the stored value, the second (max) wins
+    (7, 6, 3, 3),
+])
+def test_correct_delay_offset(stored, lo, hi, expected):
+    assert correct_delay_offset(stored, lo, hi) == expected
+
+
+def test_compute_deliver_timestamp_level_delay_or_one_second():
+    assert compute_deliver_timestamp(3, 1_700_000_000_000, LEVELS) == 1_700_000_010_000
+    assert compute_deliver_timestamp(18, 100, LEVELS) == 7_200_100
+    # a level missing from delayLevelTable: storeTimestamp + 1000
+    assert compute_deliver_timestamp(19, 100, LEVELS) == 1100
+    assert compute_deliver_timestamp(0, 100, LEVELS) == 1100
+
+
+@pytest.mark.parametrize("delay, expected", [
+    ("3", 3), ("+3", 3), ("25", 18),  # clamped down to the max level
+    ("0", 0), ("-2", -2),  # not clamped up
+    (None, None), ("", None), (" 3", None), ("3 ", None), ("1_0", None), ("abc", None),
+    ("2147483648", None),  # beyond Integer.MAX_VALUE: parseInt throws
+])
+def test_delay_level_as_integer_parse_int_reads_it(delay, expected):
+    assert delay_level(delay, 18) == expected
+
+
+def test_schedule_tags_code():
+    assert schedule_tags_code("2", 1000, LEVELS) == 6000
+    assert schedule_tags_code("99", 1000, LEVELS) == 1000 + 7_200_000  # level 18
+    assert schedule_tags_code("0", 1000, LEVELS) is None  # no deliver time: the TAGS hash stays
+    assert schedule_tags_code(None, 1000, LEVELS) is None
+
+
+def test_correct_deliver_timestamp():
+    # level 2 (5 s): a deliver time up to now + 5000 stands
+    assert correct_deliver_timestamp(10_000, 15_000, 5000) == 15_000
+    assert correct_deliver_timestamp(10_000, 9_000, 5000) == 9_000  # overdue: unchanged
+    # too far in the future (clock moved back an hour): treated as now, delivered at once
+    assert correct_deliver_timestamp(10_000, 15_001, 5000) == 10_000
+    assert correct_deliver_timestamp(10_000, 3_600_000 + 10_000, 5000) == 10_000
+
+
+def test_failed_put_skips_in_5_3_and_retries_in_4_9():
+    assert offset_after_failed_put(7, v4=False) == 8
+    assert offset_after_failed_put(7, v4=True) == 7

@@ -1,0 +1,110 @@
+"""`mqtool.rules.timer` against values worked out by hand from TimerMessageStore.doEnqueue/dequeue."""
+
+from operator import itemgetter
+
+import pytest
+
+from mqtool.rules.timer import (
+    END,
+    FIRST,
+    LOOP,
+    MISSING,
+    build_delete_key,
+    dequeue_order,
+    do_enqueue,
+    is_cancel_request,
+    is_deleted,
+    need_delete,
+    need_roll,
+    slot_num_delta,
+    walk_chain,
+)
+
+P = 1000  # timerPrecisionMs
+W = 172800  # timerRollWindowSlot default: 2 days of slots
+T0 = 1_790_000_000_000  # a write time (on the precision grid)
+
+
+def test_magic_bits():
+    assert [need_roll(m) for m in (1, 3, 5, 7)] == [False, True, False, True]
+    assert [need_delete(m) for m in (1, 3, 5, 7)] == [False, False, True, True]
+    # a rolled cancel is re-put to the timer topic, not read as a cancel request
+    assert [is_cancel_request(m) for m in (1, 3, 5, 7)] == [False, False, True, False]
+    # doEnqueue decrements num for any unit of a TIMER_DEL_UNIQKEY record, rolled or not
+    assert [slot_num_delta(m) for m in (1, 3, 5, 7)] == [1, 1, -1, -1]
+
+
+@pytest.mark.parametrize("ahead_ms, slot_ahead_ms, magic", [
+    (0, 0, 1),
+    (W * P - 1000, W * P - 1000, 1),  # one slot short of the window: parked in its own slot
+    (W * P, W // 2 * P, 3),  # exactly the window: roll; rest 0 < window/3 -> write + window/2 (1 day)
+    (W * P + 57_599_000, W // 2 * P, 3),  # rest 57599 s < 57600 s (window/3): still window/2
+    (W * P + 57_600_000, W * P, 3),  # rest = window/3: write + window (2 days)
+    (3 * 86_400_000, W * P, 3),  # a 3-day timer: rest 1 day >= window/3 -> 2 days
+])
+def test_do_enqueue_roll(ahead_ms, slot_ahead_ms, magic):
+    assert do_enqueue(T0 + ahead_ms, T0, W, P) == (T0 + slot_ahead_ms, magic)
+
+
+def test_do_enqueue_delete_and_small_window():
+    assert do_enqueue(T0 + 5000, T0, W, P, delete=True) == (T0 + 5000, 5)
+    assert do_enqueue(T0 + 4 * 86_400_000, T0, W, P, delete=True) == (T0 + W * P, 7)
+    # window of 10 slots at precision 500: roll at >= 5000 ms; 10 // 3 = 3 slots, 10 // 2 = 5 slots
+    assert do_enqueue(T0 + 6000, T0, 10, 500) == (T0 + 2500, 3)  # rest 1000 < 1500
+    assert do_enqueue(T0 + 6500, T0, 10, 500) == (T0 + 5000, 3)  # rest 1500, not < 1500
+
+
+# a slot of four units appended at 0, 52, 104, 156: (prevPos, magic)
+UNITS = {0: (-1, 1), 52: (0, 5), 104: (52, 1), 156: (104, 3)}
+
+
+def test_walk_chain_to_the_end():
+    w = walk_chain(156, UNITS.get, itemgetter(0))
+    assert [p for p, _ in w.units] == [156, 104, 52, 0]
+    assert (w.stop, w.stop_pos, w.broken) == (END, -1, False)
+
+
+def test_walk_chain_stops_at_first_pos_when_asked():
+    w = walk_chain(156, UNITS.get, itemgetter(0), stop_at=52)
+    assert [p for p, _ in w.units] == [156, 104, 52] and (w.stop, w.stop_pos, w.broken) == (FIRST, 52, False)
+
+
+def test_walk_chain_broken_prev_pos():
+    units = {**UNITS, 104: (3000, 1)}  # a prevPos pointing where no unit is written
+    w = walk_chain(156, units.get, itemgetter(0))
+    assert [p for p, _ in w.units] == [156, 104] and (w.stop, w.stop_pos, w.broken) == (MISSING, 3000, True)
+    # lastPos itself unreadable: nothing walked
+    w = walk_chain(208, UNITS.get, itemgetter(0))
+    assert w.units == [] and (w.stop, w.stop_pos) == (MISSING, 208)
+
+
+def test_walk_chain_loop_ends_at_the_first_repeat():
+    units = {**UNITS, 52: (156, 5)}  # 156 -> 104 -> 52 -> 156 again
+    w = walk_chain(156, units.get, itemgetter(0))
+    assert [p for p, _ in w.units] == [156, 104, 52] and (w.stop, w.stop_pos, w.broken) == (LOOP, 156, True)
+
+
+def test_empty_slot():
+    w = walk_chain(-1, UNITS.get, itemgetter(0))
+    assert w.units == [] and w.stop == END
+
+
+def test_dequeue_order_cancels_first_then_oldest_first():
+    walked = walk_chain(156, UNITS.get, itemgetter(0)).units
+    cancels, normal = dequeue_order(walked, itemgetter(1))
+    assert [p for p, _ in cancels] == [52]
+    assert [p for p, _ in normal] == [0, 104, 156]  # the rolled unit (magic 3) is a normal one
+
+
+def test_is_deleted_by_version():
+    keys = {"AC11000100002A9F0000000000000001"}
+    k = "AC11000100002A9F0000000000000001"
+    assert is_deleted(k, "TopicT", keys)  # 5.3.1: bare UNIQ_KEY
+    assert not is_deleted(k, "TopicT", keys, topic_key=True)
+    topic_keys = {build_delete_key("TopicT", k)}
+    assert topic_keys == {"TopicT+" + k}
+    assert not is_deleted(k, "TopicT", topic_keys)
+    assert is_deleted(k, "TopicT", topic_keys, topic_key=True)
+    assert is_deleted(k, "TopicT", topic_keys, topic_key=None) and is_deleted(k, "TopicT", keys, topic_key=None)
+    assert not is_deleted(k, "OtherTopic", topic_keys, topic_key=None)
+    assert not is_deleted(None, "TopicT", keys) and not is_deleted(k, "TopicT", set())

@@ -1,0 +1,122 @@
+"""`mqtool.rules.transaction` against values worked out by hand from TransactionalMessageServiceImpl."""
+
+import pytest
+
+from mqtool.rules.transaction import (
+    NEW_ARRIVED,
+    PUT_BACK,
+    CheckPrediction,
+    check_immunity_time,
+    get_int,
+    get_long,
+    immunity,
+    is_need_check,
+    need_discard,
+    need_skip,
+    predict_checks,
+)
+
+MAX = 15  # transactionCheckMax
+TIMEOUT = 6000  # transactionTimeOut
+H72 = 72 * 3600 * 1000  # fileReservedTime 72 h in ms
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("15", 15), ("-3", -3), ("+7", 7), (None, -1), ("", -1), (" 1", -1), ("1_0", -1), ("x", -1),
+    ("2147483647", 2147483647), ("2147483648", -1),  # Integer.parseInt overflows
+])
+def test_get_int(text, expected):
+    assert get_int(text) == expected
+
+
+def test_get_long_takes_what_get_int_refuses():
+    assert get_long("2147483648") == 2147483648 and get_long("9223372036854775808") == -1
+
+
+@pytest.mark.parametrize("times, expected", [
+    (None, (False, 1)),  # first check: the property becomes 1
+    ("0", (False, 1)),
+    ("14", (False, 15)),  # one below the max: incremented to the max, not discarded yet
+    ("15", (True, None)),  # at the limit: discarded, property left as is
+    ("99", (True, None)),
+    ("abc", (False, 0)),  # getInt -1, incremented to 0
+    ("99999999999", (False, 0)),  # beyond int: getInt -1 too
+])
+def test_need_discard(times, expected):
+    assert need_discard(times, MAX) == expected
+
+
+def test_need_skip_strictly_older_than_file_reserved_time():
+    assert not need_skip(H72, 0, 72)
+    assert need_skip(H72 + 1, 0, 72)
+
+
+@pytest.mark.parametrize("text, expected", [
+    (None, TIMEOUT), ("60", 60_000), ("0", 0), ("-5", -5000), ("soon", TIMEOUT), ("-1", TIMEOUT),
+])
+def test_check_immunity_time(text, expected):
+    # -1 (what getLong returns for garbage) is taken as "unparsable" even when written as "-1"
+    assert check_immunity_time(text, TIMEOUT) == expected
+
+
+def test_immunity():
+    assert immunity(59_999, 60_000, True) == PUT_BACK
+    assert immunity(60_000, 60_000, True) is None  # no longer immune: go on to isNeedCheck
+    assert immunity(-10, 60_000, True) == PUT_BACK  # born in the future, still "< immunity"
+    assert immunity(0, 6000, False) == NEW_ARRIVED
+    assert immunity(5999, 6000, False) == NEW_ARRIVED
+    assert immunity(6000, 6000, False) is None
+    assert immunity(-1, 6000, False) is None  # negative age: not "new arrived"; isNeedCheck catches it
+
+
+def test_is_need_check():
+    start = 1_000_000
+    # no op records read: strictly older than the immunity
+    assert not is_need_check(6000, 6000, None, start, TIMEOUT)
+    assert is_need_check(6001, 6000, None, start, TIMEOUT)
+    # op records read: only when the newest was born more than transactionTimeOut after the round start
+    assert not is_need_check(10**9, 6000, start + 6000, start, TIMEOUT)
+    assert is_need_check(0, 6000, start + 6001, start, TIMEOUT)
+    # born in the future
+    assert is_need_check(-1, 6000, start, start, TIMEOUT)
+    assert not is_need_check(0, 6000, start, start, TIMEOUT)
+
+
+def test_predict_fresh_half():
+    # born 0, now 1000, rounds every 30 s from 31000: the first round checks (age 31000 > 6000);
+    # checks 1..15 in rounds 1..15, the 15th copy (times 15) is discarded in round 15 (t = 451000)
+    p = predict_checks(None, 0, TIMEOUT, False, 1000, 30000, MAX, 72)
+    assert p == CheckPrediction(31000, 451000, 15, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+
+
+def test_predict_at_the_limit_and_one_below():
+    p = predict_checks("15", 0, TIMEOUT, False, 1000, 30000, MAX, 72)
+    assert p == CheckPrediction(None, 31000, 0, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    p = predict_checks("14", 0, TIMEOUT, False, 1000, 30000, MAX, 72)
+    assert p == CheckPrediction(31000, 31000, 1, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+
+
+def test_predict_new_arrived_waits_a_round():
+    # transactionTimeOut 60000, no immunity property, born at 20000: the rounds at 31000 (age 11000)
+    # and 61000 (age 41000) stop at it ("new arrived"), the round at 91000 (age 71000) checks it
+    p = predict_checks(None, 20000, 60000, False, 1000, 30000, MAX, 72)
+    assert p.next_check_ms == 91000 and p.checks_before_discard == 15
+    assert p.discard_ms == 91000 + 14 * 30000
+
+
+def test_predict_immunity_property_puts_back_without_checks():
+    # CHECK_IMMUNITY_TIME_IN_SECONDS=100: immune until born + 100000; put backs count too
+    p = predict_checks(None, 0, 100_000, True, 1000, 30000, MAX, 72)
+    # rounds 31000, 61000, 91000 put back (times 1..3), 121000 is the first check (times 4)
+    assert p.next_check_ms == 121000 and p.checks_before_discard == 12
+    assert p.discard_ms == 121000 + 11 * 30000
+
+
+def test_predict_file_reserved_time():
+    p = predict_checks("3", 0, TIMEOUT, False, H72 - 1000, 30000, MAX, 72)
+    assert p == CheckPrediction(None, H72 + 29000, 0, "older than fileReservedTime")
+
+
+def test_predict_never_discarded_within_the_rounds():
+    p = predict_checks(None, 0, TIMEOUT, False, 0, 30000, 10**6, 10**6, max_rounds=3)
+    assert p == CheckPrediction(30000, None, 3, None)
