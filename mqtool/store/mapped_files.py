@@ -112,6 +112,34 @@ def map_file(path: Path) -> Iterator[memoryview | bytes]:
                 pass
 
 
+class FileMaps:
+    """Read-only mappings opened on first use and kept until `close`: for random access across a
+    queue's files (a timer chain walk, CommitLog lookups by offset) without reopening a file per read."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple] = {}
+
+    def get(self, path: Path | str) -> mmap.mmap | bytes:
+        """The mapping of a file (empty bytes for an empty file)."""
+        key = str(path)
+        entry = self._open.get(key)
+        if entry is None:
+            cm = map_file(Path(path))
+            entry = self._open[key] = (cm, cm.__enter__())
+        return entry[1]
+
+    def close(self) -> None:
+        for cm, _buf in self._open.values():
+            cm.__exit__(None, None, None)
+        self._open.clear()
+
+    def __enter__(self) -> "FileMaps":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def read_at(path: Path, pos: int, n: int) -> bytes:
     """n bytes of a file from pos (fewer at its end), read without mapping the whole file."""
     with open(path, "rb") as fh:
