@@ -9,7 +9,7 @@ import numpy as np
 
 from mqtool.formats.consumequeue import CQ_UNIT, CQ_UNIT_SIZE, is_empty_unit
 from mqtool.store import fastscan
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue, read_at
 
 
@@ -33,12 +33,15 @@ class ConsumeQueue:
     _max: int | None = field(default=None, repr=False)
 
     @classmethod
-    def open(cls, root: Path, topic: str, queue_id: int, configured_size: int | None = None) -> "ConsumeQueue":
+    def open(cls, root: Path, topic: str, queue_id: int, configured_size: int | None = None,
+             findings: Findings | None = None) -> "ConsumeQueue":
+        """`findings` (the queue's accumulator, `queue.findings`) receives what listing the files finds."""
         d = root / "consumequeue" / topic / str(queue_id)
-        return cls(root, topic, queue_id, open_queue(d, configured_size, "consumequeue", root))
+        return cls(root, topic, queue_id, open_queue(d, configured_size, "consumequeue", root, findings))
 
     @property
     def findings(self) -> list[Finding]:
+        """The listing's findings, with this queue's topic and id."""
         return [Finding(f.file, f.offset, f.check, f.severity, f.message, self.topic, self.queue_id)
                 for f in self.queue.findings]
 

@@ -17,7 +17,7 @@ from mqtool.formats.timerlog import (
 )
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index
 from mqtool.store import fastscan
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue, read_at
 
 
@@ -71,8 +71,9 @@ class TimerLog:
     queue: MappedFileQueue
 
     @classmethod
-    def open(cls, root: Path, configured_size: int | None = None) -> "TimerLog":
-        return cls(root, open_queue(root / "timerlog", configured_size, "timerlog", root))
+    def open(cls, root: Path, configured_size: int | None = None, findings: Findings | None = None) -> "TimerLog":
+        """`findings` (the queue's accumulator, `queue.findings`) receives what listing the files finds."""
+        return cls(root, open_queue(root / "timerlog", configured_size, "timerlog", root, findings))
 
     @property
     def findings(self) -> list[Finding]:
