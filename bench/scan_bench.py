@@ -52,7 +52,9 @@ def make_store(root: Path, mib: float, file_mib: float, fixed_mib: float) -> dic
     info = json.loads(out.stdout)
     rng = np.random.default_rng(1)
     # ConsumeQueue: one queue, standard 6,000,000-byte files (300,000 units), the last one partly written
-    from mqtool.store.fastscan import CQ_DTYPE, SLOT_DTYPE, TIMERLOG_DTYPE
+    from mqtool.formats.consumequeue import CQ_DTYPE
+    from mqtool.formats.timerlog import TIMERLOG_DTYPE, timerlog_blank
+    from mqtool.formats.timerwheel import SLOT_DTYPE
 
     cq_dir = root / "consumequeue/BenchTopic/0"
     cq_dir.mkdir(parents=True)
@@ -83,17 +85,14 @@ def make_store(root: Path, mib: float, file_mib: float, fixed_mib: float) -> dic
     for i, lo in enumerate(range(0, n_tl, per_tl)):
         part = tl[lo : lo + per_tl].tobytes()
         if lo + per_tl < n_tl:
-            from mqtool.formats.timerlog import TIMERLOG_BLANK_MAGIC
-
-            part += np.array([(file_size - len(part), 0, TIMERLOG_BLANK_MAGIC)],
-                             [("r", ">i4"), ("z", ">i8"), ("m", ">i4")]).tobytes()
+            part += timerlog_blank.build({"remaining": file_size - len(part), "zero": 0})
         (tl_dir / f"{i * file_size:020d}").write_bytes(part.ljust(file_size, b"\0"))
     # TimerWheel: 2 x 604800 slots, a third of them written
     slots = np.zeros(2 * 604800, SLOT_DTYPE)
     used = rng.random(len(slots)) < 0.33
-    slots["time"][used] = 1_700_000_000 + np.flatnonzero(used)
-    slots["first"][used] = 52 * np.flatnonzero(used)
-    slots["last"][used] = slots["first"][used] + 52
+    slots["time_units"][used] = 1_700_000_000 + np.flatnonzero(used)
+    slots["first_pos"][used] = 52 * np.flatnonzero(used)
+    slots["last_pos"][used] = slots["first_pos"][used] + 52
     slots["num"][used] = 2
     (root / "timerwheel").write_bytes(slots.tobytes())
     (root / "config").mkdir()
@@ -197,7 +196,7 @@ def mq_timerwheel(root: Path):
 
     with open(root / "timerwheel", "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         slots = fastscan.timerwheel_slots(mm)
-        used = slots["time"] != 0
+        used = slots["time_units"] != 0
         n = int(used.sum())
         int(slots["num"][used].sum())
         del slots

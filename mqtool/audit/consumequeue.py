@@ -40,7 +40,7 @@ def read_units(buf) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     written = np.ones(n, bool)
     total = len(buf) // CQ_UNIT_SIZE
     if ended and n + 1 < total and np.any(fastscan.as_array(buf)[(n + 1) * CQ_UNIT_SIZE:total * CQ_UNIT_SIZE]):
-        rest = np.frombuffer(buf, fastscan.CQ_DTYPE, count=total - n, offset=n * CQ_UNIT_SIZE)
+        rest = fastscan.cq_view(buf, n * CQ_UNIT_SIZE)[: total - n]
         more = [rest[k].astype(np.int64) for k in ("commitlog_offset", "size", "tags_code")]
         del rest
         w = (more[0] != 0) | (more[1] != 0) | (more[2] != 0)

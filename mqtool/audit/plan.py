@@ -21,6 +21,7 @@ from mqtool.store.errors import StoreError
 from mqtool.store.findings import Finding
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue
 from mqtool.store.store import Store
+from mqtool.store.timer import wheel_path, wheel_slot_count
 
 DEFAULT_SPLIT_BYTES = 256 << 20
 
@@ -172,11 +173,9 @@ def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
         plan.timerlog_files = len(tl.files)
         for f in tl.files:
             tasks.append(TimerLogTask(len(tasks), r, str(f.path), str(f.path.relative_to(root)), f.start, last_read))
-    wheel = root / "timerwheel"
-    if not wheel.is_file() and (root / "timerwheel.gz").is_file():
-        wheel = root / "timerwheel.gz"
-    if wheel.is_file():
-        slots = _wheel_slots(wheel)
+    wheel = wheel_path(root)
+    if wheel is not None:
+        slots = wheel_slot_count(wheel)
         step = -(-slots // max(1, wheel_tasks)) if slots else 1
         for b in range(0, slots, step):
             tasks.append(WheelTask(len(tasks), r, str(wheel), b, min(slots, b + step), st.config.timer_precision_ms,
@@ -206,14 +205,6 @@ def commitlog_slices(root: Path | str, split_bytes: int = DEFAULT_SPLIT_BYTES, c
             out.append(CommitLogSlice(len(out), r, str(f.path), str(f.path.relative_to(root)), f.start, begin, end,
                                       i + 1 == len(cuts), n + 1 == len(cl.files)))
     return out
-
-
-def _wheel_slots(path: Path) -> int:
-    if path.suffix == ".gz":
-        with open(path, "rb") as fh:  # gzip's trailer: ISIZE, the plain length mod 2**32 (the wheel: 38 MB)
-            fh.seek(-4, 2)
-            return int.from_bytes(fh.read(4), "little") // fastscan.SLOT_DTYPE.itemsize
-    return path.stat().st_size // fastscan.SLOT_DTYPE.itemsize
 
 
 def _cuts(path: Path, file_start: int, length: int, split: int, cq_files) -> list[int]:

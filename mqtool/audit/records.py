@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mqtool.store import fastscan
-from mqtool.store.mapped_files import MappedFileQueue
+from mqtool.store.mapped_files import FileMaps, MappedFileQueue
 from mqtool.store.store import Store
 
 
@@ -69,16 +69,13 @@ class CommitLogRecords:
     def __init__(self, root: str):
         self.queue = commitlog_queue(root)
         self.starts = [f.start for f in self.queue.files]
-        self._maps: dict[int, tuple] = {}
+        self._maps = FileMaps()
+        self._arrays: dict[int, np.ndarray] = {}
         self._topics: dict[bytes, str] = {}
 
     def close(self) -> None:
-        while self._maps:
-            fh, mm, a = self._maps.popitem()[1]
-            del a  # the array view must go before its mapping closes
-            if mm is not None:
-                mm.close()
-            fh.close()
+        self._arrays.clear()  # the array views must go before their mappings close
+        self._maps.close()
 
     def __enter__(self) -> "CommitLogRecords":
         return self
@@ -87,15 +84,10 @@ class CommitLogRecords:
         self.close()
 
     def _array(self, i: int) -> np.ndarray:
-        m = self._maps.get(i)
-        if m is None:
-            import mmap
-
-            fh = open(self.queue.files[i].path, "rb")
-            size = fh.seek(0, 2)
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-            m = self._maps[i] = (fh, mm, fastscan.as_array(mm if mm is not None else b""))
-        return m[2]
+        a = self._arrays.get(i)
+        if a is None:
+            a = self._arrays[i] = fastscan.as_array(self._maps.get(self.queue.files[i].path))
+        return a
 
     def get(self, offset: int) -> Record | str:
         i = bisect_right(self.starts, offset) - 1

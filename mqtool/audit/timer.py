@@ -11,8 +11,6 @@
   the TimerLog's end.
 """
 
-import gzip
-import mmap
 from operator import itemgetter
 
 import numpy as np
@@ -25,10 +23,10 @@ from mqtool.formats.timerwheel import SLOT_SIZE
 from mqtool.rules.timer import END, LOOP, MISSING, slot_num_delta, walk_chain
 from mqtool.store import fastscan
 from mqtool.store.findings import Finding
-from mqtool.store.mapped_files import map_file, read_at
+from mqtool.store.mapped_files import FileMaps, map_file
+from mqtool.store.timer import read_wheel_slots
 
 CHECK = "timer"
-_UNIT_FIELDS = ("prev_pos", "magic", "curr_write_time_ms", "delayed_time_delta", "offset_py", "size_py")
 
 
 def check_timerlog_file(task: TimerLogTask) -> dict:
@@ -65,29 +63,19 @@ def check_timerlog_file(task: TimerLogTask) -> dict:
             "units": units, "pending_units": pending, "end": task.file_start + end, "findings": findings}
 
 
-def _load_slots(path: str, begin: int, end: int) -> np.ndarray:
-    if path.endswith(".gz"):
-        with gzip.open(path) as fh:
-            fh.seek(begin * SLOT_SIZE)
-            data = fh.read((end - begin) * SLOT_SIZE)
-    else:
-        data = read_at(path, begin * SLOT_SIZE, (end - begin) * SLOT_SIZE)
-    return fastscan.timerwheel_slots(data)
-
-
 def check_wheel(task: WheelTask) -> dict:
     findings: list[Finding] = []
-    slots = _load_slots(task.path, task.slot_begin, task.slot_end)
-    written = np.nonzero(slots["time"] != 0)[0]
+    slots = read_wheel_slots(task.path, task.slot_begin, task.slot_end)
+    written = np.nonzero(slots["time_units"] != 0)[0]
     tl = timerlog_queue(task.root)
     rel = "timerwheel.gz" if task.path.endswith(".gz") else "timerwheel"
     checked = broken = units_total = 0
-    maps: dict[int, object] = {}
+    maps = FileMaps()
     pending_by_time: dict[int, int] = {}
     try:
         for i in written.tolist():
             s = slots[i]
-            t_units, first, last, num = int(s["time"]), int(s["first"]), int(s["last"]), int(s["num"])
+            t_units, first, last, num = int(s["time_units"]), int(s["first_pos"]), int(s["last_pos"]), int(s["num"])
             time_ms = t_units * task.precision_ms
             slot = task.slot_begin + i
             live = time_ms >= task.last_read_time_ms
@@ -105,9 +93,7 @@ def check_wheel(task: WheelTask) -> dict:
                 findings.append(Finding(rel, slot * SLOT_SIZE, CHECK, sev,
                                         f"wheel slot {slot} (time {time_ms}, {state}): " + "; ".join(problems)))
     finally:
-        for mm in maps.values():
-            if mm is not None:
-                mm.close()
+        maps.close()
     return {"kind": "wheel", "index": task.index, "slots": checked, "broken": broken, "chain_units": units_total,
             "pending_by_time": pending_by_time, "findings": findings}
 
@@ -134,28 +120,17 @@ def _walk(tl, maps, first: int, last: int, t_units: int, precision: int):
     return problems, count, len(w.units)
 
 
-def _read_unit(tl, maps: dict, pos: int) -> tuple | None:
+def _read_unit(tl, maps: FileMaps, pos: int) -> tuple | None:
     """The fields of the TimerLog unit at a global offset (files mapped once into `maps`), or None."""
     f = tl.file_for(pos)
-    if f is None:
-        return None
-    if f.start not in maps:
-        with open(f.path, "rb") as fh:
-            maps[f.start] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if fh.seek(0, 2) else None
-    return _unit_at(maps[f.start], pos - f.start)
+    return None if f is None else _unit_at(maps.get(f.path), pos - f.start)
 
 
 def _unit_at(buf, p: int) -> tuple | None:
-    """The fields of the TimerLog unit at file position p (`fastscan.TIMERLOG_DTYPE`), None if none is written."""
-    if buf is None or p < 0 or p + TIMERLOG_UNIT_SIZE > len(buf):
-        return None
-    u = np.frombuffer(buf, fastscan.TIMERLOG_DTYPE, count=1, offset=p)
-    try:
-        if int(u["size"][0]) != TIMERLOG_UNIT_SIZE:
-            return None
-        return tuple(int(u[k][0]) for k in _UNIT_FIELDS)
-    finally:
-        del u
+    """(prev_pos, magic, curr_write_time_ms, delayed_time_delta, offset_py, size_py) of the TimerLog
+    unit at file position p (`fastscan.timerlog_unit_at`), None if none is written."""
+    u = fastscan.timerlog_unit_at(buf, p)
+    return None if u is None else u[1:7]
 
 
 def cursor_findings(timercheck: dict | None, timer_queue_max: int | None, timerlog_end: int | None) -> list[Finding]:

@@ -23,6 +23,7 @@ from construct import (
     this,
 )
 
+from mqtool.formats import layout
 from mqtool.formats.adapters import host_bytes, ipv4_host, ipv6_host
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.text import JavaUtf8, utf8
@@ -33,13 +34,11 @@ MESSAGE_MAGIC_CODE_V2 = -626843477  # 0xDAA320AB, V2: 2-byte topic length
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194, end-of-file filler
 BLANK_SIZE = 8  # TOTALSIZE + MAGICCODE of the filler
 
-# ===== §2.10 fixed part of a record: every field but the hosts, body, topic and properties =====
-FIXED_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4 + 8 + 4 + 2
 
 
 def host_size(v6: bool) -> int:
     """Stored bytes of a host: 4 or 16 address bytes plus a 4-byte port."""
-    return 20 if v6 else 8
+    return HOST_SIZE_V6 if v6 else HOST_SIZE_V4
 
 
 def computed_size(sys_flag: int, body_len: int, topic_len: int, props_len: int, v2: bool) -> int:
@@ -95,6 +94,29 @@ commitlog_record = Struct(
         default=Error,
     ),
 )
+
+
+# ===== fixed-width runs for the fast readers (`decode_message`, the numba kernel), derived above =====
+def _runs() -> tuple[list[list[layout.Field]], layout.Field]:
+    """The fixed runs of a V1 message and V2's topic length: the versions differ only there."""
+    v1, v2 = layout.runs(message_v1), layout.runs(message_v2)
+    assert v1[:3] + v1[4:] == v2[:3] + v2[4:] and v1[3][0].name == v2[3][0].name == "topic_length"
+    return v1, v2[3][0]
+
+
+_RUNS, TOPIC_LENGTH_V2 = _runs()
+_LEAD = layout.prefix(commitlog_record)  # TOTALSIZE, MAGICCODE
+HEADER = _LEAD + layout.shift(_RUNS[0], layout.size(_LEAD))  # TOTALSIZE .. BORNTIMESTAMP, before the hosts
+AFTER_BORN_HOST = _RUNS[1]  # STORETIMESTAMP
+AFTER_STORE_HOST = _RUNS[2]  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
+TOPIC_LENGTH_V1 = _RUNS[3][0]
+PROPERTIES_LENGTH = _RUNS[4][0]
+HOST_SIZE_V4, HOST_SIZE_V6 = ipv4_host.sizeof(), ipv6_host.sizeof()
+HOST_PORT = layout.runs(ipv4_host.subcon)[-1][0]  # after the 4 or 16 address bytes
+HOST_PORT_SIZE = HOST_PORT.size
+
+# §2.10: every field but the hosts, body, topic length, topic and properties
+FIXED_SIZE = layout.size(HEADER) + layout.size(AFTER_BORN_HOST) + layout.size(AFTER_STORE_HOST) + PROPERTIES_LENGTH.size
 
 
 # ===== §2.8 body CRC, §2.4 msgId =====

@@ -2,13 +2,17 @@
 
 from construct import Int32sb, Int64sb, Struct
 
-CQ_UNIT_SIZE = 20
+from mqtool.formats import layout
 
 consumequeue_unit = Struct(
     "commitlog_offset" / Int64sb,
     "size" / Int32sb,
     "tags_code" / Int64sb,  # String.hashCode() of TAGS; deliver time for SCHEDULE_TOPIC_XXXX
 )
+
+CQ_UNIT_SIZE = consumequeue_unit.sizeof()  # 20
+CQ_DTYPE = layout.dtype(consumequeue_unit)  # the numpy view of a file's units
+CQ_UNIT = layout.struct_format(consumequeue_unit)  # one unit by `struct`
 
 
 def is_empty_unit(offset: int, size: int, tags_code: int) -> bool:

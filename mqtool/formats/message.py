@@ -1,21 +1,33 @@
 """A decoded CommitLog message, and the fast decoder that the scans use.
 
 `decode_message` reads the same fields as `commitlog.commitlog_record` with `struct` (several times
-faster); `tests/formats/test_message.py` proves both give equal values on every oracle record.
+faster), its fixed-width runs derived from that definition (`formats/layout.py`);
+`tests/formats/test_commitlog_oracle.py` and `test_commitlog_roundtrip.py` prove both give equal values.
 """
 
 import ipaddress
-import struct
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from mqtool.errors import MqtoolError
+from mqtool.formats import layout
 from mqtool.formats.commitlog import (
+    AFTER_BORN_HOST,
+    AFTER_STORE_HOST,
     BLANK_MAGIC_CODE,
+    HEADER,
+    HOST_PORT,
+    HOST_PORT_SIZE,
+    HOST_SIZE_V4,
+    HOST_SIZE_V6,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    PROPERTIES_LENGTH,
+    TOPIC_LENGTH_V1,
+    TOPIC_LENGTH_V2,
     body_crc,
     computed_size,
+    host_size,
     offset_msg_id,
 )
 from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -113,18 +125,22 @@ class MessageRecord:
         return self.physical_offset + self.total_size
 
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_I16 = struct.Struct(">h")
-_B8 = struct.Struct(">b")
+# `struct` readers of the record's fixed-width runs, derived from `commitlog_record` (formats/layout.py)
+_HEAD = layout.struct_format(HEADER)  # TOTALSIZE .. BORNTIMESTAMP
+_STORE_TS = layout.struct_format(AFTER_BORN_HOST)
+_TAIL = layout.struct_format(AFTER_STORE_HOST)  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
+_TOPIC_LEN = {MESSAGE_MAGIC_CODE: layout.struct_format([TOPIC_LENGTH_V1]),
+              MESSAGE_MAGIC_CODE_V2: layout.struct_format([TOPIC_LENGTH_V2])}
+_PROPS_LEN = layout.struct_format([PROPERTIES_LENGTH])
+_LEAD = layout.struct_format(HEADER[:2])  # TOTALSIZE, MAGICCODE
+_PORT = layout.struct_format([HOST_PORT])
 
 
 def _host(buf, pos: int, v6: bool) -> tuple[str, int]:
-    n = 16 if v6 else 4
+    n = (HOST_SIZE_V6 if v6 else HOST_SIZE_V4) - HOST_PORT_SIZE
     ip = ipaddress.ip_address(bytes(buf[pos : pos + n]))
-    port = _I32.unpack_from(buf, pos + n)[0]
-    return (f"[{ip}]:{port}" if v6 else f"{ip}:{port}"), pos + n + 4
+    port = _PORT.unpack_from(buf, pos + n)[0]
+    return (f"[{ip}]:{port}" if v6 else f"{ip}:{port}"), pos + n + HOST_PORT_SIZE
 
 
 def _need(buf, pos: int, n: int, what: str) -> None:
@@ -145,32 +161,26 @@ def decode_message(buf, pos: int, base_offset: int = 0) -> MessageRecord:
     if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
         raise RecordError(f"bad magic code 0x{magic & 0xFFFFFFFF:08X}")
     p = pos + _HEAD.size
-    _need(buf, p, (20 if sysflag & BORNHOST_V6 else 8) + 8 + (20 if sysflag & STOREHOST_V6 else 8), "header")
+    _need(buf, p, host_size(sysflag & BORNHOST_V6) + _STORE_TS.size + host_size(sysflag & STOREHOST_V6), "header")
     born_host, p = _host(buf, p, bool(sysflag & BORNHOST_V6))
-    store_ts = _I64.unpack_from(buf, p)[0]
-    store_host, p = _host(buf, p + 8, bool(sysflag & STOREHOST_V6))
-    _need(buf, p, 16, "header")
-    reconsume = _I32.unpack_from(buf, p)[0]
-    prepared = _I64.unpack_from(buf, p + 4)[0]
-    body_len = _I32.unpack_from(buf, p + 12)[0]
-    p += 16
+    (store_ts,) = _STORE_TS.unpack_from(buf, p)
+    store_host, p = _host(buf, p + _STORE_TS.size, bool(sysflag & STOREHOST_V6))
+    _need(buf, p, _TAIL.size, "header")
+    reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
+    p += _TAIL.size
     _need(buf, p, body_len, "body")
     body = bytes(buf[p : p + body_len])
     p += body_len
-    if magic == MESSAGE_MAGIC_CODE_V2:
-        _need(buf, p, 2, "topic length")
-        topic_len = _I16.unpack_from(buf, p)[0]
-        p += 2
-    else:
-        _need(buf, p, 1, "topic length")
-        topic_len = _B8.unpack_from(buf, p)[0]
-        p += 1
+    topic_length = _TOPIC_LEN[magic]
+    _need(buf, p, topic_length.size, "topic length")
+    (topic_len,) = topic_length.unpack_from(buf, p)
+    p += topic_length.size
     _need(buf, p, topic_len, "topic")
     topic = bytes(buf[p : p + topic_len]).decode("utf-8", "surrogateescape")
     p += topic_len
-    _need(buf, p, 2, "properties length")
-    props_len = _I16.unpack_from(buf, p)[0]
-    p += 2
+    _need(buf, p, _PROPS_LEN.size, "properties length")
+    (props_len,) = _PROPS_LEN.unpack_from(buf, p)
+    p += _PROPS_LEN.size
     _need(buf, p, props_len, "properties")
     props = bytes(buf[p : p + props_len]).decode("utf-8", "surrogateescape")
     return MessageRecord(
@@ -185,7 +195,7 @@ def peek_magic(buf, pos: int) -> tuple[int, int] | None:
     """(TOTALSIZE, MAGICCODE) at pos, or None when fewer than 8 bytes remain."""
     if pos + 8 > len(buf):
         return None
-    return struct.unpack_from(">ii", buf, pos)
+    return _LEAD.unpack_from(buf, pos)
 
 
 def record_from_container(c, physical_offset: int) -> MessageRecord:

@@ -2,8 +2,7 @@
 
 from construct import Const, Int32sb, Int64sb, Struct
 
-TIMERLOG_UNIT_SIZE = 52
-TIMERLOG_BLANK_SIZE = 16
+from mqtool.formats import layout
 
 MAGIC_DEFAULT = 1
 MAGIC_ROLL = 2
@@ -35,6 +34,12 @@ timerlog_blank = Struct(
     "zero" / Int64sb,
     "magic" / Const(TIMERLOG_BLANK_MAGIC, Int32sb),
 )
+
+TIMERLOG_UNIT_SIZE = timerlog_unit.sizeof()  # 52
+TIMERLOG_BLANK_SIZE = timerlog_blank.sizeof()  # 16
+TIMERLOG_DTYPE = layout.dtype(timerlog_unit)  # the numpy view of a file's units
+TIMERLOG_UNIT = layout.struct_format(timerlog_unit)  # one unit by `struct`
+TIMERLOG_BLANK = layout.struct_format(timerlog_blank)
 
 
 def unit_kind(magic: int) -> str:

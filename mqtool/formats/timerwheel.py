@@ -2,7 +2,8 @@
 
 from construct import Int32sb, Int64sb, Struct
 
-SLOT_SIZE = 32
+from mqtool.formats import layout
+
 TIMER_WHEEL_TTL_DAY = 7
 SLOTS_TOTAL = TIMER_WHEEL_TTL_DAY * 24 * 3600  # per wheel half, independent of the precision
 
@@ -13,6 +14,9 @@ timerwheel_slot = Struct(
     "num" / Int32sb,
     "magic" / Int32sb,  # unused
 )
+
+SLOT_SIZE = timerwheel_slot.sizeof()  # 32
+SLOT_DTYPE = layout.dtype(timerwheel_slot)  # the numpy view of the wheel
 
 
 def wheel_length(slots_total: int = SLOTS_TOTAL) -> int:

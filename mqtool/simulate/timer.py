@@ -150,7 +150,7 @@ class TimerService:
         self._queued = set()
         times = set(self.slots)
         if self.wheel is not None:
-            col = self.wheel.slots["time"]
+            col = self.wheel.slots["time_units"]
             times.update(int(v) * p for v in col[col * p >= self.curr_read].tolist())
         for t in sorted(times):
             if t >= self.curr_read and self._slot(t) is not None:

@@ -15,13 +15,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mqtool.audit.plan import CommitLogSlice
-from mqtool.formats.consumequeue import CQ_UNIT_SIZE
+from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
 from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_SIZE
 from mqtool.spark.schemas import COMMITLOG_SCHEMA, CONSUMEQUEUE_SCHEMA, TIMERLOG_SCHEMA, TIMERWHEEL_SCHEMA
 from mqtool.store import fastscan
 from mqtool.store.mapped_files import map_file
+from mqtool.store.timer import read_wheel_slots
 
 __all__ = ["COMMITLOG_SCHEMA", "CONSUMEQUEUE_SCHEMA", "TIMERLOG_SCHEMA", "TIMERWHEEL_SCHEMA", "commitlog_batches",
            "consumequeue_batches", "timerlog_batches", "timerwheel_batches"]
@@ -86,7 +87,7 @@ def consumequeue_batches(topic: str, queue_id: int, path: str, rel: str, file_st
     """The written units of one ConsumeQueue file (up to the first unwritten unit: `fastscan.cq_units`)."""
     with map_file(path) as buf:
         view, _ended = fastscan.cq_units(buf)
-        u = view.astype(fastscan.CQ_DTYPE.newbyteorder("="))
+        u = view.astype(CQ_DTYPE.newbyteorder("="))
         del view
     stop = len(u)
     idx = np.arange(stop, dtype=np.int64)
@@ -102,7 +103,7 @@ def timerlog_batches(path: str, rel: str, file_start: int) -> Iterator[pa.Record
     """The units of one TimerLog file, up to its filler or unwritten bytes (`fastscan.timerlog_units`)."""
     with map_file(path) as buf:
         view = fastscan.timerlog_units(buf)
-        u = view.astype(fastscan.TIMERLOG_DTYPE.newbyteorder("="))
+        u = view.astype(TIMERLOG_DTYPE.newbyteorder("="))
         del view
     stop = len(u)
     write = u["curr_write_time_ms"].astype(np.int64)
@@ -120,16 +121,14 @@ def timerlog_batches(path: str, rel: str, file_start: int) -> Iterator[pa.Record
 def timerwheel_batches(path: str, rel: str, slot_begin: int, slot_end: int,
                        precision_ms: int) -> Iterator[pa.RecordBatch]:
     """Written slots (stored time ≠ 0) of a range of the wheel."""
-    from mqtool.audit.timer import _load_slots
-
-    s = _load_slots(path, slot_begin, slot_end)
-    idx = np.nonzero(s["time"] != 0)[0]
+    s = read_wheel_slots(path, slot_begin, slot_end)
+    idx = np.nonzero(s["time_units"] != 0)[0]
     s = s[idx]
     slot = (slot_begin + idx).astype(np.int64)
     yield pa.RecordBatch.from_arrays([
         pa.array([rel] * len(idx), pa.string()), pa.array(slot.astype(np.int32)), pa.array(slot * SLOT_SIZE),
-        pa.array(s["time"].astype(np.int64) * precision_ms), pa.array(s["first"].astype(np.int64)),
-        pa.array(s["last"].astype(np.int64)), pa.array(s["num"].astype(np.int32)),
+        pa.array(s["time_units"].astype(np.int64) * precision_ms), pa.array(s["first_pos"].astype(np.int64)),
+        pa.array(s["last_pos"].astype(np.int64)), pa.array(s["num"].astype(np.int32)),
         pa.array(s["magic"].astype(np.int32)),
     ], schema=TIMERWHEEL_ARROW)
 

@@ -178,9 +178,9 @@ class _TimerWheelReader(DataSourceReader):
             return [TaskPartition(None)]
         from pathlib import Path
 
-        from mqtool.audit.plan import _wheel_slots
+        from mqtool.store.timer import wheel_slot_count
 
-        slots = _wheel_slots(Path(self.wheel))
+        slots = wheel_slot_count(Path(self.wheel))
         step = -(-slots // self.parts) or 1
         return [TaskPartition((b, min(slots, b + step))) for b in range(0, slots, step)] or [TaskPartition(None)]
 

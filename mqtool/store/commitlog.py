@@ -2,7 +2,7 @@
 
 A file is scanned from its start until the BLANK filler, an unwritten (zero) tail, or the first
 invalid record (a torn tail: the broker's recovery truncates there). Everything unusual becomes a
-`Finding`; nothing in the data raises.
+`Finding` added to the `Findings` accumulator the walk is given; nothing in the data raises.
 """
 
 from collections.abc import Iterator
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mqtool.formats.message import MessageRecord, RecordError, decode_message
 from mqtool.store import fastscan
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue, read_at
 
 CHECK = "commitlog.integrity"
@@ -31,16 +31,26 @@ class FileScan:
 
 @dataclass
 class CommitLog:
-    """Read-only CommitLog: `iter_records` walks every file; `read` decodes one record by offset."""
+    """Read-only CommitLog: `iter_records` walks every file; `read` decodes one record by offset.
+
+    Each walk adds its findings to the `Findings` accumulator it is given (a new one by default);
+    `findings` is the accumulator of the latest walk, so `cl.findings` after a walk is what it found.
+    """
 
     root: Path
     queue: MappedFileQueue
-    findings: list[Finding] = field(default_factory=list)
+    findings: Findings = field(default_factory=Findings)
     scans: dict[str, FileScan] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, root: Path, configured_size: int | None = None) -> "CommitLog":
-        return cls(root, open_queue(root / "commitlog", configured_size, "commitlog", root))
+    def open(cls, root: Path, configured_size: int | None = None, findings: Findings | None = None) -> "CommitLog":
+        """`findings` receives what listing the files finds (also kept as `queue.findings`)."""
+        return cls(root, open_queue(root / "commitlog", configured_size, "commitlog", root, findings))
+
+    def _walk_findings(self, findings: Findings | None) -> Findings:
+        """The accumulator a walk adds to; it becomes `self.findings` (the latest walk's)."""
+        self.findings = Findings() if findings is None else findings
+        return self.findings
 
     @property
     def files(self) -> list[MappedFile]:
@@ -53,33 +63,34 @@ class CommitLog:
     def rel(self, f: MappedFile) -> str:
         return str(f.path.relative_to(self.root))
 
-    def iter_records(self, start: int | None = None, verify_crc: bool = True) -> Iterator[MessageRecord]:
+    def iter_records(self, start: int | None = None, verify_crc: bool = True,
+                     findings: Findings | None = None) -> Iterator[MessageRecord]:
         """Every record from `start` (a record boundary; default the first), across files.
 
-        Findings from the walk are appended to `self.findings` and each file's end to `self.scans`.
+        Findings from the walk are added to `findings` and each file's end to `self.scans`.
         """
-        self.findings = []
+        acc = self._walk_findings(findings)
         for f in self.files:
             if start is not None and f.start + f.length <= start:
                 continue
             first = start - f.start if start is not None and start > f.start else 0
-            yield from self._scan_file(f, first, verify_crc)
+            yield from self._scan_file(f, first, verify_crc, acc)
 
-    def _scan_file(self, f: MappedFile, pos: int, verify_crc: bool) -> Iterator[MessageRecord]:
+    def _scan_file(self, f: MappedFile, pos: int, verify_crc: bool, acc: Findings) -> Iterator[MessageRecord]:
         scan = FileScan(self.rel(f), f.start)
         self.scans[scan.file] = scan
         with map_file(f.path) as buf:
-            for chunk in self._chunks(buf, f, pos, scan, verify_crc):
+            for chunk in self._chunks(buf, f, pos, scan, verify_crc, acc):
                 findings = {}
                 for row, message in fastscan.record_findings(chunk):
                     findings.setdefault(row, []).append(message)
                 for row, rec in enumerate(fastscan.records_from_chunk(buf, chunk, scan.file)):
                     for message in findings.get(row, ()):
-                        self._add(scan.file, rec.physical_offset, "error", message)
+                        acc.add(scan.file, rec.physical_offset, CHECK, "error", message)
                     scan.records += 1
                     yield rec
 
-    def _chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool,
+    def _chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool, acc: Findings,
                 chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[fastscan.ScanChunk]:
         """The fast scan of one file; records the file's end in `scan` and the stop finding."""
         for chunk in fastscan.iter_commitlog_chunks(buf, f.start, pos, verify_crc, chunk_records):
@@ -89,34 +100,35 @@ class CommitLog:
                 scan.stop_reason = fastscan.stop_reason(chunk.stop, chunk.detail)
                 stop = fastscan.stop_finding(buf, chunk.stop, chunk.detail, chunk.end)
                 if stop is not None:
-                    self._add(scan.file, f.start + chunk.end, *stop)
+                    acc.add(scan.file, f.start + chunk.end, CHECK, *stop)
                 scan.trailing_bytes = (_nonzero_tail(buf, chunk.end)
                                        if scan.stop_reason.startswith("invalid") else 0)
 
     def scan_columns(self, start: int | None = None, verify_crc: bool = True,
-                     chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[tuple[MappedFile, fastscan.ScanChunk]]:
+                     chunk_records: int = fastscan.DEFAULT_CHUNK,
+                     findings: Findings | None = None) -> Iterator[tuple[MappedFile, fastscan.ScanChunk]]:
         """The same walk as `iter_records`, as column chunks (no Python object per record).
 
         Yields (file, chunk) with numpy columns (`fastscan.COLUMNS`; positions index the file). The
         mapping is open only while a chunk is being handled: use the columns then, or copy what
         must outlive it (`fastscan.chunk_to_arrow(buf, chunk)` needs the buffer: use `map_file`).
-        Per-record findings (PHYSICALOFFSET, CRC) and stop findings go to `self.findings`, file ends to
+        Per-record findings (PHYSICALOFFSET, CRC) and stop findings go to `findings`, file ends to
         `self.scans`, exactly as with `iter_records`.
         """
-        for f, _buf, chunk in self._mapped_chunks(start, verify_crc, chunk_records):
+        for f, _buf, chunk in self._mapped_chunks(start, verify_crc, chunk_records, findings):
             yield f, chunk
 
     def iter_batches(self, start: int | None = None, verify_crc: bool = True,
-                     chunk_records: int = fastscan.DEFAULT_CHUNK):
+                     chunk_records: int = fastscan.DEFAULT_CHUNK, findings: Findings | None = None):
         """The records as `pyarrow.RecordBatch`es (`fastscan.chunk_to_arrow`: every field, body,
         topic, properties as a map), with the same findings and file ends as `iter_records`."""
-        for f, buf, chunk in self._mapped_chunks(start, verify_crc, chunk_records):
+        for f, buf, chunk in self._mapped_chunks(start, verify_crc, chunk_records, findings):
             if len(chunk):
                 yield fastscan.chunk_to_arrow(buf, chunk, self.rel(f))
 
-    def _mapped_chunks(self, start: int | None, verify_crc: bool, chunk_records: int):
+    def _mapped_chunks(self, start: int | None, verify_crc: bool, chunk_records: int, findings: Findings | None):
         """(file, open mapping, chunk) for every chunk from `start`, recording findings and file ends."""
-        self.findings = []
+        acc = self._walk_findings(findings)
         for f in self.files:
             if start is not None and f.start + f.length <= start:
                 continue
@@ -124,14 +136,11 @@ class CommitLog:
             scan = FileScan(self.rel(f), f.start)
             self.scans[scan.file] = scan
             with map_file(f.path) as buf:
-                for chunk in self._chunks(buf, f, first, scan, verify_crc, chunk_records):
+                for chunk in self._chunks(buf, f, first, scan, verify_crc, acc, chunk_records):
                     for row, message in fastscan.record_findings(chunk):
-                        self._add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + f.start, "error", message)
+                        acc.add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + f.start, CHECK, "error", message)
                     scan.records += len(chunk)
                     yield f, buf, chunk
-
-    def _add(self, file: str, offset: int, severity: str, message: str) -> None:
-        self.findings.append(Finding(file, offset, CHECK, severity, message))
 
     def read(self, offset: int) -> MessageRecord:
         """The record at a physical offset; RecordError when none starts there."""
@@ -150,14 +159,15 @@ class CommitLog:
         rec.file, rec.position = self.rel(f), pos
         return rec
 
-    def max_offset(self) -> int:
-        """End of valid data: the last file's scan end (scans the last file once)."""
+    def max_offset(self, findings: Findings | None = None) -> int:
+        """End of valid data: the last file's scan end (scans the last file once, adding what it finds
+        to `findings`, by default the latest walk's accumulator)."""
         if not self.files:
             return 0
         last = self.files[-1]
         scan = self.scans.get(self.rel(last))
         if scan is None:
-            for _ in self._scan_file(last, 0, verify_crc=False):
+            for _ in self._scan_file(last, 0, False, self.findings if findings is None else findings):
                 pass
             scan = self.scans[self.rel(last)]
         return last.start + scan.valid_bytes

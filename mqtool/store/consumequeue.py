@@ -1,6 +1,5 @@
 """ConsumeQueues (spec §3): per topic and queue id, 20-byte units across mapped files."""
 
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -8,12 +7,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mqtool.formats.consumequeue import CQ_UNIT_SIZE, is_empty_unit
+from mqtool.formats.consumequeue import CQ_UNIT, CQ_UNIT_SIZE, is_empty_unit
 from mqtool.store import fastscan
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue, read_at
-
-_UNIT = struct.Struct(">qiq")
 
 
 class CqUnit(NamedTuple):
@@ -36,12 +33,15 @@ class ConsumeQueue:
     _max: int | None = field(default=None, repr=False)
 
     @classmethod
-    def open(cls, root: Path, topic: str, queue_id: int, configured_size: int | None = None) -> "ConsumeQueue":
+    def open(cls, root: Path, topic: str, queue_id: int, configured_size: int | None = None,
+             findings: Findings | None = None) -> "ConsumeQueue":
+        """`findings` (the queue's accumulator, `queue.findings`) receives what listing the files finds."""
         d = root / "consumequeue" / topic / str(queue_id)
-        return cls(root, topic, queue_id, open_queue(d, configured_size, "consumequeue", root))
+        return cls(root, topic, queue_id, open_queue(d, configured_size, "consumequeue", root, findings))
 
     @property
     def findings(self) -> list[Finding]:
+        """The listing's findings, with this queue's topic and id."""
         return [Finding(f.file, f.offset, f.check, f.severity, f.message, self.topic, self.queue_id)
                 for f in self.queue.findings]
 
@@ -61,7 +61,7 @@ class ConsumeQueue:
     def scan_columns(self, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
         """(logical offset of the first unit, units) per file, from `start` to the first empty unit.
 
-        `units` is a big-endian structured view (`fastscan.CQ_DTYPE`: commitlog_offset, size,
+        `units` is a big-endian structured view (`CQ_DTYPE` of `consumequeue_unit`: commitlog_offset, size,
         tags_code) over the mapped file, valid until the next item is requested: copy what must
         outlive it. This is the fast path (numpy, no object per unit); `iter_units` is built on it.
         """
@@ -95,7 +95,7 @@ class ConsumeQueue:
         data = read_at(f.path, queue_offset * CQ_UNIT_SIZE - f.start, CQ_UNIT_SIZE)
         if len(data) < CQ_UNIT_SIZE:
             return None
-        off, size, tags = _UNIT.unpack_from(data, 0)
+        off, size, tags = CQ_UNIT.unpack_from(data, 0)
         return None if is_empty_unit(off, size, tags) else CqUnit(queue_offset, off, size, tags)
 
     @property

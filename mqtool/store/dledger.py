@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mqtool.formats import layout
 from mqtool.formats.dledger import (
     BLANK_MAGIC,
     BODY_OFFSET,
@@ -28,15 +29,14 @@ from mqtool.formats.dledger import (
     parse_currterm,
 )
 from mqtool.formats.message import MessageRecord, RecordError, decode_message
-from mqtool.store._dtype import struct_dtype, struct_format
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue
 
 CHECK = "dledger.integrity"
 INDEX_CHECK = "dledger.index"
 CHECKPOINT_CHECK = "dledger.checkpoint"
-_HEADER = struct.Struct(struct_format(entry_header))
-INDEX_DTYPE = struct_dtype(index_unit)
+_HEADER = layout.struct_format(entry_header)
+INDEX_DTYPE = layout.dtype(index_unit)
 _STOPS = "; the broker's recovery stops here and truncates what follows"
 
 

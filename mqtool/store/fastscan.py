@@ -10,9 +10,11 @@ number of records, so a caller can
 - aggregate over numpy columns without any Python object per record (`CommitLog.scan_columns`),
 - or build Arrow columns directly (`chunk_to_arrow`).
 
-The field layout is the one of `mqtool.formats.commitlog.commitlog_record` (the Construct definition
-stays the single source of truth; `tests/store/test_fastscan.py` proves both agree on every oracle
-record, on generated records and on damaged files). Invalid data never raises: a scan stops with a
+The field layout is the one of `mqtool.formats.commitlog.commitlog_record`: every offset and width
+the kernel reads comes from that Construct definition (`formats/layout.py` derives its fixed-width
+runs) and is passed to the kernel as an argument (`LAYOUT`), so a cached kernel can never hold stale
+offsets. `tests/store/test_fastscan.py` proves both agree on every oracle record, on generated
+records and on damaged files. Invalid data never raises: a scan stops with a
 `stop` code and a `detail` that `stop_reason`/`stop_message` turn into the same reasons and findings
 as `decode_message` and the slow walk.
 
@@ -21,7 +23,8 @@ The body CRC is called from the kernel through a registered symbol: zlib-ng's SI
 `cache=True`: the JIT cost is paid once per installation (then about 0.5 s to load per process).
 
 ConsumeQueue, TimerLog and TimerWheel units are fixed-size: they are numpy structured views over
-the mapping (`cq_units`, `timerlog_units`, `timerwheel_slots`).
+the mapping (`cq_units`, `timerlog_units`, `timerwheel_slots`) whose dtypes are derived from the
+Construct structs (`CQ_DTYPE`, `TIMERLOG_DTYPE`, `SLOT_DTYPE` in `mqtool.formats`).
 """
 
 from __future__ import annotations
@@ -37,17 +40,27 @@ import llvmlite.binding as _llvm
 import numpy as np
 from numba import carray, cfunc, njit, types
 
+from mqtool.formats import layout
 from mqtool.formats.commitlog import (
+    AFTER_BORN_HOST,
+    AFTER_STORE_HOST,
     BLANK_MAGIC_CODE,
     FIXED_SIZE,
+    HEADER,
+    HOST_PORT_SIZE,
+    HOST_SIZE_V4,
+    HOST_SIZE_V6,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    PROPERTIES_LENGTH,
+    TOPIC_LENGTH_V1,
+    TOPIC_LENGTH_V2,
 )
-from mqtool.formats.consumequeue import CQ_UNIT_SIZE
+from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
-from mqtool.formats.timerwheel import SLOT_SIZE
+from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
 
 # ===================================================================== CRC32 from the kernel
 _CRC_SYMBOL = "mqtool_crc32"  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
@@ -141,7 +154,42 @@ _INVALID_REASONS = {  # the RecordError reasons of `decode_message`
 }
 
 _V1, _V2, _BLANK = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE
-_BORN_V6, _STORE_V6, _FIXED = BORNHOST_V6, STOREHOST_V6, FIXED_SIZE
+_BORN_V6, _STORE_V6 = BORNHOST_V6, STOREHOST_V6
+
+
+def _kernel_layout() -> tuple[int, ...]:
+    """The offsets and widths the kernel reads, taken from `commitlog_record` (see `LAYOUT_NAMES`).
+
+    Each field must have the width of the reader the kernel uses for it (`_i32`, `_i64`, ...):
+    a definition that changes a width fails here, at import, instead of misreading records.
+    """
+    head = {f.name: f for f in HEADER}
+    tail = {f.name: f for f in AFTER_STORE_HOST}
+    widths = {"total_size": 4, "magic_code": 4, "body_crc": 4, "queue_id": 4, "flag": 4, "queue_offset": 8,
+              "physical_offset": 8, "sys_flag": 4, "born_timestamp": 8, "reconsume_times": 4,
+              "prepared_transaction_offset": 8, "body_length": 4}
+    for name, width in widths.items():
+        assert (head.get(name) or tail[name]).size == width, name
+    assert [f.size for f in AFTER_BORN_HOST] == [8] and HOST_PORT_SIZE == 4
+    assert (TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size, PROPERTIES_LENGTH.size) == (1, 2, 2)
+    return (
+        head["total_size"].offset, head["magic_code"].offset, head["body_crc"].offset, head["queue_id"].offset,
+        head["flag"].offset, head["queue_offset"].offset, head["physical_offset"].offset,
+        head["sys_flag"].offset, head["born_timestamp"].offset, layout.size(HEADER),
+        HOST_SIZE_V4 - HOST_PORT_SIZE, HOST_SIZE_V6 - HOST_PORT_SIZE, HOST_PORT_SIZE,
+        layout.size(AFTER_BORN_HOST), tail["reconsume_times"].offset,
+        tail["prepared_transaction_offset"].offset, tail["body_length"].offset, layout.size(AFTER_STORE_HOST),
+        TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size, PROPERTIES_LENGTH.size, FIXED_SIZE,
+    )
+
+
+LAYOUT_NAMES = (
+    "total_size", "magic_code", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
+    "born_timestamp", "header_size", "address_v4", "address_v6", "port_size", "store_timestamp_size",
+    "reconsume_times", "prepared_transaction_offset", "body_length", "tail_size", "topic_length_v1",
+    "topic_length_v2", "properties_length", "fixed_size",
+)
+LAYOUT = _kernel_layout()
 
 
 @njit(inline="always")
@@ -167,11 +215,15 @@ def _i16(a, p):
 
 
 @njit(cache=True, nogil=True)
-def _commitlog_kernel(a, pos, verify_crc, out):
+def _commitlog_kernel(a, pos, verify_crc, out, lay):
     """Scan records from `pos` into `out[:, :n]`; returns (n, pos, stop, detail).
 
-    Mirrors `CommitLog._walk` + `decode_message` check by check, in the same order.
+    Mirrors `CommitLog._walk` + `decode_message` check by check, in the same order. `lay` is
+    `LAYOUT`: every offset and width comes from the Construct definition.
     """
+    (o_total, o_magic, o_crc, o_qid, o_flag, o_qoff, o_phys, o_sysflag, o_born_ts, head, addr_v4, addr_v6,
+     port, store_ts_size, o_reconsume, o_prepared, o_body_len, tail, topic_v1, topic_v2, props_width,
+     fixed) = lay
     size = a.shape[0]
     cap = out.shape[1]
     base = a.ctypes.data
@@ -179,40 +231,40 @@ def _commitlog_kernel(a, pos, verify_crc, out):
     while True:
         if n == cap:
             return n, pos, STOP_MORE, 0
-        if pos + 8 > size:
+        if pos + o_magic + 4 > size:
             return n, pos, STOP_END_OF_FILE, 0
-        total = _i32(a, pos)
-        magic = _i32(a, pos + 4)
+        total = _i32(a, pos + o_total)
+        magic = _i32(a, pos + o_magic)
         if magic == _BLANK:
             return n, pos, STOP_BLANK, total
         if total == 0 and magic == 0:
             return n, pos, STOP_ZERO_TAIL, 0
-        if pos + 48 > size:
+        if pos + head > size:
             return n, pos, BAD_HEADER, 0
         if magic != _V1 and magic != _V2:
             return n, pos, BAD_MAGIC, magic
-        sys_flag = _i32(a, pos + 36)
+        sys_flag = _i32(a, pos + o_sysflag)
         born_v6 = (sys_flag & _BORN_V6) != 0
         store_v6 = (sys_flag & _STORE_V6) != 0
-        born_addr = 16 if born_v6 else 4
-        store_addr = 16 if store_v6 else 4
-        p = pos + 48
-        if p + born_addr + 4 + 8 + store_addr + 4 > size:
+        born_addr = addr_v6 if born_v6 else addr_v4
+        store_addr = addr_v6 if store_v6 else addr_v4
+        p = pos + head
+        if p + born_addr + port + store_ts_size + store_addr + port > size:
             return n, pos, BAD_HEADER, 0
         born_host = p
         born_port = _i32(a, p + born_addr)
-        p += born_addr + 4
+        p += born_addr + port
         store_ts = _i64(a, p)
-        p += 8
+        p += store_ts_size
         store_host = p
         store_port = _i32(a, p + store_addr)
-        p += store_addr + 4
-        if p + 16 > size:
+        p += store_addr + port
+        if p + tail > size:
             return n, pos, BAD_HEADER, 0
-        reconsume = _i32(a, p)
-        prepared = _i64(a, p + 4)
-        body_len = _i32(a, p + 12)
-        p += 16
+        reconsume = _i32(a, p + o_reconsume)
+        prepared = _i64(a, p + o_prepared)
+        body_len = _i32(a, p + o_body_len)
+        p += tail
         if body_len < 0:
             return n, pos, BAD_BODY_NEG, body_len
         if p + body_len > size:
@@ -220,32 +272,32 @@ def _commitlog_kernel(a, pos, verify_crc, out):
         body_pos = p
         p += body_len
         if magic == _V2:
-            if p + 2 > size:
+            if p + topic_v2 > size:
                 return n, pos, BAD_TOPIC_LEN_PAST, 0
             topic_len = _i16(a, p)
-            p += 2
+            p += topic_v2
         else:
-            if p + 1 > size:
+            if p + topic_v1 > size:
                 return n, pos, BAD_TOPIC_LEN_PAST, 0
             topic_len = np.int64(a[p])
             if topic_len >= 128:
                 topic_len -= 256  # a signed byte, as RocketMQ reads it
-            p += 1
+            p += topic_v1
         if topic_len < 0:
             return n, pos, BAD_TOPIC_NEG, topic_len
         if p + topic_len > size:
             return n, pos, BAD_TOPIC_PAST, 0
         topic_pos = p
         p += topic_len
-        if p + 2 > size:
+        if p + props_width > size:
             return n, pos, BAD_PROPS_LEN_PAST, 0
         props_len = _i16(a, p)
-        p += 2
+        p += props_width
         if props_len < 0:
             return n, pos, BAD_PROPS_NEG, props_len
         if p + props_len > size:
             return n, pos, BAD_PROPS_PAST, 0
-        computed = (_FIXED + born_addr + 4 + store_addr + 4 + body_len + (2 if magic == _V2 else 1)
+        computed = (fixed + born_addr + port + store_addr + port + body_len + (topic_v2 if magic == _V2 else topic_v1)
                     + topic_len + props_len)
         if total != computed or total <= 0:
             return n, pos, BAD_SIZE, computed
@@ -255,13 +307,13 @@ def _commitlog_kernel(a, pos, verify_crc, out):
         out[C_POS, n] = pos
         out[C_TOTAL, n] = total
         out[C_MAGIC, n] = magic
-        out[C_BODY_CRC, n] = _i32(a, pos + 8)
-        out[C_QUEUE_ID, n] = _i32(a, pos + 12)
-        out[C_FLAG, n] = _i32(a, pos + 16)
-        out[C_QUEUE_OFFSET, n] = _i64(a, pos + 20)
-        out[C_PHYS_FIELD, n] = _i64(a, pos + 28)
+        out[C_BODY_CRC, n] = _i32(a, pos + o_crc)
+        out[C_QUEUE_ID, n] = _i32(a, pos + o_qid)
+        out[C_FLAG, n] = _i32(a, pos + o_flag)
+        out[C_QUEUE_OFFSET, n] = _i64(a, pos + o_qoff)
+        out[C_PHYS_FIELD, n] = _i64(a, pos + o_phys)
         out[C_SYS_FLAG, n] = sys_flag
-        out[C_BORN_TS, n] = _i64(a, pos + 40)
+        out[C_BORN_TS, n] = _i64(a, pos + o_born_ts)
         out[C_BORN_HOST, n] = born_host
         out[C_BORN_PORT, n] = born_port
         out[C_STORE_TS, n] = store_ts
@@ -376,7 +428,7 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
         released = 0
         while True:
             out = np.empty((NCOL, chunk_records), np.int64)
-            n, end, stop, detail = _commitlog_kernel(a, pos, verify_crc, out)
+            n, end, stop, detail = _commitlog_kernel(a, pos, verify_crc, out, LAYOUT)
             yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a))
             if release and isinstance(buf, mmap.mmap):
                 released = _release(buf, released, int(end))
@@ -492,8 +544,8 @@ def records_from_chunk(buf, chunk: ScanChunk, file: str = "") -> Iterator[Messag
     rows = zip(*(c[i].tolist() for i in range(NCOL)), strict=True)
     for (pos, total, magic, crc, qid, flag, qoff, physf, sysf, born_ts, bh, _bp, store_ts, sh, _sp, recon,
          prep, body_pos, body_len, topic_pos, topic_len, props_pos, props_len, computed) in rows:
-        born_n = 20 if sysf & BORNHOST_V6 else 8
-        store_n = 20 if sysf & STOREHOST_V6 else 8
+        born_n = HOST_SIZE_V6 if sysf & BORNHOST_V6 else HOST_SIZE_V4
+        store_n = HOST_SIZE_V6 if sysf & STOREHOST_V6 else HOST_SIZE_V4
         body = buf[body_pos : body_pos + body_len]
         rec = MessageRecord(
             base + pos, total, magic, crc, qid, flag, qoff, physf, sysf, born_ts,
@@ -626,7 +678,7 @@ def _host_column(a: np.ndarray, pos: np.ndarray, v6: np.ndarray):
     if v6.any():
         index: dict[str, int] = {}
         for i in np.flatnonzero(v6).tolist():
-            t = host_text(bytes(a[pos[i] : pos[i] + 20]))
+            t = host_text(bytes(a[pos[i] : pos[i] + HOST_SIZE_V6]))
             codes[i] = index.setdefault(t, len(texts) + len(index))
         texts += list(index)
     return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(texts, pa.string()))
@@ -685,13 +737,8 @@ def chunk_to_arrow(buf, chunk: ScanChunk, file: str = ""):
 
 
 # ===================================================================== fixed-size units
-CQ_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
-TIMERLOG_DTYPE = np.dtype([("size", ">i4"), ("prev_pos", ">i8"), ("magic", ">i4"), ("curr_write_time_ms", ">i8"),
-                           ("delayed_time_delta", ">i4"), ("offset_py", ">i8"), ("size_py", ">i4"),
-                           ("real_topic_hash", ">i4"), ("reserved", ">i8")])
-SLOT_DTYPE = np.dtype([("time", ">i8"), ("first", ">i8"), ("last", ">i8"), ("num", ">i4"), ("magic", ">i4")])
-assert CQ_DTYPE.itemsize == CQ_UNIT_SIZE and TIMERLOG_DTYPE.itemsize == TIMERLOG_UNIT_SIZE
-assert SLOT_DTYPE.itemsize == SLOT_SIZE
+# The views' dtypes (`CQ_DTYPE`, `TIMERLOG_DTYPE`, `SLOT_DTYPE`) are derived from the Construct
+# structs in `mqtool.formats` (same field names); they are imported above for the readers here.
 
 
 def cq_units(buf, start: int = 0) -> tuple[np.ndarray, bool]:
@@ -701,14 +748,20 @@ def cq_units(buf, start: int = 0) -> tuple[np.ndarray, bool]:
     (all-zero, never written) unit was found, which marks the end of the queue's data. Keep the view
     only while the mapping is open (copy with `.astype(CQ_DTYPE.newbyteorder('='))` to keep it).
     """
-    n = max(0, (len(buf) - start) // CQ_UNIT_SIZE)
+    units = cq_view(buf, start)
+    n = len(units)
     if n == 0:
-        return np.zeros(0, CQ_DTYPE), False
-    units = np.frombuffer(buf, CQ_DTYPE, count=n, offset=start)
+        return units, False
     empty = _first_empty_unit(np.frombuffer(buf, "<u4", count=n * 5, offset=start).reshape(n, 5))
     if empty >= 0:
         return units[:empty], True
     return units, False
+
+
+def cq_view(buf, start: int = 0) -> np.ndarray:
+    """Every whole unit of a ConsumeQueue file from byte `start`, written or not (no end detection)."""
+    n = max(0, (len(buf) - start) // CQ_UNIT_SIZE)
+    return np.frombuffer(buf, CQ_DTYPE, count=n, offset=start) if n else np.zeros(0, CQ_DTYPE)
 
 
 def _first_empty_unit(words: np.ndarray, block: int = 1 << 16) -> int:
@@ -735,6 +788,15 @@ def timerlog_units(buf) -> np.ndarray:
     return units[: int(bad[0])] if bad.size else units
 
 
+def timerlog_unit_at(buf, pos: int) -> tuple | None:
+    """The fields of the TimerLog unit at file position `pos` (`timerlog_unit`'s order), None when
+    no unit is written there (outside the file, or a size other than 52: the filler or zeros)."""
+    if pos < 0 or pos + TIMERLOG_UNIT_SIZE > len(buf):
+        return None
+    fields = TIMERLOG_UNIT.unpack_from(buf, pos)
+    return fields if fields[0] == TIMERLOG_UNIT_SIZE else None
+
+
 def timerwheel_slots(buf) -> np.ndarray:
     """The wheel's slots as a structured view (`SLOT_DTYPE`)."""
     return np.frombuffer(buf, SLOT_DTYPE, count=len(buf) // SLOT_SIZE)
@@ -743,7 +805,7 @@ def timerwheel_slots(buf) -> np.ndarray:
 def warm_up() -> None:
     """Load (or compile) the kernels now, e.g. before timing or before a progress bar starts."""
     a = as_array(bytes(64))
-    _commitlog_kernel(a, 0, True, np.empty((NCOL, 1), np.int64))
+    _commitlog_kernel(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
     z = np.zeros(1, np.int64)
     _gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
     _property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)

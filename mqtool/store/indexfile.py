@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from construct import FormatField, Struct
 
+from mqtool.formats import layout
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.indexfile import (
     DEFAULT_HASH_SLOT_NUM,
@@ -35,21 +35,8 @@ _NAME = re.compile(r"^\d{17}$")  # UtilAll.timeMillisToHumanString: yyyyMMddHHmm
 _TZ_EAST_MS, _TZ_WEST_MS = 14 * 3_600_000, 12 * 3_600_000  # the widest local-time offsets
 
 
-def _dtype(s: Struct) -> np.dtype:
-    """A numpy record dtype from a Construct Struct of fixed-size integers (same names, same order)."""
-    kinds = {"b": "i1", "B": "u1", "h": "i2", "H": "u2", "i": "i4", "I": "u4", "l": "i4", "L": "u4",
-             "q": "i8", "Q": "u8"}
-    out = []
-    for sc in s.subcons:
-        fmt = sc.subcon if not isinstance(sc, FormatField) else sc
-        if not isinstance(fmt, FormatField):
-            raise TypeError(f"{sc.name}: not a fixed-size integer field")
-        out.append((sc.name, fmt.fmtstr[0] + kinds[fmt.fmtstr[1]]))
-    return np.dtype(out)
-
-
-HEADER_DTYPE = _dtype(index_header)
-ENTRY_DTYPE = _dtype(index_entry)
+HEADER_DTYPE = layout.dtype(index_header)
+ENTRY_DTYPE = layout.dtype(index_entry)
 SLOT_DTYPE = np.dtype(">i4")
 assert HEADER_DTYPE.itemsize == INDEX_HEADER_SIZE and ENTRY_DTYPE.itemsize == INDEX_SIZE
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Findings
 
 _NAME = re.compile(r"^\d{20}$")
 
@@ -37,7 +37,7 @@ class MappedFileQueue:
     directory: Path
     files: list[MappedFile]
     file_size: int
-    findings: list[Finding]
+    findings: Findings  # what listing the files found (the accumulator `open_queue` was given)
 
     def file_for(self, offset: int) -> MappedFile | None:
         """The file holding a global offset, or None (before the first, in a gap, past the last)."""
@@ -63,9 +63,11 @@ def _infer_size(files: list[MappedFile], configured: int | None) -> int:
     return Counter(f.length for f in files[:-1]).most_common(1)[0][0]
 
 
-def open_queue(directory: Path, configured_size: int | None, kind: str, rel_to: Path) -> MappedFileQueue:
-    """List a queue's files; a missing middle file, a stray name or a short file becomes a finding."""
-    findings: list[Finding] = []
+def open_queue(directory: Path, configured_size: int | None, kind: str, rel_to: Path,
+               findings: Findings | None = None) -> MappedFileQueue:
+    """List a queue's files; a missing middle file, a stray name or a short file becomes a finding,
+    added to `findings` (a new accumulator when none is given)."""
+    findings = Findings() if findings is None else findings
     files: list[MappedFile] = []
     if directory.is_dir():
         for p in sorted(directory.iterdir()):
@@ -73,23 +75,22 @@ def open_queue(directory: Path, configured_size: int | None, kind: str, rel_to: 
             if not p.is_file():
                 continue
             if not _NAME.match(p.name):
-                findings.append(Finding(rel, None, f"{kind}.files", "info", f"ignoring unknown file {p.name}"))
+                findings.add(rel, None, f"{kind}.files", "info", f"ignoring unknown file {p.name}")
                 continue
             files.append(MappedFile(p, int(p.name), p.stat().st_size))
     size = _infer_size(files, configured_size)
     for prev, cur in zip(files, files[1:], strict=False):
         rel = str(prev.path.relative_to(rel_to))
         if prev.length != size:
-            findings.append(Finding(rel, None, f"{kind}.files", "error",
-                                    f"file is {prev.length} bytes, the queue's files are {size}"))
+            findings.add(rel, None, f"{kind}.files", "error",
+                         f"file is {prev.length} bytes, the queue's files are {size}")
         if cur.start != prev.start + size:
             missing = (cur.start - prev.start - size) // size if size else 0
-            findings.append(Finding(rel, None, f"{kind}.files", "error",
-                                    f"gap: next file should start at {prev.start + size:020d}, found "
-                                    f"{cur.name} ({missing} file(s) missing)"))
+            findings.add(rel, None, f"{kind}.files", "error", f"gap: next file should start at "
+                         f"{prev.start + size:020d}, found {cur.name} ({missing} file(s) missing)")
     if files and files[-1].length < size:
-        findings.append(Finding(str(files[-1].path.relative_to(rel_to)), None, f"{kind}.files", "warning",
-                                f"last file is {files[-1].length} bytes, shorter than the queue's {size}"))
+        findings.add(str(files[-1].path.relative_to(rel_to)), None, f"{kind}.files", "warning",
+                     f"last file is {files[-1].length} bytes, shorter than the queue's {size}")
     return MappedFileQueue(directory, files, size, findings)
 
 
@@ -110,6 +111,34 @@ def map_file(path: Path) -> Iterator[memoryview | bytes]:
                 # a numpy/Arrow view of the mapping still lives in the caller (a batch being written,
                 # a generator closed mid-chunk): the map is released with the last view instead
                 pass
+
+
+class FileMaps:
+    """Read-only mappings opened on first use and kept until `close`: for random access across a
+    queue's files (a timer chain walk, CommitLog lookups by offset) without reopening a file per read."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple] = {}
+
+    def get(self, path: Path | str) -> mmap.mmap | bytes:
+        """The mapping of a file (empty bytes for an empty file)."""
+        key = str(path)
+        entry = self._open.get(key)
+        if entry is None:
+            cm = map_file(Path(path))
+            entry = self._open[key] = (cm, cm.__enter__())
+        return entry[1]
+
+    def close(self) -> None:
+        for cm, _buf in self._open.values():
+            cm.__exit__(None, None, None)
+        self._open.clear()
+
+    def __enter__(self) -> "FileMaps":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def read_at(path: Path, pos: int, n: int) -> bytes:

@@ -23,22 +23,23 @@ from mqtool.store.commitlog import CommitLog
 from mqtool.store.config_files import read_config_json
 from mqtool.store.consumequeue import ConsumeQueue, discover_queues
 from mqtool.store.errors import StoreError
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import read_at
 from mqtool.store.timer import TimerLog, TimerWheel
 
 
 @dataclass
 class Store:
-    """A store directory and its parts; `findings` collects what opening them found."""
+    """A store directory and its parts; `findings` is the accumulator that opening them adds to."""
 
     root: Path
     config: BrokerConfig
-    findings: list[Finding] = field(default_factory=list)
+    findings: Findings = field(default_factory=Findings)
 
     @classmethod
-    def open(cls, path: Path | str, config: BrokerConfig | None = None) -> "Store":
-        """Open a store directory; StoreError when it is not one."""
+    def open(cls, path: Path | str, config: BrokerConfig | None = None, findings: Findings | None = None) -> "Store":
+        """Open a store directory; StoreError when it is not one. What opening its parts finds (file
+        listings, short pages, unusable config JSON) is added to `findings` (a new one by default)."""
         root = Path(path)
         if not root.exists():
             raise StoreError("no such directory", root)
@@ -47,13 +48,13 @@ class Store:
         known = ("commitlog", "consumequeue", "timerlog", "config", "checkpoint")
         if not any((root / k).exists() for k in known):
             raise StoreError("not a RocketMQ store: none of commitlog/, consumequeue/, config/ found", root)
-        return cls(root.resolve(), config or BrokerConfig())
+        return cls(root.resolve(), config or BrokerConfig(), Findings() if findings is None else findings)
 
     # ----- CommitLog and queues -----
     @cached_property
     def commitlog(self) -> CommitLog:
         cl = CommitLog.open(self.root, self.config.mapped_file_size_commitlog)
-        self.findings += cl.queue.findings
+        self.findings += cl.queue.findings  # the listing's findings stay on the queue too
         return cl
 
     @cached_property
@@ -103,12 +104,12 @@ class Store:
             return None
         data = read_at(p, 0, size)
         if len(data) < 56 if fmt is timercheck else len(data) < 40:
-            self.findings.append(Finding(rel, 0, "store.files", "error", f"file is {len(data)} bytes, too short"))
+            self.findings.add(rel, 0, "store.files", "error", f"file is {len(data)} bytes, too short")
             return None
         try:
             return fmt.parse(data.ljust(size, b"\x00"))
         except ConstructError as e:  # pragma: no cover - fixed-size longs always parse
-            self.findings.append(Finding(rel, 0, "store.files", "error", str(e)))
+            self.findings.add(rel, 0, "store.files", "error", str(e))
             return None
 
     # ----- config JSON -----
@@ -123,7 +124,7 @@ class Store:
     def _json(self, name: str, parse):
         value, _used, problems = read_config_json(self.root / "config" / name, parse)
         for p in problems:
-            self.findings.append(Finding(f"config/{name}", None, "store.config", "warning", p))
+            self.findings.add(f"config/{name}", None, "store.config", "warning", p)
         return value
 
     # ----- store-wide facts -----

@@ -1,7 +1,6 @@
 """TimerLog and TimerWheel (spec §6.3, §6.4), read-only."""
 
 import gzip
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,19 +8,24 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mqtool.formats.timerlog import TIMERLOG_BLANK_MAGIC, TIMERLOG_UNIT_SIZE, unit_kind
+from mqtool.formats.timerlog import (
+    TIMERLOG_BLANK,
+    TIMERLOG_BLANK_MAGIC,
+    TIMERLOG_DTYPE,
+    TIMERLOG_UNIT_SIZE,
+    unit_kind,
+)
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index
 from mqtool.store import fastscan
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue, read_at
-
-_UNIT = struct.Struct(">iqiqiqiiq")
-_SLOT = struct.Struct(">qqqii")
-_SLOT_DTYPE = fastscan.SLOT_DTYPE
 
 
 class TimerLogUnit(NamedTuple):
-    """One TimerLog unit at `pos`; `delayed_time_ms` = write time + delta (the slot it is in)."""
+    """One TimerLog unit at `pos`; `delayed_time_ms` = write time + delta (the slot it is in).
+
+    The fields after `pos` are `timerlog_unit`'s, in its order (checked below).
+    """
 
     pos: int
     size: int
@@ -58,6 +62,7 @@ class Slot(NamedTuple):
 
 
 EMPTY_SLOT = Slot(-1, -1, -1, 0, 0)
+assert TimerLogUnit._fields[1:] == TIMERLOG_DTYPE.names
 
 
 @dataclass
@@ -66,8 +71,9 @@ class TimerLog:
     queue: MappedFileQueue
 
     @classmethod
-    def open(cls, root: Path, configured_size: int | None = None) -> "TimerLog":
-        return cls(root, open_queue(root / "timerlog", configured_size, "timerlog", root))
+    def open(cls, root: Path, configured_size: int | None = None, findings: Findings | None = None) -> "TimerLog":
+        """`findings` (the queue's accumulator, `queue.findings`) receives what listing the files finds."""
+        return cls(root, open_queue(root / "timerlog", configured_size, "timerlog", root, findings))
 
     @property
     def findings(self) -> list[Finding]:
@@ -79,21 +85,20 @@ class TimerLog:
         if f is None:
             return None
         data = read_at(f.path, pos - f.start, TIMERLOG_UNIT_SIZE)
-        if len(data) < TIMERLOG_UNIT_SIZE or _UNIT.unpack_from(data)[0] != TIMERLOG_UNIT_SIZE:
-            return None
-        return TimerLogUnit(pos, *_UNIT.unpack_from(data))
+        fields = fastscan.timerlog_unit_at(data, 0)
+        return None if fields is None else TimerLogUnit(pos, *fields)
 
     def iter_units(self) -> Iterator[TimerLogUnit]:
         """Every unit in order; a file ends at its 16-byte filler or at zeros."""
         for start, units in self.scan_columns():
-            cols = [units[name].tolist() for name in fastscan.TIMERLOG_DTYPE.names]
+            cols = [units[name].tolist() for name in TIMERLOG_DTYPE.names]
             del units
             for i, row in enumerate(zip(*cols, strict=True)):
                 yield TimerLogUnit(start + i * TIMERLOG_UNIT_SIZE, *row)
 
     def scan_columns(self) -> Iterator[tuple[int, np.ndarray]]:
         """(global offset of the file's first unit, units) per file: a big-endian structured view
-        (`fastscan.TIMERLOG_DTYPE`) over the mapping, valid until the next item is requested."""
+        (`TIMERLOG_DTYPE`, the fields of `timerlog_unit`) over the mapping, valid until the next item is requested."""
         for f in self.queue.files:
             with map_file(f.path) as buf:
                 units = fastscan.timerlog_units(buf)
@@ -111,7 +116,7 @@ class TimerLog:
 
     @staticmethod
     def is_filler(data: bytes) -> bool:
-        return len(data) >= 16 and struct.unpack_from(">i", data, 12)[0] == TIMERLOG_BLANK_MAGIC
+        return len(data) >= TIMERLOG_BLANK.size and TIMERLOG_BLANK.unpack_from(data)[-1] == TIMERLOG_BLANK_MAGIC
 
 
 @dataclass
@@ -125,16 +130,8 @@ class TimerWheel:
 
     @classmethod
     def open(cls, root: Path, precision_ms: int) -> "TimerWheel | None":
-        p = root / "timerwheel"
-        if p.is_file():
-            data = p.read_bytes()
-        elif (root / "timerwheel.gz").is_file():
-            p = root / "timerwheel.gz"
-            data = gzip.decompress(p.read_bytes())
-        else:
-            return None
-        n = len(data) // SLOT_SIZE
-        return cls(p, np.frombuffer(data, dtype=_SLOT_DTYPE, count=n), precision_ms)
+        p = wheel_path(root)
+        return None if p is None else cls(p, read_wheel_slots(p), precision_ms)
 
     def get_slot(self, time_ms: int) -> Slot:
         """`TimerWheel.getSlot`: valid only when the stored time equals time / precision."""
@@ -142,14 +139,48 @@ class TimerWheel:
         if i >= len(self.slots):
             return EMPTY_SLOT
         s = self.slots[i]
-        if int(s["time"]) != time_ms // self.precision_ms:
+        if int(s["time_units"]) != time_ms // self.precision_ms:
             return EMPTY_SLOT
-        return Slot(int(s["time"]) * self.precision_ms, int(s["first"]), int(s["last"]), int(s["num"]),
-                    int(s["magic"]))
+        return self._slot(s)
 
     def iter_slots(self) -> Iterator[tuple[int, Slot]]:
         """(slot index, slot) of every written slot (stored time != 0), in index order."""
-        for i in np.nonzero(self.slots["time"] != 0)[0]:
-            s = self.slots[i]
-            yield int(i), Slot(int(s["time"]) * self.precision_ms, int(s["first"]), int(s["last"]),
-                               int(s["num"]), int(s["magic"]))
+        for i in np.nonzero(self.slots["time_units"] != 0)[0]:
+            yield int(i), self._slot(self.slots[i])
+
+    def _slot(self, s) -> Slot:
+        return Slot(int(s["time_units"]) * self.precision_ms, int(s["first_pos"]), int(s["last_pos"]),
+                    int(s["num"]), int(s["magic"]))
+
+
+def wheel_path(root: Path) -> Path | None:
+    """`timerwheel`, else `timerwheel.gz` (as the oracle ships it), else None."""
+    for name in ("timerwheel", "timerwheel.gz"):
+        if (root / name).is_file():
+            return root / name
+    return None
+
+
+def read_wheel_slots(path: Path | str, begin: int = 0, end: int | None = None) -> np.ndarray:
+    """Slots [begin, end) of a wheel file or its `.gz` as a numpy view (`SLOT_DTYPE`); all by default."""
+    path = str(path)
+    count = -1 if end is None else (end - begin) * SLOT_SIZE
+    if path.endswith(".gz"):
+        with gzip.open(path) as fh:
+            fh.seek(begin * SLOT_SIZE)
+            data = fh.read(count)
+    elif end is None and begin == 0:
+        data = Path(path).read_bytes()
+    else:
+        data = read_at(Path(path), begin * SLOT_SIZE, count if count >= 0 else 1 << 62)
+    return fastscan.timerwheel_slots(data)
+
+
+def wheel_slot_count(path: Path | str) -> int:
+    """Slots in a wheel file; for a `.gz`, from gzip's ISIZE trailer (the plain length mod 2**32)."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        with open(path, "rb") as fh:
+            fh.seek(-4, 2)
+            return int.from_bytes(fh.read(4), "little") // SLOT_SIZE
+    return path.stat().st_size // SLOT_SIZE

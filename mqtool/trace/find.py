@@ -18,7 +18,6 @@ A `Finder` answers the lookups; `ScanFinder` searches the CommitLog bytes (no in
 
 from __future__ import annotations
 
-import mmap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -32,6 +31,7 @@ from mqtool.formats.names import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 from mqtool.formats.opbody import parse_op_body
+from mqtool.store.mapped_files import map_file
 from mqtool.store.store import Store
 
 _MAGICS = (b"\xda\xa3\x20\xa7", b"\xda\xa3\x20\xab")  # MESSAGE_MAGIC_CODE (V1), MESSAGE_MAGIC_CODE_V2
@@ -99,7 +99,7 @@ class ScanFinder:
             if f.start + f.length <= self.start or f.length == 0:
                 continue
             lo = max(0, self.start - f.start)
-            with open(f.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            with map_file(f.path) as mm:
                 for pat in pats:
                     pos = mm.find(pat, lo)
                     while pos != -1:

@@ -24,7 +24,6 @@ copied store explains the same way tomorrow. Times in verdict texts are UTC ISO-
 
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,9 +61,6 @@ from mqtool.times import format_duration, format_time
 from mqtool.trace.find import Family, del_target, op_offsets, upper
 from mqtool.trace.model import Stage, TracedRecord, Verdict
 
-_UNIT_DTYPE = np.dtype([("size", ">i4"), ("prev", ">i8"), ("magic", ">i4"), ("write", ">i8"), ("delta", ">i4"),
-                        ("offset_py", ">i8"), ("size_py", ">i4"), ("hash", ">i4"), ("reserved", ">i8")])
-
 
 def _int(text: str | None) -> int | None:
     try:
@@ -80,24 +76,21 @@ def store_as_of(store: Store, records: list[MessageRecord] = ()) -> int:
 
 
 def timer_units(store: Store, offsets: set[int]) -> dict[int, list[TimerLogUnit]]:
-    """TimerLog units whose offsetPy is one of `offsets`, in TimerLog order (numpy over each file)."""
+    """TimerLog units whose offsetPy is one of `offsets`, in TimerLog order.
+
+    The store's TimerLog walk decides which units exist (`TimerLog.scan_columns`: numpy views over
+    each file, up to its filler or unwritten bytes); only the matching rows become objects.
+    """
     out: dict[int, list[TimerLogUnit]] = {}
     if not offsets or store.timerlog is None:
         return out
     want = np.array(sorted(offsets), dtype=np.int64)
-    for f in store.timerlog.queue.files:
-        n = f.length // TIMERLOG_UNIT_SIZE
-        if n == 0:
-            continue
-        with open(f.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            units = np.frombuffer(mm, dtype=_UNIT_DTYPE, count=n).copy()
-        ok = (units["size"] == TIMERLOG_UNIT_SIZE) & ((units["magic"] & ~7) == 0)
-        hit = np.nonzero(ok & np.isin(units["offset_py"].astype(np.int64), want))[0]
-        for i in hit:
-            u = units[i]
-            unit = TimerLogUnit(f.start + int(i) * TIMERLOG_UNIT_SIZE, int(u["size"]), int(u["prev"]),
-                                int(u["magic"]), int(u["write"]), int(u["delta"]), int(u["offset_py"]),
-                                int(u["size_py"]), int(u["hash"]), int(u["reserved"]))
+    for start, units in store.timerlog.scan_columns():
+        hit = np.flatnonzero(np.isin(units["offset_py"].astype(np.int64), want)).tolist()
+        rows = [tuple(int(v) for v in units[i].tolist()) for i in hit]
+        del units  # the view must be gone before the file's mapping closes
+        for i, row in zip(hit, rows, strict=True):
+            unit = TimerLogUnit(start + i * TIMERLOG_UNIT_SIZE, *row)
             out.setdefault(unit.offset_py, []).append(unit)
     return out
 

@@ -26,7 +26,7 @@ STORES = sorted(ORACLE_STORES) + ["demo"]
 def _open(name: str, root: Path | None = None) -> Store:
     if name == "demo":
         if not (DEMO / "commitlog").is_dir():
-            pytest.skip("fixtures/demo is absent")
+            pytest.fail("fixtures/demo is absent (a defect: it is committed)")
         return Store.open(root or DEMO, load_broker_conf(FIXTURES / "demo.broker.conf"))
     need_oracle()
     conf = ORACLE / name.split("/")[0] / "broker.conf"
@@ -139,7 +139,7 @@ def _damage(root: Path) -> None:
 @pytest.mark.parametrize("verify", [False, True])
 def test_findings_of_early_stops_on_a_damaged_store(tmp_path: Path, verify: bool, chunk_records):
     if not (DEMO / "commitlog").is_dir():
-        pytest.skip("fixtures/demo is absent")
+        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
     root = tmp_path / "demo"
     shutil.copytree(DEMO, root)
     _damage(root)
@@ -160,7 +160,7 @@ def test_findings_of_early_stops_on_a_damaged_store(tmp_path: Path, verify: bool
 
 def test_a_reader_that_stops_early_leaves_the_walk_findings(tmp_path: Path, chunk_records):
     if not (DEMO / "commitlog").is_dir():
-        pytest.skip("fixtures/demo is absent")
+        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
     root = tmp_path / "demo"
     shutil.copytree(DEMO, root)
     _damage(root)

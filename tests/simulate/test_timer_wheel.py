@@ -26,7 +26,7 @@ HOUR = 3_600_000
 @pytest.fixture
 def demo(tmp_path):
     if not (DEMO / "timerwheel").is_file():
-        pytest.skip(f"fixtures/demo is absent ({DEMO})")
+        pytest.fail(f"fixtures/demo is absent ({DEMO}) (a defect: it is committed)")
     return shutil.copytree(DEMO, tmp_path / "demo")
 
 

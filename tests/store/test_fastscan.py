@@ -222,9 +222,9 @@ def test_oracle_fixed_size_views_match_construct(name):
 
         data = gzip.decompress(wheel.read_bytes())
         slots = fs.timerwheel_slots(data)
-        for i in np.flatnonzero(slots["time"] != 0).tolist():
+        for i in np.flatnonzero(slots["time_units"] != 0).tolist():
             c = timerwheel_slot.parse(data[i * 32 : i * 32 + 32])
-            assert tuple(int(slots[i][k]) for k in ("time", "first", "last", "num", "magic")) == (
+            assert tuple(int(slots[i][k]) for k in ("time_units", "first_pos", "last_pos", "num", "magic")) == (
                 c.time_units, c.first_pos, c.last_pos, c.num, c.magic)
 
 
