@@ -219,3 +219,13 @@ def index_files_to_destroy(files: Sequence[tuple[str, int]], index_msg_timestamp
         return []
     return [name for name, end_ts in files if end_ts > index_msg_timestamp]
 
+
+
+def revise_queue_offset(last_unit_queue_offset: int | None, last_timer_queue_offset: int,
+                        master_timer_queue_offset: int) -> int:
+    """`TimerMessageStore.recover` + `reviseQueueOffset`: the timer queue offset the enqueue resumes at.
+
+    The queue offset of the last recovered TimerLog unit's record + 1; when that record cannot be read
+    (-1) the checkpoint's `lastTimerQueueOffset`; never past `masterTimerQueueOffset`."""
+    current = last_timer_queue_offset if last_unit_queue_offset is None else last_unit_queue_offset + 1
+    return min(current, master_timer_queue_offset)

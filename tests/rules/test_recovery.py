@@ -100,3 +100,9 @@ def test_index_files_newer_than_the_checkpoint_are_destroyed_after_a_crash():
     files = [("20240101000000000", 100), ("20240102000000000", 250)]
     assert r.index_files_to_destroy(files, 200, last_exit_ok=False) == ["20240102000000000"]
     assert r.index_files_to_destroy(files, 200, last_exit_ok=True) == []
+
+
+def test_timer_enqueue_resumes_after_the_last_units_record():
+    assert r.revise_queue_offset(6, 5, 10) == 7
+    assert r.revise_queue_offset(None, 5, 10) == 5  # the record is gone: the checkpoint's offset
+    assert r.revise_queue_offset(12, 5, 10) == 10  # capped by masterTimerQueueOffset
