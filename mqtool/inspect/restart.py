@@ -55,6 +55,7 @@ class _Stored:
         self.deliveries: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
         self.ops: set[tuple[int, int]] = set()
         self.commits: dict[int, int] = {}
+        self.committed: set[tuple[str, str]] = set()  # (real topic, UNIQ_KEY) of COMMIT records
         for rec in store.commitlog.iter_records(verify_crc=False):
             if rec.physical_offset + rec.total_size > end:
                 break
@@ -72,6 +73,7 @@ class _Stored:
                 self.ops |= {(rec.queue_id, off) for off in parse_op_body(rec.body)}
             if rec.transaction == "commit":
                 self.commits.setdefault(rec.prepared_transaction_offset, rec.physical_offset)
+                self.committed.add((rec.topic, rec.uniq_key or ""))
 
     def delivery_after(self, topic: str | None, uniq_key: str | None, offset: int, kind: str):
         """The first stored delivery of this message made after its system-topic record at `offset`."""
@@ -251,7 +253,8 @@ def _replay(store: Store, config, at_ms: int, for_ms: int, txv: dict, stored: _S
         d = e.as_dict()
         if len(first.setdefault(kind, [])) < FIRST_ROWS:
             first[kind].append(d)
-        if e.event == "deliver" and (e.topic or "", e.uniq_key or "") in stored.deliveries:
+        key = (e.topic or "", e.uniq_key or "")
+        if e.event == "deliver" and (key in stored.deliveries or key in stored.committed):
             again.append(d)
     if events_path is not None:
         Path(events_path).write_text(result.events.jsonl(), encoding="utf-8")
