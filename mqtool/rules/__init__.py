@@ -10,6 +10,8 @@ so a behaviour read from RocketMQ's source has one place to be right (or wrong) 
 | `schedule` | `ScheduleMessageService` (§4) | `correctDelayOffset`, `compute`/`correctDeliverTimestamp` |
 | `timer` | `TimerMessageStore` (§6) | `needRoll`, `needDelete`, the roll of `doEnqueue`, the chain walk of `dequeue` |
 | `transaction` | `TransactionalMessageServiceImpl` (§7) | `needDiscard`, `needSkip`, immunity, `isNeedCheck` |
+| `index` | `IndexService` (§11) | `buildIndex` keys, `putKey`, `queryOffset` |
+| `recovery` | recovery (§2.7, §3, §6.10, §8) | `recoverNormally`, `recoverAbnormally` |
 | `java` | - | `Integer.parseInt` / `Long.parseLong`, which the rules above depend on |
 
 Where RocketMQ 4.9.8 and 5.3.1 differ, the difference is a parameter, never a second copy.

@@ -1,0 +1,360 @@
+"""The `restart` view: what the broker will do when it starts on this store now.
+
+- **recovery** (`mqtool.inspect.recovery`): clean or abnormal start, where valid data ends, what is cut;
+- **duplicates**: messages already on their real topic that a restart delivers again, each with its
+  reason, found in the stored records (only records before the recovered end count): a delay level's
+  persisted offset behind delivered units (`ScheduleMessageService` restarts from `delayOffset.json`),
+  a timer slot at or after timercheck's read time whose messages were delivered (the dequeue re-reads
+  it), a committed transaction whose half is at or after the persisted half offset and not covered by
+  an op (the check service checks it again; a producer that committed answers COMMIT again); halves
+  checked again without a delivery are `rechecks`;
+- **late**: per delay level and for the wheel, what is overdue and when it goes out; the transactions
+  checked in the first rounds and those that will be discarded (the `delay`, `timer` and
+  `transactions` views);
+- **replay**: the first `for_ms` after the start through `mqtool.simulate.simulate`, summarised.
+
+`text` holds the same as (section, rows) for a plain renderer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from mqtool.formats.message import RecordError
+from mqtool.formats.names import (
+    CID_SYS_RMQ_TRANS,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DEQUEUE_MS,
+    REMOVE_TAG,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    TIMER_TOPIC,
+)
+from mqtool.formats.opbody import parse_op_body
+from mqtool.inspect import JSON_VERSION
+from mqtool.inspect.delay import delay_view
+from mqtool.inspect.recovery import recovery_plan
+from mqtool.inspect.timer import slot_chain, timer_view
+from mqtool.inspect.transactions import transactions_view
+from mqtool.rules.recovery import timer_read_time
+from mqtool.rules.schedule import correct_delay_offset
+from mqtool.store.findings import Findings, sort_findings
+from mqtool.store.store import Store
+
+FIRST_DELAY_TIME = 1000  # ScheduleMessageService: each level's first task, ms after start
+DEFAULT_FOR_MS = 600_000
+FIRST_ROWS = 5
+
+
+class _Stored:
+    """One pass over the records before the recovered end: deliveries by (topic, UNIQ_KEY), ops, commits."""
+
+    def __init__(self, store: Store, end: int):
+        self.deliveries: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
+        self.ops: set[tuple[int, int]] = set()
+        self.commits: dict[int, int] = {}
+        self.committed: set[tuple[str, str]] = set()  # (real topic, UNIQ_KEY) of COMMIT records
+        for rec in store.commitlog.iter_records(verify_crc=False):
+            if rec.physical_offset + rec.total_size > end:
+                break
+            p = rec.properties
+            kind = None
+            if rec.topic not in (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC) and PROPERTY_REAL_TOPIC in p:
+                if PROPERTY_TIMER_DEQUEUE_MS in p:
+                    kind = "timer"
+                elif PROPERTY_DELAY_TIME_LEVEL in p:
+                    kind = "delay"
+            if kind and rec.uniq_key:
+                self.deliveries.setdefault((rec.topic, rec.uniq_key), []).append(
+                    (rec.physical_offset, rec.store_timestamp, kind))
+            if rec.topic == RMQ_SYS_TRANS_OP_HALF_TOPIC and rec.tags == REMOVE_TAG:
+                self.ops |= {(rec.queue_id, off) for off in parse_op_body(rec.body)}
+            if rec.transaction == "commit":
+                self.commits.setdefault(rec.prepared_transaction_offset, rec.physical_offset)
+                self.committed.add((rec.topic, rec.uniq_key or ""))
+
+    def delivery_after(self, topic: str | None, uniq_key: str | None, offset: int, kind: str):
+        """The first stored delivery of this message made after its system-topic record at `offset`."""
+        for phys, ts, k in self.deliveries.get((topic or "", uniq_key or ""), ()):
+            if phys > offset and k == kind:
+                return phys, ts
+        return None
+
+
+def _delay(store: Store, dv: dict, plan: dict, stored: _Stored, at_ms: int) -> tuple[list, list]:
+    """Per level: duplicates (delivered units from the restart offset on) and the late/due summary."""
+    end, maxes = plan["_end"], plan["_max_offsets"]
+    dups, levels = [], []
+    for row in dv["levels"]:
+        if row["max_offset"] is None or not row["configured"]:
+            continue
+        qid, lo = row["queue_id"], row["min_offset"]
+        hi = maxes.get((RMQ_SYS_SCHEDULE_TOPIC, qid), row["max_offset"])
+        persisted = row["offset"] if row["offset_stored"] else None
+        start = correct_delay_offset(persisted, lo, hi)
+        start = lo if start is None else start
+        cq = store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
+        overdue, late_by, next_due = 0, 0, None
+        for u in cq.iter_units(start):
+            if u.queue_offset >= hi:
+                break
+            rec = _read(store, u.commitlog_offset, end)
+            real = rec.properties.get(PROPERTY_REAL_TOPIC) if rec else None
+            hit = stored.delivery_after(real, rec.uniq_key, rec.physical_offset, "delay") if rec else None
+            if hit:
+                dups.append(_dup("delay", rec, real, hit, at_ms + FIRST_DELAY_TIME,
+                                 f"delay level {row['level']}: delayOffset.json holds offset "
+                                 f"{persisted if persisted is not None else 'none (0)'}, the broker restarts from "
+                                 f"{start}, but queue offset {u.queue_offset} was already delivered",
+                                 level=row["level"], queue_offset=u.queue_offset))
+            elif u.tags_code <= at_ms + row["delay_ms"]:
+                due = min(u.tags_code, at_ms) if u.tags_code > at_ms else u.tags_code
+                if due <= at_ms:
+                    overdue += 1
+                    late_by = max(late_by, at_ms - due)
+                elif next_due is None:
+                    next_due = due
+        levels.append({"level": row["level"], "queue_id": qid, "persisted_offset": persisted, "restart_offset": start,
+                       "max_offset": hi, "backlog": max(0, hi - start), "overdue": overdue, "overdue_by_ms": late_by,
+                       "goes_out_ms": at_ms + FIRST_DELAY_TIME if overdue else next_due})
+    return dups, levels
+
+
+def _read(store: Store, offset: int, end: int):
+    if offset >= end:
+        return None
+    try:
+        return store.commitlog.read(offset)
+    except RecordError:
+        return None
+
+
+def _dup(kind: str, rec, real: str | None, hit: tuple[int, int], due: int, reason: str, **extra) -> dict:
+    return {"kind": kind, "topic": real, "queue_id": _qid(rec), "uniq_key": rec.uniq_key, "keys": rec.keys,
+            "source_offset": rec.physical_offset, "delivered_offset": hit[0], "delivered_at_ms": hit[1],
+            "again_at_ms": due, "reason": reason, **extra}
+
+
+def _qid(rec) -> int | None:
+    v = rec.properties.get(PROPERTY_REAL_QUEUE_ID, "")
+    return int(v) if v.lstrip("-").isdigit() else None
+
+
+def _timer(store: Store, tv: dict, plan: dict, stored: _Stored, at_ms: int) -> tuple[list, dict]:
+    """Slots the dequeue reads again (time >= its restart read time): duplicates, overdue, skipped."""
+    cp = tv["checkpoint"]
+    if cp is None or not tv["wheel"]["present"]:
+        return [], {"present": False}
+    precision = tv["precision_ms"]
+    last_read = cp["last_read_time_ms"]
+    read = timer_read_time(last_read, at_ms, precision, tv["wheel"]["slots_total"])
+    end = plan["_end"]
+    dups, overdue, pending, skipped, first_out = [], 0, 0, [], None
+    for slot in tv["slots"]:
+        t = slot["time_ms"]
+        if t < last_read:
+            continue
+        chain = slot_chain(store, t)
+        for u in chain["units"]:
+            if u["kind"] != "normal" or u["state"] != "pending":
+                continue
+            if t < read:
+                skipped.append({"slot_ms": t, "uniq_key": u["uniq_key"], "topic": u["real_topic"]})
+                continue
+            rec = _read(store, u["offset_py"], end)
+            if rec is None:
+                continue  # past the recovered end: a dangling unit (recovery findings)
+            hit = stored.delivery_after(u["real_topic"], u["uniq_key"], u["offset_py"], "timer")
+            if hit:
+                dups.append(_dup("timer", rec, u["real_topic"], hit, at_ms,
+                                 f"timer slot {t}: config/timercheck's lastReadTimeMs {last_read} is not past it, "
+                                 "so the dequeue reads the slot again, but this message was already delivered",
+                                 slot_ms=t))
+                continue
+            pending += 1
+            out = u["timer_out_ms"] or t
+            if out <= at_ms:
+                overdue += 1
+            first_out = out if first_out is None else min(first_out, out)
+    return dups, {"present": True, "last_read_time_ms": last_read, "restart_read_time_ms": read,
+                  "pending": pending, "overdue": overdue, "earliest_ms": first_out,
+                  "skipped": skipped}
+
+
+def _transactions(txv: dict, plan: dict, stored: _Stored, at_ms: int, interval: int) -> tuple[list, list]:
+    """Halves at or after the persisted half offset, not covered by an op: checked again at the first round."""
+    end = plan["_end"]
+    half_offset = {p["queue_id"]: p["half_offset"] for p in txv["check_progress"]}
+    dups, rechecks = [], []
+    for row in txv["half_messages"]:
+        qid = row["queue_id"]
+        members = [(row["queue_offset"], row["physical_offset"])]
+        members += [(c["queue_offset"], c["physical_offset"]) for c in row["copies"]]
+        members = [m for m in members if m[1] < end]
+        start = half_offset.get(qid) or 0
+        visited = [m for m in members if m[0] >= start and (qid, m[0]) not in stored.ops]
+        later = [m for m in members if visited and m[0] > visited[0][0]]
+        commit = next((stored.commits[p] for _, p in members if p in stored.commits), None)
+        if not visited or (commit is None and not later):
+            continue
+        v = visited[0]
+        base = (f"half queue offset {start} ({CID_SYS_RMQ_TRANS} in consumerOffset.json) is not past queue "
+                f"offset {v[0]}")
+        if later:
+            base += f", which was already checked (copy at queue offset {later[-1][0]})"
+        entry = {"kind": "transaction", "topic": row["real_topic"], "queue_id": row["real_queue_id"],
+                 "uniq_key": row["uniq_key"], "keys": row["keys"], "source_offset": v[1],
+                 "again_at_ms": at_ms + interval, "half_queue_offset": v[0]}
+        if commit is not None:
+            dups.append({**entry, "delivered_offset": commit, "delivered_at_ms": None,
+                         "reason": base + ": the check service checks it again, and a producer that committed "
+                                          "answers COMMIT again"})
+        else:
+            rechecks.append({**entry, "state": row["state"],
+                             "reason": base + ": the producer gets another check request and another copy is "
+                                              "put back"})
+    return dups, rechecks
+
+
+def _tx_rounds(txv: dict, at_ms: int, for_ms: int) -> tuple[list, list]:
+    first, discard = [], []
+    for row in txv["half_messages"]:
+        pred = row["prediction"]
+        if row["state"] != "pending" or pred is None:
+            continue
+        brief = {"uniq_key": row["uniq_key"], "topic": row["real_topic"], "keys": row["keys"],
+                 "check_times": row["check_times"], "next_check_ms": pred["next_check_ms"],
+                 "discard_ms": pred["discard_ms"], "discard_reason": pred["discard_reason"]}
+        if pred["next_check_ms"] is not None and pred["next_check_ms"] <= at_ms + for_ms:
+            first.append(brief)
+        if pred["discard_ms"] is not None:
+            discard.append(brief)
+    return first, discard
+
+
+def _replay(store: Store, config, at_ms: int, for_ms: int, txv: dict, stored: _Stored, broker_version: str,
+            events_path: Path | str | None) -> dict:
+    """`simulate` over [at, at + for): counts, first rows per kind; a committed transaction's producer
+    answers COMMIT again, a rolled back one ROLLBACK (the answers a correct producer gives)."""
+    from mqtool.simulate import simulate
+    from mqtool.simulate.scenario import AnswerRule, Scenario
+
+    answers = [AnswerRule({"committed": "commit", "rolled_back": "rollback"}[r["state"]], uniq_key=r["uniq_key"])
+               for r in txv["half_messages"] if r["state"] in ("committed", "rolled_back") and r["uniq_key"]]
+    result = simulate(store, config, at_ms, at_ms + for_ms, Scenario(answers=answers), 0, broker_version)
+    counts: Counter[str] = Counter()
+    first: dict[str, list] = {}
+    again = []
+    for e in result.events:
+        kind = f"{e.service} {e.event}"
+        counts[kind] += 1
+        d = e.as_dict()
+        if len(first.setdefault(kind, [])) < FIRST_ROWS:
+            first[kind].append(d)
+        key = (e.topic or "", e.uniq_key or "")
+        if e.event == "deliver" and (key in stored.deliveries or key in stored.committed):
+            again.append(d)
+    if events_path is not None:
+        Path(events_path).write_text(result.events.jsonl(), encoding="utf-8")
+    return {"from_ms": at_ms, "until_ms": at_ms + for_ms, "events": len(result.events),
+            "counts": dict(sorted(counts.items())), "first": first, "delivered_again": again,
+            "violations": result.violations, "events_path": None if events_path is None else str(events_path)}
+
+
+def restart_preview(store: Store, config=None, at_ms: int | None = None, for_ms: int = DEFAULT_FOR_MS,
+                    events_path: Path | str | None = None, *, replay: bool = True,
+                    broker_version: str = "5.3") -> dict:
+    """The `restart` document for a start at `at_ms` (default: the store's own now)."""
+    config = config or store.config
+    at_ms = store.last_activity_ms() if at_ms is None else at_ms
+    findings = Findings()
+    plan = recovery_plan(store, findings, v4=broker_version.startswith("4"))
+    stored = _Stored(store, plan["_end"])
+    dv, tv, txv = delay_view(store, at_ms), timer_view(store, at_ms), transactions_view(store, at_ms)
+    delay_dups, levels = _delay(store, dv, plan, stored, at_ms)
+    timer_dups, wheel = _timer(store, tv, plan, stored, at_ms)
+    tx_dups, rechecks = _transactions(txv, plan, stored, at_ms, config.transaction_check_interval)
+    first_rounds, discards = _tx_rounds(txv, at_ms, for_ms)
+    duplicates = sorted(delay_dups + timer_dups + tx_dups, key=lambda d: (d["again_at_ms"], d["source_offset"]))
+    overdue = sum(lv["overdue"] for lv in levels) + wheel.get("overdue", 0)
+    doc = {
+        "version": JSON_VERSION,
+        "view": "restart",
+        "at_ms": at_ms,
+        "for_ms": for_ms,
+        "headline": headline(plan["shutdown"]["clean"], len(duplicates), overdue),
+        "recovery": {k: v for k, v in plan.items() if not k.startswith("_")},
+        "duplicates": duplicates,
+        "rechecks": rechecks,
+        "late": {"delay_levels": [lv for lv in levels if lv["backlog"]], "timer": wheel, "overdue": overdue},
+        "transactions": {"first_rounds": first_rounds, "to_discard": discards},
+        "replay": (_replay(store, config, at_ms, for_ms, txv, stored, broker_version, events_path)
+                   if replay else None),
+        "findings": [f.as_dict() for f in sort_findings(findings)],
+    }
+    doc["text"] = text_sections(doc)
+    return doc
+
+
+def headline(clean: bool, duplicates: int, overdue: int) -> str | None:
+    """The overview's line for a store not shut down cleanly (None after a clean shutdown)."""
+    if clean:
+        return None
+    return f"restart preview: {duplicates} duplicate{'s' if duplicates != 1 else ''}, {overdue} overdue"
+
+
+def restart_headline(store: Store, config=None, at_ms: int | None = None) -> str | None:
+    """`headline` of a preview without the replay (what the overview calls)."""
+    if (store.root / "abort").exists():
+        return restart_preview(store, config, at_ms, replay=False)["headline"]
+    return None
+
+
+def text_sections(doc: dict) -> list[list]:
+    """(section, rows of text) for a plain renderer: the CLI prints each section's title, then its rows."""
+    rec = doc["recovery"]
+    cl = rec["commitlog"]
+    rows = ["clean shutdown" if rec["shutdown"]["clean"] else
+            f"NOT shut down cleanly (abort file, pid {rec['shutdown']['abort_pid']}): abnormal recovery"]
+    if cl:
+        rows += [f"CommitLog re-checked from file {cl['check_from_file']} (checkCRCOnRecover={cl['check_crc']})",
+                 f"valid data ends at {cl['end_offset']} in {cl['stop_file']}: {cl['stop_reason']}"]
+        if cl["dropped_bytes"]:
+            rows.append(f"{cl['dropped_bytes']} byte(s) of decodable records after it are dropped")
+        rows += [f"file {name} is deleted" for name in cl["deleted_files"]]
+        rows += [f"refuses to start: {r}" for r in cl["load_refused"]]
+    for t in rec["consume_queues"]["truncated"]:
+        rows.append(f"ConsumeQueue {t['topic']}/{t['queue_id']} loses {t['units']} unit(s) from queue offset "
+                    f"{t['from_queue_offset']}")
+    tl = rec["timerlog"]
+    if tl:
+        if tl["truncated_units"]:
+            rows.append(f"TimerLog truncated at {tl['end_offset']}: {len(tl['truncated_units'])} unit(s)")
+        rows += [f"TimerLog unit {d['pos']} points past the CommitLog end (CommitLog {d['offset_py']})"
+                 for d in tl["dangling_units"]]
+    rows += [f"index file {n} is destroyed" for n in rec["index"]["destroyed"]]
+    dups = [f"{d['kind']:<11} {d['topic']} {d['uniq_key']} keys={' '.join(d['keys'])} delivered at offset "
+            f"{d['delivered_offset']}: {d['reason']}" for d in doc["duplicates"]]
+    late = [f"delay level {lv['level']}: {lv['overdue']} overdue (by up to {lv['overdue_by_ms']} ms), backlog "
+            f"{lv['backlog']} from offset {lv['restart_offset']}" for lv in doc["late"]["delay_levels"]]
+    wheel = doc["late"]["timer"]
+    if wheel.get("present"):
+        late.append(f"timer wheel: {wheel['pending']} pending, {wheel['overdue']} overdue, read again from "
+                    f"{wheel['restart_read_time_ms']}")
+        late += [f"timer slot {s['slot_ms']}: {s['uniq_key']} is skipped (older than the wheel holds)"
+                 for s in wheel["skipped"]]
+    tx = [f"check: {r['uniq_key']} {r['reason']}" for r in doc["rechecks"]]
+    tx += [f"first rounds: {t['uniq_key']} checked at {t['next_check_ms']}"
+           for t in doc["transactions"]["first_rounds"]]
+    tx += [f"discard: {t['uniq_key']} at {t['discard_ms']} ({t['discard_reason']})"
+           for t in doc["transactions"]["to_discard"]]
+    out = [["recovery", rows], [f"duplicates ({len(dups)})", dups], ["late and due", late], ["transactions", tx]]
+    rp = doc["replay"]
+    if rp is not None:
+        out.append([f"replay {rp['from_ms']} -> {rp['until_ms']} ({rp['events']} events)",
+                    [f"{k}: {n}" for k, n in rp["counts"].items()]
+                    + [f"delivered again: {e['topic']} {e['uniq_key']} at {e['time']}" for e in rp["delivered_again"]]])
+    return out
