@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from mqtool.simulate.context import SimContext
 
 
+@runtime_checkable
 class Service(Protocol):
     def start(self) -> None:
         """Recover from what was last persisted and start the service's processes."""
