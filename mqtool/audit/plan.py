@@ -17,7 +17,7 @@ from mqtool.audit.records import is_record_start, open_store
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.store import fastscan
 from mqtool.store.errors import StoreError
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue
 from mqtool.store.store import (  # noqa: F401 - re-exported: the checks name these topics
     HALF_TOPIC,
@@ -94,7 +94,7 @@ class AuditPlan:
 
     store: Store
     tasks: list[Task]
-    findings: list[Finding] = field(default_factory=list)  # from listing the files
+    findings: Findings = field(default_factory=Findings)  # from listing the files
     commitlog_min: int = 0
     commitlog_files: list[tuple[str, int, int]] = field(default_factory=list)  # rel, start, length
     queues: list[tuple[str, int]] = field(default_factory=list)
