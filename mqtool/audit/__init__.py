@@ -13,7 +13,9 @@ Each check has one definition and one name, used in every finding it produces:
 
 `plan.py` cuts a store (`mqtool.store.store.Store`, with its `BrokerConfig`) into tasks (plain
 dataclasses of paths and ints), `tasks.run_task` runs one task anywhere (this process or a Spark
-Python worker), and `report.finish` turns the task results into findings and a summary.
+Python worker) and returns a typed result (`results.py`, one picklable dataclass per task kind),
+and `report.finish` runs one driver function per check over those results, each adding to one
+`Findings` accumulator, and builds the summary.
 `runner.py` is the local engine; `mqtool.spark.runner` the Spark one. Every task reads the store
 through `mqtool.store.fastscan` (`records.py` looks records up by offset with the same kernel):
 there is no decoder in this package.

@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from mqtool.audit.plan import CommitLogSlice
+from mqtool.audit.results import CommitLogResult, QueueStats
 from mqtool.formats.names import (
     DLQ_GROUP_TOPIC_PREFIX,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -29,7 +30,7 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK
 from mqtool.store import fastscan
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import map_file
 
 CHECK = "commitlog.integrity"
@@ -126,7 +127,7 @@ class _Walk:
 
     def __init__(self, task: CommitLogSlice):
         self.task = task
-        self.findings: list[Finding] = []
+        self.findings = Findings()
         self.queues: dict[tuple[str, int], list[int]] = {}
         self.kept: list[dict] = []
         self.hashes: list[np.ndarray] = []
@@ -215,11 +216,11 @@ class _Walk:
                           "properties": props.decode("utf-8", "surrogateescape"), "body": body})
 
     def _add(self, offset, severity, message, topic=None, qid=None) -> None:
-        self.findings.append(Finding(self.task.rel, offset, CHECK, severity, message, topic, qid))
+        self.findings.add(self.task.rel, offset, CHECK, severity, message, topic, qid)
 
 
-def scan_slice(task: CommitLogSlice) -> dict:
-    """Walk one slice with the fast path; returns findings and compact summaries (see `report.finish`)."""
+def scan_slice(task: CommitLogSlice) -> CommitLogResult:
+    """Walk one slice with the fast path: its findings and compact summaries for the driver."""
     walk = _Walk(task)
     base = task.file_start
     with map_file(task.path) as buf:
@@ -254,13 +255,11 @@ def scan_slice(task: CommitLogSlice) -> dict:
     o = np.concatenate(walk.key_offsets) if walk.key_offsets else np.zeros(0, np.int64)
     order = np.argsort(h, kind="stable")
     commits = np.concatenate(walk.commits) if walk.commits else np.zeros((0, 2), np.int64)
-    return {
-        "kind": "commitlog", "index": task.index, "file": task.rel, "file_start": base, "begin": task.begin,
-        "end": task.end, "valid_end": valid_end, "stop": stop, "trailing_bytes": trailing,
-        "last_of_file": task.last_of_file, "records": walk.records, "bytes": walk.bytes,
-        "findings": walk.findings, "queues": walk.queues, "kept": walk.kept, "key_hashes": h[order],
-        "key_offsets": o[order], "commits": commits,
-    }
+    return CommitLogResult(
+        index=task.index, findings=walk.findings, file=task.rel, file_start=base, begin=task.begin, end=task.end,
+        valid_end=valid_end, stop=stop, trailing_bytes=trailing, last_of_file=task.last_of_file,
+        records=walk.records, bytes=walk.bytes, queues={k: QueueStats(*v) for k, v in walk.queues.items()},
+        kept=walk.kept, key_hashes=h[order], key_offsets=o[order], commits=commits)
 
 
 def _torn_message(a: np.ndarray, task: CommitLogSlice, last: fastscan.ScanChunk, end: int, trailing: int) -> str:

@@ -14,12 +14,13 @@ import numpy as np
 
 from mqtool.audit.plan import QueueFileTask
 from mqtool.audit.records import CommitLogRecords
+from mqtool.audit.results import ConsumeQueueResult
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import PROPERTY_DELAY_TIME_LEVEL
 from mqtool.formats.properties import parse_properties
 from mqtool.rules.schedule import compute_deliver_timestamp, delay_level
 from mqtool.store import fastscan
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import map_file
 
 CHECK = "consumequeue.consistency"
@@ -50,8 +51,8 @@ def read_units(buf) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return cols[0], cols[1], cols[2], written
 
 
-def check_queue_file(task: QueueFileTask) -> dict:
-    findings: list[Finding] = []
+def check_queue_file(task: QueueFileTask) -> ConsumeQueueResult:
+    findings = Findings()
     topic, qid, rel = task.topic, task.queue_id, task.rel
     tags_out: list[tuple[int, int]] = []
 
@@ -107,12 +108,10 @@ def check_queue_file(task: QueueFileTask) -> dict:
                 tags_out.append((qo, int(tags[i])))
                 _check_schedule_unit(task, h, o, qo, int(tags[i]), add)
     max_end = int((off[idx] + size[idx]).max()) if count else 0
-    return {
-        "kind": "consumequeue", "index": task.index, "topic": topic, "queue_id": qid, "file": rel,
-        "file_start": task.file_start, "first_offset": first_qoff, "units": count,
-        "end_offset": first_qoff + end_unit, "max_commitlog_end": max_end, "bad_units": bad_units,
-        "findings": findings, "schedule_tags": tags_out,
-    }
+    return ConsumeQueueResult(
+        index=task.index, findings=findings, topic=topic, queue_id=qid, file=rel, file_start=task.file_start,
+        first_offset=first_qoff, units=count, end_offset=first_qoff + end_unit, max_commitlog_end=max_end,
+        bad_units=bad_units, schedule_tags=tags_out)
 
 
 def _check_schedule_unit(task, rec, offset, qo, tags_code, add) -> None:

@@ -18,7 +18,7 @@ from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.store import fastscan
 from mqtool.store.errors import StoreError
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import MappedFileQueue, map_file, open_queue
 from mqtool.store.store import Store
 from mqtool.store.timer import wheel_path, wheel_slot_count
@@ -87,7 +87,7 @@ class AuditPlan:
 
     store: Store
     tasks: list[Task]
-    findings: list[Finding] = field(default_factory=list)  # from listing the files
+    findings: Findings = field(default_factory=Findings)  # from listing the files
     commitlog_min: int = 0
     commitlog_files: list[tuple[str, int, int]] = field(default_factory=list)  # rel, start, length
     queues: list[tuple[str, int]] = field(default_factory=list)

@@ -8,16 +8,16 @@ the ConsumeQueue task (`consumequeue.py`).
 
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.rules.schedule import correct_delay_offset
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 
 CHECK = "schedule"
 FILE = "config/delayOffset.json"
 
 
 def check(delay_offsets: dict[int, int] | None, queues: dict[int, dict], tags: dict[int, list[tuple[int, int]]],
-          levels: int, now: int) -> tuple[list[Finding], dict]:
-    """`queues`: queue id → {"min", "max"} of SCHEDULE_TOPIC_XXXX; `tags`: queue id → [(offset, tagsCode)]."""
-    findings: list[Finding] = []
+          levels: int, now: int, findings: Findings) -> dict:
+    """`queues`: queue id → {"min", "max"} of SCHEDULE_TOPIC_XXXX; `tags`: queue id → [(offset, tagsCode)].
+    Findings go to `findings`; returns the per-level summary."""
     summary: dict = {}
     stored = delay_offsets or {}
     for level in sorted(set(stored) | {q + 1 for q in queues}):
@@ -46,4 +46,4 @@ def check(delay_offsets: dict[int, int] | None, queues: dict[int, dict], tags: d
                                     RMQ_SYS_SCHEDULE_TOPIC, qid))
         summary[str(level)] = {"stored_offset": off, "min": q["min"], "max": q["max"], "pending": len(due),
                                "overdue": len(overdue)}
-    return findings, summary
+    return summary

@@ -9,44 +9,32 @@ UNIQ_KEY on purpose and take no part.
 
 import numpy as np
 
+from mqtool.audit.results import QueueStats, QueueUnits
 from mqtool.formats.message import RecordError
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Findings
 
 CHECK = "stats"
 MAX_DUPLICATE_FINDINGS = 1000
 
 
-def merge_queue_stats(parts: list[dict]) -> dict[tuple[str, int], list[int]]:
-    """[count, bytes, min store ts, max store ts, min queue offset, max queue offset] per queue."""
-    out: dict[tuple[str, int], list[int]] = {}
-    for part in parts:
-        for key, (c, b, t0, t1, q0, q1) in part.items():
-            cur = out.get(key)
-            if cur is None:
-                out[key] = [c, b, t0, t1, q0, q1]
-            else:
-                out[key] = [cur[0] + c, cur[1] + b, min(cur[2], t0), max(cur[3], t1), min(cur[4], q0),
-                            max(cur[5], q1)]
-    return out
-
-
-def duplicate_keys(hashes: list[np.ndarray], offsets: list[np.ndarray], read_record, file_of) -> tuple[list, int]:
-    """Findings for records whose UNIQ_KEY an earlier record already has; and how many there are.
+def duplicate_keys(hashes: list[np.ndarray], offsets: list[np.ndarray], read_record, file_of,
+                   findings: Findings) -> int:
+    """How many records have a UNIQ_KEY an earlier record already has; a finding for each (at most
+    MAX_DUPLICATE_FINDINGS) goes to `findings`.
 
     `hashes[i]`/`offsets[i]`: one task's, sorted by hash (equal hashes by offset), tasks in offset order.
     """
     if not hashes:
-        return [], 0
+        return 0
     h = np.concatenate(hashes)
     o = np.concatenate(offsets)
     if h.size == 0:
-        return [], 0
+        return 0
     # Each part is sorted by hash with equal hashes in offset order, and parts come in offset order
     # (task order): a stable sort by hash alone gives (hash, offset) order, merging the sorted runs.
     order = np.argsort(h, kind="stable")
     h, o = h[order], o[order]
     dup = np.nonzero(h[1:] == h[:-1])[0] + 1
-    findings: list[Finding] = []
     count = 0
     firsts: dict[int, tuple[int, str | None]] = {}
     for i in dup.tolist():
@@ -62,12 +50,11 @@ def duplicate_keys(hashes: list[np.ndarray], offsets: list[np.ndarray], read_rec
         if key is None or other != key:
             continue  # a hash collision, not a duplicate
         count += 1
-        if len(findings) < MAX_DUPLICATE_FINDINGS:
+        if count <= MAX_DUPLICATE_FINDINGS:
             rec = read_record(off)
-            findings.append(Finding(file_of(off), off, CHECK, "info",
-                                    f"UNIQ_KEY {key} already used by the record at {first} (a producer resend "
-                                    "or a duplicated message)", rec.topic, rec.queue_id))
-    return findings, count
+            findings.add(file_of(off), off, CHECK, "info", f"UNIQ_KEY {key} already used by the record at {first} "
+                         "(a producer resend or a duplicated message)", rec.topic, rec.queue_id)
+    return count
 
 
 def _key(read_record, offset: int) -> str | None:
@@ -77,10 +64,11 @@ def _key(read_record, offset: int) -> str | None:
         return None
 
 
-def topic_summary(queues: dict[tuple[str, int], list[int]], cq: dict[tuple[str, int], dict]) -> dict:
+def topic_summary(queues: dict[tuple[str, int], QueueStats], cq: dict[tuple[str, int], QueueUnits]) -> dict:
+    """Records, bytes and store-time range per topic and queue, with each queue's ConsumeQueue range."""
     topics: dict[str, dict] = {}
     for (topic, qid) in sorted(set(queues) | set(cq)):
-        c, b, t0, t1, q0, q1 = queues.get((topic, qid), [0, 0, None, None, None, None])
+        c, b, t0, t1, q0, q1 = queues.get((topic, qid), (0, 0, None, None, None, None))
         t = topics.setdefault(topic, {"records": 0, "bytes": 0, "first_store_ts": None, "last_store_ts": None,
                                       "queues": {}})
         t["records"] += c
@@ -91,5 +79,6 @@ def topic_summary(queues: dict[tuple[str, int], list[int]], cq: dict[tuple[str, 
         q = cq.get((topic, qid))
         t["queues"][str(qid)] = {"records": c, "bytes": b, "first_store_ts": t0, "last_store_ts": t1,
                                  "min_queue_offset": q0, "max_queue_offset": q1,
-                                 "cq_min_offset": q["min"] if q else None, "cq_max_offset": q["max"] if q else None}
+                                 "cq_min_offset": q.min_offset if q else None,
+                                 "cq_max_offset": q.max_offset if q else None}
     return topics

@@ -3,12 +3,13 @@
 from mqtool.audit.commitlog import scan_slice
 from mqtool.audit.consumequeue import check_queue_file
 from mqtool.audit.plan import CommitLogSlice, QueueFileTask, Task, TimerLogTask, WheelTask
+from mqtool.audit.results import TaskResult
 from mqtool.audit.timer import check_timerlog_file, check_wheel
 
 _RUN = {CommitLogSlice: scan_slice, QueueFileTask: check_queue_file, TimerLogTask: check_timerlog_file,
         WheelTask: check_wheel}
 
 
-def run_task(task: Task) -> dict:
-    """The task's findings and compact summary (a dict of plain values and numpy arrays)."""
+def run_task(task: Task) -> TaskResult:
+    """The task's typed result (`mqtool.audit.results`): its findings and compact summaries."""
     return _RUN[type(task)](task)

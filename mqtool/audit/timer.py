@@ -17,20 +17,21 @@ import numpy as np
 
 from mqtool.audit.plan import TimerLogTask, WheelTask, timerlog_queue
 from mqtool.audit.records import CommitLogRecords
+from mqtool.audit.results import TimerLogResult, WheelResult
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_SIZE
 from mqtool.rules.timer import END, LOOP, MISSING, slot_num_delta, walk_chain
 from mqtool.store import fastscan
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import FileMaps, map_file
 from mqtool.store.timer import read_wheel_slots
 
 CHECK = "timer"
 
 
-def check_timerlog_file(task: TimerLogTask) -> dict:
-    findings: list[Finding] = []
+def check_timerlog_file(task: TimerLogTask) -> TimerLogResult:
+    findings = Findings()
     units = pending = 0
     with CommitLogRecords(task.root) as reader, map_file(task.path) as buf:
         view = fastscan.timerlog_units(buf)  # up to the file-end filler or unwritten bytes
@@ -59,12 +60,12 @@ def check_timerlog_file(task: TimerLogTask) -> dict:
                 findings.append(Finding(task.rel, task.file_start + pos, CHECK, sev,
                                         f"TimerLog unit, {state}, {problem}"))
     end = units * TIMERLOG_UNIT_SIZE
-    return {"kind": "timerlog", "index": task.index, "file": task.rel, "file_start": task.file_start,
-            "units": units, "pending_units": pending, "end": task.file_start + end, "findings": findings}
+    return TimerLogResult(index=task.index, findings=findings, file=task.rel, file_start=task.file_start,
+                          units=units, pending_units=pending, end=task.file_start + end)
 
 
-def check_wheel(task: WheelTask) -> dict:
-    findings: list[Finding] = []
+def check_wheel(task: WheelTask) -> WheelResult:
+    findings = Findings()
     slots = read_wheel_slots(task.path, task.slot_begin, task.slot_end)
     written = np.nonzero(slots["time_units"] != 0)[0]
     tl = timerlog_queue(task.root)
@@ -94,8 +95,8 @@ def check_wheel(task: WheelTask) -> dict:
                                         f"wheel slot {slot} (time {time_ms}, {state}): " + "; ".join(problems)))
     finally:
         maps.close()
-    return {"kind": "wheel", "index": task.index, "slots": checked, "broken": broken, "chain_units": units_total,
-            "pending_by_time": pending_by_time, "findings": findings}
+    return WheelResult(index=task.index, findings=findings, slots=checked, broken=broken, chain_units=units_total,
+                       pending_by_time=pending_by_time)
 
 
 def _walk(tl, maps, first: int, last: int, t_units: int, precision: int):
@@ -133,11 +134,11 @@ def _unit_at(buf, p: int) -> tuple | None:
     return None if u is None else u[1:7]
 
 
-def cursor_findings(timercheck: dict | None, timer_queue_max: int | None, timerlog_end: int | None) -> list[Finding]:
-    """timercheck cursors against the timer queue and the TimerLog (driver side)."""
-    out: list[Finding] = []
+def cursor_findings(timercheck: dict | None, timer_queue_max: int | None, timerlog_end: int | None,
+                    out: Findings) -> None:
+    """timercheck cursors against the timer queue and the TimerLog (driver side), added to `out`."""
     if timercheck is None:
-        return out
+        return
     q = timercheck["last_timer_queue_offset"]
     if timer_queue_max is not None:
         if q > timer_queue_max:
@@ -152,4 +153,3 @@ def cursor_findings(timercheck: dict | None, timer_queue_max: int | None, timerl
     if timerlog_end is not None and flush > timerlog_end:
         out.append(Finding("config/timercheck", 8, CHECK, "error",
                            f"lastTimerLogFlushPos {flush} is beyond the TimerLog's end {timerlog_end}"))
-    return out

@@ -33,7 +33,7 @@ from mqtool.formats.names import (
 from mqtool.formats.opbody import parse_op_body
 from mqtool.formats.properties import parse_properties
 from mqtool.rules.transaction import check_immunity_time, need_discard
-from mqtool.store.findings import Finding
+from mqtool.store.findings import Finding, Findings
 
 CHECK = "transactions"
 MAX_COMMIT_FINDINGS = 1000
@@ -43,9 +43,9 @@ op_offsets = parse_op_body  # half queue offsets of an op body (both dialects)
 
 
 def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: dict[int, tuple[int, int]],
-          config: BrokerConfig, now: int, file_of) -> tuple[list[Finding], dict]:
-    """`progress`: topic → {queue id: offset} of CID_RMQ_SYS_TRANS; `file_of(offset)`: CommitLog file name."""
-    findings: list[Finding] = []
+          config: BrokerConfig, now: int, file_of, findings: Findings) -> dict:
+    """`progress`: topic → {queue id: offset} of CID_RMQ_SYS_TRANS; `file_of(offset)`: CommitLog file name.
+    Findings go to `findings`; returns the summary."""
     halves = {}
     removed: dict[int, set[int]] = {}
     ops = discards = 0
@@ -103,16 +103,17 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
     summary = {"half_messages": len(halves), "op_messages": ops, "resolved": sum(len(v) for v in removed.values()),
                "pending": pending, "stuck": stuck, "discarded": discards, "oldest_pending_age_ms": oldest,
                "progress": {k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(progress.items())}}
-    return findings, summary
+    return summary
 
 
 def check_commits(commits: np.ndarray, kept: list[dict], commitlog_min: int, read_record,
-                  file_of) -> tuple[list[Finding], dict]:
+                  file_of, out: Findings) -> dict:
     """COMMIT records against the half messages they name.
 
     `commits`: rows of (physical offset, PREPARED TRANSACTION OFFSET) of every COMMIT record;
     `kept`: the system-topic records of the walk (every half message among them);
-    `read_record(offset)`: the record there (RecordError when none starts there).
+    `read_record(offset)`: the record there (RecordError when none starts there);
+    findings go to `out` (at most MAX_COMMIT_FINDINGS of them); returns the counts.
     """
     halves = np.array(sorted(r["offset"] for r in kept if r["topic"] == RMQ_SYS_TRANS_HALF_TOPIC), np.int64)
     commits = commits.reshape(-1, 2)
@@ -140,7 +141,8 @@ def check_commits(commits: np.ndarray, kept: list[dict], commitlog_min: int, rea
         findings.append(Finding(file_of(off), off, CHECK, "error",
                                 f"COMMIT record's PREPARED TRANSACTION OFFSET {prep} names no half message "
                                 f"({there})", topic, qid))
-    return findings, {"records": int(len(commits)), "without_half": without}
+    out += findings
+    return {"records": int(len(commits)), "without_half": without}
 
 
 def _in_range(ranges, qid, o, deleted) -> bool:

@@ -10,6 +10,7 @@ from mqtool.simulate.engine import Engine
 from mqtool.simulate.events import EventLog
 from mqtool.simulate.model import StoreModel
 from mqtool.simulate.scenario import Scenario
+from mqtool.simulate.service import Service
 
 
 @dataclass
@@ -25,7 +26,7 @@ class SimContext:
     version: str = "5.3"
     clock_offset: int = 0
     running: bool = True
-    services: list[Any] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)  # in the broker's start order
 
     @property
     def v4(self) -> bool:

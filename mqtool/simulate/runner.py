@@ -16,12 +16,14 @@ from typing import Any
 
 from mqtool.formats.names import SYSTEM_TOPICS, TIMER_TOPIC
 from mqtool.simulate.context import SimContext
-from mqtool.simulate.engine import BROKER, Engine
+from mqtool.simulate.engine import Engine
 from mqtool.simulate.events import EventLog
+from mqtool.simulate.faults import schedule_faults
 from mqtool.simulate.invariants import check_invariants
 from mqtool.simulate.model import DiskBase, StoreModel
 from mqtool.simulate.scenario import Scenario
 from mqtool.simulate.schedule import ScheduleService
+from mqtool.simulate.service import start_services
 from mqtool.simulate.timer import TimerService
 from mqtool.simulate.transaction import TransactionService
 
@@ -70,57 +72,20 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     log = EventLog(keep=keep_events)
     model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_events, trailing_separator=not v4)
     ctx = SimContext(engine, model, log, config, scenario, rng, broker_version)
-    if any(f.kind == "put_failure" for f in scenario.faults):
-        model.put_filter = lambda _now, m, service: scenario.put_failure(engine.now, service, m.topic, rng)
 
     delay_offsets = getattr(store, "delay_offsets", None) if store is not None else None
     schedule = ScheduleService(ctx, dict(delay_offsets.offset_table) if delay_offsets else None)
-    services: list[Any] = [schedule]
+    ctx.services.append(schedule)
     timer = None
     if not v4 and getattr(config, "timer_wheel_enable", True):
         ts = timer_state if timer_state is not None else _timer_state(store)
         if ts is not None:
             timer = TimerService(ctx, ts.get("timercheck"), ts.get("units"), ts.get("end", 0), ts.get("file_size"),
                                  ts.get("wheel"), ts.get("timerlog"))
-            services.append(timer)
+            ctx.services.append(timer)
     tx = TransactionService(ctx, getattr(store, "consumer_offsets", None) if store is not None else None)
-    services.append(tx)
-    ctx.services = services
-
-    def start_all() -> None:
-        ctx.running = True
-        for s in services:
-            s.start()
-
-    def crash(until: int):
-        def run() -> None:
-            if not ctx.running:
-                return
-            ctx.running = False
-            log.emit(engine.now, "broker", "crash", restart_at=until)
-            for s in services:
-                s.stop(clean=False)
-            engine.schedule_at(max(until, engine.now), restart, BROKER)
-        return run
-
-    def restart() -> None:
-        log.emit(engine.now, "broker", "restart")
-        start_all()
-
-    def jump(delta: int):
-        def run() -> None:
-            ctx.clock_offset += delta
-            log.emit(engine.now, "broker", "clock_jump", delta_ms=delta, clock=ctx.clock())
-            for s in services:
-                if hasattr(s, "on_clock_jump"):
-                    s.on_clock_jump()
-        return run
-
-    for f in scenario.faults:
-        if f.kind == "crash" and start_ms <= f.start < until_ms:
-            engine.schedule_at(f.start, crash(f.end), BROKER)
-        elif f.kind == "clock_jump" and start_ms <= f.start < until_ms:
-            engine.schedule_at(f.start, jump(f.delta), BROKER)
+    ctx.services.append(tx)
+    schedule_faults(ctx, until_ms)
 
     # The run allocates millions of long-lived, acyclic objects (records, units, events); the cyclic
     # collector would rescan them again and again and find nothing, so it is paused for the run and
@@ -128,7 +93,7 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        start_all()
+        start_services(ctx)
         engine.run(until=until_ms)
         halves = dict(tx.resolved)
         pending = tx.pending_halves() if ctx.running else []

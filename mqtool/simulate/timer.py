@@ -178,10 +178,14 @@ class TimerService:
             if pr is not None:
                 pr.stop()
         if clean:
-            self._checkpoint()
-            self.persisted = dict(self.tc)
+            self.persist()
         else:
             self.tc = dict(self.persisted)
+
+    def persist(self) -> None:
+        """A timercheck flush: the cursors as a checkpoint, the copy a crash falls back to."""
+        self._checkpoint()
+        self.persisted = dict(self.tc)
 
     def _checkpoint(self) -> None:
         """`prepareTimerCheckPoint`: the cursors a flush writes to config/timercheck."""
@@ -192,8 +196,7 @@ class TimerService:
 
     def _flush_loop(self):
         while True:
-            self._checkpoint()
-            self.persisted = dict(self.tc)
+            self.persist()
             yield 1000
 
     def write_time(self) -> int:

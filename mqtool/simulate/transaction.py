@@ -130,14 +130,18 @@ class TransactionService:
                 p.stop()
         if clean:
             self.flush_ops()
-            self.persisted = dict(self.offsets)
+            self.persist()
         else:
             self.offsets = dict(self.persisted)
             self.op_pending.clear()
 
+    def persist(self) -> None:
+        """consumerOffset.json's CID_RMQ_SYS_TRANS offsets: the copy a crash falls back to."""
+        self.persisted = dict(self.offsets)
+
     def _persist_loop(self):
         while True:
-            self.persisted = dict(self.offsets)
+            self.persist()
             yield 5000
 
     def _check_loop(self):

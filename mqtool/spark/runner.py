@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mqtool.audit.plan import DEFAULT_SPLIT_BYTES, plan_audit
 from mqtool.audit.report import build_report, finish
+from mqtool.audit.results import TaskResult
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.store.store import Store
 
@@ -119,7 +120,7 @@ def executor_count(spark) -> int:
 
 
 def _run_pickled_task(blob: bytes) -> bytes:
-    """In a Python worker: run one pickled audit task; its result (findings and compact summaries), pickled.
+    """In a Python worker: run one pickled audit task; its typed result (`mqtool.audit.results`), pickled.
 
     `worker` (process id, start and end time) only feeds the benchmark's concurrency figures.
     """
@@ -129,11 +130,11 @@ def _run_pickled_task(blob: bytes) -> bytes:
 
     start = time.time()
     result = run_task(pickle.loads(blob))
-    result["worker"] = {"pid": os.getpid(), "start": start, "end": time.time()}
+    result.worker = {"pid": os.getpid(), "start": start, "end": time.time()}
     return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def run_tasks(spark, tasks) -> list[dict]:
+def run_tasks(spark, tasks) -> list[TaskResult]:
     """Run audit tasks in the Python workers, one Spark task (and partition) each; one result per task.
 
     A plain RDD job: `parallelize` sends each pickled task only to the Spark task that runs it, and
@@ -172,7 +173,7 @@ def run_spark_audit(spark, store: Store | Path | str, config: BrokerConfig | Non
     if timings is not None:
         t3 = time.perf_counter()
         timings.update(plan_s=t1 - t0, job_s=t2 - t1, finish_s=t3 - t2, audit_s=t3 - t0,
-                       tasks=[r.get("worker") for r in sorted(results, key=lambda r: r["index"])])
+                       tasks=[r.worker for r in sorted(results, key=lambda r: r.index)])
     if parquet:
         write_parquet(spark, plan.root, parquet, split_bytes)
     engine = {"master": spark.sparkContext.master, "partitions": len(plan.tasks),

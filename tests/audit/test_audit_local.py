@@ -60,7 +60,7 @@ def test_header_walk_equals_rocketmq_decoding():
     """The audit's fast-path walk reads the same topic/queue/offset fields as RocketMQ's MessageDecoder."""
     need_oracle()
     plan = plan_audit(BASIC)
-    kept = [k for t in plan.tasks if isinstance(t, CommitLogSlice) for k in scan_slice(t)["kept"]]
+    kept = [k for t in plan.tasks if isinstance(t, CommitLogSlice) for k in scan_slice(t).kept]
     jsonl = {r["physicalOffset"]: r for r in map(json.loads, open(ORACLE / "basic-5.3.1/commitlog.jsonl"))
              if not r.get("blank")}
     assert len(kept) == 12

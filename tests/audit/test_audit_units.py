@@ -5,6 +5,7 @@ import numpy as np
 from mqtool.audit import schedule, transactions
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.message import RecordError
+from mqtool.store.findings import Findings
 
 
 def half(qoff, born, props="", qid=0, offset=None):
@@ -27,7 +28,8 @@ def test_transactions_stuck_dangling_and_delay():
     s = BrokerConfig(transaction_timeout=6000, transaction_check_interval=30000, transaction_check_max=15)
     kept = [half(0, 0), half(1, 0), half(2, 95_000), half(3, 0, "DELAY\x013\x02TRANSACTION_CHECK_TIMES\x0115\x02"),
             op(b"0,9,")]
-    findings, summary = transactions.check(kept, {}, {0: (0, 4)}, s, 100_000, lambda o: "commitlog/x")
+    findings = Findings()
+    summary = transactions.check(kept, {}, {0: (0, 4)}, s, 100_000, lambda o: "commitlog/x", findings)
     errs = [(f.offset, f.message) for f in findings if f.severity == "error"]
     assert errs == [(5000, "op message names half queue offset 9, which holds no half message")]
     stuck = sorted(f.offset for f in findings if "stuck" in f.message)
@@ -39,19 +41,22 @@ def test_transactions_stuck_dangling_and_delay():
 
 def test_transactions_progress_hides_handled_halves():
     s = BrokerConfig()
-    findings, summary = transactions.check([half(0, 0), half(1, 0)], {"RMQ_SYS_TRANS_HALF_TOPIC": {0: 2}},
-                                           {0: (0, 2)}, s, 10 ** 9, lambda o: "f")
+    findings = Findings()
+    summary = transactions.check([half(0, 0), half(1, 0)], {"RMQ_SYS_TRANS_HALF_TOPIC": {0: 2}},
+                                 {0: (0, 2)}, s, 10 ** 9, lambda o: "f", findings)
     assert findings == [] and summary["pending"] == 0
 
 
 def test_schedule_offsets_and_overdue():
-    findings, summary = schedule.check({1: 5, 2: 1}, {0: {"min": 0, "max": 3}, 1: {"min": 0, "max": 2}},
-                                       {0: [(0, 10), (1, 20), (2, 30)], 1: [(0, 50), (1, 150)]}, 18, 100)
+    findings = Findings()
+    summary = schedule.check({1: 5, 2: 1}, {0: {"min": 0, "max": 3}, 1: {"min": 0, "max": 2}},
+                             {0: [(0, 10), (1, 20), (2, 30)], 1: [(0, 50), (1, 150)]}, 18, 100, findings)
     msgs = sorted((f.severity, f.queue_id, f.message) for f in findings)
     assert msgs[0][:2] == ("error", 0) and "stored offset 5 is outside the queue's [0, 3]" in msgs[0][2]
     assert summary["1"] == {"stored_offset": 5, "min": 0, "max": 3, "pending": 0, "overdue": 0}
     assert summary["2"] == {"stored_offset": 1, "min": 0, "max": 2, "pending": 1, "overdue": 0}
-    findings, summary = schedule.check(None, {0: {"min": 0, "max": 3}}, {0: [(0, 10), (1, 20), (2, 300)]}, 18, 100)
+    findings = Findings()
+    summary = schedule.check(None, {0: {"min": 0, "max": 3}}, {0: [(0, 10), (1, 20), (2, 300)]}, 18, 100, findings)
     assert [f.message.split(";")[0] for f in findings] == ["level 1: 2 message(s) overdue at the store's now 100"]
 
 
@@ -70,8 +75,9 @@ def test_commit_records_against_half_messages():
         return records[offset]
 
     commits = np.array([[900, 1000], [901, 500], [902, 777], [903, 5]], np.int64)
-    findings, summary = transactions.check_commits(commits, [half(0, 0, offset=1000)], 100, read_record,
-                                                   lambda o: "commitlog/x")
+    findings = Findings()
+    summary = transactions.check_commits(commits, [half(0, 0, offset=1000)], 100, read_record,
+                                         lambda o: "commitlog/x", findings)
     assert [(f.offset, f.severity, f.topic, f.queue_id, f.message) for f in findings] == [
         (901, "error", "OracleTxTopic", 1, "COMMIT record's PREPARED TRANSACTION OFFSET 500 names no half message "
          "(the record there is of topic TopicA)"),
