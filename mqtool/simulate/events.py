@@ -11,9 +11,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-SERVICES = ("schedule", "timer", "transaction", "broker")
+SERVICES = ("schedule", "timer", "transaction", "broker", "consumer")
 EVENTS = ("deliver", "enqueue", "roll", "cancel", "check", "put_back", "commit", "rollback", "discard",
-          "skip", "put_failed", "persist", "crash", "restart", "clock_jump")
+          "skip", "put_failed", "persist", "crash", "restart", "clock_jump", "consume", "send_back", "dlq",
+          "drop", "pop", "ack", "revive")
 
 
 @dataclass(slots=True)
