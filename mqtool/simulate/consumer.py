@@ -42,6 +42,7 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     TIMER_TOPIC,
 )
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules import pop as pop_rules
 from mqtool.rules.retry import (
     DEFAULT_RETRY_MAX_TIMES,
@@ -55,6 +56,7 @@ from mqtool.simulate.engine import NORMAL, PERSIST, Process
 from mqtool.simulate.model import SimMessage, props_string
 from mqtool.simulate.scenario import ConsumerSpec
 
+_HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 CONSUME_LATER_MS = 5000  # a refused send-back: the client consumes the message again 5 s later
 FIRST_PERSIST_MS = 10_000
 SERVICE = "consumer"
@@ -291,7 +293,10 @@ class ConsumerService:
             qid = ctx.rng.randrange(nums) if nums > 1 else 0
             new = self._to_schedule(msg, d.topic, qid, props)
         new.reconsume_times = msg.reconsume_times + 1
-        new.store_host = msg.store_host if ctx.v4 or not self.store_host else self.store_host
+        # 5.3.1 writes the broker's own address, 4.9.8 the original's; an IPv6 record keeps its own (the
+        # copied sysFlag says STOREHOST_V6, which the put never clears)
+        own = self.store_host and not ctx.v4 and not msg.sys_flag & STOREHOST_V6
+        new.store_host = self.store_host if own else msg.store_host
         res = ctx.put(new, SERVICE)
         if not res.ok:
             self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
@@ -366,7 +371,7 @@ class ConsumerService:
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)
             topic, qid = TIMER_TOPIC, 0
-        host = self.store_host or src.store_host
+        host = self.store_host or "127.0.0.1:10911"
         m = SimMessage(topic, qid, props, body=body, born_ts=now, born_host=host, store_host=host,
                        props_raw=props_string(props, 16, not ctx.v4))  # a `new MessageExtBrokerInner`: HashMap(16)
         res = ctx.put(m, SERVICE)
@@ -454,7 +459,8 @@ class ConsumerService:
                                                   ck["pt"])
         new = msg.derive(topic, 0, props, props_string(props, 16, not ctx.v4))
         new.reconsume_times = msg.reconsume_times + 1
-        new.born_host = new.store_host = self.store_host or msg.store_host
+        if self.store_host and not msg.sys_flag & _HOSTS_V6:
+            new.born_host = new.store_host = self.store_host
         res = ctx.put(new, SERVICE)
         if res.ok:
             self._emit("revive", group, msg, topic, 0, res.message, reconsume_times=new.reconsume_times,
