@@ -38,7 +38,6 @@ from mqtool.formats.names import (
     PROPERTY_TIMER_OUT_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     RETRY_GROUP_TOPIC_PREFIX,
-    REVIVE_GROUP,
     RMQ_SYS_SCHEDULE_TOPIC,
     TIMER_TOPIC,
 )
@@ -60,7 +59,7 @@ _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 CONSUME_LATER_MS = 5000  # a refused send-back: the client consumes the message again 5 s later
 FIRST_PERSIST_MS = 10_000
 SERVICE = "consumer"
-KINDS = ("consume", "send_back", "dlq", "drop", "pop", "ack", "revive")
+KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive")  # the ack event is named like its tag
 
 
 def _setting(config: Any, name: str, default: Any) -> Any:
@@ -353,7 +352,7 @@ class ConsumerService:
             ack_key = pop_rules.gen_ack_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
             body = pop_rules.ack_body(topic, group, qid, queue_offset, queue_offset, pop_time, self.broker_name)
             ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), rqid, msg)
-            self._emit("ack", group, msg, queue_offset=queue_offset, revive_queue_id=rqid,
+            self._emit(ACK_TAG, group, msg, queue_offset=queue_offset, revive_queue_id=rqid,
                        new=ack)
 
     def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int,
@@ -478,4 +477,4 @@ class ConsumerService:
         return out
 
 
-__all__ = ["ConsumerService", "KINDS", "REVIVE_GROUP", "parse_subscription_groups"]
+__all__ = ["ConsumerService", "KINDS", "parse_subscription_groups", "subscription_groups"]
