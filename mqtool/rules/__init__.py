@@ -12,6 +12,8 @@ so a behaviour read from RocketMQ's source has one place to be right (or wrong) 
 | `transaction` | `TransactionalMessageServiceImpl` (§7) | `needDiscard`, `needSkip`, immunity, `isNeedCheck` |
 | `index` | `IndexService` (§11) | `buildIndex` keys, `putKey`, `queryOffset` |
 | `recovery` | recovery (§2.7, §3, §6.10, §8) | `recoverNormally`, `recoverAbnormally` |
+| `retry` | `consumerSendMsgBack` (§17) | next level, `%RETRY%` / `%DLQ%` topics, drop |
+| `pop` | `PopReviveService` (§15) | checkpoint / ack bodies, when a pop is revived |
 | `java` | - | `Integer.parseInt` / `Long.parseLong`, which the rules above depend on |
 
 Where RocketMQ 4.9.8 and 5.3.1 differ, the difference is a parameter, never a second copy.

@@ -11,9 +11,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-SERVICES = ("schedule", "timer", "transaction", "broker")
+from mqtool.formats.names import ACK_TAG
+
+SERVICES = ("schedule", "timer", "transaction", "broker", "consumer")
 EVENTS = ("deliver", "enqueue", "roll", "cancel", "check", "put_back", "commit", "rollback", "discard",
-          "skip", "put_failed", "persist", "crash", "restart", "clock_jump")
+          "skip", "put_failed", "persist", "crash", "restart", "clock_jump", "consume", "send_back", "dlq",
+          "drop", "pop", ACK_TAG, "revive")  # the ack event is named like the ack record's tag
 
 
 @dataclass(slots=True)

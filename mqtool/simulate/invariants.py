@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX
 from mqtool.simulate.events import SimEvent
 
 
@@ -26,7 +27,9 @@ def check_invariants(events: Iterable[SimEvent], faults: list, halves: dict[str,
             due = e.detail.get("due")
             if "clock_jump" not in kinds and due is not None and e.time < due:
                 problems.append(f"{e.service} delivered {e.uniq_key} at {e.time}, before its due time {due}")
-            delivered[(e.service, e.uniq_key)] += 1
+            # a retry is the same message (UNIQ_KEY) parked again: count it by the parked record instead
+            retry = e.service == "schedule" and (e.topic or "").startswith(RETRY_GROUP_TOPIC_PREFIX)
+            delivered[(e.service, f"{e.uniq_key}@{e.physical_offset}" if retry else e.uniq_key)] += 1
         elif e.event == "roll":
             rolls[e.uniq_key] += 1
     if not kinds & {"crash", "put_failure"}:

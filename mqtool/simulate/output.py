@@ -59,6 +59,9 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
         table = {k: dict(v) for k, v in (co.offset_table if co is not None else {}).items()}
         for (topic, qid), off in sorted(state["consumer_offsets"].items()):
             table.setdefault(f"{topic}@{CID_SYS_RMQ_TRANS}", {})[qid] = off
+        if state.get("consumers") is not None:  # a clean shutdown at --until persists the groups' offsets
+            for key, offsets in state["consumers"].offset_table().items():
+                table.setdefault(key, {}).update(offsets)
         w.write_consumer_offsets(ConsumerOffsets(table, co.data_version if co is not None else None,
                                                  co.group_topic_map if co is not None else None))
         w.write_checkpoint()

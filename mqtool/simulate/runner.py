@@ -85,6 +85,12 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
             ctx.services.append(timer)
     tx = TransactionService(ctx, getattr(store, "consumer_offsets", None) if store is not None else None)
     ctx.services.append(tx)
+    consumers = None
+    if scenario.consumers:  # consumer groups (simulate/consumer.py): only when the scenario has some
+        from mqtool.simulate.consumer import ConsumerService, subscription_groups
+        consumers = ConsumerService(ctx, scenario.consumers, getattr(store, "consumer_offsets", None),
+                                    subscription_groups(store))
+        ctx.services.append(consumers)
     schedule_faults(ctx, until_ms)
 
     # The run allocates millions of long-lived, acyclic objects (records, units, events); the cyclic
@@ -102,11 +108,13 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
         violations = check_invariants(log.events, scenario.faults, halves) if keep_events else []
         summary = _summary(ctx, schedule, timer, tx, pending, start_ms, until_ms, seed, broker_version,
                            violations)
+        if consumers is not None:
+            summary["consumers"] = consumers.summary()
     finally:
         if gc_was_enabled:
             gc.enable()
     state = {"schedule_offsets": dict(schedule.offsets), "consumer_offsets": dict(tx.offsets),
-             "timer": timer, "model": model, "transaction": tx, "config": config}
+             "timer": timer, "model": model, "transaction": tx, "config": config, "consumers": consumers}
     return SimulationResult(log, summary, seed, start_ms, until_ms, broker_version, violations, state)
 
 

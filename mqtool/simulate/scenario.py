@@ -38,6 +38,8 @@ from mqtool.times import TimeFormatError, parse_duration_ms, parse_time
 
 ANSWERS = ("commit", "rollback", "unknown", "none")
 FAULT_KINDS = ("put_failure", "crash", "clock_jump")
+CONSUMER_KEYS = {"group", "topic", "from", "outcome", "fail_times", "match", "consume_delay", "mode",
+                 "invisible_time", "max_reconsume_times"}
 EPOCH_MIN = 10**11
 
 
@@ -76,6 +78,34 @@ class Fault:
     delta: int = 0
 
 
+@dataclass(frozen=True)
+class ConsumerSpec:
+    """One `[[consumers]]` entry: a group's behaviour on a topic (or on the messages `match` selects)."""
+
+    group: str
+    topic: str
+    start: str | int = "first"  # "first" | "last" | a queue offset: where a queue without a committed offset starts
+    outcome: str = "ok"
+    fail_times: int = 0
+    match: dict[str, str] = field(default_factory=dict)
+    consume_delay_ms: int = 0
+    mode: str = "push"
+    invisible_time_ms: int = 60_000
+    max_reconsume_times: int | None = None
+
+    def matches(self, keys: list[str], uniq_key: str | None, tag: str | None) -> bool:
+        m = self.match
+        if "key" in m and not any(fnmatch.fnmatchcase(k, m["key"]) for k in keys):
+            return False
+        if "uniq_key" in m and not fnmatch.fnmatchcase((uniq_key or "").upper(), m["uniq_key"].upper()):
+            return False
+        return "tag" not in m or fnmatch.fnmatchcase(tag or "", m["tag"])
+
+    def fails(self, reconsume_times: int) -> bool:
+        """Whether the delivery with this reconsume count fails."""
+        return self.outcome == "fail" or reconsume_times < self.fail_times
+
+
 @dataclass
 class Scenario:
     broker: dict[str, Any] = field(default_factory=dict)
@@ -84,6 +114,7 @@ class Scenario:
     answer_delay_ms: int = 0
     answers: list[AnswerRule] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
+    consumers: list[ConsumerSpec] = field(default_factory=list)
 
     def answer_for(self, group: str | None, uniq_key: str | None, keys: list[str], rng: random.Random) -> str:
         for rule in self.answers:
@@ -151,7 +182,7 @@ def _table(doc: dict, name: str) -> dict:
 
 def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
     """A Scenario from a parsed TOML document; times relative to `start_ms`."""
-    unknown = set(doc) - {"broker", "transaction", "faults"}
+    unknown = set(doc) - {"broker", "transaction", "faults", "consumers"}
     if unknown:
         raise ScenarioError(f"unknown scenario section(s): {', '.join(sorted(unknown))}")
     sc = Scenario(broker=dict(_table(doc, "broker")))
@@ -189,7 +220,41 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         sc.faults.append(Fault(kind, start, end, float(f.get("probability", 1.0)), f.get("service"),
                                f.get("topic"), str(f.get("status", "UNKNOWN_ERROR")),
                                _delta(f.get("delta", 0), f"{where}.delta")))
+    sc.consumers = _consumers(doc.get("consumers", []))
     return sc
+
+
+def _consumers(entries: Any) -> list[ConsumerSpec]:
+    if not isinstance(entries, list):
+        raise ScenarioError("consumers must be an array of tables ([[consumers]])")
+    out = []
+    for i, c in enumerate(entries):
+        where = f"consumers[{i}]"
+        if not isinstance(c, dict):
+            raise ScenarioError(f"{where} must be a table")
+        unknown = set(c) - CONSUMER_KEYS
+        if unknown:
+            raise ScenarioError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        for key in ("group", "topic"):
+            if not isinstance(c.get(key), str) or not c[key]:
+                raise ScenarioError(f"{where}.{key} is required (a name)")
+        start = c.get("from", "first")
+        if start not in ("first", "last") and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
+            raise ScenarioError(f"{where}.from must be \"first\", \"last\" or a queue offset, got {start!r}")
+        if c.get("outcome", "ok") not in ("ok", "fail"):
+            raise ScenarioError(f"{where}.outcome must be ok or fail, got {c['outcome']!r}")
+        if c.get("mode", "push") not in ("push", "pop"):
+            raise ScenarioError(f"{where}.mode must be push or pop, got {c['mode']!r}")
+        match = c.get("match", {})
+        if not isinstance(match, dict) or set(match) - {"key", "uniq_key", "tag"}:
+            raise ScenarioError(f"{where}.match is a table of key, uniq_key and tag globs")
+        mrt = c.get("max_reconsume_times")
+        out.append(ConsumerSpec(
+            c["group"], c["topic"], start, c.get("outcome", "ok"), int(c.get("fail_times", 0)),
+            {k: str(v) for k, v in match.items()},
+            _delta(c.get("consume_delay", 0), f"{where}.consume_delay"), c.get("mode", "push"),
+            _delta(c.get("invisible_time", 60_000), f"{where}.invisible_time"), None if mrt is None else int(mrt)))
+    return out
 
 
 def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:

@@ -24,6 +24,11 @@ ROCKETMQ = {
     # TimerMessageStore, PopAckConstants (SYSTEM_TOPIC_PREFIX + "wheel_timer" / + "REVIVE_LOG_")
     "TIMER_TOPIC": "rmq_sys_wheel_timer",
     "REVIVE_TOPIC": "rmq_sys_REVIVE_LOG_",
+    # PopAckConstants
+    "REVIVE_GROUP": "CID_RMQ_SYS_REVIVE_GROUP",
+    "CK_TAG": "ck",
+    "ACK_TAG": "ack",
+    "BATCH_ACK_TAG": "bAck",
     # MixAll
     "RETRY_GROUP_TOPIC_PREFIX": "%RETRY%",
     "DLQ_GROUP_TOPIC_PREFIX": "%DLQ%",
@@ -61,12 +66,16 @@ ROCKETMQ = {
     "PROPERTY_TIMER_DELAY_MS": "TIMER_DELAY_MS",
     "PROPERTY_DLQ_ORIGIN_TOPIC": "DLQ_ORIGIN_TOPIC",
     "PROPERTY_DLQ_ORIGIN_MESSAGE_ID": "DLQ_ORIGIN_MESSAGE_ID",
+    "PROPERTY_RECONSUME_TIME": "RECONSUME_TIME",
+    "PROPERTY_MAX_RECONSUME_TIMES": "MAX_RECONSUME_TIMES",
+    "PROPERTY_POP_CK": "POP_CK",
+    "PROPERTY_FIRST_POP_TIME": "1ST_POP_TIME",
 }
 STRINGS = {k: v for k, v in vars(names).items() if k.isupper() and isinstance(v, str)}
 EXPORTED = {k for k in vars(names) if k.isupper()}
 PREFIXES = (names.RETRY_GROUP_TOPIC_PREFIX, names.DLQ_GROUP_TOPIC_PREFIX, names.SYSTEM_TOPIC_PREFIX,
             names.REVIVE_TOPIC)
-GROUPS = (names.CID_SYS_RMQ_TRANS,)
+GROUPS = (names.CID_SYS_RMQ_TRANS, names.REVIVE_GROUP)
 # One letter is a day unit or an index kind elsewhere: REMOVE_TAG counts as spelled only where it is
 # compared with something or stored under the TAGS key.
 SHORT = {v for v in STRINGS.values() if len(v) < 2}

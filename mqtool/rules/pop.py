@@ -1,0 +1,95 @@
+"""POP consumption: checkpoint and ack records, the revive test and the revived record (spec §15).
+
+Mirrors rocketmq-all-5.3.1 `PopMessageProcessor` (`buildCkMsg`, `genCkUniqueId`), `AckMessageProcessor`
+(`appendAck`, `genAckUniqueId`), `PopReviveService` (`mergeAndRevive`, `reviveRetry`), `KeyBuilder`
+and `PopAckConstants`. 4.9.8 has no POP. Bodies are fastjson `JSON.toJSONString` of PopCheckPoint /
+AckMsg: fields by their `@JSONField` names in sorted order, null fields left out, and the getter-only
+`reviveTime` of PopCheckPoint included (not yet checked against a real store's bytes).
+"""
+
+from __future__ import annotations
+
+import json
+
+from mqtool.formats.names import (
+    ACK_TAG,
+    CK_TAG,
+    PROPERTY_FIRST_POP_TIME,
+    PROPERTY_TAGS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    REVIVE_TOPIC,
+)
+
+ACK_TIME_INTERVAL = 1000  # PopAckConstants.ackTimeInterval
+SECOND = 1000  # PopAckConstants.SECOND
+SPLIT = "@"  # PopAckConstants.SPLIT
+
+
+def build_cluster_revive_topic(cluster: str) -> str:
+    """`PopAckConstants.buildClusterReviveTopic`."""
+    return REVIVE_TOPIC + cluster
+
+
+def build_pop_retry_topic(topic: str, group: str, v2: bool = False) -> str:
+    """`KeyBuilder.buildPopRetryTopic`: %RETRY%group_topic (V1) or %RETRY%group+topic (V2)."""
+    return RETRY_GROUP_TOPIC_PREFIX + group + ("+" if v2 else "_") + topic
+
+
+def _json(obj: dict) -> bytes:
+    return json.dumps(dict(sorted(obj.items())), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def ck_body(topic: str, group: str, queue_id: int, start_offset: int, diffs: list[int], pop_time: int,
+            invisible_time: int, broker_name: str, bit_map: int = 0, revive_offset: int = 0) -> bytes:
+    """`JSON.toJSONString(PopCheckPoint)` as `appendCheckPoint` fills it."""
+    return _json({"so": start_offset, "pt": pop_time, "it": invisible_time, "bm": bit_map, "n": len(diffs),
+                  "q": queue_id, "t": topic, "c": group, "ro": revive_offset, "d": diffs, "bn": broker_name,
+                  "reviveTime": pop_time + invisible_time})
+
+
+def ack_body(topic: str, group: str, queue_id: int, start_offset: int, ack_offset: int, pop_time: int,
+             broker_name: str) -> bytes:
+    """`JSON.toJSONString(AckMsg)` of a single ack."""
+    return _json({"ao": ack_offset, "so": start_offset, "c": group, "t": topic, "q": queue_id, "pt": pop_time,
+                  "bn": broker_name})
+
+
+def gen_ck_unique_id(topic: str, queue_id: int, start_offset: int, group: str, pop_time: int,
+                     broker_name: str) -> str:
+    """`PopMessageProcessor.genCkUniqueId`: the UNIQ_KEY of a checkpoint record."""
+    return SPLIT.join([topic, str(queue_id), str(start_offset), group, str(pop_time), broker_name, CK_TAG])
+
+
+def gen_ack_unique_id(topic: str, queue_id: int, ack_offset: int, group: str, pop_time: int,
+                      broker_name: str) -> str:
+    """`PopMessageProcessor.genAckUniqueId`: the UNIQ_KEY of an ack record."""
+    return SPLIT.join([topic, str(queue_id), str(ack_offset), group, str(pop_time), broker_name, ACK_TAG])
+
+
+def ck_deliver_time(pop_time: int, invisible_time: int) -> int:
+    """`buildCkMsg`: a checkpoint reaches the revive topic one ackTimeInterval before its revive time."""
+    return pop_time + invisible_time - ACK_TIME_INTERVAL
+
+
+def ack_deliver_time(pop_time: int, invisible_time: int) -> int:
+    """`appendAck`: an ack reaches the revive topic at popTime + invisibleTime."""
+    return pop_time + invisible_time
+
+
+def may_revive(end_time: int, revive_time: int) -> bool:
+    """`mergeAndRevive`: a checkpoint is handled once the scan's endTime is past its revive time by more
+    than ackTimeInterval + 1 s (earlier ones stop the pass: checkpoints are taken in revive-offset order)."""
+    return end_time - revive_time > ACK_TIME_INTERVAL + SECOND
+
+
+def revive_retry_properties(props: dict[str, str], tags: str | None, reconsume_times: int,
+                            pop_time: int) -> dict[str, str]:
+    """`reviveRetry`'s map: TAGS first (when set), every property of the message, and 1ST_POP_TIME =
+    the checkpoint's pop time on the first revive (or when absent)."""
+    out: dict[str, str] = {}
+    if tags is not None:
+        out[PROPERTY_TAGS] = tags
+    out.update(props)
+    if reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in out:
+        out[PROPERTY_FIRST_POP_TIME] = str(pop_time)
+    return out

@@ -1,0 +1,480 @@
+"""Consumer groups on the virtual clock: push with send-back (retry, DLQ, drop) and POP with revive.
+
+Push (`ConsumeMessageConcurrentlyService` + the broker's `consumerSendMsgBack`, spec §17): a message is
+consumed `consume_delay` after it becomes available (stored, or the consumer's start for a backlog);
+a failed one is sent back at once: `mqtool.rules.retry` decides, the record goes to
+SCHEDULE_TOPIC_XXXX queue level - 1 (REAL_TOPIC %RETRY%group) for the schedule service to deliver,
+or to %DLQ%group queue 0 with DELAY=0. A refused send-back is consumed again 5 s later
+(`submitConsumeRequestLater`). A retry topic starts at offset 0 (`computePullFromWhere`).
+
+POP (5.x only, spec §15): a pop writes a checkpoint and a successful consumption an ack, both as
+timer messages for the revive topic (`buildCkMsg`, `appendAck`); `PopReviveService` per revive queue
+scans the queue in rounds and revives what is not acked into %RETRY%group_topic queue 0. A popped
+message with reconsumeTimes >= max goes to the DLQ (the proxy's `PopMessageResultFilter` TO_DLQ).
+
+Consumer offsets live in memory as the broker's `ConsumerOffsetManager` and are persisted every
+`flushConsumerOffsetInterval` (5 s, first 10 s after start); a crash rolls them back to the last
+persist, so what was consumed after it is consumed again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from mqtool.formats.commitlog import offset_msg_id
+from mqtool.formats.names import (
+    ACK_TAG,
+    CK_TAG,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+)
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.rules import pop as pop_rules
+from mqtool.rules.retry import (
+    DEFAULT_RETRY_MAX_TIMES,
+    DEFAULT_RETRY_QUEUE_NUMS,
+    consumer_send_msg_back,
+    get_retry_topic,
+    send_back_properties,
+)
+from mqtool.simulate.context import SimContext
+from mqtool.simulate.engine import NORMAL, PERSIST, Process
+from mqtool.simulate.model import SimMessage, props_string
+from mqtool.simulate.scenario import ConsumerSpec
+
+_HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
+CONSUME_LATER_MS = 5000  # a refused send-back: the client consumes the message again 5 s later
+FIRST_PERSIST_MS = 10_000
+SERVICE = "consumer"
+KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive")  # the ack event is named like its tag
+
+
+def _setting(config: Any, name: str, default: Any) -> Any:
+    """A broker.conf setting mqtool's BrokerConfig does not model (read from its raw properties)."""
+    raw = getattr(config, "raw", {}) or {}
+    value = raw.get(name)
+    if value is None:
+        return default
+    return type(default)(value.strip()) if not isinstance(default, bool) else value.strip() == "true"
+
+
+def parse_subscription_groups(text: str) -> dict[str, dict]:
+    """config/subscriptionGroup.json: group name -> its SubscriptionGroupConfig fields."""
+    doc = json.loads(text)
+    table = doc.get("subscriptionGroupTable", {}) if isinstance(doc, dict) else {}
+    return {k: v for k, v in table.items() if isinstance(v, dict)}
+
+
+def subscription_groups(store) -> dict[str, dict]:
+    """The store's subscriptionGroup.json (or its .bak), empty when absent."""
+    if store is None or getattr(store, "root", None) is None:
+        return {}
+    from mqtool.store.config_files import read_config_json
+
+    value, _used, _problems = read_config_json(store.root / "config" / "subscriptionGroup.json",
+                                               parse_subscription_groups)
+    return value or {}
+
+
+class ConsumerService:
+    """Every `[[consumers]]` group of a scenario; a service with start/stop/persist like the others."""
+
+    def __init__(self, ctx: SimContext, specs: list[ConsumerSpec], stored_offsets: dict | None,
+                 groups: dict[str, dict] | None) -> None:
+        self.ctx = ctx
+        self.specs = specs
+        self.groups = groups or {}
+        config = ctx.config
+        self.flush_interval = _setting(config, "flushConsumerOffsetInterval", 5000)
+        self.broker_name = _setting(config, "brokerName", "broker-a")
+        self.cluster = _setting(config, "brokerClusterName", "DefaultCluster")
+        self.revive_queue_num = _setting(config, "reviveQueueNum", 8)
+        self.revive_interval = _setting(config, "reviveInterval", 1000)
+        self.revive_scan_time = _setting(config, "reviveScanTime", 10000)
+        self.revive_max_slow = _setting(config, "reviveMaxSlow", 3)
+        self.retry_v2 = _setting(config, "enableRetryTopicV2", False)
+        ip, port = _setting(config, "brokerIP1", ""), _setting(config, "listenPort", 10911)
+        self.store_host = f"{ip}:{port}" if ip else None
+        self.revive_topic = pop_rules.build_cluster_revive_topic(self.cluster)
+        if any(s.mode == "pop" for s in specs) and ctx.v4:
+            raise ValueError("POP consumption needs a 5.x broker (4.9.8 has no PopReviveService)")
+        stored = {}
+        for key, table in (stored_offsets.offset_table if stored_offsets is not None else {}).items():
+            topic, _, group = key.rpartition("@")
+            for qid, off in table.items():
+                stored[(group, topic, int(qid))] = int(off)
+        self.offsets: dict[tuple[str, str, int], int] = stored
+        self.persisted = dict(stored)
+        self.changed: set[tuple[str, str, int]] = set()
+        self.by_group: dict[str, list[ConsumerSpec]] = {}
+        for s in specs:
+            self.by_group.setdefault(s.group, []).append(s)
+        self.queues: list[tuple[str, str, int, ConsumerSpec]] = []  # (group, topic, qid, first spec)
+        for group, entries in self.by_group.items():
+            seen = set()
+            for s in entries:
+                for topic, qid in self._subscribed(s):
+                    if (topic, qid) not in seen:
+                        seen.add((topic, qid))
+                        self.queues.append((group, topic, qid, s))
+        self.walkers: dict[tuple[str, str, int], Process] = {}
+        self.next_unit: dict[tuple[str, str, int], int] = {}
+        self.gen = 0
+        self.persister: Process | None = None
+        self.revivers: dict[int, Process] = {}
+        self.revive_offsets: dict[int, int] = {}
+        self.ck_counter = 0
+        self.counts: dict[str, Counter] = {g: Counter() for g in self.by_group}
+        for group, topic, qid, _ in self.queues:
+            ctx.model.on_append(topic, qid, lambda k=(group, topic, qid): self._wake(k))
+        if any(s.mode == "pop" for s in specs):
+            for q in range(self.revive_queue_num):
+                ctx.model.on_append(self.revive_topic, q, lambda q=q: self._wake_reviver(q))
+
+    # ----- settings per group -----
+    def _group(self, group: str) -> dict:
+        return self.groups.get(group, {})
+
+    def max_reconsume(self, spec: ConsumerSpec) -> int:
+        """The request's maxReconsumeTimes, else subscriptionGroup.json retryMaxTimes, else 16."""
+        if spec.max_reconsume_times is not None:
+            return spec.max_reconsume_times
+        return int(self._group(spec.group).get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
+
+    def retry_queue_nums(self, group: str) -> int:
+        return int(self._group(group).get("retryQueueNums", DEFAULT_RETRY_QUEUE_NUMS))
+
+    def _subscribed(self, s: ConsumerSpec) -> list[tuple[str, int]]:
+        m = self.ctx.model
+        qids = m.queue_ids(s.topic) or [0]
+        out = [(s.topic, q) for q in qids]
+        if s.mode == "pop":
+            out.append((pop_rules.build_pop_retry_topic(s.topic, s.group, self.retry_v2), 0))
+        else:
+            retry = get_retry_topic(s.group)
+            out += [(retry, q) for q in range(max(1, self.retry_queue_nums(s.group)))]
+        return out
+
+    def _initial(self, key: tuple[str, str, int], spec: ConsumerSpec) -> int:
+        _group, topic, qid = key
+        m = self.ctx.model
+        if key in self.offsets:
+            return self.offsets[key]
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or spec.start == "first":
+            return m.cq_min(topic, qid)
+        if spec.start == "last":
+            return m.cq_max(topic, qid)
+        return int(spec.start)
+
+    # ----- life cycle -----
+    def start(self) -> None:
+        self.gen += 1
+        eng = self.ctx.engine
+        for group, topic, qid, spec in self.queues:
+            key = (group, topic, qid)
+            self.next_unit[key] = self._initial(key, spec)
+            self.walkers[key] = eng.process(self._walk(key), NORMAL, 0, f"consumer-{group}-{topic}-{qid}")
+        self.persister = eng.process(self._persist_loop(), PERSIST, FIRST_PERSIST_MS, "consumer-persist")
+        for q in range(self.revive_queue_num if any(s.mode == "pop" for s in self.specs) else 0):
+            self.revivers[q] = eng.process(self._revive_loop(q), NORMAL, 0, f"pop-revive-{q}")
+
+    def stop(self, clean: bool) -> None:
+        self.gen += 1  # consumptions already scheduled never happen
+        for p in [*self.walkers.values(), *self.revivers.values()]:
+            p.stop()
+        if self.persister is not None:
+            self.persister.stop()
+        if clean:
+            self.persist()
+        else:
+            self.offsets = dict(self.persisted)  # a crash loses what was not persisted
+
+    def persist(self) -> None:
+        """`ConsumerOffsetManager.persist`: the in-memory table becomes consumerOffset.json."""
+        self.persisted = dict(self.offsets)
+
+    def _persist_loop(self):
+        while True:
+            self.persist()
+            yield self.flush_interval
+
+    def _wake(self, key) -> None:
+        p = self.walkers.get(key)
+        if p is not None and p.alive and p.wake_time is None:
+            p.wake(0)
+
+    # ----- push and pop: walk a queue, consume each unit consume_delay later -----
+    def _walk(self, key):
+        ctx, m = self.ctx, self.ctx.model
+        _group, topic, qid = key
+        while True:
+            hi = m.cq_max(topic, qid)
+            off = self.next_unit[key]
+            for o, unit in m.cq_units(topic, qid, off, hi):
+                msg = m.message(unit[0])
+                self.next_unit[key] = o + 1
+                if msg is None:
+                    continue
+                spec = self._spec(key[0], msg)
+                if spec is None:
+                    self._commit(key, o)
+                    continue
+                gen = self.gen
+                ctx.engine.schedule(lambda s=spec, mm=msg, o=o, g=gen: self._consume(g, key, s, mm, o), NORMAL,
+                                    spec.consume_delay_ms)
+            yield None
+
+    def _spec(self, group: str, msg: SimMessage) -> ConsumerSpec | None:
+        p = msg.props
+        keys = p.get(PROPERTY_KEYS, "").split(" ") if p.get(PROPERTY_KEYS) else []
+        for s in self.by_group[group]:
+            if s.matches(keys, msg.uniq_key, p.get(PROPERTY_TAGS)):
+                return s
+        return None
+
+    def _commit(self, key, queue_offset: int) -> None:
+        if self.offsets.get(key, -1) < queue_offset + 1:
+            self.offsets[key] = queue_offset + 1
+
+    def _emit(self, event: str, group: str, msg: SimMessage | None, topic=None, queue_id=None, new=None, **detail):
+        ctx = self.ctx
+        self.counts[group][event] += 1
+        ctx.log.emit(ctx.engine.now, SERVICE, event, topic if topic is not None else (msg.topic if msg else None),
+                     queue_id if queue_id is not None else (msg.queue_id if msg else None),
+                     msg.uniq_key if msg else None, msg.phys if msg else None, new.phys if new else None,
+                     group=group, **detail)
+
+    def _consume(self, gen: int, key, spec: ConsumerSpec, msg: SimMessage, queue_offset: int) -> None:
+        if gen != self.gen or not self.ctx.running:
+            return
+        group = key[0]
+        if spec.mode == "pop":
+            self._pop(key, spec, msg, queue_offset)
+            return
+        fails = spec.fails(msg.reconsume_times)
+        self._emit("consume", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
+                   outcome="fail" if fails else "ok")
+        if fails and not self._send_back(group, spec, msg, self.max_reconsume(spec)):
+            later = msg.derive(msg.topic, msg.queue_id, msg.props)
+            later.phys, later.queue_offset, later.store_ts = msg.phys, msg.queue_offset, msg.store_ts
+            later.reconsume_times = msg.reconsume_times + 1
+            g = self.gen
+            self.ctx.engine.schedule(lambda: self._consume(g, key, spec, later, queue_offset), NORMAL,
+                                     CONSUME_LATER_MS)
+        self._commit(key, queue_offset)
+
+    # ----- consumerSendMsgBack -----
+    def _send_back(self, group: str, spec: ConsumerSpec, msg: SimMessage, max_times: int,
+                   delay_level: int = 0) -> bool:
+        ctx = self.ctx
+        d = consumer_send_msg_back(group, msg.reconsume_times, max_times, self.retry_queue_nums(group), delay_level)
+        if d.action == "drop":
+            self._emit("drop", group, msg, reason="retryQueueNums <= 0")
+            return True
+        props = send_back_properties(msg.props, msg.topic, offset_msg_id(msg.store_host, msg.phys), d)
+        if d.action == "dlq":
+            new = msg.derive(d.topic, 0, props)
+        else:
+            nums = self.retry_queue_nums(group)
+            qid = ctx.rng.randrange(nums) if nums > 1 else 0
+            new = self._to_schedule(msg, d.topic, qid, props)
+        new.reconsume_times = msg.reconsume_times + 1
+        # 5.3.1 writes the broker's own address, 4.9.8 the original's; an IPv6 record keeps its own (the
+        # copied sysFlag says STOREHOST_V6, which the put never clears)
+        own = self.store_host and not ctx.v4 and not msg.sys_flag & STOREHOST_V6
+        new.store_host = self.store_host if own else msg.store_host
+        res = ctx.put(new, SERVICE)
+        if not res.ok:
+            self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
+            return False
+        if d.action == "dlq":
+            self._emit("dlq", group, msg, d.topic, 0, new, reconsume_times=msg.reconsume_times)
+        else:
+            level = int(new.props[PROPERTY_DELAY_TIME_LEVEL])
+            self._emit("send_back", group, msg, d.topic, int(new.props[PROPERTY_REAL_QUEUE_ID]), new,
+                       level=level, due=new.tags_code, reconsume_times=new.reconsume_times)
+        return True
+
+    def _to_schedule(self, msg: SimMessage, topic: str, qid: int, props: dict[str, str]) -> SimMessage:
+        """`HookUtils.transformDelayLevelMessage` (4.9.8: `CommitLog.asyncPutMessage`): park the record."""
+        ctx = self.ctx
+        levels = ctx.config.delay_levels_ms()
+        if not ctx.v4:  # checkIfTimerMessage: a delay level drops the timer properties
+            for name in (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS):
+                props.pop(name, None)
+        level = int(props[PROPERTY_DELAY_TIME_LEVEL])
+        if level > len(levels):
+            level = len(levels)
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        props[PROPERTY_REAL_TOPIC] = topic
+        props[PROPERTY_REAL_QUEUE_ID] = str(qid)
+        new = msg.derive(RMQ_SYS_SCHEDULE_TOPIC, level - 1, props)
+        new.tags_code = ctx.clock() + levels[level - 1]  # computeDeliverTimestamp(level, storeTimestamp)
+        return new
+
+    # ----- POP -----
+    def _pop(self, key, spec: ConsumerSpec, msg: SimMessage, queue_offset: int) -> None:
+        ctx = self.ctx
+        group, topic, qid = key
+        self._commit(key, queue_offset)
+        max_times = self.max_reconsume(spec)
+        if msg.reconsume_times >= max_times:  # the proxy's filter: TO_DLQ, sent back with level -1
+            self._emit("consume", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
+                       outcome="dlq")
+            self._send_back(group, spec, msg, max_times, delay_level=-1)
+            return
+        pop_time = ctx.clock()
+        inv = spec.invisible_time_ms
+        rqid = self.ck_counter % self.revive_queue_num
+        self.ck_counter += 1
+        ck_key = pop_rules.gen_ck_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
+        body = pop_rules.ck_body(topic, group, qid, queue_offset, [0], pop_time, inv, self.broker_name)
+        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), rqid, msg)
+        self._emit("pop", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
+                   invisible_until=pop_time + inv, revive_queue_id=rqid, checkpoint=ck.phys if ck else None)
+        fails = spec.fails(msg.reconsume_times)
+        self._emit("consume", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
+                   outcome="fail" if fails else "ok")
+        if not fails:
+            ack_key = pop_rules.gen_ack_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
+            body = pop_rules.ack_body(topic, group, qid, queue_offset, queue_offset, pop_time, self.broker_name)
+            ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), rqid, msg)
+            self._emit(ACK_TAG, group, msg, queue_offset=queue_offset, revive_queue_id=rqid,
+                       new=ack)
+
+    def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int,
+                       src: SimMessage) -> SimMessage | None:
+        """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook
+        (`transformTimerMessage`: TIMER_OUT_MS rounded to the precision, REAL_TOPIC/REAL_QID) unless due."""
+        ctx = self.ctx
+        props = {PROPERTY_TAGS: tag, PROPERTY_TIMER_DELIVER_MS: str(deliver),
+                 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq}
+        now = ctx.clock()
+        topic, qid = self.revive_topic, rqid
+        if deliver > now:
+            p = int(getattr(ctx.config, "timer_precision_ms", 1000))
+            props[PROPERTY_TIMER_OUT_MS] = str(deliver - p if deliver % p == 0 else deliver // p * p)
+            props[PROPERTY_REAL_TOPIC] = topic
+            props[PROPERTY_REAL_QUEUE_ID] = str(qid)
+            topic, qid = TIMER_TOPIC, 0
+        host = self.store_host or "127.0.0.1:10911"
+        m = SimMessage(topic, qid, props, body=body, born_ts=now, born_host=host, store_host=host,
+                       props_raw=props_string(props, 16, not ctx.v4))  # a `new MessageExtBrokerInner`: HashMap(16)
+        res = ctx.put(m, SERVICE)
+        return res.message if res.ok else None
+
+    def _wake_reviver(self, q: int) -> None:
+        p = self.revivers.get(q)
+        if p is not None and p.alive and p.wake_time is None:
+            p.wake(0)
+
+    def _revive_loop(self, q: int):
+        """`PopReviveService.run` for one revive queue: a round every reviveInterval (longer when idle)."""
+        ctx, m = self.ctx, self.ctx.model
+        topic = self.revive_topic
+        slow = 1
+        while True:
+            if m.cq_max(topic, q) <= self.revive_offsets.get(q, -1) + 1:
+                yield None  # nothing unread: the rounds would change nothing
+                continue
+            yield self.revive_interval
+            # consumeReviveMessage
+            old = self.revive_offsets.get(q, -1)
+            start = ctx.clock()
+            end_time = first_rt = no_msg = 0
+            off = old + 1
+            cks: dict[tuple, dict] = {}
+            while True:
+                hi = m.cq_max(topic, q)
+                if off >= hi:
+                    now = ctx.clock()
+                    if end_time and now - end_time > 3 * pop_rules.SECOND:
+                        end_time = now  # the timer is assumed caught up (getDequeueBehind() <= 0)
+                    if end_time - first_rt > pop_rules.ACK_TIME_INTERVAL + pop_rules.SECOND:
+                        break
+                    no_msg += 1
+                    yield 100
+                    if no_msg * 100 > 4 * pop_rules.SECOND:
+                        break
+                    continue
+                no_msg = 0
+                if ctx.clock() - start > self.revive_scan_time:
+                    break
+                for o, unit in m.cq_units(topic, q, off, hi):
+                    rec = m.message(unit[0])
+                    off = o + 1
+                    if rec is None:
+                        continue
+                    body = json.loads(rec.body or b"{}")
+                    tag = rec.props.get(PROPERTY_TAGS)
+                    if tag == CK_TAG:
+                        mk = (body["t"], body["c"], body["q"], body["so"], body["pt"], body.get("bn"))
+                        cks[mk] = {**body, "ro": o, "acked": False}
+                        first_rt = first_rt or body["pt"] + body["it"]
+                    elif tag == ACK_TAG:
+                        mk = (body["t"], body["c"], body["q"], body["so"], body["pt"], body.get("bn"))
+                        if mk in cks:
+                            cks[mk]["acked"] = True
+                    end_time = max(end_time, int(rec.props.get(PROPERTY_TIMER_DELIVER_MS, "0")))
+            # mergeAndRevive
+            new_offset = old
+            for ck in sorted(cks.values(), key=lambda c: c["ro"]):
+                if not pop_rules.may_revive(end_time, ck["pt"] + ck["it"]):
+                    break
+                if not ck["acked"]:
+                    self._revive(ck)
+                new_offset = ck["ro"]
+            self.revive_offsets[q] = new_offset
+            if not cks:
+                yield slow * self.revive_interval
+                slow = min(slow + 1, self.revive_max_slow)
+            else:
+                slow = 1
+
+    def _revive(self, ck: dict) -> None:
+        """`reviveRetry`: the message again on the pop retry topic, queue 0, reconsumeTimes + 1."""
+        ctx, m = self.ctx, self.ctx.model
+        unit = m.cq_unit(ck["t"], ck["q"], ck["so"])
+        msg = m.message(unit[0]) if unit else None
+        group = ck["c"]
+        if msg is None:
+            return
+        topic = ck["t"] if ck["t"].startswith(RETRY_GROUP_TOPIC_PREFIX) else \
+            pop_rules.build_pop_retry_topic(ck["t"], group, self.retry_v2)
+        props = pop_rules.revive_retry_properties(msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times,
+                                                  ck["pt"])
+        new = msg.derive(topic, 0, props, props_string(props, 16, not ctx.v4))
+        new.reconsume_times = msg.reconsume_times + 1
+        if self.store_host and not msg.sys_flag & _HOSTS_V6:
+            new.born_host = new.store_host = self.store_host
+        res = ctx.put(new, SERVICE)
+        if res.ok:
+            self._emit("revive", group, msg, topic, 0, res.message, reconsume_times=new.reconsume_times,
+                       revive_time=ck["pt"] + ck["it"], queue_offset=res.message.queue_offset)
+
+    # ----- results -----
+    def summary(self) -> dict[str, dict[str, int]]:
+        return {g: {k: c.get(k, 0) for k in KINDS} for g, c in sorted(self.counts.items())}
+
+    def offset_table(self) -> dict[str, dict[int, int]]:
+        """The persisted offsets as consumerOffset.json keys (`topic@group`)."""
+        out: dict[str, dict[int, int]] = {}
+        for (group, topic, qid), off in sorted(self.offsets.items()):
+            out.setdefault(f"{topic}@{group}", {})[qid] = off
+        return out
+
+
+__all__ = ["ConsumerService", "KINDS", "parse_subscription_groups", "subscription_groups"]

@@ -1,0 +1,207 @@
+"""Consumer groups in the simulator, on the demo store, with hand-computed times.
+
+Rules behind the numbers (rocketmq-all-5.3.1 `consumerSendMsgBack`, `ScheduleMessageService`):
+a failed message is sent back at its consumption time t with level 3 + reconsumeTimes, so its
+schedule unit's tagsCode is t + delay(level); each level's task first polls 1000 ms after start and
+then on a 100 ms grid, so the %RETRY% record is stored at the first grid point >= the due time, and
+consumed `consume_delay` later. The simulation starts at S (a whole second) so every grid point is
+S + 1000 + 100k. Levels 3..18 sum to 10+30+60+120+180+240+300+360+420+480+540+600+1200+1800+3600+7200
+= 17,140 s.
+"""
+
+import shutil
+
+import pytest
+
+from mqtool.formats.broker_conf import load_broker_conf
+from mqtool.formats.commitlog import offset_msg_id
+from mqtool.simulate.output import write_store
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.scenario import ScenarioError, parse_scenario
+from mqtool.store.store import Store
+
+S = 1_790_000_100_000  # after the demo store's last activity (1790000020100)
+CONF = "fixtures/demo.broker.conf"
+TOPIC = "DemoTopicA"
+
+
+def run(consumers, until, store="fixtures/demo", version="5.3", faults=()):
+    cfg = load_broker_conf(CONF)
+    st = Store.open(store, cfg)
+    sc = parse_scenario({"consumers": consumers, "faults": list(faults)}, S)
+    return st, simulate(st, cfg, S, until, sc, broker_version=version)
+
+
+def consumer_events(r, event, group=None):
+    return [e for e in r.events if e.service == "consumer" and e.event == event
+            and (group is None or e.detail["group"] == group)]
+
+
+def first_consume(r, group):
+    out = {}
+    for e in consumer_events(r, "consume", group):
+        out.setdefault(e.physical_offset if e.detail["reconsume_times"] == 0 else None, e.time)
+    return out
+
+
+def test_every_delivery_failing_reaches_the_dlq_after_17140_s():
+    _, r = run([{"group": "GID_fail", "topic": TOPIC, "outcome": "fail"}], S + 17_200_000)
+    assert r.violations == []
+    dlq = consumer_events(r, "dlq")
+    # the 11 backlog units of DemoTopicA, consumed at S (consume_delay 0), are dead-lettered at
+    # S + 17,140 s: each due time S + 1000 + 100k lies on the level's grid, so no polling delay
+    backlog = [e for e in dlq if e.time == S + 17_140_000]
+    assert len(backlog) == 11
+    assert all(e.topic == "%DLQ%GID_fail" and e.detail["reconsume_times"] == 16 for e in dlq)
+    levels = [e.detail["level"] for e in consumer_events(r, "send_back") if e.uniq_key == backlog[0].uniq_key
+              and e.physical_offset is not None]
+    assert levels[:16] == list(range(3, 19))
+    assert r.summary["consumers"]["GID_fail"]["dlq"] == len(dlq)
+
+
+def test_consume_delay_adds_its_own_time_and_the_grid_rounding_per_hop():
+    # t0 = S + 250; each hop: due = t + delay lands 250 ms past the grid (S + 1000 + 100k), so the
+    # delivery waits 50 ms more and the consumption 250 ms: 300 ms per hop, 16 hops
+    _, r = run([{"group": "GID_slow", "topic": TOPIC, "outcome": "fail", "consume_delay": "250ms"}],
+               S + 17_200_000)
+    dlq = sorted(e.time for e in consumer_events(r, "dlq"))
+    assert dlq[0] == S + 250 + 17_140_000 + 16 * 300
+
+
+def test_fail_twice_then_consumed_40_s_after_the_first_try():
+    _, r = run([{"group": "GID_two", "topic": TOPIC, "fail_times": 2}], S + 120_000)
+    by_key: dict = {}
+    for e in consumer_events(r, "consume"):
+        by_key.setdefault((e.uniq_key, e.detail["queue_offset"] if e.topic == TOPIC else None), []).append(e)
+    first = [e for e in consumer_events(r, "consume") if e.topic == TOPIC and e.time == S]
+    assert len(first) == 11
+    ok = {e.uniq_key: e.time for e in consumer_events(r, "consume") if e.detail["outcome"] == "ok"}
+    for e in first:
+        assert ok[e.uniq_key] == S + 10_000 + 30_000  # levels 3 and 4
+    assert consumer_events(r, "dlq") == []
+
+
+def _store_with_groups(tmp_path, groups: str):
+    dst = tmp_path / "store"
+    shutil.copytree("fixtures/demo", dst)
+    (dst / "config" / "subscriptionGroup.json").write_text(groups)
+    return dst
+
+
+def test_subscription_group_retry_max_times_and_zero_retry_queues(tmp_path):
+    dst = _store_with_groups(tmp_path, '{"subscriptionGroupTable":{'
+                             '"GID_three":{"groupName":"GID_three","retryMaxTimes":3,"retryQueueNums":1},'
+                             '"GID_drop":{"groupName":"GID_drop","retryMaxTimes":16,"retryQueueNums":0}}}')
+    _, r = run([{"group": "GID_three", "topic": TOPIC, "outcome": "fail"},
+                {"group": "GID_drop", "topic": TOPIC, "outcome": "fail"}], S + 200_000, store=dst)
+    # retryMaxTimes 3: levels 3, 4, 5 (10 + 30 + 60 s), then the DLQ
+    assert sorted({e.time for e in consumer_events(r, "dlq", "GID_three")})[0] == S + 100_000
+    # retryQueueNums 0: the broker answers SUCCESS and writes nothing
+    drops = [e for e in consumer_events(r, "drop", "GID_drop") if e.time == S]  # the backlog, at once
+    assert len(drops) == 11 and consumer_events(r, "send_back", "GID_drop") == []
+    # the scenario's max_reconsume_times wins over the file (the request's maxReconsumeTimes)
+    _, r2 = run([{"group": "GID_three", "topic": TOPIC, "outcome": "fail", "max_reconsume_times": 1}],
+                S + 200_000, store=dst)
+    assert sorted({e.time for e in consumer_events(r2, "dlq")})[0] == S + 10_000
+
+
+def test_out_records_carry_what_the_broker_writes(tmp_path):
+    st, r = run([{"group": "GID_fail", "topic": TOPIC, "outcome": "fail"}], S + 45_000)
+    write_store(st, r, tmp_path / "out")
+    out = Store.open(tmp_path / "out", load_broker_conf(CONF))
+    recs = list(out.commitlog.iter_records())
+    orig = next(x for x in recs if x.topic == TOPIC and x.queue_id == 0 and x.queue_offset == 0)
+    mine = [x for x in recs if x.physical_offset >= st.commitlog.max_offset()
+            and x.properties.get("UNIQ_KEY") == orig.properties["UNIQ_KEY"]]
+    parked, retry, parked2, retry2 = mine[:4]
+    assert (parked.topic, parked.queue_id, parked.reconsume_times) == ("SCHEDULE_TOPIC_XXXX", 2, 1)
+    p = parked.properties
+    assert (p["DELAY"], p["REAL_TOPIC"], p["REAL_QID"], p["RETRY_TOPIC"], p["WAIT"]) == (
+        "3", "%RETRY%GID_fail", "0", TOPIC, "false")
+    assert p["ORIGIN_MESSAGE_ID"] == offset_msg_id(orig.store_host, orig.physical_offset)
+    assert parked.store_host == "10.0.0.1:10911" and parked.store_timestamp == S
+    assert (retry.topic, retry.reconsume_times, retry.store_timestamp) == ("%RETRY%GID_fail", 1, S + 10_000)
+    # the second send-back reads the %RETRY% record: ORIGIN_MESSAGE_ID and RETRY_TOPIC are kept
+    assert (parked2.queue_id, parked2.reconsume_times, parked2.properties["DELAY"]) == (3, 2, "4")
+    assert parked2.properties["ORIGIN_MESSAGE_ID"] == p["ORIGIN_MESSAGE_ID"]
+    assert (retry2.topic, retry2.store_timestamp) == ("%RETRY%GID_fail", S + 40_000)
+    offsets = out.consumer_offsets.offset_table
+    # queue 3 also got the delay-level message the schedule service delivered during the run
+    assert offsets["DemoTopicA@GID_fail"] == {0: 3, 1: 2, 2: 4, 3: 3}
+    assert offsets["%RETRY%GID_fail@GID_fail"] == {0: 24}  # 12 level-3 and 12 level-4 deliveries consumed
+
+
+def test_broker_49_keeps_the_original_store_host():
+    _, r5 = run([{"group": "G", "topic": TOPIC, "outcome": "fail"}], S + 20_000)
+    _, r4 = run([{"group": "G", "topic": TOPIC, "outcome": "fail"}], S + 20_000, version="4.9")
+    m5 = r5.state["model"].appended
+    m4 = r4.state["model"].appended
+    src4 = r4.state["model"].message(m4[0].source_phys)
+    assert m5[0].store_host == "10.0.0.1:10911"
+    assert m4[0].store_host == src4.store_host
+    assert not r4.state["model"].raw(m4[0]).endswith("\x02")  # 4.9.8 drops the last separator
+    # same decisions and times
+    assert [(e.time, e.event) for e in consumer_events(r4, "send_back")] == [
+        (e.time, e.event) for e in consumer_events(r5, "send_back")]
+
+
+def test_pop_on_49_is_refused():
+    with pytest.raises(ValueError, match="5.x"):
+        run([{"group": "G", "topic": TOPIC, "mode": "pop"}], S + 1000, version="4.9")
+
+
+def test_pop_unacked_is_revived_into_the_pop_retry_topic():
+    _, r = run([{"group": "GID_pop", "topic": TOPIC, "mode": "pop", "outcome": "fail", "invisible_time": "60s"}],
+               S + 90_000)
+    pops = [e for e in consumer_events(r, "pop") if e.time == S]
+    assert len(pops) == 11 and {e.detail["invisible_until"] for e in pops} == {S + 60_000}
+    revived = consumer_events(r, "revive")
+    assert {e.topic for e in revived} == {"%RETRY%GID_pop_DemoTopicA"}
+    assert len([e for e in revived if e.detail["revive_time"] == S + 60_000]) == 11
+    assert all(e.detail["reconsume_times"] == 1 for e in revived)
+    # a checkpoint reaches the revive topic (timer, precision 1 s) at revive time - 1 s = S + 59 s;
+    # the round that reads it moves endTime to now once now - endTime > 3 s (S + 62.1 s, 100 ms polls)
+    # and revives what is more than 2 s overdue: never before S + 62 s
+    assert min(e.time for e in revived) > S + 62_000
+    # the revived messages are popped again from the retry topic
+    assert any(e.topic == "%RETRY%GID_pop_DemoTopicA" for e in consumer_events(r, "pop"))
+
+
+def test_pop_acked_is_not_revived():
+    _, r = run([{"group": "GID_pop", "topic": TOPIC, "mode": "pop", "invisible_time": "30s"}], S + 90_000)
+    assert len([e for e in consumer_events(r, "ack") if e.time == S]) == 11
+    assert consumer_events(r, "revive") == []
+
+
+def test_crash_replays_what_was_consumed_after_the_last_persist():
+    # offsets are persisted 10 s after start, then every 5 s; a crash at S + 7 s loses them all
+    _, r = run([{"group": "GID_ok", "topic": TOPIC}], S + 30_000,
+               faults=[{"kind": "crash", "from": S + 7_000, "until": S + 8_000}])
+    times = sorted(e.time for e in consumer_events(r, "consume"))
+    # the 11 backlog units, plus one delay-level message the schedule service put into DemoTopicA
+    # between S and the crash, are consumed again at the restart
+    assert times.count(S) == 11 and times.count(S + 8_000) == 12
+    _, r2 = run([{"group": "GID_ok", "topic": TOPIC}], S + 30_000,
+                faults=[{"kind": "crash", "from": S + 12_000, "until": S + 13_000}])
+    assert sorted(e.time for e in consumer_events(r2, "consume")).count(S + 13_000) == 0
+
+
+def test_committed_offsets_are_where_the_group_starts():
+    # GID_demo has committed DemoTopicA 0:2, 1:2, 2:4, 3:1; the queues hold 3, 2, 4, 2 units
+    _, r = run([{"group": "GID_demo", "topic": TOPIC}], S + 5_000)
+    got = sorted((e.topic, e.queue_id, e.detail["queue_offset"]) for e in consumer_events(r, "consume")
+                 if e.time == S)
+    # and %RETRY%GID_demo 0:0 over one stored retry record
+    assert got == [("%RETRY%GID_demo", 0, 0), (TOPIC, 0, 2), (TOPIC, 3, 1)]
+
+
+def test_scenario_errors():
+    with pytest.raises(ScenarioError, match="group"):
+        parse_scenario({"consumers": [{"topic": "T"}]}, S)
+    with pytest.raises(ScenarioError, match="mode"):
+        parse_scenario({"consumers": [{"group": "G", "topic": "T", "mode": "pull"}]}, S)
+
+
+def test_without_consumers_the_summary_is_unchanged():
+    _, r = run([], S + 5_000)
+    assert "consumers" not in r.summary
