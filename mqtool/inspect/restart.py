@@ -40,7 +40,7 @@ from mqtool.inspect.recovery import recovery_plan
 from mqtool.inspect.timer import slot_chain, timer_view
 from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
-from mqtool.rules.schedule import correct_delay_offset
+from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.store import Store
 
@@ -110,8 +110,8 @@ def _delay(store: Store, dv: dict, plan: dict, stored: _Stored, at_ms: int) -> t
                                  f"{persisted if persisted is not None else 'none (0)'}, the broker restarts from "
                                  f"{start}, but queue offset {u.queue_offset} was already delivered",
                                  level=row["level"], queue_offset=u.queue_offset))
-            elif u.tags_code <= at_ms + row["delay_ms"]:
-                due = min(u.tags_code, at_ms) if u.tags_code > at_ms else u.tags_code
+            else:
+                due = correct_deliver_timestamp(at_ms, u.tags_code, row["delay_ms"])
                 if due <= at_ms:
                     overdue += 1
                     late_by = max(late_by, at_ms - due)
@@ -119,8 +119,15 @@ def _delay(store: Store, dv: dict, plan: dict, stored: _Stored, at_ms: int) -> t
                     next_due = due
         levels.append({"level": row["level"], "queue_id": qid, "persisted_offset": persisted, "restart_offset": start,
                        "max_offset": hi, "backlog": max(0, hi - start), "overdue": overdue, "overdue_by_ms": late_by,
-                       "goes_out_ms": at_ms + FIRST_DELAY_TIME if overdue else next_due})
+                       "goes_out_ms": _goes_out(overdue, next_due, at_ms)})
     return dups, levels
+
+
+def _goes_out(overdue: int, next_due: int | None, at_ms: int) -> int | None:
+    """When the level's head goes out: its first task runs FIRST_DELAY_TIME after the start."""
+    if overdue:
+        return at_ms + FIRST_DELAY_TIME
+    return None if next_due is None else max(next_due, at_ms + FIRST_DELAY_TIME)
 
 
 def _read(store: Store, offset: int, end: int):
