@@ -179,6 +179,8 @@ def render_overview(doc: dict, local: bool) -> None:
                               f"{tm['units']['delete']} delete), {tm['slots']} slots, {tm['pending']} pending, "
                               f"enqueue behind {_v(tm['enqueue_behind'])}, read time "
                               f"{_t(cp.get('last_read_time_ms'), local)}"))
+    if doc.get("restart_preview"):
+        head.insert(0, ("NOT SHUT DOWN CLEANLY", f"{doc['restart_preview']} (mqtool inspect STORE restart)"))
     con.print(_kv("Headline", head))
     fc = doc["finding_counts"]
     con.print(f"findings: {fc['error']} error(s), {fc['warning']} warning(s), {fc['info']} info")

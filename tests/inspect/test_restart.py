@@ -149,3 +149,25 @@ def test_real_clean_shutdown_recovers_to_the_end(open_oracle):
     cl = doc["recovery"]["commitlog"]
     assert cl["mode"] == "normal" and cl["end_offset"] == cl["scan_end_offset"]
     assert doc["duplicates"] == [] and doc["headline"] is None
+
+
+def test_the_overview_headline_names_the_restart_preview(crash, demo_dir, demo_conf):
+    from mqtool.formats.broker_conf import load_broker_conf
+    from mqtool.inspect.overview import overview
+
+    root, _ = crash
+    assert overview(Store.open(root, crash_config()), AT)["restart_preview"] == \
+        "restart preview: 5 duplicates, 2 overdue"
+    assert "restart_preview" not in overview(Store.open(demo_dir, load_broker_conf(demo_conf)), T0 + 20_000)
+
+
+def test_a_clean_store_late_and_due_at_its_stop(demo_dir, demo_conf):
+    """The demo broker stopped at T0 + 20000: D1c (level 1) is due at +20700, D3 (level 3) at +25000, D18
+    (level 18, stored at +32) at +32 + 2 h; none is overdue, each goes out at its due time but no sooner
+    than the level's first task (start + 1 s)."""
+    from mqtool.formats.broker_conf import load_broker_conf
+
+    doc = restart_preview(Store.open(demo_dir, load_broker_conf(demo_conf)), None, T0 + 20_000, replay=False)
+    assert [(lv["level"], lv["backlog"], lv["overdue"], lv["goes_out_ms"]) for lv in doc["late"]["delay_levels"]] == [
+        (1, 1, 0, T0 + 21_000), (3, 1, 0, T0 + 25_000), (18, 2, 0, T0 + 32 + 7_200_000)]
+    assert doc["late"]["overdue"] == 0
