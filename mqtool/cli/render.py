@@ -643,7 +643,8 @@ def _restart_duplicates(con: Console, doc: dict, local: bool) -> None:
     t.columns[-1].min_width, t.columns[-1].max_width = 40, 72
     for d in dups:
         _add(t, d["kind"], f"{d['topic']}/{_v(d['queue_id'])}", " ".join(d["keys"]), d["uniq_key"] or "-",
-             f"{_t(d['delivered_at_ms'], local)} @{d['delivered_offset']}", _t(d["again_at_ms"], local), d["reason"],
+             (f"{_t(d['delivered_at_ms'], local)} " if d["delivered_at_ms"] is not None else "")
+             + f"@{d['delivered_offset']}", _t(d["again_at_ms"], local), d["reason"],
              style="red")
     con.print(t)
 
