@@ -172,3 +172,23 @@ def test_a_clean_store_late_and_due_at_its_stop(demo_dir, demo_conf):
     assert [(lv["level"], lv["backlog"], lv["overdue"], lv["goes_out_ms"]) for lv in doc["late"]["delay_levels"]] == [
         (1, 1, 0, T0 + 21_000), (3, 1, 0, T0 + 25_000), (18, 2, 0, T0 + 32 + 7_200_000)]
     assert doc["late"]["overdue"] == 0
+
+
+def test_the_stored_pass_starts_at_the_earliest_candidate(crash, demo_dir, demo_conf):
+    """Crash store: level 1 restarts at queue offset 1 (D1b's schedule record), before D2a (level 2), T8's timer
+    record (slot +8000, between lastReadTimeMs +6000 and the crash) and the halves. Demo store: level 18 restarts
+    at 0, D18's record at 3972 (fixtures/README.md), before D3 (26448), D1c (27051) and H3pending (26702)."""
+    from mqtool.formats.broker_conf import load_broker_conf
+    from mqtool.inspect.delay import delay_view
+    from mqtool.inspect.recovery import recovery_plan
+    from mqtool.inspect.restart import _scan_from
+    from mqtool.inspect.timer import timer_view
+    from mqtool.inspect.transactions import transactions_view
+    from mqtool.store.findings import Findings
+
+    root, r = crash
+    for store, at, expected in ((Store.open(root, crash_config()), AT, r["D1b"].physical_offset),
+                                (Store.open(demo_dir, load_broker_conf(demo_conf)), T0 + 20_000, 3972)):
+        plan = recovery_plan(store, Findings())
+        views = delay_view(store, at), timer_view(store, at), transactions_view(store, at)
+        assert _scan_from(store, *views, plan) == expected
