@@ -1,7 +1,8 @@
-"""Rewrite the test fixtures: `fixtures/demo/` (a small 5.x store), `fixtures/demo.broker.conf`, `fixtures/README.md`.
+"""Rewrite the test fixtures: `fixtures/demo/` (a small 5.x store), `fixtures/demo.broker.conf`, `fixtures/README.md`,
+and `fixtures/crash/` (a store left by kill -9), `fixtures/crash.broker.conf`, `fixtures/crash.md`.
 
 Usage: `python scripts/make_fixtures.py [--out DIR]` (default: the repository's `fixtures/`).
-Deterministic: the same bytes on every run (see `mqtool/builder/demo.py`).
+Deterministic: the same bytes on every run (see `mqtool/builder/demo.py` and `mqtool/builder/crash.py`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # runnable from a checkout without installing the package
     sys.path.insert(0, str(REPO))
 
+from mqtool.builder.crash import write_crash_fixture  # noqa: E402
 from mqtool.builder.demo import write_fixtures  # noqa: E402
 
 
@@ -23,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     entries = write_fixtures(args.out)
     print(f"wrote {args.out / 'demo'}: {len(entries)} records")
+    crash = write_crash_fixture(args.out)
+    print(f"wrote {args.out / 'crash'}: {len(crash)} labelled records")
     return 0
 
 

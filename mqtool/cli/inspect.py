@@ -32,7 +32,7 @@ from mqtool.cli.common import (
     user_errors,
 )
 from mqtool.store.errors import StoreError
-from mqtool.times import format_duration, format_time, parse_time
+from mqtool.times import format_duration, format_time, parse_duration_ms, parse_time
 
 
 class View(StrEnum):
@@ -45,6 +45,7 @@ class View(StrEnum):
     delay = "delay"
     timer = "timer"
     transactions = "transactions"
+    restart = "restart"
 
 
 VIEWS = tuple(v.value for v in View)
@@ -55,15 +56,18 @@ _VIEW_OPTIONS = {
     "--uniq-key": ("messages",), "--tag": ("messages",), "--since": ("messages",), "--until": ("messages",),
     "--topic": ("messages", "queue"), "--queue-id": ("messages", "queue"), "--limit": ("messages", "queue"),
     "--body": ("messages", "message", "queue"), "--decompress": ("messages", "message", "queue"),
-    "--offset": ("message",), "--from": ("queue",), "--at": ("timer",),
+    "--offset": ("message",), "--from": ("queue",), "--at": ("timer", "restart"), "--for": ("restart",),
+    "--events": ("restart",),
 }
+
+DEFAULT_FOR = "10m"  # restart: the replay's length
 
 # A progress bar appears on a TTY only when a scan walks more than this many CommitLog bytes.
 PROGRESS_MIN_BYTES = 64 << 20
 
 # Views whose numbers depend on "now" (ages, lags, overdue, predictions), and how far the store's last
 # write may lie behind the wall clock before the text output suggests --now.
-_NOW_VIEWS = ("overview", "delay", "timer", "transactions")
+_NOW_VIEWS = ("overview", "delay", "timer", "transactions", "restart")
 STALE_STORE_MS = 10 * 60 * 1000
 
 HELP = """Explain a RocketMQ store directory offline (read-only), or dump one store file.
@@ -78,6 +82,9 @@ VIEW is one of:
   delay         per delay level: stored/corrected offset, min/max, backlog, head deliver time
   timer         timercheck cursors, TimerLog units, wheel slots, pending histogram; --at TIME
   transactions  half messages with state, check counts and predicted check/discard times
+  restart       what the broker does if it starts now (--at TIME): recovery, messages delivered
+                twice and why, overdue delay/timer messages, transaction checks, and a replay of
+                the first --for (default 10m) through the simulator; --events FILE keeps its log
 
 PATH may also be a single file (a commitlog/, consumequeue/ or timerlog/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
@@ -105,6 +112,7 @@ Examples:
   mqtool inspect ~/store
   mqtool inspect ~/store messages --topic TopicA --since -2h --json
   mqtool inspect ~/store delay --config broker.conf
+  mqtool inspect ~/store restart --config broker.conf --for 30m
   mqtool inspect ~/store/config/timercheck --json
   mqtool inspect ~/store delay --json --now 1790000020000 --expect tests/golden/delay.json
 """
@@ -148,7 +156,11 @@ def inspect(
     decompress: bool = typer.Option(False, "--decompress", help="Show compressed bodies decompressed."),
     offset: int | None = typer.Option(None, "--offset", help="message: physical offset of the record."),
     from_: int = typer.Option(0, "--from", help="queue: first queue offset."),
-    at: str | None = typer.Option(None, "--at", help="timer: walk the chain of the slot holding TIME."),
+    at: str | None = typer.Option(None, "--at", help="timer: walk the chain of the slot holding TIME; restart: "
+                                  "the broker's start time (default: now)."),
+    for_: str = typer.Option(DEFAULT_FOR, "--for", help="restart: how long the replay runs after the start."),
+    events: Path | None = typer.Option(None, "--events", help="restart: write the replay's event log (JSON Lines) "
+                                       "here.", dir_okay=False),
     expect: Path | None = expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = UpdateGoldenOption,
 ) -> None:
@@ -159,6 +171,7 @@ def inspect(
         "--tag": tag is not None, "--since": since is not None, "--until": until is not None,
         "--limit": limit is not None, "--body": body != "text", "--decompress": decompress,
         "--offset": offset is not None, "--from": from_ != 0, "--at": at is not None,
+        "--for": for_ != DEFAULT_FOR, "--events": events is not None,
         "--expect": expect is not None, "--update-golden": update_golden,
     }
     with user_errors():
@@ -213,6 +226,9 @@ def inspect(
 
                 at_ms = parse_time(at, now_ms, local) if at is not None else None
                 code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
+            elif view == "restart":
+                at_ms = parse_time(at, now_ms, local) if at is not None else now_ms
+                code = _restart(store, at_ms, _for_ms(for_), events, json_out, local, verify)
             else:
                 from mqtool.inspect.transactions import transactions_view
 
@@ -289,6 +305,22 @@ def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool 
         _now_note(store, now_ms, local)
     code = _document(doc, render.render_overview, json_out, local, verify=True)
     return code
+
+
+def _for_ms(text: str) -> int:
+    ms = parse_duration_ms(text)
+    if ms <= 0:
+        raise fail("--for must be longer than 0 (e.g. 10m)")
+    return ms
+
+
+def _restart(store, at_ms: int, for_ms: int, events: Path | None, json_out: bool, local: bool,
+             verify: bool) -> int:
+    from mqtool.inspect.restart import restart_preview
+
+    with render.status("restart preview: recovery, stored deliveries, replay"):
+        doc = restart_preview(store, store.config, at_ms, for_ms, events)
+    return _document(doc, render.render_restart, json_out, local, verify)
 
 
 def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool,

@@ -179,6 +179,8 @@ def render_overview(doc: dict, local: bool) -> None:
                               f"{tm['units']['delete']} delete), {tm['slots']} slots, {tm['pending']} pending, "
                               f"enqueue behind {_v(tm['enqueue_behind'])}, read time "
                               f"{_t(cp.get('last_read_time_ms'), local)}"))
+    if doc.get("restart_preview"):
+        head.insert(0, ("NOT SHUT DOWN CLEANLY", f"{doc['restart_preview']} (mqtool inspect STORE restart)"))
     con.print(_kv("Headline", head))
     fc = doc["finding_counts"]
     con.print(f"findings: {fc['error']} error(s), {fc['warning']} warning(s), {fc['info']} info")
@@ -555,3 +557,154 @@ def render_traces(traces, local: bool) -> None:
         out.print(f"(as of {format_time(t.as_of, local)})", style="dim")
         if i + 1 < len(traces):
             out.print()
+
+
+# ----------------------------------------------------------------------------- restart preview
+
+
+def render_restart(doc: dict, local: bool) -> None:
+    """What a start at `at_ms` does: the headline first, then recovery, duplicates, late, transactions, replay."""
+    con = _console()
+    rec = doc["recovery"]
+    con.print(f"[bold]Restart preview[/bold]: broker started at {_t(doc['at_ms'], local)}, replay for "
+              f"{format_duration(doc['for_ms'])}")
+    if doc["headline"]:
+        con.print(f"NOT shut down cleanly; {doc['headline']}", style="bold red", markup=False)
+    else:
+        con.print("clean shutdown: normal recovery", style="bold green")
+    con.print(_kv("Recovery", _recovery_pairs(rec, local)))
+    _recovery_cuts(con, rec)
+    _restart_duplicates(con, doc, local)
+    _restart_late(con, doc["late"], local)
+    _restart_transactions(con, doc, local)
+    if doc["replay"] is not None:
+        _restart_replay(con, doc["replay"], local)
+
+
+def _recovery_pairs(rec: dict, local: bool) -> list[tuple[str, object]]:
+    sd, cp, cl = rec["shutdown"], rec["checkpoint"] or {}, rec["commitlog"]
+    pairs: list[tuple[str, object]] = [
+        ("shutdown", "clean (no abort file)" if sd["clean"]
+         else f"NOT clean: abort file present (pid {sd['abort_pid']})"),
+        ("checkpoint", f"physic {_t(cp.get('physic_msg_timestamp') or None, local)}, logics "
+                       f"{_t(cp.get('logics_msg_timestamp') or None, local)}, index "
+                       f"{_t(cp.get('index_msg_timestamp') or None, local)}" if cp else "absent"),
+    ]
+    if cl is None:
+        return [*pairs, ("CommitLog", "no files")]
+    pairs += [
+        ("CommitLog recovery", f"{'recoverNormally' if cl['mode'] == 'normal' else 'recoverAbnormally'}, "
+                               f"CRC check {'on' if cl['check_crc'] else 'off'} (checkCRCOnRecover)"),
+        ("re-checked from", f"file {cl['check_from_file']} of {cl['files']}"
+         + (f" (first record not after {_t(cl['min_timestamp'], local)})" if cl["min_timestamp"] else "")),
+        ("valid data ends", f"{cl['end_offset']} in {cl['stop_file']}: {cl['stop_reason']}"),
+        ("dropped", f"{cl['dropped_bytes']} byte(s) up to the scan end {cl['scan_end_offset']}"
+         if cl["dropped_bytes"] else "nothing"),
+    ]
+    if cl["deleted_files"]:
+        pairs.append(("files deleted", ", ".join(cl["deleted_files"])))
+    pairs += [("REFUSES TO START", r) for r in cl["load_refused"]]
+    tl = rec["timerlog"]
+    if tl is not None:
+        pairs.append(("timer enqueue resumes", f"queue offset {tl['enqueue_queue_offset']} "
+                                               f"({_v(tl['timer_queue_max_offset'])} units in the timer queue "
+                                               "after recovery)"))
+    idx = rec["index"]
+    pairs.append(("index files", f"{len(idx['destroyed'])} of {idx['files']} destroyed" if idx["files"] else "none"))
+    return pairs
+
+
+def _recovery_cuts(con: Console, rec: dict) -> None:
+    cuts = _table("Cut by recovery", "what", "where", "from", "count", "CommitLog offsets")
+    for t in rec["consume_queues"]["truncated"]:
+        _add(cuts, "ConsumeQueue units", f"{t['topic']}/{t['queue_id']}", f"queue offset {t['from_queue_offset']}",
+             str(t["units"]), ", ".join(map(str, t["commitlog_offsets"])), style="yellow")
+    tl = rec["timerlog"]
+    if tl is not None:
+        if tl["truncated_units"]:
+            _add(cuts, "TimerLog units", "timerlog", f"position {tl['end_offset']}", str(len(tl["truncated_units"])),
+                 "-", style="yellow")
+        for d in tl["dangling_units"]:
+            _add(cuts, "TimerLog unit KEPT, dangling", f"timerlog @{d['pos']}", f"slot {d['delayed_time_ms']}", "1",
+                 f"{d['offset_py']} (past the end: reads what is written there next)", style="red")
+    for name in rec["index"]["destroyed"]:
+        _add(cuts, "index file", name, "-", "1", "-")
+    if cuts.row_count:
+        con.print(cuts)
+
+
+def _restart_duplicates(con: Console, doc: dict, local: bool) -> None:
+    dups = doc["duplicates"]
+    if not dups:
+        con.print("Duplicates: none (no message already on its topic is delivered again)", style="green")
+        return
+    t = _table(f"Duplicates: {len(dups)} message(s) delivered again", "kind", "topic/queue", "keys", "uniq key",
+               "delivered", "again", "why")
+    t.columns[-1].min_width, t.columns[-1].max_width = 40, 72
+    for d in dups:
+        _add(t, d["kind"], f"{d['topic']}/{_v(d['queue_id'])}", " ".join(d["keys"]), d["uniq_key"] or "-",
+             (f"{_t(d['delivered_at_ms'], local)} " if d["delivered_at_ms"] is not None else "")
+             + f"@{d['delivered_offset']}", _t(d["again_at_ms"], local), d["reason"],
+             style="red")
+    con.print(t)
+
+
+def _restart_late(con: Console, late: dict, local: bool) -> None:
+    levels = late["delay_levels"]
+    if levels:
+        t = _table(f"Delay levels with a backlog ({late['overdue']} overdue in all)", "level", "queue", "persisted",
+                   "restarts at", "max", "backlog", "overdue", "late by", "goes out")
+        for lv in levels:
+            _add(t, str(lv["level"]), str(lv["queue_id"]), _v(lv["persisted_offset"]), str(lv["restart_offset"]),
+                 str(lv["max_offset"]), str(lv["backlog"]), str(lv["overdue"]),
+                 format_duration(lv["overdue_by_ms"]) if lv["overdue"] else "-", _t(lv["goes_out_ms"], local),
+                 style="yellow" if lv["overdue"] else None)
+        con.print(t)
+    w = late["timer"]
+    if w.get("present"):
+        con.print(f"timer wheel: {w['pending']} pending ({w['overdue']} overdue), dequeue reads again from "
+                  f"{_t(w['restart_read_time_ms'], local)} (timercheck {_t(w['last_read_time_ms'], local)}), "
+                  f"earliest {_t(w['earliest_ms'], local)}", markup=False)
+        for s in w["skipped"]:
+            con.print(f"  slot {_t(s['slot_ms'], local)}: {s['uniq_key']} ({s['topic']}) is SKIPPED: older than the "
+                      "wheel holds", style="red", markup=False)
+    elif not levels:
+        con.print("Late and due: nothing (no delay backlog, no timer wheel)")
+
+
+def _restart_transactions(con: Console, doc: dict, local: bool) -> None:
+    tx = doc["transactions"]
+    rows = [("checked again", r["uniq_key"], " ".join(r["keys"]), r["topic"], _t(r["again_at_ms"], local), r["reason"])
+            for r in doc["rechecks"]]
+    rows += [("first rounds", r["uniq_key"], " ".join(r["keys"]), r["topic"], _t(r["next_check_ms"], local),
+              f"check #{r['check_times'] + 1}") for r in tx["first_rounds"]]
+    rows += [("discarded", r["uniq_key"], " ".join(r["keys"]), r["topic"], _t(r["discard_ms"], local),
+              r["discard_reason"]) for r in tx["to_discard"]]
+    if not rows:
+        con.print("Transactions: no half message is checked or discarded")
+        return
+    t = _table("Transactions", "what", "uniq key", "keys", "topic", "when", "why")
+    for r in rows:
+        _add(t, *[x or "-" for x in r], style="magenta" if r[0] == "discarded" else None)
+    con.print(t)
+
+
+def _restart_replay(con: Console, rp: dict, local: bool) -> None:
+    con.print(f"[bold]Replay[/bold] through the simulator, {_t(rp['from_ms'], local)} .. {_t(rp['until_ms'], local)}: "
+              f"{rp['events']} event(s)")
+    t = _table(None, "event", "count")
+    for kind, n in rp["counts"].items():
+        _add(t, kind, str(n))
+    con.print(t)
+    again = rp["delivered_again"]
+    if again:
+        a = _table(f"Delivered again in the replay ({len(again)})", "time", "service", "topic/queue", "uniq key",
+                   "new offset")
+        for e in again:
+            _add(a, _t(e["time"], local), e["service"], f"{e['topic']}/{_v(e['queue_id'])}", e["uniq_key"] or "-",
+                 _v(e.get("new_physical_offset")), style="red")
+        con.print(a)
+    for v in rp["violations"]:
+        con.print(f"simulator invariant violated: {v}", style="bold red", markup=False)
+    if rp["events_path"]:
+        con.print(f"event log: {rp['events_path']}", markup=False)

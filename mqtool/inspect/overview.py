@@ -120,7 +120,16 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
         "checkpoint": _plain(store.checkpoint),
         "findings": [f.as_dict() for f in findings],
         "finding_counts": {s: severities.get(s, 0) for s in ("error", "warning", "info")},
+        **_restart_preview(store, now_ms),
     }
+
+
+def _restart_preview(store: Store, now_ms: int) -> dict:
+    """`restart_preview`: "restart preview: N duplicates, M overdue" when the store was not shut down cleanly."""
+    from mqtool.inspect.restart import restart_headline
+
+    line = restart_headline(store, store.config, now_ms)
+    return {} if line is None else {"restart_preview": line}
 
 
 def _has_timer(store: Store) -> bool:

@@ -40,7 +40,7 @@ from mqtool.inspect.recovery import recovery_plan
 from mqtool.inspect.timer import slot_chain, timer_view
 from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
-from mqtool.rules.schedule import correct_delay_offset
+from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.store import Store
 
@@ -50,14 +50,21 @@ FIRST_ROWS = 5
 
 
 class _Stored:
-    """One pass over the records before the recovered end: deliveries by (topic, UNIQ_KEY), ops, commits."""
+    """One pass over the records before the recovered end: deliveries by (topic, UNIQ_KEY), ops, commits.
 
-    def __init__(self, store: Store, end: int):
+    The pass starts at `start`, the earliest record a duplicate can come from (`_scan_from`): a delivery,
+    commit or op always follows its source record, and after a crash the candidates lie near the end.
+    It decodes each record from there (`iter_records`); the column scan (`inspect/columns.py`) would not
+    save much: the deliveries are ordinary records on user topics, told apart only by their properties
+    (REAL_TOPIC with TIMER_DEQUEUE_MS or DELAY), which the columns do not carry.
+    """
+
+    def __init__(self, store: Store, end: int, start: int | None = None):
         self.deliveries: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
         self.ops: set[tuple[int, int]] = set()
         self.commits: dict[int, int] = {}
         self.committed: set[tuple[str, str]] = set()  # (real topic, UNIQ_KEY) of COMMIT records
-        for rec in store.commitlog.iter_records(verify_crc=False):
+        for rec in store.commitlog.iter_records(start, verify_crc=False):
             if rec.physical_offset + rec.total_size > end:
                 break
             p = rec.properties
@@ -91,11 +98,8 @@ def _delay(store: Store, dv: dict, plan: dict, stored: _Stored, at_ms: int) -> t
     for row in dv["levels"]:
         if row["max_offset"] is None or not row["configured"]:
             continue
-        qid, lo = row["queue_id"], row["min_offset"]
-        hi = maxes.get((RMQ_SYS_SCHEDULE_TOPIC, qid), row["max_offset"])
-        persisted = row["offset"] if row["offset_stored"] else None
-        start = correct_delay_offset(persisted, lo, hi)
-        start = lo if start is None else start
+        qid = row["queue_id"]
+        persisted, start, hi = _level_start(row, maxes)
         cq = store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
         overdue, late_by, next_due = 0, 0, None
         for u in cq.iter_units(start):
@@ -110,8 +114,8 @@ def _delay(store: Store, dv: dict, plan: dict, stored: _Stored, at_ms: int) -> t
                                  f"{persisted if persisted is not None else 'none (0)'}, the broker restarts from "
                                  f"{start}, but queue offset {u.queue_offset} was already delivered",
                                  level=row["level"], queue_offset=u.queue_offset))
-            elif u.tags_code <= at_ms + row["delay_ms"]:
-                due = min(u.tags_code, at_ms) if u.tags_code > at_ms else u.tags_code
+            else:
+                due = correct_deliver_timestamp(at_ms, u.tags_code, row["delay_ms"])
                 if due <= at_ms:
                     overdue += 1
                     late_by = max(late_by, at_ms - due)
@@ -119,8 +123,48 @@ def _delay(store: Store, dv: dict, plan: dict, stored: _Stored, at_ms: int) -> t
                     next_due = due
         levels.append({"level": row["level"], "queue_id": qid, "persisted_offset": persisted, "restart_offset": start,
                        "max_offset": hi, "backlog": max(0, hi - start), "overdue": overdue, "overdue_by_ms": late_by,
-                       "goes_out_ms": at_ms + FIRST_DELAY_TIME if overdue else next_due})
+                       "goes_out_ms": _goes_out(overdue, next_due, at_ms)})
     return dups, levels
+
+
+def _level_start(row: dict, maxes: dict) -> tuple[int | None, int, int]:
+    """(persisted offset, where the level restarts: `correctDelayOffset`, its max after recovery)."""
+    hi = maxes.get((RMQ_SYS_SCHEDULE_TOPIC, row["queue_id"]), row["max_offset"])
+    persisted = row["offset"] if row["offset_stored"] else None
+    start = correct_delay_offset(persisted, row["min_offset"], hi)
+    return persisted, row["min_offset"] if start is None else start, hi
+
+
+def _scan_from(store: Store, dv: dict, tv: dict, txv: dict, plan: dict) -> int:
+    """The earliest source record of a possible duplicate: the first schedule unit each level restarts
+    from, the units of the slots the timer dequeue reads again, every copy of a half checked again."""
+    offsets = [plan["_end"]]
+    for row in dv["levels"]:
+        if row["max_offset"] is None or not row["configured"]:
+            continue
+        _, start, hi = _level_start(row, plan["_max_offsets"])
+        u = next(iter(store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, row["queue_id"]).iter_units(start)), None)
+        if u is not None and u.queue_offset < hi:
+            offsets.append(u.commitlog_offset)
+    cp, last = tv["checkpoint"], store.last_activity_ms()
+    if cp is not None and tv["wheel"]["present"]:  # slots read again that the broker could have delivered
+        offsets += [u["offset_py"] for slot in tv["slots"] if cp["last_read_time_ms"] <= slot["time_ms"] <= last
+                    for u in slot_chain(store, slot["time_ms"])["units"]]
+    half_offset = {p["queue_id"]: p["half_offset"] or 0 for p in txv["check_progress"]}
+    for row in txv["half_messages"]:
+        members = [(row["queue_offset"], row["physical_offset"])]
+        members += [(c["queue_offset"], c["physical_offset"]) for c in row["copies"]]
+        if any(q >= half_offset.get(row["queue_id"], 0) for q, _ in members):
+            offsets += [p for _, p in members]
+    # a damaged unit may point between records: only offsets where a record starts are places to start
+    return min(o for o in offsets if o == plan["_end"] or _read(store, o, plan["_end"]) is not None)
+
+
+def _goes_out(overdue: int, next_due: int | None, at_ms: int) -> int | None:
+    """When the level's head goes out: its first task runs FIRST_DELAY_TIME after the start."""
+    if overdue:
+        return at_ms + FIRST_DELAY_TIME
+    return None if next_due is None else max(next_due, at_ms + FIRST_DELAY_TIME)
 
 
 def _read(store: Store, offset: int, end: int):
@@ -272,8 +316,8 @@ def restart_preview(store: Store, config=None, at_ms: int | None = None, for_ms:
     at_ms = store.last_activity_ms() if at_ms is None else at_ms
     findings = Findings()
     plan = recovery_plan(store, findings, v4=broker_version.startswith("4"))
-    stored = _Stored(store, plan["_end"])
     dv, tv, txv = delay_view(store, at_ms), timer_view(store, at_ms), transactions_view(store, at_ms)
+    stored = _Stored(store, plan["_end"], _scan_from(store, dv, tv, txv, plan))
     delay_dups, levels = _delay(store, dv, plan, stored, at_ms)
     timer_dups, wheel = _timer(store, tv, plan, stored, at_ms)
     tx_dups, rechecks = _transactions(txv, plan, stored, at_ms, config.transaction_check_interval)

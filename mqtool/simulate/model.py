@@ -204,14 +204,45 @@ class MemoryBase:
         return sorted(q for t, q in self.queues if t == topic)
 
 
-class DiskBase:
-    """A `Store` opened read-only; messages are decoded on demand and cached."""
+@dataclass(frozen=True)
+class Recovered:
+    """What the broker's recovery leaves of a store (`mqtool.inspect.recovery.recovery_plan`): the CommitLog's
+    end (`recoverAbnormally`) and each ConsumeQueue's max offset after `truncateDirtyLogicFiles`."""
 
-    def __init__(self, store: Any) -> None:
+    end: int
+    max_offsets: dict[tuple[str, int], int]
+
+
+def recovered(store: Any) -> Recovered | None:
+    """The recovery of a store left without a clean shutdown (an `abort` file); None after a clean one.
+
+    A restarted broker appends at the recovered end, not after the last decodable record, and reads no
+    ConsumeQueue unit past it; a clean shutdown's end is the scan's end, so nothing is computed then.
+    """
+    if not (store.root / "abort").exists():
+        return None
+    from mqtool.inspect.recovery import recovery_plan
+    from mqtool.store.findings import Findings
+
+    plan = recovery_plan(store, Findings())
+    return Recovered(plan["_end"], dict(plan["_max_offsets"]))
+
+
+class DiskBase:
+    """A `Store` opened read-only; messages are decoded on demand and cached.
+
+    After a crash (`recovered`) the store is seen as the broker's recovery leaves it: new records go at the
+    recovered CommitLog end, ConsumeQueues end at their truncated max offset, and a record at or past the
+    end reads as absent (a dangling TimerLog unit finds nothing there, or what the simulator wrote there).
+    """
+
+    def __init__(self, store: Any, recovery: Recovered | None | bool = True) -> None:
         self.store = store
         self.file_size = store.commitlog.queue.file_size or store.config.mapped_file_size_commitlog
         self._cache: dict[int, SimMessage] = {}
         self._max: dict[tuple[str, int], int] = {}
+        # True: compute it from the store; None/False: the store as scanned (no recovery applied)
+        self.recovery: Recovered | None = recovered(store) if recovery is True else (recovery or None)
 
     def _cq(self, topic: str, qid: int):
         return self.store.consume_queue(topic, qid)
@@ -221,6 +252,8 @@ class DiskBase:
         if key not in self._max:
             q = self._cq(topic, qid)
             self._max[key] = q.max_offset if q is not None else 0
+            if self.recovery is not None and key in self.recovery.max_offsets:
+                self._max[key] = min(self._max[key], self.recovery.max_offsets[key])
         return self._max[key]
 
     def cq_min(self, topic: str, qid: int) -> int:
@@ -245,6 +278,8 @@ class DiskBase:
     def message(self, phys: int) -> SimMessage | None:
         m = self._cache.get(phys)
         if m is None:
+            if self.recovery is not None and phys >= self.recovery.end:
+                return None
             try:
                 r = self.store.commitlog.read(phys)
             except ValueError:
@@ -258,7 +293,7 @@ class DiskBase:
         return m
 
     def max_phys(self) -> int:
-        return self.store.commitlog.max_offset()
+        return self.recovery.end if self.recovery is not None else self.store.commitlog.max_offset()
 
     def queue_ids(self, topic: str) -> list[int]:
         return [q for t, q in self.store.queue_ids if t == topic]

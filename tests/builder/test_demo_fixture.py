@@ -1,4 +1,4 @@
-"""fixtures/demo: deterministic, equal to the committed copy, and holding every message kind."""
+"""fixtures/demo (and fixtures/crash): deterministic, equal to the committed copy, and holding every message kind."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mqtool.builder.crash import write_crash_fixture
 from mqtool.builder.demo import T0, T_STOP, demo_config, write_fixtures
 from mqtool.builder.writer import read_records
 from mqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -30,6 +31,7 @@ def tree_hashes(root: Path) -> dict[str, str]:
 def fresh(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fixtures")
     write_fixtures(out)
+    write_crash_fixture(out)  # scripts/make_fixtures.py writes both
     return out
 
 
@@ -44,7 +46,8 @@ def test_committed_fixtures_equal_a_fresh_generation(fresh):
     if not (COMMITTED / "demo").is_dir():
         pytest.fail("fixtures/demo is absent (a defect: it is committed); regenerate it with scripts/make_fixtures.py")
     committed = {k: v for k, v in tree_hashes(COMMITTED).items()
-                 if k.startswith("demo/") or k in ("demo.broker.conf", "README.md")}
+                 if k.startswith(("demo/", "crash/")) or k in ("demo.broker.conf", "README.md", "crash.broker.conf",
+                                                                "crash.md")}
     assert committed == tree_hashes(fresh)
 
 

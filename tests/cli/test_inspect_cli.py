@@ -102,7 +102,7 @@ def test_garbage_delay_offsets_in_a_store_is_a_warning(basic, tmp_path):
 
 
 @pytest.mark.parametrize("args, error", [
-    (["delay", "--at", "0"], "--at applies to the timer view, not delay"),
+    (["delay", "--at", "0"], "--at applies to the timer and restart views, not delay"),
     (["message"], "the message view needs --offset PHYS (a record's physical offset)"),
     (["queue", "--topic", "TopicA"], "the queue view needs --topic T and --queue-id Q"),
     (["queue", "--topic", "TopicZ", "--queue-id", "0"], None),

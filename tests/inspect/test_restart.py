@@ -113,10 +113,11 @@ def test_late_and_headline(preview, crash):
 def test_the_replay_delivers_the_predicted_duplicates_again(preview, crash):
     _, r = crash
     rp = preview["replay"]
-    # The simulator appends after the scan's end (Y's offset), not the recovered end, so its first new
-    # record (T8's second delivery) lands where T30's dangling TimerLog unit points: slot +39000 then
-    # delivers it a third time. The recovery findings name that unit; the invariant check flags it.
-    assert rp["violations"] == [f"timer delivered {r['T8'].uniq_key} 2 times without a fault"]
+    # The simulator appends at the recovered end (X's offset), so T30's dangling TimerLog unit (slot
+    # +39000, pointing at Y's offset) finds no record there: T8 is delivered once more, not twice.
+    assert rp["violations"] == []
+    assert rp["counts"]["timer deliver"] == 2  # T8 again and T60
+    assert rp["first"]["timer deliver"][0]["new_physical_offset"] == r["X"].physical_offset
     again = {e["uniq_key"] for e in rp["delivered_again"]}
     assert again == {d["uniq_key"] for d in preview["duplicates"]}
     lines = open(rp["events_path"], encoding="utf-8").read().splitlines()
@@ -149,3 +150,45 @@ def test_real_clean_shutdown_recovers_to_the_end(open_oracle):
     cl = doc["recovery"]["commitlog"]
     assert cl["mode"] == "normal" and cl["end_offset"] == cl["scan_end_offset"]
     assert doc["duplicates"] == [] and doc["headline"] is None
+
+
+def test_the_overview_headline_names_the_restart_preview(crash, demo_dir, demo_conf):
+    from mqtool.formats.broker_conf import load_broker_conf
+    from mqtool.inspect.overview import overview
+
+    root, _ = crash
+    assert overview(Store.open(root, crash_config()), AT)["restart_preview"] == \
+        "restart preview: 5 duplicates, 2 overdue"
+    assert "restart_preview" not in overview(Store.open(demo_dir, load_broker_conf(demo_conf)), T0 + 20_000)
+
+
+def test_a_clean_store_late_and_due_at_its_stop(demo_dir, demo_conf):
+    """The demo broker stopped at T0 + 20000: D1c (level 1) is due at +20700, D3 (level 3) at +25000, D18
+    (level 18, stored at +32) at +32 + 2 h; none is overdue, each goes out at its due time but no sooner
+    than the level's first task (start + 1 s)."""
+    from mqtool.formats.broker_conf import load_broker_conf
+
+    doc = restart_preview(Store.open(demo_dir, load_broker_conf(demo_conf)), None, T0 + 20_000, replay=False)
+    assert [(lv["level"], lv["backlog"], lv["overdue"], lv["goes_out_ms"]) for lv in doc["late"]["delay_levels"]] == [
+        (1, 1, 0, T0 + 21_000), (3, 1, 0, T0 + 25_000), (18, 2, 0, T0 + 32 + 7_200_000)]
+    assert doc["late"]["overdue"] == 0
+
+
+def test_the_stored_pass_starts_at_the_earliest_candidate(crash, demo_dir, demo_conf):
+    """Crash store: level 1 restarts at queue offset 1 (D1b's schedule record), before D2a (level 2), T8's timer
+    record (slot +8000, between lastReadTimeMs +6000 and the crash) and the halves. Demo store: level 18 restarts
+    at 0, D18's record at 3972 (fixtures/README.md), before D3 (26448), D1c (27051) and H3pending (26702)."""
+    from mqtool.formats.broker_conf import load_broker_conf
+    from mqtool.inspect.delay import delay_view
+    from mqtool.inspect.recovery import recovery_plan
+    from mqtool.inspect.restart import _scan_from
+    from mqtool.inspect.timer import timer_view
+    from mqtool.inspect.transactions import transactions_view
+    from mqtool.store.findings import Findings
+
+    root, r = crash
+    for store, at, expected in ((Store.open(root, crash_config()), AT, r["D1b"].physical_offset),
+                                (Store.open(demo_dir, load_broker_conf(demo_conf)), T0 + 20_000, 3972)):
+        plan = recovery_plan(store, Findings())
+        views = delay_view(store, at), timer_view(store, at), transactions_view(store, at)
+        assert _scan_from(store, *views, plan) == expected

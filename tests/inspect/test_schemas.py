@@ -13,10 +13,11 @@ from mqtool.inspect.messages import MessageQuery, iter_messages, message_at
 from mqtool.inspect.overview import overview
 from mqtool.inspect.queue import iter_queue
 from mqtool.inspect.records import record_dict
+from mqtool.inspect.restart import restart_preview
 from mqtool.inspect.timer import timer_view
 from mqtool.inspect.transactions import transactions_view
 
-NAMES = ("overview", "messages", "message", "queue", "delay", "timer", "transactions", "dump")
+NAMES = ("overview", "messages", "message", "queue", "delay", "timer", "transactions", "dump", "restart")
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,7 @@ def test_every_view_matches_its_schema(any_store, validators):
     for slot in timer_view(s, now)["slots"]:
         check(validators, "timer", timer_view(s, now, at_ms=slot["time_ms"]))
     check(validators, "transactions", transactions_view(s, now))
+    check(validators, "restart", restart_preview(s, None, now, 60_000))
     records = list(iter_messages(s, MessageQuery()))
     assert records
     for r in records:
