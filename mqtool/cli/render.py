@@ -152,6 +152,9 @@ def render_overview(doc: dict, local: bool) -> None:
         ("abort file", "PRESENT (broker running or crashed)" if files["abort"] else "absent (clean shutdown)"),
         ("config files", ", ".join(files["config"]) or "-"),
     ]
+    found = (doc.get("layouts") or {}).get("found")
+    if found:  # DLedger, BatchCQ, RocksDB, compaction, POP (a plain store shows nothing more)
+        pairs.insert(0, ("production layouts", ", ".join(found)))
     con.print(_kv("Layout", pairs))
     scans = _table("CommitLog files", "file", "records", "valid bytes", "stop", "trailing bytes")
     for s in cl["scans"]:

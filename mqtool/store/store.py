@@ -14,6 +14,7 @@ from construct import ConstructError
 
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
+from mqtool.formats.config_json import Topics, parse_topics
 from mqtool.formats.names import REVIVE_TOPIC
 from mqtool.formats.offsets_json import (
     ConsumerOffsets,
@@ -194,11 +195,30 @@ class Store:
     def consumer_offsets(self) -> ConsumerOffsets | None:
         return self._json("consumerOffset.json", parse_consumer_offsets)
 
+    @cached_property
+    def _topics(self) -> tuple[Topics | None, str | None]:
+        value, used, problems = read_config_json(self.root / "config" / "topics.json", parse_topics)
+        self._config_problems("topics.json", problems)
+        return value, None if used is None else str(used.relative_to(self.root))
+
+    @property
+    def topics(self) -> Topics | None:
+        """config/topics.json (or its .bak, as the broker falls back), None when neither is usable."""
+        return self._topics[0]
+
+    @property
+    def topics_file(self) -> str | None:
+        """The file `topics` came from (config/topics.json or config/topics.json.bak)."""
+        return self._topics[1]
+
     def _json(self, name: str, parse):
         value, _used, problems = read_config_json(self.root / "config" / name, parse)
+        self._config_problems(name, problems)
+        return value
+
+    def _config_problems(self, name: str, problems: list[str]) -> None:
         for p in problems:
             self.findings.add(f"config/{name}", None, "store.config", "warning", p)
-        return value
 
     # ----- store-wide facts -----
     def last_activity_ms(self) -> int:
