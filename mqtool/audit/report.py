@@ -9,6 +9,7 @@ import bisect
 import numpy as np
 
 from mqtool.audit import CHECKS, schedule, stats, timer, transactions
+from mqtool.audit.layouts import audit_layouts
 from mqtool.audit.plan import AuditPlan
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, TIMER_TOPIC
@@ -156,6 +157,7 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
                                    file_of)
     findings += f
 
+    findings = audit_layouts(plan, findings)  # DLedger and BatchCQ checks (audit/layouts.py)
     counts = {c: {s: 0 for s in SEVERITIES} for c in CHECKS}
     for x in findings:
         counts.setdefault(x.check, {s: 0 for s in SEVERITIES})[x.severity] += 1

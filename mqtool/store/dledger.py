@@ -396,9 +396,20 @@ class DLedgerCommitLogView(CommitLog):
             return
         yield from self._entry_chunks(buf, f, pos, scan, verify_crc, acc, chunk_records)
 
+    def slice_chunks(self, buf, path: str, begin: int, end: int, verify_crc: bool = True,
+                     chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[fastscan.ScanChunk]:
+        """The chunks of the records whose body starts in [begin, end) of one data file (an audit slice;
+        cuts lie at body starts). Entry-level findings are left to `DLedgerCommitLog.audit`."""
+        f = next(x for x in self.queue.files if str(x.path) == str(path))
+        scan = FileScan(self.rel(f), f.start)
+        yield from self._entry_chunks(buf, f, begin, scan, verify_crc, Findings(), chunk_records, end)
+
+    def is_data_file(self, path: str) -> bool:
+        return any(str(f.path) == str(path) and self._is_data(f) for f in self.queue.files)
+
     def _entry_chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool, acc: Findings,
-                      chunk_records: int) -> Iterator[fastscan.ScanChunk]:
-        """Column chunks of the entry bodies of one data file, from position `pos`."""
+                      chunk_records: int, upto: int | None = None) -> Iterator[fastscan.ScanChunk]:
+        """Column chunks of the entry bodies of one data file, from position `pos` (to `upto`)."""
         file = self.rel(f)
         if f is self.dl.data.files[0]:
             self._last = None
@@ -420,6 +431,9 @@ class DLedgerCommitLogView(CommitLog):
                 body = e.position + BODY_OFFSET
                 if body < pos:
                     continue
+                if upto is not None and body >= upto:
+                    end = e.position
+                    break
                 one = next(fastscan.iter_commitlog_chunks(a[:end], f.start, body, verify_crc, 1, release=False))
                 if not len(one):
                     acc.add(file, body, CHECK, "error", f"entry {e.index}: body is not a CommitLog record "
@@ -435,7 +449,9 @@ class DLedgerCommitLogView(CommitLog):
                     rows, ents = [], []
         finally:
             del a
-        if stop:
+        if upto is not None and end < len(buf) and end == upto - BODY_OFFSET:
+            code, reason = fastscan.STOP_END_OF_FILE, "end of range"
+        elif stop:
             zero = not any(bytes(buf[stop[0]:]))
             code, reason = ((fastscan.STOP_ZERO_TAIL, "unwritten (zero) tail") if zero
                             else (fastscan.BAD_HEADER, "invalid entry"))
