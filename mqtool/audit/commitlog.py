@@ -18,6 +18,7 @@ they name (`transactions`), and the few system-topic records (`schedule`, `timer
 import numpy as np
 from numba import njit
 
+from mqtool.audit.layouts import dledger_slice_chunks
 from mqtool.audit.plan import CommitLogSlice
 from mqtool.audit.results import CommitLogResult, QueueStats
 from mqtool.formats.names import (
@@ -230,7 +231,8 @@ def scan_slice(task: CommitLogSlice) -> CommitLogResult:
         # giving it the file's first `end` bytes (a memoryview, no copy); positions stay file positions.
         view = buf if end == n else memoryview(buf)[:end]
         a = fastscan.as_array(buf)
-        chunks = fastscan.iter_commitlog_chunks(view, base, task.begin, verify_crc=True)
+        chunks = (dledger_slice_chunks(task, buf)  # a DLedger data file: the entries' bodies (spec §12)
+                  or fastscan.iter_commitlog_chunks(view, base, task.begin, verify_crc=True))
         try:
             last = None
             for last in chunks:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mqtool.audit import CHECKS, schedule, stats, timer, transactions
+from mqtool.audit.layouts import audit_layouts
 from mqtool.audit.plan import AuditPlan
 from mqtool.audit.results import AuditResults, TaskResult
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
@@ -44,6 +45,7 @@ def finish(plan: AuditPlan, results: list[TaskResult]) -> tuple[dict, list[Findi
     timer_summary = check_timer(plan, res, findings)
     trans = check_transactions(plan, res, findings)
     dups = check_duplicate_keys(plan, res, findings)
+    audit_layouts(plan, findings)  # DLedger and BatchCQ (audit/layouts.py)
     summary = {
         "now_ms": res.now,
         "checks": check_counts(findings),

@@ -152,6 +152,9 @@ def render_overview(doc: dict, local: bool) -> None:
         ("abort file", "PRESENT (broker running or crashed)" if files["abort"] else "absent (clean shutdown)"),
         ("config files", ", ".join(files["config"]) or "-"),
     ]
+    found = (doc.get("layouts") or {}).get("found")
+    if found:  # DLedger, BatchCQ, RocksDB, compaction, POP (a plain store shows nothing more)
+        pairs.insert(0, ("production layouts", ", ".join(found)))
     con.print(_kv("Layout", pairs))
     scans = _table("CommitLog files", "file", "records", "valid bytes", "stop", "trailing bytes")
     for s in cl["scans"]:
@@ -266,13 +269,15 @@ def render_message(doc: dict, local: bool) -> None:
 
 def render_queue(summary: dict, topic: str, queue_id: int, rows: Iterable[dict], local: bool) -> None:
     con = _console()
-    con.print(f"[bold]ConsumeQueue {escape(topic)}/{queue_id}[/bold]  min {_v(summary.get('min_offset'))}  "
+    kind = "BatchConsumeQueue" if summary.get("batch") else "ConsumeQueue"
+    con.print(f"[bold]{kind} {escape(topic)}/{queue_id}[/bold]  min {_v(summary.get('min_offset'))}  "
               f"max {_v(summary.get('max_offset'))}  files {_v(summary.get('files'))}")
     t = _table(None, "qoff", "commitlog offset", "size", "tagsCode", "stored", "keys", "uniq key", "match")
     n = 0
     for r in rows:
         ok = r["match"]
-        _add(t, str(r["cq_queue_offset"]), str(r["cq_commitlog_offset"]), str(r["cq_size"]), str(r["cq_tags_code"]),
+        qoff = str(r["cq_queue_offset"]) + (f" +{r['cq_batch_size']}" if "cq_batch_size" in r else "")
+        _add(t, qoff, str(r["cq_commitlog_offset"]), str(r["cq_size"]), str(r["cq_tags_code"]),
                   _t(r["store_timestamp"], local), (r["properties"] or {}).get(PROPERTY_KEYS, ""), r["uniq_key"] or "",
                   "ok" if ok else "; ".join(r["problems"]), style=None if ok else "red")
         n += 1

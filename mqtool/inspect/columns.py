@@ -130,7 +130,7 @@ class ColumnChunk:
         """`MessageRecord`s of the given rows (ascending), as `CommitLog.iter_records` builds them."""
         c = self.chunk
         sub = fastscan.ScanChunk(c.base_offset, c.cols[:, rows], c.end, c.stop, c.detail, c.crc_checked,
-                                 c.file_size)
+                                 c.file_size, None if c.dledger is None else c.dledger[:, rows])
         return fastscan.records_from_chunk(self.buf, sub, self.rel)
 
 

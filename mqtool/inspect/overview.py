@@ -4,7 +4,9 @@ One CommitLog column scan (CRC checked; `columns.summarise`: numpy per chunk, no
 record) gives the offset and time ranges, the records per topic and queue and the transaction
 records; the ConsumeQueues give each queue's min/max offsets (a queue whose last unit points past
 the CommitLog's end is what the broker truncates on restart); the delay, timer and transaction
-views give their headline numbers. Exit code 1 in the CLI when any finding is an error.
+views give their headline numbers. `inspect.layouts` adds the layouts found (DLedger, BatchCQ,
+RocksDB, compaction, POP), every path of the store root and what it is, and topics.json's queues
+next to the queue directories. Exit code 1 in the CLI when any finding is an error.
 """
 
 from collections import Counter
@@ -22,10 +24,11 @@ from mqtool.formats.names import (
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import summarise
 from mqtool.inspect.delay import delay_view
+from mqtool.inspect.layouts import batch_queues, layouts_section, not_yet_read, paths, topic_config
 from mqtool.inspect.records import Progress
 from mqtool.inspect.timer import timer_view
 from mqtool.inspect.transactions import TransactionScan
-from mqtool.store.findings import Finding, sort_findings
+from mqtool.store.findings import Finding, Findings, sort_findings
 from mqtool.store.store import (
     Store,
 )
@@ -78,6 +81,8 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
                                     "error", f"last unit (offset {hi - 1}) points to {last.commitlog_offset}, past "
                                     f"the CommitLog's valid end {end}: the broker truncates it on restart", t, q))
         queues[(t, q)] = entry
+    found = Findings()  # batch queues, paths, layouts not yet read, topic config
+    queues.update(batch_queues(store, per_queue, found))
     for (t, q), n in per_queue.items():
         if (t, q) not in queues:
             queues[(t, q)] = {"queue_id": q, "records": n, "cq_min_offset": None, "cq_max_offset": None,
@@ -89,6 +94,10 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
                        "records": sum(x["records"] for x in qs), "bytes": per_topic_bytes.get(t, 0),
                        "queues": qs})
 
+    path_list = paths(store, found)
+    not_yet_read(store, found)
+    config = topic_config(store, found)
+    findings += [*found, *store.findings]
     delay = delay_view(store, now_ms)
     tx = ts.report(store, now_ms)
     timer = timer_view(store, now_ms) if _has_timer(store) else None
@@ -103,6 +112,9 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
         "store": str(store.root),
         "now_ms": now_ms,
         "files": _files(store),
+        "layouts": layouts_section(store),
+        "paths": path_list,
+        "topic_config": config,
         "commitlog": {"min_offset": cl.min_offset, "max_offset": end, "records": records,
                       "first_store_timestamp": first_ts, "last_store_timestamp": last_ts, "scans": scans},
         "topics": topics,

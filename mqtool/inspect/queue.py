@@ -2,7 +2,9 @@
 
 Like Kafka's index-against-log check: each unit must point to a record of the same topic, queue
 id and queue offset, with the unit's size; the tagsCode must be the TAGS hash (for
-`SCHEDULE_TOPIC_XXXX`: the deliver timestamp, store time + the level's delay).
+`SCHEDULE_TOPIC_XXXX`: the deliver timestamp, store time + the level's delay). A BatchConsumeQueue
+(spec §13) is read the same way; its lines add the unit's base offset, batch size, store time and
+compacted offset, and the record's INNER_BASE / INNER_NUM must give that base and batch size.
 """
 
 from collections.abc import Iterator
@@ -12,8 +14,10 @@ from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.inspect.records import empty_record_dict, record_dict
 from mqtool.rules.schedule import compute_deliver_timestamp
+from mqtool.store.batchcq import BcqUnit, check_unit_against_record
 from mqtool.store.consumequeue import CqUnit
 from mqtool.store.errors import StoreError
+from mqtool.store.findings import Findings
 from mqtool.store.store import Store
 
 
@@ -54,21 +58,17 @@ def iter_queue(store: Store, topic: str, queue_id: int, start: int = 0, limit: i
     then `cq_*` fields of the unit, `match` and `problems`. StoreError when the queue does not exist."""
     cq = store.consume_queue(topic, queue_id)
     if cq is None:
-        known = sorted({t for t, _ in store.queue_ids})
+        if store.batch_consume_queue(topic, queue_id) is not None:
+            yield from _iter_batch_queue(store, topic, queue_id, start, limit, body, decompress_body)
+            return
+        known = sorted({t for t, _ in store.queue_ids} | {t for t, _ in store.batch_queue_ids})
         hint = f" (topics: {', '.join(known)})" if known else ""
         raise StoreError(f"no ConsumeQueue {topic}/{queue_id}{hint}", store.root / "consumequeue")
-    cl = store.commitlog
     n = 0
     for unit in cq.iter_units(start):
         if limit is not None and n >= limit:
             break
-        rec, error = None, None
-        try:
-            if unit.commitlog_offset < cl.min_offset:
-                raise RecordError(f"before the CommitLog's first file ({cl.min_offset}): deleted")
-            rec = cl.read(unit.commitlog_offset)
-        except RecordError as e:
-            error = e.reason
+        rec, error = _record(store, unit.commitlog_offset)
         d = record_dict(rec, body, decompress_body) if rec else empty_record_dict()
         problems = unit_problems(store, topic, queue_id, unit, rec, error)
         d.update({
@@ -85,10 +85,70 @@ def iter_queue(store: Store, topic: str, queue_id: int, start: int = 0, limit: i
         n += 1
 
 
+def _record(store: Store, offset: int) -> tuple[MessageRecord | None, str | None]:
+    """(the record at a CommitLog offset, None) or (None, why there is none)."""
+    cl = store.commitlog
+    try:
+        if offset < cl.min_offset:
+            raise RecordError(f"before the CommitLog's first file ({cl.min_offset}): deleted")
+        return cl.read(offset), None
+    except RecordError as e:
+        return None, e.reason
+
+
+def batch_unit_problems(store: Store, topic: str, queue_id: int, unit: BcqUnit, rec: MessageRecord | None,
+                        error: str | None) -> list[str]:
+    """Why a BatchCQ unit does not match its record: topic, queue, size, INNER_BASE / INNER_NUM, tagsCode."""
+    if rec is None:
+        return [f"no record at CommitLog offset {unit.commitlog_offset}: {error}"]
+    found = Findings()
+    check_unit_against_record(unit, topic, queue_id, rec, found)
+    out = [f.message for f in found]
+    want = expected_tags_code(store, rec)
+    if not out and want is not None and want != unit.tags_code:
+        out.append(f"tagsCode {unit.tags_code} != expected {want}")
+    return out
+
+
+def _iter_batch_queue(store: Store, topic: str, queue_id: int, start: int, limit: int | None, body: str,
+                      decompress_body: bool) -> Iterator[dict]:
+    """The `queue` lines of a BatchConsumeQueue from the unit holding logical offset `start`."""
+    bcq = store.batch_consume_queue(topic, queue_id)
+    n = 0
+    for unit in bcq.iter_units(Findings()):
+        if unit.next_offset <= start:
+            continue
+        if limit is not None and n >= limit:
+            break
+        rec, error = _record(store, unit.commitlog_offset)
+        d = record_dict(rec, body, decompress_body) if rec else empty_record_dict()
+        problems = batch_unit_problems(store, topic, queue_id, unit, rec, error)
+        d.update({
+            "cq_topic": topic,
+            "cq_queue_id": queue_id,
+            "cq_queue_offset": unit.queue_offset,
+            "cq_commitlog_offset": unit.commitlog_offset,
+            "cq_size": unit.size,
+            "cq_tags_code": unit.tags_code,
+            "cq_base_offset": unit.queue_offset,
+            "cq_batch_size": unit.batch_size,
+            "cq_store_time": unit.store_time,
+            "cq_compacted_offset": unit.compacted_offset,
+            "match": not problems,
+            "problems": problems,
+        })
+        yield d
+        n += 1
+
+
 def queue_summary(store: Store, topic: str, queue_id: int) -> dict:
     """min/max offsets of a queue, for the text header."""
     cq = store.consume_queue(topic, queue_id)
     if cq is None:
-        return {}
+        bcq = store.batch_consume_queue(topic, queue_id)
+        if bcq is None:
+            return {}
+        lo, hi = bcq.offsets(Findings())
+        return {"min_offset": lo, "max_offset": hi, "files": len(bcq.queue.files), "batch": True}
     return {"min_offset": cq.min_offset(store.commitlog.min_offset), "max_offset": cq.max_offset,
             "files": len(cq.queue.files)}

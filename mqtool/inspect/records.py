@@ -40,8 +40,9 @@ def encode_body(body: bytes, mode: str) -> str | None:
 def record_dict(rec: MessageRecord, body: str = "text", decompress_body: bool = False) -> dict:
     """The JSON Lines record for one message (the contract's keys, in the contract's order).
 
-    `body_length` is the stored length; with `decompress_body` a compressed body is shown
-    decompressed, and `body_error` says why when its codec rejects it.
+    `body_length` is the stored length; a DLedger entry's record adds `dledger` (index, term, pos); with
+    `decompress_body` a compressed body is shown decompressed, and `body_error` says why when its
+    codec rejects it.
     """
     payload = rec.body
     extra: dict = {}
@@ -78,6 +79,8 @@ def record_dict(rec: MessageRecord, body: str = "text", decompress_body: bool = 
         "body_length": rec.body_length,
         "body": encode_body(payload, body),
     }
+    if "dledger" in rec.extra:  # a DLedger entry's body (spec §12): only then, so plain output is unchanged
+        d["dledger"] = dict(rec.extra["dledger"])
     d.update(extra)
     return d
 

@@ -29,8 +29,10 @@ from mqtool.formats.dledger import (
     parse_currterm,
 )
 from mqtool.formats.message import MessageRecord, RecordError, decode_message
+from mqtool.store import fastscan
+from mqtool.store.commitlog import CommitLog, FileScan
 from mqtool.store.findings import Findings
-from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue
+from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue, read_at
 
 CHECK = "dledger.integrity"
 INDEX_CHECK = "dledger.index"
@@ -324,8 +326,6 @@ class DLedgerCommitLog:
                 yield e.record
 
     def _old_records(self, findings: Findings, divided: int) -> Iterator[MessageRecord]:
-        from mqtool.store.commitlog import CommitLog  # the normal reader, for offsets < divided
-
         cl = CommitLog(self.root, self.old)
         for rec in cl.iter_records():
             if divided < 0 or rec.physical_offset < divided:
@@ -354,3 +354,123 @@ class DLedgerCommitLog:
             "curr_term": (self.currterm or {}).get("curr_term"),
             "vote_leader": (self.currterm or {}).get("vote_leader"),
         }
+
+
+@dataclass
+class DLedgerCommitLogView(CommitLog):
+    """A DLedger store's CommitLog as every view reads it, through `CommitLog`'s interface.
+
+    `queue` lists the old `commitlog/` files below dividedCommitlogOffset (a converted store) and then
+    the DLedger data files. A body's physical offset is entry pos + 48 = the data file's name + its
+    position there, so `read(offset)`, ConsumeQueue lookups and the column positions work unchanged;
+    only the walk differs: entries are walked as `DLedgerCommitLog._scan_file` does (its findings),
+    and each body is decoded by the fast path's kernel (one call per entry). Records carry
+    `extra["dledger"]` (index, term, pos); column chunks carry them as `ScanChunk.dledger`.
+    """
+
+    dl: DLedgerCommitLog | None = None
+    _last: DLedgerEntry | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, dl: DLedgerCommitLog) -> "DLedgerCommitLogView":
+        divided = dl.divided_offset
+        old = [f for f in (dl.old.files if dl.old else []) if divided < 0 or f.start < divided]
+        listing = Findings(dl.file_findings)
+        queue = MappedFileQueue(dl.data.directory, old + dl.data.files, dl.data.file_size or
+                                (dl.old.file_size if dl.old else 0), listing)
+        return cls(dl.root, queue, dl=dl)
+
+    def _is_data(self, f: MappedFile) -> bool:
+        return f.path.parent == self.dl.data.directory
+
+    def _chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool, acc: Findings,
+                chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[fastscan.ScanChunk]:
+        if not self._is_data(f):
+            divided = self.dl.divided_offset
+            for chunk in super()._chunks(buf, f, pos, scan, verify_crc, acc, chunk_records):
+                keep = chunk.cols[fastscan.C_POS] + f.start < divided if divided >= 0 else None
+                if keep is not None and not keep.all():
+                    chunk = fastscan.ScanChunk(chunk.base_offset, chunk.cols[:, keep], chunk.end, chunk.stop,
+                                               chunk.detail, chunk.crc_checked, chunk.file_size)
+                yield chunk
+            return
+        yield from self._entry_chunks(buf, f, pos, scan, verify_crc, acc, chunk_records)
+
+    def slice_chunks(self, buf, path: str, begin: int, end: int, verify_crc: bool = True,
+                     chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[fastscan.ScanChunk]:
+        """The chunks of the records whose body starts in [begin, end) of one data file (an audit slice;
+        cuts lie at body starts). Entry-level findings are left to `DLedgerCommitLog.audit`."""
+        f = next(x for x in self.queue.files if str(x.path) == str(path))
+        scan = FileScan(self.rel(f), f.start)
+        yield from self._entry_chunks(buf, f, begin, scan, verify_crc, Findings(), chunk_records, end)
+
+    def is_data_file(self, path: str) -> bool:
+        return any(str(f.path) == str(path) and self._is_data(f) for f in self.queue.files)
+
+    def _entry_chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool, acc: Findings,
+                      chunk_records: int, upto: int | None = None) -> Iterator[fastscan.ScanChunk]:
+        """Column chunks of the entry bodies of one data file, from position `pos` (to `upto`)."""
+        file = self.rel(f)
+        if f is self.dl.data.files[0]:
+            self._last = None
+        stop: list[int] = []
+        rows: list[np.ndarray] = []
+        ents: list[tuple[int, int, int]] = []
+        end = 0
+        a = fastscan.as_array(buf)
+
+        def chunk(final: int, code: int) -> fastscan.ScanChunk:
+            cols = np.stack(rows, axis=1) if rows else np.zeros((fastscan.NCOL, 0), np.int64)
+            de = np.array(ents, np.int64).T if ents else np.zeros((3, 0), np.int64)
+            return fastscan.ScanChunk(f.start, cols, final, code, 0, verify_crc, len(buf), de)
+
+        try:
+            for e in self.dl._scan_file(f, file, buf, acc, False, self._last, stop):
+                self._last = e
+                end = e.position + e.size
+                body = e.position + BODY_OFFSET
+                if body < pos:
+                    continue
+                if upto is not None and body >= upto:
+                    end = e.position
+                    break
+                one = next(fastscan.iter_commitlog_chunks(a[:end], f.start, body, verify_crc, 1, release=False))
+                if not len(one):
+                    acc.add(file, body, CHECK, "error", f"entry {e.index}: body is not a CommitLog record "
+                            f"({fastscan.stop_reason(one.stop, one.detail)})")
+                    continue
+                if int(one.cols[fastscan.C_TOTAL, 0]) != e.body_length:
+                    acc.add(file, body, CHECK, "error", f"entry {e.index}: record TOTALSIZE "
+                            f"{int(one.cols[fastscan.C_TOTAL, 0])} != body length {e.body_length}")
+                rows.append(one.cols[:, 0])
+                ents.append((e.index, e.term, e.pos))
+                if len(rows) == chunk_records:
+                    yield chunk(end, fastscan.STOP_MORE)
+                    rows, ents = [], []
+        finally:
+            del a
+        if upto is not None and end < len(buf) and end == upto - BODY_OFFSET:
+            code, reason = fastscan.STOP_END_OF_FILE, "end of range"
+        elif stop:
+            zero = not any(bytes(buf[stop[0]:]))
+            code, reason = ((fastscan.STOP_ZERO_TAIL, "unwritten (zero) tail") if zero
+                            else (fastscan.BAD_HEADER, "invalid entry"))
+        elif end < len(buf):
+            code, reason = fastscan.STOP_END_OF_FILE, "blank filler"
+        else:
+            code, reason = fastscan.STOP_END_OF_FILE, "end of file"
+        scan.valid_bytes, scan.stop_reason = end, reason
+        scan.trailing_bytes = len(bytes(buf[end:]).rstrip(b"\x00")) if code == fastscan.BAD_HEADER else 0
+        yield chunk(end, code)
+
+    def read(self, offset: int) -> MessageRecord:
+        """The record at a physical offset; in a data file with its entry's `extra["dledger"]`."""
+        rec = super().read(offset)
+        f = self.queue.file_for(offset)
+        if f is not None and self._is_data(f) and rec.position >= BODY_OFFSET:
+            head = read_at(f.path, rec.position - BODY_OFFSET, BODY_OFFSET)
+            if len(head) == BODY_OFFSET:
+                magic, _size, index, term, pos = _HEADER.unpack_from(head, 0)[:5]
+                if magic == ENTRY_MAGIC and pos == offset - BODY_OFFSET:
+                    rec.extra["dledger"] = {"index": index, "term": term, "pos": pos}
+        return rec

@@ -352,6 +352,7 @@ class ScanChunk:
     detail: int
     crc_checked: bool
     file_size: int
+    dledger: np.ndarray | None = None  # (3, n) index, term, pos of each row's DLedger entry (spec §12)
 
     def __len__(self) -> int:
         return self.cols.shape[1]
@@ -541,6 +542,7 @@ def records_from_chunk(buf, chunk: ScanChunk, file: str = "") -> Iterator[Messag
     c = chunk.cols
     base = chunk.base_offset
     crc_checked = chunk.crc_checked
+    entries = iter(()) if chunk.dledger is None else zip(*chunk.dledger.tolist(), strict=True)
     rows = zip(*(c[i].tolist() for i in range(NCOL)), strict=True)
     for (pos, total, magic, crc, qid, flag, qoff, physf, sysf, born_ts, bh, _bp, store_ts, sh, _sp, recon,
          prep, body_pos, body_len, topic_pos, topic_len, props_pos, props_len, computed) in rows:
@@ -557,6 +559,9 @@ def records_from_chunk(buf, chunk: ScanChunk, file: str = "") -> Iterator[Messag
         )
         if crc_checked:
             rec.__dict__["crc_ok"] = body_len == 0 or computed == crc
+        entry = next(entries, None)
+        if entry is not None:
+            rec.extra["dledger"] = {"index": entry[0], "term": entry[1], "pos": entry[2]}
         yield rec
 
 

@@ -2,9 +2,11 @@
 
 Discovers the CommitLog, ConsumeQueues, TimerLog, TimerWheel, checkpoint and config files; each
 part is opened lazily so that a view reads only what it needs. Nothing here ever writes.
+`layouts` says which production layouts the files show (spec §12-§16): a DLedger store's
+`commitlog` is a `DLedgerCommitLogView` (same interface), BatchCQ queues are `batch_consume_queue`.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -12,6 +14,8 @@ from construct import ConstructError
 
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
+from mqtool.formats.config_json import Topics, parse_topics
+from mqtool.formats.names import REVIVE_TOPIC
 from mqtool.formats.offsets_json import (
     ConsumerOffsets,
     DelayOffsets,
@@ -19,13 +23,60 @@ from mqtool.formats.offsets_json import (
     parse_delay_offsets,
 )
 from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
+from mqtool.store.batchcq import BCQ_DIR, BatchConsumeQueue, discover_batch_queues
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.config_files import read_config_json
 from mqtool.store.consumequeue import ConsumeQueue, discover_queues
+from mqtool.store.dledger import DLedgerCommitLog, DLedgerCommitLogView, find_dledger_dirs
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import read_at
 from mqtool.store.timer import TimerLog, TimerWheel
+
+ROCKSDB_DIRS = ("consumequeue", "rocksdbstore")  # where a RocksDB consume queue may live (spec §14)
+ROCKSDB_CONFIG_DIRS = ("config/topics", "config/subscriptionGroups", "config/consumerOffsets", "config/rdb")
+COMPACTION_DIR = "compaction"
+COMPACTION_PARTS = ("compactionLog", "compactionCq")  # every 5.3.1 store has compaction/position-checkpoint alone
+
+
+def is_rocksdb_dir(d: Path) -> bool:
+    """A RocksDB database directory: CURRENT plus a MANIFEST-* or *.sst file."""
+    return (d / "CURRENT").is_file() and (any(d.glob("MANIFEST-*")) or any(d.glob("*.sst")))
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """The production layouts a store's files show (spec §12-§16); empty for a plain store."""
+
+    dledger: tuple[str, ...] = ()  # dledger-<selfId> directories
+    converted: bool = False  # commitlog/ below dividedCommitlogOffset, then DLedger (§12)
+    batch_consume_queue: bool = False  # batchconsumequeue/ (§13)
+    rocksdb_consume_queue: tuple[str, ...] = ()  # directories holding a RocksDB consume queue (§14)
+    rocksdb_config: tuple[str, ...] = ()  # config/ RocksDB directories (§14)
+    compaction: bool = False  # compaction/compactionLog or compactionCq: a COMPACTION topic (§16)
+    revive_topics: tuple[str, ...] = ()  # POP revive topics with a queue directory (§15)
+
+    @classmethod
+    def detect(cls, root: Path) -> "Layouts":
+        dl = tuple(p.name for p in find_dledger_dirs(root))
+        cl = root / "commitlog"
+        revive = sorted({t.name for d in ("consumequeue", BCQ_DIR) if (root / d).is_dir()
+                         for t in (root / d).iterdir() if t.is_dir() and t.name.startswith(REVIVE_TOPIC)})
+        return cls(dl, bool(dl) and cl.is_dir() and any(cl.iterdir()), (root / BCQ_DIR).is_dir(),
+                   tuple(d for d in ROCKSDB_DIRS if is_rocksdb_dir(root / d)),
+                   tuple(d for d in ROCKSDB_CONFIG_DIRS if (root / d).is_dir()),
+                   any((root / COMPACTION_DIR / d).is_dir() for d in COMPACTION_PARTS), tuple(revive))
+
+    def names(self) -> list[str]:
+        """The layouts found, by name ("dledger", "batchconsumequeue", "rocksdb", "compaction", "pop")."""
+        found = [("dledger", self.dledger), ("batchconsumequeue", self.batch_consume_queue),
+                 ("rocksdb", self.rocksdb_consume_queue or self.rocksdb_config),
+                 ("compaction", self.compaction), ("pop", self.revive_topics)]
+        return [name for name, hit in found if hit]
+
+    def as_dict(self) -> dict:
+        return {"found": self.names(), **{k: list(v) if isinstance(v, tuple) else v
+                                           for k, v in asdict(self).items()}}
 
 
 @dataclass
@@ -45,15 +96,28 @@ class Store:
             raise StoreError("no such directory", root)
         if not root.is_dir():
             raise StoreError("not a directory (give the store root, which holds commitlog/)", root)
-        known = ("commitlog", "consumequeue", "timerlog", "config", "checkpoint")
-        if not any((root / k).exists() for k in known):
+        known = ("commitlog", "consumequeue", "timerlog", "config", "checkpoint", BCQ_DIR)
+        if not any((root / k).exists() for k in known) and not find_dledger_dirs(root):
             raise StoreError("not a RocketMQ store: none of commitlog/, consumequeue/, config/ found", root)
         return cls(root.resolve(), config or BrokerConfig(), Findings() if findings is None else findings)
 
+    @cached_property
+    def layouts(self) -> Layouts:
+        return Layouts.detect(self.root)
+
     # ----- CommitLog and queues -----
     @cached_property
+    def dledger(self) -> DLedgerCommitLog | None:
+        """The DLedger CommitLog (spec §12), None in normal mode."""
+        return DLedgerCommitLog.open(self.root) if self.layouts.dledger else None
+
+    @cached_property
     def commitlog(self) -> CommitLog:
-        cl = CommitLog.open(self.root, self.config.mapped_file_size_commitlog)
+        """The CommitLog; in DLedger mode a `DLedgerCommitLogView` reading the entries' bodies."""
+        if self.dledger is not None:
+            cl = DLedgerCommitLogView.of(self.dledger)
+        else:
+            cl = CommitLog.open(self.root, self.config.mapped_file_size_commitlog)
         self.findings += cl.queue.findings  # the listing's findings stay on the queue too
         return cl
 
@@ -77,6 +141,16 @@ class Store:
     @cached_property
     def _queues(self) -> dict[tuple[str, int], ConsumeQueue]:
         return {}
+
+    @cached_property
+    def batch_queue_ids(self) -> list[tuple[str, int]]:
+        return discover_batch_queues(self.root)
+
+    def batch_consume_queue(self, topic: str, queue_id: int) -> BatchConsumeQueue | None:
+        """A BatchConsumeQueue (spec §13), or None when it has no directory."""
+        if (topic, queue_id) not in self.batch_queue_ids:
+            return None
+        return BatchConsumeQueue.open(self.root, topic, queue_id)
 
     # ----- timer -----
     @cached_property
@@ -121,11 +195,30 @@ class Store:
     def consumer_offsets(self) -> ConsumerOffsets | None:
         return self._json("consumerOffset.json", parse_consumer_offsets)
 
+    @cached_property
+    def _topics(self) -> tuple[Topics | None, str | None]:
+        value, used, problems = read_config_json(self.root / "config" / "topics.json", parse_topics)
+        self._config_problems("topics.json", problems)
+        return value, None if used is None else str(used.relative_to(self.root))
+
+    @property
+    def topics(self) -> Topics | None:
+        """config/topics.json (or its .bak, as the broker falls back), None when neither is usable."""
+        return self._topics[0]
+
+    @property
+    def topics_file(self) -> str | None:
+        """The file `topics` came from (config/topics.json or config/topics.json.bak)."""
+        return self._topics[1]
+
     def _json(self, name: str, parse):
         value, _used, problems = read_config_json(self.root / "config" / name, parse)
+        self._config_problems(name, problems)
+        return value
+
+    def _config_problems(self, name: str, problems: list[str]) -> None:
         for p in problems:
             self.findings.add(f"config/{name}", None, "store.config", "warning", p)
-        return value
 
     # ----- store-wide facts -----
     def last_activity_ms(self) -> int:

@@ -1,0 +1,200 @@
+"""What `overview` says about the store's files beyond the CommitLog: every path accounted for,
+the production layouts found (spec §12-§16), and each topic's configured queues next to the queue
+directories on disk (issue 14: "every path accounted for"; issue 15: detection).
+
+A path mqtool does not know is an `info` finding naming it; a layout mqtool detects but does not
+read yet (RocksDB consume queue or config, compaction log, POP revive records) is an `info` finding
+saying so. Nothing is skipped silently.
+"""
+
+import re
+from pathlib import Path
+
+from mqtool.store.dledger import CHECKPOINT_FILE, TERM_FILE
+from mqtool.store.findings import Findings
+from mqtool.store.store import Store
+
+CHECK = "store.files"
+CONFIG_CHECK = "store.config"
+
+_MAPPED = re.compile(r"^\d{20}$")
+_INDEX_NAME = re.compile(r"^\d{17}$")
+
+ROOT_PATHS = {  # name in the store root -> what it is (spec §1, §12-§16)
+    "commitlog": "CommitLog",
+    "consumequeue": "ConsumeQueue",
+    "batchconsumequeue": "BatchConsumeQueue",
+    "index": "IndexFile",
+    "timerlog": "TimerLog",
+    "timerwheel": "timer wheel",
+    "timerwheel.gz": "timer wheel (gzipped copy)",
+    "checkpoint": "checkpoint (StoreCheckpoint)",
+    "abort": "abort (the broker is running or did not shut down cleanly)",
+    "abort.bak": "abort.bak (left by a clean shutdown, 5.x)",
+    "lock": "lock (the running broker's file lock)",
+    "config": "config directory",
+    "compaction": "compaction",
+    "rocksdbstore": "RocksDB consume queue",
+    "kvStore": "RocksDB POP state (5.3.2+)",
+}
+NOT_READ = {"kvStore"}
+
+CONFIG_FILES = {  # config/ file -> what it is; True when mqtool reads it
+    "delayOffset.json": ("delay offsets (ScheduleMessageService)", True),
+    "consumerOffset.json": ("consumer offsets (ConsumerOffsetManager)", True),
+    "topics.json": ("topic config (TopicConfigManager)", True),
+    "subscriptionGroup.json": ("subscription groups (SubscriptionGroupManager)", False),
+    "timercheck": ("timer checkpoint (TimerCheckpoint)", True),
+    "timermetrics": ("timer metrics (TimerMetrics)", False),
+    "transactionMetrics": ("transaction metrics (TransactionMetrics)", False),
+    "consumerFilter.json": ("consumer filters (ConsumerFilterManager)", False),
+    "consumerOrderInfo.json": ("orderly POP consumer info (ConsumerOrderInfoManager)", False),
+    "messageRequestMode.json": ("message request modes (MessageRequestModeManager)", False),
+    "lmqConsumerOffset.json": ("LMQ consumer offsets (LmqConsumerOffsetManager)", False),
+    "topics": ("topic config in RocksDB (5.2+)", False),
+    "subscriptionGroups": ("subscription groups in RocksDB (5.2+)", False),
+    "consumerOffsets": ("consumer offsets in RocksDB (5.2+)", False),
+    "rdb": ("config RocksDB (configManagerVersion=v2)", False),
+}
+DLEDGER_PATHS = {"data": ("DLedger data files", True), "index": ("DLedger index files", True),
+                 CHECKPOINT_FILE: ("DLedger checkpoint (committedIndex)", True),
+                 CHECKPOINT_FILE + ".bak": ("DLedger checkpoint backup", False),
+                 TERM_FILE: ("DLedger term (currTerm, voteLeader)", True),
+                 TERM_FILE + ".bak": ("DLedger term backup", False)}
+COMPACTION_PATHS = {"compactionLog": "compaction log", "compactionCq": "compaction ConsumeQueue",
+                    "position-checkpoint": "compaction position checkpoint",
+                    "position-checkpoint.bak": "compaction position checkpoint backup",
+                    "compacting": "compaction in progress", "replicating": "compaction replication"}
+
+
+def _entry(store: Store, p: Path, kind: str | None, read: bool) -> dict:
+    return {"path": str(p.relative_to(store.root)), "type": "dir" if p.is_dir() else "file",
+            "kind": kind, "read": read}
+
+
+def _config_kind(name: str) -> tuple[str, bool] | None:
+    for suffix, what in ((".bak", "backup"), (".tmp", "temporary copy (4.x write in progress)")):
+        if name.endswith(suffix) and name[: -len(suffix)] in CONFIG_FILES:
+            kind, read = CONFIG_FILES[name[: -len(suffix)]]
+            return f"{kind}, {what}", read and suffix == ".bak"
+    return CONFIG_FILES.get(name)
+
+
+def paths(store: Store, findings: Findings) -> list[dict]:
+    """Every file and directory of the store root (and of config/, dledger-*/ and compaction/), with
+    what each is and whether mqtool reads it; an unknown one is an `info` finding naming it."""
+    out: list[dict] = []
+    layouts = store.layouts
+
+    def unknown(p: Path) -> None:
+        out.append(_entry(store, p, None, False))
+        findings.add(str(p.relative_to(store.root)), None, CHECK, "info", "unknown path: mqtool does not know "
+                     "what this is and does not read it")
+
+    for p in sorted(store.root.iterdir()):
+        name = p.name
+        if name.startswith("dledger-") and p.is_dir():
+            out.append(_entry(store, p, "DLedger CommitLog", True))
+            for q in sorted(p.iterdir()):
+                known = DLEDGER_PATHS.get(q.name)
+                out.append(_entry(store, q, *known)) if known else unknown(q)
+        elif name == "config" and p.is_dir():
+            out.append(_entry(store, p, ROOT_PATHS[name], True))
+            for q in sorted(p.iterdir()):
+                known = _config_kind(q.name)
+                out.append(_entry(store, q, *known)) if known else unknown(q)
+        elif name == "compaction" and p.is_dir():
+            out.append(_entry(store, p, ROOT_PATHS[name], False))
+            for q in sorted(p.iterdir()):
+                kind = COMPACTION_PATHS.get(q.name)
+                out.append(_entry(store, q, kind, False)) if kind else unknown(q)
+        elif name == "consumequeue" and "consumequeue" in layouts.rocksdb_consume_queue:
+            out.append(_entry(store, p, "RocksDB consume queue", False))
+        elif name in ROOT_PATHS:
+            out.append(_entry(store, p, ROOT_PATHS[name], name not in NOT_READ and name != "rocksdbstore"))
+        else:
+            unknown(p)
+    return out
+
+
+def not_yet_read(store: Store, findings: Findings) -> None:
+    """An `info` finding per detected layout mqtool does not read yet."""
+    lay = store.layouts
+    for d in lay.rocksdb_consume_queue:
+        findings.add(d, None, CHECK, "info", "RocksDB consume queue (spec §14): detected, not yet read; the "
+                     "queue views see only file-based ConsumeQueues")
+    for d in lay.rocksdb_config:
+        findings.add(d, None, CONFIG_CHECK, "info", "config in RocksDB (spec §14): detected, not yet read; "
+                     "mqtool uses the JSON files")
+    if lay.compaction:
+        findings.add("compaction", None, CHECK, "info", "compaction log and compaction ConsumeQueue (spec §16): "
+                     "detected, not yet read; views read the CommitLog and the ordinary ConsumeQueues")
+    for t in lay.revive_topics:
+        findings.add(t, None, CHECK, "info", "POP revive topic (spec §15): its ck/ack records are shown as "
+                     "messages; POP checkpoints are not yet decoded")
+
+
+def _attr(attributes: dict | None, key: str) -> str | None:
+    for k, v in (attributes or {}).items():
+        if k.lstrip("+") == key:
+            return v
+    return None
+
+
+def topic_config(store: Store, findings: Findings) -> dict:
+    """config/topics.json's queues next to the queue directories on disk (empty without topics.json)."""
+    topics = store.topics
+    if topics is None:
+        return {"file": None, "topics": []}
+    on_disk: dict[str, list[int]] = {}
+    for t, q in [*store.queue_ids, *store.batch_queue_ids]:
+        on_disk.setdefault(t, []).append(q)
+    table = topics.topic_config_table
+    rows = []
+    for t in sorted(set(table) | set(on_disk)):
+        tc = table.get(t)
+        qs = sorted(on_disk.get(t, []))
+        problems = []
+        if tc is None:
+            problems.append("queue directories but no entry in topics.json")
+        else:
+            beyond = [q for q in qs if not 0 <= q < tc.read_queue_nums]
+            if beyond:
+                problems.append(f"queue directories {beyond} beyond readQueueNums {tc.read_queue_nums}")
+            if not qs:
+                problems.append("configured, no queue directory (nothing dispatched yet)")
+        for p in problems:
+            where = "batchconsumequeue" if any(b == t for b, _ in store.batch_queue_ids) else "consumequeue"
+            findings.add(f"{where}/{t}" if qs else store.topics_file, None, CONFIG_CHECK, "info", p, t)
+        rows.append({"topic": t, "configured": tc is not None,
+                     "read_queue_nums": tc.read_queue_nums if tc else None,
+                     "write_queue_nums": tc.write_queue_nums if tc else None,
+                     "perm": tc.perm if tc else None,
+                     "queue_type": _attr(tc.attributes, "queue.type") if tc else None,
+                     "cleanup_policy": _attr(tc.attributes, "cleanup.policy") if tc else None,
+                     "queues_on_disk": qs, "problems": problems})
+    return {"file": store.topics_file, "topics": rows}
+
+
+def layouts_section(store: Store) -> dict:
+    """The layouts found, and the DLedger node's state (from its checkpoint and currterm, no walk)."""
+    doc = store.layouts.as_dict()
+    dl = store.dledger
+    doc["dledger_log"] = None if dl is None else {
+        "home": str(dl.home.relative_to(store.root)), "data_files": len(dl.data.files),
+        "index_files": len(dl.index.files), "divided_commitlog_offset": dl.divided_offset,
+        "committed_index": (dl.checkpoint or {}).get("committed_index"),
+        "end_index": (dl.checkpoint or {}).get("end_index"),
+        "curr_term": (dl.currterm or {}).get("curr_term"), "vote_leader": (dl.currterm or {}).get("vote_leader")}
+    return doc
+
+
+def batch_queues(store: Store, per_queue: dict, findings: Findings) -> dict[tuple[str, int], dict]:
+    """Each BatchConsumeQueue as an overview queue entry (logical offsets; `batch`: true)."""
+    out = {}
+    for t, q in store.batch_queue_ids:
+        bcq = store.batch_consume_queue(t, q)
+        lo, hi = bcq.offsets(findings)
+        out[(t, q)] = {"queue_id": q, "records": per_queue.get((t, q), 0), "cq_min_offset": lo, "cq_max_offset": hi,
+                       "cq_files": len(bcq.queue.files), "batch": True}
+    return out
