@@ -3,13 +3,11 @@
 Mirrors rocketmq-all-5.3.1 `PopMessageProcessor` (`buildCkMsg`, `genCkUniqueId`), `AckMessageProcessor`
 (`appendAck`, `genAckUniqueId`), `PopReviveService` (`mergeAndRevive`, `reviveRetry`), `KeyBuilder`
 and `PopAckConstants`. 4.9.8 has no POP. Bodies are fastjson `JSON.toJSONString` of PopCheckPoint /
-AckMsg: fields by their `@JSONField` names in sorted order, null fields left out, and the getter-only
-`reviveTime` of PopCheckPoint included (not yet checked against a real store's bytes).
+AckMsg; their layout has one definition, in `formats/pop.py` (`ck_body`, `ack_body` are re-exported here
+for the simulator).
 """
 
 from __future__ import annotations
-
-import json
 
 from mqtool.formats.names import (
     ACK_TAG,
@@ -19,6 +17,8 @@ from mqtool.formats.names import (
     RETRY_GROUP_TOPIC_PREFIX,
     REVIVE_TOPIC,
 )
+from mqtool.formats.pop import ack_body as ack_body
+from mqtool.formats.pop import ck_body as ck_body
 
 ACK_TIME_INTERVAL = 1000  # PopAckConstants.ackTimeInterval
 SECOND = 1000  # PopAckConstants.SECOND
@@ -33,25 +33,6 @@ def build_cluster_revive_topic(cluster: str) -> str:
 def build_pop_retry_topic(topic: str, group: str, v2: bool = False) -> str:
     """`KeyBuilder.buildPopRetryTopic`: %RETRY%group_topic (V1) or %RETRY%group+topic (V2)."""
     return RETRY_GROUP_TOPIC_PREFIX + group + ("+" if v2 else "_") + topic
-
-
-def _json(obj: dict) -> bytes:
-    return json.dumps(dict(sorted(obj.items())), separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def ck_body(topic: str, group: str, queue_id: int, start_offset: int, diffs: list[int], pop_time: int,
-            invisible_time: int, broker_name: str, bit_map: int = 0, revive_offset: int = 0) -> bytes:
-    """`JSON.toJSONString(PopCheckPoint)` as `appendCheckPoint` fills it."""
-    return _json({"so": start_offset, "pt": pop_time, "it": invisible_time, "bm": bit_map, "n": len(diffs),
-                  "q": queue_id, "t": topic, "c": group, "ro": revive_offset, "d": diffs, "bn": broker_name,
-                  "reviveTime": pop_time + invisible_time})
-
-
-def ack_body(topic: str, group: str, queue_id: int, start_offset: int, ack_offset: int, pop_time: int,
-             broker_name: str) -> bytes:
-    """`JSON.toJSONString(AckMsg)` of a single ack."""
-    return _json({"ao": ack_offset, "so": start_offset, "c": group, "t": topic, "q": queue_id, "pt": pop_time,
-                  "bn": broker_name})
 
 
 def gen_ck_unique_id(topic: str, queue_id: int, start_offset: int, group: str, pop_time: int,

@@ -124,6 +124,15 @@ def _dledger_item_bytes():
     return st.one_of(_dledger_entry_bytes().filter(lambda b: b[:4] != b"\xff\xff\xff\xff"), _dledger_blank_bytes())
 
 
+def _rocksdb_key_bytes(offset: bool):
+    from mqtool.formats.rocksdb_cq import build_cq_key, build_offset_key
+
+    topic = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=40)
+    if offset:
+        return st.tuples(topic, i32, st.sampled_from(["max", "min"])).map(lambda t: build_offset_key(t[0], t[1], t[2]))
+    return st.tuples(topic, i32, i64).map(lambda t: build_cq_key(*t))
+
+
 def _struct(key: str) -> Struct:
     return format_structs()[key]
 
@@ -147,6 +156,11 @@ CASES = {
     "dledger.dledger_entry": _dledger_entry_bytes,
     "dledger.blank_filler": _dledger_blank_bytes,
     "dledger.data_item": _dledger_item_bytes,
+    "rocksdb_cq.cq_key": lambda: _rocksdb_key_bytes(False),
+    "rocksdb_cq.cq_value": lambda: fixed_bytes(_struct("rocksdb_cq.cq_value")),
+    "rocksdb_cq.offset_key": lambda: _rocksdb_key_bytes(True),
+    "rocksdb_cq.offset_value": lambda: fixed_bytes(_struct("rocksdb_cq.offset_value")),
+    "rocksdb_cq.checkpoint_value": lambda: fixed_bytes(_struct("rocksdb_cq.checkpoint_value")),
 }
 
 assert TIMERLOG_BLANK_MAGIC  # the blank's Const is filled in by the build
