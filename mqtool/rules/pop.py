@@ -3,8 +3,7 @@
 Mirrors rocketmq-all-5.3.1 `PopMessageProcessor` (`buildCkMsg`, `genCkUniqueId`), `AckMessageProcessor`
 (`appendAck`, `genAckUniqueId`), `PopReviveService` (`mergeAndRevive`, `reviveRetry`), `KeyBuilder`
 and `PopAckConstants`. 4.9.8 has no POP. Bodies are fastjson `JSON.toJSONString` of PopCheckPoint /
-AckMsg; their layout has one definition, in `formats/pop.py` (`ck_body`, `ack_body` are re-exported here
-for the simulator).
+AckMsg; their layout has one definition, in `formats/pop.py`.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ from mqtool.formats.names import (
     RETRY_GROUP_TOPIC_PREFIX,
     REVIVE_TOPIC,
 )
-from mqtool.formats.pop import ack_body as ack_body
-from mqtool.formats.pop import ck_body as ck_body
 
 ACK_TIME_INTERVAL = 1000  # PopAckConstants.ackTimeInterval
 SECOND = 1000  # PopAckConstants.SECOND

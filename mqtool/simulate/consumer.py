@@ -23,6 +23,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
 from mqtool.formats.names import (
     ACK_TAG,
@@ -341,7 +342,7 @@ class ConsumerService:
         rqid = self.ck_counter % self.revive_queue_num
         self.ck_counter += 1
         ck_key = pop_rules.gen_ck_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
-        body = pop_rules.ck_body(topic, group, qid, queue_offset, [0], pop_time, inv, self.broker_name)
+        body = pop_format.ck_body(topic, group, qid, queue_offset, [0], pop_time, inv, self.broker_name)
         ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), rqid, msg)
         self._emit("pop", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
                    invisible_until=pop_time + inv, revive_queue_id=rqid, checkpoint=ck.phys if ck else None)
@@ -350,7 +351,7 @@ class ConsumerService:
                    outcome="fail" if fails else "ok")
         if not fails:
             ack_key = pop_rules.gen_ack_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
-            body = pop_rules.ack_body(topic, group, qid, queue_offset, queue_offset, pop_time, self.broker_name)
+            body = pop_format.ack_body(topic, group, qid, queue_offset, queue_offset, pop_time, self.broker_name)
             ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), rqid, msg)
             self._emit(ACK_TAG, group, msg, queue_offset=queue_offset, revive_queue_id=rqid,
                        new=ack)

@@ -22,7 +22,7 @@ def test_checkpoint_body_is_fastjson_sorted_with_revive_time():
         "T", "G", 2, 100, 2, 1, 61000)
     assert [ck.ack_offset_by_index(i) for i in range(2)] == [100, 103]
     assert [ck.index_of_ack(o) for o in (99, 100, 101, 103)] == [-1, 0, -1, 1]
-    assert pop_rules.ck_body is ck_body and pop_rules.ack_body is ack_body  # one definition
+    assert not hasattr(pop_rules, "ck_body") and not hasattr(pop_rules, "ack_body")  # one definition
 
 
 def test_old_checkpoint_without_diffs():
