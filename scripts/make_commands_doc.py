@@ -72,6 +72,8 @@ COMMANDS = [
         Example(["inspect", STORE, "timer", *CONF, *NOW], "Timer cursors, TimerLog units and wheel slots:", head=40),
         Example(["inspect", STORE, "transactions", *CONF, *NOW], "Half messages and what the check service "
                 "will do with them:", head=30),
+        Example(["inspect", STORE, "retry", *CONF, *NOW], "Per consumer group: retries parked per delay level, "
+                "the %RETRY% queues and the DLQ with each message's origin:", head=30),
         Example(["inspect", STORE, "messages", "--key", "order-1001", *CONF, *NOW],
                 "CommitLog records, filtered (here by a word of KEYS):"),
         Example(["inspect", STORE, "message", "--offset", "2791", "--decompress", *CONF, *NOW],

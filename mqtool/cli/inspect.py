@@ -45,6 +45,7 @@ class View(StrEnum):
     delay = "delay"
     timer = "timer"
     transactions = "transactions"
+    retry = "retry"
 
 
 VIEWS = tuple(v.value for v in View)
@@ -57,6 +58,7 @@ _VIEW_OPTIONS = {
     "--body": ("messages", "message", "queue"), "--decompress": ("messages", "message", "queue"),
     "--offset": ("message",), "--from": ("queue",), "--at": ("timer",),
 }
+_VIEW_OPTIONS["--group"] = ("retry",)
 
 # A progress bar appears on a TTY only when a scan walks more than this many CommitLog bytes.
 PROGRESS_MIN_BYTES = 64 << 20
@@ -78,6 +80,8 @@ VIEW is one of:
   delay         per delay level: stored/corrected offset, min/max, backlog, head deliver time
   timer         timercheck cursors, TimerLog units, wheel slots, pending histogram; --at TIME
   transactions  half messages with state, check counts and predicted check/discard times
+  retry         per consumer group: retry backlog per delay level (next due), %RETRY% lag, DLQ
+                contents with origin; --group G for one group
 
 PATH may also be a single file (a commitlog/, consumequeue/ or timerlog/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
@@ -151,6 +155,7 @@ def inspect(
     at: str | None = typer.Option(None, "--at", help="timer: walk the chain of the slot holding TIME."),
     expect: Path | None = expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = UpdateGoldenOption,
+    group: str | None = typer.Option(None, "--group", help="retry: one consumer group."),
 ) -> None:
     view, body = view.value, body.value
     given = {
@@ -161,6 +166,7 @@ def inspect(
         "--offset": offset is not None, "--from": from_ != 0, "--at": at is not None,
         "--expect": expect is not None, "--update-golden": update_golden,
     }
+    given["--group"] = group is not None
     with user_errors():
         if limit is not None and limit < 0:
             raise fail("--limit must be >= 0")
@@ -213,6 +219,10 @@ def inspect(
 
                 at_ms = parse_time(at, now_ms, local) if at is not None else None
                 code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
+            elif view == "retry":
+                from mqtool.inspect.retry import retry_view
+
+                code = _document(retry_view(store, now_ms, group), render.render_retry, json_out, local, verify)
             else:
                 from mqtool.inspect.transactions import transactions_view
 
