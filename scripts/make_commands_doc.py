@@ -77,6 +77,8 @@ COMMANDS = [
                 "kill -9 of `fixtures/crash` does (`fixtures/crash.md` tells its story): recovery, every message "
                 "delivered twice and why, what is overdue, the transaction checks, and a replay of the first 10 "
                 "minutes (findings on stderr):"),
+        Example(["inspect", STORE, "retry", *CONF, *NOW], "Per consumer group: retries parked per delay level, "
+                "the %RETRY% queues and the DLQ with each message's origin:", head=30),
         Example(["inspect", STORE, "messages", "--key", "order-1001", *CONF, *NOW],
                 "CommitLog records, filtered (here by a word of KEYS):"),
         Example(["inspect", STORE, "message", "--offset", "2791", "--decompress", *CONF, *NOW],

@@ -46,6 +46,7 @@ class View(StrEnum):
     timer = "timer"
     transactions = "transactions"
     restart = "restart"
+    retry = "retry"
 
 
 VIEWS = tuple(v.value for v in View)
@@ -59,6 +60,7 @@ _VIEW_OPTIONS = {
     "--offset": ("message",), "--from": ("queue",), "--at": ("timer", "restart"), "--for": ("restart",),
     "--events": ("restart",),
 }
+_VIEW_OPTIONS["--group"] = ("retry",)
 
 DEFAULT_FOR = "10m"  # restart: the replay's length
 
@@ -85,6 +87,8 @@ VIEW is one of:
   restart       what the broker does if it starts now (--at TIME): recovery, messages delivered
                 twice and why, overdue delay/timer messages, transaction checks, and a replay of
                 the first --for (default 10m) through the simulator; --events FILE keeps its log
+  retry         per consumer group: retry backlog per delay level (next due), %RETRY% lag, DLQ
+                contents with origin; --group G for one group
 
 PATH may also be a single file (a commitlog/, consumequeue/ or timerlog/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
@@ -163,6 +167,7 @@ def inspect(
                                        "here.", dir_okay=False),
     expect: Path | None = expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = UpdateGoldenOption,
+    group: str | None = typer.Option(None, "--group", help="retry: one consumer group."),
 ) -> None:
     view, body = view.value, body.value
     given = {
@@ -174,6 +179,7 @@ def inspect(
         "--for": for_ != DEFAULT_FOR, "--events": events is not None,
         "--expect": expect is not None, "--update-golden": update_golden,
     }
+    given["--group"] = group is not None
     with user_errors():
         if limit is not None and limit < 0:
             raise fail("--limit must be >= 0")
@@ -229,6 +235,10 @@ def inspect(
             elif view == "restart":
                 at_ms = parse_time(at, now_ms, local) if at is not None else now_ms
                 code = _restart(store, at_ms, _for_ms(for_), events, json_out, local, verify)
+            elif view == "retry":
+                from mqtool.inspect.retry import retry_view
+
+                code = _document(retry_view(store, now_ms, group), render.render_retry, json_out, local, verify)
             else:
                 from mqtool.inspect.transactions import transactions_view
 

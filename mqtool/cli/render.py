@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_TIMER_OUT_MS
+from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_TAGS, PROPERTY_TIMER_OUT_MS
 from mqtool.times import format_duration, format_time
 
 BAR_WIDTH = 40
@@ -422,6 +422,51 @@ def render_transactions(doc: dict, local: bool) -> None:
                       d["uniq_key"] or "-", f"{d['real_topic']}/{_v(d['real_queue_id'])}", d["producer_group"] or "-",
                       _v(d["check_times"]))
         con.print(t)
+
+
+# ----------------------------------------------------------------------------- retry
+
+
+def render_retry(doc: dict, local: bool) -> None:
+    """Per consumer group: the retry backlog per delay level, the %RETRY% queues, the DLQ messages."""
+    con = _console()
+    con.print(f"[bold]Retry and DLQ[/bold] per consumer group (now {_t(doc['now_ms'], local)})")
+    if not doc["groups"]:
+        con.print("no %RETRY% or %DLQ% topic, no retry parked in SCHEDULE_TOPIC_XXXX")
+    for g in doc["groups"]:
+        b, dlq = g["backlog"], g["dlq"]
+        con.print(f"\n[bold]{escape(g['group'])}[/bold]: {b['count']} retry(ies) parked"
+                  + (f", next due {_t(b['next_due_ms'], local)}" if b["next_due_ms"] is not None else "")
+                  + f"; {dlq['count']} dead-lettered in {escape(g['dlq_topic'])}")
+        if b["levels"]:
+            t = _table(None, "level", "delay", "schedule queue", "parked", "next due", "last due", "overdue",
+                       "head (uniq key, reconsume)")
+            for r in b["levels"]:
+                h = r["head"]
+                _add(t, str(r["level"]), format_duration(r["delay_ms"]) if r["delay_ms"] is not None else "-",
+                     str(r["queue_id"]), str(r["count"]), _t(r["next_due_ms"], local), _t(r["last_due_ms"], local),
+                     format_duration(r["overdue_ms"]) if r["overdue_ms"] else "-",
+                     f"{_v(h['uniq_key'])} #{h['reconsume_times']}")
+            con.print(t)
+        if g["retry_queues"]:
+            t = _table(None, "retry queue", "min", "max", "committed", "to consume")
+            for q in g["retry_queues"]:
+                _add(t, f"{g['retry_topic']}/{q['queue_id']}", _v(q["min_offset"]), _v(q["max_offset"]),
+                     _v(q["consumer_offset"]), _v(q["lag"]))
+            con.print(t)
+        if dlq["messages"]:
+            shown = len(dlq["messages"])
+            t = _table(f"{g['dlq_topic']}" + (f" (newest {shown} of {dlq['count']})" if shown < dlq["count"] else ""),
+                       "stored", "place", "offset", "uniq key", "keys", "origin topic", PROPERTY_ORIGIN_MESSAGE_ID,
+                       "reconsume")
+            for m in dlq["messages"]:
+                _add(t, _t(m["store_timestamp"], local), f"{m['queue_id']}@{m['queue_offset']}",
+                     str(m["physical_offset"]), _v(m["uniq_key"]), " ".join(m["keys"]) or "-", _v(m["origin_topic"]),
+                     _v(m["origin_message_id"]), str(m["reconsume_times"]))
+            con.print(t)
+    tot = doc["totals"]
+    con.print(f"\n{tot['groups']} group(s): {tot['retry_backlog']} retry(ies) parked, {tot['retry_lag']} delivered "
+              f"to %RETRY% not yet consumed, {tot['dlq_messages']} in DLQs")
 
 
 # ----------------------------------------------------------------------------- single-file dumps

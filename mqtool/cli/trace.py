@@ -40,7 +40,9 @@ or --msg-id (an offsetMsgId, or a client msgId). The timeline shows born, stored
 level, wheel slot, half), rolls, put-backs, cancels, commit/rollback/discard, delivery and, per
 consumer group in consumerOffset.json, whether it was consumed; then one verdict line.
 "Now" is the store's last sign of life (checkpoint, timercheck, offset files) unless --now is given.
---until T continues the timeline with the simulator (relative T counts from the simulator's start).
+--until T continues the timeline with the simulator (relative T counts from the simulator's start);
+--scenario FILE gives that run its scenario: with [[consumers]] the retries, the DLQ and POP
+revives of the message become stages, and the verdict says how each group ends with it.
 --index DIR uses a lookup index (mqtool index build) instead of searching the CommitLog.
 Exit: 0 found, 1 not found, 2 input error.
 
@@ -48,6 +50,7 @@ Exit: 0 found, 1 not found, 2 input error.
 Example:
   mqtool trace ./store --key order-1001 --config broker.conf
   mqtool trace ./store --uniq-key 7F000001... --until +2h --json
+  mqtool trace ./store --key order-1001 --until +6h --scenario consumers.toml
 """
 
 INDEX_HELP = """Build (or bring up to date) the trace lookup index of a store: SQLite, UNIQ_KEY/KEYS -> offsets.
@@ -86,6 +89,8 @@ def trace_command(
     local: bool = LocalOption,
     now: str | None = now_option("the store's last sign of life"),
     broker_version: BrokerVersion = broker_version_option("Simulator rules for --until: 5.3 or 4.9."),
+    scenario: Path | None = typer.Option(None, "--scenario", help="With --until: the simulator's scenario TOML "
+                                         "([[consumers]], faults, transaction answers).", dir_okay=False),
 ) -> None:
     from mqtool.inspect.records import record_dict
     from mqtool.store.store import Store
@@ -103,10 +108,16 @@ def trace_command(
         st = Store.open(store, load_config(config))
         as_of = parse_time(now, store_as_of(st), local) if now is not None else None
         until_ms = None
+        if scenario is not None and until is None:
+            raise fail("--scenario is for the simulator: add --until T")
         if until is not None:
             from mqtool.simulate.runner import default_start
+            from mqtool.simulate.scenario import ScenarioError, load_scenario
 
             until_ms = parse_time(until, default_start(st), local)
+            if scenario is not None and not scenario.is_file():
+                raise ScenarioError(f"{scenario}: no such scenario file")
+            sc = load_scenario(scenario, default_start(st))
         finder, notes = None, []
         if index is not None:
             from mqtool.trace.index import index_finder
@@ -114,7 +125,7 @@ def trace_command(
             finder, notes = index_finder(st, index)
         traces = trace(st, query, finder=finder, as_of=as_of, limit=limit)
         if until_ms is not None:
-            traces = [continue_trace(st, t, until_ms, broker_version.value) for t in traces]
+            traces = [continue_trace(st, t, until_ms, broker_version.value, scenario=sc) for t in traces]
     for n in notes:
         stderr.print(n, markup=False, highlight=False)
     if not traces:

@@ -7,7 +7,9 @@ A message's records are joined on (store spec §4, §6, §7, §4.10; RocketMQ 5.
 - `TIMER_DEL_UNIQKEY` (a timer cancel record) -> the message it cancels: the plain UNIQ_KEY in 5.3.1
   (`TimerMessageStore` dequeue: `deleteList.contains(uniqueKey)`), `topic+UNIQ_KEY` later; both read;
 - `ORIGIN_MESSAGE_ID`, `DLQ_ORIGIN_MESSAGE_ID` (retry / DLQ copies) -> the offsetMsgId (or client
-  msgId) of the record the consumer got (`AbstractSendMessageProcessor.consumerSendMsgBack`);
+  msgId) of the record the consumer got (`AbstractSendMessageProcessor.consumerSendMsgBack`); both
+  ways: from the origin to its copies by text, and from a copy back to its origin by the physical
+  offset an offsetMsgId of this store encodes (a message without UNIQ_KEY has no other link);
 - PREPARED TRANSACTION OFFSET (COMMIT / ROLLBACK records) -> the half or put-back copy it ends
   (`EndTransactionProcessor`);
 - op message body (`RMQ_SYS_TRANS_OP_HALF_TOPIC`) -> half queue offsets of the same queue id (§7.4).
@@ -123,6 +125,10 @@ class ScanFinder:
         # COMMIT records copy the half's properties, UNIQ_KEY included: `related` has found them.
         return []
 
+    def record_at(self, offset: int) -> MessageRecord | None:
+        """The valid record starting at `offset` (the origin an offsetMsgId names), else None."""
+        return record_at(self.store, offset)
+
     def op_records(self, halves: set[tuple[int, int]]) -> list[MessageRecord]:
         out = []
         for qid in sorted({q for q, _ in halves}):
@@ -197,6 +203,39 @@ def _join(rec: MessageRecord, fam: Family) -> str | None:
     return None
 
 
+def record_at(store: Store, offset: int) -> MessageRecord | None:
+    """The record starting at `offset`, or None when no valid record starts there."""
+    try:
+        rec = store.commitlog.read(offset)
+    except RecordError:
+        return None
+    return rec if rec.total_size == rec.computed_size else None
+
+
+def _origins(finder: Finder, fam: Family) -> None:
+    """Add the origins the members' ORIGIN_MESSAGE_IDs name by offsetMsgId (§2.4: its last 16 hex
+    digits are the physical offset), when the record there has that msgId."""
+    read = getattr(finder, "record_at", None)
+    if read is None:
+        return
+    for rec in list(fam.records.values()):
+        if fam.joins[rec.physical_offset] != "member":
+            continue
+        for name in ORIGIN_PROPS:
+            mid = (rec.properties.get(name) or "").strip().upper()
+            if len(mid) not in (32, 56) or not all(c in "0123456789ABCDEF" for c in mid):
+                continue
+            off = int(mid[-16:], 16)
+            if off in fam.records:
+                continue
+            origin = read(off)
+            if origin is not None and origin.msg_id.upper() == mid:
+                fam.add(origin, "member")
+                if origin.uniq_key:
+                    fam.uniq_keys.add(origin.uniq_key.upper())
+                fam.msg_ids.add(mid)
+
+
 def collect_family(finder: Finder, seeds: list[MessageRecord], uniq_keys: Iterable[str] = (),
                    msg_ids: Iterable[str] = (), max_rounds: int = 16) -> Family:
     """Run the joins from the seed records/keys until nothing new is found."""
@@ -211,6 +250,7 @@ def collect_family(finder: Finder, seeds: list[MessageRecord], uniq_keys: Iterab
     asked_keys: set[str] = set()
     asked_ids: set[str] = set()
     for _ in range(max_rounds):
+        _origins(finder, fam)
         new_keys, new_ids = fam.uniq_keys - asked_keys, fam.msg_ids - asked_ids
         if not new_keys and not new_ids:
             break
@@ -264,3 +304,7 @@ class UnionFinder:
 
     def op_records(self, halves: set[tuple[int, int]]) -> list[MessageRecord]:
         return self._all("op_records", halves)
+
+    def record_at(self, offset: int) -> MessageRecord | None:
+        read = next((f.record_at for f in self.finders if hasattr(f, "record_at")), None)
+        return read(offset) if read is not None else None

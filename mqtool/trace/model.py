@@ -18,13 +18,13 @@ JSON_VERSION = 1
 STAGES = (
     "born", "stored", "parked", "rolled", "cancel_requested", "cancelled", "put_back", "committed",
     "rolled_back", "op", "discarded", "delivered", "skipped", "retry_scheduled", "retry", "dead_lettered",
-    "consumed", "not_consumed",
+    "consumed", "not_consumed", "consume_failed", "popped",
 )
 
 # Verdict states.
 STATES = (
     "delivered", "waiting", "overdue", "skipped", "cancelled", "committed", "rolled_back", "discarded",
-    "pending", "dead_lettered", "cancel_request", "unknown",
+    "pending", "dead_lettered", "cancel_request", "unknown", "consumed",
 )
 
 
@@ -85,6 +85,8 @@ class Stage:
         """`topic/queue@offset`, as operators write it."""
         if self.topic is None:
             return None
+        if self.queue_offset is None:  # a simulated stage whose record's queue offset is not known
+            return f"{self.topic}/{self.queue_id}"
         return f"{self.topic}/{self.queue_id}@{self.queue_offset}"
 
     def as_dict(self) -> dict[str, Any]:

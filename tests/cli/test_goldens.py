@@ -74,6 +74,13 @@ def test_inspect_document_views(view):
     match_golden(f"inspect-{view}.json", inspect(view), f"inspect-{view}", lines=False)
 
 
+def test_inspect_retry():
+    need_demo()
+    match_golden("inspect-retry.json", inspect("retry"), "inspect-retry", lines=False)
+    one = json.loads(inspect("retry", "--group", "GID_demo"))
+    assert [g["group"] for g in one["groups"]] == ["GID_demo"] and one["group"] == "GID_demo"
+
+
 def test_inspect_timer_at_a_slot():
     need_demo()
     match_golden("inspect-timer-at.json", inspect("timer", "--at", "1790000620000"), "inspect-timer", lines=False)
