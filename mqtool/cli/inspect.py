@@ -12,7 +12,6 @@ from pathlib import Path
 
 import typer
 
-from mqtool.cli import render
 from mqtool.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -26,6 +25,7 @@ from mqtool.cli.common import (
     emit_jsonl,
     expect_option,
     fail,
+    lazy_module,
     load_config,
     now_option,
     stderr,
@@ -33,6 +33,8 @@ from mqtool.cli.common import (
 )
 from mqtool.store.errors import StoreError
 from mqtool.times import format_duration, format_time, parse_time
+
+render = lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
 
 
 class View(StrEnum):
@@ -348,4 +350,5 @@ def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int
     from mqtool.inspect.dump import dump_file
 
     doc = dump_file(path, cfg, limit, body, decompress)
-    return _document(doc, render.render_dump, json_out, local, verify)
+    # render is looked up only to draw: a --json dump of a config file never loads the Rich tables
+    return _document(doc, lambda d, lo: render.render_dump(d, lo), json_out, local, verify)
