@@ -32,6 +32,8 @@ Body = StrEnum("Body", {m: m for m in BODY_CHOICES})
 Body.__doc__ = "--body: how record bodies are shown."
 BrokerVersion = StrEnum("BrokerVersion", {"v" + v.replace(".", "_"): v for v in VERSION_CHOICES})
 BrokerVersion.__doc__ = "--broker-version: whose rules the simulator follows."
+RecordFormat = StrEnum("RecordFormat", {"parquet": "parquet"})
+RecordFormat.__doc__ = "--format: a file format for the record views (with --output FILE)."
 
 
 def lazy_module(name: str) -> ModuleType:
@@ -85,8 +87,10 @@ def emit_json(doc: Any) -> None:
 
 
 def emit_jsonl(rows) -> None:
-    for row in rows:
-        sys.stdout.write(json.dumps(row, ensure_ascii=False, default=_default) + "\n")
+    """JSON Lines on stdout: orjson's bytes where they equal json's (`mqtool.output.write_jsonl`)."""
+    from mqtool.output import write_jsonl
+
+    write_jsonl(rows, sys.stdout, _default)
 
 
 def _default(o: Any) -> Any:

@@ -19,6 +19,7 @@ from mqtool.cli.common import (
     ConfigOption,
     JsonOption,
     LocalOption,
+    RecordFormat,
     UpdateGoldenOption,
     check_golden_options,
     emit_json,
@@ -58,6 +59,7 @@ _VIEW_OPTIONS = {
     "--topic": ("messages", "queue"), "--queue-id": ("messages", "queue"), "--limit": ("messages", "queue"),
     "--body": ("messages", "message", "queue"), "--decompress": ("messages", "message", "queue"),
     "--offset": ("message",), "--from": ("queue",), "--at": ("timer",),
+    "--format": ("messages", "queue"), "--output": ("messages", "queue"),
 }
 
 # A progress bar appears on a TTY only when a scan walks more than this many CommitLog bytes.
@@ -151,6 +153,11 @@ def inspect(
     offset: int | None = typer.Option(None, "--offset", help="message: physical offset of the record."),
     from_: int = typer.Option(0, "--from", help="queue: first queue offset."),
     at: str | None = typer.Option(None, "--at", help="timer: walk the chain of the slot holding TIME."),
+    format_: RecordFormat | None = typer.Option(None, "--format", help="messages/queue: write the records "
+                                                "to --output FILE in this format instead (parquet).",
+                                                show_choices=True),
+    output: Path | None = typer.Option(None, "--output", help="messages/queue: the file --format writes.",
+                                       dir_okay=False),
     expect: Path | None = expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = UpdateGoldenOption,
 ) -> None:
@@ -162,6 +169,7 @@ def inspect(
         "--limit": limit is not None, "--body": body != "text", "--decompress": decompress,
         "--offset": offset is not None, "--from": from_ != 0, "--at": at is not None,
         "--expect": expect is not None, "--update-golden": update_golden,
+        "--format": format_ is not None, "--output": output is not None,
     }
     with user_errors():
         if limit is not None and limit < 0:
@@ -171,6 +179,10 @@ def inspect(
             raise fail("--expect compares JSON output: add --json")
         if expect is not None and now is None:
             raise fail("--expect needs --now TIME: a golden file must not depend on the wall clock")
+        if (format_ is None) != (output is None):
+            raise fail("--format and --output go together: --format parquet --output FILE")
+        if format_ is not None and json_out:
+            raise fail("--format writes a file: leave out --json")
         wall_ms = int(time.time() * 1000)
         now_ms = parse_time(now, wall_ms, local) if now is not None else wall_ms
         cfg = load_config(config)
@@ -197,7 +209,7 @@ def inspect(
             elif view == "messages":
                 code = _messages(store, now_ms, json_out, local, verify, body, decompress, limit, dict(
                     from_offset=from_offset, to_offset=to_offset, topic=topic, queue_id=queue_id, key=key,
-                    uniq_key=uniq_key, tag=tag, since=since, until=until))
+                    uniq_key=uniq_key, tag=tag, since=since, until=until), output)
             elif view == "message":
                 if offset is None:
                     raise fail("the message view needs --offset PHYS (a record's physical offset)")
@@ -205,7 +217,7 @@ def inspect(
             elif view == "queue":
                 if topic is None or queue_id is None:
                     raise fail("the queue view needs --topic T and --queue-id Q")
-                code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress)
+                code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress, output)
             elif view == "delay":
                 from mqtool.inspect.delay import delay_view
 
@@ -294,7 +306,7 @@ def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool 
 
 
 def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool,
-              limit: int | None, f: dict) -> int:
+              limit: int | None, f: dict, parquet: Path | None = None) -> int:
     from mqtool.inspect.messages import MessageQuery, iter_messages, scan_findings
     from mqtool.inspect.records import record_dict
 
@@ -305,7 +317,9 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
         rows = (record_dict(r, body, decompress) for r in iter_messages(store, query, verify, progress))
-        if json_out:
+        if parquet is not None:
+            _write_parquet(rows, parquet, "messages")
+        elif json_out:
             emit_jsonl(rows)
         else:
             render.render_messages(rows, local)
@@ -325,7 +339,7 @@ def _message(store, offset: int, json_out: bool, local: bool, verify: bool, body
 
 
 def _queue(store, topic: str, queue_id: int, start: int, limit: int | None, json_out: bool, local: bool,
-           verify: bool, body: str, decompress: bool) -> int:
+           verify: bool, body: str, decompress: bool, parquet: Path | None = None) -> int:
     from mqtool.inspect.queue import iter_queue, queue_summary
 
     bad = 0
@@ -336,13 +350,23 @@ def _queue(store, topic: str, queue_id: int, start: int, limit: int | None, json
             bad += not row["match"]
             yield row
 
-    if json_out:
+    if parquet is not None:
+        _write_parquet(rows(), parquet, "queue")
+    elif json_out:
         emit_jsonl(rows())
     else:
         render.render_queue(queue_summary(store, topic, queue_id), topic, queue_id, rows(), local)
     if bad:
         render.render_note(f"{bad} unit(s) do not match their CommitLog record")
     return EXIT_FINDINGS if verify and bad else EXIT_OK
+
+
+def _write_parquet(rows, path: Path, view: str) -> None:
+    """--format parquet: the rows `--json` would print, as one Parquet file (schema: docs/formats.md)."""
+    from mqtool.output import write_parquet
+
+    n = write_parquet(rows, path, view)
+    render.render_note(f"wrote {n} record(s) to {path}")
 
 
 def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int | None, body: str,
