@@ -39,6 +39,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's own help and usage-error formatting: Typer's Rich panels would import rich.table,
+    # rich.markdown and markdown-it on every `--help` and every typo (tests/cli/test_startup.py).
+    rich_markup_mode=None,
 )
 
 

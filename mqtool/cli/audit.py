@@ -10,7 +10,6 @@ from pathlib import Path
 
 import typer
 
-from mqtool.cli import render
 from mqtool.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -19,9 +18,12 @@ from mqtool.cli.common import (
     StoreArgument,
     emit_json,
     fail,
+    lazy_module,
     load_config,
     user_errors,
 )
+
+render = lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
 
 
 class FailOn(StrEnum):

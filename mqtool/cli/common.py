@@ -4,30 +4,54 @@ Choices are Typer enums: click rejects a bad value with its usage message and ex
 runs. Only `MqtoolError` becomes an `Error:` line; any other exception is a bug and keeps its traceback.
 """
 
+import importlib.util
 import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import typer
 from rich.console import Console
 
 from mqtool.errors import MqtoolError
-from mqtool.inspect.records import BODY_MODES
-from mqtool.simulate.runner import VERSIONS
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 stderr = Console(stderr=True, soft_wrap=True)  # the `Error:` and warning lines
 
-# The choices, each from the library's own list of values (one definition).
-Body = StrEnum("Body", {m: m for m in BODY_MODES})
+# The choices. The library's own lists (`inspect.records.BODY_MODES`, `simulate.runner.VERSIONS`)
+# sit behind numpy and numba, which `--help` must not import: the values are written out here and
+# tests/cli/test_startup.py checks that they equal the library's, in the same order.
+BODY_CHOICES = ("text", "hex", "base64", "none")
+VERSION_CHOICES = ("5.3", "4.9")
+Body = StrEnum("Body", {m: m for m in BODY_CHOICES})
 Body.__doc__ = "--body: how record bodies are shown."
-BrokerVersion = StrEnum("BrokerVersion", {"v" + v.replace(".", "_"): v for v in VERSIONS})
+BrokerVersion = StrEnum("BrokerVersion", {"v" + v.replace(".", "_"): v for v in VERSION_CHOICES})
 BrokerVersion.__doc__ = "--broker-version: whose rules the simulator follows."
+RecordFormat = StrEnum("RecordFormat", {"parquet": "parquet"})
+RecordFormat.__doc__ = "--format: a file format for the record views (with --output FILE)."
+
+
+def lazy_module(name: str) -> ModuleType:
+    """The module `name`, executed on its first attribute access (`importlib.util.LazyLoader`).
+
+    The cli modules name `render` at the top, but the Rich table machinery behind it is loaded only
+    when a command draws something: `--help` and usage errors never pay for it.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
+    return module
 
 
 def fail(message: str) -> typer.Exit:
@@ -63,8 +87,10 @@ def emit_json(doc: Any) -> None:
 
 
 def emit_jsonl(rows) -> None:
-    for row in rows:
-        sys.stdout.write(json.dumps(row, ensure_ascii=False, default=_default) + "\n")
+    """JSON Lines on stdout: orjson's bytes where they equal json's (`mqtool.output.write_jsonl`)."""
+    from mqtool.output import write_jsonl
+
+    write_jsonl(rows, sys.stdout, _default)
 
 
 def _default(o: Any) -> Any:

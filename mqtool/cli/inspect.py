@@ -12,7 +12,6 @@ from pathlib import Path
 
 import typer
 
-from mqtool.cli import render
 from mqtool.cli.common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -20,12 +19,14 @@ from mqtool.cli.common import (
     ConfigOption,
     JsonOption,
     LocalOption,
+    RecordFormat,
     UpdateGoldenOption,
     check_golden_options,
     emit_json,
     emit_jsonl,
     expect_option,
     fail,
+    lazy_module,
     load_config,
     now_option,
     stderr,
@@ -33,6 +34,8 @@ from mqtool.cli.common import (
 )
 from mqtool.store.errors import StoreError
 from mqtool.times import format_duration, format_time, parse_duration_ms, parse_time
+
+render = lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
 
 
 class View(StrEnum):
@@ -59,6 +62,7 @@ _VIEW_OPTIONS = {
     "--body": ("messages", "message", "queue"), "--decompress": ("messages", "message", "queue"),
     "--offset": ("message",), "--from": ("queue",), "--at": ("timer", "restart"), "--for": ("restart",),
     "--events": ("restart",),
+    "--format": ("messages", "queue"), "--output": ("messages", "queue"),
 }
 _VIEW_OPTIONS["--group"] = ("retry",)
 
@@ -165,6 +169,11 @@ def inspect(
     for_: str = typer.Option(DEFAULT_FOR, "--for", help="restart: how long the replay runs after the start."),
     events: Path | None = typer.Option(None, "--events", help="restart: write the replay's event log (JSON Lines) "
                                        "here.", dir_okay=False),
+    format_: RecordFormat | None = typer.Option(None, "--format", help="messages/queue: write the records "
+                                                "to --output FILE in this format instead (parquet).",
+                                                show_choices=True),
+    output: Path | None = typer.Option(None, "--output", help="messages/queue: the file --format writes.",
+                                       dir_okay=False),
     expect: Path | None = expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = UpdateGoldenOption,
     group: str | None = typer.Option(None, "--group", help="retry: one consumer group."),
@@ -178,6 +187,7 @@ def inspect(
         "--offset": offset is not None, "--from": from_ != 0, "--at": at is not None,
         "--for": for_ != DEFAULT_FOR, "--events": events is not None,
         "--expect": expect is not None, "--update-golden": update_golden,
+        "--format": format_ is not None, "--output": output is not None,
     }
     given["--group"] = group is not None
     with user_errors():
@@ -188,6 +198,10 @@ def inspect(
             raise fail("--expect compares JSON output: add --json")
         if expect is not None and now is None:
             raise fail("--expect needs --now TIME: a golden file must not depend on the wall clock")
+        if (format_ is None) != (output is None):
+            raise fail("--format and --output go together: --format parquet --output FILE")
+        if format_ is not None and json_out:
+            raise fail("--format writes a file: leave out --json")
         wall_ms = int(time.time() * 1000)
         now_ms = parse_time(now, wall_ms, local) if now is not None else wall_ms
         cfg = load_config(config)
@@ -214,7 +228,7 @@ def inspect(
             elif view == "messages":
                 code = _messages(store, now_ms, json_out, local, verify, body, decompress, limit, dict(
                     from_offset=from_offset, to_offset=to_offset, topic=topic, queue_id=queue_id, key=key,
-                    uniq_key=uniq_key, tag=tag, since=since, until=until))
+                    uniq_key=uniq_key, tag=tag, since=since, until=until), output)
             elif view == "message":
                 if offset is None:
                     raise fail("the message view needs --offset PHYS (a record's physical offset)")
@@ -222,7 +236,7 @@ def inspect(
             elif view == "queue":
                 if topic is None or queue_id is None:
                     raise fail("the queue view needs --topic T and --queue-id Q")
-                code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress)
+                code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress, output)
             elif view == "delay":
                 from mqtool.inspect.delay import delay_view
 
@@ -334,7 +348,7 @@ def _restart(store, at_ms: int, for_ms: int, events: Path | None, json_out: bool
 
 
 def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool,
-              limit: int | None, f: dict) -> int:
+              limit: int | None, f: dict, parquet: Path | None = None) -> int:
     from mqtool.inspect.messages import MessageQuery, iter_messages, scan_findings
     from mqtool.inspect.records import record_dict
 
@@ -345,7 +359,9 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
         rows = (record_dict(r, body, decompress) for r in iter_messages(store, query, verify, progress))
-        if json_out:
+        if parquet is not None:
+            _write_parquet(rows, parquet, "messages")
+        elif json_out:
             emit_jsonl(rows)
         else:
             render.render_messages(rows, local)
@@ -365,7 +381,7 @@ def _message(store, offset: int, json_out: bool, local: bool, verify: bool, body
 
 
 def _queue(store, topic: str, queue_id: int, start: int, limit: int | None, json_out: bool, local: bool,
-           verify: bool, body: str, decompress: bool) -> int:
+           verify: bool, body: str, decompress: bool, parquet: Path | None = None) -> int:
     from mqtool.inspect.queue import iter_queue, queue_summary
 
     bad = 0
@@ -376,7 +392,9 @@ def _queue(store, topic: str, queue_id: int, start: int, limit: int | None, json
             bad += not row["match"]
             yield row
 
-    if json_out:
+    if parquet is not None:
+        _write_parquet(rows(), parquet, "queue")
+    elif json_out:
         emit_jsonl(rows())
     else:
         render.render_queue(queue_summary(store, topic, queue_id), topic, queue_id, rows(), local)
@@ -385,9 +403,18 @@ def _queue(store, topic: str, queue_id: int, start: int, limit: int | None, json
     return EXIT_FINDINGS if verify and bad else EXIT_OK
 
 
+def _write_parquet(rows, path: Path, view: str) -> None:
+    """--format parquet: the rows `--json` would print, as one Parquet file (schema: docs/formats.md)."""
+    from mqtool.output import write_parquet
+
+    n = write_parquet(rows, path, view)
+    render.render_note(f"wrote {n} record(s) to {path}")
+
+
 def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int | None, body: str,
           decompress: bool) -> int:
     from mqtool.inspect.dump import dump_file
 
     doc = dump_file(path, cfg, limit, body, decompress)
-    return _document(doc, render.render_dump, json_out, local, verify)
+    # render is looked up only to draw: a --json dump of a config file never loads the Rich tables
+    return _document(doc, lambda d, lo: render.render_dump(d, lo), json_out, local, verify)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import typer
 
-from mqtool.cli import render
 from mqtool.cli.common import (
     BrokerVersion,
     ConfigOption,
@@ -25,10 +24,13 @@ from mqtool.cli.common import (
     check_golden_options,
     emit_json,
     expect_option,
+    lazy_module,
     stderr,
     user_errors,
 )
 from mqtool.times import format_time
+
+render = lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
 
 HELP = """Replay the broker's schedule, timer and transaction-check services on a virtual clock.
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import typer
 
-from mqtool.cli import render
 from mqtool.cli.common import (
     BrokerVersion,
     ConfigOption,
@@ -21,6 +20,7 @@ from mqtool.cli.common import (
     broker_version_option,
     emit_json,
     fail,
+    lazy_module,
     load_config,
     now_option,
     stderr,
@@ -28,6 +28,8 @@ from mqtool.cli.common import (
 )
 from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.times import parse_time
+
+render = lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
 
 EXIT_FOUND, EXIT_NOT_FOUND = 0, 1
 

@@ -9,11 +9,16 @@ or an `Adapter` over an integer; `Padding` becomes a gap. `prefix()` stops at th
 size depends on the data (the CommitLog header before the hosts).
 """
 
+from __future__ import annotations
+
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from construct import Construct, FormatField, Padded, Pass, SizeofError, Struct
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _VARIABLE = (SizeofError, KeyError, AttributeError)  # sizeof() of a field that depends on the data
 
@@ -123,6 +128,8 @@ def _numpy_code(f: Field) -> str:
 
 def dtype(s: Struct) -> np.dtype:
     """The big-endian numpy structured dtype of a fixed-size Struct (same names, offsets, itemsize)."""
+    import numpy as np  # here: `formats` is construct and the standard library for everything else
+
     fs = fields(s)
     return np.dtype({"names": [f.name for f in fs], "formats": [_numpy_code(f) for f in fs],
                      "offsets": [f.offset for f in fs], "itemsize": s.sizeof()})

@@ -11,22 +11,18 @@ file is an error (StoreError).
 import re
 from pathlib import Path
 
-import numpy as np
-
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
 from mqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from mqtool.formats.offsets_json import ConfigFileError, loads_lenient, parse_consumer_offsets, parse_delay_offsets
 from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.columns import commitlog_chunks
-from mqtool.inspect.records import record_dict
-from mqtool.store.commitlog import CommitLog
-from mqtool.store.consumequeue import ConsumeQueue
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import sort_findings
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, read_at
-from mqtool.store.timer import TimerLog, TimerWheel
+
+# The readers of each kind are imported where that kind is dumped: a config file's dump never loads
+# numpy or the numba scan kernels.
 
 _NAME = re.compile(r"^\d{20}$")
 KINDS = ("commitlog", "consumequeue", "timerlog", "timerwheel", "timercheck", "checkpoint", "config")
@@ -94,6 +90,12 @@ def dump_file(path: Path | str, config: BrokerConfig | None = None, limit: int |
 
 
 def _commitlog(path: Path, limit, body, decompress_body) -> dict:
+    import numpy as np
+
+    from mqtool.inspect.columns import commitlog_chunks
+    from mqtool.inspect.records import record_dict
+    from mqtool.store.commitlog import CommitLog
+
     root = path.parent.parent if path.parent.name == "commitlog" else path.parent
     cl = CommitLog(root, _single(path))
     records = []
@@ -111,6 +113,8 @@ def _commitlog(path: Path, limit, body, decompress_body) -> dict:
 
 
 def _consumequeue(path: Path, limit) -> dict:
+    from mqtool.store.consumequeue import ConsumeQueue
+
     topic, qid = path.parents[1].name, int(path.parent.name) if path.parent.name.lstrip("-").isdigit() else -1
     cq = ConsumeQueue(path.parents[3], topic, qid, _single(path))
     units, total = [], 0
@@ -123,6 +127,8 @@ def _consumequeue(path: Path, limit) -> dict:
 
 
 def _timerlog(path: Path, limit) -> dict:
+    from mqtool.store.timer import TimerLog
+
     tl = TimerLog(path.parent.parent, _single(path))
     units, total = [], 0
     counts = {"normal": 0, "roll": 0, "delete": 0}
@@ -137,6 +143,8 @@ def _timerlog(path: Path, limit) -> dict:
 
 
 def _timerwheel(path: Path, config: BrokerConfig, limit) -> dict:
+    from mqtool.store.timer import TimerWheel
+
     wheel = TimerWheel.open(path.parent, config.timer_precision_ms)
     slots = []
     total = 0

@@ -62,6 +62,29 @@ from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
 
+
+def _numpy_support_without_scipy() -> None:
+    """Import numba's numpy support with `scipy.linalg` hidden, once, before any kernel is loaded.
+
+    `numba.np.arraymath` asks at import whether scipy's BLAS is there (`_HAVE_BLAS`, for `np.dot`
+    and friends), which imports all of `scipy.linalg` (`import numba` itself imports only `scipy`):
+    about a third of the start-up of every command that scans. No kernel here does linear algebra;
+    a process that imported `scipy.linalg` before is left as it is.
+    """
+    import sys
+
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    sys.modules["scipy.linalg"] = None  # `import scipy.linalg.cython_blas` raises ImportError: no BLAS
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        del sys.modules["scipy.linalg"]
+
+
+_numpy_support_without_scipy()
+
+
 # ===================================================================== CRC32 from the kernel
 _CRC_SYMBOL = "mqtool_crc32"  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
 

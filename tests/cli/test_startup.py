@@ -1,0 +1,85 @@
+"""Start-up: `mqtool --help`, usage errors and small config views import only what they use.
+
+Each case runs the real command in a fresh interpreter with `-X importtime` (which lists every
+module the process imported, on stderr) and looks for the heavy packages by name.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mqtool.cli.common import BODY_CHOICES, VERSION_CHOICES, Body, BrokerVersion
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = REPO / "fixtures" / "demo"
+
+HEAVY = ("numba", "numpy", "pyarrow", "pyspark", "jsonschema", "sqlite3", "_sqlite3", "rich.table",
+         "rich.markdown", "markdown_it", "orjson")
+"""Not needed to print help or an error, or to decode a 4 KiB config file."""
+
+_LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|( *)(\S+)$")
+
+
+def imported(*args: str) -> tuple[set[str], subprocess.CompletedProcess]:
+    """The modules `python -X importtime -m mqtool ARGS` imported, and the finished process."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "mqtool", *args], capture_output=True,
+                       text=True, env=env, cwd=REPO)
+    names = {m.group(2) for line in p.stderr.splitlines() if (m := _LINE.match(line))}
+    assert "mqtool.cli.app" in names, p.stderr[-2000:]  # the parse worked: the app itself is listed
+    return names, p
+
+
+def heavy(names: set[str]) -> list[str]:
+    return sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in HEAVY))
+
+
+def test_help_imports_none_of_the_heavy_packages():
+    names, p = imported("--help")
+    assert p.returncode == 0
+    assert "inspect" in p.stdout and "simulate" in p.stdout and "trace" in p.stdout
+    assert heavy(names) == []
+    assert "mqtool.cli.render" not in names and "mqtool.store.store" not in names
+
+
+@pytest.mark.parametrize("args", [
+    ["inspect", "--help"],
+    ["simulate", "--help"],
+    ["spark-audit", "--help"],
+    ["inspect", str(DEMO), "nope"],  # click rejects the VIEW: exit 2 before the command runs
+    ["inspect", str(DEMO), "--limit", "-1"],  # the command's own check: exit 2
+    ["inspect", str(DEMO), "delay", "--at", "1"],  # an option of another view: exit 2
+])
+def test_help_and_usage_errors_import_none_of_the_heavy_packages(args):
+    names, p = imported(*args)
+    assert p.returncode == (0 if "--help" in args else 2), p.stderr[-2000:]
+    assert heavy(names) == []
+
+
+@pytest.mark.parametrize("path", ["config/timercheck", "config/delayOffset.json", "checkpoint"])
+def test_a_config_file_dump_as_json_imports_none_of_the_heavy_packages(path):
+    names, p = imported("inspect", str(DEMO / path), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith('{"version": 1')
+    assert heavy(names) == []
+
+
+def test_a_store_view_does_import_the_scan_kernels():
+    """The check above can fail: a command that scans lists numba and numpy in the same parse."""
+    names, p = imported("inspect", str(DEMO), "--json", "--now", "1790000020000")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert {"numba", "numpy"} <= set(heavy(names))
+    assert "numba.np.arraymath" in names and "scipy.linalg" not in names  # numba's BLAS check skipped
+
+
+def test_choices_equal_the_library_lists():
+    """cli/common writes the choices out (the library's lists sit behind numpy); they must not drift."""
+    from mqtool.inspect.records import BODY_MODES
+    from mqtool.simulate.runner import VERSIONS
+
+    assert BODY_CHOICES == BODY_MODES and [b.value for b in Body] == list(BODY_MODES)
+    assert VERSION_CHOICES == VERSIONS and [v.value for v in BrokerVersion] == list(VERSIONS)
