@@ -270,6 +270,8 @@ def render_message(doc: dict, local: bool) -> None:
 def render_queue(summary: dict, topic: str, queue_id: int, rows: Iterable[dict], local: bool) -> None:
     con = _console()
     kind = "BatchConsumeQueue" if summary.get("batch") else "ConsumeQueue"
+    if summary.get("rocksdb"):
+        kind = "RocksDB ConsumeQueue"
     con.print(f"[bold]{kind} {escape(topic)}/{queue_id}[/bold]  min {_v(summary.get('min_offset'))}  "
               f"max {_v(summary.get('max_offset'))}  files {_v(summary.get('files'))}")
     t = _table(None, "qoff", "commitlog offset", "size", "tagsCode", "stored", "keys", "uniq key", "match")
