@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 
+import jsonschema
 import pytest
 
 from conftest import ORACLE, need_oracle
@@ -18,8 +19,12 @@ from mqtool.builder.rocksdb import write_kv_config, write_rocksdb_consume_queues
 from mqtool.formats.config_json import TopicConfig, Topics, dump_topics
 from mqtool.formats.offsets_json import ConsumerOffsets, DataVersion, dump_consumer_offsets
 from mqtool.formats.rocksdb_config import dump_offset_value
+from mqtool.inspect import load_schema
+from mqtool.inspect.overview import overview
 from mqtool.inspect.queue import iter_queue, queue_summary
 from mqtool.store.store import Store
+
+NOW = 1795462444000
 
 
 def _cli_queue(root, topic: str, qid: int) -> list[dict]:
@@ -100,3 +105,26 @@ def test_topics_from_rocksdb_when_topics_json_is_absent(tmp_path):
     (root / "config" / "topics.json").write_text(dump_topics(Topics({"TopicA": TopicConfig("TopicA", 2, 2)})))
     s = Store.open(root)  # neither copy has a data version counter: the managers' merge keeps RocksDB
     assert s.topics_file == "config/topics"
+
+
+def test_overview_lists_rocksdb_queues_and_config_sources(stores, tmp_path):
+    plain, rocks = stores
+    root = tmp_path / "store"
+    shutil.copytree(rocks, root)
+    _kv_offsets(root, 5, 7)
+    doc = overview(Store.open(root), NOW)
+    jsonschema.Draft202012Validator(load_schema("overview")).validate(json.loads(json.dumps(doc)))
+    want = overview(Store.open(plain), NOW)
+    queues = {(t["topic"], q["queue_id"]): q for t in doc["topics"] for q in t["queues"]}
+    for t in want["topics"]:
+        for q in t["queues"]:
+            got = queues[(t["topic"], q["queue_id"])]
+            assert (got["records"], got["cq_min_offset"], got["cq_max_offset"], got["rocksdb"]) == (
+                q["records"], q["cq_min_offset"], q["cq_max_offset"], True)
+    assert doc["config_sources"] == {"consumer_offsets": "rocksdb", "topics": None, "topics_file": None}
+    assert [f["message"] for f in doc["findings"] if "not yet read" in f["message"]] == []
+    read = {p["path"]: p["read"] for p in doc["paths"]}
+    assert read["consumequeue"] is True and read["config/consumerOffsets"] is True
+    text = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(root), "--now", str(NOW)],
+                          capture_output=True, text=True).stdout
+    assert "consumer offsets from" in text and "RocksDB" in text
