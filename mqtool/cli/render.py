@@ -155,6 +155,7 @@ def render_overview(doc: dict, local: bool) -> None:
     found = (doc.get("layouts") or {}).get("found")
     if found:  # DLedger, BatchCQ, RocksDB, compaction, POP (a plain store shows nothing more)
         pairs.insert(0, ("production layouts", ", ".join(found)))
+    pairs += _config_source_pairs(doc)
     con.print(_kv("Layout", pairs))
     scans = _table("CommitLog files", "file", "records", "valid bytes", "stop", "trailing bytes")
     for s in cl["scans"]:
@@ -167,6 +168,7 @@ def render_overview(doc: dict, local: bool) -> None:
             _add(t, top["topic"] if i == 0 else "", (top["role"] or "") if i == 0 else "", str(q["queue_id"]),
                       str(q["records"]), _v(q["cq_min_offset"]), _v(q["cq_max_offset"]))
     con.print(t)
+    _render_compaction_and_pop(con, doc, local)
     d, tx, tm = doc["delay"], doc["transactions"], doc["timer"]
     head = [
         ("delay backlog", f"{d['backlog']} message(s) in {d['levels_with_backlog']} level(s); "
@@ -187,6 +189,36 @@ def render_overview(doc: dict, local: bool) -> None:
     con.print(_kv("Headline", head))
     fc = doc["finding_counts"]
     con.print(f"findings: {fc['error']} error(s), {fc['warning']} warning(s), {fc['info']} info")
+
+
+def _config_source_pairs(doc: dict) -> list[tuple[str, str]]:
+    """Which copy of the config was used, when the store has config in RocksDB (spec §14)."""
+    src = doc.get("config_sources")
+    if not src:
+        return []
+    said = {"json": "JSON file", "rocksdb": "RocksDB", None: "none"}
+    return [("consumer offsets from", said[src["consumer_offsets"]]),
+            ("topic config from", said[src["topics"]] + (f" ({src['topics_file']})" if src["topics_file"] else ""))]
+
+
+def _render_compaction_and_pop(con, doc: dict, local: bool) -> None:
+    """Compaction per queue and POP per group (only for stores that have them)."""
+    if doc.get("compaction"):
+        t = _table("Compaction (records kept vs in CommitLog)", "topic", "queue", "kept", "in CommitLog",
+                   "queue offsets", "compacted to", "log files")
+        for r in doc["compaction"]:
+            _add(t, r["topic"], str(r["queue_id"]), str(r["records"]), _v(r["in_commitlog"]),
+                 f"{_v(r['min_queue_offset'])} .. {_v(r['max_queue_offset'])}", _v(r["compacted_to"]),
+                 str(r["log_files"]))
+        con.print(t)
+    pop = doc.get("pop")
+    if pop:
+        t = _table(f"POP ({pop['checkpoints']} checkpoints, {pop['orphan_acks']} acks without one)", "group",
+                   "topic", "popped", "acked", "invisible", "due", "revived", "next revive")
+        for r in pop["groups"]:
+            _add(t, r["group"], r["topic"], str(r["popped"]), str(r["acked"]), str(r["invisible"]), str(r["due"]),
+                 str(r["revived"]), _t(r["next_revive_time"], local) if r["next_revive_time"] else "-")
+        con.print(t)
 
 
 # ----------------------------------------------------------------------------- messages
@@ -270,6 +302,8 @@ def render_message(doc: dict, local: bool) -> None:
 def render_queue(summary: dict, topic: str, queue_id: int, rows: Iterable[dict], local: bool) -> None:
     con = _console()
     kind = "BatchConsumeQueue" if summary.get("batch") else "ConsumeQueue"
+    if summary.get("rocksdb"):
+        kind = "RocksDB ConsumeQueue"
     con.print(f"[bold]{kind} {escape(topic)}/{queue_id}[/bold]  min {_v(summary.get('min_offset'))}  "
               f"max {_v(summary.get('max_offset'))}  files {_v(summary.get('files'))}")
     t = _table(None, "qoff", "commitlog offset", "size", "tagsCode", "stored", "keys", "uniq key", "match")

@@ -3,15 +3,18 @@ the production layouts found (spec §12-§16), and each topic's configured queue
 directories on disk (issue 14: "every path accounted for"; issue 15: detection).
 
 A path mqtool does not know is an `info` finding naming it; a layout mqtool detects but does not
-read yet (RocksDB consume queue or config, compaction log, POP revive records) is an `info` finding
-saying so. Nothing is skipped silently.
+read yet (`rocksdbstore/`, RocksDB subscription groups, the v2 config `config/rdb`) is an `info` finding
+saying so. Nothing is skipped silently. What is read shows in the overview: RocksDB queues among the
+queues, which copy of the config was used (`config_sources`), `compaction` per queue and `pop` per group.
 """
 
 import re
 from pathlib import Path
 
+from mqtool.store.compaction import compaction_summary
 from mqtool.store.dledger import CHECKPOINT_FILE, TERM_FILE
 from mqtool.store.findings import Findings
+from mqtool.store.pop import read_store_pop
 from mqtool.store.store import Store
 
 CHECK = "store.files"
@@ -51,9 +54,9 @@ CONFIG_FILES = {  # config/ file -> what it is; True when mqtool reads it
     "consumerOrderInfo.json": ("orderly POP consumer info (ConsumerOrderInfoManager)", False),
     "messageRequestMode.json": ("message request modes (MessageRequestModeManager)", False),
     "lmqConsumerOffset.json": ("LMQ consumer offsets (LmqConsumerOffsetManager)", False),
-    "topics": ("topic config in RocksDB (5.2+)", False),
+    "topics": ("topic config in RocksDB (5.2+)", True),
     "subscriptionGroups": ("subscription groups in RocksDB (5.2+)", False),
-    "consumerOffsets": ("consumer offsets in RocksDB (5.2+)", False),
+    "consumerOffsets": ("consumer offsets in RocksDB (5.2+)", True),
     "rdb": ("config RocksDB (configManagerVersion=v2)", False),
 }
 DLEDGER_PATHS = {"data": ("DLedger data files", True), "index": ("DLedger index files", True),
@@ -65,6 +68,8 @@ COMPACTION_PATHS = {"compactionLog": "compaction log", "compactionCq": "compacti
                     "position-checkpoint": "compaction position checkpoint",
                     "position-checkpoint.bak": "compaction position checkpoint backup",
                     "compacting": "compaction in progress", "replicating": "compaction replication"}
+COMPACTION_READ = {"compactionLog", "compactionCq", "position-checkpoint", "position-checkpoint.bak"}
+READ_ROCKSDB_CONFIG = ("config/topics", "config/consumerOffsets")  # what Store picks against the JSON copy
 
 
 def _entry(store: Store, p: Path, kind: str | None, read: bool) -> dict:
@@ -104,12 +109,12 @@ def paths(store: Store, findings: Findings) -> list[dict]:
                 known = _config_kind(q.name)
                 out.append(_entry(store, q, *known)) if known else unknown(q)
         elif name == "compaction" and p.is_dir():
-            out.append(_entry(store, p, ROOT_PATHS[name], False))
+            out.append(_entry(store, p, ROOT_PATHS[name], True))
             for q in sorted(p.iterdir()):
                 kind = COMPACTION_PATHS.get(q.name)
-                out.append(_entry(store, q, kind, False)) if kind else unknown(q)
+                out.append(_entry(store, q, kind, q.name in COMPACTION_READ)) if kind else unknown(q)
         elif name == "consumequeue" and "consumequeue" in layouts.rocksdb_consume_queue:
-            out.append(_entry(store, p, "RocksDB consume queue", False))
+            out.append(_entry(store, p, "RocksDB consume queue", True))
         elif name in ROOT_PATHS:
             out.append(_entry(store, p, ROOT_PATHS[name], name not in NOT_READ and name != "rocksdbstore"))
         else:
@@ -121,17 +126,12 @@ def not_yet_read(store: Store, findings: Findings) -> None:
     """An `info` finding per detected layout mqtool does not read yet."""
     lay = store.layouts
     for d in lay.rocksdb_consume_queue:
-        findings.add(d, None, CHECK, "info", "RocksDB consume queue (spec §14): detected, not yet read; the "
-                     "queue views see only file-based ConsumeQueues")
+        if d != "consumequeue":
+            findings.add(d, None, CHECK, "info", "RocksDB consume queue (spec §14): detected, not yet read; the "
+                         "queue views read consumequeue/ only")
     for d in lay.rocksdb_config:
-        findings.add(d, None, CONFIG_CHECK, "info", "config in RocksDB (spec §14): detected, not yet read; "
-                     "mqtool uses the JSON files")
-    if lay.compaction:
-        findings.add("compaction", None, CHECK, "info", "compaction log and compaction ConsumeQueue (spec §16): "
-                     "detected, not yet read; views read the CommitLog and the ordinary ConsumeQueues")
-    for t in lay.revive_topics:
-        findings.add(t, None, CHECK, "info", "POP revive topic (spec §15): its ck/ack records are shown as "
-                     "messages; POP checkpoints are not yet decoded")
+        if d not in READ_ROCKSDB_CONFIG:
+            findings.add(d, None, CONFIG_CHECK, "info", "config in RocksDB (spec §14): detected, not yet read")
 
 
 def _attr(attributes: dict | None, key: str) -> str | None:
@@ -198,3 +198,41 @@ def batch_queues(store: Store, per_queue: dict, findings: Findings) -> dict[tupl
         out[(t, q)] = {"queue_id": q, "records": per_queue.get((t, q), 0), "cq_min_offset": lo, "cq_max_offset": hi,
                        "cq_files": len(bcq.queue.files), "batch": True}
     return out
+
+
+def rocksdb_queues(store: Store, per_queue: dict) -> dict[tuple[str, int], dict]:
+    """Each RocksDB consume queue (spec §14) as an overview queue entry, offsets from its offset table."""
+    out = {}
+    for (t, q), qo in store.rocksdb_queue_offsets.items():
+        out[(t, q)] = {"queue_id": q, "records": per_queue.get((t, q), 0), "cq_min_offset": qo.min_cq_offset,
+                       "cq_max_offset": qo.max_offset, "cq_files": 0, "rocksdb": True}
+    return out
+
+
+def config_sources(store: Store) -> dict | None:
+    """Which copy of consumer offsets and topics was used ("json", "rocksdb" or None), when the store has
+    config in RocksDB (None otherwise: then only the JSON files exist)."""
+    if not store.layouts.rocksdb_config:
+        return None
+    topics = None if store.topics_file is None else "rocksdb" if store.topics_file == "config/topics" else "json"
+    return {"consumer_offsets": store.consumer_offsets_source, "topics": topics, "topics_file": store.topics_file}
+
+
+def compaction_section(store: Store, queues: dict[tuple[str, int], dict], findings: Findings) -> list[dict] | None:
+    """Per compaction queue (spec §16): records kept in the compaction log next to the messages of its
+    ordinary ConsumeQueue (`in_commitlog`); None without compaction/."""
+    if not store.layouts.compaction:
+        return None
+    counts = {k: q["cq_max_offset"] - q["cq_min_offset"] for k, q in queues.items()
+              if q["cq_max_offset"] is not None and q["cq_min_offset"] is not None}
+    return compaction_summary(store.root, findings, counts)
+
+
+def pop_section(store: Store, now_ms: int, findings: Findings) -> dict | None:
+    """POP per (group, topic) at `now_ms` (spec §15): popped, acked, invisible, due, revived, next revive
+    time; None when the store has no revive topic."""
+    if not store.layouts.revive_topics:
+        return None
+    state = read_store_pop(store, findings, now_ms)
+    return {"revive_topics": list(store.layouts.revive_topics), "checkpoints": len(state.checks),
+            "orphan_acks": len(state.orphan_acks), "groups": state.by_group()}

@@ -24,7 +24,17 @@ from mqtool.formats.names import (
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import summarise
 from mqtool.inspect.delay import delay_view
-from mqtool.inspect.layouts import batch_queues, layouts_section, not_yet_read, paths, topic_config
+from mqtool.inspect.layouts import (
+    batch_queues,
+    compaction_section,
+    config_sources,
+    layouts_section,
+    not_yet_read,
+    paths,
+    pop_section,
+    rocksdb_queues,
+    topic_config,
+)
 from mqtool.inspect.records import Progress
 from mqtool.inspect.timer import timer_view
 from mqtool.inspect.transactions import TransactionScan
@@ -83,6 +93,7 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
         queues[(t, q)] = entry
     found = Findings()  # batch queues, paths, layouts not yet read, topic config
     queues.update(batch_queues(store, per_queue, found))
+    queues.update(rocksdb_queues(store, per_queue))
     for (t, q), n in per_queue.items():
         if (t, q) not in queues:
             queues[(t, q)] = {"queue_id": q, "records": n, "cq_min_offset": None, "cq_max_offset": None,
@@ -97,6 +108,9 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
     path_list = paths(store, found)
     not_yet_read(store, found)
     config = topic_config(store, found)
+    extra = {k: v for k, v in (("config_sources", config_sources(store)),
+                               ("compaction", compaction_section(store, queues, found)),
+                               ("pop", pop_section(store, now_ms, found))) if v is not None}
     findings += [*found, *store.findings]
     delay = delay_view(store, now_ms)
     tx = ts.report(store, now_ms)
@@ -133,6 +147,7 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
         "findings": [f.as_dict() for f in findings],
         "finding_counts": {s: severities.get(s, 0) for s in ("error", "warning", "info")},
         **_restart_preview(store, now_ms),
+        **extra,
     }
 
 

@@ -6,6 +6,7 @@ part is opened lazily so that a view reads only what it needs. Nothing here ever
 `commitlog` is a `DLedgerCommitLogView` (same interface), BatchCQ queues are `batch_consume_queue`.
 """
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +32,16 @@ from mqtool.store.dledger import DLedgerCommitLog, DLedgerCommitLogView, find_dl
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import read_at
+from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
+from mqtool.store.rocksdb import (
+    QueueOffsets,
+    RocksCqUnit,
+    RocksDBConsumeQueues,
+    RocksDBUnavailable,
+    pick_config,
+    read_kv_consumer_offsets,
+    read_kv_topics,
+)
 from mqtool.store.timer import TimerLog, TimerWheel
 
 ROCKSDB_DIRS = ("consumequeue", "rocksdbstore")  # where a RocksDB consume queue may live (spec §14)
@@ -152,6 +163,32 @@ class Store:
             return None
         return BatchConsumeQueue.open(self.root, topic, queue_id)
 
+    # ----- RocksDB consume queues (spec §14) -----
+    @cached_property
+    def rocksdb_queue_offsets(self) -> dict[tuple[str, int], QueueOffsets]:
+        """The offset table of a RocksDB consume queue (`consumequeue/` is a database); empty otherwise.
+        A database that will not open is one finding."""
+        if "consumequeue" not in self.layouts.rocksdb_consume_queue:
+            return {}
+        try:
+            with RocksDBConsumeQueues.open(self.root) as db:
+                return db.offset_table(self.findings)
+        except RocksDBUnavailable as e:
+            self.findings.add("consumequeue", None, ROCKSDB_CHECK, "error", str(e))
+            return {}
+
+    @property
+    def rocksdb_queue_ids(self) -> list[tuple[str, int]]:
+        return list(self.rocksdb_queue_offsets)
+
+    def iter_rocksdb_units(self, topic: str, queue_id: int, findings: Findings,
+                           start: int = 0) -> Iterator[RocksCqUnit]:
+        """A RocksDB queue's entries from queue offset `start` (the database is open while iterating)."""
+        if (topic, queue_id) not in self.rocksdb_queue_offsets:
+            return
+        with RocksDBConsumeQueues.open(self.root) as db:
+            yield from db.iter_units(topic, queue_id, findings, start)
+
     # ----- timer -----
     @cached_property
     def timerlog(self) -> TimerLog | None:
@@ -192,14 +229,32 @@ class Store:
         return self._json("delayOffset.json", parse_delay_offsets)
 
     @cached_property
+    def _consumer_offsets(self) -> tuple[ConsumerOffsets | None, str | None]:
+        json_value = self._json("consumerOffset.json", parse_consumer_offsets)
+        if "config/consumerOffsets" not in self.layouts.rocksdb_config:
+            return json_value, None if json_value is None else "json"
+        return pick_config(json_value, read_kv_consumer_offsets(self.root, self.findings))
+
+    @property
     def consumer_offsets(self) -> ConsumerOffsets | None:
-        return self._json("consumerOffset.json", parse_consumer_offsets)
+        """config/consumerOffset.json, or config/consumerOffsets/ (RocksDB, 5.2+) when that copy is newer
+        or the JSON is absent (`pick_config`)."""
+        return self._consumer_offsets[0]
+
+    @property
+    def consumer_offsets_source(self) -> str | None:
+        """Which copy `consumer_offsets` came from: "json", "rocksdb" or None (neither)."""
+        return self._consumer_offsets[1]
 
     @cached_property
     def _topics(self) -> tuple[Topics | None, str | None]:
         value, used, problems = read_config_json(self.root / "config" / "topics.json", parse_topics)
         self._config_problems("topics.json", problems)
-        return value, None if used is None else str(used.relative_to(self.root))
+        json_file = None if used is None else str(used.relative_to(self.root))
+        if "config/topics" not in self.layouts.rocksdb_config:
+            return value, json_file
+        picked, source = pick_config(value, read_kv_topics(self.root, self.findings))
+        return picked, json_file if source == "json" else "config/topics"
 
     @property
     def topics(self) -> Topics | None:
@@ -208,7 +263,7 @@ class Store:
 
     @property
     def topics_file(self) -> str | None:
-        """The file `topics` came from (config/topics.json or config/topics.json.bak)."""
+        """Where `topics` came from: config/topics.json, its .bak, or config/topics (RocksDB, 5.2+)."""
         return self._topics[1]
 
     def _json(self, name: str, parse):

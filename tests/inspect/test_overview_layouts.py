@@ -67,12 +67,18 @@ def test_batchcq_store_overview():
     assert doc["finding_counts"]["error"] == 0
 
 
-def test_compaction_is_detected_and_said_not_yet_read():
+def test_compaction_kept_records_next_to_the_commitlog():
     need_oracle()
     doc = view(ORACLE / "compaction-5.3.1" / "store")
     assert doc["layouts"]["found"] == ["compaction"]
-    assert [f for f, m in infos(doc) if "not yet read" in m] == ["compaction"]
-    assert {p["path"]: p["read"] for p in doc["paths"]}["compaction/compactionLog"] is False
+    assert [f for f, m in infos(doc) if "not yet read" in m] == []
+    assert {p["path"]: p["read"] for p in doc["paths"]}["compaction/compactionLog"] is True
+    # README: 22 messages on CompactT/0; kept 11, 13, 14, 16 (compacted file) and 17..21 (later files);
+    # no position-checkpoint (its writer was a stand-in)
+    assert doc["compaction"] == [{"topic": "CompactT", "queue_id": 0, "log_files": 3, "cq_files": 3, "records": 9,
+                                  "units": 9, "min_queue_offset": 11, "max_queue_offset": 21, "compacted_to": None,
+                                  "transient": [], "in_commitlog": 22}]
+    assert "pop" not in doc and "config_sources" not in doc
 
 
 def test_an_unknown_path_is_an_info_finding_naming_it(batch_copy):

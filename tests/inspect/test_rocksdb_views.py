@@ -1,0 +1,130 @@
+"""Views over a RocksDB-mode store (spec §14): the queue view reads a RocksDB consume queue, consumer
+offsets and topics come from the RocksDB config when the JSON copy is absent or older.
+
+No store written by a real RocksDB-mode broker exists here: the oracle store basic-5.3.1 (written by
+RocketMQ 5.3.1) is copied with its file ConsumeQueues replaced by a database `builder/rocksdb.py` writes
+from the same units, so the RocksDB queue view must give exactly the lines the file-based view gives.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from conftest import ORACLE, need_oracle
+from mqtool.builder.rocksdb import write_kv_config, write_rocksdb_consume_queues
+from mqtool.formats.config_json import TopicConfig, Topics, dump_topics
+from mqtool.formats.offsets_json import ConsumerOffsets, DataVersion, dump_consumer_offsets
+from mqtool.formats.rocksdb_config import dump_offset_value
+from mqtool.inspect import load_schema
+from mqtool.inspect.overview import overview
+from mqtool.inspect.queue import iter_queue, queue_summary
+from mqtool.store.store import Store
+
+NOW = 1795462444000
+
+
+def _cli_queue(root, topic: str, qid: int) -> list[dict]:
+    out = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(root), "queue", "--topic", topic,
+                          "--queue-id", str(qid), "--json"], capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """(file-based store, the same store with its consume queues in RocksDB)."""
+    need_oracle()
+    base = tmp_path_factory.mktemp("rocks")
+    plain = base / "plain"
+    shutil.copytree(ORACLE / "basic-5.3.1" / "store", plain, ignore=shutil.ignore_patterns("timerwheel.gz"))
+    s = Store.open(plain)
+    queues = {(cq.topic, cq.queue_id): (cq.min_offset(0), [(u.commitlog_offset, u.size, u.tags_code,
+                                                            s.commitlog.read(u.commitlog_offset).store_timestamp)
+                                                          for u in cq.iter_units(cq.min_offset(0))])
+              for cq in s.consume_queues()}
+    rocks = base / "rocks"
+    shutil.copytree(plain, rocks, ignore=shutil.ignore_patterns("consumequeue"))
+    write_rocksdb_consume_queues(rocks, queues, max_phy_offset=s.commitlog.max_offset())
+    return plain, rocks
+
+
+def test_rocksdb_queue_lines_equal_the_consumequeue_lines(stores):
+    plain, rocks = stores
+    s = Store.open(rocks)
+    assert s.layouts.rocksdb_consume_queue == ("consumequeue",)
+    assert ("TopicB", 1) in s.rocksdb_queue_ids and s.queue_ids == []
+    # TopicB/1 rolled its ConsumeQueue file (README): the lines go across the file boundary
+    for topic, qid in (("TopicB", 1), ("TopicA", 3), ("SCHEDULE_TOPIC_XXXX", 17)):
+        want = _cli_queue(plain, topic, qid)
+        assert want and _cli_queue(rocks, topic, qid) == want
+        assert all(r["match"] for r in want)
+    tail = list(iter_queue(s, "TopicB", 1, start=60, limit=3))
+    assert len(tail) == 3 and tail == list(iter_queue(Store.open(plain), "TopicB", 1, 60, 3))
+    assert queue_summary(s, "TopicB", 1) == {"min_offset": 0, "max_offset": queue_summary(
+        Store.open(plain), "TopicB", 1)["max_offset"], "files": 0, "rocksdb": True}
+
+
+def test_unknown_rocksdb_queue_names_the_topics(stores):
+    _plain, rocks = stores
+    r = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(rocks), "queue", "--topic", "Nope",
+                        "--queue-id", "0", "--json"], capture_output=True, text=True)
+    assert r.returncode == 2 and "TopicB" in r.stderr
+
+
+def _offsets(counter: int, offset: int) -> ConsumerOffsets:
+    return ConsumerOffsets({"TopicA@g1": {0: offset}}, DataVersion(counter, 0, 1700000000000))
+
+
+def _kv_offsets(root, counter: int, offset: int) -> None:
+    dv = json.dumps({"counter": counter, "stateVersion": 0, "timestamp": 1700000000000}).encode()
+    write_kv_config(root / "config" / "consumerOffsets", {"TopicA@g1": dump_offset_value({0: offset})}, dv)
+
+
+@pytest.mark.parametrize("json_counter, expect", [(None, ("rocksdb", 7)), (3, ("rocksdb", 7)), (9, ("json", 5))])
+def test_consumer_offsets_from_the_newer_copy(tmp_path, json_counter, expect):
+    root = tmp_path / "store"
+    (root / "config").mkdir(parents=True)
+    _kv_offsets(root, 5, 7)
+    if json_counter is not None:
+        (root / "config" / "consumerOffset.json").write_text(dump_consumer_offsets(_offsets(json_counter, 5)))
+    s = Store.open(root)
+    assert (s.consumer_offsets_source, s.consumer_offsets.offset_table["TopicA@g1"][0]) == expect
+
+
+def test_topics_from_rocksdb_when_topics_json_is_absent(tmp_path):
+    root = tmp_path / "store"
+    (root / "config").mkdir(parents=True)
+    write_kv_config(root / "config" / "topics", {"TopicA": b'{"order":false,"perm":6,"readQueueNums":8,'
+                                                            b'"topicName":"TopicA","writeQueueNums":8}'})
+    s = Store.open(root)
+    assert s.topics_file == "config/topics"
+    assert s.topics.topic_config_table["TopicA"].read_queue_nums == 8
+    (root / "config" / "topics.json").write_text(dump_topics(Topics({"TopicA": TopicConfig("TopicA", 2, 2)})))
+    s = Store.open(root)  # neither copy has a data version counter: the managers' merge keeps RocksDB
+    assert s.topics_file == "config/topics"
+
+
+def test_overview_lists_rocksdb_queues_and_config_sources(stores, tmp_path):
+    plain, rocks = stores
+    root = tmp_path / "store"
+    shutil.copytree(rocks, root)
+    _kv_offsets(root, 5, 7)
+    doc = overview(Store.open(root), NOW)
+    jsonschema.Draft202012Validator(load_schema("overview")).validate(json.loads(json.dumps(doc)))
+    want = overview(Store.open(plain), NOW)
+    queues = {(t["topic"], q["queue_id"]): q for t in doc["topics"] for q in t["queues"]}
+    for t in want["topics"]:
+        for q in t["queues"]:
+            got = queues[(t["topic"], q["queue_id"])]
+            assert (got["records"], got["cq_min_offset"], got["cq_max_offset"], got["rocksdb"]) == (
+                q["records"], q["cq_min_offset"], q["cq_max_offset"], True)
+    assert doc["config_sources"] == {"consumer_offsets": "rocksdb", "topics": None, "topics_file": None}
+    assert [f["message"] for f in doc["findings"] if "not yet read" in f["message"]] == []
+    read = {p["path"]: p["read"] for p in doc["paths"]}
+    assert read["consumequeue"] is True and read["config/consumerOffsets"] is True
+    text = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(root), "--now", str(NOW)],
+                          capture_output=True, text=True).stdout
+    assert "consumer offsets from" in text and "RocksDB" in text
