@@ -19,11 +19,12 @@ from typing import Any, TextIO
 
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.simulate.context import SimContext
+from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.engine import Engine
 from mqtool.simulate.events import EventLog
 from mqtool.simulate.faults import schedule_faults
 from mqtool.simulate.invariants import InvariantCheck, check_invariants
-from mqtool.simulate.model import DiskBase, StoreModel
+from mqtool.simulate.model import StoreModel
 from mqtool.simulate.scenario import Scenario
 from mqtool.simulate.schedule import ScheduleService
 from mqtool.simulate.service import start_services
@@ -70,7 +71,7 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     if scenario.broker:
         config = config.with_overrides(scenario.broker, source="scenario [broker]")
     if base is None:
-        base = DiskBase(store)
+        base = MappedBase(store)
     if start_ms is None:
         start_ms = store.last_activity_ms() if store is not None else 0
     if until_ms <= start_ms:
@@ -128,6 +129,8 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
             summary["consumers"] = consumers.summary()
     finally:
         deliveries.keys.close()
+        if isinstance(base, MappedBase):
+            base.close()
         if checks is not None:
             checks.close()
         if gc_was_enabled:
