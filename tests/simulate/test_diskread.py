@@ -65,3 +65,29 @@ def test_cache_is_bounded(size):
             assert base.message(phys).phys == phys
     assert len(base._lru) <= size and not base._cache  # nothing kept beyond the bound
     base.close()
+
+
+def _end_by_records(store: Store):
+    """The reference: the last file walked with a `MessageRecord` per record (`_scan_file`)."""
+    from mqtool.store.findings import Findings
+
+    cl = store.commitlog
+    acc = Findings()
+    for _ in cl._scan_file(cl.files[-1], 0, False, acc):
+        pass
+    scan = cl.scans[cl.rel(cl.files[-1])]
+    return cl.files[-1].start + scan.valid_bytes, list(acc), vars(scan).copy()
+
+
+def test_max_offset_by_columns_equals_the_record_walk(tmp_path):
+    from mqtool.store.findings import Findings
+
+    root = tmp_path / "crash"
+    build_crash(root)
+    stores = [Store.open(root, crash_config()), Store.open(FIXTURES / "demo", BrokerConfig())]
+    for store in stores:
+        acc = Findings()
+        end = store.commitlog.max_offset(acc)
+        scan = vars(store.commitlog.scans[store.commitlog.rel(store.commitlog.files[-1])]).copy()
+        store.commitlog.scans.clear()
+        assert (end, list(acc), scan) == _end_by_records(store)
