@@ -66,7 +66,7 @@ def simulate_command(
     expect: Path | None = expect_option("Compare the event log with this golden JSON Lines file"),
     update_golden: bool = UpdateGoldenOption,
 ) -> None:
-    from mqtool.simulate.prepare import finish_run, prepare_run, store_notes
+    from mqtool.simulate.prepare import finish_run, open_events, prepare_run, store_notes
     from mqtool.simulate.runner import simulate
 
     with user_errors():
@@ -77,15 +77,17 @@ def simulate_command(
             _say(f"warning: {w}")
         _say(f"simulate: seed {seed}, {format_time(run.start_ms)} -> {format_time(run.until_ms)}, "
              f"broker {run.broker_version}")
-        result = simulate(run.store, run.config, run.start_ms, run.until_ms, run.scenario, seed, run.broker_version)
+        # the event log is streamed to its file (or stdout) as it happens; only --expect holds it
+        with open_events(run) as sink:
+            result = simulate(run.store, run.config, run.start_ms, run.until_ms, run.scenario, seed,
+                              run.broker_version, sink=sink, hold_events=expect is not None,
+                              keep_records=out is not None)
         golden = None
         if expect is not None:
             from mqtool.golden import check_golden
 
             rows = [json.loads(line) for line in result.events.jsonl().splitlines() if line.strip()]
             golden = check_golden(rows, expect, lines=True, update_golden=update_golden, paths={"<store>": store})
-        if events == "-":
-            sys.stdout.write(result.events.jsonl())
         for w in finish_run(run, result):
             _say(f"warning: {w}")
         for note in store_notes(run):

@@ -8,8 +8,9 @@ One line per event, keys in this order: `time` (virtual epoch ms), `service`
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from mqtool.formats.names import ACK_TAG
 
@@ -41,26 +42,57 @@ class SimEvent:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.as_dict(), ensure_ascii=False, separators=(",", ":"))
+        return _JSON.encode(self.as_dict())
+
+
+# json.dumps(d, ensure_ascii=False, separators=(",", ":")) builds this encoder on every call
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_FLUSH_LINES = 4096
 
 
 class EventLog:
-    """The ordered event history; `keep=False` only counts (benchmarks)."""
+    """The ordered event history, handed on as it happens.
 
-    def __init__(self, keep: bool = True) -> None:
+    Each event goes to the watchers of its kind (`watch`: the summary's tallies, the invariant
+    checks), to `sink` when one is given (a text file: one JSON line per event, written in batches of
+    lines), and into `events` when `hold` (the default without a sink: tests and library callers
+    iterate it). `keep=False` only counts, and the services do not even compute the details
+    (benchmarks). Call `flush()` at the end of a run with a sink.
+    """
+
+    def __init__(self, keep: bool = True, sink: TextIO | None = None, hold: bool | None = None) -> None:
         self.keep = keep
+        self.sink = sink
+        self.hold = keep and (sink is None if hold is None else hold)
         self.events: list[SimEvent] = []
         self.count = 0
         self.by_kind: dict[str, int] = {}
+        self._watchers: dict[str, list[Callable[[SimEvent], None]]] = {}
+        self._lines: list[str] = []
+
+    def watch(self, event: str, callback: Callable[[SimEvent], None]) -> None:
+        """Call `callback(e)` for every recorded event of that kind, in order."""
+        self._watchers.setdefault(event, []).append(callback)
 
     def emit(self, time: int, service: str, event: str, topic: str | None = None, queue_id: int | None = None,
              uniq_key: str | None = None, physical_offset: int | None = None,
              new_physical_offset: int | None = None, **detail: Any) -> None:
         self.count += 1
         self.by_kind[event] = self.by_kind.get(event, 0) + 1
-        if self.keep:
-            self.events.append(SimEvent(time, service, event, topic, queue_id, uniq_key, physical_offset,
-                                        new_physical_offset, detail))
+        if not self.keep:
+            return
+        e = SimEvent(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset, detail)
+        if self.hold:
+            self.events.append(e)
+        if self.sink is not None:
+            lines = self._lines
+            lines.append(_JSON.encode(e.as_dict()))
+            if len(lines) >= _FLUSH_LINES:
+                self.flush()
+        watchers = self._watchers.get(event)
+        if watchers:
+            for w in watchers:
+                w(e)
 
     def tally(self, event: str) -> None:
         """Count an event without recording it: the hot paths call this instead of `emit` when
@@ -68,11 +100,23 @@ class EventLog:
         self.count += 1
         self.by_kind[event] = self.by_kind.get(event, 0) + 1
 
+    def flush(self) -> None:
+        """Write the lines not yet written to the sink."""
+        if self._lines and self.sink is not None:
+            self._lines.append("")
+            self.sink.write("\n".join(self._lines))
+            self._lines.clear()
+
+    def _held(self) -> list[SimEvent]:
+        if self.keep and not self.hold:
+            raise ValueError("the events were streamed to the sink, not held (EventLog(hold=True) keeps them)")
+        return self.events
+
     def __iter__(self):
-        return iter(self.events)
+        return iter(self._held())
 
     def __len__(self) -> int:
         return self.count
 
     def jsonl(self) -> str:
-        return "".join(e.to_json() + "\n" for e in self.events)
+        return "".join(e.to_json() + "\n" for e in self._held())

@@ -1,42 +1,87 @@
-"""Invariant checks over a simulation's event history (issue #4).
+"""Invariant checks over a simulation's event stream (issue #4).
 
 - never delivered before its due time (skipped for runs with clock jumps, which legitimately move
   the broker's clock);
 - each timer message is delivered at most once per roll, and each delay-level message at most once,
   when no crash or put failure is scheduled;
 - every half message ends resolved (commit/rollback), discarded/skipped, or pending with a reason.
+
+`InvariantCheck` watches the events as they happen (`EventLog.watch`), so a run of millions of
+events never holds its history: the due-time check needs nothing, the delivery counts are
+`KeyTally`s (8 bytes an event in memory, exact counts for the keys that repeat).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX
 from mqtool.simulate.events import SimEvent
+from mqtool.simulate.tally import KeyTally
+
+WATCHED = ("deliver", "roll")
+_SERVICES = ("schedule", "timer")
 
 
-def check_invariants(events: Iterable[SimEvent], faults: list, halves: dict[str, str]) -> list[str]:
-    """Human-readable violations (empty when all hold)."""
-    kinds = {f.kind for f in faults}
-    problems: list[str] = []
-    delivered: Counter[tuple[str, str | None]] = Counter()
-    rolls: Counter[str | None] = Counter()
-    for e in events:
-        if e.event == "deliver" and e.service in ("schedule", "timer"):
+class InvariantCheck:
+    """Fed one event at a time (`observe`), it gives the violations at the end (`finish`)."""
+
+    def __init__(self, faults: list) -> None:
+        kinds = {f.kind for f in faults}
+        self.check_due = "clock_jump" not in kinds
+        self.count_deliveries = not kinds & {"crash", "put_failure"}
+        self.problems: list[str] = []
+        self.delivered = {s: KeyTally() for s in _SERVICES}
+        self.rolls = KeyTally()
+
+    def watch(self, log) -> InvariantCheck:
+        for kind in WATCHED:
+            log.watch(kind, self.observe)
+        return self
+
+    def observe(self, e: SimEvent) -> None:
+        if e.event == "deliver" and e.service in _SERVICES:
             due = e.detail.get("due")
-            if "clock_jump" not in kinds and due is not None and e.time < due:
-                problems.append(f"{e.service} delivered {e.uniq_key} at {e.time}, before its due time {due}")
+            if self.check_due and due is not None and e.time < due:
+                self.problems.append(f"{e.service} delivered {e.uniq_key} at {e.time}, before its due time {due}")
+            if not self.count_deliveries:
+                return
             # a retry is the same message (UNIQ_KEY) parked again: count it by the parked record instead
             retry = e.service == "schedule" and (e.topic or "").startswith(RETRY_GROUP_TOPIC_PREFIX)
-            delivered[(e.service, f"{e.uniq_key}@{e.physical_offset}" if retry else e.uniq_key)] += 1
-        elif e.event == "roll":
-            rolls[e.uniq_key] += 1
-    if not kinds & {"crash", "put_failure"}:
-        for (service, key), n in sorted(delivered.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
-            if n > 1 + (rolls[key] if service == "timer" else 0) and key is not None:
-                problems.append(f"{service} delivered {key} {n} times without a fault")
-    for key, state in sorted(halves.items()):
-        if state not in ("commit", "rollback", "discard", "skip", "pending"):
-            problems.append(f"half message {key} ended in an unknown state {state!r}")
-    return problems
+            key = f"{e.uniq_key}@{e.physical_offset}" if retry else e.uniq_key
+            if key is not None:
+                self.delivered[e.service].add(key)
+        elif e.event == "roll" and self.count_deliveries and e.uniq_key is not None:
+            self.rolls.add(e.uniq_key)
+
+    def finish(self, halves: dict[str, str]) -> list[str]:
+        """The violations, in the order `check_invariants` always gave them."""
+        problems = list(self.problems)
+        if self.count_deliveries:
+            repeated = {s: t.repeated() for s, t in self.delivered.items()}
+            rolls = self.rolls.counts(set(repeated["timer"]))
+            for service in _SERVICES:
+                for key, n in sorted(repeated[service].items()):
+                    if n > 1 + (rolls[key] if service == "timer" else 0):
+                        problems.append(f"{service} delivered {key} {n} times without a fault")
+        for key, state in sorted(halves.items()):
+            if state not in ("commit", "rollback", "discard", "skip", "pending"):
+                problems.append(f"half message {key} ended in an unknown state {state!r}")
+        self.close()
+        return problems
+
+    def close(self) -> None:
+        for t in (*self.delivered.values(), self.rolls):
+            t.close()
+
+
+def check_invariants(events: Iterable[SimEvent] | InvariantCheck, faults: list, halves: dict[str, str]) -> list[str]:
+    """Human-readable violations (empty when all hold): of an event history, or of an `InvariantCheck`
+    that watched the run."""
+    if isinstance(events, InvariantCheck):
+        return events.finish(halves)
+    check = InvariantCheck(faults)
+    for e in events:
+        if e.event in WATCHED:
+            check.observe(e)
+    return check.finish(halves)

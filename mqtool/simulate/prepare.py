@@ -7,8 +7,12 @@ event log and the `--out` store; what it cannot write is a `SimulateError` too.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import TextIO
 
 from mqtool.errors import MqtoolError
 from mqtool.formats.broker_conf import BrokerConfig, load_broker_conf
@@ -113,9 +117,27 @@ def check_file_sizes(store: Store, config: BrokerConfig) -> None:
                             "broker.conf with --config")
 
 
+@contextmanager
+def open_events(run: Run) -> Iterator[TextIO | None]:
+    """The stream the run writes its event log to as it goes: the `--events` file, stdout for "-",
+    None without the option. A write that fails is a `SimulateError`."""
+    if run.events is None:
+        yield None
+        return
+    if run.events == "-":
+        yield sys.stdout
+        return
+    try:
+        with open(run.events, "w", encoding="utf-8", buffering=1 << 20) as f:
+            yield f
+    except OSError as e:
+        raise SimulateError(f"{run.events}: cannot write the event log ({e.strerror or e})") from None
+
+
 def finish_run(run: Run, result: SimulationResult) -> list[str]:
-    """Write the event log to its file (not "-") and the `--out` store; returns the writer's warnings."""
-    if run.events is not None and run.events != "-":
+    """Write the event log to its file (not "-") unless the run streamed it there, and the `--out` store;
+    returns the writer's warnings."""
+    if run.events is not None and run.events != "-" and result.events.sink is None:
         try:
             Path(run.events).write_text(result.events.jsonl(), encoding="utf-8")
         except OSError as e:

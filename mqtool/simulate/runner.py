@@ -4,26 +4,31 @@ The store is opened read-only; the virtual clock starts at `start_ms` (default: 
 "now", its newest store timestamp) and the engine runs every service as a process until `until_ms`
 (exclusive). The result holds the ordered event log, a summary, and the final state that `--out`
 writes as a new store.
+
+A run from the CLI streams: events go to the `sink` file as they happen and are not held, the
+summary and the invariant checks count them as they pass (`tally.py`, `invariants.py`), and the
+re-put records nobody reads back are not kept unless `keep_records` (`--out` writes them).
 """
 
 from __future__ import annotations
 
 import gc
 import random
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
-from mqtool.formats.names import SYSTEM_TOPICS, TIMER_TOPIC
+from mqtool.formats.names import TIMER_TOPIC
 from mqtool.simulate.context import SimContext
+from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.engine import Engine
 from mqtool.simulate.events import EventLog
 from mqtool.simulate.faults import schedule_faults
-from mqtool.simulate.invariants import check_invariants
-from mqtool.simulate.model import DiskBase, StoreModel
+from mqtool.simulate.invariants import InvariantCheck, check_invariants
+from mqtool.simulate.model import StoreModel
 from mqtool.simulate.scenario import Scenario
 from mqtool.simulate.schedule import ScheduleService
 from mqtool.simulate.service import start_services
+from mqtool.simulate.tally import DeliveryTally
 from mqtool.simulate.timer import TimerService
 from mqtool.simulate.transaction import TransactionService
 
@@ -49,11 +54,16 @@ def default_start(store) -> int:
 
 def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scenario | None = None,
              seed: int = 0, broker_version: str = "5.3", *, base=None, keep_events: bool = True,
-             timer_state: dict | None = None) -> SimulationResult:
+             timer_state: dict | None = None, sink: TextIO | None = None, hold_events: bool | None = None,
+             keep_records: bool | None = None) -> SimulationResult:
     """Run the services from `start_ms` to `until_ms` (virtual epoch ms) and return what happened.
 
     `store` is a `mqtool.store.Store` (or None with `base`, a `MemoryBase`, and `timer_state`
-    giving `timercheck`/`units`/`end` for tests and the benchmark).
+    giving `timercheck`/`units`/`end` for tests and the benchmark). `sink` receives the event log
+    as JSON Lines while the run goes on; `hold_events` (default: without a sink) also keeps the
+    events in `result.events`. `keep_records` (default: when events are held) keeps every re-put
+    record in the model, as `--out` needs; scenario consumers always get the records they read.
+    `keep_events=False` only counts events (benchmarks).
     """
     if broker_version not in VERSIONS:
         raise ValueError(f"--broker-version must be one of {', '.join(VERSIONS)}, got {broker_version!r}")
@@ -61,7 +71,7 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     if scenario.broker:
         config = config.with_overrides(scenario.broker, source="scenario [broker]")
     if base is None:
-        base = DiskBase(store)
+        base = MappedBase(store)
     if start_ms is None:
         start_ms = store.last_activity_ms() if store is not None else 0
     if until_ms <= start_ms:
@@ -69,8 +79,14 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     v4 = broker_version.startswith("4")
     engine = Engine(start_ms)
     rng = random.Random(seed)
-    log = EventLog(keep=keep_events)
-    model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_events, trailing_separator=not v4)
+    log = EventLog(keep=keep_events, sink=sink, hold=hold_events)
+    if keep_records is None:
+        keep_records = log.hold
+    keep_records = keep_events and (keep_records or bool(scenario.consumers))
+    model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_records, trailing_separator=not v4)
+    deliveries = DeliveryTally(start_ms, until_ms)
+    log.watch("deliver", deliveries)
+    checks = InvariantCheck(scenario.faults).watch(log) if keep_events else None
     ctx = SimContext(engine, model, log, config, scenario, rng, broker_version)
 
     delay_offsets = getattr(store, "delay_offsets", None) if store is not None else None
@@ -105,12 +121,18 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
         pending = tx.pending_halves() if ctx.running else []
         for p in pending:
             halves.setdefault(p["uniq_key"] or str(p["physical_offset"]), "pending")
-        violations = check_invariants(log.events, scenario.faults, halves) if keep_events else []
+        log.flush()
+        violations = check_invariants(checks, scenario.faults, halves) if checks is not None else []
         summary = _summary(ctx, schedule, timer, tx, pending, start_ms, until_ms, seed, broker_version,
-                           violations)
+                           violations, deliveries)
         if consumers is not None:
             summary["consumers"] = consumers.summary()
     finally:
+        deliveries.keys.close()
+        if isinstance(base, MappedBase):
+            base.close()
+        if checks is not None:
+            checks.close()
         if gc_was_enabled:
             gc.enable()
     state = {"schedule_offsets": dict(schedule.offsets), "consumer_offsets": dict(tx.offsets),
@@ -159,19 +181,9 @@ def _timer_state(store) -> dict | None:
             "wheel": wheel, "timerlog": tl}
 
 
-def _summary(ctx: SimContext, schedule, timer, tx, pending, start_ms, until_ms, seed, version, violations):
+def _summary(ctx: SimContext, schedule, timer, tx, pending, start_ms, until_ms, seed, version, violations,
+             deliveries: DeliveryTally):
     log = ctx.log
-    per_topic: Counter[str] = Counter()
-    keys: Counter[str] = Counter()
-    timeline: Counter[int] = Counter()
-    span = max(1, until_ms - start_ms)
-    for e in log.events:
-        if e.event == "deliver" and e.topic not in SYSTEM_TOPICS:
-            per_topic[e.topic] += 1
-            if e.uniq_key:
-                keys[e.uniq_key] += 1
-            timeline[min(19, (e.time - start_ms) * 20 // span)] += 1
-    duplicates = sum(n - 1 for n in keys.values() if n > 1)
     return {
         "version": 1,
         "seed": seed,
@@ -180,7 +192,7 @@ def _summary(ctx: SimContext, schedule, timer, tx, pending, start_ms, until_ms, 
         "until": until_ms,
         "events": len(log),
         "events_by_kind": dict(sorted(log.by_kind.items())),
-        "deliveries_per_topic": dict(sorted(per_topic.items())),
+        "deliveries_per_topic": dict(sorted(deliveries.per_topic.items())),
         "delay_backlog_per_level": {str(k): v for k, v in sorted(schedule.backlog().items())},
         "delay_offsets": {str(k): v for k, v in sorted(schedule.offsets.items())},
         "pending_timers": timer.pending() if timer is not None else 0,
@@ -188,7 +200,7 @@ def _summary(ctx: SimContext, schedule, timer, tx, pending, start_ms, until_ms, 
         "pending_half_messages": len(pending),
         "pending_halves": pending,
         "check_rounds": len(tx.rounds),
-        "duplicates": duplicates,
-        "timeline": [timeline.get(i, 0) for i in range(20)],
+        "duplicates": deliveries.duplicates(),
+        "timeline": deliveries.timeline_list(),
         "invariant_violations": violations,
     }

@@ -166,10 +166,19 @@ class CommitLog:
             return 0
         last = self.files[-1]
         scan = self.scans.get(self.rel(last))
-        if scan is None:
-            for _ in self._scan_file(last, 0, False, self.findings if findings is None else findings):
-                pass
-            scan = self.scans[self.rel(last)]
+        if scan is None:  # the walk of `_scan_file` without a `MessageRecord` per record
+            acc = self.findings if findings is None else findings
+            scan = self.scans[self.rel(last)] = FileScan(self.rel(last), last.start)
+            with map_file(last.path) as buf:
+                for chunk in self._chunks(buf, last, 0, scan, False, acc):
+                    found: dict[int, list[str]] = {}
+                    for row, message in fastscan.record_findings(chunk):
+                        found.setdefault(row, []).append(message)
+                    for row in sorted(found):
+                        for message in found[row]:
+                            acc.add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + last.start, CHECK, "error",
+                                    message)
+                    scan.records += len(chunk)
         return last.start + scan.valid_bytes
 
 

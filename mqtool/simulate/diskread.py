@@ -1,0 +1,232 @@
+"""`MappedBase`: the simulator's read side of a store on disk, for runs over millions of records.
+
+`DiskBase` reads one ConsumeQueue unit and one record per call through the store's readers and
+keeps every decoded message; over a 2 M-record store that is minutes of decoding and gigabytes of
+objects. `MappedBase` answers the same calls, with the same values:
+
+- a queue's units are copied once, on first use, from the file mappings into numpy columns
+  (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
+- a record is read with one `os.pread` (no mapping, so the resident size does not grow with the
+  CommitLog) and decoded by `struct` from the layouts in `mqtool.formats.message`; anything
+  unusual (bad magic, a short read, lengths past the record) goes to `DiskBase.message`, the
+  reference path, so damaged stores behave exactly as before;
+- decoded messages are kept in a bounded cache (services never change a message they read:
+  they copy its properties before editing them), so memory does not grow with the store.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from typing import Any
+
+import numpy as np
+
+from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from mqtool.formats.consumequeue import CQ_UNIT_SIZE
+from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
+from mqtool.formats.properties import parse_properties
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate.model import DiskBase, SimMessage
+from mqtool.store import fastscan
+from mqtool.store.mapped_files import map_file
+
+CACHE_MESSAGES = 1 << 15
+READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
+_HEAD_SIZE = _HEAD.size
+_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+
+
+class _Units:
+    """One queue's units [first, first + n) as columns; `ok` is False for a unit that is not written."""
+
+    __slots__ = ("first", "offset", "size", "tags", "ok")
+
+    def __init__(self, first: int, offset: np.ndarray, size: np.ndarray, tags: np.ndarray, ok: np.ndarray) -> None:
+        self.first, self.offset, self.size, self.tags, self.ok = first, offset, size, tags, ok
+
+
+class MappedBase(DiskBase):
+    """`DiskBase` with column-copied ConsumeQueues, `pread` record reads and a bounded message cache."""
+
+    def __init__(self, store: Any, cache_messages: int = CACHE_MESSAGES) -> None:
+        super().__init__(store)
+        self._units: dict[tuple[str, int], _Units | None] = {}
+        self._min: dict[tuple[str, int], int] = {}
+        self._lru: dict[int, SimMessage] = {}
+        self._cache_size = cache_messages
+        files = store.commitlog.queue.files
+        self._starts = [f.start for f in files]
+        self._size = store.commitlog.queue.file_size
+        self._files = files
+        self._fds: dict[int, int] = {}
+        self._topics: dict[bytes, str] = {}
+
+    # ----- ConsumeQueues -----
+    def cq_min(self, topic: str, qid: int) -> int:
+        key = (topic, qid)
+        v = self._min.get(key)
+        if v is None:
+            v = self._min[key] = super().cq_min(topic, qid)
+        return v
+
+    def _queue(self, topic: str, qid: int) -> _Units | None:
+        key = (topic, qid)
+        if key in self._units:
+            return self._units[key]
+        q = self._cq(topic, qid)
+        u = None
+        if q is not None:
+            u = self._load(q, self.cq_min(topic, qid), self.cq_max(topic, qid))
+        self._units[key] = u
+        return u
+
+    @staticmethod
+    def _load(q, first: int, stop: int) -> _Units:
+        """Units [first, stop) as `ConsumeQueue.unit` reads them: not written (None) in a gap between
+        files, past a file's end, or all zero."""
+        n = max(0, stop - first)
+        offset = np.zeros(n, np.int64)
+        size = np.zeros(n, np.int32)
+        tags = np.zeros(n, np.int64)
+        ok = np.zeros(n, bool)
+        taken = np.zeros(n, bool)  # `file_for`: the first listed file that covers a unit answers for it
+        fsize = q.queue.file_size
+        for f in q.queue.files:
+            lo = max(first, -(-f.start // CQ_UNIT_SIZE))
+            hi = min(stop, (f.start + max(f.length, fsize)) // CQ_UNIT_SIZE)
+            if lo >= hi:
+                continue
+            a = lo - first
+            with map_file(f.path) as buf:
+                view = fastscan.cq_view(buf, lo * CQ_UNIT_SIZE - f.start)[: hi - lo]
+                b = a + len(view)
+                free = ~taken[a:b]
+                o, sz, t = (view[name].astype(np.int64) for name in ("commitlog_offset", "size", "tags_code"))
+                del view
+            offset[a:b] = np.where(free, o, offset[a:b])
+            size[a:b] = np.where(free, sz, size[a:b])
+            tags[a:b] = np.where(free, t, tags[a:b])
+            ok[a:b] |= free & ((o != 0) | (sz != 0) | (t != 0))
+            taken[a:hi - first] = True
+        return _Units(first, offset, size, tags, ok)
+
+    def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
+        if offset >= self.cq_max(topic, qid):
+            return None
+        u = self._queue(topic, qid)
+        if u is None:
+            return None
+        i = offset - u.first
+        if i < 0:
+            return super().cq_unit(topic, qid, offset)  # before the first file: as the reader says
+        if i >= len(u.ok) or not u.ok[i]:
+            return None
+        return int(u.offset[i]), int(u.size[i]), int(u.tags[i])
+
+    def cq_units(self, topic: str, qid: int, start: int, stop: int):
+        """(offset, unit) for the units in [start, stop), up to the first one that cannot be read;
+        converted to Python a growing slice at a time (a walk often stops after a few units)."""
+        u = self._queue(topic, qid)
+        stop = min(stop, self.cq_max(topic, qid))
+        if u is None or start < u.first:
+            yield from super().cq_units(topic, qid, start, stop)
+            return
+        step = 16
+        off = start
+        while off < stop:
+            a = off - u.first
+            b = min(stop - u.first, a + step)
+            ok = u.ok[a:b]
+            rows = zip(range(off, off + (b - a)), u.offset[a:b].tolist(), u.size[a:b].tolist(),
+                       u.tags[a:b].tolist(), strict=True)
+            if not ok.all():
+                bad = int(np.argmin(ok))
+                for o, p, s, t in rows:
+                    if o - off >= bad:
+                        return
+                    yield o, (p, s, t)
+            for o, p, s, t in rows:
+                yield o, (p, s, t)
+            off += b - a
+            step = min(step * 4, 4096)
+
+    # ----- records -----
+    def message(self, phys: int) -> SimMessage | None:
+        m = self._lru.get(phys)
+        if m is None:
+            m = self._read(phys)
+            if m is None:
+                m = super().message(phys)  # the reference path: errors and odd records as before
+                self._cache.pop(phys, None)
+            if m is not None:
+                if len(self._lru) >= self._cache_size:
+                    del self._lru[next(iter(self._lru))]
+                self._lru[phys] = m
+        return m
+
+    def _fd(self, i: int) -> int:
+        fd = self._fds.get(i)
+        if fd is None:
+            fd = self._fds[i] = os.open(self._files[i].path, os.O_RDONLY)
+        return fd
+
+    def _read(self, phys: int) -> SimMessage | None:
+        """The record at `phys` by one or two `pread`s; None for anything but a plain, whole record."""
+        i = bisect.bisect_right(self._starts, phys) - 1
+        if i < 0 or i > 0 and self._files[i - 1].start + max(self._files[i - 1].length, self._size) > phys:
+            return None  # before the first file, or files that overlap: the reference path decides
+        f = self._files[i]
+        pos = phys - f.start
+        if pos >= f.length:
+            return None
+        buf = os.pread(self._fd(i), READ_AHEAD, pos)
+        if len(buf) < _HEAD_SIZE:
+            return None
+        total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, 0)
+        if magic not in _MAGICS or total <= _HEAD_SIZE or total > (1 << 30):
+            return None
+        if total > len(buf):
+            buf = os.pread(self._fd(i), total, pos)
+            if len(buf) < total:
+                return None
+        p = _HEAD_SIZE
+        bn = HOST_SIZE_V6 if sysflag & BORNHOST_V6 else HOST_SIZE_V4
+        sn = HOST_SIZE_V6 if sysflag & STOREHOST_V6 else HOST_SIZE_V4
+        topic_len_fmt = _TOPIC_LEN[magic]
+        try:
+            born_host = fastscan.host_text(buf[p:p + bn])
+            p += bn
+            (store_ts,) = _STORE_TS.unpack_from(buf, p)
+            p += _STORE_TS.size
+            store_host = fastscan.host_text(buf[p:p + sn])
+            p += sn
+            reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
+            p += _TAIL.size
+            if body_len < 0 or p + body_len > total:
+                return None
+            body = buf[p:p + body_len]
+            p += body_len
+            (topic_len,) = topic_len_fmt.unpack_from(buf, p)
+            p += topic_len_fmt.size
+            raw_topic = buf[p:p + topic_len]
+            p += topic_len
+            (props_len,) = _PROPS_LEN.unpack_from(buf, p)
+            p += _PROPS_LEN.size
+            if topic_len < 0 or props_len < 0 or p + props_len > total:
+                return None
+            raw = buf[p:p + props_len].decode("utf-8", "surrogateescape")
+        except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
+            return None
+        topic = self._topics.get(raw_topic)
+        if topic is None:
+            topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "surrogateescape")
+        return SimMessage(topic, qid, parse_properties(raw), body=body, born_ts=born_ts, store_ts=store_ts,
+                          sys_flag=sysflag, flag=flag, reconsume_times=reconsume, prepared_tx_offset=prepared,
+                          phys=phys, size=total, queue_offset=qoff, born_host=born_host, store_host=store_host,
+                          props_raw=raw)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()

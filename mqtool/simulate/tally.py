@@ -1,0 +1,114 @@
+"""Counting over the event stream in bounded memory: per-key repeats and the summary's delivery tallies.
+
+A run of millions of deliveries cannot keep a `Counter` of every UNIQ_KEY (about 100 bytes a key in
+Python objects). `KeyTally` keeps 8 bytes per occurrence in memory (the key's `hash()`) and spools the
+keys themselves to a temporary file; only when two hashes are equal are the keys read back, so the
+repeats it reports are exact (equal hashes of different keys are told apart). `hash()` differs
+between processes, but it only finds candidates: the results are the same in every run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from array import array
+from collections import Counter
+from typing import BinaryIO
+
+from mqtool.formats.names import SYSTEM_TOPICS
+from mqtool.simulate.events import SimEvent
+
+TIMELINE_BUCKETS = 20
+
+
+class KeyTally:
+    """How often each key occurred: `repeated()` gives the keys seen more than once, exactly."""
+
+    def __init__(self) -> None:
+        self._hashes = array("q")
+        self._spool: BinaryIO | None = None
+        self._buf: list[bytes] = []
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    def add(self, key: str) -> None:
+        self._hashes.append(hash(key))
+        b = key.encode("utf-8", "surrogatepass")
+        self._buf.append(len(b).to_bytes(4, "little") + b)
+        if len(self._buf) >= 8192:
+            self._spill()
+
+    def _spill(self) -> None:
+        if self._spool is None:
+            self._spool = tempfile.TemporaryFile()  # removed when closed
+        self._spool.write(b"".join(self._buf))
+        self._buf.clear()
+
+    def _keys(self):
+        """Every key added, in order (re-read from the spool)."""
+        if self._spool is not None:
+            self._spool.seek(0)
+            data = self._spool.read()
+            self._spool.seek(0, 2)
+            pos = 0
+            while pos < len(data):
+                n = int.from_bytes(data[pos:pos + 4], "little")
+                yield data[pos + 4:pos + 4 + n].decode("utf-8", "surrogatepass")
+                pos += 4 + n
+        for b in self._buf:
+            yield b[4:].decode("utf-8", "surrogatepass")
+
+    def counts(self, keys: set[str]) -> Counter[str]:
+        """Exact occurrences of the given keys (one pass over the spool, none when `keys` is empty)."""
+        if not keys:
+            return Counter()
+        wanted = {hash(k) for k in keys}
+        found: Counter[str] = Counter()
+        for k, h in zip(self._keys(), self._hashes, strict=True):
+            if h in wanted and k in keys:
+                found[k] += 1
+        return found
+
+    def repeated(self) -> dict[str, int]:
+        """{key: occurrences} for the keys seen more than once."""
+        import numpy as np
+
+        h = np.sort(np.frombuffer(self._hashes, dtype=np.int64)) if self._hashes else np.zeros(0, np.int64)
+        same = h[1:][h[1:] == h[:-1]]
+        if not len(same):
+            return {}
+        candidates = set(same.tolist())
+        found: Counter[str] = Counter(k for k, kh in zip(self._keys(), self._hashes, strict=True)
+                                      if kh in candidates)
+        return {k: n for k, n in found.items() if n > 1}
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+        self._buf.clear()
+
+
+class DeliveryTally:
+    """The summary's delivery figures, fed by the event log's `deliver` events: deliveries per
+    (non-system) topic, the 20-bucket timeline and the number of duplicate deliveries of a UNIQ_KEY."""
+
+    def __init__(self, start_ms: int, until_ms: int) -> None:
+        self.start = start_ms
+        self.span = max(1, until_ms - start_ms)
+        self.per_topic: Counter[str] = Counter()
+        self.timeline: Counter[int] = Counter()
+        self.keys = KeyTally()
+
+    def __call__(self, e: SimEvent) -> None:
+        if e.topic not in SYSTEM_TOPICS:
+            self.per_topic[e.topic] += 1
+            if e.uniq_key:
+                self.keys.add(e.uniq_key)
+            self.timeline[min(TIMELINE_BUCKETS - 1, (e.time - self.start) * TIMELINE_BUCKETS // self.span)] += 1
+
+    def duplicates(self) -> int:
+        return sum(n - 1 for n in self.keys.repeated().values())
+
+    def timeline_list(self) -> list[int]:
+        return [self.timeline.get(i, 0) for i in range(TIMELINE_BUCKETS)]
