@@ -153,6 +153,8 @@ class MappedBase(DiskBase):
 
     # ----- records -----
     def message(self, phys: int) -> SimMessage | None:
+        if self.recovery is not None and phys >= self.recovery.end:
+            return None  # cut by the broker's recovery (`DiskBase`)
         m = self._lru.get(phys)
         if m is None:
             m = self._read(phys)
