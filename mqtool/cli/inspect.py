@@ -45,15 +45,17 @@ class View(StrEnum):
     delay = "delay"
     timer = "timer"
     transactions = "transactions"
+    index = "index"
 
 
 VIEWS = tuple(v.value for v in View)
 
 # Which view each view-specific option belongs to (checked so that a misplaced option is not ignored).
 _VIEW_OPTIONS = {
-    "--from-offset": ("messages",), "--to-offset": ("messages",), "--key": ("messages",),
-    "--uniq-key": ("messages",), "--tag": ("messages",), "--since": ("messages",), "--until": ("messages",),
-    "--topic": ("messages", "queue"), "--queue-id": ("messages", "queue"), "--limit": ("messages", "queue"),
+    "--from-offset": ("messages",), "--to-offset": ("messages",), "--key": ("messages", "index"),
+    "--uniq-key": ("messages", "index"), "--tag": ("messages",), "--since": ("messages",), "--until": ("messages",),
+    "--topic": ("messages", "queue", "index"), "--queue-id": ("messages", "queue"),
+    "--limit": ("messages", "queue", "index"), "--begin": ("index",), "--end": ("index",),
     "--body": ("messages", "message", "queue"), "--decompress": ("messages", "message", "queue"),
     "--offset": ("message",), "--from": ("queue",), "--at": ("timer",),
 }
@@ -78,8 +80,10 @@ VIEW is one of:
   delay         per delay level: stored/corrected offset, min/max, backlog, head deliver time
   timer         timercheck cursors, TimerLog units, wheel slots, pending histogram; --at TIME
   transactions  half messages with state, check counts and predicted check/discard times
+  index         the broker's IndexFiles: one row per file; with --topic T --key K [--begin T0
+                --end T1] [--limit N]: the records IndexService.queryOffset finds for T#K
 
-PATH may also be a single file (a commitlog/, consumequeue/ or timerlog/ file, timerwheel,
+PATH may also be a single file (a commitlog/, consumequeue/, timerlog/ or index/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
 
 Times: ISO-8601 (2026-11-22T10:00:00Z), epoch ms, or relative to --now (-2h, +30m); printed in
@@ -106,6 +110,7 @@ Examples:
   mqtool inspect ~/store messages --topic TopicA --since -2h --json
   mqtool inspect ~/store delay --config broker.conf
   mqtool inspect ~/store/config/timercheck --json
+  mqtool inspect ~/store index --topic TopicA --key order-1001
   mqtool inspect ~/store delay --json --now 1790000020000 --expect tests/golden/delay.json
 """
 
@@ -149,6 +154,8 @@ def inspect(
     offset: int | None = typer.Option(None, "--offset", help="message: physical offset of the record."),
     from_: int = typer.Option(0, "--from", help="queue: first queue offset."),
     at: str | None = typer.Option(None, "--at", help="timer: walk the chain of the slot holding TIME."),
+    begin: str | None = typer.Option(None, "--begin", help="index: lookup from this store time (default: all)."),
+    end: str | None = typer.Option(None, "--end", help="index: lookup up to this store time (default: all)."),
     expect: Path | None = expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = UpdateGoldenOption,
 ) -> None:
@@ -159,6 +166,7 @@ def inspect(
         "--tag": tag is not None, "--since": since is not None, "--until": until is not None,
         "--limit": limit is not None, "--body": body != "text", "--decompress": decompress,
         "--offset": offset is not None, "--from": from_ != 0, "--at": at is not None,
+        "--begin": begin is not None, "--end": end is not None,
         "--expect": expect is not None, "--update-golden": update_golden,
     }
     with user_errors():
@@ -213,6 +221,9 @@ def inspect(
 
                 at_ms = parse_time(at, now_ms, local) if at is not None else None
                 code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
+            elif view == "index":
+                code = _index(store, now_ms, json_out, local, verify, topic, key or uniq_key, begin, end, limit,
+                              given)
             else:
                 from mqtool.inspect.transactions import transactions_view
 
@@ -341,6 +352,24 @@ def _queue(store, topic: str, queue_id: int, start: int, limit: int | None, json
     if bad:
         render.render_note(f"{bad} unit(s) do not match their CommitLog record")
     return EXIT_FINDINGS if verify and bad else EXIT_OK
+
+
+def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic: str | None, key: str | None,
+           begin: str | None, end: str | None, limit: int | None, given: dict[str, bool]) -> int:
+    """The IndexFile rows, or with --topic and --key the broker's key lookup."""
+    from mqtool.inspect.index import index_files_view, index_lookup
+
+    if topic is None and key is None:
+        _only(given, ("--expect", "--update-golden"), "the index view without --topic/--key")
+        return _document(index_files_view(store), render.render_index, json_out, local, verify)
+    if topic is None or key is None:
+        raise fail("an index lookup needs both --topic T and --key K (the broker hashes T#K)")
+    if given["--key"] and given["--uniq-key"]:
+        raise fail("give --key or --uniq-key, not both: the IndexFile holds both under T#K")
+    begin_ms = parse_time(begin, now_ms, local) if begin is not None else None
+    end_ms = parse_time(end, now_ms, local) if end is not None else None
+    doc = index_lookup(store, topic, key, begin_ms, end_ms, limit)
+    return _document(doc, render.render_index, json_out, local, verify)
 
 
 def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int | None, body: str,

@@ -99,6 +99,27 @@ def test_inspect_queue(topic, queue):
     match_golden(f"inspect-queue-{topic}-{queue}.jsonl", out, "inspect-queue", lines=True)
 
 
+# ----------------------------------------------------------------------------- inspect: the IndexFile
+
+def test_inspect_index_files():
+    need_demo()
+    match_golden("inspect-index.json", inspect("index"), "inspect-index", lines=False)
+
+
+@pytest.mark.parametrize("topic,key", [("DemoTopicA", "order-1001"), ("DemoTopicA", "B2"),
+                                       ("SCHEDULE_TOPIC_XXXX", "D18")])
+def test_inspect_index_lookup(topic, key):
+    need_demo()
+    out = inspect("index", "--topic", topic, "--key", key)
+    match_golden(f"inspect-index-{topic}-{key}.json", out, "inspect-index", lines=False)
+
+
+def test_inspect_index_file_dump():
+    need_demo()
+    out = run("inspect", DEMO / "index" / "20260921141320010", "--json", "--limit", "8").stdout
+    match_golden("inspect-index-dump.json", out, "inspect-index", lines=False)
+
+
 # ----------------------------------------------------------------------------- spark-audit, trace, simulate
 
 def test_spark_audit_local():
