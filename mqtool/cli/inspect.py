@@ -304,7 +304,7 @@ def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool 
 
 def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool,
               limit: int | None, f: dict) -> int:
-    from mqtool.inspect.messages import MessageQuery, iter_messages, scan_findings
+    from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
     from mqtool.inspect.records import record_dict
 
     query = MessageQuery(
@@ -313,7 +313,10 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         since_ms=parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
         until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
-        rows = (record_dict(r, body, decompress) for r in iter_messages(store, query, verify, progress))
+        source, records = find_messages(store, query, verify, progress)
+        if query.key is not None or query.uniq_key is not None:
+            render.render_note(f"lookup: {_LOOKUP_NOTE[source]}")
+        rows = (record_dict(r, body, decompress) for r in records)
         if json_out:
             emit_jsonl(rows)
         else:
@@ -321,6 +324,13 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
     findings = [x.as_dict() for x in scan_findings(store)]
     render.render_findings(findings, quiet_when_empty=json_out)
     return EXIT_FINDINGS if verify and _has_errors(findings) else EXIT_OK
+
+
+_LOOKUP_NOTE = {
+    "indexfile": "the broker's IndexFiles (index/)",
+    "indexfile+scan": "the broker's IndexFiles (index/), and a scan of the CommitLog part they do not cover",
+    "scan": "a scan of the CommitLog (no IndexFile covers this query)",
+}
 
 
 def _message(store, offset: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool) -> int:
