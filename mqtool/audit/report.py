@@ -9,6 +9,7 @@ import bisect
 import numpy as np
 
 from mqtool.audit import CHECKS, schedule, stats, timer, transactions
+from mqtool.audit.index import finish_index
 from mqtool.audit.plan import AuditPlan
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, TIMER_TOPIC
@@ -156,6 +157,10 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
                                    file_of)
     findings += f
 
+    # ----- index -----
+    f, index_summary = finish_index(plan, results)
+    findings += f
+
     counts = {c: {s: 0 for s in SEVERITIES} for c in CHECKS}
     for x in findings:
         counts.setdefault(x.check, {s: 0 for s in SEVERITIES})[x.severity] += 1
@@ -175,6 +180,7 @@ def finish(plan: AuditPlan, results: list[dict]) -> tuple[dict, list[Finding]]:
         "schedule": sched_summary,
         "timer": timer_summary,
         "transactions": trans_summary,
+        "index": index_summary,
     }
     return summary, sort_findings(findings)
 

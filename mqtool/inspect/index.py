@@ -26,14 +26,18 @@ from mqtool.store.indexfile import (
 )
 from mqtool.store.store import Store
 
-_EXHAUSTIVE = 1 << 31
-
 
 def _commitlog_range(store: Store) -> tuple[int, int] | None:
     """[min, max) of the CommitLog's valid data; None when the store has no CommitLog files."""
     if not (store.root / "commitlog").is_dir() or not store.commitlog.files:
         return None
     return store.commitlog.min_offset, store.commitlog.max_offset()
+
+
+def _walk_cap(files: list[IndexFile]) -> int:
+    """maxNum for an exhaustive walk: every entry once; a looping chain (the broker walks it until
+    maxNum) then ends instead of running forever."""
+    return sum(f.index_count for f in files) + 1
 
 
 def _close(files: list[IndexFile]) -> None:
@@ -117,10 +121,11 @@ def index_lookup(store: Store, topic: str, key: str, begin: int | None = None, e
     begin = 0 if begin is None else begin
     end = LONG_MAX if end is None else end
     hits: list[tuple[int, int, int]] = []
-    result = query_offset(files, topic, key, _EXHAUSTIVE, begin, end, _EXHAUSTIVE,
-                          on_match=lambda i, n, phy: hits.append((i, n, phy)))
-    cap = int(store.config.raw.get("maxMsgsNumBatch", MAX_MSGS_NUM_BATCH))
-    broker = query_offset(files, topic, key, limit or cap, begin, end, cap).phy_offsets
+    cap = _walk_cap(files)
+    result = query_offset(files, topic, key, cap, begin, end, cap,
+                          on_match=lambda i, n, phy: hits.append((i, n, phy)), max_steps=cap)
+    broker_cap = int(store.config.raw.get("maxMsgsNumBatch", MAX_MSGS_NUM_BATCH))
+    broker = query_offset(files, topic, key, limit or broker_cap, begin, end, broker_cap, max_steps=cap).phy_offsets
     matches, rejected, seen = [], [], set()
     for i, n, phy in hits:
         row = _candidate(store, files, i, n, phy, topic, key)
@@ -217,7 +222,8 @@ class KeyIndex:
         """Every offset `IndexService.queryOffset` finds for topic#key (no 64 cap), ascending, once each."""
         found: set[int] = set()
         for topic in self.topics if topics is None else topics:
-            found.update(query_offset(self.files, topic, key, _EXHAUSTIVE, begin, end, _EXHAUSTIVE).phy_offsets)
+            cap = _walk_cap(self.files)
+            found.update(query_offset(self.files, topic, key, cap, begin, end, cap, max_steps=cap).phy_offsets)
         return sorted(found)
 
     def close(self) -> None:
