@@ -3,7 +3,8 @@
 Per index file (a task): the structural checks of `store.indexfile.check_index_file` (slots and
 prevIndex beyond indexCount, times outside the header, ...), chains that loop (an entry whose
 prevIndex walk never reaches 0: the broker's walk only stops on `prevIndex == current`), and each
-entry against the record at its phyOffset: no record there, or a record none of whose keys
+entry against the record at its phyOffset: no record there (past the CommitLog's written end: one
+warning per file, as the CommitLog check already reports the damage), or a record none of whose keys
 (`topic#UNIQ_KEY`, `topic#KEYS word`, as `buildIndex` puts them) hashes to the entry's keyHash.
 On the driver: records that should be indexed but are not (`IndexService.queryOffset` does not
 return them for one of their keys).
@@ -35,6 +36,9 @@ from mqtool.store.store import Store
 CHECK = "index"
 SAMPLE = 10_000
 _MAX_ROWS = 20  # findings of one kind per file; the rest are counted
+# `CommitLogRecords.get` reasons for an offset beyond the CommitLog's written bytes (or a record torn by its end)
+_PAST_END = ("past the end of its CommitLog file", "in a missing CommitLog file", "no record there (unwritten bytes)",
+             "past the end of the data")
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,8 @@ def check_index_task(task: IndexFileTask) -> dict:
     """The task's findings and counts."""
     acc = Findings()
     conf = BrokerConfig(raw={"maxHashSlotNum": str(task.hash_slot_num), "maxIndexNum": str(task.index_num)})
-    counts = {"entries": 0, "checked": 0, "before_commitlog": 0, "no_record": 0, "wrong_key": 0, "looping": 0,
-              "sample_every": 1}
+    counts = {"entries": 0, "checked": 0, "before_commitlog": 0, "past_commitlog_end": 0, "no_record": 0,
+              "wrong_key": 0, "looping": 0, "sample_every": 1}
     with open_index_file(Path(task.path), acc, conf, task.rel) as f:
         check_index_file(f, acc)
         written = f.written()
@@ -108,11 +112,17 @@ def check_index_task(task: IndexFileTask) -> dict:
                     continue
                 counts["checked"] += 1
                 rec = records.get(phy)
-                if isinstance(rec, str):
+                if isinstance(rec, str) and any(r in rec for r in _PAST_END):
+                    counts["past_commitlog_end"] += 1
+                elif isinstance(rec, str):
                     rows["no_record"].append((number, f"entry {number} points to CommitLog offset {phy}: {rec}"))
                 elif kh not in {index_key_hash(k) for k in _record_keys(rec)}:
                     rows["wrong_key"].append((number, f"entry {number} (keyHash {kh}) points to the record at {phy} "
                                               f"({rec.topic}), which carries no key with that hash"))
+        if counts["past_commitlog_end"]:
+            acc.add(task.rel, None, CHECK, "warning", f"{counts['past_commitlog_end']} entries point past the "
+                    "CommitLog's written end (a torn or truncated CommitLog: the broker's abnormal recovery "
+                    "destroys index files newer than the checkpoint's indexMsgTimestamp)")
         for kind, found in rows.items():
             counts[kind] = len(found)
             for number, message in found[:_MAX_ROWS]:
@@ -144,6 +154,7 @@ def finish_index(plan, results: list[dict]) -> tuple[list[Finding], dict]:
     results = [r for r in results if r["kind"] == "index"]
     summary = {"files": len(results), "entries": sum(r["entries"] for r in results),
                "entries_checked": sum(r["checked"] for r in results),
+               "past_commitlog_end": sum(r["past_commitlog_end"] for r in results),
                "no_record": sum(r["no_record"] for r in results), "wrong_key": sum(r["wrong_key"] for r in results),
                "looping": sum(r["looping"] for r in results), "records_checked": 0, "not_indexed": 0,
                "unit_sample_every": None}

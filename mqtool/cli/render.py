@@ -512,7 +512,7 @@ def _index_lookup(doc: dict, local: bool) -> None:
     window = "" if doc["begin"] == 0 and doc["end"] >= (1 << 63) - 1 else \
         f" between {_t(doc['begin'], local)} and {_t(doc['end'], local)}"
     t = _table(f"{escape(doc['index_key'])} (keyHash {doc['key_hash']}){window}: {len(doc['matches'])} "
-               f"record(s)", "phy offset", "stored", "topic", "queue", "queue offset", "matched by", "KEYS",
+               f"record(s)", "phy offset", "stored", "topic", "queue", "queue offset", "matched by", PROPERTY_KEYS,
                "index file")
     for m in doc["matches"]:
         _add(t, str(m["physical_offset"]), _t(m["timestamp"], local), m["topic"], str(m["queue_id"]),
