@@ -10,6 +10,7 @@ Each check has one definition and one name, used in every finding it produces:
 | `timer` | `timer.py` | TimerLog units; wheel slots vs chain walks | timercheck cursors |
 | `transactions` | `transactions.py` | (kept records, COMMIT records) | stuck, dangling ops, discards, bad COMMITs |
 | `stats` | `stats.py` | per topic/queue counters in the walk | merged counts, duplicate UNIQ_KEYs |
+| `index` | `index.py` | one IndexFile: structure, loops, entries vs records | records not indexed (sampled) |
 
 `plan.py` cuts a store (`mqtool.store.store.Store`, with its `BrokerConfig`) into tasks (plain
 dataclasses of paths and ints), `tasks.run_task` runs one task anywhere (this process or a Spark
@@ -21,4 +22,4 @@ through `mqtool.store.fastscan` (`records.py` looks records up by offset with th
 there is no decoder in this package.
 """
 
-CHECKS = ("commitlog.integrity", "consumequeue.consistency", "schedule", "timer", "transactions", "stats")
+CHECKS = ("commitlog.integrity", "consumequeue.consistency", "schedule", "timer", "transactions", "stats", "index")

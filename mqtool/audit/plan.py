@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mqtool.audit.index import plan_index_tasks
 from mqtool.audit.records import is_record_start, open_store
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
@@ -180,6 +181,7 @@ def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
         for b in range(0, slots, step):
             tasks.append(WheelTask(len(tasks), r, str(wheel), b, min(slots, b + step), st.config.timer_precision_ms,
                                    last_read))
+    tasks += plan_index_tasks(st, len(tasks))
     return plan
 
 

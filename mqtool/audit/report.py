@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mqtool.audit import CHECKS, schedule, stats, timer, transactions
+from mqtool.audit.index import check_index
 from mqtool.audit.layouts import audit_layouts
 from mqtool.audit.plan import AuditPlan
 from mqtool.audit.results import AuditResults, TaskResult
@@ -46,6 +47,7 @@ def finish(plan: AuditPlan, results: list[TaskResult]) -> tuple[dict, list[Findi
     trans = check_transactions(plan, res, findings)
     dups = check_duplicate_keys(plan, res, findings)
     audit_layouts(plan, findings)  # DLedger and BatchCQ (audit/layouts.py)
+    index = check_index(plan, res.index, findings)
     summary = {
         "now_ms": res.now,
         "checks": check_counts(findings),
@@ -57,6 +59,7 @@ def finish(plan: AuditPlan, results: list[TaskResult]) -> tuple[dict, list[Findi
         "schedule": sched,
         "timer": timer_summary,
         "transactions": trans,
+        "index": index,
     }
     return summary, sort_findings(findings)
 

@@ -105,6 +105,14 @@ class QueueUnits:
     file: str = ""  # the file holding the unit that reaches furthest into the CommitLog
 
 
+@dataclass(kw_only=True)
+class IndexResult(TaskResult):
+    """One IndexFile: its entry counts (`audit/index.py`)."""
+
+    file: str
+    counts: dict[str, int]
+
+
 @dataclass
 class AuditResults:
     """One audit's task results by kind, each list in task order."""
@@ -113,6 +121,7 @@ class AuditResults:
     consumequeue: list[ConsumeQueueResult] = field(default_factory=list)
     timerlog: list[TimerLogResult] = field(default_factory=list)
     wheel: list[WheelResult] = field(default_factory=list)
+    index: list[IndexResult] = field(default_factory=list)
     ordered: list[TaskResult] = field(default_factory=list)  # every result
 
     @classmethod
@@ -120,7 +129,7 @@ class AuditResults:
         """Sort by task index, so the report never depends on which worker finished first."""
         out = cls()
         lists = {CommitLogResult: out.commitlog, ConsumeQueueResult: out.consumequeue,
-                 TimerLogResult: out.timerlog, WheelResult: out.wheel}
+                 TimerLogResult: out.timerlog, WheelResult: out.wheel, IndexResult: out.index}
         out.ordered = sorted(results, key=lambda r: r.index)
         for r in out.ordered:
             lists[type(r)].append(r)

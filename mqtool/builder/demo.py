@@ -70,6 +70,8 @@ transactionTimeOut=3000
 transactionCheckInterval=6000
 transactionCheckMax=1
 transactionOpBatchInterval=3000
+maxHashSlotNum=100
+maxIndexNum=400
 """
 
 
@@ -309,7 +311,9 @@ def readme_text(entries: list[Entry]) -> str:
         "- `config/delayOffset.json` {1:3, 3:1, 18:0} (D1c, D3, D18, D20 pending);",
         "- `config/consumerOffset.json`: GID_demo on both topics and `%RETRY%GID_demo`, `CID_RMQ_SYS_TRANS`",
         "  half {0:4} and op {0:1};",
-        f"- `config/timercheck` (lastReadTimeMs {T_STOP}) and `checkpoint`.",
+        f"- `config/timercheck` (lastReadTimeMs {T_STOP}) and `checkpoint`;",
+        "- `index/`: one IndexFile (maxHashSlotNum 100, maxIndexNum 400 in `demo.broker.conf`) holding every",
+        "  record's UNIQ_KEY and KEYS words as `IndexService.buildIndex` puts them (rollbacks excluded).",
         "",
     ]
     return "\n".join(lines)

@@ -6,7 +6,9 @@ Mirrors the write side of the store, RocketMQ 5.3.1 (spec section in brackets):
 `DefaultMessageStore.CommitLogDispatcherBuildConsumeQueue` + `ConsumeQueue.putMessagePositionInfo`
 (+ `fillPreBlank`) and `CommitLog.checkMessageAndReturnSize` (tagsCode) [§3, §4.3];
 `TimerLog.append` (16-byte filler when `52 + 16 > remaining`) and `TimerWheel.putSlot`/`getSlot` [§6.3, §6.4];
-`StoreCheckpoint` [§8], `TimerCheckpoint` [§6.9], `MixAll.string2File` (`.bak`) [§4.7, §5].
+`StoreCheckpoint` [§8], `TimerCheckpoint` [§6.9], `MixAll.string2File` (`.bak`) [§4.7, §5];
+`CommitLogDispatcherBuildIndex` + `IndexService.buildIndex` (`rules.index.IndexService`) [§11] when
+broker.conf sets `maxHashSlotNum` / `maxIndexNum` (the default geometry makes 420 MB files).
 
 The writer is low level: it writes what it is given. The broker's put-time rewrites live in
 `mqtool.builder.broker`. Output is deterministic: same calls, same bytes.
@@ -33,9 +35,16 @@ from mqtool.formats.commitlog import (
     computed_size,
 )
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE, consumequeue_unit, is_empty_unit
+from mqtool.formats.indexfile import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, IndexFileWriter, index_file_name
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord, RecordError, decode_message, record_to_container
-from mqtool.formats.names import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_TAGS, RMQ_SYS_SCHEDULE_TOPIC
+from mqtool.formats.names import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    RMQ_SYS_SCHEDULE_TOPIC,
+)
 from mqtool.formats.offsets_json import ConsumerOffsets, DelayOffsets, dump_consumer_offsets, dump_delay_offsets
 from mqtool.formats.properties import build_properties, parse_properties
 from mqtool.formats.sysflag import (
@@ -55,6 +64,7 @@ from mqtool.formats.timerlog import (
     timerlog_unit,
 )
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, timerwheel_slot, wheel_length
+from mqtool.rules.index import DispatchRequest, IndexService
 from mqtool.rules.schedule import schedule_tags_code
 
 DEFAULT_BORN_HOST = "127.0.0.1:51234"
@@ -196,6 +206,8 @@ class StoreWriter:
         self._wheel: BinaryIO | None = None
         self.last_store_timestamp = 0
         self.records: list[MessageRecord] = []  # appended by this writer, in order
+        self.index = index_service(self.config)  # None: this store gets no index/
+        self.index_names: list[str] = []  # each index file's name (its creation time)
 
     # ----------------------------------------------------------------- continuing a store
 
@@ -219,6 +231,7 @@ class StoreWriter:
         return w
 
     def _recover(self) -> None:
+        self._load_index()
         self.commitlog_end, self.last_store_timestamp = _scan_commitlog(self.commitlog)
         self.timerlog_end = _scan_timerlog(self.timerlog)
         cq_root = self.root / "consumequeue"
@@ -346,8 +359,44 @@ class StoreWriter:
                 code = self.tags_code(rec) if tags_code is None else tags_code
                 self.dispatch_cq(rec.topic, rec.queue_id, queue_offset, pos, rec.total_size, code)
                 rec.extra["tags_code"] = code
+        if dispatch:
+            self.build_index(rec)
         self.records.append(rec)
         return rec
+
+    # ----------------------------------------------------------------- IndexFile
+
+    def build_index(self, rec: MessageRecord) -> None:
+        """`CommitLogDispatcherBuildIndex`: every dispatched record goes to `IndexService.buildIndex`
+        (prepared and commit records too; the rule skips rollbacks). A new file is named by the time
+        of the record that made it."""
+        if self.index is None:
+            return
+        props = rec.properties
+        before = len(self.index.files)
+        uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        self.index.build_index(DispatchRequest(rec.topic, rec.physical_offset, rec.store_timestamp, rec.sys_flag,
+                                               props.get(PROPERTY_KEYS), uniq))
+        self.index_names += [index_file_name(rec.store_timestamp)] * (len(self.index.files) - before)
+
+    def _load_index(self) -> None:
+        """Continue the copied store's index files (`IndexService.load`)."""
+        d = self.root / "index"
+        if self.index is None or not d.is_dir():
+            return
+        for p in sorted(x for x in d.iterdir() if x.is_file()):
+            self.index.files.append(IndexFileWriter.load(p.read_bytes(), self.index.hash_slot_num,
+                                                         self.index.index_num))
+            self.index_names.append(p.name)
+
+    def write_index(self) -> None:
+        """Flush every index file (`IndexFile.flush`: the header, then the mapped bytes)."""
+        if self.index is None or not self.index.files:
+            return
+        d = self.root / "index"
+        d.mkdir(parents=True, exist_ok=True)
+        for name, f in zip(self.index_names, self.index.files, strict=True):
+            (d / name).write_bytes(f.to_bytes())
 
     def max_delay_level(self) -> int:
         return len(self.config.delay_levels_ms())
@@ -513,6 +562,7 @@ class StoreWriter:
 
     def close(self) -> None:
         """Flush and close every open file."""
+        self.write_index()
         self.commitlog.close()
         self.timerlog.close()
         for files in self._cqs.values():
@@ -546,6 +596,18 @@ def _copy_store(src: Path, out: Path) -> None:
     if gz.is_file() and not (src / "timerwheel").exists():
         with gzip.open(gz, "rb") as fin, (out / "timerwheel").open("wb") as fout:
             shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def index_service(config: BrokerConfig) -> IndexService | None:
+    """The builder's IndexService, when broker.conf sets the index geometry and `messageIndexEnable`
+    is not false (the defaults, 5,000,000 slots and 20,000,000 entries, make 420 MB files)."""
+    raw = config.raw
+    if raw.get("messageIndexEnable", "true").strip().lower() == "false":
+        return None
+    if "maxHashSlotNum" not in raw and "maxIndexNum" not in raw:
+        return None
+    return IndexService(int(raw.get("maxHashSlotNum", DEFAULT_HASH_SLOT_NUM)),
+                        int(raw.get("maxIndexNum", DEFAULT_INDEX_NUM)))
 
 
 def _file_length(directory: Path) -> int | None:

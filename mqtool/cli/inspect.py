@@ -50,15 +50,17 @@ class View(StrEnum):
     transactions = "transactions"
     restart = "restart"
     retry = "retry"
+    index = "index"
 
 
 VIEWS = tuple(v.value for v in View)
 
 # Which view each view-specific option belongs to (checked so that a misplaced option is not ignored).
 _VIEW_OPTIONS = {
-    "--from-offset": ("messages",), "--to-offset": ("messages",), "--key": ("messages",),
-    "--uniq-key": ("messages",), "--tag": ("messages",), "--since": ("messages",), "--until": ("messages",),
-    "--topic": ("messages", "queue"), "--queue-id": ("messages", "queue"), "--limit": ("messages", "queue"),
+    "--from-offset": ("messages",), "--to-offset": ("messages",), "--key": ("messages", "index"),
+    "--uniq-key": ("messages", "index"), "--tag": ("messages",), "--since": ("messages",), "--until": ("messages",),
+    "--topic": ("messages", "queue", "index"), "--queue-id": ("messages", "queue"),
+    "--limit": ("messages", "queue", "index"), "--begin": ("index",), "--end": ("index",),
     "--body": ("messages", "message", "queue"), "--decompress": ("messages", "message", "queue"),
     "--offset": ("message",), "--from": ("queue",), "--at": ("timer", "restart"), "--for": ("restart",),
     "--events": ("restart",),
@@ -93,8 +95,10 @@ VIEW is one of:
                 the first --for (default 10m) through the simulator; --events FILE keeps its log
   retry         per consumer group: retry backlog per delay level (next due), %RETRY% lag, DLQ
                 contents with origin; --group G for one group
+  index         the broker's IndexFiles: one row per file; with --topic T --key K [--begin T0
+                --end T1] [--limit N]: the records IndexService.queryOffset finds for T#K
 
-PATH may also be a single file (a commitlog/, consumequeue/ or timerlog/ file, timerwheel,
+PATH may also be a single file (a commitlog/, consumequeue/, timerlog/ or index/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
 
 Times: ISO-8601 (2026-11-22T10:00:00Z), epoch ms, or relative to --now (-2h, +30m); printed in
@@ -122,6 +126,7 @@ Examples:
   mqtool inspect ~/store delay --config broker.conf
   mqtool inspect ~/store restart --config broker.conf --for 30m
   mqtool inspect ~/store/config/timercheck --json
+  mqtool inspect ~/store index --topic TopicA --key order-1001
   mqtool inspect ~/store delay --json --now 1790000020000 --expect tests/golden/delay.json
 """
 
@@ -174,6 +179,8 @@ def inspect(
                                                 show_choices=True),
     output: Path | None = typer.Option(None, "--output", help="messages/queue: the file --format writes.",
                                        dir_okay=False),
+    begin: str | None = typer.Option(None, "--begin", help="index: lookup from this store time (default: all)."),
+    end: str | None = typer.Option(None, "--end", help="index: lookup up to this store time (default: all)."),
     expect: Path | None = expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = UpdateGoldenOption,
     group: str | None = typer.Option(None, "--group", help="retry: one consumer group."),
@@ -186,6 +193,7 @@ def inspect(
         "--limit": limit is not None, "--body": body != "text", "--decompress": decompress,
         "--offset": offset is not None, "--from": from_ != 0, "--at": at is not None,
         "--for": for_ != DEFAULT_FOR, "--events": events is not None,
+        "--begin": begin is not None, "--end": end is not None,
         "--expect": expect is not None, "--update-golden": update_golden,
         "--format": format_ is not None, "--output": output is not None,
     }
@@ -253,6 +261,9 @@ def inspect(
                 from mqtool.inspect.retry import retry_view
 
                 code = _document(retry_view(store, now_ms, group), render.render_retry, json_out, local, verify)
+            elif view == "index":
+                code = _index(store, now_ms, json_out, local, verify, topic, key or uniq_key, begin, end, limit,
+                              given)
             else:
                 from mqtool.inspect.transactions import transactions_view
 
@@ -349,7 +360,7 @@ def _restart(store, at_ms: int, for_ms: int, events: Path | None, json_out: bool
 
 def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool,
               limit: int | None, f: dict, parquet: Path | None = None) -> int:
-    from mqtool.inspect.messages import MessageQuery, iter_messages, scan_findings
+    from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
     from mqtool.inspect.records import record_dict
 
     query = MessageQuery(
@@ -358,7 +369,10 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         since_ms=parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
         until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
-        rows = (record_dict(r, body, decompress) for r in iter_messages(store, query, verify, progress))
+        source, records = find_messages(store, query, verify, progress)
+        if query.key is not None or query.uniq_key is not None:
+            render.render_note(f"lookup: {_LOOKUP_NOTE[source]}")
+        rows = (record_dict(r, body, decompress) for r in records)
         if parquet is not None:
             _write_parquet(rows, parquet, "messages")
         elif json_out:
@@ -368,6 +382,13 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
     findings = [x.as_dict() for x in scan_findings(store)]
     render.render_findings(findings, quiet_when_empty=json_out)
     return EXIT_FINDINGS if verify and _has_errors(findings) else EXIT_OK
+
+
+_LOOKUP_NOTE = {
+    "indexfile": "the broker's IndexFiles (index/)",
+    "indexfile+scan": "the broker's IndexFiles (index/), and a scan of the CommitLog part they do not cover",
+    "scan": "a scan of the CommitLog (no IndexFile covers this query)",
+}
 
 
 def _message(store, offset: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool) -> int:
@@ -409,6 +430,24 @@ def _write_parquet(rows, path: Path, view: str) -> None:
 
     n = write_parquet(rows, path, view)
     render.render_note(f"wrote {n} record(s) to {path}")
+
+
+def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic: str | None, key: str | None,
+           begin: str | None, end: str | None, limit: int | None, given: dict[str, bool]) -> int:
+    """The IndexFile rows, or with --topic and --key the broker's key lookup."""
+    from mqtool.inspect.index import index_files_view, index_lookup
+
+    if topic is None and key is None:
+        _only(given, ("--expect", "--update-golden"), "the index view without --topic/--key")
+        return _document(index_files_view(store), render.render_index, json_out, local, verify)
+    if topic is None or key is None:
+        raise fail("an index lookup needs both --topic T and --key K (the broker hashes T#K)")
+    if given["--key"] and given["--uniq-key"]:
+        raise fail("give --key or --uniq-key, not both: the IndexFile holds both under T#K")
+    begin_ms = parse_time(begin, now_ms, local) if begin is not None else None
+    end_ms = parse_time(end, now_ms, local) if end is not None else None
+    doc = index_lookup(store, topic, key, begin_ms, end_ms, limit)
+    return _document(doc, render.render_index, json_out, local, verify)
 
 
 def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int | None, body: str,

@@ -534,6 +534,8 @@ def render_dump(doc: dict, local: bool) -> None:
         for s in doc["slots"]:
             _add(t, str(s["index"]), _t(s["time_ms"], local), str(s["num"]), str(s["first_pos"]), str(s["last_pos"]))
         con.print(t)
+    elif kind == "index":
+        _index_dump(con, doc, local)
     elif kind in ("timercheck", "checkpoint"):
         values = doc[kind]
         con.print(_kv(kind, [(k, f"{v} ({_t(v, local)})" if k.endswith(("time_ms", "timestamp")) and v > 0 else v)
@@ -543,6 +545,71 @@ def render_dump(doc: dict, local: bool) -> None:
 
         shown = {k: v for k, v in doc.items() if k not in ("version", "view", "kind", "file", "size", "findings")}
         con.print(json.dumps(shown, indent=2, ensure_ascii=False), markup=False)
+
+
+def _index_header(h: dict, local: bool) -> list[tuple[str, object]]:
+    return [("beginTimestamp", f"{h['begin_timestamp']} ({_t(h['begin_timestamp'], local)})"),
+            ("endTimestamp", f"{h['end_timestamp']} ({_t(h['end_timestamp'], local)})"),
+            ("beginPhyOffset", h["begin_phy_offset"]), ("endPhyOffset", h["end_phy_offset"]),
+            ("hashSlotCount", h["hash_slot_count"]), ("indexCount", h["index_count"])]
+
+
+def _index_dump(con: Console, doc: dict, local: bool) -> None:
+    st = doc["stats"]
+    con.print(_kv("IndexFile header", [*_index_header(doc["header"], local),
+                                       ("geometry", f"{st['max_hash_slot_num']} slots, {st['max_index_num']} entries "
+                                                    f"(from {st['geometry_from']})"),
+                                       ("fill", f"{st['entries']} entries ({st['fill_ratio']:.2%}), "
+                                                f"{st['slots_used']} slots used, longest chain "
+                                                f"{st['longest_chain']}")]))
+    t = _table(f"{len(doc['entries'])} of {doc['entry_count']} entries", "entry", "keyHash", "slot", "phyOffset",
+               "timeDiff", "time", "prevIndex")
+    for e in doc["entries"]:
+        _add(t, str(e["entry"]), str(e["key_hash"]), str(e["slot"]), str(e["phy_offset"]), str(e["time_diff"]),
+             _t(e["timestamp"], local), str(e["prev_index"]))
+    con.print(t)
+
+
+# ----------------------------------------------------------------------------- index
+
+
+def render_index(doc: dict, local: bool) -> None:
+    """The IndexFile rows (`inspect STORE index`) or a key lookup (`--topic T --key K`)."""
+    if "matches" in doc:
+        _index_lookup(doc, local)
+        return
+    con = _console()
+    t = _table(f"{doc['totals']['files']} IndexFile(s), {doc['totals']['entries']} entries", "file", "begin",
+               "end", "begin phy", "end phy", "slots used", "entries", "fill", "longest chain",
+               "outside CommitLog", "findings")
+    for r in doc["files"]:
+        _add(t, r["file"], _t(r["begin_timestamp"], local), _t(r["end_timestamp"], local), str(r["begin_phy_offset"]),
+             str(r["end_phy_offset"]), f"{r['slots_used']}/{r['max_hash_slot_num']}",
+             f"{r['entries']}/{r['max_index_num'] - 1}", f"{r['fill_ratio']:.1%}", str(r["longest_chain"]),
+             _v(r["entries_outside_commitlog"]), str(len(r["findings"])),
+             style="red" if any(f["severity"] == "error" for f in r["findings"]) else None)
+    con.print(t)
+    if not doc["files"]:
+        con.print("no IndexFile in this store")
+
+
+def _index_lookup(doc: dict, local: bool) -> None:
+    con = _console()
+    window = "" if doc["begin"] == 0 and doc["end"] >= (1 << 63) - 1 else \
+        f" between {_t(doc['begin'], local)} and {_t(doc['end'], local)}"
+    t = _table(f"{escape(doc['index_key'])} (keyHash {doc['key_hash']}){window}: {len(doc['matches'])} "
+               f"record(s)", "phy offset", "stored", "topic", "queue", "queue offset", "matched by", PROPERTY_KEYS,
+               "index file")
+    for m in doc["matches"]:
+        _add(t, str(m["physical_offset"]), _t(m["timestamp"], local), m["topic"], str(m["queue_id"]),
+             str(m["queue_offset"]), m["matched_by"], _v(m["keys"]), m["file"])
+    con.print(t)
+    for r in doc["rejected"]:
+        con.print(f"entry {r['entry']} of {r['file']} -> {r['physical_offset']}: {r['reason']}", markup=False,
+                  style="dim")
+    con.print(f"{len(doc['files'])} file(s) searched, {doc['hash_matches']} chain entries with the key's hash; "
+              f"the broker itself (maxMsgsNumBatch cap) returns {len(doc['broker_phy_offsets'])} offset(s)",
+              markup=False)
 
 
 # ----------------------------------------------------------------------------- spark-audit

@@ -7,6 +7,7 @@ and sets the exit code: 0 found, 1 not found, 2 input error.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -32,6 +33,9 @@ from mqtool.times import parse_time
 render = lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
 
 EXIT_FOUND, EXIT_NOT_FOUND = 0, 1
+LOOKUPS = ("auto", "indexfile", "sqlite", "scan")
+Lookup = StrEnum("Lookup", {v: v for v in LOOKUPS})
+Lookup.__doc__ = "--lookup: what finds a message's records."
 
 TRACE_HELP = """Follow one message through every system topic: where is it now, and how did it get there?
 
@@ -45,7 +49,9 @@ consumer group in consumerOffset.json, whether it was consumed; then one verdict
 --until T continues the timeline with the simulator (relative T counts from the simulator's start);
 --scenario FILE gives that run its scenario: with [[consumers]] the retries, the DLQ and POP
 revives of the message become stages, and the verdict says how each group ends with it.
---index DIR uses a lookup index (mqtool index build) instead of searching the CommitLog.
+Lookups (--lookup auto): --key and --uniq-key ask the broker's own IndexFiles (index/) when they
+can answer, else the SQLite index of --index DIR (mqtool index build), else search the CommitLog;
+which one was used is printed (JSON: query.lookup).
 Exit: 0 found, 1 not found, 2 input error.
 
 \b
@@ -88,6 +94,8 @@ def trace_command(
     limit: int | None = typer.Option(None, "--limit", min=1, help="At most N messages (--key)."),
     index: Path | None = typer.Option(None, "--index", help="Trace index directory (mqtool index build).",
                                       file_okay=False),
+    lookup: Lookup = typer.Option(Lookup("auto"), "--lookup", help="What finds the records: auto, indexfile "
+                                  "(index/), sqlite (--index DIR) or scan."),
     local: bool = LocalOption,
     now: str | None = now_option("the store's last sign of life"),
     broker_version: BrokerVersion = broker_version_option("Simulator rules for --until: 5.3 or 4.9."),
@@ -97,6 +105,7 @@ def trace_command(
     from mqtool.inspect.records import record_dict
     from mqtool.store.store import Store
     from mqtool.trace import TraceQuery, trace
+    from mqtool.trace.core import select_finder
     from mqtool.trace.future import continue_trace
     from mqtool.trace.timeline import store_as_of
 
@@ -120,12 +129,8 @@ def trace_command(
             if scenario is not None and not scenario.is_file():
                 raise ScenarioError(f"{scenario}: no such scenario file")
             sc = load_scenario(scenario, default_start(st))
-        finder, notes = None, []
-        if index is not None:
-            from mqtool.trace.index import index_finder
-
-            finder, notes = index_finder(st, index)
-        traces = trace(st, query, finder=finder, as_of=as_of, limit=limit)
+        finder, used, notes = select_finder(st, query, index, lookup.value)
+        traces = trace(st, query, finder=finder, as_of=as_of, limit=limit, lookup=used)
         if until_ms is not None:
             traces = [continue_trace(st, t, until_ms, broker_version.value, scenario=sc) for t in traces]
     for n in notes:
@@ -139,6 +144,7 @@ def trace_command(
         for t in traces:
             emit_json(t.as_dict(lambda r: record_dict(r, body="none")))
         return
+    render.render_note(f"lookup: {used}")
     render.render_traces(traces, local)
 
 

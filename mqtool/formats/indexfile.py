@@ -11,6 +11,7 @@ start at 1 (`indexCount` starts at 1, entry 0 is never written); entries chain t
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from construct import Array, Int32sb, Int64sb, Struct
 
@@ -65,6 +66,13 @@ def entry_position(hash_slot_num: int, number: int) -> int:
     return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + number * INDEX_SIZE
 
 
+def index_file_name(created_ms: int) -> str:
+    """`UtilAll.timeMillisToHumanString`: yyyyMMddHHmmssSSS of the creation time (the broker uses its
+    local time; mqtool writes UTC)."""
+    dt = datetime.fromtimestamp(created_ms / 1000, UTC)
+    return dt.strftime("%Y%m%d%H%M%S") + f"{created_ms % 1000:03d}"
+
+
 def build_key(topic: str, key: str) -> str:
     """`IndexService.buildKey`: the string that is hashed."""
     return topic + "#" + key
@@ -93,6 +101,17 @@ class IndexFileWriter:
             self.begin_phy_offset = self.end_phy_offset = end_phy_offset
         if end_timestamp > 0:
             self.begin_timestamp = self.end_timestamp = end_timestamp
+
+    @classmethod
+    def load(cls, data: bytes, hash_slot_num: int, index_num: int) -> IndexFileWriter:
+        """A file as written before (`IndexFile.load`: the header read back), to continue putting keys."""
+        w = cls(hash_slot_num, index_num)
+        w.data[:len(data)] = data[:len(w.data)]
+        h = index_header.parse(bytes(w.data[:INDEX_HEADER_SIZE]))
+        w.begin_timestamp, w.end_timestamp = h.begin_timestamp, h.end_timestamp
+        w.begin_phy_offset, w.end_phy_offset = h.begin_phy_offset, h.end_phy_offset
+        w.hash_slot_count, w.index_count = h.hash_slot_count, max(h.index_count, 1)
+        return w
 
     def is_write_full(self) -> bool:
         """`IndexFile.isWriteFull`."""

@@ -3,7 +3,8 @@
 Like Kafka's `DumpLogSegments`, the kind comes from the file's place and name (spec §1): a CommitLog
 file (`commitlog/<20 digits>`), a ConsumeQueue file (`consumequeue/TOPIC/QID/<20 digits>`), a
 TimerLog file (`timerlog/<20 digits>`), `timerwheel` (or `timerwheel.gz`), `config/timercheck`,
-`checkpoint`, or a config JSON file (`config/*.json`, `.bak` too, `timermetrics`). Corruption is
+`checkpoint`, an IndexFile (`index/yyyyMMddHHmmssSSS`),
+or a config JSON file (`config/*.json`, `.bak` too, `timermetrics`). Corruption is
 reported as findings and scan results, never raised; only an unknown kind or an unreadable config
 file is an error (StoreError).
 """
@@ -25,7 +26,8 @@ from mqtool.store.mapped_files import MappedFile, MappedFileQueue, read_at
 # numpy or the numba scan kernels.
 
 _NAME = re.compile(r"^\d{20}$")
-KINDS = ("commitlog", "consumequeue", "timerlog", "timerwheel", "timercheck", "checkpoint", "config")
+_INDEX_NAME = re.compile(r"^\d{17}$")  # IndexFile: its creation time, yyyyMMddHHmmssSSS
+KINDS = ("commitlog", "consumequeue", "timerlog", "timerwheel", "timercheck", "checkpoint", "config", "index")
 
 
 def file_kind(path: Path) -> str:
@@ -42,6 +44,8 @@ def file_kind(path: Path) -> str:
         if len(head) == 4 and int.from_bytes(head, "big", signed=True) in (
                 MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE):
             return "commitlog"
+    if parent == "index" and _INDEX_NAME.match(name):
+        return "index"
     if name in ("timerwheel", "timerwheel.gz"):
         return "timerwheel"
     if name == "timercheck":
@@ -52,7 +56,7 @@ def file_kind(path: Path) -> str:
                                                           "transactionMetrics.bak"):
         return "config"
     raise StoreError("unknown file kind (give a store directory, or a commitlog/, consumequeue/ or timerlog/ "
-                     "file, timerwheel, config/timercheck, checkpoint or a config/*.json file)", path)
+                     "file, an index/ file, timerwheel, config/timercheck, checkpoint or a config/*.json file)", path)
 
 
 def _single(path: Path) -> MappedFileQueue:
@@ -69,6 +73,10 @@ def dump_file(path: Path | str, config: BrokerConfig | None = None, limit: int |
         raise StoreError("no such file or directory", path)
     config = config or BrokerConfig()
     kind = file_kind(path)
+    if kind == "index":
+        from mqtool.inspect.index import index_file_dump
+
+        return index_file_dump(path, config, limit)
     doc = {"version": JSON_VERSION, "view": "dump", "kind": kind, "file": str(path),
            "size": path.stat().st_size}
     if kind == "commitlog":

@@ -188,6 +188,62 @@ def iter_messages(store: Store, query: MessageQuery, verify: bool = False,
         chunks.close()
 
 
+def find_messages(store: Store, query: MessageQuery, verify: bool = False,
+                  progress: Progress | None = None) -> tuple[str, Iterator[MessageRecord]]:
+    """The records matching `query` in CommitLog order, and what found them.
+
+    With --key or --uniq-key (and no --verify, which needs the full walk) the broker's IndexFiles
+    answer when they can (`open_key_index`): "indexfile", or "indexfile+scan" when a CommitLog part
+    they do not cover is scanned too; otherwise the column scan ("scan"). Same records either way,
+    except a rollback record (the broker indexes none) or one in a topic without a ConsumeQueue
+    directory, which only the scan finds."""
+    from mqtool.inspect.index import open_key_index
+
+    key = query.uniq_key if query.uniq_key is not None else query.key
+    if key is None or verify:
+        return "scan", iter_messages(store, query, verify, progress)
+    ki = open_key_index(store, query.since_ms, query.until_ms)
+    if ki is None:
+        return "scan", iter_messages(store, query, verify, progress)
+    return ki.source, _indexed_messages(store, query, ki, key)
+
+
+def _indexed_messages(store: Store, query: MessageQuery, ki, key: str) -> Iterator[MessageRecord]:
+    """The head scan, the IndexFile's records, the tail scan: in offset order, at most `query.limit`."""
+    from dataclasses import replace
+
+    from mqtool.formats.message import RecordError
+
+    def parts() -> Iterator[MessageRecord]:
+        if ki.head_end is not None:
+            to = ki.head_end if query.to_offset is None else min(query.to_offset, ki.head_end)
+            yield from iter_messages(store, replace(query, to_offset=to, limit=None))
+        keys = [key, key.upper()] if query.uniq_key is not None and key != key.upper() else [key]
+        offsets = sorted({o for k in keys for o in ki.offsets(k, [query.topic] if query.topic else None)})
+        for off in offsets:
+            if query.to_offset is not None and off >= query.to_offset:
+                break
+            try:
+                rec = store.commitlog.read(off)
+            except RecordError:
+                continue
+            if query.matches(rec):
+                yield rec
+        if ki.tail_start is not None:
+            start = ki.tail_start if query.from_offset is None else max(query.from_offset, ki.tail_start)
+            yield from iter_messages(store, replace(query, from_offset=start, limit=None))
+
+    try:
+        if query.limit is not None and query.limit <= 0:
+            return
+        for n, rec in enumerate(parts(), 1):
+            yield rec
+            if query.limit is not None and n >= query.limit:
+                return
+    finally:
+        ki.close()
+
+
 def scan_findings(store: Store) -> list[Finding]:
     """Findings of opening the store and of the last CommitLog scan, sorted."""
     seen = {*store.findings, *store.commitlog.findings}

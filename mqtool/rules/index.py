@@ -100,17 +100,22 @@ def is_time_matched(f: IndexFileLike, begin: int, end: int) -> bool:
 
 
 def select_phy_offset(f: IndexFileLike, phy_offsets: list[int], key: str, max_num: int,
-                      begin: int, end: int, on_match: Callable[[int, int], None] | None = None) -> None:
+                      begin: int, end: int, on_match: Callable[[int, int], None] | None = None,
+                      max_steps: int | None = None) -> None:
     """`IndexFile.selectPhyOffset`: walk the slot's chain newest first, appending offsets whose hash
     matches and whose time (begin + timeDiff s) lies in [begin, end]. Stops at maxNum, a negative
     timeDiff, a prevIndex <= 0, > indexCount or equal to itself, or an entry older than begin.
-    `on_match(entry_number, phy_offset)` is told of each kept entry (not a broker concept)."""
+    `on_match(entry_number, phy_offset)` is told of each kept entry (not a broker concept).
+    A chain that loops through entries of other keys never ends in the broker (it counts matches
+    only); `max_steps` (not a broker concept) ends such a walk after that many entries."""
     key_hash = index_key_hash(key)
     slot_value = f.slot(key_hash % f.hash_slot_num)
     if slot_value is None or slot_value <= INVALID_INDEX or slot_value > f.index_count or f.index_count <= 1:
         return
     current = slot_value
-    while len(phy_offsets) < max_num:
+    steps = 0
+    while len(phy_offsets) < max_num and (max_steps is None or steps < max_steps):
+        steps += 1
         entry = f.entry(current)
         if entry is None:  # the broker's read throws; the exception is logged and the walk ends
             return
@@ -138,11 +143,13 @@ class QueryOffsetResult:
 
 def query_offset(files: list[IndexFileLike], topic: str, key: str, max_num: int, begin: int, end: int,
                  max_msgs_num_batch: int = MAX_MSGS_NUM_BATCH,
-                 on_match: Callable[[int, int, int], None] | None = None) -> QueryOffsetResult:
+                 on_match: Callable[[int, int, int], None] | None = None,
+                 max_steps: int | None = None) -> QueryOffsetResult:
     """`IndexService.queryOffset`: files newest first; a file is walked when its time range overlaps
     [begin, end]; stop after a file that begins before `begin` or once maxNum offsets are found.
     maxNum is capped at `maxMsgsNumBatch` (64); pass a larger cap for an exhaustive walk.
-    `on_match(file_index, entry_number, phy_offset)` is told of each kept entry."""
+    `on_match(file_index, entry_number, phy_offset)` is told of each kept entry; `max_steps` bounds
+    each file's walk (see `select_phy_offset`)."""
     max_num = min(max_num, max_msgs_num_batch)
     offsets: list[int] = []
     last_ts = last_phy = 0
@@ -153,7 +160,7 @@ def query_offset(files: list[IndexFileLike], topic: str, key: str, max_num: int,
             last_ts, last_phy = f.end_timestamp, f.end_phy_offset
         if is_time_matched(f, begin, end):
             hook = None if on_match is None else (lambda n, phy, i=i: on_match(i, n, phy))
-            select_phy_offset(f, offsets, full_key, max_num, begin, end, hook)
+            select_phy_offset(f, offsets, full_key, max_num, begin, end, hook, max_steps)
         if f.begin_timestamp < begin or len(offsets) >= max_num:
             break
     return QueryOffsetResult(offsets, last_ts, last_phy)

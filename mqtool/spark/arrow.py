@@ -19,13 +19,19 @@ from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
 from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_SIZE
-from mqtool.spark.schemas import COMMITLOG_SCHEMA, CONSUMEQUEUE_SCHEMA, TIMERLOG_SCHEMA, TIMERWHEEL_SCHEMA
+from mqtool.spark.schemas import (
+    COMMITLOG_SCHEMA,
+    CONSUMEQUEUE_SCHEMA,
+    INDEX_SCHEMA,
+    TIMERLOG_SCHEMA,
+    TIMERWHEEL_SCHEMA,
+)
 from mqtool.store import fastscan
 from mqtool.store.mapped_files import map_file
 from mqtool.store.timer import read_wheel_slots
 
-__all__ = ["COMMITLOG_SCHEMA", "CONSUMEQUEUE_SCHEMA", "TIMERLOG_SCHEMA", "TIMERWHEEL_SCHEMA", "commitlog_batches",
-           "consumequeue_batches", "timerlog_batches", "timerwheel_batches"]
+__all__ = ["COMMITLOG_SCHEMA", "CONSUMEQUEUE_SCHEMA", "INDEX_SCHEMA", "TIMERLOG_SCHEMA", "TIMERWHEEL_SCHEMA",
+           "commitlog_batches", "consumequeue_batches", "index_batches", "timerlog_batches", "timerwheel_batches"]
 
 BATCH_ROWS = 8192
 
@@ -47,6 +53,9 @@ TIMERLOG_ARROW = pa.schema([("file", pa.string()), ("offset", _I64), ("size", _I
                             ("offset_py", _I64), ("size_py", _I32), ("real_topic_hash", _I32)])
 TIMERWHEEL_ARROW = pa.schema([("file", pa.string()), ("slot", _I32), ("offset", _I64), ("time_ms", _I64),
                               ("first_pos", _I64), ("last_pos", _I64), ("num", _I32), ("magic", _I32)])
+INDEX_ARROW = pa.schema([("file", pa.string()), ("entry", _I32), ("offset", _I64), ("key_hash", _I32),
+                         ("slot", _I32), ("phy_offset", _I64), ("time_diff", _I32), ("timestamp", _I64),
+                         ("prev_index", _I32)])
 
 _PLAIN = {"file", "born_host", "store_host", "topic"}  # dictionary-encoded by chunk_to_arrow
 _FROM_PROPERTIES = {"tags": PROPERTY_TAGS, "keys": PROPERTY_KEYS, "uniq_key": PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX}
@@ -133,3 +142,30 @@ def timerwheel_batches(path: str, rel: str, slot_begin: int, slot_end: int,
     ], schema=TIMERWHEEL_ARROW)
 
 
+
+
+def index_batches(path: str, rel: str, hash_slot_num: int | None, index_num: int | None) -> Iterator[pa.RecordBatch]:
+    """The written entries (1 .. indexCount-1) of one IndexFile (`store.indexfile`, spec §11); the
+    geometry is broker.conf's when given, else read from the file size."""
+    from pathlib import Path
+
+    from mqtool.formats.broker_conf import BrokerConfig
+    from mqtool.store.findings import Findings
+    from mqtool.store.indexfile import open_index_file
+
+    raw = {k: str(v) for k, v in (("maxHashSlotNum", hash_slot_num), ("maxIndexNum", index_num)) if v}
+    with open_index_file(Path(path), Findings(), BrokerConfig(raw=raw), rel) as f:
+        e = f.written()
+        n = len(e)
+        numbers = np.arange(1, n + 1, dtype=np.int64)
+        kh = e["key_hash"].astype(np.int32)
+        diff = e["time_diff"].astype(np.int32)
+        batch = pa.RecordBatch.from_arrays([
+            pa.array([rel] * n, pa.string()), pa.array(numbers.astype(np.int32)),
+            pa.array(np.array([f.entry_offset(0)], np.int64) + numbers * 20),
+            pa.array(kh), pa.array((kh.astype(np.int64) % f.hash_slot_num).astype(np.int32)),
+            pa.array(e["phy_offset"].astype(np.int64)), pa.array(diff),
+            pa.array(f.begin_timestamp + diff.astype(np.int64) * 1000), pa.array(e["prev_index"].astype(np.int32)),
+        ], schema=INDEX_ARROW)
+        del e
+    yield batch

@@ -4,6 +4,7 @@
     spark.read.format("rocketmq.consumequeue").option("topic", "TopicA").load("/data/store")
     spark.read.format("rocketmq.timerlog").load("/data/store")
     spark.read.format("rocketmq.timerwheel").option("precisionMs", 1000).load("/data/store")
+    spark.read.format("rocketmq.index").option("maxHashSlotNum", 5000000).load("/data/store")
 
 Each name also exists with an underscore (`rocketmq_commitlog`, ...). `register(spark)` registers
 all of them. `partitions()` runs on the driver and plans file / byte-range slices (a CommitLog file
@@ -207,6 +208,50 @@ class TimerWheelDataSource(DataSource):
         return _TimerWheelReader(self.options)
 
 
+# ----- IndexFile -----
+@dataclass(frozen=True)
+class _IndexFile:
+    path: str
+    rel: str
+
+
+class _IndexReader(DataSourceReader):
+    def __init__(self, options):
+        self.root = _path(options)
+        self.slots = int(options["maxHashSlotNum"]) if options.get("maxHashSlotNum") else None
+        self.num = int(options["maxIndexNum"]) if options.get("maxIndexNum") else None
+
+    def partitions(self):
+        from pathlib import Path
+
+        d = Path(self.root) / "index"
+        files = sorted(p for p in d.iterdir() if p.is_file()) if d.is_dir() else []
+        return [TaskPartition(_IndexFile(str(p), f"index/{p.name}")) for p in files] or [TaskPartition(None)]
+
+    def read(self, partition):
+        t = partition.task
+        if t is not None:
+            from mqtool.spark import arrow
+
+            yield from arrow.index_batches(t.path, t.rel, self.slots, self.num)
+
+
+class IndexDataSource(DataSource):
+    """Every written IndexFile entry (spec §11): file, entry number, keyHash and slot, phyOffset,
+    time, prevIndex. Options maxHashSlotNum / maxIndexNum (broker.conf); without them the geometry
+    is read from the file size (maxIndexNum = 4 x maxHashSlotNum, as by default)."""
+
+    @classmethod
+    def name(cls):
+        return "rocketmq.index"
+
+    def schema(self):
+        return schemas.INDEX_SCHEMA
+
+    def reader(self, schema):
+        return _IndexReader(self.options)
+
+
 def _alias(cls: type, alias: str) -> type:
     return type(cls.__name__ + "Alias", (cls,), {"name": classmethod(lambda c: alias), "__module__": __name__})
 
@@ -215,10 +260,11 @@ CommitLogDataSourceAlias = _alias(CommitLogDataSource, "rocketmq_commitlog")
 ConsumeQueueDataSourceAlias = _alias(ConsumeQueueDataSource, "rocketmq_consumequeue")
 TimerLogDataSourceAlias = _alias(TimerLogDataSource, "rocketmq_timerlog")
 TimerWheelDataSourceAlias = _alias(TimerWheelDataSource, "rocketmq_timerwheel")
+IndexDataSourceAlias = _alias(IndexDataSource, "rocketmq_index")
 
 DATA_SOURCES = (CommitLogDataSource, ConsumeQueueDataSource, TimerLogDataSource, TimerWheelDataSource,
-                CommitLogDataSourceAlias, ConsumeQueueDataSourceAlias, TimerLogDataSourceAlias,
-                TimerWheelDataSourceAlias)
+                IndexDataSource, CommitLogDataSourceAlias, ConsumeQueueDataSourceAlias, TimerLogDataSourceAlias,
+                TimerWheelDataSourceAlias, IndexDataSourceAlias)
 
 
 def register(spark) -> None:

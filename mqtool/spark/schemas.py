@@ -18,3 +18,5 @@ TIMERLOG_SCHEMA = ("file STRING, offset BIGINT, size INT, prev_pos BIGINT, magic
                    "delayed_time_ms BIGINT, offset_py BIGINT, size_py INT, real_topic_hash INT")
 TIMERWHEEL_SCHEMA = ("file STRING, slot INT, offset BIGINT, time_ms BIGINT, first_pos BIGINT, last_pos BIGINT, "
                      "num INT, magic INT")
+INDEX_SCHEMA = ("file STRING, entry INT, offset BIGINT, key_hash INT, slot INT, phy_offset BIGINT, time_diff INT, "
+                "timestamp BIGINT, prev_index INT")

@@ -62,9 +62,34 @@ def families(store: Store, query: TraceQuery, finder: Finder) -> list[Family]:
     return out
 
 
+def select_finder(store: Store, query: TraceQuery, index_dir=None,
+                  lookup: str = "auto") -> tuple[Finder, str, list[str]]:
+    """The finder for a query, its name for the output ("indexfile", "indexfile+scan", "sqlite",
+    "sqlite+scan", "scan") and notes. `auto`: for --key / --uniq-key the broker's IndexFiles when
+    they can answer, else the SQLite index when `index_dir` is given, else the scan; the other
+    queries (offset, msgId) need joins the IndexFile does not hold and never use it."""
+    if lookup in ("auto", "indexfile") and (query.key is not None or query.uniq_key is not None):
+        from mqtool.trace.indexfile import indexfile_finder
+
+        found = indexfile_finder(store)
+        if found is not None:
+            return found[0], found[1].source, []
+        if lookup == "indexfile":
+            raise TraceError(f"{store.root}: no IndexFile can answer this lookup (index/ absent, empty or damaged)")
+    if lookup in ("auto", "sqlite") and index_dir is not None:
+        from mqtool.trace.index import index_finder
+
+        finder, notes = index_finder(store, index_dir)
+        return finder, "sqlite+scan" if len(getattr(finder, "finders", ())) > 1 else "sqlite", notes
+    if lookup == "sqlite":
+        raise TraceError("--lookup sqlite needs --index DIR")
+    return ScanFinder(store), "scan", []
+
+
 def trace(store: Store, query: TraceQuery, *, finder: Finder | None = None, as_of: int | None = None,
-          limit: int | None = None) -> list[Trace]:
-    """Trace every message the query names (newest first, at most `limit`); [] when none is found."""
+          limit: int | None = None, lookup: str | None = None) -> list[Trace]:
+    """Trace every message the query names (newest first, at most `limit`); [] when none is found.
+    `lookup` names the finder in each trace's JSON (`query.lookup`)."""
     if limit is not None and limit <= 0:
         raise TraceError(f"--limit must be positive, got {limit}")
     finder = finder or ScanFinder(store)
@@ -76,5 +101,5 @@ def trace(store: Store, query: TraceQuery, *, finder: Finder | None = None, as_o
         recs = fam.sorted()
         now = as_of if as_of is not None else store_as_of(store, recs)
         records, stages, verdict = build_timeline(store, fam, now)
-        out.append(Trace(query, sorted(fam.uniq_keys), records, stages, verdict, now))
+        out.append(Trace(query, sorted(fam.uniq_keys), records, stages, verdict, now, lookup=lookup))
     return out

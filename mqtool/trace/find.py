@@ -85,12 +85,14 @@ class ScanFinder:
     Every join but the op message carries the message's UNIQ_KEY or a msgId as text in the
     properties, so a byte search finds the candidates; each hit is walked back to its record start
     (the nearest magic code whose record decodes and spans the hit) and decoded. Op records are read
-    through the op topic's ConsumeQueues. `start` skips CommitLog bytes before it (an index covers them).
+    through the op topic's ConsumeQueues. `start` skips CommitLog bytes before it (an index covers them);
+    `end`, when given, ignores records starting at or after it.
     """
 
-    def __init__(self, store: Store, start: int = 0):
+    def __init__(self, store: Store, start: int = 0, end: int | None = None):
         self.store = store
         self.start = start
+        self.end = end
 
     def _hits(self, needles: Iterable[str]) -> list[MessageRecord]:
         pats = sorted({n.encode("utf-8") for n in needles if n})
@@ -98,7 +100,7 @@ class ScanFinder:
             return []
         found: dict[int, MessageRecord] = {}
         for f in self.store.commitlog.files:
-            if f.start + f.length <= self.start or f.length == 0:
+            if f.start + f.length <= self.start or f.length == 0 or (self.end is not None and f.start >= self.end):
                 continue
             lo = max(0, self.start - f.start)
             with map_file(f.path) as mm:
@@ -113,7 +115,7 @@ class ScanFinder:
                             pos = mm.find(pat, rec.physical_offset - f.start + rec.total_size)
                         else:
                             pos = mm.find(pat, pos + 1)
-        return [found[k] for k in sorted(found)]
+        return [found[k] for k in sorted(found) if self.end is None or k < self.end]
 
     def related(self, uniq_keys: set[str], msg_ids: set[str]) -> list[MessageRecord]:
         return self._hits(uniq_keys | msg_ids)

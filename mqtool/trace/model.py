@@ -132,6 +132,7 @@ class Trace:
     as_of: int
     until: int | None = None
     notes: list[str] = field(default_factory=list)
+    lookup: str | None = None  # which finder found the records (indexfile, sqlite, scan, with "+scan")
 
     def as_dict(self, record_dict) -> dict[str, Any]:
         """The `--json` document; `record_dict(rec)` renders one record (the `messages` contract)."""
@@ -140,6 +141,8 @@ class Trace:
         q["as_of"] = self.as_of
         if self.until is not None:
             q["until"] = self.until
+        if self.lookup is not None:
+            q["lookup"] = self.lookup
         recs = []
         for tr in self.records:
             d = {"role": tr.role}

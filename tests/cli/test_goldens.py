@@ -129,6 +129,27 @@ def test_inspect_restart_after_a_crash():
     match_golden("inspect-restart-crash.json", out, "inspect-restart", lines=False)
 
 
+# ----------------------------------------------------------------------------- inspect: the IndexFile
+
+def test_inspect_index_files():
+    need_demo()
+    match_golden("inspect-index.json", inspect("index"), "inspect-index", lines=False)
+
+
+@pytest.mark.parametrize("topic,key", [("DemoTopicA", "order-1001"), ("DemoTopicA", "B2"),
+                                       ("SCHEDULE_TOPIC_XXXX", "D18")])
+def test_inspect_index_lookup(topic, key):
+    need_demo()
+    out = inspect("index", "--topic", topic, "--key", key)
+    match_golden(f"inspect-index-{topic}-{key}.json", out, "inspect-index", lines=False)
+
+
+def test_inspect_index_file_dump():
+    need_demo()
+    out = run("inspect", DEMO / "index" / "20260921141320010", "--json", "--limit", "8").stdout
+    match_golden("inspect-index-dump.json", out, "inspect-index", lines=False)
+
+
 # ----------------------------------------------------------------------------- spark-audit, trace, simulate
 
 def test_spark_audit_local():

@@ -320,3 +320,35 @@ def test_record_data_is_never_read_as_rich_markup(tmp_path):
     r = run(store, "messages", "--limit", "1")
     assert r.exit_code == 0, r.stderr
     assert body.decode() in r.stdout and "BAD" in r.stdout  # shown literally; its CRC no longer matches
+
+
+# ----------------------------------------------------------------------------- the index view
+
+
+@pytest.mark.parametrize("args, message", [
+    (["index", "--topic", "DemoTopicA"], "Error: an index lookup needs both --topic T and --key K"),
+    (["index", "--key", "N1"], "Error: an index lookup needs both --topic T and --key K"),
+    (["delay", "--begin", "0"], "Error: --begin applies to the index view, not delay"),
+    (["index", "--limit", "3"], "Error: --limit does not apply to the index view without --topic/--key"),
+])
+def test_index_usage_errors(args, message):
+    need_demo()
+    r = run(DEMO, *args)
+    assert r.exit_code == 2 and r.stderr.strip().startswith(message)
+
+
+def test_index_lookup_time_window_and_uniq_key():
+    """N1 (offset 0, stored T0+10) and N2 (228, T0+11) hold their UNIQ_KEYs; a window that ends
+    before N2's store second keeps only what the broker's time check keeps."""
+    need_demo()
+    uniq = json.loads(run(DEMO, "message", "--offset", "228", "--json").stdout)["record"]["uniq_key"]
+    r = run(DEMO, "index", "--topic", "DemoTopicA", "--uniq-key", uniq, "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and [(m["physical_offset"], m["matched_by"]) for m in doc["matches"]] == [(228, "UNIQ_KEY")]
+    # entries keep whole seconds since beginTimestamp: N2 is indexed at T0+10 (time_diff 0)
+    r = run(DEMO, "index", "--topic", "DemoTopicA", "--key", "order-1001", "--begin", "1790000000011",
+            "--end", "1790000001000", "--json")
+    assert json.loads(r.stdout)["matches"] == []
+    r = run(DEMO, "index", "--topic", "DemoTopicA", "--key", "order-1001", "--begin", "1790000000010",
+            "--end", "1790000000010", "--json")
+    assert [m["physical_offset"] for m in json.loads(r.stdout)["matches"]] == [228]

@@ -99,7 +99,7 @@ def test_overview_of_a_truncated_commitlog_is_a_finding(basic_copy):
     ("commitlog/00000000000000000000", "commitlog"),
     ("consumequeue/TopicB/1/00000000000000001280", "consumequeue"),
     ("timerlog/00000000000000000000", "timerlog"), ("timerwheel.gz", "timerwheel"),
-    ("config/timercheck", "timercheck"), ("checkpoint", "checkpoint")])
+    ("config/timercheck", "timercheck"), ("checkpoint", "checkpoint"), ("index/20261122154713760", "index")])
 def test_file_kinds(open_oracle, rel, kind):
     open_oracle("basic-5.3.1/store")  # skips without the oracle
     assert file_kind(ORACLE / "basic-5.3.1/store" / rel) == kind

@@ -115,6 +115,26 @@ def test_other_data_sources(spark):
     assert len(wheel) == 5 and sum(w.num for w in wheel) == 4
 
 
+def test_index_data_source(spark):
+    """rocketmq.index on pair_default/B (broker.conf: 500 slots, 2000 entries): every written entry,
+    the same as the file's bytes read with struct."""
+    need_oracle()
+    files = sorted((PAIR_B / "index").iterdir())
+    want = []
+    for p in files:
+        data = p.read_bytes()
+        begin, count = struct.unpack(">q", data[:8])[0], struct.unpack(">i", data[36:40])[0]
+        for n in range(1, count):
+            kh, phy, diff, prev = struct.unpack_from(">iqii", data, 40 + 500 * 4 + n * 20)
+            want.append((f"index/{p.name}", n, kh, kh % 500, phy, begin + diff * 1000, prev))
+    df = spark.read.format("rocketmq.index").option("maxHashSlotNum", 500).option("maxIndexNum", 2000) \
+        .load(str(PAIR_B))
+    got = [(r.file, r.entry, r.key_hash, r.slot, r.phy_offset, r.timestamp, r.prev_index)
+           for r in df.orderBy("file", "entry").collect()]
+    assert want and got == want
+    assert spark.read.format("rocketmq_index").load(str(PAIR_B)).count() == len(want)  # geometry from the size
+
+
 def test_parquet_output(spark, tmp_path):
     need_oracle()
     from mqtool.spark.runner import write_parquet
