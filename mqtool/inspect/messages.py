@@ -10,28 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mqtool.formats import names
 from mqtool.formats.message import MessageRecord
-from mqtool.formats.names import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_DLQ_ORIGIN_TOPIC,
-    PROPERTY_PRODUCER_GROUP,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
-    PROPERTY_RETRY_TOPIC,
-    PROPERTY_TIMER_DEL_UNIQKEY,
-    PROPERTY_TIMER_DEQUEUE_MS,
-    PROPERTY_TIMER_OUT_MS,
-    PROPERTY_TIMER_ROLL_TIMES,
-    PROPERTY_TRANSACTION_CHECK_TIMES,
-    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
-    RETRY_GROUP_TOPIC_PREFIX,
-    RMQ_SYS_SCHEDULE_TOPIC,
-    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
-    RMQ_SYS_TRANS_HALF_TOPIC,
-    RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    TIMER_TOPIC,
-)
 from mqtool.formats.sysflag import SysFlag
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
@@ -304,46 +284,51 @@ def explain(store: Store, rec: MessageRecord) -> list[str]:
     """One sentence per thing the broker's services will do with (or did to) this record."""
     p = rec.properties
     out: list[str] = []
-    real = f"{p.get(PROPERTY_REAL_TOPIC)}/{p.get(PROPERTY_REAL_QUEUE_ID)}"
-    if rec.topic == RMQ_SYS_SCHEDULE_TOPIC:
+    real = f"{p.get(names.PROPERTY_REAL_TOPIC)}/{p.get(names.PROPERTY_REAL_QUEUE_ID)}"
+    if rec.topic == names.RMQ_SYS_SCHEDULE_TOPIC:
         level = rec.queue_id + 1
         delay = store.delay_level_ms(level) if level <= store.max_delay_level else None
         deliver = (None if delay is None else
                    compute_deliver_timestamp(level, rec.store_timestamp, store.config.delay_levels_ms()))
-        out.append(f"delay-level message (level {level}, DELAY={p.get(PROPERTY_DELAY_TIME_LEVEL)}) waiting for {real}; "
+        out.append(f"delay-level message (level {level}, DELAY={p.get(names.PROPERTY_DELAY_TIME_LEVEL)}) "
+                   f"waiting for {real}; "
                    f"deliver timestamp {deliver} (store time + {delay} ms)")
-    elif rec.topic == TIMER_TOPIC:
-        if PROPERTY_TIMER_DEL_UNIQKEY in p:
-            out.append(f"timer cancel request for UNIQ_KEY {p[PROPERTY_TIMER_DEL_UNIQKEY]} "
-                       f"in the slot of TIMER_OUT_MS={p.get(PROPERTY_TIMER_OUT_MS)}")
+    elif rec.topic == names.TIMER_TOPIC:
+        if names.PROPERTY_TIMER_DEL_UNIQKEY in p:
+            out.append(f"timer cancel request for UNIQ_KEY {p[names.PROPERTY_TIMER_DEL_UNIQKEY]} "
+                       f"in the slot of TIMER_OUT_MS={p.get(names.PROPERTY_TIMER_OUT_MS)}")
         else:
-            out.append(f"timer message for {real}, TIMER_OUT_MS={p.get(PROPERTY_TIMER_OUT_MS)}"
-                       + (f", rolled {p[PROPERTY_TIMER_ROLL_TIMES]} time(s)" if PROPERTY_TIMER_ROLL_TIMES in p else ""))
-    elif rec.topic == RMQ_SYS_TRANS_HALF_TOPIC:
-        out.append(f"half (prepared) message for {real}, producer group {p.get(PROPERTY_PRODUCER_GROUP)}, "
-                   f"TRANSACTION_CHECK_TIMES={p.get(PROPERTY_TRANSACTION_CHECK_TIMES, 'absent')}")
-        if PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET in p:
-            out.append(f"put-back copy of half queue offset {p[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET]} (immunity)")
-        if PROPERTY_DELAY_TIME_LEVEL in p:
-            out.append(f"carries DELAY={p[PROPERTY_DELAY_TIME_LEVEL]}: loops between {RMQ_SYS_SCHEDULE_TOPIC} "
-                       "and the half topic "
+            out.append(f"timer message for {real}, TIMER_OUT_MS={p.get(names.PROPERTY_TIMER_OUT_MS)}"
+                       + (f", rolled {p[names.PROPERTY_TIMER_ROLL_TIMES]} time(s)"
+                          if names.PROPERTY_TIMER_ROLL_TIMES in p else ""))
+    elif rec.topic == names.RMQ_SYS_TRANS_HALF_TOPIC:
+        out.append(f"half (prepared) message for {real}, producer group {p.get(names.PROPERTY_PRODUCER_GROUP)}, "
+                   f"TRANSACTION_CHECK_TIMES={p.get(names.PROPERTY_TRANSACTION_CHECK_TIMES, 'absent')}")
+        if names.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET in p:
+            out.append(f"put-back copy of half queue offset {p[names.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET]} "
+                       "(immunity)")
+        if names.PROPERTY_DELAY_TIME_LEVEL in p:
+            out.append(f"carries DELAY={p[names.PROPERTY_DELAY_TIME_LEVEL]}: loops between "
+                       f"{names.RMQ_SYS_SCHEDULE_TOPIC} and the half topic "
                        "until its checks are spent (apache/rocketmq#1540)")
-    elif rec.topic == RMQ_SYS_TRANS_OP_HALF_TOPIC:
+    elif rec.topic == names.RMQ_SYS_TRANS_OP_HALF_TOPIC:
         offsets = rec.body.decode("utf-8", "replace")
         out.append(f"op message: half queue offsets {offsets!r} are resolved (committed or rolled back)")
-    elif rec.topic == RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
-        out.append(f"discarded half message of {real} (producer group {p.get(PROPERTY_PRODUCER_GROUP)}) after "
-                   f"TRANSACTION_CHECK_TIMES={p.get(PROPERTY_TRANSACTION_CHECK_TIMES)}")
+    elif rec.topic == names.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
+        out.append(f"discarded half message of {real} (producer group {p.get(names.PROPERTY_PRODUCER_GROUP)}) after "
+                   f"TRANSACTION_CHECK_TIMES={p.get(names.PROPERTY_TRANSACTION_CHECK_TIMES)}")
     if rec.transaction == "commit":
         out.append(f"committed transaction message; its half is at {rec.prepared_transaction_offset}")
-    if rec.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-        out.append(f"retry message of {p.get(PROPERTY_RETRY_TOPIC)}, reconsume times {rec.reconsume_times}")
-    if rec.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-        out.append(f"dead-letter message (origin {p.get(PROPERTY_DLQ_ORIGIN_TOPIC, p.get(PROPERTY_RETRY_TOPIC))})")
-    if (rec.topic != RMQ_SYS_SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in p and PROPERTY_REAL_TOPIC in p
-            and rec.topic == p.get(PROPERTY_REAL_TOPIC)):
-        out.append(f"delivered from delay level {p[PROPERTY_DELAY_TIME_LEVEL]} "
+    if rec.topic.startswith(names.RETRY_GROUP_TOPIC_PREFIX):
+        out.append(f"retry message of {p.get(names.PROPERTY_RETRY_TOPIC)}, reconsume times {rec.reconsume_times}")
+    if rec.topic.startswith(names.DLQ_GROUP_TOPIC_PREFIX):
+        origin = p.get(names.PROPERTY_DLQ_ORIGIN_TOPIC, p.get(names.PROPERTY_RETRY_TOPIC))
+        out.append(f"dead-letter message (origin {origin})")
+    if (rec.topic != names.RMQ_SYS_SCHEDULE_TOPIC and names.PROPERTY_DELAY_TIME_LEVEL in p
+            and names.PROPERTY_REAL_TOPIC in p
+            and rec.topic == p.get(names.PROPERTY_REAL_TOPIC)):
+        out.append(f"delivered from delay level {p[names.PROPERTY_DELAY_TIME_LEVEL]} "
                    "(stale DELAY/REAL_TOPIC kept in the bytes)")
-    if rec.topic != TIMER_TOPIC and PROPERTY_TIMER_DEQUEUE_MS in p:
-        out.append(f"delivered by the timer service at {_int(p[PROPERTY_TIMER_DEQUEUE_MS])}")
+    if rec.topic != names.TIMER_TOPIC and names.PROPERTY_TIMER_DEQUEUE_MS in p:
+        out.append(f"delivered by the timer service at {_int(p[names.PROPERTY_TIMER_DEQUEUE_MS])}")
     return out

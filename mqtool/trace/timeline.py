@@ -28,29 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mqtool.formats import names
 from mqtool.formats.message import MessageRecord
-from mqtool.formats.names import (
-    CID_SYS_RMQ_TRANS,
-    DLQ_GROUP_TOPIC_PREFIX,
-    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_PRODUCER_GROUP,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
-    PROPERTY_RETRY_TOPIC,
-    PROPERTY_TIMER_DEL_UNIQKEY,
-    PROPERTY_TIMER_DEQUEUE_MS,
-    PROPERTY_TIMER_OUT_MS,
-    PROPERTY_TIMER_ROLL_TIMES,
-    PROPERTY_TRANSACTION_CHECK_TIMES,
-    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
-    RETRY_GROUP_TOPIC_PREFIX,
-    RMQ_SYS_SCHEDULE_TOPIC,
-    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
-    RMQ_SYS_TRANS_HALF_TOPIC,
-    RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    TIMER_TOPIC,
-)
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.transaction import check_immunity_time
 from mqtool.store.store import (
@@ -103,7 +82,7 @@ def consumers(store: Store, rec: MessageRecord) -> list[tuple[str, int | None, b
     out = []
     for key, table in co.offset_table.items():
         topic, _, group = key.partition("@")
-        if topic != rec.topic or group == CID_SYS_RMQ_TRANS:
+        if topic != rec.topic or group == names.CID_SYS_RMQ_TRANS:
             continue
         off = table.get(rec.queue_id)
         out.append((group, off, off is not None and off > rec.queue_offset))
@@ -125,7 +104,7 @@ def _place(rec: MessageRecord) -> str:
 
 def _real(rec: MessageRecord) -> str:
     p = rec.properties
-    return f"{p.get(PROPERTY_REAL_TOPIC)}/{p.get(PROPERTY_REAL_QUEUE_ID)}"
+    return f"{p.get(names.PROPERTY_REAL_TOPIC)}/{p.get(names.PROPERTY_REAL_QUEUE_ID)}"
 
 
 @dataclass
@@ -170,7 +149,7 @@ class Timeline:
         self.records: list[TracedRecord] = []
         self.st = _State()
         recs = family.sorted()
-        timer_offs = {r.physical_offset for r in recs if r.topic == TIMER_TOPIC}
+        timer_offs = {r.physical_offset for r in recs if r.topic == names.TIMER_TOPIC}
         self.units = timer_units(store, timer_offs)
         self.has_commit = any(r.transaction == "commit" for r in recs)
         self.has_rollback = any(r.transaction == "rollback" for r in recs)
@@ -204,25 +183,26 @@ class Timeline:
         p = rec.properties
         if join in ("cancel", "op"):
             return join
-        if rec.topic == RMQ_SYS_SCHEDULE_TOPIC:
-            return "retry_delay" if (p.get(PROPERTY_REAL_TOPIC) or "").startswith(RETRY_GROUP_TOPIC_PREFIX) else "delay"
-        if rec.topic == TIMER_TOPIC:
-            if PROPERTY_TIMER_DEL_UNIQKEY in p:
+        if rec.topic == names.RMQ_SYS_SCHEDULE_TOPIC:
+            retry = (p.get(names.PROPERTY_REAL_TOPIC) or "").startswith(names.RETRY_GROUP_TOPIC_PREFIX)
+            return "retry_delay" if retry else "delay"
+        if rec.topic == names.TIMER_TOPIC:
+            if names.PROPERTY_TIMER_DEL_UNIQKEY in p:
                 return "cancel_request"
-            return "roll" if PROPERTY_TIMER_ROLL_TIMES in p else "timer"
-        if rec.topic == RMQ_SYS_TRANS_HALF_TOPIC:
+            return "roll" if names.PROPERTY_TIMER_ROLL_TIMES in p else "timer"
+        if rec.topic == names.RMQ_SYS_TRANS_HALF_TOPIC:
             return "half" if self.st.half is None else "half_copy"
-        if rec.topic == RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
+        if rec.topic == names.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
             return "discard"
-        if rec.topic == RMQ_SYS_TRANS_OP_HALF_TOPIC:
+        if rec.topic == names.RMQ_SYS_TRANS_OP_HALF_TOPIC:
             return "op"
         if rec.transaction in ("commit", "rollback"):
             return rec.transaction
-        if rec.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        if rec.topic.startswith(names.DLQ_GROUP_TOPIC_PREFIX):
             return "dlq"
-        if rec.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if rec.topic.startswith(names.RETRY_GROUP_TOPIC_PREFIX):
             return "retry"
-        if first or (self.st.park is None and PROPERTY_TIMER_DEQUEUE_MS not in p):
+        if first or (self.st.park is None and names.PROPERTY_TIMER_DEQUEUE_MS not in p):
             return "stored"  # no service put it here: the producer did (a resend or a batch member)
         return "delivered"
 
@@ -232,7 +212,7 @@ class Timeline:
         recs = self.fam.sorted()
         members = [r for r in recs if self.fam.joins[r.physical_offset] == "member"]
         first = members[0] if members else recs[0]
-        pg = first.properties.get(PROPERTY_PRODUCER_GROUP)
+        pg = first.properties.get(names.PROPERTY_PRODUCER_GROUP)
         self.add(first.born_timestamp, "born", None,
                  f"born at {first.born_host}" + (f", producer group {pg}" if pg else ""))
         seen_first = False
@@ -265,17 +245,17 @@ class Timeline:
         level = rec.queue_id + 1
         due = self._delay_due(rec, level)
         delay = self.store.delay_level_ms(level)
-        asked = _int(rec.properties.get(PROPERTY_DELAY_TIME_LEVEL))
+        asked = _int(rec.properties.get(names.PROPERTY_DELAY_TIME_LEVEL))
         clamp = f" (DELAY={asked} clamped to the last level)" if asked is not None and asked > level else ""
         self.add(rec.store_timestamp, "parked", rec, f"delay level {level} ({format_duration(delay)}){clamp} "
-                 f"in {RMQ_SYS_SCHEDULE_TOPIC}/{rec.queue_id}, due {_fmt(due)}, for {_real(rec)}")
+                 f"in {names.RMQ_SYS_SCHEDULE_TOPIC}/{rec.queue_id}, due {_fmt(due)}, for {_real(rec)}")
         self.st.park = _Park("delay", rec, due, level=level)
         self.st.state = "waiting"
 
     def _on_retry_delay(self, rec: MessageRecord) -> None:
         level = rec.queue_id + 1
         due = self._delay_due(rec, level)
-        group = (rec.properties.get(PROPERTY_REAL_TOPIC) or "")[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group = (rec.properties.get(names.PROPERTY_REAL_TOPIC) or "")[len(names.RETRY_GROUP_TOPIC_PREFIX):]
         self.add(rec.store_timestamp, "retry_scheduled", rec,
                  f"sent back by consumer group {group} (reconsume #{rec.reconsume_times}), delay level {level} "
                  f"({format_duration(self.store.delay_level_ms(level))}), due {_fmt(due)}")
@@ -295,24 +275,25 @@ class Timeline:
         return u.curr_write_time_ms, f"{unit}: wheel slot {_fmt(slot)} (due {_fmt(due)})", slot, False
 
     def _on_timer(self, rec: MessageRecord) -> None:
-        due = _int(rec.properties.get(PROPERTY_TIMER_OUT_MS)) or rec.store_timestamp
+        due = _int(rec.properties.get(names.PROPERTY_TIMER_OUT_MS)) or rec.store_timestamp
         _when, text, slot, rolls = self._timer_slot_text(rec, due)
         self.add(rec.store_timestamp, "parked", rec, f"timer for {_real(rec)}: {text}")
         self.st.park = _Park("timer", rec, due, slot=slot, rolls=rolls)
         self.st.state = "waiting"
 
     def _on_roll(self, rec: MessageRecord) -> None:
-        due = _int(rec.properties.get(PROPERTY_TIMER_OUT_MS)) or rec.store_timestamp
-        n = rec.properties.get(PROPERTY_TIMER_ROLL_TIMES)
+        due = _int(rec.properties.get(names.PROPERTY_TIMER_OUT_MS)) or rec.store_timestamp
+        n = rec.properties.get(names.PROPERTY_TIMER_ROLL_TIMES)
         _when, text, slot, rolls = self._timer_slot_text(rec, due)
-        self.add(rec.store_timestamp, "rolled", rec, f"roll #{n}: re-put to {TIMER_TOPIC}; {text}")
+        self.add(rec.store_timestamp, "rolled", rec, f"roll #{n}: re-put to {names.TIMER_TOPIC}; {text}")
         self.st.park = _Park("timer", rec, due, slot=slot, rolls=rolls)
         self.st.state = "waiting"
 
     def _on_cancel(self, rec: MessageRecord) -> None:
-        slot = _int(rec.properties.get(PROPERTY_TIMER_OUT_MS))
+        slot = _int(rec.properties.get(names.PROPERTY_TIMER_OUT_MS))
         park = self.st.park
-        target_slot = _int(park.rec.properties.get(PROPERTY_TIMER_OUT_MS)) if park and park.kind == "timer" else None
+        target_slot = (_int(park.rec.properties.get(names.PROPERTY_TIMER_OUT_MS))
+                       if park and park.kind == "timer" else None)
         if park is None or park.kind != "timer":
             effect = "the message is not parked in the timer wheel: no effect"
         elif slot == target_slot:
@@ -325,41 +306,43 @@ class Timeline:
                  f"(UNIQ_KEY {rec.uniq_key}, TIMER_DEL_UNIQKEY) for slot {_fmt(slot)}; {effect}")
 
     def _on_cancel_request(self, rec: MessageRecord) -> None:
-        target = del_target(rec.properties.get(PROPERTY_TIMER_DEL_UNIQKEY))
-        slot = _int(rec.properties.get(PROPERTY_TIMER_OUT_MS))
+        target = del_target(rec.properties.get(names.PROPERTY_TIMER_DEL_UNIQKEY))
+        slot = _int(rec.properties.get(names.PROPERTY_TIMER_OUT_MS))
         self.add(rec.store_timestamp, "parked", rec, f"timer cancel request for UNIQ_KEY {target} in slot {_fmt(slot)}")
         self.st.cancel_target, self.st.cancel_slot = target, slot
         self.st.state = "cancel_request"
 
     def _on_half(self, rec: MessageRecord) -> None:
         p = rec.properties
-        imm = p.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+        imm = p.get(names.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
         self.add(rec.store_timestamp, "parked", rec,
-                 f"half message for {_real(rec)}, producer group {p.get(PROPERTY_PRODUCER_GROUP)}"
+                 f"half message for {_real(rec)}, producer group {p.get(names.PROPERTY_PRODUCER_GROUP)}"
                  + (f", CHECK_IMMUNITY_TIME_IN_SECONDS={imm}" if imm else ""))
         self.st.half = rec
         self.st.state = "pending"
 
     def _immunity_ms(self, rec: MessageRecord) -> int:
-        return check_immunity_time(rec.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
+        return check_immunity_time(rec.properties.get(names.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
                                    self.cfg.transaction_timeout)
 
     def _on_half_copy(self, rec: MessageRecord) -> None:
         p = rec.properties
-        n = p.get(PROPERTY_TRANSACTION_CHECK_TIMES, "?")
+        n = p.get(names.PROPERTY_TRANSACTION_CHECK_TIMES, "?")
         age = rec.store_timestamp - rec.born_timestamp
-        immune = (PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET in p and PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS in p
+        immune = (names.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET in p
+                  and names.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS in p
                   and age < self._immunity_ms(rec))
         if immune:
             self.st.immunity_puts += 1
             detail = (f"immunity re-put at half offset {rec.queue_offset} (age {format_duration(age)} < "
-                      f"CHECK_IMMUNITY_TIME_IN_SECONDS={p[PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS]}; no check request; "
+                      f"CHECK_IMMUNITY_TIME_IN_SECONDS={p[names.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS]}; "
+                      "no check request; "
                       f"TRANSACTION_CHECK_TIMES={n})")
         else:
             self.st.checks += 1
             detail = (f"check #{self.st.checks}: copy put back at half offset {rec.queue_offset} "
                       f"(TRANSACTION_CHECK_TIMES={n}); check request sent to producer group "
-                      f"{p.get(PROPERTY_PRODUCER_GROUP)}")
+                      f"{p.get(names.PROPERTY_PRODUCER_GROUP)}")
         self.add(rec.store_timestamp, "put_back", rec, detail)
         self.st.copies.append(rec)
 
@@ -379,7 +362,7 @@ class Timeline:
 
     def _on_op(self, rec: MessageRecord) -> None:
         mine = {r.queue_offset for r in self.fam.records.values()
-                if r.topic == RMQ_SYS_TRANS_HALF_TOPIC and r.queue_id == rec.queue_id}
+                if r.topic == names.RMQ_SYS_TRANS_HALF_TOPIC and r.queue_id == rec.queue_id}
         offs = [o for o in op_offsets(rec) if o in mine]
         listed = ",".join(str(o) for o in offs)
         if not self.has_commit and not self.has_rollback and self.st.rollback is None:
@@ -397,7 +380,7 @@ class Timeline:
         self.st.state = "discarded"
 
     def _discard_text(self, rec: MessageRecord) -> str:
-        n = _int(rec.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES)) or 0
+        n = _int(rec.properties.get(names.PROPERTY_TRANSACTION_CHECK_TIMES)) or 0
         mx = self.cfg.transaction_check_max
         imm = f" and {self.st.immunity_puts} immunity re-put(s)" if self.st.immunity_puts else ""
         why = (f"TRANSACTION_CHECK_TIMES={n} >= transactionCheckMax={mx}" if n >= mx else
@@ -412,9 +395,10 @@ class Timeline:
         if park is not None and park.kind == "delay":
             how = (f"re-put by the schedule service from level {park.level}, "
                    f"{format_duration(rec.store_timestamp - park.due)} after due")
-        elif park is not None and park.kind == "timer" or PROPERTY_TIMER_DEQUEUE_MS in p:
-            due = park.due if park is not None else _int(p.get(PROPERTY_TIMER_OUT_MS))
-            how = (f"re-put by the timer service (TIMER_DEQUEUE_MS {_fmt(_int(p.get(PROPERTY_TIMER_DEQUEUE_MS)))})"
+        elif park is not None and park.kind == "timer" or names.PROPERTY_TIMER_DEQUEUE_MS in p:
+            due = park.due if park is not None else _int(p.get(names.PROPERTY_TIMER_OUT_MS))
+            dequeue = _int(p.get(names.PROPERTY_TIMER_DEQUEUE_MS))
+            how = (f"re-put by the timer service (TIMER_DEQUEUE_MS {_fmt(dequeue)})"
                    + (f", {format_duration(rec.store_timestamp - due)} after due" if due else ""))
         else:
             how = "another record with the same UNIQ_KEY"
@@ -422,13 +406,13 @@ class Timeline:
         self._deliver(rec)
 
     def _on_retry(self, rec: MessageRecord) -> None:
-        group = rec.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group = rec.topic[len(names.RETRY_GROUP_TOPIC_PREFIX):]
         self.add(rec.store_timestamp, "retry", rec, f"redelivered to {_place(rec)} for consumer group {group} "
-                 f"(reconsume #{rec.reconsume_times}, RETRY_TOPIC={rec.properties.get(PROPERTY_RETRY_TOPIC)})")
+                 f"(reconsume #{rec.reconsume_times}, RETRY_TOPIC={rec.properties.get(names.PROPERTY_RETRY_TOPIC)})")
         self._deliver(rec)
 
     def _on_dlq(self, rec: MessageRecord) -> None:
-        group = rec.topic[len(DLQ_GROUP_TOPIC_PREFIX):]
+        group = rec.topic[len(names.DLQ_GROUP_TOPIC_PREFIX):]
         self.add(rec.store_timestamp, "dead_lettered", rec, f"moved to the dead-letter queue of consumer group "
                  f"{group} after {_n(rec.reconsume_times, 'reconsume')}; now in {_place(rec)}")
         self.st.dlq = rec
@@ -489,7 +473,7 @@ class Timeline:
             if s == "dead_lettered":
                 return Verdict(s, f"dead-lettered {where} after {_n(rec.reconsume_times, 'reconsume')}"
                                + self._consumed_text(rec))
-            redelivered = " (retry)" if rec.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else ""
+            redelivered = " (retry)" if rec.topic.startswith(names.RETRY_GROUP_TOPIC_PREFIX) else ""
             return Verdict(s, f"delivered {where}{redelivered}" + self._consumed_text(rec))
         if s == "cancelled":
             read = self._last_read()
@@ -501,7 +485,7 @@ class Timeline:
                            "never delivered itself")
         if s == "rolled_back":
             rec = st.rollback
-            kind = "op" if rec.topic == RMQ_SYS_TRANS_OP_HALF_TOPIC else "ROLLBACK"
+            kind = "op" if rec.topic == names.RMQ_SYS_TRANS_OP_HALF_TOPIC else "ROLLBACK"
             return Verdict(s, f"rolled back {_fmt(rec.store_timestamp)} ({kind} record {rec.physical_offset})")
         if s == "discarded":
             return Verdict(s, self._discard_text(st.discard))
