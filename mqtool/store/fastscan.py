@@ -40,22 +40,8 @@ import llvmlite.binding as _llvm
 import numpy as np
 from numba import carray, cfunc, njit, types
 
+from mqtool.formats import commitlog as cl
 from mqtool.formats import layout
-from mqtool.formats.commitlog import (
-    AFTER_BORN_HOST,
-    AFTER_STORE_HOST,
-    BLANK_MAGIC_CODE,
-    FIXED_SIZE,
-    HEADER,
-    HOST_PORT_SIZE,
-    HOST_SIZE_V4,
-    HOST_SIZE_V6,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-    PROPERTIES_LENGTH,
-    TOPIC_LENGTH_V1,
-    TOPIC_LENGTH_V2,
-)
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
@@ -176,7 +162,7 @@ _INVALID_REASONS = {  # the RecordError reasons of `decode_message`
     BAD_PROPS_PAST: "properties runs past the end of the data",
 }
 
-_V1, _V2, _BLANK = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE
+_V1, _V2, _BLANK = cl.MESSAGE_MAGIC_CODE, cl.MESSAGE_MAGIC_CODE_V2, cl.BLANK_MAGIC_CODE
 _BORN_V6, _STORE_V6 = BORNHOST_V6, STOREHOST_V6
 
 
@@ -186,23 +172,23 @@ def _kernel_layout() -> tuple[int, ...]:
     Each field must have the width of the reader the kernel uses for it (`_i32`, `_i64`, ...):
     a definition that changes a width fails here, at import, instead of misreading records.
     """
-    head = {f.name: f for f in HEADER}
-    tail = {f.name: f for f in AFTER_STORE_HOST}
+    head = {f.name: f for f in cl.HEADER}
+    tail = {f.name: f for f in cl.AFTER_STORE_HOST}
     widths = {"total_size": 4, "magic_code": 4, "body_crc": 4, "queue_id": 4, "flag": 4, "queue_offset": 8,
               "physical_offset": 8, "sys_flag": 4, "born_timestamp": 8, "reconsume_times": 4,
               "prepared_transaction_offset": 8, "body_length": 4}
     for name, width in widths.items():
         assert (head.get(name) or tail[name]).size == width, name
-    assert [f.size for f in AFTER_BORN_HOST] == [8] and HOST_PORT_SIZE == 4
-    assert (TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size, PROPERTIES_LENGTH.size) == (1, 2, 2)
+    assert [f.size for f in cl.AFTER_BORN_HOST] == [8] and cl.HOST_PORT_SIZE == 4
+    assert (cl.TOPIC_LENGTH_V1.size, cl.TOPIC_LENGTH_V2.size, cl.PROPERTIES_LENGTH.size) == (1, 2, 2)
     return (
         head["total_size"].offset, head["magic_code"].offset, head["body_crc"].offset, head["queue_id"].offset,
         head["flag"].offset, head["queue_offset"].offset, head["physical_offset"].offset,
-        head["sys_flag"].offset, head["born_timestamp"].offset, layout.size(HEADER),
-        HOST_SIZE_V4 - HOST_PORT_SIZE, HOST_SIZE_V6 - HOST_PORT_SIZE, HOST_PORT_SIZE,
-        layout.size(AFTER_BORN_HOST), tail["reconsume_times"].offset,
-        tail["prepared_transaction_offset"].offset, tail["body_length"].offset, layout.size(AFTER_STORE_HOST),
-        TOPIC_LENGTH_V1.size, TOPIC_LENGTH_V2.size, PROPERTIES_LENGTH.size, FIXED_SIZE,
+        head["sys_flag"].offset, head["born_timestamp"].offset, layout.size(cl.HEADER),
+        cl.HOST_SIZE_V4 - cl.HOST_PORT_SIZE, cl.HOST_SIZE_V6 - cl.HOST_PORT_SIZE, cl.HOST_PORT_SIZE,
+        layout.size(cl.AFTER_BORN_HOST), tail["reconsume_times"].offset,
+        tail["prepared_transaction_offset"].offset, tail["body_length"].offset, layout.size(cl.AFTER_STORE_HOST),
+        cl.TOPIC_LENGTH_V1.size, cl.TOPIC_LENGTH_V2.size, cl.PROPERTIES_LENGTH.size, cl.FIXED_SIZE,
     )
 
 
@@ -569,8 +555,8 @@ def records_from_chunk(buf, chunk: ScanChunk, file: str = "") -> Iterator[Messag
     rows = zip(*(c[i].tolist() for i in range(NCOL)), strict=True)
     for (pos, total, magic, crc, qid, flag, qoff, physf, sysf, born_ts, bh, _bp, store_ts, sh, _sp, recon,
          prep, body_pos, body_len, topic_pos, topic_len, props_pos, props_len, computed) in rows:
-        born_n = HOST_SIZE_V6 if sysf & BORNHOST_V6 else HOST_SIZE_V4
-        store_n = HOST_SIZE_V6 if sysf & STOREHOST_V6 else HOST_SIZE_V4
+        born_n = cl.HOST_SIZE_V6 if sysf & BORNHOST_V6 else cl.HOST_SIZE_V4
+        store_n = cl.HOST_SIZE_V6 if sysf & STOREHOST_V6 else cl.HOST_SIZE_V4
         body = buf[body_pos : body_pos + body_len]
         rec = MessageRecord(
             base + pos, total, magic, crc, qid, flag, qoff, physf, sysf, born_ts,
@@ -706,7 +692,7 @@ def _host_column(a: np.ndarray, pos: np.ndarray, v6: np.ndarray):
     if v6.any():
         index: dict[str, int] = {}
         for i in np.flatnonzero(v6).tolist():
-            t = host_text(bytes(a[pos[i] : pos[i] + HOST_SIZE_V6]))
+            t = host_text(bytes(a[pos[i] : pos[i] + cl.HOST_SIZE_V6]))
             codes[i] = index.setdefault(t, len(texts) + len(index))
         texts += list(index)
     return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(texts, pa.string()))
