@@ -12,30 +12,11 @@ from pathlib import Path
 
 import typer
 
-from mqtool.cli.common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
-    Body,
-    ConfigOption,
-    JsonOption,
-    LocalOption,
-    RecordFormat,
-    UpdateGoldenOption,
-    check_golden_options,
-    emit_json,
-    emit_jsonl,
-    expect_option,
-    fail,
-    lazy_module,
-    load_config,
-    now_option,
-    stderr,
-    user_errors,
-)
+from mqtool.cli import common
 from mqtool.store.errors import StoreError
 from mqtool.times import format_duration, format_time, parse_duration_ms, parse_time
 
-render = lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
+render = common.lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
 
 
 class View(StrEnum):
@@ -150,10 +131,10 @@ def inspect(
     path: Path = typer.Argument(..., help="Store directory (or a single store file).", show_default=False),
     view: View = typer.Argument(View.overview, help="One of: " + ", ".join(VIEWS) + ".",
                                show_choices=False),
-    config: Path | None = ConfigOption,
-    json_out: bool = JsonOption,
-    local: bool = LocalOption,
-    now: str | None = now_option("the current time"),
+    config: Path | None = common.ConfigOption,
+    json_out: bool = common.JsonOption,
+    local: bool = common.LocalOption,
+    now: str | None = common.now_option("the current time"),
     verify: bool = typer.Option(False, "--verify", help="Check CRC and lengths; exit 1 on error findings."),
     from_offset: int | None = typer.Option(None, "--from-offset", help="messages: first physical offset."),
     to_offset: int | None = typer.Option(None, "--to-offset", help="messages: stop before this offset."),
@@ -165,7 +146,7 @@ def inspect(
     since: str | None = typer.Option(None, "--since", help="messages: store time >= TIME."),
     until: str | None = typer.Option(None, "--until", help="messages: store time < TIME."),
     limit: int | None = typer.Option(None, "--limit", help="messages/queue: at most N records."),
-    body: Body = typer.Option(Body("text"), "--body", help="Body as text, hex, base64 or none."),
+    body: common.Body = typer.Option(common.Body("text"), "--body", help="Body as text, hex, base64 or none."),
     decompress: bool = typer.Option(False, "--decompress", help="Show compressed bodies decompressed."),
     offset: int | None = typer.Option(None, "--offset", help="message: physical offset of the record."),
     from_: int = typer.Option(0, "--from", help="queue: first queue offset."),
@@ -174,15 +155,15 @@ def inspect(
     for_: str = typer.Option(DEFAULT_FOR, "--for", help="restart: how long the replay runs after the start."),
     events: Path | None = typer.Option(None, "--events", help="restart: write the replay's event log (JSON Lines) "
                                        "here.", dir_okay=False),
-    format_: RecordFormat | None = typer.Option(None, "--format", help="messages/queue: write the records "
+    format_: common.RecordFormat | None = typer.Option(None, "--format", help="messages/queue: write the records "
                                                 "to --output FILE in this format instead (parquet).",
                                                 show_choices=True),
     output: Path | None = typer.Option(None, "--output", help="messages/queue: the file --format writes.",
                                        dir_okay=False),
     begin: str | None = typer.Option(None, "--begin", help="index: lookup from this store time (default: all)."),
     end: str | None = typer.Option(None, "--end", help="index: lookup up to this store time (default: all)."),
-    expect: Path | None = expect_option("With --json: compare the output with this golden file"),
-    update_golden: bool = UpdateGoldenOption,
+    expect: Path | None = common.expect_option("With --json: compare the output with this golden file"),
+    update_golden: bool = common.UpdateGoldenOption,
     group: str | None = typer.Option(None, "--group", help="retry: one consumer group."),
 ) -> None:
     view, body = view.value, body.value
@@ -198,32 +179,33 @@ def inspect(
         "--format": format_ is not None, "--output": output is not None,
     }
     given["--group"] = group is not None
-    with user_errors():
+    with common.user_errors():
         if limit is not None and limit < 0:
-            raise fail("--limit must be >= 0")
-        check_golden_options(expect, update_golden)
+            raise common.fail("--limit must be >= 0")
+        common.check_golden_options(expect, update_golden)
         if expect is not None and not json_out:
-            raise fail("--expect compares JSON output: add --json")
+            raise common.fail("--expect compares JSON output: add --json")
         if expect is not None and now is None:
-            raise fail("--expect needs --now TIME: a golden file must not depend on the wall clock")
+            raise common.fail("--expect needs --now TIME: a golden file must not depend on the wall clock")
         if (format_ is None) != (output is None):
-            raise fail("--format and --output go together: --format parquet --output FILE")
+            raise common.fail("--format and --output go together: --format parquet --output FILE")
         if format_ is not None and json_out:
-            raise fail("--format writes a file: leave out --json")
+            raise common.fail("--format writes a file: leave out --json")
         wall_ms = int(time.time() * 1000)
         now_ms = parse_time(now, wall_ms, local) if now is not None else wall_ms
-        cfg = load_config(config)
+        cfg = common.load_config(config)
         if not path.exists():
             raise StoreError("no such file or directory", path)
         if path.is_file():
             if view != "overview":
-                raise fail(f"{path} is a single file: it is dumped by its kind, VIEW applies to a store directory")
+                raise common.fail(f"{path} is a single file: it is dumped by its kind, "
+                                  "VIEW applies to a store directory")
             _only(given, ("--limit", "--body", "--decompress"), "a single-file dump")
             code = _dump(path, cfg, json_out, local, verify, limit, body, decompress)
             raise typer.Exit(code)
         for opt, views in _VIEW_OPTIONS.items():
             if given[opt] and view not in views:
-                raise fail(f"{opt} applies to the {' and '.join(views)} view{'s' if len(views) > 1 else ''}, "
+                raise common.fail(f"{opt} applies to the {' and '.join(views)} view{'s' if len(views) > 1 else ''}, "
                            f"not {view}")
         from mqtool.store.store import Store
 
@@ -239,11 +221,11 @@ def inspect(
                     uniq_key=uniq_key, tag=tag, since=since, until=until), output)
             elif view == "message":
                 if offset is None:
-                    raise fail("the message view needs --offset PHYS (a record's physical offset)")
+                    raise common.fail("the message view needs --offset PHYS (a record's physical offset)")
                 code = _message(store, offset, json_out, local, verify, body, decompress)
             elif view == "queue":
                 if topic is None or queue_id is None:
-                    raise fail("the queue view needs --topic T and --queue-id Q")
+                    raise common.fail("the queue view needs --topic T and --queue-id Q")
                 code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress, output)
             elif view == "delay":
                 from mqtool.inspect.delay import delay_view
@@ -276,14 +258,14 @@ def inspect(
 def _only(given: dict[str, bool], allowed: tuple[str, ...], what: str) -> None:
     extra = [o for o, v in given.items() if v and o not in allowed]
     if extra:
-        raise fail(f"{', '.join(extra)} do{'es' if len(extra) == 1 else ''} not apply to {what}")
+        raise common.fail(f"{', '.join(extra)} do{'es' if len(extra) == 1 else ''} not apply to {what}")
 
 
 @contextmanager
 def _golden(expect: Path | None, update_golden: bool, lines: bool, store_path: Path):
     """With --expect: capture the JSON printed inside, print it as usual, then compare it with the golden
     file (diff on stderr, exit code 1 in `code[0]`) or rewrite the file (--update-golden)."""
-    code = [EXIT_OK]
+    code = [common.EXIT_OK]
     if expect is None:
         yield code
         return
@@ -295,10 +277,10 @@ def _golden(expect: Path | None, update_golden: bool, lines: bool, store_path: P
     sys.stdout.write(buf.getvalue())
     result = check_golden(loads(buf.getvalue(), lines), expect, lines=lines, update_golden=update_golden,
                           paths={"<store>": store_path})
-    stderr.print(result.message, markup=False, highlight=False)
+    common.stderr.print(result.message, markup=False, highlight=False)
     sys.stderr.flush()
     sys.stderr.write(result.diff)
-    code[0] = EXIT_OK if result.equal else EXIT_FINDINGS
+    code[0] = common.EXIT_OK if result.equal else common.EXIT_FINDINGS
 
 
 def _scan_bytes(store) -> int:
@@ -311,11 +293,11 @@ def _has_errors(findings: list[dict]) -> bool:
 
 def _document(doc: dict, show, json_out: bool, local: bool, verify: bool) -> int:
     if json_out:
-        emit_json(doc)
+        common.emit_json(doc)
     else:
         show(doc, local)
         render.render_findings(doc.get("findings", []))
-    return EXIT_FINDINGS if verify and _has_errors(doc.get("findings", [])) else EXIT_OK
+    return common.EXIT_FINDINGS if verify and _has_errors(doc.get("findings", [])) else common.EXIT_OK
 
 
 def _now_note(store, now_ms: int, local: bool) -> None:
@@ -345,7 +327,7 @@ def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool 
 def _for_ms(text: str) -> int:
     ms = parse_duration_ms(text)
     if ms <= 0:
-        raise fail("--for must be longer than 0 (e.g. 10m)")
+        raise common.fail("--for must be longer than 0 (e.g. 10m)")
     return ms
 
 
@@ -376,12 +358,12 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         if parquet is not None:
             _write_parquet(rows, parquet, "messages")
         elif json_out:
-            emit_jsonl(rows)
+            common.emit_jsonl(rows)
         else:
             render.render_messages(rows, local)
     findings = [x.as_dict() for x in scan_findings(store)]
     render.render_findings(findings, quiet_when_empty=json_out)
-    return EXIT_FINDINGS if verify and _has_errors(findings) else EXIT_OK
+    return common.EXIT_FINDINGS if verify and _has_errors(findings) else common.EXIT_OK
 
 
 _LOOKUP_NOTE = {
@@ -397,7 +379,7 @@ def _message(store, offset: int, json_out: bool, local: bool, verify: bool, body
     doc = message_at(store, offset, body, decompress)
     code = _document(doc, render.render_message, json_out, local, verify=False)
     if verify and not all(doc["checks"][k] for k in ("crc_ok", "size_ok", "physical_offset_ok")):
-        return EXIT_FINDINGS
+        return common.EXIT_FINDINGS
     return code
 
 
@@ -416,12 +398,12 @@ def _queue(store, topic: str, queue_id: int, start: int, limit: int | None, json
     if parquet is not None:
         _write_parquet(rows(), parquet, "queue")
     elif json_out:
-        emit_jsonl(rows())
+        common.emit_jsonl(rows())
     else:
         render.render_queue(queue_summary(store, topic, queue_id), topic, queue_id, rows(), local)
     if bad:
         render.render_note(f"{bad} unit(s) do not match their CommitLog record")
-    return EXIT_FINDINGS if verify and bad else EXIT_OK
+    return common.EXIT_FINDINGS if verify and bad else common.EXIT_OK
 
 
 def _write_parquet(rows, path: Path, view: str) -> None:
@@ -441,9 +423,9 @@ def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic:
         _only(given, ("--expect", "--update-golden"), "the index view without --topic/--key")
         return _document(index_files_view(store), render.render_index, json_out, local, verify)
     if topic is None or key is None:
-        raise fail("an index lookup needs both --topic T and --key K (the broker hashes T#K)")
+        raise common.fail("an index lookup needs both --topic T and --key K (the broker hashes T#K)")
     if given["--key"] and given["--uniq-key"]:
-        raise fail("give --key or --uniq-key, not both: the IndexFile holds both under T#K")
+        raise common.fail("give --key or --uniq-key, not both: the IndexFile holds both under T#K")
     begin_ms = parse_time(begin, now_ms, local) if begin is not None else None
     end_ms = parse_time(end, now_ms, local) if end is not None else None
     doc = index_lookup(store, topic, key, begin_ms, end_ms, limit)
