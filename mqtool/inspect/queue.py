@@ -80,20 +80,27 @@ def _iter_units(store: Store, topic: str, queue_id: int, units: Iterable[CqUnit 
         if limit is not None and n >= limit:
             break
         rec, error = _record(store, unit.commitlog_offset)
-        d = record_dict(rec, body, decompress_body) if rec else empty_record_dict()
         problems = unit_problems(store, topic, queue_id, unit, rec, error)
-        d.update({
-            "cq_topic": topic,
-            "cq_queue_id": queue_id,
-            "cq_queue_offset": unit.queue_offset,
-            "cq_commitlog_offset": unit.commitlog_offset,
-            "cq_size": unit.size,
-            "cq_tags_code": unit.tags_code,
-            "match": not problems,
-            "problems": problems,
-        })
-        yield d
+        yield _queue_line(rec, body, decompress_body, topic, queue_id, unit, problems)
         n += 1
+
+
+def _queue_line(rec: MessageRecord | None, body: str, decompress_body: bool, topic: str, queue_id: int,
+                unit: CqUnit | RocksCqUnit | BcqUnit, problems: list[str], extra: dict | None = None) -> dict:
+    """One `queue` line: the record's fields, then the unit's (`extra`: a BatchCQ unit's own), then the verdict."""
+    d = record_dict(rec, body, decompress_body) if rec else empty_record_dict()
+    d.update({
+        "cq_topic": topic,
+        "cq_queue_id": queue_id,
+        "cq_queue_offset": unit.queue_offset,
+        "cq_commitlog_offset": unit.commitlog_offset,
+        "cq_size": unit.size,
+        "cq_tags_code": unit.tags_code,
+        **(extra or {}),
+        "match": not problems,
+        "problems": problems,
+    })
+    return d
 
 
 def _record(store: Store, offset: int) -> tuple[MessageRecord | None, str | None]:
@@ -132,23 +139,13 @@ def _iter_batch_queue(store: Store, topic: str, queue_id: int, start: int, limit
         if limit is not None and n >= limit:
             break
         rec, error = _record(store, unit.commitlog_offset)
-        d = record_dict(rec, body, decompress_body) if rec else empty_record_dict()
         problems = batch_unit_problems(store, topic, queue_id, unit, rec, error)
-        d.update({
-            "cq_topic": topic,
-            "cq_queue_id": queue_id,
-            "cq_queue_offset": unit.queue_offset,
-            "cq_commitlog_offset": unit.commitlog_offset,
-            "cq_size": unit.size,
-            "cq_tags_code": unit.tags_code,
+        yield _queue_line(rec, body, decompress_body, topic, queue_id, unit, problems, {
             "cq_base_offset": unit.queue_offset,
             "cq_batch_size": unit.batch_size,
             "cq_store_time": unit.store_time,
             "cq_compacted_offset": unit.compacted_offset,
-            "match": not problems,
-            "problems": problems,
         })
-        yield d
         n += 1
 
 
