@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mqtool.builder import broker as b
-from mqtool.builder.demo import T0, DemoBuilder
+from mqtool.builder.demo import T0, DemoBuilder, write_fixture
 from mqtool.formats.broker_conf import BrokerConfig, parse_broker_conf
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.names import CID_SYS_RMQ_TRANS, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, TIMER_TOPIC
@@ -146,16 +146,7 @@ def crash_readme(records: dict[str, MessageRecord]) -> str:
 
 def write_crash_fixture(fixtures: Path) -> dict[str, MessageRecord]:
     """(Re)write `fixtures/crash`, `fixtures/crash.broker.conf` and `fixtures/crash.md`."""
-    import shutil
-
-    fixtures.mkdir(parents=True, exist_ok=True)
-    store = fixtures / "crash"
-    if store.exists():
-        shutil.rmtree(store)
-    records = build_crash(store)
-    (fixtures / "crash.broker.conf").write_text(BROKER_CONF, encoding="latin-1")
-    (fixtures / "crash.md").write_text(crash_readme(records), encoding="utf-8")
-    return records
+    return write_fixture(fixtures, "crash", build_crash, BROKER_CONF, "crash.md", crash_readme)
 
 
 __all__ = ["ABORT_PID", "BROKER_CONF", "T_CRASH", "build_crash", "crash_config", "crash_readme",

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import shutil
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from mqtool.builder import broker as b
 from mqtool.builder.writer import StoreWriter
@@ -319,16 +321,26 @@ def readme_text(entries: list[Entry]) -> str:
     return "\n".join(lines)
 
 
-def write_fixtures(fixtures: Path) -> list[Entry]:
-    """(Re)write `fixtures/demo`, `fixtures/demo.broker.conf` and `fixtures/README.md`."""
+_Built = TypeVar("_Built")
+
+
+def write_fixture(fixtures: Path, name: str, build: Callable[[Path], _Built], conf: str, readme_name: str,
+                  readme: Callable[[_Built], str]) -> _Built:
+    """(Re)write `fixtures/NAME` (a store made from scratch by `build`), `NAME.broker.conf` and its readme."""
     fixtures.mkdir(parents=True, exist_ok=True)
-    store = fixtures / "demo"
+    store = fixtures / name
     if store.exists():
         shutil.rmtree(store)
-    entries = build_demo(store)
-    (fixtures / "demo.broker.conf").write_text(BROKER_CONF, encoding="latin-1")
-    (fixtures / "README.md").write_text(readme_text(entries), encoding="utf-8")
-    return entries
+    built = build(store)
+    (fixtures / f"{name}.broker.conf").write_text(conf, encoding="latin-1")
+    (fixtures / readme_name).write_text(readme(built), encoding="utf-8")
+    return built
 
 
-__all__ = ["BROKER_CONF", "T0", "T_STOP", "Entry", "build_demo", "demo_config", "readme_text", "write_fixtures"]
+def write_fixtures(fixtures: Path) -> list[Entry]:
+    """(Re)write `fixtures/demo`, `fixtures/demo.broker.conf` and `fixtures/README.md`."""
+    return write_fixture(fixtures, "demo", build_demo, BROKER_CONF, "README.md", readme_text)
+
+
+__all__ = ["BROKER_CONF", "T0", "T_STOP", "Entry", "build_demo", "demo_config", "readme_text", "write_fixture",
+           "write_fixtures"]
