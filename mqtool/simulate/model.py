@@ -12,7 +12,7 @@ memory by tests and the benchmark).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
@@ -24,38 +24,37 @@ BLANK_MIN = 8  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
 _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class SimMessage:
-    """A message as the services see it (`MessageExt`): header fields and an ordered property map."""
+    """A message as the services see it (`MessageExt`): header fields and an ordered property map.
 
-    __slots__ = ("phys", "size", "topic", "queue_id", "queue_offset", "store_ts", "born_ts", "sys_flag",
-                 "flag", "reconsume_times", "prepared_tx_offset", "props", "body", "body_len",
-                 "born_host", "store_host", "props_raw", "service", "source_phys", "tags_code")
+    Identity, not value, makes two messages the same (`eq=False`); `derive` builds re-puts without `__init__`.
+    """
 
-    def __init__(self, topic: str, queue_id: int, props: dict[str, str], *, body: bytes | None = None,
-                 body_len: int | None = None, born_ts: int = 0, store_ts: int = 0, sys_flag: int = 0,
-                 flag: int = 0, reconsume_times: int = 0, prepared_tx_offset: int = 0, phys: int = -1,
-                 size: int = 0, queue_offset: int = -1, born_host: str = "127.0.0.1:0",
-                 store_host: str = "127.0.0.1:10911", props_raw: str | None = None) -> None:
-        self.phys = phys
-        self.size = size
-        self.topic = topic
-        self.queue_id = queue_id
-        self.queue_offset = queue_offset
-        self.store_ts = store_ts
-        self.born_ts = born_ts
-        self.sys_flag = sys_flag
-        self.flag = flag
-        self.reconsume_times = reconsume_times
-        self.prepared_tx_offset = prepared_tx_offset
-        self.props = props
-        self.body = body
-        self.body_len = len(body) if body is not None else (body_len or 0)
-        self.born_host = born_host
-        self.store_host = store_host
-        self.props_raw = props_raw
-        self.service = ""
-        self.source_phys = -1
-        self.tags_code = 0
+    topic: str
+    queue_id: int
+    props: dict[str, str]
+    _: KW_ONLY
+    body: bytes | None = None
+    body_len: int | None = None  # len(body) when body is given, else this or 0 (set in __post_init__)
+    born_ts: int = 0
+    store_ts: int = 0
+    sys_flag: int = 0
+    flag: int = 0
+    reconsume_times: int = 0
+    prepared_tx_offset: int = 0
+    phys: int = -1
+    size: int = 0
+    queue_offset: int = -1
+    born_host: str = "127.0.0.1:0"
+    store_host: str = "127.0.0.1:10911"
+    props_raw: str | None = None
+    service: str = field(default="", init=False)
+    source_phys: int = field(default=-1, init=False)
+    tags_code: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.body_len = len(self.body) if self.body is not None else (self.body_len or 0)
 
     @property
     def uniq_key(self) -> str | None:
