@@ -13,6 +13,9 @@ stages, and the verdict says per group how the message ended (`consumed at … a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.simulate.scenario import Scenario
 from mqtool.store.store import Store
@@ -69,21 +72,23 @@ def _consumer_stage(ev) -> tuple[str, str] | None:
                 f"consumer group {g} {how} (reconsume #{d.get('reconsume_times')})")
     if ev.event not in _CONSUMER_STAGE:
         return None
-    if ev.event == "send_back":
-        return "retry_scheduled", (f"sent back by consumer group {g} (reconsume #{d.get('reconsume_times')}), "
-                                   f"delay level {d.get('level')}, due {format_time(d.get('due'))}")
-    if ev.event == "dlq":
-        return "dead_lettered", (f"consumer group {g}: {_retries(d.get('reconsume_times', 0))} used up, "
-                                 f"moved to {ev.topic}/{ev.queue_id}")
-    if ev.event == "drop":
-        return "discarded", f"consumer group {g}: sent back but dropped ({d.get('reason')})"
-    if ev.event == "pop":
-        return "popped", (f"popped by consumer group {g} (reconsume #{d.get('reconsume_times')}), invisible "
-                          f"until {format_time(d.get('invisible_until'))}")
-    if ev.event == "revive":
-        return "retry", (f"revived for consumer group {g} into {ev.topic}/{ev.queue_id}@{d.get('queue_offset')} "
-                         f"(reconsume #{d.get('reconsume_times')}, revive time {format_time(d.get('revive_time'))})")
-    return "skipped", f"consumer group {g}: send-back put failed ({d.get('status')}), {d.get('next')}"
+    return _CONSUMER_STAGE[ev.event], _CONSUMER_TEXT[ev.event](ev, d, g)
+
+
+# The detail of each consumer event in _CONSUMER_STAGE: (event, its detail, its consumer group) -> text.
+_CONSUMER_TEXT: dict[str, Callable[[Any, dict, str | None], str]] = {
+    "send_back": lambda ev, d, g: (f"sent back by consumer group {g} (reconsume #{d.get('reconsume_times')}), "
+                                   f"delay level {d.get('level')}, due {format_time(d.get('due'))}"),
+    "dlq": lambda ev, d, g: (f"consumer group {g}: {_retries(d.get('reconsume_times', 0))} used up, "
+                             f"moved to {ev.topic}/{ev.queue_id}"),
+    "drop": lambda ev, d, g: f"consumer group {g}: sent back but dropped ({d.get('reason')})",
+    "pop": lambda ev, d, g: (f"popped by consumer group {g} (reconsume #{d.get('reconsume_times')}), invisible "
+                             f"until {format_time(d.get('invisible_until'))}"),
+    "revive": lambda ev, d, g: (f"revived for consumer group {g} into {ev.topic}/{ev.queue_id}@{d.get('queue_offset')} "
+                                f"(reconsume #{d.get('reconsume_times')}, "
+                                f"revive time {format_time(d.get('revive_time'))})"),
+    "put_failed": lambda ev, d, g: f"consumer group {g}: send-back put failed ({d.get('status')}), {d.get('next')}",
+}
 
 
 def _group_outcomes(events: list) -> dict[str, tuple[str, str, int | None]]:
