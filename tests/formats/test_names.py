@@ -99,8 +99,9 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 
 def _is_tags_key(node: ast.AST | None) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "PROPERTY_TAGS") or (
-        isinstance(node, ast.Constant) and node.value == names.PROPERTY_TAGS)
+    return ((isinstance(node, ast.Name) and node.id == "PROPERTY_TAGS")
+            or (isinstance(node, ast.Attribute) and node.attr == "PROPERTY_TAGS")  # names.PROPERTY_TAGS
+            or (isinstance(node, ast.Constant) and node.value == names.PROPERTY_TAGS))
 
 
 def spellings(source: str) -> list[tuple[int, str]]:
@@ -138,9 +139,10 @@ def f(p, rec):
     a = p["DELAY"], p.get('REAL_TOPIC'), f"{p.get('REAL_QID')}/x", b"UNIQ_KEY"
     b = rec.topic.startswith("%DLQ%") or rec.tags != "d" or f"{rec.topic}@CID_RMQ_SYS_TRANS"
     c = {"TAGS": "d"}, ("s", "d"), f"d{a}", "DELAY=3 in prose", f"carries DELAY={a}"
+    e = {names.PROPERTY_TAGS: "d"}
 '''
     assert sorted(t for _, t in spellings(src)) == sorted(
-        ["DELAY", "REAL_TOPIC", "REAL_QID", "UNIQ_KEY", "%DLQ%", "d", "@CID_RMQ_SYS_TRANS", "TAGS", "d"])
+        ["DELAY", "REAL_TOPIC", "REAL_QID", "UNIQ_KEY", "%DLQ%", "d", "@CID_RMQ_SYS_TRANS", "TAGS", "d", "d"])
 
 
 def test_one_module_spells_the_names():
