@@ -23,11 +23,20 @@ MESSAGE_BATCH = 200
 BODY_PREVIEW = 40
 
 
+class _Console(Console):
+    """Rich's console, but a closed stdout (`| head`) raises BrokenPipeError for `cli/app.py` to end with
+    141, as every other output path does (Rich's own handler exits 1, our code for findings)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def _console(stderr: bool = False) -> Console:
     """A console for the current stream: Rich's own TTY detection decides colour; a pipe gets 200 columns."""
     stream = sys.stderr if stderr else sys.stdout
     tty = stream.isatty()
-    return Console(file=stream, stderr=stderr, width=None if tty else 200, highlight=False,
+    return _Console(file=stream, stderr=stderr, width=None if tty else 200, highlight=False,
                    soft_wrap=False, emoji=False)
 
 
@@ -663,7 +672,7 @@ def status(text: str) -> Iterator[Callable[[str], None]]:
 
 def render_simulate_summary(summary: dict) -> None:
     """The summary table of a run, then the delivery timeline as a text histogram."""
-    con = Console(soft_wrap=True)
+    con = _Console(soft_wrap=True)
     t = Table(title=f"simulate (seed {summary['seed']}, broker {summary['broker_version']})")
     t.add_column("what")
     t.add_column("value", justify="right")

@@ -175,7 +175,8 @@ def _console_script() -> list[str]:
 @pytest.mark.parametrize("args", [
     ["inspect", DEMO, "messages", "--json"],  # 60 KiB: the write fails inside the command
     ["inspect", DEMO, "delay", "--json", "--now", NOW],  # one buffered document: fails at the final flush
-], ids=["streaming", "buffered"])
+    ["inspect", DEMO, "--now", NOW],  # Rich tables: Rich's console meets the closed pipe
+], ids=["streaming", "buffered", "rich"])
 def test_a_closed_pipe_ends_quietly(args):
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first byte, like `| head -0`
