@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mqtool.formats.indexfile import INDEX_HEADER_SIZE, index_header
 from mqtool.formats.names import TIMER_TOPIC
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import TIMERLOG_BLANK, TIMERLOG_UNIT_SIZE
 from mqtool.rules import recovery as rules
 from mqtool.store import fastscan
 from mqtool.store.findings import Findings
@@ -22,7 +23,6 @@ from mqtool.store.mapped_files import read_at
 from mqtool.store.store import Store
 
 CHECK = "restart.recovery"
-INDEX_HEADER_END_TS = slice(8, 16)  # IndexHeader: beginTimestamp, endTimestamp, ... (spec §11)
 
 
 def java_bool(config, name: str, default: bool) -> bool:
@@ -147,10 +147,10 @@ def _timerlog_steps(store: Store) -> list[tuple[int, list[tuple[int, int]]]]:
         steps = list(zip(units["size"].tolist(), units["magic"].tolist(), strict=True))
         del units
         pos = len(steps) * TIMERLOG_UNIT_SIZE
-        tail = read_at(f.path, pos, 16)
-        if len(tail) == 16:
-            steps.append((int.from_bytes(tail[:4], "big", signed=True),
-                          int.from_bytes(tail[12:16], "big", signed=True)))
+        tail = read_at(f.path, pos, TIMERLOG_BLANK.size)
+        if len(tail) == TIMERLOG_BLANK.size:  # size and magic sit where the filler has them in a unit too
+            size, _, magic = TIMERLOG_BLANK.unpack(tail)
+            steps.append((size, magic))
         out.append((start, steps))
     return out
 
@@ -197,9 +197,9 @@ def index_recovery(store: Store, clean: bool) -> dict:
     files = []
     if d.is_dir():
         for p in sorted(d.iterdir()):
-            head = read_at(p, 0, 16) if p.is_file() else b""
-            if len(head) == 16:
-                files.append((p.name, int.from_bytes(head[INDEX_HEADER_END_TS], "big", signed=True)))
+            head = read_at(p, 0, INDEX_HEADER_SIZE) if p.is_file() else b""
+            if len(head) == INDEX_HEADER_SIZE:
+                files.append((p.name, index_header.parse(head).end_timestamp))
     cp = store.checkpoint
     index_ts = int(cp.index_msg_timestamp) if cp is not None else 0
     return {"files": len(files), "index_msg_timestamp": index_ts,

@@ -17,8 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mqtool.formats import layout
 from mqtool.formats.batchcq import BCQ_UNIT_SIZE
-from mqtool.formats.commitlog import BLANK_MAGIC_CODE
+from mqtool.formats.commitlog import BLANK_MAGIC_CODE, HEADER
 from mqtool.formats.compaction import (
     CHECKPOINT_FILE,
     COMPACTING_SUB_FOLDER,
@@ -37,6 +38,7 @@ from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import _NAME, MappedFile, MappedFileQueue, map_file, read_at
 
 CHECK = "compaction.integrity"
+_LEAD = layout.struct_format(HEADER[:2])  # TOTALSIZE, MAGICCODE of a record or the BLANK filler
 
 
 class FileEnd(NamedTuple):
@@ -150,8 +152,8 @@ class CompactionQueue:
 
     def _end(self, f: MappedFile, pos: int, reason: str) -> FileEnd:
         if reason == "blank filler":
-            head = read_at(f.path, pos, 8)
-            total, magic = int.from_bytes(head[:4], "big", signed=True), int.from_bytes(head[4:], "big", signed=True)
+            head = read_at(f.path, pos, _LEAD.size)
+            total, magic = _LEAD.unpack(head) if len(head) == _LEAD.size else (0, 0)
             if magic == BLANK_MAGIC_CODE:
                 return FileEnd(self.rel(f), f.start, pos, "blank", total)
         kind = {"unwritten (zero) tail": "zeros", "end of file": "end of file"}.get(reason, "invalid")

@@ -7,7 +7,6 @@ A store converted from normal mode keeps offsets below dividedCommitlogOffset (t
 name) in `commitlog/` (`DLedgerCommitLog.getData`); `iter_records` reads both as one CommitLog.
 """
 
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ INDEX_CHECK = "dledger.index"
 CHECKPOINT_CHECK = "dledger.checkpoint"
 _HEADER = layout.struct_format(entry_header)
 INDEX_DTYPE = layout.dtype(index_unit)
+_ITEM_HEAD = layout.struct_format(layout.fields(entry_header)[:2])  # magic, size: an entry's or the filler's
 _STOPS = "; the broker's recovery stops here and truncates what follows"
 
 
@@ -164,7 +164,7 @@ class DLedgerCommitLog:
                 if n - p:
                     stop.append(p)
                 return
-            magic, size = struct.unpack_from(">ii", buf, p)
+            magic, size = _ITEM_HEAD.unpack_from(buf, p)
             if magic == BLANK_MAGIC:
                 if size != n - p:
                     findings.add(file, p, CHECK, "warning",
