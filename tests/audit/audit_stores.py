@@ -55,6 +55,9 @@ def pair_b_copy(tmp_path) -> Path:
 @pytest.fixture
 def synthetic_store(tmp_path) -> Path:
     """A CommitLog-only store of 5 files of 64 KiB from the shared generator (seed 7)."""
+    gen = SHARED / "bench" / "make_commitlog.py"
+    if not gen.is_file():
+        pytest.skip(f"{gen} is absent: the synthetic CommitLog generator lives in ../shared")
     out = tmp_path / "synthetic"
     subprocess.run([sys.executable, str(SHARED / "bench" / "make_commitlog.py"), str(out / "commitlog"),
                     "0.3", "0.0625", "7"], check=True, capture_output=True)

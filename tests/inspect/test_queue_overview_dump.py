@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from conftest import ORACLE
+from conftest import ORACLE, need_oracle
 from mqtool.inspect.dump import dump_file, file_kind
 from mqtool.inspect.overview import overview
 from mqtool.inspect.queue import iter_queue
@@ -124,6 +124,7 @@ def test_dumps_of_basic(basic_store):
 
 
 def test_dump_of_config_json(open_oracle):
+    need_oracle()
     d = dump_file(ORACLE / "pair_default/B/config/delayOffset.json")
     assert d["offset_table"] == {"1": 2, "2": 1, "3": 2, "5": 1, "6": 1, "18": 0}
     c = dump_file(ORACLE / "pair_default/B/config/consumerOffset.json")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import ORACLE
+from conftest import ORACLE, need_oracle
 from mqtool.inspect.transactions import parse_op_body, transactions_view
 from mqtool.store.store import Store
 
@@ -40,6 +40,7 @@ def test_pair_default_b_states(open_oracle):
 
 def test_pair_default_a_predicts_the_rounds_b_ran(open_oracle):
     """B's services started at T_servicesStartedMs; its check rounds ran at +15.0 s and +31.1 s."""
+    need_oracle()
     manifest = json.loads((ORACLE / "pair_default/B.manifest.json").read_text())
     start = manifest["T_servicesStartedMs"]
     doc = transactions_view(open_oracle("pair_default/A"), start)
