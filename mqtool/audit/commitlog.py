@@ -111,7 +111,7 @@ def _property_values(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, name: np.
     m = -1
     for cap in (n * 8, int(lens.sum()) // 3 + 1):
         kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-        m = fastscan.property_pairs(a, pos, lens, rec_offsets, kpos, klen, vpos, vlen)
+        m = fastscan.kernels().property_pairs(a, pos, lens, rec_offsets, kpos, klen, vpos, vlen)
         if m >= 0:
             break
     kpos, klen, vpos, vlen = kpos[:m], klen[:m], vpos[:m], vlen[:m]

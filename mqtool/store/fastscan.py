@@ -29,16 +29,13 @@ Construct structs (`CQ_DTYPE`, `TIMERLOG_DTYPE`, `SLOT_DTYPE` in `mqtool.formats
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import ipaddress
 import mmap
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import llvmlite.binding as _llvm
 import numpy as np
-from numba import carray, cfunc, njit, types
 
 from mqtool.formats import commitlog as cl
 from mqtool.formats import layout
@@ -47,88 +44,6 @@ from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
-
-
-def _numpy_support_without_scipy() -> None:
-    """Import numba's numpy support with `scipy.linalg` hidden, once, before any kernel is loaded.
-
-    `numba.np.arraymath` asks at import whether scipy's BLAS is there (`_HAVE_BLAS`, for `np.dot`
-    and friends), which imports all of `scipy.linalg` (`import numba` itself imports only `scipy`):
-    about a third of the start-up of every command that scans. No kernel here does linear algebra;
-    a process that imported `scipy.linalg` before is left as it is.
-    """
-    import sys
-
-    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
-        return
-    sys.modules["scipy.linalg"] = None  # `import scipy.linalg.cython_blas` raises ImportError: no BLAS
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        del sys.modules["scipy.linalg"]
-
-
-_numpy_support_without_scipy()
-
-
-# ===================================================================== CRC32 from the kernel
-_CRC_SYMBOL = "mqtool_crc32"  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
-
-
-def _crc32_providers():
-    """(name, library path, symbol) candidates, fastest first: zlib-ng's SIMD CRC (about 19 GB/s on
-    these machines), then the system zlib that CPython uses (about 3.5 GB/s)."""
-    try:
-        from zlib_ng import zlib_ng
-
-        yield "zlib-ng", zlib_ng.__file__, "zng_crc32"
-    except ImportError:  # pragma: no cover - zlib-ng is a dependency
-        pass
-    name = ctypes.util.find_library("z")
-    for lib in ([name] if name else []) + ["libz.so.1", "libz.dylib"]:
-        yield "zlib", lib, "crc32"
-
-
-def _register_crc32(force_table: bool = False) -> str:
-    """Make `_CRC_SYMBOL` resolvable by the JIT (cached kernels refer to it by name)."""
-    for what, lib, symbol in [] if force_table else _crc32_providers():
-        try:
-            fn = getattr(ctypes.CDLL(lib), symbol)
-        except (OSError, AttributeError):
-            continue
-        _llvm.add_symbol(_CRC_SYMBOL, ctypes.cast(fn, ctypes.c_void_p).value)
-        return f"{what} ({lib})"
-    _llvm.add_symbol(_CRC_SYMBOL, _table_crc32().address)
-    return "table (no zlib found)"
-
-
-_CRC_TABLE = np.zeros(256, np.uint32)
-for _n in range(256):
-    _c = _n
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0xEDB88320 if _c & 1 else _c >> 1
-    _CRC_TABLE[_n] = _c
-
-
-def _table_crc32():
-    """zlib's crc32 signature over a byte table (only used where no libz can be loaded)."""
-    if not hasattr(_table_crc32, "fn"):
-        table = _CRC_TABLE
-
-        @cfunc(types.uint64(types.uint64, types.voidptr, types.uint32))
-        def fn(crc, ptr, n):
-            data = carray(ptr, n, np.uint8)
-            c = np.uint32(crc) ^ np.uint32(0xFFFFFFFF)
-            for i in range(n):
-                c = table[(c ^ data[i]) & 0xFF] ^ (c >> np.uint32(8))
-            return np.uint64(c ^ np.uint32(0xFFFFFFFF))
-
-        _table_crc32.fn = fn  # keeps the compiled code (and its address) alive
-    return _table_crc32.fn
-
-
-CRC_IMPLEMENTATION = _register_crc32()
-_crc32 = types.ExternalFunction(_CRC_SYMBOL, types.uint64(types.uint64, types.voidptr, types.uint32))
 
 # ===================================================================== CommitLog kernel
 # Column rows of a chunk (int64 each); positions are file positions (index into the mapping).
@@ -201,144 +116,26 @@ LAYOUT_NAMES = (
 LAYOUT = _kernel_layout()
 
 
-@njit(inline="always")
-def _u32(a, p):
-    return (np.int64(a[p]) << 24) | (np.int64(a[p + 1]) << 16) | (np.int64(a[p + 2]) << 8) | np.int64(a[p + 3])
+def kernels():
+    """The numba kernels (`mqtool.store.kernels`), imported on first use: numba costs about 1 s per
+    process, which commands that never scan a CommitLog must not pay."""
+    from mqtool.store import kernels as k
+
+    return k
 
 
-@njit(inline="always")
-def _i32(a, p):
-    v = _u32(a, p)
-    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+# Records a process walks with CPython before it loads numba: loading the kernels (numba's import and
+# the cached machine code, about 1 s) costs more than walking this many at ~20 us each.
+PYTHON_WALK_RECORDS = 20_000
+_python_left = PYTHON_WALK_RECORDS
+ENGINE: str | None = None  # "python" or "numba" pins one (tests run every case under both)
 
 
-@njit(inline="always")
-def _i64(a, p):
-    return (np.int64(_u32(a, p)) << 32) | _u32(a, p + 4)  # wraps to a signed long like Java
-
-
-@njit(inline="always")
-def _i16(a, p):
-    v = (np.int64(a[p]) << 8) | np.int64(a[p + 1])
-    return v - 65536 if v >= 32768 else v
-
-
-@njit(cache=True, nogil=True)
-def _commitlog_kernel(a, pos, verify_crc, out, lay):
-    """Scan records from `pos` into `out[:, :n]`; returns (n, pos, stop, detail).
-
-    Mirrors `CommitLog._walk` + `decode_message` check by check, in the same order. `lay` is
-    `LAYOUT`: every offset and width comes from the Construct definition.
-    """
-    (o_total, o_magic, o_crc, o_qid, o_flag, o_qoff, o_phys, o_sysflag, o_born_ts, head, addr_v4, addr_v6,
-     port, store_ts_size, o_reconsume, o_prepared, o_body_len, tail, topic_v1, topic_v2, props_width,
-     fixed) = lay
-    size = a.shape[0]
-    cap = out.shape[1]
-    base = a.ctypes.data
-    n = 0
-    while True:
-        if n == cap:
-            return n, pos, STOP_MORE, 0
-        if pos + o_magic + 4 > size:
-            return n, pos, STOP_END_OF_FILE, 0
-        total = _i32(a, pos + o_total)
-        magic = _i32(a, pos + o_magic)
-        if magic == _BLANK:
-            return n, pos, STOP_BLANK, total
-        if total == 0 and magic == 0:
-            return n, pos, STOP_ZERO_TAIL, 0
-        if pos + head > size:
-            return n, pos, BAD_HEADER, 0
-        if magic != _V1 and magic != _V2:
-            return n, pos, BAD_MAGIC, magic
-        sys_flag = _i32(a, pos + o_sysflag)
-        born_v6 = (sys_flag & _BORN_V6) != 0
-        store_v6 = (sys_flag & _STORE_V6) != 0
-        born_addr = addr_v6 if born_v6 else addr_v4
-        store_addr = addr_v6 if store_v6 else addr_v4
-        p = pos + head
-        if p + born_addr + port + store_ts_size + store_addr + port > size:
-            return n, pos, BAD_HEADER, 0
-        born_host = p
-        born_port = _i32(a, p + born_addr)
-        p += born_addr + port
-        store_ts = _i64(a, p)
-        p += store_ts_size
-        store_host = p
-        store_port = _i32(a, p + store_addr)
-        p += store_addr + port
-        if p + tail > size:
-            return n, pos, BAD_HEADER, 0
-        reconsume = _i32(a, p + o_reconsume)
-        prepared = _i64(a, p + o_prepared)
-        body_len = _i32(a, p + o_body_len)
-        p += tail
-        if body_len < 0:
-            return n, pos, BAD_BODY_NEG, body_len
-        if p + body_len > size:
-            return n, pos, BAD_BODY_PAST, 0
-        body_pos = p
-        p += body_len
-        if magic == _V2:
-            if p + topic_v2 > size:
-                return n, pos, BAD_TOPIC_LEN_PAST, 0
-            topic_len = _i16(a, p)
-            p += topic_v2
-        else:
-            if p + topic_v1 > size:
-                return n, pos, BAD_TOPIC_LEN_PAST, 0
-            topic_len = np.int64(a[p])
-            if topic_len >= 128:
-                topic_len -= 256  # a signed byte, as RocketMQ reads it
-            p += topic_v1
-        if topic_len < 0:
-            return n, pos, BAD_TOPIC_NEG, topic_len
-        if p + topic_len > size:
-            return n, pos, BAD_TOPIC_PAST, 0
-        topic_pos = p
-        p += topic_len
-        if p + props_width > size:
-            return n, pos, BAD_PROPS_LEN_PAST, 0
-        props_len = _i16(a, p)
-        p += props_width
-        if props_len < 0:
-            return n, pos, BAD_PROPS_NEG, props_len
-        if p + props_len > size:
-            return n, pos, BAD_PROPS_PAST, 0
-        computed = (fixed + born_addr + port + store_addr + port + body_len + (topic_v2 if magic == _V2 else topic_v1)
-                    + topic_len + props_len)
-        if total != computed or total <= 0:
-            return n, pos, BAD_SIZE, computed
-        crc = np.int64(-1)
-        if verify_crc and body_len > 0:
-            crc = np.int64(_crc32(0, base + body_pos, body_len) & 0x7FFFFFFF)
-        out[C_POS, n] = pos
-        out[C_TOTAL, n] = total
-        out[C_MAGIC, n] = magic
-        out[C_BODY_CRC, n] = _i32(a, pos + o_crc)
-        out[C_QUEUE_ID, n] = _i32(a, pos + o_qid)
-        out[C_FLAG, n] = _i32(a, pos + o_flag)
-        out[C_QUEUE_OFFSET, n] = _i64(a, pos + o_qoff)
-        out[C_PHYS_FIELD, n] = _i64(a, pos + o_phys)
-        out[C_SYS_FLAG, n] = sys_flag
-        out[C_BORN_TS, n] = _i64(a, pos + o_born_ts)
-        out[C_BORN_HOST, n] = born_host
-        out[C_BORN_PORT, n] = born_port
-        out[C_STORE_TS, n] = store_ts
-        out[C_STORE_HOST, n] = store_host
-        out[C_STORE_PORT, n] = store_port
-        out[C_RECONSUME, n] = reconsume
-        out[C_PREPARED, n] = prepared
-        out[C_BODY_POS, n] = body_pos
-        out[C_BODY_LEN, n] = body_len
-        out[C_TOPIC_POS, n] = topic_pos
-        out[C_TOPIC_LEN, n] = topic_len
-        out[C_PROPS_POS, n] = p
-        out[C_PROPS_LEN, n] = props_len
-        out[C_CRC, n] = crc
-        n += 1
-        pos += total
+def _use_python() -> bool:
+    """Walk under CPython while numba is not loaded and the process's budget lasts."""
+    if ENGINE is not None:
+        return ENGINE == "python"
+    return _python_left > 0 and "mqtool.store.kernels" not in sys.modules
 
 
 # ===================================================================== chunks and results
@@ -432,13 +229,24 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
     (`MADV_DONTNEED`: they stay in the page cache), so the resident size stays about one chunk
     however large the file is.
     """
+    global _python_left
     a = as_array(buf)
+    view = None
     try:
         pos = start
         released = 0
         while True:
-            out = np.empty((NCOL, chunk_records), np.int64)
-            n, end, stop, detail = _commitlog_kernel(a, pos, verify_crc, out, LAYOUT)
+            if _use_python():  # the same walk (`walk.py`), without loading numba
+                from mqtool.store.walk import python_commitlog_kernel as kernel
+
+                view = memoryview(a) if view is None else view
+                data, cap = view, chunk_records if ENGINE else min(chunk_records, _python_left)
+            else:
+                kernel, data, cap = kernels()._commitlog_kernel, a, chunk_records
+            out = np.empty((NCOL, cap), np.int64)
+            n, end, stop, detail = kernel(data, pos, verify_crc, out, LAYOUT)
+            if data is view:
+                _python_left -= n
             yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a))
             if release and isinstance(buf, mmap.mmap):
                 released = _release(buf, released, int(end))
@@ -446,7 +254,9 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
                 return
             pos = int(end)
     finally:
-        del a
+        if view is not None:
+            view.release()
+        del a, view
 
 
 def _release(mm: mmap.mmap, done: int, upto: int) -> int:
@@ -575,72 +385,6 @@ def records_from_chunk(buf, chunk: ScanChunk, file: str = "") -> Iterator[Messag
 
 
 # ===================================================================== Arrow columns
-@njit(cache=True, nogil=True)
-def _gather(a, starts, lens, offsets, out):
-    """Copy a[starts[i]:starts[i]+lens[i]] to out[offsets[i]:...] (Arrow binary/string data)."""
-    for i in range(starts.shape[0]):
-        o = offsets[i]
-        s = starts[i]
-        n = lens[i]
-        out[o : o + n] = a[s : s + n]
-
-
-@njit(cache=True, nogil=True)
-def _property_pairs(a, starts, lens, rec_offsets, kpos, klen, vpos, vlen):
-    """`string2messageProperties` on bytes (0x01/0x02 never occur inside a UTF-8 sequence).
-
-    Pairs in stored order; a repeated name keeps its first place and its last value (dict order).
-    Returns the number of pairs (rec_offsets[i] is record i's first pair), or -1 when the pair
-    arrays are too small.
-    """
-    m = 0
-    cap = kpos.shape[0]
-    for r in range(starts.shape[0]):
-        rec_offsets[r] = m
-        first = m
-        i = starts[r]
-        end = i + lens[r]
-        while i < end:
-            j = i
-            k = -1
-            while j < end and a[j] != 2:
-                if k < 0 and a[j] == 1:
-                    k = j
-                j += 1
-            if k > i and k < j - 1:  # a name and a value
-                dup = -1
-                for q in range(first, m):
-                    if klen[q] == k - i:
-                        same = True
-                        for t in range(k - i):
-                            if a[kpos[q] + t] != a[i + t]:
-                                same = False
-                                break
-                        if same:
-                            dup = q
-                            break
-                if dup >= 0:
-                    vpos[dup] = k + 1
-                    vlen[dup] = j - k - 1
-                else:
-                    if m == cap:
-                        return -1
-                    kpos[m] = i
-                    klen[m] = k - i
-                    vpos[m] = k + 1
-                    vlen[m] = j - k - 1
-                    m += 1
-            i = j + 1
-    rec_offsets[starts.shape[0]] = m
-    return m
-
-
-property_pairs = _property_pairs  # public name: callers outside the scanner (audits) use this
-@njit(cache=True, nogil=True)
-def _host_keys(a, pos, out):
-    """IPv4 address and port of each host as one int64 (only meaningful for IPv4 hosts)."""
-    for i in range(pos.shape[0]):
-        out[i] = (_u32(a, pos[i]) << 32) | _u32(a, pos[i] + 4)
 
 
 def _pool_array(n: int, dtype) -> tuple[np.ndarray, object]:
@@ -659,7 +403,7 @@ def _binary(a: np.ndarray, starts: np.ndarray, lens: np.ndarray, typ):
     offsets[0] = 0
     np.cumsum(lens, out=offsets[1:])
     data, dbuf = _pool_array(int(offsets[-1]), np.uint8)
-    _gather(a, starts, lens, offsets, data)
+    kernels()._gather(a, starts, lens, offsets, data)
     return pa.Array.from_buffers(typ, len(lens), [None, obuf, dbuf])
 
 
@@ -685,7 +429,7 @@ def _host_column(a: np.ndarray, pos: np.ndarray, v6: np.ndarray):
     v4 = ~v6
     if v4.any():
         keys = np.empty(int(v4.sum()), np.int64)
-        _host_keys(a, pos[v4], keys)
+        kernels()._host_keys(a, pos[v4], keys)
         uniq, inverse = np.unique(keys, return_inverse=True)
         texts = [host_text(k.to_bytes(8, "big", signed=True)) for k in uniq.tolist()]
         codes[v4] = inverse.ravel()
@@ -716,7 +460,7 @@ def chunk_to_arrow(buf, chunk: ScanChunk, file: str = ""):
         m = -1
         for cap in (n * 8, int(props_len.sum()) // 3 + 1):
             kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-            m = _property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
+            m = kernels()._property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
             if m >= 0:
                 break
         props = pa.MapArray.from_arrays(pa.array(rec_offsets), _text(a, kpos[:m], klen[:m]),
@@ -819,8 +563,8 @@ def timerwheel_slots(buf) -> np.ndarray:
 def warm_up() -> None:
     """Load (or compile) the kernels now, e.g. before timing or before a progress bar starts."""
     a = as_array(bytes(64))
-    _commitlog_kernel(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
+    kernels()._commitlog_kernel(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
     z = np.zeros(1, np.int64)
-    _gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
-    _property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)
-    _host_keys(a, z, z)
+    kernels()._gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
+    kernels()._property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)
+    kernels()._host_keys(a, z, z)

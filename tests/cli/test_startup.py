@@ -68,11 +68,25 @@ def test_a_config_file_dump_as_json_imports_none_of_the_heavy_packages(path):
     assert heavy(names) == []
 
 
-def test_a_store_view_does_import_the_scan_kernels():
-    """The check above can fail: a command that scans lists numba and numpy in the same parse."""
+def test_a_small_store_view_walks_without_numba():
+    """The demo store (92 records) is walked by the CPython engine: numpy, but no numba load."""
     names, p = imported("inspect", str(DEMO), "--json", "--now", "1790000020000")
     assert p.returncode == 0, p.stderr[-2000:]
-    assert {"numba", "numpy"} <= set(heavy(names))
+    assert "numpy" in names and "mqtool.store.walk" in names
+    assert "numba" not in names and "mqtool.store.kernels" not in names
+
+
+def test_a_store_view_past_the_python_budget_loads_the_kernels():
+    """The check above can fail: past `PYTHON_WALK_RECORDS` records the same view loads numba."""
+    code = ("import sys; from mqtool.store import fastscan; fastscan._python_left = 10; "
+            "from mqtool.cli.app import main; sys.argv = ['mqtool', 'inspect', sys.argv[1], '--json', "
+            "'--now', '1790000020000']; main()")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, "-X", "importtime", "-c", code, str(DEMO)], capture_output=True,
+                       text=True, env=env, cwd=REPO)
+    names = {m.group(2) for line in p.stderr.splitlines() if (m := _LINE.match(line))}
+    assert p.stdout.startswith('{"version": 1'), p.stderr[-2000:]
+    assert {"numba", "mqtool.store.kernels"} <= names
     assert "numba.np.arraymath" in names and "scipy.linalg" not in names  # numba's BLAS check skipped
 
 

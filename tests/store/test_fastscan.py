@@ -35,6 +35,14 @@ from mqtool.store import fastscan as fs
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.store import Store
 
+
+@pytest.fixture(autouse=True, params=["numba", "python"])
+def engine(request, monkeypatch):
+    """Every case runs under both engines of the one walk (`store/walk.py`): numba and CPython."""
+    monkeypatch.setattr(fs, "ENGINE", request.param)
+    return request.param
+
+
 FIELDS = {  # kernel column -> Construct field of `commitlog_record.message`
     "body_crc": "body_crc", "queue_id": "queue_id", "flag": "flag", "queue_offset": "queue_offset",
     "physical_offset_field": "physical_offset", "sys_flag": "sys_flag", "born_timestamp": "born_timestamp",
@@ -368,7 +376,7 @@ def test_abandoned_iteration_releases_the_mapping(tmp_path):
 
 
 def test_table_crc_fallback_equals_zlib():
-    fn = fs._table_crc32()
+    fn = fs.kernels()._table_crc32()
     call = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint32)(fn.address)
     for data in (b"", b"a", b"hello world" * 37, bytes(range(256)) * 9):
         buf = ctypes.create_string_buffer(data, len(data))
@@ -382,7 +390,29 @@ def test_properties_pairs_follow_string2messageProperties():
         buf = s.encode()
         rec_offsets = np.zeros(2, np.int32)
         arrays = np.zeros((4, 16), np.int64)
-        m = fs._property_pairs(fs.as_array(buf), np.array([0]), np.array([len(buf)]), rec_offsets, *arrays)
+        m = fs.kernels()._property_pairs(fs.as_array(buf), np.array([0]), np.array([len(buf)]), rec_offsets, *arrays)
         kpos, klen, vpos, vlen = arrays
         got = {buf[kpos[i] : kpos[i] + klen[i]].decode(): buf[vpos[i] : vpos[i] + vlen[i]].decode() for i in range(m)}
         assert list(got.items()) == list(parse_properties(s).items()), s
+
+
+def test_the_python_budget_hands_over_to_numba_mid_file(monkeypatch, engine):
+    """With numba not loaded, the first `PYTHON_WALK_RECORDS` records are walked by CPython and the
+    rest by the kernel; the columns are those of one numba walk."""
+    import sys
+
+    f = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "commitlog" / "00000000000000000000"
+    data = f.read_bytes()
+    monkeypatch.setattr(fs, "ENGINE", "numba")
+    want = list(fs.iter_commitlog_chunks(data))[-1]
+    monkeypatch.setattr(fs, "ENGINE", None)
+    monkeypatch.setattr(fs, "_python_left", 7)
+    monkeypatch.delitem(sys.modules, "mqtool.store.kernels")
+    loaded = []
+    real = fs.kernels
+    monkeypatch.setattr(fs, "kernels", lambda: loaded.append(1) or real())
+    chunks = list(fs.iter_commitlog_chunks(data))
+    assert [len(c) for c in chunks] == [7, len(want) - 7] and loaded == [1]
+    assert fs._python_left == 0
+    assert (np.concatenate([c.cols for c in chunks], axis=1) == want.cols).all()
+    assert (chunks[-1].end, chunks[-1].stop) == (want.end, want.stop)

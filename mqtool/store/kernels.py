@@ -1,0 +1,236 @@
+"""The numba kernels of `fastscan`: the CommitLog walk, Arrow gathers, property splitting, CRC32.
+
+Imported only when a scan needs a kernel (`fastscan.kernels()`), so commands that read small
+files (index, queue, config views) never pay numba's import (about 1 s per process). Constants,
+column numbers and the layout come from `fastscan` (the Construct definition); nothing here
+restates a field.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+import llvmlite.binding as _llvm
+import numpy as np
+from numba import carray, cfunc, njit, types
+
+from mqtool.store.fastscan import (  # noqa: F401 - globals the kernels read (frozen by numba)
+    _BLANK,
+    _BORN_V6,
+    _STORE_V6,
+    _V1,
+    _V2,
+    BAD_BODY_NEG,
+    BAD_BODY_PAST,
+    BAD_HEADER,
+    BAD_MAGIC,
+    BAD_PROPS_LEN_PAST,
+    BAD_PROPS_NEG,
+    BAD_PROPS_PAST,
+    BAD_SIZE,
+    BAD_TOPIC_LEN_PAST,
+    BAD_TOPIC_NEG,
+    BAD_TOPIC_PAST,
+    C_BODY_CRC,
+    C_BODY_LEN,
+    C_BODY_POS,
+    C_BORN_HOST,
+    C_BORN_PORT,
+    C_BORN_TS,
+    C_CRC,
+    C_FLAG,
+    C_MAGIC,
+    C_PHYS_FIELD,
+    C_POS,
+    C_PREPARED,
+    C_PROPS_LEN,
+    C_PROPS_POS,
+    C_QUEUE_ID,
+    C_QUEUE_OFFSET,
+    C_RECONSUME,
+    C_STORE_HOST,
+    C_STORE_PORT,
+    C_STORE_TS,
+    C_SYS_FLAG,
+    C_TOPIC_LEN,
+    C_TOPIC_POS,
+    C_TOTAL,
+    STOP_BLANK,
+    STOP_END_OF_FILE,
+    STOP_MORE,
+    STOP_ZERO_TAIL,
+)
+
+
+def _numpy_support_without_scipy() -> None:
+    """Import numba's numpy support with `scipy.linalg` hidden, once, before any kernel is loaded.
+
+    `numba.np.arraymath` asks at import whether scipy's BLAS is there (`_HAVE_BLAS`, for `np.dot`
+    and friends), which imports all of `scipy.linalg` (`import numba` itself imports only `scipy`):
+    about a third of the start-up of every command that scans. No kernel here does linear algebra;
+    a process that imported `scipy.linalg` before is left as it is.
+    """
+    import sys
+
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    sys.modules["scipy.linalg"] = None  # `import scipy.linalg.cython_blas` raises ImportError: no BLAS
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        del sys.modules["scipy.linalg"]
+
+
+_numpy_support_without_scipy()
+
+
+# ===================================================================== CRC32 from the kernel
+_CRC_SYMBOL = "mqtool_crc32"  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
+
+
+def _crc32_providers():
+    """(name, library path, symbol) candidates, fastest first: zlib-ng's SIMD CRC (about 19 GB/s on
+    these machines), then the system zlib that CPython uses (about 3.5 GB/s)."""
+    try:
+        from zlib_ng import zlib_ng
+
+        yield "zlib-ng", zlib_ng.__file__, "zng_crc32"
+    except ImportError:  # pragma: no cover - zlib-ng is a dependency
+        pass
+    name = ctypes.util.find_library("z")
+    for lib in ([name] if name else []) + ["libz.so.1", "libz.dylib"]:
+        yield "zlib", lib, "crc32"
+
+
+def _register_crc32(force_table: bool = False) -> str:
+    """Make `_CRC_SYMBOL` resolvable by the JIT (cached kernels refer to it by name)."""
+    for what, lib, symbol in [] if force_table else _crc32_providers():
+        try:
+            fn = getattr(ctypes.CDLL(lib), symbol)
+        except (OSError, AttributeError):
+            continue
+        _llvm.add_symbol(_CRC_SYMBOL, ctypes.cast(fn, ctypes.c_void_p).value)
+        return f"{what} ({lib})"
+    _llvm.add_symbol(_CRC_SYMBOL, _table_crc32().address)
+    return "table (no zlib found)"
+
+
+_CRC_TABLE = np.zeros(256, np.uint32)
+for _n in range(256):
+    _c = _n
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0xEDB88320 if _c & 1 else _c >> 1
+    _CRC_TABLE[_n] = _c
+
+
+def _table_crc32():
+    """zlib's crc32 signature over a byte table (only used where no libz can be loaded)."""
+    if not hasattr(_table_crc32, "fn"):
+        table = _CRC_TABLE
+
+        @cfunc(types.uint64(types.uint64, types.voidptr, types.uint32))
+        def fn(crc, ptr, n):
+            data = carray(ptr, n, np.uint8)
+            c = np.uint32(crc) ^ np.uint32(0xFFFFFFFF)
+            for i in range(n):
+                c = table[(c ^ data[i]) & 0xFF] ^ (c >> np.uint32(8))
+            return np.uint64(c ^ np.uint32(0xFFFFFFFF))
+
+        _table_crc32.fn = fn  # keeps the compiled code (and its address) alive
+    return _table_crc32.fn
+
+
+CRC_IMPLEMENTATION = _register_crc32()
+_crc32 = types.ExternalFunction(_CRC_SYMBOL, types.uint64(types.uint64, types.voidptr, types.uint32))
+
+
+# ===================================================================== CommitLog kernel
+def _compile_walk():
+    """`walk`'s functions under numba: the same code objects, with globals where the helpers and
+    `_crc32` are their compiled forms (numba resolves globals when it compiles)."""
+    from types import FunctionType
+
+    from mqtool.store import walk
+
+    g = dict(vars(walk))
+    g["_crc32"] = _crc32
+    for name in walk.NUMBA_HELPERS:
+        fn = getattr(walk, name)
+        g[name] = njit(inline="always")(FunctionType(fn.__code__, g, name))
+    fn = walk._commitlog_kernel
+    return njit(cache=True, nogil=True)(FunctionType(fn.__code__, g, fn.__name__)), g["_u32"]
+
+
+_commitlog_kernel, _u32 = _compile_walk()
+
+
+# ===================================================================== Arrow columns
+@njit(cache=True, nogil=True)
+def _gather(a, starts, lens, offsets, out):
+    """Copy a[starts[i]:starts[i]+lens[i]] to out[offsets[i]:...] (Arrow binary/string data)."""
+    for i in range(starts.shape[0]):
+        o = offsets[i]
+        s = starts[i]
+        n = lens[i]
+        out[o : o + n] = a[s : s + n]
+
+
+@njit(cache=True, nogil=True)
+def _property_pairs(a, starts, lens, rec_offsets, kpos, klen, vpos, vlen):
+    """`string2messageProperties` on bytes (0x01/0x02 never occur inside a UTF-8 sequence).
+
+    Pairs in stored order; a repeated name keeps its first place and its last value (dict order).
+    Returns the number of pairs (rec_offsets[i] is record i's first pair), or -1 when the pair
+    arrays are too small.
+    """
+    m = 0
+    cap = kpos.shape[0]
+    for r in range(starts.shape[0]):
+        rec_offsets[r] = m
+        first = m
+        i = starts[r]
+        end = i + lens[r]
+        while i < end:
+            j = i
+            k = -1
+            while j < end and a[j] != 2:
+                if k < 0 and a[j] == 1:
+                    k = j
+                j += 1
+            if k > i and k < j - 1:  # a name and a value
+                dup = -1
+                for q in range(first, m):
+                    if klen[q] == k - i:
+                        same = True
+                        for t in range(k - i):
+                            if a[kpos[q] + t] != a[i + t]:
+                                same = False
+                                break
+                        if same:
+                            dup = q
+                            break
+                if dup >= 0:
+                    vpos[dup] = k + 1
+                    vlen[dup] = j - k - 1
+                else:
+                    if m == cap:
+                        return -1
+                    kpos[m] = i
+                    klen[m] = k - i
+                    vpos[m] = k + 1
+                    vlen[m] = j - k - 1
+                    m += 1
+            i = j + 1
+    rec_offsets[starts.shape[0]] = m
+    return m
+
+
+property_pairs = _property_pairs  # public name: callers outside the scanner (audits) use this
+
+
+@njit(cache=True, nogil=True)
+def _host_keys(a, pos, out):
+    """IPv4 address and port of each host as one int64 (only meaningful for IPv4 hosts)."""
+    for i in range(pos.shape[0]):
+        out[i] = (_u32(a, pos[i]) << 32) | _u32(a, pos[i] + 4)

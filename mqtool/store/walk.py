@@ -1,0 +1,250 @@
+"""The CommitLog walk of `fastscan`, written once (spec §2.7), run by numba or by CPython.
+
+`kernels.py` compiles these same functions with numba for large scans; `fastscan` runs them as they
+are (CPython) for small ones, where loading numba (about 1 s per process) costs more than the walk.
+One definition, two engines: `tests/store/test_fastscan.py` runs both on every case.
+
+Only the primitives differ between the engines (`NUMBA_HELPERS` and their `_py_` twins: numba reads
+bytes of a uint8 array and CRCs through a zlib symbol, CPython reads a memoryview and calls zlib);
+everything the walk checks comes from `fastscan` (`LAYOUT`, column numbers, stop codes).
+"""
+
+from __future__ import annotations
+
+import zlib
+from types import FunctionType
+
+import numpy as np
+
+from mqtool.store.fastscan import (  # noqa: F401 - globals the walk reads (frozen by numba)
+    _BLANK,
+    _BORN_V6,
+    _STORE_V6,
+    _V1,
+    _V2,
+    BAD_BODY_NEG,
+    BAD_BODY_PAST,
+    BAD_HEADER,
+    BAD_MAGIC,
+    BAD_PROPS_LEN_PAST,
+    BAD_PROPS_NEG,
+    BAD_PROPS_PAST,
+    BAD_SIZE,
+    BAD_TOPIC_LEN_PAST,
+    BAD_TOPIC_NEG,
+    BAD_TOPIC_PAST,
+    C_BODY_CRC,
+    C_BODY_LEN,
+    C_BODY_POS,
+    C_BORN_HOST,
+    C_BORN_PORT,
+    C_BORN_TS,
+    C_CRC,
+    C_FLAG,
+    C_MAGIC,
+    C_PHYS_FIELD,
+    C_POS,
+    C_PREPARED,
+    C_PROPS_LEN,
+    C_PROPS_POS,
+    C_QUEUE_ID,
+    C_QUEUE_OFFSET,
+    C_RECONSUME,
+    C_STORE_HOST,
+    C_STORE_PORT,
+    C_STORE_TS,
+    C_SYS_FLAG,
+    C_TOPIC_LEN,
+    C_TOPIC_POS,
+    C_TOTAL,
+    STOP_BLANK,
+    STOP_END_OF_FILE,
+    STOP_MORE,
+    STOP_ZERO_TAIL,
+)
+
+
+# The primitives the walk reads with, one set per engine. numba's: byte arithmetic on a uint8
+# array, the CRC through the registered zlib symbol. CPython's: `int.from_bytes` on a memoryview.
+def _u32(a, p):
+    return (np.int64(a[p]) << 24) | (np.int64(a[p + 1]) << 16) | (np.int64(a[p + 2]) << 8) | np.int64(a[p + 3])
+
+
+def _i32(a, p):
+    v = _u32(a, p)
+    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+
+
+def _i64(a, p):
+    return (np.int64(_u32(a, p)) << 32) | _u32(a, p + 4)  # wraps to a signed long like Java
+
+
+def _i16(a, p):
+    v = (np.int64(a[p]) << 8) | np.int64(a[p + 1])
+    return v - 65536 if v >= 32768 else v
+
+
+def _i8(a, p):
+    v = np.int64(a[p])
+    return v - 256 if v >= 128 else v  # a signed byte, as RocketMQ reads the V1 topic length
+
+
+def _body_crc(a, p, n):
+    return np.int64(_crc32(0, a.ctypes.data + p, n) & 0x7FFFFFFF)
+
+
+NUMBA_HELPERS = ("_u32", "_i32", "_i64", "_i16", "_i8", "_body_crc")  # compiled inline by `kernels`
+
+
+def _crc32(crc, ptr, n):  # pragma: no cover - replaced by the zlib symbol under numba
+    raise NotImplementedError("bound by kernels._compile_walk")
+
+
+def _py_u32(a, p):
+    return int.from_bytes(a[p : p + 4], "big")
+
+
+def _py_i32(a, p):
+    return int.from_bytes(a[p : p + 4], "big", signed=True)
+
+
+def _py_i64(a, p):
+    return int.from_bytes(a[p : p + 8], "big", signed=True)
+
+
+def _py_i16(a, p):
+    return int.from_bytes(a[p : p + 2], "big", signed=True)
+
+
+def _py_i8(a, p):
+    v = a[p]
+    return v - 256 if v >= 128 else v
+
+
+def _py_body_crc(a, p, n):
+    return zlib.crc32(a[p : p + n]) & 0x7FFFFFFF
+
+
+def _commitlog_kernel(a, pos, verify_crc, out, lay):
+    """Scan records from `pos` into `out[:, :n]`; returns (n, pos, stop, detail).
+
+    Mirrors `CommitLog._walk` + `decode_message` check by check, in the same order. `lay` is
+    `LAYOUT`: every offset and width comes from the Construct definition.
+    """
+    (o_total, o_magic, o_crc, o_qid, o_flag, o_qoff, o_phys, o_sysflag, o_born_ts, head, addr_v4, addr_v6,
+     port, store_ts_size, o_reconsume, o_prepared, o_body_len, tail, topic_v1, topic_v2, props_width,
+     fixed) = lay
+    size = a.shape[0]
+    cap = out.shape[1]
+    n = 0
+    while True:
+        if n == cap:
+            return n, pos, STOP_MORE, 0
+        if pos + o_magic + 4 > size:
+            return n, pos, STOP_END_OF_FILE, 0
+        total = _i32(a, pos + o_total)
+        magic = _i32(a, pos + o_magic)
+        if magic == _BLANK:
+            return n, pos, STOP_BLANK, total
+        if total == 0 and magic == 0:
+            return n, pos, STOP_ZERO_TAIL, 0
+        if pos + head > size:
+            return n, pos, BAD_HEADER, 0
+        if magic != _V1 and magic != _V2:
+            return n, pos, BAD_MAGIC, magic
+        sys_flag = _i32(a, pos + o_sysflag)
+        born_v6 = (sys_flag & _BORN_V6) != 0
+        store_v6 = (sys_flag & _STORE_V6) != 0
+        born_addr = addr_v6 if born_v6 else addr_v4
+        store_addr = addr_v6 if store_v6 else addr_v4
+        p = pos + head
+        if p + born_addr + port + store_ts_size + store_addr + port > size:
+            return n, pos, BAD_HEADER, 0
+        born_host = p
+        born_port = _i32(a, p + born_addr)
+        p += born_addr + port
+        store_ts = _i64(a, p)
+        p += store_ts_size
+        store_host = p
+        store_port = _i32(a, p + store_addr)
+        p += store_addr + port
+        if p + tail > size:
+            return n, pos, BAD_HEADER, 0
+        reconsume = _i32(a, p + o_reconsume)
+        prepared = _i64(a, p + o_prepared)
+        body_len = _i32(a, p + o_body_len)
+        p += tail
+        if body_len < 0:
+            return n, pos, BAD_BODY_NEG, body_len
+        if p + body_len > size:
+            return n, pos, BAD_BODY_PAST, 0
+        body_pos = p
+        p += body_len
+        if magic == _V2:
+            if p + topic_v2 > size:
+                return n, pos, BAD_TOPIC_LEN_PAST, 0
+            topic_len = _i16(a, p)
+            p += topic_v2
+        else:
+            if p + topic_v1 > size:
+                return n, pos, BAD_TOPIC_LEN_PAST, 0
+            topic_len = _i8(a, p)
+            p += topic_v1
+        if topic_len < 0:
+            return n, pos, BAD_TOPIC_NEG, topic_len
+        if p + topic_len > size:
+            return n, pos, BAD_TOPIC_PAST, 0
+        topic_pos = p
+        p += topic_len
+        if p + props_width > size:
+            return n, pos, BAD_PROPS_LEN_PAST, 0
+        props_len = _i16(a, p)
+        p += props_width
+        if props_len < 0:
+            return n, pos, BAD_PROPS_NEG, props_len
+        if p + props_len > size:
+            return n, pos, BAD_PROPS_PAST, 0
+        computed = (fixed + born_addr + port + store_addr + port + body_len + (topic_v2 if magic == _V2 else topic_v1)
+                    + topic_len + props_len)
+        if total != computed or total <= 0:
+            return n, pos, BAD_SIZE, computed
+        crc = np.int64(-1)
+        if verify_crc and body_len > 0:
+            crc = _body_crc(a, body_pos, body_len)
+        out[C_POS, n] = pos
+        out[C_TOTAL, n] = total
+        out[C_MAGIC, n] = magic
+        out[C_BODY_CRC, n] = _i32(a, pos + o_crc)
+        out[C_QUEUE_ID, n] = _i32(a, pos + o_qid)
+        out[C_FLAG, n] = _i32(a, pos + o_flag)
+        out[C_QUEUE_OFFSET, n] = _i64(a, pos + o_qoff)
+        out[C_PHYS_FIELD, n] = _i64(a, pos + o_phys)
+        out[C_SYS_FLAG, n] = sys_flag
+        out[C_BORN_TS, n] = _i64(a, pos + o_born_ts)
+        out[C_BORN_HOST, n] = born_host
+        out[C_BORN_PORT, n] = born_port
+        out[C_STORE_TS, n] = store_ts
+        out[C_STORE_HOST, n] = store_host
+        out[C_STORE_PORT, n] = store_port
+        out[C_RECONSUME, n] = reconsume
+        out[C_PREPARED, n] = prepared
+        out[C_BODY_POS, n] = body_pos
+        out[C_BODY_LEN, n] = body_len
+        out[C_TOPIC_POS, n] = topic_pos
+        out[C_TOPIC_LEN, n] = topic_len
+        out[C_PROPS_POS, n] = p
+        out[C_PROPS_LEN, n] = props_len
+        out[C_CRC, n] = crc
+        n += 1
+        pos += total
+
+
+def _python_kernel():
+    """`_commitlog_kernel` with CPython's primitives (same code object, other globals)."""
+    g = dict(globals())
+    for name in NUMBA_HELPERS:
+        g[name] = g["_py" + name]
+    return FunctionType(_commitlog_kernel.__code__, g, "_commitlog_kernel")
+
+
+python_commitlog_kernel = _python_kernel()
