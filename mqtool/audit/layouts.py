@@ -1,8 +1,9 @@
 """Audits of the issue-15 layouts, wired into the plan additively.
 
-- DLedger (spec §12): `DLedgerCommitLog.audit` (entry magic, size, pos, index and term continuity,
-  index file vs data, committedIndex vs the data's end) on the driver; the CommitLog tasks walk the
-  entry bodies through `DLedgerCommitLogView.slice_chunks`, so every CommitLog check sees the records.
+- DLedger (spec §12): the CommitLog tasks walk the entry bodies through
+  `DLedgerCommitLogView.slice_chunks`, so every CommitLog check sees the records; the entry checks
+  (magic, size, pos, index and term continuity, index file vs data, committedIndex vs the data's
+  end) are tasks and a driver of their own (`audit/dledger.py`).
 - BatchConsumeQueue (spec §13): each unit against the record it names (topic, queue, size,
   INNER_BASE / INNER_NUM: `check_unit_against_record`). The driver's per-queue comparison of the
   CommitLog walk with `consumequeue/` does not apply to a BatchCQ topic (its queue offsets step by
@@ -30,8 +31,6 @@ def audit_layouts(plan: AuditPlan, findings: Findings) -> None:
     units are checked here, so the ConsumeQueue comparison's findings for it are dropped."""
     st = plan.store
     out = Findings()
-    if st.dledger is not None:
-        st.dledger.audit(out)
     batch = set(st.batch_queue_ids)
     for topic, qid in sorted(batch):
         for unit in st.batch_consume_queue(topic, qid).iter_units(out):

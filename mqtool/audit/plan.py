@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mqtool.audit.dledger import dledger_cuts, is_data_file, open_dledger, plan_dledger_tasks
 from mqtool.audit.index import plan_index_tasks
 from mqtool.audit.records import is_record_start, open_store
 from mqtool.formats.broker_conf import BrokerConfig
@@ -158,6 +159,7 @@ def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
         cq_files[(topic, qid)] = q.queue
 
     tasks += commitlog_slices(root, split_bytes, cl, cq_files)
+    tasks += plan_dledger_tasks(root, list(tasks), len(tasks))  # DLedger entries (audit/dledger.py)
 
     delays = tuple(st.config.delay_levels_ms())
     for (topic, qid), q in cq_files.items():
@@ -198,9 +200,12 @@ def commitlog_slices(root: Path | str, split_bytes: int = DEFAULT_SPLIT_BYTES, c
             st = Store.open(root)
             cq_files = {k: q.queue for k in st.queue_ids if (q := st.consume_queue(*k)) is not None}
     out: list[CommitLogSlice] = []
+    dl = open_dledger(root)
     for n, f in enumerate(cl.files):
         cuts = [0]
-        if split_bytes and f.length > split_bytes:
+        if split_bytes and f.length > split_bytes and is_data_file(dl, f):
+            cuts += dledger_cuts(dl, f, split_bytes)  # at entry starts from the DLedger index (spec §12)
+        elif split_bytes and f.length > split_bytes:
             cuts += _cuts(f.path, f.start, f.length, split_bytes, cq_files)
         for i, begin in enumerate(cuts):
             end = cuts[i + 1] if i + 1 < len(cuts) else f.length

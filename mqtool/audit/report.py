@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from mqtool.audit import CHECKS, schedule, stats, timer, transactions
+from mqtool.audit.dledger import check_dledger
 from mqtool.audit.index import check_index
 from mqtool.audit.layouts import audit_layouts
 from mqtool.audit.plan import AuditPlan
@@ -48,6 +49,7 @@ def finish(plan: AuditPlan, results: list[TaskResult]) -> tuple[dict, list[Findi
     dups = check_duplicate_keys(plan, res, findings)
     audit_layouts(plan, findings)  # DLedger and BatchCQ (audit/layouts.py)
     index = check_index(plan, res.index, findings)
+    dledger = check_dledger(plan.store.dledger, res.dledger, findings) if plan.store.dledger is not None else None
     summary = {
         "now_ms": res.now,
         "checks": check_counts(findings),
@@ -61,6 +63,8 @@ def finish(plan: AuditPlan, results: list[TaskResult]) -> tuple[dict, list[Findi
         "transactions": trans,
         "index": index,
     }
+    if dledger is not None:
+        summary["dledger"] = dledger  # entries, index and checkpoint (audit/dledger.py)
     return summary, sort_findings(findings)
 
 

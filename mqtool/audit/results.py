@@ -122,14 +122,18 @@ class AuditResults:
     timerlog: list[TimerLogResult] = field(default_factory=list)
     wheel: list[WheelResult] = field(default_factory=list)
     index: list[IndexResult] = field(default_factory=list)
+    dledger: list = field(default_factory=list)  # DLedgerSliceResult (audit/dledger.py)
     ordered: list[TaskResult] = field(default_factory=list)  # every result
 
     @classmethod
     def collect(cls, results: list[TaskResult]) -> AuditResults:
         """Sort by task index, so the report never depends on which worker finished first."""
+        from mqtool.audit.dledger import DLedgerSliceResult  # here: that module imports this one
+
         out = cls()
         lists = {CommitLogResult: out.commitlog, ConsumeQueueResult: out.consumequeue,
-                 TimerLogResult: out.timerlog, WheelResult: out.wheel, IndexResult: out.index}
+                 TimerLogResult: out.timerlog, WheelResult: out.wheel, IndexResult: out.index,
+                 DLedgerSliceResult: out.dledger}
         out.ordered = sorted(results, key=lambda r: r.index)
         for r in out.ordered:
             lists[type(r)].append(r)

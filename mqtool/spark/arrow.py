@@ -31,7 +31,8 @@ from mqtool.store.mapped_files import map_file
 from mqtool.store.timer import read_wheel_slots
 
 __all__ = ["COMMITLOG_SCHEMA", "CONSUMEQUEUE_SCHEMA", "INDEX_SCHEMA", "TIMERLOG_SCHEMA", "TIMERWHEEL_SCHEMA",
-           "commitlog_batches", "consumequeue_batches", "index_batches", "timerlog_batches", "timerwheel_batches"]
+           "batchcq_batches", "commitlog_batches", "consumequeue_batches", "index_batches", "timerlog_batches",
+           "timerwheel_batches"]
 
 BATCH_ROWS = 8192
 
@@ -44,10 +45,11 @@ COMMITLOG_ARROW = pa.schema([
     ("store_timestamp", _I64), ("store_host", pa.string()), ("reconsume_times", _I32),
     ("prepared_transaction_offset", _I64), ("topic", pa.string()), ("tags", pa.string()), ("keys", pa.string()),
     ("uniq_key", pa.string()), ("properties", pa.map_(pa.string(), pa.string())), ("body", pa.binary()),
+    ("dledger_index", _I64), ("dledger_term", _I64), ("dledger_pos", _I64),
 ])
 CONSUMEQUEUE_ARROW = pa.schema([("topic", pa.string()), ("queue_id", _I32), ("file", pa.string()),
                                 ("offset", _I64), ("queue_offset", _I64), ("commitlog_offset", _I64),
-                                ("size", _I32), ("tags_code", _I64)])
+                                ("size", _I32), ("tags_code", _I64), ("batch_size", _I32), ("store_time", _I64)])
 TIMERLOG_ARROW = pa.schema([("file", pa.string()), ("offset", _I64), ("size", _I32), ("prev_pos", _I64),
                             ("magic", _I32), ("curr_write_time_ms", _I64), ("delayed_time_ms", _I64),
                             ("offset_py", _I64), ("size_py", _I32), ("real_topic_hash", _I32)])
@@ -63,30 +65,54 @@ _FROM_PROPERTIES = {"tags": PROPERTY_TAGS, "keys": PROPERTY_KEYS, "uniq_key": PR
 
 def commitlog_batches(task: CommitLogSlice, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The valid records of a CommitLog slice: the fast path's walk (recovery stop rules, spec §2.7)
-    and its Arrow columns (`fastscan.chunk_to_arrow`), in `COMMITLOG_ARROW`'s layout."""
+    and its Arrow columns (`fastscan.chunk_to_arrow`), in `COMMITLOG_ARROW`'s layout.
+
+    A DLedger data file (spec §12) is walked entry by entry (`DLedgerCommitLogView.slice_chunks`:
+    the slice holds the records whose body starts in it), each row carrying its entry's index, term
+    and pos; in a converted store, records of the old `commitlog/` at or past dividedCommitlogOffset
+    are not part of the CommitLog (`DLedgerCommitLog.getData` reads DLedger there).
+    """
+    from mqtool.audit.records import open_store
+    from mqtool.store.dledger import DLedgerCommitLogView
+
+    cl = open_store(task.root).commitlog
+    dledger = isinstance(cl, DLedgerCommitLogView)
     with map_file(task.path) as buf:
-        end = min(task.end, len(buf))
-        view = buf if end == len(buf) else memoryview(buf)[:end]  # the kernel stops at the view's end
-        chunks = fastscan.iter_commitlog_chunks(view, task.file_start, task.begin, verify_crc=True,
-                                                chunk_records=batch_rows)
+        if dledger and cl.is_data_file(task.path):
+            chunks = cl.slice_chunks(buf, task.path, task.begin, task.end, chunk_records=batch_rows)
+            view = buf
+        else:
+            end = min(task.end, len(buf))
+            view = buf if end == len(buf) else memoryview(buf)[:end]  # the kernel stops at the view's end
+            chunks = fastscan.iter_commitlog_chunks(view, task.file_start, task.begin, verify_crc=True,
+                                                    chunk_records=batch_rows)
+        divided = cl.dl.divided_offset if dledger else -1
         try:
             for chunk in chunks:
                 if len(chunk):
-                    yield _commitlog_batch(fastscan.chunk_to_arrow(buf, chunk, task.rel))
+                    b = _commitlog_batch(fastscan.chunk_to_arrow(buf, chunk, task.rel), chunk.dledger)
+                    if divided >= 0 and chunk.dledger is None:
+                        b = b.filter(pc.less(b.column("physical_offset"), divided))
+                    if b.num_rows:
+                        yield b
         finally:
             chunks.close()
             if view is not buf:
                 view.release()
 
 
-def _commitlog_batch(b: pa.RecordBatch) -> pa.RecordBatch:
+def _commitlog_batch(b: pa.RecordBatch, dledger: np.ndarray | None = None) -> pa.RecordBatch:
     props = b.column("properties")
+    n = b.num_rows
+    entry = {"dledger_index": 0, "dledger_term": 1, "dledger_pos": 2}
     cols = []
     for f in COMMITLOG_ARROW:
         if f.name in _FROM_PROPERTIES:
             cols.append(pc.map_lookup(props, _FROM_PROPERTIES[f.name], "first"))
         elif f.name in _PLAIN:
             cols.append(b.column(f.name).cast(pa.string()))
+        elif f.name in entry:
+            cols.append(pa.array(dledger[entry[f.name]]) if dledger is not None else pa.nulls(n, _I64))
         else:
             cols.append(b.column(f.name))
     return pa.RecordBatch.from_arrays(cols, schema=COMMITLOG_ARROW)
@@ -105,6 +131,30 @@ def consumequeue_batches(topic: str, queue_id: int, path: str, rel: str, file_st
         pa.array([rel] * stop, pa.string()), pa.array(file_start + idx * CQ_UNIT_SIZE),
         pa.array(file_start // CQ_UNIT_SIZE + idx), pa.array(u["commitlog_offset"].astype(np.int64)),
         pa.array(u["size"].astype(np.int32)), pa.array(u["tags_code"].astype(np.int64)),
+        pa.array(np.ones(stop, np.int32)), pa.nulls(stop, _I64),
+    ], schema=CONSUMEQUEUE_ARROW)
+
+
+def batchcq_batches(topic: str, queue_id: int, path: str, rel: str, file_start: int) -> Iterator[pa.RecordBatch]:
+    """The units of one BatchConsumeQueue file (spec §13) up to the first one `BatchConsumeQueue.recover`
+    would not accept (`formats.batchcq.is_valid_unit`); `queue_offset` is the unit's msgBaseOffset."""
+    from mqtool.formats.batchcq import BCQ_UNIT_SIZE
+    from mqtool.store.batchcq import BCQ_DTYPE
+
+    with map_file(path) as buf:
+        n = len(buf) // BCQ_UNIT_SIZE
+        units = np.frombuffer(buf, BCQ_DTYPE, count=n) if n else np.zeros(0, BCQ_DTYPE)
+        u = units.astype(BCQ_DTYPE.newbyteorder("="))
+        del units
+    valid = (u["commitlog_offset"] >= 0) & (u["size"] > 0) & (u["msg_base_offset"] >= 0) & (u["batch_size"] > 0)
+    stop = n if valid.all() else int(np.argmin(valid))
+    u = u[:stop]
+    yield pa.RecordBatch.from_arrays([
+        pa.array([topic] * stop, pa.string()), pa.array(np.full(stop, queue_id, np.int32)),
+        pa.array([rel] * stop, pa.string()), pa.array(file_start + np.arange(stop, dtype=np.int64) * BCQ_UNIT_SIZE),
+        pa.array(u["msg_base_offset"].astype(np.int64)), pa.array(u["commitlog_offset"].astype(np.int64)),
+        pa.array(u["size"].astype(np.int32)), pa.array(u["tags_code"].astype(np.int64)),
+        pa.array(u["batch_size"].astype(np.int32)), pa.array(u["store_time"].astype(np.int64)),
     ], schema=CONSUMEQUEUE_ARROW)
 
 

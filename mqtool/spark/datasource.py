@@ -1,14 +1,15 @@
 """Spark 4 Python Data Sources for a RocketMQ store directory.
 
     spark.read.format("rocketmq.commitlog").load("/data/store")      # or option("path", ...)
-    spark.read.format("rocketmq.consumequeue").option("topic", "TopicA").load("/data/store")
+    spark.read.format("rocketmq.consumequeue").option("topic", "TopicA").load("/data/store")  # and BatchCQ
     spark.read.format("rocketmq.timerlog").load("/data/store")
     spark.read.format("rocketmq.timerwheel").option("precisionMs", 1000).load("/data/store")
     spark.read.format("rocketmq.index").option("maxHashSlotNum", 5000000).load("/data/store")
 
 Each name also exists with an underscore (`rocketmq_commitlog`, ...). `register(spark)` registers
 all of them. `partitions()` runs on the driver and plans file / byte-range slices (a CommitLog file
-is cut every `splitBytes`, default 256 MiB, at record starts taken from ConsumeQueue units);
+is cut every `splitBytes`, default 256 MiB, at record starts taken from ConsumeQueue units, a
+DLedger data file at entry starts taken from the DLedger index);
 `read()` runs in the executors' Python workers and yields Arrow batches (`mqtool.spark.arrow`).
 The store path must be readable by every executor at the same path (local disk on one machine, or a
 shared filesystem).
@@ -66,7 +67,9 @@ class _CommitLogReader(DataSourceReader):
 
 
 class CommitLogDataSource(DataSource):
-    """Every valid CommitLog record, one row each (spec §2), with `file` and `physical_offset`."""
+    """Every valid CommitLog record, one row each (spec §2), with `file` and `physical_offset`; in a
+    DLedger store (spec §12, also one converted from normal mode) the entries' bodies, with the
+    entry's `dledger_index`, `dledger_term`, `dledger_pos` (null for records of a normal CommitLog)."""
 
     @classmethod
     def name(cls):
@@ -87,6 +90,7 @@ class _CqFile:
     path: str
     rel: str
     start: int
+    batch: bool = False  # a BatchConsumeQueue file (spec §13)
 
 
 class _ConsumeQueueReader(DataSourceReader):
@@ -105,6 +109,12 @@ class _ConsumeQueueReader(DataSourceReader):
             q = st.consume_queue(topic, qid)
             out += [TaskPartition(_CqFile(topic, qid, str(f.path), str(f.path.relative_to(st.root)), f.start))
                     for f in (q.queue.files if q is not None else [])]
+        for topic, qid in st.batch_queue_ids:
+            if self.topic and topic != self.topic:
+                continue
+            q = st.batch_consume_queue(topic, qid)
+            out += [TaskPartition(_CqFile(topic, qid, str(f.path), str(f.path.relative_to(st.root)), f.start, True))
+                    for f in (q.queue.files if q is not None else [])]
         return out or [TaskPartition(None)]
 
     def read(self, partition):
@@ -112,11 +122,14 @@ class _ConsumeQueueReader(DataSourceReader):
         if t is not None:
             from mqtool.spark import arrow
 
-            yield from arrow.consumequeue_batches(t.topic, t.queue_id, t.path, t.rel, t.start)
+            read = arrow.batchcq_batches if t.batch else arrow.consumequeue_batches
+            yield from read(t.topic, t.queue_id, t.path, t.rel, t.start)
 
 
 class ConsumeQueueDataSource(DataSource):
-    """Every written ConsumeQueue unit (spec §3) with topic, queue id, file and queue offset."""
+    """Every written ConsumeQueue unit (spec §3) and BatchConsumeQueue unit (spec §13) with topic, queue
+    id, file and queue offset (a BatchCQ unit's msgBaseOffset), batch size (1 for a ConsumeQueue unit)
+    and store time (BatchCQ only)."""
 
     @classmethod
     def name(cls):

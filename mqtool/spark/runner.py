@@ -199,6 +199,7 @@ def write_parquet_local(store: str, out: str, split_bytes: int = DEFAULT_SPLIT_B
 
     from mqtool.audit.plan import commitlog_slices
     from mqtool.spark import arrow
+    from mqtool.store.batchcq import BCQ_DIR, discover_batch_queues
     from mqtool.store.consumequeue import discover_queues
     from mqtool.store.mapped_files import open_queue
 
@@ -218,6 +219,9 @@ def write_parquet_local(store: str, out: str, split_bytes: int = DEFAULT_SPLIT_B
         for t, q in discover_queues(root):
             for f in open_queue(root / "consumequeue" / t / str(q), None, "consumequeue", root).files:
                 yield from arrow.consumequeue_batches(t, q, str(f.path), str(f.path.relative_to(root)), f.start)
+        for t, q in discover_batch_queues(root):  # BatchConsumeQueue units (spec §13), as rocketmq.consumequeue
+            for f in open_queue(root / BCQ_DIR / t / str(q), None, BCQ_DIR, root).files:
+                yield from arrow.batchcq_batches(t, q, str(f.path), str(f.path.relative_to(root)), f.start)
 
     write("consumequeue", arrow.CONSUMEQUEUE_ARROW, cq())
     if (root / "timerlog").is_dir():

@@ -154,10 +154,12 @@ class DLedgerCommitLog:
                 ended_at = (file, stop[0])
 
     def _scan_file(self, f: MappedFile, file: str, buf, findings: Findings, decode: bool,
-                   last: DLedgerEntry | None, stop: list[int]) -> Iterator[DLedgerEntry]:
-        """Entries of one file; appends to `stop` where the data ended without a filler."""
-        p, n = 0, len(buf)
-        while True:
+                   last: DLedgerEntry | None, stop: list[int], start: int = 0,
+                   upto: int | None = None) -> Iterator[DLedgerEntry]:
+        """Entries of one file from position `start` (an entry start) to the first entry at or after
+        `upto` (an audit slice); appends to `stop` where the data ended without a filler."""
+        p, n = start, len(buf)
+        while upto is None or p < upto:
             if n - p < 8:
                 if n - p and any(bytes(buf[p:])):
                     findings.add(file, p, CHECK, "error", f"{n - p} stray bytes at the file's end" + _STOPS)
@@ -402,14 +404,17 @@ class DLedgerCommitLogView(CommitLog):
         cuts lie at body starts). Entry-level findings are left to `DLedgerCommitLog.audit`."""
         f = next(x for x in self.queue.files if str(x.path) == str(path))
         scan = FileScan(self.rel(f), f.start)
-        yield from self._entry_chunks(buf, f, begin, scan, verify_crc, Findings(), chunk_records, end)
+        yield from self._entry_chunks(buf, f, begin, scan, verify_crc, Findings(), chunk_records, end,
+                                      max(0, begin - BODY_OFFSET))
 
     def is_data_file(self, path: str) -> bool:
         return any(str(f.path) == str(path) and self._is_data(f) for f in self.queue.files)
 
     def _entry_chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool, acc: Findings,
-                      chunk_records: int, upto: int | None = None) -> Iterator[fastscan.ScanChunk]:
-        """Column chunks of the entry bodies of one data file, from position `pos` (to `upto`)."""
+                      chunk_records: int, upto: int | None = None,
+                      first: int = 0) -> Iterator[fastscan.ScanChunk]:
+        """Column chunks of the entry bodies of one data file, from position `pos` (to `upto`); the
+        walk of entry headers begins at `first` (0, or the entry start of an audit slice's cut)."""
         file = self.rel(f)
         if f is self.dl.data.files[0]:
             self._last = None
@@ -425,7 +430,7 @@ class DLedgerCommitLogView(CommitLog):
             return fastscan.ScanChunk(f.start, cols, final, code, 0, verify_crc, len(buf), de)
 
         try:
-            for e in self.dl._scan_file(f, file, buf, acc, False, self._last, stop):
+            for e in self.dl._scan_file(f, file, buf, acc, False, self._last, stop, first):
                 self._last = e
                 end = e.position + e.size
                 body = e.position + BODY_OFFSET
