@@ -60,6 +60,7 @@ CQ_DIR = "consumequeue"
 _CQ_VALUE = layout.struct_format(cq_value)
 _OFFSET_VALUE = layout.struct_format(offset_value)
 _CHECKPOINT_KEY = build_checkpoint_key()
+_I64_MAX_BYTES = ((1 << 63) - 1).to_bytes(8, "big")
 OFFSET_KEY_FIXED = len(build_checkpoint_key()) - len(RMQ_SYS_ROCKSDB_OFFSET_TOPIC)  # 4+1+1+3+1+4
 
 
@@ -223,6 +224,27 @@ class RocksDBConsumeQueues:
                              f"not {CQ_VALUE_SIZE}", topic, queue_id)
                 continue
             yield RocksCqUnit(offset, *_CQ_VALUE.unpack(value))
+
+    def unit(self, topic: str, queue_id: int, queue_offset: int) -> RocksCqUnit | None:
+        """The entry at one queue offset (a point get), None when absent or not 28 bytes."""
+        if queue_offset < 0:
+            return None
+        value = self.db.get(queue_prefix(topic, queue_id) + queue_offset.to_bytes(8, "big", signed=True))
+        if value is None or len(value) != CQ_VALUE_SIZE:
+            return None
+        return RocksCqUnit(queue_offset, *_CQ_VALUE.unpack(bytes(value)))
+
+    def last_cq_offset(self, topic: str, queue_id: int) -> int | None:
+        """The queue offset of a queue's last entry by key (a reverse seek), None for an empty queue."""
+        prefix = queue_prefix(topic, queue_id)
+        it = self.db.iter()
+        it.seek_for_prev(prefix + _I64_MAX_BYTES)
+        if not it.valid():
+            return None
+        key = bytes(it.key())
+        if not key.startswith(prefix) or len(key) != len(prefix) + 8:
+            return None
+        return int.from_bytes(key[-8:], "big", signed=True)
 
 
 # ----------------------------------------------------------------------------- config in RocksDB
