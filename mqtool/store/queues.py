@@ -20,9 +20,10 @@ from mqtool.formats.consumequeue import CQ_DTYPE
 from mqtool.store.consumequeue import CqUnit
 from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import MappedFileQueue
-from mqtool.store.rocksdb import CQ_DIR, QueueOffsets, RocksDBConsumeQueues
+from mqtool.store.rocksdb import CHECK, CQ_DIR, QueueOffsets, RocksDBConsumeQueues
 
 SCAN_CHUNK = 4096  # units per numpy block of `RocksDBConsumeQueue.scan_columns`
+MAX_HOLES = 1 << 20  # missing offsets `columns` spans before it gives up on entries further on
 
 
 class QueueReader(Protocol):
@@ -121,3 +122,28 @@ class RocksDBConsumeQueue:
             if u.commitlog_offset >= commitlog_min:
                 return u.queue_offset
         return self.max_offset
+
+    def columns(self, findings: Findings) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(first queue offset, commitLogOffset, size, tagsCode, written) for every queue offset from the first
+        entry to the last, as the audit reads a ConsumeQueue file: a missing offset or an unreadable value
+        is an unwritten slot (`written` False), which the audit reports as a hole."""
+        units = list(self.db.iter_units(self.topic, self.queue_id, findings, 0, report_gaps=False))
+        if not units:
+            z = np.zeros(0, np.int64)
+            return self.first_offset, z, z, z, np.zeros(0, bool)
+        first = units[0].queue_offset
+        span = len(units) + MAX_HOLES
+        far = [u for u in units if not 0 <= u.queue_offset - first < span]
+        for u in far[:1]:
+            findings.add(CQ_DIR, None, CHECK, "error", f"{len(far)} entries (the first at queue offset "
+                         f"{u.queue_offset}) lie before the first or more than {MAX_HOLES} offsets past the others: "
+                         "not read", self.topic, self.queue_id)
+        units = [u for u in units if 0 <= u.queue_offset - first < span]
+        n = units[-1].queue_offset - first + 1
+        cols = [np.zeros(n, np.int64) for _ in range(3)]
+        written = np.zeros(n, bool)
+        at = np.array([u.queue_offset - first for u in units], np.int64)
+        for col, name in zip(cols, ("commitlog_offset", "size", "tags_code"), strict=True):
+            col[at] = [getattr(u, name) for u in units]
+        written[at] = True
+        return first, cols[0], cols[1], cols[2], written

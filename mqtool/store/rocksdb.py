@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -149,13 +150,16 @@ class RocksDBConsumeQueues:
 
     @classmethod
     def open(cls, root: Path) -> RocksDBConsumeQueues:
-        """Raises `RocksDBUnavailable`; `is_rocksdb_dir(root / "consumequeue")` says whether to try."""
+        """Raises `RocksDBUnavailable`; `is_rocksdb_dir(root / "consumequeue")` says whether to try.
+        Closed by `close`, or when the last reference goes (or at exit): readers may share one handle."""
         cm = read_only_db(root / CQ_DIR)
         db, families = cm.__enter__()
-        return cls(root, db, families, cm)
+        out = cls(root, db, families, None)
+        out._cm = weakref.finalize(out, cm.__exit__, None, None, None)
+        return out
 
     def close(self) -> None:
-        self._cm.__exit__(None, None, None)
+        self._cm()  # a finalizer: runs once
 
     def __enter__(self) -> RocksDBConsumeQueues:
         return self
@@ -202,9 +206,11 @@ class RocksDBConsumeQueues:
         """(topic, queue id) of every queue with an offset-table entry."""
         return list(self.offset_table(findings))
 
-    def iter_units(self, topic: str, queue_id: int, findings: Findings, start: int = 0) -> Iterator[RocksCqUnit]:
-        """A queue's entries from queue offset `start` in order; a gap in the queue offsets or a value of the
-        wrong size is a finding (the broker's `rangeQuery` stops at the first missing offset)."""
+    def iter_units(self, topic: str, queue_id: int, findings: Findings, start: int = 0,
+                   report_gaps: bool = True) -> Iterator[RocksCqUnit]:
+        """A queue's entries from queue offset `start` in order; a gap in the queue offsets (unless the caller
+        reports gaps itself: `report_gaps`) or a value of the wrong size is a finding (the broker's
+        `rangeQuery` stops at the first missing offset)."""
         prefix = queue_prefix(topic, queue_id)
         expected = None
         for key, value in _items_from(self.db, prefix + max(start, 0).to_bytes(8, "big", signed=True)):
@@ -215,7 +221,7 @@ class RocksDBConsumeQueues:
                              topic, queue_id)
                 continue
             offset = cq_key.parse(key).cq_offset
-            if expected is not None and offset != expected:
+            if report_gaps and expected is not None and offset != expected:
                 findings.add(CQ_DIR, None, CHECK, "error", f"queue offsets jump from {expected - 1} to {offset}: "
                              "the broker's range query stops at the gap", topic, queue_id)
             expected = offset + 1

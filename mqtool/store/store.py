@@ -6,7 +6,6 @@ part is opened lazily so that a view reads only what it needs. Nothing here ever
 `commitlog` is a `DLedgerCommitLogView` (same interface), BatchCQ queues are `batch_consume_queue`.
 """
 
-import weakref
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
@@ -179,7 +178,8 @@ class Store:
 
     @cached_property
     def _rocksdb(self) -> RocksDBConsumeQueues | None:
-        """The RocksDB consume queue opened once, read-only, closed when the Store is collected or at exit."""
+        """The RocksDB consume queue opened once, read-only, shared by the readers; closed when the last
+        of them goes, or at exit."""
         if "consumequeue" not in self.layouts.rocksdb_consume_queue:
             return None
         try:
@@ -187,7 +187,6 @@ class Store:
         except RocksDBUnavailable as e:
             self.findings.add("consumequeue", None, ROCKSDB_CHECK, "error", str(e))
             return None
-        weakref.finalize(self, db.close)
         return db
 
     @property
