@@ -104,13 +104,27 @@ def read_only_db(path: Path) -> Iterator[tuple[object, dict[str, object]]]:
         shutil.rmtree(shadow, ignore_errors=True)
 
 
-def _items_from(family, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """Key/value pairs in key order from `start` (a RocksDB seek)."""
-    it = family.iter()
-    it.seek(start)
-    while it.valid():
-        yield bytes(it.key()), bytes(it.value())
-        it.next()
+def _items_from(family, start: bytes, findings: Findings, where: str) -> Iterator[tuple[bytes, bytes]]:
+    """Key/value pairs in key order from `start` (a RocksDB seek); a read RocksDB refuses (a corrupt block:
+    checksum mismatch) ends the iteration with an error finding."""
+    try:
+        it = family.iter()
+        it.seek(start)
+        while it.valid():
+            item = bytes(it.key()), bytes(it.value())
+            yield item
+            it.next()
+    except Exception as e:  # rocksdict raises plain Exceptions for every RocksDB status
+        findings.add(where, None, CHECK, "error", f"RocksDB read failed: {e}")
+
+
+def _get(family, key: bytes) -> bytes | None:
+    """A point get; None when absent or when RocksDB refuses the read (the iterations report corruption)."""
+    try:
+        value = family.get(key)
+    except Exception:  # rocksdict raises plain Exceptions for every RocksDB status
+        return None
+    return None if value is None else bytes(value)
 
 
 class RocksCqUnit(NamedTuple):
@@ -174,7 +188,7 @@ class RocksDBConsumeQueues:
     def max_phy_offset(self) -> int | None:
         """The CHECKPOINT entry: the highest CommitLog offset dispatched (`getMaxPhyOffset`)."""
         cf = self._offset_cf
-        value = None if cf is None else cf.get(_CHECKPOINT_KEY)
+        value = None if cf is None else _get(cf, _CHECKPOINT_KEY)
         return None if value is None or len(value) < 8 else int.from_bytes(value[:8], "big", signed=True)
 
     def offset_table(self, findings: Findings) -> dict[tuple[str, int], QueueOffsets]:
@@ -184,7 +198,7 @@ class RocksDBConsumeQueues:
         if cf is None:
             findings.add(CQ_DIR, None, CHECK, "error", f"no {OFFSET_COLUMN_FAMILY!r} column family")
             return {}
-        for key, value in _items_from(cf, b""):
+        for key, value in _items_from(cf, b"", findings, CQ_DIR):
             if key == _CHECKPOINT_KEY:
                 continue
             try:
@@ -213,7 +227,8 @@ class RocksDBConsumeQueues:
         `rangeQuery` stops at the first missing offset)."""
         prefix = queue_prefix(topic, queue_id)
         expected = None
-        for key, value in _items_from(self.db, prefix + max(start, 0).to_bytes(8, "big", signed=True)):
+        start_key = prefix + max(start, 0).to_bytes(8, "big", signed=True)
+        for key, value in _items_from(self.db, start_key, findings, CQ_DIR):
             if not key.startswith(prefix):
                 break
             if len(key) != len(prefix) + 8:
@@ -235,19 +250,22 @@ class RocksDBConsumeQueues:
         """The entry at one queue offset (a point get), None when absent or not 28 bytes."""
         if queue_offset < 0:
             return None
-        value = self.db.get(queue_prefix(topic, queue_id) + queue_offset.to_bytes(8, "big", signed=True))
+        value = _get(self.db, queue_prefix(topic, queue_id) + queue_offset.to_bytes(8, "big", signed=True))
         if value is None or len(value) != CQ_VALUE_SIZE:
             return None
-        return RocksCqUnit(queue_offset, *_CQ_VALUE.unpack(bytes(value)))
+        return RocksCqUnit(queue_offset, *_CQ_VALUE.unpack(value))
 
     def last_cq_offset(self, topic: str, queue_id: int) -> int | None:
         """The queue offset of a queue's last entry by key (a reverse seek), None for an empty queue."""
         prefix = queue_prefix(topic, queue_id)
-        it = self.db.iter()
-        it.seek_for_prev(prefix + _I64_MAX_BYTES)
-        if not it.valid():
+        try:
+            it = self.db.iter()
+            it.seek_for_prev(prefix + _I64_MAX_BYTES)
+            if not it.valid():
+                return None
+            key = bytes(it.key())
+        except Exception:  # a corrupt block: the forward iterations report it
             return None
-        key = bytes(it.key())
         if not key.startswith(prefix) or len(key) != len(prefix) + 8:
             return None
         return int.from_bytes(key[-8:], "big", signed=True)
@@ -270,10 +288,10 @@ def read_kv_table(path: Path, findings: Findings, rel: str) -> KvTable | None:
         return None
     try:
         with read_only_db(path) as (db, families):
-            entries = {k.decode("utf-8", "surrogateescape"): bytes(v) for k, v in _items_from(db, b"")}
+            entries = {k.decode("utf-8", "surrogateescape"): v for k, v in _items_from(db, b"", findings, rel)}
             dv = None
             cf = families.get(KV_DATA_VERSION_COLUMN_FAMILY)
-            raw = None if cf is None else cf.get(KV_DATA_VERSION_KEY)
+            raw = None if cf is None else _get(cf, KV_DATA_VERSION_KEY)
             if raw is not None:
                 try:
                     dv = parse_data_version(bytes(raw))
@@ -281,7 +299,7 @@ def read_kv_table(path: Path, findings: Findings, rel: str) -> KvTable | None:
                     findings.add(rel, None, CHECK, "warning", f"kvDataVersion unreadable: {e}")
             fb = families.get(FORBIDDEN_COLUMN_FAMILY)
             forbidden = {} if fb is None else {k.decode("utf-8", "surrogateescape"): bytes(v)
-                                                for k, v in _items_from(fb, b"")}
+                                                for k, v in _items_from(fb, b"", findings, rel)}
     except RocksDBUnavailable as e:
         findings.add(rel, None, CHECK, "error", str(e))
         return None
