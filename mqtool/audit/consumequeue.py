@@ -10,10 +10,12 @@ For SCHEDULE_TOPIC_XXXX units the task also checks the `schedule` rule tagsCode 
 the tagsCodes for the overdue count.
 """
 
+from dataclasses import replace
+
 import numpy as np
 
 from mqtool.audit.plan import QueueFileTask
-from mqtool.audit.records import CommitLogRecords
+from mqtool.audit.records import CommitLogRecords, open_store
 from mqtool.audit.results import ConsumeQueueResult
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import PROPERTY_DELAY_TIME_LEVEL
@@ -57,10 +59,15 @@ def check_queue_file(task: QueueFileTask) -> ConsumeQueueResult:
     tags_out: list[tuple[int, int]] = []
 
     def add(pos, severity, message, check=CHECK):
-        findings.append(Finding(rel, task.file_start + pos, check, severity, message, topic, qid))
+        at = None if task.rocksdb else task.file_start + pos  # a database has no byte offset to name
+        findings.append(Finding(rel, at, check, severity, message, topic, qid))
 
-    with map_file(task.path) as buf:
-        off, size, tags, written = read_units(buf)
+    if task.rocksdb:  # every entry of a RocksDB consume queue (spec §14), missing offsets as unwritten units
+        first, off, size, tags, written = open_store(task.root).consume_queue(topic, qid).columns(findings)
+        task = replace(task, file_start=first * CQ_UNIT_SIZE)
+    else:
+        with map_file(task.path) as buf:
+            off, size, tags, written = read_units(buf)
     idx = np.nonzero(written)[0]
     count = int(idx.size)
     end_unit = int(idx[-1]) + 1 if count else 0

@@ -55,6 +55,7 @@ class QueueFileTask:
     rel: str
     file_start: int
     delays_ms: tuple[int, ...] | None = None
+    rocksdb: bool = False  # a RocksDB consume queue (spec §14): `path` is the database, the queue read whole
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,9 @@ def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
         for f in q.files:
             tasks.append(QueueFileTask(len(tasks), r, topic, qid, str(f.path), str(f.path.relative_to(root)),
                                        f.start, delays if topic == RMQ_SYS_SCHEDULE_TOPIC else None))
+        if not q.files and (topic, qid) in st.rocksdb_queue_offsets:  # a RocksDB queue: one task (§14)
+            tasks.append(QueueFileTask(len(tasks), r, topic, qid, str(q.directory), str(q.directory.relative_to(root)),
+                                       0, delays if topic == RMQ_SYS_SCHEDULE_TOPIC else None, rocksdb=True))
 
     plan.timercheck = _timercheck(st)
     last_read = plan.timercheck["last_read_time_ms"] if plan.timercheck else 0

@@ -106,3 +106,23 @@ def write_kv_config(path: Path, entries: Mapping[str, bytes], data_version: byte
     finally:
         _close(db, path)
     return path
+
+
+def rocksdb_copy_of(src: Path, dest: Path) -> Path:
+    """A copy of the file-queue store `src` at `dest` (new) in RocksDB consume queue mode: every file and
+    directory but `consumequeue/`, whose units (from each queue's first unit still in the CommitLog, with
+    the record's store time) become a RocksDB consume queue, CHECKPOINT = the CommitLog's max offset."""
+    import shutil
+
+    from mqtool.store.store import Store
+
+    s = Store.open(src)
+    queues = {}
+    for cq in s.consume_queues():
+        first = cq.min_offset(0)
+        queues[(cq.topic, cq.queue_id)] = (first, [
+            (u.commitlog_offset, u.size, u.tags_code, s.commitlog.read(u.commitlog_offset).store_timestamp)
+            for u in cq.iter_units(first)])
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("consumequeue"))
+    write_rocksdb_consume_queues(dest, queues, max_phy_offset=s.commitlog.max_offset())
+    return dest

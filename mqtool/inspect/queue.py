@@ -18,7 +18,6 @@ from mqtool.store.batchcq import BcqUnit, check_unit_against_record
 from mqtool.store.consumequeue import CqUnit
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Findings
-from mqtool.store.rocksdb import RocksCqUnit
 from mqtool.store.store import Store
 
 
@@ -33,7 +32,7 @@ def expected_tags_code(store: Store, rec: MessageRecord) -> int | None:
     return java_string_hash(tags) if tags else 0
 
 
-def unit_problems(store: Store, topic: str, queue_id: int, unit: CqUnit | RocksCqUnit,
+def unit_problems(store: Store, topic: str, queue_id: int, unit: CqUnit,
                   rec: MessageRecord | None, error: str | None) -> list[str]:
     """Why a unit does not match the record it points to (empty when it does)."""
     if rec is None:
@@ -62,17 +61,13 @@ def iter_queue(store: Store, topic: str, queue_id: int, start: int = 0, limit: i
         if store.batch_consume_queue(topic, queue_id) is not None:
             yield from _iter_batch_queue(store, topic, queue_id, start, limit, body, decompress_body)
             return
-        if (topic, queue_id) in store.rocksdb_queue_offsets:
-            yield from _iter_units(store, topic, queue_id, store.iter_rocksdb_units(topic, queue_id, Findings(), start),
-                                   limit, body, decompress_body)
-            return
-        known = sorted({t for t, _ in [*store.queue_ids, *store.batch_queue_ids, *store.rocksdb_queue_ids]})
+        known = sorted({t for t, _ in [*store.queue_ids, *store.batch_queue_ids]})
         hint = f" (topics: {', '.join(known)})" if known else ""
         raise StoreError(f"no ConsumeQueue {topic}/{queue_id}{hint}", store.root / "consumequeue")
     yield from _iter_units(store, topic, queue_id, cq.iter_units(start), limit, body, decompress_body)
 
 
-def _iter_units(store: Store, topic: str, queue_id: int, units: Iterable[CqUnit | RocksCqUnit], limit: int | None,
+def _iter_units(store: Store, topic: str, queue_id: int, units: Iterable[CqUnit], limit: int | None,
                 body: str, decompress_body: bool) -> Iterator[dict]:
     """The `queue` lines of ConsumeQueue units (a file-based queue's or a RocksDB queue's: same fields)."""
     n = 0
@@ -86,7 +81,7 @@ def _iter_units(store: Store, topic: str, queue_id: int, units: Iterable[CqUnit 
 
 
 def _queue_line(rec: MessageRecord | None, body: str, decompress_body: bool, topic: str, queue_id: int,
-                unit: CqUnit | RocksCqUnit | BcqUnit, problems: list[str], extra: dict | None = None) -> dict:
+                unit: CqUnit | BcqUnit, problems: list[str], extra: dict | None = None) -> dict:
     """One `queue` line: the record's fields, then the unit's (`extra`: a BatchCQ unit's own), then the verdict."""
     d = record_dict(rec, body, decompress_body) if rec else empty_record_dict()
     d.update({
@@ -155,16 +150,9 @@ def queue_summary(store: Store, topic: str, queue_id: int) -> dict:
     if cq is None:
         bcq = store.batch_consume_queue(topic, queue_id)
         if bcq is None:
-            return _rocksdb_summary(store, topic, queue_id)
+            return {}
         lo, hi = bcq.offsets(Findings())
         return {"min_offset": lo, "max_offset": hi, "files": len(bcq.queue.files), "batch": True}
+    rocksdb = {"rocksdb": True} if getattr(cq, "rocksdb", False) else {}  # a RocksDB consume queue (§14)
     return {"min_offset": cq.min_offset(store.commitlog.min_offset), "max_offset": cq.max_offset,
-            "files": len(cq.queue.files)}
-
-
-def _rocksdb_summary(store: Store, topic: str, queue_id: int) -> dict:
-    """min/max offsets of a RocksDB queue from its offset table ({} when there is no such queue)."""
-    qo = store.rocksdb_queue_offsets.get((topic, queue_id))
-    if qo is None:
-        return {}
-    return {"min_offset": qo.min_cq_offset or 0, "max_offset": qo.max_offset, "files": 0, "rocksdb": True}
+            "files": len(cq.queue.files), **rocksdb}

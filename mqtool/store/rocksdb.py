@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ CQ_DIR = "consumequeue"
 _CQ_VALUE = layout.struct_format(cq_value)
 _OFFSET_VALUE = layout.struct_format(offset_value)
 _CHECKPOINT_KEY = build_checkpoint_key()
+_I64_MAX_BYTES = ((1 << 63) - 1).to_bytes(8, "big")
 OFFSET_KEY_FIXED = len(build_checkpoint_key()) - len(RMQ_SYS_ROCKSDB_OFFSET_TOPIC)  # 4+1+1+3+1+4
 
 
@@ -102,13 +104,27 @@ def read_only_db(path: Path) -> Iterator[tuple[object, dict[str, object]]]:
         shutil.rmtree(shadow, ignore_errors=True)
 
 
-def _items_from(family, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """Key/value pairs in key order from `start` (a RocksDB seek)."""
-    it = family.iter()
-    it.seek(start)
-    while it.valid():
-        yield bytes(it.key()), bytes(it.value())
-        it.next()
+def _items_from(family, start: bytes, findings: Findings, where: str) -> Iterator[tuple[bytes, bytes]]:
+    """Key/value pairs in key order from `start` (a RocksDB seek); a read RocksDB refuses (a corrupt block:
+    checksum mismatch) ends the iteration with an error finding."""
+    try:
+        it = family.iter()
+        it.seek(start)
+        while it.valid():
+            item = bytes(it.key()), bytes(it.value())
+            yield item
+            it.next()
+    except Exception as e:  # rocksdict raises plain Exceptions for every RocksDB status
+        findings.add(where, None, CHECK, "error", f"RocksDB read failed: {e}")
+
+
+def _get(family, key: bytes) -> bytes | None:
+    """A point get; None when absent or when RocksDB refuses the read (the iterations report corruption)."""
+    try:
+        value = family.get(key)
+    except Exception:  # rocksdict raises plain Exceptions for every RocksDB status
+        return None
+    return None if value is None else bytes(value)
 
 
 class RocksCqUnit(NamedTuple):
@@ -148,13 +164,16 @@ class RocksDBConsumeQueues:
 
     @classmethod
     def open(cls, root: Path) -> RocksDBConsumeQueues:
-        """Raises `RocksDBUnavailable`; `is_rocksdb_dir(root / "consumequeue")` says whether to try."""
+        """Raises `RocksDBUnavailable`; `is_rocksdb_dir(root / "consumequeue")` says whether to try.
+        Closed by `close`, or when the last reference goes (or at exit): readers may share one handle."""
         cm = read_only_db(root / CQ_DIR)
         db, families = cm.__enter__()
-        return cls(root, db, families, cm)
+        out = cls(root, db, families, None)
+        out._cm = weakref.finalize(out, cm.__exit__, None, None, None)
+        return out
 
     def close(self) -> None:
-        self._cm.__exit__(None, None, None)
+        self._cm()  # a finalizer: runs once
 
     def __enter__(self) -> RocksDBConsumeQueues:
         return self
@@ -169,7 +188,7 @@ class RocksDBConsumeQueues:
     def max_phy_offset(self) -> int | None:
         """The CHECKPOINT entry: the highest CommitLog offset dispatched (`getMaxPhyOffset`)."""
         cf = self._offset_cf
-        value = None if cf is None else cf.get(_CHECKPOINT_KEY)
+        value = None if cf is None else _get(cf, _CHECKPOINT_KEY)
         return None if value is None or len(value) < 8 else int.from_bytes(value[:8], "big", signed=True)
 
     def offset_table(self, findings: Findings) -> dict[tuple[str, int], QueueOffsets]:
@@ -179,7 +198,7 @@ class RocksDBConsumeQueues:
         if cf is None:
             findings.add(CQ_DIR, None, CHECK, "error", f"no {OFFSET_COLUMN_FAMILY!r} column family")
             return {}
-        for key, value in _items_from(cf, b""):
+        for key, value in _items_from(cf, b"", findings, CQ_DIR):
             if key == _CHECKPOINT_KEY:
                 continue
             try:
@@ -201,12 +220,15 @@ class RocksDBConsumeQueues:
         """(topic, queue id) of every queue with an offset-table entry."""
         return list(self.offset_table(findings))
 
-    def iter_units(self, topic: str, queue_id: int, findings: Findings, start: int = 0) -> Iterator[RocksCqUnit]:
-        """A queue's entries from queue offset `start` in order; a gap in the queue offsets or a value of the
-        wrong size is a finding (the broker's `rangeQuery` stops at the first missing offset)."""
+    def iter_units(self, topic: str, queue_id: int, findings: Findings, start: int = 0,
+                   report_gaps: bool = True) -> Iterator[RocksCqUnit]:
+        """A queue's entries from queue offset `start` in order; a gap in the queue offsets (unless the caller
+        reports gaps itself: `report_gaps`) or a value of the wrong size is a finding (the broker's
+        `rangeQuery` stops at the first missing offset)."""
         prefix = queue_prefix(topic, queue_id)
         expected = None
-        for key, value in _items_from(self.db, prefix + max(start, 0).to_bytes(8, "big", signed=True)):
+        start_key = prefix + max(start, 0).to_bytes(8, "big", signed=True)
+        for key, value in _items_from(self.db, start_key, findings, CQ_DIR):
             if not key.startswith(prefix):
                 break
             if len(key) != len(prefix) + 8:
@@ -214,7 +236,7 @@ class RocksDBConsumeQueues:
                              topic, queue_id)
                 continue
             offset = cq_key.parse(key).cq_offset
-            if expected is not None and offset != expected:
+            if report_gaps and expected is not None and offset != expected:
                 findings.add(CQ_DIR, None, CHECK, "error", f"queue offsets jump from {expected - 1} to {offset}: "
                              "the broker's range query stops at the gap", topic, queue_id)
             expected = offset + 1
@@ -223,6 +245,30 @@ class RocksDBConsumeQueues:
                              f"not {CQ_VALUE_SIZE}", topic, queue_id)
                 continue
             yield RocksCqUnit(offset, *_CQ_VALUE.unpack(value))
+
+    def unit(self, topic: str, queue_id: int, queue_offset: int) -> RocksCqUnit | None:
+        """The entry at one queue offset (a point get), None when absent or not 28 bytes."""
+        if queue_offset < 0:
+            return None
+        value = _get(self.db, queue_prefix(topic, queue_id) + queue_offset.to_bytes(8, "big", signed=True))
+        if value is None or len(value) != CQ_VALUE_SIZE:
+            return None
+        return RocksCqUnit(queue_offset, *_CQ_VALUE.unpack(value))
+
+    def last_cq_offset(self, topic: str, queue_id: int) -> int | None:
+        """The queue offset of a queue's last entry by key (a reverse seek), None for an empty queue."""
+        prefix = queue_prefix(topic, queue_id)
+        try:
+            it = self.db.iter()
+            it.seek_for_prev(prefix + _I64_MAX_BYTES)
+            if not it.valid():
+                return None
+            key = bytes(it.key())
+        except Exception:  # a corrupt block: the forward iterations report it
+            return None
+        if not key.startswith(prefix) or len(key) != len(prefix) + 8:
+            return None
+        return int.from_bytes(key[-8:], "big", signed=True)
 
 
 # ----------------------------------------------------------------------------- config in RocksDB
@@ -242,10 +288,10 @@ def read_kv_table(path: Path, findings: Findings, rel: str) -> KvTable | None:
         return None
     try:
         with read_only_db(path) as (db, families):
-            entries = {k.decode("utf-8", "surrogateescape"): bytes(v) for k, v in _items_from(db, b"")}
+            entries = {k.decode("utf-8", "surrogateescape"): v for k, v in _items_from(db, b"", findings, rel)}
             dv = None
             cf = families.get(KV_DATA_VERSION_COLUMN_FAMILY)
-            raw = None if cf is None else cf.get(KV_DATA_VERSION_KEY)
+            raw = None if cf is None else _get(cf, KV_DATA_VERSION_KEY)
             if raw is not None:
                 try:
                     dv = parse_data_version(bytes(raw))
@@ -253,7 +299,7 @@ def read_kv_table(path: Path, findings: Findings, rel: str) -> KvTable | None:
                     findings.add(rel, None, CHECK, "warning", f"kvDataVersion unreadable: {e}")
             fb = families.get(FORBIDDEN_COLUMN_FAMILY)
             forbidden = {} if fb is None else {k.decode("utf-8", "surrogateescape"): bytes(v)
-                                                for k, v in _items_from(fb, b"")}
+                                                for k, v in _items_from(fb, b"", findings, rel)}
     except RocksDBUnavailable as e:
         findings.add(rel, None, CHECK, "error", str(e))
         return None

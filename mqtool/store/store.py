@@ -32,6 +32,7 @@ from mqtool.store.dledger import DLedgerCommitLog, DLedgerCommitLogView, find_dl
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import read_at
+from mqtool.store.queues import QueueReader, RocksDBConsumeQueue
 from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
 from mqtool.store.rocksdb import (
     QueueOffsets,
@@ -134,19 +135,24 @@ class Store:
 
     @cached_property
     def queue_ids(self) -> list[tuple[str, int]]:
-        return discover_queues(self.root)
+        """Every ConsumeQueue: the file queues' directories and the RocksDB consume queue's queues (§14)."""
+        return sorted({*discover_queues(self.root), *self.rocksdb_queue_offsets})
 
-    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        """A queue, or None when it has no directory."""
+    def consume_queue(self, topic: str, queue_id: int) -> QueueReader | None:
+        """A queue reader whatever backs it (`store/queues.py`): the file ConsumeQueue when its directory
+        exists, else the RocksDB consume queue's; None when neither has the queue."""
         if (topic, queue_id) not in self._queues:
             d = self.root / "consumequeue" / topic / str(queue_id)
             if not d.is_dir():
+                if (topic, queue_id) in self.rocksdb_queue_offsets:
+                    return RocksDBConsumeQueue(self._rocksdb, topic, queue_id,
+                                               self.rocksdb_queue_offsets[(topic, queue_id)])
                 return None
             self._queues[(topic, queue_id)] = ConsumeQueue.open(
                 self.root, topic, queue_id, self.config.mapped_file_size_consume_queue)
         return self._queues[(topic, queue_id)]
 
-    def consume_queues(self, topic: str | None = None) -> list[ConsumeQueue]:
+    def consume_queues(self, topic: str | None = None) -> list[QueueReader]:
         return [q for t, i in self.queue_ids if topic in (None, t) if (q := self.consume_queue(t, i))]
 
     @cached_property
@@ -168,14 +174,20 @@ class Store:
     def rocksdb_queue_offsets(self) -> dict[tuple[str, int], QueueOffsets]:
         """The offset table of a RocksDB consume queue (`consumequeue/` is a database); empty otherwise.
         A database that will not open is one finding."""
+        return {} if self._rocksdb is None else self._rocksdb.offset_table(self.findings)
+
+    @cached_property
+    def _rocksdb(self) -> RocksDBConsumeQueues | None:
+        """The RocksDB consume queue opened once, read-only, shared by the readers; closed when the last
+        of them goes, or at exit."""
         if "consumequeue" not in self.layouts.rocksdb_consume_queue:
-            return {}
+            return None
         try:
-            with RocksDBConsumeQueues.open(self.root) as db:
-                return db.offset_table(self.findings)
+            db = RocksDBConsumeQueues.open(self.root)
         except RocksDBUnavailable as e:
             self.findings.add("consumequeue", None, ROCKSDB_CHECK, "error", str(e))
-            return {}
+            return None
+        return db
 
     @property
     def rocksdb_queue_ids(self) -> list[tuple[str, int]]:
@@ -184,10 +196,8 @@ class Store:
     def iter_rocksdb_units(self, topic: str, queue_id: int, findings: Findings,
                            start: int = 0) -> Iterator[RocksCqUnit]:
         """A RocksDB queue's entries from queue offset `start` (the database is open while iterating)."""
-        if (topic, queue_id) not in self.rocksdb_queue_offsets:
-            return
-        with RocksDBConsumeQueues.open(self.root) as db:
-            yield from db.iter_units(topic, queue_id, findings, start)
+        if (topic, queue_id) in self.rocksdb_queue_offsets:
+            yield from self._rocksdb.iter_units(topic, queue_id, findings, start)
 
     # ----- timer -----
     @cached_property

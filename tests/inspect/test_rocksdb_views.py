@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from conftest import ORACLE, need_oracle
-from mqtool.builder.rocksdb import write_kv_config, write_rocksdb_consume_queues
+from mqtool.builder.rocksdb import rocksdb_copy_of, write_kv_config
 from mqtool.formats.config_json import TopicConfig, Topics, dump_topics
 from mqtool.formats.offsets_json import ConsumerOffsets, DataVersion, dump_consumer_offsets
 from mqtool.formats.rocksdb_config import dump_offset_value
@@ -40,14 +40,8 @@ def stores(tmp_path_factory):
     base = tmp_path_factory.mktemp("rocks")
     plain = base / "plain"
     shutil.copytree(ORACLE / "basic-5.3.1" / "store", plain, ignore=shutil.ignore_patterns("timerwheel.gz"))
-    s = Store.open(plain)
-    queues = {(cq.topic, cq.queue_id): (cq.min_offset(0), [(u.commitlog_offset, u.size, u.tags_code,
-                                                            s.commitlog.read(u.commitlog_offset).store_timestamp)
-                                                          for u in cq.iter_units(cq.min_offset(0))])
-              for cq in s.consume_queues()}
+    rocksdb_copy_of(plain, base / "rocks")
     rocks = base / "rocks"
-    shutil.copytree(plain, rocks, ignore=shutil.ignore_patterns("consumequeue"))
-    write_rocksdb_consume_queues(rocks, queues, max_phy_offset=s.commitlog.max_offset())
     return plain, rocks
 
 
@@ -55,7 +49,7 @@ def test_rocksdb_queue_lines_equal_the_consumequeue_lines(stores):
     plain, rocks = stores
     s = Store.open(rocks)
     assert s.layouts.rocksdb_consume_queue == ("consumequeue",)
-    assert ("TopicB", 1) in s.rocksdb_queue_ids and s.queue_ids == []
+    assert ("TopicB", 1) in s.rocksdb_queue_ids and s.queue_ids == s.rocksdb_queue_ids == Store.open(plain).queue_ids
     # TopicB/1 rolled its ConsumeQueue file (README): the lines go across the file boundary
     for topic, qid in (("TopicB", 1), ("TopicA", 3), ("SCHEDULE_TOPIC_XXXX", 17)):
         want = _cli_queue(plain, topic, qid)
