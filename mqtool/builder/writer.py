@@ -66,7 +66,6 @@ from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, timerw
 from mqtool.inspect import recovery
 from mqtool.rules import recovery as rules
 from mqtool.rules.index import DispatchRequest, IndexService
-from mqtool.rules.recovery import consume_queue_recover
 from mqtool.rules.schedule import schedule_tags_code
 from mqtool.store import fastscan
 from mqtool.store.commitlog import CommitLog
@@ -242,7 +241,8 @@ class StoreWriter:
     def _recover(self) -> None:
         """Continue where the broker's restart leaves the copied files, read through `mqtool.store`:
         the CommitLog's recovered end (files past it deleted, `truncateDirtyFiles`), the TimerLog's
-        (`recoverAndRevise`) and each ConsumeQueue's (`ConsumeQueue.recover`)."""
+        (`recoverAndRevise`) and each ConsumeQueue's (`ConsumeQueue.recover`; units past the CommitLog
+        end are kept, not cut by `truncateDirtyLogicFiles`, so queue offsets continue from the queue)."""
         self._load_index()
         store = Store(self.root, self.config)
         cl = recovered_commitlog(store, v4=not self.v5)
@@ -691,7 +691,7 @@ def recovered_queue_end(cq: ConsumeQueue) -> int | None:
     first = cq.first_offset
     units = [(off, size) for _, u in cq.scan_columns(first)
              for off, size in zip(u["commitlog_offset"].tolist(), u["size"].tolist(), strict=True)]
-    return first + consume_queue_recover(units)
+    return first + rules.consume_queue_recover(units)
 
 
 def read_records(commitlog_dir: Path | str) -> list[MessageRecord]:
