@@ -34,10 +34,10 @@ from mqtool.formats.commitlog import (
     commitlog_record,
     computed_size,
 )
-from mqtool.formats.consumequeue import CQ_UNIT_SIZE, consumequeue_unit, is_empty_unit
+from mqtool.formats.consumequeue import CQ_UNIT_SIZE, consumequeue_unit
 from mqtool.formats.indexfile import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, IndexFileWriter, index_file_name
 from mqtool.formats.javahash import java_string_hash
-from mqtool.formats.message import MessageRecord, RecordError, decode_message, record_to_container
+from mqtool.formats.message import MessageRecord, record_to_container
 from mqtool.formats.names import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -57,15 +57,22 @@ from mqtool.formats.sysflag import (
 from mqtool.formats.text import utf8
 from mqtool.formats.timercheck import timercheck
 from mqtool.formats.timerlog import (
-    TIMERLOG_BLANK_MAGIC,
     TIMERLOG_BLANK_SIZE,
     TIMERLOG_UNIT_SIZE,
     timerlog_blank,
     timerlog_unit,
 )
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, timerwheel_slot, wheel_length
+from mqtool.inspect import recovery
+from mqtool.rules import recovery as rules
 from mqtool.rules.index import DispatchRequest, IndexService
 from mqtool.rules.schedule import schedule_tags_code
+from mqtool.store import fastscan
+from mqtool.store.commitlog import CommitLog
+from mqtool.store.consumequeue import ConsumeQueue, discover_queues
+from mqtool.store.findings import Findings
+from mqtool.store.mapped_files import open_queue
+from mqtool.store.store import Store
 
 DEFAULT_BORN_HOST = "127.0.0.1:51234"
 DEFAULT_STORE_HOST = "127.0.0.1:10911"
@@ -216,9 +223,10 @@ class StoreWriter:
                broker_version: str = "5.3") -> StoreWriter:
         """Copy `src_root` to `out_root` (source untouched) and continue after its last valid data.
 
-        The ends are found as recovery would: the CommitLog scan stops at a BLANK (next file), a zero
-        size or an invalid record; CommitLog files after that point are dropped from the copy
-        (`truncateDirtyFiles`). A shipped `timerwheel.gz` without `timerwheel` is gunzipped.
+        The ends are where the broker's restart leaves them (`_recover`, the rules of
+        `mqtool.rules.recovery` on the `mqtool.store` readers): CommitLog files past the recovered end
+        are dropped from the copy (`truncateDirtyFiles`). A shipped `timerwheel.gz` without
+        `timerwheel` is gunzipped.
         Without `config` the mapped file sizes are read from the files.
         """
         src, out = Path(src_root), Path(out_root)
@@ -231,19 +239,23 @@ class StoreWriter:
         return w
 
     def _recover(self) -> None:
+        """Continue where the broker's restart leaves the copied files, read through `mqtool.store`:
+        the CommitLog's recovered end (files past it deleted, `truncateDirtyFiles`), the TimerLog's
+        (`recoverAndRevise`) and each ConsumeQueue's (`ConsumeQueue.recover`; units past the CommitLog
+        end are kept, not cut by `truncateDirtyLogicFiles`, so queue offsets continue from the queue)."""
         self._load_index()
-        self.commitlog_end, self.last_store_timestamp = _scan_commitlog(self.commitlog)
-        self.timerlog_end = _scan_timerlog(self.timerlog)
-        cq_root = self.root / "consumequeue"
-        if cq_root.is_dir():
-            for topic_dir in sorted(p for p in cq_root.iterdir() if p.is_dir()):
-                for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir() and p.name.lstrip("-").isdigit()):
-                    key = (topic_dir.name, int(qdir.name))
-                    files = self._cq(*key)
-                    end = _scan_cq(files)
-                    if end is not None:
-                        self._cq_end[key] = end
-                        self._next_qoff[key] = end
+        store = Store(self.root, self.config)
+        cl = recovered_commitlog(store, v4=not self.v5)
+        if cl is not None:
+            self.commitlog_end = cl["end_offset"]
+            self.last_store_timestamp = last_store_timestamp(store.commitlog, self.commitlog_end)
+        self.timerlog_end = recovered_timerlog_end(store)
+        for topic, queue_id in discover_queues(self.root):
+            end = recovered_queue_end(ConsumeQueue.open(self.root, topic, queue_id, self.cq_size))
+            if end is not None:
+                self._cq_end[(topic, queue_id)] = self._next_qoff[(topic, queue_id)] = end
+        for name in cl["deleted_files"] if cl is not None else ():
+            (self.root / "commitlog" / name).unlink()
 
     # ----------------------------------------------------------------- CommitLog
 
@@ -634,94 +646,64 @@ def _infer_config(root: Path, broker_version: str) -> BrokerConfig:
     return replace(config, **changes)
 
 
-def _valid_record(buf: bytes, pos: int, base: int) -> MessageRecord | None:
-    """The record at pos when recovery would accept it (decodes, sizes agree, CRC matches), else None."""
-    total = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-    if total <= 0 or pos + total > len(buf):
-        return None
-    try:
-        rec = decode_message(buf, pos, base)
-    except RecordError:
-        return None
-    return rec if rec.computed_size == total and rec.crc_ok else None
+def recovered_commitlog(store: Store, v4: bool = False) -> dict | None:
+    """Where the broker's restart ends the CommitLog (`mqtool.inspect.recovery.commitlog_recovery`):
+    `recoverNormally`, or `recoverAbnormally` after a crash (the `abort` file), on the store's record
+    walk; it stops at a body CRC mismatch when `checkCRCOnRecover` (the default). None without files."""
+    clean = recovery.shutdown_state(store)["clean"]
+    check_crc = recovery.java_bool(store.config, "checkCRCOnRecover", True)
+    return recovery.commitlog_recovery(store, clean, check_crc, v4, Findings())
 
 
-def _scan_commitlog(files: MappedFiles) -> tuple[int, int]:
-    """(end offset, last store timestamp); drops files after a torn end like `truncateDirtyFiles`."""
-    starts = files.starts()
-    last_ts = 0
-    for i, start in enumerate(starts):
-        buf = (files.directory / name20(start)).read_bytes()
-        pos = 0
-        while pos + BLANK_SIZE <= len(buf):
-            if int.from_bytes(buf[pos + 4 : pos + 8], "big", signed=True) == BLANK_MAGIC_CODE:
-                pos = len(buf)
-                break
-            rec = _valid_record(buf, pos, start)
-            if rec is None:
-                break
-            last_ts = rec.store_timestamp
-            pos += rec.total_size
-        at_end = pos >= len(buf) and len(buf) >= files.file_size
-        nxt = starts[i + 1] if i + 1 < len(starts) else None
-        if at_end and nxt == start + files.file_size:
-            continue
-        end = start + files.file_size if at_end else start + pos
-        for later in starts[i + 1 :]:
-            (files.directory / name20(later)).unlink()
-        return end, last_ts
-    return 0, last_ts
+def recovered_timerlog_end(store: Store) -> int:
+    """`TimerMessageStore.recover`: `recoverAndRevise` from one file before `timercheck`'s flush
+    position (0 without a timercheck, as a fresh `TimerCheckpoint` reads)."""
+    tl, tc = store.timerlog, store.timercheck
+    if tl is None or not tl.queue.files:
+        return 0
+    flush = int(tc.last_timer_log_flush_pos) if tc is not None else 0
+    begin = rules.timer_recover_begin(flush, tl.queue.files[-1].length)
+    return rules.recover_and_revise(recovery.timerlog_steps(store), begin)
+
+
+def last_store_timestamp(cl: CommitLog, end: int) -> int:
+    """STORETIMESTAMP of the last record ending at or before `end` (0: none), newest file first."""
+    for f in reversed([f for f in cl.files if f.start < end]):
+        walk = cl.scan_columns(f.start, verify_crc=False)
+        stamps = []
+        try:
+            for g, chunk in walk:
+                if g.start != f.start:
+                    break
+                ends = chunk.physical_offset + chunk.cols[fastscan.C_TOTAL]
+                stamps += chunk.cols[fastscan.C_STORE_TS][ends <= end].tolist()
+        finally:
+            walk.close()
+        if stamps:
+            return stamps[-1]
+    return 0
+
+
+def recovered_queue_end(cq: ConsumeQueue) -> int | None:
+    """Index after the last unit `ConsumeQueue.recover` keeps; None for a queue without files."""
+    if not cq.queue.files:
+        return None
+    first = cq.first_offset
+    units = [(off, size) for _, u in cq.scan_columns(first)
+             for off, size in zip(u["commitlog_offset"].tolist(), u["size"].tolist(), strict=True)]
+    return first + rules.consume_queue_recover(units)
 
 
 def read_records(commitlog_dir: Path | str) -> list[MessageRecord]:
-    """Every valid record of a CommitLog directory in offset order (a BLANK moves on to the next file)."""
-    out: list[MessageRecord] = []
+    """Every record the store's CommitLog walk decodes, in offset order (each file up to its BLANK
+    filler, zero tail or first invalid record); `file` is the file's name."""
     directory = Path(commitlog_dir)
-    for path in sorted(p for p in directory.iterdir() if p.is_file() and p.name.isdigit()):
-        buf, base, pos = path.read_bytes(), int(path.name), 0
-        while pos + BLANK_SIZE <= len(buf):
-            if int.from_bytes(buf[pos + 4 : pos + 8], "big", signed=True) == BLANK_MAGIC_CODE:
-                break
-            rec = _valid_record(buf, pos, base)
-            if rec is None:
-                break
-            rec.file, rec.position = path.name, pos
-            out.append(rec)
-            pos += rec.total_size
+    cl = CommitLog(directory.parent, open_queue(directory, None, "commitlog", directory.parent))
+    out = []
+    for rec in cl.iter_records():
+        rec.file = Path(rec.file).name
+        out.append(rec)
     return out
-
-
-def _scan_cq(files: MappedFiles) -> int | None:
-    """Index after the last written unit (a zero unit marks the end), None for a queue without files."""
-    starts = files.starts()
-    if not starts:
-        return None
-    end = starts[0] // CQ_UNIT_SIZE
-    for start in starts:
-        buf = (files.directory / name20(start)).read_bytes()
-        for p in range(0, len(buf) - CQ_UNIT_SIZE + 1, CQ_UNIT_SIZE):
-            u = consumequeue_unit.parse(buf[p : p + CQ_UNIT_SIZE])
-            if is_empty_unit(u.commitlog_offset, u.size, u.tags_code):
-                return (start + p) // CQ_UNIT_SIZE
-            end = (start + p) // CQ_UNIT_SIZE + 1
-    return end
-
-
-def _scan_timerlog(files: MappedFiles) -> int:
-    """Offset after the last 52-byte unit; a 16-byte filler moves on to the next file."""
-    end = 0
-    for start in files.starts():
-        buf = (files.directory / name20(start)).read_bytes()
-        pos = 0
-        while pos + TIMERLOG_BLANK_SIZE <= len(buf):
-            if int.from_bytes(buf[pos + 12 : pos + 16], "big", signed=True) == TIMERLOG_BLANK_MAGIC:
-                pos = files.file_size
-                break
-            if int.from_bytes(buf[pos : pos + 4], "big", signed=True) != TIMERLOG_UNIT_SIZE:
-                return start + pos
-            pos += TIMERLOG_UNIT_SIZE
-        end = start + pos
-    return end
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from mqtool.cli import common
+from mqtool.inspect import options
 from mqtool.store.errors import StoreError
 from mqtool.times import format_duration, format_time, parse_duration_ms, parse_time
 
@@ -35,19 +36,6 @@ class View(StrEnum):
 
 
 VIEWS = tuple(v.value for v in View)
-
-# Which view each view-specific option belongs to (checked so that a misplaced option is not ignored).
-_VIEW_OPTIONS = {
-    "--from-offset": ("messages",), "--to-offset": ("messages",), "--key": ("messages", "index"),
-    "--uniq-key": ("messages", "index"), "--tag": ("messages",), "--since": ("messages",), "--until": ("messages",),
-    "--topic": ("messages", "queue", "index"), "--queue-id": ("messages", "queue"),
-    "--limit": ("messages", "queue", "index"), "--begin": ("index",), "--end": ("index",),
-    "--body": ("messages", "message", "queue"), "--decompress": ("messages", "message", "queue"),
-    "--offset": ("message",), "--from": ("queue",), "--at": ("timer", "restart"), "--for": ("restart",),
-    "--events": ("restart",),
-    "--format": ("messages", "queue"), "--output": ("messages", "queue"),
-}
-_VIEW_OPTIONS["--group"] = ("retry",)
 
 DEFAULT_FOR = "10m"  # restart: the replay's length
 
@@ -196,17 +184,9 @@ def inspect(
         cfg = common.load_config(config)
         if not path.exists():
             raise StoreError("no such file or directory", path)
+        options.check_options(view, given, path if path.is_file() else None)
         if path.is_file():
-            if view != "overview":
-                raise common.fail(f"{path} is a single file: it is dumped by its kind, "
-                                  "VIEW applies to a store directory")
-            _only(given, ("--limit", "--body", "--decompress"), "a single-file dump")
-            code = _dump(path, cfg, json_out, local, verify, limit, body, decompress)
-            raise typer.Exit(code)
-        for opt, views in _VIEW_OPTIONS.items():
-            if given[opt] and view not in views:
-                raise common.fail(f"{opt} applies to the {' and '.join(views)} view{'s' if len(views) > 1 else ''}, "
-                           f"not {view}")
+            raise typer.Exit(_dump(path, cfg, json_out, local, verify, limit, body, decompress))
         from mqtool.store.store import Store
 
         store = Store.open(path, cfg)
@@ -253,12 +233,6 @@ def inspect(
                     doc = transactions_view(store, now_ms, progress)
                 code = _document(doc, render.render_transactions, json_out, local, verify)
     raise typer.Exit(max(code, golden_code[0]))
-
-
-def _only(given: dict[str, bool], allowed: tuple[str, ...], what: str) -> None:
-    extra = [o for o, v in given.items() if v and o not in allowed]
-    if extra:
-        raise common.fail(f"{', '.join(extra)} do{'es' if len(extra) == 1 else ''} not apply to {what}")
 
 
 @contextmanager
@@ -420,7 +394,7 @@ def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic:
     from mqtool.inspect.index import index_files_view, index_lookup
 
     if topic is None and key is None:
-        _only(given, ("--expect", "--update-golden"), "the index view without --topic/--key")
+        options.check_only(given, options.INDEX_LISTING_OPTIONS, "the index view without --topic/--key")
         return _document(index_files_view(store), render.render_index, json_out, local, verify)
     if topic is None or key is None:
         raise common.fail("an index lookup needs both --topic T and --key K (the broker hashes T#K)")

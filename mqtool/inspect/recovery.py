@@ -139,7 +139,7 @@ def consume_queue_truncation(store: Store, end: int) -> dict:
     return {"max_physic_offset": max_phy, "truncate": truncate, "truncated": out, "max_offsets": kept}
 
 
-def _timerlog_steps(store: Store) -> list[tuple[int, list[tuple[int, int]]]]:
+def timerlog_steps(store: Store) -> list[tuple[int, list[tuple[int, int]]]]:
     """(file start, [(size, magic)] of the valid units and of the step that ended them) per TimerLog file."""
     tl = store.timerlog
     out = []
@@ -163,7 +163,7 @@ def timer_recovery(store: Store, end: int, timer_queue_max: int | None, findings
     flush = int(tc.last_timer_log_flush_pos)
     last_size = tl.queue.files[-1].length if tl.queue.files else None
     begin = rules.timer_recover_begin(flush, last_size)
-    tl_end = rules.recover_and_revise(_timerlog_steps(store), begin)
+    tl_end = rules.recover_and_revise(timerlog_steps(store), begin)
     units = list(tl.iter_units())
     truncated = [u.pos for u in units if u.pos >= tl_end]
     dangling = [{"pos": u.pos, "offset_py": u.offset_py, "size_py": u.size_py, "kind": u.kind,
