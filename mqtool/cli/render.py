@@ -497,6 +497,14 @@ def render_retry(doc: dict, local: bool) -> None:
         con.print(f"\n[bold]{escape(g['group'])}[/bold]: {b['count']} retry(ies) parked"
                   + (f", next due {_t(b['next_due_ms'], local)}" if b["next_due_ms"] is not None else "")
                   + f"; {dlq['count']} dead-lettered in {escape(g['dlq_topic'])}")
+        st = g.get("settings")
+        con.print("  settings: " + ("none in subscriptionGroup.json (defaults: retryQueueNums 1, retryMaxTimes 16)"
+                                    if st is None else
+                                    f"retryQueueNums {st['retry_queue_nums']}, retryMaxTimes {st['retry_max_times']}, "
+                                    f"consumeEnable {st['consume_enable']}, consumeBroadcastEnable "
+                                    f"{st['consume_broadcast_enable']}, consumeMessageOrderly "
+                                    f"{st['consume_message_orderly']}, groupSysFlag {st['group_sys_flag']}, "
+                                    f"groupRetryPolicy {st['group_retry_policy'] or '-'}"), markup=False)
         if b["levels"]:
             t = _table(None, "level", "delay", "schedule queue", "parked", "next due", "last due", "overdue",
                        "head (uniq key, reconsume)")
