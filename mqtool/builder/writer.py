@@ -558,6 +558,11 @@ class StoreWriter:
         """config/consumerOffset.json as `ConsumerOffsetManager.persist` writes it."""
         self.write_config_file("consumerOffset.json", dump_consumer_offsets(offsets, **dump_options))
 
+    def write_config(self, name: str, model: object) -> None:
+        """config/`name` (topics.json, subscriptionGroup.json, timermetrics, ...) from its model."""
+        from mqtool.builder.config import write_config
+        write_config(self, name, model)
+
     def write_config_file(self, name: str, text: str) -> None:
         """`MixAll.string2File`: the previous content (if any) goes to `<name>.bak` first."""
         path = self.root / "config" / name

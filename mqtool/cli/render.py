@@ -400,6 +400,8 @@ def render_timer(doc: dict, local: bool) -> None:
     h = _histogram("Pending timer deliveries by time", p["histogram"], local)
     if h:
         con.print(h)
+    _topic_metrics(con, "config/timermetrics (TimerMetrics) vs TimerLog", doc.get("metrics"), "pending in TimerLog",
+                   "pending_in_timerlog", local)
     if doc["missing_records"]:
         t = _table("TimerLog units without their CommitLog record", "pos", "kind", "offset_py", "size_py", "problem")
         for m in doc["missing_records"]:
@@ -423,6 +425,18 @@ def render_timer(doc: dict, local: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- transactions
+
+
+def _topic_metrics(con: Console, title: str, m: dict | None, found_label: str, found_key: str, local: bool) -> None:
+    """A metrics file's per-topic counts next to what the store holds (timer and transactions views)."""
+    if m is None:
+        return
+    t = _table(title + ("" if m["agrees"] else " [yellow]differ[/yellow]"), "topic", "metric count", found_label,
+               "last change")
+    for r in m["topics"]:
+        _add(t, escape(r["topic"]), str(r["count"]), str(r[found_key]), _t(r["time_stamp"], local),
+             style=None if r["count"] == r[found_key] else "yellow")
+    con.print(t)
 
 
 def render_transactions(doc: dict, local: bool) -> None:
@@ -457,6 +471,8 @@ def render_transactions(doc: dict, local: bool) -> None:
             _add(t, str(p["queue_id"]), _v(p["half_offset"]), _v(p["half_max_offset"]), _v(p["op_offset"]),
                       _v(p["op_max_offset"]))
         con.print(t)
+    _topic_metrics(con, "config/transactionMetrics (TransactionMetrics) vs half topic", doc.get("metrics"),
+                   "pending halves", "pending_halves", local)
     if doc["discarded"]:
         t = _table("TRANS_CHECK_MAX_TIME_TOPIC (discarded halves)", "qoff", "offset", "stored", "uniq key",
                    "real topic", "group", "checks")
@@ -481,6 +497,14 @@ def render_retry(doc: dict, local: bool) -> None:
         con.print(f"\n[bold]{escape(g['group'])}[/bold]: {b['count']} retry(ies) parked"
                   + (f", next due {_t(b['next_due_ms'], local)}" if b["next_due_ms"] is not None else "")
                   + f"; {dlq['count']} dead-lettered in {escape(g['dlq_topic'])}")
+        st = g.get("settings")
+        con.print("  settings: " + ("none in subscriptionGroup.json (defaults: retryQueueNums 1, retryMaxTimes 16)"
+                                    if st is None else
+                                    f"retryQueueNums {st['retry_queue_nums']}, retryMaxTimes {st['retry_max_times']}, "
+                                    f"consumeEnable {st['consume_enable']}, consumeBroadcastEnable "
+                                    f"{st['consume_broadcast_enable']}, consumeMessageOrderly "
+                                    f"{st['consume_message_orderly']}, groupSysFlag {st['group_sys_flag']}, "
+                                    f"groupRetryPolicy {st['group_retry_policy'] or '-'}"), markup=False)
         if b["levels"]:
             t = _table(None, "level", "delay", "schedule queue", "parked", "next due", "last due", "overdue",
                        "head (uniq key, reconsume)")
@@ -545,6 +569,8 @@ def render_dump(doc: dict, local: bool) -> None:
         con.print(t)
     elif kind == "index":
         _index_dump(con, doc, local)
+    elif kind == "config" and "counts" in doc:
+        _metrics_dump(con, doc, local)
     elif kind in ("timercheck", "checkpoint"):
         values = doc[kind]
         con.print(_kv(kind, [(k, f"{v} ({_t(v, local)})" if k.endswith(("time_ms", "timestamp")) and v > 0 else v)
@@ -554,6 +580,17 @@ def render_dump(doc: dict, local: bool) -> None:
 
         shown = {k: v for k, v in doc.items() if k not in ("version", "view", "kind", "file", "size", "findings")}
         con.print(json.dumps(shown, indent=2, ensure_ascii=False), markup=False)
+
+
+def _metrics_dump(con: Console, doc: dict, local: bool) -> None:
+    """config/timermetrics or config/transactionMetrics: one row per topic."""
+    dv = doc["data_version"]
+    if dv is not None:
+        con.print(f"dataVersion counter {dv['counter']}, timestamp {dv['timestamp']} ({_t(dv['timestamp'], local)})")
+    t = _table(f"{doc['member']}: {len(doc['counts'])} topic(s)", "topic", "count", "last change")
+    for c in doc["counts"]:
+        _add(t, escape(c["topic"]), str(c["count"]), _t(c["time_stamp"], local))
+    con.print(t)
 
 
 def _index_header(h: dict, local: bool) -> list[tuple[str, object]]:

@@ -41,7 +41,8 @@ TRACE_HELP = """Follow one message through every system topic: where is it now, 
 
 \b
 Name the message by exactly one of --uniq-key (the client's msgId / UNIQ_KEY), --key (a word of
-KEYS; several messages are listed newest first, --limit N keeps N), --offset (a physical offset)
+KEYS; several messages are listed newest first, --limit N keeps N; --topic T keeps those sent to T,
+asking the IndexFile for T only, as queryMsgByKey does), --offset (a physical offset)
 or --msg-id (an offsetMsgId, or a client msgId). The timeline shows born, stored, parked (delay
 level, wheel slot, half), rolls, put-backs, cancels, commit/rollback/discard, delivery and, per
 consumer group in consumerOffset.json, whether it was consumed; then one verdict line.
@@ -57,6 +58,7 @@ Exit: 0 found, 1 not found, 2 input error.
 \b
 Example:
   mqtool trace ./store --key order-1001 --config broker.conf
+  mqtool trace ./store --key order-1001 --topic TopicA
   mqtool trace ./store --uniq-key 7F000001... --until +2h --json
   mqtool trace ./store --key order-1001 --until +6h --scenario consumers.toml
 """
@@ -85,6 +87,8 @@ def trace_command(
     store: Path = StoreArgument,
     uniq_key: str | None = typer.Option(None, "--uniq-key", help="UNIQ_KEY (the client-side msgId)."),
     key: str | None = typer.Option(None, "--key", help="A word of the KEYS property."),
+    topic: str | None = typer.Option(None, "--topic", help="With --key: only messages sent to this topic "
+                                     "(as queryMsgByKey); the IndexFile is asked for this topic only."),
     offset: int | None = typer.Option(None, "--offset", help="Physical CommitLog offset of any of its records."),
     msg_id: str | None = typer.Option(None, "--msg-id", help="offsetMsgId (or client msgId)."),
     config: Path | None = ConfigOption,
@@ -115,7 +119,7 @@ def trace_command(
         if len(given) != 1:
             raise fail("give exactly one of --uniq-key, --key, --offset, --msg-id"
                        + (f" (got {', '.join(given)})" if given else ""))
-        query = TraceQuery(uniq_key=uniq_key, key=key, offset=offset, msg_id=msg_id)
+        query = TraceQuery(uniq_key=uniq_key, key=key, offset=offset, msg_id=msg_id, topic=topic)
         st = Store.open(store, load_config(config))
         as_of = parse_time(now, store_as_of(st), local) if now is not None else None
         until_ms = None

@@ -187,9 +187,20 @@ def _config(path: Path) -> dict:
             return {"config": "consumerOffset",
                     "offset_table": {k: {str(q): o for q, o in v.items()} for k, v in c.offset_table.items()},
                     "data_version": _dv(c.data_version)}
+        if base in ("timermetrics", "transactionMetrics"):
+            return _metrics(base, text)
         return {"config": base, "content": _jsonable(loads_lenient(text))}
     except ConfigFileError as e:
         raise StoreError(f"unparsable config file: {e}", path) from None
+
+
+def _metrics(base: str, text: str) -> dict:
+    """TimerMetrics / TransactionMetrics: per topic, the count and when it last changed."""
+    from mqtool.formats.metrics_json import parse_timer_metrics, parse_transaction_metrics
+
+    m = (parse_timer_metrics if base == "timermetrics" else parse_transaction_metrics)(text)
+    return {"config": base, "member": m.member, "data_version": _dv(m.data_version),
+            "counts": [{"topic": t, "count": v.count, "time_stamp": v.time_stamp} for t, v in m.counts.items()]}
 
 
 def _dv(dv) -> dict | None:

@@ -10,7 +10,10 @@ max reconsume times it goes to `%DLQ%<group>` instead. So, per group:
   with the next due time (the unit's tagsCode, §4.3);
 - `retry_queues`: the `%RETRY%<group>` queues and how far the group has consumed them
   (consumerOffset.json), i.e. retries delivered but not yet consumed;
-- `dlq`: the `%DLQ%<group>` messages: origin topic (RETRY_TOPIC), ORIGIN_MESSAGE_ID, reconsume times.
+- `dlq`: the `%DLQ%<group>` messages: origin topic (RETRY_TOPIC), ORIGIN_MESSAGE_ID, reconsume times;
+- `settings`: the group's `SubscriptionGroupConfig` from subscriptionGroup.json (or RocksDB): retryQueueNums,
+  retryMaxTimes (after which `consumerSendMsgBack` dead-letters), broadcast, orderly, sys flag, ...;
+  null when the group has no entry (the broker then applies the defaults, 1 queue and 16 times).
 """
 
 from __future__ import annotations
@@ -143,7 +146,24 @@ def _group(store: Store, group: str, levels: dict[int, list[tuple[int, MessageRe
                     "next_due_ms": min((r["next_due_ms"] for r in rows), default=None), "levels": rows},
         "retry_queues": _retry_queues(store, group),
         "dlq": _dlq(store, group),
+        "settings": _settings(store, group),
     }
+
+
+def _settings(store: Store, group: str) -> dict | None:
+    """The group's entry in subscriptionGroup.json, in RocketMQ's names' snake_case; None without one."""
+    sg = store.subscription_groups
+    g = None if sg is None else sg.subscription_group_table.get(group)
+    if g is None:
+        return None
+    policy = g.group_retry_policy
+    return {"retry_queue_nums": g.retry_queue_nums, "retry_max_times": g.retry_max_times,
+            "consume_enable": g.consume_enable, "consume_broadcast_enable": g.consume_broadcast_enable,
+            "consume_message_orderly": g.consume_message_orderly, "consume_from_min_enable": g.consume_from_min_enable,
+            "group_sys_flag": g.group_sys_flag, "broker_id": g.broker_id,
+            "which_broker_when_consume_slowly": g.which_broker_when_consume_slowly,
+            "consume_timeout_minute": g.consume_timeout_minute,
+            "group_retry_policy": None if policy is None else policy.type}
 
 
 def _topic_queues(store: Store, topic: str) -> list[int]:

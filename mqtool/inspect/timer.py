@@ -8,6 +8,8 @@
   prevPos, checked against firstPos and num (apache/rocketmq#9735);
 - pending deliveries (slots not yet read: time >= lastReadTimeMs, minus cancelled and cancel units)
   by delivery time (`TIMER_OUT_MS` of the record: a rolled unit's real time);
+- `config/timermetrics` (`TimerMetrics`: +1 per TimerLog append, -1 per cancel unit and per dequeue,
+  keyed by REAL_TOPIC) per topic next to the pending units the TimerLog holds for that topic;
 - with `at_ms`: one slot's chain in dequeue order, each unit explained.
 """
 
@@ -94,6 +96,7 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
     slots = []
     pending_times: list[int] = []
     pending_units = 0
+    pending_by_topic: dict[str, int] = {}
     if wheel is not None:
         for index, s in wheel.iter_slots():
             chain, broken = _walk(tl, s.last_pos, by_pos)
@@ -117,6 +120,8 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
                         rec, _ = records.get(u)
                         pending_units += 1
                         pending_times.append(_deliver_ms(u, rec))
+                        topic = (rec.properties.get(PROPERTY_REAL_TOPIC) if rec else None) or "-"
+                        pending_by_topic[topic] = pending_by_topic.get(topic, 0) + 1
         slots.sort(key=lambda x: x["time_ms"])
 
     doc = {
@@ -141,6 +146,7 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
                     "latest_ms": max(pending_times, default=None),
                     "overdue": sum(1 for t in pending_times if t <= now_ms),
                     "histogram": time_histogram(pending_times)},
+        "metrics": _metrics(store, pending_by_topic, findings),
         "missing_records": missing,
         "chain": None,
         "findings": [],
@@ -151,6 +157,27 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
         findings += tl.findings
     doc["findings"] = [f.as_dict() for f in sort_findings(findings)]
     return doc
+
+
+def _metrics(store: Store, pending_by_topic: dict[str, int], findings: list[Finding]) -> dict | None:
+    """config/timermetrics per topic next to the TimerLog's pending units of that REAL_TOPIC; None without
+    the file. The broker persists the file periodically, so a difference is an `info` finding."""
+    m = store.timer_metrics
+    if m is None:
+        return None
+    rows = []
+    for topic in [*m.counts, *sorted(t for t in pending_by_topic if t not in m.counts)]:
+        metric = m.counts.get(topic)
+        row = {"topic": topic, "count": m.count(topic), "time_stamp": metric.time_stamp if metric else None,
+               "pending_in_timerlog": pending_by_topic.get(topic, 0)}
+        rows.append(row)
+        if row["count"] != row["pending_in_timerlog"]:
+            findings.append(Finding("config/timermetrics", None, CHECK + ".metrics", "info",
+                                    f"timermetrics counts {row['count']} timer(s) of {topic} not yet delivered, "
+                                    f"the TimerLog holds {row['pending_in_timerlog']} pending", topic))
+    dv = m.data_version
+    return {"data_version": None if dv is None else {"counter": dv.counter, "timestamp": dv.timestamp},
+            "topics": rows, "agrees": all(r["count"] == r["pending_in_timerlog"] for r in rows)}
 
 
 def _timer_queue(store: Store, tq, cp: dict | None) -> dict:

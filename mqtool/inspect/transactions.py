@@ -18,6 +18,9 @@ fileReservedTime), else increments it; within the immunity (`CHECK_IMMUNITY_TIME
 transactionTimeOut) a half with the property is put back without a check (apache/rocketmq#8311),
 one without it waits; past it a check request is sent. The copy written in a round is discarded in
 that same round once its count reaches the maximum (as the 5.3.1 oracle shows).
+
+`metrics` sets `config/transactionMetrics` (5.x `TransactionMetrics`: +1 per half put, -1 per commit,
+rollback or discard, keyed by REAL_TOPIC) next to the pending halves found per real topic.
 """
 
 from dataclasses import dataclass, field
@@ -175,6 +178,8 @@ def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
         counts[r["state"]] += 1
     pending = [r for r in rows if r["state"] == "pending"]
     oldest = min(pending, key=lambda r: r["born_timestamp"], default=None)
+    metric_findings: list[Finding] = []
+    metrics = _metrics(store, pending, metric_findings)
     return {
         "version": JSON_VERSION,
         "view": "transactions",
@@ -188,8 +193,33 @@ def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
         "check_progress": progress,
         "op_messages": {"records": ts.op_records, "half_offsets": len(ts.ops)},
         "discarded": [_discard_row(d) for d in ts.discards],
-        "findings": [f.as_dict() for f in sort_findings(ts.findings)],
+        "metrics": metrics,
+        "findings": [f.as_dict() for f in sort_findings([*ts.findings, *metric_findings])],
     }
+
+
+def _metrics(store: Store, pending: list[dict], findings: list[Finding]) -> dict | None:
+    """config/transactionMetrics per topic next to the pending halves of that REAL_TOPIC; None without the
+    file. The broker persists it periodically (TransactionMetricsFlushService): a difference is `info`."""
+    m = store.transaction_metrics
+    if m is None:
+        return None
+    found: dict[str, int] = {}
+    for r in pending:
+        found[r["real_topic"] or "-"] = found.get(r["real_topic"] or "-", 0) + 1
+    rows = []
+    for topic in [*m.counts, *sorted(t for t in found if t not in m.counts)]:
+        metric = m.counts.get(topic)
+        row = {"topic": topic, "count": m.count(topic), "time_stamp": metric.time_stamp if metric else None,
+               "pending_halves": found.get(topic, 0)}
+        rows.append(row)
+        if row["count"] != row["pending_halves"]:
+            findings.append(Finding("config/transactionMetrics", None, "transactions.metrics", "info",
+                                    f"transactionMetrics counts {row['count']} open transaction(s) of {topic}, "
+                                    f"the half topic holds {row['pending_halves']} pending", topic))
+    dv = m.data_version
+    return {"data_version": None if dv is None else {"counter": dv.counter, "timestamp": dv.timestamp},
+            "topics": rows, "agrees": all(r["count"] == r["pending_halves"] for r in rows)}
 
 
 def _check_progress(store: Store) -> list[dict]:

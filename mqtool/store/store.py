@@ -15,7 +15,7 @@ from construct import ConstructError
 
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
-from mqtool.formats.config_json import Topics, parse_topics
+from mqtool.formats.config_json import SubscriptionGroups, Topics, parse_subscription_groups, parse_topics
 from mqtool.formats.names import REVIVE_TOPIC
 from mqtool.formats.offsets_json import (
     ConsumerOffsets,
@@ -41,6 +41,7 @@ from mqtool.store.rocksdb import (
     RocksDBUnavailable,
     pick_config,
     read_kv_consumer_offsets,
+    read_kv_subscription_groups,
     read_kv_topics,
 )
 from mqtool.store.timer import TimerLog, TimerWheel
@@ -275,6 +276,27 @@ class Store:
     def topics_file(self) -> str | None:
         """Where `topics` came from: config/topics.json, its .bak, or config/topics (RocksDB, 5.2+)."""
         return self._topics[1]
+
+    @cached_property
+    def subscription_groups(self) -> SubscriptionGroups | None:
+        """config/subscriptionGroup.json (or its .bak), or config/subscriptionGroups/ (RocksDB, 5.2+) when
+        that copy is newer or the JSON is absent (`pick_config`); None when there is neither."""
+        value = self._json("subscriptionGroup.json", parse_subscription_groups)
+        if "config/subscriptionGroups" not in self.layouts.rocksdb_config:
+            return value
+        return pick_config(value, read_kv_subscription_groups(self.root, self.findings))[0]
+
+    @cached_property
+    def timer_metrics(self):
+        """config/timermetrics (or its .bak): `TimerMetrics`' per-topic count of timers not yet delivered."""
+        from mqtool.formats.metrics_json import parse_timer_metrics
+        return self._json("timermetrics", parse_timer_metrics)
+
+    @cached_property
+    def transaction_metrics(self):
+        """config/transactionMetrics (or its .bak): `TransactionMetrics`' per-topic count of open halves."""
+        from mqtool.formats.metrics_json import parse_transaction_metrics
+        return self._json("transactionMetrics", parse_transaction_metrics)
 
     def _json(self, name: str, parse):
         value, _used, problems = read_config_json(self.root / "config" / name, parse)

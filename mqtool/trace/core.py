@@ -6,7 +6,7 @@ import re
 
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.store.store import Store
-from mqtool.trace.find import Family, Finder, ScanFinder, collect_family
+from mqtool.trace.find import Family, Finder, ScanFinder, collect_family, in_topic
 from mqtool.trace.model import Trace, TraceError, TraceQuery
 from mqtool.trace.timeline import build_timeline, store_as_of
 
@@ -50,7 +50,9 @@ def families(store: Store, query: TraceQuery, finder: Finder) -> list[Family]:
         fam = collect_family(finder, [], uniq_keys=[mid], msg_ids=[mid])
         return [fam] if len(fam) else []
     key = query.key.strip()
-    hits = sorted((r for r in finder.by_key(key) if key in r.keys), key=lambda r: r.physical_offset, reverse=True)
+    topic = None if query.topic is None else query.topic.strip()
+    hits = sorted((r for r in finder.by_key(key, topic) if key in r.keys and (topic is None or in_topic(r, topic))),
+                  key=lambda r: r.physical_offset, reverse=True)
     out: list[Family] = []
     covered: set[int] = set()
     for rec in hits:

@@ -28,9 +28,12 @@ from mqtool.formats.message import MessageRecord, RecordError, decode_message
 from mqtool.formats.names import (
     PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
     PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_TIMER_DEL_UNIQKEY,
+    RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    TIMER_TOPIC,
 )
 from mqtool.formats.opbody import parse_op_body
 from mqtool.store.mapped_files import map_file
@@ -66,8 +69,8 @@ class Finder(Protocol):
     def related(self, uniq_keys: set[str], msg_ids: set[str]) -> list[MessageRecord]:
         """Records whose UNIQ_KEY, TIMER_DEL_UNIQKEY target or ORIGIN_MESSAGE_ID is one of these."""
 
-    def by_key(self, key: str) -> list[MessageRecord]:
-        """Records whose KEYS (may) contain `key`."""
+    def by_key(self, key: str, topic: str | None = None) -> list[MessageRecord]:
+        """Records whose KEYS (may) contain `key`; `topic` may narrow the lookup (callers filter anyway)."""
 
     def by_prepared(self, offsets: set[int]) -> list[MessageRecord]:
         """COMMIT/ROLLBACK records whose PREPARED TRANSACTION OFFSET is one of these."""
@@ -120,7 +123,7 @@ class ScanFinder:
     def related(self, uniq_keys: set[str], msg_ids: set[str]) -> list[MessageRecord]:
         return self._hits(uniq_keys | msg_ids)
 
-    def by_key(self, key: str) -> list[MessageRecord]:
+    def by_key(self, key: str, topic: str | None = None) -> list[MessageRecord]:
         return self._hits([key])
 
     def by_prepared(self, offsets: set[int]) -> list[MessageRecord]:
@@ -298,8 +301,8 @@ class UnionFinder:
     def related(self, uniq_keys: set[str], msg_ids: set[str]) -> list[MessageRecord]:
         return self._all("related", uniq_keys, msg_ids)
 
-    def by_key(self, key: str) -> list[MessageRecord]:
-        return self._all("by_key", key)
+    def by_key(self, key: str, topic: str | None = None) -> list[MessageRecord]:
+        return self._all("by_key", key, topic)
 
     def by_prepared(self, offsets: set[int]) -> list[MessageRecord]:
         return self._all("by_prepared", offsets)
@@ -310,3 +313,16 @@ class UnionFinder:
     def record_at(self, offset: int) -> MessageRecord | None:
         read = next((f.record_at for f in self.finders if hasattr(f, "record_at")), None)
         return read(offset) if read is not None else None
+
+
+PARKING_TOPICS = (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC)  # hold a message before delivery
+
+
+def key_topics(topic: str, known: list[str]) -> list[str]:
+    """The topics a `--key --topic T` lookup asks: T and the parking topics the store has."""
+    return [topic, *(t for t in PARKING_TOPICS if t in known and t != topic)]
+
+
+def in_topic(rec: MessageRecord, topic: str) -> bool:
+    """Sent to `topic`: stored there, or parked for it (REAL_TOPIC names it)."""
+    return rec.topic == topic or rec.properties.get(PROPERTY_REAL_TOPIC) == topic

@@ -355,7 +355,7 @@ class IndexFinder:
     def related(self, uniq_keys: set[str], msg_ids: set[str]) -> list[MessageRecord]:
         return self._read(self.index.lookup(("u", "d", "o"), uniq_keys | msg_ids))
 
-    def by_key(self, key: str) -> list[MessageRecord]:
+    def by_key(self, key: str, topic: str | None = None) -> list[MessageRecord]:
         return self._read(self.index.lookup("k", [key]))
 
     def by_prepared(self, offsets: set[int]) -> list[MessageRecord]:

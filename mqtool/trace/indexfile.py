@@ -15,7 +15,7 @@ from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import PROPERTY_TIMER_DEL_UNIQKEY, TIMER_TOPIC
 from mqtool.inspect.index import KeyIndex, open_key_index
 from mqtool.store.store import Store
-from mqtool.trace.find import Finder, ScanFinder, UnionFinder, del_target
+from mqtool.trace.find import Finder, ScanFinder, UnionFinder, del_target, key_topics
 
 
 class IndexFileFinder:
@@ -56,8 +56,10 @@ class IndexFileFinder:
         return sorted({r.physical_offset: r for r in [*self._read(offsets), *cancels]}.values(),
                       key=lambda r: r.physical_offset)
 
-    def by_key(self, key: str) -> list[MessageRecord]:
-        return self._read(self.ki.offsets(key))
+    def by_key(self, key: str, topic: str | None = None) -> list[MessageRecord]:
+        """`queryMsgByKey`: with `topic`, only `topic#key` and the parking topics' keys (a delayed, timed
+        or half message is indexed under SCHEDULE_TOPIC_XXXX / the timer / the half topic until delivered)."""
+        return self._read(self.ki.offsets(key, None if topic is None else key_topics(topic, self.ki.topics)))
 
     def by_prepared(self, offsets: set[int]) -> list[MessageRecord]:
         return []  # COMMIT records keep the half's UNIQ_KEY: `related` has found them

@@ -40,6 +40,7 @@ class TraceQuery:
     key: str | None = None
     offset: int | None = None
     msg_id: str | None = None
+    topic: str | None = None  # --key only: the topic the key was sent to (queryMsgByKey's topic)
 
     def __post_init__(self) -> None:
         given = [n for n in ("uniq_key", "key", "offset", "msg_id") if getattr(self, n) is not None]
@@ -51,12 +52,14 @@ class TraceQuery:
             v = getattr(self, n)
             if v is not None and not v.strip():
                 raise TraceError(f"--{n.replace('_', '-')} must not be empty")
+        if self.topic is not None and (self.key is None or not self.topic.strip()):
+            raise TraceError("--topic narrows a --key lookup: give it with --key and a topic name")
 
     def as_dict(self) -> dict[str, Any]:
         for n in ("uniq_key", "key", "offset", "msg_id"):
             v = getattr(self, n)
             if v is not None:
-                return {"by": n, "value": v}
+                return {"by": n, "value": v, **({"topic": self.topic} if self.topic is not None else {})}
         raise AssertionError("unreachable")  # pragma: no cover
 
 
