@@ -93,7 +93,8 @@ class CommitLog:
     def _chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool, acc: Findings,
                 chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[fastscan.ScanChunk]:
         """The fast scan of one file; records the file's end in `scan` and the stop finding."""
-        for chunk in fastscan.iter_commitlog_chunks(buf, f.start, pos, verify_crc, chunk_records):
+        ahead = sum(g.length for g in self.files if g.start > f.start)  # lets the scan choose its engine
+        for chunk in fastscan.iter_commitlog_chunks(buf, f.start, pos, verify_crc, chunk_records, ahead=ahead):
             yield chunk
             if chunk.finished:
                 scan.valid_bytes = chunk.end
