@@ -119,6 +119,15 @@ class CommitLog:
         for f, _buf, chunk in self._mapped_chunks(start, verify_crc, chunk_records, findings):
             yield f, chunk
 
+    def scan_mapped(self, start: int | None = None, verify_crc: bool = True,
+                    chunk_records: int = fastscan.DEFAULT_CHUNK, findings: Findings | None = None
+                    ) -> Iterator[tuple[MappedFile, object, fastscan.ScanChunk]]:
+        """`scan_columns` with the file's open mapping: (file, mapping, chunk). Read the chunk's bytes
+        (topics, bodies) through this mapping while handling the chunk: its pages are the ones the
+        scan just faulted in (a second mapping would fault every page again). The mapping is closed
+        when the scan moves to the next file."""
+        yield from self._mapped_chunks(start, verify_crc, chunk_records, findings)
+
     def iter_batches(self, start: int | None = None, verify_crc: bool = True,
                      chunk_records: int = fastscan.DEFAULT_CHUNK, findings: Findings | None = None):
         """The records as `pyarrow.RecordBatch`es (`fastscan.chunk_to_arrow`: every field, body,
