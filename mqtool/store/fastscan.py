@@ -275,6 +275,8 @@ def _beyond_budget(a: np.ndarray, walked_bytes: int, walked: int, end: int, ahea
     """Whether more records than the CPython budget has left are written past `end` (estimated at
     the average size walked so far; a page-sized probe tells written data from an unwritten tail)."""
     need = _python_left * walked_bytes // max(walked, 1)  # the bytes the budget still covers
+    if ahead > need:  # the later files alone hold more
+        return True
     if end + need < len(a):
         return bool(a[end + need : end + need + 65536].any())
     return ahead > need - (len(a) - end)
