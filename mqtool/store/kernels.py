@@ -126,18 +126,21 @@ def _register_crc32(force_table: bool = False) -> str:
     return "table (no zlib found)"
 
 
-_CRC_TABLE = np.zeros(256, np.uint32)
-for _n in range(256):
-    _c = _n
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0xEDB88320 if _c & 1 else _c >> 1
-    _CRC_TABLE[_n] = _c
+def _crc_table() -> np.ndarray:
+    """The CRC-32 (IEEE, reflected) byte table; built only when no zlib is found (~20 ms at import)."""
+    table = np.zeros(256, np.uint32)
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table[n] = c
+    return table
 
 
 def _table_crc32():
     """zlib's crc32 signature over a byte table (only used where no libz can be loaded)."""
     if not hasattr(_table_crc32, "fn"):
-        table = _CRC_TABLE
+        table = _crc_table()
 
         @cfunc(types.uint64(types.uint64, types.voidptr, types.uint32))
         def fn(crc, ptr, n):
