@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every whole-process comparison of issue 17 in one invocation, each printed as a ratio.
 
-    python bench/run_all.py [--mib 256 1024] [--runs 5] [--dir DIR] [--only startup overview messages] [--json]
+    python bench/run_all.py [--mib 256 1024] [--runs 5] [--dir DIR] [--only startup overview messages]
+                            [--base TREE] [--no-scipy] [--json]
 
 - start-up: `mqtool --help` and a usage error against `python -c "import typer, rich.console"`;
 - `mqtool inspect STORE overview --json` on generated stores of each --mib (`shared/bench/
@@ -80,6 +81,9 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print the results as one JSON document")
     ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
                     help="run only these comparisons (default: all)")
+    ap.add_argument("--base", type=Path, metavar="TREE",
+                    help="also time the overview of another copy of the project (e.g. `git archive REV` "
+                         "unpacked), side by side: before/after ratios from the same run")
     ap.add_argument("--no-scipy", action="store_true",
                     help="skip the overview variant with numba's scipy import (a third process per round)")
     a = ap.parse_args()
@@ -109,6 +113,9 @@ def main() -> None:
                                 str(store / "commitlog")], (0,)),
                 "mqtool_overview": ([*mq, "inspect", str(store), "overview", "--json", *NOW], (0, 1)),
             }
+            if a.base:
+                cmds["base_overview"] = (["env", f"PYTHONPATH={a.base.resolve()}", py, "-m", "mqtool", "inspect",
+                                          str(store), "overview", "--json", *NOW], (0, 1))
             if not a.no_scipy:
                 # the same command in a process that imported scipy first: numba then checks scipy's
                 # BLAS as it did before fastscan hid scipy from it (the start-up this saves)
@@ -148,6 +155,9 @@ def main() -> None:
                 f"(CPU {o['mqtool_overview_cpu']:.3f}), "
                 f"JVM verify {o['jvm_verify']:.3f} s (CPU {o['jvm_verify_cpu']:.3f}): "
                 f"JVM/mqtool = {o['jvm_over_mqtool']:.2f}, load {o['load_average']:.1f}")
+        if "base_overview" in o:
+            line += (f"  (--base: {o['base_overview']:.3f} s, CPU {o['base_overview_cpu']:.3f}, JVM/base = "
+                     f"{o['jvm_verify'] / o['base_overview']:.2f})")
         if "mqtool_overview_scipy" in o:
             line += (f"  (with numba's scipy import: {o['mqtool_overview_scipy']:.3f} s, "
                      f"{o['jvm_verify'] / o['mqtool_overview_scipy']:.2f})")
