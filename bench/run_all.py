@@ -10,10 +10,11 @@
   `shared/bench/CommitLogScan.java --mode verify` run as a whole process (compiled once with javac);
 - `mqtool inspect STORE messages --json --body none` on the smallest store: records/s.
 
-Every command runs as its own process; the pairs alternate run by run and the median of --runs is
-kept, so a loaded machine slows both sides alike: read the ratios, not the seconds. Stores are
-generated under --dir (default a temporary directory, deleted at the end) and read once first so
-that both sides find them in the page cache.
+Every command runs as its own process, with the project's bytecode compiled first (as an installed
+package has it); the pairs alternate run by run and the median of --runs is kept, so a loaded
+machine slows both sides alike: read the ratios, not the seconds. Stores are generated under --dir
+(default a temporary directory, deleted at the end) and read once first so that both sides find them
+in the page cache.
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ def main() -> None:
                     help="skip the overview variant with numba's scipy import (a third process per round)")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
+    # As installed (pip writes bytecode): with PYTHONDONTWRITEBYTECODE set, as in some sessions, every
+    # process compiled each of mqtool's ~60 modules from source (0.2-0.6 s of each run), which
+    # measured the compiler, not mqtool.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    for tree in [PROJECT, *([a.base] if a.base else [])]:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "mqtool")], check=True, env=env)
     py, mq = sys.executable, [sys.executable, "-m", "mqtool"]
     work = a.dir or Path(tempfile.mkdtemp(prefix="mqtool-bench-"))
     results: dict = {"cores": os.cpu_count(), "load_average_at_start": os.getloadavg()[0], "runs": a.runs}
