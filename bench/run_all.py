@@ -121,8 +121,9 @@ def main() -> None:
                 "mqtool_overview": ([*mq, "inspect", str(store), "overview", "--json", *NOW], (0, 1)),
             }
             if a.base:
-                cmds["base_overview"] = (["env", f"PYTHONPATH={a.base.resolve()}", py, "-m", "mqtool", "inspect",
-                                          str(store), "overview", "--json", *NOW], (0, 1))
+                # run from the base tree: `python -m` puts the working directory first on sys.path
+                cmds["base_overview"] = (["env", "-C", str(a.base.resolve()), f"PYTHONPATH={a.base.resolve()}", py,
+                                          "-m", "mqtool", "inspect", str(store), "overview", "--json", *NOW], (0, 1))
             if not a.no_scipy:
                 # the same command in a process that imported scipy first: numba then checks scipy's
                 # BLAS as it did before fastscan hid scipy from it (the start-up this saves)
