@@ -15,7 +15,6 @@ Topics are decoded like the record path does (UTF-8, `surrogateescape`), so the 
 JSON output are the same whichever path produced them.
 """
 
-import mmap
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from mqtool.inspect.records import Progress
 from mqtool.store import fastscan
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS, C_TOTAL
-from mqtool.store.mapped_files import MappedFile, map_file
+from mqtool.store.mapped_files import MappedFile
 from mqtool.store.store import Store
 
 TOPIC_INLINE_MAX = 256
@@ -159,49 +158,29 @@ def commitlog_chunks(cl: CommitLog, topics: TopicIds | None, start: int | None =
                      ) -> Iterator[ColumnChunk]:
     """`cl.scan_columns` as `ColumnChunk`s (topic ids only with `topics`; otherwise `topic_ids` is None).
 
-    Findings and file ends land in `cl` exactly as with `iter_records`. Each file is mapped once
-    more here to read topics (and the rows a caller asks for); the pages of a finished chunk are
-    dropped from this process like the kernel's own, so the resident size stays small.
+    Findings and file ends land in `cl` exactly as with `iter_records`. Topics (and the rows a caller
+    asks for) are read through the scan's own mapping (`CommitLog.scan_mapped`), whose pages the
+    scan drops chunk by chunk, so the resident size stays small.
     """
     total = sum(f.length for f in cl.files)
     base = cl.min_offset
-    current: MappedFile | None = None
-    ctx = buf = a = None
-    released = 0
+    current = a = None
     try:
-        for f, chunk in cl.scan_columns(start, verify_crc, chunk_records):
-            if f is not current:
-                a = None
-                if ctx is not None:
-                    ctx.__exit__(None, None, None)
-                current, released = f, 0
-                ctx = map_file(f.path)
-                buf = ctx.__enter__()
+        for f, buf, chunk in cl.scan_mapped(start, verify_crc, chunk_records):
+            if buf is not current:
+                current, a = buf, None
                 a = fastscan.as_array(buf)
             c = chunk.cols
             ids = None if topics is None else topics.of_chunk(a, c[C_TOPIC_POS], c[C_TOPIC_LEN])
             yield ColumnChunk(f, cl.rel(f), buf, chunk, ids)
-            released = _release(buf, released, chunk.end)
             if progress:
                 progress(min(f.start + chunk.end - base, total), total)
+            if chunk.finished:  # the scan unmaps the file next: no view of it may remain
+                a = current = None
     finally:
-        a = None
-        if ctx is not None:
-            ctx.__exit__(None, None, None)
+        a = current = None
     if progress:
         progress(total, total)
-
-
-def _release(buf, done: int, upto: int) -> int:
-    """Drop this process's mapped pages of [done, upto) (they stay in the page cache)."""
-    upto -= upto % mmap.PAGESIZE
-    if isinstance(buf, mmap.mmap) and upto > done and hasattr(buf, "madvise"):
-        try:
-            buf.madvise(mmap.MADV_DONTNEED, done, upto - done)
-        except (OSError, ValueError):  # pragma: no cover - a platform without it
-            return done
-        return upto
-    return done
 
 
 _QUEUE_BIAS = 1 << 31  # queue ids are signed 32-bit: (topic id, queue id) as one non-negative int64

@@ -93,7 +93,8 @@ class CommitLog:
     def _chunks(self, buf, f: MappedFile, pos: int, scan: FileScan, verify_crc: bool, acc: Findings,
                 chunk_records: int = fastscan.DEFAULT_CHUNK) -> Iterator[fastscan.ScanChunk]:
         """The fast scan of one file; records the file's end in `scan` and the stop finding."""
-        for chunk in fastscan.iter_commitlog_chunks(buf, f.start, pos, verify_crc, chunk_records):
+        ahead = sum(g.length for g in self.files if g.start > f.start)  # lets the scan choose its engine
+        for chunk in fastscan.iter_commitlog_chunks(buf, f.start, pos, verify_crc, chunk_records, ahead=ahead):
             yield chunk
             if chunk.finished:
                 scan.valid_bytes = chunk.end
@@ -117,6 +118,15 @@ class CommitLog:
         """
         for f, _buf, chunk in self._mapped_chunks(start, verify_crc, chunk_records, findings):
             yield f, chunk
+
+    def scan_mapped(self, start: int | None = None, verify_crc: bool = True,
+                    chunk_records: int = fastscan.DEFAULT_CHUNK, findings: Findings | None = None
+                    ) -> Iterator[tuple[MappedFile, object, fastscan.ScanChunk]]:
+        """`scan_columns` with the file's open mapping: (file, mapping, chunk). Read the chunk's bytes
+        (topics, bodies) through this mapping while handling the chunk: its pages are the ones the
+        scan just faulted in (a second mapping would fault every page again). The mapping is closed
+        when the scan moves to the next file."""
+        yield from self._mapped_chunks(start, verify_crc, chunk_records, findings)
 
     def iter_batches(self, start: int | None = None, verify_crc: bool = True,
                      chunk_records: int = fastscan.DEFAULT_CHUNK, findings: Findings | None = None):

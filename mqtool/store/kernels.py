@@ -63,26 +63,36 @@ from mqtool.store.fastscan import (  # noqa: F401 - globals the kernels read (fr
 )
 
 
-def _numpy_support_without_scipy() -> None:
-    """Import numba's numpy support with `scipy.linalg` hidden, once, before any kernel is loaded.
+def _import_hidden(module: str, hidden: str) -> None:
+    """Import numba's `module` once with the package `hidden` made unimportable (it then takes the
+    path numba has for a machine without it), unless either is already imported."""
+    import sys
+
+    if module in sys.modules or hidden in sys.modules:
+        return
+    sys.modules[hidden] = None  # `import hidden...` raises ImportError
+    try:
+        __import__(module)
+    finally:
+        del sys.modules[hidden]
+
+
+def _numba_support_without_scipy_or_cffi() -> None:
+    """Import numba's numpy and cffi support with `scipy.linalg` and `cffi` hidden, once, before any
+    kernel is loaded: both are startup cost of every command that scans, for features no kernel here
+    uses.
 
     `numba.np.arraymath` asks at import whether scipy's BLAS is there (`_HAVE_BLAS`, for `np.dot`
     and friends), which imports all of `scipy.linalg` (`import numba` itself imports only `scipy`):
-    about a third of the start-up of every command that scans. No kernel here does linear algebra;
-    a process that imported `scipy.linalg` before is left as it is.
+    about a third of the start-up. `numba.core.typing.cffi_utils`, imported when the first kernel
+    is loaded, builds a `cffi.FFI()` (importing cffi and pycparser, 50-130 ms) so that kernels could
+    call cffi functions. A process that imported either package before is left as it is.
     """
-    import sys
-
-    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
-        return
-    sys.modules["scipy.linalg"] = None  # `import scipy.linalg.cython_blas` raises ImportError: no BLAS
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        del sys.modules["scipy.linalg"]
+    _import_hidden("numba.np.arraymath", "scipy.linalg")
+    _import_hidden("numba.core.typing.cffi_utils", "cffi")
 
 
-_numpy_support_without_scipy()
+_numba_support_without_scipy_or_cffi()
 
 
 # ===================================================================== CRC32 from the kernel
@@ -116,18 +126,21 @@ def _register_crc32(force_table: bool = False) -> str:
     return "table (no zlib found)"
 
 
-_CRC_TABLE = np.zeros(256, np.uint32)
-for _n in range(256):
-    _c = _n
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0xEDB88320 if _c & 1 else _c >> 1
-    _CRC_TABLE[_n] = _c
+def _crc_table() -> np.ndarray:
+    """The CRC-32 (IEEE, reflected) byte table; built only when no zlib is found (~20 ms at import)."""
+    table = np.zeros(256, np.uint32)
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table[n] = c
+    return table
 
 
 def _table_crc32():
     """zlib's crc32 signature over a byte table (only used where no libz can be loaded)."""
     if not hasattr(_table_crc32, "fn"):
-        table = _CRC_TABLE
+        table = _crc_table()
 
         @cfunc(types.uint64(types.uint64, types.voidptr, types.uint32))
         def fn(crc, ptr, n):

@@ -416,3 +416,52 @@ def test_the_python_budget_hands_over_to_numba_mid_file(monkeypatch, engine):
     assert fs._python_left == 0
     assert (np.concatenate([c.cols for c in chunks], axis=1) == want.cols).all()
     assert (chunks[-1].end, chunks[-1].stop) == (want.end, want.stop)
+
+
+def _python_then_maybe_numba(monkeypatch, data, left: int, ahead: int = 0):
+    """The chunk sizes of a scan with numba not loaded, a budget of `left` records and a 5-record
+    sample, and whether the scan loaded the kernels."""
+    import sys
+
+    monkeypatch.setattr(fs, "ENGINE", None)
+    monkeypatch.setattr(fs, "_python_left", left)
+    monkeypatch.setattr(fs, "PYTHON_SAMPLE_RECORDS", 5)
+    monkeypatch.delitem(sys.modules, "mqtool.store.kernels", raising=False)
+    loaded = []
+    real = fs.kernels
+    monkeypatch.setattr(fs, "kernels", lambda: loaded.append(1) or real())
+    chunks = list(fs.iter_commitlog_chunks(data, ahead=ahead))
+    return [len(c) for c in chunks], bool(loaded), chunks[-1]
+
+
+DEMO_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "commitlog" / "00000000000000000000"
+
+
+def test_after_its_sample_the_python_walk_hands_over_when_more_is_written_than_its_budget(monkeypatch, engine):
+    """46 records (16,037 bytes; the first 5 take 1,140): after 5, a budget of 20 cannot cover the 41 left, so numba
+    takes over at once (not after walking 20); the columns equal one numba walk."""
+    data = DEMO_FILE.read_bytes()
+    monkeypatch.setattr(fs, "ENGINE", "numba")
+    want = list(fs.iter_commitlog_chunks(data))[-1]
+    sizes, loaded, last = _python_then_maybe_numba(monkeypatch, data, left=20)
+    assert sizes == [5, 41] and loaded and fs._python_left == 0
+    assert (last.end, last.stop) == (want.end, want.stop) == (16037, fs.STOP_BLANK)
+
+
+def test_the_python_walk_keeps_a_scan_its_budget_covers(monkeypatch, engine):
+    """A budget of 100 covers the 41 records left: CPython walks them, numba is never loaded."""
+    sizes, loaded, last = _python_then_maybe_numba(monkeypatch, DEMO_FILE.read_bytes(), left=100)
+    assert sizes == [5, 41] and not loaded and fs._python_left == 100 - 46
+    assert (last.end, last.stop) == (16037, fs.STOP_BLANK)
+
+
+def test_an_unwritten_tail_is_not_counted_as_records_ahead(monkeypatch, engine):
+    """A preallocated file (the records, then 1 MiB of zeros, as the broker leaves its last file): 80
+    records of budget at the sample's 228 bytes (1,140 for 5) reach past 16,037 into the zeros, so the
+    probe finds nothing written there and CPython walks on to the end; records in later files
+    (`ahead`) do count."""
+    data = DEMO_FILE.read_bytes()[:16037] + bytes(1 << 20)
+    sizes, loaded, last = _python_then_maybe_numba(monkeypatch, data, left=80)
+    assert sizes == [5, 41] and not loaded and (last.end, last.stop) == (16037, fs.STOP_ZERO_TAIL)
+    sizes, loaded, _ = _python_then_maybe_numba(monkeypatch, data, left=80, ahead=64 << 20)
+    assert sizes == [5, 41] and loaded
