@@ -81,6 +81,29 @@ def write_jsonl(rows: Iterable[dict], out, default=None) -> None:
             out.write(line.decode("utf-8"))
 
 
+def write_jsonl_parts(parts: Iterable[bytes | memoryview | dict], out, default=None) -> None:
+    """`write_jsonl` for a stream mixing finished lines (bytes-like, UTF-8, written as they are: the
+    fast `messages --json` path, `inspect/jsonlines.py`) and rows (`dict`, written as `write_jsonl`
+    writes them)."""
+    buffer = getattr(out, "buffer", None)
+    out.flush()
+    for part in parts:
+        if type(part) is not dict:
+            if buffer is not None:
+                buffer.write(part)
+            else:
+                out.write(bytes(part).decode("utf-8"))
+            continue
+        line = fast_line(part)
+        if line is None:
+            out.write(json_line(part, default))
+            out.flush()
+        elif buffer is not None:
+            buffer.write(line)
+        else:
+            out.write(line.decode("utf-8"))
+
+
 # ----------------------------------------------------------------------------- Parquet
 
 def _schemas():

@@ -350,17 +350,22 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         key=f["key"], uniq_key=f["uniq_key"], tag=f["tag"],
         since_ms=parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
         until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
+    from mqtool.inspect.jsonlines import fast_query, message_lines
+
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
-        source, records = find_messages(store, query, verify, progress)
-        if query.key is not None or query.uniq_key is not None:
-            render.render_note(f"lookup: {_LOOKUP_NOTE[source]}")
-        rows = (record_dict(r, body, decompress) for r in records)
-        if parquet is not None:
-            _write_parquet(rows, parquet, "messages")
-        elif json_out:
-            common.emit_jsonl(rows)
+        if json_out and parquet is None and fast_query(query, body):  # the same lines, made from columns
+            common.emit_jsonl_parts(message_lines(store, query, verify, body, decompress, progress))
         else:
-            render.render_messages(rows, local)
+            source, records = find_messages(store, query, verify, progress)
+            if query.key is not None or query.uniq_key is not None:
+                render.render_note(f"lookup: {_LOOKUP_NOTE[source]}")
+            rows = (record_dict(r, body, decompress) for r in records)
+            if parquet is not None:
+                _write_parquet(rows, parquet, "messages")
+            elif json_out:
+                common.emit_jsonl(rows)
+            else:
+                render.render_messages(rows, local)
     findings = [x.as_dict() for x in scan_findings(store)]
     render.render_findings(findings, quiet_when_empty=json_out)
     return common.EXIT_FINDINGS if verify and _has_errors(findings) else common.EXIT_OK
