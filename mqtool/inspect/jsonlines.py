@@ -122,7 +122,7 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
             if query.limit is not None:
                 rows = rows[: query.limit - n]
             if len(rows):
-                if big or "mqtool.store.kernels" in sys.modules:
+                if _use_kernel(big):
                     for row, part in _chunk_parts(cc, rows, body, decompress):
                         last = row
                         yield part
@@ -141,6 +141,11 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
         if current is not None:
             _walked_to(cl_, current, last)
         chunks.close()
+
+
+def _use_kernel(big: bool) -> bool:
+    """The compiled writer for a big CommitLog, or once the scan has loaded numba anyway."""
+    return big or "mqtool.store.kernels" in sys.modules
 
 
 def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
