@@ -208,3 +208,22 @@ def test_fast_query_says_which_options_fall_back():
     assert not fast_query(MessageQuery(uniq_key="k"), "none")
     assert not fast_query(MessageQuery(tag="k"), "none")
     assert not fast_query(MessageQuery(from_offset=1 << 64), "none")
+
+
+@pytest.mark.parametrize("args", [[], ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
+                                  ["--body", "hex", "--verify"], ["--decompress"], ["--key", "order-1001"]])
+def test_cli_prints_the_record_paths_bytes(monkeypatch, args):
+    """The CLI through the compiled writer against the CLI with the record path (`fast_query` False)."""
+    from typer.testing import CliRunner
+
+    from mqtool.cli.app import app
+
+    if not (DEMO / "commitlog").is_dir():
+        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
+    cmd = ["inspect", str(DEMO), "messages", "--json", "--config", str(FIXTURES / "demo.broker.conf"), *args]
+    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
+    fast = CliRunner().invoke(app, cmd)
+    monkeypatch.setattr(jsonlines, "fast_query", lambda q, b: False)
+    slow = CliRunner().invoke(app, cmd)
+    assert fast.exit_code == slow.exit_code and fast.exception is None, fast.output
+    assert fast.stdout_bytes == slow.stdout_bytes and fast.stdout_bytes.count(b"\n") > 0
