@@ -9,8 +9,9 @@ separators gives `json`'s line. Floats (orjson prints `1e16`, json `1e+16`), int
 lone surrogates (names decoded with `surrogateescape`), non-string keys and other types go through
 `json` itself.
 
-`write_parquet` writes the same rows with a fixed schema (`parquet_schema(view)`, described
-in docs/formats.md), so DuckDB, pandas and Spark load a store's records in one line.
+`write_parquet` writes the same rows (an index lookup: its `matches`, then its `rejected` hits) with a
+fixed schema (`parquet_schema(view)`, described in docs/formats.md), so DuckDB, pandas and Spark load
+a store's records in one line.
 """
 
 from __future__ import annotations
@@ -81,6 +82,29 @@ def write_jsonl(rows: Iterable[dict], out, default=None) -> None:
             out.write(line.decode("utf-8"))
 
 
+def write_jsonl_parts(parts: Iterable[bytes | memoryview | dict], out, default=None) -> None:
+    """`write_jsonl` for a stream mixing finished lines (bytes-like, UTF-8, written as they are: the
+    fast `messages --json` path, `inspect/jsonlines.py`) and rows (`dict`, written as `write_jsonl`
+    writes them)."""
+    buffer = getattr(out, "buffer", None)
+    out.flush()
+    for part in parts:
+        if type(part) is not dict:
+            if buffer is not None:
+                buffer.write(part)
+            else:
+                out.write(bytes(part).decode("utf-8"))
+            continue
+        line = fast_line(part)
+        if line is None:
+            out.write(json_line(part, default))
+            out.flush()
+        elif buffer is not None:
+            buffer.write(line)
+        else:
+            out.write(line.decode("utf-8"))
+
+
 # ----------------------------------------------------------------------------- Parquet
 
 def _schemas():
@@ -102,13 +126,20 @@ def _schemas():
         ("cq_commitlog_offset", pa.int64()), ("cq_size", pa.int32()), ("cq_tags_code", pa.int64()),
         ("match", pa.bool_()), ("problems", pa.list_(pa.string())),
     ]
-    return pa.schema(message), pa.schema(message + queue)
+    index = [  # an index lookup's `matches`, then its `rejected` hash hits (`reason` set)
+        ("physical_offset", pa.int64()), ("file", pa.string()), ("entry", pa.int64()), ("index_time", pa.int64()),
+        ("timestamp", pa.int64()), ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
+        ("keys", pa.string()), ("uniq_key", pa.string()), ("matched_by", pa.string()), ("reason", pa.string()),
+    ]
+    return pa.schema(message), pa.schema(message + queue), pa.schema(index)
+
+
+PARQUET_VIEWS = ("messages", "queue", "index")
 
 
 def parquet_schema(view: str):
-    """The Parquet schema of a record view (`messages` or `queue`): the JSON keys, typed."""
-    message, queue = _schemas()
-    return {"messages": message, "queue": queue}[view]
+    """The Parquet schema of a record view (`messages`, `queue`, `index` lookups): the JSON keys, typed."""
+    return dict(zip(PARQUET_VIEWS, _schemas(), strict=True))[view]
 
 
 def _properties(rows: list[dict]) -> Iterator[dict]:

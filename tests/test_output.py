@@ -149,6 +149,29 @@ def test_parquet_holds_the_json_values(tmp_path, args, view):
         assert list(want) == [k for k in g if k in want]  # same order as the JSON keys
 
 
+@pytest.mark.parametrize("topic,key", [("DemoTopicA", "order-1001"), ("DemoTopicA", "B2"),
+                                       ("SCHEDULE_TOPIC_XXXX", "D18")])
+def test_index_lookup_parquet_holds_the_json_rows(tmp_path, topic, key):
+    out = tmp_path / "i.parquet"
+    args = ["index", "--topic", topic, "--key", key]
+    assert _cli("inspect", DEMO, *args, "--format", "parquet", "--output", str(out)).stdout == ""
+    doc = json.loads(_cli("inspect", DEMO, *args, "--json").stdout)
+    want = doc["matches"] + doc["rejected"]
+    got = pq.read_table(out).to_pylist()
+    assert pq.read_schema(out).remove_metadata() == parquet_schema("index")
+    assert len(got) == len(want) and doc["matches"]
+    for g, w in zip(got, want, strict=True):
+        assert {k: v for k, v in g.items() if k in w} == w
+        assert all(g[k] is None for k in g.keys() - w.keys())
+        assert list(w) == [k for k in g if k in w]
+
+
+def test_index_parquet_needs_a_lookup(tmp_path):
+    r = CliRunner().invoke(app, ["inspect", DEMO, "index", "--format", "parquet", "--output", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "--format" in r.output
+    assert not (tmp_path / "x").exists()
+
+
 def test_parquet_schema_is_the_documented_one():
     """docs/formats.md lists every column with its type, in order."""
     doc = (REPO / "docs" / "formats.md").read_text()
@@ -156,6 +179,9 @@ def test_parquet_schema_is_the_documented_one():
     for view in ("messages", "queue"):
         for f in parquet_schema(view):
             assert f"| `{f.name}` | `{f.type}` |" in section, f.name
+    index = section[section.index("Index lookup") :]
+    for f in parquet_schema("index"):
+        assert f"| `{f.name}` | `{f.type}` |" in index, f.name
 
 
 @pytest.mark.parametrize("args,error", [

@@ -93,6 +93,13 @@ def emit_jsonl(rows) -> None:
     write_jsonl(rows, sys.stdout, _default)
 
 
+def emit_jsonl_parts(parts) -> None:
+    """JSON Lines on stdout from finished lines and rows (`mqtool.output.write_jsonl_parts`)."""
+    from mqtool.output import write_jsonl_parts
+
+    write_jsonl_parts(parts, sys.stdout, _default)
+
+
 def _default(o: Any) -> Any:
     if isinstance(o, bytes):
         return o.hex()

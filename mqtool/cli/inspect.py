@@ -143,11 +143,11 @@ def inspect(
     for_: str = typer.Option(DEFAULT_FOR, "--for", help="restart: how long the replay runs after the start."),
     events: Path | None = typer.Option(None, "--events", help="restart: write the replay's event log (JSON Lines) "
                                        "here.", dir_okay=False),
-    format_: common.RecordFormat | None = typer.Option(None, "--format", help="messages/queue: write the records "
-                                                "to --output FILE in this format instead (parquet).",
+    format_: common.RecordFormat | None = typer.Option(None, "--format", help="messages/queue/index lookup: write "
+                                                "the records to --output FILE in this format instead (parquet).",
                                                 show_choices=True),
-    output: Path | None = typer.Option(None, "--output", help="messages/queue: the file --format writes.",
-                                       dir_okay=False),
+    output: Path | None = typer.Option(None, "--output", help="messages/queue/index lookup: the file --format "
+                                       "writes.", dir_okay=False),
     begin: str | None = typer.Option(None, "--begin", help="index: lookup from this store time (default: all)."),
     end: str | None = typer.Option(None, "--end", help="index: lookup up to this store time (default: all)."),
     expect: Path | None = common.expect_option("With --json: compare the output with this golden file"),
@@ -225,7 +225,7 @@ def inspect(
                 code = _document(retry_view(store, now_ms, group), render.render_retry, json_out, local, verify)
             elif view == "index":
                 code = _index(store, now_ms, json_out, local, verify, topic, key or uniq_key, begin, end, limit,
-                              given)
+                              given, output)
             else:
                 from mqtool.inspect.transactions import transactions_view
 
@@ -324,17 +324,22 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         key=f["key"], uniq_key=f["uniq_key"], tag=f["tag"],
         since_ms=parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
         until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
+    from mqtool.inspect.jsonlines import fast_query, message_lines
+
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
-        source, records = find_messages(store, query, verify, progress)
-        if query.key is not None or query.uniq_key is not None:
-            render.render_note(f"lookup: {_LOOKUP_NOTE[source]}")
-        rows = (record_dict(r, body, decompress) for r in records)
-        if parquet is not None:
-            _write_parquet(rows, parquet, "messages")
-        elif json_out:
-            common.emit_jsonl(rows)
+        if json_out and parquet is None and fast_query(query, body):  # the same lines, made from columns
+            common.emit_jsonl_parts(message_lines(store, query, verify, body, decompress, progress))
         else:
-            render.render_messages(rows, local)
+            source, records = find_messages(store, query, verify, progress)
+            if query.key is not None or query.uniq_key is not None:
+                render.render_note(f"lookup: {_LOOKUP_NOTE[source]}")
+            rows = (record_dict(r, body, decompress) for r in records)
+            if parquet is not None:
+                _write_parquet(rows, parquet, "messages")
+            elif json_out:
+                common.emit_jsonl(rows)
+            else:
+                render.render_messages(rows, local)
     findings = [x.as_dict() for x in scan_findings(store)]
     render.render_findings(findings, quiet_when_empty=json_out)
     return common.EXIT_FINDINGS if verify and _has_errors(findings) else common.EXIT_OK
@@ -389,8 +394,10 @@ def _write_parquet(rows, path: Path, view: str) -> None:
 
 
 def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic: str | None, key: str | None,
-           begin: str | None, end: str | None, limit: int | None, given: dict[str, bool]) -> int:
-    """The IndexFile rows, or with --topic and --key the broker's key lookup."""
+           begin: str | None, end: str | None, limit: int | None, given: dict[str, bool],
+           parquet: Path | None = None) -> int:
+    """The IndexFile rows, or with --topic and --key the broker's key lookup (--format parquet: its
+    matches, then its rejected hash hits, as rows)."""
     from mqtool.inspect.index import index_files_view, index_lookup
 
     if topic is None and key is None:
@@ -403,6 +410,10 @@ def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic:
     begin_ms = parse_time(begin, now_ms, local) if begin is not None else None
     end_ms = parse_time(end, now_ms, local) if end is not None else None
     doc = index_lookup(store, topic, key, begin_ms, end_ms, limit)
+    if parquet is not None:
+        _write_parquet(doc["matches"] + doc["rejected"], parquet, "index")
+        render.render_findings(doc["findings"], quiet_when_empty=True)
+        return common.EXIT_FINDINGS if verify and _has_errors(doc["findings"]) else common.EXIT_OK
     return _document(doc, render.render_index, json_out, local, verify)
 
 

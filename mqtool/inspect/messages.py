@@ -3,6 +3,9 @@
 `message_at` is `mqadmin queryMsgByOffset` without a broker: the record at a physical offset, every
 field decoded, its checks (CRC, computed length, PHYSICALOFFSET), the ConsumeQueue unit that should
 point back at it, and what the broker's services will do with it (`explain`).
+
+`messages --json` prints its lines through `inspect/jsonlines.py` (made from the scan's columns, the
+same bytes); its docstring says which options keep the record path of this module.
 """
 
 from collections.abc import Iterator

@@ -26,7 +26,7 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "transactions": (),
     "restart": ("--at", "--for", "--events"),
     "retry": ("--group",),
-    "index": ("--key", "--uniq-key", "--topic", "--limit", "--begin", "--end"),
+    "index": ("--key", "--uniq-key", "--topic", "--limit", "--begin", "--end", "--format", "--output"),
 }
 
 # The order options are checked in (the first misplaced one is reported).

@@ -1,0 +1,565 @@
+"""`messages --json` lines made per chunk from the CommitLog columns, without a `MessageRecord` each.
+
+The record path (`iter_messages` -> `record_dict` -> `output.write_jsonl`) costs ~30 us a record;
+here one compiled loop (`_lines`, numba, imported lazily) writes a whole chunk's lines straight from
+the mapped file and the scan's columns, byte for byte what the record path prints
+(`tests/inspect/test_jsonlines.py` compares both on every store the tests know).
+
+Which path writes what:
+
+- **fast** (this module): `messages --json` with any of --from-offset, --to-offset, --topic,
+  --queue-id, --since, --until, --limit, --verify, and --body none, hex or text. The filters are
+  the column masks `iter_messages` already uses (`_candidate_rows`), exact for these options.
+- **record path, per row** (the row's `record_dict`, written as `write_jsonl` writes it): a row whose
+  topic or properties are not valid UTF-8 (shown with `surrogateescape`), whose body is not valid
+  UTF-8 with --body text (shown with U+FFFD), or a compressed body with --decompress; also every
+  row of a chunk in a process that has not loaded numba yet and reads a small store
+  (`KERNEL_MIN_BYTES`), so small commands stay free of numba's start-up.
+- **record path, whole query**: --key, --uniq-key, --tag (the IndexFile lookup and the property
+  filters of `MessageQuery.matches`), --body base64, and offsets or times past 64 bits.
+
+Rows are yielded as `memoryview`s (runs of finished UTF-8 lines, each owning its memory) or `dict`s
+(a row for the record path), in
+CommitLog order; `output.write_jsonl_parts` writes both. Findings are those of `iter_messages`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from types import FunctionType
+
+import numpy as np
+
+from mqtool.formats import commitlog as cl
+from mqtool.formats.names import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFlag
+from mqtool.inspect.columns import ColumnChunk, commitlog_chunks
+from mqtool.inspect.messages import (
+    MessageQuery,
+    _candidate_rows,
+    _i64,
+    _scan_start,
+    _topic_raw,
+    _walked_to,
+)
+from mqtool.inspect.records import Progress, record_dict
+from mqtool.store import fastscan
+from mqtool.store.fastscan import (
+    C_BODY_CRC,
+    C_BODY_LEN,
+    C_BODY_POS,
+    C_BORN_HOST,
+    C_BORN_TS,
+    C_CRC,
+    C_FLAG,
+    C_MAGIC,
+    C_PHYS_FIELD,
+    C_POS,
+    C_PREPARED,
+    C_PROPS_LEN,
+    C_PROPS_POS,
+    C_QUEUE_ID,
+    C_QUEUE_OFFSET,
+    C_RECONSUME,
+    C_STORE_HOST,
+    C_STORE_TS,
+    C_SYS_FLAG,
+    C_TOPIC_LEN,
+    C_TOPIC_POS,
+    C_TOTAL,
+)
+from mqtool.store.store import Store
+
+KERNEL_MIN_BYTES = 32 << 20
+"""CommitLogs at least this big use the compiled writer from the first chunk (numba's start-up, ~1 s,
+is then paid anyway by the scan); smaller ones only once the scan has loaded numba."""
+
+BODY_NONE, BODY_HEX, BODY_TEXT = 0, 1, 2
+_BODY_MODES = {"none": BODY_NONE, "hex": BODY_HEX, "text": BODY_TEXT}
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def fast_query(query: MessageQuery, body: str) -> bool:
+    """Whether this module writes the query's lines (see the module docstring)."""
+    if query.key is not None or query.uniq_key is not None or query.tag is not None or body not in _BODY_MODES:
+        return False
+    ints = (query.from_offset, query.to_offset, query.queue_id, query.since_ms, query.until_ms)
+    return all(v is None or _I64_MIN <= v <= _I64_MAX for v in ints)
+
+
+def message_lines(store: Store, query: MessageQuery, verify: bool = False, body: str = "text",
+                  decompress: bool = False, progress: Progress | None = None) -> Iterator[memoryview | dict]:
+    """The `messages --json` output of `query` as runs of lines (`memoryview`) and record-path rows (`dict`)."""
+    if not fast_query(query, body):
+        from mqtool.inspect.messages import find_messages
+
+        _, records = find_messages(store, query, verify, progress)
+        yield from (record_dict(r, body, decompress) for r in records)
+        return
+    if query.limit is not None and query.limit <= 0:
+        return
+    cl_ = store.commitlog
+    big = sum(f.length for f in cl_.files) >= KERNEL_MIN_BYTES
+    if big:  # load numba now: the scan then walks every record with it, not the first 20k with CPython
+        fastscan.kernels()
+    topic_raw = _topic_raw(query.topic) if query.topic is not None else None
+    n = 0
+    chunks = commitlog_chunks(cl_, None, _scan_start(store, query.from_offset), verify, progress)
+    current: ColumnChunk | None = None
+    last = -1
+    try:
+        for cc in chunks:
+            size = len(cc)
+            if not size:
+                continue
+            current, last = cc, -1
+            end = size
+            if query.to_offset is not None:
+                end = int(np.searchsorted(cc.cols[C_POS], _i64(query.to_offset - cc.file.start), "left"))
+            rows = _candidate_rows(cc, query, end, topic_raw)
+            if query.limit is not None:
+                rows = rows[: query.limit - n]
+            if len(rows):
+                if _use_kernel(big):
+                    for row, part in _chunk_parts(cc, rows, body, decompress):
+                        last = row
+                        yield part
+                else:
+                    for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                        last = row
+                        yield record_dict(rec, body, decompress)
+                n += len(rows)
+                if query.limit is not None and n >= query.limit:
+                    return
+            if end < size:
+                last = end
+                return
+            current = None
+    finally:
+        if current is not None:
+            _walked_to(cl_, current, last)
+        chunks.close()
+
+
+def _use_kernel(big: bool) -> bool:
+    """The compiled writer for a big CommitLog, or once the scan has loaded numba anyway."""
+    return big or "mqtool.store.kernels" in sys.modules
+
+
+def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
+                 decompress: bool) -> Iterator[tuple[int, memoryview | dict]]:
+    """(last row covered, part) for the given rows of one chunk: lines from `_lines`, and a
+    record-path dict for each row it leaves out."""
+    k = fastscan.kernels()
+    chunk = cc.chunk
+    c = chunk.cols[:, rows]
+    a = fastscan.as_array(cc.buf)
+    try:
+        file_json = _json_text(cc.rel)
+        if file_json is None:  # a file name only `json` writes (never in a real store)
+            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                yield row, record_dict(rec, body, decompress)
+            return
+        m = len(rows)
+        props_pos, props_len = c[C_PROPS_POS], c[C_PROPS_LEN]
+        pair_at = np.empty(m + 1, np.int32)
+        for cap in (m * 8, int(props_len.sum()) // 3 + 1):
+            kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
+            if k.property_pairs(a, props_pos, props_len, pair_at, kpos, klen, vpos, vlen) >= 0:
+                break
+        host_tab, host_at, born, store = _hosts(k, a, c)
+        flags, flag_codes = np.unique(c[C_SYS_FLAG], return_inverse=True)
+        flag_tab, flag_at = _table([_flag_json(int(f)) for f in flags.tolist()])
+        dl = chunk.dledger[:, rows] if chunk.dledger is not None else np.zeros((3, 0), np.int64)
+        bound = (1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))
+                 + 6 * c[C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[C_BODY_LEN]))
+        out, _ = fastscan._pool_array(int(bound.sum()), np.uint8)  # the pool reuses pages across chunks
+        ends = np.empty(m, np.int64)
+        need_crc = not chunk.crc_checked
+        crc_ok = np.ones(m, np.bool_) if need_crc else ((c[C_BODY_LEN] == 0) | (c[C_CRC] == c[C_BODY_CRC]))
+        _writer()(a, c, chunk.base_offset, np.frombuffer(file_json, np.uint8), pair_at, kpos, klen, vpos, vlen,
+                  np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born, store, flag_tab, flag_at,
+                  flag_codes.ravel().astype(np.int64), dl, crc_ok, need_crc, _BODY_MODES[body],
+                  decompress, _LITS, _LIT_AT, out, ends)
+        back = np.flatnonzero(ends < 0)
+        start = 0
+        row_list = rows.tolist()
+        for i in back.tolist():
+            stop = int(-ends[i] - 1)  # where the next written line starts
+            if stop > start:
+                yield row_list[i - 1], memoryview(out[start:stop])
+            start = stop
+            rec = next(cc.records(rows[i : i + 1]))
+            yield row_list[i], record_dict(rec, body, decompress)
+        total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
+        if total > start:
+            yield row_list[-1], memoryview(out[start:total])
+    finally:
+        del a
+
+
+_UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
+_V2 = cl.MESSAGE_MAGIC_CODE_V2
+_HOST_V4, _HOST_V6 = cl.HOST_SIZE_V4, cl.HOST_SIZE_V6
+
+
+def _json_text(s: str) -> bytes | None:
+    """`json.dumps(s, ensure_ascii=False)` as UTF-8, None when it cannot be encoded (a lone surrogate)."""
+    try:
+        return json.dumps(s, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def _flag_json(sys_flag: int) -> bytes:
+    f = SysFlag(sys_flag)
+    return (f'"transaction": {json.dumps(f.transaction, ensure_ascii=False)}, '
+            f'"compression": {json.dumps(f.compression, ensure_ascii=False)}').encode()
+
+
+def _table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    at = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum([len(t) for t in texts], out=at[1:])
+    return np.frombuffer(b"".join(texts), np.uint8) if texts else np.zeros(0, np.uint8), at
+
+
+def _hosts(k, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every distinct host of the rows formatted once (`fastscan.host_text`): a text table and each
+    row's born and store host code into it."""
+    texts: dict[str, int] = {}
+    codes = []
+    for col, bit in ((C_BORN_HOST, BORNHOST_V6), (C_STORE_HOST, STOREHOST_V6)):
+        pos = c[col]
+        v6 = (c[C_SYS_FLAG] & bit) != 0
+        code = np.empty(len(pos), np.int64)
+        v4 = ~v6
+        if v4.any():
+            keys = np.empty(int(v4.sum()), np.int64)
+            k._host_keys(a, pos[v4], keys)
+            uniq, inverse = np.unique(keys, return_inverse=True)
+            lut = np.array([texts.setdefault(fastscan.host_text(u.to_bytes(8, "big", signed=True)), len(texts))
+                            for u in uniq.tolist()], np.int64)
+            code[v4] = lut[inverse.ravel()]
+        for i in np.flatnonzero(v6).tolist():
+            t = fastscan.host_text(bytes(a[pos[i] : pos[i] + cl.HOST_SIZE_V6]))
+            code[i] = texts.setdefault(t, len(texts))
+        codes.append(code)
+    tab, at = _table([json.dumps(t).encode() for t in texts])
+    return tab, at, codes[0], codes[1]
+
+
+# ===================================================================== the compiled writer
+# Plain functions compiled by `_writer()` with numba (never imported at module level): the helpers
+# are inlined into `_lines`, which numba caches on disk like the scan kernels.
+_TEXTS = (
+    b'{"physical_offset": ',  # T_OPEN
+    b', "file": ',  # T_FILE
+    b', "position": ',  # T_POSITION
+    b', "total_size": ',  # T_TOTAL_SIZE
+    b', "magic": "v2"',  # T_MAGIC_V2
+    b', "magic": "v1"',  # T_MAGIC_V1
+    b', "body_crc": ',  # T_BODY_CRC
+    b', "crc_ok": true',  # T_CRC_TRUE
+    b', "crc_ok": false',  # T_CRC_FALSE
+    b', "queue_id": ',  # T_QUEUE_ID
+    b', "flag": ',  # T_FLAG
+    b', "queue_offset": ',  # T_QUEUE_OFFSET
+    b', "sys_flag": ',  # T_SYS_FLAG
+    b', ',  # T_SEP
+    b', "born_timestamp": ',  # T_BORN_TIMESTAMP
+    b', "born_host": ',  # T_BORN_HOST
+    b', "store_timestamp": ',  # T_STORE_TIMESTAMP
+    b', "store_host": ',  # T_STORE_HOST
+    b', "reconsume_times": ',  # T_RECONSUME_TIMES
+    b', "prepared_transaction_offset": ',  # T_PREPARED_TRANSACTION_OFFSET
+    b', "topic": ',  # T_TOPIC
+    b', "properties": {',  # T_PROPERTIES
+    b': ',  # T_COLON
+    b'}, "uniq_key": ',  # T_UNIQ_KEY
+    b'null',  # T_NULL
+    b', "msg_id": "',  # T_MSG_ID
+    b'", "body_length": ',  # T_BODY_LENGTH
+    b', "body": ',  # T_BODY
+    b', "dledger": {"index": ',  # T_DLEDGER
+    b', "term": ',  # T_TERM
+    b', "pos": ',  # T_POS
+    b'}',  # T_CLOSE
+    b'}\n',  # T_END
+)
+(T_OPEN, T_FILE, T_POSITION, T_TOTAL_SIZE, T_MAGIC_V2, T_MAGIC_V1, T_BODY_CRC, T_CRC_TRUE, T_CRC_FALSE,
+ T_QUEUE_ID, T_FLAG, T_QUEUE_OFFSET, T_SYS_FLAG, T_SEP, T_BORN_TIMESTAMP, T_BORN_HOST, T_STORE_TIMESTAMP,
+ T_STORE_HOST, T_RECONSUME_TIMES, T_PREPARED_TRANSACTION_OFFSET, T_TOPIC, T_PROPERTIES, T_COLON, T_UNIQ_KEY,
+ T_NULL, T_MSG_ID, T_BODY_LENGTH, T_BODY, T_DLEDGER, T_TERM, T_POS, T_CLOSE, T_END) = range(len(_TEXTS))
+_LITS = np.frombuffer(b"".join(_TEXTS), np.uint8)
+_LIT_AT = np.cumsum([0, *map(len, _TEXTS)]).astype(np.int64)
+
+
+def _crc32(crc, ptr, n):  # pragma: no cover - the scan's zlib CRC symbol under numba (`_writer`)
+    raise NotImplementedError
+
+
+def _put(out, o, src, s, n):
+    for t in range(n):
+        out[o + t] = src[s + t]
+    return o + n
+
+
+def _lit(out, o, lits, lit_at, k):
+    """Literal `k` of `_TEXTS` (a numpy table: numba would make a bytes object per use of a literal)."""
+    s = lit_at[k]
+    n = lit_at[k + 1] - s
+    for t in range(n):
+        out[o + t] = lits[s + t]
+    return o + n
+
+
+def _int(out, o, v):
+    """Decimal digits of an int64 (as `str(int)`)."""
+    if v < 0:
+        out[o] = 45
+        o += 1
+        u = np.uint64(-(v + 1)) + np.uint64(1)
+    else:
+        u = np.uint64(v)
+    digits = 1
+    t = u
+    while t >= np.uint64(10):
+        t //= np.uint64(10)
+        digits += 1
+    for d in range(digits - 1, -1, -1):
+        out[o + d] = np.uint8(48 + u % np.uint64(10))
+        u //= np.uint64(10)
+    return o + digits
+
+
+def _utf8_ok(a, s, n):
+    """Well-formed UTF-8 (what Python's strict decoder accepts: no overlongs, surrogates, > U+10FFFF)."""
+    i = s
+    e = s + n
+    while i < e:
+        b = a[i]
+        if b < 0x80:
+            i += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            need, lo, hi = 1, 0x80, 0xBF
+        elif b == 0xE0:
+            need, lo, hi = 2, 0xA0, 0xBF
+        elif 0xE1 <= b <= 0xEC or 0xEE <= b <= 0xEF:
+            need, lo, hi = 2, 0x80, 0xBF
+        elif b == 0xED:
+            need, lo, hi = 2, 0x80, 0x9F
+        elif b == 0xF0:
+            need, lo, hi = 3, 0x90, 0xBF
+        elif 0xF1 <= b <= 0xF3:
+            need, lo, hi = 3, 0x80, 0xBF
+        elif b == 0xF4:
+            need, lo, hi = 3, 0x80, 0x8F
+        else:
+            return False
+        if i + need >= e:
+            return False
+        b1 = a[i + 1]
+        if b1 < lo or b1 > hi:
+            return False
+        for t in range(2, need + 1):
+            if a[i + t] < 0x80 or a[i + t] > 0xBF:
+                return False
+        i += need + 1
+    return True
+
+
+def _str(out, o, a, s, n):
+    """A JSON string of UTF-8 bytes as `json.dumps(ensure_ascii=False)` writes it."""
+    out[o] = 34
+    o += 1
+    for i in range(s, s + n):
+        b = a[i]
+        if b == 34 or b == 92:
+            out[o] = 92
+            out[o + 1] = b
+            o += 2
+        elif b >= 0x20:
+            out[o] = b
+            o += 1
+        elif b == 10:
+            out[o] = 92
+            out[o + 1] = 110
+            o += 2
+        elif b == 13:
+            out[o] = 92
+            out[o + 1] = 114
+            o += 2
+        elif b == 9:
+            out[o] = 92
+            out[o + 1] = 116
+            o += 2
+        elif b == 8:
+            out[o] = 92
+            out[o + 1] = 98
+            o += 2
+        elif b == 12:
+            out[o] = 92
+            out[o + 1] = 102
+            o += 2
+        else:
+            out[o] = 92
+            out[o + 1] = 117
+            out[o + 2] = 48
+            out[o + 3] = 48
+            out[o + 4] = 48 + (b >> 4)
+            lo = b & 15
+            out[o + 5] = (48 + lo) if lo < 10 else (87 + lo)
+            o += 6
+    out[o] = 34
+    return o + 1
+
+
+def _hex(out, o, a, s, n, upper):
+    base = 55 if upper else 87
+    for i in range(s, s + n):
+        hi = a[i] >> 4
+        lo = a[i] & 15
+        out[o] = (48 + hi) if hi < 10 else (base + hi)
+        out[o + 1] = (48 + lo) if lo < 10 else (base + lo)
+        o += 2
+    return o
+
+
+def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_tab, host_at, born, store,
+           flag_tab, flag_at, flag_codes, dl, crc_ok, need_crc, body_mode, decompress, lits, lit_at, out, ends):
+    """One JSON line per column of `c` into `out`; `ends[i]` is where row i's line ends, or
+    `-(that position) - 1` when row i is left to the record path (nothing written for it)."""
+    o = 0
+    n_rows = c.shape[1]
+    for i in range(n_rows):
+        sysf = c[C_SYS_FLAG, i]
+        body_pos = c[C_BODY_POS, i]
+        body_len = c[C_BODY_LEN, i]
+        topic_pos = c[C_TOPIC_POS, i]
+        topic_len = c[C_TOPIC_LEN, i]
+        if (not _utf8_ok(a, topic_pos, topic_len) or not _utf8_ok(a, c[C_PROPS_POS, i], c[C_PROPS_LEN, i])
+                or (body_mode == 2 and not _utf8_ok(a, body_pos, body_len))
+                or (decompress and (sysf & COMPRESSED) != 0)):
+            ends[i] = -o - 1
+            continue
+        pos = c[C_POS, i]
+        o = _lit(out, o, lits, lit_at, T_OPEN)
+        o = _int(out, o, base + pos)
+        o = _lit(out, o, lits, lit_at, T_FILE)
+        o = _put(out, o, file_json, 0, len(file_json))
+        o = _lit(out, o, lits, lit_at, T_POSITION)
+        o = _int(out, o, pos)
+        o = _lit(out, o, lits, lit_at, T_TOTAL_SIZE)
+        o = _int(out, o, c[C_TOTAL, i])
+        o = _lit(out, o, lits, lit_at, T_MAGIC_V2 if c[C_MAGIC, i] == _V2 else T_MAGIC_V1)
+        o = _lit(out, o, lits, lit_at, T_BODY_CRC)
+        o = _int(out, o, c[C_BODY_CRC, i])
+        ok = crc_ok[i]
+        if need_crc and body_len > 0:
+            ok = (_crc32(0, a.ctypes.data + body_pos, body_len) & 0x7FFFFFFF) == c[C_BODY_CRC, i]
+        o = _lit(out, o, lits, lit_at, T_CRC_TRUE if ok else T_CRC_FALSE)
+        o = _lit(out, o, lits, lit_at, T_QUEUE_ID)
+        o = _int(out, o, c[C_QUEUE_ID, i])
+        o = _lit(out, o, lits, lit_at, T_FLAG)
+        o = _int(out, o, c[C_FLAG, i])
+        o = _lit(out, o, lits, lit_at, T_QUEUE_OFFSET)
+        o = _int(out, o, c[C_QUEUE_OFFSET, i])
+        o = _lit(out, o, lits, lit_at, T_SYS_FLAG)
+        o = _int(out, o, sysf)
+        o = _lit(out, o, lits, lit_at, T_SEP)
+        f = flag_codes[i]
+        o = _put(out, o, flag_tab, flag_at[f], flag_at[f + 1] - flag_at[f])
+        o = _lit(out, o, lits, lit_at, T_BORN_TIMESTAMP)
+        o = _int(out, o, c[C_BORN_TS, i])
+        o = _lit(out, o, lits, lit_at, T_BORN_HOST)
+        h = born[i]
+        o = _put(out, o, host_tab, host_at[h], host_at[h + 1] - host_at[h])
+        o = _lit(out, o, lits, lit_at, T_STORE_TIMESTAMP)
+        o = _int(out, o, c[C_STORE_TS, i])
+        o = _lit(out, o, lits, lit_at, T_STORE_HOST)
+        h = store[i]
+        o = _put(out, o, host_tab, host_at[h], host_at[h + 1] - host_at[h])
+        o = _lit(out, o, lits, lit_at, T_RECONSUME_TIMES)
+        o = _int(out, o, c[C_RECONSUME, i])
+        o = _lit(out, o, lits, lit_at, T_PREPARED_TRANSACTION_OFFSET)
+        o = _int(out, o, c[C_PREPARED, i])
+        o = _lit(out, o, lits, lit_at, T_TOPIC)
+        o = _str(out, o, a, topic_pos, topic_len)
+        o = _lit(out, o, lits, lit_at, T_PROPERTIES)
+        u = -1
+        for q in range(pair_at[i], pair_at[i + 1]):
+            if q > pair_at[i]:
+                o = _lit(out, o, lits, lit_at, T_SEP)
+            o = _str(out, o, a, kpos[q], klen[q])
+            o = _lit(out, o, lits, lit_at, T_COLON)
+            o = _str(out, o, a, vpos[q], vlen[q])
+            if klen[q] == len(uniq):
+                same = True
+                for t in range(len(uniq)):
+                    if a[kpos[q] + t] != uniq[t]:
+                        same = False
+                        break
+                if same:
+                    u = q
+        o = _lit(out, o, lits, lit_at, T_UNIQ_KEY)
+        if u >= 0:
+            o = _str(out, o, a, vpos[u], vlen[u])
+        else:
+            o = _lit(out, o, lits, lit_at, T_NULL)
+        o = _lit(out, o, lits, lit_at, T_MSG_ID)
+        sh = c[C_STORE_HOST, i]
+        o = _hex(out, o, a, sh, _HOST_V6 if (sysf & STOREHOST_V6) != 0 else _HOST_V4, True)
+        phys = c[C_PHYS_FIELD, i]
+        for t in range(7, -1, -1):
+            b = (phys >> (8 * t)) & 255
+            hi = b >> 4
+            lo = b & 15
+            out[o] = (48 + hi) if hi < 10 else (55 + hi)
+            out[o + 1] = (48 + lo) if lo < 10 else (55 + lo)
+            o += 2
+        o = _lit(out, o, lits, lit_at, T_BODY_LENGTH)
+        o = _int(out, o, body_len)
+        o = _lit(out, o, lits, lit_at, T_BODY)
+        if body_mode == 0:
+            o = _lit(out, o, lits, lit_at, T_NULL)
+        elif body_mode == 1:
+            out[o] = 34
+            o = _hex(out, o + 1, a, body_pos, body_len, False)
+            out[o] = 34
+            o += 1
+        else:
+            o = _str(out, o, a, body_pos, body_len)
+        if dl.shape[1] > 0:
+            o = _lit(out, o, lits, lit_at, T_DLEDGER)
+            o = _int(out, o, dl[0, i])
+            o = _lit(out, o, lits, lit_at, T_TERM)
+            o = _int(out, o, dl[1, i])
+            o = _lit(out, o, lits, lit_at, T_POS)
+            o = _int(out, o, dl[2, i])
+            o = _lit(out, o, lits, lit_at, T_CLOSE)
+        o = _lit(out, o, lits, lit_at, T_END)
+        ends[i] = o
+    return o
+
+
+_compiled = None
+
+
+def _writer():
+    """`_lines` compiled with numba (cached on disk), its helpers inlined and `_crc32` the scan's zlib CRC."""
+    global _compiled
+    if _compiled is None:
+        from numba import njit
+
+        k = fastscan.kernels()
+        g = dict(globals())
+        g["_crc32"] = k._crc32
+        for name in ("_put", "_lit", "_int", "_utf8_ok", "_str", "_hex"):
+            fn = globals()[name]
+            g[name] = njit(FunctionType(fn.__code__, g, name))
+        _compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
+    return _compiled
+

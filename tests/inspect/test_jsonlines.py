@@ -1,0 +1,229 @@
+"""`messages --json` from columns (`inspect/jsonlines.py`) prints the record path's bytes, and leaves its findings.
+
+The reference is the record path the CLI used before: `find_messages` -> `record_dict` ->
+`output.write_jsonl`. Every store the tests have (the demo fixture, the oracle stores, DLedger
+stores, a generated store with odd properties, non-UTF-8 topics, properties and bodies, IPv6 hosts,
+compressed bodies, and a damaged copy of the demo) under every body mode, with and without
+--verify/--decompress, the column filters and --limit, in chunks of the default size and of 7.
+"""
+
+import functools
+import io
+import shutil
+import zlib
+from pathlib import Path
+
+import pytest
+from dledgerkit import make_converted_store
+
+from conftest import FIXTURES, ORACLE, ORACLE_STORES, need_oracle
+from mqtool.cli.common import _default
+from mqtool.formats.broker_conf import load_broker_conf
+from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, body_crc, commitlog_record
+from mqtool.formats.properties import build_properties
+from mqtool.inspect import jsonlines
+from mqtool.inspect.jsonlines import fast_query, message_lines
+from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
+from mqtool.inspect.records import record_dict
+from mqtool.output import write_jsonl, write_jsonl_parts
+from mqtool.store.store import Store
+
+DEMO = FIXTURES / "demo"
+
+
+def _text_out() -> tuple[io.BytesIO, io.TextIOWrapper]:
+    raw = io.BytesIO()
+    return raw, io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="\n")
+
+
+def _record_path(store: Store, q: MessageQuery, verify: bool, body: str, decompress: bool):
+    raw, out = _text_out()
+    _, recs = find_messages(store, q, verify)
+    write_jsonl((record_dict(r, body, decompress) for r in recs), out, _default)
+    out.flush()
+    return raw.getvalue(), scan_findings(store)
+
+
+def _fast_path(store: Store, q: MessageQuery, verify: bool, body: str, decompress: bool):
+    raw, out = _text_out()
+    write_jsonl_parts(message_lines(store, q, verify, body, decompress), out, _default)
+    out.flush()
+    return raw.getvalue(), scan_findings(store)
+
+
+def _queries(store: Store) -> list[MessageQuery]:
+    recs = list(store.commitlog.iter_records(verify_crc=False))
+    assert recs
+    mid, last = recs[len(recs) // 2], recs[-1]
+    times = sorted(r.store_timestamp for r in recs)
+    keyed = next((r for r in recs if r.keys), mid)
+    return [
+        MessageQuery(),
+        MessageQuery(topic=mid.topic),
+        MessageQuery(topic=mid.topic, queue_id=mid.queue_id, limit=2),
+        MessageQuery(queue_id=mid.queue_id),
+        MessageQuery(topic="no-such-topic"),
+        MessageQuery(from_offset=mid.physical_offset + 1),
+        MessageQuery(to_offset=mid.physical_offset + 1),
+        MessageQuery(from_offset=recs[1].physical_offset if len(recs) > 1 else 0, to_offset=last.physical_offset),
+        MessageQuery(since_ms=times[len(times) // 4], until_ms=times[3 * len(times) // 4]),
+        MessageQuery(since_ms=1 << 70),
+        MessageQuery(limit=1),
+        MessageQuery(limit=0),
+        MessageQuery(limit=len(recs) - 1),
+        MessageQuery(key=keyed.keys[0] if keyed.keys else "k"),  # the record path, whole query
+    ]
+
+
+@pytest.fixture(params=["kernel", "records"])
+def path(request, monkeypatch):
+    """The compiled writer for every chunk, or the record rows a small store gets before numba loads."""
+    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: request.param == "kernel")
+    return request.param
+
+
+@pytest.fixture(params=[None, 7])
+def chunk_records(request, monkeypatch):
+    if request.param is not None:
+        monkeypatch.setattr(jsonlines, "commitlog_chunks",
+                            functools.partial(jsonlines.commitlog_chunks, chunk_records=request.param))
+    return request.param
+
+
+def _check(store: Store, modes=(("none", False), ("text", False), ("hex", True), ("base64", False),
+                                ("text", True))) -> int:
+    lines = 0
+    for q in _queries(store):
+        for verify in (False, True):
+            for body, decompress in modes:
+                want = _record_path(store, q, verify, body, decompress)
+                got = _fast_path(store, q, verify, body, decompress)
+                assert got[0] == want[0], (q, verify, body, decompress)
+                assert got[1] == want[1], (q, verify, body, decompress)
+                lines += want[0].count(b"\n")
+    return lines
+
+
+def test_demo(path, chunk_records):
+    if not (DEMO / "commitlog").is_dir():
+        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
+    assert _check(Store.open(DEMO, load_broker_conf(FIXTURES / "demo.broker.conf"))) > 1000
+
+
+@pytest.mark.parametrize("name", sorted(ORACLE_STORES))
+def test_oracle_stores(name, path):
+    need_oracle()
+    conf = ORACLE / name.split("/")[0] / "broker.conf"
+    store = Store.open(ORACLE / ORACLE_STORES[name][0], load_broker_conf(conf) if conf.is_file() else None)
+    assert _check(store) > 0
+
+
+def test_dledger_oracle_store(path):
+    need_oracle()
+    store = Store.open(ORACLE / "dledger-5.3.1/store")
+    assert _check(store) > 0
+    raw, _ = _fast_path(store, MessageQuery(limit=1), False, "none", False)
+    assert b', "dledger": {"index": ' in raw
+
+
+def test_converted_dledger_store(tmp_path, path, chunk_records):
+    root = make_converted_store(tmp_path)[0]
+    store = Store.open(root)
+    assert _check(store) > 0
+    raw, _ = _fast_path(store, MessageQuery(), False, "none", False)
+    assert raw.count(b'"dledger": ') == 3  # the three DLedger entries; the old CommitLog records have none
+
+
+def _record(pos: int, topic: str, props: str, body: bytes, *, v6: tuple[bool, bool] = (False, False),
+            sys_flag: int = 0, v2: bool = False, crc_ok: bool = True) -> bytes:
+    born = "[2001:db8::1]:-3" if v6[0] else "10.1.2.3:65535"
+    stored = "[::ffff:10.0.0.1]:10911" if v6[1] else "127.0.0.1:-2147483648"
+    return commitlog_record.build({
+        "total_size": 0, "magic_code": MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE,
+        "message": {
+            "body_crc": body_crc(body) if crc_ok else 12345, "queue_id": -7 if v2 else 3, "flag": -(2**31),
+            "queue_offset": -(2**63), "physical_offset": pos, "sys_flag": sys_flag | (0x10 if v6[0] else 0)
+            | (0x20 if v6[1] else 0), "born_timestamp": 2**63 - 1, "born_host": born,
+            "store_timestamp": 1_700_000_000_000 + pos, "store_host": stored, "reconsume_times": -1,
+            "prepared_transaction_offset": -1, "body": body, "topic": topic, "properties": props,
+        },
+    })
+
+
+ODD = [  # (topic, properties, body, options)
+    ("T", build_properties([("UNIQ_KEY", "ABC"), ("KEYS", "k1 k2"), ("TAGS", "a||b")]), b"hello", {}),
+    ("T\"q\\t", build_properties([("a\"b", "c\\d"), ("ctl", "\x00\x1f\x7f\b\f\n\r\t"), ("a\"b", "last")]),
+     b"\x00\x01\"\\\n\x7f", {"v6": (True, True)}),
+    ("Ü€😀\u2028", build_properties([("ключ", "значение 😀"), ("UNIQ_KEY", "x"), ("UNIQ_KEY", "y")]) + "\x02\x01z",
+     "é😀\u2028".encode(), {"v2": True, "v6": (True, False)}),
+    ("bad\udcff", build_properties([("k", "v")]), b"ok", {}),  # a non-UTF-8 topic
+    ("t", "k\x01\udce9v\x02", b"ok", {"v6": (False, True)}),  # non-UTF-8 properties
+    ("t", build_properties([("k", "v")]), b"\xff\xfe body \xed\xa0\x80 \xc0\xaf", {"crc_ok": False}),
+    ("t", "", b"", {}),
+    ("t", "\x02\x02k\x01\x02\x01v\x02k\x01v", zlib.compress(b"zz" * 40), {"sys_flag": 0x1 | 0x4}),
+    ("t", build_properties([("k", "v")]), b"not zlib", {"sys_flag": 0x1 | (2 << 8) | 0x8}),
+    ("x" * 200, build_properties([("k", "v" * 300)]), bytes(range(256)), {"v2": True}),
+]
+
+
+def _odd_store(root: Path) -> Path:
+    (root / "commitlog").mkdir(parents=True)
+    data = bytearray()
+    for i in range(60):
+        topic, props, body, opts = ODD[i % len(ODD)]
+        data += _record(len(data) + (1 if i == 17 else 0), topic, props, body, **opts)
+    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(4096))
+    return root
+
+
+def test_generated_store_with_odd_records(tmp_path, path, chunk_records):
+    store = Store.open(_odd_store(tmp_path / "odd"))
+    recs = list(store.commitlog.iter_records())
+    assert len(recs) == 60 and {r.topic for r in recs} >= {"bad\udcff", "Ü€😀\u2028"}
+    assert _check(store) > 0
+
+
+def test_damaged_demo(tmp_path, path):
+    if not (DEMO / "commitlog").is_dir():
+        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
+    root = tmp_path / "demo"
+    shutil.copytree(DEMO, root)
+    f = sorted((root / "commitlog").iterdir())[0]
+    data = bytearray(f.read_bytes())
+    recs = list(Store.open(root).commitlog.iter_records())
+    for r in recs[5:200:9]:
+        data[r.position + 28 + 7] ^= 1  # PHYSICALOFFSET off by one
+        data[r.position + r.total_size - 40] ^= 0x55  # a byte near the end: CRC, topic or properties
+    cut = recs[250].position + 30 if len(recs) > 250 else len(data) // 2
+    f.write_bytes(bytes(data[:cut]) + bytes(len(data) - cut))  # a torn record, then zeros
+    store = Store.open(root, load_broker_conf(FIXTURES / "demo.broker.conf"))
+    assert _check(store, (("none", False), ("text", False))) > 0
+
+
+def test_fast_query_says_which_options_fall_back():
+    assert fast_query(MessageQuery(topic="t", queue_id=1, since_ms=0, limit=5), "none")
+    assert fast_query(MessageQuery(), "text") and fast_query(MessageQuery(), "hex")
+    assert not fast_query(MessageQuery(), "base64")
+    assert not fast_query(MessageQuery(key="k"), "none")
+    assert not fast_query(MessageQuery(uniq_key="k"), "none")
+    assert not fast_query(MessageQuery(tag="k"), "none")
+    assert not fast_query(MessageQuery(from_offset=1 << 64), "none")
+
+
+@pytest.mark.parametrize("args", [[], ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
+                                  ["--body", "hex", "--verify"], ["--decompress"], ["--key", "order-1001"]])
+def test_cli_prints_the_record_paths_bytes(monkeypatch, args):
+    """The CLI through the compiled writer against the CLI with the record path (`fast_query` False)."""
+    from typer.testing import CliRunner
+
+    from mqtool.cli.app import app
+
+    if not (DEMO / "commitlog").is_dir():
+        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
+    cmd = ["inspect", str(DEMO), "messages", "--json", "--config", str(FIXTURES / "demo.broker.conf"), *args]
+    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
+    fast = CliRunner().invoke(app, cmd)
+    monkeypatch.setattr(jsonlines, "fast_query", lambda q, b: False)
+    slow = CliRunner().invoke(app, cmd)
+    assert fast.exit_code == slow.exit_code and fast.exception is None, fast.output
+    assert fast.stdout_bytes == slow.stdout_bytes and fast.stdout_bytes.count(b"\n") > 0
