@@ -15,7 +15,7 @@ from mqtool.inspect.options import OptionError, check_options, views_taking
     ("--at", ("timer", "restart")),
     ("--offset", ("message",)),
     ("--group", ("retry",)),
-    ("--format", ("messages", "queue")),
+    ("--format", ("messages", "queue", "index")),  # index lookups as Parquet
 ])
 def test_views_taking(option, views):
     assert views_taking(option) == views
