@@ -47,6 +47,34 @@ class SimEvent:
 
 # json.dumps(d, ensure_ascii=False, separators=(",", ":")) builds this encoder on every call
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def _orjson_line(dumps, error) -> Callable[[dict[str, Any]], str]:
+    """`_JSON.encode(d)` made by orjson where it writes the same text: every value a str, int, bool
+    or None (orjson escapes strings as `json` does with `ensure_ascii=False`, tests/test_output.py;
+    compact output has `json`'s separators). A float, a nested value, an integer past 64 bits or a
+    lone surrogate goes through `json` itself."""
+    encode = _JSON.encode
+    scalars = _SCALARS
+
+    def line(d: dict[str, Any]) -> str:
+        if set(map(type, d.values())) <= scalars:
+            try:
+                return dumps(d).decode("utf-8")
+            except error:
+                pass
+        return encode(d)
+
+    return line
+
+
+def _line_encoder() -> Callable[[dict[str, Any]], str]:
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - orjson is a dependency
+        return _JSON.encode
+    return _orjson_line(orjson.dumps, orjson.JSONEncodeError)
 _FLUSH_LINES = 4096
 
 
@@ -69,6 +97,7 @@ class EventLog:
         self.by_kind: dict[str, int] = {}
         self._watchers: dict[str, list[Callable[[SimEvent], None]]] = {}
         self._lines: list[str] = []
+        self._encode = _line_encoder() if sink is not None else _JSON.encode
 
     def watch(self, event: str, callback: Callable[[SimEvent], None]) -> None:
         """Call `callback(e)` for every recorded event of that kind, in order."""
@@ -86,7 +115,7 @@ class EventLog:
             self.events.append(e)
         if self.sink is not None:
             lines = self._lines
-            lines.append(_JSON.encode(e.as_dict()))
+            lines.append(self._encode(e.as_dict()))
             if len(lines) >= _FLUSH_LINES:
                 self.flush()
         watchers = self._watchers.get(event)
