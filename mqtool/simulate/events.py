@@ -110,15 +110,22 @@ class EventLog:
         self.by_kind[event] = self.by_kind.get(event, 0) + 1
         if not self.keep:
             return
-        e = SimEvent(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset, detail)
-        if self.hold:
-            self.events.append(e)
+        watchers = self._watchers.get(event)
+        e = None
+        if self.hold or watchers:
+            e = SimEvent(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset,
+                         detail)
+            if self.hold:
+                self.events.append(e)
         if self.sink is not None:
+            # `e.as_dict()` without the event: no detail key can be one of the eight (they are this
+            # method's parameters), so the detail follows them as given
             lines = self._lines
-            lines.append(self._encode(e.as_dict()))
+            lines.append(self._encode({"time": time, "service": service, "event": event, "topic": topic,
+                                       "queue_id": queue_id, "uniq_key": uniq_key, "physical_offset": physical_offset,
+                                       "new_physical_offset": new_physical_offset, **detail}))
             if len(lines) >= _FLUSH_LINES:
                 self.flush()
-        watchers = self._watchers.get(event)
         if watchers:
             for w in watchers:
                 w(e)
