@@ -353,6 +353,8 @@ class StoreModel:
     # ones on CHECK_MAX_TIME_TOPIC (nobody reads them) are not kept at all
     releasing: bool = False
     _released: dict[tuple[str, int], int] = field(default_factory=dict)  # queue -> overlay index released to
+    # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
+    spool: Any = None
 
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
@@ -397,6 +399,8 @@ class StoreModel:
 
     def message(self, phys: int) -> SimMessage | None:
         m = self._msgs.get(phys)
+        if m is None and self.spool is not None:
+            m = self.spool.get(phys)
         return m if m is not None else self.base.message(phys)
 
     def queue_ids(self, topic: str) -> list[int]:
@@ -429,7 +433,8 @@ class StoreModel:
     def release(self, phys: int) -> None:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
         if self.releasing:
-            self._msgs.pop(phys, None)
+            if self._msgs.pop(phys, None) is None and self.spool is not None:
+                self.spool.drop(phys)
 
     def release_below(self, topic: str, qid: int, offset: int) -> None:
         """The re-puts of a queue below a consume offset its only reader has passed (the half and op
@@ -496,7 +501,10 @@ class StoreModel:
                 m.tags_code = tags_code(props)
         if keep:
             units.append((pos, size, m.tags_code))
-            self._msgs[pos] = m
+            if self.spool is not None and key[0] == TIMER_TOPIC:
+                self.spool.put(m)  # read back when its slot comes, maybe a day later
+            else:
+                self._msgs[pos] = m
             if self.keep_messages:
                 self.appended.append(m)
         else:
