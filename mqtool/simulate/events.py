@@ -47,6 +47,34 @@ class SimEvent:
 
 # json.dumps(d, ensure_ascii=False, separators=(",", ":")) builds this encoder on every call
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def _orjson_line(dumps, error) -> Callable[[dict[str, Any]], str]:
+    """`_JSON.encode(d)` made by orjson where it writes the same text: every value a str, int, bool
+    or None (orjson escapes strings as `json` does with `ensure_ascii=False`, tests/test_output.py;
+    compact output has `json`'s separators). A float, a nested value, an integer past 64 bits or a
+    lone surrogate goes through `json` itself."""
+    encode = _JSON.encode
+    scalars = _SCALARS
+
+    def line(d: dict[str, Any]) -> str:
+        if set(map(type, d.values())) <= scalars:
+            try:
+                return dumps(d).decode("utf-8")
+            except error:
+                pass
+        return encode(d)
+
+    return line
+
+
+def _line_encoder() -> Callable[[dict[str, Any]], str]:
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - orjson is a dependency
+        return _JSON.encode
+    return _orjson_line(orjson.dumps, orjson.JSONEncodeError)
 _FLUSH_LINES = 4096
 
 
@@ -69,6 +97,7 @@ class EventLog:
         self.by_kind: dict[str, int] = {}
         self._watchers: dict[str, list[Callable[[SimEvent], None]]] = {}
         self._lines: list[str] = []
+        self._encode = _line_encoder() if sink is not None else _JSON.encode
 
     def watch(self, event: str, callback: Callable[[SimEvent], None]) -> None:
         """Call `callback(e)` for every recorded event of that kind, in order."""
@@ -81,15 +110,22 @@ class EventLog:
         self.by_kind[event] = self.by_kind.get(event, 0) + 1
         if not self.keep:
             return
-        e = SimEvent(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset, detail)
-        if self.hold:
-            self.events.append(e)
+        watchers = self._watchers.get(event)
+        e = None
+        if self.hold or watchers:
+            e = SimEvent(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset,
+                         detail)
+            if self.hold:
+                self.events.append(e)
         if self.sink is not None:
+            # `e.as_dict()` without the event: no detail key can be one of the eight (they are this
+            # method's parameters), so the detail follows them as given
             lines = self._lines
-            lines.append(_JSON.encode(e.as_dict()))
+            lines.append(self._encode({"time": time, "service": service, "event": event, "topic": topic,
+                                       "queue_id": queue_id, "uniq_key": uniq_key, "physical_offset": physical_offset,
+                                       "new_physical_offset": new_physical_offset, **detail}))
             if len(lines) >= _FLUSH_LINES:
                 self.flush()
-        watchers = self._watchers.get(event)
         if watchers:
             for w in watchers:
                 w(e)

@@ -17,11 +17,21 @@ from typing import Any
 
 from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
 from mqtool.formats.javahash import hashmap_order, java_string_hash
-from mqtool.formats.names import PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, SYSTEM_TOPICS
+from mqtool.formats.names import (
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    SYSTEM_TOPICS,
+    TIMER_TOPIC,
+)
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 
 BLANK_MIN = 8  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
 _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
+# the system topics a service of the simulator reads back (consumers aside): the rest are write-only
+_READ_BACK = (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC)
 
 
 @dataclass(slots=True, eq=False, repr=False)
@@ -338,6 +348,13 @@ class StoreModel:
     # False (benchmarks): records on topics no service reads (deliveries) are only counted, not kept
     keep_messages: bool = True
     trailing_separator: bool = True  # False on 4.9.8: `messageProperties2String` drops the last 0x02
+    # True (a streaming run with no faults, answers or consumers, see `runner`): each kept re-put is
+    # dropped once the service that reads it last is done with it (`release`, `release_below`), and the
+    # ones on CHECK_MAX_TIME_TOPIC (nobody reads them) are not kept at all
+    releasing: bool = False
+    _released: dict[tuple[str, int], int] = field(default_factory=dict)  # queue -> overlay index released to
+    # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
+    spool: Any = None
 
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
@@ -382,6 +399,8 @@ class StoreModel:
 
     def message(self, phys: int) -> SimMessage | None:
         m = self._msgs.get(phys)
+        if m is None and self.spool is not None:
+            m = self.spool.get(phys)
         return m if m is not None else self.base.message(phys)
 
     def queue_ids(self, topic: str) -> list[int]:
@@ -408,7 +427,33 @@ class StoreModel:
             units = self._units[key] = []
         tlen = len(topic.encode("utf-8", "surrogateescape"))
         fixed = FIXED_SIZE + (2 if tlen > 127 else 1) + tlen
-        return units, self.base.cq_max(*key), fixed, self.keep_messages or topic in SYSTEM_TOPICS
+        keep = self.keep_messages or topic in (_READ_BACK if self.releasing else SYSTEM_TOPICS)
+        return units, self.base.cq_max(*key), fixed, keep
+
+    def release(self, phys: int) -> None:
+        """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
+        if self.releasing:
+            if self._msgs.pop(phys, None) is None and self.spool is not None:
+                self.spool.drop(phys)
+
+    def release_below(self, topic: str, qid: int, offset: int) -> None:
+        """The re-puts of a queue below a consume offset its only reader has passed (the half and op
+        queues at the end of a check round)."""
+        if not self.releasing:
+            return
+        key = (topic, qid)
+        units = self._units.get(key)
+        if not units:
+            return
+        stop = min(len(units), offset - self.base.cq_max(topic, qid))
+        msgs = self._msgs
+        i = self._released.get(key, 0)
+        for j in range(i, stop):
+            u = units[j]
+            if u is not None:
+                msgs.pop(u[0], None)
+        if stop > i:
+            self._released[key] = stop
 
     def append(self, m: SimMessage, now: int, service: str = "") -> PutResult:
         """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written)."""
@@ -456,7 +501,10 @@ class StoreModel:
                 m.tags_code = tags_code(props)
         if keep:
             units.append((pos, size, m.tags_code))
-            self._msgs[pos] = m
+            if self.spool is not None and key[0] == TIMER_TOPIC:
+                self.spool.put(m)  # read back when its slot comes, maybe a day later
+            else:
+                self._msgs[pos] = m
             if self.keep_messages:
                 self.appended.append(m)
         else:

@@ -84,6 +84,13 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
         keep_records = log.hold
     keep_records = keep_events and (keep_records or bool(scenario.consumers))
     model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_records, trailing_separator=not v4)
+    # nothing reads a re-put again once its reader has passed it, unless a crash replays, an answer ends a
+    # checked copy later or consumers read the system topics: then every kept record stays
+    model.releasing = not keep_records and not (scenario.faults or scenario.consumers or scenario.answers
+                                                or scenario.default_answer != "none")
+    if model.releasing:
+        from mqtool.simulate.spool import RecordSpool
+        model.spool = RecordSpool()
     deliveries = DeliveryTally(start_ms, until_ms)
     log.watch("deliver", deliveries)
     checks = InvariantCheck(scenario.faults).watch(log) if keep_events else None
@@ -129,6 +136,8 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
             summary["consumers"] = consumers.summary()
     finally:
         deliveries.keys.close()
+        if model.spool is not None:
+            model.spool.close()
         if isinstance(base, MappedBase):
             base.close()
         if checks is not None:

@@ -31,6 +31,7 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
 from __future__ import annotations
 
 import heapq
+from array import array
 
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
@@ -48,6 +49,7 @@ from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import LOOP, dequeue_order, do_enqueue, is_cancel_request, is_deleted, need_roll, walk_chain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
+from mqtool.simulate.timerunits import TimerUnits
 
 SLOTS_TOTAL = 7 * 86400
 TIMER_BLANK_SLOTS = 60
@@ -72,8 +74,8 @@ class TimerService:
         self.file_size = timerlog_file_size or int(getattr(cfg, "mapped_file_size_timer_log", 100 << 20))
         self.wheel = wheel  # mqtool.store.timer.TimerWheel, or None: slots rebuilt from `units`
         self.timerlog = timerlog  # mqtool.store.timer.TimerLog: units not held in `units`
-        self.units: dict[int, tuple[int, int, int, int, int, int, int]] = {}
-        self.new_units: list[int] = []  # positions appended during the run, in order
+        self.units = TimerUnits(self.file_size)  # pos -> unit tuple, in compact columns
+        self.new_units = array("q")  # positions appended during the run, in order
         self.fillers: list[tuple[int, int]] = []
         self.slots: dict[int, list[int]] = {}  # delayed time -> [first_pos, last_pos, num]
         self._heap: list[int] = []
@@ -84,9 +86,11 @@ class TimerService:
         if timercheck is not None:
             for k in self.tc:
                 self.tc[k] = int(getattr(timercheck, k, 0))
+        loaded = set()
         for u in units or ():
             self.units[u[0]] = tuple(u[1:])
-        self._loaded = sorted(self.units)  # the store's units read at the start (revise range)
+            loaded.add(u[0])
+        self._loaded = sorted(loaded)  # the store's units read at the start (revise range)
         self._revised = False
         self.curr_read = 0
         self.curr_queue_offset = 0
@@ -238,6 +242,7 @@ class TimerService:
                         retry = self._put(msg, LONG_MAX, 0, delayed, direct=True)
                         if retry is not None:
                             break  # the put waits: re-read the queue afterwards
+                        m.release(unit[0])  # delivered at once: no unit points at it
                     else:
                         self._enqueue_unit(unit[0], unit[1], delayed, msg, write)
                 else:
@@ -367,6 +372,11 @@ class TimerService:
             retry = self._put(msg, u[2], u[1], slot_time, False)
             if retry is not None:
                 return self._finish_slot(retry, normal[i + 1:], deletes, slot_time)
+        if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
+            for _pos, u in cancels:
+                m.release(u[4])
+            for u in normal:
+                m.release(u[4])
         return None
 
     def _finish_slot(self, retry, rest, deletes, slot_time):

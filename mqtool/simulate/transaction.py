@@ -314,6 +314,8 @@ class TransactionService:
                     break
             if new_op != op_offset:
                 self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
+            m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)
+            m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
         record["end"] = ctx.engine.now
 
     def _check_prepare_offset(self, remove_map, done_op, msg, props) -> bool:

@@ -1,0 +1,83 @@
+"""`TimerUnits`: the simulator's TimerLog units by position, in compact columns.
+
+A run over a million timer messages holds a million 52-byte units; as Python tuples in a dict
+they took ~360 bytes each. Here a TimerLog file's units sit on its 52-byte grid in one
+`array('q')` (7 int64 per unit, 56 bytes) plus a presence byte; a position off the grid (a
+damaged store's odd file start) falls back to a plain dict. The values read back are the tuples
+the service always used: `(prev_pos, magic, write_time, delayed_time, offset_py, size_py, topic_hash)`.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+
+FIELDS = 7
+_GROW = 4096  # units a file's columns grow by at once
+
+
+class TimerUnits:
+    """A mapping `pos -> unit tuple` (get, [], []=, in, len) backed by per-file int64 columns."""
+
+    __slots__ = ("file_size", "_cols", "_here", "_odd", "_n")
+
+    def __init__(self, file_size: int) -> None:
+        self.file_size = int(file_size) if file_size and file_size > 0 else 1 << 62
+        self._cols: dict[int, array] = {}
+        self._here: dict[int, bytearray] = {}
+        self._odd: dict[int, tuple] = {}
+        self._n = 0
+
+    def _where(self, pos: int) -> tuple[int, int] | None:
+        if pos < 0:
+            return None
+        f, within = divmod(pos, self.file_size)
+        i, rest = divmod(within, TIMERLOG_UNIT_SIZE)
+        return None if rest else (f, i)
+
+    def __setitem__(self, pos: int, unit: tuple) -> None:
+        w = self._where(pos)
+        if w is None:
+            if pos not in self._odd:
+                self._n += 1
+            self._odd[pos] = tuple(unit)
+            return
+        f, i = w
+        here = self._here.get(f)
+        if here is None:
+            here = self._here[f] = bytearray()
+            self._cols[f] = array("q")
+        cols = self._cols[f]
+        if i >= len(here):
+            grow = i + 1 - len(here) + _GROW
+            here.extend(bytes(grow))
+            cols.frombytes(bytes(8 * FIELDS * grow))
+        if not here[i]:
+            here[i] = 1
+            self._n += 1
+        k = i * FIELDS
+        cols[k:k + FIELDS] = array("q", unit)
+
+    def get(self, pos: int, default=None):
+        w = self._where(pos)
+        if w is None:
+            return self._odd.get(pos, default)
+        f, i = w
+        here = self._here.get(f)
+        if here is None or i >= len(here) or not here[i]:
+            return default
+        k = i * FIELDS
+        return tuple(self._cols[f][k:k + FIELDS])
+
+    def __getitem__(self, pos: int) -> tuple:
+        u = self.get(pos)
+        if u is None:
+            raise KeyError(pos)
+        return u
+
+    def __contains__(self, pos: int) -> bool:
+        return self.get(pos) is not None
+
+    def __len__(self) -> int:
+        return self._n

@@ -1,0 +1,90 @@
+"""The compact state of long runs: TimerLog units in columns, the one-split properties parse, the
+release of re-puts nobody reads again, and orjson event lines equal to json's."""
+
+import itertools
+import json
+
+from mqtool.formats.names import RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC as CHECK_MAX
+from mqtool.formats.names import RMQ_SYS_TRANS_HALF_TOPIC as HALF
+from mqtool.formats.properties import parse_properties
+from mqtool.simulate.diskread import fast_properties
+from mqtool.simulate.events import _JSON, EventLog
+from mqtool.simulate.model import MemoryBase, SimMessage, StoreModel
+from mqtool.simulate.timerunits import TimerUnits
+
+
+def test_timer_units_round_trip_on_and_off_the_grid():
+    units = TimerUnits(1040)  # 20 units a file
+    a = (-1, 1, 1000, 2000, 4096, 180, -123456789)
+    b = (0, 3, 2**40, 2**41 + 7, 2**33, 2**31 - 1, -(2**31))
+    units[0] = a
+    units[1040 + 52 * 19] = b  # the last unit of the second file
+    units[7] = a  # off the 52-byte grid: kept aside
+    assert units[0] == a and units[1040 + 52 * 19] == b and units.get(7) == a
+    assert units.get(52) is None and units.get(1040) is None and units.get(-52) is None and 104 not in units
+    units[0] = b  # a position written again counts once
+    assert units[0] == b and len(units) == 3
+    for pos in range(52, 52 * 5000, 52):  # grows past one block of columns
+        units[pos] = (pos, 1, 2, 3, 4, 5, 6)
+    assert units[52 * 4999] == (52 * 4999, 1, 2, 3, 4, 5, 6)
+
+
+def test_fast_properties_equals_parse_properties_on_every_short_string():
+    n = 0
+    for length in range(8):
+        for chars in itertools.product("a\x01\x02é", repeat=length):
+            s = "".join(chars)
+            got, want = fast_properties(s), parse_properties(s)
+            assert got == want and list(got) == list(want), repr(s)
+            n += 1
+    assert n == sum(4**k for k in range(8))
+    assert fast_properties("UNIQ_KEY\x01K1\x02REAL_TOPIC\x01T\x01x\x02") == {"UNIQ_KEY": "K1", "REAL_TOPIC": "T\x01x"}
+
+
+def test_event_lines_are_jsons_bytes():
+    class Sink:
+        text = ""
+
+        def write(self, s):
+            self.text += s
+
+    sink = Sink()
+    log = EventLog(sink=sink, hold=True)
+    log.emit(1, "timer", "enqueue", "T\u2028é\"\\\x00\x1f\x7f", 0, "K", 2**63 - 1, None, roll=True, cancel=False)
+    log.emit(2, "schedule", "persist", "S", None, None, None, None, offsets={"1": 5})  # nested: json's own
+    log.emit(3, "timer", "deliver", "T", 1, "\udcff", 2**64, None, due=1.5)  # surrogate, 65-bit int, float
+    log.flush()
+    assert sink.text == "".join(_JSON.encode(e.as_dict()) + "\n" for e in log.events)
+    assert json.loads(sink.text.split("\n")[0])["topic"] == "T\u2028é\"\\\x00\x1f\x7f"
+
+
+def test_release_drops_kept_repeats_only_when_releasing():
+    for releasing in (False, True):
+        model = StoreModel(MemoryBase(), keep_messages=False)
+        model.releasing = releasing
+        src = SimMessage(HALF, 0, {"UNIQ_KEY": "H"}, body_len=1)
+        puts = [model.append(src.derive(src.topic, 0, {"UNIQ_KEY": f"H{i}"}), 10 * i).message for i in range(4)]
+        model.release_below(HALF, 0, 2)
+        kept = [model.message(m.phys) is m for m in puts]
+        assert kept == ([True] * 4 if not releasing else [False, False, True, True])
+        gone = model.append(src.derive(CHECK_MAX, 0, {"UNIQ_KEY": "H"}), 50).message
+        assert (model.message(gone.phys) is gone) is (not releasing)  # nobody reads the discard topic
+        model.release(puts[3].phys)
+        assert (model.message(puts[3].phys) is None) is releasing
+
+
+def test_spooled_timer_repeats_read_back_equal_and_released():
+    from mqtool.formats.names import TIMER_TOPIC
+    from mqtool.simulate.spool import RecordSpool
+
+    model = StoreModel(MemoryBase(), keep_messages=False)
+    model.releasing, model.spool = True, RecordSpool()
+    src = SimMessage(TIMER_TOPIC, 0, {"UNIQ_KEY": "T\udcff", "TIMER_OUT_MS": "9"}, body=b"\x00b", born_ts=5)
+    put = model.append(src.derive(TIMER_TOPIC, 0, {"UNIQ_KEY": "T\udcff", "TIMER_ROLL_TIMES": "1"}), 7, "timer").message
+    back = model.message(put.phys)
+    assert back is not put and len(model._msgs) == 0 and len(model.spool) == 1
+    assert [getattr(back, f) for f in SimMessage.__slots__] == [getattr(put, f) for f in SimMessage.__slots__]
+    assert list(back.props) == ["UNIQ_KEY", "TIMER_ROLL_TIMES"] and back.body == b"\x00b" and back.store_ts == 7
+    model.release(put.phys)
+    assert model.message(put.phys) is None and len(model.spool) == 0
+    model.spool.close()
