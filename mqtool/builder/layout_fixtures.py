@@ -29,6 +29,7 @@ from mqtool.formats.names import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TIMER_TOPIC,
 )
 from mqtool.formats.offsets_json import DataVersion, DelayOffsets
 from mqtool.formats.sysflag import INNER_BATCH
@@ -174,7 +175,8 @@ def build_pop(store: Path) -> list[MessageRecord]:
         out.append(deliver_timer(w, ck2, enqueue_ms=T0 + 200, store_timestamp=T0 + 9_210))
         out.append(put_checkpoint(w, REVIVE_TOPIC, 0, "PopTopic", POP_GROUP, 0, 5, [0], T0 + 15_000, 60_000,
                                   "broker-pop", store_timestamp=T0 + 15_000))
-        w.write_timercheck(T0 + 19_000)
+        timer_units = w.next_queue_offset(TIMER_TOPIC, 0)
+        w.write_timercheck(T0 + 19_000, w.timerlog_end, timer_units, timer_units)
         w.write_checkpoint(T0 + 15_000, T0 + 15_000, T0 + 15_000)
     return out
 
