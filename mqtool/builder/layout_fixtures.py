@@ -24,6 +24,7 @@ from mqtool.formats.config_json import TopicConfig, Topics, dump_topics
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.names import (
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -60,7 +61,7 @@ CONFS = {
 DLEDGER_INDEX_FILE_SIZE = 1024  # 32 units of 32 bytes
 BCQ_FILE_SIZE = 10 * 46  # 10 BatchCQ units a file
 COMPACTION_LOG_SIZE, COMPACTION_CQ_SIZE = 1400, 276
-REVIVE_TOPIC = build_cluster_revive_topic(CLUSTER)
+POP_REVIVE = build_cluster_revive_topic(CLUSTER)  # rmq_sys_REVIVE_LOG_DemoCluster
 POP_GROUP = "GID_pop"
 
 
@@ -139,10 +140,10 @@ def build_batchcq(store: Path) -> list[MessageRecord]:
             out.append(bt.put("PlainTopic", 0, f"plain {i}".encode(), _props(f"P{i + 1}"), store_timestamp=T0 + i,
                               store_host=STORE_HOST))
         for key, num, at in [("B1", 3, 100), ("B2", 0, 200), ("B3", 4, 300), ("B4", 2, 400)]:
-            flag, props = (INNER_BATCH, _props(key, INNER_NUM=str(num))) if num else (0, _props(key))
+            flag, props = (INNER_BATCH, _props(key, **{PROPERTY_INNER_NUM: str(num)})) if num else (0, _props(key))
             out.append(bt.put("BatchTopic", 0, f"batch {key}".encode(), props, sys_flag=flag,
                               store_timestamp=T0 + at, store_host=STORE_HOST, capacity=16))
-        out.append(bt.put("BatchTopic", 1, b"batch B5", _props("B5", INNER_NUM="5"), sys_flag=INNER_BATCH,
+        out.append(bt.put("BatchTopic", 1, b"batch B5", _props("B5", **{PROPERTY_INNER_NUM: "5"}), sys_flag=INNER_BATCH,
                           store_timestamp=T0 + 500, store_host=STORE_HOST, capacity=16))
         out.append(bt.put("PlainTopic", 0, b"plain 2", _props("P3"), store_timestamp=T0 + 600, store_host=STORE_HOST))
         bt.close()
@@ -163,17 +164,17 @@ def build_pop(store: Path) -> list[MessageRecord]:
         for i in range(6):
             out.append(put_message(w, "PopTopic", 0, f"pop {i}".encode(), _props(f"M{i}"), store_timestamp=T0 + i,
                                    store_host=STORE_HOST))
-        ck1 = put_checkpoint(w, REVIVE_TOPIC, 0, "PopTopic", POP_GROUP, 0, 0, [0, 1, 2], T0 + 100, 60_000,
+        ck1 = put_checkpoint(w, POP_REVIVE, 0, "PopTopic", POP_GROUP, 0, 0, [0, 1, 2], T0 + 100, 60_000,
                              "broker-pop", store_timestamp=T0 + 100)
-        ck2 = put_checkpoint(w, REVIVE_TOPIC, 0, "PopTopic", POP_GROUP, 0, 3, [0, 1], T0 + 200, 10_000,
+        ck2 = put_checkpoint(w, POP_REVIVE, 0, "PopTopic", POP_GROUP, 0, 3, [0, 1], T0 + 200, 10_000,
                              "broker-pop", store_timestamp=T0 + 200)
-        ack = put_ack(w, REVIVE_TOPIC, 0, "PopTopic", POP_GROUP, 0, 0, [0], T0 + 100, 60_000, "broker-pop",
+        ack = put_ack(w, POP_REVIVE, 0, "PopTopic", POP_GROUP, 0, 0, [0], T0 + 100, 60_000, "broker-pop",
                       store_timestamp=T0 + 300)
-        back = put_ack(w, REVIVE_TOPIC, 0, "PopTopic", POP_GROUP, 0, 0, [1, 2], T0 + 100, 60_000, "broker-pop",
+        back = put_ack(w, POP_REVIVE, 0, "PopTopic", POP_GROUP, 0, 0, [1, 2], T0 + 100, 60_000, "broker-pop",
                        store_timestamp=T0 + 310)
         out += [ck1, ck2, ack, back]
         out.append(deliver_timer(w, ck2, enqueue_ms=T0 + 200, store_timestamp=T0 + 9_210))
-        out.append(put_checkpoint(w, REVIVE_TOPIC, 0, "PopTopic", POP_GROUP, 0, 5, [0], T0 + 15_000, 60_000,
+        out.append(put_checkpoint(w, POP_REVIVE, 0, "PopTopic", POP_GROUP, 0, 5, [0], T0 + 15_000, 60_000,
                                   "broker-pop", store_timestamp=T0 + 15_000))
         timer_units = w.next_queue_offset(TIMER_TOPIC, 0)
         w.write_timercheck(T0 + 19_000, w.timerlog_end, timer_units, timer_units)
@@ -236,4 +237,4 @@ def write_layout_fixtures(fixtures: Path) -> dict[str, list[MessageRecord]]:
     return built
 
 
-__all__ = ["BUILDERS", "REVIVE_TOPIC", "T_STOP", "layout_config", "write_layout_fixtures"]
+__all__ = ["BUILDERS", "POP_REVIVE", "T_STOP", "layout_config", "write_layout_fixtures"]
