@@ -35,6 +35,14 @@ STORE = "fixtures/demo"
 CONF = ["--config", "fixtures/demo.broker.conf"]
 NOW = ["--now", "1790000020000"]
 CRASH = ["fixtures/crash", "restart", "--config", "fixtures/crash.broker.conf", "--now", "1790000009200"]
+LAYOUT_NOW = ["--now", "1790000020000"]  # the layout fixtures' stop (fixtures/layouts.md)
+
+
+def layout(name: str) -> list[str]:
+    """A production-layout fixture store and its settings."""
+    return [f"fixtures/{name}", "--config", f"fixtures/{name}.broker.conf"]
+
+
 INDEX_DIR = "/tmp/demo-index"  # shown in the document; the run uses a fresh temporary directory
 
 
@@ -95,6 +103,11 @@ COMMANDS = [
         Example(["inspect", STORE, "messages", "--topic", "DemoTopicA", "--limit", "2", "--body", "none", *CONF,
                  "--json", *NOW], "Record views as JSON Lines:"),
         Example(["inspect", f"{STORE}/config/timercheck", "--json"], "A single store file, dumped by its kind:"),
+        Example(["inspect", *layout("dledger"), *LAYOUT_NOW], "A DLedger-mode store (`fixtures/dledger`; "
+                "`fixtures/layouts.md` tells what each layout fixture holds): the DLedger data files hold the "
+                "CommitLog records:", head=22),
+        Example(["inspect", *layout("batchcq"), "queue", "--topic", "BatchTopic", "--queue-id", "0", *LAYOUT_NOW],
+                "A BatchConsumeQueue: each unit's base queue offset and batch size (`0 +3`: INNER_NUM 3):"),
         Example(["inspect", STORE, "delay", *CONF, "--json", *NOW, "--expect", "tests/golden/inspect-delay.json"],
                 "A regression check against a golden file (exit 1 and a unified diff on stderr when it differs; "
                 "`--update-golden` rewrites the file):", devnull=True),
@@ -120,6 +133,8 @@ COMMANDS = [
         Example(["trace", STORE, *CONF, "--key", "D18", *NOW, "--json"], "As JSON (one document per message):",
                 pretty=True, head=20),
         Example(["trace", STORE, *CONF, "--key", "no-such-key", *NOW], "Not found:"),
+        Example(["trace", *layout("dledger"), "--key", "D1", *LAYOUT_NOW],
+                "A delayed message on a DLedger-mode store:"),
     ]),
     Command(["index", "build"], "The trace lookup index (SQLite).", [
         Example(["index", "build", STORE, *CONF, "--out", INDEX_DIR], "Build it, then `trace --index DIR`:"),

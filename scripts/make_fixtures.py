@@ -1,8 +1,10 @@
 """Rewrite the test fixtures: `fixtures/demo/` (a small 5.x store), `fixtures/demo.broker.conf`, `fixtures/README.md`,
-and `fixtures/crash/` (a store left by kill -9), `fixtures/crash.broker.conf`, `fixtures/crash.md`.
+`fixtures/crash/` (a store left by kill -9), `fixtures/crash.broker.conf`, `fixtures/crash.md`, and the
+production layouts `fixtures/{dledger,batchcq,pop,compaction}/` with their `.broker.conf` and `fixtures/layouts.md`.
 
 Usage: `python scripts/make_fixtures.py [--out DIR]` (default: the repository's `fixtures/`).
-Deterministic: the same bytes on every run (see `mqtool/builder/demo.py` and `mqtool/builder/crash.py`).
+Deterministic: the same bytes on every run (see `mqtool/builder/demo.py`, `crash.py`,
+`layout_fixtures.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ if str(REPO) not in sys.path:  # runnable from a checkout without installing the
 
 from mqtool.builder.crash import write_crash_fixture  # noqa: E402
 from mqtool.builder.demo import write_fixtures  # noqa: E402
+from mqtool.builder.layout_fixtures import write_layout_fixtures  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out / 'demo'}: {len(entries)} records")
     crash = write_crash_fixture(args.out)
     print(f"wrote {args.out / 'crash'}: {len(crash)} labelled records")
+    for name, records in write_layout_fixtures(args.out).items():
+        print(f"wrote {args.out / name}: {len(records)} records")
     return 0
 
 

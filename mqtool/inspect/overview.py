@@ -14,6 +14,7 @@ from collections import Counter
 from mqtool.formats.names import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
+    REVIVE_TOPIC,
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
@@ -59,6 +60,8 @@ def _role(topic: str) -> str | None:
         return "retry"
     if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return "dead letter"
+    if topic.startswith(REVIVE_TOPIC):  # rmq_sys_REVIVE_LOG_<cluster>: a system topic (TopicValidator)
+        return "POP revive (checkpoints and acks)"
     return None
 
 

@@ -1,4 +1,5 @@
-"""fixtures/demo (and fixtures/crash): deterministic, equal to the committed copy, and holding every message kind."""
+"""fixtures/demo, fixtures/crash and the layout fixtures: deterministic, equal to the committed copy; the demo holds
+every message kind."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from mqtool.builder.crash import write_crash_fixture
 from mqtool.builder.demo import T0, T_STOP, demo_config, write_fixtures
+from mqtool.builder.layout_fixtures import BUILDERS, write_layout_fixtures
 from mqtool.builder.writer import read_records
 from mqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from mqtool.formats.offsets_json import parse_consumer_offsets, parse_delay_offsets
@@ -31,7 +33,8 @@ def tree_hashes(root: Path) -> dict[str, str]:
 def fresh(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("fixtures")
     write_fixtures(out)
-    write_crash_fixture(out)  # scripts/make_fixtures.py writes both
+    write_crash_fixture(out)
+    write_layout_fixtures(out)  # scripts/make_fixtures.py writes all of them
     return out
 
 
@@ -45,9 +48,11 @@ def test_script_is_deterministic(fresh, tmp_path):
 def test_committed_fixtures_equal_a_fresh_generation(fresh):
     if not (COMMITTED / "demo").is_dir():
         pytest.fail("fixtures/demo is absent (a defect: it is committed); regenerate it with scripts/make_fixtures.py")
+    layouts = tuple(f"{name}/" for name in BUILDERS)
     committed = {k: v for k, v in tree_hashes(COMMITTED).items()
-                 if k.startswith(("demo/", "crash/")) or k in ("demo.broker.conf", "README.md", "crash.broker.conf",
-                                                                "crash.md")}
+                 if k.startswith(("demo/", "crash/", *layouts)) or k in (
+                     "demo.broker.conf", "README.md", "crash.broker.conf", "crash.md", "layouts.md",
+                     *(f"{name}.broker.conf" for name in BUILDERS))}
     assert committed == tree_hashes(fresh)
 
 
