@@ -191,6 +191,11 @@ class Store:
         return db
 
     @property
+    def rocksdb_consume_queues(self) -> RocksDBConsumeQueues | None:
+        """The store's one read-only handle on its RocksDB consume queue (None without one): for the audit."""
+        return self._rocksdb
+
+    @property
     def rocksdb_queue_ids(self) -> list[tuple[str, int]]:
         return list(self.rocksdb_queue_offsets)
 
