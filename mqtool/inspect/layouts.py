@@ -3,7 +3,7 @@ the production layouts found (spec §12-§16), and each topic's configured queue
 directories on disk (issue 14: "every path accounted for"; issue 15: detection).
 
 A path mqtool does not know is an `info` finding naming it; a layout mqtool detects but does not
-read yet (`rocksdbstore/`, RocksDB subscription groups, the v2 config `config/rdb`) is an `info` finding
+read yet (`rocksdbstore/`, the v2 config `config/rdb`) is an `info` finding
 saying so. Nothing is skipped silently. What is read shows in the overview: RocksDB queues among the
 queues, which copy of the config was used (`config_sources`), `compaction` per queue and `pop` per group.
 """
