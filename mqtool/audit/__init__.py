@@ -11,6 +11,7 @@ Each check has one definition and one name, used in every finding it produces:
 | `transactions` | `transactions.py` | (kept records, COMMIT records) | stuck, dangling ops, discards, bad COMMITs |
 | `stats` | `stats.py` | per topic/queue counters in the walk | merged counts, duplicate UNIQ_KEYs |
 | `index` | `index.py` | one IndexFile: structure, loops, entries vs records | records not indexed (sampled) |
+| `rocksdb.integrity` | `rocksdb.py` | (none: entries are `consumequeue.consistency` tasks) | offset table, CHECKPOINT |
 
 `plan.py` cuts a store (`mqtool.store.store.Store`, with its `BrokerConfig`) into tasks (plain
 dataclasses of paths and ints), `tasks.run_task` runs one task anywhere (this process or a Spark

@@ -17,6 +17,7 @@ from mqtool.audit.index import check_index
 from mqtool.audit.layouts import audit_layouts
 from mqtool.audit.plan import AuditPlan
 from mqtool.audit.results import AuditResults, TaskResult
+from mqtool.audit.rocksdb import check_rocksdb
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, TIMER_TOPIC
 from mqtool.store.findings import SEVERITIES, Finding, Findings, sort_findings
@@ -50,6 +51,7 @@ def finish(plan: AuditPlan, results: list[TaskResult]) -> tuple[dict, list[Findi
     audit_layouts(plan, findings)  # DLedger and BatchCQ (audit/layouts.py)
     index = check_index(plan, res.index, findings)
     dledger = check_dledger(plan.store.dledger, res.dledger, findings) if plan.store.dledger is not None else None
+    rocksdb = check_rocksdb(plan, res, findings)  # RocksDB consume queue: offset table, CHECKPOINT (§14)
     summary = {
         "now_ms": res.now,
         "checks": check_counts(findings),
@@ -65,6 +67,8 @@ def finish(plan: AuditPlan, results: list[TaskResult]) -> tuple[dict, list[Findi
     }
     if dledger is not None:
         summary["dledger"] = dledger  # entries, index and checkpoint (audit/dledger.py)
+    if rocksdb is not None:
+        summary["rocksdb"] = rocksdb  # offset table and CHECKPOINT (audit/rocksdb.py)
     return summary, sort_findings(findings)
 
 

@@ -181,3 +181,15 @@ class AuditResults:
     @property
     def kept(self) -> list[dict]:
         return [k for r in self.commitlog for k in r.kept]
+
+
+@dataclass
+class RocksDBState:
+    """What the RocksDB audit reads on the driver (`audit/rocksdb.py`; the consume queue is one database):
+    the offset table (`QueueOffsets` per queue), each queue's first and last key (`QueueKeyRange`), the
+    CHECKPOINT entry's raw value, and the entry the offset table's max names (for its size)."""
+
+    offsets: dict  # (topic, queue id) -> store.rocksdb.QueueOffsets
+    keys: dict  # (topic, queue id) -> store.rocksdb.QueueKeyRange
+    checkpoint: bytes | None
+    max_units: dict = field(default_factory=dict)  # (topic, queue id) -> RocksCqUnit at the max entry's offset

@@ -207,7 +207,8 @@ def _config_source_pairs(doc: dict) -> list[tuple[str, str]]:
         return []
     said = {"json": "JSON file", "rocksdb": "RocksDB", None: "none"}
     return [("consumer offsets from", said[src["consumer_offsets"]]),
-            ("topic config from", said[src["topics"]] + (f" ({src['topics_file']})" if src["topics_file"] else ""))]
+            ("topic config from", said[src["topics"]] + (f" ({src['topics_file']})" if src["topics_file"] else "")),
+            *([("subscription groups from", said[src["subscription_groups"]])] if "subscription_groups" in src else [])]
 
 
 def _render_compaction_and_pop(con, doc: dict, local: bool) -> None:

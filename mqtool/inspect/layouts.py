@@ -3,7 +3,7 @@ the production layouts found (spec §12-§16), and each topic's configured queue
 directories on disk (issue 14: "every path accounted for"; issue 15: detection).
 
 A path mqtool does not know is an `info` finding naming it; a layout mqtool detects but does not
-read yet (`rocksdbstore/`, RocksDB subscription groups, the v2 config `config/rdb`) is an `info` finding
+read yet (`rocksdbstore/`, the v2 config `config/rdb`) is an `info` finding
 saying so. Nothing is skipped silently. What is read shows in the overview: RocksDB queues among the
 queues, which copy of the config was used (`config_sources`), `compaction` per queue and `pop` per group.
 """
@@ -46,7 +46,7 @@ CONFIG_FILES = {  # config/ file -> what it is; True when mqtool reads it
     "delayOffset.json": ("delay offsets (ScheduleMessageService)", True),
     "consumerOffset.json": ("consumer offsets (ConsumerOffsetManager)", True),
     "topics.json": ("topic config (TopicConfigManager)", True),
-    "subscriptionGroup.json": ("subscription groups (SubscriptionGroupManager)", False),
+    "subscriptionGroup.json": ("subscription groups (SubscriptionGroupManager)", True),
     "timercheck": ("timer checkpoint (TimerCheckpoint)", True),
     "timermetrics": ("timer metrics (TimerMetrics)", False),
     "transactionMetrics": ("transaction metrics (TransactionMetrics)", False),
@@ -55,7 +55,7 @@ CONFIG_FILES = {  # config/ file -> what it is; True when mqtool reads it
     "messageRequestMode.json": ("message request modes (MessageRequestModeManager)", False),
     "lmqConsumerOffset.json": ("LMQ consumer offsets (LmqConsumerOffsetManager)", False),
     "topics": ("topic config in RocksDB (5.2+)", True),
-    "subscriptionGroups": ("subscription groups in RocksDB (5.2+)", False),
+    "subscriptionGroups": ("subscription groups in RocksDB (5.2+)", True),
     "consumerOffsets": ("consumer offsets in RocksDB (5.2+)", True),
     "rdb": ("config RocksDB (configManagerVersion=v2)", False),
 }
@@ -69,7 +69,8 @@ COMPACTION_PATHS = {"compactionLog": "compaction log", "compactionCq": "compacti
                     "position-checkpoint.bak": "compaction position checkpoint backup",
                     "compacting": "compaction in progress", "replicating": "compaction replication"}
 COMPACTION_READ = {"compactionLog", "compactionCq", "position-checkpoint", "position-checkpoint.bak"}
-READ_ROCKSDB_CONFIG = ("config/topics", "config/consumerOffsets")  # what Store picks against the JSON copy
+# what Store picks against the JSON copy
+READ_ROCKSDB_CONFIG = ("config/topics", "config/consumerOffsets", "config/subscriptionGroups")
 
 
 def _entry(store: Store, p: Path, kind: str | None, read: bool) -> dict:
@@ -210,12 +211,15 @@ def rocksdb_queues(store: Store, per_queue: dict) -> dict[tuple[str, int], dict]
 
 
 def config_sources(store: Store) -> dict | None:
-    """Which copy of consumer offsets and topics was used ("json", "rocksdb" or None), when the store has
-    config in RocksDB (None otherwise: then only the JSON files exist)."""
+    """Which copy of consumer offsets, topics and subscription groups was used ("json", "rocksdb" or None), when
+    the store has config in RocksDB (None otherwise: then only the JSON files exist)."""
     if not store.layouts.rocksdb_config:
         return None
     topics = None if store.topics_file is None else "rocksdb" if store.topics_file == "config/topics" else "json"
-    return {"consumer_offsets": store.consumer_offsets_source, "topics": topics, "topics_file": store.topics_file}
+    out = {"consumer_offsets": store.consumer_offsets_source, "topics": topics, "topics_file": store.topics_file}
+    if "config/subscriptionGroups" in store.layouts.rocksdb_config:  # only when there is a RocksDB copy
+        out["subscription_groups"] = store.subscription_groups_source
+    return out
 
 
 def compaction_section(store: Store, queues: dict[tuple[str, int], dict], findings: Findings) -> list[dict] | None:

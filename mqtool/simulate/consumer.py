@@ -72,22 +72,14 @@ def _setting(config: Any, name: str, default: Any) -> Any:
     return type(default)(value.strip()) if not isinstance(default, bool) else value.strip() == "true"
 
 
-def parse_subscription_groups(text: str) -> dict[str, dict]:
-    """config/subscriptionGroup.json: group name -> its SubscriptionGroupConfig fields."""
-    doc = json.loads(text)
-    table = doc.get("subscriptionGroupTable", {}) if isinstance(doc, dict) else {}
-    return {k: v for k, v in table.items() if isinstance(v, dict)}
-
-
 def subscription_groups(store) -> dict[str, dict]:
-    """The store's subscriptionGroup.json (or its .bak), empty when absent."""
-    if store is None or getattr(store, "root", None) is None:
+    """The store's groups' retry settings (`Store.subscription_groups`: subscriptionGroup.json, its .bak, or
+    config/subscriptionGroups/ in RocksDB, whichever copy the broker keeps), empty when there is none."""
+    sg = getattr(store, "subscription_groups", None) if store is not None else None
+    if sg is None:
         return {}
-    from mqtool.store.config_files import read_config_json
-
-    value, _used, _problems = read_config_json(store.root / "config" / "subscriptionGroup.json",
-                                               parse_subscription_groups)
-    return value or {}
+    return {name: {"retryMaxTimes": g.retry_max_times, "retryQueueNums": g.retry_queue_nums}
+            for name, g in sg.subscription_group_table.items()}
 
 
 class ConsumerService:
@@ -150,7 +142,7 @@ class ConsumerService:
         return self.groups.get(group, {})
 
     def max_reconsume(self, spec: ConsumerSpec) -> int:
-        """The request's maxReconsumeTimes, else subscriptionGroup.json retryMaxTimes, else 16."""
+        """The request's maxReconsumeTimes, else the group's retryMaxTimes (`subscription_groups`), else 16."""
         if spec.max_reconsume_times is not None:
             return spec.max_reconsume_times
         return int(self._group(spec.group).get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
@@ -478,4 +470,4 @@ class ConsumerService:
         return out
 
 
-__all__ = ["ConsumerService", "KINDS", "parse_subscription_groups", "subscription_groups"]
+__all__ = ["ConsumerService", "KINDS", "subscription_groups"]

@@ -271,6 +271,59 @@ class RocksDBConsumeQueues:
         return int.from_bytes(key[-8:], "big", signed=True)
 
 
+    def checkpoint_value(self) -> bytes | None:
+        """The CHECKPOINT entry's raw value (8 bytes: `appendMaxPhyOffset`), None when absent."""
+        cf = self._offset_cf
+        return None if cf is None else _get(cf, _CHECKPOINT_KEY)
+
+    def queue_key_ranges(self, findings: Findings) -> dict[tuple[str, int], QueueKeyRange]:
+        """Every queue of the CQ family by its keys (whatever the offset table says): the first and the last
+        entry. One seek per queue, not a scan: after a queue's first key, `seek_for_prev` finds its last and a
+        seek past the prefix (its trailing CTRL_1 0x01 raised to 0x02) the next queue's first."""
+        out: dict[tuple[str, int], QueueKeyRange] = {}
+        try:
+            it = self.db.iter()
+            it.seek_to_first()
+            while it.valid():
+                key, value = bytes(it.key()), bytes(it.value())
+                try:
+                    k = cq_key.parse(key)
+                    if queue_prefix(k.topic, k.queue_id) + key[-8:] != key:
+                        raise ConstructError("trailing bytes or a topic that is not UTF-8")
+                except (ConstructError, UnicodeError) as e:
+                    findings.add(CQ_DIR, None, CHECK, "warning", f"CQ key {key.hex()} unreadable: {e}")
+                    it.next()
+                    continue
+                prefix = key[:-8]
+                it.seek_for_prev(prefix + _I64_MAX_BYTES)
+                last_key, last_value = bytes(it.key()), bytes(it.value())
+                if not last_key.startswith(prefix) or len(last_key) != len(key):
+                    last_key, last_value = key, value
+                out[(k.topic, k.queue_id)] = QueueKeyRange(k.cq_offset, _key_unit(key, value),
+                                                           int.from_bytes(last_key[-8:], "big", signed=True),
+                                                           _key_unit(last_key, last_value))
+                it.seek(prefix[:-1] + b"\x02")
+        except Exception as e:  # rocksdict raises plain Exceptions for every RocksDB status
+            findings.add(CQ_DIR, None, CHECK, "error", f"RocksDB read failed: {e}")
+        return out
+
+
+def _key_unit(key: bytes, value: bytes) -> RocksCqUnit | None:
+    """The entry of one key and value; None when the value is not 28 bytes."""
+    if len(value) != CQ_VALUE_SIZE:
+        return None
+    return RocksCqUnit(int.from_bytes(key[-8:], "big", signed=True), *_CQ_VALUE.unpack(value))
+
+
+class QueueKeyRange(NamedTuple):
+    """A queue's first and last key's queue offsets and entries (an entry None when its value is not 28 bytes)."""
+
+    first_offset: int
+    first: RocksCqUnit | None
+    last_offset: int
+    last: RocksCqUnit | None
+
+
 # ----------------------------------------------------------------------------- config in RocksDB
 @dataclass
 class KvTable:

@@ -191,6 +191,11 @@ class Store:
         return db
 
     @property
+    def rocksdb_consume_queues(self) -> RocksDBConsumeQueues | None:
+        """The store's one read-only handle on its RocksDB consume queue (None without one): for the audit."""
+        return self._rocksdb
+
+    @property
     def rocksdb_queue_ids(self) -> list[tuple[str, int]]:
         return list(self.rocksdb_queue_offsets)
 
@@ -278,13 +283,22 @@ class Store:
         return self._topics[1]
 
     @cached_property
+    def _subscription_groups(self) -> tuple[SubscriptionGroups | None, str | None]:
+        value = self._json("subscriptionGroup.json", parse_subscription_groups)
+        if "config/subscriptionGroups" not in self.layouts.rocksdb_config:
+            return value, None if value is None else "json"
+        return pick_config(value, read_kv_subscription_groups(self.root, self.findings))
+
+    @property
     def subscription_groups(self) -> SubscriptionGroups | None:
         """config/subscriptionGroup.json (or its .bak), or config/subscriptionGroups/ (RocksDB, 5.2+) when
         that copy is newer or the JSON is absent (`pick_config`); None when there is neither."""
-        value = self._json("subscriptionGroup.json", parse_subscription_groups)
-        if "config/subscriptionGroups" not in self.layouts.rocksdb_config:
-            return value
-        return pick_config(value, read_kv_subscription_groups(self.root, self.findings))[0]
+        return self._subscription_groups[0]
+
+    @property
+    def subscription_groups_source(self) -> str | None:
+        """Which copy `subscription_groups` came from: "json", "rocksdb" or None (neither)."""
+        return self._subscription_groups[1]
 
     @cached_property
     def timer_metrics(self):
