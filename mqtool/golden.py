@@ -41,6 +41,12 @@ class GoldenError(MqtoolError, ValueError):
     """A golden file that is missing or not JSON (a usage or input error, exit 2)."""
 
 
+def check_golden_options(expect: object | None, update_golden: bool) -> None:
+    """GoldenError for --update-golden without --expect: there is no file to rewrite."""
+    if update_golden and expect is None:
+        raise GoldenError("--update-golden needs --expect FILE (the golden file to rewrite)")
+
+
 @dataclass(frozen=True)
 class GoldenResult:
     """The outcome of `check_golden`: `equal`, the `diff` text ("" when equal) and a one-line `message`."""

@@ -69,11 +69,6 @@ def user_errors() -> Iterator[None]:
         raise fail(str(e)) from None
 
 
-def check_golden_options(expect: Path | None, update_golden: bool) -> None:
-    if update_golden and expect is None:
-        raise fail("--update-golden needs --expect FILE (the golden file to rewrite)")
-
-
 def load_config(config: Path | None):
     """broker.conf when given, else RocketMQ's defaults."""
     from mqtool.formats.broker_conf import BrokerConfig, load_broker_conf

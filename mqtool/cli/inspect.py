@@ -15,7 +15,7 @@ import typer
 from mqtool.cli import common
 from mqtool.inspect import options
 from mqtool.store.errors import StoreError
-from mqtool.times import format_duration, format_time, parse_duration_ms, parse_time
+from mqtool.times import format_duration, format_time, parse_time
 
 render = common.lazy_module("mqtool.cli.render")  # Rich tables: loaded when a command draws
 
@@ -168,17 +168,7 @@ def inspect(
     }
     given["--group"] = group is not None
     with common.user_errors():
-        if limit is not None and limit < 0:
-            raise common.fail("--limit must be >= 0")
-        common.check_golden_options(expect, update_golden)
-        if expect is not None and not json_out:
-            raise common.fail("--expect compares JSON output: add --json")
-        if expect is not None and now is None:
-            raise common.fail("--expect needs --now TIME: a golden file must not depend on the wall clock")
-        if (format_ is None) != (output is None):
-            raise common.fail("--format and --output go together: --format parquet --output FILE")
-        if format_ is not None and json_out:
-            raise common.fail("--format writes a file: leave out --json")
+        options.check_global(given, limit, json_out, now is not None)
         wall_ms = int(time.time() * 1000)
         now_ms = parse_time(now, wall_ms, local) if now is not None else wall_ms
         cfg = common.load_config(config)
@@ -200,12 +190,8 @@ def inspect(
                     from_offset=from_offset, to_offset=to_offset, topic=topic, queue_id=queue_id, key=key,
                     uniq_key=uniq_key, tag=tag, since=since, until=until), output)
             elif view == "message":
-                if offset is None:
-                    raise common.fail("the message view needs --offset PHYS (a record's physical offset)")
                 code = _message(store, offset, json_out, local, verify, body, decompress)
             elif view == "queue":
-                if topic is None or queue_id is None:
-                    raise common.fail("the queue view needs --topic T and --queue-id Q")
                 code = _queue(store, topic, queue_id, from_, limit, json_out, local, verify, body, decompress, output)
             elif view == "delay":
                 from mqtool.inspect.delay import delay_view
@@ -218,14 +204,14 @@ def inspect(
                 code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
             elif view == "restart":
                 at_ms = parse_time(at, now_ms, local) if at is not None else now_ms
-                code = _restart(store, at_ms, _for_ms(for_), events, json_out, local, verify)
+                code = _restart(store, at_ms, options.replay_ms(for_), events, json_out, local, verify)
             elif view == "retry":
                 from mqtool.inspect.retry import retry_view
 
                 code = _document(retry_view(store, now_ms, group), render.render_retry, json_out, local, verify)
             elif view == "index":
-                code = _index(store, now_ms, json_out, local, verify, topic, key or uniq_key, begin, end, limit,
-                              given, output)
+                lookup_key = key if key is not None else uniq_key
+                code = _index(store, now_ms, json_out, local, verify, topic, lookup_key, begin, end, limit, output)
             else:
                 from mqtool.inspect.transactions import transactions_view
 
@@ -296,13 +282,6 @@ def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool 
         _now_note(store, now_ms, local)
     code = _document(doc, render.render_overview, json_out, local, verify=True)
     return code
-
-
-def _for_ms(text: str) -> int:
-    ms = parse_duration_ms(text)
-    if ms <= 0:
-        raise common.fail("--for must be longer than 0 (e.g. 10m)")
-    return ms
 
 
 def _restart(store, at_ms: int, for_ms: int, events: Path | None, json_out: bool, local: bool,
@@ -394,19 +373,13 @@ def _write_parquet(rows, path: Path, view: str) -> None:
 
 
 def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic: str | None, key: str | None,
-           begin: str | None, end: str | None, limit: int | None, given: dict[str, bool],
-           parquet: Path | None = None) -> int:
+           begin: str | None, end: str | None, limit: int | None, parquet: Path | None = None) -> int:
     """The IndexFile rows, or with --topic and --key the broker's key lookup (--format parquet: its
-    matches, then its rejected hash hits, as rows)."""
+    matches, then its rejected hash hits, as rows); `options.check_index` has checked the pair."""
     from mqtool.inspect.index import index_files_view, index_lookup
 
-    if topic is None and key is None:
-        options.check_only(given, options.INDEX_LISTING_OPTIONS, "the index view without --topic/--key")
+    if topic is None:
         return _document(index_files_view(store), render.render_index, json_out, local, verify)
-    if topic is None or key is None:
-        raise common.fail("an index lookup needs both --topic T and --key K (the broker hashes T#K)")
-    if given["--key"] and given["--uniq-key"]:
-        raise common.fail("give --key or --uniq-key, not both: the IndexFile holds both under T#K")
     begin_ms = parse_time(begin, now_ms, local) if begin is not None else None
     end_ms = parse_time(end, now_ms, local) if end is not None else None
     doc = index_lookup(store, topic, key, begin_ms, end_ms, limit)

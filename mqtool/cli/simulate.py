@@ -21,7 +21,6 @@ from mqtool.cli.common import (
     StoreArgument,
     UpdateGoldenOption,
     broker_version_option,
-    check_golden_options,
     emit_json,
     expect_option,
     lazy_module,
@@ -66,6 +65,7 @@ def simulate_command(
     expect: Path | None = expect_option("Compare the event log with this golden JSON Lines file"),
     update_golden: bool = UpdateGoldenOption,
 ) -> None:
+    from mqtool.golden import check_golden_options
     from mqtool.simulate.prepare import finish_run, open_events, prepare_run, store_notes
     from mqtool.simulate.runner import simulate
 

@@ -20,7 +20,6 @@ from mqtool.cli.common import (
     StoreArgument,
     broker_version_option,
     emit_json,
-    fail,
     lazy_module,
     load_config,
     now_option,
@@ -110,29 +109,14 @@ def trace_command(
     from mqtool.store.store import Store
     from mqtool.trace import TraceQuery, trace
     from mqtool.trace.core import select_finder
-    from mqtool.trace.future import continue_trace
+    from mqtool.trace.future import continue_trace, simulator_plan
     from mqtool.trace.timeline import store_as_of
 
     with user_errors():
-        given = [n for n, v in (("--uniq-key", uniq_key), ("--key", key), ("--offset", offset),
-                                ("--msg-id", msg_id)) if v is not None]
-        if len(given) != 1:
-            raise fail("give exactly one of --uniq-key, --key, --offset, --msg-id"
-                       + (f" (got {', '.join(given)})" if given else ""))
         query = TraceQuery(uniq_key=uniq_key, key=key, offset=offset, msg_id=msg_id, topic=topic)
         st = Store.open(store, load_config(config))
         as_of = parse_time(now, store_as_of(st), local) if now is not None else None
-        until_ms = None
-        if scenario is not None and until is None:
-            raise fail("--scenario is for the simulator: add --until T")
-        if until is not None:
-            from mqtool.simulate.runner import default_start
-            from mqtool.simulate.scenario import ScenarioError, load_scenario
-
-            until_ms = parse_time(until, default_start(st), local)
-            if scenario is not None and not scenario.is_file():
-                raise ScenarioError(f"{scenario}: no such scenario file")
-            sc = load_scenario(scenario, default_start(st))
+        until_ms, sc = simulator_plan(st, until, scenario, local)
         finder, used, notes = select_finder(st, query, index, lookup.value)
         traces = trace(st, query, finder=finder, as_of=as_of, limit=limit, lookup=used)
         if until_ms is not None:

@@ -14,12 +14,13 @@ stages, and the verdict says per group how the message ended (`consumed at … a
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC
-from mqtool.simulate.scenario import Scenario
+from mqtool.simulate.scenario import Scenario, ScenarioError, load_scenario
 from mqtool.store.store import Store
-from mqtool.times import format_time
+from mqtool.times import format_time, parse_time
 from mqtool.trace.model import Stage, Trace, TraceError, Verdict
 
 # simulator event -> stage name
@@ -124,6 +125,24 @@ def _consumer_verdict(events: list, until_ms: int) -> Verdict:
     if "waiting" in states or "in_flight" in states:
         text += f"; still so at {format_time(until_ms)}"
     return Verdict(state, text + " (simulated)", due)
+
+
+def simulator_plan(store: Store, until: str | None, scenario: Path | None,
+                   local: bool = False) -> tuple[int | None, Scenario | None]:
+    """`trace --until T [--scenario FILE]`: the simulator's stop time (relative T counts from its start,
+    the store's last sign of life) and its scenario; (None, None) without --until. A scenario alone
+    would run nothing, so it is refused."""
+    if until is None:
+        if scenario is not None:
+            raise TraceError("--scenario is for the simulator: add --until T")
+        return None, None
+    from mqtool.simulate.runner import default_start
+
+    start_ms = default_start(store)
+    until_ms = parse_time(until, start_ms, local)
+    if scenario is not None and not scenario.is_file():
+        raise ScenarioError(f"{scenario}: no such scenario file")
+    return until_ms, load_scenario(scenario, start_ms)
 
 
 def continue_trace(store: Store, tr: Trace, until_ms: int, broker_version: str = "5.3", seed: int = 0,

@@ -45,7 +45,8 @@ class TraceQuery:
     def __post_init__(self) -> None:
         given = [n for n in ("uniq_key", "key", "offset", "msg_id") if getattr(self, n) is not None]
         if len(given) != 1:
-            raise TraceError("give exactly one of --uniq-key, --key, --offset, --msg-id")
+            got = f" (got {', '.join('--' + n.replace('_', '-') for n in given)})" if given else ""
+            raise TraceError("give exactly one of --uniq-key, --key, --offset, --msg-id" + got)
         if self.offset is not None and self.offset < 0:
             raise TraceError(f"a physical offset is never negative: {self.offset}")
         for n in ("uniq_key", "key", "msg_id"):

@@ -159,17 +159,27 @@ def test_pop_unacked_is_revived_into_the_pop_retry_topic():
     assert {e.topic for e in revived} == {"%RETRY%GID_pop_DemoTopicA"}
     assert len([e for e in revived if e.detail["revive_time"] == S + 60_000]) == 11
     assert all(e.detail["reconsume_times"] == 1 for e in revived)
-    # a checkpoint reaches the revive topic (timer, precision 1 s) at revive time - 1 s = S + 59 s;
-    # the round that reads it moves endTime to now once now - endTime > 3 s (S + 62.1 s, 100 ms polls)
-    # and revives what is more than 2 s overdue: never before S + 62 s
-    assert min(e.time for e in revived) > S + 62_000
-    # the revived messages are popped again from the retry topic
-    assert any(e.topic == "%RETRY%GID_pop_DemoTopicA" for e in consumer_events(r, "pop"))
+    # PopReviveService (5.3.1): checkpoints round-robin over the 8 revive queues (queues 0..7, 0, 1, 2 at
+    # S; queue 3 for the message popped at S + 1 s). A checkpoint reaches the revive topic (timer, precision
+    # 1 s) at revive time - 1 s = S + 59 s; the round, reviveInterval (1 s) later, reads it (endTime = its
+    # TIMER_DELIVER_MS), moves endTime to now once now - endTime > 3 s on its 100 ms polls, and revives
+    # what is more than ackTimeInterval + 1 s = 2 s overdue. Queues holding only S + 59 s deliveries:
+    # endTime S + 62.1 s, 10 revives. Queue 3 also holds the checkpoint delivered at S + 60 s (revive
+    # time S + 61 s): endTime S + 63.1 s, both of its checkpoints revived then (3.1 s and 2.1 s overdue).
+    assert sorted((e.time, e.detail["revive_time"]) for e in revived) == (
+        [(S + 62_100, S + 60_000)] * 10 + [(S + 63_100, S + 60_000), (S + 63_100, S + 61_000)])
+    assert [e.detail["queue_offset"] for e in revived] == list(range(12))  # %RETRY% queue 0, in revive order
+    # the revived messages are popped again from the retry topic at once, reconsumeTimes 1
+    again = [e for e in consumer_events(r, "pop") if e.topic == "%RETRY%GID_pop_DemoTopicA"]
+    assert [(e.time, e.detail["queue_offset"], e.detail["reconsume_times"]) for e in again] == (
+        [(S + 62_100, i, 1) for i in range(10)] + [(S + 63_100, 10, 1), (S + 63_100, 11, 1)])
 
 
 def test_pop_acked_is_not_revived():
     _, r = run([{"group": "GID_pop", "topic": TOPIC, "mode": "pop", "invisible_time": "30s"}], S + 90_000)
     assert len([e for e in consumer_events(r, "ack") if e.time == S]) == 11
+    # and the message the schedule service delivers at S + 1 s: every pop acked when it is popped
+    assert sorted(e.time for e in consumer_events(r, "ack")) == [S] * 11 + [S + 1000]
     assert consumer_events(r, "revive") == []
 
 

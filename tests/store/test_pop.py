@@ -1,46 +1,26 @@
 """POP state read back from stores the simulator wrote (spec §15): checkpoints and acks paired, statuses.
 
-Scenario: on the demo store, GID_ok pops and acks, GID_bad pops and fails, invisibleTime 60 s, from S.
-Each group pops the 12 messages of DemoTopicA (11 backlog units and one the schedule service delivers),
-one checkpoint per message; a checkpoint waits in the timer until revive time - 1 s (S + 59 s), an ack
-until popTime + invisibleTime (S + 60 s). GID_bad's are revived into %RETRY%GID_bad_DemoTopicA after S + 62 s.
+The scenario and its hand-computed times: tests/popkit.py. A checkpoint waits in the timer until
+revive time - 1 s (S + 59 s), an ack until popTime + invisibleTime (S + 60 s). GID_bad's are revived
+into %RETRY%GID_bad_DemoTopicA at S + 63.1 s (one at S + 64.1 s).
 """
 
 import pytest
+from popkit import BY_GROUP_AT_70S, REVIVE, S, pop_store
 
-from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.formats.offsets_json import ConsumerOffsets
-from mqtool.simulate.output import write_store
-from mqtool.simulate.runner import simulate
-from mqtool.simulate.scenario import parse_scenario
 from mqtool.store.findings import Findings
 from mqtool.store.pop import has_pop, read_store_pop, revive_offsets_from
-from mqtool.store.store import Store
-
-S = 1_790_000_100_000
-CONF = "fixtures/demo.broker.conf"
-REVIVE = "rmq_sys_REVIVE_LOG_DemoCluster"
-GROUPS = [{"group": "GID_ok", "topic": "DemoTopicA", "mode": "pop", "invisible_time": "60s"},
-          {"group": "GID_bad", "topic": "DemoTopicA", "mode": "pop", "outcome": "fail", "invisible_time": "60s"}]
-
-
-def _simulated(tmp_path_factory, until: int):
-    cfg = load_broker_conf(CONF)
-    st = Store.open("fixtures/demo", cfg)
-    r = simulate(st, cfg, S, until, parse_scenario({"consumers": GROUPS}, S), broker_version="5.3")
-    out = tmp_path_factory.mktemp("pop") / "out"
-    write_store(st, r, out)
-    return Store.open(out, cfg), r
 
 
 @pytest.fixture(scope="module")
 def at_40s(tmp_path_factory):
-    return _simulated(tmp_path_factory, S + 40_000)
+    return pop_store(tmp_path_factory, S + 40_000)
 
 
 @pytest.fixture(scope="module")
 def at_70s(tmp_path_factory):
-    return _simulated(tmp_path_factory, S + 70_000)
+    return pop_store(tmp_path_factory, S + 70_000)
 
 
 def test_before_delivery_everything_waits_in_the_timer(at_40s):
@@ -73,19 +53,37 @@ def test_after_revive(at_70s):
     assert findings == []
     first = [c for c in state.checks if c.checkpoint.topic == "DemoTopicA"]
     assert {c.record.stage for c in first} == {"revive"}
-    # one checkpoint per revive queue in turn (8 queues): queue offsets 0, then 1 for the ninth and later
-    by_q = sorted((c.record.revive_queue_id, c.record.revive_queue_offset) for c in first
-                  if c.checkpoint.cid == "GID_ok")
-    assert by_q[:3] == [(0, 0), (0, 1), (1, 0)]
-    second_pop = min(e.time for e in r.events if e.service == "consumer" and e.event == "pop"
-                     and e.topic == "%RETRY%GID_bad_DemoTopicA")
-    assert state.by_group() == [
-        {"group": "GID_bad", "topic": "%RETRY%GID_bad_DemoTopicA", "checkpoints": 12, "popped": 12, "acked": 0,
-         "invisible": 12, "due": 0, "revived": 0, "next_revive_time": second_pop + 60_000},
-        {"group": "GID_bad", "topic": "DemoTopicA", "checkpoints": 12, "popped": 12, "acked": 0, "invisible": 0,
-         "due": 0, "revived": 12, "next_revive_time": None},
-        {"group": "GID_ok", "topic": "DemoTopicA", "checkpoints": 12, "popped": 12, "acked": 12, "invisible": 0,
-         "due": 0, "revived": 0, "next_revive_time": None}]
+    # checkpoints round-robin over the 8 revive queues (popkit), each queue in put order: GID_ok's
+    # 11 at S, then GID_bad's; at S + 60 s the timer delivers GID_ok's acks of S (queue 6: offset 2,
+    # queue 7: offset 2) before the checkpoints popped at S + 1 s (offset 3 in both)
+    where = {(c.checkpoint.cid, c.checkpoint.queue_id, c.checkpoint.start_offset):
+             (c.record.revive_queue_id, c.record.revive_queue_offset) for c in first}
+    assert where == {
+        ("GID_ok", 0, 0): (0, 0), ("GID_ok", 2, 3): (0, 1), ("GID_bad", 2, 0): (0, 2),
+        ("GID_ok", 0, 1): (1, 0), ("GID_ok", 3, 0): (1, 1), ("GID_bad", 2, 1): (1, 2),
+        ("GID_ok", 0, 2): (2, 0), ("GID_ok", 3, 1): (2, 1), ("GID_bad", 2, 2): (2, 2),
+        ("GID_ok", 1, 0): (3, 0), ("GID_bad", 0, 0): (3, 1), ("GID_bad", 2, 3): (3, 2),
+        ("GID_ok", 1, 1): (4, 0), ("GID_bad", 0, 1): (4, 1), ("GID_bad", 3, 0): (4, 2),
+        ("GID_ok", 2, 0): (5, 0), ("GID_bad", 0, 2): (5, 1), ("GID_bad", 3, 1): (5, 2),
+        ("GID_ok", 2, 1): (6, 0), ("GID_bad", 1, 0): (6, 1), ("GID_ok", 3, 2): (6, 3),
+        ("GID_ok", 2, 2): (7, 0), ("GID_bad", 1, 1): (7, 1), ("GID_bad", 3, 2): (7, 3)}
+    # PopCheckPoint bodies: one message each (bitMap 0 when written), reviveTime = popTime + 60 s
+    assert {(c.checkpoint.num, c.checkpoint.bit_map, c.checkpoint.revive_time - c.checkpoint.pop_time)
+            for c in state.checks} == {(1, 0, 60_000)}
+    assert sorted((c.checkpoint.cid, c.checkpoint.pop_time) for c in first) == sorted(
+        [("GID_ok", S)] * 11 + [("GID_ok", S + 1000)] + [("GID_bad", S)] * 11 + [("GID_bad", S + 1000)])
+    # each GID_ok checkpoint acked by the one ack of its offset, read from the revive topic too
+    assert all(c.acked == {c.checkpoint.start_offset} and [(a.tag, a.stage) for a in c.acks] == [("ack", "revive")]
+               for c in first if c.checkpoint.cid == "GID_ok")
+    assert all(not c.acked and not c.acks for c in state.checks if c.checkpoint.cid == "GID_bad")
+    # the second pops: 11 at S + 63.1 s, one at S + 64.1 s (popkit), their checkpoints still in the timer
+    again = [c for c in state.checks if c.checkpoint.topic != "DemoTopicA"]
+    assert sorted(c.checkpoint.revive_time for c in again) == [S + 123_100] * 11 + [S + 124_100]
+    assert {c.record.stage for c in again} == {"timer"}
+    assert sorted(c.checkpoint.start_offset for c in again) == list(range(12))
+    assert sorted(e.time for e in r.events if e.service == "consumer" and e.event == "revive") == (
+        [S + 63_100] * 11 + [S + 64_100])
+    assert state.by_group() == BY_GROUP_AT_70S
 
 
 def test_revive_progress_from_consumer_offsets(at_40s):
