@@ -15,53 +15,6 @@ import llvmlite.binding as _llvm
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from mqtool.store.fastscan import (  # noqa: F401 - globals the kernels read (frozen by numba)
-    _BLANK,
-    _BORN_V6,
-    _STORE_V6,
-    _V1,
-    _V2,
-    BAD_BODY_NEG,
-    BAD_BODY_PAST,
-    BAD_HEADER,
-    BAD_MAGIC,
-    BAD_PROPS_LEN_PAST,
-    BAD_PROPS_NEG,
-    BAD_PROPS_PAST,
-    BAD_SIZE,
-    BAD_TOPIC_LEN_PAST,
-    BAD_TOPIC_NEG,
-    BAD_TOPIC_PAST,
-    C_BODY_CRC,
-    C_BODY_LEN,
-    C_BODY_POS,
-    C_BORN_HOST,
-    C_BORN_PORT,
-    C_BORN_TS,
-    C_CRC,
-    C_FLAG,
-    C_MAGIC,
-    C_PHYS_FIELD,
-    C_POS,
-    C_PREPARED,
-    C_PROPS_LEN,
-    C_PROPS_POS,
-    C_QUEUE_ID,
-    C_QUEUE_OFFSET,
-    C_RECONSUME,
-    C_STORE_HOST,
-    C_STORE_PORT,
-    C_STORE_TS,
-    C_SYS_FLAG,
-    C_TOPIC_LEN,
-    C_TOPIC_POS,
-    C_TOTAL,
-    STOP_BLANK,
-    STOP_END_OF_FILE,
-    STOP_MORE,
-    STOP_ZERO_TAIL,
-)
-
 
 def _import_hidden(module: str, hidden: str) -> None:
     """Import numba's `module` once with the package `hidden` made unimportable (it then takes the
