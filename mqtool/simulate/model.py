@@ -403,6 +403,19 @@ class StoreModel:
             m = self.spool.get(phys)
         return m if m is not None else self.base.message(phys)
 
+    def props(self, phys: int) -> dict[str, str] | None:
+        """`message(phys).props`, by the base's lighter read when it has one (`MappedBase.props`)."""
+        m = self._msgs.get(phys)
+        if m is None and self.spool is not None:
+            m = self.spool.get(phys)
+        if m is not None:
+            return m.props
+        read = getattr(self.base, "props", None)
+        if read is None:
+            m = self.base.message(phys)
+            return None if m is None else m.props
+        return read(phys)
+
     def queue_ids(self, topic: str) -> list[int]:
         ids = set(self.base.queue_ids(topic)) | {q for t, q in self._units if t == topic}
         return sorted(ids)

@@ -230,21 +230,21 @@ class TimerService:
                 retry = None
                 for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
                     self.curr_queue_offset = off + 1
-                    msg = m.message(unit[0])
-                    if msg is None:
+                    props = m.props(unit[0])  # the whole record is read when its slot comes
+                    if props is None:
                         continue
                     try:
-                        delayed = int(msg.props[PROPERTY_TIMER_OUT_MS])
+                        delayed = int(props[PROPERTY_TIMER_OUT_MS])
                     except (KeyError, ValueError):
                         continue
                     write = (ctx.engine._now + ctx.clock_offset) // p * p
                     if delayed < write:
-                        retry = self._put(msg, LONG_MAX, 0, delayed, direct=True)
+                        retry = self._put(m.message(unit[0]), LONG_MAX, 0, delayed, direct=True)
                         if retry is not None:
                             break  # the put waits: re-read the queue afterwards
                         m.release(unit[0])  # delivered at once: no unit points at it
                     else:
-                        self._enqueue_unit(unit[0], unit[1], delayed, msg, write)
+                        self._enqueue_unit(unit[0], unit[1], delayed, props, write)
                 else:
                     if self.curr_queue_offset < hi:
                         self.curr_queue_offset += 1  # a unit that cannot be read is passed over
@@ -253,12 +253,11 @@ class TimerService:
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
 
-    def _enqueue_unit(self, offset_py: int, size_py: int, delayed: int, msg, write: int) -> None:
+    def _enqueue_unit(self, offset_py: int, size_py: int, delayed: int, props: dict[str, str], write: int) -> None:
         """`doEnqueue`: the slot and magic (`rules.timer.do_enqueue`), the 52-byte unit, the slot update."""
         ctx = self.ctx
         p = self.precision
         original = delayed
-        props = msg.props
         delete = props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None
         delayed, magic = do_enqueue(delayed, write, self.window, p, delete)
         roll = need_roll(magic)
