@@ -226,10 +226,15 @@ def compaction_section(store: Store, queues: dict[tuple[str, int], dict], findin
         return None
     counts = {k: q["cq_max_offset"] - q["cq_min_offset"] for k, q in queues.items()
               if q["cq_max_offset"] is not None and q["cq_min_offset"] is not None}
-    rows = compaction_summary(store.root, findings, counts)
-    for row in rows:
-        row["next_compaction_keeps"] = next_compaction_keeps(store, row["topic"], row["queue_id"], row["compacted_to"])
-    return rows
+    return compaction_summary(store.root, findings, counts)
+
+
+def compaction_next_run(store: Store, rows: list[dict] | None) -> list[dict] | None:
+    """Per compaction queue of `compaction_section`'s rows: the queue offsets the next run keeps."""
+    if rows is None:
+        return None
+    return [{"topic": r["topic"], "queue_id": r["queue_id"],
+             "keeps": next_compaction_keeps(store, r["topic"], r["queue_id"], r["compacted_to"])} for r in rows]
 
 
 def next_compaction_keeps(store: Store, topic: str, queue_id: int, position: int | None) -> list[int] | None:
