@@ -6,7 +6,9 @@ compaction log (PHYSICALOFFSET rewritten to its compaction-log offset, QUEUEOFFS
 file is closed when the record and an 8-byte BLANK do not fit (the BLANK is written) or when its CQ file
 has no room for the unit and the end unit; the CQ file then gets `END_UNIT`. A compaction run's output
 file (`write_compacted`) holds the kept records from its start with neither a BLANK nor an end unit,
-as 5.3.1 leaves it. `position-checkpoint` is written as `MixAll.string2File` does (`.bak` of the old).
+as 5.3.1 leaves it; `next_compaction` says which records that run keeps (`mqtool.rules.compaction`, the
+rule `CompactionLog.shouldRetainMsg` applies to the files written so far).
+`position-checkpoint` is written as `MixAll.string2File` does (`.bak` of the old).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from mqtool.formats.compaction import (
     get_compaction_log_size,
 )
 from mqtool.formats.message import MessageRecord, record_to_container
+from mqtool.rules.compaction import NO_POSITION, compaction
 
 
 class CompactionLogWriter:
@@ -53,6 +56,7 @@ class CompactionLogWriter:
             raise ValueError("start must be a multiple of the compaction-log file size")
         self.end = start
         self.cq_pos = 0  # write position in the CQ file of the current log file
+        self.files: dict[int, list[MessageRecord]] = {}  # log file start -> the records written into it
 
     def _put_unit(self, log_start: int, pos: int, unit: dict) -> None:
         """Into the CQ file of a log file: one file, named like the log file (not by CQ byte offset)."""
@@ -75,6 +79,7 @@ class CompactionLogWriter:
                 or self.cq_pos + 2 * BCQ_UNIT_SIZE > self.cq_size):
             self._roll()
         placed = self._write(rec, self.end)
+        self.files.setdefault(self.log.start_of(placed.physical_offset), []).append(placed)
         self._put_unit(self.log.start_of(placed.physical_offset), self.cq_pos, self._unit(placed, tags_code))
         self.cq_pos += BCQ_UNIT_SIZE
         self.end = placed.physical_offset + placed.total_size
@@ -93,7 +98,14 @@ class CompactionLogWriter:
             pos, cq = pos + rec.total_size, cq + BCQ_UNIT_SIZE
         self.log.ensure(start)
         self._cqs.setdefault(start, bytearray(self.cq_size))
+        self.files[start] = out
         return out
+
+    def next_compaction(self, position: int = NO_POSITION) -> list[MessageRecord] | None:
+        """The records the next `CompactionLog.doCompaction` keeps from the files written so far (every
+        file but the last; `position` is the queue's saved compaction position), or None when it would not
+        run; pass them to `write_compacted`."""
+        return compaction([recs for _, recs in sorted(self.files.items())], position)
 
     def _write(self, rec: MessageRecord, pos: int) -> MessageRecord:
         self.log.ensure(pos)

@@ -11,7 +11,8 @@ queues, which copy of the config was used (`config_sources`), `compaction` per q
 import re
 from pathlib import Path
 
-from mqtool.store.compaction import compaction_summary
+from mqtool.rules.compaction import NO_POSITION, compaction
+from mqtool.store.compaction import CompactionQueue, compaction_summary
 from mqtool.store.dledger import CHECKPOINT_FILE, TERM_FILE
 from mqtool.store.findings import Findings
 from mqtool.store.pop import read_store_pop
@@ -230,6 +231,28 @@ def compaction_section(store: Store, queues: dict[tuple[str, int], dict], findin
     counts = {k: q["cq_max_offset"] - q["cq_min_offset"] for k, q in queues.items()
               if q["cq_max_offset"] is not None and q["cq_min_offset"] is not None}
     return compaction_summary(store.root, findings, counts)
+
+
+def compaction_next_run(store: Store, rows: list[dict] | None) -> list[dict] | None:
+    """Per compaction queue of `compaction_section`'s rows: the queue offsets the next run keeps."""
+    if rows is None:
+        return None
+    return [{"topic": r["topic"], "queue_id": r["queue_id"],
+             "keeps": next_compaction_keeps(store, r["topic"], r["queue_id"], r["compacted_to"])} for r in rows]
+
+
+def next_compaction_keeps(store: Store, topic: str, queue_id: int, position: int | None) -> list[int] | None:
+    """Queue offsets of the compacted files' records the next `CompactionLog.doCompaction` keeps
+    (`rules.compaction`; the last file stays as it is), None when no run would happen. The queue's
+    damage is reported once, by `compaction_summary`."""
+    quiet = Findings()
+    q = CompactionQueue.open(store.root, topic, queue_id, quiet)
+    by_start: dict[int, list] = {}
+    for rec in q.iter_records(quiet):
+        by_start.setdefault(rec.physical_offset - rec.position, []).append(rec)
+    files = [by_start.get(f.start, []) for f in q.log_files]
+    kept = compaction(files, NO_POSITION if position is None else position)
+    return None if kept is None else [r.queue_offset for r in kept]
 
 
 def pop_section(store: Store, now_ms: int, findings: Findings) -> dict | None:

@@ -27,6 +27,7 @@ from mqtool.inspect.columns import summarise
 from mqtool.inspect.delay import delay_view
 from mqtool.inspect.layouts import (
     batch_queues,
+    compaction_next_run,
     compaction_section,
     config_sources,
     layouts_section,
@@ -111,8 +112,10 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
     path_list = paths(store, found)
     not_yet_read(store, found)
     config = topic_config(store, found)
+    compaction = compaction_section(store, queues, found)
     extra = {k: v for k, v in (("config_sources", config_sources(store)),
-                               ("compaction", compaction_section(store, queues, found)),
+                               ("compaction", compaction),
+                               ("compaction_next_run", compaction_next_run(store, compaction)),
                                ("pop", pop_section(store, now_ms, found))) if v is not None}
     findings += [*found, *store.findings]
     delay = delay_view(store, now_ms)

@@ -110,6 +110,10 @@ def check_file_sizes(store: Store, config: BrokerConfig) -> None:
     RocketMQ itself refuses to load a CommitLog whose files do not have `mappedFileSizeCommitLog`
     bytes; without this check the new store would put records where its ConsumeQueues do not look.
     """
+    if store.layouts.dledger:
+        raise SimulateError("--out: a DLedger-mode store (dledger-*/) cannot be extended yet: the new records "
+                            "would need DLedger entries (pos + 48), and commitlog/ next to dledger-*/ reads as a "
+                            "converted store; simulate it without --out")
     cl = store.commitlog.queue
     if cl.files and cl.file_size != config.mapped_file_size_commitlog:
         raise SimulateError(f"--out: the store's CommitLog files are {cl.file_size} bytes but "

@@ -348,8 +348,13 @@ class Store:
         if not files:
             return 0
         latest = 0
-        with map_file(files[-1].path) as buf:
-            for chunk in fastscan.iter_commitlog_chunks(buf, files[-1].start, 0, False, fastscan.DEFAULT_CHUNK):
+        last = files[-1]
+        dledger = getattr(self.commitlog, "is_data_file", None)  # DLedger: bodies after 48-byte entry headers
+        with map_file(last.path) as buf:
+            chunks = (self.commitlog.slice_chunks(buf, str(last.path), 0, len(buf), False)
+                      if dledger is not None and dledger(str(last.path))
+                      else fastscan.iter_commitlog_chunks(buf, last.start, 0, False, fastscan.DEFAULT_CHUNK))
+            for chunk in chunks:
                 if len(chunk):
                     latest = max(latest, int(chunk.cols[fastscan.C_STORE_TS].max()))
         return latest
