@@ -145,8 +145,10 @@ def test_surrogates_fail_as_before(tmp_path, path):
     """Topics or properties that are not UTF-8 (surrogates in the record path): Arrow refuses them in
     both paths, the same way; a query that leaves them out writes the rest."""
     store = Store.open(_odd_store(tmp_path / "odd", ODD))
-    qs = [MessageQuery(), MessageQuery(topic="bad\udcff"), MessageQuery(topic="t")]
-    assert _check(store, tmp_path, (("none", False),), qs) > 0
+    qs = [MessageQuery(), MessageQuery(topic="bad\udcff"), MessageQuery(topic="t"), MessageQuery(topic="T")]
+    assert _check(store, tmp_path, (("none", False),), qs) == 6  # topic T: 6 rows; the others fail in both
+    for q in qs[:3]:
+        assert _column_path(store, q, False, "none", False, tmp_path / "c.parquet")[0][0] is UnicodeEncodeError
 
 
 def test_damaged_demo(tmp_path, path):
