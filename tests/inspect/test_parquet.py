@@ -147,7 +147,7 @@ def test_surrogates_fail_as_before(tmp_path, path):
     both paths, the same way; a query that leaves them out writes the rest."""
     store = Store.open(_odd_store(tmp_path / "odd", ODD))
     qs = [MessageQuery(), MessageQuery(topic="bad\udcff"), MessageQuery(topic="t"), MessageQuery(topic="T")]
-    assert _check(store, tmp_path, (("none", False),), qs) == 6  # topic T: 6 rows; the others fail in both
+    assert _check(store, tmp_path, (("none", False),), qs) == 12  # topic T: 6 rows, twice (--verify)
     for q in qs[:3]:
         assert _column_path(store, q, False, "none", False, tmp_path / "c.parquet")[0][0] is UnicodeEncodeError
 
@@ -161,7 +161,7 @@ def test_damaged_demo(tmp_path, path):
     for r in recs[5:200:9]:
         data[r.position + 28 + 7] ^= 1  # PHYSICALOFFSET off by one
         data[r.position + r.total_size - 40] ^= 0x55  # a byte near the end: CRC, topic or properties
-    cut = recs[250].position + 30
+    cut = recs[250].position + 30 if len(recs) > 250 else len(data) // 2
     f.write_bytes(bytes(data[:cut]) + bytes(len(data) - cut))  # a torn record, then zeros
     store = Store.open(root, load_broker_conf(FIXTURES / "demo.broker.conf"))
     assert _check(store, tmp_path, (("none", False), ("text", False))) > 0
@@ -169,13 +169,13 @@ def test_damaged_demo(tmp_path, path):
 
 def test_row_groups_of_65536(tmp_path, monkeypatch):
     """More rows than a row group, in chunks that do not divide it: groups of 65,536 and the rest."""
-    monkeypatch.setattr(parquet, "ROW_GROUP", 100)
+    monkeypatch.setattr(parquet, "ROW_GROUP", 25)
     monkeypatch.setattr(parquet, "_use_kernel", lambda big: True)
-    monkeypatch.setattr(parquet, "commitlog_chunks", functools.partial(parquet.commitlog_chunks, chunk_records=33))
+    monkeypatch.setattr(parquet, "commitlog_chunks", functools.partial(parquet.commitlog_chunks, chunk_records=7))
     store = Store.open(DEMO, load_broker_conf(FIXTURES / "demo.broker.conf"))
-    n = write_messages(store, MessageQuery(limit=250), tmp_path / "g.parquet", body="none")
+    n = write_messages(store, MessageQuery(limit=60), tmp_path / "g.parquet", body="none")
     f = pq.ParquetFile(tmp_path / "g.parquet")
-    assert n == 250 and [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [100, 100, 50]
+    assert n == 60 and [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [25, 25, 10]
 
 
 def test_fast_query_says_which_options_fall_back():
@@ -206,6 +206,6 @@ def test_cli_writes_the_record_paths_table(tmp_path, monkeypatch, args):
     fast = cli(tmp_path / "fast.parquet")
     monkeypatch.setattr(parquet, "fast_query", lambda q: False)
     slow = cli(tmp_path / "slow.parquet")
-    assert fast.output == slow.output
+    assert fast.output.replace("fast.parquet", "slow.parquet") == slow.output
     want = pq.read_table(tmp_path / "slow.parquet")
     assert want.num_rows > 0 and pq.read_table(tmp_path / "fast.parquet").equals(want)
