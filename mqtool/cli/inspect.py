@@ -304,10 +304,15 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         since_ms=parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
         until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
     from mqtool.inspect.jsonlines import fast_query, message_lines
+    from mqtool.inspect.parquet import fast_query as parquet_fast
+    from mqtool.inspect.parquet import write_messages
 
     with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
         if json_out and parquet is None and fast_query(query, body):  # the same lines, made from columns
             common.emit_jsonl_parts(message_lines(store, query, verify, body, decompress, progress))
+        elif parquet is not None and parquet_fast(query):  # the same rows, as Arrow batches from the columns
+            n = write_messages(store, query, parquet, verify, body, decompress, progress)
+            render.render_note(f"wrote {n} record(s) to {parquet}")
         else:
             source, records = find_messages(store, query, verify, progress)
             if query.key is not None or query.uniq_key is not None:

@@ -1,0 +1,211 @@
+"""`messages --format parquet` from the scan's Arrow columns (`inspect/parquet.py`) holds the record path's table.
+
+The reference is the record path the CLI used before: `find_messages` -> `record_dict` ->
+`output.write_parquet`. Both files are read back with pyarrow and compared whole (schema, every
+row and column, row groups), with the scan's findings, on the demo fixture, the oracle stores,
+DLedger stores, a generated store with odd records and a damaged demo, under every body mode, with
+and without --verify/--decompress, the column filters and --limit, in chunks of the default size and of 7.
+"""
+
+import functools
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dledgerkit import make_converted_store
+
+from conftest import FIXTURES, ORACLE, ORACLE_STORES, need_oracle
+from mqtool.formats.broker_conf import load_broker_conf
+from mqtool.inspect import parquet
+from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
+from mqtool.inspect.parquet import fast_query, write_messages
+from mqtool.inspect.records import record_dict
+from mqtool.output import parquet_schema, write_parquet
+from mqtool.store.store import Store
+
+DEMO = FIXTURES / "demo"
+
+
+def _sibling(name: str):
+    """`tests/inspect/<name>.py` as a module (its odd records and queries are this test's too)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_parquet_{name}", Path(__file__).with_name(f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_jl = _sibling("test_jsonlines")
+ODD, _queries, _record = _jl.ODD, _jl._queries, _jl._record
+MODES = (("none", False), ("text", False), ("hex", True), ("base64", False), ("text", True))
+SOME_MODES = (("text", True), ("hex", False))  # the oracle stores: every column built, decompressed or not
+
+
+def _outcome(fn, path: Path):
+    """(the table read back, or the exception type raised, the row group sizes)."""
+    try:
+        fn(path)
+    except (UnicodeEncodeError, pa.ArrowInvalid) as e:  # the record path's own failure on surrogates
+        return type(e), None
+    f = pq.ParquetFile(path)
+    return pq.read_table(path), [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
+
+
+def _record_path(store: Store, q: MessageQuery, verify: bool, body: str, decompress: bool, path: Path):
+    def run(p):
+        _, recs = find_messages(store, q, verify)
+        write_parquet((record_dict(r, body, decompress) for r in recs), p, "messages")
+    return _outcome(run, path), scan_findings(store)
+
+
+def _column_path(store: Store, q: MessageQuery, verify: bool, body: str, decompress: bool, path: Path):
+    return _outcome(lambda p: write_messages(store, q, p, verify, body, decompress), path), scan_findings(store)
+
+
+@pytest.fixture(params=["kernel", "records"])
+def path(request, monkeypatch):
+    """Arrow columns for every chunk, or the record rows a small store gets before numba loads."""
+    monkeypatch.setattr(parquet, "_use_kernel", lambda big: request.param == "kernel")
+    return request.param
+
+
+@pytest.fixture(params=[None, 7])
+def chunk_records(request, monkeypatch):
+    if request.param is not None:
+        monkeypatch.setattr(parquet, "commitlog_chunks",
+                            functools.partial(parquet.commitlog_chunks, chunk_records=request.param))
+    return request.param
+
+
+def _check(store: Store, tmp: Path, modes=MODES, queries=None) -> int:
+    rows = 0
+    for q in queries or _queries(store):
+        for verify in (False, True):
+            for body, decompress in modes:
+                (want, want_groups), want_found = _record_path(store, q, verify, body, decompress, tmp / "a.parquet")
+                (got, got_groups), got_found = _column_path(store, q, verify, body, decompress, tmp / "b.parquet")
+                if isinstance(want, type):
+                    assert got is want, (q, verify, body, decompress)
+                    continue
+                assert got.schema.remove_metadata() == parquet_schema("messages")
+                assert got.equals(want), (q, verify, body, decompress)
+                assert got_groups == want_groups
+                assert got_found == want_found, (q, verify, body, decompress)
+                rows += want.num_rows
+    return rows
+
+
+def test_demo(tmp_path, path, chunk_records):
+    if not (DEMO / "commitlog").is_dir():
+        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
+    assert _check(Store.open(DEMO, load_broker_conf(FIXTURES / "demo.broker.conf")), tmp_path) > 1000
+
+
+@pytest.mark.parametrize("name", sorted(ORACLE_STORES))
+def test_oracle_stores(name, tmp_path, path):
+    need_oracle()
+    conf = ORACLE / name.split("/")[0] / "broker.conf"
+    store = Store.open(ORACLE / ORACLE_STORES[name][0], load_broker_conf(conf) if conf.is_file() else None)
+    assert _check(store, tmp_path, SOME_MODES) > 0
+
+
+def test_dledger_oracle_store(tmp_path, path):
+    need_oracle()
+    assert _check(Store.open(ORACLE / "dledger-5.3.1/store"), tmp_path, SOME_MODES) > 0
+
+
+def test_converted_dledger_store(tmp_path, path, chunk_records):
+    root = make_converted_store(tmp_path / "dl")[0]
+    assert _check(Store.open(root), tmp_path) > 0
+
+
+def _odd_store(root: Path, odd: list) -> Path:
+    (root / "commitlog").mkdir(parents=True)
+    data = bytearray()
+    for i in range(60):
+        topic, props, body, opts = odd[i % len(odd)]
+        data += _record(len(data) + (1 if i == 17 else 0), topic, props, body, **opts)
+    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(4096))
+    return root
+
+
+def test_generated_store_with_odd_records(tmp_path, path, chunk_records):
+    """Odd bytes Arrow can hold (control characters, U+2028, IPv6 hosts, bad CRCs, bodies not UTF-8,
+    compressed bodies good and bad, repeated property names): the same table."""
+    odd = [o for o in ODD if "\udcff" not in o[0] and "\udce9" not in o[1]]
+    odd.append(("t\ufffd", "k\x01\ufffd\x02", "\ufffd".encode(), {}))  # a real U+FFFD is not a replaced byte
+    store = Store.open(_odd_store(tmp_path / "odd", odd))
+    assert len(list(store.commitlog.iter_records())) == 60
+    assert _check(store, tmp_path) > 0
+
+
+def test_surrogates_fail_as_before(tmp_path, path):
+    """Topics or properties that are not UTF-8 (surrogates in the record path): Arrow refuses them in
+    both paths, the same way; a query that leaves them out writes the rest."""
+    store = Store.open(_odd_store(tmp_path / "odd", ODD))
+    qs = [MessageQuery(), MessageQuery(topic="bad\udcff"), MessageQuery(topic="t"), MessageQuery(topic="T")]
+    assert _check(store, tmp_path, (("none", False),), qs) == 12  # topic T: 6 rows, twice (--verify)
+    for q in qs[:3]:
+        assert _column_path(store, q, False, "none", False, tmp_path / "c.parquet")[0][0] is UnicodeEncodeError
+
+
+def test_damaged_demo(tmp_path, path):
+    root = tmp_path / "demo"
+    shutil.copytree(DEMO, root)
+    f = sorted((root / "commitlog").iterdir())[0]
+    data = bytearray(f.read_bytes())
+    recs = list(Store.open(root).commitlog.iter_records())
+    for r in recs[5:200:9]:
+        data[r.position + 28 + 7] ^= 1  # PHYSICALOFFSET off by one
+        data[r.position + r.total_size - 40] ^= 0x55  # a byte near the end: CRC, topic or properties
+    cut = recs[250].position + 30 if len(recs) > 250 else len(data) // 2
+    f.write_bytes(bytes(data[:cut]) + bytes(len(data) - cut))  # a torn record, then zeros
+    store = Store.open(root, load_broker_conf(FIXTURES / "demo.broker.conf"))
+    assert _check(store, tmp_path, (("none", False), ("text", False))) > 0
+
+
+def test_row_groups_of_65536(tmp_path, monkeypatch):
+    """More rows than a row group, in chunks that do not divide it: groups of 65,536 and the rest."""
+    monkeypatch.setattr(parquet, "ROW_GROUP", 25)
+    monkeypatch.setattr(parquet, "_use_kernel", lambda big: True)
+    monkeypatch.setattr(parquet, "commitlog_chunks", functools.partial(parquet.commitlog_chunks, chunk_records=7))
+    store = Store.open(DEMO, load_broker_conf(FIXTURES / "demo.broker.conf"))
+    n = write_messages(store, MessageQuery(limit=60), tmp_path / "g.parquet", body="none")
+    f = pq.ParquetFile(tmp_path / "g.parquet")
+    assert n == 60 and [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] == [25, 25, 10]
+
+
+def test_fast_query_says_which_options_fall_back():
+    assert fast_query(MessageQuery(topic="t", queue_id=1, since_ms=0, until_ms=5, from_offset=0, limit=5))
+    assert not fast_query(MessageQuery(key="k"))
+    assert not fast_query(MessageQuery(uniq_key="k"))
+    assert not fast_query(MessageQuery(tag="k"))
+    assert not fast_query(MessageQuery(from_offset=1 << 64))
+
+
+@pytest.mark.parametrize("args", [[], ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
+                                  ["--body", "hex", "--verify"], ["--decompress", "--body", "base64"],
+                                  ["--queue-id", "1", "--since", "2000-01-01", "--from-offset", "1000"]])
+def test_cli_writes_the_record_paths_table(tmp_path, monkeypatch, args):
+    """The CLI through the columns against the CLI with the record path (`fast_query` False)."""
+    from typer.testing import CliRunner
+
+    from mqtool.cli.app import app
+
+    def cli(out: Path):
+        cmd = ["inspect", str(DEMO), "messages", "--config", str(FIXTURES / "demo.broker.conf"), *args,
+               "--format", "parquet", "--output", str(out)]
+        r = CliRunner().invoke(app, cmd)
+        assert r.exit_code == 0 and r.exception is None, r.output
+        return r
+
+    monkeypatch.setattr(parquet, "_use_kernel", lambda big: True)
+    fast = cli(tmp_path / "fast.parquet")
+    monkeypatch.setattr(parquet, "fast_query", lambda q: False)
+    slow = cli(tmp_path / "slow.parquet")
+    assert fast.output.replace("fast.parquet", "slow.parquet") == slow.output
+    want = pq.read_table(tmp_path / "slow.parquet")
+    assert want.num_rows > 0 and pq.read_table(tmp_path / "fast.parquet").equals(want)
