@@ -16,6 +16,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
+from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
+from mqtool.formats.dledger import MIN_BLANK_LEN as DLEDGER_MIN_BLANK_LEN
 from mqtool.formats.javahash import hashmap_order, java_string_hash
 from mqtool.formats.names import (
     PROPERTY_TAGS,
@@ -162,6 +164,8 @@ def tags_code(props: dict[str, str]) -> int:
 class MemoryBase:
     """Messages and ConsumeQueues held in memory (tests, benchmark)."""
 
+    dledger = False  # a normal-mode CommitLog
+
     def __init__(self, commitlog_file_size: int = 1 << 30) -> None:
         self.messages: dict[int, SimMessage] = {}
         self.queues: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
@@ -248,6 +252,7 @@ class DiskBase:
     def __init__(self, store: Any, recovery: Recovered | None | bool = True) -> None:
         self.store = store
         self.file_size = store.commitlog.queue.file_size or store.config.mapped_file_size_commitlog
+        self.dledger = getattr(store, "dledger", None) is not None  # records are DLedger entries' bodies
         self._cache: dict[int, SimMessage] = {}
         self._max: dict[tuple[str, int], int] = {}
         # True: compute it from the store; None/False: the store as scanned (no recovery applied)
@@ -499,7 +504,11 @@ class StoreModel:
         if pos is None:
             pos = self.end
         fs = self.base.file_size
-        if pos % fs + size + BLANK_MIN > fs:
+        if self.base.dledger:  # DLedgerMmapFileStore.appendAsLeader: the record is an entry's body
+            if pos % fs + DLEDGER_BODY_OFFSET + size + DLEDGER_MIN_BLANK_LEN > fs:  # MmapFileList.preAppend
+                pos = (pos // fs + 1) * fs
+            pos += DLEDGER_BODY_OFFSET
+        elif pos % fs + size + BLANK_MIN > fs:
             nxt = (pos // fs + 1) * fs
             self.blanks.append((pos, nxt - pos))
             pos = nxt

@@ -98,8 +98,6 @@ def test_trace_gives_the_same_verdict_on_both_layouts(stores):
         print(key, out[0]["verdict"])
 
 
-@pytest.mark.xfail(strict=True, reason="simulate/model.py places a re-put at the data end, not at the next "
-                   "entry's body (pos + 48); the DLedger placement belongs to SimModel.append (report of g15misc)")
 def test_a_re_put_on_dledger_goes_to_the_next_entrys_body(stores, tmp_path):
     _, dledger, conf, to_d = stores
     ev, _ = _events(dledger, conf, tmp_path, "d")
