@@ -125,6 +125,57 @@ def _walked_to(cl: CommitLog, cc: ColumnChunk, row: int) -> None:
         scan.records -= len(cc) - 1 - row
 
 
+class RowWalk:
+    """The column walk of a messages query: chunk by chunk, the rows the cheap filters allow.
+
+    Used as `with walk: for cc, rows in walk: ...`; the consumer sets `last` to the last row of the
+    chunk it has looked at. However the walk ends (to the end, at --to-offset, or the consumer stops
+    early), the CommitLog's findings and record counts are left as the record walk stopped at that
+    row would leave them (`_walked_to`). One loop for `iter_messages` and the column writers
+    (`jsonlines`, `parquet`).
+    """
+
+    def __init__(self, store: Store, query: MessageQuery, verify: bool = False,
+                 progress: Progress | None = None) -> None:
+        self.store, self.query, self.last = store, query, -1
+        self._gen = self._walk(commitlog_chunks(store.commitlog, None, _scan_start(store, query.from_offset),
+                                                verify, progress))
+
+    def __enter__(self) -> "RowWalk":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._gen.close()
+
+    def __iter__(self) -> Iterator[tuple[ColumnChunk, np.ndarray]]:
+        return self._gen
+
+    def _walk(self, chunks) -> Iterator[tuple[ColumnChunk, np.ndarray]]:
+        query = self.query
+        topic_raw = _topic_raw(query.topic) if query.topic is not None else None
+        current: ColumnChunk | None = None  # the chunk being read, until all its rows are walked
+        try:
+            for cc in chunks:
+                size = len(cc)
+                if not size:
+                    continue
+                current, self.last = cc, -1
+                end = size
+                if query.to_offset is not None:  # the walk stops at the first record at or past it
+                    end = int(np.searchsorted(cc.cols[C_POS], _i64(query.to_offset - cc.file.start), "left"))
+                rows = _candidate_rows(cc, query, end, topic_raw)
+                if len(rows):
+                    yield cc, rows
+                if end < size:
+                    self.last = end
+                    return
+                current = None
+        finally:
+            if current is not None:
+                _walked_to(self.store.commitlog, current, self.last)
+            chunks.close()
+
+
 def iter_messages(store: Store, query: MessageQuery, verify: bool = False,
                   progress: Progress | None = None) -> Iterator[MessageRecord]:
     """The records matching `query`, in CommitLog order; `scan_findings` tells what the walk found.
@@ -137,38 +188,16 @@ def iter_messages(store: Store, query: MessageQuery, verify: bool = False,
     """
     if query.limit is not None and query.limit <= 0:
         return
-    cl = store.commitlog
-    topic_raw = _topic_raw(query.topic) if query.topic is not None else None
     n = 0
-    chunks = commitlog_chunks(cl, None, _scan_start(store, query.from_offset), verify, progress)
-    current: ColumnChunk | None = None  # the chunk being read, until all its rows are walked
-    last = -1  # the last row of `current` the walk has reached
-    try:
-        for cc in chunks:
-            size = len(cc)
-            if not size:
-                continue
-            current, last = cc, -1
-            end = size
-            if query.to_offset is not None:  # the walk stops at the first record at or past it
-                end = int(np.searchsorted(cc.cols[C_POS], _i64(query.to_offset - cc.file.start), "left"))
-            rows = _candidate_rows(cc, query, end, topic_raw)
-            if len(rows):
-                for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
-                    last = row
-                    if query.matches(rec):
-                        yield rec
-                        n += 1
-                        if query.limit is not None and n >= query.limit:
-                            return
-            if end < size:
-                last = end
-                return
-            current = None
-    finally:
-        if current is not None:
-            _walked_to(cl, current, last)
-        chunks.close()
+    with RowWalk(store, query, verify, progress) as walk:
+        for cc, rows in walk:
+            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                walk.last = row
+                if query.matches(rec):
+                    yield rec
+                    n += 1
+                    if query.limit is not None and n >= query.limit:
+                        return
 
 
 def find_messages(store: Store, query: MessageQuery, verify: bool = False,

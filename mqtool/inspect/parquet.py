@@ -31,9 +31,9 @@ import numpy as np
 from mqtool.formats import commitlog as cl
 from mqtool.formats.names import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFlag
-from mqtool.inspect.columns import ColumnChunk, commitlog_chunks
+from mqtool.inspect.columns import ColumnChunk
 from mqtool.inspect.jsonlines import KERNEL_MIN_BYTES, _use_kernel
-from mqtool.inspect.messages import MessageQuery, _candidate_rows, _i64, _scan_start, _topic_raw, _walked_to
+from mqtool.inspect.messages import MessageQuery, RowWalk
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import fastscan
 from mqtool.store.fastscan import (
@@ -128,45 +128,23 @@ def message_batches(store: Store, query: MessageQuery, verify: bool = False, bod
         return
     if query.limit is not None and query.limit <= 0:
         return
-    cl_ = store.commitlog
-    big = sum(f.length for f in cl_.files) >= KERNEL_MIN_BYTES
+    big = sum(f.length for f in store.commitlog.files) >= KERNEL_MIN_BYTES
     if big:  # numba now: the scan then walks every record with it
         fastscan.kernels()
-    topic_raw = _topic_raw(query.topic) if query.topic is not None else None
     n = 0
-    chunks = commitlog_chunks(cl_, None, _scan_start(store, query.from_offset), verify, progress)
-    current: ColumnChunk | None = None
-    last = -1
-    try:
-        for cc in chunks:
-            size = len(cc)
-            if not size:
-                continue
-            current, last = cc, -1
-            end = size
-            if query.to_offset is not None:
-                end = int(np.searchsorted(cc.cols[C_POS], _i64(query.to_offset - cc.file.start), "left"))
-            rows = _candidate_rows(cc, query, end, topic_raw)
+    with RowWalk(store, query, verify, progress) as walk:
+        for cc, rows in walk:
             if query.limit is not None:
                 rows = rows[: query.limit - n]
-            if len(rows):
-                if _use_kernel(big):
-                    yield chunk_batch(cc, rows, body, decompress, schema)
-                else:
-                    yield pa.RecordBatch.from_pylist(
-                        _rows([record_dict(r, body, decompress) for r in cc.records(rows)]), schema=schema)
-                last = int(rows[-1])
-                n += len(rows)
-                if query.limit is not None and n >= query.limit:
-                    return
-            if end < size:
-                last = end
+            if _use_kernel(big):
+                yield chunk_batch(cc, rows, body, decompress, schema)
+            else:
+                yield pa.RecordBatch.from_pylist(
+                    _rows([record_dict(r, body, decompress) for r in cc.records(rows)]), schema=schema)
+            walk.last = int(rows[-1])
+            n += len(rows)
+            if query.limit is not None and n >= query.limit:
                 return
-            current = None
-    finally:
-        if current is not None:
-            _walked_to(cl_, current, last)
-        chunks.close()
 
 
 def _rows(dicts: list[dict]) -> list[dict]:

@@ -21,7 +21,7 @@ from mqtool.cli.common import _default
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, body_crc, commitlog_record
 from mqtool.formats.properties import build_properties
-from mqtool.inspect import jsonlines
+from mqtool.inspect import jsonlines, messages
 from mqtool.inspect.jsonlines import fast_query, message_lines
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.records import record_dict
@@ -85,8 +85,8 @@ def path(request, monkeypatch):
 @pytest.fixture(params=[None, 7])
 def chunk_records(request, monkeypatch):
     if request.param is not None:
-        monkeypatch.setattr(jsonlines, "commitlog_chunks",
-                            functools.partial(jsonlines.commitlog_chunks, chunk_records=request.param))
+        monkeypatch.setattr(messages, "commitlog_chunks",
+                            functools.partial(messages.commitlog_chunks, chunk_records=request.param))
     return request.param
 
 

@@ -18,7 +18,7 @@ from dledgerkit import make_converted_store
 
 from conftest import FIXTURES, ORACLE, ORACLE_STORES, need_oracle
 from mqtool.formats.broker_conf import load_broker_conf
-from mqtool.inspect import parquet
+from mqtool.inspect import messages, parquet
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.parquet import fast_query, write_messages
 from mqtool.inspect.records import record_dict
@@ -75,8 +75,8 @@ def path(request, monkeypatch):
 @pytest.fixture(params=[None, 7])
 def chunk_records(request, monkeypatch):
     if request.param is not None:
-        monkeypatch.setattr(parquet, "commitlog_chunks",
-                            functools.partial(parquet.commitlog_chunks, chunk_records=request.param))
+        monkeypatch.setattr(messages, "commitlog_chunks",
+                            functools.partial(messages.commitlog_chunks, chunk_records=request.param))
     return request.param
 
 
@@ -171,7 +171,7 @@ def test_row_groups_of_65536(tmp_path, monkeypatch):
     """More rows than a row group, in chunks that do not divide it: groups of 65,536 and the rest."""
     monkeypatch.setattr(parquet, "ROW_GROUP", 25)
     monkeypatch.setattr(parquet, "_use_kernel", lambda big: True)
-    monkeypatch.setattr(parquet, "commitlog_chunks", functools.partial(parquet.commitlog_chunks, chunk_records=7))
+    monkeypatch.setattr(messages, "commitlog_chunks", functools.partial(messages.commitlog_chunks, chunk_records=7))
     store = Store.open(DEMO, load_broker_conf(FIXTURES / "demo.broker.conf"))
     n = write_messages(store, MessageQuery(limit=60), tmp_path / "g.parquet", body="none")
     f = pq.ParquetFile(tmp_path / "g.parquet")
