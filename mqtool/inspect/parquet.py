@@ -36,30 +36,6 @@ from mqtool.inspect.jsonlines import KERNEL_MIN_BYTES, _use_kernel
 from mqtool.inspect.messages import MessageQuery, RowWalk
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import fastscan
-from mqtool.store.fastscan import (
-    C_BODY_CRC,
-    C_BODY_LEN,
-    C_BODY_POS,
-    C_BORN_HOST,
-    C_BORN_TS,
-    C_CRC,
-    C_FLAG,
-    C_MAGIC,
-    C_PHYS_FIELD,
-    C_POS,
-    C_PREPARED,
-    C_PROPS_LEN,
-    C_PROPS_POS,
-    C_QUEUE_ID,
-    C_QUEUE_OFFSET,
-    C_RECONSUME,
-    C_STORE_HOST,
-    C_STORE_TS,
-    C_SYS_FLAG,
-    C_TOPIC_LEN,
-    C_TOPIC_POS,
-    C_TOTAL,
-)
 from mqtool.store.store import Store
 
 ROW_GROUP = 65_536
@@ -195,7 +171,7 @@ def _record_path_rows(cc: ColumnChunk, sub: fastscan.ScanChunk, cols: dict, deco
     n = len(sub)
     bad = np.zeros(n, bool)
     if decompress:
-        bad |= (sub.cols[C_SYS_FLAG] & COMPRESSED) != 0
+        bad |= (sub.cols[fastscan.C_SYS_FLAG] & COMPRESSED) != 0
     topic = cols["topic"]
     hit = pc.match_substring(topic, "\ufffd")
     if pc.any(hit).as_py():
@@ -213,10 +189,10 @@ def _record_path_rows(cc: ColumnChunk, sub: fastscan.ScanChunk, cols: dict, deco
     try:
         c = sub.cols
         for i in np.flatnonzero(bad).tolist():
-            if decompress and c[C_SYS_FLAG, i] & COMPRESSED:
+            if decompress and c[fastscan.C_SYS_FLAG, i] & COMPRESSED:
                 continue
             try:
-                for col in (C_TOPIC_POS, C_PROPS_POS):
+                for col in (fastscan.C_TOPIC_POS, fastscan.C_PROPS_POS):
                     bytes(a[c[col, i] : c[col, i] + c[col + 1, i]]).decode("utf-8")
                 bad[i] = False
             except UnicodeDecodeError:
@@ -234,11 +210,11 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
     k = fastscan.kernels()
     c = sub.cols
     n = len(sub)
-    sys_flag = c[C_SYS_FLAG]
+    sys_flag = c[fastscan.C_SYS_FLAG]
     flags, codes = np.unique(sys_flag, return_inverse=True)
     codes = pa.array(codes.ravel().astype(np.int32))
     sf = [SysFlag(int(f)) for f in flags.tolist()]
-    props_pos, props_len = c[C_PROPS_POS], c[C_PROPS_LEN]
+    props_pos, props_len = c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN]
     rec_offsets = np.empty(n + 1, np.int32)
     m = -1
     for cap in (n * 8, int(props_len.sum()) // 3 + 1):
@@ -248,7 +224,7 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
             break
     props = pa.MapArray.from_arrays(pa.array(rec_offsets), fastscan._text(a, kpos[:m], klen[:m]),
                                     fastscan._text(a, vpos[:m], vlen[:m]))
-    topic = fastscan._text(a, c[C_TOPIC_POS], c[C_TOPIC_LEN])
+    topic = fastscan._text(a, c[fastscan.C_TOPIC_POS], c[fastscan.C_TOPIC_LEN])
 
     def dictionary(codes, texts):
         return pa.DictionaryArray.from_arrays(codes, pa.array(texts, pa.string())).cast(pa.string())
@@ -259,28 +235,29 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
     return {
         "physical_offset": pa.array(sub.physical_offset),
         "file": dictionary(pa.array(np.zeros(n, np.int8)), [rel]),
-        "position": pa.array(c[C_POS]),
-        "total_size": i32(C_TOTAL),
-        "magic": dictionary(pa.array((c[C_MAGIC] == cl.MESSAGE_MAGIC_CODE_V2).astype(np.int8)), ["v1", "v2"]),
-        "body_crc": i32(C_BODY_CRC),
+        "position": pa.array(c[fastscan.C_POS]),
+        "total_size": i32(fastscan.C_TOTAL),
+        "magic": dictionary(pa.array((c[fastscan.C_MAGIC] == cl.MESSAGE_MAGIC_CODE_V2).astype(np.int8)), ["v1", "v2"]),
+        "body_crc": i32(fastscan.C_BODY_CRC),
         "crc_ok": pa.array(_crc_ok(a, sub)),
-        "queue_id": i32(C_QUEUE_ID),
-        "flag": i32(C_FLAG),
-        "queue_offset": pa.array(c[C_QUEUE_OFFSET]),
-        "sys_flag": i32(C_SYS_FLAG),
+        "queue_id": i32(fastscan.C_QUEUE_ID),
+        "flag": i32(fastscan.C_FLAG),
+        "queue_offset": pa.array(c[fastscan.C_QUEUE_OFFSET]),
+        "sys_flag": i32(fastscan.C_SYS_FLAG),
         "transaction": dictionary(codes, [f.transaction for f in sf]),
         "compression": dictionary(codes, [f.compression for f in sf]),
-        "born_timestamp": pa.array(c[C_BORN_TS]),
-        "born_host": fastscan._host_column(a, c[C_BORN_HOST], (sys_flag & BORNHOST_V6) != 0).cast(pa.string()),
-        "store_timestamp": pa.array(c[C_STORE_TS]),
-        "store_host": fastscan._host_column(a, c[C_STORE_HOST], (sys_flag & STOREHOST_V6) != 0).cast(pa.string()),
-        "reconsume_times": i32(C_RECONSUME),
-        "prepared_transaction_offset": pa.array(c[C_PREPARED]),
+        "born_timestamp": pa.array(c[fastscan.C_BORN_TS]),
+        "born_host": fastscan._host_column(a, c[fastscan.C_BORN_HOST], (sys_flag & BORNHOST_V6) != 0).cast(pa.string()),
+        "store_timestamp": pa.array(c[fastscan.C_STORE_TS]),
+        "store_host": fastscan._host_column(a, c[fastscan.C_STORE_HOST],
+                                            (sys_flag & STOREHOST_V6) != 0).cast(pa.string()),
+        "reconsume_times": i32(fastscan.C_RECONSUME),
+        "prepared_transaction_offset": pa.array(c[fastscan.C_PREPARED]),
         "topic": topic,
         "properties": props,
         "uniq_key": _uniq_key(props, n),
         "msg_id": _msg_id(a, c),
-        "body_length": i32(C_BODY_LEN),
+        "body_length": i32(fastscan.C_BODY_LEN),
         "body": _body(a, c, body),
     }
 
@@ -297,10 +274,10 @@ def _crc_ok(a: np.ndarray, sub: fastscan.ScanChunk) -> np.ndarray:
     c = sub.cols
     if not sub.crc_checked:
         crc = np.empty(len(sub), np.int64)
-        _crc_kernel()(a, c[C_BODY_POS], c[C_BODY_LEN], crc)
+        _crc_kernel()(a, c[fastscan.C_BODY_POS], c[fastscan.C_BODY_LEN], crc)
     else:
-        crc = c[C_CRC]
-    return (c[C_BODY_LEN] == 0) | (crc == c[C_BODY_CRC])
+        crc = c[fastscan.C_CRC]
+    return (c[fastscan.C_BODY_LEN] == 0) | (crc == c[fastscan.C_BODY_CRC])
 
 
 def _body_crcs(a, pos, lens, out):  # compiled by `_crc_kernel` (numba, cached on disk)
@@ -360,22 +337,22 @@ def _hex(data: np.ndarray, offsets: np.ndarray, upper: bool):
 def _msg_id(a: np.ndarray, c: np.ndarray):
     """`offset_msg_id`: hex (upper case) of STOREHOST (address + port) and the PHYSICALOFFSET field."""
     n = c.shape[1]
-    width = np.where((c[C_SYS_FLAG] & STOREHOST_V6) != 0, cl.HOST_SIZE_V6, cl.HOST_SIZE_V4) + 8
+    width = np.where((c[fastscan.C_SYS_FLAG] & STOREHOST_V6) != 0, cl.HOST_SIZE_V6, cl.HOST_SIZE_V4) + 8
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(width, out=offsets[1:])
     data = np.empty(int(offsets[-1]), np.uint8)
     host = width - 8
     if (host == cl.HOST_SIZE_V4).all():
-        idx = c[C_STORE_HOST][:, None] + np.arange(cl.HOST_SIZE_V4)
+        idx = c[fastscan.C_STORE_HOST][:, None] + np.arange(cl.HOST_SIZE_V4)
         block = np.empty((n, cl.HOST_SIZE_V4 + 8), np.uint8)
         block[:, : cl.HOST_SIZE_V4] = a[idx]
-        block[:, cl.HOST_SIZE_V4 :] = c[C_PHYS_FIELD].astype(">i8").view(np.uint8).reshape(n, 8)
+        block[:, cl.HOST_SIZE_V4 :] = c[fastscan.C_PHYS_FIELD].astype(">i8").view(np.uint8).reshape(n, 8)
         data = block.ravel()
     else:
-        phys = c[C_PHYS_FIELD].astype(">i8").view(np.uint8).reshape(n, 8)
+        phys = c[fastscan.C_PHYS_FIELD].astype(">i8").view(np.uint8).reshape(n, 8)
         for i in range(n):
             s, h = int(offsets[i]), int(host[i])
-            data[s : s + h] = a[c[C_STORE_HOST, i] : c[C_STORE_HOST, i] + h]
+            data[s : s + h] = a[c[fastscan.C_STORE_HOST, i] : c[fastscan.C_STORE_HOST, i] + h]
             data[s + h : s + h + 8] = phys[i]
     return _hex(data, offsets, True)
 
@@ -387,7 +364,7 @@ def _body(a: np.ndarray, c: np.ndarray, mode: str):
     n = c.shape[1]
     if mode == "none":
         return pa.nulls(n, pa.string())
-    raw = fastscan._binary(a, c[C_BODY_POS], c[C_BODY_LEN], pa.binary())
+    raw = fastscan._binary(a, c[fastscan.C_BODY_POS], c[fastscan.C_BODY_LEN], pa.binary())
     if mode == "hex":
         offsets = _offsets(raw)
         return _hex(np.frombuffer(raw.buffers()[2] or b"", np.uint8, count=int(offsets[-1])),
