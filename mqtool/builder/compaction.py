@@ -14,10 +14,9 @@ rule `CompactionLog.shouldRetainMsg` applies to the files written so far).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 
-from mqtool.builder.dledger import string2file
+from mqtool.builder.dledger import place_record, string2file
 from mqtool.builder.writer import MappedFiles, name20, tags_code_of
 from mqtool.formats.batchcq import BCQ_UNIT_SIZE, INVALID_POS, batchcq_unit
 from mqtool.formats.commitlog import BLANK_MAGIC_CODE, BLANK_SIZE, commitlog_record
@@ -32,7 +31,7 @@ from mqtool.formats.compaction import (
     dump_position_checkpoint,
     get_compaction_log_size,
 )
-from mqtool.formats.message import MessageRecord, record_to_container
+from mqtool.formats.message import MessageRecord
 from mqtool.rules.compaction import NO_POSITION, compaction
 
 
@@ -109,12 +108,7 @@ class CompactionLogWriter:
 
     def _write(self, rec: MessageRecord, pos: int) -> MessageRecord:
         self.log.ensure(pos)
-        start = self.log.start_of(pos)
-        placed = replace(rec, physical_offset=pos, physical_offset_field=pos, file=name20(start),
-                         position=pos - start, extra={**rec.extra})
-        data = commitlog_record.build(record_to_container(placed))
-        if len(data) != rec.total_size:
-            raise ValueError(f"built {len(data)} bytes but TOTALSIZE says {rec.total_size}")
+        placed, data = place_record(rec, pos, self.log.start_of(pos))
         self.log.write(pos, data)
         return placed
 

@@ -44,6 +44,17 @@ def string2file(path: Path, text: str) -> None:
     path.write_bytes(text.encode("utf-8"))
 
 
+def place_record(rec: MessageRecord, phys: int, file_start: int) -> tuple[MessageRecord, bytes]:
+    """`rec` placed at physical offset `phys` of the file starting at `file_start` (PHYSICALOFFSET
+    rewritten, as the append hooks do), and its bytes; a TOTALSIZE that disagrees with them raises."""
+    placed = replace(rec, physical_offset=phys, physical_offset_field=phys, file=name20(file_start),
+                     position=phys - file_start, extra={**rec.extra})
+    data = commitlog_record.build(record_to_container(placed))
+    if len(data) != rec.total_size:
+        raise ValueError(f"built {len(data)} bytes but TOTALSIZE says {rec.total_size}")
+    return placed, data
+
+
 class DLedgerWriter:
     """The files of one DLedger node, `STORE/dledger-<self_id>/`: data, index, checkpoint, currterm.
 
@@ -61,6 +72,36 @@ class DLedgerWriter:
         self.end = start  # ledgerEndPos: where the next entry goes
         self.next_index = first_index
         self.last_term = -1
+        self.curr_term, self.vote_leader = 0, self_id  # MemberState: the term new entries get (`resume`)
+
+    @classmethod
+    def resume(cls, root: Path | str, self_id: str, data_file_size: int) -> DLedgerWriter:
+        """Continue a copied node's files where `DLedgerMmapFileStore.recover` leaves them: after the last
+        entry its walk accepts (ledgerEndIndex / ledgerEndTerm), data and index files wholly past that end
+        deleted (`MmapFileList.truncateOffset`), the index files' own size kept. The next entries are
+        appended in `currterm`'s term: a restarted single node votes for itself again in that term
+        (`DLedgerLeaderElector.maintainAsCandidate` with `WAIT_TO_REVOTE`), never below the last entry's."""
+        from mqtool.store.dledger import DLedgerCommitLog
+        from mqtool.store.findings import Findings
+
+        dl = DLedgerCommitLog.open(Path(root), self_id)
+        if dl is None:
+            raise ValueError(f"{root}: no dledger-{self_id} directory to continue")
+        entries = list(dl.iter_entries(Findings(), decode=False))
+        start = max(dl.divided_offset, 0)
+        w = cls(root, self_id, data_file_size, dl.index.file_size or DEFAULT_INDEX_FILE_SIZE,
+                start=start - start % data_file_size)
+        if entries:
+            last = entries[-1]
+            w.end, w.next_index, w.last_term = last.offset + last.size, last.index + 1, last.term
+        for files, end in ((w.data, w.end), (w.index, w.next_index * INDEX_UNIT_SIZE)):
+            for s in files.starts():
+                if s > end:
+                    (files.directory / name20(s)).unlink()
+        term = dl.currterm or {}
+        w.curr_term = max(term.get("curr_term") or 0, w.last_term)
+        w.vote_leader = term.get("vote_leader") or self_id
+        return w
 
     def pre_append(self, length: int) -> int:
         """`MmapFileList.preAppend(len, useBlank=true)`: the entry's pos, after a filler if it does not fit."""
@@ -82,13 +123,7 @@ class DLedgerWriter:
     def append_record(self, rec: MessageRecord, term: int = 0) -> MessageRecord:
         """Append a CommitLog record as one entry; returns it placed (physical offset = pos + 48)."""
         pos = self.pre_append(BODY_OFFSET + rec.total_size)
-        phys = pos + BODY_OFFSET
-        start = self.data.start_of(pos)
-        placed = replace(rec, physical_offset=phys, physical_offset_field=phys, file=name20(start),
-                         position=phys - start, extra={**rec.extra})
-        body = commitlog_record.build(record_to_container(placed))
-        if len(body) != rec.total_size:
-            raise ValueError(f"built {len(body)} bytes but TOTALSIZE says {rec.total_size}")
+        placed, body = place_record(rec, pos + BODY_OFFSET, self.data.start_of(pos))
         index, _ = self._append_at(pos, body, term)
         placed.extra["dledger"] = {"index": index, "term": term, "pos": pos}
         return placed
@@ -132,10 +167,23 @@ class DLedgerStoreWriter:
         self.store = StoreWriter(root, config)
         self.dledger = DLedgerWriter(root, self_id, self.store.config.mapped_file_size_commitlog, index_file_size)
 
-    def put(self, rec: MessageRecord, term: int = 0, queue_offset: int | None = None,
+    @classmethod
+    def extend(cls, src_root: Path | str, out_root: Path | str, self_id: str, config: BrokerConfig | None = None,
+               broker_version: str = "5.3") -> DLedgerStoreWriter:
+        """Copy a DLedger-mode store (source untouched) and continue it as its restarted leader would:
+        `StoreWriter.extend` for ConsumeQueues, IndexFile and timer files, `DLedgerWriter.resume` for
+        `dledger-<self_id>/` (next index, term, the data and index files' ends)."""
+        self = cls.__new__(cls)
+        self.store = StoreWriter.extend(src_root, out_root, config, broker_version)
+        self.dledger = DLedgerWriter.resume(out_root, self_id, self.store.config.mapped_file_size_commitlog)
+        return self
+
+    def put(self, rec: MessageRecord, term: int | None = None, queue_offset: int | None = None,
             tags_code: int | None = None) -> MessageRecord:
-        """Append `rec` (QUEUEOFFSET: `queue_offset`, default the queue's next) and dispatch it."""
+        """Append `rec` (QUEUEOFFSET: `queue_offset`, default the queue's next; term: the node's current
+        term) and dispatch it."""
         w = self.store
+        term = self.dledger.curr_term if term is None else term
         key = (rec.topic, rec.queue_id)
         dispatchable = rec.sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT)
         if queue_offset is None:
@@ -150,6 +198,13 @@ class DLedgerStoreWriter:
         w.last_store_timestamp = placed.store_timestamp
         w.records.append(placed)
         return placed
+
+    def persist(self) -> None:
+        """What a restarted single-node leader leaves: its vote (`MemberState.persistTerm`, the previous
+        `currterm` kept as `.bak`) and `persistCheckPoint` (endIndex = committedIndex = the last entry:
+        alone in its group, the leader commits each entry it appends)."""
+        self.dledger.write_currterm(self.dledger.curr_term, self.dledger.vote_leader)
+        self.dledger.write_checkpoint()
 
     def close(self) -> None:
         self.dledger.close()

@@ -1,6 +1,7 @@
 """`--out DIR`: a new store = the input plus everything the simulated services appended.
 
-Uses `mqtool.builder.writer.StoreWriter.extend` (the input is copied, never modified), then appends
+Uses `mqtool.builder.writer.StoreWriter.extend` (the input is copied, never modified; a DLedger-mode
+store through `mqtool.builder.dledger.DLedgerStoreWriter.extend`: entries after its last one), then appends
 every re-put record in the order the simulation put it (same bytes: the properties string the
 broker would have built), the new TimerLog units and wheel slots, and writes config/timercheck,
 config/delayOffset.json and config/consumerOffset.json as a clean shutdown at `--until` would.
@@ -26,14 +27,22 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
     state = result.state
     model, timer, config = state["model"], state["timer"], state["config"]
     warnings: list[str] = []
-    w = StoreWriter.extend(store.root, out, config, result.broker_version)
+    dl = None
+    if store.dledger is not None:  # re-puts become DLedger entries (body at pos + 48), as appendAsLeader
+        from mqtool.builder.dledger import DLedgerStoreWriter
+
+        self_id = store.dledger.home.name.removeprefix("dledger-")
+        dl = DLedgerStoreWriter.extend(store.root, out, self_id, config, result.broker_version)
+        w = dl.store
+    else:
+        w = StoreWriter.extend(store.root, out, config, result.broker_version)
     try:
         for m in model.appended:
             rec = w.make_record(m.topic, m.queue_id, m.body or b"", model.raw(m), flag=m.flag,
                                 sys_flag=m.sys_flag, born_timestamp=m.born_ts, born_host=m.born_host,
                                 store_timestamp=m.store_ts, store_host=m.store_host,
                                 reconsume_times=m.reconsume_times, prepared_transaction_offset=m.prepared_tx_offset)
-            placed = w.append_records([rec], [None])[0]
+            placed = dl.put(rec) if dl is not None else w.append_records([rec], [None])[0]
             if placed.physical_offset != m.phys:
                 warnings.append(f"{m.topic} record predicted at {m.phys} written at {placed.physical_offset}")
         if timer is not None:
@@ -65,6 +74,8 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
         w.write_consumer_offsets(ConsumerOffsets(table, co.data_version if co is not None else None,
                                                  co.group_topic_map if co is not None else None))
         w.write_checkpoint()
+        if dl is not None:
+            dl.persist()
     finally:
-        w.close()
+        (dl or w).close()
     return warnings

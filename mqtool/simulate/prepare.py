@@ -108,15 +108,14 @@ def check_file_sizes(store: Store, config: BrokerConfig) -> None:
     """--out extends the store's files with broker.conf's sizes: they must be the sizes on disk.
 
     RocketMQ itself refuses to load a CommitLog whose files do not have `mappedFileSizeCommitLog`
-    bytes; without this check the new store would put records where its ConsumeQueues do not look.
+    bytes (`DLedgerCommitLog` gives DLedger's data files the same size); without this check the new
+    store would put records where its ConsumeQueues do not look.
     """
-    if store.layouts.dledger:
-        raise SimulateError("--out: a DLedger-mode store (dledger-*/) cannot be extended yet: the new records "
-                            "would need DLedger entries (pos + 48), and commitlog/ next to dledger-*/ reads as a "
-                            "converted store; simulate it without --out")
-    cl = store.commitlog.queue
+    dl = store.dledger  # DLedger mode: the entries' data files have mappedFileSizeCommitLog bytes
+    cl = dl.data if dl is not None else store.commitlog.queue
     if cl.files and cl.file_size != config.mapped_file_size_commitlog:
-        raise SimulateError(f"--out: the store's CommitLog files are {cl.file_size} bytes but "
+        kind = "DLedger data" if dl is not None else "CommitLog"
+        raise SimulateError(f"--out: the store's {kind} files are {cl.file_size} bytes but "
                             f"mappedFileSizeCommitLog is {config.mapped_file_size_commitlog}; give the broker's "
                             "broker.conf with --config")
 

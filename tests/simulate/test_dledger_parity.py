@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from dledgerkit import check_continuation, simulate_out
 
 from conftest import ORACLE, need_oracle
 from mqtool.builder.dledger import DLedgerStoreWriter
@@ -105,11 +106,20 @@ def test_a_re_put_on_dledger_goes_to_the_next_entrys_body(stores, tmp_path):
     assert first_new == to_d["end"] + 48  # DLedgerMmapFileStore.appendAsLeader: body after the 48-byte header
 
 
-def test_out_refuses_a_dledger_store(stores, tmp_path):
-    """Rather than a commitlog/ next to dledger-n0/ that reads as a converted store and loses the re-puts."""
-    _, dledger, conf, _ = stores
-    p = _run("simulate", dledger, "--start", START, "--until", "+1h", "--config", conf, "--out", tmp_path / "out")
-    assert p.returncode == 2 and "DLedger-mode store" in p.stderr and not (tmp_path / "out" / "commitlog").exists()
+def test_out_writes_the_same_records_on_both_layouts(stores, tmp_path):
+    """--out on the DLedger store writes every re-put (schedule, timer, transaction) as a DLedger entry;
+    read back, the new records equal those --out appends to the normal store but for where they lie."""
+    normal, dledger, conf, _ = stores
+    _, r_n = simulate_out(normal, conf, UNTIL, tmp_path / "n", START)
+    _, r_d = simulate_out(dledger, conf, UNTIL, tmp_path / "d", START)
+    new = check_continuation(dledger, tmp_path / "d", conf, r_d, term=0)
+    services = {m.service for m in r_d.state["model"].appended}
+    assert {"schedule", "timer", "transaction"} <= services
+    end = Store.open(normal).commitlog.max_offset()
+    ours = [r for r in Store.open(tmp_path / "n").commitlog.iter_records() if r.physical_offset >= end]
+    fields = ("topic", "queue_id", "queue_offset", "total_size", "body", "properties_raw", "store_timestamp",
+              "sys_flag", "flag", "reconsume_times")
+    assert [[getattr(r, f) for f in fields] for r in ours] == [[getattr(e.record, f) for f in fields] for e in new]
 
 
 def test_the_last_sign_of_life_reads_the_last_dledger_data_file(stores):
