@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from dledgerkit import ORACLE_CONF, check_continuation, simulate_out
+from dledgerkit import ORACLE_CONF, check_continuation, make_converted_store, simulate_out
 
 from conftest import FIXTURES, ORACLE, need_oracle
 
@@ -26,6 +26,14 @@ def test_fixture_out_appends_dledger_entries(tmp_path):
     new = check_continuation(src, tmp_path / "out", conf, result, term=1)
     assert [(e.index, e.pos, e.record.physical_offset) for e in new] == [(17, 4096, 4144)]
     assert (new[0].record.topic, new[0].record.queue_id, new[0].record.queue_offset) == ("LedgerTopicA", 0, 3)
+    # the command writes the same bytes, with no warning (a record placed elsewhere than predicted)
+    p = subprocess.run([sys.executable, "-m", "mqtool", "simulate", src, "--config", conf, "--start", str(run.start_ms),
+                        "--until", "+2d", "--out", tmp_path / "cli"], capture_output=True, text=True, env=os.environ,
+                       timeout=300)
+    assert p.returncode == 0 and "warning" not in p.stderr, p.stderr
+    files = sorted(x.relative_to(tmp_path / "out") for x in (tmp_path / "out").rglob("*") if x.is_file())
+    assert files == sorted(x.relative_to(tmp_path / "cli") for x in (tmp_path / "cli").rglob("*") if x.is_file())
+    assert all((tmp_path / "out" / f).read_bytes() == (tmp_path / "cli" / f).read_bytes() for f in files)
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +74,21 @@ def test_oracle_out_continues_rocketmqs_ledger(oracle_copy, tmp_path):
                         "TopicA", "--key", key, "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["broker_phy_offsets"] == [new[-1].pos + 48]
+
+
+def test_converted_store_out_leaves_the_old_commitlog(tmp_path):
+    """A store converted to DLedger (basic-5.3.1's CommitLog below dividedCommitlogOffset 131072, entries 0..2
+    after it): the re-puts of its delayed and half messages become entries 3.. after the last one's end
+    (`make_converted_store`), and commitlog/ is left as it was."""
+    root, _, divided, end, _ = make_converted_store(tmp_path)
+    shutil.copytree(ORACLE / "basic-5.3.1/store/consumequeue", root / "consumequeue")
+    for p in (root / "consumequeue").rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=1280\n")
+    run, result = simulate_out(root, conf, "+4d", tmp_path / "out")
+    new = check_continuation(root, tmp_path / "out", conf, result, term=0)
+    assert (new[0].index, new[0].pos) == (3, end) and divided == 131072
+    assert {m.service for m in result.state["model"].appended} == {"schedule", "transaction"}
+    for f in sorted((root / "commitlog").iterdir()):
+        assert (tmp_path / "out/commitlog" / f.name).read_bytes() == f.read_bytes()
