@@ -92,3 +92,13 @@ def test_converted_store_out_leaves_the_old_commitlog(tmp_path):
     assert {m.service for m in result.state["model"].appended} == {"schedule", "transaction"}
     for f in sorted((root / "commitlog").iterdir()):
         assert (tmp_path / "out/commitlog" / f.name).read_bytes() == f.read_bytes()
+
+
+def test_out_wants_the_data_files_size_from_broker_conf(tmp_path):
+    """fixtures/dledger's data files are 2048 bytes; without its broker.conf (1 GiB) --out is refused before
+    the run, as for a CommitLog."""
+    p = subprocess.run([sys.executable, "-m", "mqtool", "simulate", FIXTURES / "dledger", "--until", "+1h",
+                        "--out", tmp_path / "out"], capture_output=True, text=True, env=os.environ, timeout=300)
+    assert p.returncode == 2 and "DLedger data files are 2048 bytes but mappedFileSizeCommitLog is 1073741824" \
+        in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
