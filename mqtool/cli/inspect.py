@@ -116,9 +116,10 @@ def _root() -> None:
 
 
 def inspect(
-    path: Path = typer.Argument(..., help="Store directory (or a single store file).", show_default=False),
+    path: Path = typer.Argument(..., help="Store directory (or a single store file).", show_default=False,
+                                metavar="path"),
     view: View = typer.Argument(View.overview, help="One of: " + ", ".join(VIEWS) + ".",
-                               show_choices=False),
+                                show_choices=False, metavar="view"),
     config: Path | None = common.ConfigOption,
     json_out: bool = common.JsonOption,
     local: bool = common.LocalOption,

@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "fixtures" / "demo"
 
 HEAVY = ("numba", "numpy", "pyarrow", "pyspark", "jsonschema", "sqlite3", "_sqlite3", "rich.table",
-         "rich.markdown", "markdown_it", "orjson")
-"""Not needed to print help or an error, or to decode a 4 KiB config file."""
+         "rich.markdown", "markdown_it", "orjson", "pydantic", "pydantic_core")
+"""Not needed to print help or an error, or to decode a 4 KiB config file. (pydantic: Typer 0.29 coerces
+every parameter through it, 0.12 s a command; pyproject.toml pins `typer<0.29`.)"""
 
 _LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|( *)(\S+)$")
 
