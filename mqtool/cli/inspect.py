@@ -426,5 +426,4 @@ def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int
     from mqtool.inspect.dump import dump_file
 
     doc = dump_file(path, cfg, limit, body, decompress)
-    # render is looked up only to draw: a --json dump of a config file never loads the Rich tables
     return _document(doc, "render_dump", json_out, local, verify)
