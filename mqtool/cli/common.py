@@ -4,6 +4,7 @@ Choices are Typer enums: click rejects a bad value with its usage message and ex
 runs. Only `MqtoolError` becomes an `Error:` line; any other exception is a bug and keeps its traceback.
 """
 
+import functools
 import importlib.util
 import json
 import sys
@@ -15,13 +16,24 @@ from types import ModuleType
 from typing import Any
 
 import typer
-from rich.console import Console
 
 from mqtool.errors import MqtoolError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
-stderr = Console(stderr=True, soft_wrap=True)  # the `Error:` and warning lines
+
+@functools.cache
+def _stderr_console():
+    """Rich's console for the `Error:` and warning lines, made on first use: rich.console takes ~30 ms
+    to import, and `--help`, usage errors (click prints those) and most `--json` runs never print here."""
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)
+
+
+def print_stderr(text: str) -> None:
+    """One line on stderr, as printed (no Rich markup, no highlighting)."""
+    _stderr_console().print(text, markup=False, highlight=False)
 
 # The choices. The library's own lists (`inspect.records.BODY_MODES`, `simulate.runner.VERSIONS`)
 # sit behind numpy and numba, which `--help` must not import: the values are written out here and
@@ -56,7 +68,7 @@ def lazy_module(name: str) -> ModuleType:
 
 def fail(message: str) -> typer.Exit:
     """Print one `Error:` line on stderr; the caller raises the returned Exit(2)."""
-    stderr.print(f"Error: {message}", markup=False, highlight=False)
+    print_stderr(f"Error: {message}")
     return typer.Exit(code=EXIT_USAGE)
 
 

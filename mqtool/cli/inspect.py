@@ -116,9 +116,10 @@ def _root() -> None:
 
 
 def inspect(
-    path: Path = typer.Argument(..., help="Store directory (or a single store file).", show_default=False),
+    path: Path = typer.Argument(..., help="Store directory (or a single store file).", show_default=False,
+                                metavar="path"),
     view: View = typer.Argument(View.overview, help="One of: " + ", ".join(VIEWS) + ".",
-                               show_choices=False),
+                                show_choices=False, metavar="view"),
     config: Path | None = common.ConfigOption,
     json_out: bool = common.JsonOption,
     local: bool = common.LocalOption,
@@ -196,28 +197,28 @@ def inspect(
             elif view == "delay":
                 from mqtool.inspect.delay import delay_view
 
-                code = _document(delay_view(store, now_ms), render.render_delay, json_out, local, verify)
+                code = _document(delay_view(store, now_ms), "render_delay", json_out, local, verify)
             elif view == "timer":
                 from mqtool.inspect.timer import timer_view
 
                 at_ms = parse_time(at, now_ms, local) if at is not None else None
-                code = _document(timer_view(store, now_ms, at_ms), render.render_timer, json_out, local, verify)
+                code = _document(timer_view(store, now_ms, at_ms), "render_timer", json_out, local, verify)
             elif view == "restart":
                 at_ms = parse_time(at, now_ms, local) if at is not None else now_ms
                 code = _restart(store, at_ms, options.replay_ms(for_), events, json_out, local, verify)
             elif view == "retry":
                 from mqtool.inspect.retry import retry_view
 
-                code = _document(retry_view(store, now_ms, group), render.render_retry, json_out, local, verify)
+                code = _document(retry_view(store, now_ms, group), "render_retry", json_out, local, verify)
             elif view == "index":
                 lookup_key = key if key is not None else uniq_key
                 code = _index(store, now_ms, json_out, local, verify, topic, lookup_key, begin, end, limit, output)
             else:
                 from mqtool.inspect.transactions import transactions_view
 
-                with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "transactions") as progress:
+                with _progress_bar(store, "transactions") as progress:
                     doc = transactions_view(store, now_ms, progress)
-                code = _document(doc, render.render_transactions, json_out, local, verify)
+                code = _document(doc, "render_transactions", json_out, local, verify)
     raise typer.Exit(max(code, golden_code[0]))
 
 
@@ -237,7 +238,7 @@ def _golden(expect: Path | None, update_golden: bool, lines: bool, store_path: P
     sys.stdout.write(buf.getvalue())
     result = check_golden(loads(buf.getvalue(), lines), expect, lines=lines, update_golden=update_golden,
                           paths={"<store>": store_path})
-    common.stderr.print(result.message, markup=False, highlight=False)
+    common.print_stderr(result.message)
     sys.stderr.flush()
     sys.stderr.write(result.diff)
     code[0] = common.EXIT_OK if result.equal else common.EXIT_FINDINGS
@@ -247,15 +248,39 @@ def _scan_bytes(store) -> int:
     return sum(f.length for f in store.commitlog.files)
 
 
+@contextmanager
+def _progress_bar(store, what: str):
+    """`render.progress_bar` for a CommitLog scan; with no bar to draw (stderr not a TTY, or a short
+    scan) it yields None without loading `cli/render.py` and Rich's tables (~50 ms of a `--json` run)."""
+    total = _scan_bytes(store)
+    if total < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+        yield None
+        return
+    with render.progress_bar(total, PROGRESS_MIN_BYTES, what) as progress:
+        yield progress
+
+
+@contextmanager
+def _status(text: str):
+    """`render.status`, loading `cli/render.py` only when stderr is a TTY (where the spinner is drawn)."""
+    if not sys.stderr.isatty():
+        yield lambda _text: None
+        return
+    with render.status(text) as update:
+        yield update
+
+
 def _has_errors(findings: list[dict]) -> bool:
     return any(f["severity"] == "error" for f in findings)
 
 
-def _document(doc: dict, show, json_out: bool, local: bool, verify: bool) -> int:
+def _document(doc: dict, show: str, json_out: bool, local: bool, verify: bool) -> int:
+    """Print one view's document: JSON, or the `cli/render.py` function named `show` (by name: looking it
+    up loads render and Rich's tables, which a `--json` run does not need)."""
     if json_out:
         common.emit_json(doc)
     else:
-        show(doc, local)
+        getattr(render, show)(doc, local)
         render.render_findings(doc.get("findings", []))
     return common.EXIT_FINDINGS if verify and _has_errors(doc.get("findings", [])) else common.EXIT_OK
 
@@ -276,11 +301,11 @@ def _now_note(store, now_ms: int, local: bool) -> None:
 def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool = False) -> int:
     from mqtool.inspect.overview import overview
 
-    with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "overview") as progress:
+    with _progress_bar(store, "overview") as progress:
         doc = overview(store, now_ms, progress)
     if wall_clock and not json_out:
         _now_note(store, now_ms, local)
-    code = _document(doc, render.render_overview, json_out, local, verify=True)
+    code = _document(doc, "render_overview", json_out, local, verify=True)
     return code
 
 
@@ -288,9 +313,9 @@ def _restart(store, at_ms: int, for_ms: int, events: Path | None, json_out: bool
              verify: bool) -> int:
     from mqtool.inspect.restart import restart_preview
 
-    with render.status("restart preview: recovery, stored deliveries, replay"):
+    with _status("restart preview: recovery, stored deliveries, replay"):
         doc = restart_preview(store, store.config, at_ms, for_ms, events)
-    return _document(doc, render.render_restart, json_out, local, verify)
+    return _document(doc, "render_restart", json_out, local, verify)
 
 
 def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, body: str, decompress: bool,
@@ -307,7 +332,7 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
     from mqtool.inspect.parquet import fast_query as parquet_fast
     from mqtool.inspect.parquet import write_messages
 
-    with render.progress_bar(_scan_bytes(store), PROGRESS_MIN_BYTES, "messages") as progress:
+    with _progress_bar(store, "messages") as progress:
         if json_out and parquet is None and fast_query(query, body):  # the same lines, made from columns
             common.emit_jsonl_parts(message_lines(store, query, verify, body, decompress, progress))
         elif parquet is not None and parquet_fast(query):  # the same rows, as Arrow batches from the columns
@@ -325,7 +350,8 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
             else:
                 render.render_messages(rows, local)
     findings = [x.as_dict() for x in scan_findings(store)]
-    render.render_findings(findings, quiet_when_empty=json_out)
+    if findings or not json_out:  # nothing to print: render (Rich tables) stays unloaded
+        render.render_findings(findings, quiet_when_empty=json_out)
     return common.EXIT_FINDINGS if verify and _has_errors(findings) else common.EXIT_OK
 
 
@@ -340,7 +366,7 @@ def _message(store, offset: int, json_out: bool, local: bool, verify: bool, body
     from mqtool.inspect.messages import message_at
 
     doc = message_at(store, offset, body, decompress)
-    code = _document(doc, render.render_message, json_out, local, verify=False)
+    code = _document(doc, "render_message", json_out, local, verify=False)
     if verify and not all(doc["checks"][k] for k in ("crc_ok", "size_ok", "physical_offset_ok")):
         return common.EXIT_FINDINGS
     return code
@@ -384,7 +410,7 @@ def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic:
     from mqtool.inspect.index import index_files_view, index_lookup
 
     if topic is None:
-        return _document(index_files_view(store), render.render_index, json_out, local, verify)
+        return _document(index_files_view(store), "render_index", json_out, local, verify)
     begin_ms = parse_time(begin, now_ms, local) if begin is not None else None
     end_ms = parse_time(end, now_ms, local) if end is not None else None
     doc = index_lookup(store, topic, key, begin_ms, end_ms, limit)
@@ -392,7 +418,7 @@ def _index(store, now_ms: int, json_out: bool, local: bool, verify: bool, topic:
         _write_parquet(doc["matches"] + doc["rejected"], parquet, "index")
         render.render_findings(doc["findings"], quiet_when_empty=True)
         return common.EXIT_FINDINGS if verify and _has_errors(doc["findings"]) else common.EXIT_OK
-    return _document(doc, render.render_index, json_out, local, verify)
+    return _document(doc, "render_index", json_out, local, verify)
 
 
 def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int | None, body: str,
@@ -400,5 +426,4 @@ def _dump(path: Path, cfg, json_out: bool, local: bool, verify: bool, limit: int
     from mqtool.inspect.dump import dump_file
 
     doc = dump_file(path, cfg, limit, body, decompress)
-    # render is looked up only to draw: a --json dump of a config file never loads the Rich tables
-    return _document(doc, lambda d, lo: render.render_dump(d, lo), json_out, local, verify)
+    return _document(doc, "render_dump", json_out, local, verify)

@@ -24,7 +24,7 @@ from mqtool.cli.common import (
     emit_json,
     expect_option,
     lazy_module,
-    stderr,
+    print_stderr,
     user_errors,
 )
 from mqtool.times import format_time
@@ -108,4 +108,4 @@ def simulate_command(
 
 
 def _say(line: str) -> None:
-    stderr.print(line, markup=False, highlight=False)
+    print_stderr(line)

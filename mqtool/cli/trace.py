@@ -23,7 +23,7 @@ from mqtool.cli.common import (
     lazy_module,
     load_config,
     now_option,
-    stderr,
+    print_stderr,
     user_errors,
 )
 from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
@@ -122,11 +122,11 @@ def trace_command(
         if until_ms is not None:
             traces = [continue_trace(st, t, until_ms, broker_version.value, scenario=sc) for t in traces]
     for n in notes:
-        stderr.print(n, markup=False, highlight=False)
+        print_stderr(n)
     if not traces:
         what = next(f"{n} {v}" for n, v in ((PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key), (PROPERTY_KEYS, key),
                                              ("offset", offset), ("msgId", msg_id)) if v is not None)
-        stderr.print(f"not found: no record of {what} in {store}", markup=False, highlight=False)
+        print_stderr(f"not found: no record of {what} in {store}")
         raise typer.Exit(code=EXIT_NOT_FOUND)
     if as_json:
         for t in traces:

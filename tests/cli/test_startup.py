@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "fixtures" / "demo"
 
 HEAVY = ("numba", "numpy", "pyarrow", "pyspark", "jsonschema", "sqlite3", "_sqlite3", "rich.table",
-         "rich.markdown", "markdown_it", "orjson")
-"""Not needed to print help or an error, or to decode a 4 KiB config file."""
+         "rich.markdown", "markdown_it", "orjson", "pydantic", "pydantic_core")
+"""Not needed to print help or an error, or to decode a 4 KiB config file. (pydantic: Typer 0.29 coerces
+every parameter through it, 0.12 s a command; pyproject.toml pins `typer<0.29`.)"""
 
 _LINE = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|( *)(\S+)$")
 
@@ -34,8 +35,8 @@ def imported(*args: str) -> tuple[set[str], subprocess.CompletedProcess]:
     return names, p
 
 
-def heavy(names: set[str]) -> list[str]:
-    return sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in HEAVY))
+def heavy(names: set[str], packages: tuple[str, ...] = HEAVY) -> list[str]:
+    return sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in packages))
 
 
 def test_help_imports_none_of_the_heavy_packages():
@@ -58,6 +59,8 @@ def test_help_and_usage_errors_import_none_of_the_heavy_packages(args):
     names, p = imported(*args)
     assert p.returncode == (0 if "--help" in args else 2), p.stderr[-2000:]
     assert heavy(names) == []
+    if "--help" in args or "nope" in args:  # click prints these; Rich's Error: console is made on first use
+        assert heavy(names, ("rich",)) == []
 
 
 @pytest.mark.parametrize("path", ["config/timercheck", "config/delayOffset.json", "checkpoint"])
@@ -66,6 +69,22 @@ def test_a_config_file_dump_as_json_imports_none_of_the_heavy_packages(path):
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.startswith('{"version": 1')
     assert heavy(names) == []
+
+
+@pytest.mark.parametrize("view", ["overview", "transactions", "restart", "delay", "index"])
+def test_a_store_view_as_json_to_a_pipe_loads_no_rich(view):
+    """No progress bar (stderr is a pipe), no table, no Error: line: neither cli/render.py nor Rich."""
+    names, p = imported("inspect", str(DEMO), view, "--json", "--now", "1790000020000")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith('{"version": 1, "view": "' + view)
+    assert heavy(names, ("rich", "pydantic")) == []
+
+
+def test_the_same_view_as_text_loads_the_tables():
+    """The check above can fail: text output draws with cli/render.py, which imports rich.table."""
+    names, p = imported("inspect", str(DEMO), "delay", "--now", "1790000020000")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "rich.table" in names
 
 
 def test_a_small_store_view_walks_without_numba():
