@@ -67,24 +67,33 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
         _, records = find_messages(store, query, verify, progress)
         yield from (record_dict(r, body, decompress) for r in records)
         return
+    for walk, cc, rows, big in limited_chunks(store, query, verify, progress):
+        if _use_kernel(big):
+            for row, part in _chunk_parts(cc, rows, body, decompress):
+                walk.last = row
+                yield part
+        else:
+            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                walk.last = row
+                yield record_dict(rec, body, decompress)
+
+
+def limited_chunks(store: Store, query: MessageQuery, verify: bool = False,
+                   progress: Progress | None = None) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
+    """(walk, chunk, rows, big) of `query`'s `RowWalk`, the rows cut at --limit: what both fast writers
+    (JSON Lines here, Parquet) walk. `big`: the CommitLog reaches `KERNEL_MIN_BYTES`, so numba is loaded
+    first and the scan walks every record with it, not the first 20k with CPython."""
     if query.limit is not None and query.limit <= 0:
         return
     big = sum(f.length for f in store.commitlog.files) >= KERNEL_MIN_BYTES
-    if big:  # load numba now: the scan then walks every record with it, not the first 20k with CPython
+    if big:
         fastscan.kernels()
     n = 0
     with RowWalk(store, query, verify, progress) as walk:
         for cc, rows in walk:
             if query.limit is not None:
                 rows = rows[: query.limit - n]
-            if _use_kernel(big):
-                for row, part in _chunk_parts(cc, rows, body, decompress):
-                    walk.last = row
-                    yield part
-            else:
-                for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
-                    walk.last = row
-                    yield record_dict(rec, body, decompress)
+            yield walk, cc, rows, big
             n += len(rows)
             if query.limit is not None and n >= query.limit:
                 return
