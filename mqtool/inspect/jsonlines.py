@@ -249,6 +249,8 @@ _TEXTS = (
  T_STORE_HOST, T_RECONSUME_TIMES, T_PREPARED_TRANSACTION_OFFSET, T_TOPIC, T_PROPERTIES, T_COLON, T_UNIQ_KEY,
  T_NULL, T_MSG_ID, T_BODY_LENGTH, T_BODY, T_DLEDGER, T_TERM, T_POS, T_CLOSE, T_END) = range(len(_TEXTS))
 _LITS = np.frombuffer(b"".join(_TEXTS), np.uint8)
+_ESCAPES = np.zeros(128, np.uint8)  # the letter after '\\' where json.dumps writes a two-character escape
+_ESCAPES[list(b'"\\\b\f\n\r\t')] = list(b'"\\bfnrt')
 _LIT_AT = np.cumsum([0, *map(len, _TEXTS)]).astype(np.int64)
 
 
@@ -335,33 +337,14 @@ def _str(out, o, a, s, n):
     o += 1
     for i in range(s, s + n):
         b = a[i]
-        if b == 34 or b == 92:
+        e = _ESCAPES[b] if b < 128 else 0
+        if e != 0:
             out[o] = 92
-            out[o + 1] = b
+            out[o + 1] = e
             o += 2
         elif b >= 0x20:
             out[o] = b
             o += 1
-        elif b == 10:
-            out[o] = 92
-            out[o + 1] = 110
-            o += 2
-        elif b == 13:
-            out[o] = 92
-            out[o + 1] = 114
-            o += 2
-        elif b == 9:
-            out[o] = 92
-            out[o + 1] = 116
-            o += 2
-        elif b == 8:
-            out[o] = 92
-            out[o + 1] = 98
-            o += 2
-        elif b == 12:
-            out[o] = 92
-            out[o + 1] = 102
-            o += 2
         else:
             out[o] = 92
             out[o + 1] = 117
