@@ -4,7 +4,7 @@
 are (CPython) for small ones, where loading numba (about 1 s per process) costs more than the walk.
 One definition, two engines: `tests/store/test_fastscan.py` runs both on every case.
 
-Only the primitives differ between the engines (`NUMBA_HELPERS` and their `_py_` twins: numba reads
+Only the primitives differ between the engines (`NUMBA_HELPERS` with a `_py_` twin: numba reads
 bytes of a uint8 array and CRCs through a zlib symbol, CPython reads a memoryview and calls zlib);
 everything the walk checks comes from `fastscan` (`LAYOUT`, column numbers, stop codes).
 """
@@ -93,19 +93,6 @@ def _body_crc(a, p, n):
     return np.int64(_crc32(0, a.ctypes.data + p, n) & 0x7FFFFFFF)
 
 
-def _sized(a, p, size, width, bad_width, bad_neg, bad_past):
-    """A length of `width` bytes at `p` (1: a signed byte, the V1 topic; 2: a short) and the bytes it
-    counts, checked as `decode_message` does: (STOP_MORE, length), or (the stop, its detail)."""
-    if p + width > size:
-        return bad_width, 0
-    n = _i8(a, p) if width == 1 else _i16(a, p)
-    if n < 0:
-        return bad_neg, n
-    if p + width + n > size:
-        return bad_past, 0
-    return STOP_MORE, n
-
-
 # compiled inline by `kernels`; `_sized` is the same code on both engines, the others have `_py_` twins
 NUMBA_HELPERS = ("_u32", "_i32", "_i64", "_i16", "_i8", "_body_crc", "_sized")
 
@@ -137,6 +124,19 @@ def _py_i8(a, p):
 
 def _py_body_crc(a, p, n):
     return zlib.crc32(a[p : p + n]) & 0x7FFFFFFF
+
+
+def _sized(a, p, size, width, bad_width, bad_neg, bad_past):
+    """A length of `width` bytes at `p` (1: a signed byte, the V1 topic; 2: a short) and the bytes it
+    counts, checked as `decode_message` does: (STOP_MORE, length), or (the stop, its detail)."""
+    if p + width > size:
+        return bad_width, 0
+    n = _i8(a, p) if width == 1 else _i16(a, p)
+    if n < 0:
+        return bad_neg, n
+    if p + width + n > size:
+        return bad_past, 0
+    return STOP_MORE, n
 
 
 def _commitlog_kernel(a, pos, verify_crc, out, lay):
