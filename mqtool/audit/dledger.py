@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mqtool.audit.records import FileSlice
 from mqtool.audit.results import TaskResult
 from mqtool.formats import layout
 from mqtool.formats.dledger import BODY_OFFSET, ENTRY_MAGIC, INDEX_UNIT_SIZE, entry_header, index_unit
@@ -40,16 +41,9 @@ _UNIT = layout.struct_format(index_unit)
 
 
 @dataclass(frozen=True)
-class DLedgerSliceTask:
+class DLedgerSliceTask(FileSlice):
     """Entries starting in [begin, end) of one DLedger data file (`begin`/`end`: entry starts or the file's end)."""
 
-    index: int
-    root: str
-    path: str
-    rel: str
-    file_start: int
-    begin: int
-    end: int
     file_no: int  # position of the file among the data files
     last_file: bool
 

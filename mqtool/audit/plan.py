@@ -15,7 +15,7 @@ import numpy as np
 
 from mqtool.audit.dledger import dledger_cuts, is_data_file, open_dledger, plan_dledger_tasks
 from mqtool.audit.index import plan_index_tasks
-from mqtool.audit.records import is_record_start, open_store
+from mqtool.audit.records import FileSlice, is_record_start, open_store
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.store import fastscan
@@ -29,16 +29,9 @@ DEFAULT_SPLIT_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
-class CommitLogSlice:
+class CommitLogSlice(FileSlice):
     """Bytes [begin, end) of one CommitLog file; `begin` is a record start (0 or a checked cut)."""
 
-    index: int
-    root: str
-    path: str
-    rel: str
-    file_start: int
-    begin: int
-    end: int
     last_of_file: bool
     last_file: bool
 

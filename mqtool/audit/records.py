@@ -8,6 +8,7 @@ Files are mapped once per reader and unmapped by `close()`.
 
 import os
 from bisect import bisect_right
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -16,6 +17,20 @@ import numpy as np
 from mqtool.store import fastscan
 from mqtool.store.mapped_files import FileMaps, MappedFileQueue
 from mqtool.store.store import Store
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """Bytes [begin, end) of one store file: what a slice task reads (`index`: its place in the plan;
+    `path` absolute, `rel` below `root`; `file_start`: the file's first offset, its name)."""
+
+    index: int
+    root: str
+    path: str
+    rel: str
+    file_start: int
+    begin: int
+    end: int
 
 
 def open_store(root: str) -> Store:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -73,30 +73,13 @@ from mqtool.store.consumequeue import ConsumeQueue, discover_queues
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import open_queue
 from mqtool.store.store import Store
+from mqtool.store.timer import EMPTY_SLOT, Slot  # the reader's slot: the wheel reads back as it was written
 
 DEFAULT_BORN_HOST = "127.0.0.1:51234"
 DEFAULT_STORE_HOST = "127.0.0.1:10911"
 CQ_PRE_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue.fillPreBlank: (0, Integer.MAX_VALUE, 0) units
 
 Properties = str | Sequence[tuple[str, str]]
-
-
-@dataclass(frozen=True)
-class Slot:
-    """`timer.Slot`: an empty slot reads (-1, -1, -1, 0, 0) as in `TimerWheel.getSlot`."""
-
-    time_ms: int
-    first_pos: int
-    last_pos: int
-    num: int = 0
-    magic: int = 0
-
-    @property
-    def empty(self) -> bool:
-        return self.time_ms == -1
-
-
-EMPTY_SLOT = Slot(-1, -1, -1)
 
 
 def name20(offset: int) -> str:

@@ -17,7 +17,6 @@ from mqtool.cli.common import (
     JsonOption,
     StoreArgument,
     emit_json,
-    fail,
     lazy_module,
     load_config,
     user_errors,
@@ -80,16 +79,12 @@ def spark_audit(
     split_mb: float = typer.Option(256, "--split-mb", help="Cut CommitLog files into partitions of about this "
                                    "many MiB (at record starts).", min=0),
 ) -> None:
-    if local and master:
-        raise fail("use either --local or --master, not both")
-    bad = [c for c in conf if "=" not in c]
-    if bad:
-        raise fail(f"--conf takes KEY=VALUE, not {bad[0]!r}")
-    spark_conf = dict(c.split("=", 1) for c in conf)
     with user_errors():
+        from mqtool.audit.options import check_audit_options
         from mqtool.audit.plan import open_audited_store
         from mqtool.audit.runner import write_report
 
+        spark_conf = check_audit_options(local, master, conf)  # before the store is opened or Spark starts
         # broker.conf (or RocketMQ's defaults) and the store, opened once here: a bad file or a
         # directory that is no store fails before Spark starts
         st = open_audited_store(store, load_config(config))

@@ -24,6 +24,7 @@ from mqtool.formats.offsets_json import (
     _fields,
     _integer,
     _present,
+    _quote,
     _Reader,
 )
 
@@ -83,31 +84,6 @@ def parse_transaction_metrics(text: str) -> TopicMetrics:
     return parse_topic_metrics(text, TRANSACTION_METRICS)
 
 
-def _quote(s: str) -> str:
-    """`SerializeWriter.writeStringWithDoubleQuote` under BrowserCompatible: '/' escaped too, and
-    control and non-ASCII characters as \\uXXXX of their UTF-16 units."""
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch in '"/\\':
-            out.append("\\" + ch)
-        elif ch in "\b\t\n\f\r":
-            out.append("\\" + "btnfr"["\b\t\n\f\r".index(ch)])
-        elif code < 0x20 or code >= 0x7F:
-            out.extend(f"\\u{u:04X}" for u in _utf16(code))
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _utf16(code: int) -> list[int]:
-    if code < 0x10000:
-        return [code]
-    code -= 0x10000
-    return [0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)]
-
-
 def _long(v: int) -> str:
     return str(v) if -BROWSER_SAFE_LONG <= v <= BROWSER_SAFE_LONG else f'"{v}"'
 
@@ -130,7 +106,7 @@ def dump_topic_metrics(m: TopicMetrics, *, table_size: int = METRICS_TABLE_SIZE)
         dv_fields.append(("timestamp", _long(dv.timestamp)))
         fields.append(("dataVersion", _bean(dv_fields)))
     order = _chm_order(m.counts, java_string_hash, table_size)
-    entries = ",".join(f"{_quote(t)}:" + _bean([("count", _long(m.counts[t].count)),
+    entries = ",".join(f"{_quote(t, browser_compatible=True)}:" + _bean([("count", _long(m.counts[t].count)),
                                                  ("timeStamp", _long(m.counts[t].time_stamp))]) for t in order)
     fields.append((m.member, "{" + entries + "}"))
     return _bean(fields)

@@ -423,21 +423,30 @@ FRESH_CONSUMER_TABLE_SIZE = 1024  # ConsumerOffsetManager's own `new ConcurrentH
 # --------------------------------------------------------------------------- fastjson pretty writer
 
 
-def _quote(s: str) -> str:
-    """`SerializeWriter.writeStringWithDoubleQuote` with default features."""
+def _quote(s: str, browser_compatible: bool = False) -> str:
+    """`SerializeWriter.writeStringWithDoubleQuote` with default features or, for the metrics files,
+    BrowserCompatible: '/' escaped too, and every control and non-ASCII character as \\uXXXX of its
+    UTF-16 units (default: only U+007F-U+009F and U+2028/9 beside the controls)."""
     out = ['"']
     for ch in s:
         code = ord(ch)
-        if ch in '"\\':
+        if ch == '"' or ch == "\\" or (browser_compatible and ch == "/"):
             out.append("\\" + ch)
         elif ch in "\b\t\n\f\r":
             out.append("\\" + "btnfr"["\b\t\n\f\r".index(ch)])
-        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u2028\u2029":
-            out.append(f"\\u{code:04X}")
+        elif code < 0x20 or (code >= 0x7F if browser_compatible else 0x7F <= code < 0xA0 or ch in "\u2028\u2029"):
+            out.extend(f"\\u{u:04X}" for u in _utf16(code))
         else:
             out.append(ch)
     out.append('"')
     return "".join(out)
+
+
+def _utf16(code: int) -> list[int]:
+    if code < 0x10000:
+        return [code]
+    code -= 0x10000
+    return [0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)]
 
 
 def _tabs(n: int) -> str:

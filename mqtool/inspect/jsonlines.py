@@ -39,30 +39,6 @@ from mqtool.inspect.columns import ColumnChunk
 from mqtool.inspect.messages import MessageQuery, RowWalk
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import fastscan
-from mqtool.store.fastscan import (
-    C_BODY_CRC,
-    C_BODY_LEN,
-    C_BODY_POS,
-    C_BORN_HOST,
-    C_BORN_TS,
-    C_CRC,
-    C_FLAG,
-    C_MAGIC,
-    C_PHYS_FIELD,
-    C_POS,
-    C_PREPARED,
-    C_PROPS_LEN,
-    C_PROPS_POS,
-    C_QUEUE_ID,
-    C_QUEUE_OFFSET,
-    C_RECONSUME,
-    C_STORE_HOST,
-    C_STORE_TS,
-    C_SYS_FLAG,
-    C_TOPIC_LEN,
-    C_TOPIC_POS,
-    C_TOTAL,
-)
 from mqtool.store.store import Store
 
 KERNEL_MIN_BYTES = 32 << 20
@@ -91,24 +67,33 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
         _, records = find_messages(store, query, verify, progress)
         yield from (record_dict(r, body, decompress) for r in records)
         return
+    for walk, cc, rows, big in limited_chunks(store, query, verify, progress):
+        if _use_kernel(big):
+            for row, part in _chunk_parts(cc, rows, body, decompress):
+                walk.last = row
+                yield part
+        else:
+            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                walk.last = row
+                yield record_dict(rec, body, decompress)
+
+
+def limited_chunks(store: Store, query: MessageQuery, verify: bool = False,
+                   progress: Progress | None = None) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
+    """(walk, chunk, rows, big) of `query`'s `RowWalk`, the rows cut at --limit: what both fast writers
+    (JSON Lines here, Parquet) walk. `big`: the CommitLog reaches `KERNEL_MIN_BYTES`, so numba is loaded
+    first and the scan walks every record with it, not the first 20k with CPython."""
     if query.limit is not None and query.limit <= 0:
         return
     big = sum(f.length for f in store.commitlog.files) >= KERNEL_MIN_BYTES
-    if big:  # load numba now: the scan then walks every record with it, not the first 20k with CPython
+    if big:
         fastscan.kernels()
     n = 0
     with RowWalk(store, query, verify, progress) as walk:
         for cc, rows in walk:
             if query.limit is not None:
                 rows = rows[: query.limit - n]
-            if _use_kernel(big):
-                for row, part in _chunk_parts(cc, rows, body, decompress):
-                    walk.last = row
-                    yield part
-            else:
-                for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
-                    walk.last = row
-                    yield record_dict(rec, body, decompress)
+            yield walk, cc, rows, big
             n += len(rows)
             if query.limit is not None and n >= query.limit:
                 return
@@ -134,22 +119,22 @@ def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
                 yield row, record_dict(rec, body, decompress)
             return
         m = len(rows)
-        props_pos, props_len = c[C_PROPS_POS], c[C_PROPS_LEN]
+        props_pos, props_len = c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN]
         pair_at = np.empty(m + 1, np.int32)
         for cap in (m * 8, int(props_len.sum()) // 3 + 1):
             kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
             if k.property_pairs(a, props_pos, props_len, pair_at, kpos, klen, vpos, vlen) >= 0:
                 break
         host_tab, host_at, born, store = _hosts(k, a, c)
-        flags, flag_codes = np.unique(c[C_SYS_FLAG], return_inverse=True)
+        flags, flag_codes = np.unique(c[fastscan.C_SYS_FLAG], return_inverse=True)
         flag_tab, flag_at = _table([_flag_json(int(f)) for f in flags.tolist()])
         dl = chunk.dledger[:, rows] if chunk.dledger is not None else np.zeros((3, 0), np.int64)
         bound = (1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))
-                 + 6 * c[C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[C_BODY_LEN]))
+                 + 6 * c[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[fastscan.C_BODY_LEN]))
         out, _ = fastscan._pool_array(int(bound.sum()), np.uint8)  # the pool reuses pages across chunks
         ends = np.empty(m, np.int64)
         need_crc = not chunk.crc_checked
-        crc_ok = np.ones(m, np.bool_) if need_crc else ((c[C_BODY_LEN] == 0) | (c[C_CRC] == c[C_BODY_CRC]))
+        crc_ok = chunk.crc_ok[rows]  # all True while the CRC is still to check: `_lines` computes it
         _writer()(a, c, chunk.base_offset, np.frombuffer(file_json, np.uint8), pair_at, kpos, klen, vpos, vlen,
                   np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born, store, flag_tab, flag_at,
                   flag_codes.ravel().astype(np.int64), dl, crc_ok, need_crc, _BODY_MODES[body],
@@ -201,9 +186,9 @@ def _hosts(k, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     row's born and store host code into it."""
     texts: dict[str, int] = {}
     codes = []
-    for col, bit in ((C_BORN_HOST, BORNHOST_V6), (C_STORE_HOST, STOREHOST_V6)):
+    for col, bit in ((fastscan.C_BORN_HOST, BORNHOST_V6), (fastscan.C_STORE_HOST, STOREHOST_V6)):
         pos = c[col]
-        v6 = (c[C_SYS_FLAG] & bit) != 0
+        v6 = (c[fastscan.C_SYS_FLAG] & bit) != 0
         code = np.empty(len(pos), np.int64)
         v4 = ~v6
         if v4.any():
@@ -264,6 +249,8 @@ _TEXTS = (
  T_STORE_HOST, T_RECONSUME_TIMES, T_PREPARED_TRANSACTION_OFFSET, T_TOPIC, T_PROPERTIES, T_COLON, T_UNIQ_KEY,
  T_NULL, T_MSG_ID, T_BODY_LENGTH, T_BODY, T_DLEDGER, T_TERM, T_POS, T_CLOSE, T_END) = range(len(_TEXTS))
 _LITS = np.frombuffer(b"".join(_TEXTS), np.uint8)
+_ESCAPES = np.zeros(128, np.uint8)  # the letter after '\\' where json.dumps writes a two-character escape
+_ESCAPES[list(b'"\\\b\f\n\r\t')] = list(b'"\\bfnrt')
 _LIT_AT = np.cumsum([0, *map(len, _TEXTS)]).astype(np.int64)
 
 
@@ -278,12 +265,14 @@ def _put(out, o, src, s, n):
 
 
 def _lit(out, o, lits, lit_at, k):
-    """Literal `k` of `_TEXTS` (a numpy table: numba would make a bytes object per use of a literal)."""
-    s = lit_at[k]
-    n = lit_at[k + 1] - s
-    for t in range(n):
-        out[o + t] = lits[s + t]
-    return o + n
+    """Text `k` of a table (`_table`; `_LITS` holds `_TEXTS`: numba would make a bytes object per use of a
+    literal): bytes `lits[lit_at[k]:lit_at[k + 1]]`."""
+    return _put(out, o, lits, lit_at[k], lit_at[k + 1] - lit_at[k])
+
+
+def _lit_int(out, o, lits, lit_at, k, v):
+    """Literal `k` of `_TEXTS` and the decimal digits of `v`: a key and its number."""
+    return _int(out, _lit(out, o, lits, lit_at, k), v)
 
 
 def _int(out, o, v):
@@ -348,33 +337,14 @@ def _str(out, o, a, s, n):
     o += 1
     for i in range(s, s + n):
         b = a[i]
-        if b == 34 or b == 92:
+        e = _ESCAPES[b] if b < 128 else 0
+        if e != 0:
             out[o] = 92
-            out[o + 1] = b
+            out[o + 1] = e
             o += 2
         elif b >= 0x20:
             out[o] = b
             o += 1
-        elif b == 10:
-            out[o] = 92
-            out[o + 1] = 110
-            o += 2
-        elif b == 13:
-            out[o] = 92
-            out[o + 1] = 114
-            o += 2
-        elif b == 9:
-            out[o] = 92
-            out[o + 1] = 116
-            o += 2
-        elif b == 8:
-            out[o] = 92
-            out[o + 1] = 98
-            o += 2
-        elif b == 12:
-            out[o] = 92
-            out[o + 1] = 102
-            o += 2
         else:
             out[o] = 92
             out[o + 1] = 117
@@ -406,57 +376,43 @@ def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_ta
     o = 0
     n_rows = c.shape[1]
     for i in range(n_rows):
-        sysf = c[C_SYS_FLAG, i]
-        body_pos = c[C_BODY_POS, i]
-        body_len = c[C_BODY_LEN, i]
-        topic_pos = c[C_TOPIC_POS, i]
-        topic_len = c[C_TOPIC_LEN, i]
-        if (not _utf8_ok(a, topic_pos, topic_len) or not _utf8_ok(a, c[C_PROPS_POS, i], c[C_PROPS_LEN, i])
+        sysf = c[fastscan.C_SYS_FLAG, i]
+        body_pos = c[fastscan.C_BODY_POS, i]
+        body_len = c[fastscan.C_BODY_LEN, i]
+        topic_pos = c[fastscan.C_TOPIC_POS, i]
+        topic_len = c[fastscan.C_TOPIC_LEN, i]
+        if (not _utf8_ok(a, topic_pos, topic_len)
+                or not _utf8_ok(a, c[fastscan.C_PROPS_POS, i], c[fastscan.C_PROPS_LEN, i])
                 or (body_mode == 2 and not _utf8_ok(a, body_pos, body_len))
                 or (decompress and (sysf & COMPRESSED) != 0)):
             ends[i] = -o - 1
             continue
-        pos = c[C_POS, i]
-        o = _lit(out, o, lits, lit_at, T_OPEN)
-        o = _int(out, o, base + pos)
+        pos = c[fastscan.C_POS, i]
+        o = _lit_int(out, o, lits, lit_at, T_OPEN, base + pos)
         o = _lit(out, o, lits, lit_at, T_FILE)
         o = _put(out, o, file_json, 0, len(file_json))
-        o = _lit(out, o, lits, lit_at, T_POSITION)
-        o = _int(out, o, pos)
-        o = _lit(out, o, lits, lit_at, T_TOTAL_SIZE)
-        o = _int(out, o, c[C_TOTAL, i])
-        o = _lit(out, o, lits, lit_at, T_MAGIC_V2 if c[C_MAGIC, i] == _V2 else T_MAGIC_V1)
-        o = _lit(out, o, lits, lit_at, T_BODY_CRC)
-        o = _int(out, o, c[C_BODY_CRC, i])
+        o = _lit_int(out, o, lits, lit_at, T_POSITION, pos)
+        o = _lit_int(out, o, lits, lit_at, T_TOTAL_SIZE, c[fastscan.C_TOTAL, i])
+        o = _lit(out, o, lits, lit_at, T_MAGIC_V2 if c[fastscan.C_MAGIC, i] == _V2 else T_MAGIC_V1)
+        o = _lit_int(out, o, lits, lit_at, T_BODY_CRC, c[fastscan.C_BODY_CRC, i])
         ok = crc_ok[i]
         if need_crc and body_len > 0:
-            ok = (_crc32(0, a.ctypes.data + body_pos, body_len) & 0x7FFFFFFF) == c[C_BODY_CRC, i]
+            ok = (_crc32(0, a.ctypes.data + body_pos, body_len) & 0x7FFFFFFF) == c[fastscan.C_BODY_CRC, i]
         o = _lit(out, o, lits, lit_at, T_CRC_TRUE if ok else T_CRC_FALSE)
-        o = _lit(out, o, lits, lit_at, T_QUEUE_ID)
-        o = _int(out, o, c[C_QUEUE_ID, i])
-        o = _lit(out, o, lits, lit_at, T_FLAG)
-        o = _int(out, o, c[C_FLAG, i])
-        o = _lit(out, o, lits, lit_at, T_QUEUE_OFFSET)
-        o = _int(out, o, c[C_QUEUE_OFFSET, i])
-        o = _lit(out, o, lits, lit_at, T_SYS_FLAG)
-        o = _int(out, o, sysf)
+        o = _lit_int(out, o, lits, lit_at, T_QUEUE_ID, c[fastscan.C_QUEUE_ID, i])
+        o = _lit_int(out, o, lits, lit_at, T_FLAG, c[fastscan.C_FLAG, i])
+        o = _lit_int(out, o, lits, lit_at, T_QUEUE_OFFSET, c[fastscan.C_QUEUE_OFFSET, i])
+        o = _lit_int(out, o, lits, lit_at, T_SYS_FLAG, sysf)
         o = _lit(out, o, lits, lit_at, T_SEP)
-        f = flag_codes[i]
-        o = _put(out, o, flag_tab, flag_at[f], flag_at[f + 1] - flag_at[f])
-        o = _lit(out, o, lits, lit_at, T_BORN_TIMESTAMP)
-        o = _int(out, o, c[C_BORN_TS, i])
+        o = _lit(out, o, flag_tab, flag_at, flag_codes[i])
+        o = _lit_int(out, o, lits, lit_at, T_BORN_TIMESTAMP, c[fastscan.C_BORN_TS, i])
         o = _lit(out, o, lits, lit_at, T_BORN_HOST)
-        h = born[i]
-        o = _put(out, o, host_tab, host_at[h], host_at[h + 1] - host_at[h])
-        o = _lit(out, o, lits, lit_at, T_STORE_TIMESTAMP)
-        o = _int(out, o, c[C_STORE_TS, i])
+        o = _lit(out, o, host_tab, host_at, born[i])
+        o = _lit_int(out, o, lits, lit_at, T_STORE_TIMESTAMP, c[fastscan.C_STORE_TS, i])
         o = _lit(out, o, lits, lit_at, T_STORE_HOST)
-        h = store[i]
-        o = _put(out, o, host_tab, host_at[h], host_at[h + 1] - host_at[h])
-        o = _lit(out, o, lits, lit_at, T_RECONSUME_TIMES)
-        o = _int(out, o, c[C_RECONSUME, i])
-        o = _lit(out, o, lits, lit_at, T_PREPARED_TRANSACTION_OFFSET)
-        o = _int(out, o, c[C_PREPARED, i])
+        o = _lit(out, o, host_tab, host_at, store[i])
+        o = _lit_int(out, o, lits, lit_at, T_RECONSUME_TIMES, c[fastscan.C_RECONSUME, i])
+        o = _lit_int(out, o, lits, lit_at, T_PREPARED_TRANSACTION_OFFSET, c[fastscan.C_PREPARED, i])
         o = _lit(out, o, lits, lit_at, T_TOPIC)
         o = _str(out, o, a, topic_pos, topic_len)
         o = _lit(out, o, lits, lit_at, T_PROPERTIES)
@@ -481,9 +437,9 @@ def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_ta
         else:
             o = _lit(out, o, lits, lit_at, T_NULL)
         o = _lit(out, o, lits, lit_at, T_MSG_ID)
-        sh = c[C_STORE_HOST, i]
+        sh = c[fastscan.C_STORE_HOST, i]
         o = _hex(out, o, a, sh, _HOST_V6 if (sysf & STOREHOST_V6) != 0 else _HOST_V4, True)
-        phys = c[C_PHYS_FIELD, i]
+        phys = c[fastscan.C_PHYS_FIELD, i]
         for t in range(7, -1, -1):
             b = (phys >> (8 * t)) & 255
             hi = b >> 4
@@ -491,8 +447,7 @@ def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_ta
             out[o] = (48 + hi) if hi < 10 else (55 + hi)
             out[o + 1] = (48 + lo) if lo < 10 else (55 + lo)
             o += 2
-        o = _lit(out, o, lits, lit_at, T_BODY_LENGTH)
-        o = _int(out, o, body_len)
+        o = _lit_int(out, o, lits, lit_at, T_BODY_LENGTH, body_len)
         o = _lit(out, o, lits, lit_at, T_BODY)
         if body_mode == 0:
             o = _lit(out, o, lits, lit_at, T_NULL)
@@ -504,12 +459,9 @@ def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_ta
         else:
             o = _str(out, o, a, body_pos, body_len)
         if dl.shape[1] > 0:
-            o = _lit(out, o, lits, lit_at, T_DLEDGER)
-            o = _int(out, o, dl[0, i])
-            o = _lit(out, o, lits, lit_at, T_TERM)
-            o = _int(out, o, dl[1, i])
-            o = _lit(out, o, lits, lit_at, T_POS)
-            o = _int(out, o, dl[2, i])
+            o = _lit_int(out, o, lits, lit_at, T_DLEDGER, dl[0, i])
+            o = _lit_int(out, o, lits, lit_at, T_TERM, dl[1, i])
+            o = _lit_int(out, o, lits, lit_at, T_POS, dl[2, i])
             o = _lit(out, o, lits, lit_at, T_CLOSE)
         o = _lit(out, o, lits, lit_at, T_END)
         ends[i] = o
@@ -528,7 +480,7 @@ def _writer():
         k = fastscan.kernels()
         g = dict(globals())
         g["_crc32"] = k._crc32
-        for name in ("_put", "_lit", "_int", "_utf8_ok", "_str", "_hex"):
+        for name in ("_put", "_lit", "_int", "_lit_int", "_utf8_ok", "_str", "_hex"):
             fn = globals()[name]
             g[name] = njit(FunctionType(fn.__code__, g, name))
         _compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))

@@ -32,8 +32,8 @@ from mqtool.formats import commitlog as cl
 from mqtool.formats.names import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFlag
 from mqtool.inspect.columns import ColumnChunk
-from mqtool.inspect.jsonlines import KERNEL_MIN_BYTES, _use_kernel
-from mqtool.inspect.messages import MessageQuery, RowWalk
+from mqtool.inspect.jsonlines import _use_kernel, limited_chunks
+from mqtool.inspect.messages import MessageQuery
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import fastscan
 from mqtool.store.store import Store
@@ -102,25 +102,13 @@ def message_batches(store: Store, query: MessageQuery, verify: bool = False, bod
         _, records = find_messages(store, query, verify, progress)
         yield from _pylist_batches([record_dict(r, body, decompress) for r in records], schema)
         return
-    if query.limit is not None and query.limit <= 0:
-        return
-    big = sum(f.length for f in store.commitlog.files) >= KERNEL_MIN_BYTES
-    if big:  # numba now: the scan then walks every record with it
-        fastscan.kernels()
-    n = 0
-    with RowWalk(store, query, verify, progress) as walk:
-        for cc, rows in walk:
-            if query.limit is not None:
-                rows = rows[: query.limit - n]
-            if _use_kernel(big):
-                yield chunk_batch(cc, rows, body, decompress, schema)
-            else:
-                yield pa.RecordBatch.from_pylist(
-                    _rows([record_dict(r, body, decompress) for r in cc.records(rows)]), schema=schema)
-            walk.last = int(rows[-1])
-            n += len(rows)
-            if query.limit is not None and n >= query.limit:
-                return
+    for walk, cc, rows, big in limited_chunks(store, query, verify, progress):
+        if _use_kernel(big):
+            yield chunk_batch(cc, rows, body, decompress, schema)
+        else:
+            yield pa.RecordBatch.from_pylist(
+                _rows([record_dict(r, body, decompress) for r in cc.records(rows)]), schema=schema)
+        walk.last = int(rows[-1])
 
 
 def _rows(dicts: list[dict]) -> list[dict]:

@@ -17,6 +17,7 @@ from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.delay import time_histogram
+from mqtool.inspect.metrics import metrics_view
 from mqtool.rules.timer import LOOP, is_cancel_request, is_deleted, need_roll, slot_num_delta, walk_chain
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
@@ -160,24 +161,10 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
 
 
 def _metrics(store: Store, pending_by_topic: dict[str, int], findings: list[Finding]) -> dict | None:
-    """config/timermetrics per topic next to the TimerLog's pending units of that REAL_TOPIC; None without
-    the file. The broker persists the file periodically, so a difference is an `info` finding."""
-    m = store.timer_metrics
-    if m is None:
-        return None
-    rows = []
-    for topic in [*m.counts, *sorted(t for t in pending_by_topic if t not in m.counts)]:
-        metric = m.counts.get(topic)
-        row = {"topic": topic, "count": m.count(topic), "time_stamp": metric.time_stamp if metric else None,
-               "pending_in_timerlog": pending_by_topic.get(topic, 0)}
-        rows.append(row)
-        if row["count"] != row["pending_in_timerlog"]:
-            findings.append(Finding("config/timermetrics", None, CHECK + ".metrics", "info",
-                                    f"timermetrics counts {row['count']} timer(s) of {topic} not yet delivered, "
-                                    f"the TimerLog holds {row['pending_in_timerlog']} pending", topic))
-    dv = m.data_version
-    return {"data_version": None if dv is None else {"counter": dv.counter, "timestamp": dv.timestamp},
-            "topics": rows, "agrees": all(r["count"] == r["pending_in_timerlog"] for r in rows)}
+    """config/timermetrics per topic next to the TimerLog's pending units of that REAL_TOPIC (`metrics_view`)."""
+    return metrics_view(store.timer_metrics, pending_by_topic, "pending_in_timerlog", "config/timermetrics",
+                        CHECK + ".metrics", "timermetrics counts {count} timer(s) of {topic} not yet delivered, "
+                        "the TimerLog holds {held} pending", findings)
 
 
 def _timer_queue(store: Store, tq, cp: dict | None) -> dict:

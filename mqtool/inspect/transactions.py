@@ -48,6 +48,7 @@ from mqtool.formats.opbody import parse_op_body  # noqa: F401 - part of this mod
 from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSACTION_ROLLBACK
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, TopicIds, scan_chunks
+from mqtool.inspect.metrics import metrics_view
 from mqtool.inspect.records import Progress
 from mqtool.rules.transaction import check_immunity_time, predict_checks
 from mqtool.store.fastscan import C_POS, C_PREPARED, C_SYS_FLAG
@@ -199,27 +200,14 @@ def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
 
 
 def _metrics(store: Store, pending: list[dict], findings: list[Finding]) -> dict | None:
-    """config/transactionMetrics per topic next to the pending halves of that REAL_TOPIC; None without the
-    file. The broker persists it periodically (TransactionMetricsFlushService): a difference is `info`."""
-    m = store.transaction_metrics
-    if m is None:
-        return None
+    """config/transactionMetrics per topic next to the pending halves of that REAL_TOPIC (`metrics_view`;
+    the broker persists it in TransactionMetricsFlushService)."""
     found: dict[str, int] = {}
     for r in pending:
         found[r["real_topic"] or "-"] = found.get(r["real_topic"] or "-", 0) + 1
-    rows = []
-    for topic in [*m.counts, *sorted(t for t in found if t not in m.counts)]:
-        metric = m.counts.get(topic)
-        row = {"topic": topic, "count": m.count(topic), "time_stamp": metric.time_stamp if metric else None,
-               "pending_halves": found.get(topic, 0)}
-        rows.append(row)
-        if row["count"] != row["pending_halves"]:
-            findings.append(Finding("config/transactionMetrics", None, "transactions.metrics", "info",
-                                    f"transactionMetrics counts {row['count']} open transaction(s) of {topic}, "
-                                    f"the half topic holds {row['pending_halves']} pending", topic))
-    dv = m.data_version
-    return {"data_version": None if dv is None else {"counter": dv.counter, "timestamp": dv.timestamp},
-            "topics": rows, "agrees": all(r["count"] == r["pending_halves"] for r in rows)}
+    return metrics_view(store.transaction_metrics, found, "pending_halves", "config/transactionMetrics",
+                        "transactions.metrics", "transactionMetrics counts {count} open transaction(s) of {topic}, "
+                        "the half topic holds {held} pending", findings)
 
 
 def _check_progress(store: Store) -> list[dict]:

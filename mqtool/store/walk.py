@@ -4,7 +4,7 @@
 are (CPython) for small ones, where loading numba (about 1 s per process) costs more than the walk.
 One definition, two engines: `tests/store/test_fastscan.py` runs both on every case.
 
-Only the primitives differ between the engines (`NUMBA_HELPERS` and their `_py_` twins: numba reads
+Only the primitives differ between the engines (`NUMBA_HELPERS` with a `_py_` twin: numba reads
 bytes of a uint8 array and CRCs through a zlib symbol, CPython reads a memoryview and calls zlib);
 everything the walk checks comes from `fastscan` (`LAYOUT`, column numbers, stop codes).
 """
@@ -93,7 +93,8 @@ def _body_crc(a, p, n):
     return np.int64(_crc32(0, a.ctypes.data + p, n) & 0x7FFFFFFF)
 
 
-NUMBA_HELPERS = ("_u32", "_i32", "_i64", "_i16", "_i8", "_body_crc")  # compiled inline by `kernels`
+# compiled inline by `kernels`; `_sized` is the same code on both engines, the others have `_py_` twins
+NUMBA_HELPERS = ("_u32", "_i32", "_i64", "_i16", "_i8", "_body_crc", "_sized")
 
 
 def _crc32(crc, ptr, n):  # pragma: no cover - replaced by the zlib symbol under numba
@@ -123,6 +124,19 @@ def _py_i8(a, p):
 
 def _py_body_crc(a, p, n):
     return zlib.crc32(a[p : p + n]) & 0x7FFFFFFF
+
+
+def _sized(a, p, size, width, bad_width, bad_neg, bad_past):
+    """A length of `width` bytes at `p` (1: a signed byte, the V1 topic; 2: a short) and the bytes it
+    counts, checked as `decode_message` does: (STOP_MORE, length), or (the stop, its detail)."""
+    if p + width > size:
+        return bad_width, 0
+    n = _i8(a, p) if width == 1 else _i16(a, p)
+    if n < 0:
+        return bad_neg, n
+    if p + width + n > size:
+        return bad_past, 0
+    return STOP_MORE, n
 
 
 def _commitlog_kernel(a, pos, verify_crc, out, lay):
@@ -180,30 +194,16 @@ def _commitlog_kernel(a, pos, verify_crc, out, lay):
             return n, pos, BAD_BODY_PAST, 0
         body_pos = p
         p += body_len
-        if magic == _V2:
-            if p + topic_v2 > size:
-                return n, pos, BAD_TOPIC_LEN_PAST, 0
-            topic_len = _i16(a, p)
-            p += topic_v2
-        else:
-            if p + topic_v1 > size:
-                return n, pos, BAD_TOPIC_LEN_PAST, 0
-            topic_len = _i8(a, p)
-            p += topic_v1
-        if topic_len < 0:
-            return n, pos, BAD_TOPIC_NEG, topic_len
-        if p + topic_len > size:
-            return n, pos, BAD_TOPIC_PAST, 0
-        topic_pos = p
-        p += topic_len
-        if p + props_width > size:
-            return n, pos, BAD_PROPS_LEN_PAST, 0
-        props_len = _i16(a, p)
+        topic_width = topic_v2 if magic == _V2 else topic_v1
+        stop, topic_len = _sized(a, p, size, topic_width, BAD_TOPIC_LEN_PAST, BAD_TOPIC_NEG, BAD_TOPIC_PAST)
+        if stop != STOP_MORE:
+            return n, pos, stop, topic_len
+        topic_pos = p + topic_width
+        p = topic_pos + topic_len
+        stop, props_len = _sized(a, p, size, props_width, BAD_PROPS_LEN_PAST, BAD_PROPS_NEG, BAD_PROPS_PAST)
+        if stop != STOP_MORE:
+            return n, pos, stop, props_len
         p += props_width
-        if props_len < 0:
-            return n, pos, BAD_PROPS_NEG, props_len
-        if p + props_len > size:
-            return n, pos, BAD_PROPS_PAST, 0
         computed = (fixed + born_addr + port + store_addr + port + body_len + (topic_v2 if magic == _V2 else topic_v1)
                     + topic_len + props_len)
         if total != computed or total <= 0:
@@ -243,7 +243,7 @@ def _python_kernel():
     """`_commitlog_kernel` with CPython's primitives (same code object, other globals)."""
     g = dict(globals())
     for name in NUMBA_HELPERS:
-        g[name] = g["_py" + name]
+        g[name] = g.get("_py" + name) or FunctionType(g[name].__code__, g, name)
     return FunctionType(_commitlog_kernel.__code__, g, "_commitlog_kernel")
 
 
