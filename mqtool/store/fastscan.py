@@ -132,14 +132,66 @@ _python_left = PYTHON_WALK_RECORDS
 # average size) hold more records than the budget has left, it hands over to numba at once instead
 # of walking the whole budget first (about 0.7 s of a large scan's start-up).
 PYTHON_SAMPLE_RECORDS = 1_000
-ENGINE: str | None = None  # "python" or "numba" pins one (tests run every case under both)
+ENGINE: str | None = None
+"""Pins one engine of the walk: "python", "numba" (its dispatcher) or "native" (the object code
+numba compiled, loaded by `native` without numba). Tests run every case under each."""
+_walk = None  # the compiled walk once loaded: the native one, else numba's dispatcher
+_native_walk = None  # the native walk; False when it cannot be had
 
 
 def _use_python() -> bool:
-    """Walk under CPython while numba is not loaded and the process's budget lasts."""
+    """Walk under CPython while no compiled walk is loaded and the process's budget lasts."""
     if ENGINE is not None:
         return ENGINE == "python"
-    return _python_left > 0 and "mqtool.store.kernels" not in sys.modules
+    return _python_left > 0 and _walk is None and "mqtool.store.kernels" not in sys.modules
+
+
+def compiled_walk():
+    """The compiled `_commitlog_kernel(a, pos, verify_crc, out, lay) -> (n, end, stop, detail)`:
+    the native object code (`native`, no numba import once cached), else numba's dispatcher."""
+    global _walk
+    if ENGINE == "numba":
+        return kernels()._commitlog_kernel
+    if ENGINE == "native":
+        fn = native_walk()
+        if fn is None:
+            from mqtool.store import native
+
+            raise RuntimeError(f"the native walk is not available: {native.error}")
+        return fn
+    if _walk is None:
+        _walk = native_walk() or kernels()._commitlog_kernel
+    return _walk
+
+
+def native_walk():
+    """The walk's native code behind the dispatcher's signature, or None when it cannot be loaded."""
+    global _native_walk
+    if _native_walk is None:
+        from mqtool.store import native
+
+        lib = native.load()
+        _native_walk = False if lib is None else _wrap_native_walk(lib)
+    return _native_walk or None
+
+
+def _wrap_native_walk(lib):
+    import ctypes
+
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn = lib.function("walk", None, p, i64, i64, i64, p, i64, p, p)
+
+    def walk(a: np.ndarray, pos: int, verify_crc: bool, out: np.ndarray, lay: tuple[int, ...]) -> tuple:
+        if (a.dtype != np.uint8 or a.ndim != 1 or not a.flags.c_contiguous or out.dtype != np.int64
+                or out.shape[0] != NCOL or not out.flags.c_contiguous or len(lay) != len(LAYOUT)):
+            raise TypeError("the native walk takes a contiguous uint8 array and an (NCOL, n) int64 array")
+        lay_a = np.array(lay, np.int64)
+        result = np.empty(4, np.int64)
+        fn(a.ctypes.data, a.shape[0], pos, 1 if verify_crc else 0, out.ctypes.data, out.shape[1],
+           lay_a.ctypes.data, result.ctypes.data)
+        return tuple(result.tolist())
+
+    return walk
 
 
 # ===================================================================== chunks and results
@@ -251,7 +303,7 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
                                                        _python_left if walked else PYTHON_SAMPLE_RECORDS)
                 data = view
             else:
-                kernel, data, cap = kernels()._commitlog_kernel, a, chunk_records
+                kernel, data, cap = compiled_walk(), a, chunk_records
             out = np.empty((NCOL, cap), np.int64)
             n, end, stop, detail = kernel(data, pos, verify_crc, out, LAYOUT)
             walked += n
@@ -586,7 +638,7 @@ def timerwheel_slots(buf) -> np.ndarray:
 def warm_up() -> None:
     """Load (or compile) the kernels now, e.g. before timing or before a progress bar starts."""
     a = as_array(bytes(64))
-    kernels()._commitlog_kernel(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
+    compiled_walk()(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
     z = np.zeros(1, np.int64)
     kernels()._gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
     kernels()._property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)

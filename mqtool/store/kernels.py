@@ -8,12 +8,11 @@ restates a field.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-
 import llvmlite.binding as _llvm
 import numpy as np
 from numba import carray, cfunc, njit, types
+
+from mqtool.store import native
 
 
 def _import_hidden(module: str, hidden: str) -> None:
@@ -49,32 +48,15 @@ _numba_support_without_scipy_or_cffi()
 
 
 # ===================================================================== CRC32 from the kernel
-_CRC_SYMBOL = "mqtool_crc32"  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
-
-
-def _crc32_providers():
-    """(name, library path, symbol) candidates, fastest first: zlib-ng's SIMD CRC (about 19 GB/s on
-    these machines), then the system zlib that CPython uses (about 3.5 GB/s)."""
-    try:
-        from zlib_ng import zlib_ng
-
-        yield "zlib-ng", zlib_ng.__file__, "zng_crc32"
-    except ImportError:  # pragma: no cover - zlib-ng is a dependency
-        pass
-    name = ctypes.util.find_library("z")
-    for lib in ([name] if name else []) + ["libz.so.1", "libz.dylib"]:
-        yield "zlib", lib, "crc32"
+_CRC_SYMBOL = native.CRC_SYMBOL  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
 
 
 def _register_crc32(force_table: bool = False) -> str:
-    """Make `_CRC_SYMBOL` resolvable by the JIT (cached kernels refer to it by name)."""
-    for what, lib, symbol in [] if force_table else _crc32_providers():
-        try:
-            fn = getattr(ctypes.CDLL(lib), symbol)
-        except (OSError, AttributeError):
-            continue
-        _llvm.add_symbol(_CRC_SYMBOL, ctypes.cast(fn, ctypes.c_void_p).value)
-        return f"{what} ({lib})"
+    """Make `_CRC_SYMBOL` resolvable by the JIT (cached kernels refer to it by name): zlib-ng or the
+    system zlib (`native.register_crc32`), else a table-driven cfunc."""
+    found = None if force_table else native.register_crc32()
+    if found is not None:
+        return found
     _llvm.add_symbol(_CRC_SYMBOL, _table_crc32().address)
     return "table (no zlib found)"
 
@@ -200,3 +182,31 @@ def _host_keys(a, pos, out):
     """IPv4 address and port of each host as one int64 (only meaningful for IPv4 hosts)."""
     for i in range(pos.shape[0]):
         out[i] = (_u32(a, pos[i]) << 32) | _u32(a, pos[i] + 4)
+
+
+# ===================================================================== C entry points (`native`)
+def c_entries() -> dict:
+    """The kernels behind a C ABI (raw pointers and lengths, results written to an out buffer), as
+    numba `cfunc`s: `native` caches their object code and later processes call it through ctypes
+    without importing numba. Compiled on demand (a numba-only process never pays for them).
+
+    walk(a, size, pos, verify_crc, out, cap, lay, result): `_commitlog_kernel` over `a[:size]`,
+    columns into the (NCOL, cap) int64 `out`, `lay` the NLAYOUT int64 of `LAYOUT`; `result` gets
+    (n, end, stop, detail).
+    """
+    from numba.np.unsafe.ndarray import to_fixed_tuple
+
+    from mqtool.store.fastscan import LAYOUT, NCOL
+
+    nlay = len(LAYOUT)
+    walk = _commitlog_kernel
+    p, i64 = types.voidptr, types.int64
+
+    @cfunc(types.void(p, i64, i64, i64, p, i64, p, p), error_model="numpy")
+    def c_walk(a, size, pos, verify_crc, out, cap, lay, result):
+        r = carray(result, 4, np.int64)
+        r[0], r[1], r[2], r[3] = walk(carray(a, size, np.uint8), pos, verify_crc != 0,
+                                      carray(out, (NCOL, cap), np.int64),
+                                      to_fixed_tuple(carray(lay, nlay, np.int64), nlay))
+
+    return {"walk": c_walk}

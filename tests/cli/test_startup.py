@@ -76,16 +76,33 @@ def test_a_small_store_view_walks_without_numba():
     assert "numba" not in names and "mqtool.store.kernels" not in names
 
 
-def test_a_store_view_past_the_python_budget_loads_the_kernels():
-    """The check above can fail: past `PYTHON_WALK_RECORDS` records the same view loads numba."""
+def _past_the_budget(engine: str | None) -> set[str]:
+    """The modules the demo store's overview imports when the CPython budget is 10 records."""
     code = ("import sys; from mqtool.store import fastscan; fastscan._python_left = 10; "
+            f"fastscan.ENGINE = {engine!r}; "
             "from mqtool.cli.app import main; sys.argv = ['mqtool', 'inspect', sys.argv[1], '--json', "
             "'--now', '1790000020000']; main()")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     p = subprocess.run([sys.executable, "-X", "importtime", "-c", code, str(DEMO)], capture_output=True,
                        text=True, env=env, cwd=REPO)
-    names = {m.group(2) for line in p.stderr.splitlines() if (m := _LINE.match(line))}
     assert p.stdout.startswith('{"version": 1'), p.stderr[-2000:]
+    return {m.group(2) for line in p.stderr.splitlines() if (m := _LINE.match(line))}
+
+
+def test_a_store_view_past_the_python_budget_loads_the_native_walk_without_numba():
+    """The check above can fail: past `PYTHON_WALK_RECORDS` records the same view loads the compiled
+    walk, the object code numba wrote (`store/native.py`), through llvmlite without importing numba."""
+    from mqtool.store import native
+
+    assert native.load() is not None, native.error  # compiled and cached here if it was not
+    names = _past_the_budget(None)
+    assert {"mqtool.store.native", "llvmlite.binding"} <= names
+    assert "numba" not in names and "mqtool.store.kernels" not in names
+
+
+def test_a_store_view_with_numba_pinned_skips_numbas_blas_check():
+    """The numba dispatcher path (the fallback) imports numba without scipy.linalg."""
+    names = _past_the_budget("numba")
     assert {"numba", "mqtool.store.kernels"} <= names
     assert "numba.np.arraymath" in names and "scipy.linalg" not in names  # numba's BLAS check skipped
 
