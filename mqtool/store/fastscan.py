@@ -136,14 +136,22 @@ ENGINE: str | None = None
 """Pins one engine of the walk: "python", "numba" (its dispatcher) or "native" (the object code
 numba compiled, loaded by `native` without numba). Tests run every case under each."""
 _walk = None  # the compiled walk once loaded: the native one, else numba's dispatcher
-_native_walk = None  # the native walk; False when it cannot be had
+_native = None  # the native kernels (`_NativeKernels`); False when they cannot be had
 
 
 def _use_python() -> bool:
     """Walk under CPython while no compiled walk is loaded and the process's budget lasts."""
     if ENGINE is not None:
         return ENGINE == "python"
-    return _python_left > 0 and _walk is None and "mqtool.store.kernels" not in sys.modules
+    return _python_left > 0 and not compiled_loaded()
+
+
+NATIVE_SPECS = {  # the C entry of each kernel (`native.parse_spec`), compiled by `kernels.c_entry`
+    "walk": f"u1[:] i8 ? i8[:,:] i8*{len(LAYOUT)} -> i8*4",
+    "gather": "u1[:] i8[:] i8[:] i4[:] u1[:]",
+    "property_pairs": "u1[:] i8[:] i8[:] i4[:] i8[:] i8[:] i8[:] i8[:] -> i8",
+    "host_keys": "u1[:] i8[:] i8[:]",
+}
 
 
 def compiled_walk():
@@ -153,45 +161,60 @@ def compiled_walk():
     if ENGINE == "numba":
         return kernels()._commitlog_kernel
     if ENGINE == "native":
-        fn = native_walk()
-        if fn is None:
-            from mqtool.store import native
-
-            raise RuntimeError(f"the native walk is not available: {native.error}")
-        return fn
+        return _native_or_raise().walk
     if _walk is None:
-        _walk = native_walk() or kernels()._commitlog_kernel
+        lib = native_kernels()
+        _walk = lib.walk if lib is not None else kernels()._commitlog_kernel
     return _walk
 
 
-def native_walk():
-    """The walk's native code behind the dispatcher's signature, or None when it cannot be loaded."""
-    global _native_walk
-    if _native_walk is None:
+def compiled_loaded() -> bool:
+    """Whether this process has loaded a compiled walk (native or numba)."""
+    return _walk is not None or "mqtool.store.kernels" in sys.modules
+
+
+class _NativeKernels:
+    """The scan kernels as native code, under the names `kernels` gives them."""
+
+    def __init__(self, lib):
+        def numba(name):
+            return lambda: getattr(kernels(), name)
+
+        self.walk = lib.kernel("walk", NATIVE_SPECS["walk"], numba("_commitlog_kernel"))
+        self._gather = lib.kernel("gather", NATIVE_SPECS["gather"], numba("_gather"))
+        self._property_pairs = self.property_pairs = lib.kernel("property_pairs", NATIVE_SPECS["property_pairs"],
+                                                                numba("_property_pairs"))
+        self._host_keys = lib.kernel("host_keys", NATIVE_SPECS["host_keys"], numba("_host_keys"))
+
+
+def native_kernels() -> _NativeKernels | None:
+    """The scan kernels' native code, or None when it cannot be loaded (then numba's are used)."""
+    global _native
+    if _native is None:
         from mqtool.store import native
 
         lib = native.load()
-        _native_walk = False if lib is None else _wrap_native_walk(lib)
-    return _native_walk or None
+        _native = False if lib is None else _NativeKernels(lib)
+    return _native or None
 
 
-def _wrap_native_walk(lib):
-    import ctypes
+def _native_or_raise() -> _NativeKernels:
+    lib = native_kernels()
+    if lib is None:
+        from mqtool.store import native
 
-    p, i64 = ctypes.c_void_p, ctypes.c_int64
-    fn = lib.function("walk", None, p, i64, i64, i64, p, i64, p, p)
+        raise RuntimeError(f"the native kernels are not available: {native.errors.get('scan')}")
+    return lib
 
-    def walk(a: np.ndarray, pos: int, verify_crc: bool, out: np.ndarray, lay: tuple[int, ...]) -> tuple:
-        if (a.dtype != np.uint8 or a.ndim != 1 or not a.flags.c_contiguous or out.dtype != np.int64
-                or out.shape[0] != NCOL or not out.flags.c_contiguous or len(lay) != len(LAYOUT)):
-            raise TypeError("the native walk takes a contiguous uint8 array and an (NCOL, n) int64 array")
-        lay_a = np.array(lay, np.int64)
-        result = np.empty(4, np.int64)
-        fn(a.ctypes.data, a.shape[0], pos, 1 if verify_crc else 0, out.ctypes.data, out.shape[1],
-           lay_a.ctypes.data, result.ctypes.data)
-        return tuple(result.tolist())
 
-    return walk
+def compiled_kernels():
+    """`_gather`, `_property_pairs` / `property_pairs`, `_host_keys`: the native code unless
+    `ENGINE` pins "numba" or it cannot be loaded (then numba's dispatchers)."""
+    if ENGINE == "native":
+        return _native_or_raise()
+    if ENGINE == "numba":
+        return kernels()
+    return native_kernels() or kernels()
 
 
 # ===================================================================== chunks and results
@@ -478,7 +501,7 @@ def _binary(a: np.ndarray, starts: np.ndarray, lens: np.ndarray, typ):
     offsets[0] = 0
     np.cumsum(lens, out=offsets[1:])
     data, dbuf = _pool_array(int(offsets[-1]), np.uint8)
-    kernels()._gather(a, starts, lens, offsets, data)
+    compiled_kernels()._gather(a, starts, lens, offsets, data)
     return pa.Array.from_buffers(typ, len(lens), [None, obuf, dbuf])
 
 
@@ -504,7 +527,7 @@ def _host_column(a: np.ndarray, pos: np.ndarray, v6: np.ndarray):
     v4 = ~v6
     if v4.any():
         keys = np.empty(int(v4.sum()), np.int64)
-        kernels()._host_keys(a, pos[v4], keys)
+        compiled_kernels()._host_keys(a, pos[v4], keys)
         uniq, inverse = np.unique(keys, return_inverse=True)
         texts = [host_text(k.to_bytes(8, "big", signed=True)) for k in uniq.tolist()]
         codes[v4] = inverse.ravel()
@@ -535,7 +558,7 @@ def chunk_to_arrow(buf, chunk: ScanChunk, file: str = ""):
         m = -1
         for cap in (n * 8, int(props_len.sum()) // 3 + 1):
             kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-            m = kernels()._property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
+            m = compiled_kernels()._property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
             if m >= 0:
                 break
         props = pa.MapArray.from_arrays(pa.array(rec_offsets), _text(a, kpos[:m], klen[:m]),
@@ -640,6 +663,7 @@ def warm_up() -> None:
     a = as_array(bytes(64))
     compiled_walk()(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
     z = np.zeros(1, np.int64)
-    kernels()._gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
-    kernels()._property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)
-    kernels()._host_keys(a, z, z)
+    k = compiled_kernels()
+    k._gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
+    k._property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)
+    k._host_keys(a, z, z)

@@ -116,12 +116,15 @@ _commitlog_kernel, _u32 = _compile_walk()
 # ===================================================================== Arrow columns
 @njit(cache=True, nogil=True)
 def _gather(a, starts, lens, offsets, out):
-    """Copy a[starts[i]:starts[i]+lens[i]] to out[offsets[i]:...] (Arrow binary/string data)."""
+    """Copy a[starts[i]:starts[i]+lens[i]] to out[offsets[i]:...] (Arrow binary/string data).
+
+    A byte loop, not a slice assignment: LLVM turns it into memcpy, and unlike numba's slice copy it
+    allocates nothing and cannot raise (what the C entry of `native` needs)."""
     for i in range(starts.shape[0]):
         o = offsets[i]
         s = starts[i]
-        n = lens[i]
-        out[o : o + n] = a[s : s + n]
+        for t in range(lens[i]):
+            out[o + t] = a[s + t]
 
 
 @njit(cache=True, nogil=True)
@@ -185,28 +188,49 @@ def _host_keys(a, pos, out):
 
 
 # ===================================================================== C entry points (`native`)
-def c_entries() -> dict:
-    """The kernels behind a C ABI (raw pointers and lengths, results written to an out buffer), as
-    numba `cfunc`s: `native` caches their object code and later processes call it through ctypes
-    without importing numba. Compiled on demand (a numba-only process never pays for them).
-
-    walk(a, size, pos, verify_crc, out, cap, lay, result): `_commitlog_kernel` over `a[:size]`,
-    columns into the (NCOL, cap) int64 `out`, `lay` the NLAYOUT int64 of `LAYOUT`; `result` gets
-    (n, end, stop, detail).
-    """
+def c_entry(kernel, spec: str):
+    """`kernel` (an njit function) behind a C ABI, as a numba `cfunc` whose object code `native`
+    caches: each array as a pointer and its shape, ints and bools as int64, int tuples as a pointer,
+    the result written to an int64 buffer (`native.parse_spec` reads `spec`; `Native.kernel` makes
+    the matching ctypes call). No allocation, no exception: the object code needs neither NRT nor
+    the Python API, which `native.build` checks."""
     from numba.np.unsafe.ndarray import to_fixed_tuple
 
-    from mqtool.store.fastscan import LAYOUT, NCOL
+    args, ret = native.parse_spec(spec)
+    params, values, sig = [], [], []
+    env = {"carray": carray, "kernel": kernel, "to_fixed_tuple": to_fixed_tuple, "np": np}
+    for i, (kind, what, ndim) in enumerate(args):
+        if kind == "array":
+            dims = [f"s{i}_{d}" for d in range(ndim)]
+            params += [f"p{i}", *dims]
+            sig += [types.voidptr] + [types.int64] * ndim
+            env[f"t{i}"] = what
+            values.append(f"carray(p{i}, ({', '.join(dims)},), t{i})")
+        elif kind == "tuple":
+            params.append(f"p{i}")
+            sig.append(types.voidptr)
+            values.append(f"to_fixed_tuple(carray(p{i}, {what}, np.int64), {what})")
+        else:
+            params.append(f"x{i}")
+            sig.append(types.int64)
+            values.append(f"x{i} != 0" if kind == "bool" else f"x{i}")
+    call = f"kernel({', '.join(values)})"
+    if ret:
+        params.append("result")
+        sig.append(types.voidptr)
+        targets = ", ".join(f"r[{k}]" for k in range(ret))
+        body = f"    r = carray(result, {ret}, np.int64)\n    {targets} = {call}\n"
+    else:
+        body = f"    {call}\n"
+    exec(f"def entry({', '.join(params)}):\n{body}", env)  # noqa: S102 - generated glue, no input
+    return cfunc(types.void(*sig), error_model="numpy")(env["entry"])
 
-    nlay = len(LAYOUT)
-    walk = _commitlog_kernel
-    p, i64 = types.voidptr, types.int64
 
-    @cfunc(types.void(p, i64, i64, i64, p, i64, p, p), error_model="numpy")
-    def c_walk(a, size, pos, verify_crc, out, cap, lay, result):
-        r = carray(result, 4, np.int64)
-        r[0], r[1], r[2], r[3] = walk(carray(a, size, np.uint8), pos, verify_crc != 0,
-                                      carray(out, (NCOL, cap), np.int64),
-                                      to_fixed_tuple(carray(lay, nlay, np.int64), nlay))
+def c_entries() -> dict:
+    """The scan kernels' C entry points (`fastscan.NATIVE_SPECS`), compiled on demand: a numba-only
+    process never pays for them."""
+    from mqtool.store.fastscan import NATIVE_SPECS
 
-    return {"walk": c_walk}
+    kernels = {"walk": _commitlog_kernel, "gather": _gather, "property_pairs": _property_pairs,
+               "host_keys": _host_keys}
+    return {name: c_entry(kernels[name], spec) for name, spec in NATIVE_SPECS.items()}

@@ -26,12 +26,13 @@ from pathlib import Path
 
 import llvmlite
 import llvmlite.binding as _llvm
+import numpy as np
 
 CRC_SYMBOL = "mqtool_crc32"  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
 _MAGIC = b"mqtool-native-1\n"
-_SOURCES = ("mqtool/store/walk.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-            "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py")
-"""Modules whose code or frozen constants end up in the object code."""
+SCAN_SOURCES = ("mqtool/store/walk.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
+                "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py")
+"""Modules whose code or frozen constants end up in the scan kernels' object code."""
 ALLOWED_EXTERNALS = frozenset({CRC_SYMBOL, "memcpy", "memmove", "memset", "memcmp"})
 """The only symbols the object code may leave unresolved: no NRT, no Python API, no numba helper."""
 
@@ -93,11 +94,11 @@ def _numba_version() -> str:
     return f"{dist} {st.st_size} {st.st_mtime_ns}"
 
 
-def cache_key() -> str:
-    """SHA-256 of everything the object code depends on (see the module docstring)."""
+def cache_key(group: str, sources: tuple[str, ...]) -> str:
+    """SHA-256 of everything a group's object code depends on (see the module docstring)."""
     root = Path(__file__).resolve().parents[2]
-    h = hashlib.sha256()
-    for rel in _SOURCES:
+    h = hashlib.sha256(group.encode() + b"\0")
+    for rel in sources:
         h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
     numba_env = sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_") and k != "NUMBA_CACHE_DIR")
     h.update(repr((_numba_version(), llvmlite.__version__, sys.version_info[:2], _llvm.get_process_triple(),
@@ -105,8 +106,8 @@ def cache_key() -> str:
     return h.hexdigest()
 
 
-def _cache_file(key: str) -> Path:
-    return cache_dir() / f"kernels-{key[:24]}.o"
+def _cache_file(group: str, key: str) -> Path:
+    return cache_dir() / f"{group}-{key[:24]}.o"
 
 
 def read_cache(path: Path, key: str) -> tuple[list[str], bytes] | None:
@@ -153,17 +154,18 @@ def _target_machine():
                                         reloc="static", codemodel="jitdefault", jit=True)
 
 
-def build() -> tuple[list[str], bytes]:
-    """Compile the C entry points with numba and return (entry names, object code).
+def build(provider: str) -> tuple[list[str], bytes]:
+    """Compile the C entry points of module `provider` (its `c_entries()`: short name -> numba
+    `cfunc`) with numba and return (entry names, object code).
 
     Each entry's library is linked into one module where everything but the entries is made
     internal; interprocedural constant propagation then proves the kernels never report an error,
     which drops the wrappers' error paths (the only users of the Python API, the GIL helpers and NRT).
     Raises RuntimeError if any other external symbol is left.
     """
-    from mqtool.store import kernels
+    import importlib
 
-    entries = kernels.c_entries()
+    entries = importlib.import_module(provider).c_entries()
     mod = None
     for fn in entries.values():
         part = _llvm.parse_bitcode(fn._library._final_module.as_bitcode())
@@ -214,38 +216,92 @@ class Native:
                 raise RuntimeError(f"{native} not in the object code")
             self.addresses[short] = address
 
-    def function(self, short: str, restype, *argtypes) -> Callable:
-        """A ctypes function (it releases the GIL while it runs, like numba's `nogil`)."""
-        return ctypes.CFUNCTYPE(restype, *argtypes)(self.addresses[short])
+    def kernel(self, short: str, spec: str, fallback: Callable[[], Callable]) -> Callable:
+        """Entry `short` called like the njit kernel it wraps (numpy arrays, ints, bools, int tuples;
+        see `parse_spec`). Arguments the entry cannot take as they are (another dtype, a strided
+        array) go to `fallback()`, numba's dispatcher. ctypes releases the GIL during the call, like
+        numba's `nogil`."""
+        args, ret = parse_spec(spec)
+        argtypes: list = []
+        for kind, _, ndim in args:
+            argtypes += [ctypes.c_void_p] + [ctypes.c_int64] * ndim if kind == "array" else [
+                ctypes.c_void_p if kind == "tuple" else ctypes.c_int64]
+        fn = ctypes.CFUNCTYPE(None, *argtypes, *([ctypes.c_void_p] if ret else []))(self.addresses[short])
+
+        def call(*values):
+            cargs: list = []
+            keep = []
+            for (kind, what, ndim), x in zip(args, values, strict=True):
+                if kind == "array":
+                    if not (isinstance(x, np.ndarray) and x.dtype == what and x.ndim == ndim and x.flags.c_contiguous):
+                        return fallback()(*values)
+                    cargs.append(x.ctypes.data)
+                    cargs += x.shape
+                elif kind == "tuple":
+                    t = np.array(x, np.int64)
+                    if t.shape != (what,):
+                        return fallback()(*values)
+                    keep.append(t)
+                    cargs.append(t.ctypes.data)
+                else:
+                    cargs.append(int(x))
+            if not ret:
+                fn(*cargs)
+                return None
+            result = np.empty(ret, np.int64)
+            fn(*cargs, result.ctypes.data)
+            return int(result[0]) if ret == 1 else tuple(result.tolist())
+
+        return call
 
 
-_loaded: Native | None = None
-_failed = False
-error: str | None = None  # why `load()` gave None (for diagnostics and tests)
+def parse_spec(spec: str) -> tuple[list[tuple[str, object, int]], int]:
+    """A C entry's arguments and result, as the njit kernel takes them: "u1[:] i8[:,:] i8 ? i8*22 -> i8*4"
+    is a uint8 vector, a 2-D int64 array, an int, a bool, a tuple of 22 ints, returning a tuple of 4
+    ints ("-> i8": one int, no arrow: nothing). Returns ([(kind, dtype or length, ndim)], result ints)."""
+    params, _, result = spec.partition("->")
+    args: list[tuple[str, object, int]] = []
+    for p in params.split():
+        if "[" in p:
+            code, dims = p.split("[", 1)
+            args.append(("array", np.dtype(code), dims.count(":")))
+        elif "*" in p:
+            args.append(("tuple", int(p.split("*")[1]), 0))
+        else:
+            args.append(("bool" if p == "?" else "int", None, 0))
+    result = result.strip()
+    return args, (0 if not result else int(result.split("*")[1]) if "*" in result else 1)
 
 
-def load() -> Native | None:
-    """The native kernels: from the cache file when it is current, else compiled (importing numba)
-    and cached. None when they cannot be had (no zlib, a symbol left unresolved, an LLVM error):
+_loaded: dict[str, Native | None] = {}
+errors: dict[str, str] = {}  # why `load(group)` gave None (for diagnostics and tests)
+
+
+def load(group: str = "scan", provider: str = "mqtool.store.kernels",
+         sources: tuple[str, ...] = SCAN_SOURCES) -> Native | None:
+    """A group of native kernels: from its cache file when current, else compiled (importing numba)
+    by module `provider` and cached. `sources`: the files (relative to the repository) the object
+    code depends on. None when they cannot be had (no zlib, a symbol left unresolved, an LLVM error):
     callers then use numba's dispatchers."""
-    global _loaded, _failed, error
-    if _loaded is not None or _failed:
-        return _loaded
+    if group in _loaded:
+        return _loaded[group]
+    lib = None
     try:
         if register_crc32() is None:
             raise RuntimeError("no zlib crc32 to bind")
-        key = cache_key()
-        path = _cache_file(key)
+        key = cache_key(group, sources)
+        path = _cache_file(group, key)
         cached = read_cache(path, key)
         if cached is not None:
             try:
-                _loaded = Native(*cached)
-                return _loaded
+                lib = Native(*cached)
             except Exception:  # noqa: BLE001 - a file LLVM refuses: compile again
-                pass
-        built = build()
-        write_cache(path, key, *built)
-        _loaded = Native(*built)
+                lib = None
+        if lib is None:
+            built = build(provider)
+            write_cache(path, key, *built)
+            lib = Native(*built)
     except Exception as e:  # noqa: BLE001 - any failure means: use numba as before
-        _failed, error = True, f"{type(e).__name__}: {e}"
-    return _loaded
+        errors[group] = f"{type(e).__name__}: {e}"
+    _loaded[group] = lib
+    return lib

@@ -391,7 +391,8 @@ def test_properties_pairs_follow_string2messageProperties():
         buf = s.encode()
         rec_offsets = np.zeros(2, np.int32)
         arrays = np.zeros((4, 16), np.int64)
-        m = fs.kernels()._property_pairs(fs.as_array(buf), np.array([0]), np.array([len(buf)]), rec_offsets, *arrays)
+        m = fs.compiled_kernels()._property_pairs(fs.as_array(buf), np.array([0]), np.array([len(buf)]), rec_offsets,
+                                                  *arrays)
         kpos, klen, vpos, vlen = arrays
         got = {buf[kpos[i] : kpos[i] + klen[i]].decode(): buf[vpos[i] : vpos[i] + vlen[i]].decode() for i in range(m)}
         assert list(got.items()) == list(parse_properties(s).items()), s
@@ -416,7 +417,7 @@ def test_the_python_budget_hands_over_to_numba_mid_file(monkeypatch, engine):
     chunks = list(fs.iter_commitlog_chunks(data))
     assert [len(c) for c in chunks] == [7, len(want) - 7] and loaded == [1]
     assert fs._python_left == 0
-    assert fs._walk is fs.native_walk() is not None  # the native code, not numba's dispatcher
+    assert fs._walk is fs.native_kernels().walk  # the native code, not numba's dispatcher
     assert (np.concatenate([c.cols for c in chunks], axis=1) == want.cols).all()
     assert (chunks[-1].end, chunks[-1].stop) == (want.end, want.stop)
 
