@@ -154,18 +154,16 @@ def _target_machine():
                                         reloc="static", codemodel="jitdefault", jit=True)
 
 
-def build(provider: str) -> tuple[list[str], bytes]:
-    """Compile the C entry points of module `provider` (its `c_entries()`: short name -> numba
-    `cfunc`) with numba and return (entry names, object code).
+def build(entries: Callable[[], dict]) -> tuple[list[str], bytes]:
+    """Compile the C entry points `entries()` gives (short name -> numba `cfunc`) with numba and
+    return (entry names, object code).
 
     Each entry's library is linked into one module where everything but the entries is made
     internal; interprocedural constant propagation then proves the kernels never report an error,
     which drops the wrappers' error paths (the only users of the Python API, the GIL helpers and NRT).
     Raises RuntimeError if any other external symbol is left.
     """
-    import importlib
-
-    entries = importlib.import_module(provider).c_entries()
+    entries = entries()
     mod = None
     for fn in entries.values():
         part = _llvm.parse_bitcode(fn._library._final_module.as_bitcode())
@@ -218,9 +216,9 @@ class Native:
 
     def kernel(self, short: str, spec: str, fallback: Callable[[], Callable]) -> Callable:
         """Entry `short` called like the njit kernel it wraps (numpy arrays, ints, bools, int tuples;
-        see `parse_spec`). Arguments the entry cannot take as they are (another dtype, a strided
-        array) go to `fallback()`, numba's dispatcher. ctypes releases the GIL during the call, like
-        numba's `nogil`."""
+        see `parse_spec`). A strided array is passed as a contiguous copy (copied back when writable);
+        arguments of another dtype or shape go to `fallback()`, numba's dispatcher. ctypes releases
+        the GIL during the call, like numba's `nogil`."""
         args, ret = parse_spec(spec)
         argtypes: list = []
         for kind, _, ndim in args:
@@ -231,10 +229,17 @@ class Native:
         def call(*values):
             cargs: list = []
             keep = []
+            back = []
             for (kind, what, ndim), x in zip(args, values, strict=True):
                 if kind == "array":
-                    if not (isinstance(x, np.ndarray) and x.dtype == what and x.ndim == ndim and x.flags.c_contiguous):
+                    if not (isinstance(x, np.ndarray) and x.dtype == what and x.ndim == ndim):
                         return fallback()(*values)
+                    if not x.flags.c_contiguous:  # a strided view: the kernel works on a copy
+                        y = np.ascontiguousarray(x)
+                        if x.flags.writeable:
+                            back.append((x, y))  # copied back: the kernel may have written it
+                        keep.append(y)
+                        x = y
                     cargs.append(x.ctypes.data)
                     cargs += x.shape
                 elif kind == "tuple":
@@ -245,12 +250,11 @@ class Native:
                     cargs.append(t.ctypes.data)
                 else:
                     cargs.append(int(x))
-            if not ret:
-                fn(*cargs)
-                return None
             result = np.empty(ret, np.int64)
-            fn(*cargs, result.ctypes.data)
-            return int(result[0]) if ret == 1 else tuple(result.tolist())
+            fn(*cargs, *([result.ctypes.data] if ret else []))
+            for x, y in back:
+                x[...] = y
+            return None if not ret else int(result[0]) if ret == 1 else tuple(result.tolist())
 
         return call
 
@@ -277,10 +281,16 @@ _loaded: dict[str, Native | None] = {}
 errors: dict[str, str] = {}  # why `load(group)` gave None (for diagnostics and tests)
 
 
-def load(group: str = "scan", provider: str = "mqtool.store.kernels",
+def _scan_entries() -> dict:
+    from mqtool.store import kernels
+
+    return kernels.c_entries()
+
+
+def load(group: str = "scan", entries: Callable[[], dict] = _scan_entries,
          sources: tuple[str, ...] = SCAN_SOURCES) -> Native | None:
-    """A group of native kernels: from its cache file when current, else compiled (importing numba)
-    by module `provider` and cached. `sources`: the files (relative to the repository) the object
+    """A group of native kernels: from its cache file when current, else compiled by `entries()`
+    (which imports numba) and cached. `sources`: the files (relative to the repository) the object
     code depends on. None when they cannot be had (no zlib, a symbol left unresolved, an LLVM error):
     callers then use numba's dispatchers."""
     if group in _loaded:
@@ -298,7 +308,7 @@ def load(group: str = "scan", provider: str = "mqtool.store.kernels",
             except Exception:  # noqa: BLE001 - a file LLVM refuses: compile again
                 lib = None
         if lib is None:
-            built = build(provider)
+            built = build(entries)
             write_cache(path, key, *built)
             lib = Native(*built)
     except Exception as e:  # noqa: BLE001 - any failure means: use numba as before
