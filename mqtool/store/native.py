@@ -9,8 +9,9 @@ The cache file is keyed on the sources of the modules whose code or constants th
 numba and llvmlite versions, numba's environment and the host CPU (name and features: the code is
 compiled for it). It carries its key and the SHA-256 of the object code: a stale, truncated or
 corrupt file is recompiled, never loaded. Writers go through a temporary name and `os.replace`, so
-two first runs at once leave one whole file. Any failure leaves `load()` returning None and the
-scan uses numba's dispatchers as before.
+two first runs at once leave one whole file. Any failure (also a cache directory that cannot be
+written: every process would compile) leaves `load()` returning None and the scan uses numba's
+dispatchers as before.
 """
 
 from __future__ import annotations
@@ -124,6 +125,14 @@ def read_cache(path: Path, key: str) -> tuple[list[str], bytes] | None:
     if file_key != key.encode() or hashlib.sha256(rest).hexdigest().encode() != digest:
         return None
     return [n.decode() for n in names], rest
+
+
+def _writable(directory: Path) -> bool:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(directory, os.W_OK)
 
 
 def write_cache(path: Path, key: str, names: list[str], obj: bytes) -> None:
@@ -308,6 +317,8 @@ def load(group: str = "scan", entries: Callable[[], dict] = _scan_entries,
             except Exception:  # noqa: BLE001 - a file LLVM refuses: compile again
                 lib = None
         if lib is None:
+            if not _writable(path.parent):  # compiling in every process would cost more than numba's load
+                raise RuntimeError(f"cache directory {path.parent} is not writable")
             built = build(entries)
             write_cache(path, key, *built)
             lib = Native(*built)

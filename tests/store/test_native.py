@@ -100,10 +100,23 @@ def test_object_code_that_needs_numbas_runtime_is_refused():
         native.build(lambda: {"allocates": kernels.c_entry(allocates, "i8 -> i8")})
 
 
-def test_an_unwritable_cache_directory_still_gives_the_kernels(tmp_path, monkeypatch):
+def test_an_unwritable_cache_directory_leaves_the_scan_to_numba(tmp_path, monkeypatch):
+    """Compiling in every process would cost seconds each: without a cache the dispatchers are used."""
+    from mqtool.store import fastscan
+
     blocker = tmp_path / "file"
     blocker.write_bytes(b"")
     monkeypatch.setenv("MQTOOL_CACHE_DIR", str(blocker / "cache"))  # under a file: mkdir fails
+    monkeypatch.delitem(native._loaded, GROUP, raising=False)
     calls: list = []
-    assert _host_keys(_load(monkeypatch, calls)) == WANT and calls == [1]
-    assert not (blocker / "cache").exists()
+    assert native.load(GROUP, _entries(calls), SOURCES) is None and calls == []
+    assert "not writable" in native.errors[GROUP]
+    monkeypatch.setattr(fastscan, "_native", None)
+    monkeypatch.setattr(fastscan, "_walk", None)
+    monkeypatch.setitem(native._loaded, "scan", None)  # what load() gives here for the scan kernels
+    demo = (REPO / "fixtures/demo/commitlog/00000000000000000000").read_bytes()
+    monkeypatch.setattr(fastscan, "ENGINE", None)
+    monkeypatch.setattr(fastscan, "_python_left", 0)  # past the CPython budget: the compiled walk
+    chunks = list(fastscan.iter_commitlog_chunks(demo))
+    assert fastscan.compiled_walk() is fastscan.kernels()._commitlog_kernel
+    assert sum(len(c) for c in chunks) == 46 and chunks[-1].end == 16037  # the demo's first file
