@@ -114,7 +114,7 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
 
 
 def _use_kernel(big: bool) -> bool:
-    """The compiled writer for a big CommitLog, or once the scan has loaded numba anyway."""
+    """The compiled writer for a big CommitLog, or once the scan has loaded a compiled walk anyway."""
     return big or fastscan.compiled_loaded()
 
 
