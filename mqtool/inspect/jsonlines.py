@@ -26,7 +26,6 @@ CommitLog order; `output.write_jsonl_parts` writes both. Findings are those of `
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from types import FunctionType
 
@@ -86,8 +85,8 @@ def limited_chunks(store: Store, query: MessageQuery, verify: bool = False,
     if query.limit is not None and query.limit <= 0:
         return
     big = sum(f.length for f in store.commitlog.files) >= KERNEL_MIN_BYTES
-    if big:
-        fastscan.kernels()
+    if big:  # load the compiled walk now: it then walks every record, not the first 20k with CPython
+        fastscan.compiled_walk()
     n = 0
     with RowWalk(store, query, verify, progress) as walk:
         for cc, rows in walk:
@@ -100,17 +99,17 @@ def limited_chunks(store: Store, query: MessageQuery, verify: bool = False,
 
 
 def _use_kernel(big: bool) -> bool:
-    """The compiled writer for a big CommitLog, or once the scan has loaded numba anyway."""
-    return big or "mqtool.store.kernels" in sys.modules
+    """The compiled writer for a big CommitLog, or once the scan has loaded a compiled walk anyway."""
+    return big or fastscan.compiled_loaded()
 
 
 def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
                  decompress: bool) -> Iterator[tuple[int, memoryview | dict]]:
     """(last row covered, part) for the given rows of one chunk: lines from `_lines`, and a
     record-path dict for each row it leaves out."""
-    k = fastscan.kernels()
+    k = fastscan.compiled_kernels()
     chunk = cc.chunk
-    c = chunk.cols[:, rows]
+    c = np.ascontiguousarray(chunk.cols[:, rows])  # rows contiguous: no copies for the compiled calls
     a = fastscan.as_array(cc.buf)
     try:
         file_json = _json_text(cc.rel)
@@ -469,12 +468,34 @@ def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_ta
 
 
 _compiled = None
+_numba_compiled = None
+_LINES_SPEC = ("u1[:] i8[:,:] i8 u1[:] i4[:] i8[:] i8[:] i8[:] i8[:] u1[:] u1[:] i8[:] i8[:] i8[:] u1[:] i8[:] i8[:] "
+               "i8[:,:] b1[:] ? i8 ? u1[:] i8[:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
+_NATIVE_SOURCES = ("mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
+                   "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py", "mqtool/formats/sysflag.py")
 
 
 def _writer():
-    """`_lines` compiled with numba (cached on disk), its helpers inlined and `_crc32` the scan's zlib CRC."""
+    """`_lines` as native code loaded without numba (`store/native.py`), else numba's dispatcher."""
     global _compiled
     if _compiled is None:
+        from mqtool.store import native
+
+        lib = None if fastscan.ENGINE == "numba" else native.load("jsonlines", _native_entries, _NATIVE_SOURCES)
+        _compiled = lib.kernel("lines", _LINES_SPEC, _numba_writer) if lib is not None else _numba_writer()
+    return _compiled
+
+
+def _native_entries() -> dict:
+    from mqtool.store import kernels
+
+    return {"lines": kernels.c_entry(_numba_writer(), _LINES_SPEC)}
+
+
+def _numba_writer():
+    """`_lines` compiled with numba (cached on disk), its helpers inlined and `_crc32` the scan's zlib CRC."""
+    global _numba_compiled
+    if _numba_compiled is None:
         from numba import njit
 
         k = fastscan.kernels()
@@ -483,6 +504,5 @@ def _writer():
         for name in ("_put", "_lit", "_int", "_lit_int", "_utf8_ok", "_str", "_hex"):
             fn = globals()[name]
             g[name] = njit(FunctionType(fn.__code__, g, name))
-        _compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
-    return _compiled
-
+        _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
+    return _numba_compiled

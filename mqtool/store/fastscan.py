@@ -19,8 +19,11 @@ records and on damaged files. Invalid data never raises: a scan stops with a
 as `decode_message` and the slow walk.
 
 The body CRC is called from the kernel through a registered symbol: zlib-ng's SIMD `zng_crc32`
-(the `zlib-ng` package), else the system zlib's `crc32`, else a table-driven fallback. Kernels use
-`cache=True`: the JIT cost is paid once per installation (then about 0.5 s to load per process).
+(the `zlib-ng` package), else the system zlib's `crc32`, else a table-driven fallback. numba
+compiles the kernels once per installation (or change of their sources); `native` caches their
+object code and every later process loads it through llvmlite and calls it through ctypes (about
+0.05 s, no numba import). numba's own dispatchers (`cache=True`, about 0.6 s to load) remain the
+fallback and an engine of their own (`ENGINE`).
 
 ConsumeQueue, TimerLog and TimerWheel units are fixed-size: they are numpy structured views over
 the mapping (`cq_units`, `timerlog_units`, `timerwheel_slots`) whose dtypes are derived from the
@@ -124,22 +127,98 @@ def kernels():
     return k
 
 
-# Records a process walks with CPython before it loads numba: loading the kernels (numba's import and
-# the cached machine code, about 1 s) costs more than walking this many at ~20 us each.
+# Records a process walks with CPython before it loads the compiled walk. Loading the cached native code
+# costs about 0.05 s (~2,500 records at ~20 us each), but a process that finds no current cache
+# compiles with numba (seconds, once per installation): small and mid-size stores never pay that.
 PYTHON_WALK_RECORDS = 20_000
 _python_left = PYTHON_WALK_RECORDS
 # A CPython walk first looks at this many records; when the bytes still ahead of the scan (at their
-# average size) hold more records than the budget has left, it hands over to numba at once instead
+# average size) hold more records than the budget has left, it hands over at once instead
 # of walking the whole budget first (about 0.7 s of a large scan's start-up).
 PYTHON_SAMPLE_RECORDS = 1_000
-ENGINE: str | None = None  # "python" or "numba" pins one (tests run every case under both)
+ENGINE: str | None = None
+"""Pins one engine of the walk: "python", "numba" (its dispatcher) or "native" (the object code
+numba compiled, loaded by `native` without numba). Tests run every case under each."""
+_walk = None  # the compiled walk once loaded: the native one, else numba's dispatcher
+_native = None  # the native kernels (`_NativeKernels`); False when they cannot be had
 
 
 def _use_python() -> bool:
-    """Walk under CPython while numba is not loaded and the process's budget lasts."""
+    """Walk under CPython while no compiled walk is loaded and the process's budget lasts."""
     if ENGINE is not None:
         return ENGINE == "python"
-    return _python_left > 0 and "mqtool.store.kernels" not in sys.modules
+    return _python_left > 0 and not compiled_loaded()
+
+
+NATIVE_SPECS = {  # the C entry of each kernel (`native.parse_spec`), compiled by `kernels.c_entry`
+    "walk": f"u1[:] i8 ? i8[:,:] i8*{len(LAYOUT)} -> i8*4",
+    "gather": "u1[:] i8[:] i8[:] i4[:] u1[:]",
+    "property_pairs": "u1[:] i8[:] i8[:] i4[:] i8[:] i8[:] i8[:] i8[:] -> i8",
+    "host_keys": "u1[:] i8[:] i8[:]",
+}
+
+
+def compiled_walk():
+    """The compiled `_commitlog_kernel(a, pos, verify_crc, out, lay) -> (n, end, stop, detail)`:
+    the native object code (`native`, no numba import once cached), else numba's dispatcher."""
+    global _walk
+    if ENGINE == "numba":
+        return kernels()._commitlog_kernel
+    if ENGINE == "native":
+        return _native_or_raise().walk
+    if _walk is None:
+        lib = native_kernels()
+        _walk = lib.walk if lib is not None else kernels()._commitlog_kernel
+    return _walk
+
+
+def compiled_loaded() -> bool:
+    """Whether this process has loaded a compiled walk (native or numba)."""
+    return _walk is not None or "mqtool.store.kernels" in sys.modules
+
+
+class _NativeKernels:
+    """The scan kernels as native code, under the names `kernels` gives them."""
+
+    def __init__(self, lib):
+        def numba(name):
+            return lambda: getattr(kernels(), name)
+
+        self.walk = lib.kernel("walk", NATIVE_SPECS["walk"], numba("_commitlog_kernel"))
+        self._gather = lib.kernel("gather", NATIVE_SPECS["gather"], numba("_gather"))
+        self._property_pairs = self.property_pairs = lib.kernel("property_pairs", NATIVE_SPECS["property_pairs"],
+                                                                numba("_property_pairs"))
+        self._host_keys = lib.kernel("host_keys", NATIVE_SPECS["host_keys"], numba("_host_keys"))
+
+
+def native_kernels() -> _NativeKernels | None:
+    """The scan kernels' native code, or None when it cannot be loaded (then numba's are used)."""
+    global _native
+    if _native is None:
+        from mqtool.store import native
+
+        lib = native.load()
+        _native = False if lib is None else _NativeKernels(lib)
+    return _native or None
+
+
+def _native_or_raise() -> _NativeKernels:
+    lib = native_kernels()
+    if lib is None:
+        from mqtool.store import native
+
+        raise RuntimeError(f"the native kernels are not available: {native.errors.get('scan')}")
+    return lib
+
+
+def compiled_kernels():
+    """`_gather`, `_property_pairs` / `property_pairs`, `_host_keys`: the native code unless
+    `ENGINE` pins "numba" or it cannot be loaded (then numba's dispatchers)."""
+    if ENGINE == "native":
+        return _native_or_raise()
+    if ENGINE == "numba":
+        return kernels()
+    return native_kernels() or kernels()
 
 
 # ===================================================================== chunks and results
@@ -251,7 +330,7 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
                                                        _python_left if walked else PYTHON_SAMPLE_RECORDS)
                 data = view
             else:
-                kernel, data, cap = kernels()._commitlog_kernel, a, chunk_records
+                kernel, data, cap = compiled_walk(), a, chunk_records
             out = np.empty((NCOL, cap), np.int64)
             n, end, stop, detail = kernel(data, pos, verify_crc, out, LAYOUT)
             walked += n
@@ -426,7 +505,7 @@ def _binary(a: np.ndarray, starts: np.ndarray, lens: np.ndarray, typ):
     offsets[0] = 0
     np.cumsum(lens, out=offsets[1:])
     data, dbuf = _pool_array(int(offsets[-1]), np.uint8)
-    kernels()._gather(a, starts, lens, offsets, data)
+    compiled_kernels()._gather(a, starts, lens, offsets, data)
     return pa.Array.from_buffers(typ, len(lens), [None, obuf, dbuf])
 
 
@@ -452,7 +531,7 @@ def _host_column(a: np.ndarray, pos: np.ndarray, v6: np.ndarray):
     v4 = ~v6
     if v4.any():
         keys = np.empty(int(v4.sum()), np.int64)
-        kernels()._host_keys(a, pos[v4], keys)
+        compiled_kernels()._host_keys(a, pos[v4], keys)
         uniq, inverse = np.unique(keys, return_inverse=True)
         texts = [host_text(k.to_bytes(8, "big", signed=True)) for k in uniq.tolist()]
         codes[v4] = inverse.ravel()
@@ -483,7 +562,7 @@ def chunk_to_arrow(buf, chunk: ScanChunk, file: str = ""):
         m = -1
         for cap in (n * 8, int(props_len.sum()) // 3 + 1):
             kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-            m = kernels()._property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
+            m = compiled_kernels()._property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
             if m >= 0:
                 break
         props = pa.MapArray.from_arrays(pa.array(rec_offsets), _text(a, kpos[:m], klen[:m]),
@@ -586,8 +665,9 @@ def timerwheel_slots(buf) -> np.ndarray:
 def warm_up() -> None:
     """Load (or compile) the kernels now, e.g. before timing or before a progress bar starts."""
     a = as_array(bytes(64))
-    kernels()._commitlog_kernel(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
+    compiled_walk()(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
     z = np.zeros(1, np.int64)
-    kernels()._gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
-    kernels()._property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)
-    kernels()._host_keys(a, z, z)
+    k = compiled_kernels()
+    k._gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
+    k._property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)
+    k._host_keys(a, z, z)

@@ -8,12 +8,11 @@ restates a field.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-
 import llvmlite.binding as _llvm
 import numpy as np
 from numba import carray, cfunc, njit, types
+
+from mqtool.store import native
 
 
 def _import_hidden(module: str, hidden: str) -> None:
@@ -49,32 +48,15 @@ _numba_support_without_scipy_or_cffi()
 
 
 # ===================================================================== CRC32 from the kernel
-_CRC_SYMBOL = "mqtool_crc32"  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
-
-
-def _crc32_providers():
-    """(name, library path, symbol) candidates, fastest first: zlib-ng's SIMD CRC (about 19 GB/s on
-    these machines), then the system zlib that CPython uses (about 3.5 GB/s)."""
-    try:
-        from zlib_ng import zlib_ng
-
-        yield "zlib-ng", zlib_ng.__file__, "zng_crc32"
-    except ImportError:  # pragma: no cover - zlib-ng is a dependency
-        pass
-    name = ctypes.util.find_library("z")
-    for lib in ([name] if name else []) + ["libz.so.1", "libz.dylib"]:
-        yield "zlib", lib, "crc32"
+_CRC_SYMBOL = native.CRC_SYMBOL  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
 
 
 def _register_crc32(force_table: bool = False) -> str:
-    """Make `_CRC_SYMBOL` resolvable by the JIT (cached kernels refer to it by name)."""
-    for what, lib, symbol in [] if force_table else _crc32_providers():
-        try:
-            fn = getattr(ctypes.CDLL(lib), symbol)
-        except (OSError, AttributeError):
-            continue
-        _llvm.add_symbol(_CRC_SYMBOL, ctypes.cast(fn, ctypes.c_void_p).value)
-        return f"{what} ({lib})"
+    """Make `_CRC_SYMBOL` resolvable by the JIT (cached kernels refer to it by name): zlib-ng or the
+    system zlib (`native.register_crc32`), else a table-driven cfunc."""
+    found = None if force_table else native.register_crc32()
+    if found is not None:
+        return found
     _llvm.add_symbol(_CRC_SYMBOL, _table_crc32().address)
     return "table (no zlib found)"
 
@@ -134,12 +116,15 @@ _commitlog_kernel, _u32 = _compile_walk()
 # ===================================================================== Arrow columns
 @njit(cache=True, nogil=True)
 def _gather(a, starts, lens, offsets, out):
-    """Copy a[starts[i]:starts[i]+lens[i]] to out[offsets[i]:...] (Arrow binary/string data)."""
+    """Copy a[starts[i]:starts[i]+lens[i]] to out[offsets[i]:...] (Arrow binary/string data).
+
+    A byte loop, not a slice assignment: LLVM turns it into memcpy, and unlike numba's slice copy it
+    allocates nothing and cannot raise (what the C entry of `native` needs)."""
     for i in range(starts.shape[0]):
         o = offsets[i]
         s = starts[i]
-        n = lens[i]
-        out[o : o + n] = a[s : s + n]
+        for t in range(lens[i]):
+            out[o + t] = a[s + t]
 
 
 @njit(cache=True, nogil=True)
@@ -200,3 +185,52 @@ def _host_keys(a, pos, out):
     """IPv4 address and port of each host as one int64 (only meaningful for IPv4 hosts)."""
     for i in range(pos.shape[0]):
         out[i] = (_u32(a, pos[i]) << 32) | _u32(a, pos[i] + 4)
+
+
+# ===================================================================== C entry points (`native`)
+def c_entry(kernel, spec: str):
+    """`kernel` (an njit function) behind a C ABI, as a numba `cfunc` whose object code `native`
+    caches: each array as a pointer and its shape, ints and bools as int64, int tuples as a pointer,
+    the result written to an int64 buffer (`native.parse_spec` reads `spec`; `Native.kernel` makes
+    the matching ctypes call). No allocation, no exception: the object code needs neither NRT nor
+    the Python API, which `native.build` checks."""
+    from numba.np.unsafe.ndarray import to_fixed_tuple
+
+    args, ret = native.parse_spec(spec)
+    params, values, sig = [], [], []
+    env = {"carray": carray, "kernel": kernel, "to_fixed_tuple": to_fixed_tuple, "np": np}
+    for i, (kind, what, ndim) in enumerate(args):
+        if kind == "array":
+            dims = [f"s{i}_{d}" for d in range(ndim)]
+            params += [f"p{i}", *dims]
+            sig += [types.voidptr] + [types.int64] * ndim
+            env[f"t{i}"] = what
+            values.append(f"carray(p{i}, ({', '.join(dims)},), t{i})")
+        elif kind == "tuple":
+            params.append(f"p{i}")
+            sig.append(types.voidptr)
+            values.append(f"to_fixed_tuple(carray(p{i}, {what}, np.int64), {what})")
+        else:
+            params.append(f"x{i}")
+            sig.append(types.int64)
+            values.append(f"x{i} != 0" if kind == "bool" else f"x{i}")
+    call = f"kernel({', '.join(values)})"
+    if ret:
+        params.append("result")
+        sig.append(types.voidptr)
+        targets = ", ".join(f"r[{k}]" for k in range(ret))
+        body = f"    r = carray(result, {ret}, np.int64)\n    {targets} = {call}\n"
+    else:
+        body = f"    {call}\n"
+    exec(f"def entry({', '.join(params)}):\n{body}", env)  # noqa: S102 - generated glue, no input
+    return cfunc(types.void(*sig), error_model="numpy")(env["entry"])
+
+
+def c_entries() -> dict:
+    """The scan kernels' C entry points (`fastscan.NATIVE_SPECS`), compiled on demand: a numba-only
+    process never pays for them."""
+    from mqtool.store.fastscan import NATIVE_SPECS
+
+    kernels = {"walk": _commitlog_kernel, "gather": _gather, "property_pairs": _property_pairs,
+               "host_keys": _host_keys}
+    return {name: c_entry(kernels[name], spec) for name, spec in NATIVE_SPECS.items()}

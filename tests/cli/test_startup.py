@@ -95,16 +95,50 @@ def test_a_small_store_view_walks_without_numba():
     assert "numba" not in names and "mqtool.store.kernels" not in names
 
 
-def test_a_store_view_past_the_python_budget_loads_the_kernels():
-    """The check above can fail: past `PYTHON_WALK_RECORDS` records the same view loads numba."""
+def _past_the_budget(engine: str | None, *view: str) -> tuple[set[str], str]:
+    """The modules a view of the demo store (the overview by default) imports when the CPython budget
+    is 10 records, and its output."""
+    view = view or ("--json", "--now", "1790000020000")
     code = ("import sys; from mqtool.store import fastscan; fastscan._python_left = 10; "
-            "from mqtool.cli.app import main; sys.argv = ['mqtool', 'inspect', sys.argv[1], '--json', "
-            "'--now', '1790000020000']; main()")
+            f"fastscan.ENGINE = {engine!r}; "
+            "from mqtool.cli.app import main; sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    p = subprocess.run([sys.executable, "-X", "importtime", "-c", code, str(DEMO)], capture_output=True,
+    p = subprocess.run([sys.executable, "-X", "importtime", "-c", code, str(DEMO), *view], capture_output=True,
                        text=True, env=env, cwd=REPO)
-    names = {m.group(2) for line in p.stderr.splitlines() if (m := _LINE.match(line))}
-    assert p.stdout.startswith('{"version": 1'), p.stderr[-2000:]
+    assert p.returncode == 0, p.stderr[-2000:]
+    return {m.group(2) for line in p.stderr.splitlines() if (m := _LINE.match(line))}, p.stdout
+
+
+def test_a_store_view_past_the_python_budget_loads_the_native_walk_without_numba():
+    """The check above can fail: past `PYTHON_WALK_RECORDS` records the same view loads the compiled
+    walk, the object code numba wrote (`store/native.py`), through llvmlite without importing numba."""
+    from mqtool.store import native
+
+    assert native.load() is not None, native.errors  # compiled and cached here if it was not
+    names, out = _past_the_budget(None)
+    assert out.startswith('{"version": 1')
+    assert {"mqtool.store.native", "llvmlite.binding"} <= names
+    assert "numba" not in names and "mqtool.store.kernels" not in names
+
+
+def test_messages_json_past_the_python_budget_writes_its_lines_without_numba():
+    """Past the budget `messages --json` walks and writes each chunk with native code (the compiled
+    line writer of `inspect/jsonlines.py`), byte for byte what the record path prints."""
+    from mqtool.inspect import jsonlines
+    from mqtool.store import native
+
+    assert jsonlines._writer().__module__ == native.__name__, native.errors  # compiled and cached here
+    names, out = _past_the_budget(None, "messages", "--json")
+    assert "numba" not in names and "mqtool.store.kernels" not in names
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    want = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(DEMO), "messages", "--json"],
+                          capture_output=True, text=True, cwd=REPO, env=env)
+    assert out == want.stdout and out.count("\n") == 66  # 46 + 20 records in the two files; the same bytes
+
+
+def test_a_store_view_with_numba_pinned_skips_numbas_blas_check():
+    """The numba dispatcher path (the fallback) imports numba without scipy.linalg."""
+    names, _ = _past_the_budget("numba")
     assert {"numba", "mqtool.store.kernels"} <= names
     assert "numba.np.arraymath" in names and "scipy.linalg" not in names  # numba's BLAS check skipped
 

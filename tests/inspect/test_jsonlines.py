@@ -26,6 +26,7 @@ from mqtool.inspect.jsonlines import fast_query, message_lines
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.records import record_dict
 from mqtool.output import write_jsonl, write_jsonl_parts
+from mqtool.store import fastscan, native
 from mqtool.store.store import Store
 
 DEMO = FIXTURES / "demo"
@@ -75,10 +76,16 @@ def _queries(store: Store) -> list[MessageQuery]:
     ]
 
 
-@pytest.fixture(params=["kernel", "records"])
+@pytest.fixture(params=["native", "numba", "records"])
 def path(request, monkeypatch):
-    """The compiled writer for every chunk, or the record rows a small store gets before numba loads."""
-    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: request.param == "kernel")
+    """The compiled writer for every chunk (its object code loaded without numba, or numba's
+    dispatcher), or the record rows a small store gets before a compiled walk loads."""
+    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: request.param != "records")
+    if request.param != "records":
+        monkeypatch.setattr(fastscan, "ENGINE", request.param)  # the walk and the chunk kernels too
+        monkeypatch.setattr(jsonlines, "_compiled", None)
+        native_writer = jsonlines._writer().__module__ == native.__name__  # a `Native.kernel` call
+        assert native_writer == (request.param == "native"), native.errors
     return request.param
 
 

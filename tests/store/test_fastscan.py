@@ -36,9 +36,10 @@ from mqtool.store.commitlog import CommitLog
 from mqtool.store.store import Store
 
 
-@pytest.fixture(autouse=True, params=["numba", "python"])
+@pytest.fixture(autouse=True, params=["numba", "python", "native"])
 def engine(request, monkeypatch):
-    """Every case runs under both engines of the one walk (`store/walk.py`): numba and CPython."""
+    """Every case runs under each engine of the one walk (`store/walk.py`): numba's dispatcher,
+    CPython, and the object code numba compiled loaded without numba (`store/native.py`)."""
     monkeypatch.setattr(fs, "ENGINE", request.param)
     return request.param
 
@@ -390,15 +391,16 @@ def test_properties_pairs_follow_string2messageProperties():
         buf = s.encode()
         rec_offsets = np.zeros(2, np.int32)
         arrays = np.zeros((4, 16), np.int64)
-        m = fs.kernels()._property_pairs(fs.as_array(buf), np.array([0]), np.array([len(buf)]), rec_offsets, *arrays)
+        m = fs.compiled_kernels()._property_pairs(fs.as_array(buf), np.array([0]), np.array([len(buf)]), rec_offsets,
+                                                  *arrays)
         kpos, klen, vpos, vlen = arrays
         got = {buf[kpos[i] : kpos[i] + klen[i]].decode(): buf[vpos[i] : vpos[i] + vlen[i]].decode() for i in range(m)}
         assert list(got.items()) == list(parse_properties(s).items()), s
 
 
 def test_the_python_budget_hands_over_to_numba_mid_file(monkeypatch, engine):
-    """With numba not loaded, the first `PYTHON_WALK_RECORDS` records are walked by CPython and the
-    rest by the kernel; the columns are those of one numba walk."""
+    """With no compiled walk loaded, the first `PYTHON_WALK_RECORDS` records are walked by CPython and
+    the rest by the compiled walk; the columns are those of one numba walk."""
     import sys
 
     f = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "commitlog" / "00000000000000000000"
@@ -407,13 +409,15 @@ def test_the_python_budget_hands_over_to_numba_mid_file(monkeypatch, engine):
     want = list(fs.iter_commitlog_chunks(data))[-1]
     monkeypatch.setattr(fs, "ENGINE", None)
     monkeypatch.setattr(fs, "_python_left", 7)
+    monkeypatch.setattr(fs, "_walk", None)
     monkeypatch.delitem(sys.modules, "mqtool.store.kernels")
     loaded = []
-    real = fs.kernels
-    monkeypatch.setattr(fs, "kernels", lambda: loaded.append(1) or real())
+    real = fs.compiled_walk
+    monkeypatch.setattr(fs, "compiled_walk", lambda: loaded.append(1) or real())
     chunks = list(fs.iter_commitlog_chunks(data))
     assert [len(c) for c in chunks] == [7, len(want) - 7] and loaded == [1]
     assert fs._python_left == 0
+    assert fs._walk is fs.native_kernels().walk  # the native code, not numba's dispatcher
     assert (np.concatenate([c.cols for c in chunks], axis=1) == want.cols).all()
     assert (chunks[-1].end, chunks[-1].stop) == (want.end, want.stop)
 
@@ -426,10 +430,11 @@ def _python_then_maybe_numba(monkeypatch, data, left: int, ahead: int = 0):
     monkeypatch.setattr(fs, "ENGINE", None)
     monkeypatch.setattr(fs, "_python_left", left)
     monkeypatch.setattr(fs, "PYTHON_SAMPLE_RECORDS", 5)
+    monkeypatch.setattr(fs, "_walk", None)
     monkeypatch.delitem(sys.modules, "mqtool.store.kernels", raising=False)
     loaded = []
-    real = fs.kernels
-    monkeypatch.setattr(fs, "kernels", lambda: loaded.append(1) or real())
+    real = fs.compiled_walk
+    monkeypatch.setattr(fs, "compiled_walk", lambda: loaded.append(1) or real())
     chunks = list(fs.iter_commitlog_chunks(data, ahead=ahead))
     return [len(c) for c in chunks], bool(loaded), chunks[-1]
 
