@@ -28,7 +28,7 @@ from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate.model import DiskBase, SimMessage
+from mqtool.simulate.model import DiskBase, SimMessage, _new_message
 from mqtool.store import fastscan
 from mqtool.store.mapped_files import map_file
 
@@ -272,10 +272,29 @@ class MappedBase(DiskBase):
         topic = self._topics.get(raw_topic)
         if topic is None:
             topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "surrogateescape")
-        return SimMessage(topic, qid, fast_properties(raw), body=body, born_ts=born_ts, store_ts=store_ts,
-                          sys_flag=sysflag, flag=flag, reconsume_times=reconsume, prepared_tx_offset=prepared,
-                          phys=phys, size=total, queue_offset=qoff, born_host=born_host, store_host=store_host,
-                          props_raw=raw)
+        # `SimMessage(topic, qid, props, body=..., ...)` without the dataclass's keyword `__init__`
+        m = _new_message(SimMessage)
+        m.topic = topic
+        m.queue_id = qid
+        m.props = fast_properties(raw)
+        m.body = body
+        m.body_len = body_len
+        m.born_ts = born_ts
+        m.store_ts = store_ts
+        m.sys_flag = sysflag
+        m.flag = flag
+        m.reconsume_times = reconsume
+        m.prepared_tx_offset = prepared
+        m.phys = phys
+        m.size = total
+        m.queue_offset = qoff
+        m.born_host = born_host
+        m.store_host = store_host
+        m.props_raw = raw
+        m.service = ""
+        m.source_phys = -1
+        m.tags_code = 0
+        return m
 
     def close(self) -> None:
         for fd in self._fds.values():

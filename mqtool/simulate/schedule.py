@@ -106,8 +106,8 @@ class ScheduleService:
 
     def persist(self) -> None:
         self.persisted = dict(self.offsets)
-        self.ctx.log.emit(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
-                          offsets={str(k): v for k, v in sorted(self.offsets.items())})
+        self.ctx.log.emit_plain(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
+                                offsets={str(k): v for k, v in sorted(self.offsets.items())})
 
     def _persist_loop(self):
         while True:
@@ -215,7 +215,7 @@ class ScheduleService:
                 ctx.log.tally("deliver")
                 return
             n = res.message
-            ctx.log.emit(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys,
+            ctx.log.emit_plain(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys,
                          n.phys, level=level, due=due, queue_offset=n.queue_offset)
         else:
             ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),

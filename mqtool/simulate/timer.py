@@ -286,7 +286,7 @@ class TimerService:
         now = ctx.engine._now
         log = ctx.log
         if log.keep:
-            log.emit(now, "timer", "enqueue", real, _int(props.get(PROPERTY_REAL_QUEUE_ID)),
+            log.emit_plain(now, "timer", "enqueue", real, _int(props.get(PROPERTY_REAL_QUEUE_ID)),
                      props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), offset_py,
                      slot=delayed, timer_out_ms=original, roll=roll, cancel=delete, timerlog_pos=pos)
         else:
@@ -365,7 +365,7 @@ class TimerService:
                 uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
                     self.cancelled += 1
-                    ctx.log.emit(ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
+                    ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
                                  _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
                     continue
             retry = self._put(msg, u[2], u[1], slot_time, False)
@@ -387,7 +387,7 @@ class TimerService:
             uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
                 self.cancelled += 1
-                self.ctx.log.emit(self.ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
+                self.ctx.log.emit_plain(self.ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
                                   _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
                 continue
             again = self._put(msg, u[2], u[1], slot_time, direct=False)
@@ -452,13 +452,13 @@ class TimerService:
             return
         if roll:
             self.rolled += 1
-            ctx.log.emit(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
+            ctx.log.emit_plain(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
                          _int(src.get(PROPERTY_REAL_QUEUE_ID)),
                          n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot=slot_time,
                          roll_times=_int(n.props.get(PROPERTY_TIMER_ROLL_TIMES)))
         else:
             self.delivered += 1
-            ctx.log.emit(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,
+            ctx.log.emit_plain(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,
                          n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys,
                          n.phys, slot=slot_time, due=_int(src.get(PROPERTY_TIMER_OUT_MS)), direct=direct,
                          queue_offset=n.queue_offset)
