@@ -79,6 +79,7 @@ class MappedBase(DiskBase):
         self._files = files
         self._fds: dict[int, int] = {}
         self._topics: dict[bytes, str] = {}
+        self._hosts: dict[bytes, str] = {}
 
     # ----- ConsumeQueues -----
     def cq_min(self, topic: str, qid: int) -> int:
@@ -199,6 +200,13 @@ class MappedBase(DiskBase):
             return None if m is None else m.props
         return props
 
+    def _host(self, raw: bytes) -> str:
+        """`fastscan.host_text`, remembered (a store has a few hosts)."""
+        s = fastscan.host_text(raw)
+        if len(self._hosts) < 4096:
+            self._hosts[raw] = s
+        return s
+
     def _fd(self, i: int) -> int:
         fd = self._fds.get(i)
         if fd is None:
@@ -215,14 +223,17 @@ class MappedBase(DiskBase):
         pos = phys - f.start
         if pos >= f.length:
             return None
-        buf = os.pread(self._fd(i), READ_AHEAD, pos)
+        fd = self._fds.get(i)
+        if fd is None:
+            fd = self._fd(i)
+        buf = os.pread(fd, READ_AHEAD, pos)
         if len(buf) < _HEAD_SIZE:
             return None
         total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, 0)
         if magic not in _MAGICS or total <= _HEAD_SIZE or total > (1 << 30):
             return None
         if total > len(buf):
-            buf = os.pread(self._fd(i), total, pos)
+            buf = os.pread(fd, total, pos)
             if len(buf) < total:
                 return None
         p = _HEAD_SIZE
@@ -246,11 +257,14 @@ class MappedBase(DiskBase):
                 if topic_len < 0 or props_len < 0 or p + props_len > total:
                     return None
                 return fast_properties(buf[p:p + props_len].decode("utf-8", "surrogateescape"))
-            born_host = fastscan.host_text(buf[p:p + bn])
+            hosts = self._hosts
+            raw_host = buf[p:p + bn]
+            born_host = hosts.get(raw_host) or self._host(raw_host)
             p += bn
             (store_ts,) = _STORE_TS.unpack_from(buf, p)
             p += _STORE_TS.size
-            store_host = fastscan.host_text(buf[p:p + sn])
+            raw_host = buf[p:p + sn]
+            store_host = hosts.get(raw_host) or self._host(raw_host)
             p += sn
             reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
             p += _TAIL.size

@@ -286,9 +286,10 @@ class TimerService:
         now = ctx.engine._now
         log = ctx.log
         if log.keep:
-            log.emit_plain(now, "timer", "enqueue", real, _int(props.get(PROPERTY_REAL_QUEUE_ID)),
-                     props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), offset_py,
-                     slot=delayed, timer_out_ms=original, roll=roll, cancel=delete, timerlog_pos=pos)
+            log.record(now, "timer", "enqueue", real, _int(props.get(PROPERTY_REAL_QUEUE_ID)),
+                       props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), offset_py, None,
+                       {"slot": delayed, "timer_out_ms": original, "roll": roll, "cancel": delete,
+                        "timerlog_pos": pos}, True)
         else:
             log.tally("enqueue")
         deq = self.deq
@@ -452,16 +453,16 @@ class TimerService:
             return
         if roll:
             self.rolled += 1
-            ctx.log.emit_plain(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
-                         _int(src.get(PROPERTY_REAL_QUEUE_ID)),
-                         n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot=slot_time,
-                         roll_times=_int(n.props.get(PROPERTY_TIMER_ROLL_TIMES)))
+            ctx.log.record(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
+                           _int(src.get(PROPERTY_REAL_QUEUE_ID)), n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                           msg.phys, n.phys,
+                           {"slot": slot_time, "roll_times": _int(n.props.get(PROPERTY_TIMER_ROLL_TIMES))}, True)
         else:
             self.delivered += 1
-            ctx.log.emit_plain(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,
-                         n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys,
-                         n.phys, slot=slot_time, due=_int(src.get(PROPERTY_TIMER_OUT_MS)), direct=direct,
-                         queue_offset=n.queue_offset)
+            ctx.log.record(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,
+                           n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys,
+                           {"slot": slot_time, "due": _int(src.get(PROPERTY_TIMER_OUT_MS)), "direct": direct,
+                            "queue_offset": n.queue_offset}, True)
 
     # ----- summary -----
     def pending(self) -> int:
