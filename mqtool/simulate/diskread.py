@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 from collections import OrderedDict
 from typing import Any
 
@@ -36,6 +37,8 @@ CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
 _HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+# BORNHOST (IPv4), STORETIMESTAMP, STOREHOST (IPv4), RECONSUMETIMES .. BODYLENGTH: one big-endian unpack
+_MID_V4 = struct.Struct(f">{HOST_SIZE_V4}s{_STORE_TS.format[1:]}{HOST_SIZE_V4}s{_TAIL.format[1:]}")
 
 
 def fast_properties(raw: str) -> dict[str, str]:
@@ -258,16 +261,20 @@ class MappedBase(DiskBase):
                     return None
                 return fast_properties(buf[p:p + props_len].decode("utf-8", "surrogateescape"))
             hosts = self._hosts
-            raw_host = buf[p:p + bn]
-            born_host = hosts.get(raw_host) or self._host(raw_host)
-            p += bn
-            (store_ts,) = _STORE_TS.unpack_from(buf, p)
-            p += _STORE_TS.size
-            raw_host = buf[p:p + sn]
-            store_host = hosts.get(raw_host) or self._host(raw_host)
-            p += sn
-            reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-            p += _TAIL.size
+            if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
+                raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
+                p += _MID_V4.size
+            else:
+                raw_born = buf[p:p + bn]
+                p += bn
+                (store_ts,) = _STORE_TS.unpack_from(buf, p)
+                p += _STORE_TS.size
+                raw_store = buf[p:p + sn]
+                p += sn
+                reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
+                p += _TAIL.size
+            born_host = hosts.get(raw_born) or self._host(raw_born)
+            store_host = hosts.get(raw_store) or self._host(raw_store)
             if body_len < 0 or p + body_len > total:
                 return None
             body = buf[p:p + body_len]
