@@ -189,6 +189,18 @@ class MappedBase(DiskBase):
                 self._lru[phys] = m
         return m
 
+    def message_once(self, phys: int) -> SimMessage | None:
+        """`message(phys)` for a record read for the last time (a delivery): not put in the cache,
+        which it would only push older entries out of."""
+        if self.recovery is not None and phys >= self.recovery.end:
+            return None
+        m = self._lru.get(phys)
+        if m is None:
+            m = self._read(phys)
+            if m is None:
+                return self.message(phys)  # the reference path, cached as before
+        return m
+
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, without a `SimMessage` or the cache: the timer's enqueue reads only
         the properties of a record it will read again, whole, when its slot comes (maybe a day later)."""

@@ -151,7 +151,7 @@ class ScheduleService:
             wait_until = None
             failed = False
             v4 = ctx.v4
-            message = m.message
+            message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
             # System.currentTimeMillis(): virtual time plus any clock jump (neither moves during the walk)
             clock = ctx.clock()
             for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, offset, hi):

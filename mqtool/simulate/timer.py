@@ -228,6 +228,7 @@ class TimerService:
             hi = m.cq_max(TIMER_TOPIC, 0)
             while self.curr_queue_offset < hi:
                 retry = None
+                write = (ctx.engine._now + ctx.clock_offset) // p * p  # no time passes in the walk
                 for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
                     self.curr_queue_offset = off + 1
                     props = m.props(unit[0])  # the whole record is read when its slot comes
@@ -237,7 +238,6 @@ class TimerService:
                         delayed = int(props[PROPERTY_TIMER_OUT_MS])
                     except (KeyError, ValueError):
                         continue
-                    write = (ctx.engine._now + ctx.clock_offset) // p * p
                     if delayed < write:
                         retry = self._put(m.message(unit[0]), LONG_MAX, 0, delayed, direct=True)
                         if retry is not None:
@@ -357,7 +357,7 @@ class TimerService:
                 if key is not None:
                     deletes.add(key)
         normal = [u for _pos, u in normal_units]
-        message = m.message
+        message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         for i, u in enumerate(normal):
             msg = message(u[4])
             if msg is None:
@@ -382,7 +382,7 @@ class TimerService:
     def _finish_slot(self, retry, rest, deletes, slot_time):
         yield from retry
         for u in rest:
-            msg = self.ctx.model.message(u[4])
+            msg = self.ctx.model.message_once(u[4])
             if msg is None:
                 continue
             uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
