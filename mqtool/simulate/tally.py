@@ -90,6 +90,7 @@ class KeyTally:
             self._spool.close()
             self._spool = None
         self._buf.clear()
+        self._lens = array("I")
 
 
 class DeliveryTally:
