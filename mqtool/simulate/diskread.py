@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 from collections import OrderedDict
 from typing import Any
 
@@ -28,7 +29,7 @@ from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate.model import DiskBase, SimMessage
+from mqtool.simulate.model import DiskBase, SimMessage, _new_message
 from mqtool.store import fastscan
 from mqtool.store.mapped_files import map_file
 
@@ -36,6 +37,8 @@ CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
 _HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+# BORNHOST (IPv4), STORETIMESTAMP, STOREHOST (IPv4), RECONSUMETIMES .. BODYLENGTH: one big-endian unpack
+_MID_V4 = struct.Struct(f">{HOST_SIZE_V4}s{_STORE_TS.format[1:]}{HOST_SIZE_V4}s{_TAIL.format[1:]}")
 
 
 def fast_properties(raw: str) -> dict[str, str]:
@@ -79,6 +82,7 @@ class MappedBase(DiskBase):
         self._files = files
         self._fds: dict[int, int] = {}
         self._topics: dict[bytes, str] = {}
+        self._hosts: dict[bytes, str] = {}
 
     # ----- ConsumeQueues -----
     def cq_min(self, topic: str, qid: int) -> int:
@@ -185,6 +189,18 @@ class MappedBase(DiskBase):
                 self._lru[phys] = m
         return m
 
+    def message_once(self, phys: int) -> SimMessage | None:
+        """`message(phys)` for a record read for the last time (a delivery): not put in the cache,
+        which it would only push older entries out of."""
+        if self.recovery is not None and phys >= self.recovery.end:
+            return None
+        m = self._lru.get(phys)
+        if m is None:
+            m = self._read(phys)
+            if m is None:
+                return self.message(phys)  # the reference path, cached as before
+        return m
+
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, without a `SimMessage` or the cache: the timer's enqueue reads only
         the properties of a record it will read again, whole, when its slot comes (maybe a day later)."""
@@ -198,6 +214,13 @@ class MappedBase(DiskBase):
             m = self.message(phys)  # the reference path decides
             return None if m is None else m.props
         return props
+
+    def _host(self, raw: bytes) -> str:
+        """`fastscan.host_text`, remembered (a store has a few hosts)."""
+        s = fastscan.host_text(raw)
+        if len(self._hosts) < 4096:
+            self._hosts[raw] = s
+        return s
 
     def _fd(self, i: int) -> int:
         fd = self._fds.get(i)
@@ -215,14 +238,17 @@ class MappedBase(DiskBase):
         pos = phys - f.start
         if pos >= f.length:
             return None
-        buf = os.pread(self._fd(i), READ_AHEAD, pos)
+        fd = self._fds.get(i)
+        if fd is None:
+            fd = self._fd(i)
+        buf = os.pread(fd, READ_AHEAD, pos)
         if len(buf) < _HEAD_SIZE:
             return None
         total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, 0)
         if magic not in _MAGICS or total <= _HEAD_SIZE or total > (1 << 30):
             return None
         if total > len(buf):
-            buf = os.pread(self._fd(i), total, pos)
+            buf = os.pread(fd, total, pos)
             if len(buf) < total:
                 return None
         p = _HEAD_SIZE
@@ -246,14 +272,21 @@ class MappedBase(DiskBase):
                 if topic_len < 0 or props_len < 0 or p + props_len > total:
                     return None
                 return fast_properties(buf[p:p + props_len].decode("utf-8", "surrogateescape"))
-            born_host = fastscan.host_text(buf[p:p + bn])
-            p += bn
-            (store_ts,) = _STORE_TS.unpack_from(buf, p)
-            p += _STORE_TS.size
-            store_host = fastscan.host_text(buf[p:p + sn])
-            p += sn
-            reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-            p += _TAIL.size
+            hosts = self._hosts
+            if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
+                raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
+                p += _MID_V4.size
+            else:
+                raw_born = buf[p:p + bn]
+                p += bn
+                (store_ts,) = _STORE_TS.unpack_from(buf, p)
+                p += _STORE_TS.size
+                raw_store = buf[p:p + sn]
+                p += sn
+                reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
+                p += _TAIL.size
+            born_host = hosts.get(raw_born) or self._host(raw_born)
+            store_host = hosts.get(raw_store) or self._host(raw_store)
             if body_len < 0 or p + body_len > total:
                 return None
             body = buf[p:p + body_len]
@@ -272,10 +305,29 @@ class MappedBase(DiskBase):
         topic = self._topics.get(raw_topic)
         if topic is None:
             topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "surrogateescape")
-        return SimMessage(topic, qid, fast_properties(raw), body=body, born_ts=born_ts, store_ts=store_ts,
-                          sys_flag=sysflag, flag=flag, reconsume_times=reconsume, prepared_tx_offset=prepared,
-                          phys=phys, size=total, queue_offset=qoff, born_host=born_host, store_host=store_host,
-                          props_raw=raw)
+        # `SimMessage(topic, qid, props, body=..., ...)` without the dataclass's keyword `__init__`
+        m = _new_message(SimMessage)
+        m.topic = topic
+        m.queue_id = qid
+        m.props = fast_properties(raw)
+        m.body = body
+        m.body_len = body_len
+        m.born_ts = born_ts
+        m.store_ts = store_ts
+        m.sys_flag = sysflag
+        m.flag = flag
+        m.reconsume_times = reconsume
+        m.prepared_tx_offset = prepared
+        m.phys = phys
+        m.size = total
+        m.queue_offset = qoff
+        m.born_host = born_host
+        m.store_host = store_host
+        m.props_raw = raw
+        m.service = ""
+        m.source_phys = -1
+        m.tags_code = 0
+        return m
 
     def close(self) -> None:
         for fd in self._fds.values():

@@ -50,31 +50,52 @@ _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _SCALARS = frozenset({str, int, bool, type(None)})
 
 
-def _orjson_line(dumps, error) -> Callable[[dict[str, Any]], str]:
-    """`_JSON.encode(d)` made by orjson where it writes the same text: every value a str, int, bool
-    or None (orjson escapes strings as `json` does with `ensure_ascii=False`, tests/test_output.py;
-    compact output has `json`'s separators). A float, a nested value, an integer past 64 bits or a
-    lone surrogate goes through `json` itself."""
+def _orjson_line(dumps, error) -> Callable[[dict[str, Any]], bytes]:
+    """`_JSON.encode(d)` as UTF-8, made by orjson where it writes the same text: every value a str,
+    int, bool or None (orjson escapes strings as `json` does with `ensure_ascii=False`,
+    tests/test_output.py; compact output has `json`'s separators). A float, a nested value, an integer
+    past 64 bits or a lone surrogate goes through `json` itself."""
     encode = _JSON.encode
-    scalars = _SCALARS
+    scalars = _SCALARS.issuperset
 
-    def line(d: dict[str, Any]) -> str:
-        if set(map(type, d.values())) <= scalars:
+    def line(d: dict[str, Any]) -> bytes:
+        if scalars(map(type, d.values())):
             try:
-                return dumps(d).decode("utf-8")
+                return dumps(d)
             except error:
                 pass
-        return encode(d)
+        return encode(d).encode("utf-8", "surrogatepass")
 
     return line
 
 
-def _line_encoder() -> Callable[[dict[str, Any]], str]:
+def _plain_line(dumps, error) -> Callable[[dict[str, Any]], bytes]:
+    """`line` for callers whose values are never floats and nested at most as a dict of str to int
+    (`EventLog.emit_plain`): orjson refuses what it cannot write as `json` does (integers past 64
+    bits, lone surrogates), so only the type check is left out."""
+    encode = _JSON.encode
+
+    def line(d: dict[str, Any]) -> bytes:
+        try:
+            return dumps(d)
+        except error:
+            return encode(d).encode("utf-8", "surrogatepass")
+
+    return line
+
+
+def _json_line(d: dict[str, Any]) -> bytes:
+    return _JSON.encode(d).encode("utf-8", "surrogatepass")
+
+
+def _line_encoders() -> tuple[Callable[[dict[str, Any]], bytes], Callable[[dict[str, Any]], bytes]]:
     try:
         import orjson
     except ImportError:  # pragma: no cover - orjson is a dependency
-        return _JSON.encode
-    return _orjson_line(orjson.dumps, orjson.JSONEncodeError)
+        return _json_line, _json_line
+    return _orjson_line(orjson.dumps, orjson.JSONEncodeError), _plain_line(orjson.dumps, orjson.JSONEncodeError)
+
+
 _FLUSH_LINES = 4096
 
 
@@ -96,8 +117,8 @@ class EventLog:
         self.count = 0
         self.by_kind: dict[str, int] = {}
         self._watchers: dict[str, list[Callable[[SimEvent], None]]] = {}
-        self._lines: list[str] = []
-        self._encode = _line_encoder() if sink is not None else _JSON.encode
+        self._lines: list[bytes] = []  # UTF-8 lines, decoded together when written
+        self._encode, self._plain = _line_encoders() if sink is not None else (_json_line, _json_line)
 
     def watch(self, event: str, callback: Callable[[SimEvent], None]) -> None:
         """Call `callback(e)` for every recorded event of that kind, in order."""
@@ -106,8 +127,24 @@ class EventLog:
     def emit(self, time: int, service: str, event: str, topic: str | None = None, queue_id: int | None = None,
              uniq_key: str | None = None, physical_offset: int | None = None,
              new_physical_offset: int | None = None, **detail: Any) -> None:
+        self.record(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset, detail,
+                    False)
+
+    def emit_plain(self, time: int, service: str, event: str, topic: str | None = None,
+                   queue_id: int | None = None, uniq_key: str | None = None, physical_offset: int | None = None,
+                   new_physical_offset: int | None = None, **detail: Any) -> None:
+        """`emit` for the hot paths, whose values are str, int, bool or None, or a dict of str to int
+        (orjson writes those as `json` does), never a float."""
+        self.record(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset, detail,
+                    True)
+
+    def record(self, time: int, service: str, event: str, topic: str | None, queue_id: int | None,
+               uniq_key: str | None, physical_offset: int | None, new_physical_offset: int | None,
+               detail: dict[str, Any], plain: bool = False) -> None:
+        """`emit` with the detail as a dict (the caller's own, not copied); `plain` as `emit_plain`."""
         self.count += 1
-        self.by_kind[event] = self.by_kind.get(event, 0) + 1
+        by_kind = self.by_kind
+        by_kind[event] = by_kind.get(event, 0) + 1
         if not self.keep:
             return
         watchers = self._watchers.get(event)
@@ -118,12 +155,13 @@ class EventLog:
             if self.hold:
                 self.events.append(e)
         if self.sink is not None:
-            # `e.as_dict()` without the event: no detail key can be one of the eight (they are this
-            # method's parameters), so the detail follows them as given
+            # `e.as_dict()` without the event: no detail key can be one of the eight (they are `emit`'s
+            # parameters), so the detail follows them as given
             lines = self._lines
-            lines.append(self._encode({"time": time, "service": service, "event": event, "topic": topic,
-                                       "queue_id": queue_id, "uniq_key": uniq_key, "physical_offset": physical_offset,
-                                       "new_physical_offset": new_physical_offset, **detail}))
+            lines.append((self._plain if plain else self._encode)(
+                {"time": time, "service": service, "event": event, "topic": topic, "queue_id": queue_id,
+                 "uniq_key": uniq_key, "physical_offset": physical_offset,
+                 "new_physical_offset": new_physical_offset, **detail}))
             if len(lines) >= _FLUSH_LINES:
                 self.flush()
         if watchers:
@@ -139,8 +177,8 @@ class EventLog:
     def flush(self) -> None:
         """Write the lines not yet written to the sink."""
         if self._lines and self.sink is not None:
-            self._lines.append("")
-            self.sink.write("\n".join(self._lines))
+            self._lines.append(b"")
+            self.sink.write(b"\n".join(self._lines).decode("utf-8", "surrogatepass"))
             self._lines.clear()
 
     def _held(self) -> list[SimEvent]:

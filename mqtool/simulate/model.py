@@ -408,6 +408,17 @@ class StoreModel:
             m = self.spool.get(phys)
         return m if m is not None else self.base.message(phys)
 
+    def message_once(self, phys: int) -> SimMessage | None:
+        """`message(phys)` for a record its reader is done with once read (the base need not cache it:
+        `MappedBase.message_once`)."""
+        m = self._msgs.get(phys)
+        if m is None and self.spool is not None:
+            m = self.spool.get(phys)
+        if m is not None:
+            return m
+        once = getattr(self.base, "message_once", None)
+        return once(phys) if once is not None else self.base.message(phys)
+
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, by the base's lighter read when it has one (`MappedBase.props`)."""
         m = self._msgs.get(phys)

@@ -106,8 +106,8 @@ class ScheduleService:
 
     def persist(self) -> None:
         self.persisted = dict(self.offsets)
-        self.ctx.log.emit(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
-                          offsets={str(k): v for k, v in sorted(self.offsets.items())})
+        self.ctx.log.emit_plain(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
+                                offsets={str(k): v for k, v in sorted(self.offsets.items())})
 
     def _persist_loop(self):
         while True:
@@ -151,10 +151,11 @@ class ScheduleService:
             wait_until = None
             failed = False
             v4 = ctx.v4
-            message = m.message
+            message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
+            # System.currentTimeMillis(): virtual time plus any clock jump (neither moves during the walk)
+            clock = ctx.clock()
             for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, offset, hi):
                 phys, _size, tags = unit
-                clock = ctx.clock()  # System.currentTimeMillis(): virtual time plus any clock jump
                 deliver = correct_deliver_timestamp(clock, tags, delay)
                 next_offset = off + 1
                 if deliver > clock:
@@ -172,7 +173,7 @@ class ScheduleService:
                     continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
                 # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
                 new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
-                ok = self._deliver(level, off, msg, new, deliver)
+                ok = self._deliver(level, off, msg, new, deliver, clock)
                 if not ok:
                     failed = True
                     next_offset = offset_after_failed_put(off, ctx.v4)
@@ -185,7 +186,8 @@ class ScheduleService:
             else:
                 yield DELAY_FOR_A_WHILE
 
-    def _deliver(self, level: int, off: int, msg, new, due: int) -> bool:
+    def _deliver(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
+        """Put the re-put at `clock` (the broker's clock, `ctx.clock()`)."""
         ctx = self.ctx
         if self.async_deliver:
             q = self.pending[level]
@@ -201,7 +203,7 @@ class ScheduleService:
             if h is not None and h.wake_time is None:
                 h.wake(10)
             return True
-        res = ctx.put(new, "schedule")
+        res = ctx.model.append(new, clock, "schedule")  # ctx.put
         self._emit_result(level, off, msg, res, due)
         if res.ok:
             self.offsets[level] = off + 1
@@ -215,8 +217,8 @@ class ScheduleService:
                 ctx.log.tally("deliver")
                 return
             n = res.message
-            ctx.log.emit(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys,
-                         n.phys, level=level, due=due, queue_offset=n.queue_offset)
+            ctx.log.record(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys,
+                           {"level": level, "due": due, "queue_offset": n.queue_offset}, True)
         else:
             ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),
                          int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")), msg.uniq_key, msg.phys, level=level,

@@ -14,11 +14,24 @@ import marshal
 import os
 import tempfile
 from array import array
+from operator import attrgetter
 
 from mqtool.simulate.model import SimMessage
 
 _FIELDS = tuple(SimMessage.__slots__)
 _new = object.__new__
+_values = attrgetter(*_FIELDS)  # the fields as one tuple, in slot order
+
+
+def _make_setter():
+    """`set_fields(m, values)`: one unpacking assignment of every slot (no loop of `setattr`)."""
+    targets = ", ".join(f"m.{f}" for f in _FIELDS)
+    scope: dict = {}
+    exec(f"def set_fields(m, values):\n    {targets} = values\n", scope)  # noqa: S102 - names from __slots__
+    return scope["set_fields"]
+
+
+_set_fields = _make_setter()
 
 
 class RecordSpool:
@@ -33,7 +46,7 @@ class RecordSpool:
         self._free: list[int] = []
 
     def put(self, m: SimMessage) -> None:
-        data = marshal.dumps(tuple([getattr(m, f) for f in _FIELDS]))
+        data = marshal.dumps(_values(m))
         os.pwrite(self._fd, data, self._end)
         i = self._where.get(m.phys)
         if i is None:
@@ -53,8 +66,7 @@ class RecordSpool:
             return None
         values = marshal.loads(os.pread(self._fd, self._at[2 * i + 1], self._at[2 * i]))
         m = _new(SimMessage)
-        for f, v in zip(_FIELDS, values, strict=True):
-            setattr(m, f, v)
+        _set_fields(m, values)
         return m
 
     def drop(self, phys: int) -> None:

@@ -21,42 +21,45 @@ TIMELINE_BUCKETS = 20
 
 
 class KeyTally:
-    """How often each key occurred: `repeated()` gives the keys seen more than once, exactly."""
+    """How often each key occurred: `repeated()` gives the keys seen more than once, exactly.
+
+    The keys are spooled 8,192 at a time as one UTF-8 string (surrogates passed through) with their
+    lengths in code points, which is what decoding the spool gives back."""
 
     def __init__(self) -> None:
         self._hashes = array("q")
+        self._lens = array("I")  # of the spooled keys, in code points
         self._spool: BinaryIO | None = None
-        self._buf: list[bytes] = []
+        self._buf: list[str] = []
 
     def __len__(self) -> int:
         return len(self._hashes)
 
     def add(self, key: str) -> None:
         self._hashes.append(hash(key))
-        b = key.encode("utf-8", "surrogatepass")
-        self._buf.append(len(b).to_bytes(4, "little") + b)
-        if len(self._buf) >= 8192:
+        buf = self._buf
+        buf.append(key)
+        if len(buf) >= 8192:
             self._spill()
 
     def _spill(self) -> None:
         if self._spool is None:
             self._spool = tempfile.TemporaryFile()  # removed when closed
-        self._spool.write(b"".join(self._buf))
+        self._lens.extend(map(len, self._buf))
+        self._spool.write("".join(self._buf).encode("utf-8", "surrogatepass"))
         self._buf.clear()
 
     def _keys(self):
         """Every key added, in order (re-read from the spool)."""
         if self._spool is not None:
             self._spool.seek(0)
-            data = self._spool.read()
+            text = self._spool.read().decode("utf-8", "surrogatepass")
             self._spool.seek(0, 2)
             pos = 0
-            while pos < len(data):
-                n = int.from_bytes(data[pos:pos + 4], "little")
-                yield data[pos + 4:pos + 4 + n].decode("utf-8", "surrogatepass")
-                pos += 4 + n
-        for b in self._buf:
-            yield b[4:].decode("utf-8", "surrogatepass")
+            for n in self._lens:
+                yield text[pos:pos + n]
+                pos += n
+        yield from self._buf
 
     def counts(self, keys: set[str]) -> Counter[str]:
         """Exact occurrences of the given keys (one pass over the spool, none when `keys` is empty)."""
@@ -87,6 +90,7 @@ class KeyTally:
             self._spool.close()
             self._spool = None
         self._buf.clear()
+        self._lens = array("I")
 
 
 class DeliveryTally:

@@ -228,6 +228,7 @@ class TimerService:
             hi = m.cq_max(TIMER_TOPIC, 0)
             while self.curr_queue_offset < hi:
                 retry = None
+                write = (ctx.engine._now + ctx.clock_offset) // p * p  # no time passes in the walk
                 for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
                     self.curr_queue_offset = off + 1
                     props = m.props(unit[0])  # the whole record is read when its slot comes
@@ -237,7 +238,6 @@ class TimerService:
                         delayed = int(props[PROPERTY_TIMER_OUT_MS])
                     except (KeyError, ValueError):
                         continue
-                    write = (ctx.engine._now + ctx.clock_offset) // p * p
                     if delayed < write:
                         retry = self._put(m.message(unit[0]), LONG_MAX, 0, delayed, direct=True)
                         if retry is not None:
@@ -286,9 +286,10 @@ class TimerService:
         now = ctx.engine._now
         log = ctx.log
         if log.keep:
-            log.emit(now, "timer", "enqueue", real, _int(props.get(PROPERTY_REAL_QUEUE_ID)),
-                     props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), offset_py,
-                     slot=delayed, timer_out_ms=original, roll=roll, cancel=delete, timerlog_pos=pos)
+            log.record(now, "timer", "enqueue", real, _int(props.get(PROPERTY_REAL_QUEUE_ID)),
+                       props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), offset_py, None,
+                       {"slot": delayed, "timer_out_ms": original, "roll": roll, "cancel": delete,
+                        "timerlog_pos": pos}, True)
         else:
             log.tally("enqueue")
         deq = self.deq
@@ -356,7 +357,7 @@ class TimerService:
                 if key is not None:
                     deletes.add(key)
         normal = [u for _pos, u in normal_units]
-        message = m.message
+        message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         for i, u in enumerate(normal):
             msg = message(u[4])
             if msg is None:
@@ -365,7 +366,7 @@ class TimerService:
                 uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
                     self.cancelled += 1
-                    ctx.log.emit(ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
+                    ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
                                  _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
                     continue
             retry = self._put(msg, u[2], u[1], slot_time, False)
@@ -381,13 +382,13 @@ class TimerService:
     def _finish_slot(self, retry, rest, deletes, slot_time):
         yield from retry
         for u in rest:
-            msg = self.ctx.model.message(u[4])
+            msg = self.ctx.model.message_once(u[4])
             if msg is None:
                 continue
             uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
                 self.cancelled += 1
-                self.ctx.log.emit(self.ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
+                self.ctx.log.emit_plain(self.ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
                                   _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
                 continue
             again = self._put(msg, u[2], u[1], slot_time, direct=False)
@@ -452,16 +453,16 @@ class TimerService:
             return
         if roll:
             self.rolled += 1
-            ctx.log.emit(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
-                         _int(src.get(PROPERTY_REAL_QUEUE_ID)),
-                         n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot=slot_time,
-                         roll_times=_int(n.props.get(PROPERTY_TIMER_ROLL_TIMES)))
+            ctx.log.record(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
+                           _int(src.get(PROPERTY_REAL_QUEUE_ID)), n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                           msg.phys, n.phys,
+                           {"slot": slot_time, "roll_times": _int(n.props.get(PROPERTY_TIMER_ROLL_TIMES))}, True)
         else:
             self.delivered += 1
-            ctx.log.emit(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,
-                         n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys,
-                         n.phys, slot=slot_time, due=_int(src.get(PROPERTY_TIMER_OUT_MS)), direct=direct,
-                         queue_offset=n.queue_offset)
+            ctx.log.record(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,
+                           n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys,
+                           {"slot": slot_time, "due": _int(src.get(PROPERTY_TIMER_OUT_MS)), "direct": direct,
+                            "queue_offset": n.queue_offset}, True)
 
     # ----- summary -----
     def pending(self) -> int:

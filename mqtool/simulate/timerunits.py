@@ -2,29 +2,32 @@
 
 A run over a million timer messages holds a million 52-byte units; as Python tuples in a dict
 they took ~360 bytes each. Here a TimerLog file's units sit on its 52-byte grid in one
-`array('q')` (7 int64 per unit, 56 bytes) plus a presence byte; a position off the grid (a
+`bytearray` (7 native int64 per unit, 56 bytes, packed and unpacked by one `struct` call) plus a
+presence byte; a position off the grid (a
 damaged store's odd file start) falls back to a plain dict. The values read back are the tuples
 the service always used: `(prev_pos, magic, write_time, delayed_time, offset_py, size_py, topic_hash)`.
 """
 
 from __future__ import annotations
 
-from array import array
+import struct
 
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 
 FIELDS = 7
+_UNIT = struct.Struct(f"={FIELDS}q")
+_STRIDE = _UNIT.size
 _GROW = 4096  # units a file's columns grow by at once
 
 
 class TimerUnits:
-    """A mapping `pos -> unit tuple` (get, [], []=, in, len) backed by per-file int64 columns."""
+    """A mapping `pos -> unit tuple` (get, [], []=, in, len) backed by per-file int64 rows."""
 
     __slots__ = ("file_size", "_cols", "_here", "_odd", "_n")
 
     def __init__(self, file_size: int) -> None:
         self.file_size = int(file_size) if file_size and file_size > 0 else 1 << 62
-        self._cols: dict[int, array] = {}
+        self._cols: dict[int, bytearray] = {}
         self._here: dict[int, bytearray] = {}
         self._odd: dict[int, tuple] = {}
         self._n = 0
@@ -47,17 +50,16 @@ class TimerUnits:
         here = self._here.get(f)
         if here is None:
             here = self._here[f] = bytearray()
-            self._cols[f] = array("q")
+            self._cols[f] = bytearray()
         cols = self._cols[f]
         if i >= len(here):
             grow = i + 1 - len(here) + _GROW
             here.extend(bytes(grow))
-            cols.frombytes(bytes(8 * FIELDS * grow))
+            cols.extend(bytes(_STRIDE * grow))
         if not here[i]:
             here[i] = 1
             self._n += 1
-        k = i * FIELDS
-        cols[k:k + FIELDS] = array("q", unit)
+        _UNIT.pack_into(cols, i * _STRIDE, *unit)
 
     def get(self, pos: int, default=None):
         w = self._where(pos)
@@ -67,8 +69,7 @@ class TimerUnits:
         here = self._here.get(f)
         if here is None or i >= len(here) or not here[i]:
             return default
-        k = i * FIELDS
-        return tuple(self._cols[f][k:k + FIELDS])
+        return _UNIT.unpack_from(self._cols[f], i * _STRIDE)
 
     def __getitem__(self, pos: int) -> tuple:
         u = self.get(pos)

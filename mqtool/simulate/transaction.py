@@ -374,7 +374,7 @@ class TransactionService:
         if not ctx.log.keep:
             ctx.log.tally("check")
         else:
-            ctx.log.emit(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
+            ctx.log.emit_plain(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
                          msg.uniq_key, msg.phys, copy.phys, producer_group=group,
                          check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)), queue_offset=copy.queue_offset,
                          answer=answer)
@@ -391,9 +391,10 @@ class TransactionService:
         record["discards"] += 1
         self.resolved[msg.uniq_key or str(msg.phys)] = why
         if res.ok:
-            ctx.log.emit(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props), msg.uniq_key,
-                         msg.phys, res.message.phys, check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)),
-                         queue_offset=res.message.queue_offset)
+            ctx.log.emit_plain(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props),
+                               msg.uniq_key, msg.phys, res.message.phys,
+                               check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)),
+                               queue_offset=res.message.queue_offset)
         else:
             ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0,
                          msg.uniq_key, msg.phys, status=res.status, reason=f"{why} (the half message is dropped)")
