@@ -8,7 +8,11 @@
 - `mqtool inspect STORE overview --json` on generated stores of each --mib (`shared/bench/
   make_commitlog.py`; 64 MiB files, one 1 GiB file from 1024 MiB up) against the JVM baseline
   `shared/bench/CommitLogScan.java --mode verify` run as a whole process (compiled once with javac);
-- `mqtool inspect STORE messages --json --body none` on the smallest store: records/s.
+- `mqtool inspect STORE messages --json --body none` on the smallest store: records/s;
+- `mqtool simulate STORE --until +3d --events FILE --json` on the store of `bench/simulate_bench.py
+  --on-disk` (1 M delay + 1 M timer + 100 k half messages at `--sim-scale 1`; built once under --dir,
+  not timed: about 20 minutes at full scale): wall, CPU, events/s and peak RSS against the issue's
+  absolute targets (< 60 s, < 1 GB).
 
 Every command runs as its own process, with the project's bytecode compiled first (as an installed
 package has it); the pairs alternate run by run and the median of --runs is kept, so a loaded
@@ -34,7 +38,8 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED = PROJECT.parent / "shared"
 NOW = ["--now", "1790000020000"]
-PARTS = ("startup", "overview", "messages")
+PARTS = ("startup", "overview", "messages", "simulate")
+SIM_DAYS_TARGET_S, SIM_RSS_TARGET = 60.0, 1e9
 
 
 def timed(cmd: list[str], env: dict, ok=(0, 1)) -> tuple[float, float]:
@@ -74,6 +79,22 @@ def make_store(root: Path, mib: int) -> dict:
     return json.loads(out.stdout)
 
 
+def run_simulate(root: Path, scale: float, env: dict) -> dict:
+    """One whole `mqtool simulate` process on the simulate bench's store (built under root once)."""
+    sys.path.insert(0, str(PROJECT / "bench"))
+    import simulate_bench as sb
+
+    store = root / "store"
+    count = root / "records.txt"  # beside the store, not in it
+    if not (store / "broker.conf").exists():
+        count.write_text(str(sb.build_on_disk(store, scale)))
+    records = int(count.read_text()) if count.exists() else None
+    os.environ.update(env)  # the child runs this project's code, bytecode compiled, like the others
+    wall, cpu, rss, summary = sb.run_cli(store, root / "events.jsonl", [])
+    return {"scale": scale, "records": records or 0, "events": summary["events"], "seconds": wall, "cpu": cpu,
+            "events_per_s": summary["events"] / wall, "peak_rss": rss}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, nargs="+", default=[256, 1024])
@@ -85,6 +106,8 @@ def main() -> None:
     ap.add_argument("--base", type=Path, metavar="TREE",
                     help="also time the overview of another copy of the project (e.g. `git archive REV` "
                          "unpacked), side by side: before/after ratios from the same run")
+    ap.add_argument("--sim-scale", type=float, default=1.0,
+                    help="scale of the simulate bench store (1 = 2.1 M records, the issue's size)")
     ap.add_argument("--no-scipy", action="store_true",
                     help="skip the overview variant with numba's scipy import (a third process per round)")
     a = ap.parse_args()
@@ -110,7 +133,7 @@ def main() -> None:
         classes = work / "jvm"
         if "overview" in a.only:
             subprocess.run(["javac", "-d", str(classes), str(SHARED / "bench/CommitLogScan.java")], check=True)
-        for mib in a.mib:
+        for mib in a.mib if {"overview", "messages"} & set(a.only) else []:
             store = work / f"store-{mib}"
             info = make_store(store, mib) if not store.exists() else {"records": None}
             if "overview" not in a.only:
@@ -145,6 +168,8 @@ def main() -> None:
                 records = out.count(b"\n")
             results["messages"] = {"mib": min(a.mib), "records": records, "seconds": s["messages"],
                                    "records_per_s": records / s["messages"]}
+        if "simulate" in a.only:
+            results["simulate"] = run_simulate(work / f"simulate-{a.sim_scale:g}", a.sim_scale, env)
     finally:
         if a.dir is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -174,6 +199,12 @@ def main() -> None:
     if m:
         print(f"messages --json --body none, {m['mib']} MiB: {m['records']} records in {m['seconds']:.2f} s = "
               f"{m['records_per_s']:,.0f} records/s")
+    sim = results.get("simulate")
+    if sim:
+        print(f"simulate 3 days, scale {sim['scale']:g} ({sim['records']:,} records): {sim['events']:,} events in "
+              f"{sim['seconds']:.1f} s wall (CPU {sim['cpu']:.1f} s) = {sim['events_per_s']:,.0f} events/s, "
+              f"peak RSS {sim['peak_rss'] / 1e6:,.0f} MB   target < {SIM_DAYS_TARGET_S:.0f} s, "
+              f"< {SIM_RSS_TARGET / 1e6:,.0f} MB")
 
 if __name__ == "__main__":
     main()
