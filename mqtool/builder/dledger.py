@@ -190,10 +190,10 @@ class DLedgerStoreWriter:
         self = cls.__new__(cls)
         self.store = StoreWriter.extend(src_root, out_root, config, broker_version)
         self.dledger = DLedgerWriter.resume(out_root, self_id, self.store.config.mapped_file_size_commitlog)
-        self.truncate_dirty_logic_files()
+        self.cut_queues_at_ledger_end()
         return self
 
-    def truncate_dirty_logic_files(self) -> None:
+    def cut_queues_at_ledger_end(self) -> None:
         """`DLedgerCommitLog.dledgerRecoverNormally` after DLedger's recovery: when a ConsumeQueue reaches the
         ledger's end (`maxPhyOffsetOfConsumeQueue >= maxWrotePosition`), `truncateDirtyLogicFiles(end)` cuts
         every unit at or past it (`inspect.recovery.consume_queue_truncation`): files whose first unit is cut
