@@ -12,13 +12,19 @@ rocketmq-all-5.3.1 keeps it (`RocksDBConsumeQueueStore`, `RocksDBConsumeQueueOff
 - CHECKPOINT (`appendMaxPhyOffset`, 8 bytes, in the same write batch as the entries) = the end of the last
   record dispatched: never beyond the CommitLog's end (the broker then truncates the offset table,
   `truncateDirty`), never before a `max` entry's record end; before the CommitLog's end is dispatch lag.
+- A non-system topic's queue in the offset table whose topic the topic config (topics.json, or
+  `config/topics/`) lacks is destroyed by the broker's next `cleanDirty` (`rules.rocksdb`). Without any topic
+  config the check is not made: a copy without config/ says nothing about the broker's topic table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
+
 from mqtool.audit.plan import AuditPlan
 from mqtool.audit.results import AuditResults, RocksDBState
 from mqtool.formats.rocksdb_cq import CQ_COLUMN_FAMILY
+from mqtool.rules.rocksdb import clean_dirty_message, iterate_offset_table_2_find_dirty
 from mqtool.store.findings import Findings
 from mqtool.store.rocksdb import CHECK, CQ_DIR, QueueKeyRange, QueueOffsets
 
@@ -44,19 +50,33 @@ def check_rocksdb(plan: AuditPlan, res: AuditResults, findings: Findings) -> dic
     state = read_rocksdb_state(plan, findings)
     if state is None:
         return None
-    return check_state(state, plan.commitlog_min, res.max_offset, findings)
+    topics = plan.store.topics
+    config = None if topics is None else (set(topics.topic_config_table), plan.store.topics_file)
+    return check_state(state, plan.commitlog_min, res.max_offset, findings, config)
 
 
-def check_state(state: RocksDBState, commitlog_min: int, commitlog_end: int, findings: Findings) -> dict:
-    """Every check of the module docstring; returns the summary."""
+def check_state(state: RocksDBState, commitlog_min: int, commitlog_end: int, findings: Findings,
+                topic_config: tuple[Collection[str], str] | None = None) -> dict:
+    """Every check of the module docstring; returns the summary. `topic_config`: the configured topics and
+    the file they came from (None: no topic config, no `cleanDirty` check)."""
     for key in sorted(set(state.offsets) | set(state.keys)):
         _check_queue(key, state.offsets.get(key), state.keys.get(key), commitlog_min, findings)
+    if topic_config is not None:
+        clean_dirty_findings(state.offsets, *topic_config, findings)
     checkpoint = _check_checkpoint(state, commitlog_end, findings)
     return {"queues": len(state.keys), "offset_table_queues": len(state.offsets),
             "max_entries": sum(q.max_cq_offset is not None for q in state.offsets.values()),
             "min_entries": sum(q.min_cq_offset is not None for q in state.offsets.values()),
             "queues_without_offsets": len(set(state.keys) - set(state.offsets)),
             "checkpoint": checkpoint, "commitlog_end": commitlog_end}
+
+
+def clean_dirty_findings(offsets: Iterable[tuple[str, int]], exist_topics: Collection[str], config_file: str,
+                         findings: Findings) -> None:
+    """A warning per queue `iterate_offset_table_2_find_dirty` names: `cleanDirty` destroys it."""
+    for topic, qids in sorted(iterate_offset_table_2_find_dirty(offsets, exist_topics).items()):
+        for qid in sorted(qids):
+            findings.add(CQ_DIR, None, CHECK, "warning", clean_dirty_message(config_file), topic, qid)
 
 
 def _check_queue(key: tuple[str, int], qo: QueueOffsets | None, keys: QueueKeyRange | None, commitlog_min: int,

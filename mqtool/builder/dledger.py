@@ -18,6 +18,7 @@ from pathlib import Path
 from mqtool.builder.writer import MappedFiles, StoreWriter, name20
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.commitlog import commitlog_record
+from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.dledger import (
     BODY_OFFSET,
     CHECKPOINT_FILE,
@@ -55,6 +56,17 @@ def place_record(rec: MessageRecord, phys: int, file_start: int) -> tuple[Messag
     return placed, data
 
 
+def _zero_tail(files: MappedFiles, end: int) -> None:
+    """Zero the bytes from `end` to the end of its file when any is set (a torn entry, stale index units).
+    `truncateOffset` only moves the write position and the broker's next appends overwrite them; the copy
+    zeroes them so that no reader (nor a later recovery) takes what the new entries do not cover for data."""
+    if files.start_of(end) not in files.starts():
+        return
+    n = files.remaining(end)
+    if any(files.read(end, n)):
+        files.write(end, bytes(n))
+
+
 class DLedgerWriter:
     """The files of one DLedger node, `STORE/dledger-<self_id>/`: data, index, checkpoint, currterm.
 
@@ -80,7 +92,8 @@ class DLedgerWriter:
         entry its walk accepts (ledgerEndIndex / ledgerEndTerm), data and index files wholly past that end
         deleted (`MmapFileList.truncateOffset`), the index files' own size kept. The next entries are
         appended in `currterm`'s term: a restarted single node votes for itself again in that term
-        (`DLedgerLeaderElector.maintainAsCandidate` with `WAIT_TO_REVOTE`), never below the last entry's."""
+        (`DLedgerLeaderElector.maintainAsCandidate` with `WAIT_TO_REVOTE`), never below the last entry's.
+        What a torn tail left after the ends in the kept files is zeroed (`_zero_tail`)."""
         from mqtool.store.dledger import DLedgerCommitLog
         from mqtool.store.findings import Findings
 
@@ -98,6 +111,7 @@ class DLedgerWriter:
             for s in files.starts():
                 if s > end:
                     (files.directory / name20(s)).unlink()
+            _zero_tail(files, end)
         term = dl.currterm or {}
         w.curr_term = max(term.get("curr_term") or 0, w.last_term)
         w.vote_leader = term.get("vote_leader") or self_id
@@ -176,7 +190,27 @@ class DLedgerStoreWriter:
         self = cls.__new__(cls)
         self.store = StoreWriter.extend(src_root, out_root, config, broker_version)
         self.dledger = DLedgerWriter.resume(out_root, self_id, self.store.config.mapped_file_size_commitlog)
+        self.cut_queues_at_ledger_end()
         return self
+
+    def cut_queues_at_ledger_end(self) -> None:
+        """`DLedgerCommitLog.dledgerRecoverNormally` after DLedger's recovery: when a ConsumeQueue reaches the
+        ledger's end (`maxPhyOffsetOfConsumeQueue >= maxWrotePosition`), `truncateDirtyLogicFiles(end)` cuts
+        every unit at or past it (`inspect.recovery.consume_queue_truncation`): files whose first unit is cut
+        are deleted, the rest of the cut file is zeroed, and the queue continues at the first unit cut."""
+        from mqtool.inspect.recovery import consume_queue_truncation
+        from mqtool.store.store import Store
+
+        w = self.store
+        for q in consume_queue_truncation(Store(w.root, w.config), self.dledger.end)["truncated"]:
+            key, keep = (q["topic"], q["queue_id"]), q["from_queue_offset"]
+            files = w._cq(*key)
+            cut = keep * CQ_UNIT_SIZE
+            for s in files.starts():
+                if s >= cut:
+                    (files.directory / name20(s)).unlink()
+            _zero_tail(files, cut)
+            w._cq_end[key] = w._next_qoff[key] = keep
 
     def put(self, rec: MessageRecord, term: int | None = None, queue_offset: int | None = None,
             tags_code: int | None = None) -> MessageRecord:

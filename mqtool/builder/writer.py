@@ -237,8 +237,8 @@ class StoreWriter:
             end = recovered_queue_end(ConsumeQueue.open(self.root, topic, queue_id, self.cq_size))
             if end is not None:
                 self._cq_end[(topic, queue_id)] = self._next_qoff[(topic, queue_id)] = end
-        for name in cl["deleted_files"] if cl is not None else ():
-            (self.root / "commitlog" / name).unlink()
+        for name in cl["deleted_files"] if cl is not None and store.dledger is None else ():
+            (self.root / "commitlog" / name).unlink()  # DLedger data: truncated by DLedgerWriter.resume
 
     # ----------------------------------------------------------------- CommitLog
 

@@ -12,10 +12,13 @@ import re
 from pathlib import Path
 
 from mqtool.rules.compaction import NO_POSITION, compaction
+from mqtool.rules.rocksdb import clean_dirty_message, iterate_offset_table_2_find_dirty
 from mqtool.store.compaction import CompactionQueue, compaction_summary
 from mqtool.store.dledger import CHECKPOINT_FILE, TERM_FILE
 from mqtool.store.findings import Findings
 from mqtool.store.pop import read_store_pop
+from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
+from mqtool.store.rocksdb import CQ_DIR as ROCKSDB_CQ_DIR
 from mqtool.store.store import Store
 
 CHECK = "store.files"
@@ -202,12 +205,17 @@ def batch_queues(store: Store, per_queue: dict, findings: Findings) -> dict[tupl
     return out
 
 
-def rocksdb_queues(store: Store, per_queue: dict) -> dict[tuple[str, int], dict]:
-    """Each RocksDB consume queue (spec §14) as an overview queue entry, offsets from its offset table."""
+def rocksdb_queues(store: Store, per_queue: dict, findings: Findings | None = None) -> dict[tuple[str, int], dict]:
+    """Each RocksDB consume queue (spec §14) as an overview queue entry, offsets from its offset table; with
+    `findings` and a topic config, a warning for each queue the broker's `cleanDirty` will destroy."""
     out = {}
     for (t, q), qo in store.rocksdb_queue_offsets.items():
         out[(t, q)] = {"queue_id": q, "records": per_queue.get((t, q), 0), "cq_min_offset": qo.min_cq_offset,
                        "cq_max_offset": qo.max_offset, "cq_files": 0, "rocksdb": True}
+    if findings is not None and store.topics is not None:
+        dirty = iterate_offset_table_2_find_dirty(out, store.topics.topic_config_table)
+        for t, q in sorted((t, q) for t, qs in dirty.items() for q in qs):
+            findings.add(ROCKSDB_CQ_DIR, None, ROCKSDB_CHECK, "warning", clean_dirty_message(store.topics_file), t, q)
     return out
 
 

@@ -97,7 +97,7 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
         queues[(t, q)] = entry
     found = Findings()  # batch queues, paths, layouts not yet read, topic config
     queues.update(batch_queues(store, per_queue, found))
-    queues.update(rocksdb_queues(store, per_queue))
+    queues.update(rocksdb_queues(store, per_queue, found))
     for (t, q), n in per_queue.items():
         if (t, q) not in queues:
             queues[(t, q)] = {"queue_id": q, "records": n, "cq_min_offset": None, "cq_max_offset": None,

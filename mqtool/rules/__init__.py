@@ -14,6 +14,7 @@ so a behaviour read from RocketMQ's source has one place to be right (or wrong) 
 | `recovery` | recovery (§2.7, §3, §6.10, §8) | `recoverNormally`, `recoverAbnormally` |
 | `retry` | `consumerSendMsgBack` (§17) | next level, `%RETRY%` / `%DLQ%` topics, drop |
 | `pop` | `PopReviveService` (§15) | checkpoint / ack bodies, when a pop is revived |
+| `rocksdb` | `RocksDBConsumeQueueStore` (§14) | `isSystemTopic`, `iterateOffsetTable2FindDirty` (`cleanDirty`) |
 | `java` | - | `Integer.parseInt` / `Long.parseLong`, which the rules above depend on |
 
 Where RocketMQ 4.9.8 and 5.3.1 differ, the difference is a parameter, never a second copy.
