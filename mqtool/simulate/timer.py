@@ -33,6 +33,8 @@ from __future__ import annotations
 import heapq
 from array import array
 
+import numpy as np
+
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
@@ -47,6 +49,7 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import LOOP, dequeue_order, do_enqueue, is_cancel_request, is_deleted, need_roll, walk_chain
+from mqtool.simulate.batchread import batchable, read_props
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
 from mqtool.simulate.timerunits import TimerUnits
@@ -55,6 +58,7 @@ SLOTS_TOTAL = 7 * 86400
 TIMER_BLANK_SLOTS = 60
 TIMERLOG_BLANK_SIZE = 16
 LONG_MAX = 2**63 - 1
+ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
 
 
 class TimerService:
@@ -104,6 +108,7 @@ class TimerService:
         self.cancelled = 0
         self.rolled = 0
         self.broken_chains = 0
+        self.batch = True  # False: every unit by the per-message walk (tests compare the two)
         ctx.model.on_append(TIMER_TOPIC, 0, self._on_append)
 
     # ----- the wheel -----
@@ -229,6 +234,11 @@ class TimerService:
             while self.curr_queue_offset < hi:
                 retry = None
                 write = (ctx.engine._now + ctx.clock_offset) // p * p  # no time passes in the walk
+                # the store's own units batch-wise, up to one the per-message path must take
+                base_end = self._enqueue_base(hi, write) if self.batch else 0
+                if self.curr_queue_offset >= hi:
+                    hi = m.cq_max(TIMER_TOPIC, 0)
+                    continue
                 for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
                     self.curr_queue_offset = off + 1
                     props = m.props(unit[0])  # the whole record is read when its slot comes
@@ -245,6 +255,8 @@ class TimerService:
                         m.release(unit[0])  # delivered at once: no unit points at it
                     else:
                         self._enqueue_unit(unit[0], unit[1], delayed, props, write)
+                    if off + 1 < base_end:
+                        break  # back to the batch for the store's units after this one
                 else:
                     if self.curr_queue_offset < hi:
                         self.curr_queue_offset += 1  # a unit that cannot be read is passed over
@@ -253,8 +265,82 @@ class TimerService:
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
 
-    def _enqueue_unit(self, offset_py: int, size_py: int, delayed: int, props: dict[str, str], write: int) -> None:
-        """`doEnqueue`: the slot and magic (`rules.timer.do_enqueue`), the 52-byte unit, the slot update."""
+    def _enqueue_base(self, hi: int, write: int) -> int:
+        """The per-message walk of `_enqueue_loop` over the store's own units of the timer queue, from
+        `curr_queue_offset` up to the first unit it must leave to that walk (one delivered at once,
+        one not written); the base's end of the range (or 0) is returned.
+
+        Equivalent by construction: the units come from the same columns `cq_units` hands out,
+        a record's properties from `batchread.read_props` (the checks of `MappedBase.props`; else
+        `StoreModel.props` itself, and always when the record is in the overlay or the read cache),
+        each unit goes through `_enqueue_unit` in queue order, and the dequeue is woken once at the
+        end at the time the last of the per-unit wakes would have left (nothing else is scheduled
+        during the walk, so the engine's order is the same).
+        """
+        m = self.ctx.model
+        base = m.base
+        if not batchable(base):
+            return 0
+        u = base._queue(TIMER_TOPIC, 0)
+        stop = min(hi, base.cq_max(TIMER_TOPIC, 0))
+        off = self.curr_queue_offset
+        if u is None or off < u.first or off >= stop:
+            return 0
+        msgs, lru = m._msgs, base._lru
+        spooled = m.spool._where if m.spool is not None else {}
+        first = u.first
+        wake = None
+        try:
+            while off < stop:
+                a = off - first
+                b = min(stop - first, a + ENQUEUE_BATCH)
+                ok = u.ok[a:b]
+                if not ok.all():
+                    b = a + int(np.argmin(ok))
+                    if b == a:
+                        return stop  # a unit that is not written: the per-message walk passes it over
+                phys = u.offset[a:b].tolist()
+                sizes = u.size[a:b].tolist()
+                parsed = read_props(base, phys, sizes)
+                for k, ph in enumerate(phys):
+                    props = parsed[k]
+                    if props is None or ph in msgs or ph in spooled or ph in lru:
+                        props = m.props(ph)  # the per-message read decides
+                    if props is None:
+                        off += 1
+                        self.curr_queue_offset = off
+                        continue
+                    try:
+                        delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                    except (KeyError, ValueError):
+                        off += 1
+                        self.curr_queue_offset = off
+                        continue
+                    if delayed < write:
+                        return stop  # put at once: the per-message walk does it
+                    off += 1
+                    self.curr_queue_offset = off
+                    t = self._enqueue_unit(ph, sizes[k], delayed, props, write, False)
+                    if wake is None or t < wake:
+                        wake = t
+            return stop
+        finally:
+            if wake is not None:
+                self._wake_dequeue(wake)
+
+    def _wake_dequeue(self, slot: int) -> None:
+        """Wake the dequeue for a unit just put in `slot`, unless it wakes earlier (or is in a slot)."""
+        deq = self.deq
+        if deq is not None and deq.alive and not self._in_slot:
+            ctx = self.ctx
+            target = slot + self.precision - ctx.clock_offset
+            if deq.wake_time is None or target < deq.wake_time:
+                deq.wake_at(max(target, ctx.engine._now))
+
+    def _enqueue_unit(self, offset_py: int, size_py: int, delayed: int, props: dict[str, str], write: int,
+                      wake: bool = True) -> int:
+        """`doEnqueue`: the slot and magic (`rules.timer.do_enqueue`), the 52-byte unit, the slot update;
+        the slot is returned (`wake` False: the caller wakes the dequeue for it)."""
         ctx = self.ctx
         p = self.precision
         original = delayed
@@ -292,11 +378,13 @@ class TimerService:
                         "timerlog_pos": pos}, True)
         else:
             log.tally("enqueue")
-        deq = self.deq
-        if deq is not None and deq.alive and not self._in_slot:
-            target = delayed + p - ctx.clock_offset
-            if deq.wake_time is None or target < deq.wake_time:
-                deq.wake_at(max(target, now))
+        if wake:
+            deq = self.deq
+            if deq is not None and deq.alive and not self._in_slot:
+                target = delayed + p - ctx.clock_offset
+                if deq.wake_time is None or target < deq.wake_time:
+                    deq.wake_at(max(target, now))
+        return delayed
 
     # ----- dequeue -----
     def on_clock_jump(self) -> None:
