@@ -69,6 +69,8 @@ class TimerService:
     dequeue (as on disk). `_heap` holds the times of the non-empty slots not yet dequeued.
     """
 
+    batch = True  # False: every unit by the per-message walk (tests compare the two)
+
     def __init__(self, ctx: SimContext, timercheck=None, units=None, timerlog_end: int = 0,
                  timerlog_file_size: int | None = None, wheel=None, timerlog=None) -> None:
         self.ctx = ctx
@@ -108,7 +110,6 @@ class TimerService:
         self.cancelled = 0
         self.rolled = 0
         self.broken_chains = 0
-        self.batch = True  # False: every unit by the per-message walk (tests compare the two)
         ctx.model.on_append(TIMER_TOPIC, 0, self._on_append)
 
     # ----- the wheel -----
