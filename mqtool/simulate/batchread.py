@@ -35,10 +35,11 @@ def batchable(base) -> bool:
 
 
 def _be(a: np.ndarray, at: np.ndarray, n: int) -> np.ndarray:
-    """The signed big-endian `n`-byte integers at the positions `at` of the bytes `a` (clipped)."""
-    at = np.clip(at, 0, len(a) - n)
-    v = np.zeros(len(at), np.int64)
-    for k in range(n):
+    """The signed big-endian `n`-byte integers at the positions `at` of the bytes `a` (positions
+    clipped into the bytes: the caller masks what lies outside)."""
+    at = np.minimum(np.maximum(at, 0), len(a) - n)
+    v = a[at].astype(np.int64)
+    for k in range(1, n):
         v = (v << 8) | a[at + k]
     bits = 8 * n
     return np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
@@ -48,8 +49,34 @@ def read_props(base: MappedBase, phys: list[int], sizes: list[int]) -> list[dict
     """The properties map of the record at each `phys` (ConsumeQueue `sizes` bound the read), as
     `base.props` gives it, or None where the per-message read must decide."""
     out: list[dict[str, str] | None] = [None] * len(phys)
+    scan = _scan(base, phys, sizes)
+    if scan is not None:
+        buf, ok, begin, end, _body_len, _sysflag = scan
+        for k in np.flatnonzero(ok).tolist():
+            out[k] = fast_properties(buf[begin[k]:end[k]].decode("utf-8", "surrogateescape"))
+    return out
+
+
+def read_records(base: MappedBase, phys: list[int], sizes: list[int]) -> list[tuple[dict[str, str], int, int] | None]:
+    """(properties map, BODYLENGTH, SYSFLAG) of the record at each `phys`, where `base.message_once`
+    would read them by its fast path (the same checks: `read_props`), else None."""
+    out: list[tuple[dict[str, str], int, int] | None] = [None] * len(phys)
+    scan = _scan(base, phys, sizes)
+    if scan is not None:
+        buf, ok, begin, end, body_len, sysflag = scan
+        body_len = body_len.tolist()
+        sysflag = sysflag.tolist()
+        for k in np.flatnonzero(ok).tolist():
+            out[k] = (fast_properties(buf[begin[k]:end[k]].decode("utf-8", "surrogateescape")), body_len[k],
+                      sysflag[k])
+    return out
+
+
+def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
+    """(bytes read, ok mask, properties starts and ends in the bytes, BODYLENGTH, SYSFLAG) of the
+    records at `phys`, or None when none of them can be read batch-wise."""
     if not phys:
-        return out
+        return None
     p = np.asarray(phys, np.int64)
     s = np.asarray(sizes, np.int64)
     starts = np.asarray(base._starts, np.int64)
@@ -57,20 +84,20 @@ def read_props(base: MappedBase, phys: list[int], sizes: list[int]) -> list[dict
     i = int(fi[0])
     files = base._files
     if i < 0 or not (fi == i).all():
-        return out  # records in more files than one: each is read on its own
+        return None  # records in more files than one: each is read on its own
     if i > 0 and files[i - 1].start + max(files[i - 1].length, base._size) > int(p.min()):
-        return out  # files that overlap: the reference path decides
+        return None  # files that overlap: the reference path decides
     f = files[i]
     pos = p - f.start
     lo = int(pos.min())
     hi = int((pos + np.maximum(s, 0)).max())
     if lo < 0 or hi - lo > MAX_SPAN or hi <= lo:
-        return out
+        return None
     buf = os.pread(base._fd(i), hi - lo, lo)
     n = len(buf)
     if n < _HEAD_SIZE:
-        return out
-    a = np.frombuffer(buf, np.uint8).astype(np.int64)
+        return None
+    a = np.frombuffer(buf, np.uint8)
     r = pos - lo
     avail = (pos < f.length) & (r + _HEAD_SIZE <= n)
     total = _be(a, r, 4)
@@ -91,8 +118,4 @@ def read_props(base: MappedBase, phys: list[int], sizes: list[int]) -> list[dict
     props_len = _be(a, r + props_at, 2)
     props_start = props_at + 2
     ok &= (topic_len >= 0) & (props_len >= 0) & (props_start + props_len <= total)
-    begin = (r + props_start).tolist()
-    end = (r + props_start + props_len).tolist()
-    for k in np.flatnonzero(ok).tolist():
-        out[k] = fast_properties(buf[begin[k]:end[k]].decode("utf-8", "surrogateescape"))
-    return out
+    return buf, ok, (r + props_start).tolist(), (r + props_start + props_len).tolist(), body_len, sysflag
