@@ -163,32 +163,40 @@ class ScheduleService:
             message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
             # System.currentTimeMillis(): virtual time plus any clock jump (neither moves during the walk)
             clock = ctx.clock()
-            if self.batch and not self.async_deliver:
-                offset = next_offset = self._deliver_base(level, offset, hi, clock, delay)
-            for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, offset, hi):
-                phys, _size, tags = unit
-                deliver = correct_deliver_timestamp(clock, tags, delay)
-                next_offset = off + 1
-                if deliver > clock:
-                    if not v4:
-                        self.offsets[level] = off
-                    next_offset = off
-                    wait_until = deliver - ctx.clock_offset
-                    break
-                msg = message(phys)
-                if msg is None:
-                    continue
-                props = msg.props
-                real_topic = props.get(PROPERTY_REAL_TOPIC)
-                if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
-                    continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
-                # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
-                new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
-                ok = self._deliver(level, off, msg, new, deliver, clock)
-                if not ok:
-                    failed = True
-                    next_offset = offset_after_failed_put(off, ctx.v4)
-                    break
+            batch = self.batch and not self.async_deliver
+            walking = True
+            while walking:  # batch-wise where it can, per message for a unit it leaves, then batch-wise again
+                walking = False
+                if batch:
+                    next_offset = self._deliver_base(level, next_offset, hi, clock, delay)
+                first = next_offset
+                for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, next_offset, hi):
+                    if batch and off > first:
+                        walking = True  # the unit the batch left is done (next_offset is off)
+                        break
+                    phys, _size, tags = unit
+                    deliver = correct_deliver_timestamp(clock, tags, delay)
+                    next_offset = off + 1
+                    if deliver > clock:
+                        if not v4:
+                            self.offsets[level] = off
+                        next_offset = off
+                        wait_until = deliver - ctx.clock_offset
+                        break
+                    msg = message(phys)
+                    if msg is None:
+                        continue
+                    props = msg.props
+                    real_topic = props.get(PROPERTY_REAL_TOPIC)
+                    if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
+                        continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
+                    # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
+                    new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
+                    ok = self._deliver(level, off, msg, new, deliver, clock)
+                    if not ok:
+                        failed = True
+                        next_offset = offset_after_failed_put(off, ctx.v4)
+                        break
             offset = next_offset
             if failed:
                 yield DELAY_FOR_A_WHILE
