@@ -48,10 +48,19 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
-from mqtool.rules.timer import LOOP, dequeue_order, do_enqueue, is_cancel_request, is_deleted, need_roll, walk_chain
+from mqtool.rules.timer import (
+    LOOP,
+    dequeue_order,
+    do_enqueue,
+    is_cancel_request,
+    is_deleted,
+    need_roll,
+    walk_chain,
+)
 from mqtool.simulate.batchread import batchable, read_props
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
+from mqtool.simulate.model import _order
 from mqtool.simulate.timerunits import TimerUnits
 
 SLOTS_TOTAL = 7 * 86400
@@ -447,7 +456,15 @@ class TimerService:
                     deletes.add(key)
         normal = [u for _pos, u in normal_units]
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
+        light = self._light_reader()
         for i, u in enumerate(normal):
+            if light is not None and not need_roll(u[1]):
+                rec = light(u[4])
+                if rec is not None:
+                    target = self._light_target(rec[0])
+                    if target is not None:
+                        self._deliver_light(u, rec, target, deletes, slot_time)
+                        continue
             msg = message(u[4])
             if msg is None:
                 continue
@@ -467,6 +484,72 @@ class TimerService:
             for u in normal:
                 m.release(u[4])
         return None
+
+    def _light_reader(self):
+        """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
+        read, None where `message_once` must read it; None when no fault can refuse a put and the base
+        reads batch-wise (else every unit goes through `message_once` and `_put`)."""
+        m = self.ctx.model
+        base = m.base
+        if m.put_filter is not None or not self.batch or not batchable(base):
+            return None
+        msgs, lru, read = m._msgs, base._lru, base._read
+        spooled = m.spool._where if m.spool is not None else {}
+
+        def light(phys: int):
+            if phys in msgs or phys in spooled or phys in lru:
+                return None
+            return read(phys, False, True)
+
+        return light
+
+    def _light_target(self, props: dict[str, str]):
+        """(topic, queue id, queue info) a delivery of a record with these properties goes to, where
+        `_deliver_light` may put it: a record that is not a cancel marker, has a REAL_TOPIC, and goes to
+        a queue `append` has put to before, whose re-puts are neither kept nor watched; else None (`_put`
+        decides)."""
+        if props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
+            return None
+        topic = props.get(PROPERTY_REAL_TOPIC)
+        if topic is None:
+            return None
+        qid = _int(props.get(PROPERTY_REAL_QUEUE_ID), 0)
+        m = self.ctx.model
+        info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
+        if info is None or info[3] or m._listeners.get((topic, qid)):
+            return None
+        return topic, qid, info
+
+    def _deliver_light(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int) -> None:
+        """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
+        `StoreModel.append` would not keep: the re-put's size and offset computed as `append` computes
+        them (`reput_size`, `place`), without building the record."""
+        ctx, m = self.ctx, self.ctx.model
+        props, body_len, sys_flag = rec
+        phys = u[4]
+        if deletes:
+            uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if is_deleted(uk, props.get(PROPERTY_REAL_TOPIC), deletes):
+                self.cancelled += 1
+                ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", props.get(PROPERTY_REAL_TOPIC),
+                                   _int(props.get(PROPERTY_REAL_QUEUE_ID)), uk, phys, slot=slot_time)
+                return
+        topic, qid, (units, bmax, fixed, _keep) = target
+        new = dict(props)
+        if u[2] != -1:
+            new[PROPERTY_TIMER_ENQUEUE_MS] = str(u[2])
+        new[PROPERTY_TIMER_DEQUEUE_MS] = str(ctx.engine._now + ctx.clock_offset)
+        pos = m.place(m.reput_size(new, _order(tuple(new), m.capacity)[1], fixed, sys_flag, body_len))
+        queue_offset = bmax + len(units)
+        units.append(None)  # as `append` counts a record it does not keep
+        self.delivered += 1
+        log = ctx.log
+        if not log.keep:
+            log.tally("deliver")
+            return
+        log.record(ctx.engine._now, "timer", "deliver", topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                   phys, pos, {"slot": slot_time, "due": _int(props.get(PROPERTY_TIMER_OUT_MS)), "direct": False,
+                               "queue_offset": queue_offset}, True)
 
     def _finish_slot(self, retry, rest, deletes, slot_time):
         yield from retry
