@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from collections import deque
 
-import numpy as np
-
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -228,12 +226,23 @@ class ScheduleService:
             return offset
         a = offset - u.first
         b = min(min(hi, base.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)) - u.first, a + DELIVER_BATCH)
-        if b <= a:
-            return offset
-        tags = u.tags[a:b]
-        deliver = np.where(tags > clock + delay, clock, tags)  # correct_deliver_timestamp
-        due = (deliver <= clock) & u.ok[a:b]
-        k = len(due) if due.all() else int(np.argmin(due))
+        # the due prefix: deliver = correct_deliver_timestamp(clock, tags, delay), a few units at a time
+        # first (a poll usually finds one or two), more while they are all due
+        limit = clock + delay
+        deliver: list[int] = []
+        i, step = a, 16
+        while i < b:
+            j = min(b, i + step)
+            for t, written in zip(u.tags[i:j].tolist(), u.ok[i:j].tolist(), strict=True):
+                d = clock if t > limit else t
+                if not written or d > clock:
+                    break
+                deliver.append(d)
+            else:
+                i, step = j, step * 8
+                continue
+            break
+        k = len(deliver)
         if k < 1:
             return offset
         phys = u.offset[a:a + k].tolist()
@@ -242,7 +251,6 @@ class ScheduleService:
         else:  # a few records: one `pread` each is cheaper than numpy's set-up
             light = base._read
             records = [light(ph, False, True) for ph in phys]
-        deliver = deliver[:k].tolist()
         msgs, lru, listeners = m._msgs, base._lru, m._listeners
         spooled = m.spool._where if m.spool is not None else {}
         order, capacity, queue_info, reput_size, place = _order, m.capacity, m.queue_info, m.reput_size, m.place
