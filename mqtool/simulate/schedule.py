@@ -44,7 +44,7 @@ DELAY_FOR_A_WHILE = 100
 DELAY_FOR_A_PERIOD = 10000
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
-DELIVER_BATCH = 4096  # units of a level looked at together by `_deliver_base`
+DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_base` (levels interleave: a wide span)
 BATCH_READ = 64  # from this many records on, `_deliver_base` reads them by one `batchread.read_records`
 
 
@@ -246,11 +246,11 @@ class ScheduleService:
         if k < 1:
             return offset
         phys = u.offset[a:a + k].tolist()
+        light = base._read  # one `pread` each: cheaper than numpy's set-up for a few records
         if k >= BATCH_READ:
             records = read_records(base, phys, u.size[a:a + k].tolist())
-        else:  # a few records: one `pread` each is cheaper than numpy's set-up
-            light = base._read
-            records = [light(ph, False, True) for ph in phys]
+        else:
+            records = [None] * k
         msgs, lru, listeners = m._msgs, base._lru, m._listeners
         spooled = m.spool._where if m.spool is not None else {}
         order, capacity, queue_info, reput_size, place = _order, m.capacity, m.queue_info, m.reput_size, m.place
@@ -258,9 +258,13 @@ class ScheduleService:
         keep = log.keep
         now = ctx.engine.now
         for i, ph in enumerate(phys):
-            rec = records[i]
-            if rec is None or ph in msgs or ph in spooled or ph in lru:
+            if ph in msgs or ph in spooled or ph in lru:
                 return offset + i
+            rec = records[i]
+            if rec is None:
+                rec = light(ph, False, True)  # the same checks, one record (a wide span, another file)
+                if rec is None:
+                    return offset + i
             props, body_len, sys_flag = rec
             real_topic = props.get(PROPERTY_REAL_TOPIC)
             if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
