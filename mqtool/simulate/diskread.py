@@ -228,9 +228,10 @@ class MappedBase(DiskBase):
             fd = self._fds[i] = os.open(self._files[i].path, os.O_RDONLY)
         return fd
 
-    def _read(self, phys: int, whole: bool = True):
+    def _read(self, phys: int, whole: bool = True, light: bool = False):
         """The record at `phys` by one or two `pread`s; None for anything but a plain, whole record.
-        `whole` False: only its properties map, after the same checks (the hosts' bytes present)."""
+        `whole` False: only its properties map, after the same checks (the hosts' bytes present);
+        with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
         i = bisect.bisect_right(self._starts, phys) - 1
         if i < 0 or i > 0 and self._files[i - 1].start + max(self._files[i - 1].length, self._size) > phys:
             return None  # before the first file, or files that overlap: the reference path decides
@@ -271,7 +272,8 @@ class MappedBase(DiskBase):
                 p += _PROPS_LEN.size
                 if topic_len < 0 or props_len < 0 or p + props_len > total:
                     return None
-                return fast_properties(buf[p:p + props_len].decode("utf-8", "surrogateescape"))
+                props = fast_properties(buf[p:p + props_len].decode("utf-8", "surrogateescape"))
+                return (props, body_len, sysflag) if light else props
             hosts = self._hosts
             if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
                 raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)

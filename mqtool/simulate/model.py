@@ -484,6 +484,43 @@ class StoreModel:
         if stop > i:
             self._released[key] = stop
 
+    def queue_info(self, topic: str, qid: int) -> tuple[list, int, int, bool]:
+        """(overlay units, the base's unit count, the fixed part's size, kept) of a queue appends go to."""
+        key = (topic, qid)
+        q = self._queue_info.get(key)
+        if q is None:
+            q = self._queue_info[key] = self._new_queue_info(key)
+        return q
+
+    def reput_size(self, props: dict[str, str], keys_len: int, fixed: int, sys_flag: int, body_len: int) -> int:
+        """TOTALSIZE of a re-put whose properties string is built from `props` (`keys_len`: UTF-8 length
+        of its keys, `_order`), `fixed` the size of a record's fixed part with its topic (`queue_info`)."""
+        values = "".join(props.values())
+        size = keys_len + 2 * len(props) + (len(values) if values.isascii()
+                                             else len(values.encode("utf-8", "surrogateescape")))
+        if props and not self.trailing_separator:
+            size -= 1
+        return size + fixed + body_len + (16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6))
+                                          + host_size(bool(sys_flag & STOREHOST_V6)))
+
+    def place(self, size: int) -> int:
+        """The CommitLog offset of the next record of `size` bytes (a BLANK filler ends a file it does
+        not fit in; a DLedger entry's header comes first); the end moves past it."""
+        pos = self._end
+        if pos is None:
+            pos = self.end
+        fs = self.base.file_size
+        if self.base.dledger:  # DLedgerMmapFileStore.appendAsLeader: the record is an entry's body
+            if pos % fs + DLEDGER_BODY_OFFSET + size + DLEDGER_MIN_BLANK_LEN > fs:  # MmapFileList.preAppend
+                pos = (pos // fs + 1) * fs
+            pos += DLEDGER_BODY_OFFSET
+        elif pos % fs + size + BLANK_MIN > fs:
+            nxt = (pos // fs + 1) * fs
+            self.blanks.append((pos, nxt - pos))
+            pos = nxt
+        self._end = pos + size
+        return pos
+
     def append(self, m: SimMessage, now: int, service: str = "") -> PutResult:
         """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written)."""
         if self.put_filter is not None:
@@ -498,33 +535,13 @@ class StoreModel:
             q = self._queue_info[key] = self._new_queue_info(key)
         units, bmax, fixed, keep = q
         if m.props_raw is None:  # the usual case: a re-put builds its string from the map
-            values = "".join(props.values())
-            size = keys_len + 2 * len(props) + (len(values) if values.isascii()
-                                                 else len(values.encode("utf-8", "surrogateescape")))
-            if props and not self.trailing_separator:
-                size -= 1
-            sf = m.sys_flag
-            size += fixed + m.body_len + (16 if not sf & _HOSTS_V6 else host_size(bool(sf & BORNHOST_V6))
-                                          + host_size(bool(sf & STOREHOST_V6)))
+            size = self.reput_size(props, keys_len, fixed, m.sys_flag, m.body_len)
         else:
             size = record_size(m, self.capacity, self.trailing_separator)
         m.size = size
         if order is not None:
             m.props = props = {k: props[k] for k in order}
-        pos = self._end
-        if pos is None:
-            pos = self.end
-        fs = self.base.file_size
-        if self.base.dledger:  # DLedgerMmapFileStore.appendAsLeader: the record is an entry's body
-            if pos % fs + DLEDGER_BODY_OFFSET + size + DLEDGER_MIN_BLANK_LEN > fs:  # MmapFileList.preAppend
-                pos = (pos // fs + 1) * fs
-            pos += DLEDGER_BODY_OFFSET
-        elif pos % fs + size + BLANK_MIN > fs:
-            nxt = (pos // fs + 1) * fs
-            self.blanks.append((pos, nxt - pos))
-            pos = nxt
-        m.phys = pos
-        self._end = pos + size
+        m.phys = pos = self.place(size)
         m.store_ts = now
         m.service = service
         m.queue_offset = bmax + len(units)

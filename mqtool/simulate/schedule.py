@@ -29,18 +29,23 @@ from collections import deque
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
 )
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, offset_after_failed_put
+from mqtool.simulate.batchread import batchable, read_records
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
+from mqtool.simulate.model import _order
 
 FIRST_DELAY_TIME = 1000
 DELAY_FOR_A_WHILE = 100
 DELAY_FOR_A_PERIOD = 10000
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
+DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_base` (levels interleave: a wide span)
+BATCH_READ = 64  # from this many records on, `_deliver_base` reads them by one `batchread.read_records`
 
 
 
@@ -53,6 +58,8 @@ class _Pending:
 
 class ScheduleService:
     """All delay levels of one broker; `offsets` is the in-memory offsetTable, `persisted` the file."""
+
+    batch = True  # False: every unit by the per-message walk (tests compare the two)
 
     def __init__(self, ctx: SimContext, stored_offsets: dict[int, int] | None) -> None:
         self.ctx = ctx
@@ -154,30 +161,40 @@ class ScheduleService:
             message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
             # System.currentTimeMillis(): virtual time plus any clock jump (neither moves during the walk)
             clock = ctx.clock()
-            for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, offset, hi):
-                phys, _size, tags = unit
-                deliver = correct_deliver_timestamp(clock, tags, delay)
-                next_offset = off + 1
-                if deliver > clock:
-                    if not v4:
-                        self.offsets[level] = off
-                    next_offset = off
-                    wait_until = deliver - ctx.clock_offset
-                    break
-                msg = message(phys)
-                if msg is None:
-                    continue
-                props = msg.props
-                real_topic = props.get(PROPERTY_REAL_TOPIC)
-                if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
-                    continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
-                # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
-                new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
-                ok = self._deliver(level, off, msg, new, deliver, clock)
-                if not ok:
-                    failed = True
-                    next_offset = offset_after_failed_put(off, ctx.v4)
-                    break
+            batch = self.batch and not self.async_deliver
+            walking = True
+            while walking:  # batch-wise where it can, per message for a unit it leaves, then batch-wise again
+                walking = False
+                if batch:
+                    next_offset = self._deliver_base(level, next_offset, hi, clock, delay)
+                first = next_offset
+                for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, next_offset, hi):
+                    if batch and off > first:
+                        walking = True  # the unit the batch left is done (next_offset is off)
+                        break
+                    phys, _size, tags = unit
+                    deliver = correct_deliver_timestamp(clock, tags, delay)
+                    next_offset = off + 1
+                    if deliver > clock:
+                        if not v4:
+                            self.offsets[level] = off
+                        next_offset = off
+                        wait_until = deliver - ctx.clock_offset
+                        break
+                    msg = message(phys)
+                    if msg is None:
+                        continue
+                    props = msg.props
+                    real_topic = props.get(PROPERTY_REAL_TOPIC)
+                    if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
+                        continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
+                    # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
+                    new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
+                    ok = self._deliver(level, off, msg, new, deliver, clock)
+                    if not ok:
+                        failed = True
+                        next_offset = offset_after_failed_put(off, ctx.v4)
+                        break
             offset = next_offset
             if failed:
                 yield DELAY_FOR_A_WHILE
@@ -185,6 +202,94 @@ class ScheduleService:
                 yield self._next_poll(level, wait_until) - now
             else:
                 yield DELAY_FOR_A_WHILE
+
+    def _deliver_base(self, level: int, offset: int, hi: int, clock: int, delay: int) -> int:
+        """The walk of `_level` over a due prefix of the store's own units of the level, batch-wise;
+        the offset the per-message walk goes on from is returned (`offset` when nothing was done).
+
+        The prefix's deliver times come from the ConsumeQueue's tags column; a record's properties,
+        BODYLENGTH and SYSFLAG from one read of them all (`batchread.read_records`, the checks of
+        `MappedBase`'s fast read). Each re-put is then put as `StoreModel.append` puts it, without
+        building it: the same size (`reput_size`), offset (`place`) and queue offset, in queue order.
+        That holds only where the re-put is neither kept nor watched, no fault can refuse it and the
+        record is not in the overlay or the read cache; the first unit where anything else applies
+        (or whose record the batch did not read, or whose REAL_TOPIC/REAL_QID the per-message walk
+        must judge) ends the batch, and the per-message walk takes it from there.
+        """
+        ctx, m = self.ctx, self.ctx.model
+        base = m.base
+        if m.put_filter is not None or not batchable(base):
+            return offset
+        qid = level - 1
+        u = base._queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
+        if u is None or offset < u.first:
+            return offset
+        a = offset - u.first
+        b = min(min(hi, base.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)) - u.first, a + DELIVER_BATCH)
+        # the due prefix: deliver = correct_deliver_timestamp(clock, tags, delay), a few units at a time
+        # first (a poll usually finds one or two), more while they are all due
+        limit = clock + delay
+        deliver: list[int] = []
+        i, step = a, 16
+        while i < b:
+            j = min(b, i + step)
+            for t, written in zip(u.tags[i:j].tolist(), u.ok[i:j].tolist(), strict=True):
+                d = clock if t > limit else t
+                if not written or d > clock:
+                    break
+                deliver.append(d)
+            else:
+                i, step = j, step * 8
+                continue
+            break
+        k = len(deliver)
+        if k < 1:
+            return offset
+        phys = u.offset[a:a + k].tolist()
+        light = base._read  # one `pread` each: cheaper than numpy's set-up for a few records
+        if k >= BATCH_READ:
+            records = read_records(base, phys, u.size[a:a + k].tolist())
+        else:
+            records = [None] * k
+        msgs, lru, listeners = m._msgs, base._lru, m._listeners
+        spooled = m.spool._where if m.spool is not None else {}
+        order, capacity, queue_info, reput_size, place = _order, m.capacity, m.queue_info, m.reput_size, m.place
+        log = ctx.log
+        keep = log.keep
+        now = ctx.engine.now
+        for i, ph in enumerate(phys):
+            if ph in msgs or ph in spooled or ph in lru:
+                return offset + i
+            rec = records[i]
+            if rec is None:
+                rec = light(ph, False, True)  # the same checks, one record (a wide span, another file)
+                if rec is None:
+                    return offset + i
+            props, body_len, sys_flag = rec
+            real_topic = props.get(PROPERTY_REAL_TOPIC)
+            if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
+                return offset + i
+            try:
+                real_qid = int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+            except ValueError:
+                return offset + i
+            units, bmax, fixed, kept = queue_info(real_topic, real_qid)
+            if kept or listeners.get((real_topic, real_qid)):
+                return offset + i
+            size = reput_size(props, order(tuple(props), capacity)[1], fixed, sys_flag, body_len)
+            pos = place(size)
+            queue_offset = bmax + len(units)
+            units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
+            off = offset + i
+            self.offsets[level] = off + 1
+            self.delivered += 1
+            if keep:
+                log.record(now, "schedule", "deliver", real_topic, real_qid,
+                           props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), ph, pos,
+                           {"level": level, "due": deliver[i], "queue_offset": queue_offset}, True)
+            else:
+                log.tally("deliver")
+        return offset + k
 
     def _deliver(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
         """Put the re-put at `clock` (the broker's clock, `ctx.clock()`)."""

@@ -33,6 +33,8 @@ from __future__ import annotations
 import heapq
 from array import array
 
+import numpy as np
+
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
@@ -46,15 +48,26 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
-from mqtool.rules.timer import LOOP, dequeue_order, do_enqueue, is_cancel_request, is_deleted, need_roll, walk_chain
+from mqtool.rules.timer import (
+    LOOP,
+    dequeue_order,
+    do_enqueue,
+    is_cancel_request,
+    is_deleted,
+    need_roll,
+    walk_chain,
+)
+from mqtool.simulate.batchread import batchable, read_props
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
+from mqtool.simulate.model import _order
 from mqtool.simulate.timerunits import TimerUnits
 
 SLOTS_TOTAL = 7 * 86400
 TIMER_BLANK_SLOTS = 60
 TIMERLOG_BLANK_SIZE = 16
 LONG_MAX = 2**63 - 1
+ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
 
 
 class TimerService:
@@ -64,6 +77,8 @@ class TimerService:
     store's `timerwheel` on first use (`wheel`), updated by every enqueue, never cleared by a
     dequeue (as on disk). `_heap` holds the times of the non-empty slots not yet dequeued.
     """
+
+    batch = True  # False: every unit by the per-message walk (tests compare the two)
 
     def __init__(self, ctx: SimContext, timercheck=None, units=None, timerlog_end: int = 0,
                  timerlog_file_size: int | None = None, wheel=None, timerlog=None) -> None:
@@ -229,6 +244,11 @@ class TimerService:
             while self.curr_queue_offset < hi:
                 retry = None
                 write = (ctx.engine._now + ctx.clock_offset) // p * p  # no time passes in the walk
+                # the store's own units batch-wise, up to one the per-message path must take
+                base_end = self._enqueue_base(hi, write) if self.batch else 0
+                if self.curr_queue_offset >= hi:
+                    hi = m.cq_max(TIMER_TOPIC, 0)
+                    continue
                 for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
                     self.curr_queue_offset = off + 1
                     props = m.props(unit[0])  # the whole record is read when its slot comes
@@ -245,6 +265,8 @@ class TimerService:
                         m.release(unit[0])  # delivered at once: no unit points at it
                     else:
                         self._enqueue_unit(unit[0], unit[1], delayed, props, write)
+                    if off + 1 < base_end:
+                        break  # back to the batch for the store's units after this one
                 else:
                     if self.curr_queue_offset < hi:
                         self.curr_queue_offset += 1  # a unit that cannot be read is passed over
@@ -253,8 +275,82 @@ class TimerService:
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
 
-    def _enqueue_unit(self, offset_py: int, size_py: int, delayed: int, props: dict[str, str], write: int) -> None:
-        """`doEnqueue`: the slot and magic (`rules.timer.do_enqueue`), the 52-byte unit, the slot update."""
+    def _enqueue_base(self, hi: int, write: int) -> int:
+        """The per-message walk of `_enqueue_loop` over the store's own units of the timer queue, from
+        `curr_queue_offset` up to the first unit it must leave to that walk (one delivered at once,
+        one not written); the base's end of the range (or 0) is returned.
+
+        Equivalent by construction: the units come from the same columns `cq_units` hands out,
+        a record's properties from `batchread.read_props` (the checks of `MappedBase.props`; else
+        `StoreModel.props` itself, and always when the record is in the overlay or the read cache),
+        each unit goes through `_enqueue_unit` in queue order, and the dequeue is woken once at the
+        end at the time the last of the per-unit wakes would have left (nothing else is scheduled
+        during the walk, so the engine's order is the same).
+        """
+        m = self.ctx.model
+        base = m.base
+        if not batchable(base):
+            return 0
+        u = base._queue(TIMER_TOPIC, 0)
+        stop = min(hi, base.cq_max(TIMER_TOPIC, 0))
+        off = self.curr_queue_offset
+        if u is None or off < u.first or off >= stop:
+            return 0
+        msgs, lru = m._msgs, base._lru
+        spooled = m.spool._where if m.spool is not None else {}
+        first = u.first
+        wake = None
+        try:
+            while off < stop:
+                a = off - first
+                b = min(stop - first, a + ENQUEUE_BATCH)
+                ok = u.ok[a:b]
+                if not ok.all():
+                    b = a + int(np.argmin(ok))
+                    if b == a:
+                        return stop  # a unit that is not written: the per-message walk passes it over
+                phys = u.offset[a:b].tolist()
+                sizes = u.size[a:b].tolist()
+                parsed = read_props(base, phys, sizes)
+                for k, ph in enumerate(phys):
+                    props = parsed[k]
+                    if props is None or ph in msgs or ph in spooled or ph in lru:
+                        props = m.props(ph)  # the per-message read decides
+                    if props is None:
+                        off += 1
+                        self.curr_queue_offset = off
+                        continue
+                    try:
+                        delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                    except (KeyError, ValueError):
+                        off += 1
+                        self.curr_queue_offset = off
+                        continue
+                    if delayed < write:
+                        return stop  # put at once: the per-message walk does it
+                    off += 1
+                    self.curr_queue_offset = off
+                    t = self._enqueue_unit(ph, sizes[k], delayed, props, write, False)
+                    if wake is None or t < wake:
+                        wake = t
+            return stop
+        finally:
+            if wake is not None:
+                self._wake_dequeue(wake)
+
+    def _wake_dequeue(self, slot: int) -> None:
+        """Wake the dequeue for a unit just put in `slot`, unless it wakes earlier (or is in a slot)."""
+        deq = self.deq
+        if deq is not None and deq.alive and not self._in_slot:
+            ctx = self.ctx
+            target = slot + self.precision - ctx.clock_offset
+            if deq.wake_time is None or target < deq.wake_time:
+                deq.wake_at(max(target, ctx.engine._now))
+
+    def _enqueue_unit(self, offset_py: int, size_py: int, delayed: int, props: dict[str, str], write: int,
+                      wake: bool = True) -> int:
+        """`doEnqueue`: the slot and magic (`rules.timer.do_enqueue`), the 52-byte unit, the slot update;
+        the slot is returned (`wake` False: the caller wakes the dequeue for it)."""
         ctx = self.ctx
         p = self.precision
         original = delayed
@@ -292,11 +388,13 @@ class TimerService:
                         "timerlog_pos": pos}, True)
         else:
             log.tally("enqueue")
-        deq = self.deq
-        if deq is not None and deq.alive and not self._in_slot:
-            target = delayed + p - ctx.clock_offset
-            if deq.wake_time is None or target < deq.wake_time:
-                deq.wake_at(max(target, now))
+        if wake:
+            deq = self.deq
+            if deq is not None and deq.alive and not self._in_slot:
+                target = delayed + p - ctx.clock_offset
+                if deq.wake_time is None or target < deq.wake_time:
+                    deq.wake_at(max(target, now))
+        return delayed
 
     # ----- dequeue -----
     def on_clock_jump(self) -> None:
@@ -358,7 +456,15 @@ class TimerService:
                     deletes.add(key)
         normal = [u for _pos, u in normal_units]
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
+        light = self._light_reader()
         for i, u in enumerate(normal):
+            if light is not None and not need_roll(u[1]):
+                rec = light(u[4])
+                if rec is not None:
+                    target = self._light_target(rec[0])
+                    if target is not None:
+                        self._deliver_light(u, rec, target, deletes, slot_time)
+                        continue
             msg = message(u[4])
             if msg is None:
                 continue
@@ -378,6 +484,72 @@ class TimerService:
             for u in normal:
                 m.release(u[4])
         return None
+
+    def _light_reader(self):
+        """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
+        read, None where `message_once` must read it; None when no fault can refuse a put and the base
+        reads batch-wise (else every unit goes through `message_once` and `_put`)."""
+        m = self.ctx.model
+        base = m.base
+        if m.put_filter is not None or not self.batch or not batchable(base):
+            return None
+        msgs, lru, read = m._msgs, base._lru, base._read
+        spooled = m.spool._where if m.spool is not None else {}
+
+        def light(phys: int):
+            if phys in msgs or phys in spooled or phys in lru:
+                return None
+            return read(phys, False, True)
+
+        return light
+
+    def _light_target(self, props: dict[str, str]):
+        """(topic, queue id, queue info) a delivery of a record with these properties goes to, where
+        `_deliver_light` may put it: a record that is not a cancel marker, has a REAL_TOPIC, and goes to
+        a queue `append` has put to before, whose re-puts are neither kept nor watched; else None (`_put`
+        decides)."""
+        if props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
+            return None
+        topic = props.get(PROPERTY_REAL_TOPIC)
+        if topic is None:
+            return None
+        qid = _int(props.get(PROPERTY_REAL_QUEUE_ID), 0)
+        m = self.ctx.model
+        info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
+        if info is None or info[3] or m._listeners.get((topic, qid)):
+            return None
+        return topic, qid, info
+
+    def _deliver_light(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int) -> None:
+        """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
+        `StoreModel.append` would not keep: the re-put's size and offset computed as `append` computes
+        them (`reput_size`, `place`), without building the record."""
+        ctx, m = self.ctx, self.ctx.model
+        props, body_len, sys_flag = rec
+        phys = u[4]
+        if deletes:
+            uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if is_deleted(uk, props.get(PROPERTY_REAL_TOPIC), deletes):
+                self.cancelled += 1
+                ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", props.get(PROPERTY_REAL_TOPIC),
+                                   _int(props.get(PROPERTY_REAL_QUEUE_ID)), uk, phys, slot=slot_time)
+                return
+        topic, qid, (units, bmax, fixed, _keep) = target
+        new = dict(props)
+        if u[2] != -1:
+            new[PROPERTY_TIMER_ENQUEUE_MS] = str(u[2])
+        new[PROPERTY_TIMER_DEQUEUE_MS] = str(ctx.engine._now + ctx.clock_offset)
+        pos = m.place(m.reput_size(new, _order(tuple(new), m.capacity)[1], fixed, sys_flag, body_len))
+        queue_offset = bmax + len(units)
+        units.append(None)  # as `append` counts a record it does not keep
+        self.delivered += 1
+        log = ctx.log
+        if not log.keep:
+            log.tally("deliver")
+            return
+        log.record(ctx.engine._now, "timer", "deliver", topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                   phys, pos, {"slot": slot_time, "due": _int(props.get(PROPERTY_TIMER_OUT_MS)), "direct": False,
+                               "queue_offset": queue_offset}, True)
 
     def _finish_slot(self, retry, rest, deletes, slot_time):
         yield from retry

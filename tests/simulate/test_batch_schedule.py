@@ -1,0 +1,133 @@
+"""The delay levels' batch delivery of a due prefix of the store's own units
+(`ScheduleService._deliver_base`) writes the same event log, byte for byte, and the same summary as
+the per-message walk: on a store where it delivers nearly everything, and where it must hand units
+back (no REAL_TOPIC, a half-topic REAL_TOPIC, IPv6 hosts, non-ASCII values, records kept for
+`--out`, a put-failure fault, a 4.9 broker); `read_records` answers what the light read answers."""
+
+import io
+
+import mqtool.simulate.schedule as schedule_mod
+from mqtool.builder.broker import put_delay_message, to_properties_string
+from mqtool.builder.writer import StoreWriter
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate.batchread import read_records
+from mqtool.simulate.diskread import MappedBase
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.scenario import parse_scenario
+from mqtool.store.store import Store
+
+START = 1_800_000_000_000
+_DELIVER = schedule_mod.ScheduleService._deliver  # the per-message put, counted by `_run`
+
+
+def _build(root, n=600, odd=True, version="5.3"):
+    config = BrokerConfig.for_version(version)
+    with StoreWriter(root, config, version) as w:
+        for i in range(n):
+            level = 1 + i % 3
+            # the first half stored before the start (due at the first polls, long prefixes), the
+            # rest 150 ms apart during the run (a unit or two per poll)
+            ts = START - 30_000 + i if i < n // 2 else START + (i - n // 2) * 150
+            props = [("UNIQ_KEY", f"D{i:05d}")]
+            fields = {}
+            if odd and i % 40 == 5:
+                props.append(("KEYS", "ключ\u00e9"))
+            if odd and i % 40 == 9:
+                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
+                          "store_host": "[fe80::1]:10911"}
+            if odd and i % 40 in (13, 17):
+                raw = to_properties_string([("UNIQ_KEY", f"D{i:05d}"), ("DELAY", str(level)), ("REAL_QID", "1")]
+                                           + ([("REAL_TOPIC", RMQ_SYS_TRANS_HALF_TOPIC)] if i % 40 == 17 else []))
+                w.append_message(RMQ_SYS_SCHEDULE_TOPIC, level - 1, b"odd", raw, store_timestamp=ts,
+                                 born_timestamp=ts)
+                continue
+            put_delay_message(w, "BenchTopic", i % 4, b"d" * (i % 5), props, level=level, store_timestamp=ts,
+                              born_timestamp=ts, **fields)
+        w.write_checkpoint()
+    return Store.open(root, config), config
+
+
+def _run(store, config, batch, monkeypatch, scenario=None, version="5.3", hold=None):
+    monkeypatch.setattr(schedule_mod.ScheduleService, "batch", batch)
+    per_message = []
+
+    def deliver(self, *a):
+        per_message.append(a[1])
+        return _DELIVER(self, *a)
+
+    monkeypatch.setattr(schedule_mod.ScheduleService, "_deliver", deliver)
+    sink = io.StringIO()
+    res = simulate(store, config, START, START + 3_600_000, scenario, seed=1, broker_version=version, sink=sink,
+                   hold_events=hold)
+    return sink.getvalue(), res, per_message
+
+
+def _same(store, config, monkeypatch, **kw):
+    log1, r1, slow1 = _run(store, config, False, monkeypatch, **kw)
+    log2, r2, slow2 = _run(store, config, True, monkeypatch, **kw)
+    assert log1.count("\n") > 0 and log2 == log1
+    assert r2.summary == r1.summary and r2.violations == r1.violations
+    return log1, len(slow1), len(slow2)
+
+
+def test_batch_delivers_a_plain_store(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s", odd=False)
+    log, slow_off, slow_on = _same(store, config, monkeypatch)
+    assert log.count('"service":"schedule","event":"deliver"') == 600 == slow_off
+    assert slow_on == 0  # every unit delivered by the batch
+
+
+def test_batch_hands_odd_units_back(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s")
+    log, slow_off, slow_on = _same(store, config, monkeypatch)
+    # 15 units without REAL_TOPIC and 15 with the half topic are discarded, the rest delivered
+    assert log.count('"service":"schedule","event":"deliver"') == 570 == slow_off
+    # the discarded units go through the per-message walk (which puts nothing), the batch resumes after
+    # each; IPv6 hosts and non-ASCII values are sized by the batch
+    assert slow_on == 0
+    assert "ключé" not in log  # (the property is in the re-put's bytes, not in the event)
+
+
+def test_batch_on_a_4_9_broker(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s", version="4.9")
+    _same(store, config, monkeypatch, version="4.9")
+
+
+def test_records_kept_for_out_go_per_message(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s", n=120)
+    _log, slow_off, slow_on = _same(store, config, monkeypatch, hold=True)
+    assert slow_on == slow_off == 114  # held events keep every re-put: nothing batch-wise
+
+
+def test_batch_under_a_put_failure(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s", n=240)
+    sc = parse_scenario({"faults": [{"kind": "put_failure", "from": 0, "until": 20_000, "service": "schedule",
+                                     "status": "SERVICE_NOT_AVAILABLE"}]}, START)
+    log, _off, _on = _same(store, config, monkeypatch, scenario=sc)
+    assert '"put_failed"' in log
+
+
+def test_read_records_equals_the_light_read(tmp_path):
+    store, _ = _build(tmp_path / "s", n=300)
+    fast = MappedBase(store)
+    n = 0
+    for level in (1, 2, 3):
+        units = [u for _o, u in fast.cq_units(RMQ_SYS_SCHEDULE_TOPIC, level - 1, 0, 1000)]
+        got = read_records(fast, [u[0] for u in units], [u[1] for u in units])
+        for u, g in zip(units, got, strict=True):
+            assert g is not None and g == fast._read(u[0], False, True)
+            n += 1
+    fast.close()
+    assert n == 300
+
+
+def test_batch_reads_records_one_by_one_past_the_span(tmp_path, monkeypatch):
+    import mqtool.simulate.batchread as batchread
+
+    store, config = _build(tmp_path / "s", n=600, odd=False)
+    monkeypatch.setattr(batchread, "MAX_SPAN", 64)  # the batch read answers nothing: each record on its own
+    monkeypatch.setattr(schedule_mod, "BATCH_READ", 2)
+    log, slow_off, slow_on = _same(store, config, monkeypatch)
+    assert slow_off == 600 and slow_on == 0
