@@ -25,6 +25,7 @@ CommitLog order; `output.write_jsonl_parts` writes both. Findings are those of `
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from types import FunctionType
@@ -35,7 +36,7 @@ from mqtool.formats import commitlog as cl
 from mqtool.formats.names import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFlag
 from mqtool.inspect.columns import ColumnChunk
-from mqtool.inspect.messages import MessageQuery, RowWalk
+from mqtool.inspect.messages import MessageQuery, RowWalk, _walked_to
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import fastscan
 from mqtool.store.store import Store
@@ -66,15 +67,25 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
         _, records = find_messages(store, query, verify, progress)
         yield from (record_dict(r, body, decompress) for r in records)
         return
-    for walk, cc, rows, big in limited_chunks(store, query, verify, progress):
-        if _use_kernel(big):
-            for row, part in _chunk_parts(cc, rows, body, decompress):
-                walk.last = row
-                yield part
-        else:
-            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
-                walk.last = row
-                yield record_dict(rec, body, decompress)
+    chunks = limited_chunks(store, query, verify, progress)
+    try:
+        first = next(chunks, None)
+        if first is None:
+            return
+        if _use_threads(first[3]):
+            yield from _pipelined(first, chunks, store, body, decompress)
+            return
+        for walk, cc, rows, big in itertools.chain([first], chunks):
+            if _use_kernel(big):
+                for row, part in _chunk_parts(cc, rows, body, decompress):
+                    walk.last = row
+                    yield part
+            else:
+                for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                    walk.last = row
+                    yield record_dict(rec, body, decompress)
+    finally:
+        chunks.close()
 
 
 def limited_chunks(store: Store, query: MessageQuery, verify: bool = False,
@@ -103,20 +114,39 @@ def _use_kernel(big: bool) -> bool:
     return big or fastscan.compiled_loaded()
 
 
+def _use_threads(big: bool) -> bool:
+    """Two threads (`_pipelined`) where the compiled path runs from the first chunk: a big CommitLog."""
+    return big
+
+
 def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
                  decompress: bool) -> Iterator[tuple[int, memoryview | dict]]:
     """(last row covered, part) for the given rows of one chunk: lines from `_lines`, and a
     record-path dict for each row it leaves out."""
-    k = fastscan.compiled_kernels()
-    chunk = cc.chunk
-    c = np.ascontiguousarray(chunk.cols[:, rows])  # rows contiguous: no copies for the compiled calls
-    a = fastscan.as_array(cc.buf)
-    try:
-        file_json = _json_text(cc.rel)
-        if file_json is None:  # a file name only `json` writes (never in a real store)
-            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
-                yield row, record_dict(rec, body, decompress)
+    job = _LinesJob(cc, rows, body, decompress)
+    yield from job.parts(job.write())
+
+
+class _LinesJob:
+    """One chunk's lines in three steps: `__init__` (the columns, property pairs and hosts: numpy and
+    the scan kernels), `write` (the compiled writer alone, GIL released: the step `_pipelined` hands to
+    its worker thread) and `parts` (the lines as `memoryview`s, the left-out rows as record-path dicts).
+    The job holds a view of the chunk's mapping until it is dropped: the scan cannot unmap it earlier."""
+
+    def __init__(self, cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool) -> None:
+        self.cc, self.rows, self.body, self.decompress = cc, rows, body, decompress
+        self.last = -1
+        self.file_json = _json_text(cc.rel)
+        if self.file_json is None:  # a file name only `json` writes (never in a real store): record rows
             return
+        k = fastscan.compiled_kernels()
+        chunk = cc.chunk
+        cols = chunk.cols
+        if len(rows) == cols.shape[1]:  # every row (ascending, unique): the columns as they are
+            c = cols if cols.flags.c_contiguous else np.ascontiguousarray(cols)
+        else:
+            c = np.ascontiguousarray(cols[:, rows])  # rows contiguous: no copies for the compiled calls
+        a = fastscan.as_array(cc.buf)
         m = len(rows)
         props_pos, props_len = c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN]
         pair_at = np.empty(m + 1, np.int32)
@@ -128,16 +158,39 @@ def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
         flags, flag_codes = np.unique(c[fastscan.C_SYS_FLAG], return_inverse=True)
         flag_tab, flag_at = _table([_flag_json(int(f)) for f in flags.tolist()])
         dl = chunk.dledger[:, rows] if chunk.dledger is not None else np.zeros((3, 0), np.int64)
-        bound = (1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))
+        bound = (1024 + len(self.file_json) + 2 * int(np.diff(host_at).max(initial=0))
                  + 6 * c[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[fastscan.C_BODY_LEN]))
-        out, _ = fastscan._pool_array(int(bound.sum()), np.uint8)  # the pool reuses pages across chunks
-        ends = np.empty(m, np.int64)
+        self.out, _ = fastscan._pool_array(int(bound.sum()), np.uint8)  # the pool reuses pages across chunks
+        self.ends = np.empty(m, np.int64)
         need_crc = not chunk.crc_checked
         crc_ok = chunk.crc_ok[rows]  # all True while the CRC is still to check: `_lines` computes it
-        _writer()(a, c, chunk.base_offset, np.frombuffer(file_json, np.uint8), pair_at, kpos, klen, vpos, vlen,
-                  np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born, store, flag_tab, flag_at,
-                  flag_codes.ravel().astype(np.int64), dl, crc_ok, need_crc, _BODY_MODES[body],
-                  decompress, _LITS, _LIT_AT, out, ends)
+        self.writer = _writer()
+        self.args = (a, c, chunk.base_offset, np.frombuffer(self.file_json, np.uint8), pair_at, kpos, klen, vpos,
+                     vlen, np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born, store, flag_tab, flag_at,
+                     flag_codes.ravel().astype(np.int64), dl, crc_ok, need_crc, _BODY_MODES[body], decompress,
+                     _LITS, _LIT_AT, self.out, self.ends)
+
+    def write(self) -> np.ndarray | None:
+        """Run the compiled writer; `ends` (see `_lines`), None for record rows only."""
+        if self.file_json is None:
+            return None
+        self.writer(*self.args)
+        return self.ends
+
+    def parts(self, ends: np.ndarray | None) -> Iterator[tuple[int, memoryview | dict]]:
+        """(last row covered, part) in row order; `last` is the row of the part handed out last."""
+        for row, part in self._parts(ends):
+            self.last = row
+            yield row, part
+
+    def _parts(self, ends: np.ndarray | None) -> Iterator[tuple[int, memoryview | dict]]:
+        rows, cc, body, decompress = self.rows, self.cc, self.body, self.decompress
+        self.args = None  # the mapping's view goes with the job (the lines are in `out`)
+        if ends is None:
+            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                yield row, record_dict(rec, body, decompress)
+            return
+        out = self.out
         back = np.flatnonzero(ends < 0)
         start = 0
         row_list = rows.tolist()
@@ -151,8 +204,59 @@ def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
         total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
         if total > start:
             yield row_list[-1], memoryview(out[start:total])
+
+
+def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str,
+               decompress: bool) -> Iterator[memoryview | dict]:
+    """`message_lines` on two cores: while a worker thread writes chunk k's lines (`_LinesJob.write`,
+    native code without the GIL), this thread walks chunk k+1 and readies its columns, then hands
+    chunk k's parts on in order. Worker errors are raised here (`Future.result`).
+
+    The walk is one chunk ahead of what the consumer has read. Findings and file ends stay those of
+    the serial path: before the walk goes on, the CommitLog's walk state is kept (`_walk_state`); a
+    consumer that stops inside chunk k (`close`, e.g. a closed stdout) gets it back and the rows after
+    its last one dropped, as `RowWalk` does when the serial walk stops there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cl = store.commitlog
+    pool = ThreadPoolExecutor(1, thread_name_prefix="mqtool-lines")
+    pending = None  # (chunk, job, future, walk state) of the chunk whose lines the worker writes
+    try:
+        for walk, cc, rows, _ in itertools.chain([first], chunks):
+            job = _LinesJob(cc, rows, body, decompress)
+            future = pool.submit(job.write)
+            if pending is not None:
+                for _, part in pending[1].parts(pending[2].result()):
+                    yield part
+            walk.last = int(rows[-1])  # as the serial path leaves it once the chunk's parts are read
+            pending = (cc, job, future, _walk_state(cl))
+        if pending is not None:
+            for _, part in pending[1].parts(pending[2].result()):
+                yield part
+            pending = None
+    except GeneratorExit:
+        pool.shutdown(wait=True)
+        chunks.close()
+        if pending is not None:  # stopped inside `pending`'s chunk: the serial walk would stop there
+            _set_walk_state(cl, pending[3])
+            _walked_to(cl, pending[0], pending[1].last)
+        raise
     finally:
-        del a
+        pool.shutdown(wait=True)
+
+
+def _walk_state(cl) -> tuple[int, dict[str, dict]]:
+    """What a CommitLog walk has left so far: its findings (their number) and its file ends."""
+    return len(cl.findings), {name: dict(vars(scan)) for name, scan in cl.scans.items()}
+
+
+def _set_walk_state(cl, state: tuple[int, dict[str, dict]]) -> None:
+    n, scans = state
+    del cl.findings[n:]
+    for name in [name for name in cl.scans if name not in scans]:
+        del cl.scans[name]
+    for name, fields in scans.items():
+        vars(cl.scans[name]).update(fields)
 
 
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
