@@ -124,20 +124,24 @@ def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
     """(last row covered, part) for the given rows of one chunk: lines from `_lines`, and a
     record-path dict for each row it leaves out."""
     job = _LinesJob(cc, rows, body, decompress)
-    yield from job.parts(job.write())
+    for i in range(len(job.pieces)):
+        job.write(i)
+    yield from job.parts()
 
 
 class _LinesJob:
     """One chunk's lines in three steps: `__init__` (the columns, property pairs and hosts: numpy and
-    the scan kernels), `write` (the compiled writer alone, GIL released: the step `_pipelined` hands to
-    its worker thread) and `parts` (the lines as `memoryview`s, the left-out rows as record-path dicts).
-    The job holds a view of the chunk's mapping until it is dropped: the scan cannot unmap it earlier."""
+    the scan kernels), `write(i)` (the compiled writer alone on piece i of the rows, GIL released: the
+    step `_pipelined` hands to its worker threads) and `parts` (the lines as `memoryview`s, the
+    left-out rows as record-path dicts). The job holds a view of the chunk's mapping until its parts
+    are read: the scan cannot unmap it earlier."""
 
-    def __init__(self, cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool) -> None:
+    def __init__(self, cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, pieces: int = 1) -> None:
         self.cc, self.rows, self.body, self.decompress = cc, rows, body, decompress
         self.last = -1
-        self.file_json = _json_text(cc.rel)
-        if self.file_json is None:  # a file name only `json` writes (never in a real store): record rows
+        self.pieces: list[tuple[int, int, np.ndarray, np.ndarray, tuple]] = []  # (lo, hi, out, ends, args)
+        file_json = _json_text(cc.rel)
+        if file_json is None:  # a file name only `json` writes (never in a real store): record rows
             return
         k = fastscan.compiled_kernels()
         chunk = cc.chunk
@@ -157,60 +161,68 @@ class _LinesJob:
         host_tab, host_at, born, store = _hosts(k, a, c)
         flags, flag_codes = np.unique(c[fastscan.C_SYS_FLAG], return_inverse=True)
         flag_tab, flag_at = _table([_flag_json(int(f)) for f in flags.tolist()])
+        flag_codes = flag_codes.ravel().astype(np.int64)
         dl = chunk.dledger[:, rows] if chunk.dledger is not None else np.zeros((3, 0), np.int64)
-        bound = (1024 + len(self.file_json) + 2 * int(np.diff(host_at).max(initial=0))
-                 + 6 * c[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[fastscan.C_BODY_LEN]))
-        self.out, _ = fastscan._pool_array(int(bound.sum()), np.uint8)  # the pool reuses pages across chunks
-        self.ends = np.empty(m, np.int64)
-        need_crc = not chunk.crc_checked
+        fixed = 1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))  # an upper bound of each line
+        per_row = 6 * c[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[fastscan.C_BODY_LEN])
         crc_ok = chunk.crc_ok[rows]  # all True while the CRC is still to check: `_lines` computes it
         self.writer = _writer()
-        self.args = (a, c, chunk.base_offset, np.frombuffer(self.file_json, np.uint8), pair_at, kpos, klen, vpos,
-                     vlen, np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born, store, flag_tab, flag_at,
-                     flag_codes.ravel().astype(np.int64), dl, crc_ok, need_crc, _BODY_MODES[body], decompress,
-                     _LITS, _LIT_AT, self.out, self.ends)
+        pieces = min(pieces, m)
+        for i in range(pieces):
+            lo, hi = m * i // pieces, m * (i + 1) // pieces
+            whole = lo == 0 and hi == m
+            out, _ = fastscan._pool_array(fixed * (hi - lo) + int(per_row[lo:hi].sum()), np.uint8)  # reuses pages
+            ends = np.empty(hi - lo, np.int64)
+            args = (a, c if whole else np.ascontiguousarray(c[:, lo:hi]), chunk.base_offset,
+                    np.frombuffer(file_json, np.uint8), pair_at[lo : hi + 1], kpos, klen, vpos, vlen,
+                    np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born[lo:hi], store[lo:hi], flag_tab, flag_at,
+                    flag_codes[lo:hi], dl if whole or not dl.shape[1] else np.ascontiguousarray(dl[:, lo:hi]),
+                    crc_ok[lo:hi], not chunk.crc_checked, _BODY_MODES[body], decompress, _LITS, _LIT_AT, out, ends)
+            self.pieces.append((lo, hi, out, ends, args))
 
-    def write(self) -> np.ndarray | None:
-        """Run the compiled writer; `ends` (see `_lines`), None for record rows only."""
-        if self.file_json is None:
-            return None
-        self.writer(*self.args)
-        return self.ends
+    def write(self, i: int = 0) -> None:
+        """Run the compiled writer on piece i (`ends`: see `_lines`)."""
+        self.writer(*self.pieces[i][4])
 
-    def parts(self, ends: np.ndarray | None) -> Iterator[tuple[int, memoryview | dict]]:
-        """(last row covered, part) in row order; `last` is the row of the part handed out last."""
-        for row, part in self._parts(ends):
+    def parts(self) -> Iterator[tuple[int, memoryview | dict]]:
+        """(last row covered, part) in row order, once every piece is written; `last` is the row of
+        the part handed out last."""
+        for row, part in self._parts():
             self.last = row
             yield row, part
 
-    def _parts(self, ends: np.ndarray | None) -> Iterator[tuple[int, memoryview | dict]]:
+    def _parts(self) -> Iterator[tuple[int, memoryview | dict]]:
         rows, cc, body, decompress = self.rows, self.cc, self.body, self.decompress
-        self.args = None  # the mapping's view goes with the job (the lines are in `out`)
-        if ends is None:
+        if not self.pieces:
             for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
                 yield row, record_dict(rec, body, decompress)
             return
-        out = self.out
-        back = np.flatnonzero(ends < 0)
-        start = 0
+        pieces, self.pieces = self.pieces, []  # the mapping's view goes with the arguments
         row_list = rows.tolist()
-        for i in back.tolist():
-            stop = int(-ends[i] - 1)  # where the next written line starts
-            if stop > start:
-                yield row_list[i - 1], memoryview(out[start:stop])
-            start = stop
-            rec = next(cc.records(rows[i : i + 1]))
-            yield row_list[i], record_dict(rec, body, decompress)
-        total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
-        if total > start:
-            yield row_list[-1], memoryview(out[start:total])
+        for lo, _, out, ends, _ in pieces:
+            back = np.flatnonzero(ends < 0)
+            start = 0
+            for i in back.tolist():
+                stop = int(-ends[i] - 1)  # where the next written line starts
+                if stop > start:
+                    yield row_list[lo + i - 1], memoryview(out[start:stop])
+                start = stop
+                rec = next(cc.records(rows[lo + i : lo + i + 1]))
+                yield row_list[lo + i], record_dict(rec, body, decompress)
+            total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
+            if total > start:
+                yield row_list[lo + len(ends) - 1], memoryview(out[start:total])
+
+
+PIECE_ROWS = 4096
+"""`_pipelined` splits a chunk's rows into two pieces, one per worker thread, from this many rows on."""
 
 
 def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str,
                decompress: bool) -> Iterator[memoryview | dict]:
-    """`message_lines` on two cores: while a worker thread writes chunk k's lines (`_LinesJob.write`,
-    native code without the GIL), this thread walks chunk k+1 and readies its columns, then hands
-    chunk k's parts on in order. Worker errors are raised here (`Future.result`).
+    """`message_lines` on two cores: while two worker threads write chunk k's lines (`_LinesJob.write`,
+    native code without the GIL, one half of the rows each), this thread walks chunk k+1 and readies its
+    columns, then hands chunk k's parts on in order. Worker errors are raised here (`Future.result`).
 
     The walk is one chunk ahead of what the consumer has read. Findings and file ends stay those of
     the serial path: before the walk goes on, the CommitLog's walk state is kept (`_walk_state`); a
@@ -219,20 +231,18 @@ def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str,
     from concurrent.futures import ThreadPoolExecutor
 
     cl = store.commitlog
-    pool = ThreadPoolExecutor(1, thread_name_prefix="mqtool-lines")
-    pending = None  # (chunk, job, future, walk state) of the chunk whose lines the worker writes
+    pool = ThreadPoolExecutor(2, thread_name_prefix="mqtool-lines")
+    pending = None  # (chunk, job, futures, walk state) of the chunk whose lines the workers write
     try:
         for walk, cc, rows, _ in itertools.chain([first], chunks):
-            job = _LinesJob(cc, rows, body, decompress)
-            future = pool.submit(job.write)
+            job = _LinesJob(cc, rows, body, decompress, 2 if len(rows) >= PIECE_ROWS else 1)
+            futures = [pool.submit(job.write, i) for i in range(len(job.pieces))]
             if pending is not None:
-                for _, part in pending[1].parts(pending[2].result()):
-                    yield part
+                yield from _written(pending)
             walk.last = int(rows[-1])  # as the serial path leaves it once the chunk's parts are read
-            pending = (cc, job, future, _walk_state(cl))
+            pending = (cc, job, futures, _walk_state(cl))
         if pending is not None:
-            for _, part in pending[1].parts(pending[2].result()):
-                yield part
+            yield from _written(pending)
             pending = None
     except GeneratorExit:
         pool.shutdown(wait=True)
@@ -242,7 +252,16 @@ def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str,
             _walked_to(cl, pending[0], pending[1].last)
         raise
     finally:
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _written(pending: tuple) -> Iterator[memoryview | dict]:
+    """A job's parts once its workers are done (their errors raised)."""
+    _, job, futures, _ = pending
+    for f in futures:
+        f.result()
+    for _, part in job.parts():
+        yield part
 
 
 def _walk_state(cl) -> tuple[int, dict[str, dict]]:

@@ -85,6 +85,7 @@ def path(request, monkeypatch):
     engine = "native" if threads else request.param
     monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: engine != "records")
     monkeypatch.setattr(jsonlines, "_use_threads", lambda big: threads)
+    monkeypatch.setattr(jsonlines, "PIECE_ROWS", 2)  # chunks of 2 rows and more are written in two pieces
     if engine != "records":
         monkeypatch.setattr(fastscan, "ENGINE", engine)  # the walk and the chunk kernels too
         monkeypatch.setattr(jsonlines, "_compiled", None)
@@ -268,24 +269,34 @@ def test_threads_leave_the_findings_of_a_reader_that_stops(tmp_path, monkeypatch
     monkeypatch.setattr(fastscan, "ENGINE", "native")
     monkeypatch.setattr(jsonlines, "_compiled", None)
     monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
+    monkeypatch.setattr(jsonlines, "PIECE_ROWS", 2)
     monkeypatch.setattr(messages, "commitlog_chunks", functools.partial(messages.commitlog_chunks, chunk_records=7))
     conf = load_broker_conf(FIXTURES / "demo.broker.conf")
 
-    def stopped_after(n: int, threads: bool):
+    def stopped_after(rows: int, threads: bool):
+        """Parts read until `rows` rows are out (a run of lines counts each line), then closed."""
         monkeypatch.setattr(jsonlines, "_use_threads", lambda big: threads)
         store = Store.open(root, conf)
         lines = message_lines(store, MessageQuery(), True, "text", False)
-        parts = [p if type(p) is dict else bytes(p) for _, p in zip(range(n), lines, strict=False)]
+        out: list = []
+        for p in lines:
+            out += [p] if type(p) is dict else bytes(p).splitlines()
+            if len(out) >= rows:
+                break
         lines.close()
-        return parts, scan_findings(store), {k: dict(vars(v)) for k, v in store.commitlog.scans.items()}
+        return out, scan_findings(store), {k: dict(vars(v)) for k, v in store.commitlog.scans.items()}
 
-    total = len(stopped_after(1 << 30, False)[0])
+    serial_parts = [p if type(p) is dict else bytes(p).count(b"\n") for p in
+                    message_lines(Store.open(root, conf), MessageQuery(), True, "text", False)]
     kinds = set()
-    for n in range(1, total + 1):
-        want = stopped_after(n, False)
-        assert stopped_after(n, True) == want, n
-        kinds.add((len(want[2]), type(want[0][-1]).__name__, len(want[1])))
-    assert {k[0] for k in kinds} == {1, 2} and {k[1] for k in kinds} == {"dict", "bytes"}
+    rows = 0
+    for p in serial_parts:  # where a serial reader can stop: after each of its parts
+        rows += 1 if type(p) is dict else p
+        want = stopped_after(rows, False)
+        assert len(want[0]) == rows
+        assert stopped_after(rows, True) == want, rows
+        kinds.add((len(want[2]), type(p).__name__, len(want[1])))
+    assert {k[0] for k in kinds} == {1, 2} and {k[1] for k in kinds} == {"dict", "int"}
     assert len({k[2] for k in kinds}) > 5  # stops before and after many of the findings
 
 
@@ -293,7 +304,7 @@ def test_threads_raise_the_workers_error(monkeypatch):
     monkeypatch.setattr(jsonlines, "_use_threads", lambda big: True)
     monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
 
-    def broken(self):
+    def broken(self, i=0):
         raise ValueError("writer failed")
 
     monkeypatch.setattr(jsonlines._LinesJob, "write", broken)
