@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import mmap
 from collections.abc import Iterator
 from types import FunctionType
 
@@ -171,7 +172,7 @@ class _LinesJob:
         for i in range(pieces):
             lo, hi = m * i // pieces, m * (i + 1) // pieces
             whole = lo == 0 and hi == m
-            out, _ = fastscan._pool_array(fixed * (hi - lo) + int(per_row[lo:hi].sum()), np.uint8)  # reuses pages
+            out = np.empty(max(1, fixed * (hi - lo) + int(per_row[lo:hi].sum())), np.uint8)  # no pyarrow import
             ends = np.empty(hi - lo, np.int64)
             args = (a, c if whole else np.ascontiguousarray(c[:, lo:hi]), chunk.base_offset,
                     np.frombuffer(file_json, np.uint8), pair_at[lo : hi + 1], kpos, klen, vpos, vlen,
@@ -257,9 +258,12 @@ def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str,
 
 def _written(pending: tuple) -> Iterator[memoryview | dict]:
     """A job's parts once its workers are done (their errors raised)."""
-    _, job, futures, _ = pending
+    cc, job, futures, _ = pending
     for f in futures:
         f.result()
+    if isinstance(cc.buf, mmap.mmap):  # the walk dropped these pages once; the writers read them again
+        first = int(cc.cols[fastscan.C_POS, 0])
+        fastscan._release(cc.buf, first - first % mmap.PAGESIZE, cc.chunk.end)
     for _, part in job.parts():
         yield part
 
