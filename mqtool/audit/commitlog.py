@@ -13,10 +13,15 @@ record: per topic/queue counters (`stats`), a 63-bit hash of each UNIQ_KEY of an
 (properties parsed by the fast path's own property scanner), COMMIT records and the half message
 they name (`transactions`), and the few system-topic records (`schedule`, `timer`,
 `transactions`).
+
+The two string kernels here (`_hash_kernel`, `_same_strings`) are plain functions compiled with
+numba once and loaded as native code without numba afterwards (`_kernels`, as `jsonlines._writer`),
+so a task process on the native path never imports numba.
 """
 
+from types import FunctionType
+
 import numpy as np
-from numba import njit
 
 from mqtool.audit.layouts import dledger_slice_chunks
 from mqtool.audit.plan import CommitLogSlice
@@ -54,7 +59,6 @@ def is_user_topic(topic: str) -> bool:
 _FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
 
-@njit(cache=True, nogil=True)
 def _hash_kernel(a, pos, lens, out):
     """FNV-1a over each string's bytes, then splitmix64's finaliser; 63 bits (non-negative int64)."""
     for i in range(pos.shape[0]):
@@ -67,7 +71,6 @@ def _hash_kernel(a, pos, lens, out):
         out[i] = np.int64(h >> np.uint64(1))
 
 
-@njit(cache=True, nogil=True)
 def _same_strings(a, pos, lens, rep_pos, rep_lens) -> bool:
     """True when string i equals representative i for every i (confirms a hash dictionary)."""
     for i in range(pos.shape[0]):
@@ -84,8 +87,45 @@ def hash_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray
     """A stable 63-bit hash of each string a[pos[i]:pos[i]+lens[i]] (the same in every process,
     unlike hash()); equal hashes of UNIQ_KEYs are confirmed by reading both records."""
     out = np.empty(len(pos), np.int64)
-    _hash_kernel(a, np.ascontiguousarray(pos), np.ascontiguousarray(lens), out)
+    _kernels()["hash"](a, np.ascontiguousarray(pos), np.ascontiguousarray(lens), out)
     return out
+
+
+_SPECS = {"hash": "u1[:] i8[:] i8[:] i8[:]", "same_strings": "u1[:] i8[:] i8[:] i8[:] i8[:] -> i8"}
+"""The C entries' arguments (`native.parse_spec`) of `_hash_kernel` and `_same_strings`."""
+_NATIVE_SOURCES = ("mqtool/audit/commitlog.py", "mqtool/store/kernels.py", "mqtool/store/native.py")
+_compiled: dict | None = None
+_numba_compiled: dict | None = None
+
+
+def _kernels() -> dict:
+    """{"hash", "same_strings"}: native code loaded without numba (`store/native.py`), else numba's
+    dispatchers (`fastscan.ENGINE` "numba", or no native code to be had)."""
+    global _compiled
+    if _compiled is None:
+        from mqtool.store import native
+
+        lib = None if fastscan.ENGINE == "numba" else native.load("audit", _native_entries, _NATIVE_SOURCES)
+        _compiled = _numba_kernels() if lib is None else {
+            name: lib.kernel(name, spec, lambda name=name: _numba_kernels()[name]) for name, spec in _SPECS.items()}
+    return _compiled
+
+
+def _native_entries() -> dict:
+    from mqtool.store import kernels
+
+    return {name: kernels.c_entry(fn, _SPECS[name]) for name, fn in _numba_kernels().items()}
+
+
+def _numba_kernels() -> dict:
+    global _numba_compiled
+    if _numba_compiled is None:
+        from numba import njit
+
+        g = dict(globals())
+        _numba_compiled = {name: njit(cache=True, nogil=True)(FunctionType(fn.__code__, g, fn.__name__))
+                           for name, fn in (("hash", _hash_kernel), ("same_strings", _same_strings))}
+    return _numba_compiled
 
 
 def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
@@ -94,7 +134,7 @@ def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.nd
     uniq, first, codes = np.unique(hash_strings(a, pos, lens), return_index=True, return_inverse=True)
     codes = codes.ravel()
     rep = first[codes]
-    if not _same_strings(a, pos, lens, pos[rep], lens[rep]):  # a 63-bit collision between two topics
+    if not _kernels()["same_strings"](a, pos, lens, pos[rep], lens[rep]):  # a 63-bit collision between two topics
         raws = [a[p:p + n].tobytes() for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
         index: dict[bytes, int] = {}
         return np.array([index.setdefault(r, len(index)) for r in raws], np.int64), list(index)
@@ -111,7 +151,7 @@ def _property_values(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, name: np.
     m = -1
     for cap in (n * 8, int(lens.sum()) // 3 + 1):
         kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-        m = fastscan.kernels().property_pairs(a, pos, lens, rec_offsets, kpos, klen, vpos, vlen)
+        m = fastscan.compiled_kernels().property_pairs(a, pos, lens, rec_offsets, kpos, klen, vpos, vlen)
         if m >= 0:
             break
     kpos, klen, vpos, vlen = kpos[:m], klen[:m], vpos[:m], vlen[:m]

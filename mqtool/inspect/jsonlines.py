@@ -25,7 +25,9 @@ CommitLog order; `output.write_jsonl_parts` writes both. Findings are those of `
 
 from __future__ import annotations
 
+import itertools
 import json
+import mmap
 from collections.abc import Iterator
 from types import FunctionType
 
@@ -35,7 +37,7 @@ from mqtool.formats import commitlog as cl
 from mqtool.formats.names import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFlag
 from mqtool.inspect.columns import ColumnChunk
-from mqtool.inspect.messages import MessageQuery, RowWalk
+from mqtool.inspect.messages import MessageQuery, RowWalk, _walked_to
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import fastscan
 from mqtool.store.store import Store
@@ -66,15 +68,25 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
         _, records = find_messages(store, query, verify, progress)
         yield from (record_dict(r, body, decompress) for r in records)
         return
-    for walk, cc, rows, big in limited_chunks(store, query, verify, progress):
-        if _use_kernel(big):
-            for row, part in _chunk_parts(cc, rows, body, decompress):
-                walk.last = row
-                yield part
-        else:
-            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
-                walk.last = row
-                yield record_dict(rec, body, decompress)
+    chunks = limited_chunks(store, query, verify, progress)
+    try:
+        first = next(chunks, None)
+        if first is None:
+            return
+        if _use_threads(first[3]):
+            yield from _pipelined(first, chunks, store, body, decompress)
+            return
+        for walk, cc, rows, big in itertools.chain([first], chunks):
+            if _use_kernel(big):
+                for row, part in _chunk_parts(cc, rows, body, decompress):
+                    walk.last = row
+                    yield part
+            else:
+                for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                    walk.last = row
+                    yield record_dict(rec, body, decompress)
+    finally:
+        chunks.close()
 
 
 def limited_chunks(store: Store, query: MessageQuery, verify: bool = False,
@@ -103,20 +115,43 @@ def _use_kernel(big: bool) -> bool:
     return big or fastscan.compiled_loaded()
 
 
+def _use_threads(big: bool) -> bool:
+    """Two threads (`_pipelined`) where the compiled path runs from the first chunk: a big CommitLog."""
+    return big
+
+
 def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
                  decompress: bool) -> Iterator[tuple[int, memoryview | dict]]:
     """(last row covered, part) for the given rows of one chunk: lines from `_lines`, and a
     record-path dict for each row it leaves out."""
-    k = fastscan.compiled_kernels()
-    chunk = cc.chunk
-    c = np.ascontiguousarray(chunk.cols[:, rows])  # rows contiguous: no copies for the compiled calls
-    a = fastscan.as_array(cc.buf)
-    try:
+    job = _LinesJob(cc, rows, body, decompress)
+    for i in range(len(job.pieces)):
+        job.write(i)
+    yield from job.parts()
+
+
+class _LinesJob:
+    """One chunk's lines in three steps: `__init__` (the columns, property pairs and hosts: numpy and
+    the scan kernels), `write(i)` (the compiled writer alone on piece i of the rows, GIL released: the
+    step `_pipelined` hands to its worker threads) and `parts` (the lines as `memoryview`s, the
+    left-out rows as record-path dicts). The job holds a view of the chunk's mapping until its parts
+    are read: the scan cannot unmap it earlier."""
+
+    def __init__(self, cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, pieces: int = 1) -> None:
+        self.cc, self.rows, self.body, self.decompress = cc, rows, body, decompress
+        self.last = -1
+        self.pieces: list[tuple[int, int, np.ndarray, np.ndarray, tuple]] = []  # (lo, hi, out, ends, args)
         file_json = _json_text(cc.rel)
-        if file_json is None:  # a file name only `json` writes (never in a real store)
-            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
-                yield row, record_dict(rec, body, decompress)
+        if file_json is None:  # a file name only `json` writes (never in a real store): record rows
             return
+        k = fastscan.compiled_kernels()
+        chunk = cc.chunk
+        cols = chunk.cols
+        if len(rows) == cols.shape[1]:  # every row (ascending, unique): the columns as they are
+            c = cols if cols.flags.c_contiguous else np.ascontiguousarray(cols)
+        else:
+            c = np.ascontiguousarray(cols[:, rows])  # rows contiguous: no copies for the compiled calls
+        a = fastscan.as_array(cc.buf)
         m = len(rows)
         props_pos, props_len = c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN]
         pair_at = np.empty(m + 1, np.int32)
@@ -127,32 +162,124 @@ def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str,
         host_tab, host_at, born, store = _hosts(k, a, c)
         flags, flag_codes = np.unique(c[fastscan.C_SYS_FLAG], return_inverse=True)
         flag_tab, flag_at = _table([_flag_json(int(f)) for f in flags.tolist()])
+        flag_codes = flag_codes.ravel().astype(np.int64)
         dl = chunk.dledger[:, rows] if chunk.dledger is not None else np.zeros((3, 0), np.int64)
-        bound = (1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))
-                 + 6 * c[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[fastscan.C_BODY_LEN]))
-        out, _ = fastscan._pool_array(int(bound.sum()), np.uint8)  # the pool reuses pages across chunks
-        ends = np.empty(m, np.int64)
-        need_crc = not chunk.crc_checked
+        fixed = 1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))  # an upper bound of each line
+        per_row = 6 * c[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[fastscan.C_BODY_LEN])
         crc_ok = chunk.crc_ok[rows]  # all True while the CRC is still to check: `_lines` computes it
-        _writer()(a, c, chunk.base_offset, np.frombuffer(file_json, np.uint8), pair_at, kpos, klen, vpos, vlen,
-                  np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born, store, flag_tab, flag_at,
-                  flag_codes.ravel().astype(np.int64), dl, crc_ok, need_crc, _BODY_MODES[body],
-                  decompress, _LITS, _LIT_AT, out, ends)
-        back = np.flatnonzero(ends < 0)
-        start = 0
+        self.writer = _writer()
+        pieces = min(pieces, m)
+        for i in range(pieces):
+            lo, hi = m * i // pieces, m * (i + 1) // pieces
+            whole = lo == 0 and hi == m
+            out = np.empty(max(1, fixed * (hi - lo) + int(per_row[lo:hi].sum())), np.uint8)  # no pyarrow import
+            ends = np.empty(hi - lo, np.int64)
+            args = (a, c if whole else np.ascontiguousarray(c[:, lo:hi]), chunk.base_offset,
+                    np.frombuffer(file_json, np.uint8), pair_at[lo : hi + 1], kpos, klen, vpos, vlen,
+                    np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born[lo:hi], store[lo:hi], flag_tab, flag_at,
+                    flag_codes[lo:hi], dl if whole or not dl.shape[1] else np.ascontiguousarray(dl[:, lo:hi]),
+                    crc_ok[lo:hi], not chunk.crc_checked, _BODY_MODES[body], decompress, _LITS, _LIT_AT, out, ends)
+            self.pieces.append((lo, hi, out, ends, args))
+
+    def write(self, i: int = 0) -> None:
+        """Run the compiled writer on piece i (`ends`: see `_lines`)."""
+        self.writer(*self.pieces[i][4])
+
+    def parts(self) -> Iterator[tuple[int, memoryview | dict]]:
+        """(last row covered, part) in row order, once every piece is written; `last` is the row of
+        the part handed out last."""
+        for row, part in self._parts():
+            self.last = row
+            yield row, part
+
+    def _parts(self) -> Iterator[tuple[int, memoryview | dict]]:
+        rows, cc, body, decompress = self.rows, self.cc, self.body, self.decompress
+        if not self.pieces:
+            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                yield row, record_dict(rec, body, decompress)
+            return
+        pieces, self.pieces = self.pieces, []  # the mapping's view goes with the arguments
         row_list = rows.tolist()
-        for i in back.tolist():
-            stop = int(-ends[i] - 1)  # where the next written line starts
-            if stop > start:
-                yield row_list[i - 1], memoryview(out[start:stop])
-            start = stop
-            rec = next(cc.records(rows[i : i + 1]))
-            yield row_list[i], record_dict(rec, body, decompress)
-        total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
-        if total > start:
-            yield row_list[-1], memoryview(out[start:total])
+        for lo, _, out, ends, _ in pieces:
+            back = np.flatnonzero(ends < 0)
+            start = 0
+            for i in back.tolist():
+                stop = int(-ends[i] - 1)  # where the next written line starts
+                if stop > start:
+                    yield row_list[lo + i - 1], memoryview(out[start:stop])
+                start = stop
+                rec = next(cc.records(rows[lo + i : lo + i + 1]))
+                yield row_list[lo + i], record_dict(rec, body, decompress)
+            total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
+            if total > start:
+                yield row_list[lo + len(ends) - 1], memoryview(out[start:total])
+
+
+PIECE_ROWS = 4096
+"""`_pipelined` splits a chunk's rows into two pieces, one per worker thread, from this many rows on."""
+
+
+def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str,
+               decompress: bool) -> Iterator[memoryview | dict]:
+    """`message_lines` on two cores: while two worker threads write chunk k's lines (`_LinesJob.write`,
+    native code without the GIL, one half of the rows each), this thread walks chunk k+1 and readies its
+    columns, then hands chunk k's parts on in order. Worker errors are raised here (`Future.result`).
+
+    The walk is one chunk ahead of what the consumer has read. Findings and file ends stay those of
+    the serial path: before the walk goes on, the CommitLog's walk state is kept (`_walk_state`); a
+    consumer that stops inside chunk k (`close`, e.g. a closed stdout) gets it back and the rows after
+    its last one dropped, as `RowWalk` does when the serial walk stops there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cl = store.commitlog
+    pool = ThreadPoolExecutor(2, thread_name_prefix="mqtool-lines")
+    pending = None  # (chunk, job, futures, walk state) of the chunk whose lines the workers write
+    try:
+        for walk, cc, rows, _ in itertools.chain([first], chunks):
+            job = _LinesJob(cc, rows, body, decompress, 2 if len(rows) >= PIECE_ROWS else 1)
+            futures = [pool.submit(job.write, i) for i in range(len(job.pieces))]
+            if pending is not None:
+                yield from _written(pending)
+            walk.last = int(rows[-1])  # as the serial path leaves it once the chunk's parts are read
+            pending = (cc, job, futures, _walk_state(cl))
+        if pending is not None:
+            yield from _written(pending)
+            pending = None
+    except GeneratorExit:
+        pool.shutdown(wait=True)
+        chunks.close()
+        if pending is not None:  # stopped inside `pending`'s chunk: the serial walk would stop there
+            _set_walk_state(cl, pending[3])
+            _walked_to(cl, pending[0], pending[1].last)
+        raise
     finally:
-        del a
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _written(pending: tuple) -> Iterator[memoryview | dict]:
+    """A job's parts once its workers are done (their errors raised)."""
+    cc, job, futures, _ = pending
+    for f in futures:
+        f.result()
+    if isinstance(cc.buf, mmap.mmap):  # the walk dropped these pages once; the writers read them again
+        first = int(cc.cols[fastscan.C_POS, 0])
+        fastscan._release(cc.buf, first - first % mmap.PAGESIZE, cc.chunk.end)
+    for _, part in job.parts():
+        yield part
+
+
+def _walk_state(cl) -> tuple[int, dict[str, dict]]:
+    """What a CommitLog walk has left so far: its findings (their number) and its file ends."""
+    return len(cl.findings), {name: dict(vars(scan)) for name, scan in cl.scans.items()}
+
+
+def _set_walk_state(cl, state: tuple[int, dict[str, dict]]) -> None:
+    n, scans = state
+    del cl.findings[n:]
+    for name in [name for name in cl.scans if name not in scans]:
+        del cl.scans[name]
+    for name, fields in scans.items():
+        vars(cl.scans[name]).update(fields)
 
 
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
@@ -257,9 +384,13 @@ def _crc32(crc, ptr, n):  # pragma: no cover - the scan's zlib CRC symbol under 
     raise NotImplementedError
 
 
+def _copy(out, o, src, s, n):  # pragma: no cover - `_memcpy()` under numba (`_numba_writer`)
+    raise NotImplementedError
+
+
 def _put(out, o, src, s, n):
-    for t in range(n):
-        out[o + t] = src[s + t]
+    """Bytes `src[s:s + n]` to `out[o:]`: one memcpy (a loop of bytes was half of `_lines`'s time)."""
+    _copy(out, o, src, s, n)
     return o + n
 
 
@@ -501,8 +632,30 @@ def _numba_writer():
         k = fastscan.kernels()
         g = dict(globals())
         g["_crc32"] = k._crc32
+        g["_copy"] = _memcpy()
         for name in ("_put", "_lit", "_int", "_lit_int", "_utf8_ok", "_str", "_hex"):
             fn = globals()[name]
             g[name] = njit(FunctionType(fn.__code__, g, name))
         _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
     return _numba_compiled
+
+
+def _memcpy():
+    """`_copy(out, o, src, s, n)` for numba: LLVM's memcpy of `src[s:s + n]` to `out[o:]` (two uint8
+    arrays; no slice objects, so the object code keeps needing neither NRT nor the Python API)."""
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _copy(typingctx, out, o, src, s, n):
+        def codegen(context, builder, signature, args):
+            ints = [context.cast(builder, args[i], signature.args[i], types.intp) for i in (1, 3, 4)]
+            dst = context.make_array(signature.args[0])(context, builder, args[0]).data
+            src_ = context.make_array(signature.args[2])(context, builder, args[2]).data
+            cgutils.raw_memcpy(builder, builder.gep(dst, [ints[0]]), builder.gep(src_, [ints[1]]), ints[2], 1)
+            return context.get_dummy_value()
+
+        return types.void(out, o, src, s, n), codegen
+
+    return _copy

@@ -195,7 +195,7 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
     from the mapping `a` as `fastscan.chunk_to_arrow` reads them, without copying bodies --body none drops."""
     import pyarrow as pa
 
-    k = fastscan.kernels()
+    k = fastscan.compiled_kernels()
     c = sub.cols
     n = len(sub)
     sys_flag = c[fastscan.C_SYS_FLAG]
@@ -280,18 +280,40 @@ def _crc32(crc, ptr, n):  # pragma: no cover - the scan's zlib CRC symbol under 
 
 
 _compiled = None
+_numba_compiled = None
+_CRC_SPEC = "u1[:] i8[:] i8[:] i8[:]"  # `_body_crcs`'s arguments (`native.parse_spec`)
+_NATIVE_SOURCES = ("mqtool/inspect/parquet.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
+                   "mqtool/store/fastscan.py")
 
 
 def _crc_kernel():
-    """`_body_crcs` compiled with numba, `_crc32` the scan's zlib CRC (as `jsonlines._writer` does)."""
+    """`_body_crcs` as native code loaded without numba (`store/native.py`, as `jsonlines._writer`),
+    else numba's dispatcher."""
     global _compiled
     if _compiled is None:
+        from mqtool.store import native
+
+        lib = None if fastscan.ENGINE == "numba" else native.load("parquet", _native_entries, _NATIVE_SOURCES)
+        _compiled = lib.kernel("body_crcs", _CRC_SPEC, _numba_crc_kernel) if lib is not None else _numba_crc_kernel()
+    return _compiled
+
+
+def _native_entries() -> dict:
+    from mqtool.store import kernels
+
+    return {"body_crcs": kernels.c_entry(_numba_crc_kernel(), _CRC_SPEC)}
+
+
+def _numba_crc_kernel():
+    """`_body_crcs` compiled with numba (cached on disk), `_crc32` the scan's zlib CRC."""
+    global _numba_compiled
+    if _numba_compiled is None:
         from numba import njit
 
         g = dict(globals())
         g["_crc32"] = fastscan.kernels()._crc32
-        _compiled = njit(cache=True, nogil=True)(FunctionType(_body_crcs.__code__, g, "_body_crcs"))
-    return _compiled
+        _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_body_crcs.__code__, g, "_body_crcs"))
+    return _numba_compiled
 
 
 def _offsets(arr) -> np.ndarray:

@@ -9,14 +9,51 @@ from audit import audit_stores
 from audit.audit_stores import BASIC, PAIR_B, body_position, patch
 
 from conftest import ORACLE, ORACLE_STORES, need_oracle
+from mqtool.audit import commitlog
 from mqtool.audit.commitlog import scan_slice
 from mqtool.audit.plan import CommitLogSlice, plan_audit
 from mqtool.audit.runner import run_local
 from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.store import fastscan, native
 
 pytestmark = pytest.mark.oracle
 basic_copy, pair_b_copy, synthetic_store = (audit_stores.basic_copy, audit_stores.pair_b_copy,
                                              audit_stores.synthetic_store)
+
+
+@pytest.fixture(params=["native", "numba"])
+def engine(request, monkeypatch):
+    """The walk and the audit's string kernels as object code loaded without numba, or numba's dispatchers."""
+    monkeypatch.setattr(fastscan, "ENGINE", request.param)
+    monkeypatch.setattr(commitlog, "_compiled", None)
+    native_hash = commitlog._kernels()["hash"].__module__ == native.__name__  # a `Native.kernel` call
+    assert native_hash == (request.param == "native"), native.errors
+    return request.param
+
+
+def test_string_kernels(engine):
+    """FNV-1a 64 then splitmix64's finaliser, shifted to 63 bits (computed here in plain Python), and
+    the dictionary check."""
+    import numpy as np
+
+    def want(b: bytes) -> int:
+        m = (1 << 64) - 1
+        h = 0xCBF29CE484222325
+        for x in b:
+            h = ((h ^ x) * 0x100000001B3) & m
+        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & m
+        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & m
+        return (h ^ (h >> 31)) >> 1
+
+    a = np.frombuffer(b"UNIQ_KEYabcab\xff", np.uint8)
+    pos, lens = np.array([0, 8, 11, 8, 0]), np.array([8, 3, 2, 2, 0])
+    assert commitlog.hash_strings(a, pos, lens).tolist() == [want(b"UNIQ_KEY"), want(b"abc"), want(b"ab"),
+                                                            want(b"ab"), want(b"")]
+    codes, raws = commitlog._dictionary(a, pos, lens)
+    assert len(raws) == 4 and [raws[c] for c in codes.tolist()] == [b"UNIQ_KEY", b"abc", b"ab", b"ab", b""]
+    same = commitlog._kernels()["same_strings"]
+    assert same(a, np.array([8, 11]), np.array([2, 2]), np.array([11, 8]), np.array([2, 2]))
+    assert not same(a, np.array([8, 12]), np.array([2, 2]), np.array([11, 8]), np.array([2, 2]))
 
 
 def errors(report, check=None):
@@ -30,7 +67,7 @@ def test_clean_oracle_stores_have_no_errors(name):
     assert errors(report) == []
 
 
-def test_basic_store_summary_matches_rocketmq():
+def test_basic_store_summary_matches_rocketmq(engine):
     """Counts from RocketMQ's own decoding (commitlog.jsonl) and summary.txt."""
     need_oracle()
     rep = run_local(BASIC)
@@ -56,7 +93,7 @@ def test_basic_store_summary_matches_rocketmq():
     assert s["transactions"]["half_messages"] == 2
 
 
-def test_header_walk_equals_rocketmq_decoding():
+def test_header_walk_equals_rocketmq_decoding(engine):
     """The audit's fast-path walk reads the same topic/queue/offset fields as RocketMQ's MessageDecoder."""
     need_oracle()
     plan = plan_audit(BASIC)
@@ -70,7 +107,7 @@ def test_header_walk_equals_rocketmq_decoding():
             (j["topic"], j["queueId"], j["queueOffset"], j["totalSize"], j["storeTimestamp"], j["bornTimestamp"])
 
 
-def test_flipped_body_byte_is_a_crc_finding_at_that_record(basic_copy):
+def test_flipped_body_byte_is_a_crc_finding_at_that_record(basic_copy, engine):
     pos = body_position(basic_copy, 251)  # record 2 (TopicA/1) at physical offset 251
     f = basic_copy / "commitlog" / "00000000000000000000"
     b = f.read_bytes()[pos]
@@ -197,7 +234,7 @@ def test_broker_conf_settings_reach_the_checks(pair_b_copy, tmp_path):
                                                                                      86400000)
 
 
-def test_commit_record_naming_no_half_message(pair_b_copy):
+def test_commit_record_naming_no_half_message(pair_b_copy, engine):
     """The COMMIT record of OracleTxTopic (at 2667) names its half at 237; point it elsewhere."""
     f = pair_b_copy / "commitlog" / "00000000000000000000"
     buf = f.read_bytes()

@@ -76,16 +76,21 @@ def _queries(store: Store) -> list[MessageQuery]:
     ]
 
 
-@pytest.fixture(params=["native", "numba", "records"])
+@pytest.fixture(params=["native", "numba", "records", "threads"])
 def path(request, monkeypatch):
     """The compiled writer for every chunk (its object code loaded without numba, or numba's
-    dispatcher), or the record rows a small store gets before a compiled walk loads."""
-    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: request.param != "records")
-    if request.param != "records":
-        monkeypatch.setattr(fastscan, "ENGINE", request.param)  # the walk and the chunk kernels too
+    dispatcher), or the record rows a small store gets before a compiled walk loads; "threads": the
+    native writer on a worker thread while the walk goes on (`_pipelined`, a big CommitLog's path)."""
+    threads = request.param == "threads"
+    engine = "native" if threads else request.param
+    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: engine != "records")
+    monkeypatch.setattr(jsonlines, "_use_threads", lambda big: threads)
+    monkeypatch.setattr(jsonlines, "PIECE_ROWS", 2)  # chunks of 2 rows and more are written in two pieces
+    if engine != "records":
+        monkeypatch.setattr(fastscan, "ENGINE", engine)  # the walk and the chunk kernels too
         monkeypatch.setattr(jsonlines, "_compiled", None)
         native_writer = jsonlines._writer().__module__ == native.__name__  # a `Native.kernel` call
-        assert native_writer == (request.param == "native"), native.errors
+        assert native_writer == (engine == "native"), native.errors
     return request.param
 
 
@@ -234,3 +239,74 @@ def test_cli_prints_the_record_paths_bytes(monkeypatch, args):
     slow = CliRunner().invoke(app, cmd)
     assert fast.exit_code == slow.exit_code and fast.exception is None, fast.output
     assert fast.stdout_bytes == slow.stdout_bytes and fast.stdout_bytes.count(b"\n") > 0
+
+
+def _damaged_demo(root: Path) -> Path:
+    """The demo (46 + 20 records) with PHYSICALOFFSET and CRC/topic/property damage in every fourth
+    record, its first file torn inside record 30."""
+    shutil.copytree(DEMO, root)
+    recs = list(Store.open(root).commitlog.iter_records())
+    for f in sorted((root / "commitlog").iterdir()):
+        data = bytearray(f.read_bytes())
+        mine = [r for r in recs if r.file == f"commitlog/{f.name}"]
+        for r in recs[3::4]:
+            if r in mine:
+                data[r.position + 28 + 7] ^= 1  # PHYSICALOFFSET off by one
+                data[r.position + r.total_size - 40] ^= 0x55  # a byte near the end: CRC, topic or properties
+        if mine[0] is recs[0]:
+            cut = recs[30].position + 30
+            data[cut:] = bytes(len(data) - cut)  # a torn record, then zeros
+        f.write_bytes(bytes(data))
+    return root
+
+
+def test_threads_leave_the_findings_of_a_reader_that_stops(tmp_path, monkeypatch):
+    """A consumer that closes the output early (`| head`) finds the walk's findings and file ends as
+    the serial path leaves them, though the pipelined walk has gone a chunk further: at every part of
+    a walk in chunks of 7 records, across a torn file end into the next file, with record-path rows
+    inside chunks (damaged topics and properties)."""
+    root = _damaged_demo(tmp_path / "demo")
+    monkeypatch.setattr(fastscan, "ENGINE", "native")
+    monkeypatch.setattr(jsonlines, "_compiled", None)
+    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
+    monkeypatch.setattr(jsonlines, "PIECE_ROWS", 2)
+    monkeypatch.setattr(messages, "commitlog_chunks", functools.partial(messages.commitlog_chunks, chunk_records=7))
+    conf = load_broker_conf(FIXTURES / "demo.broker.conf")
+
+    def stopped_after(rows: int, threads: bool):
+        """Parts read until `rows` rows are out (a run of lines counts each line), then closed."""
+        monkeypatch.setattr(jsonlines, "_use_threads", lambda big: threads)
+        store = Store.open(root, conf)
+        lines = message_lines(store, MessageQuery(), True, "text", False)
+        out: list = []
+        for p in lines:
+            out += [p] if type(p) is dict else bytes(p).splitlines()
+            if len(out) >= rows:
+                break
+        lines.close()
+        return out, scan_findings(store), {k: dict(vars(v)) for k, v in store.commitlog.scans.items()}
+
+    serial_parts = [p if type(p) is dict else bytes(p).count(b"\n") for p in
+                    message_lines(Store.open(root, conf), MessageQuery(), True, "text", False)]
+    kinds = set()
+    rows = 0
+    for p in serial_parts:  # where a serial reader can stop: after each of its parts
+        rows += 1 if type(p) is dict else p
+        want = stopped_after(rows, False)
+        assert len(want[0]) == rows
+        assert stopped_after(rows, True) == want, rows
+        kinds.add((len(want[2]), type(p).__name__, len(want[1])))
+    assert {k[0] for k in kinds} == {1, 2} and {k[1] for k in kinds} == {"dict", "int"}
+    assert len({k[2] for k in kinds}) > 5  # stops before and after many of the findings
+
+
+def test_threads_raise_the_workers_error(monkeypatch):
+    monkeypatch.setattr(jsonlines, "_use_threads", lambda big: True)
+    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
+
+    def broken(self, i=0):
+        raise ValueError("writer failed")
+
+    monkeypatch.setattr(jsonlines._LinesJob, "write", broken)
+    with pytest.raises(ValueError, match="writer failed"):
+        list(message_lines(Store.open(DEMO), MessageQuery(), False, "none", False))

@@ -23,6 +23,7 @@ from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.parquet import fast_query, write_messages
 from mqtool.inspect.records import record_dict
 from mqtool.output import parquet_schema, write_parquet
+from mqtool.store import fastscan, native
 from mqtool.store.store import Store
 
 DEMO = FIXTURES / "demo"
@@ -65,10 +66,16 @@ def _column_path(store: Store, q: MessageQuery, verify: bool, body: str, decompr
     return _outcome(lambda p: write_messages(store, q, p, verify, body, decompress), path), scan_findings(store)
 
 
-@pytest.fixture(params=["kernel", "records"])
+@pytest.fixture(params=["native", "numba", "records"])
 def path(request, monkeypatch):
-    """Arrow columns for every chunk, or the record rows a small store gets before numba loads."""
-    monkeypatch.setattr(parquet, "_use_kernel", lambda big: request.param == "kernel")
+    """Arrow columns for every chunk (the kernels' object code loaded without numba, or numba's
+    dispatchers), or the record rows a small store gets before a compiled walk loads."""
+    monkeypatch.setattr(parquet, "_use_kernel", lambda big: request.param != "records")
+    if request.param != "records":
+        monkeypatch.setattr(fastscan, "ENGINE", request.param)  # the walk and the chunk kernels too
+        monkeypatch.setattr(parquet, "_compiled", None)
+        native_crc = parquet._crc_kernel().__module__ == native.__name__  # a `Native.kernel` call
+        assert native_crc == (request.param == "native"), native.errors
     return request.param
 
 
