@@ -10,10 +10,22 @@ from collections.abc import Iterable
 def java_string_hash(s: str) -> int:
     """`String.hashCode()`: 31-polynomial over UTF-16 code units, as a signed 32-bit int."""
     h = 0
-    data = s.encode("utf-16-be")
+    try:
+        data = s.encode("utf-16-be")
+    except UnicodeEncodeError:
+        data = _java_decoded(s).encode("utf-16-be", "surrogatepass")
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _java_decoded(s: str) -> str:
+    """The String Java holds for `s`: mqtool keeps undecodable bytes as surrogates
+    (surrogateescape), where `new String(bytes, UTF_8)` has U+FFFD for each malformed sequence."""
+    try:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a lone surrogate that is not an escaped byte: Java keeps the code unit
+        return s
 
 
 def _spread(h: int) -> int:

@@ -21,6 +21,14 @@ def test_java_string_hash_known_values():
     assert java_string_hash("\u00e9t\u00e9") == 0xE9 * 31 * 31 + ord("t") * 31 + 0xE9  # UTF-16 units
 
 
+def test_java_string_hash_of_undecodable_bytes_is_javas_replacement_character():
+    # a stray 0xF8 byte in a record's TAGS: mqtool keeps it as U+DCF8 (surrogateescape); Java's
+    # new String(bytes, UTF_8) holds U+FFFD there: 97 * 31 + 0xFFFD
+    tags = b"a\xf8".decode("utf-8", "surrogateescape")
+    assert java_string_hash(tags) == 97 * 31 + 65533 == 68540
+    assert java_string_hash("\ud800") == 0xD800  # a lone surrogate of a Java String: its code unit
+
+
 def test_parse_skips_what_rocketmq_skips():
     s = "A\x01x\x02\x02ab\x02\x01bc\x02KEY\x01\x02K\x01v\x02A\x01y\x02"
     # "" and "ab" are shorter than 3, "\x01bc" has no name, "KEY\x01" no value; A repeats: last wins
