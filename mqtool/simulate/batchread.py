@@ -16,7 +16,8 @@ import os
 
 import numpy as np
 
-from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from mqtool.formats import layout
+from mqtool.formats.commitlog import HEADER, HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from mqtool.formats.message import _HEAD, _STORE_TS, _TAIL
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.diskread import MappedBase, fast_properties
@@ -25,7 +26,7 @@ MAX_SPAN = 16 << 20  # bytes one batch read may cover
 _HEAD_SIZE = _HEAD.size
 _TAIL_SIZE = _TAIL.size
 _STORE_TS_SIZE = _STORE_TS.size
-_SYSFLAG_AT = 36  # TOTALSIZE 4, MAGICCODE 4, BODYCRC 4, QUEUEID 4, FLAG 4, QUEUEOFFSET 8, PHYSICALOFFSET 8
+_SYSFLAG_AT = layout.offsets(HEADER)["sys_flag"]
 
 
 def batchable(base) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
 from collections import OrderedDict
 from typing import Any
 
@@ -26,7 +25,7 @@ import numpy as np
 
 from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
-from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
+from mqtool.formats.message import _HEAD, _MID_V4, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.model import DiskBase, SimMessage, _new_message
@@ -37,8 +36,6 @@ CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
 _HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
-# BORNHOST (IPv4), STORETIMESTAMP, STOREHOST (IPv4), RECONSUMETIMES .. BODYLENGTH: one big-endian unpack
-_MID_V4 = struct.Struct(f">{HOST_SIZE_V4}s{_STORE_TS.format[1:]}{HOST_SIZE_V4}s{_TAIL.format[1:]}")
 
 
 def fast_properties(raw: str) -> dict[str, str]:
