@@ -105,16 +105,8 @@ def _kernels() -> dict:
     if _compiled is None:
         from mqtool.store import native
 
-        lib = None if fastscan.ENGINE == "numba" else native.load("audit", _native_entries, _NATIVE_SOURCES)
-        _compiled = _numba_kernels() if lib is None else {
-            name: lib.kernel(name, spec, lambda name=name: _numba_kernels()[name]) for name, spec in _SPECS.items()}
+        _compiled = native.kernels_or_numba("audit", _SPECS, _numba_kernels, _NATIVE_SOURCES)
     return _compiled
-
-
-def _native_entries() -> dict:
-    from mqtool.store import kernels
-
-    return {name: kernels.c_entry(fn, _SPECS[name]) for name, fn in _numba_kernels().items()}
 
 
 def _numba_kernels() -> dict:

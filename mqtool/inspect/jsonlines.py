@@ -612,15 +612,9 @@ def _writer():
     if _compiled is None:
         from mqtool.store import native
 
-        lib = None if fastscan.ENGINE == "numba" else native.load("jsonlines", _native_entries, _NATIVE_SOURCES)
-        _compiled = lib.kernel("lines", _LINES_SPEC, _numba_writer) if lib is not None else _numba_writer()
+        _compiled = native.kernels_or_numba("jsonlines", {"lines": _LINES_SPEC}, lambda: {"lines": _numba_writer()},
+                                            _NATIVE_SOURCES)["lines"]
     return _compiled
-
-
-def _native_entries() -> dict:
-    from mqtool.store import kernels
-
-    return {"lines": kernels.c_entry(_numba_writer(), _LINES_SPEC)}
 
 
 def _numba_writer():

@@ -293,15 +293,9 @@ def _crc_kernel():
     if _compiled is None:
         from mqtool.store import native
 
-        lib = None if fastscan.ENGINE == "numba" else native.load("parquet", _native_entries, _NATIVE_SOURCES)
-        _compiled = lib.kernel("body_crcs", _CRC_SPEC, _numba_crc_kernel) if lib is not None else _numba_crc_kernel()
+        _compiled = native.kernels_or_numba("parquet", {"body_crcs": _CRC_SPEC},
+                                            lambda: {"body_crcs": _numba_crc_kernel()}, _NATIVE_SOURCES)["body_crcs"]
     return _compiled
-
-
-def _native_entries() -> dict:
-    from mqtool.store import kernels
-
-    return {"body_crcs": kernels.c_entry(_numba_crc_kernel(), _CRC_SPEC)}
 
 
 def _numba_crc_kernel():

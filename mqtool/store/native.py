@@ -326,3 +326,22 @@ def load(group: str = "scan", entries: Callable[[], dict] = _scan_entries,
         errors[group] = f"{type(e).__name__}: {e}"
     _loaded[group] = lib
     return lib
+
+
+def kernels_or_numba(group: str, specs: dict[str, str], numba_kernels: Callable[[], dict],
+                     sources: tuple[str, ...]) -> dict:
+    """{name: kernel} of a module's kernels: its group's native code (compiled on a cache miss from
+    `numba_kernels()` behind C entries of `specs`), else numba's dispatchers (`fastscan.ENGINE`
+    "numba" pins them, or no native code to be had)."""
+    from mqtool.store import fastscan
+
+    def entries() -> dict:
+        from mqtool.store import kernels
+
+        fns = numba_kernels()
+        return {name: kernels.c_entry(fns[name], spec) for name, spec in specs.items()}
+
+    lib = None if fastscan.ENGINE == "numba" else load(group, entries, sources)
+    if lib is None:
+        return numba_kernels()
+    return {name: lib.kernel(name, spec, lambda name=name: numba_kernels()[name]) for name, spec in specs.items()}
