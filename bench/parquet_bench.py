@@ -21,24 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent.parent
-SHARED = PROJECT.parent / "shared"
+from benchkit import PROJECT, make_store, warm
+
 RECORD_PATH = ("import sys; from mqtool.inspect import parquet; parquet.fast_query = lambda q: False; "
                "from mqtool.cli.app import main; sys.argv[0] = 'mqtool'; main()")
-
-
-def make_store(root: Path, mib: int) -> int:
-    file_mib = 1024 if mib >= 1024 else 64
-    out = subprocess.run([sys.executable, str(SHARED / "bench/make_commitlog.py"), str(root / "commitlog"),
-                          str(mib), str(file_mib)], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)["records"]
-
-
-def warm(root: Path) -> None:
-    for f in (root / "commitlog").iterdir():
-        with open(f, "rb") as fh:
-            while fh.read(1 << 24):
-                pass
 
 
 def run(cmd: list[str], env: dict) -> tuple[float, float, float]:

@@ -35,8 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
-SHARED = PROJECT.parent / "shared"
+from benchkit import PROJECT, SHARED, make_store, warm
+
 NOW = ["--now", "1790000020000"]
 PARTS = ("startup", "overview", "messages", "simulate")
 SIM_DAYS_TARGET_S, SIM_RSS_TARGET = 60.0, 1e9
@@ -66,17 +66,6 @@ def side_by_side(cmds: dict[str, tuple[list[str], tuple]], runs: int, env: dict)
             cpu[k].append(used)
     return {**{k: statistics.median(v) for k, v in times.items()},
             **{f"{k}_cpu": statistics.median(v) for k, v in cpu.items()}}
-
-
-def make_store(root: Path, mib: int) -> dict:
-    file_mib = 1024 if mib >= 1024 else 64
-    out = subprocess.run([sys.executable, str(SHARED / "bench/make_commitlog.py"), str(root / "commitlog"),
-                          str(mib), str(file_mib)], check=True, capture_output=True, text=True)
-    for f in (root / "commitlog").iterdir():  # page cache warm for both sides
-        with open(f, "rb") as fh:
-            while fh.read(1 << 24):
-                pass
-    return json.loads(out.stdout)
 
 
 def run_simulate(root: Path, scale: float, env: dict) -> dict:
@@ -135,7 +124,8 @@ def main() -> None:
             subprocess.run(["javac", "-d", str(classes), str(SHARED / "bench/CommitLogScan.java")], check=True)
         for mib in a.mib if {"overview", "messages"} & set(a.only) else []:
             store = work / f"store-{mib}"
-            info = make_store(store, mib) if not store.exists() else {"records": None}
+            info = {"records": make_store(store, mib) if not store.exists() else None}
+            warm(store)
             if "overview" not in a.only:
                 continue
             cmds = {
