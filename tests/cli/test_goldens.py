@@ -271,11 +271,6 @@ def test_expect_does_not_apply_to_a_single_file_dump(tmp_path):
 
 def test_simulate_expect(tmp_path):
     need_demo()
-    from typer.main import get_command
-
-    sim = get_command(app).commands["simulate"]
-    if not any("--expect" in p.opts for p in sim.params):
-        pytest.skip("simulate has no --expect yet (mqtool/cli/simulate.py)")
     golden = tmp_path / "events.jsonl"
     args = ["simulate", DEMO, "--config", CONF, "--until", "+1h", "--expect", golden]
     run(*args, "--update-golden")
