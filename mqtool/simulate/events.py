@@ -168,6 +168,21 @@ class EventLog:
             for w in watchers:
                 w(e)
 
+    def record_batch(self, time: int, service: str, event: str, rows: list[tuple],
+                     detail_keys: tuple[str, ...]) -> None:
+        """Events of one kind at one time, in order: each row is `(topic, queue_id, uniq_key,
+        physical_offset, new_physical_offset, *detail)` with the detail values in `detail_keys`' order,
+        every value as `emit_plain` takes it. The same as `record(..., plain=True)` row by row; the batch
+        paths of the services call this so that the log can write a batch at once."""
+        if not self.keep:
+            self.count += len(rows)
+            self.by_kind[event] = self.by_kind.get(event, 0) + len(rows)
+            return
+        record = self.record
+        for r in rows:
+            record(time, service, event, r[0], r[1], r[2], r[3], r[4], dict(zip(detail_keys, r[5:], strict=True)),
+                   True)
+
     def tally(self, event: str) -> None:
         """Count an event without recording it: the hot paths call this instead of `emit` when
         `keep` is False, so that the event's details are not even computed."""

@@ -88,3 +88,31 @@ def test_spooled_timer_repeats_read_back_equal_and_released():
     model.release(put.phys)
     assert model.message(put.phys) is None and len(model.spool) == 0
     model.spool.close()
+
+
+def test_record_batch_writes_what_record_writes_row_by_row():
+    class Sink:
+        text = ""
+
+        def write(self, s):
+            self.text += s
+
+    rows = [("T", 0, "K0", 100, 200, 5, True), (None, None, None, 7, None, 6, False),
+            ("T\u2028\"", 3, "\udcff", 2**64, 9, -1, True)]
+    keys = ("slot", "direct")
+    one, many = EventLog(sink=Sink(), hold=True), EventLog(sink=Sink(), hold=True)
+    seen: list[tuple] = []
+    many.watch("deliver", lambda e: seen.append((e.topic, e.detail["slot"])))
+    for r in rows:
+        one.record(42, "timer", "deliver", *r[:5], dict(zip(keys, r[5:], strict=True)), True)
+    many.record_batch(42, "timer", "deliver", rows, keys)
+    one.flush()
+    many.flush()
+    assert many.sink.text == one.sink.text
+    assert many.sink.text.split("\n")[1] == (
+        '{"time":42,"service":"timer","event":"deliver","topic":null,"queue_id":null,'
+        '"uniq_key":null,"physical_offset":7,"new_physical_offset":null,"slot":6,"direct":false}')
+    assert seen == [("T", 5), (None, 6), ("T\u2028\"", -1)] and many.count == 3 and many.by_kind == {"deliver": 3}
+    counted = EventLog(keep=False)
+    counted.record_batch(1, "timer", "enqueue", rows, keys)
+    assert counted.count == 3 and counted.by_kind == {"enqueue": 3} and not counted.events
