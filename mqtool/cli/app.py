@@ -3,6 +3,11 @@
 import os
 import sys
 
+# No command does linear algebra, but numpy's import starts OpenBLAS's thread pool (a thread per core,
+# each spinning a while before it sleeps): ~0.1 s of CPU in every process that imports numpy. A user's
+# own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import typer
 from typer.core import TyperGroup
 

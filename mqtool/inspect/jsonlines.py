@@ -144,7 +144,7 @@ class _LinesJob:
         file_json = _json_text(cc.rel)
         if file_json is None:  # a file name only `json` writes (never in a real store): record rows
             return
-        k = fastscan.compiled_kernels()
+        self.k = k = fastscan.compiled_kernels()
         chunk = cc.chunk
         cols = chunk.cols
         if len(rows) == cols.shape[1]:  # every row (ascending, unique): the columns as they are
@@ -153,12 +153,7 @@ class _LinesJob:
             c = np.ascontiguousarray(cols[:, rows])  # rows contiguous: no copies for the compiled calls
         a = fastscan.as_array(cc.buf)
         m = len(rows)
-        props_pos, props_len = c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN]
-        pair_at = np.empty(m + 1, np.int32)
-        for cap in (m * 8, int(props_len.sum()) // 3 + 1):
-            kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-            if k.property_pairs(a, props_pos, props_len, pair_at, kpos, klen, vpos, vlen) >= 0:
-                break
+        props_len = c[fastscan.C_PROPS_LEN]
         host_tab, host_at, born, store = _hosts(k, a, c)
         flags, flag_codes = np.unique(c[fastscan.C_SYS_FLAG], return_inverse=True)
         flag_tab, flag_at = _table([_flag_json(int(f)) for f in flags.tolist()])
@@ -174,16 +169,20 @@ class _LinesJob:
             whole = lo == 0 and hi == m
             out = np.empty(max(1, fixed * (hi - lo) + int(per_row[lo:hi].sum())), np.uint8)  # no pyarrow import
             ends = np.empty(hi - lo, np.int64)
-            args = (a, c if whole else np.ascontiguousarray(c[:, lo:hi]), chunk.base_offset,
-                    np.frombuffer(file_json, np.uint8), pair_at[lo : hi + 1], kpos, klen, vpos, vlen,
+            args = [a, c if whole else np.ascontiguousarray(c[:, lo:hi]), chunk.base_offset,
+                    np.frombuffer(file_json, np.uint8), None, None, None, None, None,  # `write`: the pairs
                     np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born[lo:hi], store[lo:hi], flag_tab, flag_at,
                     flag_codes[lo:hi], dl if whole or not dl.shape[1] else np.ascontiguousarray(dl[:, lo:hi]),
-                    crc_ok[lo:hi], not chunk.crc_checked, _BODY_MODES[body], decompress, _LITS, _LIT_AT, out, ends)
+                    crc_ok[lo:hi], not chunk.crc_checked, _BODY_MODES[body], decompress, _LITS, _LIT_AT, out, ends]
             self.pieces.append((lo, hi, out, ends, args))
 
     def write(self, i: int = 0) -> None:
-        """Run the compiled writer on piece i (`ends`: see `_lines`)."""
-        self.writer(*self.pieces[i][4])
+        """Split piece i's properties into pairs, then run the compiled writer on it (`ends`: see
+        `_lines`): both native, so a worker thread runs them without the GIL."""
+        args = self.pieces[i][4]
+        c = args[1]
+        args[4:9] = _property_pairs(self.k, args[0], c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN])
+        self.writer(*args)
 
     def parts(self) -> Iterator[tuple[int, memoryview | dict]]:
         """(last row covered, part) in row order, once every piece is written; `last` is the row of
@@ -235,7 +234,7 @@ def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str,
     pool = ThreadPoolExecutor(2, thread_name_prefix="mqtool-lines")
     pending = None  # (chunk, job, futures, walk state) of the chunk whose lines the workers write
     try:
-        for walk, cc, rows, _ in itertools.chain([first], chunks):
+        for walk, cc, rows, _ in itertools.chain([first], _kept(chunks)):
             job = _LinesJob(cc, rows, body, decompress, 2 if len(rows) >= PIECE_ROWS else 1)
             futures = [pool.submit(job.write, i) for i in range(len(job.pieces))]
             if pending is not None:
@@ -254,6 +253,17 @@ def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str,
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kept(chunks: Iterator) -> Iterator:
+    """`chunks`, the walk resumed with its pages kept (`fastscan.pages_kept`): the workers still read
+    the previous chunk's bytes, which `_written` drops once they are written."""
+    while True:
+        with fastscan.pages_kept():
+            item = next(chunks, None)
+        if item is None:
+            return
+        yield item
 
 
 def _written(pending: tuple) -> Iterator[memoryview | dict]:
@@ -305,6 +315,18 @@ def _table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     at = np.zeros(len(texts) + 1, np.int64)
     np.cumsum([len(t) for t in texts], out=at[1:])
     return np.frombuffer(b"".join(texts), np.uint8) if texts else np.zeros(0, np.uint8), at
+
+
+def _property_pairs(k, a: np.ndarray, props_pos: np.ndarray, props_len: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(pair_at, kpos, klen, vpos, vlen) of the rows' properties (`kernels._property_pairs`): row i's
+    pairs are pair_at[i]:pair_at[i + 1]."""
+    m = len(props_pos)
+    pair_at = np.empty(m + 1, np.int32)
+    for cap in (m * 8, int(props_len.sum()) // 3 + 1):
+        kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
+        if k.property_pairs(a, props_pos, props_len, pair_at, kpos, klen, vpos, vlen) >= 0:
+            break
+    return pair_at, kpos, klen, vpos, vlen
 
 
 def _hosts(k, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

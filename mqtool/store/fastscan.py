@@ -36,6 +36,8 @@ import ipaddress
 import mmap
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -223,6 +225,19 @@ def compiled_kernels():
 
 # ===================================================================== chunks and results
 DEFAULT_CHUNK = 32768  # records per chunk: 24 int64 columns = 6 MiB
+_keep_pages: ContextVar[bool] = ContextVar("mqtool_keep_pages", default=False)
+
+
+@contextmanager
+def pages_kept() -> Iterator[None]:
+    """A walk resumed inside this block keeps the pages of the chunks it walked mapped (no
+    `MADV_DONTNEED`): for a caller that reads a chunk's bytes on other threads after the walk has gone
+    on, and drops them itself once read (`jsonlines._pipelined`; else each page faults twice)."""
+    token = _keep_pages.set(True)
+    try:
+        yield
+    finally:
+        _keep_pages.reset(token)
 
 
 @dataclass
@@ -337,7 +352,7 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
             if data is view:
                 _python_left -= n
             yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a))
-            if release and isinstance(buf, mmap.mmap):
+            if release and isinstance(buf, mmap.mmap) and not _keep_pages.get():
                 released = _release(buf, released, int(end))
             if stop != STOP_MORE:
                 return
