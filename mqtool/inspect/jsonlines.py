@@ -172,7 +172,7 @@ class _LinesJob:
         self.cc, self.rows, self.body, self.decompress = cc, rows, body, decompress
         buffers = buffers or _Buffers()
         self.last = -1
-        self.pieces: list[tuple[int, int, np.ndarray, np.ndarray, tuple]] = []  # (lo, hi, out, ends, args)
+        self.pieces: list[tuple] = []  # (lo, hi, out, ends, the writer's args, the pairs' first arrays)
         file_json = _json_text(cc.rel)
         if file_json is None:  # a file name only `json` writes (never in a real store): record rows
             return
@@ -208,18 +208,18 @@ class _LinesJob:
                 np.copyto(cp, c[:, lo:hi])
             pairs = buffers.take(4 * 8 * (hi - lo) * 8, np.int64, (4, 8 * (hi - lo)))  # 8 a row; `write` splits
             args = [a, cp, chunk.base_offset,
-                    np.frombuffer(file_json, np.uint8), pairs, None, None, None, None,  # `write`: the pairs
+                    np.frombuffer(file_json, np.uint8), None, None, None, None, None,  # `write`: the pairs
                     np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born[lo:hi], store[lo:hi], flag_tab, flag_at,
                     flag_codes[lo:hi], dl if whole or not dl.shape[1] else np.ascontiguousarray(dl[:, lo:hi]),
                     crc_ok[lo:hi], not chunk.crc_checked, _BODY_MODES[body], decompress, _LITS, _LIT_AT, out, ends]
-            self.pieces.append((lo, hi, out, ends, args))
+            self.pieces.append((lo, hi, out, ends, args, pairs))
 
     def write(self, i: int = 0) -> None:
         """Split piece i's properties into pairs, then run the compiled writer on it (`ends`: see
         `_lines`): both native, so a worker thread runs them without the GIL."""
-        args = self.pieces[i][4]
+        _, _, _, _, args, pairs = self.pieces[i]
         c = args[1]
-        args[4:9] = _property_pairs(self.k, args[0], c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN], args[4])
+        args[4:9] = _property_pairs(self.k, args[0], c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN], pairs)
         self.writer(*args)
 
     def parts(self) -> Iterator[tuple[int, memoryview | dict]]:
@@ -237,7 +237,7 @@ class _LinesJob:
             return
         pieces, self.pieces = self.pieces, []  # the mapping's view goes with the arguments
         row_list = rows.tolist()
-        for lo, _, out, ends, _ in pieces:
+        for lo, _, out, ends, *_ in pieces:
             back = np.flatnonzero(ends < 0)
             start = 0
             for i in back.tolist():
