@@ -35,15 +35,21 @@ def batchable(base) -> bool:
     return isinstance(base, MappedBase) and base.recovery is None and not base.dledger
 
 
+_OFFSETS = layout.offsets(HEADER)
+# TOTALSIZE, MAGICCODE and SYSFLAG of a record header, gathered as one row of bytes per record
+_HEAD_FIELDS = np.dtype({"names": ["total", "magic", "sysflag"], "formats": [">i4"] * 3,
+                         "offsets": [_OFFSETS["total_size"], _OFFSETS["magic_code"], _SYSFLAG_AT],
+                         "itemsize": _HEAD_SIZE})
+_HEAD_STEPS = np.arange(_HEAD_SIZE)
+_STEPS = {n: np.arange(n) for n in (1, 2, 4)}
+_SIGNED_BE = {1: np.dtype("i1"), 2: np.dtype(">i2"), 4: np.dtype(">i4")}
+
+
 def _be(a: np.ndarray, at: np.ndarray, n: int) -> np.ndarray:
     """The signed big-endian `n`-byte integers at the positions `at` of the bytes `a` (positions
-    clipped into the bytes: the caller masks what lies outside)."""
+    clipped into the bytes: the caller masks what lies outside), by one gather of `n` bytes a row."""
     at = np.minimum(np.maximum(at, 0), len(a) - n)
-    v = a[at].astype(np.int64)
-    for k in range(1, n):
-        v = (v << 8) | a[at + k]
-    bits = 8 * n
-    return np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+    return a[at[:, None] + _STEPS[n]].view(_SIGNED_BE[n])[:, 0].astype(np.int64)
 
 
 def read_props(base: MappedBase, phys: list[int], sizes: list[int]) -> list[dict[str, str] | None]:
@@ -101,9 +107,10 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
     a = np.frombuffer(buf, np.uint8)
     r = pos - lo
     avail = (pos < f.length) & (r + _HEAD_SIZE <= n)
-    total = _be(a, r, 4)
-    magic = _be(a, r + 4, 4)
-    sysflag = _be(a, r + _SYSFLAG_AT, 4)
+    head = a[np.minimum(r, n - _HEAD_SIZE)[:, None] + _HEAD_STEPS].view(_HEAD_FIELDS)[:, 0]
+    total = head["total"].astype(np.int64)
+    magic = head["magic"].astype(np.int64)
+    sysflag = head["sysflag"].astype(np.int64)
     ok = avail & ((magic == MESSAGE_MAGIC_CODE) | (magic == MESSAGE_MAGIC_CODE_V2))
     ok &= (total > _HEAD_SIZE) & (total <= 1 << 30) & (r + total <= n)
     bn = np.where(sysflag & BORNHOST_V6, HOST_SIZE_V6, HOST_SIZE_V4)
