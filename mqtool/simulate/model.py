@@ -263,6 +263,9 @@ class DiskBase:
 
     def cq_max(self, topic: str, qid: int) -> int:
         key = (topic, qid)
+        v = self._max.get(key)
+        if v is not None:
+            return v
         if key not in self._max:
             q = self._cq(topic, qid)
             self._max[key] = q.max_offset if q is not None else 0
@@ -463,7 +466,7 @@ class StoreModel:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
         if self.releasing:
             if self._msgs.pop(phys, None) is None and self.spool is not None:
-                self.spool.drop(phys)
+                self.spool._where.pop(phys, None)  # `spool.drop`
 
     def release_below(self, topic: str, qid: int, offset: int) -> None:
         """The re-puts of a queue below a consume offset its only reader has passed (the half and op
