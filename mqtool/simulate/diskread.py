@@ -79,6 +79,7 @@ class MappedBase(DiskBase):
         self._size = store.commitlog.queue.file_size
         self._files = files
         self._fds: dict[int, int] = {}
+        self._lengths: dict[int, int] = {}  # `_file_length`
         self._topics: dict[bytes, str] = {}
         self._hosts: dict[bytes, str] = {}
         self._span: tuple[int, int, int, int] | None = None  # `_file` of the last read
@@ -221,6 +222,13 @@ class MappedBase(DiskBase):
         if len(self._hosts) < 4096:
             self._hosts[raw] = s
         return s
+
+    def _file_length(self, i: int) -> int:
+        """The size of CommitLog file `i` on disk (where a `pread` of it ends)."""
+        n = self._lengths.get(i)
+        if n is None:
+            n = self._lengths[i] = os.fstat(self._fd(i)).st_size
+        return n
 
     def _fd(self, i: int) -> int:
         fd = self._fds.get(i)
