@@ -2,7 +2,8 @@
 
 `MappedBase.props` reads one record with one `pread` and `struct` unpacks; the timer's enqueue of
 a store's units (a million at the start of a full-scale run) spends most of its time there. Here a
-run of records is read with one `pread` of the byte range they span, and the header fields that
+run of records is read with one `pread` of the byte range they span (mapped instead when they lie
+more than `SPARSE` bytes apart on average, as a delay level's records do), and the header fields that
 locate the properties (TOTALSIZE, MAGICCODE, SYSFLAG, BODYLENGTH, TOPICLENGTH, PROPERTIESLENGTH)
 are gathered for all of them by numpy. The checks are `MappedBase._read(phys, whole=False)`'s, so a
 record answered here gets the same map; any record they do not pass (a short read, bad magic,

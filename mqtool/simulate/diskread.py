@@ -7,7 +7,8 @@ objects. `MappedBase` answers the same calls, with the same values:
 - a queue's units are copied once, on first use, from the file mappings into numpy columns
   (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
 - a record is read with one `os.pread` (no mapping, so the resident size does not grow with the
-  CommitLog) and decoded by `struct` from the layouts in `mqtool.formats.message`; anything
+  CommitLog; a read that walks forward takes `WINDOW` bytes and the next records are sliced from
+  them) and decoded by `struct` from the layouts in `mqtool.formats.message`; anything
   unusual (bad magic, a short read, lengths past the record) goes to `DiskBase.message`, the
   reference path, so damaged stores behave exactly as before;
 - decoded messages are kept in a bounded cache (services never change a message they read:
@@ -34,7 +35,7 @@ from mqtool.store.mapped_files import map_file
 
 CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
-WINDOW = 32 << 10  # bytes read at once by a walk forward (`MappedBase._bytes`)
+WINDOW = 32 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
 _HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
