@@ -374,3 +374,5 @@ class MappedBase(DiskBase):
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self._span = None  # its descriptor is closed
+        self._win, self._win_at = b"", 0

@@ -145,3 +145,13 @@ def test_window_reads_in_any_order(tmp_path_factory, data):
     phys = sorted(u[0] for t, q in store.queue_ids for _o, u in DiskBase(store).cq_units(t, q, 0, 1 << 20))
     steps = data.draw(st.lists(st.tuples(st.integers(0, len(phys) - 1), st.integers(-3, 3)), max_size=60))
     _walk_reads(store, [phys[i] + d for i, d in steps])
+
+
+def test_reads_after_close_reopen_the_files(tmp_path):
+    store = _small_files_store(tmp_path / "s")
+    phys = sorted(u[0] for t, q in store.queue_ids for _o, u in DiskBase(store).cq_units(t, q, 0, 1 << 20))
+    fast = MappedBase(store, cache_messages=1)
+    first = [fast._read(p, False, True) for p in phys[:20]]
+    fast.close()
+    assert [fast._read(p, False, True) for p in phys[:20]] == first and all(first)
+    fast.close()
