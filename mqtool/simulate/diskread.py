@@ -35,7 +35,7 @@ from mqtool.store.mapped_files import map_file
 
 CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
-WINDOW = 32 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
+WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
 _HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
@@ -267,7 +267,7 @@ class MappedBase(DiskBase):
                 return None
             self._span = span
         # a walk forward reads `WINDOW` bytes at once and slices the next records from them (a `pread`
-        # of 32 KB costs about twice one of 1 KB); the bytes are the file's, whichever read brought them
+        # of 16 KB costs little more than one of 1 KB); the bytes are the file's, whichever read brought them
         buf = self._win
         o = phys - self._win_at
         last, self._last = self._last, phys
