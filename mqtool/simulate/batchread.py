@@ -2,7 +2,8 @@
 
 `MappedBase.props` reads one record with one `pread` and `struct` unpacks; the timer's enqueue of
 a store's units (a million at the start of a full-scale run) spends most of its time there. Here a
-run of records is read with one `pread` of the byte range they span, and the header fields that
+run of records is read with one `pread` of the byte range they span (mapped instead when they lie
+more than `SPARSE` bytes apart on average, as a delay level's records do), and the header fields that
 locate the properties (TOTALSIZE, MAGICCODE, SYSFLAG, BODYLENGTH, TOPICLENGTH, PROPERTIESLENGTH)
 are gathered for all of them by numpy. The checks are `MappedBase._read(phys, whole=False)`'s, so a
 record answered here gets the same map; any record they do not pass (a short read, bad magic,
@@ -12,6 +13,7 @@ the per-message path, which decides as it always did.
 
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
@@ -23,10 +25,12 @@ from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.diskread import MappedBase, fast_properties
 
 MAX_SPAN = 16 << 20  # bytes one batch read may cover
+SPARSE = 4096  # from this many bytes of span a record on, the span is mapped instead of read
 _HEAD_SIZE = _HEAD.size
 _TAIL_SIZE = _TAIL.size
 _STORE_TS_SIZE = _STORE_TS.size
-_SYSFLAG_AT = layout.offsets(HEADER)["sys_flag"]
+_OFFSETS = layout.offsets(HEADER)
+_TOTAL_AT, _MAGIC_AT, _SYSFLAG_AT = _OFFSETS["total_size"], _OFFSETS["magic_code"], _OFFSETS["sys_flag"]
 
 
 def batchable(base) -> bool:
@@ -35,15 +39,15 @@ def batchable(base) -> bool:
     return isinstance(base, MappedBase) and base.recovery is None and not base.dledger
 
 
+_STEPS = {n: np.arange(n) for n in (1, 2, 4)}
+_SIGNED_BE = {1: np.dtype("i1"), 2: np.dtype(">i2"), 4: np.dtype(">i4")}
+
+
 def _be(a: np.ndarray, at: np.ndarray, n: int) -> np.ndarray:
     """The signed big-endian `n`-byte integers at the positions `at` of the bytes `a` (positions
-    clipped into the bytes: the caller masks what lies outside)."""
+    clipped into the bytes: the caller masks what lies outside), by one gather of `n` bytes a row."""
     at = np.minimum(np.maximum(at, 0), len(a) - n)
-    v = a[at].astype(np.int64)
-    for k in range(1, n):
-        v = (v << 8) | a[at + k]
-    bits = 8 * n
-    return np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+    return a[at[:, None] + _STEPS[n]].view(_SIGNED_BE[n])[:, 0].astype(np.int64)
 
 
 def read_props(base: MappedBase, phys: list[int], sizes: list[int]) -> list[dict[str, str] | None]:
@@ -53,8 +57,11 @@ def read_props(base: MappedBase, phys: list[int], sizes: list[int]) -> list[dict
     scan = _scan(base, phys, sizes)
     if scan is not None:
         buf, ok, begin, end, _body_len, _sysflag = scan
-        for k in np.flatnonzero(ok).tolist():
-            out[k] = fast_properties(buf[begin[k]:end[k]].decode("utf-8", "surrogateescape"))
+        try:
+            for k in np.flatnonzero(ok).tolist():
+                out[k] = fast_properties(buf[begin[k]:end[k]].decode("utf-8", "surrogateescape"))
+        finally:
+            _close(buf)
     return out
 
 
@@ -67,15 +74,24 @@ def read_records(base: MappedBase, phys: list[int], sizes: list[int]) -> list[tu
         buf, ok, begin, end, body_len, sysflag = scan
         body_len = body_len.tolist()
         sysflag = sysflag.tolist()
-        for k in np.flatnonzero(ok).tolist():
-            out[k] = (fast_properties(buf[begin[k]:end[k]].decode("utf-8", "surrogateescape")), body_len[k],
-                      sysflag[k])
+        try:
+            for k in np.flatnonzero(ok).tolist():
+                out[k] = (fast_properties(buf[begin[k]:end[k]].decode("utf-8", "surrogateescape")), body_len[k],
+                          sysflag[k])
+        finally:
+            _close(buf)
     return out
 
 
+def _close(buf) -> None:
+    if isinstance(buf, mmap.mmap):
+        buf.close()
+
+
 def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
-    """(bytes read, ok mask, properties starts and ends in the bytes, BODYLENGTH, SYSFLAG) of the
-    records at `phys`, or None when none of them can be read batch-wise."""
+    """(the span's bytes or file mapping, ok mask, properties starts and ends in it, BODYLENGTH,
+    SYSFLAG) of the records at `phys`, or None when none of them can be read batch-wise; the caller
+    closes a mapping (`_close`)."""
     if not phys:
         return None
     p = np.asarray(phys, np.int64)
@@ -94,15 +110,23 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
     hi = int((pos + np.maximum(s, 0)).max())
     if lo < 0 or hi - lo > MAX_SPAN or hi <= lo:
         return None
-    buf = os.pread(base._fd(i), hi - lo, lo)
-    n = len(buf)
+    fd = base._fd(i)
+    n = min(hi, base._file_length(i)) - lo  # the bytes a `pread` of [lo, hi) gives
     if n < _HEAD_SIZE:
         return None
-    a = np.frombuffer(buf, np.uint8)
+    if n > SPARSE * len(phys):
+        # mapped, not copied: a delay level's records lie ~5 KB apart among the other topics' records
+        # (a `pread` of the span copies 18 times their bytes); only the pages they lie on are touched
+        at = lo - lo % mmap.ALLOCATIONGRANULARITY
+        buf = mmap.mmap(fd, lo + n - at, access=mmap.ACCESS_READ, offset=at)
+    else:
+        at, buf = lo, os.pread(fd, n, lo)
+    delta = lo - at
+    a = np.frombuffer(buf, np.uint8, n, delta)
     r = pos - lo
     avail = (pos < f.length) & (r + _HEAD_SIZE <= n)
-    total = _be(a, r, 4)
-    magic = _be(a, r + 4, 4)
+    total = _be(a, r + _TOTAL_AT, 4)
+    magic = _be(a, r + _MAGIC_AT, 4)
     sysflag = _be(a, r + _SYSFLAG_AT, 4)
     ok = avail & ((magic == MESSAGE_MAGIC_CODE) | (magic == MESSAGE_MAGIC_CODE_V2))
     ok &= (total > _HEAD_SIZE) & (total <= 1 << 30) & (r + total <= n)
@@ -119,4 +143,6 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
     props_len = _be(a, r + props_at, 2)
     props_start = props_at + 2
     ok &= (topic_len >= 0) & (props_len >= 0) & (props_start + props_len <= total)
+    del a  # no view of a mapping outlives the scan: the caller closes it
+    r += delta
     return buf, ok, (r + props_start).tolist(), (r + props_start + props_len).tolist(), body_len, sysflag

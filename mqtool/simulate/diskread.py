@@ -7,7 +7,8 @@ objects. `MappedBase` answers the same calls, with the same values:
 - a queue's units are copied once, on first use, from the file mappings into numpy columns
   (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
 - a record is read with one `os.pread` (no mapping, so the resident size does not grow with the
-  CommitLog) and decoded by `struct` from the layouts in `mqtool.formats.message`; anything
+  CommitLog; a read that walks forward takes `WINDOW` bytes and the next records are sliced from
+  them) and decoded by `struct` from the layouts in `mqtool.formats.message`; anything
   unusual (bad magic, a short read, lengths past the record) goes to `DiskBase.message`, the
   reference path, so damaged stores behave exactly as before;
 - decoded messages are kept in a bounded cache (services never change a message they read:
@@ -34,6 +35,7 @@ from mqtool.store.mapped_files import map_file
 
 CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
+WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
 _HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
@@ -78,8 +80,11 @@ class MappedBase(DiskBase):
         self._size = store.commitlog.queue.file_size
         self._files = files
         self._fds: dict[int, int] = {}
+        self._lengths: dict[int, int] = {}  # `_file_length`
         self._topics: dict[bytes, str] = {}
         self._hosts: dict[bytes, str] = {}
+        self._span: tuple[int, int, int, int] | None = None  # `_file` of the last read
+        self._win, self._win_at, self._last = b"", 0, -1  # the last `WINDOW` read, where it starts; the last read
 
     # ----- ConsumeQueues -----
     def cq_min(self, topic: str, qid: int) -> int:
@@ -219,37 +224,74 @@ class MappedBase(DiskBase):
             self._hosts[raw] = s
         return s
 
+    def _file_length(self, i: int) -> int:
+        """The size of CommitLog file `i` on disk (where a `pread` of it ends)."""
+        n = self._lengths.get(i)
+        if n is None:
+            n = self._lengths[i] = os.fstat(self._fd(i)).st_size
+        return n
+
     def _fd(self, i: int) -> int:
         fd = self._fds.get(i)
         if fd is None:
             fd = self._fds[i] = os.open(self._files[i].path, os.O_RDONLY)
         return fd
 
+    def _file(self, phys: int) -> tuple[int, int, int, int] | None:
+        """(first offset, end, file start, fd) of the range of the file holding `phys` that `_read`
+        reads from it, or None: before the first file, past a file's length, or where files overlap
+        (the reference path decides there)."""
+        i = bisect.bisect_right(self._starts, phys) - 1
+        if i < 0 or i > 0 and self._files[i - 1].start + max(self._files[i - 1].length, self._size) > phys:
+            return None
+        f = self._files[i]
+        if phys - f.start >= f.length:
+            return None
+        lo = f.start if i == 0 else max(f.start, self._files[i - 1].start + max(self._files[i - 1].length, self._size))
+        hi = f.start + f.length
+        if i + 1 < len(self._starts):
+            hi = min(hi, self._starts[i + 1])  # the next file answers from its start on
+        fd = self._fds.get(i)
+        if fd is None:
+            fd = self._fd(i)
+        return lo, hi, f.start, fd
+
     def _read(self, phys: int, whole: bool = True, light: bool = False):
         """The record at `phys` by one or two `pread`s; None for anything but a plain, whole record.
         `whole` False: only its properties map, after the same checks (the hosts' bytes present);
         with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
-        i = bisect.bisect_right(self._starts, phys) - 1
-        if i < 0 or i > 0 and self._files[i - 1].start + max(self._files[i - 1].length, self._size) > phys:
-            return None  # before the first file, or files that overlap: the reference path decides
-        f = self._files[i]
-        pos = phys - f.start
-        if pos >= f.length:
+        span = self._span
+        if span is None or not span[0] <= phys < span[1]:
+            span = self._file(phys)
+            if span is None:
+                return None
+            self._span = span
+        # a walk forward reads `WINDOW` bytes at once and slices the next records from them (a `pread`
+        # of 16 KB costs little more than one of 1 KB); the bytes are the file's, whichever read brought them
+        buf = self._win
+        o = phys - self._win_at
+        last, self._last = self._last, phys
+        if o < 0 or o + READ_AHEAD > len(buf) or self._win_at < span[0]:
+            if 0 < phys - last < WINDOW:
+                buf = self._win = os.pread(span[3], WINDOW, phys - span[2])
+                self._win_at = phys
+            else:
+                buf = os.pread(span[3], READ_AHEAD, phys - span[2])
+            o = 0
+        n = len(buf) - o
+        if n < _HEAD_SIZE:
             return None
-        fd = self._fds.get(i)
-        if fd is None:
-            fd = self._fd(i)
-        buf = os.pread(fd, READ_AHEAD, pos)
-        if len(buf) < _HEAD_SIZE:
-            return None
-        total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, 0)
+        total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
         if magic not in _MAGICS or total <= _HEAD_SIZE or total > (1 << 30):
             return None
-        if total > len(buf):
-            buf = os.pread(fd, total, pos)
+        if total > n:
+            span = self._span
+            buf = os.pread(span[3], total, phys - span[2])
+            o = 0
             if len(buf) < total:
                 return None
-        p = _HEAD_SIZE
+        end = o + total
+        p = o + _HEAD_SIZE
         bn = HOST_SIZE_V6 if sysflag & BORNHOST_V6 else HOST_SIZE_V4
         sn = HOST_SIZE_V6 if sysflag & STOREHOST_V6 else HOST_SIZE_V4
         topic_len_fmt = _TOPIC_LEN[magic]
@@ -260,14 +302,14 @@ class MappedBase(DiskBase):
                 p += bn + _STORE_TS.size + sn
                 _r, _p, body_len = _TAIL.unpack_from(buf, p)
                 p += _TAIL.size
-                if body_len < 0 or p + body_len > total:
+                if body_len < 0 or p + body_len > end:
                     return None
                 p += body_len
                 (topic_len,) = topic_len_fmt.unpack_from(buf, p)
                 p += topic_len_fmt.size + topic_len
                 (props_len,) = _PROPS_LEN.unpack_from(buf, p)
                 p += _PROPS_LEN.size
-                if topic_len < 0 or props_len < 0 or p + props_len > total:
+                if topic_len < 0 or props_len < 0 or p + props_len > end:
                     return None
                 props = fast_properties(buf[p:p + props_len].decode("utf-8", "surrogateescape"))
                 return (props, body_len, sysflag) if light else props
@@ -286,7 +328,7 @@ class MappedBase(DiskBase):
                 p += _TAIL.size
             born_host = hosts.get(raw_born) or self._host(raw_born)
             store_host = hosts.get(raw_store) or self._host(raw_store)
-            if body_len < 0 or p + body_len > total:
+            if body_len < 0 or p + body_len > end:
                 return None
             body = buf[p:p + body_len]
             p += body_len
@@ -296,7 +338,7 @@ class MappedBase(DiskBase):
             p += topic_len
             (props_len,) = _PROPS_LEN.unpack_from(buf, p)
             p += _PROPS_LEN.size
-            if topic_len < 0 or props_len < 0 or p + props_len > total:
+            if topic_len < 0 or props_len < 0 or p + props_len > end:
                 return None
             raw = buf[p:p + props_len].decode("utf-8", "surrogateescape")
         except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
@@ -332,3 +374,5 @@ class MappedBase(DiskBase):
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self._span = None  # its descriptor is closed
+        self._win, self._win_at = b"", 0

@@ -263,6 +263,9 @@ class DiskBase:
 
     def cq_max(self, topic: str, qid: int) -> int:
         key = (topic, qid)
+        v = self._max.get(key)
+        if v is not None:
+            return v
         if key not in self._max:
             q = self._cq(topic, qid)
             self._max[key] = q.max_offset if q is not None else 0
@@ -463,7 +466,7 @@ class StoreModel:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
         if self.releasing:
             if self._msgs.pop(phys, None) is None and self.spool is not None:
-                self.spool.drop(phys)
+                self.spool._where.pop(phys, None)  # `spool.drop`
 
     def release_below(self, topic: str, qid: int, offset: int) -> None:
         """The re-puts of a queue below a consume offset its only reader has passed (the half and op
@@ -522,26 +525,44 @@ class StoreModel:
         return pos
 
     def append(self, m: SimMessage, now: int, service: str = "") -> PutResult:
-        """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written)."""
+        """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written).
+
+        `_order`, `reput_size` and `place` are written out for a re-put (no properties string) that
+        fits in the current file of a normal-mode store: the same arithmetic, without the calls."""
         if self.put_filter is not None:
             status = self.put_filter(now, m, service)
             if status:
                 return PutResult(False, status)
         props = m.props
-        order, keys_len = _order(tuple(props), self.capacity)
+        keys = tuple(props)
+        hit = _ORDER.get((keys, self.capacity))
+        order, keys_len = hit if hit is not None else _order(keys, self.capacity)
         key = (m.topic, m.queue_id)
         q = self._queue_info.get(key)
         if q is None:
             q = self._queue_info[key] = self._new_queue_info(key)
         units, bmax, fixed, keep = q
-        if m.props_raw is None:  # the usual case: a re-put builds its string from the map
-            size = self.reput_size(props, keys_len, fixed, m.sys_flag, m.body_len)
+        if m.props_raw is None:  # the usual case: a re-put builds its string from the map (`reput_size`)
+            values = "".join(props.values())
+            size = keys_len + 2 * len(props) + (len(values) if values.isascii()
+                                                 else len(values.encode("utf-8", "surrogateescape")))
+            if props and not self.trailing_separator:
+                size -= 1
+            sys_flag = m.sys_flag
+            size += fixed + m.body_len + (16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6))
+                                          + host_size(bool(sys_flag & STOREHOST_V6)))
         else:
             size = record_size(m, self.capacity, self.trailing_separator)
         m.size = size
         if order is not None:
             m.props = props = {k: props[k] for k in order}
-        m.phys = pos = self.place(size)
+        pos = self._end
+        fs = self.base.file_size
+        if pos is not None and not self.base.dledger and pos % fs + size + BLANK_MIN <= fs:
+            self._end = pos + size  # `place` when the record fits in the current file
+        else:
+            pos = self.place(size)
+        m.phys = pos
         m.store_ts = now
         m.service = service
         m.queue_offset = bmax + len(units)

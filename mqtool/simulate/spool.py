@@ -13,7 +13,6 @@ from __future__ import annotations
 import marshal
 import os
 import tempfile
-from array import array
 from operator import attrgetter
 
 from mqtool.simulate.model import SimMessage
@@ -34,45 +33,51 @@ def _make_setter():
 _set_fields = _make_setter()
 
 
+FLUSH = 1 << 20  # bytes of records kept in memory before one write appends them to the file
+_LEN_BITS = 32  # `_where` packs (file offset << _LEN_BITS) | length into one int
+
+
 class RecordSpool:
-    """`put(m)`, `get(phys)`, `drop(phys)`; `close()` removes the file."""
+    """`put(m)`, `get(phys)`, `drop(phys)`; `close()` removes the file.
+
+    Records are appended to a buffer that one write moves to the file when it holds `FLUSH` bytes
+    (a `pwrite` per record cost as much as encoding it); a record still in the buffer is read from it.
+    """
 
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile(prefix="mqtool-sim-")
         self._fd = self._file.fileno()
-        self._end = 0
-        self._where: dict[int, int] = {}  # phys -> index into _at
-        self._at = array("q")  # (file offset, length) pairs
-        self._free: list[int] = []
+        self._end = 0  # file offset past the last record put (written or still buffered)
+        self._where: dict[int, int] = {}  # phys -> (file offset << _LEN_BITS) | length
+        self._buf = bytearray()  # the records from file offset `_flushed` on, not yet written
+        self._flushed = 0
 
     def put(self, m: SimMessage) -> None:
         data = marshal.dumps(_values(m))
-        os.pwrite(self._fd, data, self._end)
-        i = self._where.get(m.phys)
-        if i is None:
-            if self._free:
-                i = self._free.pop()
-            else:
-                i = len(self._at) // 2
-                self._at.extend((0, 0))
-            self._where[m.phys] = i
-        self._at[2 * i] = self._end
-        self._at[2 * i + 1] = len(data)
-        self._end += len(data)
+        n = len(data)
+        self._where[m.phys] = (self._end << _LEN_BITS) | n
+        self._end += n
+        buf = self._buf
+        buf += data
+        if len(buf) >= FLUSH:
+            os.pwrite(self._fd, buf, self._flushed)
+            self._flushed = self._end
+            self._buf = bytearray()
 
     def get(self, phys: int) -> SimMessage | None:
-        i = self._where.get(phys)
-        if i is None:
+        v = self._where.get(phys)
+        if v is None:
             return None
-        values = marshal.loads(os.pread(self._fd, self._at[2 * i + 1], self._at[2 * i]))
+        at = v >> _LEN_BITS
+        n = v & ((1 << _LEN_BITS) - 1)
+        i = at - self._flushed
+        values = marshal.loads(self._buf[i:i + n] if i >= 0 else os.pread(self._fd, n, at))
         m = _new(SimMessage)
         _set_fields(m, values)
         return m
 
     def drop(self, phys: int) -> None:
-        i = self._where.pop(phys, None)
-        if i is not None:
-            self._free.append(i)
+        self._where.pop(phys, None)
 
     def __len__(self) -> int:
         return len(self._where)
