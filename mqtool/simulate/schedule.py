@@ -77,6 +77,7 @@ class ScheduleService:
         self.pending: dict[int, deque[_Pending]] = {}
         self.grid: dict[int, int] = {}  # level -> time of its last poll (polls are 100 ms apart)
         self.persister: Process | None = None
+        self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
         for level in self.delays:
             ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
@@ -115,9 +116,14 @@ class ScheduleService:
                                                        m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, level - 1))
 
     def persist(self) -> None:
-        self.persisted = dict(self.offsets)
+        offsets = self.offsets
+        self.persisted = dict(offsets)
+        keys = self._persist_keys  # (the levels, sorted, and their names) while the levels stay the same
+        if keys is None or keys[0] != offsets.keys():
+            levels = sorted(offsets)
+            keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
         self.ctx.log.emit_plain(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
-                                offsets={str(k): v for k, v in sorted(self.offsets.items())})
+                                offsets=dict(zip(keys[2], map(offsets.__getitem__, keys[1]), strict=True)))
 
     def _persist_loop(self):
         while True:
