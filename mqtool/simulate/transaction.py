@@ -346,7 +346,8 @@ class TransactionService:
         """
         ctx = self.ctx
         m, log, clock = ctx.model, ctx.log, ctx.clock()
-        append, message, renew = m.append, m.message, self._renew
+        append, message = m.append, m.message
+        qids: dict[str | None, int | None] = {}  # `_qid` of a REAL_QID text
         check_max, reserved_h, timeout = self.check_max, self.file_reserved_h, self.timeout
         scenario = ctx.scenario
         answers, default_answer, delay = scenario.answers, scenario.default_answer, scenario.answer_delay_ms
@@ -373,10 +374,15 @@ class TransactionService:
             if not discard:
                 props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
             skip = not discard and need_skip(clock, msg.born_ts, reserved_h)
+            qid_text = props.get(PROPERTY_REAL_QUEUE_ID)
+            real_qid = qids.get(qid_text, False)
+            if real_qid is False:
+                real_qid = qids[qid_text] = _qid(props)
             if discard or skip:
                 why = "discard" if discard else "skip"
                 # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0
-                res = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(props)), clock, "transaction")
+                # (`props` is this visit's own copy, not changed after: the re-put may share it)
+                res = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction")
                 dropped += 1
                 resolved[msg.uniq_key or str(msg.phys)] = why
                 if kind != why:
@@ -385,7 +391,7 @@ class TransactionService:
                                          else _DISCARD_KEYS)
                     rows, kind = [], why
                 new = res.message
-                rows.append((props.get(PROPERTY_REAL_TOPIC), _qid(props), msg.uniq_key, msg.phys, new.phys,
+                rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, msg.uniq_key, msg.phys, new.phys,
                              _long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)), new.queue_offset))
                 done = off + 1
                 continue
@@ -399,7 +405,10 @@ class TransactionService:
             if not is_need_check(age, immunity_ms, newest_op_born, start, timeout):
                 break  # more op records to read
             # `_put_back`
-            copy = append(renew(msg, props), clock, "transaction").message
+            new = msg.derive(msg.topic, msg.queue_id, props)  # `_renew`
+            new.flag = 0
+            new.reconsume_times = 0
+            copy = append(new, clock, "transaction").message
             group = props.get(PROPERTY_PRODUCER_GROUP)
             if answers:
                 keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
@@ -411,7 +420,7 @@ class TransactionService:
                 if rows:
                     log.record_batch(ctx.engine.now, "transaction", kind, rows, _DISCARD_KEYS)
                 rows, kind = [], "check"
-            rows.append((props.get(PROPERTY_REAL_TOPIC), _qid(props), msg.uniq_key, msg.phys, copy.phys, group,
+            rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, msg.uniq_key, msg.phys, copy.phys, group,
                          times, copy.queue_offset, answer))
             if answer in ("commit", "rollback"):
                 ctx.engine.schedule(lambda p=copy.phys, a=answer: self.end_transaction(p, a), PRODUCER, delay)
