@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from mqtool.formats.commitlog import host_size
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -33,11 +34,12 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
 )
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, offset_after_failed_put
 from mqtool.simulate.batchread import batchable, read_records
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
-from mqtool.simulate.model import _order
+from mqtool.simulate.model import _HOSTS_V6, _ORDER, BLANK_MIN, _order
 
 FIRST_DELAY_TIME = 1000
 DELAY_FOR_A_WHILE = 100
@@ -45,6 +47,7 @@ DELAY_FOR_A_PERIOD = 10000
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
 DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_base` (levels interleave: a wide span)
+_DELIVER_KEYS = ("level", "due", "queue_offset")
 BATCH_READ = 64  # from this many records on, `_deliver_base` reads them by one `batchread.read_records`
 
 
@@ -74,6 +77,7 @@ class ScheduleService:
         self.pending: dict[int, deque[_Pending]] = {}
         self.grid: dict[int, int] = {}  # level -> time of its last poll (polls are 100 ms apart)
         self.persister: Process | None = None
+        self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
         for level in self.delays:
             ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
@@ -112,9 +116,14 @@ class ScheduleService:
                                                        m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, level - 1))
 
     def persist(self) -> None:
-        self.persisted = dict(self.offsets)
+        offsets = self.offsets
+        self.persisted = dict(offsets)
+        keys = self._persist_keys  # (the levels, sorted, and their names) while the levels stay the same
+        if keys is None or keys[0] != offsets.keys():
+            levels = sorted(offsets)
+            keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
         self.ctx.log.emit_plain(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
-                                offsets={str(k): v for k, v in sorted(self.offsets.items())})
+                                offsets=dict(zip(keys[2], map(offsets.__getitem__, keys[1]), strict=True)))
 
     def _persist_loop(self):
         while True:
@@ -251,45 +260,78 @@ class ScheduleService:
             records = read_records(base, phys, u.size[a:a + k].tolist())
         else:
             records = [None] * k
-        msgs, lru, listeners = m._msgs, base._lru, m._listeners
+        msgs, lru = m._msgs, base._lru
         spooled = m.spool._where if m.spool is not None else {}
-        order, capacity, queue_info, reput_size, place = _order, m.capacity, m.queue_info, m.reput_size, m.place
+        capacity, place = m.capacity, m.place
+        fs = base.file_size
+        v4_cut = 0 if m.trailing_separator else 1  # 4.9.8 drops the last separator of a non-empty string
+        orders = _ORDER
         log = ctx.log
         keep = log.keep
-        now = ctx.engine.now
+        rows: list[tuple] = []
+        targets: dict[tuple[str, str], tuple | None] = {}  # (REAL_TOPIC, REAL_QID) -> queue info, None: hand back
+        done = k
         for i, ph in enumerate(phys):
             if ph in msgs or ph in spooled or ph in lru:
-                return offset + i
+                done = i
+                break
             rec = records[i]
             if rec is None:
                 rec = light(ph, False, True)  # the same checks, one record (a wide span, another file)
                 if rec is None:
-                    return offset + i
+                    done = i
+                    break
             props, body_len, sys_flag = rec
             real_topic = props.get(PROPERTY_REAL_TOPIC)
-            if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
-                return offset + i
-            try:
-                real_qid = int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
-            except ValueError:
-                return offset + i
-            units, bmax, fixed, kept = queue_info(real_topic, real_qid)
-            if kept or listeners.get((real_topic, real_qid)):
-                return offset + i
-            size = reput_size(props, order(tuple(props), capacity)[1], fixed, sys_flag, body_len)
-            pos = place(size)
+            key = (real_topic, props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+            target = targets.get(key, False)
+            if target is False:
+                target = targets[key] = self._target(real_topic, key[1])
+            if target is None:
+                done = i
+                break
+            real_qid, units, bmax, fixed = target
+            # `reput_size(props, _order(tuple(props), capacity)[1], fixed, sys_flag, body_len)`
+            hit = orders.get((tuple(props), capacity))
+            keys_len = hit[1] if hit is not None else _order(tuple(props), capacity)[1]
+            values = "".join(props.values())
+            size = keys_len + 2 * len(props) + fixed + body_len + (
+                len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
+            if props:
+                size -= v4_cut
+            size += 16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(
+                bool(sys_flag & STOREHOST_V6))
+            pos = m._end  # `place(size)` where the record fits in the current file
+            if pos is None or pos % fs + size + BLANK_MIN > fs:
+                pos = place(size)
+            else:
+                m._end = pos + size
             queue_offset = bmax + len(units)
             units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
-            off = offset + i
-            self.offsets[level] = off + 1
-            self.delivered += 1
             if keep:
-                log.record(now, "schedule", "deliver", real_topic, real_qid,
-                           props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), ph, pos,
-                           {"level": level, "due": deliver[i], "queue_offset": queue_offset}, True)
-            else:
-                log.tally("deliver")
-        return offset + k
+                rows.append((real_topic, real_qid, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), ph, pos,
+                             level, deliver[i], queue_offset))
+        if done:
+            self.offsets[level] = offset + done
+            self.delivered += done
+            log.record_batch(ctx.engine.now, "schedule", "deliver", rows if keep else [None] * done, _DELIVER_KEYS)
+        return offset + done
+
+    def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | None:
+        """(REAL_QID, overlay units, the base's unit count, fixed size) of the queue a batch re-put goes
+        to, or None when the per-message walk must take the unit: no REAL_TOPIC or the half topic
+        (discarded), a REAL_QID `int` refuses, or a queue whose re-puts are kept or watched."""
+        if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
+            return None
+        try:
+            real_qid = int(real_qid_text)
+        except ValueError:
+            return None
+        m = self.ctx.model
+        units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
+        if kept or m._listeners.get((real_topic, real_qid)):
+            return None
+        return real_qid, units, bmax, fixed
 
     def _deliver(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
         """Put the re-put at `clock` (the broker's clock, `ctx.clock()`)."""

@@ -72,6 +72,8 @@ TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_MASK = 0xC
 NO_NEW_MSG, FOUND, OFFSET_ILLEGAL = "NO_NEW_MSG", "FOUND", "OFFSET_ILLEGAL"
+_CHECK_KEYS = ("producer_group", "check_times", "queue_offset", "answer")  # a check event's detail
+_DISCARD_KEYS = ("check_times", "queue_offset")  # a discard's or skip's
 
 
 def _long(s: str | None) -> int:
@@ -90,6 +92,8 @@ class _Pull:
 
 class TransactionService:
     """The check service, the op batch service and the producers' answers of one broker."""
+
+    batch = True  # False: every half by the per-message walk (tests compare the two)
 
     def __init__(self, ctx: SimContext, consumer_offsets=None) -> None:
         self.ctx = ctx
@@ -114,6 +118,7 @@ class TransactionService:
         self.resolved: dict[str, str] = {}  # uniq key -> commit | rollback | discard | skip
         self.checks = 0
         self._uid = 0
+        self._discards: dict[str | None, tuple[bool, int | None]] = {}  # `need_discard` of a CHECK_TIMES text
 
     # ----- life cycle -----
     def start(self) -> None:
@@ -228,6 +233,7 @@ class TransactionService:
         start = ctx.clock()
         record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
         self.rounds.append(record)
+        batch = self.batch and m.put_filter is None
         for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
             half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
             op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
@@ -241,9 +247,16 @@ class TransactionService:
             spun_at = -1
             new_offset = i = half_offset
             next_op = pull.next_begin
+            tried = -1  # the half the batch path last stopped at: the per-message walk takes it
             while True:
                 if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
                     break
+                if batch and i != tried and i not in remove_map:
+                    ops = pull.msgs if pull is not None else None
+                    tried = self._check_batch(qid, i, remove_map, start, ops[-1].born_ts if ops else None, record)
+                    if tried != i:
+                        new_offset = i = tried
+                        continue
                 if i in remove_map:
                     op_off = remove_map.pop(i)
                     if ctx.v4:
@@ -317,6 +330,108 @@ class TransactionService:
             m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)
             m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
         record["end"] = ctx.engine.now
+
+    def _check_batch(self, qid: int, i: int, remove_map: dict[int, int], start: int, newest_op_born: int | None,
+                     record: dict) -> int:
+        """The walk of `_round` from half `i` over the halves it discards, skips or puts back for a check,
+        without a fault that could refuse a put (the caller's condition); the offset the per-message walk
+        goes on from is returned (`i` when nothing was done).
+
+        The units are read up to the queue's max as the batch starts: the put-backs go to the same
+        queue, after it, and the walk stops at the first of them (stored after the round started). The
+        rules are `_round`'s, the puts `StoreModel.append` and the events the same rows, in order,
+        written a run of one kind at a time (`EventLog.record_batch`). A half anything else applies
+        to (done by an op record, unreadable, stored after the round started, immune, new, not yet
+        due for a check) ends the batch before anything is done for it.
+        """
+        ctx = self.ctx
+        m, log, clock = ctx.model, ctx.log, ctx.clock()
+        append, message = m.append, m.message
+        qids: dict[str | None, int | None] = {}  # `_qid` of a REAL_QID text
+        check_max, reserved_h, timeout = self.check_max, self.file_reserved_h, self.timeout
+        scenario = ctx.scenario
+        answers, default_answer, delay = scenario.answers, scenario.default_answer, scenario.answer_delay_ms
+        discards = self._discards
+        resolved = self.resolved
+        if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
+            return i  # an illegal offset: the per-message walk jumps
+        rows: list[tuple] = []
+        kind = ""
+        checks = dropped = 0
+        done = i
+        for off, unit in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
+            if off in remove_map:
+                break
+            msg = message(unit[0])
+            if msg is None:
+                break
+            props = dict(msg.props)
+            text = props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
+            verdict = discards.get(text)
+            if verdict is None:
+                verdict = discards[text] = need_discard(text, check_max)
+            discard, times = verdict
+            if not discard:
+                props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
+            skip = not discard and need_skip(clock, msg.born_ts, reserved_h)
+            qid_text = props.get(PROPERTY_REAL_QUEUE_ID)
+            real_qid = qids.get(qid_text, False)
+            if real_qid is False:
+                real_qid = qids[qid_text] = _qid(props)
+            if discard or skip:
+                why = "discard" if discard else "skip"
+                # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0
+                # (`props` is this visit's own copy, not changed after: the re-put may share it)
+                res = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction")
+                dropped += 1
+                resolved[msg.uniq_key or str(msg.phys)] = why
+                if kind != why:
+                    if rows:
+                        log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
+                                         else _DISCARD_KEYS)
+                    rows, kind = [], why
+                new = res.message
+                rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, msg.uniq_key, msg.phys, new.phys,
+                             _long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)), new.queue_offset))
+                done = off + 1
+                continue
+            if msg.store_ts >= start:
+                break
+            age = clock - msg.born_ts
+            imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+            immunity_ms = check_immunity_time(imm_text, timeout)
+            if immunity(age, immunity_ms, imm_text is not None) is not None:
+                break  # PUT_BACK (`_check_prepare_offset`) or NEW_ARRIVED: the per-message walk decides
+            if not is_need_check(age, immunity_ms, newest_op_born, start, timeout):
+                break  # more op records to read
+            # `_put_back`
+            new = msg.derive(msg.topic, msg.queue_id, props)  # `_renew`
+            new.flag = 0
+            new.reconsume_times = 0
+            copy = append(new, clock, "transaction").message
+            group = props.get(PROPERTY_PRODUCER_GROUP)
+            if answers:
+                keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
+                answer = scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
+            else:
+                answer = default_answer
+            checks += 1
+            if kind != "check":
+                if rows:
+                    log.record_batch(ctx.engine.now, "transaction", kind, rows, _DISCARD_KEYS)
+                rows, kind = [], "check"
+            rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, msg.uniq_key, msg.phys, copy.phys, group,
+                         times, copy.queue_offset, answer))
+            if answer in ("commit", "rollback"):
+                ctx.engine.schedule(lambda p=copy.phys, a=answer: self.end_transaction(p, a), PRODUCER, delay)
+            done = off + 1
+        if rows:
+            log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
+                             else _DISCARD_KEYS)
+        self.checks += checks
+        record["checks"] += checks
+        record["discards"] += dropped
+        return done
 
     def _check_prepare_offset(self, remove_map, done_op, msg, props) -> bool:
         prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)

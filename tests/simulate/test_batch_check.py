@@ -1,0 +1,118 @@
+"""A check round's batch walk over the halves it discards, skips or puts back
+(`TransactionService._check_batch`) writes the same event log, byte for byte, and the same summary as
+the per-message walk: on a store of plain halves (checked round after round until discarded) mixed
+with halves the per-message walk must take (immune, new, done by an op record, a fresh put-back,
+an unparsable TRANSACTION_CHECK_TIMES, born too long ago, non-ASCII keys), with producer answers
+(the seeded random draws in the same order), on a 4.9 broker, in a streaming run that releases
+what it read, and with a put-failure fault (no batch then)."""
+
+import io
+
+import mqtool.simulate.transaction as tx_mod
+from mqtool.builder.broker import put_half_message, put_op_message
+from mqtool.builder.writer import StoreWriter
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.scenario import parse_scenario
+from mqtool.store.store import Store
+
+START = 1_800_000_000_000
+_PUT_BACK = tx_mod.TransactionService._put_back  # the per-message check, counted by `_run`
+_DISCARD = tx_mod.TransactionService._discard
+
+
+def _build(root, n=300, version="5.3"):
+    config = BrokerConfig.for_version(version)
+    done = []
+    with StoreWriter(root, config, version) as w:
+        for i in range(n):
+            born = START - 100_000 + i
+            props = [("UNIQ_KEY", f"H{i:05d}"), ("KEYS", f"order-{i}" if i % 7 else "ключ é")]
+            if i % 50 == 11:
+                props.append(("CHECK_IMMUNITY_TIME_IN_SECONDS", "200"))  # immune for the first rounds
+            if i % 50 == 23:
+                props.append(("TRANSACTION_CHECK_TIMES", "x"))  # getInt -1: counts from 0
+            if i % 50 == 31:
+                born = START - 80 * 3600 * 1000  # past fileReservedTime: skipped
+            if i % 50 == 37:
+                born = START + 40_000  # stored during the run: new, then fresh in the first round
+            h = put_half_message(w, "TxTopic", i % 3, b"h" * (i % 4), props, store_timestamp=max(born, START - 90_000)
+                                 if i % 50 != 37 else born, born_timestamp=born, producer_group="PG")
+            if i % 9 == 4:
+                done.append(h.queue_offset)
+        for ops in [done] if w.v5 else [[d] for d in done]:  # 4.x: one half offset per op record
+            put_op_message(w, ops, store_timestamp=START - 50_000)
+        w.write_checkpoint()
+    return Store.open(root, config), config
+
+
+def _run(store, config, batch, monkeypatch, doc=None, version="5.3", hold=None):
+    monkeypatch.setattr(tx_mod.TransactionService, "batch", batch)
+    slow = []
+
+    def put_back(self, *a):
+        slow.append(a[0].phys)
+        return _PUT_BACK(self, *a)
+
+    def discard(self, *a):
+        slow.append(a[0].phys)
+        return _DISCARD(self, *a)
+
+    monkeypatch.setattr(tx_mod.TransactionService, "_put_back", put_back)
+    monkeypatch.setattr(tx_mod.TransactionService, "_discard", discard)
+    doc = {"broker": {"transactionCheckMax": 3}, **(doc or {})}
+    sink = io.StringIO()
+    res = simulate(store, config, START, START + 400_000, parse_scenario(doc, START), seed=7, broker_version=version,
+                   sink=sink, hold_events=hold)
+    return sink.getvalue(), res, len(slow)
+
+
+def _same(store, config, monkeypatch, **kw):
+    log1, r1, slow_off = _run(store, config, False, monkeypatch, **kw)
+    log2, r2, slow_on = _run(store, config, True, monkeypatch, **kw)
+    same = log2 == log1  # not `assert log2 == log1`: pytest's diff of two long logs takes minutes
+    assert same
+    assert r2.summary == r1.summary and r2.violations == r1.violations
+    return log1, slow_off, slow_on
+
+
+def test_batch_checks_and_discards_as_the_per_message_walk(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s")
+    log, slow_off, slow_on = _same(store, config, monkeypatch, hold=True)
+    checks = log.count('"service":"transaction","event":"check"')
+    drops = log.count('"event":"discard"') + log.count('"event":"skip"')
+    # 300 halves: 33 done by the op record (i % 9 == 4), 5 born 80 h ago skipped (i % 50 == 31 but for
+    # i = 31, done), the other 262 checked until TRANSACTION_CHECK_TIMES reaches 3, then discarded
+    assert log.count('"event":"skip"') == 5
+    assert log.count('"event":"discard"') == 262
+    assert log.count('"event":"put_back"') > 0  # the immune halves' re-puts (per message)
+    assert slow_off == checks + drops > 600
+    assert slow_on < slow_off // 10  # nearly every check and discard done by the batch
+
+
+def test_batch_with_answers_draws_the_same(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s")
+    doc = {"transaction": {"answers": [{"key": "order-*", "answer": "commit", "probability": 0.5},
+                                       {"producer_group": "PG", "answer": "rollback", "probability": 0.3}],
+                           "answer_delay_ms": 500}}
+    log, _, slow_on = _same(store, config, monkeypatch, doc=doc, hold=True)
+    assert '"event":"commit"' in log and '"event":"rollback"' in log
+    assert slow_on < log.count('"event":"check"')
+
+
+def test_batch_on_49_and_streaming(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s4", version="4.9.8")
+    log, _, _ = _same(store, config, monkeypatch, version="4.9", hold=True)
+    assert '"event":"check"' in log
+    store, config = _build(tmp_path / "s5")
+    log, _, slow_on = _same(store, config, monkeypatch, hold=False)  # releasing: records dropped once read
+    assert log.count('"event":"check"') > 600 and slow_on < 60
+
+
+def test_no_batch_under_a_put_failure(tmp_path, monkeypatch):
+    store, config = _build(tmp_path / "s")
+    doc = {"faults": [{"kind": "put_failure", "from": "+60s", "until": "+100s", "service": "transaction",
+                       "probability": 0.5}]}
+    log, slow_off, slow_on = _same(store, config, monkeypatch, doc=doc, hold=True)
+    assert '"event":"put_failed"' in log
+    assert slow_on == slow_off
