@@ -47,11 +47,12 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
     LOOP,
     dequeue_order,
     do_enqueue,
+    do_enqueue_many,
     is_cancel_request,
     is_deleted,
     need_roll,
@@ -68,6 +69,9 @@ TIMER_BLANK_SLOTS = 60
 TIMERLOG_BLANK_SIZE = 16
 LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
+_NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
+_ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
+_DELIVER_KEYS = ("slot", "due", "direct", "queue_offset")
 
 
 class TimerService:
@@ -312,31 +316,121 @@ class TimerService:
                 phys = u.offset[a:b].tolist()
                 sizes = u.size[a:b].tolist()
                 parsed = read_props(base, phys, sizes)
-                for k, ph in enumerate(phys):
-                    props = parsed[k]
-                    if props is None or ph in msgs or ph in spooled or ph in lru:
-                        props = m.props(ph)  # the per-message read decides
-                    if props is None:
+                take: list[int] = []  # the units `_enqueue_unit` would take, in queue order
+                due: list[int] = []
+                props_of: list[dict[str, str]] = []
+                halt = False
+                try:
+                    for k, ph in enumerate(phys):
+                        props = parsed[k]
+                        if props is None or ph in msgs or ph in spooled or ph in lru:
+                            props = m.props(ph)  # the per-message read decides
+                        if props is None:
+                            off += 1
+                            continue
+                        try:
+                            delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                        except (KeyError, ValueError):
+                            off += 1
+                            continue
+                        if delayed < write or delayed > _NP_MAX:
+                            halt = True  # put at once (or past int64): the per-message walk does it
+                            break
                         off += 1
-                        self.curr_queue_offset = off
-                        continue
-                    try:
-                        delayed = int(props[PROPERTY_TIMER_OUT_MS])
-                    except (KeyError, ValueError):
-                        off += 1
-                        self.curr_queue_offset = off
-                        continue
-                    if delayed < write:
-                        return stop  # put at once: the per-message walk does it
-                    off += 1
+                        take.append(k)
+                        due.append(delayed)
+                        props_of.append(props)
+                finally:
                     self.curr_queue_offset = off
-                    t = self._enqueue_unit(ph, sizes[k], delayed, props, write, False)
-                    if wake is None or t < wake:
-                        wake = t
+                    if take:
+                        t = self._enqueue_many([phys[k] for k in take], [sizes[k] for k in take], due, props_of,
+                                               write)
+                        if wake is None or t < wake:
+                            wake = t
+                if halt:
+                    return stop
             return stop
         finally:
             if wake is not None:
                 self._wake_dequeue(wake)
+
+    def _enqueue_many(self, phys: list[int], sizes: list[int], due: list[int], props_of: list[dict[str, str]],
+                      write: int) -> int:
+        """`_enqueue_unit(..., wake=False)` for each unit in order, at once: the slots and magics by
+        `rules.timer.do_enqueue_many`, the TimerLog positions as a run (unit by unit where a file
+        ends), each slot's chain linked in order, the units' columns written together
+        (`TimerUnits.put_run`), the events by one `EventLog.record_batch`; the earliest slot is
+        returned (the caller wakes the dequeue for it)."""
+        n = len(phys)
+        p = self.precision
+        delete = [props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None for props in props_of]
+        slot_a, magic_a = do_enqueue_many(np.array(due, np.int64), write, self.window, p, np.array(delete, bool))
+        slot_of = slot_a.tolist()
+        end, fs = self.end, self.file_size
+        if end % fs + n * TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE <= fs:
+            positions = list(range(end, end + n * TIMERLOG_UNIT_SIZE, TIMERLOG_UNIT_SIZE))
+            self.end = end + n * TIMERLOG_UNIT_SIZE
+        else:  # a file ends in the run: its filler as `_enqueue_unit` writes it
+            positions = []
+            for _ in range(n):
+                pos = self.end
+                if pos % fs + TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE > fs:
+                    nxt = (pos // fs + 1) * fs
+                    self.fillers.append((pos, nxt - pos))
+                    pos = nxt
+                self.end = pos + TIMERLOG_UNIT_SIZE
+                positions.append(pos)
+        slots, queued, wheel = self.slots, self._queued, self.wheel
+        prevs = []
+        for t, pos, d in zip(slot_of, positions, delete, strict=True):
+            s = slots.get(t)
+            if s is None and wheel is not None:
+                s = self._slot(t)
+            if s is None:
+                slots[t] = [pos, pos, -1 if d else 1]
+                prevs.append(-1)
+            else:
+                prevs.append(s[1])
+                s[1] = pos
+                s[2] += -1 if d else 1
+            if t not in queued:
+                self._queue_slot(t)
+        hashes = self._topic_hash
+        reals = [props.get(PROPERTY_REAL_TOPIC) for props in props_of]
+        for real in set(reals).difference(hashes):
+            hashes[real] = java_string_hash(real)
+        rows = np.empty((n, 7), np.int64)
+        rows[:, 0] = prevs
+        rows[:, 1] = magic_a
+        rows[:, 2] = write
+        rows[:, 3] = slot_a
+        rows[:, 4] = phys
+        rows[:, 5] = sizes
+        rows[:, 6] = [hashes[real] for real in reals]
+        if n and positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
+            self.units.put_run(positions[0], rows)
+        else:
+            for pos, unit in zip(positions, rows.tolist(), strict=True):
+                self.units[pos] = unit
+        self.new_units.extend(positions)
+        ctx = self.ctx
+        log = ctx.log
+        if log.keep:
+            qids: dict[str | None, int | None] = {}
+            events = []
+            for real, props, ph, t, original, magic, d, pos in zip(reals, props_of, phys, slot_of, due,
+                                                                   magic_a.tolist(), delete, positions, strict=True):
+                q = props.get(PROPERTY_REAL_QUEUE_ID)
+                qid = qids.get(q, -1)
+                if qid == -1:
+                    qid = qids[q] = _int(q)
+                events.append((real, qid, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), ph, None, t, original,
+                               magic & MAGIC_ROLL != 0, d, pos))
+            log.record_batch(ctx.engine._now, "timer", "enqueue", events, _ENQUEUE_KEYS)
+        else:
+            for _ in range(n):
+                log.tally("enqueue")
+        return min(slot_of)
 
     def _wake_dequeue(self, slot: int) -> None:
         """Wake the dequeue for a unit just put in `slot`, unless it wakes earlier (or is in a slot)."""
@@ -433,6 +527,9 @@ class TimerService:
         s = self._slot(slot_time)
         if s is None:
             return []
+        fast = self.units.chain(s[1])  # units all held here, prevPos always back: the usual slot
+        if fast is not None:
+            return fast
         w = walk_chain(s[1], self._unit, _prev_pos)
         if w.broken:
             self.broken_chains += 1
@@ -444,7 +541,11 @@ class TimerService:
         return w.units
 
     def _dequeue_slot(self, slot_time: int):
-        """One slot; None when done, else a generator that finishes it (a put is being retried)."""
+        """One slot; None when done, else a generator that finishes it (a put is being retried).
+
+        The deliveries `_deliver_light` makes are written by one `EventLog.record_batch` for each run
+        of them (`rows`), flushed before any other event of the slot, so the log's order is the
+        per-unit one."""
         ctx, m = self.ctx, self.ctx.model
         cancels, normal_units = dequeue_order(self._chain(slot_time), _magic)
         deletes: set[str] = set()
@@ -457,17 +558,28 @@ class TimerService:
         normal = [u for _pos, u in normal_units]
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         light = self._light_reader()
+        fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
+        rows: list[tuple] = []
         for i, u in enumerate(normal):
-            if light is not None and not need_roll(u[1]):
+            plain = not need_roll(u[1])
+            if light is not None and plain:
                 rec = light(u[4])
                 if rec is not None:
                     target = self._light_target(rec[0])
                     if target is not None:
-                        self._deliver_light(u, rec, target, deletes, slot_time)
+                        self._deliver_light(u, rec, target, deletes, slot_time, rows)
                         continue
             msg = message(u[4])
             if msg is None:
                 continue
+            if fast and plain:
+                target = self._light_target(msg.props)
+                if target is not None:  # what `_put` and `_put_done` would do, without the record
+                    self._deliver(u, (msg.props, msg.body_len, msg.sys_flag), target, deletes, slot_time, rows,
+                                  msg.phys)
+                    continue
+            if rows:
+                self._flush_deliveries(rows)
             if deletes:
                 uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
@@ -478,12 +590,20 @@ class TimerService:
             retry = self._put(msg, u[2], u[1], slot_time, False)
             if retry is not None:
                 return self._finish_slot(retry, normal[i + 1:], deletes, slot_time)
+        if rows:
+            self._flush_deliveries(rows)
         if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
             for _pos, u in cancels:
                 m.release(u[4])
             for u in normal:
                 m.release(u[4])
         return None
+
+    def _flush_deliveries(self, rows: list[tuple]) -> None:
+        """The `deliver` events of a run of light deliveries, in order (`_deliver`'s rows)."""
+        ctx = self.ctx
+        ctx.log.record_batch(ctx.engine._now, "timer", "deliver", rows, _DELIVER_KEYS)
+        rows.clear()
 
     def _light_reader(self):
         """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
@@ -520,16 +640,25 @@ class TimerService:
             return None
         return topic, qid, info
 
-    def _deliver_light(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int) -> None:
+    def _deliver_light(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int,
+                       rows: list[tuple]) -> None:
+        """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
+        `StoreModel.append` would not keep, of a store's record read lightly (`_light_reader`): `_deliver`."""
+        self._deliver(u, rec, target, deletes, slot_time, rows, u[4])
+
+    def _deliver(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int, rows: list[tuple],
+                 phys: int) -> None:
         """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
         `StoreModel.append` would not keep: the re-put's size and offset computed as `append` computes
-        them (`reput_size`, `place`), without building the record."""
+        them (`reput_size`, `place`), without building the record; `rec` is (properties, BODYLENGTH,
+        SYSFLAG) of the record at `phys`. Its event joins `rows` (`_flush_deliveries`)."""
         ctx, m = self.ctx, self.ctx.model
         props, body_len, sys_flag = rec
-        phys = u[4]
         if deletes:
             uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if is_deleted(uk, props.get(PROPERTY_REAL_TOPIC), deletes):
+                if rows:
+                    self._flush_deliveries(rows)
                 self.cancelled += 1
                 ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", props.get(PROPERTY_REAL_TOPIC),
                                    _int(props.get(PROPERTY_REAL_QUEUE_ID)), uk, phys, slot=slot_time)
@@ -543,13 +672,11 @@ class TimerService:
         queue_offset = bmax + len(units)
         units.append(None)  # as `append` counts a record it does not keep
         self.delivered += 1
-        log = ctx.log
-        if not log.keep:
-            log.tally("deliver")
+        if not ctx.log.keep:
+            ctx.log.tally("deliver")
             return
-        log.record(ctx.engine._now, "timer", "deliver", topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                   phys, pos, {"slot": slot_time, "due": _int(props.get(PROPERTY_TIMER_OUT_MS)), "direct": False,
-                               "queue_offset": queue_offset}, True)
+        rows.append((topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys, pos, slot_time,
+                     _int(props.get(PROPERTY_TIMER_OUT_MS)), False, queue_offset))
 
     def _finish_slot(self, retry, rest, deletes, slot_time):
         yield from retry
