@@ -123,6 +123,10 @@ class TimerService:
         self.cancelled = 0
         self.rolled = 0
         self.broken_chains = 0
+        # phys -> properties of the roll re-puts not yet enqueued again (runs that release records, where
+        # nothing but this service reads them): `StoreModel.props` would read them back from the spool
+        self._rolled: dict[int, dict[str, str]] = {}
+        self._light: tuple | None = None  # (what `_light_reader` depends on, its reader)
         ctx.model.on_append(TIMER_TOPIC, 0, self._on_append)
 
     # ----- the wheel -----
@@ -239,6 +243,7 @@ class TimerService:
 
     def _enqueue_loop(self):
         ctx, m = self.ctx, self.ctx.model
+        rolled = self._rolled
         p = self.precision
         while True:
             lo = m.cq_min(TIMER_TOPIC, 0)
@@ -253,31 +258,56 @@ class TimerService:
                 if self.curr_queue_offset >= hi:
                     hi = m.cq_max(TIMER_TOPIC, 0)
                     continue
-                for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
-                    self.curr_queue_offset = off + 1
-                    props = m.props(unit[0])  # the whole record is read when its slot comes
-                    if props is None:
-                        continue
-                    try:
-                        delayed = int(props[PROPERTY_TIMER_OUT_MS])
-                    except (KeyError, ValueError):
-                        continue
-                    if delayed < write:
-                        retry = self._put(m.message(unit[0]), LONG_MAX, 0, delayed, direct=True)
-                        if retry is not None:
-                            break  # the put waits: re-read the queue afterwards
-                        m.release(unit[0])  # delivered at once: no unit points at it
+                pend: tuple[list, list, list, list] = ([], [], [], [])  # units `_enqueue_many` takes at once
+                try:
+                    for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
+                        self.curr_queue_offset = off + 1
+                        props = rolled.pop(unit[0], None) if rolled else None  # a roll re-put just made
+                        if props is None:
+                            props = m.props(unit[0])  # the whole record is read when its slot comes
+                        if props is None:
+                            continue
+                        try:
+                            delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                        except (KeyError, ValueError):
+                            continue
+                        if delayed < write:
+                            if pend[0]:
+                                self._flush_enqueues(pend, write)
+                            retry = self._put(m.message(unit[0]), LONG_MAX, 0, delayed, direct=True)
+                            if retry is not None:
+                                break  # the put waits: re-read the queue afterwards
+                            m.release(unit[0])  # delivered at once: no unit points at it
+                        elif self.batch and delayed <= _NP_MAX:
+                            pend[0].append(unit[0])
+                            pend[1].append(unit[1])
+                            pend[2].append(delayed)
+                            pend[3].append(props)
+                        else:
+                            if pend[0]:
+                                self._flush_enqueues(pend, write)
+                            self._enqueue_unit(unit[0], unit[1], delayed, props, write)
+                        if off + 1 < base_end:
+                            break  # back to the batch for the store's units after this one
                     else:
-                        self._enqueue_unit(unit[0], unit[1], delayed, props, write)
-                    if off + 1 < base_end:
-                        break  # back to the batch for the store's units after this one
-                else:
-                    if self.curr_queue_offset < hi:
-                        self.curr_queue_offset += 1  # a unit that cannot be read is passed over
+                        if self.curr_queue_offset < hi:
+                            self.curr_queue_offset += 1  # a unit that cannot be read is passed over
+                finally:
+                    if pend[0]:
+                        self._flush_enqueues(pend, write)
                 if retry is not None:
                     yield from retry
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
+
+    def _flush_enqueues(self, pend: tuple[list, list, list, list], write: int) -> None:
+        """`_enqueue_unit` of each unit gathered by the walk (phys, size, delivery time, properties), at
+        once, and the dequeue woken as the last of their wakes would leave it (`_enqueue_base`'s
+        argument: nothing else is scheduled in between)."""
+        t = self._enqueue_many(*pend, write)
+        for col in pend:
+            col.clear()
+        self._wake_dequeue(t)
 
     def _enqueue_base(self, hi: int, write: int) -> int:
         """The per-message walk of `_enqueue_loop` over the store's own units of the timer queue, from
@@ -611,6 +641,15 @@ class TimerService:
         reads batch-wise (else every unit goes through `message_once` and `_put`)."""
         m = self.ctx.model
         base = m.base
+        key = (m.put_filter, self.batch, base, m.spool, m._msgs)
+        if self._light is not None and all(a is b for a, b in zip(self._light[0], key, strict=True)):
+            return self._light[1]
+        self._light = (key, self._make_light_reader())
+        return self._light[1]
+
+    def _make_light_reader(self):
+        m = self.ctx.model
+        base = m.base
         if m.put_filter is not None or not self.batch or not batchable(base):
             return None
         msgs, lru, read = m._msgs, base._lru, base._read
@@ -752,6 +791,8 @@ class TimerService:
             return
         if roll:
             self.rolled += 1
+            if ctx.model.releasing and self.batch:
+                self._rolled[n.phys] = n.props
             ctx.log.record(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
                            _int(src.get(PROPERTY_REAL_QUEUE_ID)), n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                            msg.phys, n.phys,
