@@ -71,7 +71,7 @@ LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
 _NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
-_DELIVER_KEYS = ("slot", "due", "direct", "queue_offset")
+_EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
 
 
 class TimerService:
@@ -573,9 +573,9 @@ class TimerService:
     def _dequeue_slot(self, slot_time: int):
         """One slot; None when done, else a generator that finishes it (a put is being retried).
 
-        The deliveries `_deliver_light` makes are written by one `EventLog.record_batch` for each run
-        of them (`rows`), flushed before any other event of the slot, so the log's order is the
-        per-unit one."""
+        The deliveries `_deliver` makes and the rolls `_roll` makes are written by one
+        `EventLog.record_batch` for each run of one kind (`pend`: the kind and its rows), flushed
+        before any other event of the slot, so the log's order is the per-unit one."""
         ctx, m = self.ctx, self.ctx.model
         cancels, normal_units = dequeue_order(self._chain(slot_time), _magic)
         deletes: set[str] = set()
@@ -589,7 +589,9 @@ class TimerService:
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         light = self._light_reader()
         fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
-        rows: list[tuple] = []
+        # a roll's re-put wakes no one but this service's enqueue (no event of its own)
+        fast_roll = fast and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
+        pend: list = [None, []]
         for i, u in enumerate(normal):
             plain = not need_roll(u[1])
             if light is not None and plain:
@@ -597,7 +599,7 @@ class TimerService:
                 if rec is not None:
                     target = self._light_target(rec[0])
                     if target is not None:
-                        self._deliver_light(u, rec, target, deletes, slot_time, rows)
+                        self._deliver_light(u, rec, target, deletes, slot_time, pend)
                         continue
             msg = message(u[4])
             if msg is None:
@@ -605,23 +607,25 @@ class TimerService:
             if fast and plain:
                 target = self._light_target(msg.props)
                 if target is not None:  # what `_put` and `_put_done` would do, without the record
-                    self._deliver(u, (msg.props, msg.body_len, msg.sys_flag), target, deletes, slot_time, rows,
+                    self._deliver(u, (msg.props, msg.body_len, msg.sys_flag), target, deletes, slot_time, pend,
                                   msg.phys)
                     continue
-            if rows:
-                self._flush_deliveries(rows)
             if deletes:
                 uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
+                    self._flush_events(pend)
                     self.cancelled += 1
                     ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
                                  _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
                     continue
+            if fast_roll and not plain:
+                self._roll(msg, u, slot_time, pend)
+                continue
+            self._flush_events(pend)
             retry = self._put(msg, u[2], u[1], slot_time, False)
             if retry is not None:
                 return self._finish_slot(retry, normal[i + 1:], deletes, slot_time)
-        if rows:
-            self._flush_deliveries(rows)
+        self._flush_events(pend)
         if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
             for _pos, u in cancels:
                 m.release(u[4])
@@ -629,11 +633,40 @@ class TimerService:
                 m.release(u[4])
         return None
 
-    def _flush_deliveries(self, rows: list[tuple]) -> None:
-        """The `deliver` events of a run of light deliveries, in order (`_deliver`'s rows)."""
+    def _flush_events(self, pend: list) -> None:
+        """The events waiting in `pend` ([kind, rows]: a run of `_deliver`s or `_roll`s), in order."""
+        rows = pend[1]
+        if rows:
+            ctx = self.ctx
+            ctx.log.record_batch(ctx.engine._now, "timer", pend[0], rows, _EVENT_KEYS[pend[0]])
+            rows.clear()
+
+    def _roll(self, msg, u: tuple, slot_time: int, pend: list) -> None:
+        """`_put` and `_put_done` of a ROLL unit where no fault refuses a put: the re-put to the timer
+        topic with TIMER_ROLL_TIMES + 1 goes through `StoreModel.append`; its event joins `pend`."""
         ctx = self.ctx
-        ctx.log.record_batch(ctx.engine._now, "timer", "deliver", rows, _DELIVER_KEYS)
-        rows.clear()
+        src = msg.props
+        props = dict(src)
+        now = ctx.engine._now + ctx.clock_offset
+        if u[2] != -1:
+            props[PROPERTY_TIMER_ENQUEUE_MS] = str(u[2])
+        props[PROPERTY_TIMER_ROLL_TIMES] = str(_int(props.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1)
+        props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)
+        n = ctx.model.append(msg.derive(msg.topic, msg.queue_id, props), now, "timer").message
+        self.rolled += 1
+        log = ctx.log
+        if not log.keep:
+            log.tally("roll")
+            return
+        if ctx.model.releasing:
+            self._rolled[n.phys] = n.props
+        if pend[0] != "roll":
+            self._flush_events(pend)
+            pend[0] = "roll"
+        nprops = n.props
+        pend[1].append((src.get(PROPERTY_REAL_TOPIC), _int(src.get(PROPERTY_REAL_QUEUE_ID)),
+                        nprops.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time,
+                        _int(nprops.get(PROPERTY_TIMER_ROLL_TIMES))))
 
     def _light_reader(self):
         """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
@@ -680,24 +713,23 @@ class TimerService:
         return topic, qid, info
 
     def _deliver_light(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int,
-                       rows: list[tuple]) -> None:
+                       pend: list) -> None:
         """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
         `StoreModel.append` would not keep, of a store's record read lightly (`_light_reader`): `_deliver`."""
-        self._deliver(u, rec, target, deletes, slot_time, rows, u[4])
+        self._deliver(u, rec, target, deletes, slot_time, pend, u[4])
 
-    def _deliver(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int, rows: list[tuple],
+    def _deliver(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int, pend: list,
                  phys: int) -> None:
         """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
         `StoreModel.append` would not keep: the re-put's size and offset computed as `append` computes
         them (`reput_size`, `place`), without building the record; `rec` is (properties, BODYLENGTH,
-        SYSFLAG) of the record at `phys`. Its event joins `rows` (`_flush_deliveries`)."""
+        SYSFLAG) of the record at `phys`. Its event joins `pend` (`_flush_events`)."""
         ctx, m = self.ctx, self.ctx.model
         props, body_len, sys_flag = rec
         if deletes:
             uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if is_deleted(uk, props.get(PROPERTY_REAL_TOPIC), deletes):
-                if rows:
-                    self._flush_deliveries(rows)
+                self._flush_events(pend)
                 self.cancelled += 1
                 ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", props.get(PROPERTY_REAL_TOPIC),
                                    _int(props.get(PROPERTY_REAL_QUEUE_ID)), uk, phys, slot=slot_time)
@@ -714,7 +746,10 @@ class TimerService:
         if not ctx.log.keep:
             ctx.log.tally("deliver")
             return
-        rows.append((topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys, pos, slot_time,
+        if pend[0] != "deliver":
+            self._flush_events(pend)
+            pend[0] = "deliver"
+        pend[1].append((topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys, pos, slot_time,
                      _int(props.get(PROPERTY_TIMER_OUT_MS)), False, queue_offset))
 
     def _finish_slot(self, retry, rest, deletes, slot_time):
