@@ -650,7 +650,8 @@ class TimerService:
         now = ctx.engine._now + ctx.clock_offset
         if u[2] != -1:
             props[PROPERTY_TIMER_ENQUEUE_MS] = str(u[2])
-        props[PROPERTY_TIMER_ROLL_TIMES] = str(_int(props.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1)
+        times = _int(props.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1
+        props[PROPERTY_TIMER_ROLL_TIMES] = str(times)
         props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)
         n = ctx.model.append(msg.derive(msg.topic, msg.queue_id, props), now, "timer").message
         self.rolled += 1
@@ -663,10 +664,8 @@ class TimerService:
         if pend[0] != "roll":
             self._flush_events(pend)
             pend[0] = "roll"
-        nprops = n.props
         pend[1].append((src.get(PROPERTY_REAL_TOPIC), _int(src.get(PROPERTY_REAL_QUEUE_ID)),
-                        nprops.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time,
-                        _int(nprops.get(PROPERTY_TIMER_ROLL_TIMES))))
+                        n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time, times))
 
     def _light_reader(self):
         """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
@@ -675,7 +674,7 @@ class TimerService:
         m = self.ctx.model
         base = m.base
         key = (m.put_filter, self.batch, base, m.spool, m._msgs)
-        if self._light is not None and all(a is b for a, b in zip(self._light[0], key, strict=True)):
+        if self._light is not None and self._light[0] == key:  # the same objects: equal at once
             return self._light[1]
         self._light = (key, self._make_light_reader())
         return self._light[1]
