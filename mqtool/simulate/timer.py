@@ -69,6 +69,8 @@ TIMER_BLANK_SLOTS = 60
 TIMERLOG_BLANK_SIZE = 16
 LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
+ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
+PENDING_EVENTS = 4096  # a slot's events waiting for one `record_batch` (a roll slot holds a third of a run)
 _NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
 _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
@@ -283,6 +285,8 @@ class TimerService:
                             pend[1].append(unit[1])
                             pend[2].append(delayed)
                             pend[3].append(props)
+                            if len(pend[0]) >= ENQUEUE_BATCH:
+                                self._flush_enqueues(pend, write)
                         else:
                             if pend[0]:
                                 self._flush_enqueues(pend, write)
@@ -659,13 +663,15 @@ class TimerService:
         if not log.keep:
             log.tally("roll")
             return
-        if ctx.model.releasing:
+        if ctx.model.releasing and len(self._rolled) < ROLLED_KEPT:
             self._rolled[n.phys] = n.props
         if pend[0] != "roll":
             self._flush_events(pend)
             pend[0] = "roll"
         pend[1].append((src.get(PROPERTY_REAL_TOPIC), _int(src.get(PROPERTY_REAL_QUEUE_ID)),
                         n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time, times))
+        if len(pend[1]) >= PENDING_EVENTS:
+            self._flush_events(pend)
 
     def _light_reader(self):
         """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
@@ -750,6 +756,8 @@ class TimerService:
             pend[0] = "deliver"
         pend[1].append((topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys, pos, slot_time,
                      _int(props.get(PROPERTY_TIMER_OUT_MS)), False, queue_offset))
+        if len(pend[1]) >= PENDING_EVENTS:
+            self._flush_events(pend)
 
     def _finish_slot(self, retry, rest, deletes, slot_time):
         yield from retry
@@ -825,7 +833,7 @@ class TimerService:
             return
         if roll:
             self.rolled += 1
-            if ctx.model.releasing and self.batch:
+            if ctx.model.releasing and self.batch and len(self._rolled) < ROLLED_KEPT:
                 self._rolled[n.phys] = n.props
             ctx.log.record(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
                            _int(src.get(PROPERTY_REAL_QUEUE_ID)), n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
