@@ -47,11 +47,12 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
     LOOP,
     dequeue_order,
     do_enqueue,
+    do_enqueue_many,
     is_cancel_request,
     is_deleted,
     need_roll,
@@ -68,6 +69,11 @@ TIMER_BLANK_SLOTS = 60
 TIMERLOG_BLANK_SIZE = 16
 LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
+ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
+PENDING_EVENTS = 4096  # a slot's events waiting for one `record_batch` (a roll slot holds a third of a run)
+_NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
+_ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
+_EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
 
 
 class TimerService:
@@ -119,6 +125,10 @@ class TimerService:
         self.cancelled = 0
         self.rolled = 0
         self.broken_chains = 0
+        # phys -> properties of the roll re-puts not yet enqueued again (runs that release records, where
+        # nothing but this service reads them): `StoreModel.props` would read them back from the spool
+        self._rolled: dict[int, dict[str, str]] = {}
+        self._light: tuple | None = None  # (what `_light_reader` depends on, its reader)
         ctx.model.on_append(TIMER_TOPIC, 0, self._on_append)
 
     # ----- the wheel -----
@@ -235,6 +245,7 @@ class TimerService:
 
     def _enqueue_loop(self):
         ctx, m = self.ctx, self.ctx.model
+        rolled = self._rolled
         p = self.precision
         while True:
             lo = m.cq_min(TIMER_TOPIC, 0)
@@ -249,31 +260,58 @@ class TimerService:
                 if self.curr_queue_offset >= hi:
                     hi = m.cq_max(TIMER_TOPIC, 0)
                     continue
-                for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
-                    self.curr_queue_offset = off + 1
-                    props = m.props(unit[0])  # the whole record is read when its slot comes
-                    if props is None:
-                        continue
-                    try:
-                        delayed = int(props[PROPERTY_TIMER_OUT_MS])
-                    except (KeyError, ValueError):
-                        continue
-                    if delayed < write:
-                        retry = self._put(m.message(unit[0]), LONG_MAX, 0, delayed, direct=True)
-                        if retry is not None:
-                            break  # the put waits: re-read the queue afterwards
-                        m.release(unit[0])  # delivered at once: no unit points at it
+                pend: tuple[list, list, list, list] = ([], [], [], [])  # units `_enqueue_many` takes at once
+                try:
+                    for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
+                        self.curr_queue_offset = off + 1
+                        props = rolled.pop(unit[0], None) if rolled else None  # a roll re-put just made
+                        if props is None:
+                            props = m.props(unit[0])  # the whole record is read when its slot comes
+                        if props is None:
+                            continue
+                        try:
+                            delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                        except (KeyError, ValueError):
+                            continue
+                        if delayed < write:
+                            if pend[0]:
+                                self._flush_enqueues(pend, write)
+                            retry = self._put(m.message(unit[0]), LONG_MAX, 0, delayed, direct=True)
+                            if retry is not None:
+                                break  # the put waits: re-read the queue afterwards
+                            m.release(unit[0])  # delivered at once: no unit points at it
+                        elif self.batch and delayed <= _NP_MAX:
+                            pend[0].append(unit[0])
+                            pend[1].append(unit[1])
+                            pend[2].append(delayed)
+                            pend[3].append(props)
+                            if len(pend[0]) >= ENQUEUE_BATCH:
+                                self._flush_enqueues(pend, write)
+                        else:
+                            if pend[0]:
+                                self._flush_enqueues(pend, write)
+                            self._enqueue_unit(unit[0], unit[1], delayed, props, write)
+                        if off + 1 < base_end:
+                            break  # back to the batch for the store's units after this one
                     else:
-                        self._enqueue_unit(unit[0], unit[1], delayed, props, write)
-                    if off + 1 < base_end:
-                        break  # back to the batch for the store's units after this one
-                else:
-                    if self.curr_queue_offset < hi:
-                        self.curr_queue_offset += 1  # a unit that cannot be read is passed over
+                        if self.curr_queue_offset < hi:
+                            self.curr_queue_offset += 1  # a unit that cannot be read is passed over
+                finally:
+                    if pend[0]:
+                        self._flush_enqueues(pend, write)
                 if retry is not None:
                     yield from retry
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
+
+    def _flush_enqueues(self, pend: tuple[list, list, list, list], write: int) -> None:
+        """`_enqueue_unit` of each unit gathered by the walk (phys, size, delivery time, properties), at
+        once, and the dequeue woken as the last of their wakes would leave it (`_enqueue_base`'s
+        argument: nothing else is scheduled in between)."""
+        t = self._enqueue_many(*pend, write)
+        for col in pend:
+            col.clear()
+        self._wake_dequeue(t)
 
     def _enqueue_base(self, hi: int, write: int) -> int:
         """The per-message walk of `_enqueue_loop` over the store's own units of the timer queue, from
@@ -312,31 +350,121 @@ class TimerService:
                 phys = u.offset[a:b].tolist()
                 sizes = u.size[a:b].tolist()
                 parsed = read_props(base, phys, sizes)
-                for k, ph in enumerate(phys):
-                    props = parsed[k]
-                    if props is None or ph in msgs or ph in spooled or ph in lru:
-                        props = m.props(ph)  # the per-message read decides
-                    if props is None:
+                take: list[int] = []  # the units `_enqueue_unit` would take, in queue order
+                due: list[int] = []
+                props_of: list[dict[str, str]] = []
+                halt = False
+                try:
+                    for k, ph in enumerate(phys):
+                        props = parsed[k]
+                        if props is None or ph in msgs or ph in spooled or ph in lru:
+                            props = m.props(ph)  # the per-message read decides
+                        if props is None:
+                            off += 1
+                            continue
+                        try:
+                            delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                        except (KeyError, ValueError):
+                            off += 1
+                            continue
+                        if delayed < write or delayed > _NP_MAX:
+                            halt = True  # put at once (or past int64): the per-message walk does it
+                            break
                         off += 1
-                        self.curr_queue_offset = off
-                        continue
-                    try:
-                        delayed = int(props[PROPERTY_TIMER_OUT_MS])
-                    except (KeyError, ValueError):
-                        off += 1
-                        self.curr_queue_offset = off
-                        continue
-                    if delayed < write:
-                        return stop  # put at once: the per-message walk does it
-                    off += 1
+                        take.append(k)
+                        due.append(delayed)
+                        props_of.append(props)
+                finally:
                     self.curr_queue_offset = off
-                    t = self._enqueue_unit(ph, sizes[k], delayed, props, write, False)
-                    if wake is None or t < wake:
-                        wake = t
+                    if take:
+                        t = self._enqueue_many([phys[k] for k in take], [sizes[k] for k in take], due, props_of,
+                                               write)
+                        if wake is None or t < wake:
+                            wake = t
+                if halt:
+                    return stop
             return stop
         finally:
             if wake is not None:
                 self._wake_dequeue(wake)
+
+    def _enqueue_many(self, phys: list[int], sizes: list[int], due: list[int], props_of: list[dict[str, str]],
+                      write: int) -> int:
+        """`_enqueue_unit(..., wake=False)` for each unit in order, at once: the slots and magics by
+        `rules.timer.do_enqueue_many`, the TimerLog positions as a run (unit by unit where a file
+        ends), each slot's chain linked in order, the units' columns written together
+        (`TimerUnits.put_run`), the events by one `EventLog.record_batch`; the earliest slot is
+        returned (the caller wakes the dequeue for it)."""
+        n = len(phys)
+        p = self.precision
+        delete = [props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None for props in props_of]
+        slot_a, magic_a = do_enqueue_many(np.array(due, np.int64), write, self.window, p, np.array(delete, bool))
+        slot_of = slot_a.tolist()
+        end, fs = self.end, self.file_size
+        if end % fs + n * TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE <= fs:
+            positions = list(range(end, end + n * TIMERLOG_UNIT_SIZE, TIMERLOG_UNIT_SIZE))
+            self.end = end + n * TIMERLOG_UNIT_SIZE
+        else:  # a file ends in the run: its filler as `_enqueue_unit` writes it
+            positions = []
+            for _ in range(n):
+                pos = self.end
+                if pos % fs + TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE > fs:
+                    nxt = (pos // fs + 1) * fs
+                    self.fillers.append((pos, nxt - pos))
+                    pos = nxt
+                self.end = pos + TIMERLOG_UNIT_SIZE
+                positions.append(pos)
+        slots, queued, wheel = self.slots, self._queued, self.wheel
+        prevs = []
+        for t, pos, d in zip(slot_of, positions, delete, strict=True):
+            s = slots.get(t)
+            if s is None and wheel is not None:
+                s = self._slot(t)
+            if s is None:
+                slots[t] = [pos, pos, -1 if d else 1]
+                prevs.append(-1)
+            else:
+                prevs.append(s[1])
+                s[1] = pos
+                s[2] += -1 if d else 1
+            if t not in queued:
+                self._queue_slot(t)
+        hashes = self._topic_hash
+        reals = [props.get(PROPERTY_REAL_TOPIC) for props in props_of]
+        for real in set(reals).difference(hashes):
+            hashes[real] = java_string_hash(real)
+        rows = np.empty((n, 7), np.int64)
+        rows[:, 0] = prevs
+        rows[:, 1] = magic_a
+        rows[:, 2] = write
+        rows[:, 3] = slot_a
+        rows[:, 4] = phys
+        rows[:, 5] = sizes
+        rows[:, 6] = [hashes[real] for real in reals]
+        if n and positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
+            self.units.put_run(positions[0], rows)
+        else:
+            for pos, unit in zip(positions, rows.tolist(), strict=True):
+                self.units[pos] = unit
+        self.new_units.extend(positions)
+        ctx = self.ctx
+        log = ctx.log
+        if log.keep:
+            qids: dict[str | None, int | None] = {}
+            events = []
+            for real, props, ph, t, original, magic, d, pos in zip(reals, props_of, phys, slot_of, due,
+                                                                   magic_a.tolist(), delete, positions, strict=True):
+                q = props.get(PROPERTY_REAL_QUEUE_ID)
+                qid = qids.get(q, -1)
+                if qid == -1:
+                    qid = qids[q] = _int(q)
+                events.append((real, qid, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), ph, None, t, original,
+                               magic & MAGIC_ROLL != 0, d, pos))
+            log.record_batch(ctx.engine._now, "timer", "enqueue", events, _ENQUEUE_KEYS)
+        else:
+            for _ in range(n):
+                log.tally("enqueue")
+        return min(slot_of)
 
     def _wake_dequeue(self, slot: int) -> None:
         """Wake the dequeue for a unit just put in `slot`, unless it wakes earlier (or is in a slot)."""
@@ -433,6 +561,9 @@ class TimerService:
         s = self._slot(slot_time)
         if s is None:
             return []
+        fast = self.units.chain(s[1])  # units all held here, prevPos always back: the usual slot
+        if fast is not None:
+            return fast
         w = walk_chain(s[1], self._unit, _prev_pos)
         if w.broken:
             self.broken_chains += 1
@@ -444,7 +575,11 @@ class TimerService:
         return w.units
 
     def _dequeue_slot(self, slot_time: int):
-        """One slot; None when done, else a generator that finishes it (a put is being retried)."""
+        """One slot; None when done, else a generator that finishes it (a put is being retried).
+
+        The deliveries `_deliver` makes and the rolls `_roll` makes are written by one
+        `EventLog.record_batch` for each run of one kind (`pend`: the kind and its rows), flushed
+        before any other event of the slot, so the log's order is the per-unit one."""
         ctx, m = self.ctx, self.ctx.model
         cancels, normal_units = dequeue_order(self._chain(slot_time), _magic)
         deletes: set[str] = set()
@@ -457,27 +592,44 @@ class TimerService:
         normal = [u for _pos, u in normal_units]
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         light = self._light_reader()
+        fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
+        # a roll's re-put wakes no one but this service's enqueue (no event of its own)
+        fast_roll = fast and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
+        pend: list = [None, []]
         for i, u in enumerate(normal):
-            if light is not None and not need_roll(u[1]):
+            plain = not need_roll(u[1])
+            if light is not None and plain:
                 rec = light(u[4])
                 if rec is not None:
                     target = self._light_target(rec[0])
                     if target is not None:
-                        self._deliver_light(u, rec, target, deletes, slot_time)
+                        self._deliver_light(u, rec, target, deletes, slot_time, pend)
                         continue
             msg = message(u[4])
             if msg is None:
                 continue
+            if fast and plain:
+                target = self._light_target(msg.props)
+                if target is not None:  # what `_put` and `_put_done` would do, without the record
+                    self._deliver(u, (msg.props, msg.body_len, msg.sys_flag), target, deletes, slot_time, pend,
+                                  msg.phys)
+                    continue
             if deletes:
                 uk = msg.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 if is_deleted(uk, msg.props.get(PROPERTY_REAL_TOPIC), deletes):
+                    self._flush_events(pend)
                     self.cancelled += 1
                     ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", msg.props.get(PROPERTY_REAL_TOPIC),
                                  _int(msg.props.get(PROPERTY_REAL_QUEUE_ID)), uk, msg.phys, slot=slot_time)
                     continue
+            if fast_roll and not plain:
+                self._roll(msg, u, slot_time, pend)
+                continue
+            self._flush_events(pend)
             retry = self._put(msg, u[2], u[1], slot_time, False)
             if retry is not None:
                 return self._finish_slot(retry, normal[i + 1:], deletes, slot_time)
+        self._flush_events(pend)
         if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
             for _pos, u in cancels:
                 m.release(u[4])
@@ -485,10 +637,55 @@ class TimerService:
                 m.release(u[4])
         return None
 
+    def _flush_events(self, pend: list) -> None:
+        """The events waiting in `pend` ([kind, rows]: a run of `_deliver`s or `_roll`s), in order."""
+        rows = pend[1]
+        if rows:
+            ctx = self.ctx
+            ctx.log.record_batch(ctx.engine._now, "timer", pend[0], rows, _EVENT_KEYS[pend[0]])
+            rows.clear()
+
+    def _roll(self, msg, u: tuple, slot_time: int, pend: list) -> None:
+        """`_put` and `_put_done` of a ROLL unit where no fault refuses a put: the re-put to the timer
+        topic with TIMER_ROLL_TIMES + 1 goes through `StoreModel.append`; its event joins `pend`."""
+        ctx = self.ctx
+        src = msg.props
+        props = dict(src)
+        now = ctx.engine._now + ctx.clock_offset
+        if u[2] != -1:
+            props[PROPERTY_TIMER_ENQUEUE_MS] = str(u[2])
+        times = _int(props.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1
+        props[PROPERTY_TIMER_ROLL_TIMES] = str(times)
+        props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)
+        n = ctx.model.append(msg.derive(msg.topic, msg.queue_id, props), now, "timer").message
+        self.rolled += 1
+        log = ctx.log
+        if not log.keep:
+            log.tally("roll")
+            return
+        if ctx.model.releasing and len(self._rolled) < ROLLED_KEPT:
+            self._rolled[n.phys] = n.props
+        if pend[0] != "roll":
+            self._flush_events(pend)
+            pend[0] = "roll"
+        pend[1].append((src.get(PROPERTY_REAL_TOPIC), _int(src.get(PROPERTY_REAL_QUEUE_ID)),
+                        n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time, times))
+        if len(pend[1]) >= PENDING_EVENTS:
+            self._flush_events(pend)
+
     def _light_reader(self):
         """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
         read, None where `message_once` must read it; None when no fault can refuse a put and the base
         reads batch-wise (else every unit goes through `message_once` and `_put`)."""
+        m = self.ctx.model
+        base = m.base
+        key = (m.put_filter, self.batch, base, m.spool, m._msgs)
+        if self._light is not None and self._light[0] == key:  # the same objects: equal at once
+            return self._light[1]
+        self._light = (key, self._make_light_reader())
+        return self._light[1]
+
+    def _make_light_reader(self):
         m = self.ctx.model
         base = m.base
         if m.put_filter is not None or not self.batch or not batchable(base):
@@ -520,16 +717,24 @@ class TimerService:
             return None
         return topic, qid, info
 
-    def _deliver_light(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int) -> None:
+    def _deliver_light(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int,
+                       pend: list) -> None:
+        """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
+        `StoreModel.append` would not keep, of a store's record read lightly (`_light_reader`): `_deliver`."""
+        self._deliver(u, rec, target, deletes, slot_time, pend, u[4])
+
+    def _deliver(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int, pend: list,
+                 phys: int) -> None:
         """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
         `StoreModel.append` would not keep: the re-put's size and offset computed as `append` computes
-        them (`reput_size`, `place`), without building the record."""
+        them (`reput_size`, `place`), without building the record; `rec` is (properties, BODYLENGTH,
+        SYSFLAG) of the record at `phys`. Its event joins `pend` (`_flush_events`)."""
         ctx, m = self.ctx, self.ctx.model
         props, body_len, sys_flag = rec
-        phys = u[4]
         if deletes:
             uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if is_deleted(uk, props.get(PROPERTY_REAL_TOPIC), deletes):
+                self._flush_events(pend)
                 self.cancelled += 1
                 ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", props.get(PROPERTY_REAL_TOPIC),
                                    _int(props.get(PROPERTY_REAL_QUEUE_ID)), uk, phys, slot=slot_time)
@@ -543,13 +748,16 @@ class TimerService:
         queue_offset = bmax + len(units)
         units.append(None)  # as `append` counts a record it does not keep
         self.delivered += 1
-        log = ctx.log
-        if not log.keep:
-            log.tally("deliver")
+        if not ctx.log.keep:
+            ctx.log.tally("deliver")
             return
-        log.record(ctx.engine._now, "timer", "deliver", topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                   phys, pos, {"slot": slot_time, "due": _int(props.get(PROPERTY_TIMER_OUT_MS)), "direct": False,
-                               "queue_offset": queue_offset}, True)
+        if pend[0] != "deliver":
+            self._flush_events(pend)
+            pend[0] = "deliver"
+        pend[1].append((topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys, pos, slot_time,
+                     _int(props.get(PROPERTY_TIMER_OUT_MS)), False, queue_offset))
+        if len(pend[1]) >= PENDING_EVENTS:
+            self._flush_events(pend)
 
     def _finish_slot(self, retry, rest, deletes, slot_time):
         yield from retry
@@ -625,6 +833,8 @@ class TimerService:
             return
         if roll:
             self.rolled += 1
+            if ctx.model.releasing and self.batch and len(self._rolled) < ROLLED_KEPT:
+                self._rolled[n.phys] = n.props
             ctx.log.record(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
                            _int(src.get(PROPERTY_REAL_QUEUE_ID)), n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                            msg.phys, n.phys,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
+
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 
 FIELDS = 7
@@ -60,6 +62,57 @@ class TimerUnits:
             here[i] = 1
             self._n += 1
         _UNIT.pack_into(cols, i * _STRIDE, *unit)
+
+    def put_run(self, pos: int, rows: np.ndarray) -> None:
+        """`self[pos + 52 * j] = rows[j]` for every j: the units a batch enqueue appends one after
+        another (`rows` int64, one row of 7 values a unit), their columns written at once."""
+        n = len(rows)
+        w = self._where(pos)
+        last = self._where(pos + (n - 1) * TIMERLOG_UNIT_SIZE) if n else None
+        if w is None or last is None or last[0] != w[0]:
+            for j, unit in enumerate(rows.tolist()):
+                self[pos + j * TIMERLOG_UNIT_SIZE] = unit
+            return
+        f, i = w
+        here = self._here.get(f)
+        if here is None:
+            here = self._here[f] = bytearray()
+            self._cols[f] = bytearray()
+        cols = self._cols[f]
+        if i + n > len(here):
+            grow = i + n - len(here) + _GROW
+            here.extend(bytes(grow))
+            cols.extend(bytes(_STRIDE * grow))
+        self._n += here.count(0, i, i + n)
+        here[i:i + n] = b"\x01" * n
+        view = np.frombuffer(cols, np.int64, n * FIELDS, i * _STRIDE)  # `_UNIT`'s native int64 layout
+        view[:] = np.asarray(rows, np.int64).reshape(n * FIELDS)
+        del view  # the bytearray may grow again only without a view on it
+
+    def chain(self, last_pos: int) -> list[tuple[int, tuple]] | None:
+        """`walk_chain(last_pos, self.get, prev_pos)`'s units when the walk ends at prevPos -1 through
+        units held here whose positions fall all the way (every unit appended here points back
+        before itself); None otherwise (a unit not held, a prevPos forward or in a loop): the caller
+        walks it with `walk_chain`."""
+        out = []
+        pos = last_pos
+        bound = 1 << 62
+        fs = self.file_size
+        cols_of, here_of = self._cols, self._here
+        unpack = _UNIT.unpack_from
+        while pos != -1:
+            if pos < 0 or pos >= bound:
+                return None
+            f, within = divmod(pos, fs)
+            i, rest = divmod(within, TIMERLOG_UNIT_SIZE)
+            here = here_of.get(f)
+            if rest or here is None or i >= len(here) or not here[i]:
+                return None
+            u = unpack(cols_of[f], i * _STRIDE)
+            out.append((pos, u))
+            bound = pos
+            pos = u[0]
+        return out
 
     def get(self, pos: int, default=None):
         w = self._where(pos)

@@ -108,3 +108,21 @@ def test_is_deleted_by_version():
     assert is_deleted(k, "TopicT", topic_keys, topic_key=None) and is_deleted(k, "TopicT", keys, topic_key=None)
     assert not is_deleted(k, "OtherTopic", topic_keys, topic_key=None)
     assert not is_deleted(None, "TopicT", keys) and not is_deleted(k, "TopicT", set())
+
+
+def test_do_enqueue_many_equals_do_enqueue_unit_by_unit():
+    np = pytest.importorskip("numpy")
+    from mqtool.rules.timer import do_enqueue_many
+
+    # around every boundary of the rule: now, the window, the window plus a third, three days
+    edges = [0, 1, 999, W * P - 1000, W * P - 1, W * P, W * P + 1, W * P + W // 3 * P - 1, W * P + W // 3 * P,
+             W * P + W // 3 * P + 1, 3 * 86_400_000, 10**15, -5]
+    for window in (W, 7, 2):
+        for precision in (P, 100):
+            delayed = [T0 + e for e in edges for _ in (0, 1)]
+            delete = [i % 2 == 1 for i in range(len(delayed))]
+            slots, magics = do_enqueue_many(np.array(delayed, np.int64), T0, window, precision,
+                                            np.array(delete, bool))
+            want = [do_enqueue(d, T0, window, precision, x) for d, x in zip(delayed, delete, strict=True)]
+            assert list(zip(slots.tolist(), magics.tolist(), strict=True)) == want
+    assert do_enqueue_many(np.array([T0 + 3 * 86_400_000]), T0, W, P, np.array([True]))[1].tolist() == [7]

@@ -1,0 +1,104 @@
+"""The timer's batch paths (`TimerService._enqueue_many` for the store's units and the roll re-puts,
+`_deliver` and `_roll` with their events written by `record_batch`, the chain walked in
+`TimerUnits.chain`) write the same event log, byte for byte, and the same summary as the
+per-message walk (`TimerService.batch = False`) on a store whose cancels meet their targets in a
+slot, some of them rolled, with a TimerLog of small files (fillers inside a batch)."""
+
+import io
+
+import numpy as np
+import pytest
+
+import mqtool.simulate.timer as timer_mod
+from mqtool.builder.broker import put_message
+from mqtool.builder.writer import StoreWriter
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.names import TIMER_TOPIC
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.timerunits import TimerUnits
+from mqtool.store.store import Store
+
+START = 1_800_000_000_000
+DAY = 86_400_000
+
+
+def _build(root, n=240):
+    config = BrokerConfig.for_version("5.3").with_overrides({"mappedFileSizeTimerLog": 4096})
+    with StoreWriter(root, config) as w:
+        for i in range(n):
+            out = START + 60_000 + (i // 3 * 7_919_000) % (3 * DAY)  # 3 a slot, over 3 days: some roll
+            props = [("UNIQ_KEY", f"T{i:05d}"), ("REAL_TOPIC", "BenchTopic"), ("REAL_QID", str(i % 4)),
+                     ("TIMER_OUT_MS", str(out))]
+            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 7), props, store_timestamp=START - 1000,
+                        born_timestamp=START - 1000)
+            if i % 3 == 2:  # a cancel in the slot of its target, the slot's newest (5.3.1 matches the bare UNIQ_KEY)
+                put_message(w, TIMER_TOPIC, 0, b"", [("UNIQ_KEY", f"C{i:05d}"), ("REAL_TOPIC", "BenchTopic"),
+                                                     ("REAL_QID", "0"), ("TIMER_OUT_MS", str(out)),
+                                                     ("TIMER_DEL_UNIQKEY", f"T{i:05d}")],
+                            store_timestamp=START - 1000, born_timestamp=START - 1000)
+        w.write_timercheck(START - 1000, 0, 0, 0)
+        w.write_checkpoint()
+    return Store.open(root, config), config
+
+
+def _run(store, config, batch, monkeypatch):
+    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
+    sink = io.StringIO()
+    res = simulate(store, config, START, START + 3 * DAY, None, seed=1, sink=sink)
+    return sink.getvalue(), res
+
+
+@pytest.mark.parametrize("small", [False, True])
+def test_batch_paths_equal_the_per_message_walk_with_cancels_rolls_and_small_timerlog_files(tmp_path, monkeypatch,
+                                                                                           small):
+    store, config = _build(tmp_path / "s")
+    if small:  # batches cut short: the enqueue's runs, a slot's waiting events, the roll properties kept
+        monkeypatch.setattr(timer_mod, "ENQUEUE_BATCH", 7)
+        monkeypatch.setattr(timer_mod, "PENDING_EVENTS", 3)
+        monkeypatch.setattr(timer_mod, "ROLLED_KEPT", 5)
+    many = []
+    real = timer_mod.TimerService._enqueue_many
+
+    def spy(self, phys, *a):
+        many.append(len(phys))
+        return real(self, phys, *a)
+
+    monkeypatch.setattr(timer_mod.TimerService, "_enqueue_many", spy)
+    per_msg, r1 = _run(store, config, False, monkeypatch)
+    assert many == []
+    batched, r2 = _run(store, config, True, monkeypatch)
+    assert batched == per_msg
+    assert r2.summary == r1.summary and r2.violations == r1.violations
+    # 80 cancels meet their targets after two deliveries of their slot; rolled ones are re-put (rolled
+    # cancels too) and enqueued again by the batch; 4096-byte TimerLog files hold 78 units: a batch
+    # of 320 crosses four of them
+    assert per_msg.count('"event":"cancel"') == 80
+    assert per_msg.count('"event":"roll"') > 0 and sum(many) == 320 + per_msg.count('"event":"roll"')
+    assert many[0] == (7 if small else 320) and (max(many) <= 7) == small
+
+
+def test_put_run_equals_unit_by_unit_writes_on_and_off_the_grid():
+    for start, n in ((0, 5), (52 * 17, 3), (1040 - 52 * 2, 4), (7, 3), (52 * 4100, 2)):
+        a, b = TimerUnits(1040), TimerUnits(1040)  # 20 units a file: (1040 - 104, 4) crosses into the next
+        for t in (a, b):
+            t[52] = (9, 9, 9, 9, 9, 9, 9)  # one written before
+        rows = np.arange(n * 7, dtype=np.int64).reshape(n, 7) - 3 * 2**40
+        a.put_run(start, rows)
+        for j, unit in enumerate(rows.tolist()):
+            b[start + 52 * j] = tuple(unit)
+        positions = [start + 52 * j for j in range(n)] + [52, 0, 104, 1040]
+        assert [a.get(p) for p in positions] == [b.get(p) for p in positions] and len(a) == len(b)
+
+
+def test_chain_walks_what_walk_chain_walks_or_gives_up():
+    from mqtool.rules.timer import walk_chain
+
+    units = TimerUnits(1040)
+    units[0] = (-1, 1, 0, 5, 100, 10, 0)
+    units[104] = (0, 1, 0, 5, 200, 10, 0)
+    units[1040 + 52] = (104, 3, 0, 5, 300, 10, 0)  # across files
+    w = walk_chain(1040 + 52, units.get, lambda u: u[0])
+    assert units.chain(1040 + 52) == w.units and [p for p, _ in w.units] == [1092, 104, 0]
+    units[156] = (208, 1, 0, 5, 400, 10, 0)  # points forward: left to walk_chain
+    units[208] = (-1, 1, 0, 5, 500, 10, 0)
+    assert units.chain(156) is None and units.chain(52) is None and units.chain(-1) == []
