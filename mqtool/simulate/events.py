@@ -103,38 +103,51 @@ def _one_line(d: dict[str, Any], orjson) -> bytes:
         return _json_line(d) + b"\n"
 
 
-def _template(service: str, event: str, detail_keys: tuple[str, ...]) -> tuple[bytes, bytes, int]:
+def _template(service: str, event: str, detail_keys: tuple[str, ...]) -> list:
     """The line of a `record_batch` row as a bytes %-format around its time: `{"time":` and the rest,
     with `service`, `event` and the keys written by `json` (a `%` doubled) and a `%b` for each of the
-    row's values; and their number."""
+    row's values; their number; the line dict's keys; `(service, event)`; and whether a batch of
+    these had a value `_batch_lines` could not take (a nested dict with two keys: then the rows of
+    this kind go the way of `record`'s dicts from there on)."""
     def key(k: str) -> str:
         return _JSON.encode(k).replace("%", "%%") + ":"
 
     rest = [f",{key('service')}{_JSON.encode(service).replace('%', '%%')},{key('event')}"
             f"{_JSON.encode(event).replace('%', '%%')}"]
     rest += [f",{key(k)}%b" for k in _KEYS[3:] + detail_keys]
-    return b'{"time":', ("".join(rest) + "}\n").encode("utf-8", "surrogatepass"), 5 + len(detail_keys)
+    return [b'{"time":', ("".join(rest) + "}\n").encode("utf-8", "surrogatepass"), 5 + len(detail_keys),
+            _KEYS + detail_keys, (service, event), False]
 
 
-def _batch_lines(batches: list[tuple[int, tuple[bytes, bytes, int], list[tuple]]], orjson) -> bytes | None:
-    """The lines of `record_batch` rows, each batch `(time, template, rows)` through its template, or
-    None when a value's text holds a comma or orjson cannot write one (then each row goes the way of
-    `record`'s dict).
+def _batch_lines(batches: list[tuple[int, tuple, list[tuple]]], orjson) -> bytes:
+    """The lines of `record_batch` rows, each batch `(time, template, rows)` through its template.
 
     orjson writes all values of all rows as one flat JSON array; with no comma inside a value (a
     scalar's text has one only in a string), splitting it at the commas gives each value's text,
-    exactly as orjson writes it inside a line's object."""
-    if any(type(time) is not int for time, _, _ in batches):
-        return None
+    exactly as orjson writes it inside a line's object. When a value's text holds a comma or orjson
+    cannot write one, each row's line dict goes the way of `record`'s."""
     try:
-        pieces = orjson.dumps(list(chain.from_iterable(chain.from_iterable(rows for _, _, rows in batches))))
+        pieces = orjson.dumps(list(chain.from_iterable(chain.from_iterable(map(itemgetter(2), batches)))))
     except orjson.JSONEncodeError:
-        return None
-    pieces = pieces[1:-1].split(b",")
-    if len(pieces) != sum(len(rows) * width for _, (_, _, width), rows in batches):
-        return None
-    return b"".join((head + b"%d" % time + tail) * len(rows) for time, (head, tail, _), rows in batches) \
-        % tuple(pieces)
+        pieces = None
+    if pieces is not None:
+        pieces = pieces[1:-1].split(b",")
+        if len(pieces) == sum(len(rows) * t[2] for _, t, rows in batches):
+            return b"".join((t[0] + b"%d" % time + t[1]) * len(rows) for time, t, rows in batches) % tuple(pieces)
+    if len(batches) > 1:  # the batches one by one: only the one with such a value goes the slow way
+        return b"".join(_batch_lines([b], orjson) for b in batches)
+    time, t, rows = batches[0]
+    t[5] = True
+    return _lines_of(_dicts_of(time, t, rows), orjson)
+
+
+def _dicts_of(time: int, template: list, rows: list[tuple]) -> list[dict[str, Any]]:
+    """The line dicts of a `record_batch` call (made without a Python step per row)."""
+    return list(map(dict, map(zip, repeat(template[3]), map(add, repeat((time, *template[4])), rows))))
+
+
+class _Batch(dict):
+    """A `record_batch` call as `Columns` reads it: each key's values as a tuple."""
 
 
 class Columns:
@@ -145,35 +158,35 @@ class Columns:
     The events come as line dicts (`record`) and row batches (`record_batch`), in order; a column is
     gathered when it is asked for."""
 
-    __slots__ = ("_pending", "_n")
+    __slots__ = ("_pending", "_kinds")
 
-    def __init__(self, pending: list) -> None:
+    def __init__(self, pending: list[dict]) -> None:
         self._pending = pending
-        self._n = sum(1 if type(e) is dict else len(e[3]) for e in pending)
+        self._kinds = set(map(type, pending))
 
     def __len__(self) -> int:
-        return self._n
+        return len(self["time"])
 
     def __getitem__(self, key: str) -> list:
         pending = self._pending
-        if all(type(e) is dict for e in pending):
+        if dict not in self._kinds:  # row batches only: the columns as they are
+            try:
+                return list(chain.from_iterable(map(itemgetter(key), pending)))
+            except KeyError:
+                pass
+        elif _Batch not in self._kinds:  # line dicts only
             return list(map(dict.get, pending, repeat(key)))
         out: list = []
         for e in pending:
             if type(e) is dict:
                 out.append(e.get(key))
-                continue
-            time, service, event, rows, detail_keys = e
-            if key in _ROW_KEYS:
-                out += map(itemgetter(_ROW_KEYS[key]), rows)
-            elif key in detail_keys:
-                out += map(itemgetter(5 + detail_keys.index(key)), rows)
             else:
-                out += repeat({"time": time, "service": service, "event": event}.get(key), len(rows))
+                col = e.get(key)
+                out += repeat(None, len(e["time"])) if col is None else col
         return out
 
 
-_ROW_KEYS = {k: i for i, k in enumerate(_KEYS[3:])}
+_ROW_NAMES = _KEYS[3:]
 
 
 class EventLog:
@@ -206,7 +219,7 @@ class EventLog:
         self._lines: list[bytes] = []  # finished UTF-8 lines, in order
         self._dicts: list[dict[str, Any]] | None = [] if keep and sink is not None else None  # lines to come
         self._orjson = _orjson() if sink is not None else _NoOrjson
-        self._templates: dict[tuple, tuple[bytes, bytes, int]] = {}
+        self._templates: dict[tuple, list] = {}
         self._batches: list[tuple] = []  # `record_batch` calls whose lines are to come (not with `_dicts`)
         self._batched = 0  # their rows
         self._buffer = None
@@ -288,7 +301,7 @@ class EventLog:
         physical_offset, new_physical_offset, *detail)` with the detail values in `detail_keys`' order,
         every value as `emit_plain` takes it. The same as `record(..., plain=True)` row by row."""
         width = 5 + len(detail_keys)
-        if self._per_event or (self.keep and set(map(len, rows)) != {width}):
+        if self._per_event or (self.keep and (set(map(len, rows)) != {width} or type(time) is not int)):
             record = self.record  # a SimEvent per row (or the row of a wrong width raises there)
             for r in rows:
                 record(time, service, event, r[0], r[1], r[2], r[3], r[4],
@@ -304,15 +317,23 @@ class EventLog:
             template = self._templates.get(key)
             if template is None:
                 template = self._templates[key] = _template(service, event, detail_keys)
-            if self._dicts:
-                self._close_lines()
-            self._batches.append((time, template, rows, service, event, detail_keys))
+            if template[5]:
+                if self._batches:
+                    self._close_lines()
+                self._dicts += _dicts_of(time, template, rows)
+            else:
+                if self._dicts:
+                    self._close_lines()
+                self._batches.append((time, template, rows))
             self._batched += len(rows)
-            if self._batched >= _FLUSH_LINES:
+            if self._batched + len(self._dicts) >= _FLUSH_LINES:
                 self.flush()
         watched = self._watched.get(event)
         if watched is not None:
-            watched.append((time, service, event, rows, detail_keys))
+            n = len(rows)
+            cols = _Batch(zip(_ROW_NAMES + detail_keys, zip(*rows, strict=True), strict=True))
+            cols["time"], cols["service"], cols["event"] = (time,) * n, (service,) * n, (event,) * n
+            watched.append(cols)
             if len(watched) >= _FLUSH_LINES:
                 self._hand_on()
 
@@ -329,14 +350,7 @@ class EventLog:
             dicts.clear()
         batches = self._batches
         if batches:
-            lines = _batch_lines([b[:3] for b in batches], self._orjson)
-            if lines is None:
-                ds = []
-                for time, _, rows, service, event, detail_keys in batches:
-                    ds += map(dict, map(zip, repeat(_KEYS + detail_keys), map(add, repeat((time, service, event)),
-                                                                             rows)))
-                lines = _lines_of(ds, self._orjson)
-            self._lines.append(lines)
+            self._lines.append(_batch_lines(batches, self._orjson))
             batches.clear()
             self._batched = 0
 
