@@ -119,7 +119,7 @@ def _template(service: str, event: str, detail_keys: tuple[str, ...]) -> list:
             _KEYS + detail_keys, (service, event), False]
 
 
-def _batch_lines(batches: list[tuple[int, tuple, list[tuple]]], orjson) -> bytes:
+def _batch_lines(batches: list[tuple[int, list, list[tuple]]], orjson) -> bytes:
     """The lines of `record_batch` rows, each batch `(time, template, rows)` through its template.
 
     orjson writes all values of all rows as one flat JSON array; with no comma inside a value (a
