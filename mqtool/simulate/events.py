@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain, repeat
+from operator import add, itemgetter
 from typing import Any, TextIO
 
 from mqtool.formats.names import ACK_TAG
@@ -48,65 +50,159 @@ class SimEvent:
 # json.dumps(d, ensure_ascii=False, separators=(",", ":")) builds this encoder on every call
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _SCALARS = frozenset({str, int, bool, type(None)})
-
-
-def _orjson_line(dumps, error) -> Callable[[dict[str, Any]], bytes]:
-    """`_JSON.encode(d)` as UTF-8, made by orjson where it writes the same text: every value a str,
-    int, bool or None (orjson escapes strings as `json` does with `ensure_ascii=False`,
-    tests/test_output.py; compact output has `json`'s separators). A float, a nested value, an integer
-    past 64 bits or a lone surrogate goes through `json` itself."""
-    encode = _JSON.encode
-    scalars = _SCALARS.issuperset
-
-    def line(d: dict[str, Any]) -> bytes:
-        if scalars(map(type, d.values())):
-            try:
-                return dumps(d)
-            except error:
-                pass
-        return encode(d).encode("utf-8", "surrogatepass")
-
-    return line
-
-
-def _plain_line(dumps, error) -> Callable[[dict[str, Any]], bytes]:
-    """`line` for callers whose values are never floats and nested at most as a dict of str to int
-    (`EventLog.emit_plain`): orjson refuses what it cannot write as `json` does (integers past 64
-    bits, lone surrogates), so only the type check is left out."""
-    encode = _JSON.encode
-
-    def line(d: dict[str, Any]) -> bytes:
-        try:
-            return dumps(d)
-        except error:
-            return encode(d).encode("utf-8", "surrogatepass")
-
-    return line
+_FLUSH_LINES = 4096
+# where one line's object ends and the next begins in orjson's text of a list of lines: every line
+# starts with its "time" key, and inside a string a quote is escaped, so the pattern is structural
+_NEXT = b'},{"time":'
+_NEXT_LINE = b'}\n{"time":'
+_KEYS = ("time", "service", "event", "topic", "queue_id", "uniq_key", "physical_offset", "new_physical_offset")
 
 
 def _json_line(d: dict[str, Any]) -> bytes:
+    """`json`'s own line, the reference every faster form equals."""
     return _JSON.encode(d).encode("utf-8", "surrogatepass")
 
 
-def _line_encoders() -> tuple[Callable[[dict[str, Any]], bytes], Callable[[dict[str, Any]], bytes]]:
+class _NoOrjson:  # pragma: no cover - orjson is a dependency; without it `json` writes every line
+    class JSONEncodeError(Exception):
+        pass
+
+    @staticmethod
+    def dumps(_):
+        raise _NoOrjson.JSONEncodeError
+
+
+def _orjson():
     try:
         import orjson
     except ImportError:  # pragma: no cover - orjson is a dependency
-        return _json_line, _json_line
-    return _orjson_line(orjson.dumps, orjson.JSONEncodeError), _plain_line(orjson.dumps, orjson.JSONEncodeError)
+        return _NoOrjson
+    return orjson
 
 
-_FLUSH_LINES = 4096
+def _lines_of(dicts: list[dict[str, Any]], orjson) -> bytes:
+    """The lines of `dicts` (each ending in a newline), as `_json_line` writes them one by one.
+
+    The dicts hold str, int, bool and None values, or a dict of str to int (`EventLog.record`
+    lets nothing else in): orjson writes those as `json` does (tests/test_output.py) and refuses
+    what it cannot (integers past 64 bits, lone surrogates). One `dumps` call writes the whole list;
+    its objects are split into lines where one ends and the next begins."""
+    try:
+        text = orjson.dumps(dicts)[1:-1]
+    except orjson.JSONEncodeError:
+        return b"".join(_one_line(d, orjson) for d in dicts)
+    if text.count(_NEXT) != len(dicts) - 1:  # pragma: no cover - a nested list of lines: not in `record`
+        return b"".join(_one_line(d, orjson) for d in dicts)
+    return text.replace(_NEXT, _NEXT_LINE) + b"\n"
+
+
+def _one_line(d: dict[str, Any], orjson) -> bytes:
+    try:
+        return orjson.dumps(d) + b"\n"
+    except orjson.JSONEncodeError:
+        return _json_line(d) + b"\n"
+
+
+def _template(service: str, event: str, detail_keys: tuple[str, ...]) -> list:
+    """The line of a `record_batch` row as a bytes %-format around its time: `{"time":` and the rest,
+    with `service`, `event` and the keys written by `json` (a `%` doubled) and a `%b` for each of the
+    row's values; their number; the line dict's keys; `(service, event)`; and whether a batch of
+    these had a value `_batch_lines` could not take (a nested dict with two keys: then the rows of
+    this kind go the way of `record`'s dicts from there on)."""
+    def key(k: str) -> str:
+        return _JSON.encode(k).replace("%", "%%") + ":"
+
+    rest = [f",{key('service')}{_JSON.encode(service).replace('%', '%%')},{key('event')}"
+            f"{_JSON.encode(event).replace('%', '%%')}"]
+    rest += [f",{key(k)}%b" for k in _KEYS[3:] + detail_keys]
+    return [b'{"time":', ("".join(rest) + "}\n").encode("utf-8", "surrogatepass"), 5 + len(detail_keys),
+            _KEYS + detail_keys, (service, event), False]
+
+
+def _batch_lines(batches: list[tuple[int, list, list[tuple]]], orjson) -> bytes:
+    """The lines of `record_batch` rows, each batch `(time, template, rows)` through its template.
+
+    orjson writes all values of all rows as one flat JSON array; with no comma inside a value (a
+    scalar's text has one only in a string), splitting it at the commas gives each value's text,
+    exactly as orjson writes it inside a line's object. When a value's text holds a comma or orjson
+    cannot write one, each row's line dict goes the way of `record`'s."""
+    try:
+        pieces = orjson.dumps(list(chain.from_iterable(chain.from_iterable(map(itemgetter(2), batches)))))
+    except orjson.JSONEncodeError:
+        pieces = None
+    if pieces is not None:
+        pieces = pieces[1:-1].split(b",")
+        if len(pieces) == sum(len(rows) * t[2] for _, t, rows in batches):
+            return b"".join((t[0] + b"%d" % time + t[1]) * len(rows) for time, t, rows in batches) % tuple(pieces)
+    if len(batches) > 1:  # the batches one by one: only the one with such a value goes the slow way
+        return b"".join(_batch_lines([b], orjson) for b in batches)
+    time, t, rows = batches[0]
+    t[5] = True
+    return _lines_of(_dicts_of(time, t, rows), orjson)
+
+
+def _dicts_of(time: int, template: list, rows: list[tuple]) -> list[dict[str, Any]]:
+    """The line dicts of a `record_batch` call (made without a Python step per row)."""
+    return list(map(dict, map(zip, repeat(template[3]), map(add, repeat((time, *template[4])), rows))))
+
+
+class _Batch(dict):
+    """A `record_batch` call as `Columns` reads it: each key's values as a tuple."""
+
+
+class Columns:
+    """Events of one kind, in order, column by column: what `EventLog.watch_columns` callbacks read.
+    `cols[key]` is the list of that key's values (`time`, `service`, `topic`, ... or a detail key;
+    None where an event has no such detail); `len(cols)` the number of events.
+
+    The events come as line dicts (`record`) and row batches (`record_batch`), in order; a column is
+    gathered when it is asked for."""
+
+    __slots__ = ("_pending", "_kinds")
+
+    def __init__(self, pending: list[dict]) -> None:
+        self._pending = pending
+        self._kinds = set(map(type, pending))
+
+    def __len__(self) -> int:
+        return len(self["time"])
+
+    def __getitem__(self, key: str) -> list:
+        pending = self._pending
+        if dict not in self._kinds:  # row batches only: the columns as they are
+            try:
+                return list(chain.from_iterable(map(itemgetter(key), pending)))
+            except KeyError:
+                pass
+        elif _Batch not in self._kinds:  # line dicts only
+            return list(map(dict.get, pending, repeat(key)))
+        out: list = []
+        for e in pending:
+            if type(e) is dict:
+                out.append(e.get(key))
+            else:
+                col = e.get(key)
+                out += repeat(None, len(e["time"])) if col is None else col
+        return out
+
+
+_ROW_NAMES = _KEYS[3:]
 
 
 class EventLog:
     """The ordered event history, handed on as it happens.
 
-    Each event goes to the watchers of its kind (`watch`: the summary's tallies, the invariant
-    checks), to `sink` when one is given (a text file: one JSON line per event, written in batches of
-    lines), and into `events` when `hold` (the default without a sink: tests and library callers
-    iterate it). `keep=False` only counts, and the services do not even compute the details
-    (benchmarks). Call `flush()` at the end of a run with a sink.
+    Each event goes to the watchers of its kind: `watch` callbacks get a `SimEvent` as it happens,
+    `watch_columns` callbacks get the events in batches of `Columns`, in order, all of them by the
+    time `flush()` returns (the summary's tallies, the invariant checks: read after the run). It goes
+    to `sink` when one is given (a text file: one JSON line per event, written in batches through its
+    byte buffer when it has one), and into `events` when `hold` (the default without a sink: tests
+    and library callers iterate it). `keep=False` only counts, and the services do not even compute
+    the details (benchmarks). Call `flush()` at the end of a run.
+
+    `record` makes the event's line dict `{time, service, event, topic, ..., **detail}`; the dicts
+    go to orjson a batch at a time (`_lines_of`). `record_batch` writes its rows through one bytes
+    template (`_batch_lines`) without a dict per row.
     """
 
     def __init__(self, keep: bool = True, sink: TextIO | None = None, hold: bool | None = None) -> None:
@@ -114,15 +210,34 @@ class EventLog:
         self.sink = sink
         self.hold = keep and (sink is None if hold is None else hold)
         self.events: list[SimEvent] = []
-        self.count = 0
         self.by_kind: dict[str, int] = {}
         self._watchers: dict[str, list[Callable[[SimEvent], None]]] = {}
-        self._lines: list[bytes] = []  # UTF-8 lines, decoded together when written
-        self._encode, self._plain = _line_encoders() if sink is not None else (_json_line, _json_line)
+        self._column_watchers: dict[str, list[Callable[[Columns], None]]] = {}
+        # per watched kind, what is not handed on yet: line dicts (`record`) and row batches (`record_batch`)
+        self._watched: dict[str, list] = {}
+        self._per_event = self.hold  # a SimEvent is made for each event (hold or `watch`)
+        self._lines: list[bytes] = []  # finished UTF-8 lines, in order
+        self._dicts: list[dict[str, Any]] | None = [] if keep and sink is not None else None  # lines to come
+        self._orjson = _orjson() if sink is not None else _NoOrjson
+        self._templates: dict[tuple, list] = {}
+        self._batches: list[tuple] = []  # `record_batch` calls whose lines are to come (not with `_dicts`)
+        self._batched = 0  # their rows
+        self._buffer = None
+
+    @property
+    def count(self) -> int:
+        return sum(self.by_kind.values())
 
     def watch(self, event: str, callback: Callable[[SimEvent], None]) -> None:
-        """Call `callback(e)` for every recorded event of that kind, in order."""
+        """Call `callback(e)` for every recorded event of that kind, in order, as it happens."""
         self._watchers.setdefault(event, []).append(callback)
+        self._per_event = True
+
+    def watch_columns(self, event: str, callback: Callable[[Columns], None]) -> None:
+        """Call `callback(cols)` with the events of that kind in order, in batches (`Columns`); every
+        event has been handed on when `flush()` returns."""
+        self._column_watchers.setdefault(event, []).append(callback)
+        self._watched.setdefault(event, [])
 
     def emit(self, time: int, service: str, event: str, topic: str | None = None, queue_id: int | None = None,
              uniq_key: str | None = None, physical_offset: int | None = None,
@@ -142,59 +257,128 @@ class EventLog:
                uniq_key: str | None, physical_offset: int | None, new_physical_offset: int | None,
                detail: dict[str, Any], plain: bool = False) -> None:
         """`emit` with the detail as a dict (the caller's own, not copied); `plain` as `emit_plain`."""
-        self.count += 1
         by_kind = self.by_kind
         by_kind[event] = by_kind.get(event, 0) + 1
         if not self.keep:
             return
-        watchers = self._watchers.get(event)
-        e = None
-        if self.hold or watchers:
+        # the line's dict: no detail key can be one of the eight (they are `emit`'s parameters), so the
+        # detail follows them as given
+        d = None
+        dicts = self._dicts
+        if dicts is not None:
+            d = {"time": time, "service": service, "event": event, "topic": topic, "queue_id": queue_id,
+                 "uniq_key": uniq_key, "physical_offset": physical_offset,
+                 "new_physical_offset": new_physical_offset, **detail}
+            if self._batches:
+                self._close_lines()
+            if plain or _SCALARS.issuperset(map(type, d.values())):
+                dicts.append(d)
+                if len(dicts) >= _FLUSH_LINES:
+                    self.flush()
+            else:  # a float, a nested value: `json` itself writes it, in its place
+                self._close_lines()
+                self._lines.append(_json_line(d) + b"\n")
+        watched = self._watched.get(event)
+        if watched is not None:
+            if d is None:
+                d = {"time": time, "service": service, "event": event, "topic": topic, "queue_id": queue_id,
+                     "uniq_key": uniq_key, "physical_offset": physical_offset,
+                     "new_physical_offset": new_physical_offset, **detail}
+            watched.append(d)
+            if len(watched) >= _FLUSH_LINES:
+                self._hand_on()
+        if self._per_event:
             e = SimEvent(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset,
                          detail)
             if self.hold:
                 self.events.append(e)
-        if self.sink is not None:
-            # `e.as_dict()` without the event: no detail key can be one of the eight (they are `emit`'s
-            # parameters), so the detail follows them as given
-            lines = self._lines
-            lines.append((self._plain if plain else self._encode)(
-                {"time": time, "service": service, "event": event, "topic": topic, "queue_id": queue_id,
-                 "uniq_key": uniq_key, "physical_offset": physical_offset,
-                 "new_physical_offset": new_physical_offset, **detail}))
-            if len(lines) >= _FLUSH_LINES:
-                self.flush()
-        if watchers:
-            for w in watchers:
+            for w in self._watchers.get(event, ()):
                 w(e)
 
     def record_batch(self, time: int, service: str, event: str, rows: list[tuple],
                      detail_keys: tuple[str, ...]) -> None:
         """Events of one kind at one time, in order: each row is `(topic, queue_id, uniq_key,
         physical_offset, new_physical_offset, *detail)` with the detail values in `detail_keys`' order,
-        every value as `emit_plain` takes it. The same as `record(..., plain=True)` row by row; the batch
-        paths of the services call this so that the log can write a batch at once."""
-        if not self.keep:
-            self.count += len(rows)
-            self.by_kind[event] = self.by_kind.get(event, 0) + len(rows)
+        every value as `emit_plain` takes it. The same as `record(..., plain=True)` row by row."""
+        width = 5 + len(detail_keys)
+        if self._per_event or (self.keep and (set(map(len, rows)) != {width} or type(time) is not int)):
+            record = self.record  # a SimEvent per row (or the row of a wrong width raises there)
+            for r in rows:
+                record(time, service, event, r[0], r[1], r[2], r[3], r[4],
+                       dict(zip(detail_keys, r[5:], strict=True)), True)
             return
-        record = self.record
-        for r in rows:
-            record(time, service, event, r[0], r[1], r[2], r[3], r[4], dict(zip(detail_keys, r[5:], strict=True)),
-                   True)
+        by_kind = self.by_kind
+        by_kind[event] = by_kind.get(event, 0) + len(rows)
+        if not self.keep or not rows:
+            return
+        rows = rows[:]  # the caller may reuse its list
+        if self._dicts is not None:
+            key = (service, event, detail_keys)
+            template = self._templates.get(key)
+            if template is None:
+                template = self._templates[key] = _template(service, event, detail_keys)
+            if template[5]:
+                if self._batches:
+                    self._close_lines()
+                self._dicts += _dicts_of(time, template, rows)
+            else:
+                if self._dicts:
+                    self._close_lines()
+                self._batches.append((time, template, rows))
+            self._batched += len(rows)
+            if self._batched + len(self._dicts) >= _FLUSH_LINES:
+                self.flush()
+        watched = self._watched.get(event)
+        if watched is not None:
+            n = len(rows)
+            cols = _Batch(zip(_ROW_NAMES + detail_keys, zip(*rows, strict=True), strict=True))
+            cols["time"], cols["service"], cols["event"] = (time,) * n, (service,) * n, (event,) * n
+            watched.append(cols)
+            if len(watched) >= _FLUSH_LINES:
+                self._hand_on()
 
     def tally(self, event: str) -> None:
         """Count an event without recording it: the hot paths call this instead of `emit` when
         `keep` is False, so that the event's details are not even computed."""
-        self.count += 1
         self.by_kind[event] = self.by_kind.get(event, 0) + 1
 
+    def _close_lines(self) -> None:
+        """The pending dicts or row batches into `_lines`."""
+        dicts = self._dicts
+        if dicts:
+            self._lines.append(_lines_of(dicts, self._orjson))
+            dicts.clear()
+        batches = self._batches
+        if batches:
+            self._lines.append(_batch_lines(batches, self._orjson))
+            batches.clear()
+            self._batched = 0
+
+    def _hand_on(self) -> None:
+        """The watched events not yet handed on, to their `watch_columns` callbacks."""
+        for event, pending in self._watched.items():
+            if pending:
+                self._watched[event] = []
+                cols = Columns(pending)
+                for w in self._column_watchers[event]:
+                    w(cols)
+
     def flush(self) -> None:
-        """Write the lines not yet written to the sink."""
-        if self._lines and self.sink is not None:
-            self._lines.append(b"")
-            self.sink.write(b"\n".join(self._lines).decode("utf-8", "surrogatepass"))
-            self._lines.clear()
+        """Write the lines not yet written to the sink and hand the watched events on."""
+        self._hand_on()
+        if self.sink is None:
+            return
+        self._close_lines()
+        if not self._lines:
+            return
+        data = b"".join(self._lines)
+        self._lines.clear()
+        if self._buffer is None:
+            self._buffer = _byte_buffer(self.sink) or False
+        if self._buffer:
+            self._buffer.write(data)
+        else:
+            self.sink.write(data.decode("utf-8", "surrogatepass"))
 
     def _held(self) -> list[SimEvent]:
         if self.keep and not self.hold:
@@ -209,3 +393,18 @@ class EventLog:
 
     def jsonl(self) -> str:
         return "".join(e.to_json() + "\n" for e in self._held())
+
+
+def _byte_buffer(sink: TextIO):
+    """The byte stream under a UTF-8 text sink with no newline translation, flushed so that what was
+    written to it before comes first (`mqtool.output.write_jsonl` does the same); None for any other
+    sink (a StringIO, the --expect capture)."""
+    import codecs
+    import os
+
+    buffer = getattr(sink, "buffer", None)
+    encoding = getattr(sink, "encoding", None)
+    if buffer is None or encoding is None or os.linesep != "\n" or codecs.lookup(encoding).name != "utf-8":
+        return None
+    sink.flush()
+    return buffer

@@ -92,7 +92,7 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
         from mqtool.simulate.spool import RecordSpool
         model.spool = RecordSpool()
     deliveries = DeliveryTally(start_ms, until_ms)
-    log.watch("deliver", deliveries)
+    log.watch_columns("deliver", deliveries.columns)
     checks = InvariantCheck(scenario.faults).watch(log) if keep_events else None
     ctx = SimContext(engine, model, log, config, scenario, rng, broker_version)
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import tempfile
 from array import array
 from collections import Counter
+from itertools import compress
 from typing import BinaryIO
 
 from mqtool.formats.names import SYSTEM_TOPICS
-from mqtool.simulate.events import SimEvent
+from mqtool.simulate.events import Columns, SimEvent
 
 TIMELINE_BUCKETS = 20
 
@@ -39,6 +40,14 @@ class KeyTally:
         self._hashes.append(hash(key))
         buf = self._buf
         buf.append(key)
+        if len(buf) >= 8192:
+            self._spill()
+
+    def extend(self, keys: list[str]) -> None:
+        """`add` each key, in order."""
+        self._hashes.extend(map(hash, keys))
+        buf = self._buf
+        buf += keys
         if len(buf) >= 8192:
             self._spill()
 
@@ -93,9 +102,15 @@ class KeyTally:
         self._lens = array("I")
 
 
+_SYSTEM_TOPICS = frozenset(SYSTEM_TOPICS)
+
+
 class DeliveryTally:
     """The summary's delivery figures, fed by the event log's `deliver` events: deliveries per
-    (non-system) topic, the 20-bucket timeline and the number of duplicate deliveries of a UNIQ_KEY."""
+    (non-system) topic, the 20-bucket timeline and the number of duplicate deliveries of a UNIQ_KEY.
+
+    `EventLog.watch_columns` hands it the events in batches (`columns`): each batch is counted with a
+    few C-level passes instead of a call per event; `__call__` takes one `SimEvent`."""
 
     def __init__(self, start_ms: int, until_ms: int) -> None:
         self.start = start_ms
@@ -110,6 +125,21 @@ class DeliveryTally:
             if e.uniq_key:
                 self.keys.add(e.uniq_key)
             self.timeline[min(TIMELINE_BUCKETS - 1, (e.time - self.start) * TIMELINE_BUCKETS // self.span)] += 1
+
+    def columns(self, cols: Columns) -> None:
+        """`__call__` for each of a batch of events (`EventLog.watch_columns`): counted with a few
+        C-level passes instead of a call per event."""
+        topics, keys, times = cols["topic"], cols["uniq_key"], cols["time"]
+        counts = Counter(topics)
+        if not _SYSTEM_TOPICS.isdisjoint(counts):
+            mine = [t not in _SYSTEM_TOPICS for t in topics]
+            topics, keys, times = (list(compress(c, mine)) for c in (topics, keys, times))
+            counts = Counter(topics)
+        self.per_topic.update(counts)
+        self.keys.extend(list(filter(None, keys)))
+        timeline, start, span = self.timeline, self.start, self.span
+        for t, n in Counter(times).items():
+            timeline[min(TIMELINE_BUCKETS - 1, (t - start) * TIMELINE_BUCKETS // span)] += n
 
     def duplicates(self) -> int:
         return sum(n - 1 for n in self.keys.repeated().values())
