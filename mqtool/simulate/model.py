@@ -339,6 +339,17 @@ class PutResult:
     message: SimMessage | None = None
 
 
+def next_in_file(pos: int, size: int, file_size: int, blank: int, fillers: list[tuple[int, int]]) -> int:
+    """Where `size` bytes go when the log ends at `pos`: there, or at the next file when they and the
+    smallest filler (`blank`) do not fit in the rest of this one; the filler is noted in `fillers` as
+    (position, length). The CommitLog's END_OF_FILE record and the TimerLog's BLANK unit follow it."""
+    if pos % file_size + size + blank > file_size:
+        nxt = (pos // file_size + 1) * file_size
+        fillers.append((pos, nxt - pos))
+        return nxt
+    return pos
+
+
 @dataclass
 class StoreModel:
     """The base store plus appended records. `put_filter(now, msg, service)` may fail a put (faults)."""
@@ -517,10 +528,8 @@ class StoreModel:
             if pos % fs + DLEDGER_BODY_OFFSET + size + DLEDGER_MIN_BLANK_LEN > fs:  # MmapFileList.preAppend
                 pos = (pos // fs + 1) * fs
             pos += DLEDGER_BODY_OFFSET
-        elif pos % fs + size + BLANK_MIN > fs:
-            nxt = (pos // fs + 1) * fs
-            self.blanks.append((pos, nxt - pos))
-            pos = nxt
+        else:
+            pos = next_in_file(pos, size, fs, BLANK_MIN, self.blanks)
         self._end = pos + size
         return pos
 

@@ -61,7 +61,7 @@ from mqtool.rules.timer import (
 from mqtool.simulate.batchread import batchable, read_props
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
-from mqtool.simulate.model import _order
+from mqtool.simulate.model import _order, next_in_file
 from mqtool.simulate.timerunits import TimerUnits
 
 SLOTS_TOTAL = 7 * 86400
@@ -405,15 +405,7 @@ class TimerService:
             positions = list(range(end, end + n * TIMERLOG_UNIT_SIZE, TIMERLOG_UNIT_SIZE))
             self.end = end + n * TIMERLOG_UNIT_SIZE
         else:  # a file ends in the run: its filler as `_enqueue_unit` writes it
-            positions = []
-            for _ in range(n):
-                pos = self.end
-                if pos % fs + TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE > fs:
-                    nxt = (pos // fs + 1) * fs
-                    self.fillers.append((pos, nxt - pos))
-                    pos = nxt
-                self.end = pos + TIMERLOG_UNIT_SIZE
-                positions.append(pos)
+            positions = [self._next_unit_pos() for _ in range(n)]
         slots, queued, wheel = self.slots, self._queued, self.wheel
         prevs = []
         for t, pos, d in zip(slot_of, positions, delete, strict=True):
@@ -466,6 +458,13 @@ class TimerService:
                 log.tally("enqueue")
         return min(slot_of)
 
+    def _next_unit_pos(self) -> int:
+        """The next unit's TimerLog position, taken: after a filler (`TimerLog.append`'s BLANK) where the
+        unit and a blank would not fit in the rest of the file."""
+        pos = next_in_file(self.end, TIMERLOG_UNIT_SIZE, self.file_size, TIMERLOG_BLANK_SIZE, self.fillers)
+        self.end = pos + TIMERLOG_UNIT_SIZE
+        return pos
+
     def _wake_dequeue(self, slot: int) -> None:
         """Wake the dequeue for a unit just put in `slot`, unless it wakes earlier (or is in a slot)."""
         deq = self.deq
@@ -485,13 +484,7 @@ class TimerService:
         delete = props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None
         delayed, magic = do_enqueue(delayed, write, self.window, p, delete)
         roll = need_roll(magic)
-        pos = self.end
-        fs = self.file_size
-        if pos % fs + TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE > fs:
-            nxt = (pos // fs + 1) * fs
-            self.fillers.append((pos, nxt - pos))
-            pos = nxt
-        self.end = pos + TIMERLOG_UNIT_SIZE
+        pos = self._next_unit_pos()
         s = self._slot(delayed)
         prev = s[1] if s is not None else -1
         real = props.get(PROPERTY_REAL_TOPIC)

@@ -49,19 +49,24 @@ class TimerUnits:
             self._odd[pos] = tuple(unit)
             return
         f, i = w
+        here, cols = self._grow(f, i + 1)
+        if not here[i]:
+            here[i] = 1
+            self._n += 1
+        _UNIT.pack_into(cols, i * _STRIDE, *unit)
+
+    def _grow(self, f: int, units: int) -> tuple[bytearray, bytearray]:
+        """File `f`'s (written flags, columns), grown to hold at least `units` units."""
         here = self._here.get(f)
         if here is None:
             here = self._here[f] = bytearray()
             self._cols[f] = bytearray()
         cols = self._cols[f]
-        if i >= len(here):
-            grow = i + 1 - len(here) + _GROW
+        if units > len(here):
+            grow = units - len(here) + _GROW
             here.extend(bytes(grow))
             cols.extend(bytes(_STRIDE * grow))
-        if not here[i]:
-            here[i] = 1
-            self._n += 1
-        _UNIT.pack_into(cols, i * _STRIDE, *unit)
+        return here, cols
 
     def put_run(self, pos: int, rows: np.ndarray) -> None:
         """`self[pos + 52 * j] = rows[j]` for every j: the units a batch enqueue appends one after
@@ -74,15 +79,7 @@ class TimerUnits:
                 self[pos + j * TIMERLOG_UNIT_SIZE] = unit
             return
         f, i = w
-        here = self._here.get(f)
-        if here is None:
-            here = self._here[f] = bytearray()
-            self._cols[f] = bytearray()
-        cols = self._cols[f]
-        if i + n > len(here):
-            grow = i + n - len(here) + _GROW
-            here.extend(bytes(grow))
-            cols.extend(bytes(_STRIDE * grow))
+        here, cols = self._grow(f, i + n)
         self._n += here.count(0, i, i + n)
         here[i:i + n] = b"\x01" * n
         view = np.frombuffer(cols, np.int64, n * FIELDS, i * _STRIDE)  # `_UNIT`'s native int64 layout
