@@ -17,7 +17,9 @@ as in SimPy) and is resumable. The engine never reads the wall clock.
 
 Services are *processes*: Python generators that `yield` a delay in ms (`yield 100`) and are
 resumed by the engine; `Process.wake(delay)` re-times a sleeping process (a clock jump, a new
-message in a queue it watches), and `Process.stop()` ends it (a crash).
+message in a queue it watches), and `Process.stop()` ends it (a crash). `Process.advance(d)` is
+`yield d` without the queue when the process would be resumed next anyway (the timer's dequeue walks
+slot after slot so).
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def _stop() -> None:
 
 
 class Engine:
-    """A deterministic discrete-event engine; `now` only moves in `step()`."""
+    """A deterministic discrete-event engine; `now` only moves in `step()` (and in `Process.advance`,
+    which stands for a step that would pop that process's own resumption next)."""
 
     def __init__(self, initial_time: int = 0) -> None:
         self._now = int(initial_time)
@@ -136,6 +139,21 @@ class Process:
 
     def wake_at(self, time_ms: int) -> None:
         self.wake(max(0, time_ms - self.engine.now))
+
+    def advance(self, delay: int) -> bool:
+        """`yield delay` without the queue's round trip: when this process's resumption `delay` ms from now
+        would be the engine's next event (every queued one is later, or at that time and of a lower
+        rank), the clock moves there and True is returned: the generator goes on at once, as the step
+        that resumed it would have. Else False, and the caller yields."""
+        e = self.engine
+        t = e._now + delay
+        q = e._queue
+        if delay <= 0 or (q and (q[0][0] < t or (q[0][0] == t and q[0][1] <= self.priority))):
+            return False
+        self._gen_id += 1  # as `wake` would: an entry still queued for this process is stale
+        e._now = t
+        e.steps += 1
+        return True
 
     def stop(self) -> None:
         self.alive = False

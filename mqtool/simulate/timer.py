@@ -537,7 +537,9 @@ class TimerService:
             slot_time = heap[0]
             if slot_time >= w:
                 self.curr_read = max(self.curr_read, w)
-                yield max(0, slot_time + p - ctx.clock())
+                delay = max(0, slot_time + p - ctx.clock())
+                if not self.deq.advance(delay):  # the next slot at once when nothing else runs first
+                    yield delay
                 continue
             heapq.heappop(heap)
             self._queued.discard(slot_time)

@@ -63,3 +63,44 @@ def test_process_wake_and_idle(engine, log):
     p.wake(7)
     engine.run(until=1200)
     assert log == [1107]
+
+
+def _advance_trace(use_advance: bool, took: list | None = None) -> tuple[list, int]:
+    """A process sleeping 7, 3, 10, 5, 5 ms against a SCHEDULE tick every 30 ms, a NORMAL event at 1020
+    (after it at equal times: advanced to) and a BROKER one at 1030 (before it: not): who ran when."""
+    from mqtool.simulate.engine import BROKER
+
+    engine, log = Engine(1000), []
+    proc = None
+
+    def sleeper():
+        for d in (7, 3, 10, 5, 5):
+            log.append((engine.now, "sleeper"))
+            went = use_advance and proc.advance(d)
+            if took is not None:
+                took.append(went)
+            if not went:
+                yield d
+        log.append((engine.now, "sleeper-end"))
+
+    def tick():
+        while True:
+            log.append((engine.now, "tick"))
+            yield 30
+
+    proc = engine.process(sleeper(), TIMER_DEQUEUE)
+    engine.process(tick(), SCHEDULE, 1)
+    engine.schedule(lambda: log.append((engine.now, "broker")), BROKER, 30)
+    engine.schedule(lambda: log.append((engine.now, "normal")), NORMAL, 20)
+    engine.run(until=1050)
+    return log, engine.now
+
+
+def test_advance_is_a_yield_without_the_queue():
+    assert _advance_trace(True) == _advance_trace(False)
+    took: list[bool] = []
+    log, now = _advance_trace(True, took)
+    assert took == [False, True, True, False, False]  # 1001's tick, then advanced to 1010 and 1020
+    assert log == [(1000, "sleeper"), (1001, "tick"), (1007, "sleeper"), (1010, "sleeper"), (1020, "sleeper"),
+                   (1020, "normal"), (1025, "sleeper"), (1030, "broker"), (1030, "sleeper-end"), (1031, "tick")]
+    assert now == 1050
