@@ -151,7 +151,7 @@ def main() -> None:
             small = work / f"store-{min(a.mib)}"
             records = next((o["records"] for o in results["overview"] if o["mib"] == min(a.mib)), None)
             s = side_by_side({"messages": ([*mq, "inspect", str(small), "messages", "--json", "--body", "none"],
-                                           (0, 1))}, max(1, a.runs // 2), env)
+                                           (0, 1))}, a.runs, env)
             if records is None:  # a store kept from an earlier run (--dir): count the lines once
                 out = subprocess.run([*mq, "inspect", str(small), "messages", "--json", "--body", "none"],
                                      capture_output=True, env=env, check=True).stdout
