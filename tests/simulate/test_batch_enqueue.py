@@ -8,7 +8,6 @@ import io
 
 import mqtool.simulate.timer as timer_mod
 from mqtool.builder.broker import put_message
-from mqtool.builder.crash import build_crash, crash_config
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
@@ -169,18 +168,6 @@ def _props_same(store: Store) -> int:
     finally:
         fast.close()
     return n
-
-
-def test_read_props_equals_props_on_oracle_stores(oracle_store):
-    name, root, _ = oracle_store
-    config = BrokerConfig.for_version("4.9" if "4.9" in name else "5.3")
-    assert _props_same(Store.open(root, config)) > 0
-
-
-def test_read_props_equals_props_on_a_torn_store(tmp_path):
-    root = tmp_path / "crash"
-    build_crash(root)
-    assert _props_same(Store.open(root, crash_config())) > 0
 
 
 def test_read_props_on_built_records(tmp_path):
