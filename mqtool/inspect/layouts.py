@@ -231,6 +231,13 @@ def config_sources(store: Store) -> dict | None:
     return out
 
 
+def load_config_files(store: Store) -> None:
+    """Read the config files the broker loads at start that this view does not otherwise use (consumer
+    offsets, subscription groups, topics), so that an unparsable one is a `store.config` finding here as
+    delayOffset.json's is: the broker falls back to its .bak or starts without it."""
+    store.consumer_offsets, store.subscription_groups, store.topics  # noqa: B018 - read for their findings
+
+
 def compaction_section(store: Store, queues: dict[tuple[str, int], dict], findings: Findings) -> list[dict] | None:
     """Per compaction queue (spec §16): records kept in the compaction log next to the messages of its
     ordinary ConsumeQueue (`in_commitlog`); None without compaction/."""

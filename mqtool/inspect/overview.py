@@ -31,6 +31,7 @@ from mqtool.inspect.layouts import (
     compaction_section,
     config_sources,
     layouts_section,
+    load_config_files,
     not_yet_read,
     paths,
     pop_section,
@@ -111,6 +112,7 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
 
     path_list = paths(store, found)
     not_yet_read(store, found)
+    load_config_files(store)
     config = topic_config(store, found)
     compaction = compaction_section(store, queues, found)
     extra = {k: v for k, v in (("config_sources", config_sources(store)),

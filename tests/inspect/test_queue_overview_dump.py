@@ -81,6 +81,22 @@ def test_overview_of_the_demo(demo: Store):
     assert doc["finding_counts"]["error"] == 0
 
 
+def test_overview_reports_unparsable_config_files_it_does_not_show(demo_dir, demo_conf, tmp_path):
+    import shutil
+
+    from mqtool.formats.broker_conf import load_broker_conf
+
+    root = tmp_path / "demo"
+    shutil.copytree(demo_dir, root)
+    (root / "config" / "consumerOffset.json").write_text("garbage{")
+    (root / "config" / "subscriptionGroup.json").write_text('{"subscriptionGroupTable": ')
+    doc = overview(Store.open(root, load_broker_conf(demo_conf)), 1790000020000)
+    config = [(f["file"], f["severity"]) for f in doc["findings"] if f["check"] == "store.config"]
+    assert config == [("config/consumerOffset.json", "warning"), ("config/subscriptionGroup.json", "warning")]
+    message = next(f["message"] for f in doc["findings"] if f["file"] == "config/consumerOffset.json")
+    assert message.startswith("consumerOffset.json: unparsable at line 1 col 1") and "start from defaults" in message
+
+
 def test_overview_of_a_truncated_commitlog_is_a_finding(basic_copy):
     last = basic_copy / "commitlog" / "00000000000000065536"
     last.write_bytes(last.read_bytes()[:5000])  # cuts the record at 70491 (5000 - 4955 bytes in)
