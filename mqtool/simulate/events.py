@@ -51,6 +51,7 @@ class SimEvent:
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _SCALARS = frozenset({str, int, bool, type(None)})
 _FLUSH_LINES = 4096
+_WRITER_BLOCKS = 8  # blocks of about `_FLUSH_LINES` lines (~1 MB) waiting for the writer thread
 # where one line's object ends and the next begins in orjson's text of a list of lines: every line
 # starts with its "time" key, and inside a string a quote is escaped, so the pattern is structural
 _NEXT = b'},{"time":'
@@ -223,6 +224,7 @@ class EventLog:
         self._batches: list[tuple] = []  # `record_batch` calls whose lines are to come (not with `_dicts`)
         self._batched = 0  # their rows
         self._buffer = None
+        self._writer: _Writer | None = None
 
     @property
     def count(self) -> int:
@@ -274,7 +276,7 @@ class EventLog:
             if plain or _SCALARS.issuperset(map(type, d.values())):
                 dicts.append(d)
                 if len(dicts) >= _FLUSH_LINES:
-                    self.flush()
+                    self._write()
             else:  # a float, a nested value: `json` itself writes it, in its place
                 self._close_lines()
                 self._lines.append(_json_line(d) + b"\n")
@@ -327,7 +329,7 @@ class EventLog:
                 self._batches.append((time, template, rows))
             self._batched += len(rows)
             if self._batched + len(self._dicts) >= _FLUSH_LINES:
-                self.flush()
+                self._write()
         watched = self._watched.get(event)
         if watched is not None:
             n = len(rows)
@@ -364,21 +366,42 @@ class EventLog:
                     w(cols)
 
     def flush(self) -> None:
-        """Write the lines not yet written to the sink and hand the watched events on."""
+        """Write the lines not yet written to the sink (they are in it when this returns: the writer
+        thread is stopped) and hand the watched events on. A write that failed raises here."""
+        self._write()
+        self.close()
+
+    def _write(self) -> None:
+        """Hand the watched events on and pass the finished lines to the sink: to the writer thread
+        when the sink has a byte buffer (the run goes on while the file takes them)."""
         self._hand_on()
         if self.sink is None:
             return
         self._close_lines()
-        if not self._lines:
+        lines = self._lines
+        if not lines:
             return
-        data = b"".join(self._lines)
-        self._lines.clear()
+        data = b"".join(lines) if len(lines) > 1 else lines[0]
+        lines.clear()
         if self._buffer is None:
             self._buffer = _byte_buffer(self.sink) or False
-        if self._buffer:
-            self._buffer.write(data)
-        else:
+        if not self._buffer:
             self.sink.write(data.decode("utf-8", "surrogatepass"))
+            return
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = _Writer(self._buffer.write)
+        elif writer.error is not None:
+            self.close()  # raises the writer's error
+        writer.put(data)
+
+    def close(self) -> None:
+        """Stop the writer thread once it has written what it was given, and raise the error a write
+        of it met (an OSError of a full disk, as the write itself raised it before). Lines not passed
+        on yet stay unwritten: `flush()` writes everything and closes."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
 
     def _held(self) -> list[SimEvent]:
         if self.keep and not self.hold:
@@ -393,6 +416,42 @@ class EventLog:
 
     def jsonl(self) -> str:
         return "".join(e.to_json() + "\n" for e in self._held())
+
+
+class _Writer:
+    """Writes byte blocks with `write` on a thread of its own, in order: a file's write releases the
+    GIL, so the run goes on while the file takes the lines. At most `_WRITER_BLOCKS` blocks wait
+    (memory stays bounded; `put` waits when they are all taken). After a failed write it drops the
+    rest and keeps the error (`error`); `close` raises it on the caller's thread."""
+
+    def __init__(self, write: Callable[[bytes], Any]) -> None:
+        import queue
+        import threading
+
+        self.error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue(_WRITER_BLOCKS)
+        self._thread = threading.Thread(target=self._run, args=(write,), name="mqtool-events", daemon=True)
+        self._thread.start()
+
+    def _run(self, write: Callable[[bytes], Any]) -> None:
+        get = self._queue.get
+        while (data := get()) is not None:
+            if self.error is None:
+                try:
+                    write(data)
+                except BaseException as e:  # noqa: BLE001 - handed to the caller's thread by `close`
+                    self.error = e
+
+    def put(self, data: bytes) -> None:
+        self._queue.put(data)
+
+    def close(self) -> None:
+        """Wait until every block is written and the thread is gone; raise the error of a write."""
+        self._queue.put(None)
+        self._thread.join()
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
 
 
 def _byte_buffer(sink: TextIO):

@@ -144,6 +144,7 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
             checks.close()
         if gc_was_enabled:
             gc.enable()
+        log.close()  # the event writer thread: gone before the sink is closed (a failed write raises)
     state = {"schedule_offsets": dict(schedule.offsets), "consumer_offsets": dict(tx.offsets),
              "timer": timer, "model": model, "transaction": tx, "config": config, "consumers": consumers}
     return SimulationResult(log, summary, seed, start_ms, until_ms, broker_version, violations, state)
