@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import add, itemgetter
+from operator import add, attrgetter, itemgetter, mul
 from typing import Any, TextIO
 
 from mqtool.formats.names import ACK_TAG
@@ -57,6 +57,7 @@ _WRITER_BLOCKS = 8  # blocks of about `_FLUSH_LINES` lines (~1 MB) waiting for t
 _NEXT = b'},{"time":'
 _NEXT_LINE = b'}\n{"time":'
 _KEYS = ("time", "service", "event", "topic", "queue_id", "uniq_key", "physical_offset", "new_physical_offset")
+_ROW_NAMES = _KEYS[3:]
 
 
 def _json_line(d: dict[str, Any]) -> bytes:
@@ -104,90 +105,127 @@ def _one_line(d: dict[str, Any], orjson) -> bytes:
         return _json_line(d) + b"\n"
 
 
-def _template(service: str, event: str, detail_keys: tuple[str, ...]) -> list:
-    """The line of a `record_batch` row as a bytes %-format around its time: `{"time":` and the rest,
-    with `service`, `event` and the keys written by `json` (a `%` doubled) and a `%b` for each of the
-    row's values; their number; the line dict's keys; `(service, event)`; and whether a batch of
-    these had a value `_batch_lines` could not take (a nested dict with two keys: then the rows of
-    this kind go the way of `record`'s dicts from there on)."""
-    def key(k: str) -> str:
-        return _JSON.encode(k).replace("%", "%%") + ":"
+class _Template:
+    """The line of a `record_batch` row of one (service, event, detail keys) as a bytes %-format
+    around its time: `head` (`{"time":`) and `tail`, with `service`, `event` and the keys written by
+    `json` (a `%` doubled) and a `%b` for each of the row's `width` values; the line dict's `keys`;
+    `ident` `(service, event)`; `index`, each row key's place in a row (what `Columns` reads); and
+    `slow`, whether a batch of these had a value `_batch_lines` could not take (a nested dict with two
+    keys: then the rows of this kind go the way of `record`'s dicts from there on)."""
 
-    rest = [f",{key('service')}{_JSON.encode(service).replace('%', '%%')},{key('event')}"
-            f"{_JSON.encode(event).replace('%', '%%')}"]
-    rest += [f",{key(k)}%b" for k in _KEYS[3:] + detail_keys]
-    return [b'{"time":', ("".join(rest) + "}\n").encode("utf-8", "surrogatepass"), 5 + len(detail_keys),
-            _KEYS + detail_keys, (service, event), False]
+    __slots__ = ("head", "tail", "width", "widths", "keys", "ident", "index", "slow")
+
+    def __init__(self, service: str, event: str, detail_keys: tuple[str, ...]) -> None:
+        def key(k: str) -> str:
+            return _JSON.encode(k).replace("%", "%%") + ":"
+
+        rest = [f",{key('service')}{_JSON.encode(service).replace('%', '%%')},{key('event')}"
+                f"{_JSON.encode(event).replace('%', '%%')}"]
+        rest += [f",{key(k)}%b" for k in _ROW_NAMES + detail_keys]
+        self.head = b'{"time":'
+        self.tail = ("".join(rest) + "}\n").encode("utf-8", "surrogatepass")
+        self.width = 5 + len(detail_keys)
+        self.widths = {self.width}
+        self.keys = _KEYS + detail_keys
+        self.ident = (service, event)
+        self.index = {k: i for i, k in enumerate(_ROW_NAMES + detail_keys)}
+        self.slow = False
 
 
-def _batch_lines(batches: list[tuple[int, list, list[tuple]]], orjson) -> bytes:
+def _batch_lines(batches: list[tuple[int, _Template, list[tuple]]], orjson) -> bytes:
     """The lines of `record_batch` rows, each batch `(time, template, rows)` through its template.
 
     orjson writes all values of all rows as one flat JSON array; with no comma inside a value (a
     scalar's text has one only in a string), splitting it at the commas gives each value's text,
     exactly as orjson writes it inside a line's object. When a value's text holds a comma or orjson
-    cannot write one, each row's line dict goes the way of `record`'s."""
+    cannot write one, each row's line dict goes the way of `record`'s. (The format is built without
+    a Python step per batch: most batches are of one row.)"""
+    rows_of = list(map(itemgetter(2), batches))
     try:
-        pieces = orjson.dumps(list(chain.from_iterable(chain.from_iterable(map(itemgetter(2), batches)))))
+        pieces = orjson.dumps(list(chain.from_iterable(chain.from_iterable(rows_of))))
     except orjson.JSONEncodeError:
         pieces = None
     if pieces is not None:
         pieces = pieces[1:-1].split(b",")
-        if len(pieces) == sum(len(rows) * t[2] for _, t, rows in batches):
-            return b"".join((t[0] + b"%d" % time + t[1]) * len(rows) for time, t, rows in batches) % tuple(pieces)
+        templates = list(map(itemgetter(1), batches))
+        lens = list(map(len, rows_of))
+        if len(pieces) == sum(map(mul, lens, map(_WIDTH, templates))):
+            heads = map(add, map(_HEAD, templates), map(b"%d".__mod__, map(itemgetter(0), batches)))
+            return b"".join(map(mul, map(add, heads, map(_TAIL, templates)), lens)) % tuple(pieces)
     if len(batches) > 1:  # the batches one by one: only the one with such a value goes the slow way
         return b"".join(_batch_lines([b], orjson) for b in batches)
     time, t, rows = batches[0]
-    t[5] = True
+    t.slow = True
     return _lines_of(_dicts_of(time, t, rows), orjson)
 
 
-def _dicts_of(time: int, template: list, rows: list[tuple]) -> list[dict[str, Any]]:
+_HEAD, _TAIL, _WIDTH = attrgetter("head"), attrgetter("tail"), attrgetter("width")
+
+
+def _dicts_of(time: int, template: _Template, rows: list[tuple]) -> list[dict[str, Any]]:
     """The line dicts of a `record_batch` call (made without a Python step per row)."""
-    return list(map(dict, map(zip, repeat(template[3]), map(add, repeat((time, *template[4])), rows))))
+    return list(map(dict, map(zip, repeat(template.keys), map(add, repeat((time, *template.ident)), rows))))
 
 
-class _Batch(dict):
-    """A `record_batch` call as `Columns` reads it: each key's values as a tuple."""
+def _batch_values(batch: tuple[int, _Template, list[tuple]], key: str):
+    """One key's values in a `record_batch` call: its column of the rows, or the call's time, service or
+    event, None for a key the call has not."""
+    time, t, rows = batch
+    i = t.index.get(key)
+    if i is not None:
+        return map(itemgetter(i), rows)
+    value = time if key == "time" else t.ident[0] if key == "service" else t.ident[1] if key == "event" else None
+    return repeat(value, len(rows))
 
 
 class Columns:
     """Events of one kind, in order, column by column: what `EventLog.watch_columns` callbacks read.
     `cols[key]` is the list of that key's values (`time`, `service`, `topic`, ... or a detail key;
-    None where an event has no such detail); `len(cols)` the number of events.
+    None where an event has no such detail); `len(cols)` the number of events. Every callback of a
+    batch gets the same list for a key: none may change it.
 
-    The events come as line dicts (`record`) and row batches (`record_batch`), in order; a column is
-    gathered when it is asked for."""
+    The events come as line dicts (`record`) and `(time, template, rows)` calls (`record_batch`), in
+    order; a column is gathered when it is first asked for, in C-level passes when only calls came."""
 
-    __slots__ = ("_pending", "_kinds")
+    __slots__ = ("_pending", "_dicts", "_templates", "_rows", "_cache")
 
-    def __init__(self, pending: list[dict]) -> None:
+    def __init__(self, pending: list) -> None:
         self._pending = pending
-        self._kinds = set(map(type, pending))
+        kinds = set(map(type, pending))
+        self._dicts = dict in kinds and (len(kinds) > 1 or None)  # None: line dicts only
+        self._templates: set | None = None
+        self._rows: list | None = None
+        self._cache: dict[str, list] = {}
 
     def __len__(self) -> int:
         return len(self["time"])
 
     def __getitem__(self, key: str) -> list:
+        col = self._cache.get(key)
+        if col is None:
+            col = self._cache[key] = self._column(key)
+        return col
+
+    def _column(self, key: str) -> list:
         pending = self._pending
-        if dict not in self._kinds:  # row batches only: the columns as they are
-            try:
-                return list(chain.from_iterable(map(itemgetter(key), pending)))
-            except KeyError:
-                pass
-        elif _Batch not in self._kinds:  # line dicts only
+        if self._dicts is None:  # line dicts only
             return list(map(dict.get, pending, repeat(key)))
+        if not self._dicts:  # calls only
+            if self._templates is None:
+                self._templates = set(map(itemgetter(1), pending))
+            at = {t.index.get(key) for t in self._templates}
+            if len(at) == 1 and None not in at:  # in the same place of every row
+                if self._rows is None:
+                    self._rows = list(chain.from_iterable(map(itemgetter(2), pending)))
+                return list(map(itemgetter(at.pop()), self._rows))
+            return list(chain.from_iterable(map(_batch_values, pending, repeat(key))))
         out: list = []
         for e in pending:
             if type(e) is dict:
                 out.append(e.get(key))
             else:
-                col = e.get(key)
-                out += repeat(None, len(e["time"])) if col is None else col
+                out += _batch_values(e, key)
         return out
-
-
-_ROW_NAMES = _KEYS[3:]
 
 
 class EventLog:
@@ -220,7 +258,7 @@ class EventLog:
         self._lines: list[bytes] = []  # finished UTF-8 lines, in order
         self._dicts: list[dict[str, Any]] | None = [] if keep and sink is not None else None  # lines to come
         self._orjson = _orjson() if sink is not None else _NoOrjson
-        self._templates: dict[tuple, list] = {}
+        self._templates: dict[tuple, _Template] = {}
         self._batches: list[tuple] = []  # `record_batch` calls whose lines are to come (not with `_dicts`)
         self._batched = 0  # their rows
         self._buffer = None
@@ -302,8 +340,12 @@ class EventLog:
         """Events of one kind at one time, in order: each row is `(topic, queue_id, uniq_key,
         physical_offset, new_physical_offset, *detail)` with the detail values in `detail_keys`' order,
         every value as `emit_plain` takes it. The same as `record(..., plain=True)` row by row."""
-        width = 5 + len(detail_keys)
-        if self._per_event or (self.keep and (set(map(len, rows)) != {width} or type(time) is not int)):
+        key = (service, event, detail_keys)
+        template = self._templates.get(key)
+        if template is None:
+            template = self._templates[key] = _Template(service, event, detail_keys)
+        if self._per_event or (self.keep and (type(time) is not int or (
+                len(rows[0]) != template.width if len(rows) == 1 else set(map(len, rows)) != template.widths))):
             record = self.record  # a SimEvent per row (or the row of a wrong width raises there)
             for r in rows:
                 record(time, service, event, r[0], r[1], r[2], r[3], r[4],
@@ -311,31 +353,25 @@ class EventLog:
             return
         by_kind = self.by_kind
         by_kind[event] = by_kind.get(event, 0) + len(rows)
-        if not self.keep or not rows:
+        if not self.keep:
             return
-        rows = rows[:]  # the caller may reuse its list
-        if self._dicts is not None:
-            key = (service, event, detail_keys)
-            template = self._templates.get(key)
-            if template is None:
-                template = self._templates[key] = _template(service, event, detail_keys)
-            if template[5]:
+        batch = (time, template, rows[:])  # the caller may reuse its list
+        dicts = self._dicts
+        if dicts is not None:
+            if template.slow:
                 if self._batches:
                     self._close_lines()
-                self._dicts += _dicts_of(time, template, rows)
+                dicts += _dicts_of(*batch)
             else:
-                if self._dicts:
+                if dicts:
                     self._close_lines()
-                self._batches.append((time, template, rows))
+                self._batches.append(batch)
             self._batched += len(rows)
-            if self._batched + len(self._dicts) >= _FLUSH_LINES:
+            if self._batched + len(dicts) >= _FLUSH_LINES:
                 self._write()
         watched = self._watched.get(event)
         if watched is not None:
-            n = len(rows)
-            cols = _Batch(zip(_ROW_NAMES + detail_keys, zip(*rows, strict=True), strict=True))
-            cols["time"], cols["service"], cols["event"] = (time,) * n, (service,) * n, (event,) * n
-            watched.append(cols)
+            watched.append(batch)
             if len(watched) >= _FLUSH_LINES:
                 self._hand_on()
 
