@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import add, attrgetter, itemgetter, mul
+from operator import add, attrgetter, itemgetter, mod, mul
 from typing import Any, TextIO
 
 from mqtool.formats.names import ACK_TAG
@@ -106,14 +106,14 @@ def _one_line(d: dict[str, Any], orjson) -> bytes:
 
 
 class _Template:
-    """The line of a `record_batch` row of one (service, event, detail keys) as a bytes %-format
-    around its time: `head` (`{"time":`) and `tail`, with `service`, `event` and the keys written by
-    `json` (a `%` doubled) and a `%b` for each of the row's `width` values; the line dict's `keys`;
+    """The line of a `record_batch` row of one (service, event, detail keys) as a bytes %-format:
+    `fmt % time` is the line with `service`, `event` and the keys written by `json` (a `%` doubled)
+    and a `%b` for each of the row's `width` values; the line dict's `keys`;
     `ident` `(service, event)`; `index`, each row key's place in a row (what `Columns` reads); and
     `slow`, whether a batch of these had a value `_batch_lines` could not take (a nested dict with two
     keys: then the rows of this kind go the way of `record`'s dicts from there on)."""
 
-    __slots__ = ("head", "tail", "width", "widths", "keys", "ident", "index", "slow")
+    __slots__ = ("fmt", "width", "widths", "keys", "ident", "index", "slow")
 
     def __init__(self, service: str, event: str, detail_keys: tuple[str, ...]) -> None:
         def key(k: str) -> str:
@@ -122,8 +122,7 @@ class _Template:
         rest = [f",{key('service')}{_JSON.encode(service).replace('%', '%%')},{key('event')}"
                 f"{_JSON.encode(event).replace('%', '%%')}"]
         rest += [f",{key(k)}%b" for k in _ROW_NAMES + detail_keys]
-        self.head = b'{"time":'
-        self.tail = ("".join(rest) + "}\n").encode("utf-8", "surrogatepass")
+        self.fmt = b'{"time":%d' + ("".join(rest) + "}\n").encode("utf-8", "surrogatepass").replace(b"%", b"%%")
         self.width = 5 + len(detail_keys)
         self.widths = {self.width}
         self.keys = _KEYS + detail_keys
@@ -138,28 +137,44 @@ def _batch_lines(batches: list[tuple[int, _Template, list[tuple]]], orjson) -> b
     orjson writes all values of all rows as one flat JSON array; with no comma inside a value (a
     scalar's text has one only in a string), splitting it at the commas gives each value's text,
     exactly as orjson writes it inside a line's object. When a value's text holds a comma or orjson
-    cannot write one, each row's line dict goes the way of `record`'s. (The format is built without
-    a Python step per batch: most batches are of one row.)"""
+    cannot write one, each row's line dict goes the way of `record`'s. A batch of `_VERBATIM` holds
+    finished lines instead of a time (`_verbatim`). (The format is built without a Python step per
+    batch: most batches are of one row.)"""
     rows_of = list(map(itemgetter(2), batches))
     try:
         pieces = orjson.dumps(list(chain.from_iterable(chain.from_iterable(rows_of))))
     except orjson.JSONEncodeError:
         pieces = None
     if pieces is not None:
-        pieces = pieces[1:-1].split(b",")
+        pieces = pieces[1:-1].split(b",") if len(pieces) > 2 else []
         templates = list(map(itemgetter(1), batches))
         lens = list(map(len, rows_of))
         if len(pieces) == sum(map(mul, lens, map(_WIDTH, templates))):
-            heads = map(add, map(_HEAD, templates), map(b"%d".__mod__, map(itemgetter(0), batches)))
-            return b"".join(map(mul, map(add, heads, map(_TAIL, templates)), lens)) % tuple(pieces)
-    if len(batches) > 1:  # the batches one by one: only the one with such a value goes the slow way
-        return b"".join(_batch_lines([b], orjson) for b in batches)
+            return b"".join(map(mul, map(mod, map(_FMT, templates), map(itemgetter(0), batches)), lens)) % tuple(pieces)
+    if len(batches) > 1:  # each half on its own: only the batch with such a value goes the slow way
+        half = len(batches) // 2
+        return _batch_lines(batches[:half], orjson) + _batch_lines(batches[half:], orjson)
     time, t, rows = batches[0]
     t.slow = True
     return _lines_of(_dicts_of(time, t, rows), orjson)
 
 
-_HEAD, _TAIL, _WIDTH = attrgetter("head"), attrgetter("tail"), attrgetter("width")
+class _Verbatim:
+    """The template of finished lines: `fmt % lines` gives them back, no row values."""
+
+    fmt = b"%b"
+    width = 0
+    slow = False
+
+
+_VERBATIM = _Verbatim()
+_NO_ROWS = [()]  # a verbatim batch's rows: one entry, no values (never changed)
+_FMT, _WIDTH = attrgetter("fmt"), attrgetter("width")
+
+
+def _verbatim(lines: bytes) -> tuple[bytes, _Verbatim, list]:
+    """Finished lines as a batch of `_batch_lines`: in their place among the `record_batch` calls."""
+    return lines.replace(b"%", b"%%"), _VERBATIM, _NO_ROWS
 
 
 def _dicts_of(time: int, template: _Template, rows: list[tuple]) -> list[dict[str, Any]]:
@@ -239,9 +254,11 @@ class EventLog:
     and library callers iterate it). `keep=False` only counts, and the services do not even compute
     the details (benchmarks). Call `flush()` at the end of a run.
 
-    `record` makes the event's line dict `{time, service, event, topic, ..., **detail}`; the dicts
-    go to orjson a batch at a time (`_lines_of`). `record_batch` writes its rows through one bytes
-    template (`_batch_lines`) without a dict per row.
+    `record` makes the event's line dict `{time, service, event, topic, ..., **detail}` and its line
+    (orjson, or `json` for what orjson writes differently) at once; `record_batch` keeps its rows, whose
+    lines are made with all others pending through their bytes templates (`_batch_lines`) without a
+    dict per row. The lines go to the sink about `_FLUSH_LINES` at a time: through a writer thread
+    (`_Writer`) when it has a byte buffer.
     """
 
     def __init__(self, keep: bool = True, sink: TextIO | None = None, hold: bool | None = None) -> None:
@@ -255,12 +272,12 @@ class EventLog:
         # per watched kind, what is not handed on yet: line dicts (`record`) and row batches (`record_batch`)
         self._watched: dict[str, list] = {}
         self._per_event = self.hold  # a SimEvent is made for each event (hold or `watch`)
-        self._lines: list[bytes] = []  # finished UTF-8 lines, in order
-        self._dicts: list[dict[str, Any]] | None = [] if keep and sink is not None else None  # lines to come
+        self._lined = keep and sink is not None  # lines are made
         self._orjson = _orjson() if sink is not None else _NoOrjson
         self._templates: dict[tuple, _Template] = {}
-        self._batches: list[tuple] = []  # `record_batch` calls whose lines are to come (not with `_dicts`)
-        self._batched = 0  # their rows
+        # the lines to come, in order: `record_batch` calls and `record`'s finished lines (`_verbatim`)
+        self._batches: list[tuple] = []
+        self._batched = 0  # their lines
         self._buffer = None
         self._writer: _Writer | None = None
 
@@ -304,20 +321,18 @@ class EventLog:
         # the line's dict: no detail key can be one of the eight (they are `emit`'s parameters), so the
         # detail follows them as given
         d = None
-        dicts = self._dicts
-        if dicts is not None:
+        if self._lined:
             d = {"time": time, "service": service, "event": event, "topic": topic, "queue_id": queue_id,
                  "uniq_key": uniq_key, "physical_offset": physical_offset,
                  "new_physical_offset": new_physical_offset, **detail}
-            if self._batches:
-                self._close_lines()
             if plain or _SCALARS.issuperset(map(type, d.values())):
-                dicts.append(d)
-                if len(dicts) >= _FLUSH_LINES:
-                    self._write()
-            else:  # a float, a nested value: `json` itself writes it, in its place
-                self._close_lines()
-                self._lines.append(_json_line(d) + b"\n")
+                line = _one_line(d, self._orjson)
+            else:  # a float, a nested value: `json` itself writes it
+                line = _json_line(d) + b"\n"
+            self._batches.append(_verbatim(line))
+            self._batched += 1
+            if self._batched >= _FLUSH_LINES:
+                self._write()
         watched = self._watched.get(event)
         if watched is not None:
             if d is None:
@@ -356,18 +371,10 @@ class EventLog:
         if not self.keep:
             return
         batch = (time, template, rows[:])  # the caller may reuse its list
-        dicts = self._dicts
-        if dicts is not None:
-            if template.slow:
-                if self._batches:
-                    self._close_lines()
-                dicts += _dicts_of(*batch)
-            else:
-                if dicts:
-                    self._close_lines()
-                self._batches.append(batch)
+        if self._lined:
+            self._batches.append(_verbatim(_lines_of(_dicts_of(*batch), self._orjson)) if template.slow else batch)
             self._batched += len(rows)
-            if self._batched + len(dicts) >= _FLUSH_LINES:
+            if self._batched >= _FLUSH_LINES:
                 self._write()
         watched = self._watched.get(event)
         if watched is not None:
@@ -379,18 +386,6 @@ class EventLog:
         """Count an event without recording it: the hot paths call this instead of `emit` when
         `keep` is False, so that the event's details are not even computed."""
         self.by_kind[event] = self.by_kind.get(event, 0) + 1
-
-    def _close_lines(self) -> None:
-        """The pending dicts or row batches into `_lines`."""
-        dicts = self._dicts
-        if dicts:
-            self._lines.append(_lines_of(dicts, self._orjson))
-            dicts.clear()
-        batches = self._batches
-        if batches:
-            self._lines.append(_batch_lines(batches, self._orjson))
-            batches.clear()
-            self._batched = 0
 
     def _hand_on(self) -> None:
         """The watched events not yet handed on, to their `watch_columns` callbacks."""
@@ -413,12 +408,12 @@ class EventLog:
         self._hand_on()
         if self.sink is None:
             return
-        self._close_lines()
-        lines = self._lines
-        if not lines:
+        batches = self._batches
+        if not batches:
             return
-        data = b"".join(lines) if len(lines) > 1 else lines[0]
-        lines.clear()
+        data = _batch_lines(batches, self._orjson)
+        batches.clear()
+        self._batched = 0
         if self._buffer is None:
             self._buffer = _byte_buffer(self.sink) or False
         if not self._buffer:
