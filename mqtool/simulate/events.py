@@ -169,7 +169,8 @@ class _Verbatim:
 
 _VERBATIM = _Verbatim()
 _NO_ROWS = [()]  # a verbatim batch's rows: one entry, no values (never changed)
-_FMT, _WIDTH = attrgetter("fmt"), attrgetter("width")
+_FMT, _WIDTH, _IDENT = attrgetter("fmt"), attrgetter("width"), attrgetter("ident")
+_CALL_KEYS = {"time": None, "service": 0, "event": 1}  # not in a row: in `ident` or the call's own
 
 
 def _verbatim(lines: bytes) -> tuple[bytes, _Verbatim, list]:
@@ -226,6 +227,10 @@ class Columns:
         if self._dicts is None:  # line dicts only
             return list(map(dict.get, pending, repeat(key)))
         if not self._dicts:  # calls only
+            if key in _CALL_KEYS:  # the call's time, service or event, once for each of its rows
+                values = map(itemgetter(0), pending) if key == "time" else \
+                    map(itemgetter(_CALL_KEYS[key]), map(_IDENT, map(itemgetter(1), pending)))
+                return list(chain.from_iterable(map(repeat, values, map(len, map(itemgetter(2), pending)))))
             if self._templates is None:
                 self._templates = set(map(itemgetter(1), pending))
             at = {t.index.get(key) for t in self._templates}

@@ -75,7 +75,7 @@ class InvariantCheck:
                         for s, t, k, p in zip(services, topics, keys, cols["physical_offset"], strict=True)]
         for service in _SERVICES:
             if service in kinds:
-                mine = keys if len(kinds) == 1 else list(compress(keys, [s == service for s in services]))
+                mine = keys if len(kinds) == 1 else list(compress(keys, map(service.__eq__, services)))
                 self.delivered[service].extend([k for k in mine if k is not None] if None in mine else mine)
 
     def rolled(self, cols: Columns) -> None:

@@ -168,3 +168,23 @@ def test_watchers_fed_columns_count_what_they_counted_event_by_event(split):
     assert problems == check_invariants(HISTORY, [], {}) == [
         "schedule delivered A at 10, before its due time 20", "timer delivered A at 11, before its due time 30",
         "schedule delivered R@7 2 times without a fault", "timer delivered  2 times without a fault"]
+
+
+def test_record_lines_wait_in_their_place_among_many_batches_and_one_comma_goes_alone():
+    """`record`'s finished lines (a `%` in them) between 200 calls, one of whose values has a comma."""
+    sink = io.StringIO()
+    log = EventLog(sink=sink, hold=False)
+    want = []
+    for i in range(200):
+        topic = "T,x" if i == 137 else "T"
+        log.record_batch(i, "timer", "deliver", [(topic, 0, f"K{i}", i, None, True)], ("direct",))
+        want.append({"time": i, "service": "timer", "event": "deliver", "topic": topic, "queue_id": 0,
+                     "uniq_key": f"K{i}", "physical_offset": i, "new_physical_offset": None, "direct": True})
+        if i % 50 == 7:
+            log.emit_plain(i, "schedule", "persist", "100%s", offsets={"%b": i, "2": 1})
+            want.append({"time": i, "service": "schedule", "event": "persist", "topic": "100%s", "queue_id": None,
+                         "uniq_key": None, "physical_offset": None, "new_physical_offset": None,
+                         "offsets": {"%b": i, "2": 1}})
+    log.flush()
+    assert sink.getvalue().encode() == _json_bytes(want) and len(want) == 204
+    assert [t.slow for t in log._templates.values()] == [True]  # found: its kind goes row by row from there
