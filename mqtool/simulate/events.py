@@ -230,6 +230,10 @@ class Columns:
             if key in _CALL_KEYS:  # the call's time, service or event, once for each of its rows
                 values = map(itemgetter(0), pending) if key == "time" else \
                     map(itemgetter(_CALL_KEYS[key]), map(_IDENT, map(itemgetter(1), pending)))
+                if self._rows is None:
+                    self._rows = list(chain.from_iterable(map(itemgetter(2), pending)))
+                if len(self._rows) == len(pending):  # a row each (most calls)
+                    return list(values)
                 return list(chain.from_iterable(map(repeat, values, map(len, map(itemgetter(2), pending)))))
             if self._templates is None:
                 self._templates = set(map(itemgetter(1), pending))
