@@ -36,7 +36,7 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, offset_after_failed_put
-from mqtool.simulate.batchread import batchable, read_records
+from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
 from mqtool.simulate.model import _HOSTS_V6, _ORDER, BLANK_MIN, _order
@@ -48,7 +48,8 @@ MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
 DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_base` (levels interleave: a wide span)
 _DELIVER_KEYS = ("level", "due", "queue_offset")
-BATCH_READ = 64  # from this many records on, `_deliver_base` reads them by one `batchread.read_records`
+BATCH_READ = 4  # from this many records on, `_deliver_base` reads them by one `batchread.read_plain`
+_WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
 
@@ -255,11 +256,8 @@ class ScheduleService:
         if k < 1:
             return offset
         phys = u.offset[a:a + k].tolist()
-        light = base._read  # one `pread` each: cheaper than numpy's set-up for a few records
-        if k >= BATCH_READ:
-            records = read_records(base, phys, u.size[a:a + k].tolist())
-        else:
-            records = [None] * k
+        light = base._read  # one `pread` each: cheaper than the batch's set-up for a few records
+        records = read_plain(base, phys, u.size[a:a + k].tolist(), _WANTED) if k >= BATCH_READ else [None] * k
         msgs, lru = m._msgs, base._lru
         spooled = m.spool._where if m.spool is not None else {}
         capacity, place = m.capacity, m.place
@@ -270,6 +268,7 @@ class ScheduleService:
         keep = log.keep
         rows: list[tuple] = []
         targets: dict[tuple[str, str], tuple | None] = {}  # (REAL_TOPIC, REAL_QID) -> queue info, None: hand back
+        raw_targets: dict[tuple, tuple | None] = {}  # the same by the values' bytes (`read_plain`)
         done = k
         for i, ph in enumerate(phys):
             if ph in msgs or ph in spooled or ph in lru:
@@ -281,26 +280,41 @@ class ScheduleService:
                 if rec is None:
                     done = i
                     break
-            props, body_len, sys_flag = rec
-            real_topic = props.get(PROPERTY_REAL_TOPIC)
-            key = (real_topic, props.get(PROPERTY_REAL_QUEUE_ID, "0"))
-            target = targets.get(key, False)
-            if target is False:
-                target = targets[key] = self._target(real_topic, key[1])
-            if target is None:
-                done = i
-                break
-            real_qid, units, bmax, fixed = target
-            # `reput_size(props, _order(tuple(props), capacity)[1], fixed, sys_flag, body_len)`
-            hit = orders.get((tuple(props), capacity))
-            keys_len = hit[1] if hit is not None else _order(tuple(props), capacity)[1]
-            values = "".join(props.values())
-            size = keys_len + 2 * len(props) + fixed + body_len + (
-                len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
-            if props:
-                size -= v4_cut
-            size += 16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(
-                bool(sys_flag & STOREHOST_V6))
+            if len(rec) == 2:  # a plain properties string: its own length is the re-put's (`read_plain`)
+                n, (topic_b, qid_b, uniq_b) = rec
+                target = raw_targets.get((topic_b, qid_b), False)
+                if target is False:
+                    target = raw_targets[(topic_b, qid_b)] = self._target(
+                        None if topic_b is None else topic_b.decode("utf-8", "surrogateescape"),
+                        "0" if qid_b is None else qid_b.decode("utf-8", "surrogateescape"))
+                if target is None:
+                    done = i
+                    break
+                real_topic, real_qid, units, bmax, fixed = target
+                size = n + fixed - v4_cut
+                uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
+            else:
+                props, body_len, sys_flag = rec
+                real_topic = props.get(PROPERTY_REAL_TOPIC)
+                key = (real_topic, props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+                target = targets.get(key, False)
+                if target is False:
+                    target = targets[key] = self._target(real_topic, key[1])
+                if target is None:
+                    done = i
+                    break
+                real_topic, real_qid, units, bmax, fixed = target
+                # `reput_size(props, _order(tuple(props), capacity)[1], fixed, sys_flag, body_len)`
+                hit = orders.get((tuple(props), capacity))
+                keys_len = hit[1] if hit is not None else _order(tuple(props), capacity)[1]
+                values = "".join(props.values())
+                size = keys_len + 2 * len(props) + fixed + body_len + (
+                    len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
+                if props:
+                    size -= v4_cut
+                size += 16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(
+                    bool(sys_flag & STOREHOST_V6))
+                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             pos = m._end  # `place(size)` where the record fits in the current file
             if pos is None or pos % fs + size + BLANK_MIN > fs:
                 pos = place(size)
@@ -309,8 +323,7 @@ class ScheduleService:
             queue_offset = bmax + len(units)
             units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
             if keep:
-                rows.append((real_topic, real_qid, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), ph, pos,
-                             level, deliver[i], queue_offset))
+                rows.append((real_topic, real_qid, uniq, ph, pos, level, deliver[i], queue_offset))
         if done:
             self.offsets[level] = offset + done
             self.delivered += done
@@ -318,7 +331,7 @@ class ScheduleService:
         return offset + done
 
     def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | None:
-        """(REAL_QID, overlay units, the base's unit count, fixed size) of the queue a batch re-put goes
+        """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a batch re-put goes
         to, or None when the per-message walk must take the unit: no REAL_TOPIC or the half topic
         (discarded), a REAL_QID `int` refuses, or a queue whose re-puts are kept or watched."""
         if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
@@ -331,7 +344,7 @@ class ScheduleService:
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
         if kept or m._listeners.get((real_topic, real_qid)):
             return None
-        return real_qid, units, bmax, fixed
+        return real_topic, real_qid, units, bmax, fixed
 
     def _deliver(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
         """Put the re-put at `clock` (the broker's clock, `ctx.clock()`)."""
