@@ -29,6 +29,7 @@ from mqtool.simulate.diskread import MappedBase, fast_properties
 
 MAX_SPAN = 16 << 20  # bytes one batch read may cover
 SPARSE = 4096  # from this many bytes of span a record on, the span is mapped instead of read
+MAP_FROM = 256  # ... when there are this many records (`read_plain`)
 _HEAD_SIZE = _HEAD.size
 _TAIL_SIZE = _TAIL.size
 _STORE_TS_SIZE = _STORE_TS.size
@@ -179,8 +180,9 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
     n = min(hi, base._file_length(i)) - lo  # the bytes a `pread` of [lo, hi) gives
     if n < _HEAD_SIZE:
         return None
-    if n > SPARSE * len(phys):
-        at = lo - lo % mmap.ALLOCATIONGRANULARITY  # mapped: see `_scan`
+    if n > SPARSE * len(phys) and len(phys) >= MAP_FROM:
+        # mapped: see `_scan` (a few records' span is read: mapping it and faulting its pages in costs more)
+        at = lo - lo % mmap.ALLOCATIONGRANULARITY
         buf = mmap.mmap(fd, lo + n - at, access=mmap.ACCESS_READ, offset=at)
     else:
         at, buf = lo, os.pread(fd, n, lo)
