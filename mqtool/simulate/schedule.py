@@ -80,6 +80,9 @@ class ScheduleService:
         self.persister: Process | None = None
         self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
+        self._targets: dict[tuple, tuple | None] = {}  # `_deliver_base`'s `_target` answers
+        self._raw_targets: dict[tuple, tuple | None] = {}
+        self._targets_for: tuple[int, int] | None = None
         for level in self.delays:
             ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
 
@@ -217,10 +220,12 @@ class ScheduleService:
         """The walk of `_level` over a due prefix of the store's own units of the level, batch-wise;
         the offset the per-message walk goes on from is returned (`offset` when nothing was done).
 
-        The prefix's deliver times come from the ConsumeQueue's tags column; a record's properties,
-        BODYLENGTH and SYSFLAG from one read of them all (`batchread.read_records`, the checks of
-        `MappedBase`'s fast read). Each re-put is then put as `StoreModel.append` puts it, without
-        building it: the same size (`reput_size`), offset (`place`) and queue offset, in queue order.
+        The prefix's deliver times come from the ConsumeQueue's tags column; a record's REAL_TOPIC,
+        REAL_QID, UNIQ_KEY and re-put size from one read of them all (`batchread.read_plain`, the checks
+        of `MappedBase`'s fast read: a plain properties string is matched, not parsed, and its own
+        length is the re-put's; any other is parsed into a map, sized by `reput_size`'s arithmetic).
+        Each re-put is then put as `StoreModel.append` puts it, without building it: the same size,
+        offset (`place`) and queue offset, in queue order.
         That holds only where the re-put is neither kept nor watched, no fault can refuse it and the
         record is not in the overlay or the read cache; the first unit where anything else applies
         (or whose record the batch did not read, or whose REAL_TOPIC/REAL_QID the per-message walk
@@ -267,8 +272,13 @@ class ScheduleService:
         log = ctx.log
         keep = log.keep
         rows: list[tuple] = []
-        targets: dict[tuple[str, str], tuple | None] = {}  # (REAL_TOPIC, REAL_QID) -> queue info, None: hand back
-        raw_targets: dict[tuple, tuple | None] = {}  # the same by the values' bytes (`read_plain`)
+        # (REAL_TOPIC, REAL_QID) -> queue info, None: hand back; the same by the values' bytes (`read_plain`).
+        # Kept from batch to batch while no queue gains a watcher (`on_append`): nothing else changes them
+        listeners = m._listeners
+        watched = (len(listeners), sum(map(len, listeners.values())))
+        if self._targets_for != watched:
+            self._targets_for, self._targets, self._raw_targets = watched, {}, {}
+        targets, raw_targets = self._targets, self._raw_targets
         done = k
         for i, ph in enumerate(phys):
             if ph in msgs or ph in spooled or ph in lru:
