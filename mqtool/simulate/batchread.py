@@ -13,8 +13,11 @@ the per-message path, which decides as it always did.
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
+import re
+import struct
 
 import numpy as np
 
@@ -26,11 +29,16 @@ from mqtool.simulate.diskread import MappedBase, fast_properties
 
 MAX_SPAN = 16 << 20  # bytes one batch read may cover
 SPARSE = 4096  # from this many bytes of span a record on, the span is mapped instead of read
+MAP_FROM = 256  # ... when there are this many records (`read_plain`)
 _HEAD_SIZE = _HEAD.size
 _TAIL_SIZE = _TAIL.size
 _STORE_TS_SIZE = _STORE_TS.size
 _OFFSETS = layout.offsets(HEADER)
 _TOTAL_AT, _MAGIC_AT, _SYSFLAG_AT = _OFFSETS["total_size"], _OFFSETS["magic_code"], _OFFSETS["sys_flag"]
+assert (_TOTAL_AT, _MAGIC_AT) == (0, 4) and _SYSFLAG_AT > 8
+_LEAD_SYS = struct.Struct(f">ii{_SYSFLAG_AT - 8}xi")  # TOTALSIZE, MAGICCODE, SYSFLAG
+_I4, _I2, _I1 = struct.Struct(">i"), struct.Struct(">h"), struct.Struct(">b")
+MAX_TEMPLATES = 32  # plain key sequences remembered per set of wanted keys (`read_plain`)
 
 
 def batchable(base) -> bool:
@@ -146,3 +154,160 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
     del a  # no view of a mapping outlives the scan: the caller closes it
     r += delta
     return buf, ok, (r + props_start).tolist(), (r + props_start + props_len).tolist(), body_len, sysflag
+
+
+def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
+    """`_scan`'s choice of the bytes, by plain Python (no numpy set-up for a few records): (the
+    span's bytes or file mapping, where the span starts in it, each record's position in the span,
+    the span's length, the position in the span where the file's listed length ends), or None when
+    the records cannot be read batch-wise; the caller closes a mapping (`_close`)."""
+    if not phys:
+        return None
+    starts = base._starts
+    p_lo, p_hi = min(phys), max(phys)
+    i = bisect.bisect_right(starts, p_lo) - 1
+    if i < 0 or bisect.bisect_right(starts, p_hi) - 1 != i:
+        return None  # records in more files than one: each is read on its own
+    files = base._files
+    if i > 0 and files[i - 1].start + max(files[i - 1].length, base._size) > p_lo:
+        return None  # files that overlap: the reference path decides
+    f = files[i]
+    lo = p_lo - f.start
+    hi = max([p + s if s > 0 else p for p, s in zip(phys, sizes, strict=True)]) - f.start
+    if lo < 0 or hi - lo > MAX_SPAN or hi <= lo:
+        return None
+    fd = base._fd(i)
+    n = min(hi, base._file_length(i)) - lo  # the bytes a `pread` of [lo, hi) gives
+    if n < _HEAD_SIZE:
+        return None
+    if n > SPARSE * len(phys) and len(phys) >= MAP_FROM:
+        # mapped: see `_scan` (a few records' span is read: mapping it and faulting its pages in costs more)
+        at = lo - lo % mmap.ALLOCATIONGRANULARITY
+        buf = mmap.mmap(fd, lo + n - at, access=mmap.ACCESS_READ, offset=at)
+    else:
+        at, buf = lo, os.pread(fd, n, lo)
+    base_at = p_lo  # global offset of the span's start
+    return buf, lo - at, [p - base_at for p in phys], n, f.length - lo
+
+
+class _Template:
+    """A plain key sequence: the regular expression that matches exactly the properties strings
+    with these keys, in this order, each with a non-empty value (`fast_properties` parses such a
+    string by its splits into a map of as many entries as segments), and the groups of the wanted
+    keys' values (0: absent)."""
+
+    __slots__ = ("pattern", "groups", "pad", "all")
+
+    def __init__(self, keys: list[str], trailing: bool, wanted: tuple[str, ...]) -> None:
+        parts = [re.escape(k.encode("utf-8", "surrogateescape")) + b"\x01([^\x02]+)" for k in keys]
+        self.pattern = re.compile(b"\x02".join(parts) + (b"\x02" if trailing else b""))
+        self.groups = tuple(keys.index(w) + 1 if w in keys else 0 for w in wanted)
+        self.all = all(self.groups) and len(wanted) > 1  # `match.group(*groups)` gives them all
+        self.pad = 0 if trailing else 1  # the separator a re-put's string ends with (4.9.8 cuts it later)
+
+    def pick(self, m: re.Match) -> tuple[bytes | None, ...] | bytes | None:
+        """The wanted values of a match when `all` does not hold (one key wanted, or one absent)."""
+        values = tuple(m.group(j) if j else None for j in self.groups)
+        return values if len(values) > 1 else values[0]
+
+
+_TEMPLATES: dict[tuple[str, ...], list[_Template]] = {}
+
+
+def _plain_template(raw: str, props: dict[str, str], wanted: tuple[str, ...]) -> _Template | None:
+    """The template of a properties string `fast_properties` parsed into `props`, or None when it is
+    not plain (a duplicate key, an empty name or value, a segment without a separator)."""
+    segs = raw.split("\x02")
+    trailing = segs[-1] == ""
+    if trailing:
+        segs.pop()
+    if not segs or len(segs) != len(props):
+        return None
+    keys = []
+    for seg in segs:
+        k, sep, v = seg.partition("\x01")
+        if not k or not sep or not v:
+            return None
+        keys.append(k)
+    return _Template(keys, trailing, wanted)
+
+
+def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
+    """For the record at each `phys` (ConsumeQueue `sizes` bound the read), what a re-put that keeps
+    every property needs, read with `read_records`'s checks (else None: the per-message read decides):
+
+    - a plain properties string (`_Template`): `(n, values)`, `values` the UTF-8 bytes of the
+      `wanted` keys' values (None: absent; a tuple for two keys or more) and `n` the bytes of the
+      re-put besides its topic's fixed part: the string with its last separator (its length: every
+      property is kept, so `props_length` of the map is the string's own length), BODYLENGTH and the
+      hosts (as SYSFLAG sizes them);
+    - any other string: `(properties map, BODYLENGTH, SYSFLAG)`, as `read_records` answers.
+
+    No map is built for a plain string: one regular-expression match checks it and picks the values.
+    """
+    out: list[tuple | None] = [None] * len(phys)
+    span = _open_span(base, phys, sizes)
+    if span is None:
+        return out
+    buf, delta, rels, n, flen = span
+    templates = _TEMPLATES.setdefault(wanted, [])
+    last = templates[0] if templates else None
+    head, store_ts, tail_size = _HEAD_SIZE, _STORE_TS_SIZE, _TAIL_SIZE
+    v4, v6 = HOST_SIZE_V4, HOST_SIZE_V6
+    magic1, magic2 = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+    lead, i4, i2, i1 = _LEAD_SYS.unpack_from, _I4.unpack_from, _I2.unpack_from, _I1.unpack_from
+    try:
+        for k, rel in enumerate(rels):
+            if rel >= flen or rel + head > n:
+                continue
+            r = rel + delta
+            total, magic, sysflag = lead(buf, r)
+            if (magic != magic1 and magic != magic2) or total <= head or total > 1 << 30 or rel + total > n:
+                continue
+            hosts = (v6 if sysflag & BORNHOST_V6 else v4) + (v6 if sysflag & STOREHOST_V6 else v4)
+            after_tail = head + hosts + store_ts + tail_size
+            if after_tail > total:
+                continue
+            (body_len,) = i4(buf, r + after_tail - 4)
+            after_body = after_tail + body_len
+            if body_len < 0 or after_body > total:
+                continue
+            try:
+                if magic == magic2:
+                    (topic_len,) = i2(buf, r + after_body)
+                    props_at = after_body + 2 + topic_len
+                else:
+                    (topic_len,) = i1(buf, r + after_body)
+                    props_at = after_body + 1 + topic_len
+                (props_len,) = i2(buf, r + props_at)
+            except struct.error:
+                continue  # past the bytes: the checks below fail for such a record anyway
+            if topic_len < 0 or props_len < 0 or props_at + 2 + props_len > total:
+                continue
+            b = r + props_at + 2
+            e = b + props_len
+            t = last
+            m = t.pattern.fullmatch(buf, b, e) if t is not None else None
+            if m is None:
+                for t in templates:
+                    m = t.pattern.fullmatch(buf, b, e)
+                    if m is not None:
+                        last = t
+                        break
+            if m is not None:
+                out[k] = (props_len + t.pad + body_len + hosts, m.group(*t.groups) if t.all else t.pick(m))
+                continue
+            raw = buf[b:e].decode("utf-8", "surrogateescape")
+            props = fast_properties(raw)
+            out[k] = (props, body_len, sysflag)
+            if len(templates) < MAX_TEMPLATES:
+                t = _plain_template(raw, props, wanted)
+                if t is not None:
+                    templates.append(t)
+                    last = t
+    finally:
+        _close(buf)
+    if last is not None and templates and templates[0] is not last:
+        templates.remove(last)
+        templates.insert(0, last)  # the sequence a next batch most likely has
+    return out

@@ -36,7 +36,7 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, offset_after_failed_put
-from mqtool.simulate.batchread import batchable, read_records
+from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
 from mqtool.simulate.model import _HOSTS_V6, _ORDER, BLANK_MIN, _order
@@ -48,7 +48,8 @@ MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
 DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_base` (levels interleave: a wide span)
 _DELIVER_KEYS = ("level", "due", "queue_offset")
-BATCH_READ = 64  # from this many records on, `_deliver_base` reads them by one `batchread.read_records`
+BATCH_READ = 4  # from this many records on, `_deliver_base` reads them by one `batchread.read_plain`
+_WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
 
@@ -79,6 +80,9 @@ class ScheduleService:
         self.persister: Process | None = None
         self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
+        self._targets: dict[tuple, tuple | None] = {}  # `_deliver_base`'s `_target` answers
+        self._raw_targets: dict[tuple, tuple | None] = {}
+        self._targets_for: tuple[int, int] | None = None
         for level in self.delays:
             ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
 
@@ -216,10 +220,12 @@ class ScheduleService:
         """The walk of `_level` over a due prefix of the store's own units of the level, batch-wise;
         the offset the per-message walk goes on from is returned (`offset` when nothing was done).
 
-        The prefix's deliver times come from the ConsumeQueue's tags column; a record's properties,
-        BODYLENGTH and SYSFLAG from one read of them all (`batchread.read_records`, the checks of
-        `MappedBase`'s fast read). Each re-put is then put as `StoreModel.append` puts it, without
-        building it: the same size (`reput_size`), offset (`place`) and queue offset, in queue order.
+        The prefix's deliver times come from the ConsumeQueue's tags column; a record's REAL_TOPIC,
+        REAL_QID, UNIQ_KEY and re-put size from one read of them all (`batchread.read_plain`, the checks
+        of `MappedBase`'s fast read: a plain properties string is matched, not parsed, and its own
+        length is the re-put's; any other is parsed into a map, sized by `reput_size`'s arithmetic).
+        Each re-put is then put as `StoreModel.append` puts it, without building it: the same size,
+        offset (`place`) and queue offset, in queue order.
         That holds only where the re-put is neither kept nor watched, no fault can refuse it and the
         record is not in the overlay or the read cache; the first unit where anything else applies
         (or whose record the batch did not read, or whose REAL_TOPIC/REAL_QID the per-message walk
@@ -255,11 +261,8 @@ class ScheduleService:
         if k < 1:
             return offset
         phys = u.offset[a:a + k].tolist()
-        light = base._read  # one `pread` each: cheaper than numpy's set-up for a few records
-        if k >= BATCH_READ:
-            records = read_records(base, phys, u.size[a:a + k].tolist())
-        else:
-            records = [None] * k
+        light = base._read  # one `pread` each: cheaper than the batch's set-up for a few records
+        records = read_plain(base, phys, u.size[a:a + k].tolist(), _WANTED) if k >= BATCH_READ else [None] * k
         msgs, lru = m._msgs, base._lru
         spooled = m.spool._where if m.spool is not None else {}
         capacity, place = m.capacity, m.place
@@ -269,7 +272,13 @@ class ScheduleService:
         log = ctx.log
         keep = log.keep
         rows: list[tuple] = []
-        targets: dict[tuple[str, str], tuple | None] = {}  # (REAL_TOPIC, REAL_QID) -> queue info, None: hand back
+        # (REAL_TOPIC, REAL_QID) -> queue info, None: hand back; the same by the values' bytes (`read_plain`).
+        # Kept from batch to batch while no queue gains a watcher (`on_append`): nothing else changes them
+        listeners = m._listeners
+        watched = (len(listeners), sum(map(len, listeners.values())))
+        if self._targets_for != watched:
+            self._targets_for, self._targets, self._raw_targets = watched, {}, {}
+        targets, raw_targets = self._targets, self._raw_targets
         done = k
         for i, ph in enumerate(phys):
             if ph in msgs or ph in spooled or ph in lru:
@@ -281,26 +290,41 @@ class ScheduleService:
                 if rec is None:
                     done = i
                     break
-            props, body_len, sys_flag = rec
-            real_topic = props.get(PROPERTY_REAL_TOPIC)
-            key = (real_topic, props.get(PROPERTY_REAL_QUEUE_ID, "0"))
-            target = targets.get(key, False)
-            if target is False:
-                target = targets[key] = self._target(real_topic, key[1])
-            if target is None:
-                done = i
-                break
-            real_qid, units, bmax, fixed = target
-            # `reput_size(props, _order(tuple(props), capacity)[1], fixed, sys_flag, body_len)`
-            hit = orders.get((tuple(props), capacity))
-            keys_len = hit[1] if hit is not None else _order(tuple(props), capacity)[1]
-            values = "".join(props.values())
-            size = keys_len + 2 * len(props) + fixed + body_len + (
-                len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
-            if props:
-                size -= v4_cut
-            size += 16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(
-                bool(sys_flag & STOREHOST_V6))
+            if len(rec) == 2:  # a plain properties string: its own length is the re-put's (`read_plain`)
+                n, (topic_b, qid_b, uniq_b) = rec
+                target = raw_targets.get((topic_b, qid_b), False)
+                if target is False:
+                    target = raw_targets[(topic_b, qid_b)] = self._target(
+                        None if topic_b is None else topic_b.decode("utf-8", "surrogateescape"),
+                        "0" if qid_b is None else qid_b.decode("utf-8", "surrogateescape"))
+                if target is None:
+                    done = i
+                    break
+                real_topic, real_qid, units, bmax, fixed = target
+                size = n + fixed - v4_cut
+                uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
+            else:
+                props, body_len, sys_flag = rec
+                real_topic = props.get(PROPERTY_REAL_TOPIC)
+                key = (real_topic, props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+                target = targets.get(key, False)
+                if target is False:
+                    target = targets[key] = self._target(real_topic, key[1])
+                if target is None:
+                    done = i
+                    break
+                real_topic, real_qid, units, bmax, fixed = target
+                # `reput_size(props, _order(tuple(props), capacity)[1], fixed, sys_flag, body_len)`
+                hit = orders.get((tuple(props), capacity))
+                keys_len = hit[1] if hit is not None else _order(tuple(props), capacity)[1]
+                values = "".join(props.values())
+                size = keys_len + 2 * len(props) + fixed + body_len + (
+                    len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
+                if props:
+                    size -= v4_cut
+                size += 16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(
+                    bool(sys_flag & STOREHOST_V6))
+                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             pos = m._end  # `place(size)` where the record fits in the current file
             if pos is None or pos % fs + size + BLANK_MIN > fs:
                 pos = place(size)
@@ -309,8 +333,7 @@ class ScheduleService:
             queue_offset = bmax + len(units)
             units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
             if keep:
-                rows.append((real_topic, real_qid, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), ph, pos,
-                             level, deliver[i], queue_offset))
+                rows.append((real_topic, real_qid, uniq, ph, pos, level, deliver[i], queue_offset))
         if done:
             self.offsets[level] = offset + done
             self.delivered += done
@@ -318,7 +341,7 @@ class ScheduleService:
         return offset + done
 
     def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | None:
-        """(REAL_QID, overlay units, the base's unit count, fixed size) of the queue a batch re-put goes
+        """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a batch re-put goes
         to, or None when the per-message walk must take the unit: no REAL_TOPIC or the half topic
         (discarded), a REAL_QID `int` refuses, or a queue whose re-puts are kept or watched."""
         if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
@@ -331,7 +354,7 @@ class ScheduleService:
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
         if kept or m._listeners.get((real_topic, real_qid)):
             return None
-        return real_qid, units, bmax, fixed
+        return real_topic, real_qid, units, bmax, fixed
 
     def _deliver(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
         """Put the re-put at `clock` (the broker's clock, `ctx.clock()`)."""

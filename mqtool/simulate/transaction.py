@@ -118,7 +118,7 @@ class TransactionService:
         self.resolved: dict[str, str] = {}  # uniq key -> commit | rollback | discard | skip
         self.checks = 0
         self._uid = 0
-        self._discards: dict[str | None, tuple[bool, int | None]] = {}  # `need_discard` of a CHECK_TIMES text
+        self._verdicts: dict[str | None, tuple] = {}  # `_verdict` of a CHECK_TIMES text
 
     # ----- life cycle -----
     def start(self) -> None:
@@ -346,12 +346,18 @@ class TransactionService:
         """
         ctx = self.ctx
         m, log, clock = ctx.model, ctx.log, ctx.clock()
-        append, message = m.append, m.message
+        append, message, msgs = m.append, m.message, m._msgs
         qids: dict[str | None, int | None] = {}  # `_qid` of a REAL_QID text
-        check_max, reserved_h, timeout = self.check_max, self.file_reserved_h, self.timeout
+        immunities: dict[str, int] = {}  # `check_immunity_time` of a CHECK_IMMUNITY_TIME_IN_SECONDS text
+        check_max, timeout = self.check_max, self.timeout
+        reserved_ms = self.file_reserved_h * 3600 * 1000  # `need_skip`
+        # `is_need_check` without the half's age: (no op record read and older than the immunity) or the
+        # newest op record read late, or born in the future
+        no_ops = newest_op_born is None
+        ops_late = not no_ops and newest_op_born - start > timeout
         scenario = ctx.scenario
         answers, default_answer, delay = scenario.answers, scenario.default_answer, scenario.answer_delay_ms
-        discards = self._discards
+        verdicts = self._verdicts
         resolved = self.resolved
         if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
             return i  # an illegal offset: the per-message walk jumps
@@ -362,57 +368,72 @@ class TransactionService:
         for off, unit in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
             if off in remove_map:
                 break
-            msg = message(unit[0])
+            msg = msgs.get(unit[0])  # a put-back of an earlier round, else `message` reads it
             if msg is None:
-                break
-            props = dict(msg.props)
+                msg = message(unit[0])
+                if msg is None:
+                    break
+            ph = msg.phys
+            props = msg.props
             text = props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
-            verdict = discards.get(text)
+            verdict = verdicts.get(text)
             if verdict is None:
-                verdict = discards[text] = need_discard(text, check_max)
-            discard, times = verdict
-            if not discard:
-                props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
-            skip = not discard and need_skip(clock, msg.born_ts, reserved_h)
+                verdict = verdicts[text] = _verdict(text, check_max)
+            discard, times, times_text, row_times = verdict
+            born = msg.born_ts
+            skip = not discard and clock - born > reserved_ms
             qid_text = props.get(PROPERTY_REAL_QUEUE_ID)
             real_qid = qids.get(qid_text, False)
             if real_qid is False:
                 real_qid = qids[qid_text] = _qid(props)
             if discard or skip:
                 why = "discard" if discard else "skip"
-                # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0
-                # (`props` is this visit's own copy, not changed after: the re-put may share it)
+                # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0; a discarded half's map is
+                # not changed (the re-put shares it), a skipped one's has the incremented count
+                if skip:
+                    props = {**props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+                    row_times = times
                 res = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction")
                 dropped += 1
-                resolved[msg.uniq_key or str(msg.phys)] = why
+                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                resolved[uniq or str(ph)] = why
                 if kind != why:
                     if rows:
                         log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
                                          else _DISCARD_KEYS)
                     rows, kind = [], why
                 new = res.message
-                rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, msg.uniq_key, msg.phys, new.phys,
-                             _long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)), new.queue_offset))
+                rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, uniq, ph, new.phys, row_times,
+                             new.queue_offset))
                 done = off + 1
                 continue
             if msg.store_ts >= start:
                 break
-            age = clock - msg.born_ts
+            age = clock - born
             imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-            immunity_ms = check_immunity_time(imm_text, timeout)
-            if immunity(age, immunity_ms, imm_text is not None) is not None:
-                break  # PUT_BACK (`_check_prepare_offset`) or NEW_ARRIVED: the per-message walk decides
-            if not is_need_check(age, immunity_ms, newest_op_born, start, timeout):
+            if imm_text is None:
+                immunity_ms = timeout
+                if 0 <= age < timeout:
+                    break  # NEW_ARRIVED (`immunity`): the per-message walk decides
+            else:
+                immunity_ms = immunities.get(imm_text)
+                if immunity_ms is None:
+                    immunity_ms = immunities[imm_text] = check_immunity_time(imm_text, timeout)
+                if age < immunity_ms:
+                    break  # PUT_BACK (`_check_prepare_offset`): the per-message walk decides
+            if not ((no_ops and age > immunity_ms) or ops_late or age <= -1):
                 break  # more op records to read
-            # `_put_back`
-            new = msg.derive(msg.topic, msg.queue_id, props)  # `_renew`
+            # `_put_back` of `_renew(msg, props)` with the incremented count
+            props = {**props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+            new = msg.derive(msg.topic, msg.queue_id, props)
             new.flag = 0
             new.reconsume_times = 0
             copy = append(new, clock, "transaction").message
             group = props.get(PROPERTY_PRODUCER_GROUP)
+            uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if answers:
                 keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
-                answer = scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
+                answer = scenario.answer_for(group, uniq, keys, ctx.rng)
             else:
                 answer = default_answer
             checks += 1
@@ -420,8 +441,8 @@ class TransactionService:
                 if rows:
                     log.record_batch(ctx.engine.now, "transaction", kind, rows, _DISCARD_KEYS)
                 rows, kind = [], "check"
-            rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, msg.uniq_key, msg.phys, copy.phys, group,
-                         times, copy.queue_offset, answer))
+            rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, uniq, ph, copy.phys, group, times,
+                         copy.queue_offset, answer))
             if answer in ("commit", "rollback"):
                 ctx.engine.schedule(lambda p=copy.phys, a=answer: self.end_transaction(p, a), PRODUCER, delay)
             done = off + 1
@@ -616,6 +637,13 @@ class TransactionService:
                           "check_times": _long(msg.props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0")),
                           "reason": "waiting for a check round or a producer answer"}
         return list(out.values())
+
+
+def _verdict(text: str | None, check_max: int) -> tuple[bool, int | None, str | None, int | None]:
+    """`need_discard(text, check_max)` and what a visit writes of it: (discard?, the count put in memory,
+    its text, the count a discard's event shows: `_long` of the property left as it is)."""
+    discard, times = need_discard(text, check_max)
+    return discard, times, None if times is None else str(times), _long(text) if discard else None
 
 
 def _qid(props: dict[str, str]) -> int | None:
