@@ -31,7 +31,6 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
 from __future__ import annotations
 
 import heapq
-import re
 from array import array
 
 import numpy as np
@@ -87,8 +86,7 @@ _X_TOPICS = (1 << 12) - 1
 _X_QIDS = 1 << 20
 _X_SIZE = 1 << 29
 _X_FORMATS = 1 << 16
-_HEX32 = re.compile(r"[0-9A-F]{32}\Z")
-_SUFFIX = re.compile(r"(.*?)([0-9A-F]{1,16})\Z", re.S)  # a prefix and up to 16 uppercase hex (or decimal) digits
+_HEX_DIGITS = "0123456789ABCDEF"
 _NO_ROW = (0, 0, 0)
 # a re-put's two properties the dequeue sets: their names, separators (the value lengths are added)
 _DEQ_KEYS_LEN = len(PROPERTY_TIMER_ENQUEUE_MS) + len(PROPERTY_TIMER_DEQUEUE_MS) + 4
@@ -528,14 +526,17 @@ class TimerService:
         if not meta:
             return _NO_ROW
         values = "".join(props.values())  # `StoreModel.reput_size` of the values but the two the dequeue sets
-        try:
-            if values.isascii():
-                size += len(values) - sum([len(props[d]) for d in drop])
-            else:
-                size += len(values.encode("utf-8", "surrogateescape")) - sum(
-                    [len(props[d].encode("utf-8", "surrogateescape")) for d in drop])
-        except UnicodeError:
-            return _NO_ROW  # the per-message path meets the same error
+        if values.isascii():
+            size += len(values)
+            for d in drop:
+                size -= len(props[d])
+        else:
+            try:
+                size += len(values.encode("utf-8", "surrogateescape"))
+                for d in drop:
+                    size -= len(props[d].encode("utf-8", "surrogateescape"))
+            except UnicodeError:
+                return _NO_ROW  # the per-message path meets the same error
         size += body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
                             else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
         if not 0 <= size < _X_SIZE:
@@ -543,22 +544,21 @@ class TimerService:
         uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uk is None:
             return meta | size << 34, 0, 0
-        if len(uk) == 32 and _HEX32.match(uk):
+        prefix = uk.rstrip(_HEX_DIGITS)  # "%0NX" % int(digits, 16) gives the digits back (N their count)
+        if not prefix and len(uk) == 32:
             return meta | 1 << 32 | size << 34, int(uk[:16], 16), int(uk[16:], 16)
-        d = _SUFFIX.match(uk)
-        if d is None:
+        if len(uk) - len(prefix) > 16:
+            prefix = uk[:-16]
+        width = len(uk) - len(prefix)
+        if not width:
             return _NO_ROW
-        prefix, digits = d.groups()
-        f = self._x_format_idx.get((prefix, len(digits)))
+        f = self._x_format_idx.get((prefix, width))
         if f is None:
             if len(self._x_formats) >= _X_FORMATS:
                 return _NO_ROW
-            f = self._x_format_idx[(prefix, len(digits))] = len(self._x_formats)
-            self._x_formats.append(f"{prefix.replace('%', '%%')}%0{len(digits)}X")
-        b = int(digits, 16)
-        if self._x_formats[f] % b != uk:
-            return _NO_ROW
-        return meta | 2 << 32 | size << 34, f, b
+            f = self._x_format_idx[(prefix, width)] = len(self._x_formats)
+            self._x_formats.append(f"{prefix.replace('%', '%%')}%0{width}X")
+        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix):], 16)
 
     def _keys_part(self, keys: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
         """(the size of the keys and separators of a re-put with these properties but TIMER_ENQUEUE_MS and
