@@ -49,7 +49,7 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
     LOOP,
     dequeue_order,
@@ -88,6 +88,7 @@ _X_SIZE = 1 << 29
 _X_FORMATS = 1 << 16
 _HEX_DIGITS = "0123456789ABCDEF"
 _NO_ROW = (0, 0, 0)
+_CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without ROLL
 # a re-put's two properties the dequeue sets: their names, separators (the value lengths are added)
 _DEQ_KEYS_LEN = len(PROPERTY_TIMER_ENQUEUE_MS) + len(PROPERTY_TIMER_DEQUEUE_MS) + 4
 
@@ -680,14 +681,15 @@ class TimerService:
             self._in_slot = False
             self.curr_read = slot_time + p
 
-    def _chain(self, slot_time: int) -> list[tuple[int, tuple]]:
-        """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`)."""
+    def _chain(self, slot_time: int, rows: bool = False) -> list[tuple]:
+        """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
+        (pos, unit, the delivery's row kept beside it or None: `_columns`; always None unless `rows`)."""
         s = self._slot(slot_time)
         if s is None:
             return []
-        fast = self.units.chain(s[1])  # units all held here, prevPos always back: the usual slot
+        fast = self.units.chain(s[1], rows)  # units all held here, prevPos always back: the usual slot
         if fast is not None:
-            return fast
+            return fast if rows else [(pos, u, None) for pos, u in fast]
         w = walk_chain(s[1], self._unit, _prev_pos)
         if w.broken:
             self.broken_chains += 1
@@ -696,7 +698,8 @@ class TimerService:
                          timerlog_pos=w.stop_pos, read=len(w.units),
                          reason="broken TimerLog chain: prevPos loops" if w.stop == LOOP
                          else "broken TimerLog chain: prevPos points at no unit")
-        return w.units
+        extra = self.units.extra if rows else _no_row
+        return [(pos, u, extra(pos)) for pos, u in w.units]
 
     def _dequeue_slot(self, slot_time: int):
         """One slot; None when done, else a generator that finishes it (a put is being retried).
@@ -705,31 +708,33 @@ class TimerService:
         `EventLog.record_batch` for each run of one kind (`pend`: the kind and its rows), flushed
         before any other event of the slot, so the log's order is the per-unit one."""
         ctx, m = self.ctx, self.ctx.model
-        cancels, normal_units = dequeue_order(self._chain(slot_time), _magic)
+        fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
+        chain = self._chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
+        if any(r[1][1] & _CANCEL_BITS == MAGIC_DELETE for r in chain):
+            cancels, normal_units = dequeue_order(chain, _magic)
+        else:  # `dequeue_order` of a slot without cancel requests
+            cancels, normal_units = [], chain[::-1]
         deletes: set[str] = set()
-        for _pos, u in cancels:
+        for _pos, u, _x in cancels:
             msg = m.message(u[4])
             if msg is not None:
                 key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY)
                 if key is not None:
                     deletes.add(key)
-        normal = [u for _pos, u in normal_units]
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         light = self._light_reader()
-        fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
         # a roll's re-put wakes no one but this service's enqueue (no event of its own)
         fast_roll = fast and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
         pend: list = [None, []]
         # a plain unit enqueued with its delivery's row (`_columns`) is delivered from it, unread: a
         # store's record as `_deliver_light` delivers one, a re-put kept in the overlay or the spool so too
-        extra = self.units.extra if fast and not deletes else None
-        if extra is not None:
+        rows = fast and not deletes
+        if rows:
             msgs, lru = m._msgs, getattr(m.base, "_lru", {})
             spooled = m.spool._where if m.spool is not None else {}
-        for i, u in enumerate(normal):
-            plain = not need_roll(u[1])
-            if extra is not None and plain and u[2] != -1:
-                x = extra(normal_units[i][0])
+        for i, (_pos, u, x) in enumerate(normal_units):
+            plain = not u[1] & MAGIC_ROLL  # not `need_roll`
+            if rows and plain and u[2] != -1:
                 if x is not None:
                     target = self._row_target(x)
                     if target is not None:
@@ -769,13 +774,12 @@ class TimerService:
             self._flush_events(pend)
             retry = self._put(msg, u[2], u[1], slot_time, False)
             if retry is not None:
-                return self._finish_slot(retry, normal[i + 1:], deletes, slot_time)
+                return self._finish_slot(retry, [r[1] for r in normal_units[i + 1:]], deletes, slot_time)
         self._flush_events(pend)
         if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
-            for _pos, u in cancels:
-                m.release(u[4])
-            for u in normal:
-                m.release(u[4])
+            release = m.release
+            for r in chain:
+                release(r[1][4])
         return None
 
     def _flush_events(self, pend: list) -> None:
@@ -1055,6 +1059,10 @@ def _heads(base, phys: list[int], sizes: list[int]) -> tuple[list, list]:
         return [None] * len(phys), [None] * len(phys)
     batchread._close(scan[0])
     return scan[4].tolist(), scan[5].tolist()
+
+
+def _no_row(_pos: int) -> None:
+    return None
 
 
 def _prev_pos(u: tuple) -> int:

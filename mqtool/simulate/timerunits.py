@@ -145,12 +145,13 @@ class TimerUnits:
             x.extend(bytes((i + 1) * _XSTRIDE - len(x) + _GROW * _XSTRIDE))
         _XUNIT.pack_into(x, i * _XSTRIDE, *row)
 
-    def chain(self, last_pos: int) -> list[tuple[int, tuple]] | None:
+    def chain(self, last_pos: int, extra: bool = False) -> list[tuple] | None:
         """`walk_chain(last_pos, self.get, prev_pos)`'s units when the walk ends at prevPos -1 through
         units held here whose positions fall all the way (every unit appended here points back
         before itself); None otherwise (a unit not held, a prevPos forward or in a loop): the caller
-        walks it with `walk_chain`."""
+        walks it with `walk_chain`. With `extra`, (pos, unit, its `extra` row or None) a unit."""
         out = []
+        xs = self._x if extra else None
         pos = last_pos
         bound = 1 << 62
         fs = self.file_size
@@ -165,7 +166,17 @@ class TimerUnits:
             if rest or here is None or i >= len(here) or not here[i]:
                 return None
             u = unpack(cols_of[f], i * _STRIDE)
-            out.append((pos, u))
+            if xs is None:
+                out.append((pos, u))
+            else:
+                x = xs.get(f)
+                if x is not None and (i + 1) * _XSTRIDE <= len(x):
+                    x = _XUNIT.unpack_from(x, i * _XSTRIDE)
+                    if not x[0]:
+                        x = None
+                else:
+                    x = None
+                out.append((pos, u, x))
             bound = pos
             pos = u[0]
         return out
