@@ -893,9 +893,7 @@ class TimerService:
         ctx, m = self.ctx, self.ctx.model
         topic, qid, (units, bmax, fixed, _keep) = target
         meta = x[0]
-        size = (meta >> 34) + fixed + _DEQ_KEYS_LEN + len(str(u[2])) + len(str(ctx.engine._now + ctx.clock_offset))
-        if not m.trailing_separator:
-            size -= 1
+        size = row_reput_size(meta, fixed, u[2], ctx.engine._now + ctx.clock_offset, m.trailing_separator)
         pos = m._end  # `place`, written out for a record that fits in the current file (as `append`)
         fs = m.base.file_size
         if pos is not None and not m.base.dledger and pos % fs + size + BLANK_MIN <= fs:
@@ -1059,6 +1057,14 @@ def _heads(base, phys: list[int], sizes: list[int]) -> tuple[list, list]:
         return [None] * len(phys), [None] * len(phys)
     batchread._close(scan[0])
     return scan[4].tolist(), scan[5].tolist()
+
+
+def row_reput_size(meta: int, fixed: int, enqueue_ms: int, dequeue_ms: int, trailing: bool) -> int:
+    """`StoreModel.reput_size` of a delivery's re-put from its row's `meta` (`TimerService._columns`):
+    the record's size but its topic part and the two properties the dequeue sets, plus those
+    (`fixed`: `queue_info`'s, TIMER_ENQUEUE_MS, TIMER_DEQUEUE_MS) and less the last separator on 4.9."""
+    size = (meta >> 34) + fixed + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
+    return size if trailing else size - 1
 
 
 def _no_row(_pos: int) -> None:
