@@ -732,11 +732,12 @@ class TimerService:
         if rows:
             msgs, lru = m._msgs, getattr(m.base, "_lru", {})
             spooled = m.spool._where if m.spool is not None else {}
+            row_target = self._row_target
         for i, (_pos, u, x) in enumerate(normal_units):
             plain = not u[1] & MAGIC_ROLL  # not `need_roll`
             if rows and plain and u[2] != -1:
                 if x is not None:
-                    target = self._row_target(x)
+                    target = row_target(x)
                     if target is not None:
                         ph = u[4]
                         if ph in msgs or ph in spooled or ph in lru:
