@@ -514,7 +514,9 @@ class TimerService:
         keys = tuple(props)
         k = self._x_keys.get(keys)
         if k is None:
-            k = self._x_keys[keys] = self._keys_part(keys)
+            k = self._keys_part(keys) or ()
+            if len(self._x_keys) < _X_FORMATS:  # a store has a few sets of property names
+                self._x_keys[keys] = k
         if not k:
             return _NO_ROW
         size, drop = k
