@@ -24,6 +24,10 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
   first: a record whose UNIQ_KEY is in that set is dropped (cancelled); a ROLL unit is re-put to the
   timer topic with TIMER_ROLL_TIMES + 1; the rest go to REAL_TOPIC/REAL_QID (`convert`: TIMER_ENQUEUE_MS,
   TIMER_DEQUEUE_MS set, the string built before REAL_TOPIC/REAL_QID are removed).
+- a plain unit enqueued during the run keeps, beside it, what its delivery needs (`_columns`: REAL_TOPIC,
+  REAL_QID, UNIQ_KEY packed, the re-put's size but the two properties the dequeue sets); where no fault
+  can refuse a put and no cancel is in the slot, the dequeue delivers it from that row (`_deliver_row`)
+  instead of reading the record again: the same event and offsets, `tests/simulate/test_timer_rows.py`.
 - put retries (`doPut`): SERVICE_NOT_AVAILABLE is retried every `500 × precision / 1000` ms until it
   works; any other failure is tried 3 more times 50 ms apart, then given up.
 """
