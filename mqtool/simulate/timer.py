@@ -481,9 +481,10 @@ class TimerService:
         rows[:, 4] = phys
         rows[:, 5] = sizes
         rows[:, 6] = [hashes[real] for real in reals]
-        columns = self._columns
-        extra = np.array([columns(*rec) if rec[1] is not None and not d else (0, 0, 0)
-                          for rec, d in zip(recs, delete, strict=True)], np.uint64).reshape(n, 3)
+        columns = self._columns  # a ROLL unit's record is re-put whole (`_roll`): no row
+        extra = np.array([columns(*rec) if rec[1] is not None and not mg & MAGIC_ROLL and not d else _NO_ROW
+                          for rec, d, mg in zip(recs, delete, magic_a.tolist(), strict=True)],
+                         np.uint64).reshape(n, 3)
         if n and positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
             self.units.put_run(positions[0], rows, extra)
         else:
