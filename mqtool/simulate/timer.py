@@ -24,6 +24,10 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
   first: a record whose UNIQ_KEY is in that set is dropped (cancelled); a ROLL unit is re-put to the
   timer topic with TIMER_ROLL_TIMES + 1; the rest go to REAL_TOPIC/REAL_QID (`convert`: TIMER_ENQUEUE_MS,
   TIMER_DEQUEUE_MS set, the string built before REAL_TOPIC/REAL_QID are removed).
+- a plain unit enqueued during the run keeps, beside it, what its delivery needs (`_columns`: REAL_TOPIC,
+  REAL_QID, UNIQ_KEY packed, the re-put's size but the two properties the dequeue sets); where no fault
+  can refuse a put and no cancel is in the slot, the dequeue delivers it from that row (`_deliver_row`)
+  instead of reading the record again: the same event and offsets, `tests/simulate/test_timer_rows.py`.
 - put retries (`doPut`): SERVICE_NOT_AVAILABLE is retried every `500 × precision / 1000` ms until it
   works; any other failure is tried 3 more times 50 ms apart, then given up.
 """
@@ -35,6 +39,7 @@ from array import array
 
 import numpy as np
 
+from mqtool.formats.commitlog import host_size
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
@@ -47,7 +52,8 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
     LOOP,
     dequeue_order,
@@ -58,10 +64,11 @@ from mqtool.rules.timer import (
     need_roll,
     walk_chain,
 )
+from mqtool.simulate import batchread
 from mqtool.simulate.batchread import batchable, read_props
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
-from mqtool.simulate.model import _order, next_in_file
+from mqtool.simulate.model import BLANK_MIN, _order, next_in_file
 from mqtool.simulate.timerunits import TimerUnits
 
 SLOTS_TOTAL = 7 * 86400
@@ -74,6 +81,20 @@ PENDING_EVENTS = 4096  # a slot's events waiting for one `record_batch` (a roll 
 _NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
 _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
+# `TimerService._columns`: a delivery's row beside its unit (`TimerUnits.extra`), three uint64:
+# meta = topic index + 1 (12 bits) | REAL_QID << 12 (20 bits) | UNIQ_KEY kind << 32 (2 bits)
+# | the re-put's size without its topic part and the two dequeue properties << 34; then the UNIQ_KEY:
+# kind 1 two halves of 32 uppercase hex digits, kind 2 (format index, number) of a prefix and hex
+# digits, kind 0 no UNIQ_KEY (any other form: no row, the dequeue reads the record)
+_X_TOPICS = (1 << 12) - 1
+_X_QIDS = 1 << 20
+_X_SIZE = 1 << 29
+_X_FORMATS = 1 << 16
+_HEX_DIGITS = "0123456789ABCDEF"
+_NO_ROW = (0, 0, 0)
+_CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without ROLL
+# a re-put's two properties the dequeue sets: their names, separators (the value lengths are added)
+_DEQ_KEYS_LEN = len(PROPERTY_TIMER_ENQUEUE_MS) + len(PROPERTY_TIMER_DEQUEUE_MS) + 4
 
 
 class TimerService:
@@ -127,8 +148,14 @@ class TimerService:
         self.broken_chains = 0
         # phys -> properties of the roll re-puts not yet enqueued again (runs that release records, where
         # nothing but this service reads them): `StoreModel.props` would read them back from the spool
-        self._rolled: dict[int, dict[str, str]] = {}
+        self._rolled: dict[int, tuple[dict[str, str], int, int]] = {}  # (properties, BODYLENGTH, SYSFLAG)
         self._light: tuple | None = None  # (what `_light_reader` depends on, its reader)
+        self._x_topics: list[str] = []  # `_columns`: REAL_TOPIC by index
+        self._x_topic_idx: dict[str, int] = {}
+        self._x_formats: list[str] = []  # `_columns`: a UNIQ_KEY's "prefix%0NX" by index
+        self._x_format_idx: dict[tuple[str, int], int] = {}
+        self._x_keys: dict[tuple[str, ...], tuple | None] = {}  # `_keys_part` by the properties' keys
+        self._x_tq: dict[tuple[str | None, str | None], int] = {}  # `_tq_meta` by (REAL_TOPIC, REAL_QID)
         ctx.model.on_append(TIMER_TOPIC, 0, self._on_append)
 
     # ----- the wheel -----
@@ -260,13 +287,15 @@ class TimerService:
                 if self.curr_queue_offset >= hi:
                     hi = m.cq_max(TIMER_TOPIC, 0)
                     continue
-                pend: tuple[list, list, list, list] = ([], [], [], [])  # units `_enqueue_many` takes at once
+                # units `_enqueue_many` takes at once
+                pend: tuple[list, list, list, list, list] = ([], [], [], [], [])
                 try:
                     for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
                         self.curr_queue_offset = off + 1
-                        props = rolled.pop(unit[0], None) if rolled else None  # a roll re-put just made
-                        if props is None:
-                            props = m.props(unit[0])  # the whole record is read when its slot comes
+                        rec = rolled.pop(unit[0], None) if rolled else None  # a roll re-put just made
+                        if rec is None:
+                            rec = self._props_rec(unit[0])
+                        props = rec[0]
                         if props is None:
                             continue
                         try:
@@ -285,6 +314,7 @@ class TimerService:
                             pend[1].append(unit[1])
                             pend[2].append(delayed)
                             pend[3].append(props)
+                            pend[4].append(rec)
                             if len(pend[0]) >= ENQUEUE_BATCH:
                                 self._flush_enqueues(pend, write)
                         else:
@@ -304,10 +334,22 @@ class TimerService:
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
 
-    def _flush_enqueues(self, pend: tuple[list, list, list, list], write: int) -> None:
-        """`_enqueue_unit` of each unit gathered by the walk (phys, size, delivery time, properties), at
-        once, and the dequeue woken as the last of their wakes would leave it (`_enqueue_base`'s
-        argument: nothing else is scheduled in between)."""
+    def _props_rec(self, phys: int) -> tuple:
+        """(properties, BODYLENGTH, SYSFLAG) of a re-put kept in the overlay or the spool; (properties,
+        None, None) of any other record (`StoreModel.props`: the record is read whole when its slot comes)."""
+        m = self.ctx.model
+        msg = m._msgs.get(phys)
+        if msg is None and m.spool is not None:
+            msg = m.spool.get(phys)
+        if msg is not None:
+            return msg.props, msg.body_len, msg.sys_flag
+        return m.props(phys), None, None
+
+    def _flush_enqueues(self, pend: tuple[list, list, list, list, list], write: int) -> None:
+        """`_enqueue_unit` of each unit gathered by the walk (phys, size, delivery time, properties,
+        (properties, BODYLENGTH, SYSFLAG) or (properties, None, None)), at once, and the dequeue woken
+        as the last of their wakes would leave it (`_enqueue_base`'s argument: nothing else is scheduled
+        in between)."""
         t = self._enqueue_many(*pend, write)
         for col in pend:
             col.clear()
@@ -350,15 +392,20 @@ class TimerService:
                 phys = u.offset[a:b].tolist()
                 sizes = u.size[a:b].tolist()
                 parsed = read_props(base, phys, sizes)
+                body_len, sys_flag = _heads(base, phys, sizes)
                 take: list[int] = []  # the units `_enqueue_unit` would take, in queue order
                 due: list[int] = []
                 props_of: list[dict[str, str]] = []
+                recs: list[tuple] = []
                 halt = False
                 try:
                     for k, ph in enumerate(phys):
                         props = parsed[k]
                         if props is None or ph in msgs or ph in spooled or ph in lru:
-                            props = m.props(ph)  # the per-message read decides
+                            rec = self._props_rec(ph)  # the per-message read decides
+                        else:
+                            rec = (props, body_len[k], sys_flag[k])
+                        props = rec[0]
                         if props is None:
                             off += 1
                             continue
@@ -374,11 +421,12 @@ class TimerService:
                         take.append(k)
                         due.append(delayed)
                         props_of.append(props)
+                        recs.append(rec)
                 finally:
                     self.curr_queue_offset = off
                     if take:
                         t = self._enqueue_many([phys[k] for k in take], [sizes[k] for k in take], due, props_of,
-                                               write)
+                                               recs, write)
                         if wake is None or t < wake:
                             wake = t
                 if halt:
@@ -389,7 +437,7 @@ class TimerService:
                 self._wake_dequeue(wake)
 
     def _enqueue_many(self, phys: list[int], sizes: list[int], due: list[int], props_of: list[dict[str, str]],
-                      write: int) -> int:
+                      recs: list[tuple], write: int) -> int:
         """`_enqueue_unit(..., wake=False)` for each unit in order, at once: the slots and magics by
         `rules.timer.do_enqueue_many`, the TimerLog positions as a run (unit by unit where a file
         ends), each slot's chain linked in order, the units' columns written together
@@ -433,11 +481,17 @@ class TimerService:
         rows[:, 4] = phys
         rows[:, 5] = sizes
         rows[:, 6] = [hashes[real] for real in reals]
+        columns = self._columns  # a ROLL unit's record is re-put whole (`_roll`): no row
+        extra = np.array([columns(*rec) if rec[1] is not None and not mg & MAGIC_ROLL and not d else _NO_ROW
+                          for rec, d, mg in zip(recs, delete, magic_a.tolist(), strict=True)],
+                         np.uint64).reshape(n, 3)
         if n and positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
-            self.units.put_run(positions[0], rows)
+            self.units.put_run(positions[0], rows, extra)
         else:
-            for pos, unit in zip(positions, rows.tolist(), strict=True):
+            for pos, unit, x in zip(positions, rows.tolist(), extra.tolist(), strict=True):
                 self.units[pos] = unit
+                if x[0]:
+                    self.units.set_extra(pos, x)
         self.new_units.extend(positions)
         ctx = self.ctx
         log = ctx.log
@@ -457,6 +511,89 @@ class TimerService:
             for _ in range(n):
                 log.tally("enqueue")
         return min(slot_of)
+
+    def _columns(self, props: dict[str, str], body_len: int, sys_flag: int) -> tuple[int, int, int]:
+        """The row kept beside a unit (`TimerUnits.extra`, `_X_*`) for a delivery of its record without
+        reading it again (`_deliver_row`), `_NO_ROW` where the record must be read: a cancel marker, no
+        REAL_TOPIC, a UNIQ_KEY of another form, a value out of the row's ranges."""
+        keys = tuple(props)
+        k = self._x_keys.get(keys)
+        if k is None:
+            k = self._keys_part(keys) or ()
+            if len(self._x_keys) < _X_FORMATS:  # a store has a few sets of property names
+                self._x_keys[keys] = k
+        if not k:
+            return _NO_ROW
+        size, drop = k
+        tq = (props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID))
+        meta = self._x_tq.get(tq)
+        if meta is None:
+            meta = self._tq_meta(*tq)
+            if len(self._x_tq) < _X_FORMATS:
+                self._x_tq[tq] = meta
+        if not meta:
+            return _NO_ROW
+        values = "".join(props.values())  # `StoreModel.reput_size` of the values but the two the dequeue sets
+        if values.isascii():
+            size += len(values)
+            for d in drop:
+                size -= len(props[d])
+        else:
+            try:
+                size += len(values.encode("utf-8", "surrogateescape"))
+                for d in drop:
+                    size -= len(props[d].encode("utf-8", "surrogateescape"))
+            except UnicodeError:
+                return _NO_ROW  # the per-message path meets the same error
+        size += body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
+                            else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
+        if not 0 <= size < _X_SIZE:
+            return _NO_ROW
+        uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if uk is None:
+            return meta | size << 34, 0, 0
+        prefix = uk.rstrip(_HEX_DIGITS)  # "%0NX" % int(digits, 16) gives the digits back (N their count)
+        if not prefix and len(uk) == 32:
+            return meta | 1 << 32 | size << 34, int(uk[:16], 16), int(uk[16:], 16)
+        if len(uk) - len(prefix) > 16:
+            prefix = uk[:-16]
+        width = len(uk) - len(prefix)
+        if not width:
+            return _NO_ROW
+        f = self._x_format_idx.get((prefix, width))
+        if f is None:
+            if len(self._x_formats) >= _X_FORMATS:
+                return _NO_ROW
+            f = self._x_format_idx[(prefix, width)] = len(self._x_formats)
+            self._x_formats.append(f"{prefix.replace('%', '%%')}%0{width}X")
+        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix):], 16)
+
+    def _keys_part(self, keys: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
+        """(the size of the keys and separators of a re-put with these properties but TIMER_ENQUEUE_MS and
+        TIMER_DEQUEUE_MS, those of the two it has), None for a cancel marker (`_columns`)."""
+        if PROPERTY_TIMER_DEL_UNIQKEY in keys:
+            return None
+        try:
+            keys_len = _order(keys, self.ctx.model.capacity)[1]
+        except UnicodeError:
+            return None
+        drop = tuple(k for k in (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS) if k in keys)
+        return keys_len + 2 * len(keys) - sum(len(k) + 2 for k in drop), drop
+
+    def _tq_meta(self, topic: str | None, qid_text: str | None) -> int:
+        """The row's topic index + 1 and REAL_QID bits (`_columns`), 0 where the row cannot hold them."""
+        if topic is None:
+            return 0
+        qid = _int(qid_text, 0)
+        if not 0 <= qid < _X_QIDS:
+            return 0
+        ti = self._x_topic_idx.get(topic)
+        if ti is None:
+            if len(self._x_topics) >= _X_TOPICS:
+                return 0
+            ti = self._x_topic_idx[topic] = len(self._x_topics)
+            self._x_topics.append(topic)
+        return (ti + 1) | qid << 12
 
     def _next_unit_pos(self) -> int:
         """The next unit's TimerLog position, taken: after a filler (`TimerLog.append`'s BLANK) where the
@@ -551,14 +688,15 @@ class TimerService:
             self._in_slot = False
             self.curr_read = slot_time + p
 
-    def _chain(self, slot_time: int) -> list[tuple[int, tuple]]:
-        """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`)."""
+    def _chain(self, slot_time: int, rows: bool = False) -> list[tuple]:
+        """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
+        (pos, unit, the delivery's row kept beside it or None: `_columns`; always None unless `rows`)."""
         s = self._slot(slot_time)
         if s is None:
             return []
-        fast = self.units.chain(s[1])  # units all held here, prevPos always back: the usual slot
+        fast = self.units.chain(s[1], rows)  # units all held here, prevPos always back: the usual slot
         if fast is not None:
-            return fast
+            return fast if rows else [(pos, u, None) for pos, u in fast]
         w = walk_chain(s[1], self._unit, _prev_pos)
         if w.broken:
             self.broken_chains += 1
@@ -567,7 +705,8 @@ class TimerService:
                          timerlog_pos=w.stop_pos, read=len(w.units),
                          reason="broken TimerLog chain: prevPos loops" if w.stop == LOOP
                          else "broken TimerLog chain: prevPos points at no unit")
-        return w.units
+        extra = self.units.extra if rows else _no_row
+        return [(pos, u, extra(pos)) for pos, u in w.units]
 
     def _dequeue_slot(self, slot_time: int):
         """One slot; None when done, else a generator that finishes it (a put is being retried).
@@ -576,23 +715,43 @@ class TimerService:
         `EventLog.record_batch` for each run of one kind (`pend`: the kind and its rows), flushed
         before any other event of the slot, so the log's order is the per-unit one."""
         ctx, m = self.ctx, self.ctx.model
-        cancels, normal_units = dequeue_order(self._chain(slot_time), _magic)
+        fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
+        chain = self._chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
+        if any(r[1][1] & _CANCEL_BITS == MAGIC_DELETE for r in chain):
+            cancels, normal_units = dequeue_order(chain, _magic)
+        else:  # `dequeue_order` of a slot without cancel requests
+            cancels, normal_units = [], chain[::-1]
         deletes: set[str] = set()
-        for _pos, u in cancels:
+        for _pos, u, _x in cancels:
             msg = m.message(u[4])
             if msg is not None:
                 key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY)
                 if key is not None:
                     deletes.add(key)
-        normal = [u for _pos, u in normal_units]
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         light = self._light_reader()
-        fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
         # a roll's re-put wakes no one but this service's enqueue (no event of its own)
         fast_roll = fast and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
         pend: list = [None, []]
-        for i, u in enumerate(normal):
-            plain = not need_roll(u[1])
+        # a plain unit enqueued with its delivery's row (`_columns`) is delivered from it, unread: a
+        # store's record as `_deliver_light` delivers one, a re-put kept in the overlay or the spool so too
+        rows = fast and not deletes
+        if rows:
+            msgs, lru = m._msgs, getattr(m.base, "_lru", {})
+            spooled = m.spool._where if m.spool is not None else {}
+            row_target = self._row_target
+        for i, (_pos, u, x) in enumerate(normal_units):
+            plain = not u[1] & MAGIC_ROLL  # not `need_roll`
+            if rows and plain and u[2] != -1:
+                if x is not None:
+                    target = row_target(x)
+                    if target is not None:
+                        ph = u[4]
+                        if ph in msgs or ph in spooled or ph in lru:
+                            self._deliver_row(u, x, target, slot_time, pend)
+                        else:
+                            self._deliver_light(u, x, target, deletes, slot_time, pend)
+                        continue
             if light is not None and plain:
                 rec = light(u[4])
                 if rec is not None:
@@ -623,13 +782,12 @@ class TimerService:
             self._flush_events(pend)
             retry = self._put(msg, u[2], u[1], slot_time, False)
             if retry is not None:
-                return self._finish_slot(retry, normal[i + 1:], deletes, slot_time)
+                return self._finish_slot(retry, [r[1] for r in normal_units[i + 1:]], deletes, slot_time)
         self._flush_events(pend)
         if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
-            for _pos, u in cancels:
-                m.release(u[4])
-            for u in normal:
-                m.release(u[4])
+            release = m.release
+            for r in chain:
+                release(r[1][4])
         return None
 
     def _flush_events(self, pend: list) -> None:
@@ -659,7 +817,7 @@ class TimerService:
             log.tally("roll")
             return
         if ctx.model.releasing and len(self._rolled) < ROLLED_KEPT:
-            self._rolled[n.phys] = n.props
+            self._rolled[n.phys] = (n.props, n.body_len, n.sys_flag)
         if pend[0] != "roll":
             self._flush_events(pend)
             pend[0] = "roll"
@@ -715,8 +873,55 @@ class TimerService:
     def _deliver_light(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int,
                        pend: list) -> None:
         """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
-        `StoreModel.append` would not keep, of a store's record read lightly (`_light_reader`): `_deliver`."""
-        self._deliver(u, rec, target, deletes, slot_time, pend, u[4])
+        `StoreModel.append` would not keep, of a store's record not built: read lightly (`_light_reader`,
+        `rec` its (properties, BODYLENGTH, SYSFLAG): `_deliver`) or not read at all (`rec` the row kept
+        beside the unit, `_columns`, with no cancel in the slot: `_deliver_row`)."""
+        if type(rec[0]) is int:
+            self._deliver_row(u, rec, target, slot_time, pend)
+        else:
+            self._deliver(u, rec, target, deletes, slot_time, pend, u[4])
+
+    def _row_target(self, x: tuple[int, int, int]):
+        """`_light_target` of the record a unit's row (`_columns`) stands for: (topic, queue id, queue
+        info), or None (the record is read and `_put` decides)."""
+        meta = x[0]
+        topic = self._x_topics[(meta & _X_TOPICS) - 1]
+        qid = meta >> 12 & (_X_QIDS - 1)
+        m = self.ctx.model
+        info = m._queue_info.get((topic, qid))
+        if info is None or info[3] or m._listeners.get((topic, qid)):
+            return None
+        return topic, qid, info
+
+    def _deliver_row(self, u: tuple, x: tuple[int, int, int], target: tuple, slot_time: int, pend: list) -> None:
+        """`_deliver` of a plain unit (`u[2]` not -1, no cancel in its slot) from the row kept beside it
+        (`_columns`): the re-put's size is the row's plus the topic's fixed part and the two properties
+        the dequeue sets (TIMER_ENQUEUE_MS = `u[2]`, TIMER_DEQUEUE_MS = now); the due time is the slot
+        (a plain unit's slot is its TIMER_OUT_MS)."""
+        ctx, m = self.ctx, self.ctx.model
+        topic, qid, (units, bmax, fixed, _keep) = target
+        meta = x[0]
+        size = row_reput_size(meta, fixed, u[2], ctx.engine._now + ctx.clock_offset, m.trailing_separator)
+        pos = m._end  # `place`, written out for a record that fits in the current file (as `append`)
+        fs = m.base.file_size
+        if pos is not None and not m.base.dledger and pos % fs + size + BLANK_MIN <= fs:
+            m._end = pos + size
+        else:
+            pos = m.place(size)
+        queue_offset = bmax + len(units)
+        units.append(None)  # as `append` counts a record it does not keep
+        self.delivered += 1
+        if not ctx.log.keep:
+            ctx.log.tally("deliver")
+            return
+        kind = meta >> 32 & 3
+        uk = None if kind == 0 else f"{x[1]:016X}{x[2]:016X}" if kind == 1 else self._x_formats[x[1]] % x[2]
+        if pend[0] != "deliver":
+            self._flush_events(pend)
+            pend[0] = "deliver"
+        pend[1].append((topic, qid, uk, u[4], pos, slot_time, u[3], False, queue_offset))
+        if len(pend[1]) >= PENDING_EVENTS:
+            self._flush_events(pend)
 
     def _deliver(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int, pend: list,
                  phys: int) -> None:
@@ -829,7 +1034,7 @@ class TimerService:
         if roll:
             self.rolled += 1
             if ctx.model.releasing and self.batch and len(self._rolled) < ROLLED_KEPT:
-                self._rolled[n.phys] = n.props
+                self._rolled[n.phys] = (n.props, n.body_len, n.sys_flag)
             ctx.log.record(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
                            _int(src.get(PROPERTY_REAL_QUEUE_ID)), n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                            msg.phys, n.phys,
@@ -850,6 +1055,28 @@ class TimerService:
             if s is not None:
                 n += sum(not is_cancel_request(u[1]) for _, u in walk_chain(s[1], self._unit, _prev_pos).units)
         return n
+
+
+def _heads(base, phys: list[int], sizes: list[int]) -> tuple[list, list]:
+    """(BODYLENGTH, SYSFLAG) of each record `read_props` answers (the same scan, `batchread._scan`):
+    a delivery's size needs them (`TimerService._columns`); lists of None when the scan answers none."""
+    scan = batchread._scan(base, phys, sizes)
+    if scan is None:
+        return [None] * len(phys), [None] * len(phys)
+    batchread._close(scan[0])
+    return scan[4].tolist(), scan[5].tolist()
+
+
+def row_reput_size(meta: int, fixed: int, enqueue_ms: int, dequeue_ms: int, trailing: bool) -> int:
+    """`StoreModel.reput_size` of a delivery's re-put from its row's `meta` (`TimerService._columns`):
+    the record's size but its topic part and the two properties the dequeue sets, plus those
+    (`fixed`: `queue_info`'s, TIMER_ENQUEUE_MS, TIMER_DEQUEUE_MS) and less the last separator on 4.9."""
+    size = (meta >> 34) + fixed + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
+    return size if trailing else size - 1
+
+
+def _no_row(_pos: int) -> None:
+    return None
 
 
 def _prev_pos(u: tuple) -> int:

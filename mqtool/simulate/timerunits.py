@@ -6,6 +6,10 @@ they took ~360 bytes each. Here a TimerLog file's units sit on its 52-byte grid 
 presence byte; a position off the grid (a
 damaged store's odd file start) falls back to a plain dict. The values read back are the tuples
 the service always used: `(prev_pos, magic, write_time, delayed_time, offset_py, size_py, topic_hash)`.
+
+Beside a unit, the service may keep what a plain delivery of its record needs (`extra`: three uint64,
+see `TimerService._columns`), so the dequeue need not read the record again; a unit written without
+them (`[]=`, `put_run` without `extra`) has none.
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ FIELDS = 7
 _UNIT = struct.Struct(f"={FIELDS}q")
 _STRIDE = _UNIT.size
 _GROW = 4096  # units a file's columns grow by at once
+XFIELDS = 3
+_XUNIT = struct.Struct(f"={XFIELDS}Q")
+_XSTRIDE = _XUNIT.size
 
 
 class TimerUnits:
     """A mapping `pos -> unit tuple` (get, [], []=, in, len) backed by per-file int64 rows."""
 
-    __slots__ = ("file_size", "_cols", "_here", "_odd", "_n")
+    __slots__ = ("file_size", "_cols", "_here", "_odd", "_n", "_x")
 
     def __init__(self, file_size: int) -> None:
         self.file_size = int(file_size) if file_size and file_size > 0 else 1 << 62
@@ -33,6 +40,7 @@ class TimerUnits:
         self._here: dict[int, bytearray] = {}
         self._odd: dict[int, tuple] = {}
         self._n = 0
+        self._x: dict[int, bytearray] = {}  # file -> `extra` rows (grown only where some are written)
 
     def _where(self, pos: int) -> tuple[int, int] | None:
         if pos < 0:
@@ -54,6 +62,9 @@ class TimerUnits:
             here[i] = 1
             self._n += 1
         _UNIT.pack_into(cols, i * _STRIDE, *unit)
+        x = self._x.get(f)
+        if x is not None and i * _XSTRIDE < len(x):
+            _XUNIT.pack_into(x, i * _XSTRIDE, 0, 0, 0)
 
     def _grow(self, f: int, units: int) -> tuple[bytearray, bytearray]:
         """File `f`'s (written flags, columns), grown to hold at least `units` units."""
@@ -68,15 +79,20 @@ class TimerUnits:
             cols.extend(bytes(_STRIDE * grow))
         return here, cols
 
-    def put_run(self, pos: int, rows: np.ndarray) -> None:
+    def put_run(self, pos: int, rows: np.ndarray, extra: np.ndarray | None = None) -> None:
         """`self[pos + 52 * j] = rows[j]` for every j: the units a batch enqueue appends one after
-        another (`rows` int64, one row of 7 values a unit), their columns written at once."""
+        another (`rows` int64, one row of 7 values a unit), their columns written at once; `extra`
+        (uint64 rows of XFIELDS, zeros for none) the rows kept beside them."""
         n = len(rows)
         w = self._where(pos)
         last = self._where(pos + (n - 1) * TIMERLOG_UNIT_SIZE) if n else None
         if w is None or last is None or last[0] != w[0]:
+            xs = extra.tolist() if extra is not None else None
             for j, unit in enumerate(rows.tolist()):
-                self[pos + j * TIMERLOG_UNIT_SIZE] = unit
+                at = pos + j * TIMERLOG_UNIT_SIZE
+                self[at] = unit
+                if xs is not None and xs[j][0]:
+                    self.set_extra(at, xs[j])
             return
         f, i = w
         here, cols = self._grow(f, i + n)
@@ -85,13 +101,57 @@ class TimerUnits:
         view = np.frombuffer(cols, np.int64, n * FIELDS, i * _STRIDE)  # `_UNIT`'s native int64 layout
         view[:] = np.asarray(rows, np.int64).reshape(n * FIELDS)
         del view  # the bytearray may grow again only without a view on it
+        self._put_extra(f, i, n, extra)
 
-    def chain(self, last_pos: int) -> list[tuple[int, tuple]] | None:
+    def _put_extra(self, f: int, i: int, n: int, extra: np.ndarray | None) -> None:
+        """File `f`'s `extra` rows [i, i + n): `extra` (uint64, XFIELDS a row; a row of zeros is none), or none."""
+        x = self._x.get(f)
+        if extra is None:
+            if x is None or i * _XSTRIDE >= len(x):
+                return
+            n = min(n, len(x) // _XSTRIDE - i)
+        else:
+            if x is None:
+                x = self._x[f] = bytearray()
+            need = (i + n) * _XSTRIDE
+            if need > len(x):
+                x.extend(bytes(need - len(x) + _GROW * _XSTRIDE))
+        view = np.frombuffer(x, np.uint64, n * XFIELDS, i * _XSTRIDE)
+        view[:] = 0 if extra is None else np.asarray(extra, np.uint64).reshape(n * XFIELDS)
+        del view
+
+    def extra(self, pos: int) -> tuple[int, int, int] | None:
+        """The `extra` row kept beside the unit at `pos`, None when there is none."""
+        f, within = divmod(pos, self.file_size)
+        x = self._x.get(f)
+        if x is None or pos < 0:
+            return None
+        i, rest = divmod(within, TIMERLOG_UNIT_SIZE)
+        if rest or (i + 1) * _XSTRIDE > len(x):
+            return None
+        row = _XUNIT.unpack_from(x, i * _XSTRIDE)
+        return row if row[0] else None
+
+    def set_extra(self, pos: int, row) -> None:
+        """Keep `row` (XFIELDS uint64, the first non-zero) beside the unit at `pos` (on the grid only)."""
+        w = self._where(pos)
+        if w is None:
+            return
+        f, i = w
+        x = self._x.get(f)
+        if x is None:
+            x = self._x[f] = bytearray()
+        if (i + 1) * _XSTRIDE > len(x):
+            x.extend(bytes((i + 1) * _XSTRIDE - len(x) + _GROW * _XSTRIDE))
+        _XUNIT.pack_into(x, i * _XSTRIDE, *row)
+
+    def chain(self, last_pos: int, extra: bool = False) -> list[tuple] | None:
         """`walk_chain(last_pos, self.get, prev_pos)`'s units when the walk ends at prevPos -1 through
         units held here whose positions fall all the way (every unit appended here points back
         before itself); None otherwise (a unit not held, a prevPos forward or in a loop): the caller
-        walks it with `walk_chain`."""
+        walks it with `walk_chain`. With `extra`, (pos, unit, its `extra` row or None) a unit."""
         out = []
+        xs = self._x if extra else None
         pos = last_pos
         bound = 1 << 62
         fs = self.file_size
@@ -106,7 +166,17 @@ class TimerUnits:
             if rest or here is None or i >= len(here) or not here[i]:
                 return None
             u = unpack(cols_of[f], i * _STRIDE)
-            out.append((pos, u))
+            if xs is None:
+                out.append((pos, u))
+            else:
+                x = xs.get(f)
+                if x is not None and (i + 1) * _XSTRIDE <= len(x):
+                    x = _XUNIT.unpack_from(x, i * _XSTRIDE)
+                    if not x[0]:
+                        x = None
+                else:
+                    x = None
+                out.append((pos, u, x))
             bound = pos
             pos = u[0]
         return out

@@ -1,0 +1,190 @@
+"""A plain timer delivery from the row kept beside its unit (`TimerService._columns`, `_deliver_row`):
+no second read of the record, yet the same event log, byte for byte, as the per-message walk
+(`batch = False`) on stores where rows and the read they stand in for both happen (UNIQ_KEYs of every
+form, none, non-ASCII values, IPv6 hosts, TIMER_ENQUEUE_MS/TIMER_DEQUEUE_MS already set, cancels in a
+slot, rolled re-puts in the spool or in the overlay); the row's size is `StoreModel.reput_size`'s."""
+
+import io
+import json
+import types
+
+import numpy as np
+import pytest
+
+import mqtool.simulate.timer as timer_mod
+from mqtool.builder.broker import put_message
+from mqtool.builder.writer import StoreWriter
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.names import TIMER_TOPIC
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate.model import MemoryBase, StoreModel, _order
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.scenario import parse_scenario
+from mqtool.simulate.timerunits import TimerUnits
+from mqtool.store.store import Store
+
+START = 1_800_000_000_000
+DAY = 86_400_000
+N = 240
+
+
+def _uniq_key(i: int) -> str | None:
+    """Six forms: prefix + hex digits, 32 hex digits, lower-case (no row), none, decimal, '%' in the prefix."""
+    return [f"T{i:08X}", f"7F00000100002A9F{i:016X}", f"id-{i}-abc", None, f"D{i}", f"P%{i:04d}"][i % 6]
+
+
+def _build(root):
+    config = BrokerConfig.for_version("5.3")
+    with StoreWriter(root, config) as w:
+        for i in range(N):
+            out = START + 60_000 + (i // 3 * 7_919_000) % (3 * DAY)  # 3 a slot over 3 days: a third roll
+            props = [("REAL_TOPIC", "BenchTopic"), ("REAL_QID", str(i % 4)), ("TIMER_OUT_MS", str(out))]
+            uk = _uniq_key(i)
+            if uk is not None:
+                props.append(("UNIQ_KEY", uk))
+            if i % 5 == 1:
+                props.append(("KEYS", "clé ünï"))  # non-ASCII: the UTF-8 length counts
+            if i % 7 == 2:  # set by an earlier dequeue: replaced, not added
+                props += [("TIMER_ENQUEUE_MS", "17"), ("TIMER_DEQUEUE_MS", "1799999999999")]
+            fields = {}
+            if i % 11 == 4:
+                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
+                          "store_host": "[fe80::1]:10911"}
+            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 9), props, store_timestamp=START - 1000,
+                        born_timestamp=START - 1000, **fields)
+            if i % 30 == 17 and uk is not None:  # a cancel in its target's slot: that slot is read
+                put_message(w, TIMER_TOPIC, 0, b"", [("UNIQ_KEY", f"C{i:05d}"), ("REAL_TOPIC", "BenchTopic"),
+                                                     ("REAL_QID", "0"), ("TIMER_OUT_MS", str(out)),
+                                                     ("TIMER_DEL_UNIQKEY", uk)],
+                            store_timestamp=START - 1000, born_timestamp=START - 1000)
+        w.write_timercheck(START - 1000, 0, 0, 0)
+        w.write_checkpoint()
+    return Store.open(root, config), config
+
+
+def _run(store, config, batch, monkeypatch, scenario=None):
+    """(event lines, result, the source offsets `_deliver_row` delivered, those `_deliver` delivered)."""
+    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
+    rows, reads = [], []
+    row, deliver = timer_mod.TimerService._deliver_row, timer_mod.TimerService._deliver
+
+    def spy_row(self, u, *a):
+        rows.append(u[4])
+        return row(self, u, *a)
+
+    def spy_deliver(self, u, rec, target, deletes, slot_time, pend, phys):
+        reads.append(phys)
+        return deliver(self, u, rec, target, deletes, slot_time, pend, phys)
+
+    monkeypatch.setattr(timer_mod.TimerService, "_deliver_row", spy_row)
+    monkeypatch.setattr(timer_mod.TimerService, "_deliver", spy_deliver)
+    sink = io.StringIO()
+    res = simulate(store, config, START, START + 3 * DAY, scenario, seed=1, sink=sink)
+    return sink.getvalue(), res, rows, reads
+
+
+def _events(log: str, event: str) -> list[dict]:
+    return [e for e in map(json.loads, log.splitlines()) if e["service"] == "timer" and e["event"] == event]
+
+
+@pytest.mark.parametrize("jump", [False, True])
+def test_row_deliveries_equal_the_per_message_walk(tmp_path, monkeypatch, jump):
+    store, config = _build(tmp_path / "s")
+    # a clock jump: no spool (a fault), the rolled re-puts wait in the overlay (`StoreModel._msgs`)
+    sc = parse_scenario({"faults": [{"kind": "clock_jump", "at": 1000, "delta": "+90s"}]}, START) if jump else None
+    per_msg, r1, rows1, _ = _run(store, config, False, monkeypatch, sc)
+    assert rows1 == []
+    batched, r2, rows, reads = _run(store, config, True, monkeypatch, sc)
+    assert batched == per_msg
+    assert r2.summary == r1.summary and r2.violations == r1.violations
+    delivered = {e["physical_offset"]: e for e in _events(per_msg, "deliver")}
+    cancels = _events(per_msg, "cancel")
+    rolls = _events(per_msg, "roll")
+    # 8 cancels (i % 30 == 17, each with a UNIQ_KEY) meet their targets; the rest are delivered, a roll's
+    # re-put at the end of its way
+    assert len(cancels) == 8 and len(delivered) == N - 8 and len(rolls) > 0
+    cancelled = {e["physical_offset"] for e in cancels}  # `_deliver` of a slot with a cancel drops its target
+    assert set(rows) <= set(delivered) and set(reads) <= set(delivered) | cancelled
+    row_keys = {delivered[p]["uniq_key"] for p in rows}
+    # every form of UNIQ_KEY but the lower-case one came from its row; that one was read
+    for form in (0, 1, 3, 4, 5):
+        assert any(row_keys & {_uniq_key(i)} for i in range(form, N, 6)), form
+    assert not row_keys & {_uniq_key(i) for i in range(2, N, 6)}
+    read_keys = {delivered[p]["uniq_key"] for p in reads if p in delivered}
+    form2 = {e["uniq_key"] for e in delivered.values()} & {_uniq_key(i) for i in range(2, N, 6)}
+    assert len(form2) == 40 and len(form2 - read_keys) <= 4  # (or a queue's first re-put, by `_put`)
+    # rolled re-puts (past the store's end) were delivered from their rows too
+    end = store.commitlog.max_offset()
+    assert any(p >= end for p in rows) and any(p < end for p in rows)
+    # a slot with a cancel is read: its plain units are not delivered from rows
+    cancelled_slots = {e["slot"] for e in cancels}
+    assert not any(delivered[p]["slot"] in cancelled_slots for p in rows)
+    # each queue's first re-put goes through `_put`: 173 deliveries from rows, 55 read again
+    assert len(rows) + len(reads) - len(cancels) + 4 == len(delivered) and (len(rows), len(reads)) == (173, 63)
+
+
+def _service(model):
+    t = timer_mod.TimerService.__new__(timer_mod.TimerService)
+    t.ctx = types.SimpleNamespace(model=model)
+    t._x_topics, t._x_topic_idx, t._x_formats, t._x_format_idx, t._x_keys, t._x_tq = [], {}, [], {}, {}, {}
+    return t
+
+
+def _uk(t, x):
+    kind = x[0] >> 32 & 3
+    return None if kind == 0 else f"{x[1]:016X}{x[2]:016X}" if kind == 1 else t._x_formats[x[1]] % x[2]
+
+
+@pytest.mark.parametrize("trailing", [True, False])
+def test_row_size_is_reput_size(trailing):
+    """The size `_deliver_row` computes from a row is `StoreModel.reput_size` of the map `_deliver` builds."""
+    model = StoreModel(MemoryBase(), capacity=128 if trailing else 16, trailing_separator=trailing)
+    t = _service(model)
+    cases = [
+        ({"REAL_TOPIC": "BenchTopic", "REAL_QID": "3", "UNIQ_KEY": "T0000000A", "TIMER_OUT_MS": "1800000060000"},
+         0, 0),
+        ({"UNIQ_KEY": "AC1100015F2C18B4AAC2", "REAL_TOPIC": "Tö", "REAL_QID": "0", "KEYS": "clé ünï"}, 5, 0),
+        ({"REAL_TOPIC": "B", "TIMER_ENQUEUE_MS": "17", "TIMER_DEQUEUE_MS": "ü9", "TIMER_ROLL_TIMES": "2"}, 300,
+         BORNHOST_V6),
+        ({"REAL_TOPIC": "B", "REAL_QID": "x", "UNIQ_KEY": "0"}, 1, BORNHOST_V6 | STOREHOST_V6),
+    ]
+    for props, body_len, sys_flag in cases:
+        x = t._columns(props, body_len, sys_flag)
+        assert x[0] != 0
+        assert _uk(t, x) == props.get("UNIQ_KEY")
+        for enq, now, fixed in ((1800000000000, 1800000001000, 91), (5, 17, 100)):
+            new = dict(props)
+            new["TIMER_ENQUEUE_MS"] = str(enq)
+            new["TIMER_DEQUEUE_MS"] = str(now)
+            want = model.reput_size(new, _order(tuple(new), model.capacity)[1], fixed, sys_flag, body_len)
+            assert timer_mod.row_reput_size(x[0], fixed, enq, now, trailing) == want
+
+
+def test_uniq_key_forms_and_refusals():
+    t = _service(StoreModel(MemoryBase()))
+    base = {"REAL_TOPIC": "T", "REAL_QID": "1"}
+    kept = ["7F000001000018B4AAC2A1B2C3D4E5F6", "T0000000A", "0", "AB%C01", "TFFFFFFFFFFFFFFFFFFFF", "ÄB12",
+            "12345678901234567890", "id-7F"]
+    for uk in kept:
+        x = t._columns({**base, "UNIQ_KEY": uk}, 0, 0)
+        assert x[0] != 0 and _uk(t, x) == uk, uk
+    assert t._columns({**base, "UNIQ_KEY": "7F000001000018B4AAC2A1B2C3D4E5F6"}, 0, 0)[0] >> 32 & 3 == 1
+    for refused in ({**base, "UNIQ_KEY": "abc"}, {**base, "UNIQ_KEY": ""}, {"REAL_QID": "1"},
+                    {**base, "TIMER_DEL_UNIQKEY": "K"}, {**base, "REAL_QID": "-1"}, {**base, "REAL_QID": str(1 << 20)}):
+        assert t._columns(refused, 0, 0) == (0, 0, 0), refused
+    assert t._columns(base, 0, 0)[0] >> 32 & 3 == 0  # no UNIQ_KEY: a row, the delivery's key is null
+    assert t._columns(base, 1 << 29, 0) == (0, 0, 0)  # a size past the row's range
+
+
+def test_unit_rows_are_cleared_by_a_plain_write():
+    units = TimerUnits(52 * 100)
+    units.set_extra(104, (5, 6, 7))
+    assert units.extra(104) == (5, 6, 7) and units.extra(52) is None and units.extra(5200 + 104) is None
+    units[104] = (1, 2, 3, 4, 5, 6, 7)
+    assert units.extra(104) is None
+    units.put_run(0, np.arange(21, dtype=np.int64).reshape(3, 7), np.array([[1, 2, 3], [0, 0, 0], [9, 8, 7]]))
+    assert [units.extra(p) for p in (0, 52, 104)] == [(1, 2, 3), None, (9, 8, 7)]
+    assert units.chain(104, True) is None  # its prevPos 14 is off the grid: `walk_chain` decides
+    units.put_run(52, np.zeros((2, 7), np.int64) - 1)
+    assert units.extra(104) is None and units.extra(0) == (1, 2, 3)
+    assert units.chain(104, True) == [(104, (-1,) * 7, None)]
