@@ -99,18 +99,18 @@ def _big(store: Store) -> bool:
 
 
 def limited_chunks(store: Store, query: MessageQuery, verify: bool = False, progress: Progress | None = None,
-                   big_chunk: int = fastscan.DEFAULT_CHUNK) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
+                   big_chunk: int | None = None) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
     """(walk, chunk, rows, big) of `query`'s `RowWalk`, the rows cut at --limit: what both fast writers
     (JSON Lines here, Parquet) walk. `big`: the CommitLog reaches `KERNEL_MIN_BYTES`, so numba is loaded
     first and the scan walks every record with it, not the first 20k with CPython; it then walks
-    `big_chunk` records a chunk."""
+    `big_chunk` records a chunk (None: the scan's default)."""
     if query.limit is not None and query.limit <= 0:
         return
     big = _big(store)
     if big:  # load the compiled walk now: it then walks every record, not the first 20k with CPython
         fastscan.compiled_walk()
     n = 0
-    with RowWalk(store, query, verify, progress, big_chunk if big else fastscan.DEFAULT_CHUNK) as walk:
+    with RowWalk(store, query, verify, progress, big_chunk if big else None) as walk:
         for cc, rows in walk:
             if query.limit is not None:
                 rows = rows[: query.limit - n]

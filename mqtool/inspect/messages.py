@@ -21,7 +21,7 @@ from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.rules.schedule import compute_deliver_timestamp
 from mqtool.store.commitlog import CommitLog
-from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS, DEFAULT_CHUNK
+from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import (
     Store,
@@ -136,10 +136,11 @@ class RowWalk:
     """
 
     def __init__(self, store: Store, query: MessageQuery, verify: bool = False,
-                 progress: Progress | None = None, chunk_records: int = DEFAULT_CHUNK) -> None:
+                 progress: Progress | None = None, chunk_records: int | None = None) -> None:
         self.store, self.query, self.last = store, query, -1
+        size = {} if chunk_records is None else {"chunk_records": chunk_records}  # else the scan's default
         self._gen = self._walk(commitlog_chunks(store.commitlog, None, _scan_start(store, query.from_offset),
-                                                verify, progress, chunk_records))
+                                                verify, progress, **size))
 
     def __enter__(self) -> "RowWalk":
         return self
