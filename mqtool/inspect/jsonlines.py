@@ -25,7 +25,6 @@ CommitLog order; `output.write_jsonl_parts` writes both. Findings are those of `
 
 from __future__ import annotations
 
-import itertools
 import json
 import mmap
 import sys
@@ -46,6 +45,12 @@ from mqtool.store.store import Store
 KERNEL_MIN_BYTES = 32 << 20
 """CommitLogs at least this big use the compiled writer from the first chunk (numba's start-up, ~1 s,
 is then paid anyway by the scan); smaller ones only once the scan has loaded numba."""
+
+PIPELINE_CHUNK = 8192
+"""Records a chunk of a big CommitLog's walk (`_pipelined`): a quarter of the scan's default, so the
+arrays a chunk needs (columns, lines, property pairs) are reused while hot instead of faulted in and
+zeroed (huge pages: a fifth less CPU in the kernel on the 256 MiB bench store), and the workers start
+sooner after the first walk and finish sooner after the last."""
 
 BODY_NONE, BODY_HEX, BODY_TEXT = 0, 1, 2
 _BODY_MODES = {"none": BODY_NONE, "hex": BODY_HEX, "text": BODY_TEXT}
@@ -69,16 +74,13 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
         _, records = find_messages(store, query, verify, progress)
         yield from (record_dict(r, body, decompress) for r in records)
         return
-    chunks = limited_chunks(store, query, verify, progress)
+    chunks = limited_chunks(store, query, verify, progress, PIPELINE_CHUNK)
     buffers = _Buffers()
     try:
-        first = next(chunks, None)
-        if first is None:
+        if _use_threads(_big(store)):
+            yield from _pipelined(chunks, store, body, decompress, buffers)
             return
-        if _use_threads(first[3]):
-            yield from _pipelined(first, chunks, store, body, decompress, buffers)
-            return
-        for walk, cc, rows, big in itertools.chain([first], chunks):
+        for walk, cc, rows, big in chunks:
             if _use_kernel(big):
                 for row, part in _chunk_parts(cc, rows, body, decompress, buffers):
                     walk.last = row
@@ -91,18 +93,24 @@ def message_lines(store: Store, query: MessageQuery, verify: bool = False, body:
         chunks.close()
 
 
-def limited_chunks(store: Store, query: MessageQuery, verify: bool = False,
-                   progress: Progress | None = None) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
+def _big(store: Store) -> bool:
+    """The CommitLog reaches `KERNEL_MIN_BYTES`."""
+    return sum(f.length for f in store.commitlog.files) >= KERNEL_MIN_BYTES
+
+
+def limited_chunks(store: Store, query: MessageQuery, verify: bool = False, progress: Progress | None = None,
+                   big_chunk: int | None = None) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
     """(walk, chunk, rows, big) of `query`'s `RowWalk`, the rows cut at --limit: what both fast writers
     (JSON Lines here, Parquet) walk. `big`: the CommitLog reaches `KERNEL_MIN_BYTES`, so numba is loaded
-    first and the scan walks every record with it, not the first 20k with CPython."""
+    first and the scan walks every record with it, not the first 20k with CPython; it then walks
+    `big_chunk` records a chunk (None: the scan's default)."""
     if query.limit is not None and query.limit <= 0:
         return
-    big = sum(f.length for f in store.commitlog.files) >= KERNEL_MIN_BYTES
+    big = _big(store)
     if big:  # load the compiled walk now: it then walks every record, not the first 20k with CPython
         fastscan.compiled_walk()
     n = 0
-    with RowWalk(store, query, verify, progress) as walk:
+    with RowWalk(store, query, verify, progress, big_chunk if big else None) as walk:
         for cc, rows in walk:
             if query.limit is not None:
                 rows = rows[: query.limit - n]
@@ -176,50 +184,43 @@ class _LinesJob:
         file_json = _json_text(cc.rel)
         if file_json is None:  # a file name only `json` writes (never in a real store): record rows
             return
-        self.k = k = fastscan.compiled_kernels()
+        self.k = fastscan.compiled_kernels()
         chunk = cc.chunk
-        cols = chunk.cols
-        if len(rows) == cols.shape[1]:  # every row (ascending, unique): the columns as they are
-            c = cols if cols.flags.c_contiguous else np.ascontiguousarray(cols)
-        else:
-            c = np.ascontiguousarray(cols[:, rows])  # rows contiguous: no copies for the compiled calls
+        c = _whole_columns(chunk.cols, rows)  # row i of the rows is column i of c (c may be wider)
         a = fastscan.as_array(cc.buf)
         m = len(rows)
-        props_len = c[fastscan.C_PROPS_LEN]
-        host_tab, host_at, born, store = _hosts(k, a, c)
-        flags, flag_codes = np.unique(c[fastscan.C_SYS_FLAG], return_inverse=True)
+        v = c[:, :m]
+        props_len = v[fastscan.C_PROPS_LEN]
+        host_tab, host_at, born, store = _hosts(a, v)
+        flags, flag_codes = np.unique(v[fastscan.C_SYS_FLAG], return_inverse=True)
         flag_tab, flag_at = _table([_flag_json(int(f)) for f in flags.tolist()])
         flag_codes = flag_codes.ravel().astype(np.int64)
-        dl = chunk.dledger[:, rows] if chunk.dledger is not None else np.zeros((3, 0), np.int64)
+        dl = (np.ascontiguousarray(chunk.dledger[:, rows]) if chunk.dledger is not None
+              else np.zeros((3, 0), np.int64))
         fixed = 1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))  # an upper bound of each line
-        per_row = 6 * c[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * c[fastscan.C_BODY_LEN])
+        per_row = 6 * v[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * v[fastscan.C_BODY_LEN])
         crc_ok = chunk.crc_ok[rows]  # all True while the CRC is still to check: `_lines` computes it
         self.writer = _writer()
         pieces = min(pieces, m)
         for i in range(pieces):
             lo, hi = m * i // pieces, m * (i + 1) // pieces
-            whole = lo == 0 and hi == m
             out = buffers.take(max(1, fixed * (hi - lo) + int(per_row[lo:hi].sum())))  # no pyarrow import
             ends = np.empty(hi - lo, np.int64)
-            if whole:
-                cp = c
-            else:
-                cp = buffers.take(fastscan.NCOL * (hi - lo) * 8, np.int64, (fastscan.NCOL, hi - lo))
-                np.copyto(cp, c[:, lo:hi])
             pairs = buffers.take(4 * 8 * (hi - lo) * 8, np.int64, (4, 8 * (hi - lo)))  # 8 a row; `write` splits
-            args = [a, cp, chunk.base_offset,
+            args = [a, c, lo, hi, chunk.base_offset,
                     np.frombuffer(file_json, np.uint8), None, None, None, None, None,  # `write`: the pairs
-                    np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born[lo:hi], store[lo:hi], flag_tab, flag_at,
-                    flag_codes[lo:hi], dl if whole or not dl.shape[1] else np.ascontiguousarray(dl[:, lo:hi]),
-                    crc_ok[lo:hi], not chunk.crc_checked, _BODY_MODES[body], decompress, _LITS, _LIT_AT, out, ends]
+                    np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born, store, flag_tab, flag_at,
+                    flag_codes, dl, crc_ok, not chunk.crc_checked, _BODY_MODES[body], decompress, _LITS, _LIT_AT,
+                    out, ends]
             self.pieces.append((lo, hi, out, ends, args, pairs))
 
     def write(self, i: int = 0) -> None:
         """Split piece i's properties into pairs, then run the compiled writer on it (`ends`: see
         `_lines`): both native, so a worker thread runs them without the GIL."""
-        _, _, _, _, args, pairs = self.pieces[i]
+        lo, hi, _, _, args, pairs = self.pieces[i]
         c = args[1]
-        args[4:9] = _property_pairs(self.k, args[0], c[fastscan.C_PROPS_POS], c[fastscan.C_PROPS_LEN], pairs)
+        args[6:11] = _property_pairs(self.k, args[0], c[fastscan.C_PROPS_POS, lo:hi], c[fastscan.C_PROPS_LEN, lo:hi],
+                                     pairs)
         self.writer(*args)
 
     def parts(self) -> Iterator[tuple[int, memoryview | dict]]:
@@ -252,11 +253,27 @@ class _LinesJob:
                 yield row_list[lo + len(ends) - 1], memoryview(out[start:total])
 
 
+def _whole_columns(cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """A C-contiguous (NCOL, >= len(rows)) array whose first columns are the chunk's `rows`: the
+    walk's own array when the rows are all of it (`cols` is then its first columns, a view), else a
+    copy of the rows (the compiled calls take contiguous arrays: a strided view would be copied)."""
+    if len(rows) != cols.shape[1]:  # some rows (ascending, unique)
+        return np.ascontiguousarray(cols[:, rows])
+    if cols.flags.c_contiguous:
+        return cols
+    base = cols.base
+    if (isinstance(base, np.ndarray) and base.ndim == 2 and base.flags.c_contiguous and base.dtype == cols.dtype
+            and base.shape[0] == cols.shape[0] and base.strides == cols.strides
+            and base.ctypes.data == cols.ctypes.data):
+        return base
+    return np.ascontiguousarray(cols)
+
+
 PIECE_ROWS = 4096
 """`_pipelined` splits a chunk's rows into two pieces, one per worker thread, from this many rows on."""
 
 
-def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str, decompress: bool,
+def _pipelined(chunks: Iterator, store: Store, body: str, decompress: bool,
                buffers: _Buffers | None = None) -> Iterator[memoryview | dict]:
     """`message_lines` on two cores: while two worker threads write chunk k's lines (`_LinesJob.write`,
     native code without the GIL, one half of the rows each), this thread walks chunk k+1 and readies its
@@ -272,7 +289,8 @@ def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str, decompre
     pool = ThreadPoolExecutor(2, thread_name_prefix="mqtool-lines")
     pending = None  # (chunk, job, futures, walk state) of the chunk whose lines the workers write
     try:
-        for walk, cc, rows, _ in itertools.chain([first], _kept(chunks)):
+        buffers = buffers or _Buffers()
+        for walk, cc, rows, _ in _kept(chunks, buffers):
             job = _LinesJob(cc, rows, body, decompress, 2 if len(rows) >= PIECE_ROWS else 1, buffers)
             futures = [pool.submit(job.write, i) for i in range(len(job.pieces))]
             if pending is not None:
@@ -293,11 +311,12 @@ def _pipelined(first: tuple, chunks: Iterator, store: Store, body: str, decompre
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _kept(chunks: Iterator) -> Iterator:
-    """`chunks`, the walk resumed with its pages kept (`fastscan.pages_kept`): the workers still read
-    the previous chunk's bytes, which `_written` drops once they are written."""
+def _kept(chunks: Iterator, buffers: _Buffers) -> Iterator:
+    """`chunks`, the walk resumed with its pages kept (`fastscan.pages_kept`: the workers still read
+    the previous chunk's bytes, which `_written` drops once they are written) and its columns in
+    `buffers` (`fastscan.columns_from`)."""
     while True:
-        with fastscan.pages_kept():
+        with fastscan.pages_kept(), fastscan.columns_from(buffers.take):
             item = next(chunks, None)
         if item is None:
             return
@@ -369,24 +388,16 @@ def _property_pairs(k, a: np.ndarray, props_pos: np.ndarray, props_len: np.ndarr
     return pair_at, kpos, klen, vpos, vlen
 
 
-def _hosts(k, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every distinct host of the rows formatted once (`fastscan.host_text`): a text table and each
-    row's born and store host code into it."""
+def _hosts(a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every distinct IPv6 host of the rows formatted once (`fastscan.host_text`): a text table and
+    each row's born and store host code into it; -1 for an IPv4 host, which `_lines` writes itself
+    (`_host4`)."""
     texts: dict[str, int] = {}
     codes = []
     for col, bit in ((fastscan.C_BORN_HOST, BORNHOST_V6), (fastscan.C_STORE_HOST, STOREHOST_V6)):
         pos = c[col]
-        v6 = (c[fastscan.C_SYS_FLAG] & bit) != 0
-        code = np.empty(len(pos), np.int64)
-        v4 = ~v6
-        if v4.any():
-            keys = np.empty(int(v4.sum()), np.int64)
-            k._host_keys(a, pos[v4], keys)
-            uniq, inverse = np.unique(keys, return_inverse=True)
-            lut = np.array([texts.setdefault(fastscan.host_text(u.to_bytes(8, "big", signed=True)), len(texts))
-                            for u in uniq.tolist()], np.int64)
-            code[v4] = lut[inverse.ravel()]
-        for i in np.flatnonzero(v6).tolist():
+        code = np.full(len(pos), -1, np.int64)
+        for i in np.flatnonzero(c[fastscan.C_SYS_FLAG] & bit).tolist():
             t = fastscan.host_text(bytes(a[pos[i] : pos[i] + cl.HOST_SIZE_V6]))
             code[i] = texts.setdefault(t, len(texts))
         codes.append(code)
@@ -440,6 +451,8 @@ _LITS = np.frombuffer(b"".join(_TEXTS), np.uint8)
 _ESCAPES = np.zeros(128, np.uint8)  # the letter after '\\' where json.dumps writes a two-character escape
 _ESCAPES[list(b'"\\\b\f\n\r\t')] = list(b'"\\bfnrt')
 _LIT_AT = np.cumsum([0, *map(len, _TEXTS)]).astype(np.int64)
+_DIGITS = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode(), np.uint8)  # "00" .. "99"
+_POW10 = np.array([10**i for i in range(20)], np.uint64)
 
 
 def _crc32(crc, ptr, n):  # pragma: no cover - the scan's zlib CRC symbol under numba (`_writer`)
@@ -468,7 +481,8 @@ def _lit_int(out, o, lits, lit_at, k, v):
 
 
 def _int(out, o, v):
-    """Decimal digits of an int64 (as `str(int)`)."""
+    """Decimal digits of an int64 (as `str(int)`): two digits a step from `_DIGITS`, the count
+    from `_POW10` (no division to count them)."""
     if v < 0:
         out[o] = 45
         o += 1
@@ -476,14 +490,36 @@ def _int(out, o, v):
     else:
         u = np.uint64(v)
     digits = 1
-    t = u
-    while t >= np.uint64(10):
-        t //= np.uint64(10)
+    while digits < 20 and u >= _POW10[digits]:
         digits += 1
-    for d in range(digits - 1, -1, -1):
-        out[o + d] = np.uint8(48 + u % np.uint64(10))
-        u //= np.uint64(10)
+    p = o + digits
+    while u >= np.uint64(100):
+        q = u // np.uint64(100)
+        r = (u - q * np.uint64(100)) * np.uint64(2)
+        p -= 2
+        out[p] = _DIGITS[r]
+        out[p + 1] = _DIGITS[r + np.uint64(1)]
+        u = q
+    if u >= np.uint64(10):
+        r = u * np.uint64(2)
+        out[p - 2] = _DIGITS[r]
+        out[p - 1] = _DIGITS[r + np.uint64(1)]
+    else:
+        out[p - 1] = np.uint8(np.uint64(48) + u)
     return o + digits
+
+
+def _host4(out, o, a, pos, port):
+    """An IPv4 host as `fastscan.host_text` writes it, in JSON quotes: `"a.b.c.d:port"`."""
+    out[o] = 34
+    o += 1
+    for t in range(4):
+        o = _int(out, o, np.int64(a[pos + t]))
+        out[o] = 46 if t < 3 else 58
+        o += 1
+    o = _int(out, o, port)
+    out[o] = 34
+    return o + 1
 
 
 def _utf8_ok(a, s, n):
@@ -561,13 +597,14 @@ def _hex(out, o, a, s, n, upper):
     return o
 
 
-def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_tab, host_at, born, store,
+def _lines(a, c, row_lo, row_hi, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_tab, host_at, born, store,
            flag_tab, flag_at, flag_codes, dl, crc_ok, need_crc, body_mode, decompress, lits, lit_at, out, ends):
-    """One JSON line per column of `c` into `out`; `ends[i]` is where row i's line ends, or
-    `-(that position) - 1` when row i is left to the record path (nothing written for it)."""
+    """One JSON line per column row_lo..row_hi-1 of `c` into `out`; `ends[i - row_lo]` is where row i's
+    line ends, or `-(that position) - 1` when row i is left to the record path (nothing written for
+    it). The pairs (`pair_at`) are those of these rows (row i's: `pair_at[i - row_lo]`); the other
+    per-row arrays are indexed by i."""
     o = 0
-    n_rows = c.shape[1]
-    for i in range(n_rows):
+    for i in range(row_lo, row_hi):
         sysf = c[fastscan.C_SYS_FLAG, i]
         body_pos = c[fastscan.C_BODY_POS, i]
         body_len = c[fastscan.C_BODY_LEN, i]
@@ -577,7 +614,7 @@ def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_ta
                 or not _utf8_ok(a, c[fastscan.C_PROPS_POS, i], c[fastscan.C_PROPS_LEN, i])
                 or (body_mode == 2 and not _utf8_ok(a, body_pos, body_len))
                 or (decompress and (sysf & COMPRESSED) != 0)):
-            ends[i] = -o - 1
+            ends[i - row_lo] = -o - 1
             continue
         pos = c[fastscan.C_POS, i]
         o = _lit_int(out, o, lits, lit_at, T_OPEN, base + pos)
@@ -599,18 +636,24 @@ def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_ta
         o = _lit(out, o, flag_tab, flag_at, flag_codes[i])
         o = _lit_int(out, o, lits, lit_at, T_BORN_TIMESTAMP, c[fastscan.C_BORN_TS, i])
         o = _lit(out, o, lits, lit_at, T_BORN_HOST)
-        o = _lit(out, o, host_tab, host_at, born[i])
+        if born[i] < 0:
+            o = _host4(out, o, a, c[fastscan.C_BORN_HOST, i], c[fastscan.C_BORN_PORT, i])
+        else:
+            o = _lit(out, o, host_tab, host_at, born[i])
         o = _lit_int(out, o, lits, lit_at, T_STORE_TIMESTAMP, c[fastscan.C_STORE_TS, i])
         o = _lit(out, o, lits, lit_at, T_STORE_HOST)
-        o = _lit(out, o, host_tab, host_at, store[i])
+        if store[i] < 0:
+            o = _host4(out, o, a, c[fastscan.C_STORE_HOST, i], c[fastscan.C_STORE_PORT, i])
+        else:
+            o = _lit(out, o, host_tab, host_at, store[i])
         o = _lit_int(out, o, lits, lit_at, T_RECONSUME_TIMES, c[fastscan.C_RECONSUME, i])
         o = _lit_int(out, o, lits, lit_at, T_PREPARED_TRANSACTION_OFFSET, c[fastscan.C_PREPARED, i])
         o = _lit(out, o, lits, lit_at, T_TOPIC)
         o = _str(out, o, a, topic_pos, topic_len)
         o = _lit(out, o, lits, lit_at, T_PROPERTIES)
         u = -1
-        for q in range(pair_at[i], pair_at[i + 1]):
-            if q > pair_at[i]:
+        for q in range(pair_at[i - row_lo], pair_at[i - row_lo + 1]):
+            if q > pair_at[i - row_lo]:
                 o = _lit(out, o, lits, lit_at, T_SEP)
             o = _str(out, o, a, kpos[q], klen[q])
             o = _lit(out, o, lits, lit_at, T_COLON)
@@ -656,14 +699,14 @@ def _lines(a, c, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_ta
             o = _lit_int(out, o, lits, lit_at, T_POS, dl[2, i])
             o = _lit(out, o, lits, lit_at, T_CLOSE)
         o = _lit(out, o, lits, lit_at, T_END)
-        ends[i] = o
+        ends[i - row_lo] = o
     return o
 
 
 _compiled = None
 _numba_compiled = None
-_LINES_SPEC = ("u1[:] i8[:,:] i8 u1[:] i4[:] i8[:] i8[:] i8[:] i8[:] u1[:] u1[:] i8[:] i8[:] i8[:] u1[:] i8[:] i8[:] "
-               "i8[:,:] b1[:] ? i8 ? u1[:] i8[:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
+_LINES_SPEC = ("u1[:] i8[:,:] i8 i8 i8 u1[:] i4[:] i8[:] i8[:] i8[:] i8[:] u1[:] u1[:] i8[:] i8[:] i8[:] u1[:] i8[:] "
+               "i8[:] i8[:,:] b1[:] ? i8 ? u1[:] i8[:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
 _NATIVE_SOURCES = ("mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
                    "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py", "mqtool/formats/sysflag.py")
 
@@ -689,7 +732,7 @@ def _numba_writer():
         g = dict(globals())
         g["_crc32"] = k._crc32
         g["_copy"] = _memcpy()
-        for name in ("_put", "_lit", "_int", "_lit_int", "_utf8_ok", "_str", "_hex"):
+        for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_ok", "_str", "_hex"):
             fn = globals()[name]
             g[name] = njit(FunctionType(fn.__code__, g, name))
         _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))

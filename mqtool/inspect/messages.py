@@ -136,10 +136,11 @@ class RowWalk:
     """
 
     def __init__(self, store: Store, query: MessageQuery, verify: bool = False,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, chunk_records: int | None = None) -> None:
         self.store, self.query, self.last = store, query, -1
+        size = {} if chunk_records is None else {"chunk_records": chunk_records}  # else the scan's default
         self._gen = self._walk(commitlog_chunks(store.commitlog, None, _scan_start(store, query.from_offset),
-                                                verify, progress))
+                                                verify, progress, **size))
 
     def __enter__(self) -> "RowWalk":
         return self
