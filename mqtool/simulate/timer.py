@@ -64,8 +64,7 @@ from mqtool.rules.timer import (
     need_roll,
     walk_chain,
 )
-from mqtool.simulate import batchread
-from mqtool.simulate.batchread import batchable, read_props
+from mqtool.simulate.batchread import batchable, read_plain, read_props  # noqa: F401 (tests spy on read_props)
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
 from mqtool.simulate.model import BLANK_MIN, _order, next_in_file
@@ -95,6 +94,14 @@ _NO_ROW = (0, 0, 0)
 _CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without ROLL
 # a re-put's two properties the dequeue sets: their names, separators (the value lengths are added)
 _DEQ_KEYS_LEN = len(PROPERTY_TIMER_ENQUEUE_MS) + len(PROPERTY_TIMER_DEQUEUE_MS) + 4
+# `_enqueue_base`: the values `read_plain` takes from a plain string, and the two dequeue properties' segment
+# lengths but their values (name, separators)
+_ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
+               PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS)
+_ENQ_SEG = len(PROPERTY_TIMER_ENQUEUE_MS) + 2
+_DEQ_SEG = len(PROPERTY_TIMER_DEQUEUE_MS) + 2
+_ABSENT = object()
+_TEXTS: dict[bytes | None, str | None] = {}  # REAL_TOPIC/REAL_QID bytes -> text (`_enqueue_base`)
 
 
 class TimerService:
@@ -350,7 +357,12 @@ class TimerService:
         (properties, BODYLENGTH, SYSFLAG) or (properties, None, None)), at once, and the dequeue woken
         as the last of their wakes would leave it (`_enqueue_base`'s argument: nothing else is scheduled
         in between)."""
-        t = self._enqueue_many(*pend, write)
+        phys, sizes, due, props_of, recs = pend
+        t = self._enqueue_many(phys, sizes, due,
+                               [props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None for props in props_of],
+                               [props.get(PROPERTY_REAL_TOPIC) for props in props_of],
+                               [props.get(PROPERTY_REAL_QUEUE_ID) for props in props_of],
+                               [props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for props in props_of], recs, write)
         for col in pend:
             col.clear()
         self._wake_dequeue(t)
@@ -360,12 +372,14 @@ class TimerService:
         `curr_queue_offset` up to the first unit it must leave to that walk (one delivered at once,
         one not written); the base's end of the range (or 0) is returned.
 
-        Equivalent by construction: the units come from the same columns `cq_units` hands out,
-        a record's properties from `batchread.read_props` (the checks of `MappedBase.props`; else
-        `StoreModel.props` itself, and always when the record is in the overlay or the read cache),
-        each unit goes through `_enqueue_unit` in queue order, and the dequeue is woken once at the
-        end at the time the last of the per-unit wakes would have left (nothing else is scheduled
-        during the walk, so the engine's order is the same).
+        Equivalent by construction: the units come from the same columns `cq_units` hands out, a
+        record's properties from `batchread.read_plain` (the checks of `MappedBase.props`; else
+        `StoreModel.props` itself, and always when the record is in the overlay or the read cache):
+        a plain string by one match giving the values `_enqueue_many` needs and its length (the
+        re-put's size, `_enqueue_cols`), any other parsed into a map as before; each unit goes through
+        `_enqueue_unit`'s arithmetic in queue order, and the dequeue is woken once at the end at the
+        time the last of the per-unit wakes would have left (nothing else is scheduled during the
+        walk, so the engine's order is the same).
         """
         m = self.ctx.model
         base = m.base
@@ -380,6 +394,7 @@ class TimerService:
         spooled = m.spool._where if m.spool is not None else {}
         first = u.first
         wake = None
+        texts = _TEXTS
         try:
             while off < stop:
                 a = off - first
@@ -391,44 +406,80 @@ class TimerService:
                         return stop  # a unit that is not written: the per-message walk passes it over
                 phys = u.offset[a:b].tolist()
                 sizes = u.size[a:b].tolist()
-                parsed = read_props(base, phys, sizes)
-                body_len, sys_flag = _heads(base, phys, sizes)
+                records = read_plain(base, phys, sizes, _ENQ_WANTED)
                 take: list[int] = []  # the units `_enqueue_unit` would take, in queue order
                 due: list[int] = []
-                props_of: list[dict[str, str]] = []
-                recs: list[tuple] = []
+                dels: list[bool] = []
+                reals: list[str | None] = []
+                qids: list[str | None] = []
+                uniqs: list[str | None] = []
+                srcs: list = []  # per unit: the re-put's size (a plain string) or (properties, BODYLENGTH, SYSFLAG)
                 halt = False
                 try:
                     for k, ph in enumerate(phys):
-                        props = parsed[k]
-                        if props is None or ph in msgs or ph in spooled or ph in lru:
+                        rec = records[k]
+                        if rec is None or ph in msgs or ph in spooled or ph in lru:
                             rec = self._props_rec(ph)  # the per-message read decides
+                        if len(rec) == 2:  # a plain string (`read_plain`): its values as bytes
+                            n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, deq_b) = rec
+                            if out_b is None:
+                                off += 1
+                                continue
+                            try:
+                                delayed = int(out_b)  # ASCII digits: what `int` of the text gives
+                            except ValueError:
+                                delayed = _int(out_b.decode("utf-8", "surrogateescape"))
+                                if delayed is None:
+                                    off += 1
+                                    continue
+                            if delayed < write or delayed > _NP_MAX:
+                                halt = True  # put at once (or past int64): the per-message walk does it
+                                break
+                            real = texts.get(real_b, _ABSENT)
+                            if real is _ABSENT:
+                                real = texts[real_b] = _text(real_b)
+                            qid = texts.get(qid_b, _ABSENT)
+                            if qid is _ABSENT:
+                                qid = texts[qid_b] = _text(qid_b)
+                            if enq_b is not None:
+                                n -= len(enq_b) + _ENQ_SEG
+                            if deq_b is not None:
+                                n -= len(deq_b) + _DEQ_SEG
+                            dels.append(del_b is not None)
+                            reals.append(real)
+                            qids.append(qid)
+                            uniqs.append(None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape"))
+                            srcs.append(n)
                         else:
-                            rec = (props, body_len[k], sys_flag[k])
-                        props = rec[0]
-                        if props is None:
-                            off += 1
-                            continue
-                        try:
-                            delayed = int(props[PROPERTY_TIMER_OUT_MS])
-                        except (KeyError, ValueError):
-                            off += 1
-                            continue
-                        if delayed < write or delayed > _NP_MAX:
-                            halt = True  # put at once (or past int64): the per-message walk does it
-                            break
+                            props = rec[0]
+                            if props is None:
+                                off += 1
+                                continue
+                            try:
+                                delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                            except (KeyError, ValueError):
+                                off += 1
+                                continue
+                            if delayed < write or delayed > _NP_MAX:
+                                halt = True  # put at once (or past int64): the per-message walk does it
+                                break
+                            dels.append(props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None)
+                            reals.append(props.get(PROPERTY_REAL_TOPIC))
+                            qids.append(props.get(PROPERTY_REAL_QUEUE_ID))
+                            uniqs.append(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+                            srcs.append(rec)
                         off += 1
                         take.append(k)
                         due.append(delayed)
-                        props_of.append(props)
-                        recs.append(rec)
                 finally:
                     self.curr_queue_offset = off
                     if take:
-                        t = self._enqueue_many([phys[k] for k in take], [sizes[k] for k in take], due, props_of,
-                                               recs, write)
+                        t = self._enqueue_many([phys[k] for k in take], [sizes[k] for k in take], due, dels, reals,
+                                               qids, uniqs, srcs, write)
                         if wake is None or t < wake:
                             wake = t
+                if len(texts) > _X_FORMATS:
+                    texts.clear()  # a store has a few REAL_TOPIC/REAL_QID values
                 if halt:
                     return stop
             return stop
@@ -436,16 +487,19 @@ class TimerService:
             if wake is not None:
                 self._wake_dequeue(wake)
 
-    def _enqueue_many(self, phys: list[int], sizes: list[int], due: list[int], props_of: list[dict[str, str]],
-                      recs: list[tuple], write: int) -> int:
-        """`_enqueue_unit(..., wake=False)` for each unit in order, at once: the slots and magics by
+    def _enqueue_many(self, phys: list[int], sizes: list[int], due: list[int], delete: list[bool],
+                      reals: list[str | None], qid_texts: list[str | None], uniqs: list[str | None], srcs: list,
+                      write: int) -> int:
+        """`_enqueue_unit(..., wake=False)` for each unit in order, at once, from its TIMER_DEL_UNIQKEY's
+        presence, REAL_TOPIC, REAL_QID and UNIQ_KEY texts and what its row needs (`srcs`: the re-put's size
+        but the two dequeue properties, `_enqueue_cols`, or (properties, BODYLENGTH or None, SYSFLAG)
+        for `_columns`): the slots and magics by
         `rules.timer.do_enqueue_many`, the TimerLog positions as a run (unit by unit where a file
         ends), each slot's chain linked in order, the units' columns written together
         (`TimerUnits.put_run`), the events by one `EventLog.record_batch`; the earliest slot is
         returned (the caller wakes the dequeue for it)."""
         n = len(phys)
         p = self.precision
-        delete = [props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None for props in props_of]
         slot_a, magic_a = do_enqueue_many(np.array(due, np.int64), write, self.window, p, np.array(delete, bool))
         slot_of = slot_a.tolist()
         end, fs = self.end, self.file_size
@@ -470,7 +524,6 @@ class TimerService:
             if t not in queued:
                 self._queue_slot(t)
         hashes = self._topic_hash
-        reals = [props.get(PROPERTY_REAL_TOPIC) for props in props_of]
         for real in set(reals).difference(hashes):
             hashes[real] = java_string_hash(real)
         rows = np.empty((n, 7), np.int64)
@@ -481,9 +534,11 @@ class TimerService:
         rows[:, 4] = phys
         rows[:, 5] = sizes
         rows[:, 6] = [hashes[real] for real in reals]
-        columns = self._columns  # a ROLL unit's record is re-put whole (`_roll`): no row
-        extra = np.array([columns(*rec) if rec[1] is not None and not mg & MAGIC_ROLL and not d else _NO_ROW
-                          for rec, d, mg in zip(recs, delete, magic_a.tolist(), strict=True)],
+        columns, cols = self._columns, self._enqueue_cols  # a ROLL unit's record is re-put whole (`_roll`): no row
+        extra = np.array([_NO_ROW if mg & MAGIC_ROLL or d else cols(src, real, q, uk) if src.__class__ is int
+                          else columns(*src) if src[1] is not None else _NO_ROW
+                          for src, d, mg, real, q, uk in zip(srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs,
+                                                             strict=True)],
                          np.uint64).reshape(n, 3)
         if n and positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
             self.units.put_run(positions[0], rows, extra)
@@ -498,14 +553,12 @@ class TimerService:
         if log.keep:
             qids: dict[str | None, int | None] = {}
             events = []
-            for real, props, ph, t, original, magic, d, pos in zip(reals, props_of, phys, slot_of, due,
+            for real, q, uk, ph, t, original, magic, d, pos in zip(reals, qid_texts, uniqs, phys, slot_of, due,
                                                                    magic_a.tolist(), delete, positions, strict=True):
-                q = props.get(PROPERTY_REAL_QUEUE_ID)
                 qid = qids.get(q, -1)
                 if qid == -1:
                     qid = qids[q] = _int(q)
-                events.append((real, qid, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), ph, None, t, original,
-                               magic & MAGIC_ROLL != 0, d, pos))
+                events.append((real, qid, uk, ph, None, t, original, magic & MAGIC_ROLL != 0, d, pos))
             log.record_batch(ctx.engine._now, "timer", "enqueue", events, _ENQUEUE_KEYS)
         else:
             for _ in range(n):
@@ -547,9 +600,26 @@ class TimerService:
                 return _NO_ROW  # the per-message path meets the same error
         size += body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
                             else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
+        return self._uniq_part(meta, size, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+    def _enqueue_cols(self, size: int, topic: str | None, qid_text: str | None, uk: str | None) -> tuple[int, int, int]:
+        """`_columns` of a plain properties string (`batchread.read_plain`): `size` is already the re-put's
+        without the two dequeue properties (the string's length but theirs, BODYLENGTH, the hosts)."""
+        tq = (topic, qid_text)
+        meta = self._x_tq.get(tq)
+        if meta is None:
+            meta = self._tq_meta(topic, qid_text)
+            if len(self._x_tq) < _X_FORMATS:
+                self._x_tq[tq] = meta
+        if not meta:
+            return _NO_ROW
+        return self._uniq_part(meta, size, uk)
+
+    def _uniq_part(self, meta: int, size: int, uk: str | None) -> tuple[int, int, int]:
+        """The row of `meta` and a re-put `size` with its UNIQ_KEY packed (`_X_*`), `_NO_ROW` where the
+        size is out of range or the UNIQ_KEY of another form (`_columns`)."""
         if not 0 <= size < _X_SIZE:
             return _NO_ROW
-        uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uk is None:
             return meta | size << 34, 0, 0
         prefix = uk.rstrip(_HEX_DIGITS)  # "%0NX" % int(digits, 16) gives the digits back (N their count)
@@ -1057,14 +1127,9 @@ class TimerService:
         return n
 
 
-def _heads(base, phys: list[int], sizes: list[int]) -> tuple[list, list]:
-    """(BODYLENGTH, SYSFLAG) of each record `read_props` answers (the same scan, `batchread._scan`):
-    a delivery's size needs them (`TimerService._columns`); lists of None when the scan answers none."""
-    scan = batchread._scan(base, phys, sizes)
-    if scan is None:
-        return [None] * len(phys), [None] * len(phys)
-    batchread._close(scan[0])
-    return scan[4].tolist(), scan[5].tolist()
+def _text(value: bytes | None) -> str | None:
+    """A value `read_plain` gives as bytes, as the properties map holds it."""
+    return None if value is None else value.decode("utf-8", "surrogateescape")
 
 
 def row_reput_size(meta: int, fixed: int, enqueue_ms: int, dequeue_ms: int, trailing: bool) -> int:
