@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import mmap
+import operator
 import os
 import re
 import struct
@@ -173,7 +174,12 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
         return None  # files that overlap: the reference path decides
     f = files[i]
     lo = p_lo - f.start
-    hi = max([p + s if s > 0 else p for p, s in zip(phys, sizes, strict=True)]) - f.start
+    if len(phys) != len(sizes):
+        raise ValueError("phys and sizes differ in length")
+    if min(sizes) > 0:
+        hi = max(map(operator.add, phys, sizes)) - f.start
+    else:
+        hi = max([p + s if s > 0 else p for p, s in zip(phys, sizes, strict=True)]) - f.start
     if lo < 0 or hi - lo > MAX_SPAN or hi <= lo:
         return None
     fd = base._fd(i)
@@ -194,21 +200,21 @@ class _Template:
     """A plain key sequence: the regular expression that matches exactly the properties strings
     with these keys, in this order, each with a non-empty value (`fast_properties` parses such a
     string by its splits into a map of as many entries as segments), and the groups of the wanted
-    keys' values (0: absent)."""
+    keys' values (an absent key's: a last group that never takes part, so one `match.group(*groups)`
+    gives them all, None for an absent one)."""
 
-    __slots__ = ("pattern", "groups", "pad", "all")
+    __slots__ = ("pattern", "groups", "pad")
 
     def __init__(self, keys: list[str], trailing: bool, wanted: tuple[str, ...]) -> None:
         parts = [re.escape(k.encode("utf-8", "surrogateescape")) + b"\x01([^\x02]+)" for k in keys]
-        self.pattern = re.compile(b"\x02".join(parts) + (b"\x02" if trailing else b""))
-        self.groups = tuple(keys.index(w) + 1 if w in keys else 0 for w in wanted)
-        self.all = all(self.groups) and len(wanted) > 1  # `match.group(*groups)` gives them all
+        never = b"(?:()(?!))?"  # group len(keys) + 1: matches nothing, so it is always None
+        self.pattern = re.compile(b"\x02".join(parts) + (b"\x02" if trailing else b"") + never)
+        self.groups = tuple(keys.index(w) + 1 if w in keys else len(keys) + 1 for w in wanted)
         self.pad = 0 if trailing else 1  # the separator a re-put's string ends with (4.9.8 cuts it later)
 
     def pick(self, m: re.Match) -> tuple[bytes | None, ...] | bytes | None:
-        """The wanted values of a match when `all` does not hold (one key wanted, or one absent)."""
-        values = tuple(m.group(j) if j else None for j in self.groups)
-        return values if len(values) > 1 else values[0]
+        """The wanted values of a match (a tuple for two keys or more)."""
+        return m.group(*self.groups)
 
 
 _TEMPLATES: dict[tuple[str, ...], list[_Template]] = {}
@@ -295,7 +301,7 @@ def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tupl
                         last = t
                         break
             if m is not None:
-                out[k] = (props_len + t.pad + body_len + hosts, m.group(*t.groups) if t.all else t.pick(m))
+                out[k] = (props_len + t.pad + body_len + hosts, m.group(*t.groups))
                 continue
             raw = buf[b:e].decode("utf-8", "surrogateescape")
             props = fast_properties(raw)
