@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
+from itertools import chain
 
 import numpy as np
 
@@ -474,8 +475,9 @@ class TimerService:
                 finally:
                     self.curr_queue_offset = off
                     if take:
-                        t = self._enqueue_many([phys[k] for k in take], [sizes[k] for k in take], due, dels, reals,
-                                               qids, uniqs, srcs, write)
+                        if len(take) < len(phys):
+                            phys, sizes = [phys[k] for k in take], [sizes[k] for k in take]
+                        t = self._enqueue_many(phys, sizes, due, dels, reals, qids, uniqs, srcs, write)
                         if wake is None or t < wake:
                             wake = t
                 if len(texts) > _X_FORMATS:
@@ -535,11 +537,11 @@ class TimerService:
         rows[:, 5] = sizes
         rows[:, 6] = [hashes[real] for real in reals]
         columns, cols = self._columns, self._enqueue_cols  # a ROLL unit's record is re-put whole (`_roll`): no row
-        extra = np.array([_NO_ROW if mg & MAGIC_ROLL or d else cols(src, real, q, uk) if src.__class__ is int
-                          else columns(*src) if src[1] is not None else _NO_ROW
-                          for src, d, mg, real, q, uk in zip(srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs,
-                                                             strict=True)],
-                         np.uint64).reshape(n, 3)
+        extra = np.fromiter(chain.from_iterable([
+            _NO_ROW if mg & MAGIC_ROLL or d else cols(src, real, q, uk) if src.__class__ is int
+            else columns(*src) if src[1] is not None else _NO_ROW
+            for src, d, mg, real, q, uk in zip(srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs, strict=True)]),
+            np.uint64, 3 * n).reshape(n, 3)
         if n and positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
             self.units.put_run(positions[0], rows, extra)
         else:
