@@ -65,7 +65,7 @@ from mqtool.rules.timer import (
     need_roll,
     walk_chain,
 )
-from mqtool.simulate.batchread import batchable, read_plain, read_props  # noqa: F401 (tests spy on read_props)
+from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
 from mqtool.simulate.model import BLANK_MIN, _order, next_in_file

@@ -77,14 +77,14 @@ def _run(store, config, batch, monkeypatch, scenario=None, until=START + 3 * DAY
 
 def _same(store, config, monkeypatch, **kw):
     calls = []
-    real = batchread.read_props
+    real = batchread.read_plain
 
-    def spy(base, phys, sizes):
-        out = real(base, phys, sizes)
+    def spy(base, phys, sizes, wanted):
+        out = real(base, phys, sizes, wanted)
         calls.append(sum(p is not None for p in out))
         return out
 
-    monkeypatch.setattr(timer_mod, "read_props", spy)
+    monkeypatch.setattr(timer_mod, "read_plain", spy)
     per_msg, r1 = _run(store, config, False, monkeypatch, **kw)
     assert calls == []
     batched, r2 = _run(store, config, True, monkeypatch, **kw)
