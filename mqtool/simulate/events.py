@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import add, attrgetter, itemgetter, mod, mul
+from operator import add, attrgetter, getitem, itemgetter, mod, mul
 from typing import Any, TextIO
 
 from mqtool.formats.names import ACK_TAG
@@ -113,22 +113,26 @@ class _Template:
     `slow`, whether a batch of these had a value `_batch_lines` could not take (a nested dict with two
     keys: then the rows of this kind go the way of `record`'s dicts from there on)."""
 
-    __slots__ = ("fmt", "width", "widths", "keys", "ident", "index", "slow")
+    __slots__ = ("fmt", "width", "widths", "keys", "ident", "index", "slow", "timed")
 
-    def __init__(self, service: str, event: str, detail_keys: tuple[str, ...]) -> None:
+    def __init__(self, service: str, event: str, detail_keys: tuple[str, ...], timed: bool = False) -> None:
         def key(k: str) -> str:
             return _JSON.encode(k).replace("%", "%%") + ":"
 
         rest = [f",{key('service')}{_JSON.encode(service).replace('%', '%%')},{key('event')}"
                 f"{_JSON.encode(event).replace('%', '%%')}"]
         rest += [f",{key(k)}%b" for k in _ROW_NAMES + detail_keys]
-        self.fmt = b'{"time":%d' + ("".join(rest) + "}\n").encode("utf-8", "surrogatepass").replace(b"%", b"%%")
-        self.width = 5 + len(detail_keys)
+        # timed (`record_rows`): the time is a row's first value, the batch's "time" is `_TIMED` (`%b`)
+        self.fmt = (b'{"time":%b' if timed else b'{"time":%d') + \
+            ("".join(rest) + "}\n").encode("utf-8", "surrogatepass").replace(b"%", b"%%")
+        names = (("time",) if timed else ()) + _ROW_NAMES + detail_keys
+        self.width = len(names)
         self.widths = {self.width}
         self.keys = _KEYS + detail_keys
         self.ident = (service, event)
-        self.index = {k: i for i, k in enumerate(_ROW_NAMES + detail_keys)}
+        self.index = {k: i for i, k in enumerate(names)}
         self.slow = False
+        self.timed = timed
 
 
 def _batch_lines(batches: list[tuple[int, _Template, list[tuple]]], orjson) -> bytes:
@@ -169,7 +173,8 @@ class _Verbatim:
 
 _VERBATIM = _Verbatim()
 _NO_ROWS = [()]  # a verbatim batch's rows: one entry, no values (never changed)
-_FMT, _WIDTH, _IDENT = attrgetter("fmt"), attrgetter("width"), attrgetter("ident")
+_FMT, _WIDTH, _IDENT, _INDEX = attrgetter("fmt"), attrgetter("width"), attrgetter("ident"), attrgetter("index")
+_TIMED = b"%b"  # a `record_rows` batch's "time": its template's `%b` stays for the rows' first values
 _CALL_KEYS = {"time": None, "service": 0, "event": 1}  # not in a row: in `ident` or the call's own
 
 
@@ -179,7 +184,11 @@ def _verbatim(lines: bytes) -> tuple[bytes, _Verbatim, list]:
 
 
 def _dicts_of(time: int, template: _Template, rows: list[tuple]) -> list[dict[str, Any]]:
-    """The line dicts of a `record_batch` call (made without a Python step per row)."""
+    """The line dicts of a `record_batch` call (made without a Python step per row), or of a
+    `record_rows` call (its rows' own times)."""
+    if template.timed:
+        ident = template.ident
+        return [dict(zip(template.keys, (r[0], *ident, *r[1:]), strict=True)) for r in rows]
     return list(map(dict, map(zip, repeat(template.keys), map(add, repeat((time, *template.ident)), rows))))
 
 
@@ -227,7 +236,10 @@ class Columns:
         if self._dicts is None:  # line dicts only
             return list(map(dict.get, pending, repeat(key)))
         if not self._dicts:  # calls only
-            if key in _CALL_KEYS:  # the call's time, service or event, once for each of its rows
+            if self._templates is None:
+                self._templates = set(map(itemgetter(1), pending))
+            if key in _CALL_KEYS and not (key == "time" and any(map(attrgetter("timed"), self._templates))):
+                # the call's time, service or event, once for each of its rows
                 values = map(itemgetter(0), pending) if key == "time" else \
                     map(itemgetter(_CALL_KEYS[key]), map(_IDENT, map(itemgetter(1), pending)))
                 if self._rows is None:
@@ -235,13 +247,16 @@ class Columns:
                 if len(self._rows) == len(pending):  # a row each (most calls)
                     return list(values)
                 return list(chain.from_iterable(map(repeat, values, map(len, map(itemgetter(2), pending)))))
-            if self._templates is None:
-                self._templates = set(map(itemgetter(1), pending))
             at = {t.index.get(key) for t in self._templates}
-            if len(at) == 1 and None not in at:  # in the same place of every row
+            if None not in at:
                 if self._rows is None:
                     self._rows = list(chain.from_iterable(map(itemgetter(2), pending)))
-                return list(map(itemgetter(at.pop()), self._rows))
+                if len(at) == 1:  # in the same place of every row
+                    return list(map(itemgetter(at.pop()), self._rows))
+                # in a row of each call, not in the same place in all (`record_rows` and `record_batch`)
+                places = map(dict.get, map(_INDEX, map(itemgetter(1), pending)), repeat(key))
+                return list(map(getitem, self._rows,
+                                chain.from_iterable(map(repeat, places, map(len, map(itemgetter(2), pending))))))
             return list(chain.from_iterable(map(_batch_values, pending, repeat(key))))
         out: list = []
         for e in pending:
@@ -375,11 +390,16 @@ class EventLog:
                 record(time, service, event, r[0], r[1], r[2], r[3], r[4],
                        dict(zip(detail_keys, r[5:], strict=True)), True)
             return
+        self._add_batch(event, (time, template, rows[:]))  # the caller may reuse its list
+
+    def _add_batch(self, event: str, batch: tuple) -> None:
+        """A `record_batch` or `record_rows` call's `(time, template, rows)`: counted, to the sink and
+        the watchers."""
+        template, rows = batch[1], batch[2]
         by_kind = self.by_kind
         by_kind[event] = by_kind.get(event, 0) + len(rows)
         if not self.keep:
             return
-        batch = (time, template, rows[:])  # the caller may reuse its list
         if self._lined:
             self._batches.append(_verbatim(_lines_of(_dicts_of(*batch), self._orjson)) if template.slow else batch)
             self._batched += len(rows)
@@ -390,6 +410,23 @@ class EventLog:
             watched.append(batch)
             if len(watched) >= _FLUSH_LINES:
                 self._hand_on()
+
+    def record_rows(self, service: str, event: str, rows: list[tuple], detail_keys: tuple[str, ...]) -> None:
+        """Events of one kind, in order, each at its own time: each row is `(time, topic, queue_id,
+        uniq_key, physical_offset, new_physical_offset, *detail)`. The same lines as a `record_batch`
+        call for each row (the timer's dequeue keeps the rows of consecutive slots for one call)."""
+        key = (service, event, detail_keys, True)
+        template = self._templates.get(key)
+        if template is None:
+            template = self._templates[key] = _Template(service, event, detail_keys, True)
+        if self._per_event or (self.keep and (
+                len(rows[0]) != template.width if len(rows) == 1 else set(map(len, rows)) != template.widths)):
+            record = self.record  # a SimEvent per row (or the row of a wrong width raises there)
+            for r in rows:
+                record(r[0], service, event, r[1], r[2], r[3], r[4], r[5],
+                       dict(zip(detail_keys, r[6:], strict=True)), True)
+            return
+        self._add_batch(event, (_TIMED, template, rows[:]))
 
     def tally(self, event: str) -> None:
         """Count an event without recording it: the hot paths call this instead of `emit` when

@@ -19,7 +19,7 @@ from operator import lt
 
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX
 from mqtool.simulate.events import Columns, SimEvent
-from mqtool.simulate.tally import KeyTally
+from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally, TaggedKeys
 
 WATCHED = ("deliver", "roll")
 _SERVICES = ("schedule", "timer")
@@ -35,8 +35,13 @@ class InvariantCheck:
         self.problems: list[str] = []
         self.delivered = {s: KeyTally() for s in _SERVICES}
         self.rolls = KeyTally()
+        self.shared: TaggedKeys | None = None
 
-    def watch(self, log) -> InvariantCheck:
+    def watch(self, log, tally: DeliveryTally | None = None) -> InvariantCheck:
+        """Watch `log`'s deliveries and rolls; with the summary's `tally` (watching the same log), the
+        delivered keys are counted from its keys (`DeliveryTally.share`: hashed and spooled once)."""
+        if tally is not None and self.count_deliveries:
+            self.shared = tally.share()
         log.watch_columns("deliver", self.deliveries)
         log.watch_columns("roll", self.rolled)
         return self
@@ -64,7 +69,7 @@ class InvariantCheck:
             for service, t, due, key in zip(services, times, dues, keys, strict=True):  # in event order
                 if service in _SERVICES and due is not None and t < due:
                     self.problems.append(f"{service} delivered {key} at {t}, before its due time {due}")
-        if not self.count_deliveries:
+        if not self.count_deliveries or self.shared is not None:
             return
         kinds = set(services)
         if "schedule" in kinds:
@@ -88,7 +93,9 @@ class InvariantCheck:
         """The violations, in the order `check_invariants` always gave them."""
         problems = list(self.problems)
         if self.count_deliveries:
-            repeated = {s: t.repeated() for s, t in self.delivered.items()}
+            shared = self.shared
+            repeated = {s: shared.repeated_by(SCHEDULE if s == "schedule" else TIMER) if shared is not None
+                        else t.repeated() for s, t in self.delivered.items()}
             rolls = self.rolls.counts(set(repeated["timer"]))
             for service in _SERVICES:
                 for key, n in sorted(repeated[service].items()):

@@ -93,7 +93,7 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
         model.spool = RecordSpool()
     deliveries = DeliveryTally(start_ms, until_ms)
     log.watch_columns("deliver", deliveries.columns)
-    checks = InvariantCheck(scenario.faults).watch(log) if keep_events else None
+    checks = InvariantCheck(scenario.faults).watch(log, deliveries) if keep_events else None
     ctx = SimContext(engine, model, log, config, scenario, rng, broker_version)
 
     delay_offsets = getattr(store, "delay_offsets", None) if store is not None else None

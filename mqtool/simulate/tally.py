@@ -15,7 +15,7 @@ from collections import Counter
 from itertools import compress
 from typing import BinaryIO
 
-from mqtool.formats.names import SYSTEM_TOPICS
+from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, SYSTEM_TOPICS
 from mqtool.simulate.events import Columns, SimEvent
 
 TIMELINE_BUCKETS = 20
@@ -102,6 +102,56 @@ class KeyTally:
         self._lens = array("I")
 
 
+class TaggedKeys(KeyTally):
+    """A `KeyTally` whose keys each carry a byte of tags (`SUMMARY`, `SCHEDULE`, `TIMER`): the deliveries'
+    keys hashed and spooled once for both the summary's duplicates and the invariant check's counts
+    per service (`DeliveryTally.share`); `repeated_by(tag)` is `repeated()` of the keys with that tag."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags = array("B")
+        self._repeated: dict[int, dict[str, int]] | None = None
+
+    def extend_tagged(self, keys: list[str], tags) -> None:
+        self.extend(keys)
+        self.tags.extend(tags)
+
+    def add_tagged(self, key: str, tag: int) -> None:
+        self.add(key)
+        self.tags.append(tag)
+
+    def repeated_by(self, tag: int) -> dict[str, int]:
+        """{key: occurrences} for the keys with `tag` seen more than once among those with it (all three
+        tags' answers from one pass over the spool, kept)."""
+        if self._repeated is None:
+            self._repeated = self._all_repeated()
+        return self._repeated[tag]
+
+    def _all_repeated(self) -> dict[int, dict[str, int]]:
+        import numpy as np
+
+        bits = (SUMMARY, SCHEDULE, TIMER)
+        if not self._hashes:
+            return {b: {} for b in bits}
+        h, t = np.frombuffer(self._hashes, dtype=np.int64), np.frombuffer(self.tags, dtype=np.uint8)
+        candidates = {}
+        for b in bits:
+            mine = np.sort(h[(t & b) != 0])
+            candidates[b] = set(mine[1:][mine[1:] == mine[:-1]].tolist())
+        found: dict[int, Counter[str]] = {b: Counter() for b in bits}
+        union = set().union(*candidates.values())
+        if union:
+            for k, kh, kt in zip(self._keys(), self._hashes, self.tags, strict=True):
+                if kh in union:
+                    for b in bits:
+                        if kt & b and kh in candidates[b]:
+                            found[b][k] += 1
+        return {b: {k: n for k, n in f.items() if n > 1} for b, f in found.items()}
+
+
+SUMMARY, SCHEDULE, TIMER = 1, 2, 4  # `TaggedKeys` tags: counted by the summary, by the invariants per service
+_INVARIANT_TAGS = {"schedule": SCHEDULE, "timer": TIMER}
+_BOTH_TAGS = {"schedule": SUMMARY | SCHEDULE, "timer": SUMMARY | TIMER}
 _SYSTEM_TOPICS = frozenset(SYSTEM_TOPICS)
 
 
@@ -117,7 +167,15 @@ class DeliveryTally:
         self.span = max(1, until_ms - start_ms)
         self.per_topic: Counter[str] = Counter()
         self.timeline: Counter[int] = Counter()
-        self.keys = KeyTally()
+        self.keys: KeyTally = KeyTally()
+        self.shared = False  # the keys are `TaggedKeys` the invariant check reads too (`share`)
+
+    def share(self) -> TaggedKeys:
+        """Keep the deliveries' keys for the invariant check's counts too (`InvariantCheck.watch`): each
+        key is hashed and spooled once; call before any event."""
+        self.keys = TaggedKeys()
+        self.shared = True
+        return self.keys
 
     def __call__(self, e: SimEvent) -> None:
         if e.topic not in SYSTEM_TOPICS:
@@ -131,18 +189,48 @@ class DeliveryTally:
         C-level passes instead of a call per event."""
         topics, keys, times = cols["topic"], cols["uniq_key"], cols["time"]
         counts = Counter(topics)
+        if self.shared:
+            self._tagged(cols, topics, keys, counts)
         if not _SYSTEM_TOPICS.isdisjoint(counts):
             mine = [t not in _SYSTEM_TOPICS for t in topics]
             topics, keys, times = (list(compress(c, mine)) for c in (topics, keys, times))
             counts = Counter(topics)
         self.per_topic.update(counts)
-        self.keys.extend(list(filter(None, keys)))
+        if not self.shared:
+            self.keys.extend(list(filter(None, keys)))
         timeline, start, span = self.timeline, self.start, self.span
         for t, n in Counter(times).items():
             timeline[min(TIMELINE_BUCKETS - 1, (t - start) * TIMELINE_BUCKETS // span)] += n
 
+    def _tagged(self, cols: Columns, topics: list, keys: list, counts: Counter) -> None:
+        """The batch's keys for the summary (a non-system topic, a non-empty key) and the invariant check
+        (a schedule or timer delivery with a key; a schedule retry's key is `key@offset`), each tagged
+        with who counts it: in one C-level pass when every key counts for both (the usual batch)."""
+        services = cols["service"]
+        kinds = set(services)
+        if (_SYSTEM_TOPICS.isdisjoint(counts) and kinds <= _BOTH_TAGS.keys() and None not in keys
+                and "" not in keys and not ("schedule" in kinds and any(
+                    (t or "").startswith(RETRY_GROUP_TOPIC_PREFIX) for t in counts))):
+            self.keys.extend_tagged(keys, map(_BOTH_TAGS.__getitem__, services))
+            return
+        add = self.keys.add_tagged
+        for s, t, k, p in zip(services, topics, keys, cols["physical_offset"], strict=True):
+            summary = SUMMARY if k and t not in _SYSTEM_TOPICS else 0
+            tag = _INVARIANT_TAGS.get(s, 0)
+            mine = f"{k}@{p}" if s == "schedule" and (t or "").startswith(RETRY_GROUP_TOPIC_PREFIX) else k
+            if mine is None:
+                tag = 0
+            if summary and tag and mine is k:
+                add(k, summary | tag)
+                continue
+            if summary:
+                add(k, summary)
+            if tag:
+                add(mine, tag)
+
     def duplicates(self) -> int:
-        return sum(n - 1 for n in self.keys.repeated().values())
+        repeated = self.keys.repeated_by(SUMMARY) if self.shared else self.keys.repeated()
+        return sum(n - 1 for n in repeated.values())
 
     def timeline_list(self) -> list[int]:
         return [self.timeline.get(i, 0) for i in range(TIMELINE_BUCKETS)]

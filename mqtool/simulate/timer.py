@@ -736,11 +736,15 @@ class TimerService:
         p = self.precision
         heap = self._heap
         engine = ctx.engine
+        # the slots' deliveries and rolls not written yet (`_flush_events`): kept from slot to slot while
+        # `advance` goes on without the engine, written before every yield (no other event comes between)
+        pend = self._pend = [None, []]
         while True:
             heap = self._heap  # replaced by a restart's recovery
             w = (engine._now + ctx.clock_offset) // p * p
             if not heap:
                 self.curr_read = max(self.curr_read, w)
+                self._flush_events(pend)
                 yield None
                 continue
             slot_time = heap[0]
@@ -748,6 +752,7 @@ class TimerService:
                 self.curr_read = max(self.curr_read, w)
                 delay = max(0, slot_time + p - ctx.clock())
                 if not self.deq.advance(delay):  # the next slot at once when nothing else runs first
+                    self._flush_events(pend)
                     yield delay
                 continue
             heapq.heappop(heap)
@@ -756,6 +761,7 @@ class TimerService:
             self._in_slot = True
             waiting = self._dequeue_slot(slot_time)
             if waiting is not None:
+                self._flush_events(pend)
                 yield from waiting
             self._in_slot = False
             self.curr_read = slot_time + p
@@ -773,6 +779,7 @@ class TimerService:
         if w.broken:
             self.broken_chains += 1
             ctx = self.ctx
+            self._flush_events(self._pend)  # the slots' events before this one (`_dequeue_loop`)
             ctx.log.emit(ctx.engine.now, "timer", "skip", None, None, None, None, slot=slot_time,
                          timerlog_pos=w.stop_pos, read=len(w.units),
                          reason="broken TimerLog chain: prevPos loops" if w.stop == LOOP
@@ -784,8 +791,9 @@ class TimerService:
         """One slot; None when done, else a generator that finishes it (a put is being retried).
 
         The deliveries `_deliver` makes and the rolls `_roll` makes are written by one
-        `EventLog.record_batch` for each run of one kind (`pend`: the kind and its rows), flushed
-        before any other event of the slot, so the log's order is the per-unit one."""
+        `EventLog.record_rows` for each run of one kind (`self._pend`: the kind and its rows, each with
+        its time), flushed before any other event and before the dequeue yields (`_dequeue_loop`), so the
+        log's order is the per-unit one."""
         ctx, m = self.ctx, self.ctx.model
         fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
         chain = self._chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
@@ -804,7 +812,7 @@ class TimerService:
         light = self._light_reader()
         # a roll's re-put wakes no one but this service's enqueue (no event of its own)
         fast_roll = fast and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
-        pend: list = [None, []]
+        pend = self._pend
         # a plain unit enqueued with its delivery's row (`_columns`) is delivered from it, unread: a
         # store's record as `_deliver_light` delivers one, a re-put kept in the overlay or the spool so too
         rows = fast and not deletes
@@ -855,7 +863,6 @@ class TimerService:
             retry = self._put(msg, u[2], u[1], slot_time, False)
             if retry is not None:
                 return self._finish_slot(retry, [r[1] for r in normal_units[i + 1:]], deletes, slot_time)
-        self._flush_events(pend)
         if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
             release = m.release
             for r in chain:
@@ -863,11 +870,11 @@ class TimerService:
         return None
 
     def _flush_events(self, pend: list) -> None:
-        """The events waiting in `pend` ([kind, rows]: a run of `_deliver`s or `_roll`s), in order."""
+        """The events waiting in `pend` ([kind, rows]: a run of `_deliver`s or `_roll`s, each row with its
+        time), in order."""
         rows = pend[1]
         if rows:
-            ctx = self.ctx
-            ctx.log.record_batch(ctx.engine._now, "timer", pend[0], rows, _EVENT_KEYS[pend[0]])
+            self.ctx.log.record_rows("timer", pend[0], rows, _EVENT_KEYS[pend[0]])
             rows.clear()
 
     def _roll(self, msg, u: tuple, slot_time: int, pend: list) -> None:
@@ -893,7 +900,7 @@ class TimerService:
         if pend[0] != "roll":
             self._flush_events(pend)
             pend[0] = "roll"
-        pend[1].append((src.get(PROPERTY_REAL_TOPIC), _int(src.get(PROPERTY_REAL_QUEUE_ID)),
+        pend[1].append((ctx.engine._now, src.get(PROPERTY_REAL_TOPIC), _int(src.get(PROPERTY_REAL_QUEUE_ID)),
                         n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time, times))
         if len(pend[1]) >= PENDING_EVENTS:
             self._flush_events(pend)
@@ -991,7 +998,7 @@ class TimerService:
         if pend[0] != "deliver":
             self._flush_events(pend)
             pend[0] = "deliver"
-        pend[1].append((topic, qid, uk, u[4], pos, slot_time, u[3], False, queue_offset))
+        pend[1].append((ctx.engine._now, topic, qid, uk, u[4], pos, slot_time, u[3], False, queue_offset))
         if len(pend[1]) >= PENDING_EVENTS:
             self._flush_events(pend)
 
@@ -1026,8 +1033,8 @@ class TimerService:
         if pend[0] != "deliver":
             self._flush_events(pend)
             pend[0] = "deliver"
-        pend[1].append((topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys, pos, slot_time,
-                     _int(props.get(PROPERTY_TIMER_OUT_MS)), False, queue_offset))
+        pend[1].append((ctx.engine._now, topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys, pos,
+                        slot_time, _int(props.get(PROPERTY_TIMER_OUT_MS)), False, queue_offset))
         if len(pend[1]) >= PENDING_EVENTS:
             self._flush_events(pend)
 
