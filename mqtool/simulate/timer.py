@@ -877,6 +877,28 @@ class TimerService:
             self.ctx.log.record_rows("timer", pend[0], rows, _EVENT_KEYS[pend[0]])
             rows.clear()
 
+    def _add_event(self, pend: list, kind: str, row: tuple) -> None:
+        """`row` joins the events waiting in `pend`, after those of another kind are written."""
+        if pend[0] != kind:
+            self._flush_events(pend)
+            pend[0] = kind
+        rows = pend[1]
+        rows.append(row)
+        if len(rows) >= PENDING_EVENTS:
+            self._flush_events(pend)
+
+    def _delivered(self, units: list, bmax: int) -> int | None:
+        """Count a delivery `StoreModel.append` would not keep: its queue offset, or None when the log
+        only counts (the event's details are not computed)."""
+        queue_offset = bmax + len(units)
+        units.append(None)  # as `append` counts a record it does not keep
+        self.delivered += 1
+        log = self.ctx.log
+        if not log.keep:
+            log.tally("deliver")
+            return None
+        return queue_offset
+
     def _roll(self, msg, u: tuple, slot_time: int, pend: list) -> None:
         """`_put` and `_put_done` of a ROLL unit where no fault refuses a put: the re-put to the timer
         topic with TIMER_ROLL_TIMES + 1 goes through `StoreModel.append`; its event joins `pend`."""
@@ -897,13 +919,10 @@ class TimerService:
             return
         if ctx.model.releasing and len(self._rolled) < ROLLED_KEPT:
             self._rolled[n.phys] = (n.props, n.body_len, n.sys_flag)
-        if pend[0] != "roll":
-            self._flush_events(pend)
-            pend[0] = "roll"
-        pend[1].append((ctx.engine._now, src.get(PROPERTY_REAL_TOPIC), _int(src.get(PROPERTY_REAL_QUEUE_ID)),
-                        n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time, times))
-        if len(pend[1]) >= PENDING_EVENTS:
-            self._flush_events(pend)
+        self._add_event(pend, "roll", (ctx.engine._now, src.get(PROPERTY_REAL_TOPIC),
+                                       _int(src.get(PROPERTY_REAL_QUEUE_ID)),
+                                       n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time,
+                                       times))
 
     def _light_reader(self):
         """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
@@ -987,20 +1006,13 @@ class TimerService:
             m._end = pos + size
         else:
             pos = m.place(size)
-        queue_offset = bmax + len(units)
-        units.append(None)  # as `append` counts a record it does not keep
-        self.delivered += 1
-        if not ctx.log.keep:
-            ctx.log.tally("deliver")
+        queue_offset = self._delivered(units, bmax)
+        if queue_offset is None:
             return
         kind = meta >> 32 & 3
         uk = None if kind == 0 else f"{x[1]:016X}{x[2]:016X}" if kind == 1 else self._x_formats[x[1]] % x[2]
-        if pend[0] != "deliver":
-            self._flush_events(pend)
-            pend[0] = "deliver"
-        pend[1].append((ctx.engine._now, topic, qid, uk, u[4], pos, slot_time, u[3], False, queue_offset))
-        if len(pend[1]) >= PENDING_EVENTS:
-            self._flush_events(pend)
+        self._add_event(pend, "deliver", (ctx.engine._now, topic, qid, uk, u[4], pos, slot_time, u[3], False,
+                                          queue_offset))
 
     def _deliver(self, u: tuple, rec: tuple, target: tuple, deletes: set[str], slot_time: int, pend: list,
                  phys: int) -> None:
@@ -1024,19 +1036,12 @@ class TimerService:
             new[PROPERTY_TIMER_ENQUEUE_MS] = str(u[2])
         new[PROPERTY_TIMER_DEQUEUE_MS] = str(ctx.engine._now + ctx.clock_offset)
         pos = m.place(m.reput_size(new, _order(tuple(new), m.capacity)[1], fixed, sys_flag, body_len))
-        queue_offset = bmax + len(units)
-        units.append(None)  # as `append` counts a record it does not keep
-        self.delivered += 1
-        if not ctx.log.keep:
-            ctx.log.tally("deliver")
+        queue_offset = self._delivered(units, bmax)
+        if queue_offset is None:
             return
-        if pend[0] != "deliver":
-            self._flush_events(pend)
-            pend[0] = "deliver"
-        pend[1].append((ctx.engine._now, topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys, pos,
-                        slot_time, _int(props.get(PROPERTY_TIMER_OUT_MS)), False, queue_offset))
-        if len(pend[1]) >= PENDING_EVENTS:
-            self._flush_events(pend)
+        self._add_event(pend, "deliver", (ctx.engine._now, topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                                          phys, pos, slot_time, _int(props.get(PROPERTY_TIMER_OUT_MS)), False,
+                                          queue_offset))
 
     def _finish_slot(self, retry, rest, deletes, slot_time):
         yield from retry
