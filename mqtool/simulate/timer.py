@@ -24,7 +24,7 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
   first: a record whose UNIQ_KEY is in that set is dropped (cancelled); a ROLL unit is re-put to the
   timer topic with TIMER_ROLL_TIMES + 1; the rest go to REAL_TOPIC/REAL_QID (`convert`: TIMER_ENQUEUE_MS,
   TIMER_DEQUEUE_MS set, the string built before REAL_TOPIC/REAL_QID are removed).
-- a plain unit enqueued during the run keeps, beside it, what its delivery needs (`_columns`: REAL_TOPIC,
+- a plain unit enqueued during the run keeps, beside it, what its delivery needs (`timerrows.DeliveryRows`: REAL_TOPIC,
   REAL_QID, UNIQ_KEY packed, the re-put's size but the two properties the dequeue sets); where no fault
   can refuse a put and no cancel is in the slot, the dequeue delivers it from that row (`_deliver_row`)
   instead of reading the record again: the same event and offsets, `tests/simulate/test_timer_rows.py`.
@@ -40,7 +40,6 @@ from itertools import chain
 
 import numpy as np
 
-from mqtool.formats.commitlog import host_size
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
@@ -53,7 +52,6 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
     LOOP,
@@ -69,6 +67,8 @@ from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
 from mqtool.simulate.model import BLANK_MIN, _order, next_in_file
+from mqtool.simulate.timerrows import FORMATS, NO_ROW, DeliveryRows
+from mqtool.simulate.timerrows import reput_size as row_reput_size
 from mqtool.simulate.timerunits import TimerUnits
 
 SLOTS_TOTAL = 7 * 86400
@@ -81,20 +81,7 @@ PENDING_EVENTS = 4096  # a slot's events waiting for one `record_batch` (a roll 
 _NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
 _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
-# `TimerService._columns`: a delivery's row beside its unit (`TimerUnits.extra`), three uint64:
-# meta = topic index + 1 (12 bits) | REAL_QID << 12 (20 bits) | UNIQ_KEY kind << 32 (2 bits)
-# | the re-put's size without its topic part and the two dequeue properties << 34; then the UNIQ_KEY:
-# kind 1 two halves of 32 uppercase hex digits, kind 2 (format index, number) of a prefix and hex
-# digits, kind 0 no UNIQ_KEY (any other form: no row, the dequeue reads the record)
-_X_TOPICS = (1 << 12) - 1
-_X_QIDS = 1 << 20
-_X_SIZE = 1 << 29
-_X_FORMATS = 1 << 16
-_HEX_DIGITS = "0123456789ABCDEF"
-_NO_ROW = (0, 0, 0)
 _CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without ROLL
-# a re-put's two properties the dequeue sets: their names, separators (the value lengths are added)
-_DEQ_KEYS_LEN = len(PROPERTY_TIMER_ENQUEUE_MS) + len(PROPERTY_TIMER_DEQUEUE_MS) + 4
 # `_enqueue_base`: the values `read_plain` takes from a plain string, and the two dequeue properties' segment
 # lengths but their values (name, separators)
 _ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
@@ -158,12 +145,7 @@ class TimerService:
         # nothing but this service reads them): `StoreModel.props` would read them back from the spool
         self._rolled: dict[int, tuple[dict[str, str], int, int]] = {}  # (properties, BODYLENGTH, SYSFLAG)
         self._light: tuple | None = None  # (what `_light_reader` depends on, its reader)
-        self._x_topics: list[str] = []  # `_columns`: REAL_TOPIC by index
-        self._x_topic_idx: dict[str, int] = {}
-        self._x_formats: list[str] = []  # `_columns`: a UNIQ_KEY's "prefix%0NX" by index
-        self._x_format_idx: dict[tuple[str, int], int] = {}
-        self._x_keys: dict[tuple[str, ...], tuple | None] = {}  # `_keys_part` by the properties' keys
-        self._x_tq: dict[tuple[str | None, str | None], int] = {}  # `_tq_meta` by (REAL_TOPIC, REAL_QID)
+        self.rows = DeliveryRows(lambda: ctx.model.capacity)  # a plain delivery's row beside its unit
         ctx.model.on_append(TIMER_TOPIC, 0, self._on_append)
 
     # ----- the wheel -----
@@ -377,7 +359,7 @@ class TimerService:
         record's properties from `batchread.read_plain` (the checks of `MappedBase.props`; else
         `StoreModel.props` itself, and always when the record is in the overlay or the read cache):
         a plain string by one match giving the values `_enqueue_many` needs and its length (the
-        re-put's size, `_enqueue_cols`), any other parsed into a map as before; each unit goes through
+        re-put's size, `DeliveryRows.of_plain`), any other parsed into a map as before; each unit goes through
         `_enqueue_unit`'s arithmetic in queue order, and the dequeue is woken once at the end at the
         time the last of the per-unit wakes would have left (nothing else is scheduled during the
         walk, so the engine's order is the same).
@@ -480,7 +462,7 @@ class TimerService:
                         t = self._enqueue_many(phys, sizes, due, dels, reals, qids, uniqs, srcs, write)
                         if wake is None or t < wake:
                             wake = t
-                if len(texts) > _X_FORMATS:
+                if len(texts) > FORMATS:
                     texts.clear()  # a store has a few REAL_TOPIC/REAL_QID values
                 if halt:
                     return stop
@@ -494,8 +476,8 @@ class TimerService:
                       write: int) -> int:
         """`_enqueue_unit(..., wake=False)` for each unit in order, at once, from its TIMER_DEL_UNIQKEY's
         presence, REAL_TOPIC, REAL_QID and UNIQ_KEY texts and what its row needs (`srcs`: the re-put's size
-        but the two dequeue properties, `_enqueue_cols`, or (properties, BODYLENGTH or None, SYSFLAG)
-        for `_columns`): the slots and magics by
+        but the two dequeue properties, `DeliveryRows.of_plain`, or (properties, BODYLENGTH or None, SYSFLAG)
+        for `DeliveryRows.of_props`): the slots and magics by
         `rules.timer.do_enqueue_many`, the TimerLog positions as a run (unit by unit where a file
         ends), each slot's chain linked in order, the units' columns written together
         (`TimerUnits.put_run`), the events by one `EventLog.record_batch`; the earliest slot is
@@ -536,10 +518,10 @@ class TimerService:
         rows[:, 4] = phys
         rows[:, 5] = sizes
         rows[:, 6] = [hashes[real] for real in reals]
-        columns, cols = self._columns, self._enqueue_cols  # a ROLL unit's record is re-put whole (`_roll`): no row
+        columns, cols = self.rows.of_props, self.rows.of_plain  # a ROLL unit's record is re-put whole: no row
         extra = np.fromiter(chain.from_iterable([
-            _NO_ROW if mg & MAGIC_ROLL or d else cols(src, real, q, uk) if src.__class__ is int
-            else columns(*src) if src[1] is not None else _NO_ROW
+            NO_ROW if mg & MAGIC_ROLL or d else cols(src, real, q, uk) if src.__class__ is int
+            else columns(*src) if src[1] is not None else NO_ROW
             for src, d, mg, real, q, uk in zip(srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs, strict=True)]),
             np.uint64, 3 * n).reshape(n, 3)
         if n and positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
@@ -566,106 +548,6 @@ class TimerService:
             for _ in range(n):
                 log.tally("enqueue")
         return min(slot_of)
-
-    def _columns(self, props: dict[str, str], body_len: int, sys_flag: int) -> tuple[int, int, int]:
-        """The row kept beside a unit (`TimerUnits.extra`, `_X_*`) for a delivery of its record without
-        reading it again (`_deliver_row`), `_NO_ROW` where the record must be read: a cancel marker, no
-        REAL_TOPIC, a UNIQ_KEY of another form, a value out of the row's ranges."""
-        keys = tuple(props)
-        k = self._x_keys.get(keys)
-        if k is None:
-            k = self._keys_part(keys) or ()
-            if len(self._x_keys) < _X_FORMATS:  # a store has a few sets of property names
-                self._x_keys[keys] = k
-        if not k:
-            return _NO_ROW
-        size, drop = k
-        tq = (props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID))
-        meta = self._x_tq.get(tq)
-        if meta is None:
-            meta = self._tq_meta(*tq)
-            if len(self._x_tq) < _X_FORMATS:
-                self._x_tq[tq] = meta
-        if not meta:
-            return _NO_ROW
-        values = "".join(props.values())  # `StoreModel.reput_size` of the values but the two the dequeue sets
-        if values.isascii():
-            size += len(values)
-            for d in drop:
-                size -= len(props[d])
-        else:
-            try:
-                size += len(values.encode("utf-8", "surrogateescape"))
-                for d in drop:
-                    size -= len(props[d].encode("utf-8", "surrogateescape"))
-            except UnicodeError:
-                return _NO_ROW  # the per-message path meets the same error
-        size += body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
-                            else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
-        return self._uniq_part(meta, size, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
-
-    def _enqueue_cols(self, size: int, topic: str | None, qid_text: str | None, uk: str | None) -> tuple[int, int, int]:
-        """`_columns` of a plain properties string (`batchread.read_plain`): `size` is already the re-put's
-        without the two dequeue properties (the string's length but theirs, BODYLENGTH, the hosts)."""
-        tq = (topic, qid_text)
-        meta = self._x_tq.get(tq)
-        if meta is None:
-            meta = self._tq_meta(topic, qid_text)
-            if len(self._x_tq) < _X_FORMATS:
-                self._x_tq[tq] = meta
-        if not meta:
-            return _NO_ROW
-        return self._uniq_part(meta, size, uk)
-
-    def _uniq_part(self, meta: int, size: int, uk: str | None) -> tuple[int, int, int]:
-        """The row of `meta` and a re-put `size` with its UNIQ_KEY packed (`_X_*`), `_NO_ROW` where the
-        size is out of range or the UNIQ_KEY of another form (`_columns`)."""
-        if not 0 <= size < _X_SIZE:
-            return _NO_ROW
-        if uk is None:
-            return meta | size << 34, 0, 0
-        prefix = uk.rstrip(_HEX_DIGITS)  # "%0NX" % int(digits, 16) gives the digits back (N their count)
-        if not prefix and len(uk) == 32:
-            return meta | 1 << 32 | size << 34, int(uk[:16], 16), int(uk[16:], 16)
-        if len(uk) - len(prefix) > 16:
-            prefix = uk[:-16]
-        width = len(uk) - len(prefix)
-        if not width:
-            return _NO_ROW
-        f = self._x_format_idx.get((prefix, width))
-        if f is None:
-            if len(self._x_formats) >= _X_FORMATS:
-                return _NO_ROW
-            f = self._x_format_idx[(prefix, width)] = len(self._x_formats)
-            self._x_formats.append(f"{prefix.replace('%', '%%')}%0{width}X")
-        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix):], 16)
-
-    def _keys_part(self, keys: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
-        """(the size of the keys and separators of a re-put with these properties but TIMER_ENQUEUE_MS and
-        TIMER_DEQUEUE_MS, those of the two it has), None for a cancel marker (`_columns`)."""
-        if PROPERTY_TIMER_DEL_UNIQKEY in keys:
-            return None
-        try:
-            keys_len = _order(keys, self.ctx.model.capacity)[1]
-        except UnicodeError:
-            return None
-        drop = tuple(k for k in (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS) if k in keys)
-        return keys_len + 2 * len(keys) - sum(len(k) + 2 for k in drop), drop
-
-    def _tq_meta(self, topic: str | None, qid_text: str | None) -> int:
-        """The row's topic index + 1 and REAL_QID bits (`_columns`), 0 where the row cannot hold them."""
-        if topic is None:
-            return 0
-        qid = _int(qid_text, 0)
-        if not 0 <= qid < _X_QIDS:
-            return 0
-        ti = self._x_topic_idx.get(topic)
-        if ti is None:
-            if len(self._x_topics) >= _X_TOPICS:
-                return 0
-            ti = self._x_topic_idx[topic] = len(self._x_topics)
-            self._x_topics.append(topic)
-        return (ti + 1) | qid << 12
 
     def _next_unit_pos(self) -> int:
         """The next unit's TimerLog position, taken: after a filler (`TimerLog.append`'s BLANK) where the
@@ -768,7 +650,7 @@ class TimerService:
 
     def _chain(self, slot_time: int, rows: bool = False) -> list[tuple]:
         """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
-        (pos, unit, the delivery's row kept beside it or None: `_columns`; always None unless `rows`)."""
+        (pos, unit, the delivery's row kept beside it or None: `DeliveryRows`; always None unless `rows`)."""
         s = self._slot(slot_time)
         if s is None:
             return []
@@ -813,7 +695,7 @@ class TimerService:
         # a roll's re-put wakes no one but this service's enqueue (no event of its own)
         fast_roll = fast and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
         pend = self._pend
-        # a plain unit enqueued with its delivery's row (`_columns`) is delivered from it, unread: a
+        # a plain unit enqueued with its delivery's row (`DeliveryRows`) is delivered from it, unread: a
         # store's record as `_deliver_light` delivers one, a re-put kept in the overlay or the spool so too
         rows = fast and not deletes
         if rows:
@@ -973,18 +855,16 @@ class TimerService:
         """The per-message dequeue of a plain unit (the cancel check, `_put`, `_put_done`) for a delivery
         `StoreModel.append` would not keep, of a store's record not built: read lightly (`_light_reader`,
         `rec` its (properties, BODYLENGTH, SYSFLAG): `_deliver`) or not read at all (`rec` the row kept
-        beside the unit, `_columns`, with no cancel in the slot: `_deliver_row`)."""
+        beside the unit, `DeliveryRows`, with no cancel in the slot: `_deliver_row`)."""
         if type(rec[0]) is int:
             self._deliver_row(u, rec, target, slot_time, pend)
         else:
             self._deliver(u, rec, target, deletes, slot_time, pend, u[4])
 
     def _row_target(self, x: tuple[int, int, int]):
-        """`_light_target` of the record a unit's row (`_columns`) stands for: (topic, queue id, queue
+        """`_light_target` of the record a unit's row (`DeliveryRows`) stands for: (topic, queue id, queue
         info), or None (the record is read and `_put` decides)."""
-        meta = x[0]
-        topic = self._x_topics[(meta & _X_TOPICS) - 1]
-        qid = meta >> 12 & (_X_QIDS - 1)
+        topic, qid = self.rows.topic_qid(x[0])
         m = self.ctx.model
         info = m._queue_info.get((topic, qid))
         if info is None or info[3] or m._listeners.get((topic, qid)):
@@ -993,7 +873,7 @@ class TimerService:
 
     def _deliver_row(self, u: tuple, x: tuple[int, int, int], target: tuple, slot_time: int, pend: list) -> None:
         """`_deliver` of a plain unit (`u[2]` not -1, no cancel in its slot) from the row kept beside it
-        (`_columns`): the re-put's size is the row's plus the topic's fixed part and the two properties
+        (`DeliveryRows`): the re-put's size is the row's plus the topic's fixed part and the two properties
         the dequeue sets (TIMER_ENQUEUE_MS = `u[2]`, TIMER_DEQUEUE_MS = now); the due time is the slot
         (a plain unit's slot is its TIMER_OUT_MS)."""
         ctx, m = self.ctx, self.ctx.model
@@ -1009,8 +889,7 @@ class TimerService:
         queue_offset = self._delivered(units, bmax)
         if queue_offset is None:
             return
-        kind = meta >> 32 & 3
-        uk = None if kind == 0 else f"{x[1]:016X}{x[2]:016X}" if kind == 1 else self._x_formats[x[1]] % x[2]
+        uk = self.rows.uniq_key(x)
         self._add_event(pend, "deliver", (ctx.engine._now, topic, qid, uk, u[4], pos, slot_time, u[3], False,
                                           queue_offset))
 
@@ -1144,14 +1023,6 @@ class TimerService:
 def _text(value: bytes | None) -> str | None:
     """A value `read_plain` gives as bytes, as the properties map holds it."""
     return None if value is None else value.decode("utf-8", "surrogateescape")
-
-
-def row_reput_size(meta: int, fixed: int, enqueue_ms: int, dequeue_ms: int, trailing: bool) -> int:
-    """`StoreModel.reput_size` of a delivery's re-put from its row's `meta` (`TimerService._columns`):
-    the record's size but its topic part and the two properties the dequeue sets, plus those
-    (`fixed`: `queue_info`'s, TIMER_ENQUEUE_MS, TIMER_DEQUEUE_MS) and less the last separator on 4.9."""
-    size = (meta >> 34) + fixed + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
-    return size if trailing else size - 1
 
 
 def _no_row(_pos: int) -> None:

@@ -3,7 +3,7 @@
 REAL_QID, UNIQ_KEY and the string's length, the re-put's size but TIMER_ENQUEUE_MS/TIMER_DEQUEUE_MS);
 a string that is not plain (a duplicate key, an empty value) is parsed into a map as before. The
 event log and the summary equal the per-message walk's (`TimerService.batch = False`), and the row a
-plain string gives (`_enqueue_cols`) equals the one its map gives (`_columns`)."""
+plain string gives (`DeliveryRows.of_plain`) equals the one its map gives (`DeliveryRows.of_props`)."""
 
 import io
 
@@ -18,6 +18,7 @@ from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import StoreModel
 from mqtool.simulate.runner import simulate
+from mqtool.simulate.timerrows import DeliveryRows
 from mqtool.store.store import Store
 
 START = 1_800_000_000_000
@@ -116,12 +117,11 @@ def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, batch_size):
 
 
 def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
-    """`_enqueue_cols` of what `read_plain` gives a plain string equals `_columns` of the light read's map."""
+    """`of_plain` of what `read_plain` gives a plain string equals `of_props` of the light read's map."""
     store, _config = _build(tmp_path / "s")
     fast = MappedBase(store)
-    t = timer_mod.TimerService.__new__(timer_mod.TimerService)
-    t.ctx = type("Ctx", (), {"model": StoreModel(fast)})()
-    t._x_topics, t._x_topic_idx, t._x_formats, t._x_format_idx, t._x_keys, t._x_tq = [], {}, [], {}, {}, {}
+    model = StoreModel(fast)
+    t = DeliveryRows(lambda: model.capacity)
     seen = 0
     try:
         units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, N_SHAPES * 20)]
@@ -139,10 +139,10 @@ def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
                 if values[k] is not None:
                     n -= len(values[k]) + seg
             if "TIMER_DEL_UNIQKEY" in props:
-                assert t._columns(props, body_len, sys_flag) == (0, 0, 0)  # a cancel marker: no row either way
+                assert t.of_props(props, body_len, sys_flag) == (0, 0, 0)  # a cancel marker: no row either way
                 continue
-            want = t._columns(props, body_len, sys_flag)
-            assert t._enqueue_cols(n, props.get("REAL_TOPIC"), props.get("REAL_QID"), props.get("UNIQ_KEY")) == want
+            want = t.of_props(props, body_len, sys_flag)
+            assert t.of_plain(n, props.get("REAL_TOPIC"), props.get("REAL_QID"), props.get("UNIQ_KEY")) == want
             assert want != (0, 0, 0)
     finally:
         fast.close()

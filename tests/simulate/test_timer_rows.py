@@ -1,4 +1,4 @@
-"""A plain timer delivery from the row kept beside its unit (`TimerService._columns`, `_deliver_row`):
+"""A plain timer delivery from the row kept beside its unit (`timerrows.DeliveryRows`, `_deliver_row`):
 no second read of the record, yet the same event log, byte for byte, as the per-message walk
 (`batch = False`) on stores where rows and the read they stand in for both happen (UNIQ_KEYs of every
 form, none, non-ASCII values, IPv6 hosts, TIMER_ENQUEUE_MS/TIMER_DEQUEUE_MS already set, cancels in a
@@ -6,7 +6,6 @@ slot, rolled re-puts in the spool or in the overlay); the row's size is `StoreMo
 
 import io
 import json
-import types
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.model import MemoryBase, StoreModel, _order
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
+from mqtool.simulate.timerrows import DeliveryRows, reput_size
 from mqtool.simulate.timerunits import TimerUnits
 from mqtool.store.store import Store
 
@@ -123,23 +123,15 @@ def test_row_deliveries_equal_the_per_message_walk(tmp_path, monkeypatch, jump):
     assert len(rows) + len(reads) - len(cancels) + 4 == len(delivered) and (len(rows), len(reads)) == (173, 63)
 
 
-def _service(model):
-    t = timer_mod.TimerService.__new__(timer_mod.TimerService)
-    t.ctx = types.SimpleNamespace(model=model)
-    t._x_topics, t._x_topic_idx, t._x_formats, t._x_format_idx, t._x_keys, t._x_tq = [], {}, [], {}, {}, {}
-    return t
-
-
-def _uk(t, x):
-    kind = x[0] >> 32 & 3
-    return None if kind == 0 else f"{x[1]:016X}{x[2]:016X}" if kind == 1 else t._x_formats[x[1]] % x[2]
+def _rows(model):
+    return DeliveryRows(lambda: model.capacity)
 
 
 @pytest.mark.parametrize("trailing", [True, False])
 def test_row_size_is_reput_size(trailing):
     """The size `_deliver_row` computes from a row is `StoreModel.reput_size` of the map `_deliver` builds."""
     model = StoreModel(MemoryBase(), capacity=128 if trailing else 16, trailing_separator=trailing)
-    t = _service(model)
+    t = _rows(model)
     cases = [
         ({"REAL_TOPIC": "BenchTopic", "REAL_QID": "3", "UNIQ_KEY": "T0000000A", "TIMER_OUT_MS": "1800000060000"},
          0, 0),
@@ -149,31 +141,31 @@ def test_row_size_is_reput_size(trailing):
         ({"REAL_TOPIC": "B", "REAL_QID": "x", "UNIQ_KEY": "0"}, 1, BORNHOST_V6 | STOREHOST_V6),
     ]
     for props, body_len, sys_flag in cases:
-        x = t._columns(props, body_len, sys_flag)
+        x = t.of_props(props, body_len, sys_flag)
         assert x[0] != 0
-        assert _uk(t, x) == props.get("UNIQ_KEY")
+        assert t.uniq_key(x) == props.get("UNIQ_KEY")
         for enq, now, fixed in ((1800000000000, 1800000001000, 91), (5, 17, 100)):
             new = dict(props)
             new["TIMER_ENQUEUE_MS"] = str(enq)
             new["TIMER_DEQUEUE_MS"] = str(now)
             want = model.reput_size(new, _order(tuple(new), model.capacity)[1], fixed, sys_flag, body_len)
-            assert timer_mod.row_reput_size(x[0], fixed, enq, now, trailing) == want
+            assert reput_size(x[0], fixed, enq, now, trailing) == want
 
 
 def test_uniq_key_forms_and_refusals():
-    t = _service(StoreModel(MemoryBase()))
+    t = _rows(StoreModel(MemoryBase()))
     base = {"REAL_TOPIC": "T", "REAL_QID": "1"}
     kept = ["7F000001000018B4AAC2A1B2C3D4E5F6", "T0000000A", "0", "AB%C01", "TFFFFFFFFFFFFFFFFFFFF", "ÄB12",
             "12345678901234567890", "id-7F"]
     for uk in kept:
-        x = t._columns({**base, "UNIQ_KEY": uk}, 0, 0)
-        assert x[0] != 0 and _uk(t, x) == uk, uk
-    assert t._columns({**base, "UNIQ_KEY": "7F000001000018B4AAC2A1B2C3D4E5F6"}, 0, 0)[0] >> 32 & 3 == 1
+        x = t.of_props({**base, "UNIQ_KEY": uk}, 0, 0)
+        assert x[0] != 0 and t.uniq_key(x) == uk, uk
+    assert t.of_props({**base, "UNIQ_KEY": "7F000001000018B4AAC2A1B2C3D4E5F6"}, 0, 0)[0] >> 32 & 3 == 1
     for refused in ({**base, "UNIQ_KEY": "abc"}, {**base, "UNIQ_KEY": ""}, {"REAL_QID": "1"},
                     {**base, "TIMER_DEL_UNIQKEY": "K"}, {**base, "REAL_QID": "-1"}, {**base, "REAL_QID": str(1 << 20)}):
-        assert t._columns(refused, 0, 0) == (0, 0, 0), refused
-    assert t._columns(base, 0, 0)[0] >> 32 & 3 == 0  # no UNIQ_KEY: a row, the delivery's key is null
-    assert t._columns(base, 1 << 29, 0) == (0, 0, 0)  # a size past the row's range
+        assert t.of_props(refused, 0, 0) == (0, 0, 0), refused
+    assert t.of_props(base, 0, 0)[0] >> 32 & 3 == 0  # no UNIQ_KEY: a row, the delivery's key is null
+    assert t.of_props(base, 1 << 29, 0) == (0, 0, 0)  # a size past the row's range
 
 
 def test_unit_rows_are_cleared_by_a_plain_write():

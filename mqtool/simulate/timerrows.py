@@ -1,0 +1,169 @@
+"""`DeliveryRows`: what a plain timer delivery needs, packed in three uint64 kept beside its unit.
+
+A timer message's record is read when it is enqueued; its delivery may come days later. Rather than
+read it again then, the enqueue packs what the delivery's re-put and event need into a row that
+`TimerUnits` keeps beside the unit (`extra`):
+
+- meta = topic index + 1 (12 bits) | REAL_QID << 12 (20 bits) | UNIQ_KEY kind << 32 (2 bits) | the
+  re-put's size without its topic part and the two properties the dequeue sets << 34;
+- then the UNIQ_KEY: kind 1 two halves of 32 uppercase hex digits, kind 2 (format index, number) of a
+  prefix and hex digits, kind 0 no UNIQ_KEY.
+
+`NO_ROW` (all zero) where the record must be read again: a cancel marker, no REAL_TOPIC, a UNIQ_KEY of
+another form, a value past the row's ranges. `reput_size` gives `StoreModel.reput_size` of the
+delivery from the row; `tests/simulate/test_timer_rows.py` proves both equal to the per-message path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mqtool.formats.commitlog import host_size
+from mqtool.formats.names import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_DEQUEUE_MS,
+    PROPERTY_TIMER_ENQUEUE_MS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate.model import _order
+
+NO_ROW = (0, 0, 0)
+TOPICS = (1 << 12) - 1
+QIDS = 1 << 20
+SIZE = 1 << 29
+FORMATS = 1 << 16
+_HEX_DIGITS = "0123456789ABCDEF"
+# a re-put's two properties the dequeue sets: their names, separators (the value lengths are added)
+_DEQ_KEYS_LEN = len(PROPERTY_TIMER_ENQUEUE_MS) + len(PROPERTY_TIMER_DEQUEUE_MS) + 4
+
+
+def reput_size(meta: int, fixed: int, enqueue_ms: int, dequeue_ms: int, trailing: bool) -> int:
+    """`StoreModel.reput_size` of a delivery's re-put from its row's `meta`: the record's size but its
+    topic part and the two properties the dequeue sets, plus those (`fixed`: `queue_info`'s,
+    TIMER_ENQUEUE_MS, TIMER_DEQUEUE_MS) and less the last separator on 4.9."""
+    size = (meta >> 34) + fixed + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
+    return size if trailing else size - 1
+
+
+class DeliveryRows:
+    """Packs rows (`of_props`, `of_plain`) and reads them back (`topic_qid`, `uniq_key`); it keeps the
+    run's topics and UNIQ_KEY formats by index. `capacity()` is the model's HashMap capacity (`_order`)."""
+
+    def __init__(self, capacity: Callable[[], int]) -> None:
+        self._capacity = capacity
+        self.topics: list[str] = []  # REAL_TOPIC by index
+        self._topic_idx: dict[str, int] = {}
+        self.formats: list[str] = []  # a UNIQ_KEY's "prefix%0NX" by index
+        self._format_idx: dict[tuple[str, int], int] = {}
+        self._keys: dict[tuple[str, ...], tuple] = {}  # `_keys_part` by the properties' keys
+        self._tq: dict[tuple[str | None, str | None], int] = {}  # `_tq_meta` by (REAL_TOPIC, REAL_QID)
+
+    def of_props(self, props: dict[str, str], body_len: int, sys_flag: int) -> tuple[int, int, int]:
+        """The row of a record with these properties, BODYLENGTH and SYSFLAG, or `NO_ROW`."""
+        keys = tuple(props)
+        k = self._keys.get(keys)
+        if k is None:
+            k = self._keys_part(keys) or ()
+            if len(self._keys) < FORMATS:  # a store has a few sets of property names
+                self._keys[keys] = k
+        if not k:
+            return NO_ROW
+        size, drop = k
+        meta = self._meta(props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID))
+        if not meta:
+            return NO_ROW
+        values = "".join(props.values())  # `StoreModel.reput_size` of the values but the two the dequeue sets
+        if values.isascii():
+            size += len(values)
+            for d in drop:
+                size -= len(props[d])
+        else:
+            try:
+                size += len(values.encode("utf-8", "surrogateescape"))
+                for d in drop:
+                    size -= len(props[d].encode("utf-8", "surrogateescape"))
+            except UnicodeError:
+                return NO_ROW  # the per-message path meets the same error
+        size += body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
+                            else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
+        return self._packed(meta, size, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+    def of_plain(self, size: int, topic: str | None, qid_text: str | None, uk: str | None) -> tuple[int, int, int]:
+        """`of_props` of a plain properties string (`batchread.read_plain`): `size` is already the re-put's
+        without the two dequeue properties (the string's length but theirs, BODYLENGTH, the hosts)."""
+        meta = self._meta(topic, qid_text)
+        return self._packed(meta, size, uk) if meta else NO_ROW
+
+    def topic_qid(self, meta: int) -> tuple[str, int]:
+        """The REAL_TOPIC and REAL_QID a row's `meta` holds."""
+        return self.topics[(meta & TOPICS) - 1], meta >> 12 & (QIDS - 1)
+
+    def uniq_key(self, x: tuple[int, int, int]) -> str | None:
+        """The UNIQ_KEY a row holds, as the record has it."""
+        kind = x[0] >> 32 & 3
+        return None if kind == 0 else f"{x[1]:016X}{x[2]:016X}" if kind == 1 else self.formats[x[1]] % x[2]
+
+    def _meta(self, topic: str | None, qid_text: str | None) -> int:
+        tq = (topic, qid_text)
+        meta = self._tq.get(tq)
+        if meta is None:
+            meta = self._tq_meta(topic, qid_text)
+            if len(self._tq) < FORMATS:
+                self._tq[tq] = meta
+        return meta
+
+    def _packed(self, meta: int, size: int, uk: str | None) -> tuple[int, int, int]:
+        """The row of `meta` and a re-put `size` with its UNIQ_KEY packed, `NO_ROW` where the size is out
+        of range or the UNIQ_KEY of another form."""
+        if not 0 <= size < SIZE:
+            return NO_ROW
+        if uk is None:
+            return meta | size << 34, 0, 0
+        prefix = uk.rstrip(_HEX_DIGITS)  # "%0NX" % int(digits, 16) gives the digits back (N their count)
+        if not prefix and len(uk) == 32:
+            return meta | 1 << 32 | size << 34, int(uk[:16], 16), int(uk[16:], 16)
+        if len(uk) - len(prefix) > 16:
+            prefix = uk[:-16]
+        width = len(uk) - len(prefix)
+        if not width:
+            return NO_ROW
+        f = self._format_idx.get((prefix, width))
+        if f is None:
+            if len(self.formats) >= FORMATS:
+                return NO_ROW
+            f = self._format_idx[(prefix, width)] = len(self.formats)
+            self.formats.append(f"{prefix.replace('%', '%%')}%0{width}X")
+        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix):], 16)
+
+    def _keys_part(self, keys: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
+        """(the size of the keys and separators of a re-put with these properties but TIMER_ENQUEUE_MS and
+        TIMER_DEQUEUE_MS, those of the two it has), None for a cancel marker."""
+        if PROPERTY_TIMER_DEL_UNIQKEY in keys:
+            return None
+        try:
+            keys_len = _order(keys, self._capacity())[1]
+        except UnicodeError:
+            return None
+        drop = tuple(k for k in (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS) if k in keys)
+        return keys_len + 2 * len(keys) - sum(len(k) + 2 for k in drop), drop
+
+    def _tq_meta(self, topic: str | None, qid_text: str | None) -> int:
+        """The row's topic index + 1 and REAL_QID bits, 0 where the row cannot hold them."""
+        if topic is None:
+            return 0
+        try:
+            qid = int(qid_text)
+        except (TypeError, ValueError):
+            qid = 0
+        if not 0 <= qid < QIDS:
+            return 0
+        ti = self._topic_idx.get(topic)
+        if ti is None:
+            if len(self.topics) >= TOPICS:
+                return 0
+            ti = self._topic_idx[topic] = len(self.topics)
+            self.topics.append(topic)
+        return (ti + 1) | qid << 12
