@@ -97,6 +97,19 @@ def _close(buf) -> None:
         buf.close()
 
 
+def _span_bytes(base: MappedBase, i: int, lo: int, hi: int, mapped: bool):
+    """(the bytes of file `i`'s [lo, hi) as a `pread` gives them, or a read-only mapping of them when
+    `mapped`; where `lo` lies in them; their length), None when they are shorter than a header."""
+    fd = base._fd(i)
+    n = min(hi, base._file_length(i)) - lo  # the bytes a `pread` of [lo, hi) gives
+    if n < _HEAD_SIZE:
+        return None
+    if mapped:  # only the pages the records lie on are touched
+        at = lo - lo % mmap.ALLOCATIONGRANULARITY
+        return mmap.mmap(fd, lo + n - at, access=mmap.ACCESS_READ, offset=at), lo - at, n
+    return os.pread(fd, n, lo), 0, n
+
+
 def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
     """(the span's bytes or file mapping, ok mask, properties starts and ends in it, BODYLENGTH,
     SYSFLAG) of the records at `phys`, or None when none of them can be read batch-wise; the caller
@@ -119,18 +132,12 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
     hi = int((pos + np.maximum(s, 0)).max())
     if lo < 0 or hi - lo > MAX_SPAN or hi <= lo:
         return None
-    fd = base._fd(i)
-    n = min(hi, base._file_length(i)) - lo  # the bytes a `pread` of [lo, hi) gives
-    if n < _HEAD_SIZE:
+    # mapped, not copied, when sparse: a delay level's records lie ~5 KB apart among the other topics'
+    # records (a `pread` of the span copies 18 times their bytes)
+    span = _span_bytes(base, i, lo, hi, min(hi, base._file_length(i)) - lo > SPARSE * len(phys))
+    if span is None:
         return None
-    if n > SPARSE * len(phys):
-        # mapped, not copied: a delay level's records lie ~5 KB apart among the other topics' records
-        # (a `pread` of the span copies 18 times their bytes); only the pages they lie on are touched
-        at = lo - lo % mmap.ALLOCATIONGRANULARITY
-        buf = mmap.mmap(fd, lo + n - at, access=mmap.ACCESS_READ, offset=at)
-    else:
-        at, buf = lo, os.pread(fd, n, lo)
-    delta = lo - at
+    buf, delta, n = span
     a = np.frombuffer(buf, np.uint8, n, delta)
     r = pos - lo
     avail = (pos < f.length) & (r + _HEAD_SIZE <= n)
@@ -182,18 +189,13 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
         hi = max([p + s if s > 0 else p for p, s in zip(phys, sizes, strict=True)]) - f.start
     if lo < 0 or hi - lo > MAX_SPAN or hi <= lo:
         return None
-    fd = base._fd(i)
-    n = min(hi, base._file_length(i)) - lo  # the bytes a `pread` of [lo, hi) gives
-    if n < _HEAD_SIZE:
+    # mapped as `_scan` maps, but a few records' span is read: mapping it and faulting its pages in costs more
+    sparse = min(hi, base._file_length(i)) - lo > SPARSE * len(phys)
+    span = _span_bytes(base, i, lo, hi, sparse and len(phys) >= MAP_FROM)
+    if span is None:
         return None
-    if n > SPARSE * len(phys) and len(phys) >= MAP_FROM:
-        # mapped: see `_scan` (a few records' span is read: mapping it and faulting its pages in costs more)
-        at = lo - lo % mmap.ALLOCATIONGRANULARITY
-        buf = mmap.mmap(fd, lo + n - at, access=mmap.ACCESS_READ, offset=at)
-    else:
-        at, buf = lo, os.pread(fd, n, lo)
-    base_at = p_lo  # global offset of the span's start
-    return buf, lo - at, [p - base_at for p in phys], n, f.length - lo
+    buf, delta, n = span
+    return buf, delta, [p - p_lo for p in phys], n, f.length - lo
 
 
 class _Template:
