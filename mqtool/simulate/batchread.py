@@ -23,8 +23,15 @@ import struct
 import numpy as np
 
 from mqtool.formats import layout
-from mqtool.formats.commitlog import HEADER, HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-from mqtool.formats.message import _HEAD, _STORE_TS, _TAIL
+from mqtool.formats.commitlog import (
+    AFTER_STORE_HOST,
+    HEADER,
+    HOST_SIZE_V4,
+    HOST_SIZE_V6,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+)
+from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.diskread import MappedBase, fast_properties
 
@@ -36,9 +43,12 @@ _TAIL_SIZE = _TAIL.size
 _STORE_TS_SIZE = _STORE_TS.size
 _OFFSETS = layout.offsets(HEADER)
 _TOTAL_AT, _MAGIC_AT, _SYSFLAG_AT = _OFFSETS["total_size"], _OFFSETS["magic_code"], _OFFSETS["sys_flag"]
-assert (_TOTAL_AT, _MAGIC_AT) == (0, 4) and _SYSFLAG_AT > 8
-_LEAD_SYS = struct.Struct(f">ii{_SYSFLAG_AT - 8}xi")  # TOTALSIZE, MAGICCODE, SYSFLAG
-_I4, _I2, _I1 = struct.Struct(">i"), struct.Struct(">h"), struct.Struct(">b")
+# `read_plain`'s readers, derived from `commitlog_record` like `formats.message`'s
+_LEAD_SYS = layout.struct_format([f for f in HEADER if f.name in ("total_size", "magic_code", "sys_flag")])
+_BODY_LEN = layout.struct_format(AFTER_STORE_HOST[-1:])  # BODYLENGTH, the tail's last field
+# the widths of BODYLENGTH, TOPICLENGTH (V1, V2) and PROPERTIESLENGTH
+_BL, _TL1, _TL2, _PL = (_BODY_LEN.size, _TOPIC_LEN[MESSAGE_MAGIC_CODE].size, _TOPIC_LEN[MESSAGE_MAGIC_CODE_V2].size,
+                        _PROPS_LEN.size)
 MAX_TEMPLATES = 32  # plain key sequences remembered per set of wanted keys (`read_plain`)
 
 
@@ -150,14 +160,14 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
     sn = np.where(sysflag & STOREHOST_V6, HOST_SIZE_V6, HOST_SIZE_V4)
     tail = _HEAD_SIZE + bn + _STORE_TS_SIZE + sn  # relative to the record
     ok &= tail + _TAIL_SIZE <= total
-    body_len = _be(a, r + tail + _TAIL_SIZE - 4, 4)
+    body_len = _be(a, r + tail + _TAIL_SIZE - _BL, _BL)
     after_body = tail + _TAIL_SIZE + body_len
     ok &= (body_len >= 0) & (after_body <= total)
     v2 = magic == MESSAGE_MAGIC_CODE_V2
-    topic_len = np.where(v2, _be(a, r + after_body, 2), _be(a, r + after_body, 1))
-    props_at = after_body + np.where(v2, 2, 1) + topic_len
-    props_len = _be(a, r + props_at, 2)
-    props_start = props_at + 2
+    topic_len = np.where(v2, _be(a, r + after_body, _TL2), _be(a, r + after_body, _TL1))
+    props_at = after_body + np.where(v2, _TL2, _TL1) + topic_len
+    props_len = _be(a, r + props_at, _PL)
+    props_start = props_at + _PL
     ok &= (topic_len >= 0) & (props_len >= 0) & (props_start + props_len <= total)
     del a  # no view of a mapping outlives the scan: the caller closes it
     r += delta
@@ -263,7 +273,9 @@ def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tupl
     head, store_ts, tail_size = _HEAD_SIZE, _STORE_TS_SIZE, _TAIL_SIZE
     v4, v6 = HOST_SIZE_V4, HOST_SIZE_V6
     magic1, magic2 = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-    lead, i4, i2, i1 = _LEAD_SYS.unpack_from, _I4.unpack_from, _I2.unpack_from, _I1.unpack_from
+    lead, body_of, props_len_of = _LEAD_SYS.unpack_from, _BODY_LEN.unpack_from, _PROPS_LEN.unpack_from
+    topic_v2, topic_v1 = _TOPIC_LEN[MESSAGE_MAGIC_CODE_V2], _TOPIC_LEN[MESSAGE_MAGIC_CODE]
+    tv2, tv1 = topic_v2.unpack_from, topic_v1.unpack_from
     try:
         for k, rel in enumerate(rels):
             if rel >= flen or rel + head > n:
@@ -276,23 +288,23 @@ def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tupl
             after_tail = head + hosts + store_ts + tail_size
             if after_tail > total:
                 continue
-            (body_len,) = i4(buf, r + after_tail - 4)
+            (body_len,) = body_of(buf, r + after_tail - _BODY_LEN.size)
             after_body = after_tail + body_len
             if body_len < 0 or after_body > total:
                 continue
             try:
                 if magic == magic2:
-                    (topic_len,) = i2(buf, r + after_body)
-                    props_at = after_body + 2 + topic_len
+                    (topic_len,) = tv2(buf, r + after_body)
+                    props_at = after_body + topic_v2.size + topic_len
                 else:
-                    (topic_len,) = i1(buf, r + after_body)
-                    props_at = after_body + 1 + topic_len
-                (props_len,) = i2(buf, r + props_at)
+                    (topic_len,) = tv1(buf, r + after_body)
+                    props_at = after_body + topic_v1.size + topic_len
+                (props_len,) = props_len_of(buf, r + props_at)
             except struct.error:
                 continue  # past the bytes: the checks below fail for such a record anyway
-            if topic_len < 0 or props_len < 0 or props_at + 2 + props_len > total:
+            if topic_len < 0 or props_len < 0 or props_at + _PL + props_len > total:
                 continue
-            b = r + props_at + 2
+            b = r + props_at + _PL
             e = b + props_len
             t = last
             m = t.pattern.fullmatch(buf, b, e) if t is not None else None
