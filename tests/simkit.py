@@ -40,3 +40,20 @@ class Built:
 
 def config(**java):
     return BrokerConfig().with_overrides(java) if java else BrokerConfig()
+
+
+def spy_read_plain(monkeypatch, module) -> list:
+    """Every answer `batchread.read_plain` gives when `module` (a service's module) calls it, in order:
+    the list returned, filled as the run goes."""
+    from mqtool.simulate import batchread
+
+    answers: list = []
+    real = batchread.read_plain
+
+    def spy(*a):
+        out = real(*a)
+        answers.extend(out)
+        return out
+
+    monkeypatch.setattr(module, "read_plain", spy)
+    return answers

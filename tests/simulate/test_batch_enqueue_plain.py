@@ -20,6 +20,7 @@ from mqtool.simulate.model import StoreModel
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.timerrows import DeliveryRows
 from mqtool.store.store import Store
+from simkit import spy_read_plain
 
 START = 1_800_000_000_000
 DAY = 86_400_000
@@ -78,15 +79,7 @@ def _build(root, n: int = N_SHAPES * 20):
 
 def _run(store, config, batch: bool, monkeypatch) -> tuple[str, object, list]:
     monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
-    answers: list = []
-    real = batchread.read_plain
-
-    def spy(*a):
-        out = real(*a)
-        answers.extend(out)
-        return out
-
-    monkeypatch.setattr(timer_mod, "read_plain", spy)
+    answers = spy_read_plain(monkeypatch, timer_mod)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3 * DAY, None, seed=1, sink=sink)
     return sink.getvalue(), res, answers

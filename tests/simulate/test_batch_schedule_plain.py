@@ -19,6 +19,7 @@ from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import props_length
 from mqtool.simulate.runner import simulate
 from mqtool.store.store import Store
+from simkit import spy_read_plain
 
 START = 1_800_000_000_000
 S, P = "\x02", "\x01"
@@ -67,15 +68,7 @@ def _build(root, version: str, n: int = 13 * 24):
 
 def _run(store, config, batch: bool, version: str, monkeypatch) -> tuple[str, dict, list]:
     monkeypatch.setattr(schedule_mod.ScheduleService, "batch", batch)
-    answers: list = []
-    real = batchread.read_plain
-
-    def spy(*a):
-        out = real(*a)
-        answers.extend(out)
-        return out
-
-    monkeypatch.setattr(schedule_mod, "read_plain", spy)
+    answers = spy_read_plain(monkeypatch, schedule_mod)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3_600_000, None, seed=1, broker_version=version, sink=sink)
     return sink.getvalue(), res.summary, answers
