@@ -101,12 +101,14 @@ def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, batch_size):
     # every record answered by the batch read, once: 11 plain shapes of 9 key sequences (the first
     # string of each parsed into a map to make its template, the rest matched) and 4 that are not plain
     assert plain + mapped == n
-    assert plain >= 11 * 20 - 9 and mapped >= 4 * 20
+    assert plain == 11 * 20 - 9 and mapped == 4 * 20 + 9
     # 20 not a number (passed over); the rest enqueued at the start
     assert log1.count(f'{{"time":{START},"service":"timer","event":"enqueue"') == n - 20
     assert log1.count('"cancel":true') >= 20
     assert '"uniq_key":"T00002"' in log1 and '"uniq_key":"7F000001000018B4AAC2000000000006"' in log1
-    assert '"event":"roll"' in log1 and log1.count('"service":"timer","event":"deliver"') > n // 2
+    # delivered: all but the 20 not a number and the 20 cancel markers (each names record i - 9, due in
+    # another slot: nothing is cancelled)
+    assert '"event":"roll"' in log1 and log1.count('"service":"timer","event":"deliver"') == n - 20 - 20
 
 
 def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
