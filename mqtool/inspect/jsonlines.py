@@ -169,9 +169,9 @@ class _Buffers:
 
 
 class _LinesJob:
-    """One chunk's lines in three steps: `__init__` (the columns, property pairs and hosts: numpy and
-    the scan kernels), `write(i)` (the compiled writer alone on piece i of the rows, GIL released: the
-    step `_pipelined` hands to its worker threads) and `parts` (the lines as `memoryview`s, the
+    """One chunk's lines in three steps: `__init__` (the columns, texts and hosts: numpy), `write(i)`
+    (the compiled writer alone on piece i of the rows, GIL released: the step `_pipelined` hands to
+    its worker threads) and `parts` (the lines as `memoryview`s, the
     left-out rows as record-path dicts). The job holds a view of the chunk's mapping until its parts
     are read: the scan cannot unmap it earlier."""
 
@@ -180,11 +180,10 @@ class _LinesJob:
         self.cc, self.rows, self.body, self.decompress = cc, rows, body, decompress
         buffers = buffers or _Buffers()
         self.last = -1
-        self.pieces: list[tuple] = []  # (lo, hi, out, ends, the writer's args, the pairs' first arrays)
+        self.pieces: list[tuple] = []  # (lo, hi, out, ends, the writer's args)
         file_json = _json_text(cc.rel)
         if file_json is None:  # a file name only `json` writes (never in a real store): record rows
             return
-        self.k = fastscan.compiled_kernels()
         chunk = cc.chunk
         c = _whole_columns(chunk.cols, rows)  # row i of the rows is column i of c (c may be wider)
         a = fastscan.as_array(cc.buf)
@@ -193,35 +192,30 @@ class _LinesJob:
         props_len = v[fastscan.C_PROPS_LEN]
         host_tab, host_at, born, store = _hosts(a, v)
         flags, flag_codes = np.unique(v[fastscan.C_SYS_FLAG], return_inverse=True)
-        flag_tab, flag_at = _table([_flag_json(int(f)) for f in flags.tolist()])
+        flag_tab, flag_at = _table([b", " + _flag_json(int(f)) + b', "born_timestamp": ' for f in flags.tolist()])
         flag_codes = flag_codes.ravel().astype(np.int64)
         dl = (np.ascontiguousarray(chunk.dledger[:, rows]) if chunk.dledger is not None
               else np.zeros((3, 0), np.int64))
         fixed = 1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))  # an upper bound of each line
         per_row = 6 * v[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * v[fastscan.C_BODY_LEN])
         crc_ok = chunk.crc_ok[rows]  # all True while the CRC is still to check: `_lines` computes it
+        lits, lit_at = _texts_table(file_json)
+        keys = int(props_len.max(initial=0)) // 3 + 2  # pairs a row can have at most (`_properties`)
         self.writer = _writer()
         pieces = min(pieces, m)
         for i in range(pieces):
             lo, hi = m * i // pieces, m * (i + 1) // pieces
-            out = buffers.take(max(1, fixed * (hi - lo) + int(per_row[lo:hi].sum())))  # no pyarrow import
+            out = buffers.take(fixed * (hi - lo) + int(per_row[lo:hi].sum()) + _PAD)  # no pyarrow import
             ends = np.empty(hi - lo, np.int64)
-            pairs = buffers.take(4 * 8 * (hi - lo) * 8, np.int64, (4, 8 * (hi - lo)))  # 8 a row; `write` splits
-            args = [a, c, lo, hi, chunk.base_offset,
-                    np.frombuffer(file_json, np.uint8), None, None, None, None, None,  # `write`: the pairs
-                    np.frombuffer(_UNIQ, np.uint8), host_tab, host_at, born, store, flag_tab, flag_at,
-                    flag_codes, dl, crc_ok, not chunk.crc_checked, _BODY_MODES[body], decompress, _LITS, _LIT_AT,
-                    out, ends]
-            self.pieces.append((lo, hi, out, ends, args, pairs))
+            args = [a, c, lo, hi, chunk.base_offset, lits, lit_at, flag_tab, flag_at, flag_codes, host_tab, host_at,
+                    born, store, dl, crc_ok, not chunk.crc_checked, _BODY_MODES[body], decompress,
+                    np.frombuffer(_UNIQ, np.uint8), np.empty((2, keys), np.int64), out, ends]
+            self.pieces.append((lo, hi, out, ends, args))
 
     def write(self, i: int = 0) -> None:
-        """Split piece i's properties into pairs, then run the compiled writer on it (`ends`: see
-        `_lines`): both native, so a worker thread runs them without the GIL."""
-        lo, hi, _, _, args, pairs = self.pieces[i]
-        c = args[1]
-        args[6:11] = _property_pairs(self.k, args[0], c[fastscan.C_PROPS_POS, lo:hi], c[fastscan.C_PROPS_LEN, lo:hi],
-                                     pairs)
-        self.writer(*args)
+        """Run the compiled writer on piece i (`ends`: see `_lines`): native, so a worker thread runs it
+        without the GIL."""
+        self.writer(*self.pieces[i][4])
 
     def parts(self) -> Iterator[tuple[int, memoryview | dict]]:
         """(last row covered, part) in row order, once every piece is written; `last` is the row of
@@ -369,23 +363,22 @@ def _flag_json(sys_flag: int) -> bytes:
 
 
 def _table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, starts) of texts for `_lit`; 64 bytes of padding let `_put` copy each in moves of a constant size."""
     at = np.zeros(len(texts) + 1, np.int64)
     np.cumsum([len(t) for t in texts], out=at[1:])
-    return np.frombuffer(b"".join(texts), np.uint8) if texts else np.zeros(0, np.uint8), at
+    return np.frombuffer(b"".join(texts) + bytes(_PAD), np.uint8), at
 
 
-def _property_pairs(k, a: np.ndarray, props_pos: np.ndarray, props_len: np.ndarray,
-                    first: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(pair_at, kpos, klen, vpos, vlen) of the rows' properties (`kernels._property_pairs`): row i's
-    pairs are pair_at[i]:pair_at[i + 1]. `first`: a (4, 8 a row) array tried first; rows with more
-    pairs than that get arrays of the bound of their bytes."""
-    m = len(props_pos)
-    pair_at = np.empty(m + 1, np.int32)
-    for cap in (first.shape[1], int(props_len.sum()) // 3 + 1):
-        kpos, klen, vpos, vlen = first if cap == first.shape[1] else np.empty((4, cap), np.int64)
-        if k.property_pairs(a, props_pos, props_len, pair_at, kpos, klen, vpos, vlen) >= 0:
-            break
-    return pair_at, kpos, klen, vpos, vlen
+_PAD = 64
+_chunk_texts: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _texts_table(file_json: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """`_table` of `_texts(file_json)`, made once a file."""
+    t = _chunk_texts.get(file_json)
+    if t is None:
+        t = _chunk_texts[file_json] = _table(_texts(file_json))
+    return t
 
 
 def _hosts(a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -407,52 +400,61 @@ def _hosts(a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 
 # ===================================================================== the compiled writer
 # Plain functions compiled by `_writer()` with numba (never imported at module level): the helpers
-# are inlined into `_lines`, which numba caches on disk like the scan kernels.
-_TEXTS = (
-    b'{"physical_offset": ',  # T_OPEN
-    b', "file": ',  # T_FILE
-    b', "position": ',  # T_POSITION
-    b', "total_size": ',  # T_TOTAL_SIZE
-    b', "magic": "v2"',  # T_MAGIC_V2
-    b', "magic": "v1"',  # T_MAGIC_V1
-    b', "body_crc": ',  # T_BODY_CRC
-    b', "crc_ok": true',  # T_CRC_TRUE
-    b', "crc_ok": false',  # T_CRC_FALSE
-    b', "queue_id": ',  # T_QUEUE_ID
-    b', "flag": ',  # T_FLAG
-    b', "queue_offset": ',  # T_QUEUE_OFFSET
-    b', "sys_flag": ',  # T_SYS_FLAG
-    b', ',  # T_SEP
-    b', "born_timestamp": ',  # T_BORN_TIMESTAMP
-    b', "born_host": ',  # T_BORN_HOST
-    b', "store_timestamp": ',  # T_STORE_TIMESTAMP
-    b', "store_host": ',  # T_STORE_HOST
-    b', "reconsume_times": ',  # T_RECONSUME_TIMES
-    b', "prepared_transaction_offset": ',  # T_PREPARED_TRANSACTION_OFFSET
-    b', "topic": ',  # T_TOPIC
-    b', "properties": {',  # T_PROPERTIES
-    b': ',  # T_COLON
-    b'}, "uniq_key": ',  # T_UNIQ_KEY
-    b'null',  # T_NULL
-    b', "msg_id": "',  # T_MSG_ID
-    b'", "body_length": ',  # T_BODY_LENGTH
-    b', "body": ',  # T_BODY
-    b', "dledger": {"index": ',  # T_DLEDGER
-    b', "term": ',  # T_TERM
-    b', "pos": ',  # T_POS
-    b'}',  # T_CLOSE
-    b'}\n',  # T_END
-)
-(T_OPEN, T_FILE, T_POSITION, T_TOTAL_SIZE, T_MAGIC_V2, T_MAGIC_V1, T_BODY_CRC, T_CRC_TRUE, T_CRC_FALSE,
- T_QUEUE_ID, T_FLAG, T_QUEUE_OFFSET, T_SYS_FLAG, T_SEP, T_BORN_TIMESTAMP, T_BORN_HOST, T_STORE_TIMESTAMP,
- T_STORE_HOST, T_RECONSUME_TIMES, T_PREPARED_TRANSACTION_OFFSET, T_TOPIC, T_PROPERTIES, T_COLON, T_UNIQ_KEY,
- T_NULL, T_MSG_ID, T_BODY_LENGTH, T_BODY, T_DLEDGER, T_TERM, T_POS, T_CLOSE, T_END) = range(len(_TEXTS))
-_LITS = np.frombuffer(b"".join(_TEXTS), np.uint8)
+# are inlined into `_lines`, which numba caches on disk like the scan kernels. A line is the texts
+# between its values (`_texts`: adjacent constant texts are one, the file name included) and the values.
+def _texts(file_json: bytes) -> list[bytes]:
+    """The constant texts of a line in the order `L_*` names them; `file_json` is the chunk's file."""
+    return [
+        b'{"physical_offset": ',  # L_OPEN
+        b', "file": ' + file_json + b', "position": ',  # L_POSITION
+        b', "total_size": ',  # L_TOTAL_SIZE
+        b', "magic": "v2", "body_crc": ',  # L_MAGIC_V2
+        b', "magic": "v1", "body_crc": ',  # L_MAGIC_V1
+        b', "crc_ok": true, "queue_id": ',  # L_CRC_TRUE
+        b', "crc_ok": false, "queue_id": ',  # L_CRC_FALSE
+        b', "flag": ',  # L_FLAG
+        b', "queue_offset": ',  # L_QUEUE_OFFSET
+        b', "sys_flag": ',  # L_SYS_FLAG; then the sys flag's text (`_flag_text`) up to the born timestamp
+        b', "born_host": ',  # L_BORN_HOST
+        b', "store_timestamp": ',  # L_STORE_TIMESTAMP
+        b', "store_host": ',  # L_STORE_HOST
+        b', "reconsume_times": ',  # L_RECONSUME_TIMES
+        b', "prepared_transaction_offset": ',  # L_PREPARED
+        b', "topic": ',  # L_TOPIC
+        b', "properties": {',  # L_PROPERTIES
+        b', ',  # L_SEP
+        b': ',  # L_COLON
+        b'}, "uniq_key": ',  # L_UNIQ_KEY
+        b', "msg_id": "',  # L_MSG_ID
+        b'null, "msg_id": "',  # L_NULL_MSG_ID
+        b'", "body_length": ',  # L_BODY_LENGTH
+        b', "body": ',  # L_BODY
+        b', "body": null}\n',  # L_BODY_NULL_END
+        b', "body": null, "dledger": {"index": ',  # L_BODY_NULL_DLEDGER
+        b', "dledger": {"index": ',  # L_DLEDGER
+        b', "term": ',  # L_TERM
+        b', "pos": ',  # L_POS
+        b'}}\n',  # L_DLEDGER_END
+        b'}\n',  # L_END
+    ]
+
+
+(L_OPEN, L_POSITION, L_TOTAL_SIZE, L_MAGIC_V2, L_MAGIC_V1, L_CRC_TRUE, L_CRC_FALSE, L_FLAG, L_QUEUE_OFFSET,
+ L_SYS_FLAG, L_BORN_HOST, L_STORE_TIMESTAMP, L_STORE_HOST, L_RECONSUME_TIMES, L_PREPARED, L_TOPIC, L_PROPERTIES,
+ L_SEP, L_COLON, L_UNIQ_KEY, L_MSG_ID, L_NULL_MSG_ID, L_BODY_LENGTH, L_BODY, L_BODY_NULL_END, L_BODY_NULL_DLEDGER,
+ L_DLEDGER, L_TERM, L_POS, L_DLEDGER_END, L_END) = range(len(_texts(b"")))
+
 _ESCAPES = np.zeros(128, np.uint8)  # the letter after '\\' where json.dumps writes a two-character escape
 _ESCAPES[list(b'"\\\b\f\n\r\t')] = list(b'"\\bfnrt')
-_LIT_AT = np.cumsum([0, *map(len, _TEXTS)]).astype(np.int64)
+_CLASS = np.zeros(256, np.uint8)  # how `_str` writes a byte: 0 itself, 1 a two-character escape, 2 \u00XX, 3 UTF-8
+_CLASS[:0x20] = 2
+_CLASS[list(b'"\\\b\f\n\r\t')] = 1
+_CLASS[0x80:] = 3
 _DIGITS = np.frombuffer("".join(f"{i:02d}" for i in range(100)).encode(), np.uint8)  # "00" .. "99"
 _POW10 = np.array([10**i for i in range(20)], np.uint64)
+_HEX_UPPER = np.frombuffer("".join(f"{i:02X}" for i in range(256)).encode(), np.uint8)  # "00" .. "FF"
+_HEX_LOWER = np.frombuffer("".join(f"{i:02x}" for i in range(256)).encode(), np.uint8)
+_ONES, _HIGHS = 0x0101010101010101, 0x8080808080808080
 
 
 def _crc32(crc, ptr, n):  # pragma: no cover - the scan's zlib CRC symbol under numba (`_writer`)
@@ -463,35 +465,51 @@ def _copy(out, o, src, s, n):  # pragma: no cover - `_memcpy()` under numba (`_n
     raise NotImplementedError
 
 
+def _load8(a, i):  # pragma: no cover - `_intrinsics()` under numba: bytes a[i:i + 8] as a little-endian uint64
+    raise NotImplementedError
+
+
+def _clz(u):  # pragma: no cover - numba's `leading_zeros` (`_numba_writer`)
+    raise NotImplementedError
+
+
 def _put(out, o, src, s, n):
-    """Bytes `src[s:s + n]` to `out[o:]`: one memcpy (a loop of bytes was half of `_lines`'s time)."""
-    _copy(out, o, src, s, n)
+    """Bytes `src[s:s + n]` to `out[o:]`. Up to 64 bytes (every text of a line) as a copy of a constant
+    size, which LLVM writes as a few moves instead of a call of memcpy, when both arrays reach that far:
+    the bytes past n are written again by what follows."""
+    if n <= 16 and s + 16 <= src.shape[0] and o + 16 <= out.shape[0]:
+        _copy(out, o, src, s, 16)
+    elif n <= 32 and s + 32 <= src.shape[0] and o + 32 <= out.shape[0]:
+        _copy(out, o, src, s, 32)
+    elif n <= 64 and s + 64 <= src.shape[0] and o + 64 <= out.shape[0]:
+        _copy(out, o, src, s, 64)
+    else:
+        _copy(out, o, src, s, n)
     return o + n
 
 
 def _lit(out, o, lits, lit_at, k):
-    """Text `k` of a table (`_table`; `_LITS` holds `_TEXTS`: numba would make a bytes object per use of a
-    literal): bytes `lits[lit_at[k]:lit_at[k + 1]]`."""
+    """Text `k` of a table (`_table`): bytes `lits[lit_at[k]:lit_at[k + 1]]`."""
     return _put(out, o, lits, lit_at[k], lit_at[k + 1] - lit_at[k])
 
 
 def _lit_int(out, o, lits, lit_at, k, v):
-    """Literal `k` of `_TEXTS` and the decimal digits of `v`: a key and its number."""
+    """Text `k` of a table and the decimal digits of `v`: a key and its number."""
     return _int(out, _lit(out, o, lits, lit_at, k), v)
 
 
 def _int(out, o, v):
-    """Decimal digits of an int64 (as `str(int)`): two digits a step from `_DIGITS`, the count
-    from `_POW10` (no division to count them)."""
+    """Decimal digits of an int64 (as `str(int)`): two digits a step from `_DIGITS`; their count from
+    the bit length (floor(log10(2) * bits) = bits * 1233 >> 12, one more when `_POW10` says so)."""
     if v < 0:
         out[o] = 45
         o += 1
         u = np.uint64(-(v + 1)) + np.uint64(1)
     else:
         u = np.uint64(v)
-    digits = 1
-    while digits < 20 and u >= _POW10[digits]:
-        digits += 1
+    u1 = u | np.uint64(1)
+    t = ((np.uint64(64) - _clz(u1)) * np.uint64(1233)) >> np.uint64(12)
+    digits = np.int64(t) + (1 if u1 >= _POW10[t] else 0)
     p = o + digits
     while u >= np.uint64(100):
         q = u // np.uint64(100)
@@ -522,58 +540,75 @@ def _host4(out, o, a, pos, port):
     return o + 1
 
 
-def _utf8_ok(a, s, n):
-    """Well-formed UTF-8 (what Python's strict decoder accepts: no overlongs, surrogates, > U+10FFFF)."""
-    i = s
-    e = s + n
-    while i < e:
-        b = a[i]
-        if b < 0x80:
-            i += 1
-            continue
-        if 0xC2 <= b <= 0xDF:
-            need, lo, hi = 1, 0x80, 0xBF
-        elif b == 0xE0:
-            need, lo, hi = 2, 0xA0, 0xBF
-        elif 0xE1 <= b <= 0xEC or 0xEE <= b <= 0xEF:
-            need, lo, hi = 2, 0x80, 0xBF
-        elif b == 0xED:
-            need, lo, hi = 2, 0x80, 0x9F
-        elif b == 0xF0:
-            need, lo, hi = 3, 0x90, 0xBF
-        elif 0xF1 <= b <= 0xF3:
-            need, lo, hi = 3, 0x80, 0xBF
-        elif b == 0xF4:
-            need, lo, hi = 3, 0x80, 0x8F
-        else:
-            return False
-        if i + need >= e:
-            return False
-        b1 = a[i + 1]
-        if b1 < lo or b1 > hi:
-            return False
-        for t in range(2, need + 1):
-            if a[i + t] < 0x80 or a[i + t] > 0xBF:
-                return False
-        i += need + 1
-    return True
+def _utf8_len(a, i, e):
+    """Bytes of the well-formed UTF-8 sequence at a[i] (lead byte >= 0x80, what Python's strict decoder
+    accepts: no overlongs, surrogates, > U+10FFFF) ending before e; 0 when it is not one."""
+    b = a[i]
+    if 0xC2 <= b <= 0xDF:
+        need, lo, hi = 1, 0x80, 0xBF
+    elif b == 0xE0:
+        need, lo, hi = 2, 0xA0, 0xBF
+    elif 0xE1 <= b <= 0xEC or 0xEE <= b <= 0xEF:
+        need, lo, hi = 2, 0x80, 0xBF
+    elif b == 0xED:
+        need, lo, hi = 2, 0x80, 0x9F
+    elif b == 0xF0:
+        need, lo, hi = 3, 0x90, 0xBF
+    elif 0xF1 <= b <= 0xF3:
+        need, lo, hi = 3, 0x80, 0xBF
+    elif b == 0xF4:
+        need, lo, hi = 3, 0x80, 0x8F
+    else:
+        return 0
+    if i + need >= e:
+        return 0
+    b1 = a[i + 1]
+    if b1 < lo or b1 > hi:
+        return 0
+    for t in range(2, need + 1):
+        if a[i + t] < 0x80 or a[i + t] > 0xBF:
+            return 0
+    return need + 1
 
 
-def _str(out, o, a, s, n):
-    """A JSON string of UTF-8 bytes as `json.dumps(ensure_ascii=False)` writes it."""
+def _plain8(x):
+    """None of the 8 bytes of x needs more than itself in a JSON string: no byte < 0x20 or >= 0x80,
+    no '"' (0x22), no '\\' (0x5C). SWAR: with every byte < 0x80 (else x's own high bits tell), a
+    subtraction's borrow starts only at a byte below what is subtracted (x - 0x20 each, x ^ '"' - 1,
+    x ^ '\\' - 1), so a high bit is set in the difference only when such a byte is there."""
+    q = x ^ np.uint64(0x2222222222222222)
+    s = x ^ np.uint64(0x5C5C5C5C5C5C5C5C)
+    special = (x - np.uint64(0x2020202020202020)) | (q - np.uint64(_ONES)) | (s - np.uint64(_ONES)) | x
+    return (special & np.uint64(_HIGHS)) == np.uint64(0)
+
+
+def _str(out, o, a, i, e, stop1, stop2):
+    """A JSON string of the UTF-8 bytes a[i:] up to e or the first byte `stop1` or `stop2` (0x01/0x02
+    of the properties; 256: none), as `json.dumps(ensure_ascii=False)` writes it. Returns (end in out,
+    where it stopped in a), or (-1, i) at bytes that are not well-formed UTF-8. The UTF-8 check and
+    the copy are one pass; 8 plain bytes a step where there are 8."""
     out[o] = 34
     o += 1
-    for i in range(s, s + n):
+    while i < e:
+        if i + 8 <= e and _plain8(_load8(a, i)):
+            _copy(out, o, a, i, 8)
+            o += 8
+            i += 8
+            continue
         b = a[i]
-        e = _ESCAPES[b] if b < 128 else 0
-        if e != 0:
-            out[o] = 92
-            out[o + 1] = e
-            o += 2
-        elif b >= 0x20:
+        k = _CLASS[b]
+        if k == 0:
             out[o] = b
             o += 1
-        else:
+            i += 1
+        elif k == 1:
+            out[o] = 92
+            out[o + 1] = _ESCAPES[b]
+            o += 2
+            i += 1
+        elif k == 2:
+            if b == stop1 or b == stop2:
+                break
             out[o] = 92
             out[o + 1] = 117
             out[o + 2] = 48
@@ -582,131 +617,211 @@ def _str(out, o, a, s, n):
             lo = b & 15
             out[o + 5] = (48 + lo) if lo < 10 else (87 + lo)
             o += 6
+            i += 1
+        else:
+            n = _utf8_len(a, i, e)
+            if n == 0:
+                return -1, i
+            for t in range(n):
+                out[o + t] = a[i + t]
+            o += n
+            i += n
     out[o] = 34
-    return o + 1
+    return o + 1, i
 
 
-def _hex(out, o, a, s, n, upper):
-    base = 55 if upper else 87
+def _hex(out, o, a, s, n, table):
+    """Two hex digits a byte of a[s:s + n] from `_HEX_UPPER` or `_HEX_LOWER`."""
     for i in range(s, s + n):
-        hi = a[i] >> 4
-        lo = a[i] & 15
-        out[o] = (48 + hi) if hi < 10 else (base + hi)
-        out[o + 1] = (48 + lo) if lo < 10 else (base + lo)
+        r = 2 * np.int64(a[i])
+        out[o] = table[r]
+        out[o + 1] = table[r + 1]
         o += 2
     return o
 
 
-def _lines(a, c, row_lo, row_hi, base, file_json, pair_at, kpos, klen, vpos, vlen, uniq, host_tab, host_at, born, store,
-           flag_tab, flag_at, flag_codes, dl, crc_ok, need_crc, body_mode, decompress, lits, lit_at, out, ends):
+def _properties(out, o, a, s, n, lits, lit_at, uniq, keys):
+    """The properties' pairs as `"name": "value"` (`string2messageProperties`: pairs end at 0x02, a name
+    at its first 0x01; a pair without a name or a value is left out), each byte checked and copied
+    once. Returns (end in out, where the UNIQ_KEY value's JSON text starts in out or -1, its end), or
+    o = -1 for bytes that are not UTF-8 or a repeated name (the record path's dict keeps the first
+    place and the last value): the row is then the record path's. `keys` (2, >= pairs): scratch."""
+    i = s
+    e = s + n
+    m = 0
+    u_at = -1
+    u_end = -1
+    while i < e:
+        at = o
+        if m > 0:
+            o = _lit(out, o, lits, lit_at, L_SEP)
+        o, j = _str(out, o, a, i, e, 1, 2)
+        if o < 0:
+            return -1, -1, -1
+        if j < e and a[j] == 1:
+            name = j > i
+            o = _lit(out, o, lits, lit_at, L_COLON)
+            v_at = o
+            o, k = _str(out, o, a, j + 1, e, 2, 2)  # the rest of the pair: also checked when left out
+            if o < 0:
+                return -1, -1, -1
+            if name and k > j + 1:
+                for q in range(m):
+                    if keys[1, q] == j - i:
+                        same = True
+                        for t in range(j - i):
+                            if a[keys[0, q] + t] != a[i + t]:
+                                same = False
+                                break
+                        if same:
+                            return -1, -1, -1
+                keys[0, m] = i
+                keys[1, m] = j - i
+                m += 1
+                if j - i == uniq.shape[0]:
+                    same = True
+                    for t in range(j - i):
+                        if a[i + t] != uniq[t]:
+                            same = False
+                            break
+                    if same:
+                        u_at, u_end = v_at, o
+            else:
+                o = at
+            i = k + 1
+        else:  # no 0x01 before the pair's end: no value
+            o = at
+            i = j + 1
+    return o, u_at, u_end
+
+
+def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_codes, host_tab, host_at, born, store,
+           dl, crc_ok, need_crc, body_mode, decompress, uniq, keys, out, ends):
     """One JSON line per column row_lo..row_hi-1 of `c` into `out`; `ends[i - row_lo]` is where row i's
     line ends, or `-(that position) - 1` when row i is left to the record path (nothing written for
-    it). The pairs (`pair_at`) are those of these rows (row i's: `pair_at[i - row_lo]`); the other
-    per-row arrays are indexed by i."""
+    it). `lits`/`lit_at`: the chunk's `_texts`; the per-row arrays are indexed by i."""
     o = 0
+    born_key = np.uint64(0)  # the last IPv4 born / store host (its 8 bytes) and where its text is in out
+    born_at = -1
+    born_end = -1
+    store_key = np.uint64(0)
+    store_at = -1
+    store_end = -1
     for i in range(row_lo, row_hi):
+        start = o
         sysf = c[fastscan.C_SYS_FLAG, i]
         body_pos = c[fastscan.C_BODY_POS, i]
         body_len = c[fastscan.C_BODY_LEN, i]
-        topic_pos = c[fastscan.C_TOPIC_POS, i]
-        topic_len = c[fastscan.C_TOPIC_LEN, i]
-        if (not _utf8_ok(a, topic_pos, topic_len)
-                or not _utf8_ok(a, c[fastscan.C_PROPS_POS, i], c[fastscan.C_PROPS_LEN, i])
-                or (body_mode == 2 and not _utf8_ok(a, body_pos, body_len))
-                or (decompress and (sysf & COMPRESSED) != 0)):
+        if decompress and (sysf & COMPRESSED) != 0:
             ends[i - row_lo] = -o - 1
             continue
         pos = c[fastscan.C_POS, i]
-        o = _lit_int(out, o, lits, lit_at, T_OPEN, base + pos)
-        o = _lit(out, o, lits, lit_at, T_FILE)
-        o = _put(out, o, file_json, 0, len(file_json))
-        o = _lit_int(out, o, lits, lit_at, T_POSITION, pos)
-        o = _lit_int(out, o, lits, lit_at, T_TOTAL_SIZE, c[fastscan.C_TOTAL, i])
-        o = _lit(out, o, lits, lit_at, T_MAGIC_V2 if c[fastscan.C_MAGIC, i] == _V2 else T_MAGIC_V1)
-        o = _lit_int(out, o, lits, lit_at, T_BODY_CRC, c[fastscan.C_BODY_CRC, i])
+        o = _lit_int(out, o, lits, lit_at, L_OPEN, base + pos)
+        o = _lit_int(out, o, lits, lit_at, L_POSITION, pos)
+        o = _lit_int(out, o, lits, lit_at, L_TOTAL_SIZE, c[fastscan.C_TOTAL, i])
+        o = _lit_int(out, o, lits, lit_at, L_MAGIC_V2 if c[fastscan.C_MAGIC, i] == _V2 else L_MAGIC_V1,
+                     c[fastscan.C_BODY_CRC, i])
         ok = crc_ok[i]
         if need_crc and body_len > 0:
             ok = (_crc32(0, a.ctypes.data + body_pos, body_len) & 0x7FFFFFFF) == c[fastscan.C_BODY_CRC, i]
-        o = _lit(out, o, lits, lit_at, T_CRC_TRUE if ok else T_CRC_FALSE)
-        o = _lit_int(out, o, lits, lit_at, T_QUEUE_ID, c[fastscan.C_QUEUE_ID, i])
-        o = _lit_int(out, o, lits, lit_at, T_FLAG, c[fastscan.C_FLAG, i])
-        o = _lit_int(out, o, lits, lit_at, T_QUEUE_OFFSET, c[fastscan.C_QUEUE_OFFSET, i])
-        o = _lit_int(out, o, lits, lit_at, T_SYS_FLAG, sysf)
-        o = _lit(out, o, lits, lit_at, T_SEP)
-        o = _lit(out, o, flag_tab, flag_at, flag_codes[i])
-        o = _lit_int(out, o, lits, lit_at, T_BORN_TIMESTAMP, c[fastscan.C_BORN_TS, i])
-        o = _lit(out, o, lits, lit_at, T_BORN_HOST)
-        if born[i] < 0:
-            o = _host4(out, o, a, c[fastscan.C_BORN_HOST, i], c[fastscan.C_BORN_PORT, i])
-        else:
+        o = _lit_int(out, o, lits, lit_at, L_CRC_TRUE if ok else L_CRC_FALSE, c[fastscan.C_QUEUE_ID, i])
+        o = _lit_int(out, o, lits, lit_at, L_FLAG, c[fastscan.C_FLAG, i])
+        o = _lit_int(out, o, lits, lit_at, L_QUEUE_OFFSET, c[fastscan.C_QUEUE_OFFSET, i])
+        o = _lit_int(out, o, lits, lit_at, L_SYS_FLAG, sysf)
+        o = _lit_int(out, o, flag_tab, flag_at, flag_codes[i], c[fastscan.C_BORN_TS, i])
+        o = _lit(out, o, lits, lit_at, L_BORN_HOST)
+        if born[i] >= 0:
             o = _lit(out, o, host_tab, host_at, born[i])
-        o = _lit_int(out, o, lits, lit_at, T_STORE_TIMESTAMP, c[fastscan.C_STORE_TS, i])
-        o = _lit(out, o, lits, lit_at, T_STORE_HOST)
-        if store[i] < 0:
-            o = _host4(out, o, a, c[fastscan.C_STORE_HOST, i], c[fastscan.C_STORE_PORT, i])
         else:
-            o = _lit(out, o, host_tab, host_at, store[i])
-        o = _lit_int(out, o, lits, lit_at, T_RECONSUME_TIMES, c[fastscan.C_RECONSUME, i])
-        o = _lit_int(out, o, lits, lit_at, T_PREPARED_TRANSACTION_OFFSET, c[fastscan.C_PREPARED, i])
-        o = _lit(out, o, lits, lit_at, T_TOPIC)
-        o = _str(out, o, a, topic_pos, topic_len)
-        o = _lit(out, o, lits, lit_at, T_PROPERTIES)
-        u = -1
-        for q in range(pair_at[i - row_lo], pair_at[i - row_lo + 1]):
-            if q > pair_at[i - row_lo]:
-                o = _lit(out, o, lits, lit_at, T_SEP)
-            o = _str(out, o, a, kpos[q], klen[q])
-            o = _lit(out, o, lits, lit_at, T_COLON)
-            o = _str(out, o, a, vpos[q], vlen[q])
-            if klen[q] == len(uniq):
-                same = True
-                for t in range(len(uniq)):
-                    if a[kpos[q] + t] != uniq[t]:
-                        same = False
-                        break
-                if same:
-                    u = q
-        o = _lit(out, o, lits, lit_at, T_UNIQ_KEY)
-        if u >= 0:
-            o = _str(out, o, a, vpos[u], vlen[u])
-        else:
-            o = _lit(out, o, lits, lit_at, T_NULL)
-        o = _lit(out, o, lits, lit_at, T_MSG_ID)
+            hp = c[fastscan.C_BORN_HOST, i]
+            key = _load8(a, hp)
+            if born_at >= 0 and key == born_key:
+                o = _put(out, o, out, born_at, born_end - born_at)
+            else:
+                born_key = key
+                born_at = o
+                o = _host4(out, o, a, hp, c[fastscan.C_BORN_PORT, i])
+                born_end = o
+        o = _lit_int(out, o, lits, lit_at, L_STORE_TIMESTAMP, c[fastscan.C_STORE_TS, i])
+        o = _lit(out, o, lits, lit_at, L_STORE_HOST)
         sh = c[fastscan.C_STORE_HOST, i]
-        o = _hex(out, o, a, sh, _HOST_V6 if (sysf & STOREHOST_V6) != 0 else _HOST_V4, True)
+        if store[i] >= 0:
+            o = _lit(out, o, host_tab, host_at, store[i])
+        else:
+            key = _load8(a, sh)
+            if store_at >= 0 and key == store_key:
+                o = _put(out, o, out, store_at, store_end - store_at)
+            else:
+                store_key = key
+                store_at = o
+                o = _host4(out, o, a, sh, c[fastscan.C_STORE_PORT, i])
+                store_end = o
+        o = _lit_int(out, o, lits, lit_at, L_RECONSUME_TIMES, c[fastscan.C_RECONSUME, i])
+        o = _lit_int(out, o, lits, lit_at, L_PREPARED, c[fastscan.C_PREPARED, i])
+        o = _lit(out, o, lits, lit_at, L_TOPIC)
+        topic_pos = c[fastscan.C_TOPIC_POS, i]
+        o, _ = _str(out, o, a, topic_pos, topic_pos + c[fastscan.C_TOPIC_LEN, i], 256, 256)
+        if o < 0:  # the row is the record path's: its text goes, with the hosts written in it
+            o = start
+            born_at = -1 if born_at >= start else born_at
+            store_at = -1 if store_at >= start else store_at
+            ends[i - row_lo] = -o - 1
+            continue
+        o = _lit(out, o, lits, lit_at, L_PROPERTIES)
+        o, u_at, u_end = _properties(out, o, a, c[fastscan.C_PROPS_POS, i], c[fastscan.C_PROPS_LEN, i], lits,
+                                     lit_at, uniq, keys)
+        if o < 0:  # the row is the record path's: its text goes, with the hosts written in it
+            o = start
+            born_at = -1 if born_at >= start else born_at
+            store_at = -1 if store_at >= start else store_at
+            ends[i - row_lo] = -o - 1
+            continue
+        o = _lit(out, o, lits, lit_at, L_UNIQ_KEY)
+        if u_at >= 0:
+            _copy(out, o, out, u_at, u_end - u_at)  # exactly: the source ends just before o
+            o = _lit(out, o + u_end - u_at, lits, lit_at, L_MSG_ID)
+        else:
+            o = _lit(out, o, lits, lit_at, L_NULL_MSG_ID)
+        o = _hex(out, o, a, sh, _HOST_V6 if (sysf & STOREHOST_V6) != 0 else _HOST_V4, _HEX_UPPER)
         phys = c[fastscan.C_PHYS_FIELD, i]
         for t in range(7, -1, -1):
-            b = (phys >> (8 * t)) & 255
-            hi = b >> 4
-            lo = b & 15
-            out[o] = (48 + hi) if hi < 10 else (55 + hi)
-            out[o + 1] = (48 + lo) if lo < 10 else (55 + lo)
+            r = 2 * ((phys >> (8 * t)) & 255)
+            out[o] = _HEX_UPPER[r]
+            out[o + 1] = _HEX_UPPER[r + 1]
             o += 2
-        o = _lit_int(out, o, lits, lit_at, T_BODY_LENGTH, body_len)
-        o = _lit(out, o, lits, lit_at, T_BODY)
+        o = _lit_int(out, o, lits, lit_at, L_BODY_LENGTH, body_len)
+        has_dl = dl.shape[1] > 0
         if body_mode == 0:
-            o = _lit(out, o, lits, lit_at, T_NULL)
-        elif body_mode == 1:
-            out[o] = 34
-            o = _hex(out, o + 1, a, body_pos, body_len, False)
-            out[o] = 34
-            o += 1
+            o = _lit(out, o, lits, lit_at, L_BODY_NULL_DLEDGER if has_dl else L_BODY_NULL_END)
         else:
-            o = _str(out, o, a, body_pos, body_len)
-        if dl.shape[1] > 0:
-            o = _lit_int(out, o, lits, lit_at, T_DLEDGER, dl[0, i])
-            o = _lit_int(out, o, lits, lit_at, T_TERM, dl[1, i])
-            o = _lit_int(out, o, lits, lit_at, T_POS, dl[2, i])
-            o = _lit(out, o, lits, lit_at, T_CLOSE)
-        o = _lit(out, o, lits, lit_at, T_END)
+            o = _lit(out, o, lits, lit_at, L_BODY)
+            if body_mode == 1:
+                out[o] = 34
+                o = _hex(out, o + 1, a, body_pos, body_len, _HEX_LOWER)
+                out[o] = 34
+                o += 1
+            else:
+                o, _ = _str(out, o, a, body_pos, body_pos + body_len, 256, 256)
+                if o < 0:
+                    o = start
+                    born_at = -1 if born_at >= start else born_at
+                    store_at = -1 if store_at >= start else store_at
+                    ends[i - row_lo] = -o - 1
+                    continue
+            o = _lit(out, o, lits, lit_at, L_DLEDGER if has_dl else L_END)
+        if has_dl:
+            o = _int(out, o, dl[0, i])
+            o = _lit_int(out, o, lits, lit_at, L_TERM, dl[1, i])
+            o = _lit_int(out, o, lits, lit_at, L_POS, dl[2, i])
+            o = _lit(out, o, lits, lit_at, L_DLEDGER_END)
         ends[i - row_lo] = o
     return o
 
 
 _compiled = None
 _numba_compiled = None
-_LINES_SPEC = ("u1[:] i8[:,:] i8 i8 i8 u1[:] i4[:] i8[:] i8[:] i8[:] i8[:] u1[:] u1[:] i8[:] i8[:] i8[:] u1[:] i8[:] "
-               "i8[:] i8[:,:] b1[:] ? i8 ? u1[:] i8[:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
+_LINES_SPEC = ("u1[:] i8[:,:] i8 i8 i8 u1[:] i8[:] u1[:] i8[:] i8[:] u1[:] i8[:] i8[:] i8[:] i8[:,:] b1[:] ? i8 ? "
+               "u1[:] i8[:,:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
 _NATIVE_SOURCES = ("mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
                    "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py", "mqtool/formats/sysflag.py")
 
@@ -727,12 +842,15 @@ def _numba_writer():
     global _numba_compiled
     if _numba_compiled is None:
         from numba import njit
+        from numba.cpython.unsafe.numbers import leading_zeros
 
         k = fastscan.kernels()
         g = dict(globals())
         g["_crc32"] = k._crc32
-        g["_copy"] = _memcpy()
-        for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_ok", "_str", "_hex"):
+        g["_copy"], g["_load8"] = _memcpy(), _load8_intrinsic()
+        g["_clz"] = leading_zeros
+        for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_len", "_plain8", "_str", "_hex",
+                     "_properties"):
             fn = globals()[name]
             g[name] = njit(FunctionType(fn.__code__, g, name))
         _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
@@ -758,3 +876,22 @@ def _memcpy():
         return types.void(out, o, src, s, n), codegen
 
     return _copy
+
+
+def _load8_intrinsic():
+    """`_load8(a, i)` for numba: the 8 bytes a[i:i + 8] of a uint8 array as one unaligned little-endian
+    uint64 load (no slice, no view: the object code needs neither NRT nor the Python API)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _load8(typingctx, a, i):
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            at = builder.gep(data, [context.cast(builder, args[1], signature.args[1], types.intp)])
+            return builder.load(builder.bitcast(at, ir.IntType(64).as_pointer()), align=1)
+
+        return types.uint64(a, i), codegen
+
+    return _load8
