@@ -209,7 +209,7 @@ class _LinesJob:
             ends = np.empty(hi - lo, np.int64)
             args = [a, c, lo, hi, chunk.base_offset, lits, lit_at, flag_tab, flag_at, flag_codes, host_tab, host_at,
                     born, store, dl, crc_ok, not chunk.crc_checked, _BODY_MODES[body], decompress,
-                    np.frombuffer(_UNIQ, np.uint8), np.empty((2, keys), np.int64), out, ends]
+                    np.empty((3, keys), np.int64), out, ends]
             self.pieces.append((lo, hi, out, ends, args))
 
     def write(self, i: int = 0) -> None:
@@ -343,7 +343,7 @@ def _set_walk_state(cl, state: tuple[int, dict[str, dict]]) -> None:
         vars(cl.scans[name]).update(fields)
 
 
-_UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
+_UNIQ8 = int.from_bytes(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode(), "little")  # `_key8` of UNIQ_KEY (8 bytes)
 _V2 = cl.MESSAGE_MAGIC_CODE_V2
 _HOST_V4, _HOST_V6 = cl.HOST_SIZE_V4, cl.HOST_SIZE_V6
 
@@ -473,6 +473,10 @@ def _clz(u):  # pragma: no cover - numba's `leading_zeros` (`_numba_writer`)
     raise NotImplementedError
 
 
+def _ctz(u):  # pragma: no cover - numba's `trailing_zeros` (`_numba_writer`)
+    raise NotImplementedError
+
+
 def _put(out, o, src, s, n):
     """Bytes `src[s:s + n]` to `out[o:]`. Up to 64 bytes (every text of a line) as a copy of a constant
     size, which LLVM writes as a few moves instead of a call of memcpy, when both arrays reach that far:
@@ -571,30 +575,37 @@ def _utf8_len(a, i, e):
     return need + 1
 
 
-def _plain8(x):
-    """None of the 8 bytes of x needs more than itself in a JSON string: no byte < 0x20 or >= 0x80,
-    no '"' (0x22), no '\\' (0x5C). SWAR: with every byte < 0x80 (else x's own high bits tell), a
-    subtraction's borrow starts only at a byte below what is subtracted (x - 0x20 each, x ^ '"' - 1,
-    x ^ '\\' - 1), so a high bit is set in the difference only when such a byte is there."""
+def _special8(x):
+    """The high bit of each of the 8 bytes of x (little-endian) that needs more than itself in a JSON
+    string (a byte < 0x20 or >= 0x80, '"' 0x22, '\\' 0x5C), at least of the first such: 0 when none.
+    SWAR: a subtraction's borrow starts only at a byte below what is subtracted (x - 0x20 each,
+    x ^ '"' - 1, x ^ '\\' - 1) and goes to later bytes only, so the first high bit set is exact (a
+    byte >= 0x80 has its own)."""
     q = x ^ np.uint64(0x2222222222222222)
     s = x ^ np.uint64(0x5C5C5C5C5C5C5C5C)
     special = (x - np.uint64(0x2020202020202020)) | (q - np.uint64(_ONES)) | (s - np.uint64(_ONES)) | x
-    return (special & np.uint64(_HIGHS)) == np.uint64(0)
+    return special & np.uint64(_HIGHS)
 
 
 def _str(out, o, a, i, e, stop1, stop2):
     """A JSON string of the UTF-8 bytes a[i:] up to e or the first byte `stop1` or `stop2` (0x01/0x02
     of the properties; 256: none), as `json.dumps(ensure_ascii=False)` writes it. Returns (end in out,
     where it stopped in a), or (-1, i) at bytes that are not well-formed UTF-8. The UTF-8 check and
-    the copy are one pass; 8 plain bytes a step where there are 8."""
+    the copy are one pass: 8 bytes are copied a step up to the first that needs more (`_special8`)."""
     out[o] = 34
     o += 1
     while i < e:
-        if i + 8 <= e and _plain8(_load8(a, i)):
+        if i + 8 <= a.shape[0] and o + 8 <= out.shape[0]:
+            x = _load8(a, i)
+            m = _special8(x)
             _copy(out, o, a, i, 8)
-            o += 8
-            i += 8
-            continue
+            k = 8 if m == np.uint64(0) else np.int64(_ctz(m) >> np.uint64(3))
+            if k > e - i:
+                k = e - i
+            o += k
+            i += k
+            if k == 8 or i == e:
+                continue
         b = a[i]
         k = _CLASS[b]
         if k == 0:
@@ -640,12 +651,26 @@ def _hex(out, o, a, s, n, table):
     return o
 
 
-def _properties(out, o, a, s, n, lits, lit_at, uniq, keys):
+def _key8(a, i, n):
+    """The n <= 8 bytes a[i:i + n] as a little-endian int64 (a name compared in one step)."""
+    if i + 8 <= a.shape[0]:
+        x = _load8(a, i)
+        if n < 8:
+            x &= (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
+        return np.int64(x)
+    x = np.uint64(0)
+    for t in range(n):
+        x |= np.uint64(a[i + t]) << np.uint64(8 * t)
+    return np.int64(x)
+
+
+def _properties(out, o, a, s, n, lits, lit_at, keys):
     """The properties' pairs as `"name": "value"` (`string2messageProperties`: pairs end at 0x02, a name
     at its first 0x01; a pair without a name or a value is left out), each byte checked and copied
     once. Returns (end in out, where the UNIQ_KEY value's JSON text starts in out or -1, its end), or
     o = -1 for bytes that are not UTF-8 or a repeated name (the record path's dict keeps the first
-    place and the last value): the row is then the record path's. `keys` (2, >= pairs): scratch."""
+    place and the last value): the row is then the record path's. `keys` (3, >= pairs): scratch (each
+    name's start, length and, up to 8 bytes, `_key8`)."""
     i = s
     e = s + n
     m = 0
@@ -666,26 +691,24 @@ def _properties(out, o, a, s, n, lits, lit_at, uniq, keys):
             if o < 0:
                 return -1, -1, -1
             if name and k > j + 1:
+                kn = j - i
+                k8 = _key8(a, i, kn) if kn <= 8 else 0
                 for q in range(m):
-                    if keys[1, q] == j - i:
-                        same = True
-                        for t in range(j - i):
-                            if a[keys[0, q] + t] != a[i + t]:
-                                same = False
-                                break
+                    if keys[1, q] == kn:
+                        same = keys[2, q] == k8
+                        if kn > 8:
+                            for t in range(kn):
+                                if a[keys[0, q] + t] != a[i + t]:
+                                    same = False
+                                    break
                         if same:
                             return -1, -1, -1
                 keys[0, m] = i
-                keys[1, m] = j - i
+                keys[1, m] = kn
+                keys[2, m] = k8
                 m += 1
-                if j - i == uniq.shape[0]:
-                    same = True
-                    for t in range(j - i):
-                        if a[i + t] != uniq[t]:
-                            same = False
-                            break
-                    if same:
-                        u_at, u_end = v_at, o
+                if kn == 8 and k8 == _UNIQ8:
+                    u_at, u_end = v_at, o
             else:
                 o = at
             i = k + 1
@@ -696,7 +719,7 @@ def _properties(out, o, a, s, n, lits, lit_at, uniq, keys):
 
 
 def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_codes, host_tab, host_at, born, store,
-           dl, crc_ok, need_crc, body_mode, decompress, uniq, keys, out, ends):
+           dl, crc_ok, need_crc, body_mode, decompress, keys, out, ends):
     """One JSON line per column row_lo..row_hi-1 of `c` into `out`; `ends[i - row_lo]` is where row i's
     line ends, or `-(that position) - 1` when row i is left to the record path (nothing written for
     it). `lits`/`lit_at`: the chunk's `_texts`; the per-row arrays are indexed by i."""
@@ -769,7 +792,7 @@ def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_cod
             continue
         o = _lit(out, o, lits, lit_at, L_PROPERTIES)
         o, u_at, u_end = _properties(out, o, a, c[fastscan.C_PROPS_POS, i], c[fastscan.C_PROPS_LEN, i], lits,
-                                     lit_at, uniq, keys)
+                                     lit_at, keys)
         if o < 0:  # the row is the record path's: its text goes, with the hosts written in it
             o = start
             born_at = -1 if born_at >= start else born_at
@@ -821,7 +844,7 @@ def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_cod
 _compiled = None
 _numba_compiled = None
 _LINES_SPEC = ("u1[:] i8[:,:] i8 i8 i8 u1[:] i8[:] u1[:] i8[:] i8[:] u1[:] i8[:] i8[:] i8[:] i8[:,:] b1[:] ? i8 ? "
-               "u1[:] i8[:,:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
+               "i8[:,:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
 _NATIVE_SOURCES = ("mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
                    "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py", "mqtool/formats/sysflag.py")
 
@@ -842,15 +865,15 @@ def _numba_writer():
     global _numba_compiled
     if _numba_compiled is None:
         from numba import njit
-        from numba.cpython.unsafe.numbers import leading_zeros
+        from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
         k = fastscan.kernels()
         g = dict(globals())
         g["_crc32"] = k._crc32
         g["_copy"], g["_load8"] = _memcpy(), _load8_intrinsic()
-        g["_clz"] = leading_zeros
-        for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_len", "_plain8", "_str", "_hex",
-                     "_properties"):
+        g["_clz"], g["_ctz"] = leading_zeros, trailing_zeros
+        for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_len", "_special8", "_str", "_hex",
+                     "_key8", "_properties"):
             fn = globals()[name]
             g[name] = njit(FunctionType(fn.__code__, g, name))
         _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
