@@ -5,9 +5,12 @@ Each run is its own process, stdout to /dev/null; the two paths alternate run by
 is kept. Prints wall seconds, the child's CPU seconds (user + sys: less sensitive to other load on a
 shared machine), records/s, the ratio of the two paths and the load average. The record path is
 the same CLI with `jsonlines.fast_query` answering False (what `messages --json` ran before).
-It also checks that both paths print the same bytes.
+It also checks that both paths print the same bytes. `--compare DIR` also runs the column path of
+another checkout (e.g. main) in the same rounds, and checks its bytes too; `--record-runs 0` leaves
+the (slow) record path out.
 
     python3 bench/messages_bench.py --mib 256 --runs 5 --dir /tmp/mqb
+    python3 bench/messages_bench.py --mib 256 --runs 7 --record-runs 0 --compare /work/main --dir /tmp/mqb
 """
 
 import argparse
@@ -51,8 +54,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--record-runs", type=int, default=1, help="runs of the (slow) record path")
     ap.add_argument("--dir", type=Path, help="where to generate the store (kept)")
+    ap.add_argument("--compare", type=Path, help="another checkout whose column path runs in the same rounds")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
+    other_env = a.compare and {**os.environ, "PYTHONPATH": str(a.compare.resolve())}
     work = a.dir or Path(tempfile.mkdtemp(prefix="mqtool-msgbench-"))
     store = work / f"store-{a.mib}"
     records = make_store(store, a.mib) if not store.exists() else None
@@ -62,24 +67,35 @@ def main() -> None:
     slow = [sys.executable, "-c", RECORD_PATH, *args]
     load = os.getloadavg()
     _, _, h_fast = run(fast, env, digest=True)  # also compiles the writer on a fresh installation
-    _, _, h_slow = run(slow, env, digest=True)
+    h_slow = run(slow, env, digest=True)[2] if a.record_runs else None
+    h_other = run(fast, other_env, digest=True)[2] if a.compare else None
     if records is None:
         records = subprocess.run(fast, capture_output=True, env=env).stdout.count(b"\n")
-    res = {"fast": [], "record": []}
+    res = {"fast": [], "record": [], "compare": []}
     for i in range(max(a.runs, a.record_runs)):
         if i < a.runs:
             res["fast"].append(run(fast, env)[:2])
+            if a.compare:
+                res["compare"].append(run(fast, other_env)[:2])
         if i < a.record_runs:
             res["record"].append(run(slow, env)[:2])
     out = {"mib": a.mib, "records": records, "cpu_count": os.cpu_count(), "load_average_before": load,
-           "load_average_after": os.getloadavg(), "same_bytes": h_fast == h_slow}
+           "load_average_after": os.getloadavg()}
+    if a.record_runs:
+        out["same_bytes"] = h_fast == h_slow
+    if a.compare:
+        out["compare_dir"], out["compare_same_bytes"] = str(a.compare), h_fast == h_other
     for k, v in res.items():
+        if not v:
+            continue
         wall = statistics.median(w for w, _ in v)
         cpu = statistics.median(c for _, c in v)
         out[k] = {"wall_s": wall, "cpu_s": cpu, "records_per_s_wall": records / wall,
                   "records_per_s_cpu": records / cpu, "runs": len(v)}
-    out["ratio_wall"] = out["fast"]["records_per_s_wall"] / out["record"]["records_per_s_wall"]
-    out["ratio_cpu"] = out["fast"]["records_per_s_cpu"] / out["record"]["records_per_s_cpu"]
+    for other, suffix in (("record", ""), ("compare", "_compare")):  # this checkout's speed-up over the other
+        if other in out:
+            out[f"ratio_wall{suffix}"] = out["fast"]["records_per_s_wall"] / out[other]["records_per_s_wall"]
+            out[f"ratio_cpu{suffix}"] = out["fast"]["records_per_s_cpu"] / out[other]["records_per_s_cpu"]
     print(json.dumps(out, indent=2))
 
 
