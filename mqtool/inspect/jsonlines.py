@@ -48,7 +48,7 @@ is then paid anyway by the scan); smaller ones only once the scan has loaded num
 
 PIPELINE_CHUNK = 8192
 """Records a chunk of a big CommitLog's walk (`_pipelined`): a quarter of the scan's default, so the
-arrays a chunk needs (columns, lines, property pairs) are reused while hot instead of faulted in and
+arrays a chunk needs (columns, lines) are reused while hot instead of faulted in and
 zeroed (huge pages: a fifth less CPU in the kernel on the 256 MiB bench store), and the workers start
 sooner after the first walk and finish sooner after the last."""
 
@@ -141,7 +141,7 @@ def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool,
 
 
 class _Buffers:
-    """The big arrays of a pass (lines, property pairs, column copies), each used again once nothing
+    """The big arrays of a pass (lines, column copies), each used again once nothing
     refers to it any more (no `memoryview` of its lines is kept by the reader, no job holds it). The
     kernel zeroes a fresh array's pages when they are first written: ~0.1 s of CPU for the 160 MB of
     lines of a 256 MiB store, paid once per buffer instead of once per chunk."""
