@@ -13,6 +13,7 @@ import shutil
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from dledgerkit import make_converted_store
 
@@ -193,6 +194,46 @@ def test_generated_store_with_odd_records(tmp_path, path, chunk_records):
     recs = list(store.commitlog.iter_records())
     assert len(recs) == 60 and {r.topic for r in recs} >= {"bad\udcff", "Ü€😀\u2028"}
     assert _check(store) > 0
+
+
+def test_records_that_end_the_file(tmp_path, path):
+    """Properties, a topic and a body that end where the file ends: the writer's 8-byte steps would
+    read past the mapping there and go a byte at a time instead (no trailing zeros in this file)."""
+    root = tmp_path / "edge"
+    (root / "commitlog").mkdir(parents=True)
+    data = bytearray()
+    for topic, props, body in [("T", "k\x01v", b"b"), ("T\"", build_properties([("UNIQ_KEY", "u")]), b""),
+                               ("t", "ab\x01\x1f\u00e9", b"\x00\xe9"), ("t", "k\x01", b"x" * 9)]:
+        data += _record(len(data), topic, props, body)
+    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data))
+    store = Store.open(root)
+    assert len(list(store.commitlog.iter_records())) == 4
+    assert _check(store, (("none", False), ("text", False), ("hex", False))) > 0
+    raw, _ = _fast_path(store, MessageQuery(), False, "none", False)
+    lines = raw.decode().splitlines()
+    assert ', "properties": {"k": "v"}, "uniq_key": null,' in lines[0]
+    assert ', "topic": "T\\"", "properties": {"UNIQ_KEY": "u"}, "uniq_key": "u",' in lines[1]
+    assert ', "properties": {"ab": "\\u001f\u00e9"}, ' in lines[2]
+    assert ', "properties": {}, "uniq_key": null,' in lines[3]  # a name without a value is left out
+
+
+@pytest.mark.parametrize("byte", range(256))
+def test_special8_finds_the_first_byte_json_writes_otherwise(byte):
+    """`_special8`'s lowest flagged byte is the first one `_str` cannot copy as it is (a control
+    character, '"', '\\', or a byte of a UTF-8 sequence), wherever it stands among plain bytes."""
+    special = byte < 0x20 or byte >= 0x80 or byte in b'"\\'
+    for at in range(8):
+        for filler in (b"a", b"~", b" "):  # the plain bytes next to the lowest and the highest special ones
+            word = bytearray(filler * 8)
+            word[at] = byte
+            with np.errstate(over="ignore"):  # the SWAR subtractions wrap, as the compiled code's do
+                m = int(jsonlines._special8(np.uint64(int.from_bytes(word, "little"))))
+            assert (m != 0) == special, (byte, at, filler)
+            if special:
+                assert ((m & -m).bit_length() - 1) // 8 == at  # the lowest set bit is in byte `at`
+    with np.errstate(over="ignore"):
+        m = int(jsonlines._special8(np.uint64(int.from_bytes(b'ab"\x01\xff\\cd', "little"))))
+    assert ((m & -m).bit_length() - 1) // 8 == 2  # '"' first; what follows a special byte may be flagged too
 
 
 def test_damaged_demo(tmp_path, path):
