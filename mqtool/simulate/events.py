@@ -51,6 +51,7 @@ class SimEvent:
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _SCALARS = frozenset({str, int, bool, type(None)})
 _FLUSH_LINES = 4096
+_NATIVE_AFTER = 1 << 16  # lines written before the writer thread formats them (`eventlines`: loads LLVM)
 _WRITER_BLOCKS = 8  # blocks of about `_FLUSH_LINES` lines (~1 MB) waiting for the writer thread
 # where one line's object ends and the next begins in orjson's text of a list of lines: every line
 # starts with its "time" key, and inside a string a quote is escaped, so the pattern is structural
@@ -98,6 +99,26 @@ def _lines_of(dicts: list[dict[str, Any]], orjson) -> bytes:
     return text.replace(_NEXT, _NEXT_LINE) + b"\n"
 
 
+def _json_parts(items: list, orjson) -> list[tuple[bytes | None, bytes | None]]:
+    """A block's line dicts, `record_batch`/`record_rows` calls and finished lines (bytes) as
+    `(orjson text, None)` for `eventlines` to format and `(None, lines)` written here: one `dumps` of
+    the whole block, or, when orjson refuses a value (or meets a finished line), each half on its own
+    down to the item that goes the way `_batch_lines` sends it."""
+    try:
+        return [(orjson.dumps(items), None)]
+    except orjson.JSONEncodeError:
+        pass
+    if len(items) > 1:
+        half = len(items) // 2
+        return _json_parts(items[:half], orjson) + _json_parts(items[half:], orjson)
+    item = items[0]
+    if type(item) is bytes:
+        return [(None, item)]
+    if type(item) is dict:
+        return [(None, _one_line(item, orjson))]
+    return [(None, _lines_of(_dicts_of(*item), orjson))]
+
+
 def _one_line(d: dict[str, Any], orjson) -> bytes:
     try:
         return orjson.dumps(d) + b"\n"
@@ -105,19 +126,31 @@ def _one_line(d: dict[str, Any], orjson) -> bytes:
         return _json_line(d) + b"\n"
 
 
-class _Template:
+class _Template(int):
     """The line of a `record_batch` row of one (service, event, detail keys) as a bytes %-format:
     `fmt % time` is the line with `service`, `event` and the keys written by `json` (a `%` doubled)
     and a `%b` for each of the row's `width` values; the line dict's `keys`;
     `ident` `(service, event)`; `index`, each row key's place in a row (what `Columns` reads); and
     `slow`, whether a batch of these had a value `_batch_lines` could not take (a nested dict with two
-    keys: then the rows of this kind go the way of `record`'s dicts from there on)."""
+    keys: then the rows of this kind go the way of `record`'s dicts from there on). As an int it is its
+    id in its log (orjson writes a call `(time, template, rows)` with it, `eventlines`); `pieces`, the
+    line's fixed bytes around its values (the time, then the row's) as `eventlines._format` writes them."""
 
-    __slots__ = ("fmt", "width", "widths", "keys", "ident", "index", "slow", "timed")
+    def __new__(cls, service: str, event: str, detail_keys: tuple[str, ...], timed: bool = False,
+                tid: int = 0) -> _Template:
+        return int.__new__(cls, tid)
 
-    def __init__(self, service: str, event: str, detail_keys: tuple[str, ...], timed: bool = False) -> None:
+    def __init__(self, service: str, event: str, detail_keys: tuple[str, ...], timed: bool = False,
+                 tid: int = 0) -> None:
         def key(k: str) -> str:
             return _JSON.encode(k).replace("%", "%%") + ":"
+
+        def raw(k: str) -> bytes:
+            return _JSON.encode(k).encode("utf-8", "surrogatepass")
+
+        self.pieces = [b'{"time":', b",%b:%b,%b:%b,%b:" % (raw("service"), raw(service), raw("event"), raw(event),
+                                                           raw("topic"))]
+        self.pieces += [b",%b:" % raw(k) for k in _ROW_NAMES[1:] + detail_keys] + [b"}\n"]
 
         rest = [f",{key('service')}{_JSON.encode(service).replace('%', '%%')},{key('event')}"
                 f"{_JSON.encode(event).replace('%', '%%')}"]
@@ -304,6 +337,13 @@ class EventLog:
         self._batched = 0  # their lines
         self._buffer = None
         self._writer: _Writer | None = None
+        # once `_NATIVE_AFTER` lines went to a writer thread: the items of a block are handed over as one
+        # orjson text the writer thread formats without the GIL (`eventlines`); `_batches` then holds
+        # line dicts, calls and json's finished lines (bytes)
+        self._native = None
+        self._table = None  # the templates as `eventlines.Table`, made again when a template is added
+        self._lines_out = 0
+        self._tried = False
 
     @property
     def count(self) -> int:
@@ -349,11 +389,13 @@ class EventLog:
             d = {"time": time, "service": service, "event": event, "topic": topic, "queue_id": queue_id,
                  "uniq_key": uniq_key, "physical_offset": physical_offset,
                  "new_physical_offset": new_physical_offset, **detail}
-            if plain or _SCALARS.issuperset(map(type, d.values())):
-                line = _one_line(d, self._orjson)
+            if self._native is not None:  # the dict itself, written with the block (`_json_parts`)
+                self._batches.append(d if plain or _SCALARS.issuperset(map(type, d.values()))
+                                     else _json_line(d) + b"\n")
+            elif plain or _SCALARS.issuperset(map(type, d.values())):
+                self._batches.append(_verbatim(_one_line(d, self._orjson)))
             else:  # a float, a nested value: `json` itself writes it
-                line = _json_line(d) + b"\n"
-            self._batches.append(_verbatim(line))
+                self._batches.append(_verbatim(_json_line(d) + b"\n"))
             self._batched += 1
             if self._batched >= _FLUSH_LINES:
                 self._write()
@@ -382,7 +424,8 @@ class EventLog:
         key = (service, event, detail_keys)
         template = self._templates.get(key)
         if template is None:
-            template = self._templates[key] = _Template(service, event, detail_keys)
+            template = self._templates[key] = _Template(service, event, detail_keys, False, len(self._templates))
+            self._table = None
         if self._per_event or (self.keep and (type(time) is not int or (
                 len(rows[0]) != template.width if len(rows) == 1 else set(map(len, rows)) != template.widths))):
             record = self.record  # a SimEvent per row (or the row of a wrong width raises there)
@@ -401,7 +444,8 @@ class EventLog:
         if not self.keep:
             return
         if self._lined:
-            self._batches.append(_verbatim(_lines_of(_dicts_of(*batch), self._orjson)) if template.slow else batch)
+            self._batches.append(_verbatim(_lines_of(_dicts_of(*batch), self._orjson))
+                                 if template.slow and self._native is None else batch)
             self._batched += len(rows)
             if self._batched >= _FLUSH_LINES:
                 self._write()
@@ -418,7 +462,8 @@ class EventLog:
         key = (service, event, detail_keys, True)
         template = self._templates.get(key)
         if template is None:
-            template = self._templates[key] = _Template(service, event, detail_keys, True)
+            template = self._templates[key] = _Template(service, event, detail_keys, True, len(self._templates))
+            self._table = None
         if self._per_event or (self.keep and (
                 len(rows[0]) != template.width if len(rows) == 1 else set(map(len, rows)) != template.widths)):
             record = self.record  # a SimEvent per row (or the row of a wrong width raises there)
@@ -426,7 +471,7 @@ class EventLog:
                 record(r[0], service, event, r[1], r[2], r[3], r[4], r[5],
                        dict(zip(detail_keys, r[6:], strict=True)), True)
             return
-        self._add_batch(event, (_TIMED, template, rows[:]))
+        self._add_batch(event, (_TIMED if self._native is None else None, template, rows[:]))
 
     def tally(self, event: str) -> None:
         """Count an event without recording it: the hot paths call this instead of `emit` when
@@ -457,8 +502,16 @@ class EventLog:
         batches = self._batches
         if not batches:
             return
-        data = _batch_lines(batches, self._orjson)
-        batches.clear()
+        if self._native is not None:
+            if self._table is None:
+                from mqtool.simulate.eventlines import Table
+
+                self._table = Table(sorted(self._templates.values()))
+            data = (self._native, _json_parts(batches, self._orjson), self._batched, self._table)
+        else:
+            data = _batch_lines(batches, self._orjson)
+        self._batches = []
+        self._lines_out += self._batched
         self._batched = 0
         if self._buffer is None:
             self._buffer = _byte_buffer(self.sink) or False
@@ -471,6 +524,11 @@ class EventLog:
         elif writer.error is not None:
             self.close()  # raises the writer's error
         writer.put(data)
+        if self._native is None and self._lines_out >= _NATIVE_AFTER and not self._tried:
+            from mqtool.simulate.eventlines import formatter
+
+            self._tried = True  # once: None when no compiled formatter can be had
+            self._native = formatter()
 
     def close(self) -> None:
         """Stop the writer thread once it has written what it was given, and raise the error a write
@@ -515,11 +573,16 @@ class _Writer:
         while (data := get()) is not None:
             if self.error is None:
                 try:
-                    write(data)
+                    if type(data) is bytes:
+                        write(data)
+                        continue
+                    formatter, parts, lines, table = data  # formatted here, the GIL released
+                    for text, finished in parts:
+                        write(finished if text is None else formatter.format(text, lines, table))
                 except BaseException as e:  # noqa: BLE001 - handed to the caller's thread by `close`
                     self.error = e
 
-    def put(self, data: bytes) -> None:
+    def put(self, data: bytes | tuple) -> None:
         self._queue.put(data)
 
     def close(self) -> None:

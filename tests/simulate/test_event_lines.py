@@ -188,3 +188,45 @@ def test_record_lines_wait_in_their_place_among_many_batches_and_one_comma_goes_
     log.flush()
     assert sink.getvalue().encode() == _json_bytes(want) and len(want) == 204
     assert [t.slow for t in log._templates.values()] == [True]  # found: its kind goes row by row from there
+
+
+@settings(max_examples=150, deadline=None)
+@given(calls(), st.sampled_from([1, 2, 4096]))
+def test_lines_formatted_by_the_writer_threads_compiled_code_are_jsons_bytes(script, flush_lines):
+    """After `_NATIVE_AFTER` lines the blocks go to the writer thread as orjson's text (`eventlines`)."""
+    old = events_mod._FLUSH_LINES, events_mod._NATIVE_AFTER
+    events_mod._FLUSH_LINES, events_mod._NATIVE_AFTER = flush_lines, 0
+    try:
+        raw = io.BytesIO()
+        binary = io.TextIOWrapper(raw, encoding="utf-8")
+        log = EventLog(sink=binary, hold=False)
+        log.record_batch(0, "timer", "roll", [("T", 0, "K", 1, 2)], ())  # the first block: the Python way
+        log.flush()
+        want = [dict(zip(_KEYS, (0, "timer", "roll", "T", 0, "K", 1, 2), strict=True))] + _play(log, script)
+    finally:
+        events_mod._FLUSH_LINES, events_mod._NATIVE_AFTER = old
+    binary.flush()
+    assert log._native is not None
+    assert raw.getvalue() == _json_bytes(want)
+
+
+def test_the_compiled_formatter_by_hand():
+    """Commas, brackets and quotes inside strings, a nested dict, a `record_rows` row's own time, a line
+    dict: each value's text where its template puts it."""
+    from mqtool.simulate.eventlines import Table, formatter
+
+    deliver = events_mod._Template("timer", "deliver", ("x",), False, 0)
+    roll = events_mod._Template("timer", "roll", (), True, 1)
+    import orjson
+
+    text = orjson.dumps([[5, deliver, [['a,]"b', 1, None, 2, 3, {"k": 1, "j": '"]'}], ["c", 0, "K", 4, None, True]]],
+                         {"time": 1, "a": "}"}, [None, roll, [[7, "q", 2, "\u00e9", 8, 9]]]])
+    got = bytes(formatter().format(text, 4, Table([deliver, roll])))
+    assert got.decode().splitlines() == [
+        '{"time":5,"service":"timer","event":"deliver","topic":"a,]\\"b","queue_id":1,"uniq_key":null,'
+        '"physical_offset":2,"new_physical_offset":3,"x":{"k":1,"j":"\\"]"}}',
+        '{"time":5,"service":"timer","event":"deliver","topic":"c","queue_id":0,"uniq_key":"K",'
+        '"physical_offset":4,"new_physical_offset":null,"x":true}',
+        '{"time":1,"a":"}"}',
+        '{"time":7,"service":"timer","event":"roll","topic":"q","queue_id":2,"uniq_key":"\u00e9",'
+        '"physical_offset":8,"new_physical_offset":9}']

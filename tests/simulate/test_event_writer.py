@@ -161,3 +161,25 @@ def test_a_full_disk_fails_the_cli_run_with_one_error_line():
     assert not _writers()
     with pytest.raises(json.JSONDecodeError):  # no summary after the failed run
         json.loads(r.stdout)
+
+
+def test_blocks_formatted_by_the_writer_thread_arrive_in_order_and_a_failed_write_still_raises(monkeypatch):
+    """Past `_NATIVE_AFTER` lines the writer thread formats the blocks (`eventlines`): the same bytes,
+    in order, and a full disk raises at the next write as before."""
+    monkeypatch.setattr(events_mod, "_FLUSH_LINES", 7)
+    monkeypatch.setattr(events_mod, "_NATIVE_AFTER", 20)
+    raw = Raw()
+    log = EventLog(sink=_sink(raw), hold=False)
+    rows = _rows(3000)
+    for i in range(0, 3000, 3):
+        log.record_batch(i, "timer", "deliver", rows[i:i + 3], KEYS)
+    assert log._native is not None
+    log.flush()
+    log.sink.flush()
+    assert bytes(raw.data) == _want(lambda r: r[3] // 100 // 3 * 3, rows)
+    full = Raw(fail_after=3000)
+    failing = EventLog(sink=io.TextIOWrapper(full, encoding="utf-8", write_through=True), hold=False)
+    with pytest.raises(OSError) as e:
+        for i in range(10_000):
+            failing.record_batch(i, "timer", "deliver", _rows(10, i), KEYS)
+    assert e.value.errno == errno.ENOSPC and failing._native is not None and not _writers()
