@@ -11,8 +11,11 @@ memory by tests and the benchmark).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
@@ -506,14 +509,15 @@ class StoreModel:
         if not units:
             return
         stop = min(len(units), offset - self.base.cq_max(topic, qid))
-        msgs, lazy = self._msgs, self._lazy
         i = self._released.get(key, 0)
-        for j in range(i, stop):
-            u = units[j]
-            if u is not None:
-                if msgs.pop(u[0], None) is None:
-                    lazy.pop(u[0], None)
         if stop > i:
+            chunk = units[i:stop]
+            if None in chunk:
+                chunk = [u for u in chunk if u is not None]
+            phys = list(map(itemgetter(0), chunk))
+            deque(map(self._msgs.pop, phys, repeat(None)), 0)  # each dropped wherever it is kept
+            if self._lazy:
+                deque(map(self._lazy.pop, phys, repeat(None)), 0)
             self._released[key] = stop
 
     def queue_info(self, topic: str, qid: int) -> tuple[list, int, int, bool]:

@@ -346,7 +346,7 @@ class TransactionService:
         """
         ctx = self.ctx
         m, log, clock = ctx.model, ctx.log, ctx.clock()
-        append, message, msgs = m.append, m.message, m._msgs
+        append, message, msgs = m.append, m.message_once, m._msgs  # an original is read once: not cached
         qids: dict[str | None, int | None] = {}  # `_qid` of a REAL_QID text
         immunities: dict[str, int] = {}  # `check_immunity_time` of a CHECK_IMMUNITY_TIME_IN_SECONDS text
         check_max, timeout = self.check_max, self.timeout
