@@ -84,6 +84,7 @@ class ScheduleService:
         self._raw_targets: dict[tuple, tuple | None] = {}
         self._targets_for: tuple[int, int] | None = None
         self._not_due: tuple[int, int] | None = None  # `_deliver_base` ended at this unit, due at this time
+        self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
             ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
 
@@ -294,8 +295,14 @@ class ScheduleService:
             self._targets_for, self._targets, self._raw_targets = watched, {}, {}
         targets, raw_targets = self._targets, self._raw_targets
         done = k
+        # the overlay's records (and the spool's) lie past the base's end: a batch below it and outside the read
+        # cache needs no look-up per record
+        floor = self._floor
+        if floor is None:
+            floor = self._floor = base.max_phys()
+        look = max(phys) >= floor or not lru.keys().isdisjoint(phys)
         for i, ph in enumerate(phys):
-            if ph in msgs or ph in spooled or ph in lru:
+            if look and (ph in msgs or ph in spooled or ph in lru):
                 done = i
                 break
             rec = records[i]
