@@ -431,7 +431,7 @@ class StoreModel:
         return m if m is not None else self.base.message(phys)
 
     def _materialise(self, phys: int) -> SimMessage | None:
-        """The message of a deferred record (`defer`), kept from then on as an appended one."""
+        """The message of a record placed without one (`_lazy`), kept from then on as an appended one."""
         e = self._lazy.pop(phys, None)
         if e is None:
             return None

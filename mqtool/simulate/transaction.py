@@ -339,7 +339,8 @@ class TransactionService:
 
         The units are read up to the queue's max as the batch starts: the put-backs go to the same
         queue, after it, and the walk stops at the first of them (stored after the round started). The
-        rules are `_round`'s, the puts `StoreModel.append` and the events the same rows, in order,
+        rules are `_round`'s, the puts `StoreModel.append`'s (or its size and place written out for a copy kept
+        without a `SimMessage` until a reader asks for it) and the events the same rows, in order,
         written a run of one kind at a time (`EventLog.record_batch`). A half anything else applies
         to (done by an op record, unreadable, stored after the round started, immune, new, not yet
         due for a check) ends the batch before anything is done for it.
@@ -365,8 +366,9 @@ class TransactionService:
         kind = ""
         checks = dropped = 0
         done = i
-        # the put-backs are placed without a `SimMessage` (`_defer`) where no one else needs one at once:
-        # nothing keeps the appended records for `--out`, nothing watches the queue and it is kept
+        # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
+        # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
+        # queue and it is kept
         units, bmax, fixed, kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
         lazy = m._lazy if kept and not m.keep_messages and not m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid)) \
             else None
