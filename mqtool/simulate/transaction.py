@@ -527,18 +527,18 @@ class TransactionService:
         return done
 
     def _copy_facts(self, msg: SimMessage, real_qid: int | None, times_text: str, fixed: int) -> tuple:
-        """What every later put-back of `msg` shares (they differ only in TRANSACTION_CHECK_TIMES): (the
-        message they derive from, the first copy's map, REAL_TOPIC, REAL_QID, UNIQ_KEY, producer
-        group, born time, CHECK_IMMUNITY_TIME_IN_SECONDS, KEYS as `answer_for` takes them, the size but for
-        the count's text, tags code). The size is `StoreModel.append`'s for the first copy; the map is put in
-        the stored order only when a copy is built (`_build_copy`)."""
+        """What every later put-back of `msg` shares (they differ only in TRANSACTION_CHECK_TIMES): (a copy
+        they derive from, holding neither the source's map nor its string, the first copy's map, REAL_TOPIC,
+        REAL_QID, UNIQ_KEY, producer group, born time, CHECK_IMMUNITY_TIME_IN_SECONDS, KEYS as `answer_for`
+        takes them, the size but for the count's text, tags code). The size is `StoreModel.append`'s for the
+        first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
         m = self.ctx.model
         props = {**msg.props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
         size = m.reput_size(props, _order(tuple(props), m.capacity)[1], fixed, msg.sys_flag, msg.body_len)
         keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k] if self.ctx.scenario.answers else None
-        return (msg, props, props.get(PROPERTY_REAL_TOPIC), real_qid, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                props.get(PROPERTY_PRODUCER_GROUP), msg.born_ts, props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
-                keys, size - len(times_text), tags_code(props))
+        return (msg.derive(msg.topic, msg.queue_id, props), props, props.get(PROPERTY_REAL_TOPIC), real_qid,
+                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(PROPERTY_PRODUCER_GROUP), msg.born_ts,
+                props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), keys, size - len(times_text), tags_code(props))
 
     def _build_copy(self, phys: int, e: tuple) -> SimMessage:
         """The `SimMessage` of a put-back placed by `_check_batch` (`StoreModel._materialise`): `_renew`'s
