@@ -11,8 +11,11 @@ memory by tests and the benchmark).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
@@ -374,6 +377,9 @@ class StoreModel:
     _released: dict[tuple[str, int], int] = field(default_factory=dict)  # queue -> overlay index released to
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
     spool: Any = None
+    # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> (build, *args);
+    # `build(phys, entry)` makes the message the first time a reader asks for it (`_materialise`)
+    _lazy: dict[int, tuple] = field(default_factory=dict)
 
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
@@ -420,7 +426,17 @@ class StoreModel:
         m = self._msgs.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
+        if m is None and self._lazy:
+            m = self._materialise(phys)
         return m if m is not None else self.base.message(phys)
+
+    def _materialise(self, phys: int) -> SimMessage | None:
+        """The message of a record placed without one (`_lazy`), kept from then on as an appended one."""
+        e = self._lazy.pop(phys, None)
+        if e is None:
+            return None
+        m = self._msgs[phys] = e[0](phys, e)
+        return m
 
     def message_once(self, phys: int) -> SimMessage | None:
         """`message(phys)` for a record its reader is done with once read (the base need not cache it:
@@ -428,6 +444,8 @@ class StoreModel:
         m = self._msgs.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
+        if m is None and self._lazy:
+            m = self._materialise(phys)
         if m is not None:
             return m
         once = getattr(self.base, "message_once", None)
@@ -438,6 +456,8 @@ class StoreModel:
         m = self._msgs.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
+        if m is None and self._lazy:
+            m = self._materialise(phys)
         if m is not None:
             return m.props
         read = getattr(self.base, "props", None)
@@ -489,13 +509,15 @@ class StoreModel:
         if not units:
             return
         stop = min(len(units), offset - self.base.cq_max(topic, qid))
-        msgs = self._msgs
         i = self._released.get(key, 0)
-        for j in range(i, stop):
-            u = units[j]
-            if u is not None:
-                msgs.pop(u[0], None)
         if stop > i:
+            chunk = units[i:stop]
+            if None in chunk:
+                chunk = [u for u in chunk if u is not None]
+            phys = list(map(itemgetter(0), chunk))
+            deque(map(self._msgs.pop, phys, repeat(None)), 0)  # each dropped wherever it is kept
+            if self._lazy:
+                deque(map(self._lazy.pop, phys, repeat(None)), 0)
             self._released[key] = stop
 
     def queue_info(self, topic: str, qid: int) -> tuple[list, int, int, bool]:

@@ -83,6 +83,8 @@ class ScheduleService:
         self._targets: dict[tuple, tuple | None] = {}  # `_deliver_base`'s `_target` answers
         self._raw_targets: dict[tuple, tuple | None] = {}
         self._targets_for: tuple[int, int] | None = None
+        self._not_due: tuple[int, int] | None = None  # `_deliver_base` ended at this unit, due at this time
+        self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
             ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
 
@@ -180,6 +182,13 @@ class ScheduleService:
                 walking = False
                 if batch:
                     next_offset = self._deliver_base(level, next_offset, hi, clock, delay)
+                    if self._not_due is not None:  # the batch ended at a unit not yet due: as the walk below
+                        next_offset, deliver = self._not_due
+                        self._not_due = None
+                        if not v4:
+                            self.offsets[level] = next_offset
+                        wait_until = deliver - ctx.clock_offset
+                        break
                 first = next_offset
                 for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, next_offset, hi):
                     if batch and off > first:
@@ -233,6 +242,7 @@ class ScheduleService:
         """
         ctx, m = self.ctx, self.ctx.model
         base = m.base
+        self._not_due = None
         if m.put_filter is not None or not batchable(base):
             return offset
         qid = level - 1
@@ -246,11 +256,14 @@ class ScheduleService:
         limit = clock + delay
         deliver: list[int] = []
         i, step = a, 16
+        later = None  # the deliver time of a written unit not yet due that ends the prefix
         while i < b:
             j = min(b, i + step)
             for t, written in zip(u.tags[i:j].tolist(), u.ok[i:j].tolist(), strict=True):
                 d = clock if t > limit else t
                 if not written or d > clock:
+                    if written:
+                        later = d
                     break
                 deliver.append(d)
             else:
@@ -259,6 +272,8 @@ class ScheduleService:
             break
         k = len(deliver)
         if k < 1:
+            if later is not None:
+                self._not_due = (offset, later)
             return offset
         phys = u.offset[a:a + k].tolist()
         light = base._read  # one `pread` each: cheaper than the batch's set-up for a few records
@@ -280,8 +295,14 @@ class ScheduleService:
             self._targets_for, self._targets, self._raw_targets = watched, {}, {}
         targets, raw_targets = self._targets, self._raw_targets
         done = k
+        # the overlay's records (and the spool's) lie past the base's end: a batch below it and outside the read
+        # cache needs no look-up per record
+        floor = self._floor
+        if floor is None:
+            floor = self._floor = base.max_phys()
+        look = max(phys) >= floor or not lru.keys().isdisjoint(phys)
         for i, ph in enumerate(phys):
-            if ph in msgs or ph in spooled or ph in lru:
+            if look and (ph in msgs or ph in spooled or ph in lru):
                 done = i
                 break
             rec = records[i]
@@ -338,6 +359,8 @@ class ScheduleService:
             self.offsets[level] = offset + done
             self.delivered += done
             log.record_batch(ctx.engine.now, "schedule", "deliver", rows if keep else [None] * done, _DELIVER_KEYS)
+        if done == k and later is not None:
+            self._not_due = (offset + k, later)  # `_level` need not read the unit again to know it waits
         return offset + done
 
     def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | None:

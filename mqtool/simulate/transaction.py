@@ -59,7 +59,7 @@ from mqtool.rules.transaction import (
 )
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
-from mqtool.simulate.model import SimMessage
+from mqtool.simulate.model import BLANK_MIN, SimMessage, _order, tags_code
 
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
@@ -339,14 +339,15 @@ class TransactionService:
 
         The units are read up to the queue's max as the batch starts: the put-backs go to the same
         queue, after it, and the walk stops at the first of them (stored after the round started). The
-        rules are `_round`'s, the puts `StoreModel.append` and the events the same rows, in order,
+        rules are `_round`'s, the puts `StoreModel.append`'s (or its size and place written out for a copy kept
+        without a `SimMessage` until a reader asks for it) and the events the same rows, in order,
         written a run of one kind at a time (`EventLog.record_batch`). A half anything else applies
         to (done by an op record, unreadable, stored after the round started, immune, new, not yet
         due for a check) ends the batch before anything is done for it.
         """
         ctx = self.ctx
         m, log, clock = ctx.model, ctx.log, ctx.clock()
-        append, message, msgs = m.append, m.message, m._msgs
+        append, message, msgs = m.append, m.message_once, m._msgs  # an original is read once: not cached
         qids: dict[str | None, int | None] = {}  # `_qid` of a REAL_QID text
         immunities: dict[str, int] = {}  # `check_immunity_time` of a CHECK_IMMUNITY_TIME_IN_SECONDS text
         check_max, timeout = self.check_max, self.timeout
@@ -365,29 +366,81 @@ class TransactionService:
         kind = ""
         checks = dropped = 0
         done = i
+        # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
+        # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
+        # queue and it is kept
+        units, bmax, fixed, kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+        lazy = m._lazy if kept and not m.keep_messages and not m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid)) \
+            else None
+        deferred = lazy if lazy is not None else {}
+        cmt: tuple | None | bool = False  # a discard's queue (`queue_info`) once asked: None unless it keeps nothing
+        build, place, base_fs, dledger = self._build_copy, m.place, m.base.file_size, m.base.dledger
         for off, unit in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
             if off in remove_map:
                 break
-            msg = msgs.get(unit[0])  # a put-back of an earlier round, else `message` reads it
-            if msg is None:
-                msg = message(unit[0])
+            e = deferred.get(unit[0])  # a put-back of an earlier round's batch
+            if e is not None:
+                msg = None
+                ph = unit[0]
+                facts = e[1]
+                text, store_ts = e[2], e[3]
+                real_qid, born, imm_text = facts[3], facts[6], facts[7]
+            else:
+                msg = msgs.get(unit[0])  # a put-back of an earlier round, else `message` reads it
                 if msg is None:
-                    break
-            ph = msg.phys
-            props = msg.props
-            text = props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
+                    msg = message(unit[0])
+                    if msg is None:
+                        break
+                facts = None
+                ph = msg.phys
+                props = msg.props
+                text = props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
+                born, store_ts = msg.born_ts, msg.store_ts
+                imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+                qid_text = props.get(PROPERTY_REAL_QUEUE_ID)
+                real_qid = qids.get(qid_text, False)
+                if real_qid is False:
+                    real_qid = qids[qid_text] = _qid(props)
             verdict = verdicts.get(text)
             if verdict is None:
                 verdict = verdicts[text] = _verdict(text, check_max)
             discard, times, times_text, row_times = verdict
-            born = msg.born_ts
             skip = not discard and clock - born > reserved_ms
-            qid_text = props.get(PROPERTY_REAL_QUEUE_ID)
-            real_qid = qids.get(qid_text, False)
-            if real_qid is False:
-                real_qid = qids[qid_text] = _qid(props)
             if discard or skip:
                 why = "discard" if discard else "skip"
+                if msg is None and cmt is False:
+                    cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
+                    if cmt[3] or m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
+                        cmt = None
+                if msg is None and cmt is not None:
+                    # `_discard` of a deferred put-back to a queue that keeps nothing: `append`'s size and
+                    # place of the copy (its map but for a skip's count, the topic's fixed part)
+                    size = e[4] - fixed + cmt[2]
+                    if skip:
+                        size += len(times_text) - len(text)
+                        row_times = times
+                    pos = m._end
+                    if pos is None or dledger or pos % base_fs + size + BLANK_MIN > base_fs:
+                        pos = place(size)
+                    else:
+                        m._end = pos + size
+                    cmt_units = cmt[0]
+                    copy_qo = cmt[1] + len(cmt_units)
+                    cmt_units.append(None)
+                    dropped += 1
+                    uniq = facts[4]
+                    resolved[uniq or str(ph)] = why
+                    if kind != why:
+                        if rows:
+                            log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
+                                             else _DISCARD_KEYS)
+                        rows, kind = [], why
+                    rows.append((facts[2], real_qid, uniq, ph, pos, row_times, copy_qo))
+                    done = off + 1
+                    continue
+                if msg is None:
+                    msg = m._materialise(ph)
+                    props = msg.props
                 # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0; a discarded half's map is
                 # not changed (the re-put shares it), a skipped one's has the incremented count
                 if skip:
@@ -407,10 +460,9 @@ class TransactionService:
                              new.queue_offset))
                 done = off + 1
                 continue
-            if msg.store_ts >= start:
+            if store_ts >= start:
                 break
             age = clock - born
-            imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
             if imm_text is None:
                 immunity_ms = timeout
                 if 0 <= age < timeout:
@@ -424,27 +476,47 @@ class TransactionService:
             if not ((no_ops and age > immunity_ms) or ops_late or age <= -1):
                 break  # more op records to read
             # `_put_back` of `_renew(msg, props)` with the incremented count
-            props = {**props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
-            new = msg.derive(msg.topic, msg.queue_id, props)
-            new.flag = 0
-            new.reconsume_times = 0
-            copy = append(new, clock, "transaction").message
-            group = props.get(PROPERTY_PRODUCER_GROUP)
-            uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if answers:
-                keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
-                answer = scenario.answer_for(group, uniq, keys, ctx.rng)
+            if lazy is not None:
+                if facts is None:
+                    facts = self._copy_facts(msg, real_qid, times_text, fixed)
+                # `StoreModel.append` of the copy: its size is the first copy's but for the count's text
+                size = facts[9] + len(times_text)
+                pos = m._end  # `place(size)` where the record fits in the current file
+                if pos is None or dledger or pos % base_fs + size + BLANK_MIN > base_fs:
+                    pos = place(size)
+                else:
+                    m._end = pos + size
+                copy_qo = bmax + len(units)
+                units.append((pos, size, facts[10]))
+                lazy[pos] = (build, facts, times_text, clock, size, copy_qo, ph)
+                real_topic, uniq, group = facts[2], facts[4], facts[5]
+                if answers:
+                    answer = scenario.answer_for(group, uniq, facts[8], ctx.rng)
+                else:
+                    answer = default_answer
             else:
-                answer = default_answer
+                props = {**props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+                new = msg.derive(msg.topic, msg.queue_id, props)
+                new.flag = 0
+                new.reconsume_times = 0
+                copy = append(new, clock, "transaction").message
+                pos, copy_qo = copy.phys, copy.queue_offset
+                real_topic = props.get(PROPERTY_REAL_TOPIC)
+                group = props.get(PROPERTY_PRODUCER_GROUP)
+                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if answers:
+                    keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
+                    answer = scenario.answer_for(group, uniq, keys, ctx.rng)
+                else:
+                    answer = default_answer
             checks += 1
             if kind != "check":
                 if rows:
                     log.record_batch(ctx.engine.now, "transaction", kind, rows, _DISCARD_KEYS)
                 rows, kind = [], "check"
-            rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, uniq, ph, copy.phys, group, times,
-                         copy.queue_offset, answer))
+            rows.append((real_topic, real_qid, uniq, ph, pos, group, times, copy_qo, answer))
             if answer in ("commit", "rollback"):
-                ctx.engine.schedule(lambda p=copy.phys, a=answer: self.end_transaction(p, a), PRODUCER, delay)
+                ctx.engine.schedule(lambda p=pos, a=answer: self.end_transaction(p, a), PRODUCER, delay)
             done = off + 1
         if rows:
             log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
@@ -453,6 +525,39 @@ class TransactionService:
         record["checks"] += checks
         record["discards"] += dropped
         return done
+
+    def _copy_facts(self, msg: SimMessage, real_qid: int | None, times_text: str, fixed: int) -> tuple:
+        """What every later put-back of `msg` shares (they differ only in TRANSACTION_CHECK_TIMES): (a copy
+        they derive from, holding neither the source's map nor its string, the first copy's map, REAL_TOPIC,
+        REAL_QID, UNIQ_KEY, producer group, born time, CHECK_IMMUNITY_TIME_IN_SECONDS, KEYS as `answer_for`
+        takes them, the size but for the count's text, tags code). The size is `StoreModel.append`'s for the
+        first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
+        m = self.ctx.model
+        props = {**msg.props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+        size = m.reput_size(props, _order(tuple(props), m.capacity)[1], fixed, msg.sys_flag, msg.body_len)
+        keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k] if self.ctx.scenario.answers else None
+        return (msg.derive(msg.topic, msg.queue_id, props), props, props.get(PROPERTY_REAL_TOPIC), real_qid,
+                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(PROPERTY_PRODUCER_GROUP), msg.born_ts,
+                props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), keys, size - len(times_text), tags_code(props))
+
+    def _build_copy(self, phys: int, e: tuple) -> SimMessage:
+        """The `SimMessage` of a put-back placed by `_check_batch` (`StoreModel._materialise`): `_renew`'s
+        copy of its source as `StoreModel.append` leaves it (its map in the stored order: the first copy's,
+        which a later copy, with the same keys, keeps)."""
+        _, facts, times_text, store_ts, size, queue_offset, source_phys = e
+        src = facts[0]
+        props = {**facts[1], PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+        order = _order(tuple(props), self.ctx.model.capacity)[0]
+        if order is not None:
+            props = {k: props[k] for k in order}
+        new = src.derive(src.topic, src.queue_id, props)
+        new.flag = 0
+        new.reconsume_times = 0
+        new.phys, new.size, new.store_ts, new.queue_offset = phys, size, store_ts, queue_offset
+        new.service = "transaction"
+        new.tags_code = facts[10]
+        new.source_phys = source_phys
+        return new
 
     def _check_prepare_offset(self, remove_map, done_op, msg, props) -> bool:
         prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)

@@ -116,3 +116,29 @@ def test_no_batch_under_a_put_failure(tmp_path, monkeypatch):
     log, slow_off, slow_on = _same(store, config, monkeypatch, doc=doc, hold=True)
     assert '"event":"put_failed"' in log
     assert slow_on == slow_off
+
+
+def test_deferred_put_backs_read_as_the_per_message_walk_made_them(tmp_path, monkeypatch):
+    """A run that keeps no records for `--out` (no held events) places the batch's put-backs without a
+    `SimMessage` (`StoreModel._lazy`); the ones read again (an answer's end-transaction, the per-message
+    walk, a skip) are built then and must read as the per-message walk's own copies: same log, same
+    summary, with answers, on 5.3 and 4.9."""
+    built = []
+    build = tx_mod.TransactionService._build_copy
+
+    def spy(self, phys, e):
+        built.append(phys)
+        return build(self, phys, e)
+
+    monkeypatch.setattr(tx_mod.TransactionService, "_build_copy", spy)
+    doc = {"transaction": {"answers": [{"key": "order-*", "answer": "commit", "probability": 0.5},
+                                       {"producer_group": "PG", "answer": "rollback", "probability": 0.3}],
+                           "answer_delay_ms": 500}}
+    for version, broker in (("5.3", "5.3"), ("4.9.8", "4.9")):
+        store, config = _build(tmp_path / version, version=version)
+        built.clear()
+        log, _, slow_on = _same(store, config, monkeypatch, doc=doc, version=broker, hold=False)
+        ends = log.count('"event":"commit"') + log.count('"event":"rollback"')
+        assert ends > 50 and slow_on < log.count('"event":"check"') // 10
+        # each answered copy is read once by its end-transaction: built then, not before
+        assert ends <= len(set(built)) < log.count('"event":"check"')

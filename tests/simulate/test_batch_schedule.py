@@ -131,3 +131,23 @@ def test_batch_reads_records_one_by_one_past_the_span(tmp_path, monkeypatch):
     monkeypatch.setattr(schedule_mod, "BATCH_READ", 2)
     log, slow_off, slow_on = _same(store, config, monkeypatch)
     assert slow_off == 600 and slow_on == 0
+
+
+def test_a_record_in_the_read_cache_goes_per_message(tmp_path, monkeypatch):
+    """A batch below the base's end and outside its read cache skips the look-up per record; a record
+    someone read (in the cache) still ends the batch and is delivered by the per-message walk."""
+    store, config = _build(tmp_path / "s", odd=False)
+    base_deliver = schedule_mod.ScheduleService._deliver_base
+    primed = []
+
+    def deliver_base(self, level, offset, hi, clock, delay):
+        if not primed and level == 1:
+            m = self.ctx.model
+            phys = m.cq_unit(RMQ_SYS_SCHEDULE_TOPIC, 0, offset + 3)[0]
+            primed.append(m.base.message(phys).phys)  # into the read cache
+        return base_deliver(self, level, offset, hi, clock, delay)
+
+    monkeypatch.setattr(schedule_mod.ScheduleService, "_deliver_base", deliver_base)
+    log, slow_off, slow_on = _same(store, config, monkeypatch)
+    assert len(primed) == 1 and slow_off == 600
+    assert slow_on == 1  # that record alone
