@@ -40,10 +40,12 @@ from itertools import chain
 
 import numpy as np
 
+from mqtool.formats.commitlog import host_size
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
     PROPERTY_TIMER_DEL_UNIQKEY,
     PROPERTY_TIMER_DEQUEUE_MS,
     PROPERTY_TIMER_ENQUEUE_MS,
@@ -52,6 +54,7 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
     LOOP,
@@ -66,7 +69,7 @@ from mqtool.rules.timer import (
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
-from mqtool.simulate.model import BLANK_MIN, _order, next_in_file
+from mqtool.simulate.model import BLANK_MIN, SimMessage, _order, next_in_file, tags_code
 from mqtool.simulate.timerrows import FORMATS, NO_ROW, DeliveryRows
 from mqtool.simulate.timerrows import reput_size as row_reput_size
 from mqtool.simulate.timerunits import TimerUnits
@@ -89,6 +92,11 @@ _ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_
 _ENQ_SEG = len(PROPERTY_TIMER_ENQUEUE_MS) + 2
 _DEQ_SEG = len(PROPERTY_TIMER_DEQUEUE_MS) + 2
 _ABSENT = object()
+# `_roll`'s three properties, in the order it sets them (a source without them gets them appended so)
+_ROLL_SET = (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES, PROPERTY_TIMER_DEQUEUE_MS)
+# (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`_roll_row`)
+_ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
+_U64 = (1 << 64) - 1
 _TEXTS: dict[bytes | None, str | None] = {}  # REAL_TOPIC/REAL_QID bytes -> text (`_enqueue_base`)
 
 
@@ -101,6 +109,7 @@ class TimerService:
     """
 
     batch = True  # False: every unit by the per-message walk (tests compare the two)
+    _roll_rows = 0  # roll re-puts kept as rows in the spool so far (`_roll_row`, `_roll_enqueue`)
 
     def __init__(self, ctx: SimContext, timercheck=None, units=None, timerlog_end: int = 0,
                  timerlog_file_size: int | None = None, wheel=None, timerlog=None) -> None:
@@ -783,8 +792,11 @@ class TimerService:
 
     def _roll(self, msg, u: tuple, slot_time: int, pend: list) -> None:
         """`_put` and `_put_done` of a ROLL unit where no fault refuses a put: the re-put to the timer
-        topic with TIMER_ROLL_TIMES + 1 goes through `StoreModel.append`; its event joins `pend`."""
+        topic with TIMER_ROLL_TIMES + 1 goes through `StoreModel.append` (a store's record in a run that
+        spools the timer topic: kept as a row, `_roll_row`); its event joins `pend`."""
         ctx = self.ctx
+        if ctx.model.spool is not None and self._roll_row(msg, u, slot_time, pend):
+            return
         src = msg.props
         props = dict(src)
         now = ctx.engine._now + ctx.clock_offset
@@ -805,6 +817,107 @@ class TimerService:
                                        _int(src.get(PROPERTY_REAL_QUEUE_ID)),
                                        n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time,
                                        times))
+
+    def _roll_row(self, msg, u: tuple, slot_time: int, pend: list) -> bool:
+        """`_roll` of a store's record (`msg`) in a run that spools the timer topic's re-puts, without the
+        re-put: its size is the source's properties' plus the three values `_roll` sets (`StoreModel.
+        reput_size`'s arithmetic), `StoreModel.append_row` places it, and the spool keeps a row
+        (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time
+        (= TIMER_DEQUEUE_MS), TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES and tags code, from which `_rebuild_roll`
+        rebuilds it, and its TIMER_OUT_MS and delivery row (`DeliveryRows`), which `_roll_enqueue` hands
+        the enqueue. False (nothing done) where the re-put goes through `append`: a re-put read back
+        (kept whole), no TIMER_ENQUEUE_MS to set, a cancel marker, values a row cannot hold."""
+        ctx, m = self.ctx, self.ctx.model
+        ph = msg.phys
+        spool = m.spool
+        if (u[2] == -1 or ph in spool._where or ph in m._msgs or msg.topic != TIMER_TOPIC or msg.queue_id != 0
+                or m.put_filter is not None or m.keep_messages):
+            return False
+        src = msg.props
+        if PROPERTY_TIMER_DEL_UNIQKEY in src:
+            return False
+        qid_text = src.get(PROPERTY_REAL_QUEUE_ID)
+        qid = _int(qid_text)
+        try:
+            due = int(src[PROPERTY_TIMER_OUT_MS])
+        except (KeyError, ValueError):
+            return False
+        if qid is None or not 0 <= due <= _NP_MAX:
+            return False
+        fixed = m.queue_info(TIMER_TOPIC, 0)[2]
+        keys = (tuple(src), m.capacity)
+        keys_part = _ROLL_KEYS.get(keys)
+        try:
+            if keys_part is None:
+                new_keys = keys[0] + tuple(k for k in _ROLL_SET if k not in src)
+                keys_part = _ROLL_KEYS[keys] = _order(new_keys, m.capacity)[1] + 2 * len(new_keys)
+            values = "".join(src.values())
+            n = keys_part + (len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
+            now = ctx.engine._now + ctx.clock_offset
+            times = _int(src.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1
+            enq_s = str(u[2])
+            deq_s = str(now)
+            for k, new in zip(_ROLL_SET, (enq_s, str(times), deq_s), strict=True):
+                old = src.get(k)
+                n += len(new) - (0 if old is None else len(old) if old.isascii()
+                                 else len(old.encode("utf-8", "surrogateescape")))
+        except UnicodeError:
+            return False  # `append` meets the same error
+        sys_flag = msg.sys_flag
+        n += msg.body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
+                             else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
+        # the delivery's row: the re-put's size but its topic part and the two properties the dequeue sets
+        real = src.get(PROPERTY_REAL_TOPIC)
+        uk = src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        x = self.rows.of_plain(n - len(enq_s) - _ENQ_SEG - len(deq_s) - _DEQ_SEG, real, qid_text, uk)
+        if not x[0]:
+            return False
+        size = n + fixed if m.trailing_separator else n + fixed - 1
+        tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
+        pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
+        spool.put_row(pos, (ph, size, queue_offset, now, u[2], times, tags, due, x[0], _signed(x[1]), _signed(x[2])),
+                      self._rebuild_roll)
+        self._roll_rows += 1
+        self.rolled += 1
+        log = ctx.log
+        if not log.keep:
+            log.tally("roll")
+            return True
+        self._add_event(pend, "roll", (ctx.engine._now, real, qid, uk, ph, pos, slot_time, times))
+        return True
+
+    def _rebuild_roll(self, phys: int, row: tuple) -> SimMessage | None:
+        """The roll re-put at `phys` a row stands for (`_roll_row`), as `_roll` would have put it: the
+        source read again, its properties with the three values set (appended where new) in the stored
+        order, placed where the row says."""
+        m = self.ctx.model
+        origin, size, queue_offset, store_ts, enqueue_ms, times, tags = row[:7]
+        base = m.base
+        once = getattr(base, "message_once", None)
+        src = once(origin) if once is not None else base.message(origin)
+        if src is None:
+            return None
+        props = dict(src.props)
+        props[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_ms)
+        props[PROPERTY_TIMER_ROLL_TIMES] = str(times)
+        props[PROPERTY_TIMER_DEQUEUE_MS] = str(store_ts)
+        order = _order(tuple(props), m.capacity)[0]
+        n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
+        n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = phys, size, queue_offset, store_ts, \
+            "timer", tags
+        return n
+
+    def _roll_enqueue(self, phys: int) -> tuple | None:
+        """What the enqueue takes from a roll re-put kept as a row (`_roll_row`): (TIMER_OUT_MS, False (no
+        TIMER_DEL_UNIQKEY), REAL_TOPIC, REAL_QID text, UNIQ_KEY, the re-put's size for `DeliveryRows.of_plain`),
+        the values `_enqueue_base` takes from a plain string; None for any other record."""
+        spool = self.ctx.model.spool
+        r = spool.row(phys) if spool is not None else None
+        if r is None:
+            return None
+        x = (r[8], r[9] & _U64, r[10] & _U64)
+        topic, qid = self.rows.topic_qid(x[0])
+        return r[7], False, topic, str(qid), self.rows.uniq_key(x), x[0] >> 34
 
     def _light_reader(self):
         """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
@@ -1023,6 +1136,11 @@ class TimerService:
 def _text(value: bytes | None) -> str | None:
     """A value `read_plain` gives as bytes, as the properties map holds it."""
     return None if value is None else value.decode("utf-8", "surrogateescape")
+
+
+def _signed(v: int) -> int:
+    """A uint64 as the int64 of the same bits (a spool row holds int64)."""
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def _no_row(_pos: int) -> None:
