@@ -70,6 +70,7 @@ from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
 from mqtool.simulate.model import BLANK_MIN, SimMessage, _order, next_in_file, tags_code
+from mqtool.simulate.rollread import read_sources
 from mqtool.simulate.timerrows import FORMATS, NO_ROW, DeliveryRows
 from mqtool.simulate.timerrows import reput_size as row_reput_size
 from mqtool.simulate.timerunits import TimerUnits
@@ -80,6 +81,7 @@ TIMERLOG_BLANK_SIZE = 16
 LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
 ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
+ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`_roll_sources`)
 PENDING_EVENTS = 4096  # a slot's events waiting for one `record_batch` (a roll slot holds a third of a run)
 _NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
@@ -97,6 +99,12 @@ _ROLL_SET = (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES, PROPERTY_TIME
 # (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`_roll_row`)
 _ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
 _U64 = (1 << 64) - 1
+_ROLL_SEGS = tuple(len(k) + 2 for k in _ROLL_SET)  # a property's name and separators
+# the values `_roll_plain` takes from a plain string (`rollread.read_sources`)
+_ROLL_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
+                PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + _ROLL_SET + (PROPERTY_TAGS,)
+_TIMER_TOPIC_B = TIMER_TOPIC.encode()
+_ROLL_TEXTS: dict[bytes | None, str | None] = {}  # REAL_TOPIC/REAL_QID bytes -> text (`_roll_plain`)
 _TEXTS: dict[bytes | None, str | None] = {}  # REAL_TOPIC/REAL_QID bytes -> text (`_enqueue_base`)
 
 
@@ -711,8 +719,15 @@ class TimerService:
             msgs, lru = m._msgs, getattr(m.base, "_lru", {})
             spooled = m.spool._where if m.spool is not None else {}
             row_target = self._row_target
+        # a roll slot's store records are read batch-wise, not built (`_roll_plain`)
+        sources = (self._roll_sources(normal_units) if fast_roll and len(normal_units) >= ROLL_READ and not deletes
+                   and m.spool is not None else None)
         for i, (_pos, u, x) in enumerate(normal_units):
             plain = not u[1] & MAGIC_ROLL  # not `need_roll`
+            if sources is not None and not plain:
+                rec = sources[i]
+                if rec is not None and self._roll_plain(u, rec, slot_time, pend):
+                    continue
             if rows and plain and u[2] != -1:
                 if x is not None:
                     target = row_target(x)
@@ -818,65 +833,125 @@ class TimerService:
                                        n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time,
                                        times))
 
+    def _roll_sources(self, units: list[tuple]) -> list | None:
+        """`rollread.read_sources` of the store records the slot's ROLL units (`units`: (pos, unit, row))
+        point at, by index (None: read whole); None when there are none or the base is not read batch-wise."""
+        m = self.ctx.model
+        base = m.base
+        if not batchable(base):
+            return None
+        msgs, spooled, lru = m._msgs, m.spool._where, base._lru
+        at = [i for i, r in enumerate(units) if r[1][1] & MAGIC_ROLL and r[1][2] != -1]
+        at = [i for i in at if not (units[i][1][4] in msgs or units[i][1][4] in spooled or units[i][1][4] in lru)]
+        if not at:
+            return None
+        read = read_sources(base, [units[i][1][4] for i in at], [units[i][1][5] for i in at], _ROLL_WANTED)
+        out: list = [None] * len(units)
+        for i, rec in zip(at, read, strict=True):
+            out[i] = rec
+        return out
+
     def _roll_row(self, msg, u: tuple, slot_time: int, pend: list) -> bool:
         """`_roll` of a store's record (`msg`) in a run that spools the timer topic's re-puts, without the
-        re-put: its size is the source's properties' plus the three values `_roll` sets (`StoreModel.
-        reput_size`'s arithmetic), `StoreModel.append_row` places it, and the spool keeps a row
-        (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time
-        (= TIMER_DEQUEUE_MS), TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES and tags code, from which `_rebuild_roll`
-        rebuilds it, and its TIMER_OUT_MS and delivery row (`DeliveryRows`), which `_roll_enqueue` hands
-        the enqueue. False (nothing done) where the re-put goes through `append`: a re-put read back
-        (kept whole), no TIMER_ENQUEUE_MS to set, a cancel marker, values a row cannot hold."""
-        ctx, m = self.ctx, self.ctx.model
+        re-put (`_keep_roll`); False (nothing done) where the re-put goes through `append`: a re-put read
+        back (kept whole), no TIMER_ENQUEUE_MS to set, a cancel marker, values a row cannot hold."""
+        m = self.ctx.model
         ph = msg.phys
-        spool = m.spool
-        if (u[2] == -1 or ph in spool._where or ph in m._msgs or msg.topic != TIMER_TOPIC or msg.queue_id != 0
+        if (u[2] == -1 or ph in m.spool._where or ph in m._msgs or msg.topic != TIMER_TOPIC or msg.queue_id != 0
                 or m.put_filter is not None or m.keep_messages):
             return False
         src = msg.props
         if PROPERTY_TIMER_DEL_UNIQKEY in src:
             return False
         qid_text = src.get(PROPERTY_REAL_QUEUE_ID)
-        qid = _int(qid_text)
         try:
             due = int(src[PROPERTY_TIMER_OUT_MS])
         except (KeyError, ValueError):
             return False
-        if qid is None or not 0 <= due <= _NP_MAX:
-            return False
-        fixed = m.queue_info(TIMER_TOPIC, 0)[2]
         keys = (tuple(src), m.capacity)
         keys_part = _ROLL_KEYS.get(keys)
+        olds = []
         try:
             if keys_part is None:
-                new_keys = keys[0] + tuple(k for k in _ROLL_SET if k not in src)
-                keys_part = _ROLL_KEYS[keys] = _order(new_keys, m.capacity)[1] + 2 * len(new_keys)
+                _order(keys[0] + tuple(k for k in _ROLL_SET if k not in src), m.capacity)  # as `append` orders
+                keys_part = _ROLL_KEYS[keys] = _order(keys[0], m.capacity)[1] + 2 * len(src)
             values = "".join(src.values())
             n = keys_part + (len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
-            now = ctx.engine._now + ctx.clock_offset
-            times = _int(src.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1
-            enq_s = str(u[2])
-            deq_s = str(now)
-            for k, new in zip(_ROLL_SET, (enq_s, str(times), deq_s), strict=True):
+            for k in _ROLL_SET:
                 old = src.get(k)
-                n += len(new) - (0 if old is None else len(old) if old.isascii()
-                                 else len(old.encode("utf-8", "surrogateescape")))
+                olds.append(None if old is None else len(old) if old.isascii()
+                            else len(old.encode("utf-8", "surrogateescape")))
         except UnicodeError:
             return False  # `append` meets the same error
         sys_flag = msg.sys_flag
         n += msg.body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
                              else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
+        times = src.get(PROPERTY_TIMER_ROLL_TIMES)
+        times = 1 if times is None else _int(times, 0) + 1  # (no exception raised for the usual absent one)
+        tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
+        return self._keep_roll(ph, n, olds, due, times, src.get(PROPERTY_REAL_TOPIC), qid_text,
+                               src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), tags, u, slot_time, pend)
+
+    def _roll_plain(self, u: tuple, rec: tuple, slot_time: int, pend: list) -> bool:
+        """`_roll_row` of a store's record read by `rollread.read_sources` (`rec`: topic, QUEUEID, the
+        plain properties string's size and the `_ROLL_WANTED` values as bytes), without a map or record."""
+        topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
+        if topic != _TIMER_TOPIC_B or qid != 0 or del_b is not None or u[2] == -1:
+            return False
+        try:
+            due = int(out_b)
+        except (TypeError, ValueError):
+            return False  # (absent, or not ASCII digits: the record is read whole)
+        texts = _ROLL_TEXTS
+        if len(texts) > FORMATS:
+            texts.clear()  # a store has a few REAL_TOPIC/REAL_QID values
+        real = texts.get(real_b, _ABSENT)
+        if real is _ABSENT:
+            real = texts[real_b] = _text(real_b)
+        qid_text = texts.get(qid_b, _ABSENT)
+        if qid_text is _ABSENT:
+            qid_text = texts[qid_b] = _text(qid_b)
+        if times_b is None:
+            times = 1
+        else:
+            try:
+                times = int(times_b) + 1
+            except ValueError:
+                times = _int(_text(times_b), 0) + 1
+        tags = tags_code({PROPERTY_TAGS: _text(tags_b)}) if tags_b is not None else 0
+        return self._keep_roll(u[4], n, [None if v is None else len(v) for v in (enq_b, times_b, deq_b)], due,
+                               times, real, qid_text, None if uniq_b is None else _text(uniq_b), tags, u,
+                               slot_time, pend)
+
+    def _keep_roll(self, ph: int, n: int, olds: list, due: int, times: int, real: str | None,
+                   qid_text: str | None, uk: str | None, tags: int, u: tuple, slot_time: int, pend: list) -> bool:
+        """The re-put `_roll` would make of the record at `ph`, kept as a row: its size is the source's
+        (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
+        of its TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES, TIMER_DEQUEUE_MS or None) with the three values set
+        (`StoreModel.reput_size`'s arithmetic), `StoreModel.append_row` places it, and the spool keeps a row
+        (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time
+        (= TIMER_DEQUEUE_MS), TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES and tags code, from which `_rebuild_roll`
+        rebuilds it, and its TIMER_OUT_MS and delivery row (`DeliveryRows`), which `_roll_enqueue` hands
+        the enqueue. False (nothing done) where a row cannot hold it."""
+        ctx, m = self.ctx, self.ctx.model
+        qid = _int(qid_text)
+        if qid is None or not 0 <= due <= _NP_MAX:
+            return False
+        now = ctx.engine._now + ctx.clock_offset
+        enq_s = str(u[2])
+        deq_s = str(now)
+        for seg, old, new in zip(_ROLL_SEGS, olds, (len(enq_s), len(str(times)), len(deq_s)), strict=True):
+            n += seg + new if old is None else new - old
         # the delivery's row: the re-put's size but its topic part and the two properties the dequeue sets
-        real = src.get(PROPERTY_REAL_TOPIC)
-        uk = src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         x = self.rows.of_plain(n - len(enq_s) - _ENQ_SEG - len(deq_s) - _DEQ_SEG, real, qid_text, uk)
         if not x[0]:
             return False
-        size = n + fixed if m.trailing_separator else n + fixed - 1
-        tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
+        size = n + m.queue_info(TIMER_TOPIC, 0)[2]
+        if not m.trailing_separator:
+            size -= 1
         pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
-        spool.put_row(pos, (ph, size, queue_offset, now, u[2], times, tags, due, x[0], _signed(x[1]), _signed(x[2])),
-                      self._rebuild_roll)
+        m.spool.put_row(pos, (ph, size, queue_offset, now, u[2], times, tags, due, x[0], _signed(x[1]),
+                              _signed(x[2])), self._rebuild_roll)
         self._roll_rows += 1
         self.rolled += 1
         log = ctx.log
