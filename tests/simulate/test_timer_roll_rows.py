@@ -115,7 +115,7 @@ def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read):
     assert {p: spooled1[p] for p in rebuilt} == rebuilt
     # two roll slots: +1 day (window / 2, the 137 due in under 16 h past the window) and +2 days (43): the
     # big one's records are read batch-wise (all plain strings), the rows of 104 (33 cannot be rows) made so
-    assert len(plain) == (104 if roll_read == timer_mod.ROLL_READ else 0)
+    assert len(plain) == (104 if roll_read < 10**9 else 0)
 
 
 def test_rebuilt_roll_equals_the_appended_one(tmp_path, monkeypatch):
