@@ -99,6 +99,7 @@ _ROLL_SET = (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES, PROPERTY_TIME
 # (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`_roll_row`)
 _ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
 _U64 = (1 << 64) - 1
+_NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 _ROLL_SEGS = tuple(len(k) + 2 for k in _ROLL_SET)  # a property's name and separators
 # the values `_roll_plain` takes from a plain string (`rollread.read_sources`)
 _ROLL_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
@@ -696,6 +697,8 @@ class TimerService:
         ctx, m = self.ctx, self.ctx.model
         fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
         chain = self._chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
+        if fast and self._dequeue_rows(chain, slot_time):
+            return None
         if any(r[1][1] & _CANCEL_BITS == MAGIC_DELETE for r in chain):
             cancels, normal_units = dequeue_order(chain, _magic)
         else:  # `dequeue_order` of a slot without cancel requests
@@ -774,6 +777,37 @@ class TimerService:
             for r in chain:
                 release(r[1][4])
         return None
+
+    def _dequeue_rows(self, chain: list[tuple], slot_time: int) -> bool:
+        """The usual slot, where no fault can refuse a put: every unit plain with its delivery's row and a
+        queue `_deliver_row` may put to (so no cancel request either). Each is delivered from its row,
+        oldest first, and the slot's records released, as the per-unit walk of `_dequeue_slot` would;
+        False (nothing done) for any other slot."""
+        targets = []
+        row_target = self._row_target
+        for _pos, u, x in chain:
+            if x is None or u[2] == -1:
+                return False
+            target = row_target(x)
+            if target is None:
+                return False
+            targets.append(target)
+        pend = self._pend
+        m = self.ctx.model
+        msgs, lru = m._msgs, getattr(m.base, "_lru", {})
+        spooled = m.spool._where if m.spool is not None else {}
+        for k in range(len(chain) - 1, -1, -1):  # oldest first (`dequeue_order`)
+            _pos, u, x = chain[k]
+            ph = u[4]
+            if ph in msgs or ph in spooled or ph in lru:  # a re-put read back: `_deliver_row`
+                self._deliver_row(u, x, targets[k], slot_time, pend)
+            else:  # a store's record (`_deliver_light` of its row)
+                self._deliver_light(u, x, targets[k], _NO_DELETES, slot_time, pend)
+        if m.releasing:
+            release = m.release
+            for r in chain:
+                release(r[1][4])
+        return True
 
     def _flush_events(self, pend: list) -> None:
         """The events waiting in `pend` ([kind, rows]: a run of `_deliver`s or `_roll`s, each row with its
