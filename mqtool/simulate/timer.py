@@ -82,6 +82,7 @@ LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
 ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`_roll_sources`)
+ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
 PENDING_EVENTS = 4096  # a slot's events waiting for one `record_batch` (a roll slot holds a third of a run)
 _NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
@@ -722,13 +723,16 @@ class TimerService:
             msgs, lru = m._msgs, getattr(m.base, "_lru", {})
             spooled = m.spool._where if m.spool is not None else {}
             row_target = self._row_target
-        # a roll slot's store records are read batch-wise, not built (`_roll_plain`)
-        sources = (self._roll_sources(normal_units) if fast_roll and len(normal_units) >= ROLL_READ and not deletes
-                   and m.spool is not None else None)
+        # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built (`_roll_plain`)
+        roll_read = fast_roll and len(normal_units) >= ROLL_READ and not deletes and m.spool is not None
+        sources, sources_end = None, 0
         for i, (_pos, u, x) in enumerate(normal_units):
             plain = not u[1] & MAGIC_ROLL  # not `need_roll`
-            if sources is not None and not plain:
-                rec = sources[i]
+            if roll_read and not plain:
+                if i >= sources_end:
+                    sources_end = i + ROLL_CHUNK
+                    sources = self._roll_sources(normal_units, i, sources_end)
+                rec = sources.get(i) if sources else None
                 if rec is not None and self._roll_plain(u, rec, slot_time, pend):
                     continue
             if rows and plain and u[2] != -1:
@@ -867,23 +871,18 @@ class TimerService:
                                        n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time,
                                        times))
 
-    def _roll_sources(self, units: list[tuple]) -> list | None:
-        """`rollread.read_sources` of the store records the slot's ROLL units (`units`: (pos, unit, row))
-        point at, by index (None: read whole); None when there are none or the base is not read batch-wise."""
+    def _roll_sources(self, units: list[tuple], lo: int, hi: int) -> dict[int, tuple] | None:
+        """`rollread.read_sources` of the store records the ROLL units among `units[lo:hi]` ((pos, unit, row))
+        point at, by index (absent: read whole); None when the base is not read batch-wise."""
         m = self.ctx.model
         base = m.base
         if not batchable(base):
             return None
         msgs, spooled, lru = m._msgs, m.spool._where, base._lru
-        at = [i for i, r in enumerate(units) if r[1][1] & MAGIC_ROLL and r[1][2] != -1]
-        at = [i for i in at if not (units[i][1][4] in msgs or units[i][1][4] in spooled or units[i][1][4] in lru)]
-        if not at:
-            return None
+        at = [i for i in range(lo, min(hi, len(units))) if units[i][1][1] & MAGIC_ROLL and units[i][1][2] != -1
+              and not (units[i][1][4] in msgs or units[i][1][4] in spooled or units[i][1][4] in lru)]
         read = read_sources(base, [units[i][1][4] for i in at], [units[i][1][5] for i in at], _ROLL_WANTED)
-        out: list = [None] * len(units)
-        for i, rec in zip(at, read, strict=True):
-            out[i] = rec
-        return out
+        return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
 
     def _roll_row(self, msg, u: tuple, slot_time: int, pend: list) -> bool:
         """`_roll` of a store's record (`msg`) in a run that spools the timer topic's re-puts, without the

@@ -95,10 +95,13 @@ def _run(store, config, monkeypatch, batch=True, rows=True):
     return sink.getvalue(), res, spooled, rebuilt, plain
 
 
-@pytest.mark.parametrize("roll_read", [timer_mod.ROLL_READ, 10**9])
-def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read):
-    """The roll slot read batch-wise (`_roll_plain`) or record by record (`_roll_row`): the same log."""
+@pytest.mark.parametrize(("roll_read", "chunk"), [(timer_mod.ROLL_READ, timer_mod.ROLL_CHUNK),
+                                                   (timer_mod.ROLL_READ, 16), (10**9, timer_mod.ROLL_CHUNK)])
+def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, chunk):
+    """The roll slot read batch-wise (`_roll_plain`; in one read or 16 units at a time) or record by record
+    (`_roll_row`): the same log."""
     monkeypatch.setattr(timer_mod, "ROLL_READ", roll_read)
+    monkeypatch.setattr(timer_mod, "ROLL_CHUNK", chunk)
     store, config = _build(tmp_path / "s")
     per_msg, r1, spooled1, _, _ = _run(store, config, monkeypatch, batch=False)
     batched, r2, spooled2, rebuilt, plain = _run(store, config, monkeypatch)
