@@ -616,3 +616,27 @@ class StoreModel:
             for cb in listeners:
                 cb()
         return PutResult(True, "PUT_OK", m)
+
+    def append_row(self, topic: str, qid: int, size: int, tags: int) -> tuple[int, int]:
+        """`append` of a re-put of `size` bytes its service keeps itself (a row: `RecordSpool.put_row`), for
+        a caller that knows no fault can refuse it (`put_filter` None) and that the queue keeps its units
+        (`queue_info`): (CommitLog offset, queue offset); the unit is appended and the queue's listeners
+        called as `append` does, but no `SimMessage` is built, kept or encoded."""
+        key = (topic, qid)
+        q = self._queue_info.get(key)
+        if q is None:
+            q = self._queue_info[key] = self._new_queue_info(key)
+        units, bmax = q[0], q[1]
+        pos = self._end
+        fs = self.base.file_size
+        if pos is not None and not self.base.dledger and pos % fs + size + BLANK_MIN <= fs:
+            self._end = pos + size  # `place` when the record fits in the current file
+        else:
+            pos = self.place(size)
+        queue_offset = bmax + len(units)
+        units.append((pos, size, tags))
+        listeners = self._listeners.get(key)
+        if listeners:
+            for cb in listeners:
+                cb()
+        return pos, queue_offset

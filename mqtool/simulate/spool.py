@@ -6,6 +6,9 @@ releases records (`StoreModel.releasing`) writes each one's fields (`marshal`, t
 `SimMessage` in slot order) to an unnamed temporary file and keeps only its place (two int64 per
 record); a read decodes a new, equal `SimMessage`. Services never rely on a record's identity:
 they copy its properties before editing them.
+
+A service that can rebuild a record from a few numbers keeps a row instead (`put_row`: `ROW_FIELDS`
+int64 in memory, no encoding); `get` then asks the row's `rebuild(phys, row)` for the record.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import marshal
 import os
 import tempfile
+from array import array
+from collections.abc import Callable
 from operator import attrgetter
 
 from mqtool.simulate.model import SimMessage
@@ -33,6 +38,7 @@ def _make_setter():
 _set_fields = _make_setter()
 
 
+ROW_FIELDS = 11  # the int64 a row (`put_row`) holds
 FLUSH = 1 << 20  # bytes of records kept in memory before one write appends them to the file
 _LEN_BITS = 32  # `_where` packs (file offset << _LEN_BITS) | length into one int
 
@@ -51,6 +57,8 @@ class RecordSpool:
         self._where: dict[int, int] = {}  # phys -> (file offset << _LEN_BITS) | length
         self._buf = bytearray()  # the records from file offset `_flushed` on, not yet written
         self._flushed = 0
+        self._rows = array("q")  # `put_row`'s rows, ROW_FIELDS each; `_where` holds ~(row index)
+        self._rebuild: Callable[[int, tuple], SimMessage | None] | None = None
 
     def put(self, m: SimMessage) -> None:
         data = marshal.dumps(_values(m))
@@ -64,10 +72,28 @@ class RecordSpool:
             self._flushed = self._end
             self._buf = bytearray()
 
+    def put_row(self, phys: int, row: tuple, rebuild: Callable[[int, tuple], SimMessage | None]) -> None:
+        """Keep the record at `phys` as `row` (ROW_FIELDS int64): `get(phys)` is `rebuild(phys, row)`
+        (one `rebuild` a spool)."""
+        self._rebuild = rebuild
+        self._where[phys] = ~(len(self._rows) // ROW_FIELDS)
+        self._rows.extend(row)
+
+    def row(self, phys: int) -> tuple | None:
+        """The row `put_row` keeps for `phys`, None for a record kept whole (or none)."""
+        v = self._where.get(phys)
+        if v is None or v >= 0:
+            return None
+        i = ~v * ROW_FIELDS
+        return tuple(self._rows[i:i + ROW_FIELDS])
+
     def get(self, phys: int) -> SimMessage | None:
         v = self._where.get(phys)
         if v is None:
             return None
+        if v < 0:
+            i = ~v * ROW_FIELDS
+            return self._rebuild(phys, tuple(self._rows[i:i + ROW_FIELDS]))
         at = v >> _LEN_BITS
         n = v & ((1 << _LEN_BITS) - 1)
         i = at - self._flushed

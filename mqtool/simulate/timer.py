@@ -40,10 +40,12 @@ from itertools import chain
 
 import numpy as np
 
+from mqtool.formats.commitlog import host_size
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
     PROPERTY_TIMER_DEL_UNIQKEY,
     PROPERTY_TIMER_DEQUEUE_MS,
     PROPERTY_TIMER_ENQUEUE_MS,
@@ -52,6 +54,7 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
     LOOP,
@@ -66,7 +69,8 @@ from mqtool.rules.timer import (
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
-from mqtool.simulate.model import BLANK_MIN, _order, next_in_file
+from mqtool.simulate.model import BLANK_MIN, SimMessage, _order, next_in_file, tags_code
+from mqtool.simulate.rollread import read_sources
 from mqtool.simulate.timerrows import FORMATS, NO_ROW, DeliveryRows
 from mqtool.simulate.timerrows import reput_size as row_reput_size
 from mqtool.simulate.timerunits import TimerUnits
@@ -77,6 +81,8 @@ TIMERLOG_BLANK_SIZE = 16
 LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
 ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
+ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`_roll_sources`)
+ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
 PENDING_EVENTS = 4096  # a slot's events waiting for one `record_batch` (a roll slot holds a third of a run)
 _NP_MAX = 2**62  # a TIMER_OUT_MS past this is left to the per-message walk (the batch computes in int64)
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
@@ -89,6 +95,18 @@ _ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_
 _ENQ_SEG = len(PROPERTY_TIMER_ENQUEUE_MS) + 2
 _DEQ_SEG = len(PROPERTY_TIMER_DEQUEUE_MS) + 2
 _ABSENT = object()
+# `_roll`'s three properties, in the order it sets them (a source without them gets them appended so)
+_ROLL_SET = (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES, PROPERTY_TIMER_DEQUEUE_MS)
+# (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`_roll_row`)
+_ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
+_U64 = (1 << 64) - 1
+_NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
+_ROLL_SEGS = tuple(len(k) + 2 for k in _ROLL_SET)  # a property's name and separators
+# the values `_roll_plain` takes from a plain string (`rollread.read_sources`)
+_ROLL_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
+                PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + _ROLL_SET + (PROPERTY_TAGS,)
+_TIMER_TOPIC_B = TIMER_TOPIC.encode()
+_ROLL_TEXTS: dict[bytes | None, str | None] = {}  # REAL_TOPIC/REAL_QID bytes -> text (`_roll_plain`)
 _TEXTS: dict[bytes | None, str | None] = {}  # REAL_TOPIC/REAL_QID bytes -> text (`_enqueue_base`)
 
 
@@ -101,6 +119,7 @@ class TimerService:
     """
 
     batch = True  # False: every unit by the per-message walk (tests compare the two)
+    _roll_rows = 0  # roll re-puts kept as rows in the spool so far (`_roll_row`, `_roll_enqueue`)
 
     def __init__(self, ctx: SimContext, timercheck=None, units=None, timerlog_end: int = 0,
                  timerlog_file_size: int | None = None, wheel=None, timerlog=None) -> None:
@@ -679,6 +698,8 @@ class TimerService:
         ctx, m = self.ctx, self.ctx.model
         fast = m.put_filter is None and self.batch  # a re-put read back may be delivered lightly too
         chain = self._chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
+        if fast and self._dequeue_rows(chain, slot_time):
+            return None
         if any(r[1][1] & _CANCEL_BITS == MAGIC_DELETE for r in chain):
             cancels, normal_units = dequeue_order(chain, _magic)
         else:  # `dequeue_order` of a slot without cancel requests
@@ -702,8 +723,18 @@ class TimerService:
             msgs, lru = m._msgs, getattr(m.base, "_lru", {})
             spooled = m.spool._where if m.spool is not None else {}
             row_target = self._row_target
+        # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built (`_roll_plain`)
+        roll_read = fast_roll and len(normal_units) >= ROLL_READ and not deletes and m.spool is not None
+        sources, sources_end = None, 0
         for i, (_pos, u, x) in enumerate(normal_units):
             plain = not u[1] & MAGIC_ROLL  # not `need_roll`
+            if roll_read and not plain:
+                if i >= sources_end:
+                    sources_end = i + ROLL_CHUNK
+                    sources = self._roll_sources(normal_units, i, sources_end)
+                rec = sources.get(i) if sources else None
+                if rec is not None and self._roll_plain(u, rec, slot_time, pend):
+                    continue
             if rows and plain and u[2] != -1:
                 if x is not None:
                     target = row_target(x)
@@ -751,6 +782,37 @@ class TimerService:
                 release(r[1][4])
         return None
 
+    def _dequeue_rows(self, chain: list[tuple], slot_time: int) -> bool:
+        """The usual slot, where no fault can refuse a put: every unit plain with its delivery's row and a
+        queue `_deliver_row` may put to (so no cancel request either). Each is delivered from its row,
+        oldest first, and the slot's records released, as the per-unit walk of `_dequeue_slot` would;
+        False (nothing done) for any other slot."""
+        targets = []
+        row_target = self._row_target
+        for _pos, u, x in chain:
+            if x is None or u[2] == -1:
+                return False
+            target = row_target(x)
+            if target is None:
+                return False
+            targets.append(target)
+        pend = self._pend
+        m = self.ctx.model
+        msgs, lru = m._msgs, getattr(m.base, "_lru", {})
+        spooled = m.spool._where if m.spool is not None else {}
+        for k in range(len(chain) - 1, -1, -1):  # oldest first (`dequeue_order`)
+            _pos, u, x = chain[k]
+            ph = u[4]
+            if ph in msgs or ph in spooled or ph in lru:  # a re-put read back: `_deliver_row`
+                self._deliver_row(u, x, targets[k], slot_time, pend)
+            else:  # a store's record (`_deliver_light` of its row)
+                self._deliver_light(u, x, targets[k], _NO_DELETES, slot_time, pend)
+        if m.releasing:
+            release = m.release
+            for r in chain:
+                release(r[1][4])
+        return True
+
     def _flush_events(self, pend: list) -> None:
         """The events waiting in `pend` ([kind, rows]: a run of `_deliver`s or `_roll`s, each row with its
         time), in order."""
@@ -783,8 +845,11 @@ class TimerService:
 
     def _roll(self, msg, u: tuple, slot_time: int, pend: list) -> None:
         """`_put` and `_put_done` of a ROLL unit where no fault refuses a put: the re-put to the timer
-        topic with TIMER_ROLL_TIMES + 1 goes through `StoreModel.append`; its event joins `pend`."""
+        topic with TIMER_ROLL_TIMES + 1 goes through `StoreModel.append` (a store's record in a run that
+        spools the timer topic: kept as a row, `_roll_row`); its event joins `pend`."""
         ctx = self.ctx
+        if ctx.model.spool is not None and self._roll_row(msg, u, slot_time, pend):
+            return
         src = msg.props
         props = dict(src)
         now = ctx.engine._now + ctx.clock_offset
@@ -805,6 +870,162 @@ class TimerService:
                                        _int(src.get(PROPERTY_REAL_QUEUE_ID)),
                                        n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time,
                                        times))
+
+    def _roll_sources(self, units: list[tuple], lo: int, hi: int) -> dict[int, tuple] | None:
+        """`rollread.read_sources` of the store records the ROLL units among `units[lo:hi]` ((pos, unit, row))
+        point at, by index (absent: read whole); None when the base is not read batch-wise."""
+        m = self.ctx.model
+        base = m.base
+        if not batchable(base):
+            return None
+        msgs, spooled, lru = m._msgs, m.spool._where, base._lru
+        at = [i for i in range(lo, min(hi, len(units))) if units[i][1][1] & MAGIC_ROLL and units[i][1][2] != -1
+              and not (units[i][1][4] in msgs or units[i][1][4] in spooled or units[i][1][4] in lru)]
+        read = read_sources(base, [units[i][1][4] for i in at], [units[i][1][5] for i in at], _ROLL_WANTED)
+        return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
+
+    def _roll_row(self, msg, u: tuple, slot_time: int, pend: list) -> bool:
+        """`_roll` of a store's record (`msg`) in a run that spools the timer topic's re-puts, without the
+        re-put (`_keep_roll`); False (nothing done) where the re-put goes through `append`: a re-put read
+        back (kept whole), no TIMER_ENQUEUE_MS to set, a cancel marker, values a row cannot hold."""
+        m = self.ctx.model
+        ph = msg.phys
+        if (u[2] == -1 or ph in m.spool._where or ph in m._msgs or msg.topic != TIMER_TOPIC or msg.queue_id != 0
+                or m.put_filter is not None or m.keep_messages):
+            return False
+        src = msg.props
+        if PROPERTY_TIMER_DEL_UNIQKEY in src:
+            return False
+        qid_text = src.get(PROPERTY_REAL_QUEUE_ID)
+        try:
+            due = int(src[PROPERTY_TIMER_OUT_MS])
+        except (KeyError, ValueError):
+            return False
+        keys = (tuple(src), m.capacity)
+        keys_part = _ROLL_KEYS.get(keys)
+        olds = []
+        try:
+            if keys_part is None:
+                _order(keys[0] + tuple(k for k in _ROLL_SET if k not in src), m.capacity)  # as `append` orders
+                keys_part = _ROLL_KEYS[keys] = _order(keys[0], m.capacity)[1] + 2 * len(src)
+            values = "".join(src.values())
+            n = keys_part + (len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
+            for k in _ROLL_SET:
+                old = src.get(k)
+                olds.append(None if old is None else len(old) if old.isascii()
+                            else len(old.encode("utf-8", "surrogateescape")))
+        except UnicodeError:
+            return False  # `append` meets the same error
+        sys_flag = msg.sys_flag
+        n += msg.body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
+                             else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
+        times = src.get(PROPERTY_TIMER_ROLL_TIMES)
+        times = 1 if times is None else _int(times, 0) + 1  # (no exception raised for the usual absent one)
+        tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
+        return self._keep_roll(ph, n, olds, due, times, src.get(PROPERTY_REAL_TOPIC), qid_text,
+                               src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), tags, u, slot_time, pend)
+
+    def _roll_plain(self, u: tuple, rec: tuple, slot_time: int, pend: list) -> bool:
+        """`_roll_row` of a store's record read by `rollread.read_sources` (`rec`: topic, QUEUEID, the
+        plain properties string's size and the `_ROLL_WANTED` values as bytes), without a map or record."""
+        topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
+        if topic != _TIMER_TOPIC_B or qid != 0 or del_b is not None or u[2] == -1:
+            return False
+        try:
+            due = int(out_b)
+        except (TypeError, ValueError):
+            return False  # (absent, or not ASCII digits: the record is read whole)
+        texts = _ROLL_TEXTS
+        if len(texts) > FORMATS:
+            texts.clear()  # a store has a few REAL_TOPIC/REAL_QID values
+        real = texts.get(real_b, _ABSENT)
+        if real is _ABSENT:
+            real = texts[real_b] = _text(real_b)
+        qid_text = texts.get(qid_b, _ABSENT)
+        if qid_text is _ABSENT:
+            qid_text = texts[qid_b] = _text(qid_b)
+        if times_b is None:
+            times = 1
+        else:
+            try:
+                times = int(times_b) + 1
+            except ValueError:
+                times = _int(_text(times_b), 0) + 1
+        tags = tags_code({PROPERTY_TAGS: _text(tags_b)}) if tags_b is not None else 0
+        return self._keep_roll(u[4], n, [None if v is None else len(v) for v in (enq_b, times_b, deq_b)], due,
+                               times, real, qid_text, None if uniq_b is None else _text(uniq_b), tags, u,
+                               slot_time, pend)
+
+    def _keep_roll(self, ph: int, n: int, olds: list, due: int, times: int, real: str | None,
+                   qid_text: str | None, uk: str | None, tags: int, u: tuple, slot_time: int, pend: list) -> bool:
+        """The re-put `_roll` would make of the record at `ph`, kept as a row: its size is the source's
+        (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
+        of its TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES, TIMER_DEQUEUE_MS or None) with the three values set
+        (`StoreModel.reput_size`'s arithmetic), `StoreModel.append_row` places it, and the spool keeps a row
+        (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time
+        (= TIMER_DEQUEUE_MS), TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES and tags code, from which `_rebuild_roll`
+        rebuilds it, and its TIMER_OUT_MS and delivery row (`DeliveryRows`), which `_roll_enqueue` hands
+        the enqueue. False (nothing done) where a row cannot hold it."""
+        ctx, m = self.ctx, self.ctx.model
+        qid = _int(qid_text)
+        if qid is None or not 0 <= due <= _NP_MAX:
+            return False
+        now = ctx.engine._now + ctx.clock_offset
+        enq_s = str(u[2])
+        deq_s = str(now)
+        for seg, old, new in zip(_ROLL_SEGS, olds, (len(enq_s), len(str(times)), len(deq_s)), strict=True):
+            n += seg + new if old is None else new - old
+        # the delivery's row: the re-put's size but its topic part and the two properties the dequeue sets
+        x = self.rows.of_plain(n - len(enq_s) - _ENQ_SEG - len(deq_s) - _DEQ_SEG, real, qid_text, uk)
+        if not x[0]:
+            return False
+        size = n + m.queue_info(TIMER_TOPIC, 0)[2]
+        if not m.trailing_separator:
+            size -= 1
+        pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
+        m.spool.put_row(pos, (ph, size, queue_offset, now, u[2], times, tags, due, x[0], _signed(x[1]),
+                              _signed(x[2])), self._rebuild_roll)
+        self._roll_rows += 1
+        self.rolled += 1
+        log = ctx.log
+        if not log.keep:
+            log.tally("roll")
+            return True
+        self._add_event(pend, "roll", (ctx.engine._now, real, qid, uk, ph, pos, slot_time, times))
+        return True
+
+    def _rebuild_roll(self, phys: int, row: tuple) -> SimMessage | None:
+        """The roll re-put at `phys` a row stands for (`_roll_row`), as `_roll` would have put it: the
+        source read again, its properties with the three values set (appended where new) in the stored
+        order, placed where the row says."""
+        m = self.ctx.model
+        origin, size, queue_offset, store_ts, enqueue_ms, times, tags = row[:7]
+        base = m.base
+        once = getattr(base, "message_once", None)
+        src = once(origin) if once is not None else base.message(origin)
+        if src is None:
+            return None
+        props = dict(src.props)
+        props[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_ms)
+        props[PROPERTY_TIMER_ROLL_TIMES] = str(times)
+        props[PROPERTY_TIMER_DEQUEUE_MS] = str(store_ts)
+        order = _order(tuple(props), m.capacity)[0]
+        n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
+        n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = phys, size, queue_offset, store_ts, \
+            "timer", tags
+        return n
+
+    def _roll_enqueue(self, phys: int) -> tuple | None:
+        """What the enqueue takes from a roll re-put kept as a row (`_roll_row`): (TIMER_OUT_MS, False (no
+        TIMER_DEL_UNIQKEY), REAL_TOPIC, REAL_QID text, UNIQ_KEY, the re-put's size for `DeliveryRows.of_plain`),
+        the values `_enqueue_base` takes from a plain string; None for any other record."""
+        spool = self.ctx.model.spool
+        r = spool.row(phys) if spool is not None else None
+        if r is None:
+            return None
+        x = (r[8], r[9] & _U64, r[10] & _U64)
+        topic, qid = self.rows.topic_qid(x[0])
+        return r[7], False, topic, str(qid), self.rows.uniq_key(x), x[0] >> 34
 
     def _light_reader(self):
         """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
@@ -1023,6 +1244,11 @@ class TimerService:
 def _text(value: bytes | None) -> str | None:
     """A value `read_plain` gives as bytes, as the properties map holds it."""
     return None if value is None else value.decode("utf-8", "surrogateescape")
+
+
+def _signed(v: int) -> int:
+    """A uint64 as the int64 of the same bits (a spool row holds int64)."""
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def _no_row(_pos: int) -> None:

@@ -1,0 +1,134 @@
+"""A timer roll kept as a row (`TimerService._roll_row`, `_roll_plain`, `_keep_roll`): in a run that spools
+the timer topic's re-puts, a ROLL unit's record is re-put without building it (a big roll slot's records
+read batch-wise, `rollread.read_sources`), yet the event log is the per-message walk's, byte for byte, and
+the record a row stands for (`RecordSpool.get` -> `_rebuild_roll`) equals, field for field, the one
+`StoreModel.append` put in the spool before."""
+
+import io
+
+import pytest
+
+import mqtool.simulate.timer as timer_mod
+from mqtool.builder.broker import put_message
+from mqtool.builder.writer import StoreWriter
+from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.formats.names import TIMER_TOPIC
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate.model import SimMessage
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.spool import RecordSpool
+from mqtool.store.store import Store
+
+START = 1_800_000_000_000
+DAY = 86_400_000
+N = 180
+
+
+def _build(root):
+    """N timer messages due 2-3 days on (all past the 2-day roll window: one roll slot holds them all),
+    of every kind a row must tell apart."""
+    config = BrokerConfig.for_version("5.3")
+    with StoreWriter(root, config) as w:
+        for i in range(N):
+            out = START + 2 * DAY + 3_600_000 + i * 397_000
+            props = [("REAL_TOPIC", "BenchTopic" if i % 13 else "Tö"), ("REAL_QID", str(i % 4)),
+                     ("TIMER_OUT_MS", str(out))]
+            uk = [f"T{i:08X}", f"7F00000100002A9F{i:016X}", f"id-{i}-abc", None, f"P%{i:04d}"][i % 5]
+            if uk is not None:
+                props.append(("UNIQ_KEY", uk))
+            if i % 6 == 1:
+                props.append(("KEYS", "clé ünï"))  # non-ASCII: the UTF-8 length counts
+            if i % 7 == 2:  # set by an earlier dequeue: replaced, not added
+                props += [("TIMER_ENQUEUE_MS", "17"), ("TIMER_DEQUEUE_MS", "1799999999999"), ("TIMER_ROLL_TIMES", "4")]
+            if i % 8 == 3:
+                props.append(("TAGS", f"tag{i % 3}"))
+            if i % 17 == 5:
+                props = [(k, v) for k, v in props if k != "REAL_QID"] + [("REAL_QID", "x")]  # no row: read whole
+            fields = {}
+            if i % 11 == 4:
+                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
+                          "store_host": "[fe80::1]:10911"}
+            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 9), props, store_timestamp=START - 1000,
+                        born_timestamp=START - 1000 - i, **fields)
+        w.write_timercheck(START - 1000, 0, 0, 0)
+        w.write_checkpoint()
+    return Store.open(root, config), config
+
+
+def _run(store, config, monkeypatch, batch=True, rows=True):
+    """(event lines, result, the records `append` put in the spool by offset, those the rows stand for, the
+    sources `_roll_plain` rolled)."""
+    spooled, rebuilt, plain = {}, {}, []
+    put, keep, roll_plain = RecordSpool.put, timer_mod.TimerService._keep_roll, timer_mod.TimerService._roll_plain
+
+    def spy_plain(self, u, *a):
+        done = roll_plain(self, u, *a)
+        if done:
+            plain.append(u[4])
+        return done
+
+    def spy_put(self, m):
+        spooled[m.phys] = [getattr(m, f) for f in SimMessage.__slots__]
+        return put(self, m)
+
+    def spy_keep(self, ph, *a):
+        spool = self.ctx.model.spool
+        before = set(spool._where)
+        done = keep(self, ph, *a)
+        if done:
+            (pos,) = set(spool._where) - before
+            m = spool.get(pos)
+            rebuilt[pos] = [getattr(m, f) for f in SimMessage.__slots__]
+        return done
+
+    with monkeypatch.context() as mp:
+        mp.setattr(timer_mod.TimerService, "batch", batch)
+        if not rows:
+            mp.setattr(timer_mod.TimerService, "_roll_row", lambda *a: False)
+            mp.setattr(timer_mod.TimerService, "_roll_plain", lambda *a: False)
+        mp.setattr(RecordSpool, "put", spy_put)
+        mp.setattr(timer_mod.TimerService, "_keep_roll", spy_keep)
+        if rows:
+            mp.setattr(timer_mod.TimerService, "_roll_plain", spy_plain)
+        sink = io.StringIO()
+        res = simulate(store, config, START, START + 4 * DAY, None, seed=1, sink=sink)
+    return sink.getvalue(), res, spooled, rebuilt, plain
+
+
+@pytest.mark.parametrize(("roll_read", "chunk"), [(timer_mod.ROLL_READ, timer_mod.ROLL_CHUNK),
+                                                   (timer_mod.ROLL_READ, 16), (10**9, timer_mod.ROLL_CHUNK)])
+def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, chunk):
+    """The roll slot read batch-wise (`_roll_plain`; in one read or 16 units at a time) or record by record
+    (`_roll_row`): the same log."""
+    monkeypatch.setattr(timer_mod, "ROLL_READ", roll_read)
+    monkeypatch.setattr(timer_mod, "ROLL_CHUNK", chunk)
+    store, config = _build(tmp_path / "s")
+    per_msg, r1, spooled1, _, _ = _run(store, config, monkeypatch, batch=False)
+    batched, r2, spooled2, rebuilt, plain = _run(store, config, monkeypatch)
+    assert batched == per_msg
+    assert r2.summary == r1.summary and r2.violations == r1.violations
+    rolls = per_msg.count('"event":"roll"')
+    assert rolls == N and per_msg.count('"service":"timer","event":"deliver"') == N
+    # every roll kept as a row but those with a REAL_QID (i % 17 == 5) or UNIQ_KEY (lower-case hex, i % 5 == 2)
+    # a row cannot hold: 45 of them, put whole in the spool
+    no_row = sum(i % 17 == 5 or i % 5 == 2 for i in range(N))
+    assert no_row == 45
+    assert len(rebuilt) == N - no_row and len(spooled2) == no_row
+    # the records the rows stand for are those the per-message walk put, field for field
+    assert {p: spooled1[p] for p in rebuilt} == rebuilt
+    # two roll slots: +1 day (window / 2, the 137 due in under 16 h past the window) and +2 days (43): the
+    # big one's records are read batch-wise (all plain strings), the rows of 104 (33 cannot be rows) made so
+    assert len(plain) == (104 if roll_read < 10**9 else 0)
+
+
+def test_rebuilt_roll_equals_the_appended_one(tmp_path, monkeypatch):
+    """Rows off (every roll through `append` and the spool) against rows on, in the same batch walk."""
+    store, config = _build(tmp_path / "s")
+    log1, _r1, spooled, _, _ = _run(store, config, monkeypatch, rows=False)
+    log2, _r2, _, rebuilt, _ = _run(store, config, monkeypatch)
+    assert log1 == log2
+    assert rebuilt and {p: spooled[p] for p in rebuilt} == rebuilt
+    # the three properties `_roll` sets
+    first = rebuilt[min(rebuilt)]
+    props = first[SimMessage.__slots__.index("props")]
+    assert props["TIMER_ROLL_TIMES"] in ("1", "5") and props["TIMER_ENQUEUE_MS"] == str(START)
