@@ -267,6 +267,7 @@ class TimerService:
         ctx, m = self.ctx, self.ctx.model
         rolled = self._rolled
         p = self.precision
+        roll_row = getattr(self, "_roll_enqueue", None)  # the dequeue's rows of roll re-puts (s7roll)
         while True:
             lo = m.cq_min(TIMER_TOPIC, 0)
             if self.curr_queue_offset < lo:
@@ -285,16 +286,21 @@ class TimerService:
                 try:
                     for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
                         self.curr_queue_offset = off + 1
-                        rec = rolled.pop(unit[0], None) if rolled else None  # a roll re-put just made
-                        if rec is None:
-                            rec = self._props_rec(unit[0])
-                        props = rec[0]
-                        if props is None:
-                            continue
-                        try:
-                            delayed = int(props[PROPERTY_TIMER_OUT_MS])
-                        except (KeyError, ValueError):
-                            continue
+                        # a roll re-put the dequeue keeps as a row: its columns (`_roll_enqueue`, when there)
+                        got = roll_row(unit[0]) if roll_row is not None and self._roll_rows else None
+                        if got is not None:
+                            delayed, props = got[0], None
+                        else:
+                            rec = rolled.pop(unit[0], None) if rolled else None  # a roll re-put just made
+                            if rec is None:
+                                rec = self._props_rec(unit[0])
+                            props = rec[0]
+                            if props is None:
+                                continue
+                            try:
+                                delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                            except (KeyError, ValueError):
+                                continue
                         if delayed < write:
                             if pend[0]:
                                 self._flush_enqueues(pend, write)
@@ -305,17 +311,23 @@ class TimerService:
                         elif self.batch and delayed <= _NP_MAX:
                             pend[0].append(unit[0])
                             pend[1].append(unit[1])
-                            pend[2].append(delayed)
-                            pend[3].append(props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None)
-                            pend[4].append(props.get(PROPERTY_REAL_TOPIC))
-                            pend[5].append(props.get(PROPERTY_REAL_QUEUE_ID))
-                            pend[6].append(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
-                            pend[7].append(rec)
+                            if got is not None:
+                                for col, v in zip(pend[2:], got, strict=True):
+                                    col.append(v)
+                            else:
+                                pend[2].append(delayed)
+                                pend[3].append(props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None)
+                                pend[4].append(props.get(PROPERTY_REAL_TOPIC))
+                                pend[5].append(props.get(PROPERTY_REAL_QUEUE_ID))
+                                pend[6].append(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+                                pend[7].append(rec)
                             if len(pend[0]) >= ENQUEUE_BATCH:
                                 self._flush_enqueues(pend, write)
                         else:
                             if pend[0]:
                                 self._flush_enqueues(pend, write)
+                            if props is None:
+                                props = self._props_rec(unit[0])[0]
                             self._enqueue_unit(unit[0], unit[1], delayed, props, write)
                         if off + 1 < base_end:
                             break  # back to the batch for the store's units after this one

@@ -166,3 +166,38 @@ def test_plain_rows_by_numpy_equal_of_plain(odd):
     assert kinds == [2, 2, 1, 2, 0, None, 2, 2, 2, None, None, 2, None, 2, 2, None, 2]
     assert a.uniq_key(got[3]) == uks[3] and got[3][2] == 0x2000000000006
     assert got[1][1:] == (a.formats.index("T%08X"), 10) and a.formats[got[7][1]] == "X" * 20 + "0123%016X"
+
+
+def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
+    """A roll re-put the dequeue keeps as a row reaches `_enqueue_many` by its columns (`_roll_enqueue`,
+    the dequeue's: a stand-in here that answers them from the re-put's properties): the same log."""
+    from mqtool.formats.names import (
+        PROPERTY_REAL_QUEUE_ID,
+        PROPERTY_REAL_TOPIC,
+        PROPERTY_TIMER_DEL_UNIQKEY,
+        PROPERTY_TIMER_OUT_MS,
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    )
+
+    answered = []
+
+    def roll_enqueue(self, phys):
+        props, body_len, sys_flag = self._props_rec(phys)
+        if body_len is None or PROPERTY_TIMER_DEL_UNIQKEY in props:
+            return None  # not a re-put made in the run (or a cancel marker): the walk reads it
+        x = self.rows.of_props(props, body_len, sys_flag)
+        if x == (0, 0, 0) or not props[PROPERTY_TIMER_OUT_MS].isdigit():
+            return None
+        answered.append(phys)
+        return (int(props[PROPERTY_TIMER_OUT_MS]), False, props.get(PROPERTY_REAL_TOPIC),
+                props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), x[0] >> 34)
+
+    store, config = plain_store._build(tmp_path / "s", n=300)
+    log1, r1, _ = _run(store, config, monkeypatch, False, 1)
+    monkeypatch.setattr(timer_mod.TimerService, "_roll_enqueue", roll_enqueue, raising=False)
+    monkeypatch.setattr(timer_mod.TimerService, "_roll_rows", 1, raising=False)
+    log2, r2, _ = _run(store, config, monkeypatch, True, 1)
+    assert log2 == log1 and r2.summary == r1.summary
+    # every roll re-put reached the batch by its row but the rolled cancel markers' (read as before)
+    rolled_cancels = sum(1 for line in log1.splitlines() if f'"time":{START},' in line and '"roll":true,"cancel":true' in line)
+    assert log1.count('"event":"roll"') == 90 and rolled_cancels == 2 and len(answered) == 88
