@@ -199,5 +199,6 @@ def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
     log2, r2, _ = _run(store, config, monkeypatch, True, 1)
     assert log2 == log1 and r2.summary == r1.summary
     # every roll re-put reached the batch by its row but the rolled cancel markers' (read as before)
-    rolled_cancels = sum(1 for line in log1.splitlines() if f'"time":{START},' in line and '"roll":true,"cancel":true' in line)
+    rolled_cancels = sum(1 for line in log1.splitlines()
+                         if f'"time":{START},' in line and '"roll":true,"cancel":true' in line)
     assert log1.count('"event":"roll"') == 90 and rolled_cancels == 2 and len(answered) == 88
