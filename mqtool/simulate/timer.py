@@ -1204,7 +1204,10 @@ def _prefixed_rows(rows: DeliveryRows, raw: np.ndarray, starts: np.ndarray, lens
     inpre = _J16 < plen[:, None]
     prefix = np.where(inpre, raw[np.where(inpre, at[:, None] + _J16, 0)], 0).astype(np.uint8)
     key = np.column_stack([plen, digits, np.ascontiguousarray(prefix).view(np.int64)])
-    _keys, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    if (key == key[0]).all():  # one prefix and width (a producer's keys): no sort
+        first, inverse = np.zeros(1, np.int64), np.zeros(len(key), np.int64)
+    else:
+        _keys, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     fmt = np.full(len(first), -1, np.int64)
     packed = rows._packed
     for g in np.argsort(first, kind="stable").tolist():  # registered in the order of their first keys
