@@ -372,7 +372,9 @@ class TimerService:
         record's properties from `batchread.read_plain` (the checks of `MappedBase.props`; else
         `StoreModel.props` itself, and always when the record is in the overlay or the read cache):
         a plain string by one match giving the values `_enqueue_many` needs and its length (the
-        re-put's size, `DeliveryRows.of_plain`), any other parsed into a map as before; each unit goes through
+        re-put's size, `DeliveryRows.of_plain`), any other parsed into a map as before (a batch of
+        `COLUMNS_FROM` units or more: the same answers as columns of offsets, `batchread.scan_plain`,
+        `_enqueue_scanned`); each unit goes through
         `_enqueue_unit`'s arithmetic in queue order, and the dequeue is woken once at the end at the
         time the last of the per-unit wakes would have left (nothing else is scheduled during the
         walk, so the engine's order is the same).
