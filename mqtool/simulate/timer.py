@@ -559,7 +559,7 @@ class TimerService:
             c = F + W * w
             reps = rows[:, c + 2].tolist()
             values: dict[int, str | None] = {}
-            for j in set(reps):
+            for j in dict.fromkeys(reps):
                 s, e = (int(out[j, c]), int(out[j, c + 1])) if j >= 0 else (-1, -1)
                 b = buf[s:e] if s >= 0 else None
                 v = texts.get(b, _ABSENT)
@@ -1150,7 +1150,8 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
     numpy: the meta of each distinct (REAL_TOPIC, REAL_QID), the sizes' range, a UNIQ_KEY of 32 uppercase
     hex digits parsed for all at once (kind 1) or none (kind 0); any other UNIQ_KEY by `_packed` itself."""
     n = len(sizes)
-    tq = {key: rows._meta(*key) for key in set(zip(reals, qid_texts, strict=True))}
+    # each (REAL_TOPIC, REAL_QID) in the order of its first unit: topics get their indices as `of_plain` gives them
+    tq = {key: rows._meta(*key) for key in dict.fromkeys(zip(reals, qid_texts, strict=True))}
     meta = np.fromiter(map(tq.__getitem__, zip(reals, qid_texts, strict=True)), np.uint64, n)
     size = np.array(sizes, np.int64)
     ok = ((magic & MAGIC_ROLL) == 0) & ~np.array(delete, bool) & (meta != 0) & (size >= 0) & (size < SIZE)
