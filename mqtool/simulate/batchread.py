@@ -33,6 +33,7 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate import plainscan
 from mqtool.simulate.diskread import MappedBase, fast_properties
 
 MAX_SPAN = 16 << 20  # bytes one batch read may cover
@@ -215,9 +216,10 @@ class _Template:
     keys' values (an absent key's: a last group that never takes part, so one `match.group(*groups)`
     gives them all, None for an absent one)."""
 
-    __slots__ = ("pattern", "groups", "pad")
+    __slots__ = ("pattern", "groups", "pad", "keys")
 
     def __init__(self, keys: list[str], trailing: bool, wanted: tuple[str, ...]) -> None:
+        self.keys = [k.encode("utf-8", "surrogateescape") for k in keys]  # for `plainscan`
         parts = [re.escape(k.encode("utf-8", "surrogateescape")) + b"\x01([^\x02]+)" for k in keys]
         never = b"(?:()(?!))?"  # group len(keys) + 1: matches nothing, so it is always None
         self.pattern = re.compile(b"\x02".join(parts) + (b"\x02" if trailing else b"") + never)
@@ -331,3 +333,67 @@ def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tupl
         templates.remove(last)
         templates.insert(0, last)  # the sequence a next batch most likely has
     return out
+
+
+
+_ARRAYS: dict[tuple[str, ...], plainscan.Templates] = {}
+
+
+def scan_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int = 0):
+    """`read_plain`'s answers as columns (`plainscan`'s `out`), for a caller that takes the values by their
+    offsets: (the span's bytes or mapping, `out`, {k: `(properties map, BODYLENGTH, SYSFLAG)`} of the
+    records no template matches), or None when the records cannot be read batch-wise. A string no
+    template matches is parsed as `read_plain` parses it and may make a template, which the records
+    after it are matched against (their rows scanned again), so each record gets `read_plain`'s answer:
+    status 1 its `(n, values)` (`n` = column 1), 0 the map in the dict, -1 None. The caller closes
+    the bytes (`close`)."""
+    span = _open_span(base, phys, sizes)
+    if span is None:
+        return None
+    buf, delta, rels, n, flen = span
+    templates = _TEMPLATES.setdefault(wanted, [])
+    arrays = _ARRAYS.setdefault(wanted, plainscan.Templates())
+    nw = len(wanted)
+    answers: dict[int, tuple] = {}
+    a = np.frombuffer(buf, np.uint8)
+    try:
+        r = np.array(rels, np.int64)
+        out = plainscan.scan(a, r, delta, n, flen, templates, arrays, nw, intern)
+        last = None
+        k = 0
+        while True:
+            left = np.flatnonzero(out[k:, 0] == 0)
+            if not len(left):
+                break
+            k += int(left[0])
+            row = out[k].tolist()
+            raw = buf[row[4]:row[5]].decode("utf-8", "surrogateescape")
+            props = fast_properties(raw)
+            answers[k] = (props, row[2], row[3])
+            k += 1
+            if len(templates) < MAX_TEMPLATES:
+                t = _plain_template(raw, props, wanted)
+                if t is not None:
+                    templates.append(t)
+                    last = len(templates) - 1
+                    if k < len(rels):  # the records after it are matched against it too
+                        again = plainscan.scan(a, r[k:], delta, n, flen, templates, arrays, nw, intern)
+                        firsts = again[:, plainscan.FIXED + 2::plainscan.STRIDE]
+                        firsts[firsts >= 0] += k  # the rows' own indices
+                        out[k:] = again
+        matched = out[:, 6][out[:, 0] == 1]
+        if len(matched):
+            last = int(matched[-1])
+    except BaseException:
+        del a
+        _close(buf)
+        raise
+    del a  # no view of a mapping outlives this: the caller closes it
+    if last:
+        templates.insert(0, templates.pop(last))  # the sequence a next batch most likely has
+    return buf, out, answers
+
+
+def close(buf) -> None:
+    """Close the bytes `scan_plain` handed out (a mapping; bytes need nothing)."""
+    _close(buf)

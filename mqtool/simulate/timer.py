@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -66,12 +66,13 @@ from mqtool.rules.timer import (
     need_roll,
     walk_chain,
 )
-from mqtool.simulate.batchread import batchable, read_plain
+from mqtool.simulate import plainscan
+from mqtool.simulate.batchread import batchable, close, read_plain, scan_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
 from mqtool.simulate.model import BLANK_MIN, SimMessage, _order, next_in_file, tags_code
 from mqtool.simulate.rollread import read_sources
-from mqtool.simulate.timerrows import FORMATS, NO_ROW, DeliveryRows
+from mqtool.simulate.timerrows import FORMATS, NO_ROW, SIZE, DeliveryRows
 from mqtool.simulate.timerrows import reput_size as row_reput_size
 from mqtool.simulate.timerunits import TimerUnits
 
@@ -80,6 +81,7 @@ TIMER_BLANK_SLOTS = 60
 TIMERLOG_BLANK_SIZE = 16
 LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
+COLUMNS_FROM = 1024  # from this many units on, a batch is read as columns (`batchread.scan_plain`)
 ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`_roll_sources`)
 ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
@@ -92,6 +94,7 @@ _CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without 
 # lengths but their values (name, separators)
 _ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
                PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS)
+_ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
 _ENQ_SEG = len(PROPERTY_TIMER_ENQUEUE_MS) + 2
 _DEQ_SEG = len(PROPERTY_TIMER_DEQUEUE_MS) + 2
 _ABSENT = object()
@@ -283,6 +286,7 @@ class TimerService:
         ctx, m = self.ctx, self.ctx.model
         rolled = self._rolled
         p = self.precision
+        roll_row = getattr(self, "_roll_enqueue", None)  # the dequeue's rows of roll re-puts (s7roll)
         while True:
             lo = m.cq_min(TIMER_TOPIC, 0)
             if self.curr_queue_offset < lo:
@@ -297,20 +301,25 @@ class TimerService:
                     hi = m.cq_max(TIMER_TOPIC, 0)
                     continue
                 # units `_enqueue_many` takes at once
-                pend: tuple[list, list, list, list, list] = ([], [], [], [], [])
+                pend: tuple[list, ...] = ([], [], [], [], [], [], [], [])  # `_enqueue_many`'s columns
                 try:
                     for off, unit in m.cq_units(TIMER_TOPIC, 0, self.curr_queue_offset, hi):
                         self.curr_queue_offset = off + 1
-                        rec = rolled.pop(unit[0], None) if rolled else None  # a roll re-put just made
-                        if rec is None:
-                            rec = self._props_rec(unit[0])
-                        props = rec[0]
-                        if props is None:
-                            continue
-                        try:
-                            delayed = int(props[PROPERTY_TIMER_OUT_MS])
-                        except (KeyError, ValueError):
-                            continue
+                        # a roll re-put the dequeue keeps as a row: its columns (`_roll_enqueue`, when there)
+                        got = roll_row(unit[0]) if roll_row is not None and self._roll_rows else None
+                        if got is not None:
+                            delayed, props = got[0], None
+                        else:
+                            rec = rolled.pop(unit[0], None) if rolled else None  # a roll re-put just made
+                            if rec is None:
+                                rec = self._props_rec(unit[0])
+                            props = rec[0]
+                            if props is None:
+                                continue
+                            try:
+                                delayed = int(props[PROPERTY_TIMER_OUT_MS])
+                            except (KeyError, ValueError):
+                                continue
                         if delayed < write:
                             if pend[0]:
                                 self._flush_enqueues(pend, write)
@@ -321,14 +330,23 @@ class TimerService:
                         elif self.batch and delayed <= _NP_MAX:
                             pend[0].append(unit[0])
                             pend[1].append(unit[1])
-                            pend[2].append(delayed)
-                            pend[3].append(props)
-                            pend[4].append(rec)
+                            if got is not None:
+                                for col, v in zip(pend[2:], got, strict=True):
+                                    col.append(v)
+                            else:
+                                pend[2].append(delayed)
+                                pend[3].append(props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None)
+                                pend[4].append(props.get(PROPERTY_REAL_TOPIC))
+                                pend[5].append(props.get(PROPERTY_REAL_QUEUE_ID))
+                                pend[6].append(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+                                pend[7].append(rec)
                             if len(pend[0]) >= ENQUEUE_BATCH:
                                 self._flush_enqueues(pend, write)
                         else:
                             if pend[0]:
                                 self._flush_enqueues(pend, write)
+                            if props is None:
+                                props = self._props_rec(unit[0])[0]
                             self._enqueue_unit(unit[0], unit[1], delayed, props, write)
                         if off + 1 < base_end:
                             break  # back to the batch for the store's units after this one
@@ -354,17 +372,12 @@ class TimerService:
             return msg.props, msg.body_len, msg.sys_flag
         return m.props(phys), None, None
 
-    def _flush_enqueues(self, pend: tuple[list, list, list, list, list], write: int) -> None:
-        """`_enqueue_unit` of each unit gathered by the walk (phys, size, delivery time, properties,
-        (properties, BODYLENGTH, SYSFLAG) or (properties, None, None)), at once, and the dequeue woken
+    def _flush_enqueues(self, pend: tuple[list, ...], write: int) -> None:
+        """`_enqueue_unit` of each unit gathered by the walk (`_enqueue_many`'s columns: phys, size, delivery
+        time, TIMER_DEL_UNIQKEY present, REAL_TOPIC, REAL_QID, UNIQ_KEY, src), at once, and the dequeue woken
         as the last of their wakes would leave it (`_enqueue_base`'s argument: nothing else is scheduled
         in between)."""
-        phys, sizes, due, props_of, recs = pend
-        t = self._enqueue_many(phys, sizes, due,
-                               [props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None for props in props_of],
-                               [props.get(PROPERTY_REAL_TOPIC) for props in props_of],
-                               [props.get(PROPERTY_REAL_QUEUE_ID) for props in props_of],
-                               [props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for props in props_of], recs, write)
+        t = self._enqueue_many(*pend, write)
         for col in pend:
             col.clear()
         self._wake_dequeue(t)
@@ -378,7 +391,9 @@ class TimerService:
         record's properties from `batchread.read_plain` (the checks of `MappedBase.props`; else
         `StoreModel.props` itself, and always when the record is in the overlay or the read cache):
         a plain string by one match giving the values `_enqueue_many` needs and its length (the
-        re-put's size, `DeliveryRows.of_plain`), any other parsed into a map as before; each unit goes through
+        re-put's size, `DeliveryRows.of_plain`), any other parsed into a map as before (a batch of
+        `COLUMNS_FROM` units or more: the same answers as columns of offsets, `batchread.scan_plain`,
+        `_enqueue_scanned`); each unit goes through
         `_enqueue_unit`'s arithmetic in queue order, and the dequeue is woken once at the end at the
         time the last of the per-unit wakes would have left (nothing else is scheduled during the
         walk, so the engine's order is the same).
@@ -408,79 +423,44 @@ class TimerService:
                         return stop  # a unit that is not written: the per-message walk passes it over
                 phys = u.offset[a:b].tolist()
                 sizes = u.size[a:b].tolist()
-                records = read_plain(base, phys, sizes, _ENQ_WANTED)
-                take: list[int] = []  # the units `_enqueue_unit` would take, in queue order
-                due: list[int] = []
-                dels: list[bool] = []
-                reals: list[str | None] = []
-                qids: list[str | None] = []
-                uniqs: list[str | None] = []
-                srcs: list = []  # per unit: the re-put's size (a plain string) or (properties, BODYLENGTH, SYSFLAG)
-                halt = False
-                try:
-                    for k, ph in enumerate(phys):
-                        rec = records[k]
-                        if rec is None or ph in msgs or ph in spooled or ph in lru:
-                            rec = self._props_rec(ph)  # the per-message read decides
-                        if len(rec) == 2:  # a plain string (`read_plain`): its values as bytes
-                            n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, deq_b) = rec
-                            if out_b is None:
-                                off += 1
-                                continue
-                            try:
-                                delayed = int(out_b)  # ASCII digits: what `int` of the text gives
-                            except ValueError:
-                                delayed = _int(out_b.decode("utf-8", "surrogateescape"))
-                                if delayed is None:
-                                    off += 1
-                                    continue
-                            if delayed < write or delayed > _NP_MAX:
-                                halt = True  # put at once (or past int64): the per-message walk does it
-                                break
-                            real = texts.get(real_b, _ABSENT)
-                            if real is _ABSENT:
-                                real = texts[real_b] = _text(real_b)
-                            qid = texts.get(qid_b, _ABSENT)
-                            if qid is _ABSENT:
-                                qid = texts[qid_b] = _text(qid_b)
-                            if enq_b is not None:
-                                n -= len(enq_b) + _ENQ_SEG
-                            if deq_b is not None:
-                                n -= len(deq_b) + _DEQ_SEG
-                            dels.append(del_b is not None)
-                            reals.append(real)
-                            qids.append(qid)
-                            uniqs.append(None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape"))
-                            srcs.append(n)
-                        else:
-                            props = rec[0]
-                            if props is None:
-                                off += 1
-                                continue
-                            try:
-                                delayed = int(props[PROPERTY_TIMER_OUT_MS])
-                            except (KeyError, ValueError):
-                                off += 1
-                                continue
-                            if delayed < write or delayed > _NP_MAX:
-                                halt = True  # put at once (or past int64): the per-message walk does it
-                                break
-                            dels.append(props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None)
-                            reals.append(props.get(PROPERTY_REAL_TOPIC))
-                            qids.append(props.get(PROPERTY_REAL_QUEUE_ID))
-                            uniqs.append(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
-                            srcs.append(rec)
-                        off += 1
-                        take.append(k)
-                        due.append(delayed)
-                finally:
+                scanned = scan_plain(base, phys, sizes, _ENQ_WANTED, _ENQ_INTERN) if len(phys) >= COLUMNS_FROM else None
+                if scanned is not None:
+                    try:
+                        done, halt, t = self._enqueue_scanned(scanned[1], scanned[0], scanned[2], phys, sizes, write,
+                                                              msgs, spooled, lru)
+                    finally:
+                        close(scanned[0])
+                    off += done
                     self.curr_queue_offset = off
-                    if take:
-                        if len(take) < len(phys):
-                            phys, sizes = [phys[k] for k in take], [sizes[k] for k in take]
-                        t = self._enqueue_many(phys, sizes, due, dels, reals, qids, uniqs, srcs, write)
-                        if wake is None or t < wake:
-                            wake = t
+                    if t is not None and (wake is None or t < wake):
+                        wake = t
+                else:
+                    records = read_plain(base, phys, sizes, _ENQ_WANTED)
+                    take: list[int] = []  # the units `_enqueue_unit` would take, in queue order
+                    cols: tuple[list, ...] = ([], [], [], [], [], [])  # due, delete, topic, qid, UNIQ_KEY, src
+                    halt = False
+                    try:
+                        for k, ph in enumerate(phys):
+                            rec = records[k]
+                            if rec is None or ph in msgs or ph in spooled or ph in lru:
+                                rec = self._props_rec(ph)  # the per-message read decides
+                            got = self._base_unit(rec, write)
+                            if got is False:
+                                halt = True  # put at once (or past int64): the per-message walk does it
+                                break
+                            off += 1
+                            if got is not None:
+                                take.append(k)
+                                for col, v in zip(cols, got, strict=True):
+                                    col.append(v)
+                    finally:
+                        self.curr_queue_offset = off
+                        if take:
+                            if len(take) < len(phys):
+                                phys, sizes = [phys[k] for k in take], [sizes[k] for k in take]
+                            t = self._enqueue_many(phys, sizes, *cols, write)
+                            if wake is None or t < wake:
+                                wake = t
                 if len(texts) > FORMATS:
                     texts.clear()  # a store has a few REAL_TOPIC/REAL_QID values
                 if halt:
@@ -489,6 +469,145 @@ class TimerService:
         finally:
             if wake is not None:
                 self._wake_dequeue(wake)
+
+    def _base_unit(self, rec: tuple, write: int):
+        """What `_enqueue_loop`'s per-message walk does with a store's unit whose record `read_plain` (or
+        `_props_rec`) answered `rec`: None passed over (no TIMER_OUT_MS, not a number), False left to
+        that walk (put at once, or past int64), else the unit's (delivery time, TIMER_DEL_UNIQKEY present,
+        REAL_TOPIC, REAL_QID, UNIQ_KEY, src) for `_enqueue_many`."""
+        texts = _TEXTS
+        if len(rec) == 2:  # a plain string (`read_plain`): its values as bytes
+            n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, deq_b) = rec
+            if out_b is None:
+                return None
+            try:
+                delayed = int(out_b)  # ASCII digits: what `int` of the text gives
+            except ValueError:
+                delayed = _int(out_b.decode("utf-8", "surrogateescape"))
+                if delayed is None:
+                    return None
+            if delayed < write or delayed > _NP_MAX:
+                return False
+            real = texts.get(real_b, _ABSENT)
+            if real is _ABSENT:
+                real = texts[real_b] = _text(real_b)
+            qid = texts.get(qid_b, _ABSENT)
+            if qid is _ABSENT:
+                qid = texts[qid_b] = _text(qid_b)
+            if enq_b is not None:
+                n -= len(enq_b) + _ENQ_SEG
+            if deq_b is not None:
+                n -= len(deq_b) + _DEQ_SEG
+            return (delayed, del_b is not None, real, qid,
+                    None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape"), n)
+        props = rec[0]
+        if props is None:
+            return None
+        try:
+            delayed = int(props[PROPERTY_TIMER_OUT_MS])
+        except (KeyError, ValueError):
+            return None
+        if delayed < write or delayed > _NP_MAX:
+            return False
+        return (delayed, props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None, props.get(PROPERTY_REAL_TOPIC),
+                props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), rec)
+
+    def _enqueue_scanned(self, out: np.ndarray, buf, answers: dict[int, tuple], phys: list[int], sizes: list[int],
+                         write: int, msgs, spooled, lru) -> tuple[int, bool, int | None]:
+        """`_enqueue_base`'s walk over one batch from `batchread.scan_plain`'s columns: a matched record's
+        values taken by their offsets for all at once (TIMER_OUT_MS as the kernel's number, the texts of
+        REAL_TOPIC and REAL_QID once per distinct value, the re-put's size by numpy), any other record
+        (no template, a TIMER_OUT_MS not of 1 to 18 ASCII digits, one in the overlay, spool or read cache)
+        by `_base_unit` as the `read_plain` walk does; the units up to the first one the per-message walk
+        must take go to one `_enqueue_many`. Returns (records walked, stopped there, the earliest slot)."""
+        n = len(phys)
+        F = plainscan.FIXED
+        num = out[:, 7]
+        out_s = out[:, F]
+        py = out[:, 0] != 1
+        py |= (out_s >= 0) & (num < 0)  # a TIMER_OUT_MS `int` reads (or refuses) as text
+        if any(any(map(c.__contains__, phys)) for c in (msgs, spooled, lru)):
+            py |= np.fromiter((ph in msgs or ph in spooled or ph in lru for ph in phys), bool, n)
+        take = ~py & (out_s >= 0)
+        halts = np.flatnonzero(take & ((num < write) | (num > _NP_MAX)))
+        end = int(halts[0]) if len(halts) else n
+        singles: dict[int, tuple] = {}  # k -> `_base_unit` of a record taken one by one
+        for k in np.flatnonzero(py[:end]).tolist():
+            if out[k, 0] == 1 and phys[k] not in msgs and phys[k] not in spooled and phys[k] not in lru:
+                rec = plainscan.answer(out, k, buf, len(_ENQ_WANTED))
+            elif out[k, 0] == 0 and k in answers and phys[k] not in msgs and phys[k] not in spooled \
+                    and phys[k] not in lru:
+                rec = answers[k]
+            else:
+                rec = self._props_rec(phys[k])  # the per-message read decides
+            got = self._base_unit(rec, write)
+            if got is False:
+                end = k
+                break
+            if got is not None:
+                singles[k] = got
+        take[end:] = False
+        ks = np.flatnonzero(take)
+        cols = self._scanned_columns(out, buf, ks)
+        if singles:  # merged in queue order
+            merged: tuple[list, ...] = ([], [], [], [], [], [])
+            at = dict(zip(ks.tolist(), range(len(ks)), strict=True))
+            order = sorted([*at, *singles])
+            for k in order:
+                j = at.get(k)
+                for col, v in zip(merged, singles[k] if j is None else [c[j] for c in cols], strict=True):
+                    col.append(v)
+            cols, ks = merged, order
+        else:
+            ks = ks.tolist()
+        if not ks:
+            return end, end < n, None
+        if len(ks) < n:
+            phys, sizes = [phys[k] for k in ks], [sizes[k] for k in ks]
+        return end, end < n, self._enqueue_many(phys, sizes, *cols, write)
+
+    def _scanned_columns(self, out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
+        """(due, delete, REAL_TOPIC, REAL_QID, UNIQ_KEY, re-put size) of the matched records `ks` of
+        `scan_plain`'s `out`, as `_base_unit` gives them for their `(n, values)`: REAL_TOPIC's and
+        REAL_QID's texts made once per distinct value (the kernel's first record of each)."""
+        F, W = plainscan.FIXED, plainscan.STRIDE
+        rows = out[ks]
+        texts = _TEXTS
+        cols: list = [rows[:, 7].tolist(), (rows[:, F + W] >= 0).tolist()]
+        for w in (2, 3):
+            c = F + W * w
+            reps = rows[:, c + 2].tolist()
+            values: dict[int, str | None] = {}
+            for j in dict.fromkeys(reps):
+                s, e = (int(out[j, c]), int(out[j, c + 1])) if j >= 0 else (-1, -1)
+                b = buf[s:e] if s >= 0 else None
+                v = texts.get(b, _ABSENT)
+                if v is _ABSENT:
+                    v = texts[b] = _text(b)
+                values[j] = v
+            if -1 in values:  # past the interned values: each record's own
+                starts, ends = rows[:, c].tolist(), rows[:, c + 1].tolist()
+                for i, j in enumerate(reps):
+                    if j < 0:
+                        b = buf[starts[i]:ends[i]] if starts[i] >= 0 else None
+                        v = texts.get(b, _ABSENT)
+                        if v is _ABSENT:
+                            v = texts[b] = _text(b)
+                        reps[i] = v
+                    else:
+                        reps[i] = values[j]
+                cols.append(reps)
+            else:
+                cols.append(list(map(values.__getitem__, reps)))
+        c = F + W * 4
+        cols.append([buf[s:e].decode("utf-8", "surrogateescape") if s >= 0 else None
+                     for s, e in zip(rows[:, c].tolist(), rows[:, c + 1].tolist(), strict=True)])
+        size = rows[:, 1].copy()
+        for w, seg in ((5, _ENQ_SEG), (6, _DEQ_SEG)):
+            s, e = rows[:, F + W * w], rows[:, F + W * w + 1]
+            size -= np.where(s >= 0, e - s + seg, 0)
+        cols.append(size.tolist())
+        return tuple(cols)
 
     def _enqueue_many(self, phys: list[int], sizes: list[int], due: list[int], delete: list[bool],
                       reals: list[str | None], qid_texts: list[str | None], uniqs: list[str | None], srcs: list,
@@ -537,12 +656,16 @@ class TimerService:
         rows[:, 4] = phys
         rows[:, 5] = sizes
         rows[:, 6] = [hashes[real] for real in reals]
-        columns, cols = self.rows.of_props, self.rows.of_plain  # a ROLL unit's record is re-put whole: no row
-        extra = np.fromiter(chain.from_iterable([
-            NO_ROW if mg & MAGIC_ROLL or d else cols(src, real, q, uk) if src.__class__ is int
-            else columns(*src) if src[1] is not None else NO_ROW
-            for src, d, mg, real, q, uk in zip(srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs, strict=True)]),
-            np.uint64, 3 * n).reshape(n, 3)
+        if set(map(type, srcs)) == {int}:  # all plain strings (`_enqueue_base`): the rows by numpy
+            extra = _plain_rows(self.rows, srcs, delete, magic_a, reals, qid_texts, uniqs)
+        else:
+            columns, cols = self.rows.of_props, self.rows.of_plain  # a ROLL unit's record is re-put whole: no row
+            extra = np.fromiter(chain.from_iterable([
+                NO_ROW if mg & MAGIC_ROLL or d else cols(src, real, q, uk) if src.__class__ is int
+                else columns(*src) if src[1] is not None else NO_ROW
+                for src, d, mg, real, q, uk in zip(srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs,
+                                                   strict=True)]),
+                np.uint64, 3 * n).reshape(n, 3)
         if n and positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
             self.units.put_run(positions[0], rows, extra)
         else:
@@ -554,14 +677,9 @@ class TimerService:
         ctx = self.ctx
         log = ctx.log
         if log.keep:
-            qids: dict[str | None, int | None] = {}
-            events = []
-            for real, q, uk, ph, t, original, magic, d, pos in zip(reals, qid_texts, uniqs, phys, slot_of, due,
-                                                                   magic_a.tolist(), delete, positions, strict=True):
-                qid = qids.get(q, -1)
-                if qid == -1:
-                    qid = qids[q] = _int(q)
-                events.append((real, qid, uk, ph, None, t, original, magic & MAGIC_ROLL != 0, d, pos))
+            qids = {q: _int(q) for q in set(qid_texts)}
+            events = list(zip(reals, map(qids.__getitem__, qid_texts), uniqs, phys, repeat(None, n), slot_of, due,
+                              ((magic_a & MAGIC_ROLL) != 0).tolist(), delete, positions, strict=True))
             log.record_batch(ctx.engine._now, "timer", "enqueue", events, _ENQUEUE_KEYS)
         else:
             for _ in range(n):
@@ -1239,6 +1357,94 @@ class TimerService:
             if s is not None:
                 n += sum(not is_cancel_request(u[1]) for _, u in walk_chain(s[1], self._unit, _prev_pos).units)
         return n
+
+
+_HEX_NIBBLE = np.full(256, 16, np.uint64)  # an uppercase hex digit's value, 16 for any other byte
+_HEX_NIBBLE[np.frombuffer(b"0123456789ABCDEF", np.uint8)] = np.arange(16, dtype=np.uint64)
+_NIBBLE_SHIFTS = np.arange(60, -1, -4, dtype=np.uint64)
+_UK32 = np.arange(32)
+
+
+def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic: np.ndarray,
+                reals: list[str | None], qid_texts: list[str | None], uniqs: list[str | None]) -> np.ndarray:
+    """`DeliveryRows.of_plain` of each unit (`NO_ROW` for a ROLL or cancel unit), as uint64 rows of 3, by
+    numpy: the meta of each distinct (REAL_TOPIC, REAL_QID), the sizes' range, a UNIQ_KEY of 32 uppercase
+    hex digits parsed for all at once (kind 1) or none (kind 0); any other UNIQ_KEY by `_packed` itself."""
+    n = len(sizes)
+    # each (REAL_TOPIC, REAL_QID) in the order of its first unit: topics get their indices as `of_plain` gives them
+    tq = {key: rows._meta(*key) for key in dict.fromkeys(zip(reals, qid_texts, strict=True))}
+    meta = np.fromiter(map(tq.__getitem__, zip(reals, qid_texts, strict=True)), np.uint64, n)
+    size = np.array(sizes, np.int64)
+    ok = ((magic & MAGIC_ROLL) == 0) & ~np.array(delete, bool) & (meta != 0) & (size >= 0) & (size < SIZE)
+    uks = [u or "" for u in uniqs]  # a plain string's values are never empty
+    lens = np.fromiter(map(len, uks), np.int64, n)
+    head = meta | (np.maximum(size, 0).astype(np.uint64) << np.uint64(34))
+    extra = np.zeros((n, 3), np.uint64)
+    extra[:, 0] = head
+    raw = "".join(uks).encode("utf-8", "surrogateescape")
+    hexed = np.zeros(n, bool)
+    if len(raw) == int(lens.sum()):  # one byte a character: a key's bytes lie where its characters do
+        k32 = np.flatnonzero(ok & (lens == 32))
+        if len(k32):
+            at = (np.cumsum(lens) - lens)[k32]
+            nib = _HEX_NIBBLE[np.frombuffer(raw, np.uint8)[at[:, None] + _UK32]]
+            good = (nib < 16).all(axis=1)
+            k32, nib = k32[good], nib[good]
+            extra[k32, 0] |= np.uint64(1 << 32)
+            extra[k32, 1] = (nib[:, :16] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
+            extra[k32, 2] = (nib[:, 16:] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
+            hexed[k32] = True
+        _prefixed_rows(rows, np.frombuffer(raw, np.uint8), np.cumsum(lens) - lens, lens, ok & ~hexed & (lens != 0),
+                       uks, extra, hexed)
+    extra[~ok] = 0
+    packed = rows._packed
+    for k in np.flatnonzero(ok & ~hexed & (lens != 0)).tolist():  # a UNIQ_KEY of another form
+        extra[k] = packed(int(meta[k]), sizes[k], uniqs[k])
+    return extra
+
+
+_J16 = np.arange(16)
+
+
+def _prefixed_rows(rows: DeliveryRows, raw: np.ndarray, starts: np.ndarray, lens: np.ndarray, which: np.ndarray,
+                   uks: list[str], extra: np.ndarray, done: np.ndarray) -> None:
+    """`_packed`'s kind 2 for the UNIQ_KEYs `which` (ASCII, their characters at `starts` in `raw`): the
+    trailing uppercase hex digits (16 at most) as a number, the prefix before them (16 bytes at most
+    here) by its format index, registered once per distinct (prefix, digits) in the order of the first
+    key of each (as `_packed` key by key would); `done` marks the rows written."""
+    ks = np.flatnonzero(which)
+    if not len(ks):
+        return
+    length, at = lens[ks], starts[ks]
+    inwin = _J16 >= 16 - length[:, None]  # the last 16 characters (fewer in a shorter key)
+    nib = np.where(inwin, _HEX_NIBBLE[raw[np.where(inwin, at[:, None] + length[:, None] - 16 + _J16, 0)]], 16)
+    digits = np.cumprod(nib[:, ::-1] < 16, axis=1).sum(axis=1)  # the trailing run, 16 at most
+    value = (np.where(_J16 >= 16 - digits[:, None], nib, 0) << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
+    plen = length - digits
+    fit = (plen <= 16) & (digits > 0)
+    ks, plen, digits, value, at = ks[fit], plen[fit], digits[fit], value[fit], at[fit]
+    if not len(ks):
+        return
+    inpre = _J16 < plen[:, None]
+    prefix = np.where(inpre, raw[np.where(inpre, at[:, None] + _J16, 0)], 0).astype(np.uint8)
+    key = np.column_stack([plen, digits, np.ascontiguousarray(prefix).view(np.int64)])
+    if (key == key[0]).all():  # one prefix and width (a producer's keys): no sort
+        first, inverse = np.zeros(1, np.int64), np.zeros(len(key), np.int64)
+    else:
+        _keys, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    fmt = np.full(len(first), -1, np.int64)
+    packed = rows._packed
+    for g in np.argsort(first, kind="stable").tolist():  # registered in the order of their first keys
+        x = packed(0, 0, uks[int(ks[first[g]])])
+        if x[0] >> 32 & 3 == 2:
+            fmt[g] = x[1]
+    f = fmt[inverse.reshape(-1)]
+    good = f >= 0
+    ks = ks[good]
+    extra[ks, 0] |= np.uint64(2 << 32)
+    extra[ks, 1] = f[good].astype(np.uint64)
+    extra[ks, 2] = value[good]
+    done[ks] = True
 
 
 def _text(value: bytes | None) -> str | None:

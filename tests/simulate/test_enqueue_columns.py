@@ -1,0 +1,204 @@
+"""The timer's batch enqueue of a large batch reads it as columns (`batchread.scan_plain`, the compiled
+`plainscan` kernel) instead of `read_plain`'s tuples: the event log and the summary equal the per-message
+walk's on the stores of the `read_plain` tests (odd properties strings, units put at once, cancels, IPv6
+hosts, several CommitLog files, a fault), with the kernel as native code and as plain Python; and each
+record's answer taken from the columns equals `read_plain`'s."""
+
+import importlib.util
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mqtool.simulate.timer as timer_mod
+from mqtool.formats.names import TIMER_TOPIC
+from mqtool.simulate import batchread, plainscan
+from mqtool.simulate.diskread import MappedBase
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.scenario import parse_scenario
+from mqtool.simulate.timerrows import DeliveryRows
+
+
+def _sibling(name: str):
+    """A test module beside this one (its store builder), loaded by path (pytest imports by importlib)."""
+    spec = importlib.util.spec_from_file_location(f"_enqueue_columns_{name}", Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+plain_store = _sibling("test_batch_enqueue")
+shapes = _sibling("test_batch_enqueue_plain")
+START = shapes.START
+DAY = shapes.DAY
+
+
+@pytest.fixture(params=["native", "python"])
+def engine(request, monkeypatch):
+    monkeypatch.setattr(plainscan, "ENGINE", None if request.param == "native" else "python")
+    monkeypatch.setattr(batchread, "_TEMPLATES", {})
+    monkeypatch.setattr(batchread, "_ARRAYS", {})
+    return request.param
+
+
+def _run(store, config, monkeypatch, batch: bool, columns_from: int, scenario=None, hold=False):
+    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
+    monkeypatch.setattr(timer_mod, "COLUMNS_FROM", columns_from)
+    scanned: list[int] = []
+    real = batchread.scan_plain
+
+    def spy(*a):
+        got = real(*a)
+        scanned.append(0 if got is None else int((got[1][:, 0] >= 0).sum()))
+        return got
+
+    monkeypatch.setattr(timer_mod, "scan_plain", spy)
+    sink = io.StringIO()
+    res = simulate(store, config, START, START + 3 * DAY, scenario, seed=1, sink=sink, hold_events=hold)
+    return sink.getvalue(), res, scanned
+
+
+def _same(store, config, monkeypatch, batch_size=4096, **kw):
+    monkeypatch.setattr(timer_mod, "ENQUEUE_BATCH", batch_size)
+    log1, r1, none = _run(store, config, monkeypatch, False, 1, **kw)
+    log2, r2, scanned = _run(store, config, monkeypatch, True, 1, **kw)
+    assert none == []
+    assert log1.count('"event":"enqueue"') > 0
+    assert log2 == log1
+    assert r2.summary == r1.summary and r2.violations == r1.violations
+    return log1, scanned
+
+
+@pytest.mark.parametrize("batch_size", [4096, 7])
+def test_columns_on_odd_strings(tmp_path, monkeypatch, engine, batch_size):
+    store, config = shapes._build(tmp_path / "s")
+    log, scanned = _same(store, config, monkeypatch, batch_size)
+    n = shapes.N_SHAPES * 20
+    assert sum(scanned) == n  # every record's header checked by the kernel, once
+    assert log.count(f'{{"time":{START},"service":"timer","event":"enqueue"') == n - 20  # 20 not a number
+
+
+def test_columns_hand_odd_units_to_the_per_message_walk(tmp_path, monkeypatch, engine):
+    store, config = plain_store._build(tmp_path / "s", n=300)
+    log, scanned = _same(store, config, monkeypatch)
+    # 6 each of: due at once (direct deliveries), no TIMER_OUT_MS, a bad one (passed over); the batch
+    # stops before each unit put at once and resumes after it
+    assert log.count('"direct":true') == 6
+    assert plain_store._store_enqueues(log) == 300 - 18
+    assert len(scanned) >= 7 and sum(scanned) > 250
+
+
+def test_columns_across_commitlog_files_and_held_events(tmp_path, monkeypatch, engine):
+    store, config = plain_store._build(tmp_path / "s", n=400, file_size=16 << 10)
+    _same(store, config, monkeypatch, hold=True)
+
+
+def test_columns_with_a_fault_scenario(tmp_path, monkeypatch):
+    store, config = plain_store._build(tmp_path / "s", n=200)
+    sc = parse_scenario({"faults": [{"kind": "put_failure", "from": 0, "until": 2000, "service": "timer",
+                                     "status": "SERVICE_NOT_AVAILABLE"}]}, START)
+    _same(store, config, monkeypatch, scenario=sc)
+
+
+def _answers(fast, units, intern=0):
+    got = batchread.scan_plain(fast, [u[0] for u in units], [u[1] for u in units], timer_mod._ENQ_WANTED, intern)
+    buf, out, answers = got
+    try:
+        nw = len(timer_mod._ENQ_WANTED)
+        return [plainscan.answer(out, k, buf, nw) if out[k, 0] == 1 else answers.get(k) if out[k, 0] == 0 else None
+                for k in range(len(units))], out.copy()
+    finally:
+        batchread.close(buf)
+
+
+def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
+    store, _config = shapes._build(tmp_path / "s")
+    fast = MappedBase(store)
+    try:
+        units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, shapes.N_SHAPES * 20)]
+        got, _out = _answers(fast, units, timer_mod._ENQ_INTERN)
+        batchread._TEMPLATES.clear()
+        want = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timer_mod._ENQ_WANTED)
+        assert got == want
+        # the second pass: every plain string matched (11 plain shapes), the 4 others parsed
+        got2, out2 = _answers(fast, units, timer_mod._ENQ_INTERN)
+        assert got2 == batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timer_mod._ENQ_WANTED)
+        assert (out2[:, 0] == 1).sum() == 11 * 20 and (out2[:, 0] == 0).sum() == 4 * 20
+        matched = np.flatnonzero(out2[:, 0] == 1)
+        F, W = plainscan.FIXED, plainscan.STRIDE
+        for k in matched.tolist():
+            out_b = got2[k][1][0]
+            assert out2[k, 7] == (int(out_b) if out_b.isdigit() and out_b.isascii() else -1)
+            for w in (2, 3):  # the first record with the same REAL_TOPIC / REAL_QID bytes
+                j = out2[k, F + W * w + 2]
+                assert got2[j][1][w] == got2[k][1][w]
+                assert all(got2[i][1][w] != got2[k][1][w] for i in matched.tolist() if i < j)
+    finally:
+        fast.close()
+
+
+@pytest.mark.parametrize("odd", [None, "ключ00AB"])  # with a non-ASCII key: every row by `_packed`
+def test_plain_rows_by_numpy_equal_of_plain(odd):
+    """`_plain_rows` (kind 1 and kind 2 UNIQ_KEYs by numpy) equals `DeliveryRows.of_plain` key by key."""
+    uks = ["T00000000", "T0000000A", "7F000001000018B4AAC2000000000006", "7f000001000018b4aac2000000000006",
+           None, "A.B*(x", "%d-00FF", "X" * 20 + "0123456789ABCDEF0123", "T00000001", "00FF",
+           "0123456789ABCDEF0", "T00000002", "7F000001000018B4AAC200000000000G", "P" * 16 + "0A", "P" * 17 + "0A",
+           odd, "T00000003"]
+    n = len(uks)
+    reals = ["BenchTopic"] * (n - 2) + [None, "Other"]
+    qids = [str(i % 4) for i in range(n)]
+    qids[6] = "x"
+    sizes = [100 + i for i in range(n)]
+    sizes[5] = 1 << 29  # past the row's range
+    delete = [i == 9 for i in range(n)]
+    magic = np.array([timer_mod.MAGIC_ROLL if i == 10 else 0 for i in range(n)], np.int64)
+    a, b = DeliveryRows(lambda: 16), DeliveryRows(lambda: 16)
+    got = [tuple(r) for r in timer_mod._plain_rows(a, sizes, delete, magic, reals, qids, uks).tolist()]
+    want = [(0, 0, 0) if delete[i] or magic[i] else b.of_plain(sizes[i], reals[i], qids[i], uks[i])
+            for i in range(n)]
+    assert [a.uniq_key(r) if r[0] else None for r in got] == [b.uniq_key(w) if w[0] else None for w in want]
+    assert [r[0] for r in got] == [w[0] for w in want]
+    assert sorted(a.formats) == sorted(b.formats)
+    # kind 2 (prefix and digits), 1 (32 hex digits), 0 (none); no row: the size past range (5), the cancel (9),
+    # the roll (10), no hex digit at the end (12), no REAL_TOPIC (15); a lowercase key's tail "2000000000006"
+    kinds = [None if r == (0, 0, 0) else r[0] >> 32 & 3 for r in got]
+    assert kinds == [2, 2, 1, 2, 0, None, 2, 2, 2, None, None, 2, None, 2, 2, None, 2]
+    assert a.uniq_key(got[3]) == uks[3] and got[3][2] == 0x2000000000006
+    assert got[1][1:] == (a.formats.index("T%08X"), 10) and a.formats[got[7][1]] == "X" * 20 + "0123%016X"
+
+
+def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
+    """A roll re-put the dequeue keeps as a row reaches `_enqueue_many` by its columns (`_roll_enqueue`,
+    the dequeue's: a stand-in here that answers them from the re-put's properties): the same log."""
+    from mqtool.formats.names import (
+        PROPERTY_REAL_QUEUE_ID,
+        PROPERTY_REAL_TOPIC,
+        PROPERTY_TIMER_DEL_UNIQKEY,
+        PROPERTY_TIMER_OUT_MS,
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    )
+
+    answered = []
+
+    def roll_enqueue(self, phys):
+        props, body_len, sys_flag = self._props_rec(phys)
+        if body_len is None or PROPERTY_TIMER_DEL_UNIQKEY in props:
+            return None  # not a re-put made in the run (or a cancel marker): the walk reads it
+        x = self.rows.of_props(props, body_len, sys_flag)
+        if x == (0, 0, 0) or not props[PROPERTY_TIMER_OUT_MS].isdigit():
+            return None
+        answered.append(phys)
+        return (int(props[PROPERTY_TIMER_OUT_MS]), False, props.get(PROPERTY_REAL_TOPIC),
+                props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), x[0] >> 34)
+
+    store, config = plain_store._build(tmp_path / "s", n=300)
+    log1, r1, _ = _run(store, config, monkeypatch, False, 1)
+    monkeypatch.setattr(timer_mod.TimerService, "_roll_enqueue", roll_enqueue, raising=False)
+    monkeypatch.setattr(timer_mod.TimerService, "_roll_rows", 1, raising=False)
+    log2, r2, _ = _run(store, config, monkeypatch, True, 1)
+    assert log2 == log1 and r2.summary == r1.summary
+    # every roll re-put reached the batch by its row but the rolled cancel markers' (read as before)
+    rolled_cancels = sum(1 for line in log1.splitlines()
+                         if f'"time":{START},' in line and '"roll":true,"cancel":true' in line)
+    assert log1.count('"event":"roll"') == 90 and rolled_cancels == 2 and len(answered) == 88
