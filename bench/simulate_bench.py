@@ -18,7 +18,6 @@ import gc
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -192,16 +191,21 @@ def run_cli(store: Path, events: Path, extra: list[str]) -> tuple[float, float, 
             "--seed", "1", "--events", str(events), "--json", *extra]
     cmd = [sys.executable, "-c", "from mqtool.cli.app import main; main()", *args]  # the console script's body
     print("$ mqtool " + " ".join(args), flush=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if p.returncode != 0:
-        sys.stderr.write(p.stderr)
-        raise SystemExit(f"mqtool simulate exited with {p.returncode}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss * 1024, json.loads(p.stdout)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=out, stderr=err)
+        # wait4: this child's own rusage (RUSAGE_CHILDREN's maxrss is the largest of every child so far,
+        # e.g. the JVM run_all.py ran before)
+        _, status, used = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - t0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if child.returncode != 0:
+        sys.stderr.write(stderr)
+        raise SystemExit(f"mqtool simulate exited with {child.returncode}")
+    return wall, used.ru_utime + used.ru_stime, used.ru_maxrss * 1024, json.loads(stdout)
 
 
 def run_on_disk(args: argparse.Namespace) -> None:
