@@ -718,6 +718,14 @@ def _properties(out, o, a, s, n, lits, lit_at, keys):
     return o, u_at, u_end
 
 
+def _leave(ends, k, start, born_at, store_at):
+    """`_lines`' row k (its line began at `start`) left to the record path: its text goes, with the host
+    texts written in it (`born_at`/`store_at` forgotten when there), and `ends[k]` says so; (where the
+    next row starts, born_at, store_at)."""
+    ends[k] = -start - 1
+    return start, (-1 if born_at >= start else born_at), (-1 if store_at >= start else store_at)
+
+
 def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_codes, host_tab, host_at, born, store,
            dl, crc_ok, need_crc, body_mode, decompress, keys, out, ends):
     """One JSON line per column row_lo..row_hi-1 of `c` into `out`; `ends[i - row_lo]` is where row i's
@@ -784,20 +792,14 @@ def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_cod
         o = _lit(out, o, lits, lit_at, L_TOPIC)
         topic_pos = c[fastscan.C_TOPIC_POS, i]
         o, _ = _str(out, o, a, topic_pos, topic_pos + c[fastscan.C_TOPIC_LEN, i], 256, 256)
-        if o < 0:  # the row is the record path's: its text goes, with the hosts written in it
-            o = start
-            born_at = -1 if born_at >= start else born_at
-            store_at = -1 if store_at >= start else store_at
-            ends[i - row_lo] = -o - 1
+        if o < 0:
+            o, born_at, store_at = _leave(ends, i - row_lo, start, born_at, store_at)
             continue
         o = _lit(out, o, lits, lit_at, L_PROPERTIES)
         o, u_at, u_end = _properties(out, o, a, c[fastscan.C_PROPS_POS, i], c[fastscan.C_PROPS_LEN, i], lits,
                                      lit_at, keys)
-        if o < 0:  # the row is the record path's: its text goes, with the hosts written in it
-            o = start
-            born_at = -1 if born_at >= start else born_at
-            store_at = -1 if store_at >= start else store_at
-            ends[i - row_lo] = -o - 1
+        if o < 0:
+            o, born_at, store_at = _leave(ends, i - row_lo, start, born_at, store_at)
             continue
         o = _lit(out, o, lits, lit_at, L_UNIQ_KEY)
         if u_at >= 0:
@@ -826,10 +828,7 @@ def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_cod
             else:
                 o, _ = _str(out, o, a, body_pos, body_pos + body_len, 256, 256)
                 if o < 0:
-                    o = start
-                    born_at = -1 if born_at >= start else born_at
-                    store_at = -1 if store_at >= start else store_at
-                    ends[i - row_lo] = -o - 1
+                    o, born_at, store_at = _leave(ends, i - row_lo, start, born_at, store_at)
                     continue
             o = _lit(out, o, lits, lit_at, L_DLEDGER if has_dl else L_END)
         if has_dl:
@@ -873,7 +872,7 @@ def _numba_writer():
         g["_copy"], g["_load8"] = _memcpy(), _load8_intrinsic()
         g["_clz"], g["_ctz"] = leading_zeros, trailing_zeros
         for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_len", "_special8", "_str", "_hex",
-                     "_key8", "_properties"):
+                     "_key8", "_properties", "_leave"):
             fn = globals()[name]
             g[name] = njit(FunctionType(fn.__code__, g, name))
         _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))

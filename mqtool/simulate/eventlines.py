@@ -72,6 +72,17 @@ def _copy(out, o, src, s, n):
         out[o + q] = src[s + q]
 
 
+def _piece_value(out, o, pieces, a, b, src, s, e):
+    """A template's piece `pieces[a:b]` then a value's text `src[s:e]` to `out[o:]`: where they end, or -1
+    when `out` is too small for them."""
+    if o + (b - a) + (e - s) > len(out):
+        return -1
+    _copy(out, o, pieces, a, b - a)
+    o += b - a
+    _copy(out, o, src, s, e - s)
+    return o + e - s
+
+
 def _format(src, pieces, poff, tfirst, timed, out):
     """The lines of the orjson text `src` (see the module docstring) written to `out`; their length, or
     `TOO_SMALL` / `MALFORMED`. Template `t`'s pieces are `pieces[poff[k]:poff[k + 1]]` for `k` in
@@ -123,13 +134,9 @@ def _format(src, pieces, poff, tfirst, timed, out):
             i += 1
             k = first
             if not timed[t]:  # the call's time is the row's first value
-                a, b = poff[k], poff[k + 1]
-                if o + (b - a) + (te - ts) > cap:
+                o = _piece_value(out, o, pieces, poff[k], poff[k + 1], src, ts, te)
+                if o < 0:
                     return TOO_SMALL
-                _copy(out, o, pieces, a, b - a)
-                o += b - a
-                _copy(out, o, src, ts, te - ts)
-                o += te - ts
                 k += 1
             while i < n and src[i] != 93:
                 if src[i] == 44:
@@ -138,13 +145,9 @@ def _format(src, pieces, poff, tfirst, timed, out):
                 e = _skip(src, i, n)
                 if k >= last - 1:
                     return MALFORMED
-                a, b = poff[k], poff[k + 1]
-                if o + (b - a) + (e - i) > cap:
+                o = _piece_value(out, o, pieces, poff[k], poff[k + 1], src, i, e)
+                if o < 0:
                     return TOO_SMALL
-                _copy(out, o, pieces, a, b - a)
-                o += b - a
-                _copy(out, o, src, i, e - i)
-                o += e - i
                 k += 1
                 i = e
             if k != last - 1:
@@ -230,5 +233,6 @@ def _numba_format():
     from mqtool.inspect.jsonlines import _memcpy
 
     g["_skip"] = njit(FunctionType(_skip.__code__, g, "_skip"))
+    g["_piece_value"] = njit(FunctionType(_piece_value.__code__, g, "_piece_value"))
     g["_copy"] = _memcpy()
     return njit(cache=True, nogil=True)(FunctionType(_format.__code__, g, "_format"))
