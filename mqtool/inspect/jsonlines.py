@@ -718,6 +718,19 @@ def _properties(out, o, a, s, n, lits, lit_at, keys):
     return o, u_at, u_end
 
 
+def _host(out, o, a, hp, port, known, host_tab, host_at, key, at, end):
+    """A born or store host's text in `_lines`: the host table's `known`-th when >= 0, else the IPv4 host
+    and port at `a[hp]`, copied from where the row before wrote it (`out[at:end]`, `key` its 8 bytes)
+    when it is the same; (o, key, at, end) for the next row."""
+    if known >= 0:
+        return _lit(out, o, host_tab, host_at, known), key, at, end
+    k = _load8(a, hp)
+    if at >= 0 and k == key:
+        return _put(out, o, out, at, end - at), key, at, end
+    e = _host4(out, o, a, hp, port)
+    return e, k, o, e
+
+
 def _leave(ends, k, start, born_at, store_at):
     """`_lines`' row k (its line began at `start`) left to the record path: its text goes, with the host
     texts written in it (`born_at`/`store_at` forgotten when there), and `ends[k]` says so; (where the
@@ -761,32 +774,13 @@ def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_cod
         o = _lit_int(out, o, lits, lit_at, L_SYS_FLAG, sysf)
         o = _lit_int(out, o, flag_tab, flag_at, flag_codes[i], c[fastscan.C_BORN_TS, i])
         o = _lit(out, o, lits, lit_at, L_BORN_HOST)
-        if born[i] >= 0:
-            o = _lit(out, o, host_tab, host_at, born[i])
-        else:
-            hp = c[fastscan.C_BORN_HOST, i]
-            key = _load8(a, hp)
-            if born_at >= 0 and key == born_key:
-                o = _put(out, o, out, born_at, born_end - born_at)
-            else:
-                born_key = key
-                born_at = o
-                o = _host4(out, o, a, hp, c[fastscan.C_BORN_PORT, i])
-                born_end = o
+        o, born_key, born_at, born_end = _host(out, o, a, c[fastscan.C_BORN_HOST, i], c[fastscan.C_BORN_PORT, i],
+                                               born[i], host_tab, host_at, born_key, born_at, born_end)
         o = _lit_int(out, o, lits, lit_at, L_STORE_TIMESTAMP, c[fastscan.C_STORE_TS, i])
         o = _lit(out, o, lits, lit_at, L_STORE_HOST)
         sh = c[fastscan.C_STORE_HOST, i]
-        if store[i] >= 0:
-            o = _lit(out, o, host_tab, host_at, store[i])
-        else:
-            key = _load8(a, sh)
-            if store_at >= 0 and key == store_key:
-                o = _put(out, o, out, store_at, store_end - store_at)
-            else:
-                store_key = key
-                store_at = o
-                o = _host4(out, o, a, sh, c[fastscan.C_STORE_PORT, i])
-                store_end = o
+        o, store_key, store_at, store_end = _host(out, o, a, sh, c[fastscan.C_STORE_PORT, i], store[i], host_tab,
+                                                  host_at, store_key, store_at, store_end)
         o = _lit_int(out, o, lits, lit_at, L_RECONSUME_TIMES, c[fastscan.C_RECONSUME, i])
         o = _lit_int(out, o, lits, lit_at, L_PREPARED, c[fastscan.C_PREPARED, i])
         o = _lit(out, o, lits, lit_at, L_TOPIC)
@@ -872,7 +866,7 @@ def _numba_writer():
         g["_copy"], g["_load8"] = _memcpy(), _load8_intrinsic()
         g["_clz"], g["_ctz"] = leading_zeros, trailing_zeros
         for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_len", "_special8", "_str", "_hex",
-                     "_key8", "_properties", "_leave"):
+                     "_key8", "_properties", "_leave", "_host"):
             fn = globals()[name]
             g[name] = njit(FunctionType(fn.__code__, g, name))
         _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
