@@ -29,7 +29,6 @@ import json
 import mmap
 import sys
 from collections.abc import Iterator
-from types import FunctionType
 
 import numpy as np
 
@@ -839,7 +838,8 @@ _numba_compiled = None
 _LINES_SPEC = ("u1[:] i8[:,:] i8 i8 i8 u1[:] i8[:] u1[:] i8[:] i8[:] u1[:] i8[:] i8[:] i8[:] i8[:,:] b1[:] ? i8 ? "
                "i8[:,:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
 _NATIVE_SOURCES = ("mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-                   "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py", "mqtool/formats/sysflag.py")
+                   "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py", "mqtool/formats/sysflag.py",
+                   "mqtool/store/compiled.py")
 
 
 def _writer():
@@ -857,19 +857,15 @@ def _numba_writer():
     """`_lines` compiled with numba (cached on disk), its helpers inlined and `_crc32` the scan's zlib CRC."""
     global _numba_compiled
     if _numba_compiled is None:
-        from numba import njit
         from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
-        k = fastscan.kernels()
-        g = dict(globals())
-        g["_crc32"] = k._crc32
-        g["_copy"], g["_load8"] = _memcpy(), _load8_intrinsic()
-        g["_clz"], g["_ctz"] = leading_zeros, trailing_zeros
-        for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_len", "_special8", "_str", "_hex",
-                     "_key8", "_properties", "_leave", "_host"):
-            fn = globals()[name]
-            g[name] = njit(FunctionType(fn.__code__, g, name))
-        _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
+        from mqtool.store import compiled
+
+        _numba_compiled = compiled.kernel(
+            _lines, (_put, _lit, _int, _lit_int, _host4, _utf8_len, _special8, _str, _hex, _key8, _properties, _leave,
+                     _host),
+            {"_crc32": fastscan.kernels()._crc32, "_copy": _memcpy(), "_load8": _load8_intrinsic(),
+             "_clz": leading_zeros, "_ctz": trailing_zeros})
     return _numba_compiled
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 SPEC = "u1[:] u1[:] i8[:] i8[:] u1[:] u1[:] -> i8"  # `_format`'s arguments (`native.parse_spec`)
 SOURCES = ("mqtool/simulate/eventlines.py", "mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py",
-           "mqtool/store/native.py", "mqtool/store/fastscan.py")
+           "mqtool/store/native.py", "mqtool/store/fastscan.py", "mqtool/store/compiled.py")
 TOO_SMALL, MALFORMED = -1, -2  # `_format`'s failures: `out` is too small; a text it does not expect
 
 
@@ -224,15 +224,8 @@ def formatter() -> Formatter | None:
 
 
 def _numba_format():
-    """`_format` compiled with numba (cached on disk), `_skip` inlined, `_copy` a memcpy."""
-    from types import FunctionType
-
-    from numba import njit
-
-    g = dict(globals())
+    """`_format` compiled with numba (cached on disk), `_skip` and `_piece_value` inlined, `_copy` a memcpy."""
     from mqtool.inspect.jsonlines import _memcpy
+    from mqtool.store import compiled
 
-    g["_skip"] = njit(FunctionType(_skip.__code__, g, "_skip"))
-    g["_piece_value"] = njit(FunctionType(_piece_value.__code__, g, "_piece_value"))
-    g["_copy"] = _memcpy()
-    return njit(cache=True, nogil=True)(FunctionType(_format.__code__, g, "_format"))
+    return compiled.kernel(_format, (_skip, _piece_value), {"_copy": _memcpy()})

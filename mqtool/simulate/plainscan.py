@@ -18,8 +18,6 @@ Python when neither native code nor numba is wanted (`tests/simulate/test_plains
 
 from __future__ import annotations
 
-from types import FunctionType
-
 import numpy as np
 
 from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -216,7 +214,8 @@ def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs,
 
 _SPEC = "u1[:] i8[:] i8 i8 i8 u1[:] i8[:] i8[:] i8[:] i8[:,:] i8[:] i8[:] i8 i8[:,:] i8[:] i8[:,:]"
 _SOURCES = ("mqtool/simulate/plainscan.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-            "mqtool/formats/commitlog.py", "mqtool/formats/message.py", "mqtool/formats/sysflag.py")
+            "mqtool/formats/commitlog.py", "mqtool/formats/message.py", "mqtool/formats/sysflag.py",
+            "mqtool/store/compiled.py")
 ENGINE: str | None = None  # "python": `_plain_scan` as plain Python (tests); else native, or numba's
 _compiled = None
 _numba_compiled = None
@@ -237,14 +236,12 @@ def kernel():
 
 
 def _numba_scan():
+    """`_plain_scan` compiled with numba (cached on disk), `_rd` and `tail_end` inlined."""
     global _numba_compiled
     if _numba_compiled is None:
-        from numba import njit
+        from mqtool.store import compiled
 
-        g = dict(globals())
-        g["_rd"] = njit(FunctionType(_rd.__code__, g, "_rd"))
-        g["tail_end"] = njit(FunctionType(tail_end.__code__, g, "tail_end"))
-        _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_plain_scan.__code__, g, "_plain_scan"))
+        _numba_compiled = compiled.kernel(_plain_scan, (_rd, tail_end))
     return _numba_compiled
 
 
