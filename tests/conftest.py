@@ -1,6 +1,7 @@
 """Shared fixtures: where ../shared lies, and read-only stores made from the oracle."""
 
 import gzip
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -45,6 +46,16 @@ def copy_with_wheel(src: Path, dst: Path) -> Path:
     for p in dst.rglob("*"):
         p.chmod(0o755 if p.is_dir() else 0o644)
     return dst
+
+
+def sibling(test_file: str, name: str):
+    """The test module `name` beside `test_file` (its store builders, odd records), loaded by path as a
+    module of its own: pytest imports test modules by importlib, so `import name` would not find it."""
+    here = Path(test_file)
+    spec = importlib.util.spec_from_file_location(f"_{here.stem}_{name}", here.with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,6 @@ import json
 import mmap
 import sys
 from collections.abc import Iterator
-from types import FunctionType
 
 import numpy as np
 
@@ -718,6 +717,27 @@ def _properties(out, o, a, s, n, lits, lit_at, keys):
     return o, u_at, u_end
 
 
+def _host(out, o, a, hp, port, known, host_tab, host_at, key, at, end):
+    """A born or store host's text in `_lines`: the host table's `known`-th when >= 0, else the IPv4 host
+    and port at `a[hp]`, copied from where the row before wrote it (`out[at:end]`, `key` its 8 bytes)
+    when it is the same; (o, key, at, end) for the next row."""
+    if known >= 0:
+        return _lit(out, o, host_tab, host_at, known), key, at, end
+    k = _load8(a, hp)
+    if at >= 0 and k == key:
+        return _put(out, o, out, at, end - at), key, at, end
+    e = _host4(out, o, a, hp, port)
+    return e, k, o, e
+
+
+def _leave(ends, k, start, born_at, store_at):
+    """`_lines`' row k (its line began at `start`) left to the record path: its text goes, with the host
+    texts written in it (`born_at`/`store_at` forgotten when there), and `ends[k]` says so; (where the
+    next row starts, born_at, store_at)."""
+    ends[k] = -start - 1
+    return start, (-1 if born_at >= start else born_at), (-1 if store_at >= start else store_at)
+
+
 def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_codes, host_tab, host_at, born, store,
            dl, crc_ok, need_crc, body_mode, decompress, keys, out, ends):
     """One JSON line per column row_lo..row_hi-1 of `c` into `out`; `ends[i - row_lo]` is where row i's
@@ -753,51 +773,26 @@ def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_cod
         o = _lit_int(out, o, lits, lit_at, L_SYS_FLAG, sysf)
         o = _lit_int(out, o, flag_tab, flag_at, flag_codes[i], c[fastscan.C_BORN_TS, i])
         o = _lit(out, o, lits, lit_at, L_BORN_HOST)
-        if born[i] >= 0:
-            o = _lit(out, o, host_tab, host_at, born[i])
-        else:
-            hp = c[fastscan.C_BORN_HOST, i]
-            key = _load8(a, hp)
-            if born_at >= 0 and key == born_key:
-                o = _put(out, o, out, born_at, born_end - born_at)
-            else:
-                born_key = key
-                born_at = o
-                o = _host4(out, o, a, hp, c[fastscan.C_BORN_PORT, i])
-                born_end = o
+        o, born_key, born_at, born_end = _host(out, o, a, c[fastscan.C_BORN_HOST, i], c[fastscan.C_BORN_PORT, i],
+                                               born[i], host_tab, host_at, born_key, born_at, born_end)
         o = _lit_int(out, o, lits, lit_at, L_STORE_TIMESTAMP, c[fastscan.C_STORE_TS, i])
         o = _lit(out, o, lits, lit_at, L_STORE_HOST)
         sh = c[fastscan.C_STORE_HOST, i]
-        if store[i] >= 0:
-            o = _lit(out, o, host_tab, host_at, store[i])
-        else:
-            key = _load8(a, sh)
-            if store_at >= 0 and key == store_key:
-                o = _put(out, o, out, store_at, store_end - store_at)
-            else:
-                store_key = key
-                store_at = o
-                o = _host4(out, o, a, sh, c[fastscan.C_STORE_PORT, i])
-                store_end = o
+        o, store_key, store_at, store_end = _host(out, o, a, sh, c[fastscan.C_STORE_PORT, i], store[i], host_tab,
+                                                  host_at, store_key, store_at, store_end)
         o = _lit_int(out, o, lits, lit_at, L_RECONSUME_TIMES, c[fastscan.C_RECONSUME, i])
         o = _lit_int(out, o, lits, lit_at, L_PREPARED, c[fastscan.C_PREPARED, i])
         o = _lit(out, o, lits, lit_at, L_TOPIC)
         topic_pos = c[fastscan.C_TOPIC_POS, i]
         o, _ = _str(out, o, a, topic_pos, topic_pos + c[fastscan.C_TOPIC_LEN, i], 256, 256)
-        if o < 0:  # the row is the record path's: its text goes, with the hosts written in it
-            o = start
-            born_at = -1 if born_at >= start else born_at
-            store_at = -1 if store_at >= start else store_at
-            ends[i - row_lo] = -o - 1
+        if o < 0:
+            o, born_at, store_at = _leave(ends, i - row_lo, start, born_at, store_at)
             continue
         o = _lit(out, o, lits, lit_at, L_PROPERTIES)
         o, u_at, u_end = _properties(out, o, a, c[fastscan.C_PROPS_POS, i], c[fastscan.C_PROPS_LEN, i], lits,
                                      lit_at, keys)
-        if o < 0:  # the row is the record path's: its text goes, with the hosts written in it
-            o = start
-            born_at = -1 if born_at >= start else born_at
-            store_at = -1 if store_at >= start else store_at
-            ends[i - row_lo] = -o - 1
+        if o < 0:
+            o, born_at, store_at = _leave(ends, i - row_lo, start, born_at, store_at)
             continue
         o = _lit(out, o, lits, lit_at, L_UNIQ_KEY)
         if u_at >= 0:
@@ -826,10 +821,7 @@ def _lines(a, c, row_lo, row_hi, base, lits, lit_at, flag_tab, flag_at, flag_cod
             else:
                 o, _ = _str(out, o, a, body_pos, body_pos + body_len, 256, 256)
                 if o < 0:
-                    o = start
-                    born_at = -1 if born_at >= start else born_at
-                    store_at = -1 if store_at >= start else store_at
-                    ends[i - row_lo] = -o - 1
+                    o, born_at, store_at = _leave(ends, i - row_lo, start, born_at, store_at)
                     continue
             o = _lit(out, o, lits, lit_at, L_DLEDGER if has_dl else L_END)
         if has_dl:
@@ -846,7 +838,8 @@ _numba_compiled = None
 _LINES_SPEC = ("u1[:] i8[:,:] i8 i8 i8 u1[:] i8[:] u1[:] i8[:] i8[:] u1[:] i8[:] i8[:] i8[:] i8[:,:] b1[:] ? i8 ? "
                "i8[:,:] u1[:] i8[:]")  # `_lines`'s arguments (`native.parse_spec`)
 _NATIVE_SOURCES = ("mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-                   "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py", "mqtool/formats/sysflag.py")
+                   "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py", "mqtool/formats/sysflag.py",
+                   "mqtool/store/compiled.py")
 
 
 def _writer():
@@ -864,19 +857,15 @@ def _numba_writer():
     """`_lines` compiled with numba (cached on disk), its helpers inlined and `_crc32` the scan's zlib CRC."""
     global _numba_compiled
     if _numba_compiled is None:
-        from numba import njit
         from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
-        k = fastscan.kernels()
-        g = dict(globals())
-        g["_crc32"] = k._crc32
-        g["_copy"], g["_load8"] = _memcpy(), _load8_intrinsic()
-        g["_clz"], g["_ctz"] = leading_zeros, trailing_zeros
-        for name in ("_put", "_lit", "_int", "_lit_int", "_host4", "_utf8_len", "_special8", "_str", "_hex",
-                     "_key8", "_properties"):
-            fn = globals()[name]
-            g[name] = njit(FunctionType(fn.__code__, g, name))
-        _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_lines.__code__, g, "_lines"))
+        from mqtool.store import compiled
+
+        _numba_compiled = compiled.kernel(
+            _lines, (_put, _lit, _int, _lit_int, _host4, _utf8_len, _special8, _str, _hex, _key8, _properties, _leave,
+                     _host),
+            {"_crc32": fastscan.kernels()._crc32, "_copy": _memcpy(), "_load8": _load8_intrinsic(),
+             "_clz": leading_zeros, "_ctz": trailing_zeros})
     return _numba_compiled
 
 

@@ -252,6 +252,16 @@ def _plain_template(raw: str, props: dict[str, str], wanted: tuple[str, ...]) ->
     return _Template(keys, trailing, wanted)
 
 
+def search_templates(templates: list[_Template], last: _Template | None, buf, b: int, e: int) -> tuple:
+    """(the match, its template) of the first of `templates` whose expression matches `buf[b:e]` whole, or
+    (None, `last`): the search after the template the previous record matched (`last`) failed."""
+    for t in templates:
+        m = t.pattern.fullmatch(buf, b, e)
+        if m is not None:
+            return m, t
+    return None, last
+
+
 def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
     """For the record at each `phys` (ConsumeQueue `sizes` bound the read), what a re-put that keeps
     every property needs, read with `read_records`'s checks (else None: the per-message read decides):
@@ -272,9 +282,7 @@ def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tupl
     buf, delta, rels, n, flen = span
     templates = _TEMPLATES.setdefault(wanted, [])
     last = templates[0] if templates else None
-    head, store_ts, tail_size = _HEAD_SIZE, _STORE_TS_SIZE, _TAIL_SIZE
-    v4, v6 = HOST_SIZE_V4, HOST_SIZE_V6
-    magic1, magic2 = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+    head, no_hosts, tail_end, magic2 = _HEAD_SIZE, plainscan.NO_HOSTS, plainscan.tail_end, MESSAGE_MAGIC_CODE_V2
     lead, body_of, props_len_of = _LEAD_SYS.unpack_from, _BODY_LEN.unpack_from, _PROPS_LEN.unpack_from
     topic_v2, topic_v1 = _TOPIC_LEN[MESSAGE_MAGIC_CODE_V2], _TOPIC_LEN[MESSAGE_MAGIC_CODE]
     tv2, tv1 = topic_v2.unpack_from, topic_v1.unpack_from
@@ -284,12 +292,10 @@ def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tupl
                 continue
             r = rel + delta
             total, magic, sysflag = lead(buf, r)
-            if (magic != magic1 and magic != magic2) or total <= head or total > 1 << 30 or rel + total > n:
+            after_tail = tail_end(rel, total, magic, sysflag, n)
+            if after_tail < 0:
                 continue
-            hosts = (v6 if sysflag & BORNHOST_V6 else v4) + (v6 if sysflag & STOREHOST_V6 else v4)
-            after_tail = head + hosts + store_ts + tail_size
-            if after_tail > total:
-                continue
+            hosts = after_tail - no_hosts
             (body_len,) = body_of(buf, r + after_tail - _BODY_LEN.size)
             after_body = after_tail + body_len
             if body_len < 0 or after_body > total:
@@ -308,16 +314,11 @@ def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tupl
                 continue
             b = r + props_at + _PL
             e = b + props_len
-            t = last
-            m = t.pattern.fullmatch(buf, b, e) if t is not None else None
+            m = last.pattern.fullmatch(buf, b, e) if last is not None else None
             if m is None:
-                for t in templates:
-                    m = t.pattern.fullmatch(buf, b, e)
-                    if m is not None:
-                        last = t
-                        break
+                m, last = search_templates(templates, last, buf, b, e)
             if m is not None:
-                out[k] = (props_len + t.pad + body_len + hosts, m.group(*t.groups))
+                out[k] = (props_len + last.pad + body_len + hosts, m.group(*last.groups))
                 continue
             raw = buf[b:e].decode("utf-8", "surrogateescape")
             props = fast_properties(raw)

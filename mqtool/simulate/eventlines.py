@@ -20,7 +20,7 @@ import numpy as np
 
 SPEC = "u1[:] u1[:] i8[:] i8[:] u1[:] u1[:] -> i8"  # `_format`'s arguments (`native.parse_spec`)
 SOURCES = ("mqtool/simulate/eventlines.py", "mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py",
-           "mqtool/store/native.py", "mqtool/store/fastscan.py")
+           "mqtool/store/native.py", "mqtool/store/fastscan.py", "mqtool/store/compiled.py")
 TOO_SMALL, MALFORMED = -1, -2  # `_format`'s failures: `out` is too small; a text it does not expect
 
 
@@ -70,6 +70,17 @@ def _copy(out, o, src, s, n):
     """`out[o:o + n] = src[s:s + n]` (compiled: LLVM's memcpy, `jsonlines._memcpy`)."""
     for q in range(n):
         out[o + q] = src[s + q]
+
+
+def _piece_value(out, o, pieces, a, b, src, s, e):
+    """A template's piece `pieces[a:b]` then a value's text `src[s:e]` to `out[o:]`: where they end, or -1
+    when `out` is too small for them."""
+    if o + (b - a) + (e - s) > len(out):
+        return -1
+    _copy(out, o, pieces, a, b - a)
+    o += b - a
+    _copy(out, o, src, s, e - s)
+    return o + e - s
 
 
 def _format(src, pieces, poff, tfirst, timed, out):
@@ -123,13 +134,9 @@ def _format(src, pieces, poff, tfirst, timed, out):
             i += 1
             k = first
             if not timed[t]:  # the call's time is the row's first value
-                a, b = poff[k], poff[k + 1]
-                if o + (b - a) + (te - ts) > cap:
+                o = _piece_value(out, o, pieces, poff[k], poff[k + 1], src, ts, te)
+                if o < 0:
                     return TOO_SMALL
-                _copy(out, o, pieces, a, b - a)
-                o += b - a
-                _copy(out, o, src, ts, te - ts)
-                o += te - ts
                 k += 1
             while i < n and src[i] != 93:
                 if src[i] == 44:
@@ -138,13 +145,9 @@ def _format(src, pieces, poff, tfirst, timed, out):
                 e = _skip(src, i, n)
                 if k >= last - 1:
                     return MALFORMED
-                a, b = poff[k], poff[k + 1]
-                if o + (b - a) + (e - i) > cap:
+                o = _piece_value(out, o, pieces, poff[k], poff[k + 1], src, i, e)
+                if o < 0:
                     return TOO_SMALL
-                _copy(out, o, pieces, a, b - a)
-                o += b - a
-                _copy(out, o, src, i, e - i)
-                o += e - i
                 k += 1
                 i = e
             if k != last - 1:
@@ -221,14 +224,8 @@ def formatter() -> Formatter | None:
 
 
 def _numba_format():
-    """`_format` compiled with numba (cached on disk), `_skip` inlined, `_copy` a memcpy."""
-    from types import FunctionType
-
-    from numba import njit
-
-    g = dict(globals())
+    """`_format` compiled with numba (cached on disk), `_skip` and `_piece_value` inlined, `_copy` a memcpy."""
     from mqtool.inspect.jsonlines import _memcpy
+    from mqtool.store import compiled
 
-    g["_skip"] = njit(FunctionType(_skip.__code__, g, "_skip"))
-    g["_copy"] = _memcpy()
-    return njit(cache=True, nogil=True)(FunctionType(_format.__code__, g, "_format"))
+    return compiled.kernel(_format, (_skip, _piece_value), {"_copy": _memcpy()})

@@ -543,9 +543,12 @@ class StoreModel:
         """The CommitLog offset of the next record of `size` bytes (a BLANK filler ends a file it does
         not fit in; a DLedger entry's header comes first); the end moves past it."""
         pos = self._end
+        fs = self.base.file_size
+        if pos is not None and not self.base.dledger and pos % fs + size + BLANK_MIN <= fs:
+            self._end = pos + size  # the record fits in the current file: `next_in_file`'s answer, at once
+            return pos
         if pos is None:
             pos = self.end
-        fs = self.base.file_size
         if self.base.dledger:  # DLedgerMmapFileStore.appendAsLeader: the record is an entry's body
             if pos % fs + DLEDGER_BODY_OFFSET + size + DLEDGER_MIN_BLANK_LEN > fs:  # MmapFileList.preAppend
                 pos = (pos // fs + 1) * fs
@@ -558,8 +561,8 @@ class StoreModel:
     def append(self, m: SimMessage, now: int, service: str = "") -> PutResult:
         """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written).
 
-        `_order`, `reput_size` and `place` are written out for a re-put (no properties string) that
-        fits in the current file of a normal-mode store: the same arithmetic, without the calls."""
+        `_order` and `reput_size` are written out for a re-put (no properties string) of a normal-mode
+        store: the same arithmetic, without the calls."""
         if self.put_filter is not None:
             status = self.put_filter(now, m, service)
             if status:
@@ -587,12 +590,7 @@ class StoreModel:
         m.size = size
         if order is not None:
             m.props = props = {k: props[k] for k in order}
-        pos = self._end
-        fs = self.base.file_size
-        if pos is not None and not self.base.dledger and pos % fs + size + BLANK_MIN <= fs:
-            self._end = pos + size  # `place` when the record fits in the current file
-        else:
-            pos = self.place(size)
+        pos = self.place(size)
         m.phys = pos
         m.store_ts = now
         m.service = service
@@ -627,12 +625,7 @@ class StoreModel:
         if q is None:
             q = self._queue_info[key] = self._new_queue_info(key)
         units, bmax = q[0], q[1]
-        pos = self._end
-        fs = self.base.file_size
-        if pos is not None and not self.base.dledger and pos % fs + size + BLANK_MIN <= fs:
-            self._end = pos + size  # `place` when the record fits in the current file
-        else:
-            pos = self.place(size)
+        pos = self.place(size)
         queue_offset = bmax + len(units)
         units.append((pos, size, tags))
         listeners = self._listeners.get(key)

@@ -18,8 +18,6 @@ Python when neither native code nor numba is wanted (`tests/simulate/test_plains
 
 from __future__ import annotations
 
-from types import FunctionType
-
 import numpy as np
 
 from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -37,6 +35,7 @@ SYSFLAG_AT = 36
 M1, M2 = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 V4, V6 = HOST_SIZE_V4, HOST_SIZE_V6
 BORN_V6, STORE_V6 = BORNHOST_V6, STOREHOST_V6
+NO_HOSTS = HEAD + STORE_TS + TAIL  # a record's bytes up to its tail's end, but the two hosts
 FIXED = 8  # `out`'s columns before the wanted values' (start, end, first record with an equal value)
 STRIDE = 3
 INTERNED = 64  # distinct values a scan interns per key (the rest: -1)
@@ -50,6 +49,17 @@ def _rd(a, at, w):
     if v >= 1 << (8 * w - 1):
         v -= 1 << (8 * w)
     return v
+
+
+def tail_end(rel, total, magic, sysflag, n):
+    """Where a record's tail (its BODYLENGTH) ends, counted from the record's start, when the header read
+    passes `MappedBase._read`'s checks (a known magic, a total above the header and at most 1 GiB that
+    lies in the `n` bytes read from `rel`, the hosts SYSFLAG sizes and the tail inside it), else -1.
+    `_plain_scan` and `batchread.read_plain` / `rollread.read_sources` share it (numba inlines it)."""
+    if (magic != M1 and magic != M2) or total <= HEAD or total > 1 << 30 or rel + total > n:
+        return -1
+    end = NO_HOSTS + (V6 if sysflag & BORN_V6 else V4) + (V6 if sysflag & STORE_V6 else V4)
+    return end if end <= total else -1
 
 
 def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs, ve, intern, table, cnt, out):
@@ -69,12 +79,10 @@ def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs,
         total = _rd(a, r, 4)
         magic = _rd(a, r + 4, 4)
         sysflag = _rd(a, r + SYSFLAG_AT, 4)
-        if (magic != M1 and magic != M2) or total <= HEAD or total > 1 << 30 or rel + total > n:
+        after_tail = tail_end(rel, total, magic, sysflag, n)
+        if after_tail < 0:
             continue
-        hosts = (V6 if sysflag & BORN_V6 else V4) + (V6 if sysflag & STORE_V6 else V4)
-        after_tail = HEAD + hosts + STORE_TS + TAIL
-        if after_tail > total:
-            continue
+        hosts = after_tail - NO_HOSTS
         body_len = _rd(a, r + after_tail - BL, BL)
         after_body = after_tail + body_len
         if body_len < 0 or after_body > total:
@@ -206,7 +214,8 @@ def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs,
 
 _SPEC = "u1[:] i8[:] i8 i8 i8 u1[:] i8[:] i8[:] i8[:] i8[:,:] i8[:] i8[:] i8 i8[:,:] i8[:] i8[:,:]"
 _SOURCES = ("mqtool/simulate/plainscan.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-            "mqtool/formats/commitlog.py", "mqtool/formats/message.py", "mqtool/formats/sysflag.py")
+            "mqtool/formats/commitlog.py", "mqtool/formats/message.py", "mqtool/formats/sysflag.py",
+            "mqtool/store/compiled.py")
 ENGINE: str | None = None  # "python": `_plain_scan` as plain Python (tests); else native, or numba's
 _compiled = None
 _numba_compiled = None
@@ -227,13 +236,12 @@ def kernel():
 
 
 def _numba_scan():
+    """`_plain_scan` compiled with numba (cached on disk), `_rd` and `tail_end` inlined."""
     global _numba_compiled
     if _numba_compiled is None:
-        from numba import njit
+        from mqtool.store import compiled
 
-        g = dict(globals())
-        g["_rd"] = njit(FunctionType(_rd.__code__, g, "_rd"))
-        _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_plain_scan.__code__, g, "_plain_scan"))
+        _numba_compiled = compiled.kernel(_plain_scan, (_rd, tail_end))
     return _numba_compiled
 
 

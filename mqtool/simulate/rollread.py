@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import bisect
 
-from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate.batchread import _TEMPLATES, MAX_SPAN, MAX_TEMPLATES, _close, _open_span, _plain_template
+from mqtool.formats.message import _HEAD, _PROPS_LEN, _TAIL, _TOPIC_LEN
+from mqtool.simulate import plainscan
+from mqtool.simulate.batchread import (
+    _TEMPLATES,
+    MAX_SPAN,
+    MAX_TEMPLATES,
+    _close,
+    _open_span,
+    _plain_template,
+    search_templates,
+)
 from mqtool.simulate.diskread import fast_properties
 
 CHUNK = 4096  # records one span holds at most
 _HEAD_SIZE = _HEAD.size
-_AFTER_HOSTS = _STORE_TS.size + _TAIL.size
 
 
 def read_sources(base, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
@@ -53,8 +59,7 @@ def _read_run(base, phys: list[int], sizes: list[int], i: int, j: int, wanted: t
     buf, delta, rels, n, flen = span
     templates = _TEMPLATES.setdefault(wanted, [])
     last = templates[0] if templates else None
-    head = _HEAD_SIZE
-    magic1, magic2 = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+    head, no_hosts, tail_end = _HEAD_SIZE, plainscan.NO_HOSTS, plainscan.tail_end
     unpack_head, tail_of, props_len_of = _HEAD.unpack_from, _TAIL.unpack_from, _PROPS_LEN.unpack_from
     try:
         for k, rel in enumerate(rels, i):
@@ -62,13 +67,10 @@ def _read_run(base, phys: list[int], sizes: list[int], i: int, j: int, wanted: t
                 continue
             r = rel + delta
             total, magic, _crc, qid, _flag, _qoff, _phys, sysflag, _born = unpack_head(buf, r)
-            if (magic != magic1 and magic != magic2) or total <= head or total > 1 << 30 or rel + total > n:
+            after_tail = tail_end(rel, total, magic, sysflag, n)
+            if after_tail < 0:
                 continue
-            hosts = (HOST_SIZE_V6 if sysflag & BORNHOST_V6 else HOST_SIZE_V4) + \
-                (HOST_SIZE_V6 if sysflag & STOREHOST_V6 else HOST_SIZE_V4)
-            after_tail = head + hosts + _AFTER_HOSTS
-            if after_tail > total:
-                continue
+            hosts = after_tail - no_hosts
             body_len = tail_of(buf, r + after_tail - _TAIL.size)[2]
             after_body = after_tail + body_len
             if body_len < 0 or after_body > total:
@@ -85,14 +87,9 @@ def _read_run(base, phys: list[int], sizes: list[int], i: int, j: int, wanted: t
                 continue
             b = r + props_at + _PROPS_LEN.size
             e = b + props_len
-            t = last
-            m = t.pattern.fullmatch(buf, b, e) if t is not None else None
+            m = last.pattern.fullmatch(buf, b, e) if last is not None else None
             if m is None:
-                for t in templates:
-                    m = t.pattern.fullmatch(buf, b, e)
-                    if m is not None:
-                        last = t
-                        break
+                m, last = search_templates(templates, last, buf, b, e)
             if m is None and len(templates) < MAX_TEMPLATES:
                 raw = bytes(buf[b:e]).decode("utf-8", "surrogateescape")
                 t = _plain_template(raw, fast_properties(raw), wanted)
@@ -101,7 +98,7 @@ def _read_run(base, phys: list[int], sizes: list[int], i: int, j: int, wanted: t
                     last = t
                     m = t.pattern.fullmatch(buf, b, e)
             if m is not None:
-                out[k] = (bytes(buf[topic_at:topic_at + topic_len]), qid, props_len + t.pad + body_len + hosts,
-                          m.group(*t.groups))
+                out[k] = (bytes(buf[topic_at:topic_at + topic_len]), qid, props_len + last.pad + body_len + hosts,
+                          m.group(*last.groups))
     finally:
         _close(buf)

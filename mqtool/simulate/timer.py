@@ -97,7 +97,6 @@ _ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_
 _ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
 _ENQ_SEG = len(PROPERTY_TIMER_ENQUEUE_MS) + 2
 _DEQ_SEG = len(PROPERTY_TIMER_DEQUEUE_MS) + 2
-_ABSENT = object()
 # `_roll`'s three properties, in the order it sets them (a source without them gets them appended so)
 _ROLL_SET = (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES, PROPERTY_TIMER_DEQUEUE_MS)
 # (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`_roll_row`)
@@ -109,8 +108,21 @@ _ROLL_SEGS = tuple(len(k) + 2 for k in _ROLL_SET)  # a property's name and separ
 _ROLL_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
                 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + _ROLL_SET + (PROPERTY_TAGS,)
 _TIMER_TOPIC_B = TIMER_TOPIC.encode()
-_ROLL_TEXTS: dict[bytes | None, str | None] = {}  # REAL_TOPIC/REAL_QID bytes -> text (`_roll_plain`)
-_TEXTS: dict[bytes | None, str | None] = {}  # REAL_TOPIC/REAL_QID bytes -> text (`_enqueue_base`)
+
+
+class _Texts(dict):
+    """Bytes `read_plain` gives -> their text (`_text`), made on the first look-up of each (a subscript of a
+    dict subclass costs less than a `get` and a test)."""
+
+    __slots__ = ()
+
+    def __missing__(self, value: bytes | None) -> str | None:
+        text = self[value] = _text(value)
+        return text
+
+
+_ROLL_TEXTS = _Texts()  # REAL_TOPIC/REAL_QID bytes -> text (`_roll_plain`)
+_TEXTS = _Texts()  # REAL_TOPIC/REAL_QID bytes -> text (`_enqueue_base`)
 
 
 class TimerService:
@@ -488,12 +500,8 @@ class TimerService:
                     return None
             if delayed < write or delayed > _NP_MAX:
                 return False
-            real = texts.get(real_b, _ABSENT)
-            if real is _ABSENT:
-                real = texts[real_b] = _text(real_b)
-            qid = texts.get(qid_b, _ABSENT)
-            if qid is _ABSENT:
-                qid = texts[qid_b] = _text(qid_b)
+            real = texts[real_b]
+            qid = texts[qid_b]
             if enq_b is not None:
                 n -= len(enq_b) + _ENQ_SEG
             if deq_b is not None:
@@ -581,19 +589,13 @@ class TimerService:
             for j in dict.fromkeys(reps):
                 s, e = (int(out[j, c]), int(out[j, c + 1])) if j >= 0 else (-1, -1)
                 b = buf[s:e] if s >= 0 else None
-                v = texts.get(b, _ABSENT)
-                if v is _ABSENT:
-                    v = texts[b] = _text(b)
-                values[j] = v
+                values[j] = texts[b]
             if -1 in values:  # past the interned values: each record's own
                 starts, ends = rows[:, c].tolist(), rows[:, c + 1].tolist()
                 for i, j in enumerate(reps):
                     if j < 0:
                         b = buf[starts[i]:ends[i]] if starts[i] >= 0 else None
-                        v = texts.get(b, _ABSENT)
-                        if v is _ABSENT:
-                            v = texts[b] = _text(b)
-                        reps[i] = v
+                        reps[i] = texts[b]
                     else:
                         reps[i] = values[j]
                 cols.append(reps)
@@ -1056,12 +1058,8 @@ class TimerService:
         texts = _ROLL_TEXTS
         if len(texts) > FORMATS:
             texts.clear()  # a store has a few REAL_TOPIC/REAL_QID values
-        real = texts.get(real_b, _ABSENT)
-        if real is _ABSENT:
-            real = texts[real_b] = _text(real_b)
-        qid_text = texts.get(qid_b, _ABSENT)
-        if qid_text is _ABSENT:
-            qid_text = texts[qid_b] = _text(qid_b)
+        real = texts[real_b]
+        qid_text = texts[qid_b]
         if times_b is None:
             times = 1
         else:

@@ -427,37 +427,27 @@ class TransactionService:
                     cmt_units = cmt[0]
                     copy_qo = cmt[1] + len(cmt_units)
                     cmt_units.append(None)
-                    dropped += 1
-                    uniq = facts[4]
-                    resolved[uniq or str(ph)] = why
-                    if kind != why:
-                        if rows:
-                            log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
-                                             else _DISCARD_KEYS)
-                        rows, kind = [], why
-                    rows.append((facts[2], real_qid, uniq, ph, pos, row_times, copy_qo))
-                    done = off + 1
-                    continue
-                if msg is None:
-                    msg = m._materialise(ph)
-                    props = msg.props
-                # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0; a discarded half's map is
-                # not changed (the re-put shares it), a skipped one's has the incremented count
-                if skip:
-                    props = {**props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
-                    row_times = times
-                res = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction")
+                    real_topic, uniq = facts[2], facts[4]
+                else:
+                    if msg is None:
+                        msg = m._materialise(ph)
+                        props = msg.props
+                    # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0; a discarded half's map is
+                    # not changed (the re-put shares it), a skipped one's has the incremented count
+                    if skip:
+                        props = {**props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+                        row_times = times
+                    new = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction").message
+                    pos, copy_qo = new.phys, new.queue_offset
+                    real_topic, uniq = props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 dropped += 1
-                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 resolved[uniq or str(ph)] = why
                 if kind != why:
                     if rows:
                         log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
                                          else _DISCARD_KEYS)
                     rows, kind = [], why
-                new = res.message
-                rows.append((props.get(PROPERTY_REAL_TOPIC), real_qid, uniq, ph, new.phys, row_times,
-                             new.queue_offset))
+                rows.append((real_topic, real_qid, uniq, ph, pos, row_times, copy_qo))
                 done = off + 1
                 continue
             if store_ts >= start:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from dledgerkit import make_converted_store
 
-from conftest import FIXTURES, ORACLE, ORACLE_STORES, need_oracle
+from conftest import FIXTURES, ORACLE, ORACLE_STORES, need_oracle, sibling
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.inspect import messages, parquet
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
@@ -29,17 +29,7 @@ from mqtool.store.store import Store
 DEMO = FIXTURES / "demo"
 
 
-def _sibling(name: str):
-    """`tests/inspect/<name>.py` as a module (its odd records and queries are this test's too)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"_parquet_{name}", Path(__file__).with_name(f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-_jl = _sibling("test_jsonlines")
+_jl = sibling(__file__, "test_jsonlines")  # its odd records and queries are this test's too
 ODD, _queries, _record = _jl.ODD, _jl._queries, _jl._record
 MODES = (("none", False), ("text", False), ("hex", True), ("base64", False), ("text", True))
 SOME_MODES = (("text", True), ("hex", False))  # the oracle stores: every column built, decompressed or not

@@ -4,14 +4,13 @@ walk's on the stores of the `read_plain` tests (odd properties strings, units pu
 hosts, several CommitLog files, a fault), with the kernel as native code and as plain Python; and each
 record's answer taken from the columns equals `read_plain`'s."""
 
-import importlib.util
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mqtool.simulate.timer as timer_mod
+from conftest import sibling
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.simulate import batchread, plainscan
 from mqtool.simulate.diskread import MappedBase
@@ -19,17 +18,8 @@ from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerrows import DeliveryRows
 
-
-def _sibling(name: str):
-    """A test module beside this one (its store builder), loaded by path (pytest imports by importlib)."""
-    spec = importlib.util.spec_from_file_location(f"_enqueue_columns_{name}", Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-plain_store = _sibling("test_batch_enqueue")
-shapes = _sibling("test_batch_enqueue_plain")
+plain_store = sibling(__file__, "test_batch_enqueue")
+shapes = sibling(__file__, "test_batch_enqueue_plain")
 START = shapes.START
 DAY = shapes.DAY
 
