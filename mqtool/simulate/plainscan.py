@@ -13,7 +13,8 @@ with the same value (the same bytes, or absent too; -1 past `INTERNED` distinct 
 makes one text of each distinct value. A template matches exactly the strings
 its expression matches: its keys in order, each followed by SOH and a non-empty value without STX,
 STX between them, an STX at the end for a trailing template. The same function runs as plain
-Python when neither native code nor numba is wanted (`tests/simulate/test_plainscan.py`).
+Python when neither native code nor numba is wanted (`tests/simulate/test_enqueue_columns.py`
+runs it both ways).
 """
 
 from __future__ import annotations
