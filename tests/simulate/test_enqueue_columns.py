@@ -130,7 +130,7 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
 
 @pytest.mark.parametrize("odd", [None, "ключ00AB"])  # with a non-ASCII key: every row by `_packed`
 def test_plain_rows_by_numpy_equal_of_plain(odd):
-    """`_plain_rows` (kind 1 and kind 2 UNIQ_KEYs by numpy) equals `DeliveryRows.of_plain` key by key."""
+    """`DeliveryRows.of_plain_many` (kind 1 and kind 2 UNIQ_KEYs by numpy) equals `DeliveryRows.of_plain` key by key."""
     uks = ["T00000000", "T0000000A", "7F000001000018B4AAC2000000000006", "7f000001000018b4aac2000000000006",
            None, "A.B*(x", "%d-00FF", "X" * 20 + "0123456789ABCDEF0123", "T00000001", "00FF",
            "0123456789ABCDEF0", "T00000002", "7F000001000018B4AAC200000000000G", "P" * 16 + "0A", "P" * 17 + "0A",
@@ -144,7 +144,7 @@ def test_plain_rows_by_numpy_equal_of_plain(odd):
     delete = [i == 9 for i in range(n)]
     magic = np.array([timer_mod.MAGIC_ROLL if i == 10 else 0 for i in range(n)], np.int64)
     a, b = DeliveryRows(lambda: 16), DeliveryRows(lambda: 16)
-    got = [tuple(r) for r in timer_mod._plain_rows(a, sizes, delete, magic, reals, qids, uks).tolist()]
+    got = [tuple(r) for r in a.of_plain_many(sizes, delete, magic, reals, qids, uks).tolist()]
     want = [(0, 0, 0) if delete[i] or magic[i] else b.of_plain(sizes[i], reals[i], qids[i], uks[i])
             for i in range(n)]
     assert [a.uniq_key(r) if r[0] else None for r in got] == [b.uniq_key(w) if w[0] else None for w in want]
