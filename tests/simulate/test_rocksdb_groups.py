@@ -55,7 +55,7 @@ def test_groups_from_rocksdb_when_the_json_file_is_absent(tmp_path):
 
 @pytest.mark.parametrize(("json_counter", "source", "retry_max_times"), [(9, "json", 5), (2, "rocksdb", 3)],
                          ids=["the_newer_json_copy_wins", "an_older_json_copy_is_not_used"])
-def test_the_newer_copy_wins(tmp_path, json_counter, source, retry_max_times):
+def test_the_copy_with_the_higher_counter_wins(tmp_path, json_counter, source, retry_max_times):
     """RocksDB's copy says counter 4; the JSON copy (retryMaxTimes 5) is read only when its counter is higher."""
     json_groups = ('{"dataVersion":{"counter":' + str(json_counter) + ',"stateVersion":0,"timestamp":1790000000000},'
                    '"subscriptionGroupTable":{"GID_three":{"groupName":"GID_three","retryMaxTimes":5}}}')
