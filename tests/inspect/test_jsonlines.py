@@ -166,11 +166,12 @@ ODD = [  # (topic, properties, body, options)
 ]
 
 
-def _odd_store(root: Path) -> Path:
+def _odd_store(root: Path, odd: list = ODD) -> Path:
+    """60 records of the `odd` kinds in turn in one CommitLog file (the 18th with its PHYSICALOFFSET a byte off)."""
     (root / "commitlog").mkdir(parents=True)
     data = bytearray()
     for i in range(60):
-        topic, props, body, opts = ODD[i % len(ODD)]
+        topic, props, body, opts = odd[i % len(odd)]
         data += _record(len(data) + (1 if i == 17 else 0), topic, props, body, **opts)
     (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(4096))
     return root

@@ -29,7 +29,7 @@ DEMO = FIXTURES / "demo"
 
 
 _jl = sibling(__file__, "test_jsonlines")  # its odd records and queries are this test's too
-ODD, _queries, _record = _jl.ODD, _jl._queries, _jl._record
+ODD, _queries, _odd_store = _jl.ODD, _jl._queries, _jl._odd_store
 MODES = (("none", False), ("text", False), ("hex", True), ("base64", False), ("text", True))
 SOME_MODES = (("text", True), ("hex", False))  # the oracle stores: every column built, decompressed or not
 
@@ -103,16 +103,6 @@ def test_dledger_oracle_store(tmp_path, path):
 def test_converted_dledger_store(tmp_path, path, chunk_records):
     root = make_converted_store(tmp_path / "dl")[0]
     assert _check(Store.open(root), tmp_path) > 0
-
-
-def _odd_store(root: Path, odd: list) -> Path:
-    (root / "commitlog").mkdir(parents=True)
-    data = bytearray()
-    for i in range(60):
-        topic, props, body, opts = odd[i % len(odd)]
-        data += _record(len(data) + (1 if i == 17 else 0), topic, props, body, **opts)
-    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(4096))
-    return root
 
 
 def test_generated_store_with_odd_records(tmp_path, path, chunk_records):
