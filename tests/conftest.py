@@ -58,6 +58,19 @@ def sibling(test_file: str, name: str):
     return module
 
 
+@pytest.fixture(scope="module")
+def rocksdb_stores(tmp_path_factory) -> tuple[Path, Path]:
+    """(basic-5.3.1 with file ConsumeQueues, the same store with its consume queues moved into RocksDB by
+    `builder/rocksdb.py`): one pair a module, to read, never to write."""
+    from mqtool.builder.rocksdb import rocksdb_copy_of
+
+    need_oracle()
+    base = tmp_path_factory.mktemp("rocks")
+    plain = base / "plain"
+    shutil.copytree(ORACLE / "basic-5.3.1" / "store", plain, ignore=shutil.ignore_patterns("timerwheel.gz"))
+    return plain, rocksdb_copy_of(plain, base / "rocks")
+
+
 @pytest.fixture(scope="session")
 def basic_store(tmp_path_factory) -> Path:
     """basic-5.3.1 with its timerwheel un-gzipped, as a broker would have left it."""

@@ -37,5 +37,22 @@ def only_in_index_name(real: dict[str, bytes], built: dict[str, bytes]) -> None:
         del built[k]
 
 
+def compared_files(src: Path, out: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """(real, built) files of the oracle store `src` and its rebuild `out`, with the IndexFile checked
+    apart (`only_in_index_name`) and the real store's lifecycle markers left out."""
+    real, built = files(src), files(out)
+    only_in_index_name(real, built)
+    for k in LIFECYCLE:
+        del real[k]
+    return real, built
+
+
+def assert_same_files(real: dict[str, bytes], built: dict[str, bytes], count: int) -> None:
+    """The same `count` files on both sides, byte for byte."""
+    assert sorted(built) == sorted(real)
+    assert [k for k in real if real[k] != built[k]] == []
+    assert len(real) == count
+
+
 # DefaultMessageStore's lock file (holds "lock") and the empty abort.bak of a clean shutdown: not layouts
 LIFECYCLE = ("lock", "abort.bak")

@@ -3,6 +3,8 @@
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, TIMER_TOPIC
 from mqtool.simulate.model import MemoryBase, SimMessage
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.scenario import parse_scenario
 
 S = 1_800_000_000_000  # a store time, a whole second
 
@@ -40,6 +42,18 @@ class Built:
 
 def config(**java):
     return BrokerConfig().with_overrides(java) if java else BrokerConfig()
+
+
+def run(built: Built, start: int, until: int, scenario=None, seed=0, version="5.3", cfg=None):
+    """`simulate` over the built store from `start` to `until` (a scenario document, broker defaults)."""
+    sc = parse_scenario(scenario or {}, start)
+    return simulate(None, cfg or config(), start, until, sc, seed, version, base=built.base,
+                    timer_state=built.timer_state)
+
+
+def events(result, kind: str) -> list:
+    """The events of one kind a run recorded, in order."""
+    return [e for e in result.events if e.event == kind]
 
 
 def spy_read_plain(monkeypatch, module) -> list:

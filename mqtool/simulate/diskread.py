@@ -296,51 +296,46 @@ class MappedBase(DiskBase):
         sn = HOST_SIZE_V6 if sysflag & STOREHOST_V6 else HOST_SIZE_V4
         topic_len_fmt = _TOPIC_LEN[magic]
         try:
-            if not whole:
+            if whole:
+                hosts = self._hosts
+                if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
+                    raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
+                    p += _MID_V4.size
+                else:
+                    raw_born = buf[p:p + bn]
+                    p += bn
+                    (store_ts,) = _STORE_TS.unpack_from(buf, p)
+                    p += _STORE_TS.size
+                    raw_store = buf[p:p + sn]
+                    p += sn
+                    reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
+                    p += _TAIL.size
+                born_host = hosts.get(raw_born) or self._host(raw_born)
+                store_host = hosts.get(raw_store) or self._host(raw_store)
+            else:
                 if p + bn + _STORE_TS.size + sn > len(buf):
                     return None  # the whole read decides
                 p += bn + _STORE_TS.size + sn
                 _r, _p, body_len = _TAIL.unpack_from(buf, p)
                 p += _TAIL.size
-                if body_len < 0 or p + body_len > end:
-                    return None
-                p += body_len
-                (topic_len,) = topic_len_fmt.unpack_from(buf, p)
-                p += topic_len_fmt.size + topic_len
-                (props_len,) = _PROPS_LEN.unpack_from(buf, p)
-                p += _PROPS_LEN.size
-                if topic_len < 0 or props_len < 0 or p + props_len > end:
-                    return None
-                props = fast_properties(buf[p:p + props_len].decode("utf-8", "surrogateescape"))
-                return (props, body_len, sysflag) if light else props
-            hosts = self._hosts
-            if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
-                raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
-                p += _MID_V4.size
-            else:
-                raw_born = buf[p:p + bn]
-                p += bn
-                (store_ts,) = _STORE_TS.unpack_from(buf, p)
-                p += _STORE_TS.size
-                raw_store = buf[p:p + sn]
-                p += sn
-                reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-                p += _TAIL.size
-            born_host = hosts.get(raw_born) or self._host(raw_born)
-            store_host = hosts.get(raw_store) or self._host(raw_store)
             if body_len < 0 or p + body_len > end:
                 return None
-            body = buf[p:p + body_len]
+            body_at = p
             p += body_len
             (topic_len,) = topic_len_fmt.unpack_from(buf, p)
             p += topic_len_fmt.size
-            raw_topic = buf[p:p + topic_len]
+            topic_at = p
             p += topic_len
             (props_len,) = _PROPS_LEN.unpack_from(buf, p)
             p += _PROPS_LEN.size
             if topic_len < 0 or props_len < 0 or p + props_len > end:
                 return None
             raw = buf[p:p + props_len].decode("utf-8", "surrogateescape")
+            if not whole:
+                props = fast_properties(raw)
+                return (props, body_len, sysflag) if light else props
+            body = buf[body_at:body_at + body_len]
+            raw_topic = buf[topic_at:topic_at + topic_len]
         except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
             return None
         topic = self._topics.get(raw_topic)

@@ -423,12 +423,18 @@ class StoreModel:
             yield from zip(range(start, stop), extra[start - bmax:stop - bmax], strict=False)
 
     def message(self, phys: int) -> SimMessage | None:
+        m = self._kept(phys)
+        return m if m is not None else self.base.message(phys)
+
+    def _kept(self, phys: int) -> SimMessage | None:
+        """The message the model itself holds for a record (appended, spooled, or placed lazily and made
+        now); None where only the base has it."""
         m = self._msgs.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
         if m is None and self._lazy:
             m = self._materialise(phys)
-        return m if m is not None else self.base.message(phys)
+        return m
 
     def _materialise(self, phys: int) -> SimMessage | None:
         """The message of a record placed without one (`_lazy`), kept from then on as an appended one."""
@@ -441,11 +447,7 @@ class StoreModel:
     def message_once(self, phys: int) -> SimMessage | None:
         """`message(phys)` for a record its reader is done with once read (the base need not cache it:
         `MappedBase.message_once`)."""
-        m = self._msgs.get(phys)
-        if m is None and self.spool is not None:
-            m = self.spool.get(phys)
-        if m is None and self._lazy:
-            m = self._materialise(phys)
+        m = self._kept(phys)
         if m is not None:
             return m
         once = getattr(self.base, "message_once", None)
@@ -453,11 +455,7 @@ class StoreModel:
 
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, by the base's lighter read when it has one (`MappedBase.props`)."""
-        m = self._msgs.get(phys)
-        if m is None and self.spool is not None:
-            m = self.spool.get(phys)
-        if m is None and self._lazy:
-            m = self._materialise(phys)
+        m = self._kept(phys)
         if m is not None:
             return m.props
         read = getattr(self.base, "props", None)

@@ -13,11 +13,7 @@ import shutil
 import subprocess
 import sys
 
-import pytest
-
-from conftest import ORACLE, need_oracle
 from mqtool.audit.runner import run_local
-from mqtool.builder.rocksdb import rocksdb_copy_of
 from mqtool.formats.rocksdb_cq import build_cq_key, cq_value
 from mqtool.inspect.messages import message_at
 from mqtool.store.findings import Findings
@@ -25,15 +21,6 @@ from mqtool.store.store import Store
 
 SCHEDULE_OFFSET = 3158  # a SCHEDULE_TOPIC_XXXX record of basic-5.3.1 (queue 0, level 1)
 SCHEDULE_UNIQ = "FD00000000000000000000000000000238075FFD2B276F88C307000D"
-
-
-@pytest.fixture(scope="module")
-def stores(tmp_path_factory):
-    need_oracle()
-    base = tmp_path_factory.mktemp("rocks-audit")
-    plain = base / "plain"
-    shutil.copytree(ORACLE / "basic-5.3.1" / "store", plain, ignore=shutil.ignore_patterns("timerwheel.gz"))
-    return plain, rocksdb_copy_of(plain, base / "rocks")
 
 
 def _snapshot(path) -> dict:
@@ -56,8 +43,8 @@ def _queue_findings(report: dict) -> list[tuple]:
     return sorted((f["check"], f["severity"], f["topic"], f["queue_id"], f["message"]) for f in report["findings"])
 
 
-def test_the_audit_reads_rocksdb_queues_like_files(stores):
-    plain, rocks = stores
+def test_the_audit_reads_rocksdb_queues_like_files(rocksdb_stores):
+    plain, rocks = rocksdb_stores
     want, got = run_local(plain), run_local(rocks)
     assert got["summary"]["consumequeues"] == want["summary"]["consumequeues"] == {
         "queues": 11, "units": 115, "bad_units": 0}
@@ -66,10 +53,10 @@ def test_the_audit_reads_rocksdb_queues_like_files(stores):
     assert _queue_findings(got) == _queue_findings(want)
 
 
-def test_audit_findings_for_a_damaged_rocksdb_queue(stores, tmp_path):
+def test_audit_findings_for_a_damaged_rocksdb_queue(rocksdb_stores, tmp_path):
     from rocksdict import Options, Rdict
 
-    _plain, rocks = stores
+    _plain, rocks = rocksdb_stores
     root = tmp_path / "store"
     shutil.copytree(rocks, root)
     s = Store.open(root)
@@ -93,8 +80,8 @@ def test_audit_findings_for_a_damaged_rocksdb_queue(stores, tmp_path):
     assert u.queue_offset == 5
 
 
-def test_message_delay_and_trace_look_up_the_rocksdb_unit(stores):
-    plain, rocks = stores
+def test_message_delay_and_trace_look_up_the_rocksdb_unit(rocksdb_stores):
+    plain, rocks = rocksdb_stores
     doc = message_at(Store.open(rocks), SCHEDULE_OFFSET)["consume_queue"]
     assert doc == message_at(Store.open(plain), SCHEDULE_OFFSET)["consume_queue"]
     assert doc["points_back"] and doc["unit"]["commitlog_offset"] == SCHEDULE_OFFSET
@@ -108,8 +95,8 @@ def test_message_delay_and_trace_look_up_the_rocksdb_unit(stores):
     assert any("delay" in json.dumps(e) for e in trace)
 
 
-def test_reading_never_changes_the_store(stores, tmp_path):
-    _plain, rocks = stores
+def test_reading_never_changes_the_store(rocksdb_stores, tmp_path):
+    _plain, rocks = rocksdb_stores
     root = tmp_path / "store"
     shutil.copytree(rocks, root)
     for p in (root / "consumequeue").iterdir():  # what the writer left: reading must not make them again
@@ -127,8 +114,8 @@ def test_reading_never_changes_the_store(stores, tmp_path):
     assert not any(p.name == "LOCK" or p.name.startswith("LOG") for p in (root / "consumequeue").iterdir())
 
 
-def test_queue_reader_members(stores):
-    plain, rocks = stores
+def test_queue_reader_members(rocksdb_stores):
+    plain, rocks = rocksdb_stores
     fq, rq = Store.open(plain).consume_queue("TopicB", 1), Store.open(rocks).consume_queue("TopicB", 1)
     assert (rq.first_offset, rq.max_offset, rq.min_offset(0)) == (fq.first_offset, fq.max_offset, fq.min_offset(0))
     assert rq.unit(10) == fq.unit(10) and rq.unit(rq.max_offset) is None and rq.unit(-1) is None

@@ -13,7 +13,7 @@ file 5520 and roll to 6900 (BLANK of 93 bytes, end unit). Every file is byte-ide
 """
 
 import pytest
-from rebuildkit import LIFECYCLE, config, copy_checkpoint, files, only_in_index_name
+from rebuildkit import assert_same_files, compared_files, config, copy_checkpoint
 
 from conftest import ORACLE, need_oracle
 from mqtool.builder.compaction import CompactionLogWriter, write_position_checkpoint
@@ -47,14 +47,9 @@ def rebuilt(tmp_path_factory):
 
 
 def test_every_file_rebuilds_byte_identically(rebuilt):
-    real, built = files(SRC), files(rebuilt)
-    only_in_index_name(real, built)
-    for k in LIFECYCLE:
-        del real[k]
+    real, built = compared_files(SRC, rebuilt)
     assert built.pop("compaction/position-checkpoint") == b'{"empty":false,"queueOffsetMap":{"CompactT_0":16}}'
-    assert sorted(built) == sorted(real)
-    assert [k for k in real if real[k] != built[k]] == []
-    assert len(real) == 12  # CommitLog, 4 ConsumeQueue files, 3 + 3 compaction files, checkpoint
+    assert_same_files(real, built, 12)  # CommitLog, 4 ConsumeQueue files, 3 + 3 compaction files, checkpoint
 
 
 def test_the_rebuilt_store_reads_back(rebuilt):

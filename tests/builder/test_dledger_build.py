@@ -11,7 +11,7 @@ compared file by file. Every file is byte-identical except:
 """
 
 import pytest
-from rebuildkit import LIFECYCLE, config, copy_checkpoint, files, only_in_index_name
+from rebuildkit import assert_same_files, compared_files, config, copy_checkpoint
 
 from conftest import ORACLE, need_oracle
 from mqtool.builder.dledger import DLedgerStoreWriter, DLedgerWriter
@@ -41,13 +41,9 @@ def rebuilt(tmp_path_factory):
 
 
 def test_every_file_rebuilds_byte_identically(rebuilt):
-    real, built = files(SRC), files(rebuilt)
-    only_in_index_name(real, built)
-    for k in LIFECYCLE:
-        del real[k]
-    assert sorted(built) == sorted(real)
-    assert [k for k in real if real[k] != built[k]] == []
-    assert len(real) == 17  # 2 data, 2 index, checkpoint(.bak), currterm, 9 ConsumeQueue files, StoreCheckpoint
+    real, built = compared_files(SRC, rebuilt)
+    # 2 data, 2 index, checkpoint(.bak), currterm, 9 ConsumeQueue files, StoreCheckpoint
+    assert_same_files(real, built, 17)
 
 
 def test_the_rebuilt_store_reads_back_without_findings(rebuilt):

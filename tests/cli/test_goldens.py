@@ -50,15 +50,16 @@ def validator(schema: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(doc)
 
 
-def match_golden(name: str, output: str, schema: str, lines: bool) -> None:
-    """Validate every document of `output` against `schema`, then compare it with tests/golden/NAME."""
+def match_golden(name: str, output: str, schema: str, lines: bool, paths: dict = PATHS) -> None:
+    """Validate every document of `output` against `schema`, then compare it with tests/golden/NAME
+    (`paths`: what stands for each path in it)."""
     doc = loads(output, lines)
     v = validator(schema)
     for row in doc if lines else [doc]:
         v.validate(row)
     if lines:
         assert doc, f"{name}: no output"
-    result = check_golden(doc, GOLDEN / name, lines=lines, update_golden=UPDATE, paths=PATHS)
+    result = check_golden(doc, GOLDEN / name, lines=lines, update_golden=UPDATE, paths=paths)
     assert result.equal, f"{result.message}\n{result.diff}"
 
 
@@ -295,14 +296,7 @@ def layout(name: str) -> Path:
 
 def layout_golden(name: str, output: str, schema: str, lines: bool, store: Path) -> None:
     """`match_golden` with this store's path as `<store>`."""
-    doc = loads(output, lines)
-    v = validator(schema)
-    for row in doc if lines else [doc]:
-        v.validate(row)
-    if lines:
-        assert doc, f"{name}: no output"
-    result = check_golden(doc, GOLDEN / name, lines=lines, update_golden=UPDATE, paths={"<store>": store})
-    assert result.equal, f"{result.message}\n{result.diff}"
+    match_golden(name, output, schema, lines, {"<store>": store})
 
 
 def inspect_layout(name: str, view: str, *extra: str) -> str:

@@ -6,6 +6,7 @@ import pytest
 from construct import ConstructError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from recordkit import draw_flags_and_topic, ipv4, ipv6
 
 from mqtool.formats.commitlog import (
     BLANK_MAGIC_CODE,
@@ -20,8 +21,6 @@ from mqtool.formats.message import RecordError, decode_message, record_from_cont
 from mqtool.formats.properties import build_properties
 from mqtool.formats.sysflag import SysFlag
 
-ipv4 = st.ip_addresses(v=4).map(str)
-ipv6 = st.ip_addresses(v=6).map(lambda a: f"[{a}]")
 port = st.integers(0, 65535)
 text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=["Cs"]), min_size=1,
                max_size=20)
@@ -29,13 +28,7 @@ text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categori
 
 @st.composite
 def records(draw):
-    born_v6, store_v6 = draw(st.booleans()), draw(st.booleans())
-    sys_flag = draw(st.integers(0, 0x7FF)) & ~0x30 | (0x10 if born_v6 else 0) | (0x20 if store_v6 else 0)
-    v2 = draw(st.booleans())
-    topic = draw(st.text(min_size=1, max_size=200 if v2 else 40,
-                         alphabet=st.characters(blacklist_categories=["Cs"])))
-    if not v2 and len(topic.encode()) > 127:
-        topic = topic[:20]
+    born_v6, store_v6, sys_flag, v2, topic = draw_flags_and_topic(draw, 1, 200, 40)
     body = draw(st.binary(max_size=300))
     props = build_properties(draw(st.lists(st.tuples(text, text), max_size=6)))
     host = lambda v6: f"{draw(ipv6 if v6 else ipv4)}:{draw(port)}"  # noqa: E731

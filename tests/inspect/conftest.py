@@ -3,12 +3,15 @@
 Helpers are fixtures (test modules cannot import this file: `conftest` is tests/conftest.py).
 """
 
+import functools
+import shutil
 from pathlib import Path
 
 import pytest
 
 from conftest import FIXTURES, ORACLE, copy_with_wheel, need_oracle
 from mqtool.formats.broker_conf import load_broker_conf
+from mqtool.inspect import messages
 from mqtool.store.store import Store
 
 DEMO = FIXTURES / "demo"
@@ -60,3 +63,29 @@ def basic_copy(tmp_path: Path) -> Path:
     """A writable copy of basic-5.3.1 to damage."""
     need_oracle()
     return copy_with_wheel(ORACLE / "basic-5.3.1/store", tmp_path / "basic")
+
+
+@pytest.fixture
+def torn_demo(tmp_path: Path, demo_dir: Path, demo_conf: Path) -> Store:
+    """A copy of the demo with PHYSICALOFFSET fields off by one and a byte near the end flipped on some
+    records of its first CommitLog file, then a record torn and zeros to the file's end."""
+    root = tmp_path / "demo"
+    shutil.copytree(demo_dir, root)
+    f = sorted((root / "commitlog").iterdir())[0]
+    data = bytearray(f.read_bytes())
+    recs = list(Store.open(root).commitlog.iter_records())
+    for r in recs[5:200:9]:
+        data[r.position + 28 + 7] ^= 1  # PHYSICALOFFSET off by one
+        data[r.position + r.total_size - 40] ^= 0x55  # a byte near the end: CRC, topic or properties
+    cut = recs[250].position + 30 if len(recs) > 250 else len(data) // 2
+    f.write_bytes(bytes(data[:cut]) + bytes(len(data) - cut))  # a torn record, then zeros
+    return Store.open(root, load_broker_conf(demo_conf))
+
+
+@pytest.fixture(params=[None, 7])
+def chunk_records(request, monkeypatch):
+    """The default chunks, and chunks of 7 records (early stops in the middle of a chunk, many chunks)."""
+    if request.param is not None:
+        monkeypatch.setattr(messages, "commitlog_chunks",
+                            functools.partial(messages.commitlog_chunks, chunk_records=request.param))
+    return request.param

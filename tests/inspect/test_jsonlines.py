@@ -95,14 +95,6 @@ def path(request, monkeypatch):
     return request.param
 
 
-@pytest.fixture(params=[None, 7])
-def chunk_records(request, monkeypatch):
-    if request.param is not None:
-        monkeypatch.setattr(messages, "commitlog_chunks",
-                            functools.partial(messages.commitlog_chunks, chunk_records=request.param))
-    return request.param
-
-
 def _check(store: Store, modes=(("none", False), ("text", False), ("hex", True), ("base64", False),
                                 ("text", True))) -> int:
     lines = 0
@@ -117,18 +109,13 @@ def _check(store: Store, modes=(("none", False), ("text", False), ("hex", True),
     return lines
 
 
-def test_demo(path, chunk_records):
-    if not (DEMO / "commitlog").is_dir():
-        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
-    assert _check(Store.open(DEMO, load_broker_conf(FIXTURES / "demo.broker.conf"))) > 1000
+def test_demo(path, chunk_records, demo):
+    assert _check(demo) > 1000
 
 
 @pytest.mark.parametrize("name", sorted(ORACLE_STORES))
-def test_oracle_stores(name, path):
-    need_oracle()
-    conf = ORACLE / name.split("/")[0] / "broker.conf"
-    store = Store.open(ORACLE / ORACLE_STORES[name][0], load_broker_conf(conf) if conf.is_file() else None)
-    assert _check(store) > 0
+def test_oracle_stores(name, path, open_oracle):
+    assert _check(open_oracle(ORACLE_STORES[name][0])) > 0
 
 
 def test_dledger_oracle_store(path):
@@ -179,11 +166,12 @@ ODD = [  # (topic, properties, body, options)
 ]
 
 
-def _odd_store(root: Path) -> Path:
+def _odd_store(root: Path, odd: list = ODD) -> Path:
+    """60 records of the `odd` kinds in turn in one CommitLog file (the 18th with its PHYSICALOFFSET a byte off)."""
     (root / "commitlog").mkdir(parents=True)
     data = bytearray()
     for i in range(60):
-        topic, props, body, opts = ODD[i % len(ODD)]
+        topic, props, body, opts = odd[i % len(odd)]
         data += _record(len(data) + (1 if i == 17 else 0), topic, props, body, **opts)
     (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(4096))
     return root
@@ -236,21 +224,8 @@ def test_special8_finds_the_first_byte_json_writes_otherwise(byte):
     assert ((m & -m).bit_length() - 1) // 8 == 2  # '"' first; what follows a special byte may be flagged too
 
 
-def test_damaged_demo(tmp_path, path):
-    if not (DEMO / "commitlog").is_dir():
-        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
-    root = tmp_path / "demo"
-    shutil.copytree(DEMO, root)
-    f = sorted((root / "commitlog").iterdir())[0]
-    data = bytearray(f.read_bytes())
-    recs = list(Store.open(root).commitlog.iter_records())
-    for r in recs[5:200:9]:
-        data[r.position + 28 + 7] ^= 1  # PHYSICALOFFSET off by one
-        data[r.position + r.total_size - 40] ^= 0x55  # a byte near the end: CRC, topic or properties
-    cut = recs[250].position + 30 if len(recs) > 250 else len(data) // 2
-    f.write_bytes(bytes(data[:cut]) + bytes(len(data) - cut))  # a torn record, then zeros
-    store = Store.open(root, load_broker_conf(FIXTURES / "demo.broker.conf"))
-    assert _check(store, (("none", False), ("text", False))) > 0
+def test_damaged_demo(path, torn_demo):
+    assert _check(torn_demo, (("none", False), ("text", False))) > 0
 
 
 def test_fast_query_says_which_options_fall_back():

@@ -5,7 +5,6 @@ The reference is what `iter_messages` did before: `store.commitlog.iter_records(
 match. Findings must be the ones that walk leaves, including when it stops early.
 """
 
-import functools
 import shutil
 from pathlib import Path
 
@@ -104,15 +103,6 @@ def _check(store: Store, verify: bool) -> None:
         assert scan_findings(store) == want_findings, q
 
 
-@pytest.fixture(params=[None, 7])
-def chunk_records(request, monkeypatch):
-    """The default chunks, and chunks of 7 records (early stops in the middle of a chunk, many chunks)."""
-    if request.param is not None:
-        monkeypatch.setattr(messages, "commitlog_chunks",
-                            functools.partial(messages.commitlog_chunks, chunk_records=request.param))
-    return request.param
-
-
 @pytest.mark.parametrize("name", STORES)
 @pytest.mark.parametrize("verify", [False, True])
 def test_same_records_and_findings_as_the_record_walk(name: str, verify: bool, chunk_records):
@@ -136,14 +126,20 @@ def _damage(root: Path) -> None:
     f.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("verify", [False, True])
-def test_findings_of_early_stops_on_a_damaged_store(tmp_path: Path, verify: bool, chunk_records):
+@pytest.fixture
+def damaged(tmp_path: Path) -> Store:
+    """A copy of the demo with `_damage` done to it."""
     if not (DEMO / "commitlog").is_dir():
         pytest.fail("fixtures/demo is absent (a defect: it is committed)")
     root = tmp_path / "demo"
     shutil.copytree(DEMO, root)
     _damage(root)
-    store = _open("demo", root)
+    return _open("demo", root)
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_findings_of_early_stops_on_a_damaged_store(verify: bool, chunk_records, damaged: Store):
+    store = damaged
     list(store.commitlog.iter_records(verify_crc=True))
     assert any("CRC" in x.message for x in store.commitlog.findings)
     assert any("PHYSICALOFFSET" in x.message for x in store.commitlog.findings)
@@ -158,13 +154,8 @@ def test_findings_of_early_stops_on_a_damaged_store(tmp_path: Path, verify: bool
             assert got == want and scan_findings(store) == want_findings, q
 
 
-def test_a_reader_that_stops_early_leaves_the_walk_findings(tmp_path: Path, chunk_records):
-    if not (DEMO / "commitlog").is_dir():
-        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
-    root = tmp_path / "demo"
-    shutil.copytree(DEMO, root)
-    _damage(root)
-    store = _open("demo", root)
+def test_a_reader_that_stops_early_leaves_the_walk_findings(chunk_records, damaged: Store):
+    store = damaged
     for k in (1, 4, 9, 23):
         it = iter_messages(store, MessageQuery(), verify=True)
         got = [next(it) for _ in range(k)]

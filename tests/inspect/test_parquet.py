@@ -8,7 +8,6 @@ and without --verify/--decompress, the column filters and --limit, in chunks of 
 """
 
 import functools
-import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,7 +29,7 @@ DEMO = FIXTURES / "demo"
 
 
 _jl = sibling(__file__, "test_jsonlines")  # its odd records and queries are this test's too
-ODD, _queries, _record = _jl.ODD, _jl._queries, _jl._record
+ODD, _queries, _odd_store = _jl.ODD, _jl._queries, _jl._odd_store
 MODES = (("none", False), ("text", False), ("hex", True), ("base64", False), ("text", True))
 SOME_MODES = (("text", True), ("hex", False))  # the oracle stores: every column built, decompressed or not
 
@@ -69,14 +68,6 @@ def path(request, monkeypatch):
     return request.param
 
 
-@pytest.fixture(params=[None, 7])
-def chunk_records(request, monkeypatch):
-    if request.param is not None:
-        monkeypatch.setattr(messages, "commitlog_chunks",
-                            functools.partial(messages.commitlog_chunks, chunk_records=request.param))
-    return request.param
-
-
 def _check(store: Store, tmp: Path, modes=MODES, queries=None) -> int:
     rows = 0
     for q in queries or _queries(store):
@@ -95,18 +86,13 @@ def _check(store: Store, tmp: Path, modes=MODES, queries=None) -> int:
     return rows
 
 
-def test_demo(tmp_path, path, chunk_records):
-    if not (DEMO / "commitlog").is_dir():
-        pytest.fail("fixtures/demo is absent (a defect: it is committed)")
-    assert _check(Store.open(DEMO, load_broker_conf(FIXTURES / "demo.broker.conf")), tmp_path) > 1000
+def test_demo(tmp_path, path, chunk_records, demo):
+    assert _check(demo, tmp_path) > 1000
 
 
 @pytest.mark.parametrize("name", sorted(ORACLE_STORES))
-def test_oracle_stores(name, tmp_path, path):
-    need_oracle()
-    conf = ORACLE / name.split("/")[0] / "broker.conf"
-    store = Store.open(ORACLE / ORACLE_STORES[name][0], load_broker_conf(conf) if conf.is_file() else None)
-    assert _check(store, tmp_path, SOME_MODES) > 0
+def test_oracle_stores(name, tmp_path, path, open_oracle):
+    assert _check(open_oracle(ORACLE_STORES[name][0]), tmp_path, SOME_MODES) > 0
 
 
 def test_dledger_oracle_store(tmp_path, path):
@@ -117,16 +103,6 @@ def test_dledger_oracle_store(tmp_path, path):
 def test_converted_dledger_store(tmp_path, path, chunk_records):
     root = make_converted_store(tmp_path / "dl")[0]
     assert _check(Store.open(root), tmp_path) > 0
-
-
-def _odd_store(root: Path, odd: list) -> Path:
-    (root / "commitlog").mkdir(parents=True)
-    data = bytearray()
-    for i in range(60):
-        topic, props, body, opts = odd[i % len(odd)]
-        data += _record(len(data) + (1 if i == 17 else 0), topic, props, body, **opts)
-    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(4096))
-    return root
 
 
 def test_generated_store_with_odd_records(tmp_path, path, chunk_records):
@@ -149,19 +125,8 @@ def test_surrogates_fail_as_before(tmp_path, path):
         assert _column_path(store, q, False, "none", False, tmp_path / "c.parquet")[0][0] is UnicodeEncodeError
 
 
-def test_damaged_demo(tmp_path, path):
-    root = tmp_path / "demo"
-    shutil.copytree(DEMO, root)
-    f = sorted((root / "commitlog").iterdir())[0]
-    data = bytearray(f.read_bytes())
-    recs = list(Store.open(root).commitlog.iter_records())
-    for r in recs[5:200:9]:
-        data[r.position + 28 + 7] ^= 1  # PHYSICALOFFSET off by one
-        data[r.position + r.total_size - 40] ^= 0x55  # a byte near the end: CRC, topic or properties
-    cut = recs[250].position + 30 if len(recs) > 250 else len(data) // 2
-    f.write_bytes(bytes(data[:cut]) + bytes(len(data) - cut))  # a torn record, then zeros
-    store = Store.open(root, load_broker_conf(FIXTURES / "demo.broker.conf"))
-    assert _check(store, tmp_path, (("none", False), ("text", False))) > 0
+def test_damaged_demo(tmp_path, path, torn_demo):
+    assert _check(torn_demo, tmp_path, (("none", False), ("text", False))) > 0
 
 
 def test_row_groups_of_65536(tmp_path, monkeypatch):

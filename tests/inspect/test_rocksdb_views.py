@@ -14,8 +14,7 @@ import sys
 import jsonschema
 import pytest
 
-from conftest import ORACLE, need_oracle
-from mqtool.builder.rocksdb import rocksdb_copy_of, write_kv_config
+from mqtool.builder.rocksdb import write_kv_config
 from mqtool.formats.config_json import TopicConfig, Topics, dump_topics
 from mqtool.formats.offsets_json import ConsumerOffsets, DataVersion, dump_consumer_offsets
 from mqtool.formats.rocksdb_config import dump_offset_value
@@ -33,20 +32,8 @@ def _cli_queue(root, topic: str, qid: int) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
-@pytest.fixture(scope="module")
-def stores(tmp_path_factory):
-    """(file-based store, the same store with its consume queues in RocksDB)."""
-    need_oracle()
-    base = tmp_path_factory.mktemp("rocks")
-    plain = base / "plain"
-    shutil.copytree(ORACLE / "basic-5.3.1" / "store", plain, ignore=shutil.ignore_patterns("timerwheel.gz"))
-    rocksdb_copy_of(plain, base / "rocks")
-    rocks = base / "rocks"
-    return plain, rocks
-
-
-def test_rocksdb_queue_lines_equal_the_consumequeue_lines(stores):
-    plain, rocks = stores
+def test_rocksdb_queue_lines_equal_the_consumequeue_lines(rocksdb_stores):
+    plain, rocks = rocksdb_stores
     s = Store.open(rocks)
     assert s.layouts.rocksdb_consume_queue == ("consumequeue",)
     assert ("TopicB", 1) in s.rocksdb_queue_ids and s.queue_ids == s.rocksdb_queue_ids == Store.open(plain).queue_ids
@@ -61,8 +48,8 @@ def test_rocksdb_queue_lines_equal_the_consumequeue_lines(stores):
         Store.open(plain), "TopicB", 1)["max_offset"], "files": 0, "rocksdb": True}
 
 
-def test_unknown_rocksdb_queue_names_the_topics(stores):
-    _plain, rocks = stores
+def test_unknown_rocksdb_queue_names_the_topics(rocksdb_stores):
+    _plain, rocks = rocksdb_stores
     r = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(rocks), "queue", "--topic", "Nope",
                         "--queue-id", "0", "--json"], capture_output=True, text=True)
     assert r.returncode == 2 and "TopicB" in r.stderr
@@ -101,8 +88,8 @@ def test_topics_from_rocksdb_when_topics_json_is_absent(tmp_path):
     assert s.topics_file == "config/topics"
 
 
-def test_overview_lists_rocksdb_queues_and_config_sources(stores, tmp_path):
-    plain, rocks = stores
+def test_overview_lists_rocksdb_queues_and_config_sources(rocksdb_stores, tmp_path):
+    plain, rocks = rocksdb_stores
     root = tmp_path / "store"
     shutil.copytree(rocks, root)
     _kv_offsets(root, 5, 7)

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqtool.builder.crash import build_crash, crash_config
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.simulate import batchread
 from mqtool.simulate.batchread import read_props, read_records
@@ -65,20 +64,17 @@ def _records_same(store: Store) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("sparse", [0, 1 << 40])
-def test_read_records_on_oracle_stores(oracle_store, sparse, monkeypatch):
+def test_read_records_on_oracle_stores(oracle_sim_store, sparse, monkeypatch):
     monkeypatch.setattr(batchread, "SPARSE", sparse)  # 0: every span mapped; 1 << 40: every span read
-    name, root, _ = oracle_store
-    config = BrokerConfig.for_version("4.9" if "4.9" in name else "5.3")
-    n, want = _records_same(Store.open(root, config))
+    name, store = oracle_sim_store
+    n, want = _records_same(store)
     assert n == want and (want == 19 if name == "basic-5.3.1" else want > 0)  # basic: 19 of its 115 queued
 
 
 @pytest.mark.parametrize("sparse", [0, 1 << 40])
-def test_read_records_on_a_torn_store(tmp_path, sparse, monkeypatch):
+def test_read_records_on_a_torn_store(torn_store, sparse, monkeypatch):
     monkeypatch.setattr(batchread, "SPARSE", sparse)
-    root = tmp_path / "crash"
-    build_crash(root)
-    n, want = _records_same(Store.open(root, crash_config()))
+    n, want = _records_same(torn_store)
     assert n == want == 6
 
 

@@ -40,10 +40,8 @@ def _same_reads(store: Store) -> int:
     return n
 
 
-def test_oracle_stores_read_the_same(oracle_store):
-    name, root, _ = oracle_store
-    config = BrokerConfig.for_version("4.9" if "4.9" in name else "5.3")
-    assert _same_reads(Store.open(root, config)) > 0
+def test_oracle_stores_read_the_same(oracle_sim_store):
+    assert _same_reads(oracle_sim_store[1]) > 0
 
 
 def test_demo_fixture_reads_the_same():
@@ -52,10 +50,8 @@ def test_demo_fixture_reads_the_same():
     assert _same_reads(Store.open(FIXTURES / "demo", load_broker_conf(FIXTURES / "demo.broker.conf"))) > 30
 
 
-def test_torn_store_reads_the_same(tmp_path):
-    root = tmp_path / "crash"
-    build_crash(root)
-    assert _same_reads(Store.open(root, crash_config())) > 0
+def test_torn_store_reads_the_same(torn_store):
+    assert _same_reads(torn_store) > 0
 
 
 @pytest.mark.parametrize("size", [1, 1 << 15])

@@ -2,8 +2,6 @@
 `DiskBase.message` (the store's own readers), None where it is None, on every record and next to it:
 the stores RocketMQ wrote and a store torn by a crash."""
 
-from mqtool.builder.crash import build_crash, crash_config
-from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import DiskBase
 from mqtool.store.store import Store
@@ -28,13 +26,9 @@ def _same_props(store: Store) -> int:
     return n
 
 
-def test_oracle_stores_props_the_same(oracle_store):
-    name, root, _ = oracle_store
-    config = BrokerConfig.for_version("4.9" if "4.9" in name else "5.3")
-    assert _same_props(Store.open(root, config)) > 0
+def test_oracle_stores_props_the_same(oracle_sim_store):
+    assert _same_props(oracle_sim_store[1]) > 0
 
 
-def test_torn_store_props_the_same(tmp_path):
-    root = tmp_path / "crash"
-    build_crash(root)
-    assert _same_props(Store.open(root, crash_config())) > 0
+def test_torn_store_props_the_same(torn_store):
+    assert _same_props(torn_store) > 0

@@ -9,6 +9,8 @@ stores them. Expected DLQ times are the hand computation of `test_consumers.py`:
 
 import shutil
 
+import pytest
+
 from mqtool.builder.rocksdb import write_kv_config
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.inspect.overview import overview
@@ -51,20 +53,15 @@ def test_groups_from_rocksdb_when_the_json_file_is_absent(tmp_path):
     assert [f["message"] for f in doc["findings"] if "not yet read" in f["message"]] == []
 
 
-def test_the_newer_copy_wins(tmp_path):
-    newer_json = ('{"dataVersion":{"counter":9,"stateVersion":0,"timestamp":1790000000000},'
-                  '"subscriptionGroupTable":{"GID_three":{"groupName":"GID_three","retryMaxTimes":5}}}')
-    st = Store.open(_store(tmp_path, kv_counter=4, json_groups=newer_json))
-    assert st.subscription_groups_source == "json"
-    assert st.subscription_groups.subscription_group_table["GID_three"].retry_max_times == 5
-
-
-def test_an_older_json_copy_is_not_used(tmp_path):
-    older_json = ('{"dataVersion":{"counter":2,"stateVersion":0,"timestamp":1790000000000},'
-                  '"subscriptionGroupTable":{"GID_three":{"groupName":"GID_three","retryMaxTimes":5}}}')
-    st = Store.open(_store(tmp_path, kv_counter=4, json_groups=older_json))
-    assert st.subscription_groups_source == "rocksdb"
-    assert st.subscription_groups.subscription_group_table["GID_three"].retry_max_times == 3
+@pytest.mark.parametrize(("json_counter", "source", "retry_max_times"), [(9, "json", 5), (2, "rocksdb", 3)],
+                         ids=["the_newer_json_copy_wins", "an_older_json_copy_is_not_used"])
+def test_the_copy_with_the_higher_counter_wins(tmp_path, json_counter, source, retry_max_times):
+    """RocksDB's copy says counter 4; the JSON copy (retryMaxTimes 5) is read only when its counter is higher."""
+    json_groups = ('{"dataVersion":{"counter":' + str(json_counter) + ',"stateVersion":0,"timestamp":1790000000000},'
+                   '"subscriptionGroupTable":{"GID_three":{"groupName":"GID_three","retryMaxTimes":5}}}')
+    st = Store.open(_store(tmp_path, kv_counter=4, json_groups=json_groups))
+    assert st.subscription_groups_source == source
+    assert st.subscription_groups.subscription_group_table["GID_three"].retry_max_times == retry_max_times
 
 
 def test_simulated_consumers_take_retry_settings_from_rocksdb(tmp_path):

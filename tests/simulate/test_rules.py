@@ -1,18 +1,6 @@
 """Hand-computed cases, one per service rule (times in ms after S or after the start)."""
 
-from mqtool.simulate.runner import simulate
-from mqtool.simulate.scenario import parse_scenario
-from simkit import S, config
-
-
-def run(built, start, until, scenario=None, seed=0, version="5.3", cfg=None):
-    sc = parse_scenario(scenario or {}, start)
-    return simulate(None, cfg or config(), start, until, sc, seed, version, base=built.base,
-                    timer_state=built.timer_state)
-
-
-def events(result, kind):
-    return [e for e in result.events if e.event == kind]
+from simkit import S, config, events, run
 
 
 def test_level5_delivered_at_first_poll_after_due(built):

@@ -6,21 +6,10 @@ Times are ms after S (a whole second) or after the start; the arithmetic is in e
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.simulate.events import SimEvent
 from mqtool.simulate.invariants import check_invariants
-from mqtool.simulate.runner import simulate
-from mqtool.simulate.scenario import Fault, parse_scenario
-from simkit import S, config
+from mqtool.simulate.scenario import Fault
+from simkit import S, config, events, run
 
 DAY, HOUR = 86_400_000, 3_600_000
-
-
-def run(built, start, until, scenario=None, seed=0, version="5.3", cfg=None):
-    sc = parse_scenario(scenario or {}, start)
-    return simulate(None, cfg or config(), start, until, sc, seed, version, base=built.base,
-                    timer_state=built.timer_state)
-
-
-def events(result, kind):
-    return [e for e in result.events if e.event == kind]
 
 
 def test_correct_deliver_timestamp_caps_a_far_future_tags_code(built):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from recordkit import draw_flags_and_topic, ipv4, ipv6
 
 from conftest import ORACLE, ORACLE_STORES, need_oracle
 from mqtool.formats.commitlog import (
@@ -238,20 +239,12 @@ def test_oracle_fixed_size_views_match_construct(name):
 
 
 # ----------------------------------------------------------------- generated records
-ipv4 = st.ip_addresses(v=4).map(str)
-ipv6 = st.ip_addresses(v=6).map(lambda a: f"[{a}]")
 text = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=["Cs"]), max_size=12)
 
 
 @st.composite
 def records(draw, physical_offset: int = 0):
-    born_v6, store_v6 = draw(st.booleans()), draw(st.booleans())
-    sys_flag = draw(st.integers(0, 0x7FF)) & ~0x30 | (0x10 if born_v6 else 0) | (0x20 if store_v6 else 0)
-    v2 = draw(st.booleans())
-    topic = draw(st.text(min_size=0, max_size=150 if v2 else 30,
-                         alphabet=st.characters(blacklist_categories=["Cs"])))
-    if not v2 and len(topic.encode()) > 127:
-        topic = topic[:20]
+    born_v6, store_v6, sys_flag, v2, topic = draw_flags_and_topic(draw, 0, 150, 30)
     body = draw(st.one_of(st.just(b""), st.binary(max_size=400)))
     # names and values may be empty (skipped segments) and repeated (last value wins)
     pairs = draw(st.lists(st.tuples(st.sampled_from(["KEYS", "TAGS", "a"]) | text, text), max_size=6))

@@ -5,28 +5,19 @@ start from the Java layouts and are then cut, extended or replaced at random; th
 flips bytes of the database's files themselves.
 """
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rocksdbkit import EDIT, MAX_PHY_OFFSET, QUEUES, scratch_store, write_damaged_cq
 
 from mqtool.builder.rocksdb import write_kv_config, write_rocksdb_consume_queues
-from mqtool.formats.rocksdb_cq import build_cq_key, build_offset_key, cq_value, offset_value
+from mqtool.formats.rocksdb_cq import cq_value, offset_value
 from mqtool.inspect.queue import iter_queue, queue_summary
 from mqtool.store.findings import Findings
 from mqtool.store.rocksdb import read_kv_consumer_offsets, read_kv_subscription_groups, read_kv_topics
 from mqtool.store.store import Store
 
-QUEUES = {("T", 0): (0, [(0, 100, 1, 10), (100, 100, 2, 11), (200, 100, 3, 12)]), ("U", 3): (5, [(300, 90, 0, 13)])}
-
-
-def _damage(data: bytes, cut: int, tail: bytes) -> bytes:
-    return data[: cut % (len(data) + 1)] + tail
-
-
-_edit = st.tuples(st.integers(0, 80), st.binary(max_size=12))
 _value = st.one_of(st.binary(max_size=40), st.builds(lambda a, b: cq_value.build(
     {"phy_offset": a, "size": b, "tags_code": 0, "store_time": 0}), st.integers(-2**63, 2**63 - 1),
     st.integers(-2**31, 2**31 - 1)))
@@ -48,37 +39,21 @@ def _read_everything(root: Path) -> None:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cq=st.lists(st.tuples(st.sampled_from([("T", 0), ("U", 3), ("V", -1)]), st.integers(-3, 2**62), _edit,
+@given(cq=st.lists(st.tuples(st.sampled_from([("T", 0), ("U", 3), ("V", -1)]), st.integers(-3, 2**62), EDIT,
                              _value), max_size=6),
-       offsets=st.lists(st.tuples(st.sampled_from(["max", "min"]), _edit, st.binary(max_size=20)), max_size=4))
+       offsets=st.lists(st.tuples(st.sampled_from(["max", "min"]), EDIT, st.binary(max_size=20)), max_size=4))
 def test_damaged_cq_keys_and_values(cq, offsets):
-    from rocksdict import Options, Rdict
-
-    tmp = Path(tempfile.mkdtemp(prefix="mqtool-fuzz-"))
-    try:
-        root = tmp / "store"
-        write_rocksdb_consume_queues(root, QUEUES, max_phy_offset=390)
-        db = Rdict(str(root / "consumequeue"), Options(raw_mode=True),
-                   column_families={"offset": Options(raw_mode=True)})
-        for (topic, qid), qoff, (cut, tail), value in cq:
-            db[_damage(build_cq_key(topic, qid, qoff), cut, tail) or b"\x00"] = value
-        cf = db.get_column_family("offset")
-        for kind, (cut, tail), value in offsets:
-            cf[_damage(build_offset_key("T", 0, kind), cut, tail) or b"\x00"] = value or offset_value.build(
-                {"phy_offset": 0, "cq_offset": 2**62})
-        db.close()
+    empty_as = offset_value.build({"phy_offset": 0, "cq_offset": 2**62})  # what an empty value is written as
+    with scratch_store() as root:
+        write_damaged_cq(root, cq, [(kind, edit, value or empty_as) for kind, edit, value in offsets])
         _read_everything(root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @settings(max_examples=15, deadline=None)
 @given(flips=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=6))
 def test_corrupted_database_files(flips):
-    tmp = Path(tempfile.mkdtemp(prefix="mqtool-fuzz-"))
-    try:
-        root = tmp / "store"
-        write_rocksdb_consume_queues(root, QUEUES, max_phy_offset=390)
+    with scratch_store() as root:
+        write_rocksdb_consume_queues(root, QUEUES, max_phy_offset=MAX_PHY_OFFSET)
         files = sorted(p for p in (root / "consumequeue").iterdir() if p.is_file() and p.stat().st_size)
         for at, value in flips:
             p = files[at % len(files)]
@@ -86,8 +61,6 @@ def test_corrupted_database_files(flips):
             data[at % len(data)] = value
             p.write_bytes(bytes(data))
         _read_everything(root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 _BAD_JSON = [b'{"offsetTable":{0:', b'{"offsetTable":{"x":1}}', b'{"readQueueNums":"8"}', b'[]', b'null',
@@ -99,19 +72,16 @@ _BAD_JSON = [b'{"offsetTable":{0:', b'{"offsetTable":{"x":1}}', b'{"readQueueNum
                        max_size=4),
        version=st.one_of(st.none(), st.binary(max_size=30), st.just(b'{"counter":"x"}')))
 def test_damaged_config_values(values, version):
-    tmp = Path(tempfile.mkdtemp(prefix="mqtool-fuzz-"))
-    try:
-        cfg = tmp / "store" / "config"
+    with scratch_store() as root:
+        cfg = root / "config"
         entries = dict(values)
         write_kv_config(cfg / "consumerOffsets", entries, version)
         write_kv_config(cfg / "topics", entries, version)
         write_kv_config(cfg / "subscriptionGroups", entries, version, forbidden=entries)
         findings = Findings()
-        read_kv_consumer_offsets(tmp / "store", findings)
-        read_kv_topics(tmp / "store", findings)
-        read_kv_subscription_groups(tmp / "store", findings)
-        s = Store.open(tmp / "store")
+        read_kv_consumer_offsets(root, findings)
+        read_kv_topics(root, findings)
+        read_kv_subscription_groups(root, findings)
+        s = Store.open(root)
         s.consumer_offsets, s.topics  # noqa: B018 - reading is the test
         assert all(f.severity in ("warning", "error", "info") for f in [*findings, *s.findings])
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
