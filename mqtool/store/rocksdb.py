@@ -74,6 +74,28 @@ def is_rocksdb_dir(path: Path) -> bool:
     return (path / "CURRENT").is_file() and any(path.glob("MANIFEST-*"))
 
 
+SHADOW_PREFIX = "mqtool-rocksdb-"  # + the opening process's pid + "-" + mkdtemp's suffix
+
+
+def _sweep_shadows() -> None:
+    """Remove the shadow directories of processes that are gone: a Spark worker that kept a store open is
+    killed, not exited, so its finalizer never ran. They hold only links and RocksDB's own LOG."""
+    for d in Path(tempfile.gettempdir()).glob(f"{SHADOW_PREFIX}*-*"):
+        pid = d.name[len(SHADOW_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 @contextmanager
 def read_only_db(path: Path) -> Iterator[tuple[object, dict[str, object]]]:
     """(db, column families by name) of a RocksDB directory, opened read-only through a shadow directory.
@@ -83,7 +105,8 @@ def read_only_db(path: Path) -> Iterator[tuple[object, dict[str, object]]]:
         from rocksdict import AccessType, Options, Rdict
     except ImportError as e:  # pragma: no cover - a dependency of the project
         raise RocksDBUnavailable(f"the RocksDB binding is not installed ({e}); pip install rocksdict") from e
-    shadow = Path(tempfile.mkdtemp(prefix="mqtool-rocksdb-"))
+    _sweep_shadows()
+    shadow = Path(tempfile.mkdtemp(prefix=f"{SHADOW_PREFIX}{os.getpid()}-"))
     db = None
     try:
         for p in path.iterdir():

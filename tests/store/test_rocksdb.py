@@ -95,6 +95,35 @@ def test_round_trip_and_the_store_is_unchanged(cq_store):
     assert _snapshot(cq_store) == before  # not a byte, not an mtime, no new file (no rocksdict-config.json)
 
 
+def test_a_killed_readers_shadow_directory_is_removed_by_the_next_open(cq_store, tmp_path, monkeypatch):
+    """A Spark worker holding a store open is killed, so its shadow directory of links outlives it; the next
+    open removes the directories of processes that are gone, and only those."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from mqtool.store import rocksdb
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead = tmp / f"{rocksdb.SHADOW_PREFIX}{int(gone.stdout)}-x1"
+    live = tmp / f"{rocksdb.SHADOW_PREFIX}{os.getpid()}-x2"
+    other = tmp / f"{rocksdb.SHADOW_PREFIX}old"  # not this naming: left alone
+    for d in (dead, live, other):
+        d.mkdir()
+        os.symlink(cq_store / "consumequeue" / "CURRENT", d / "CURRENT")
+    before = _snapshot(cq_store)
+    with RocksDBConsumeQueues.open(cq_store) as q:
+        assert q.max_phy_offset() == 1110
+        own = {p.name for p in tmp.iterdir()} - {live.name, other.name}
+        assert len(own) == 1 and own.pop().startswith(f"{rocksdb.SHADOW_PREFIX}{os.getpid()}-")  # dead's is gone
+    assert sorted(p.name for p in tmp.iterdir()) == sorted([live.name, other.name])
+    assert _snapshot(cq_store) == before  # the links' target untouched
+
+
 def test_the_reader_takes_no_lock(cq_store):
     """A writer (the broker) can open the database while mqtool reads it: RocksDB would refuse a second
     open of a database whose LOCK this process holds."""
