@@ -31,7 +31,7 @@ from mqtool.formats.commitlog import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
 )
-from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
+from mqtool.formats.message import _PROPS_LEN, _TOPIC_LEN
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate import plainscan
 from mqtool.simulate.diskread import MappedBase, fast_properties
@@ -39,17 +39,14 @@ from mqtool.simulate.diskread import MappedBase, fast_properties
 MAX_SPAN = 16 << 20  # bytes one batch read may cover
 SPARSE = 4096  # from this many bytes of span a record on, the span is mapped instead of read
 MAP_FROM = 256  # ... when there are this many records (`read_plain`)
-_HEAD_SIZE = _HEAD.size
-_TAIL_SIZE = _TAIL.size
-_STORE_TS_SIZE = _STORE_TS.size
-_OFFSETS = layout.offsets(HEADER)
-_TOTAL_AT, _MAGIC_AT, _SYSFLAG_AT = _OFFSETS["total_size"], _OFFSETS["magic_code"], _OFFSETS["sys_flag"]
+# the header's places and widths, derived from `commitlog_record` once (`plainscan`, whose kernel uses them too)
+_HEAD_SIZE, _TAIL_SIZE, _STORE_TS_SIZE = plainscan.HEAD, plainscan.TAIL, plainscan.STORE_TS
+_TOTAL_AT, _MAGIC_AT, _SYSFLAG_AT = plainscan.TOTAL_AT, plainscan.MAGIC_AT, plainscan.SYSFLAG_AT
+_TOTAL_W, _MAGIC_W, _SYSFLAG_W = plainscan.TOTAL_W, plainscan.MAGIC_W, plainscan.SYSFLAG_W
+_BL, _TL1, _TL2, _PL = plainscan.BL, plainscan.TL1, plainscan.TL2, plainscan.PL  # BODYLENGTH, TOPICLENGTH, ...
 # `read_plain`'s readers, derived from `commitlog_record` like `formats.message`'s
 _LEAD_SYS = layout.struct_format([f for f in HEADER if f.name in ("total_size", "magic_code", "sys_flag")])
 _BODY_LEN = layout.struct_format(AFTER_STORE_HOST[-1:])  # BODYLENGTH, the tail's last field
-# the widths of BODYLENGTH, TOPICLENGTH (V1, V2) and PROPERTIESLENGTH
-_BL, _TL1, _TL2, _PL = (_BODY_LEN.size, _TOPIC_LEN[MESSAGE_MAGIC_CODE].size, _TOPIC_LEN[MESSAGE_MAGIC_CODE_V2].size,
-                        _PROPS_LEN.size)
 MAX_TEMPLATES = 32  # plain key sequences remembered per set of wanted keys (`read_plain`)
 
 
@@ -152,9 +149,9 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int]):
     a = np.frombuffer(buf, np.uint8, n, delta)
     r = pos - lo
     avail = (pos < f.length) & (r + _HEAD_SIZE <= n)
-    total = _be(a, r + _TOTAL_AT, 4)
-    magic = _be(a, r + _MAGIC_AT, 4)
-    sysflag = _be(a, r + _SYSFLAG_AT, 4)
+    total = _be(a, r + _TOTAL_AT, _TOTAL_W)
+    magic = _be(a, r + _MAGIC_AT, _MAGIC_W)
+    sysflag = _be(a, r + _SYSFLAG_AT, _SYSFLAG_W)
     ok = avail & ((magic == MESSAGE_MAGIC_CODE) | (magic == MESSAGE_MAGIC_CODE_V2))
     ok &= (total > _HEAD_SIZE) & (total <= 1 << 30) & (r + total <= n)
     bn = np.where(sysflag & BORNHOST_V6, HOST_SIZE_V6, HOST_SIZE_V4)

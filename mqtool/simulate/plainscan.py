@@ -21,8 +21,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from mqtool.formats import layout
+from mqtool.formats.commitlog import (
+    AFTER_STORE_HOST,
+    HEADER,
+    HOST_SIZE_V4,
+    HOST_SIZE_V6,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+)
 from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
+from mqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 
 HEAD = _HEAD.size
@@ -31,8 +40,12 @@ TAIL = _TAIL.size
 TL1 = _TOPIC_LEN[MESSAGE_MAGIC_CODE].size
 TL2 = _TOPIC_LEN[MESSAGE_MAGIC_CODE_V2].size
 PL = _PROPS_LEN.size
-BL = 4  # BODYLENGTH, the tail's last field
-SYSFLAG_AT = 36
+BL = layout.struct_format(AFTER_STORE_HOST[-1:]).size  # BODYLENGTH, the tail's last field
+_AT = layout.offsets(HEADER)
+TOTAL_AT, MAGIC_AT, SYSFLAG_AT = _AT["total_size"], _AT["magic_code"], _AT["sys_flag"]
+_W = {f.name: layout.struct_format([f]).size for f in HEADER if f.name in ("total_size", "magic_code", "sys_flag")}
+TOTAL_W, MAGIC_W, SYSFLAG_W = _W["total_size"], _W["magic_code"], _W["sys_flag"]
+SEP, NV = ord(PROPERTY_SEPARATOR), ord(NAME_VALUE_SEPARATOR)  # between properties; between a name and its value
 M1, M2 = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 V4, V6 = HOST_SIZE_V4, HOST_SIZE_V6
 BORN_V6, STORE_V6 = BORNHOST_V6, STOREHOST_V6
@@ -77,9 +90,9 @@ def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs,
         if rel >= flen or rel + HEAD > n:
             continue
         r = rel + delta
-        total = _rd(a, r, 4)
-        magic = _rd(a, r + 4, 4)
-        sysflag = _rd(a, r + SYSFLAG_AT, 4)
+        total = _rd(a, r + TOTAL_AT, TOTAL_W)
+        magic = _rd(a, r + MAGIC_AT, MAGIC_W)
+        sysflag = _rd(a, r + SYSFLAG_AT, SYSFLAG_W)
         after_tail = tail_end(rel, total, magic, sysflag, n)
         if after_tail < 0:
             continue
@@ -114,7 +127,7 @@ def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs,
             ok = True
             for j in range(first[t], first[t + 1]):
                 if j > first[t]:
-                    if p >= e or a[p] != 2:
+                    if p >= e or a[p] != SEP:
                         ok = False
                         break
                     p += 1
@@ -130,12 +143,12 @@ def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs,
                 if not ok:
                     break
                 p += kl
-                if a[p] != 1:
+                if a[p] != NV:
                     ok = False
                     break
                 p += 1
                 s = p
-                while p < e and a[p] != 2:
+                while p < e and a[p] != SEP:
                     p += 1
                 if p == s:
                     ok = False
@@ -145,7 +158,7 @@ def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs,
             if not ok:
                 continue
             if trail[t]:
-                if p + 1 != e or a[p] != 2:
+                if p + 1 != e or a[p] != SEP:
                     continue
             elif p != e:
                 continue
@@ -216,7 +229,7 @@ def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs,
 _SPEC = "u1[:] i8[:] i8 i8 i8 u1[:] i8[:] i8[:] i8[:] i8[:,:] i8[:] i8[:] i8 i8[:,:] i8[:] i8[:,:]"
 _SOURCES = ("mqtool/simulate/plainscan.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
             "mqtool/formats/commitlog.py", "mqtool/formats/message.py", "mqtool/formats/sysflag.py",
-            "mqtool/store/compiled.py")
+            "mqtool/formats/layout.py", "mqtool/formats/properties.py", "mqtool/store/compiled.py")
 ENGINE: str | None = None  # "python": `_plain_scan` as plain Python (tests); else native, or numba's
 _compiled = None
 _numba_compiled = None
