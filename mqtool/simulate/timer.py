@@ -681,7 +681,7 @@ class TimerService:
         if log.keep:
             qids = {q: _int(q) for q in set(qid_texts)}
             events = list(zip(reals, map(qids.__getitem__, qid_texts), uniqs, phys, repeat(None, n), slot_of, due,
-                              ((magic_a & MAGIC_ROLL) != 0).tolist(), delete, positions, strict=True))
+                              need_roll(magic_a).tolist(), delete, positions, strict=True))
             log.record_batch(ctx.engine._now, "timer", "enqueue", events, _ENQUEUE_KEYS)
         else:
             for _ in range(n):
@@ -999,7 +999,7 @@ class TimerService:
         if not batchable(base):
             return None
         msgs, spooled, lru = m._msgs, m.spool._where, base._lru
-        at = [i for i in range(lo, min(hi, len(units))) if units[i][1][1] & MAGIC_ROLL and units[i][1][2] != -1
+        at = [i for i in range(lo, min(hi, len(units))) if need_roll(units[i][1][1]) and units[i][1][2] != -1
               and not (units[i][1][4] in msgs or units[i][1][4] in spooled or units[i][1][4] in lru)]
         read = read_sources(base, [units[i][1][4] for i in at], [units[i][1][5] for i in at], _ROLL_WANTED)
         return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}

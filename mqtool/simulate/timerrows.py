@@ -30,7 +30,7 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.formats.timerlog import MAGIC_ROLL
+from mqtool.rules.timer import need_roll
 from mqtool.simulate.model import _order
 
 NO_ROW = (0, 0, 0)
@@ -195,7 +195,7 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
     tq = {key: rows._meta(*key) for key in dict.fromkeys(zip(reals, qid_texts, strict=True))}
     meta = np.fromiter(map(tq.__getitem__, zip(reals, qid_texts, strict=True)), np.uint64, n)
     size = np.array(sizes, np.int64)
-    ok = ((magic & MAGIC_ROLL) == 0) & ~np.array(delete, bool) & (meta != 0) & (size >= 0) & (size < SIZE)
+    ok = ~need_roll(magic) & ~np.array(delete, bool) & (meta != 0) & (size >= 0) & (size < SIZE)
     uks = [u or "" for u in uniqs]  # a plain string's values are never empty
     lens = np.fromiter(map(len, uks), np.int64, n)
     head = meta | (np.maximum(size, 0).astype(np.uint64) << np.uint64(34))
