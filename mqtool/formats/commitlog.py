@@ -41,10 +41,16 @@ def host_size(v6: bool) -> int:
     return HOST_SIZE_V6 if v6 else HOST_SIZE_V4
 
 
+def hosts_size(sys_flag: int) -> int:
+    """Stored bytes of the born and the store host a SYSFLAG declares (two IPv4 hosts: 16)."""
+    if not sys_flag & (BORNHOST_V6 | STOREHOST_V6):
+        return 2 * HOST_SIZE_V4
+    return host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6))
+
+
 def computed_size(sys_flag: int, body_len: int, topic_len: int, props_len: int, v2: bool) -> int:
     """`calMsgLength`: the length a record with these parts must declare in TOTALSIZE."""
-    return (FIXED_SIZE + host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6))
-            + body_len + (2 if v2 else 1) + topic_len + props_len)
+    return FIXED_SIZE + hosts_size(sys_flag) + body_len + (2 if v2 else 1) + topic_len + props_len
 
 
 def _message(topic_length):

@@ -342,7 +342,9 @@ def _set_walk_state(cl, state: tuple[int, dict[str, dict]]) -> None:
         vars(cl.scans[name]).update(fields)
 
 
-_UNIQ8 = int.from_bytes(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode(), "little")  # `_key8` of UNIQ_KEY (8 bytes)
+_UNIQ_LEN = len(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode())
+assert _UNIQ_LEN <= 8  # compared as one int64 (`_key8`)
+_UNIQ8 = int.from_bytes(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode(), "little")  # `_key8` of UNIQ_KEY
 _V2 = cl.MESSAGE_MAGIC_CODE_V2
 _HOST_V4, _HOST_V6 = cl.HOST_SIZE_V4, cl.HOST_SIZE_V6
 
@@ -706,7 +708,7 @@ def _properties(out, o, a, s, n, lits, lit_at, keys):
                 keys[1, m] = kn
                 keys[2, m] = k8
                 m += 1
-                if kn == 8 and k8 == _UNIQ8:
+                if kn == _UNIQ_LEN and k8 == _UNIQ8:
                     u_at, u_end = v_at, o
             else:
                 o = at

@@ -18,7 +18,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
-from mqtool.formats.commitlog import FIXED_SIZE, computed_size, host_size
+from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, computed_size, hosts_size
 from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
 from mqtool.formats.dledger import MIN_BLANK_LEN as DLEDGER_MIN_BLANK_LEN
 from mqtool.formats.javahash import hashmap_order, java_string_hash
@@ -31,10 +31,8 @@ from mqtool.formats.names import (
     SYSTEM_TOPICS,
     TIMER_TOPIC,
 )
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 
-BLANK_MIN = 8  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
-_HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
+BLANK_MIN = BLANK_SIZE  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
 # the system topics a service of the simulator reads back (consumers aside): the rest are write-only
 _READ_BACK = (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC)
 
@@ -534,8 +532,7 @@ class StoreModel:
                                              else len(values.encode("utf-8", "surrogateescape")))
         if props and not self.trailing_separator:
             size -= 1
-        return size + fixed + body_len + (16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6))
-                                          + host_size(bool(sys_flag & STOREHOST_V6)))
+        return size + fixed + body_len + hosts_size(sys_flag)
 
     def place(self, size: int) -> int:
         """The CommitLog offset of the next record of `size` bytes (a BLANK filler ends a file it does
@@ -581,8 +578,7 @@ class StoreModel:
             if props and not self.trailing_separator:
                 size -= 1
             sys_flag = m.sys_flag
-            size += fixed + m.body_len + (16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6))
-                                          + host_size(bool(sys_flag & STOREHOST_V6)))
+            size += fixed + m.body_len + hosts_size(sys_flag)
         else:
             size = record_size(m, self.capacity, self.trailing_separator)
         m.size = size

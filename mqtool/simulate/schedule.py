@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from mqtool.formats.commitlog import host_size
+from mqtool.formats.commitlog import hosts_size
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -34,12 +34,11 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
 )
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, offset_after_failed_put
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
-from mqtool.simulate.model import _HOSTS_V6, _ORDER, BLANK_MIN, _order
+from mqtool.simulate.model import _ORDER, BLANK_MIN, _order
 
 FIRST_DELAY_TIME = 1000
 DELAY_FOR_A_WHILE = 100
@@ -343,8 +342,7 @@ class ScheduleService:
                     len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
                 if props:
                     size -= v4_cut
-                size += 16 if not sys_flag & _HOSTS_V6 else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(
-                    bool(sys_flag & STOREHOST_V6))
+                size += hosts_size(sys_flag)
                 uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             pos = m._end  # `place(size)` where the record fits in the current file
             if pos is None or pos % fs + size + BLANK_MIN > fs:

@@ -40,7 +40,7 @@ from itertools import chain, repeat
 
 import numpy as np
 
-from mqtool.formats.commitlog import host_size
+from mqtool.formats.commitlog import hosts_size
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
@@ -54,7 +54,6 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
     LOOP,
@@ -1037,8 +1036,7 @@ class TimerService:
         except UnicodeError:
             return False  # `append` meets the same error
         sys_flag = msg.sys_flag
-        n += msg.body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
-                             else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
+        n += msg.body_len + hosts_size(sys_flag)
         times = src.get(PROPERTY_TIMER_ROLL_TIMES)
         times = 1 if times is None else _int(times, 0) + 1  # (no exception raised for the usual absent one)
         tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0

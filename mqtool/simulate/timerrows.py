@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mqtool.formats.commitlog import host_size
+from mqtool.formats.commitlog import hosts_size
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -29,7 +29,6 @@ from mqtool.formats.names import (
     PROPERTY_TIMER_ENQUEUE_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules.timer import need_roll
 from mqtool.simulate.model import _order
 
@@ -90,8 +89,7 @@ class DeliveryRows:
                     size -= len(props[d].encode("utf-8", "surrogateescape"))
             except UnicodeError:
                 return NO_ROW  # the per-message path meets the same error
-        size += body_len + (16 if not sys_flag & (BORNHOST_V6 | STOREHOST_V6)
-                            else host_size(bool(sys_flag & BORNHOST_V6)) + host_size(bool(sys_flag & STOREHOST_V6)))
+        size += body_len + hosts_size(sys_flag)
         return self._packed(meta, size, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
     def of_plain(self, size: int, topic: str | None, qid_text: str | None, uk: str | None) -> tuple[int, int, int]:
