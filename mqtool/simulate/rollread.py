@@ -13,16 +13,7 @@ from __future__ import annotations
 import bisect
 
 from mqtool.formats.message import _HEAD, _PROPS_LEN, _TAIL, _TOPIC_LEN
-from mqtool.simulate import plainscan
-from mqtool.simulate.batchread import (
-    _TEMPLATES,
-    MAX_SPAN,
-    MAX_TEMPLATES,
-    _close,
-    _open_span,
-    _plain_template,
-    search_templates,
-)
+from mqtool.simulate import batchread, plainscan
 from mqtool.simulate.diskread import fast_properties
 
 CHUNK = 4096  # records one span holds at most
@@ -43,7 +34,7 @@ def read_sources(base, phys: list[int], sizes: list[int], wanted: tuple[str, ...
         f = bisect.bisect_right(starts, lo) - 1
         end = starts[f + 1] if f + 1 < len(starts) else 1 << 62
         j = i + 1
-        while j < len(phys) and j - i < CHUNK and lo <= phys[j] < end and phys[j] + sizes[j] - lo <= MAX_SPAN:
+        while j < len(phys) and j - i < CHUNK and lo <= phys[j] < end and phys[j] + sizes[j] - lo <= batchread.MAX_SPAN:
             j += 1
         _read_run(base, phys, sizes, i, j, wanted, out)
         i = j
@@ -53,11 +44,11 @@ def read_sources(base, phys: list[int], sizes: list[int], wanted: tuple[str, ...
 def _read_run(base, phys: list[int], sizes: list[int], i: int, j: int, wanted: tuple[str, ...],
               out: list[tuple | None]) -> None:
     """`read_sources` of records [i, j), which lie in one file."""
-    span = _open_span(base, phys[i:j], sizes[i:j])
+    span = batchread._open_span(base, phys[i:j], sizes[i:j])
     if span is None:
         return
     buf, delta, rels, n, flen = span
-    templates = _TEMPLATES.setdefault(wanted, [])
+    templates = batchread._TEMPLATES.setdefault(wanted, [])  # shared with `read_plain`, looked up now
     last = templates[0] if templates else None
     head, no_hosts, tail_end = _HEAD_SIZE, plainscan.NO_HOSTS, plainscan.tail_end
     unpack_head, tail_of, props_len_of = _HEAD.unpack_from, _TAIL.unpack_from, _PROPS_LEN.unpack_from
@@ -89,10 +80,10 @@ def _read_run(base, phys: list[int], sizes: list[int], i: int, j: int, wanted: t
             e = b + props_len
             m = last.pattern.fullmatch(buf, b, e) if last is not None else None
             if m is None:
-                m, last = search_templates(templates, last, buf, b, e)
-            if m is None and len(templates) < MAX_TEMPLATES:
+                m, last = batchread.search_templates(templates, last, buf, b, e)
+            if m is None and len(templates) < batchread.MAX_TEMPLATES:
                 raw = bytes(buf[b:e]).decode("utf-8", "surrogateescape")
-                t = _plain_template(raw, fast_properties(raw), wanted)
+                t = batchread._plain_template(raw, fast_properties(raw), wanted)
                 if t is not None:
                     templates.append(t)
                     last = t
@@ -101,4 +92,4 @@ def _read_run(base, phys: list[int], sizes: list[int], i: int, j: int, wanted: t
                 out[k] = (bytes(buf[topic_at:topic_at + topic_len]), qid, props_len + last.pad + body_len + hosts,
                           m.group(*last.groups))
     finally:
-        _close(buf)
+        batchread._close(buf)
