@@ -199,6 +199,7 @@ def test_records_that_end_the_file(tmp_path, path):
     assert _check(store, (("none", False), ("text", False), ("hex", False))) > 0
     raw, _ = _fast_path(store, MessageQuery(), False, "none", False)
     lines = raw.decode().splitlines()
+    assert len(lines) == 4  # the 4 records written, one line each
     assert ', "properties": {"k": "v"}, "uniq_key": null,' in lines[0]
     assert ', "topic": "T\\"", "properties": {"UNIQ_KEY": "u"}, "uniq_key": "u",' in lines[1]
     assert ', "properties": {"ab": "\\u001f\u00e9"}, ' in lines[2]

@@ -55,11 +55,24 @@ def _build(root):
     return Store.open(root, config), config
 
 
-def _run(store, config, monkeypatch, batch=True, rows=True):
+def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answered=None):
     """(event lines, result, the records `append` put in the spool by offset, those the rows stand for, the
-    sources `_roll_plain` rolled)."""
+    sources `_roll_plain` rolled); `chunks` gets the number of units each `_roll_sources` call covers,
+    `answered` the number of `_roll_enqueue`'s answers that are not None."""
     spooled, rebuilt, plain = {}, {}, []
     put, keep, roll_plain = RecordSpool.put, timer_mod.TimerService._keep_roll, timer_mod.TimerService._roll_plain
+    roll_sources, roll_enqueue = timer_mod.TimerService._roll_sources, timer_mod.TimerService._roll_enqueue
+
+    def spy_sources(self, units, lo, hi):
+        if chunks is not None:
+            chunks.append(len(units[lo:hi]))
+        return roll_sources(self, units, lo, hi)
+
+    def spy_enqueue(self, phys):
+        got = roll_enqueue(self, phys)
+        if answered is not None and got is not None:
+            answered.append(phys)
+        return got
 
     def spy_plain(self, u, *a):
         done = roll_plain(self, u, *a)
@@ -88,6 +101,8 @@ def _run(store, config, monkeypatch, batch=True, rows=True):
             mp.setattr(timer_mod.TimerService, "_roll_plain", lambda *a: False)
         mp.setattr(RecordSpool, "put", spy_put)
         mp.setattr(timer_mod.TimerService, "_keep_roll", spy_keep)
+        mp.setattr(timer_mod.TimerService, "_roll_sources", spy_sources)
+        mp.setattr(timer_mod.TimerService, "_roll_enqueue", spy_enqueue)
         if rows:
             mp.setattr(timer_mod.TimerService, "_roll_plain", spy_plain)
         sink = io.StringIO()
@@ -104,7 +119,8 @@ def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, 
     monkeypatch.setattr(timer_mod, "ROLL_CHUNK", chunk)
     store, config = _build(tmp_path / "s")
     per_msg, r1, spooled1, _, _ = _run(store, config, monkeypatch, batch=False)
-    batched, r2, spooled2, rebuilt, plain = _run(store, config, monkeypatch)
+    chunks, answered = [], []
+    batched, r2, spooled2, rebuilt, plain = _run(store, config, monkeypatch, chunks=chunks, answered=answered)
     assert batched == per_msg
     assert r2.summary == r1.summary and r2.violations == r1.violations
     rolls = per_msg.count('"event":"roll"')
@@ -119,16 +135,25 @@ def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, 
     # two roll slots: +1 day (window / 2, the 137 due in under 16 h past the window) and +2 days (43): the
     # big one's records are read batch-wise (all plain strings), the rows of 104 (33 cannot be rows) made so
     assert len(plain) == (104 if roll_read < 10**9 else 0)
+    # the big slot's 137 units read in chunks of ROLL_CHUNK: one of 137 (4096), or 8 of 16 and the last 9
+    # (137 = 8 * 16 + 9); none when the slot is under ROLL_READ
+    assert chunks == ([] if roll_read >= 10**9 else [137] if chunk >= 137 else [16] * 8 + [9])
+    # the enqueue takes every re-put kept as a row by its columns: N - no_row = 135 answers
+    assert len(answered) == N - no_row == 135
 
 
 def test_rebuilt_roll_equals_the_appended_one(tmp_path, monkeypatch):
     """Rows off (every roll through `append` and the spool) against rows on, in the same batch walk."""
     store, config = _build(tmp_path / "s")
-    log1, _r1, spooled, _, _ = _run(store, config, monkeypatch, rows=False)
+    log1, _r1, spooled, rebuilt_off, plain_off = _run(store, config, monkeypatch, rows=False)
     log2, _r2, _, rebuilt, _ = _run(store, config, monkeypatch)
     assert log1 == log2
-    assert rebuilt and {p: spooled[p] for p in rebuilt} == rebuilt
+    # rows off: all N rolls put whole in the spool, none kept as a row or rolled from plain sources
+    assert len(spooled) == N == 180 and rebuilt_off == {} and plain_off == []
+    # rows on: N less the 45 a row cannot hold (see test_roll_rows_equal_the_per_message_walk)
+    assert len(rebuilt) == N - 45 == 135 and {p: spooled[p] for p in rebuilt} == rebuilt
     # the three properties `_roll` sets
     first = rebuilt[min(rebuilt)]
     props = first[SimMessage.__slots__.index("props")]
-    assert props["TIMER_ROLL_TIMES"] in ("1", "5") and props["TIMER_ENQUEUE_MS"] == str(START)
+    # the first row's record had no TIMER_ROLL_TIMES (not one of i % 7 == 2's "4"): rolled once
+    assert props["TIMER_ROLL_TIMES"] == "1" and props["TIMER_ENQUEUE_MS"] == str(START)
