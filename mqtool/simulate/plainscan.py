@@ -21,15 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mqtool.formats import layout
-from mqtool.formats.commitlog import (
-    AFTER_STORE_HOST,
-    HEADER,
-    HOST_SIZE_V4,
-    HOST_SIZE_V6,
-    MESSAGE_MAGIC_CODE,
-    MESSAGE_MAGIC_CODE_V2,
-)
+from mqtool.formats import commitlog, layout
 from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
@@ -37,17 +29,17 @@ from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 HEAD = _HEAD.size
 STORE_TS = _STORE_TS.size
 TAIL = _TAIL.size
-TL1 = _TOPIC_LEN[MESSAGE_MAGIC_CODE].size
-TL2 = _TOPIC_LEN[MESSAGE_MAGIC_CODE_V2].size
+M1, M2 = commitlog.MESSAGE_MAGIC_CODE, commitlog.MESSAGE_MAGIC_CODE_V2
+V4, V6 = commitlog.HOST_SIZE_V4, commitlog.HOST_SIZE_V6
+TL1 = _TOPIC_LEN[M1].size
+TL2 = _TOPIC_LEN[M2].size
 PL = _PROPS_LEN.size
-BL = layout.struct_format(AFTER_STORE_HOST[-1:]).size  # BODYLENGTH, the tail's last field
-_AT = layout.offsets(HEADER)
+BL = layout.struct_format(commitlog.AFTER_STORE_HOST[-1:]).size  # BODYLENGTH, the tail's last field
+_AT = layout.offsets(commitlog.HEADER)
 TOTAL_AT, MAGIC_AT, SYSFLAG_AT = _AT["total_size"], _AT["magic_code"], _AT["sys_flag"]
-_W = {f.name: layout.struct_format([f]).size for f in HEADER if f.name in ("total_size", "magic_code", "sys_flag")}
+_W = {f.name: layout.struct_format([f]).size for f in commitlog.HEADER}
 TOTAL_W, MAGIC_W, SYSFLAG_W = _W["total_size"], _W["magic_code"], _W["sys_flag"]
 SEP, NV = ord(PROPERTY_SEPARATOR), ord(NAME_VALUE_SEPARATOR)  # between properties; between a name and its value
-M1, M2 = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-V4, V6 = HOST_SIZE_V4, HOST_SIZE_V6
 BORN_V6, STORE_V6 = BORNHOST_V6, STOREHOST_V6
 NO_HOSTS = HEAD + STORE_TS + TAIL  # a record's bytes up to its tail's end, but the two hosts
 FIXED = 8  # `out`'s columns before the wanted values' (start, end, first record with an equal value)
