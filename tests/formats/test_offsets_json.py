@@ -28,6 +28,17 @@ TRANS_TOPICS = ["RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"]
 DV_A = DataVersion(0, 0, 1795376091851)
 DV_CONSUMER = DataVersion(0, 0, 1795376091850)
 DV_B = DataVersion(15, 0, 1795376231519)
+DV_POP = DataVersion(0, 0, 1795771331811)
+DV_POP_DELAY = DataVersion(0, 0, 1795771331966)
+DV_RETRY = DataVersion(0, 0, 1795770861030)
+DV_RETRY_DELAY = DataVersion(0, 0, 1795770861104)
+POP_RETRY = "%RETRY%GID_p_TopicP@GID_p"
+POP_REVIVE = "rmq_sys_REVIVE_LOG_OracleCluster@CID_RMQ_SYS_REVIVE_GROUP"
+POP_TOPIC = "TopicP@GID_p"
+POP_GROUPS = {
+    "GID_p": ["%RETRY%GID_p_TopicP", "TopicP"],
+    "CID_RMQ_SYS_REVIVE_GROUP": ["rmq_sys_REVIVE_LOG_OracleCluster"],
+}
 
 # What each real file says, read by eye (path relative to ../shared).
 EXPECTED: dict[str, DelayOffsets | ConsumerOffsets] = {
@@ -46,6 +57,38 @@ EXPECTED: dict[str, DelayOffsets | ConsumerOffsets] = {
     "oracle/pair-4.9/B/config/delayOffset.json.bak": DelayOffsets({1: 3, 2: 2, 3: 3, 5: 3, 6: 2}, None),
     "oracle/pair-4.9/B/config/consumerOffset.json": ConsumerOffsets({HALF: {0: 11}, OP: {0: 2}}, None, None),
     "oracle/pair-4.9/B/config/consumerOffset.json.bak": ConsumerOffsets({}, None, None),
+    "oracle/ha-async-5.3.1/master/config/consumerOffset.json": ConsumerOffsets(
+        {}, DataVersion(0, 0, 1795774262676), {}
+    ),
+    "oracle/ha-async-5.3.1/master/config/consumerOffset.json.bak": ConsumerOffsets(
+        {}, DataVersion(0, 0, 1795774262676), {}
+    ),
+    "oracle/ha-async-5.3.1/master/config/delayOffset.json": DelayOffsets({}, DataVersion(0, 0, 1795774262749)),
+    "oracle/ha-async-5.3.1/master/config/delayOffset.json.bak": DelayOffsets({}, DataVersion(0, 0, 1795774262749)),
+    "oracle/ha-async-5.3.1/slave/config/consumerOffset.json": ConsumerOffsets({}, DataVersion(0, 0, 1795774263168), {}),
+    "oracle/ha-async-5.3.1/slave/config/consumerOffset.json.bak": ConsumerOffsets(
+        {}, DataVersion(0, 0, 1795774263168), {}
+    ),
+    "oracle/pop-revive-5.3.1/A/config/consumerOffset.json": ConsumerOffsets({}, DV_POP, {}),
+    "oracle/pop-revive-5.3.1/A/config/delayOffset.json": DelayOffsets({}, DV_POP_DELAY),
+    "oracle/pop-revive-5.3.1/B/config/consumerOffset.json": ConsumerOffsets(
+        {POP_RETRY: {0: 3}, POP_REVIVE: {0: 0, 7: 2}, POP_TOPIC: {0: 4}}, DV_POP, POP_GROUPS
+    ),
+    "oracle/pop-revive-5.3.1/B/config/consumerOffset.json.bak": ConsumerOffsets(
+        {POP_RETRY: {0: 3}, POP_REVIVE: {0: 0, 7: 0}, POP_TOPIC: {0: 4}}, DV_POP, POP_GROUPS
+    ),
+    "oracle/pop-revive-5.3.1/B/config/delayOffset.json": DelayOffsets({}, DV_POP_DELAY),
+    "oracle/pop-revive-5.3.1/B/config/delayOffset.json.bak": DelayOffsets({}, DV_POP_DELAY),
+    "oracle/retry-dlq-5.3.1/A/config/consumerOffset.json": ConsumerOffsets({}, DV_RETRY, {}),
+    "oracle/retry-dlq-5.3.1/A/config/delayOffset.json": DelayOffsets({}, DV_RETRY_DELAY),
+    "oracle/retry-dlq-5.3.1/B/config/consumerOffset.json": ConsumerOffsets(
+        {"TopicR@GID_r": {0: 4}, "%RETRY%GID_r@GID_r": {0: 6}}, DV_RETRY, {"GID_r": ["TopicR", "%RETRY%GID_r"]}
+    ),
+    "oracle/retry-dlq-5.3.1/B/config/consumerOffset.json.bak": ConsumerOffsets(
+        {"TopicR@GID_r": {0: 4}, "%RETRY%GID_r@GID_r": {0: 6}}, DV_RETRY, {"GID_r": ["TopicR", "%RETRY%GID_r"]}
+    ),
+    "oracle/retry-dlq-5.3.1/B/config/delayOffset.json": DelayOffsets({3: 3, 4: 2, 5: 1}, DV_RETRY_DELAY),
+    "oracle/retry-dlq-5.3.1/B/config/delayOffset.json.bak": DelayOffsets({3: 3, 4: 2, 5: 0}, DV_RETRY_DELAY),
     "real-stores/fork-4x-2021/config/delayOffset.json": DelayOffsets({}, None),
     "real-stores/fork-4x-2021/config/delayOffset.json.bak": DelayOffsets({}, None),
 }
