@@ -350,15 +350,20 @@ def render_delay(doc: dict, local: bool) -> None:
         if r["overdue_ms"] is not None:
             overdue = format_duration(r["overdue_ms"]) if r["overdue_ms"] > 0 else \
                 f"due in {format_duration(-r['overdue_ms'])}"
+        elif r["never_delivered"]:
+            overdue = "never delivered"
         delay = format_duration(r["delay_ms"]) if r["delay_ms"] is not None else "not configured"
+        head = _t(r["head_deliver_timestamp"], local) if r["configured"] else "-"
         _add(t, str(r["level"]), delay, str(r["queue_id"]), stored, _v(r["min_offset"]), _v(r["max_offset"]),
-                  start, str(r["backlog"]), bar(r["backlog"], biggest, 20), _t(r["head_deliver_timestamp"], local),
-                  overdue, style="red" if r["correction"] else None)
+                  start, str(r["backlog"]), bar(r["backlog"], biggest, 20), head,
+                  overdue, style="red" if r["correction"] or r["never_delivered"] else None)
     con.print(t)
     if not rows:
         con.print("no delay-level queue and no stored offset")
     tot = doc["totals"]
-    con.print(f"backlog {tot['backlog']}; {tot['overdue_levels']} level(s) overdue; "
+    never = (f"{tot['never_delivered']} never delivered (level(s) {', '.join(map(str, tot['never_levels']))} not "
+             "in messageDelayLevel); " if tot["never_delivered"] else "")
+    con.print(f"backlog {tot['backlog']}; {never}{tot['overdue_levels']} level(s) overdue; "
               f"{tot['corrections']} offset(s) correctDelayOffset would change.  (stored offset in parentheses: "
               "absent from delayOffset.json, read as 0)")
     h = _histogram("Pending delay messages by deliver time", doc["histogram"], local)
@@ -850,13 +855,17 @@ def _restart_duplicates(con: Console, doc: dict, local: bool) -> None:
 def _restart_late(con: Console, late: dict, local: bool) -> None:
     levels = late["delay_levels"]
     if levels:
-        t = _table(f"Delay levels with a backlog ({late['overdue']} overdue in all)", "level", "queue", "persisted",
+        never = f", {late['never_delivered']} never delivered" if late["never_delivered"] else ""
+        t = _table(f"Delay levels with a backlog ({late['overdue']} overdue in all, not counting messages "
+                   f"delivered before{never})", "level", "queue", "persisted",
                    "restarts at", "max", "backlog", "overdue", "late by", "goes out")
         for lv in levels:
+            again = f" ({lv['delivered_before']} delivered before)" if lv["delivered_before"] else ""
+            out = _t(lv["goes_out_ms"], local) if lv["configured"] else "never: level not in messageDelayLevel"
             _add(t, str(lv["level"]), str(lv["queue_id"]), _v(lv["persisted_offset"]), str(lv["restart_offset"]),
-                 str(lv["max_offset"]), str(lv["backlog"]), str(lv["overdue"]),
-                 format_duration(lv["overdue_by_ms"]) if lv["overdue"] else "-", _t(lv["goes_out_ms"], local),
-                 style="yellow" if lv["overdue"] else None)
+                 str(lv["max_offset"]), str(lv["backlog"]), f"{lv['overdue']}{again}",
+                 format_duration(lv["overdue_by_ms"]) if lv["overdue"] else "-", out,
+                 style="red" if lv["never_delivered"] else "yellow" if lv["overdue"] else None)
         con.print(t)
     w = late["timer"]
     if w.get("present"):

@@ -6,6 +6,9 @@ For level L (queue L-1 of `SCHEDULE_TOPIC_XXXX`): the offset stored in `config/d
 table: `ScheduleMessageService.load`), the backlog from there, and the head unit's deliver
 timestamp (its tagsCode, §4.3) and how overdue it is at `now_ms` (after `correctDeliverTimestamp`,
 §4.5: a deliver time beyond now + delay is treated as now).
+
+A level missing from `messageDelayLevel` has no delivery task (`rules.schedule.is_level_started`):
+its backlog is `never_delivered`, it has no due time, and a warning says so.
 """
 
 from mqtool.formats.message import RecordError
@@ -16,7 +19,14 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
 )
 from mqtool.inspect import JSON_VERSION
-from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp
+from mqtool.rules.schedule import (
+    correct_delay_offset,
+    correct_deliver_timestamp,
+    delay_level_2_queue_id,
+    is_level_started,
+    level_delay_ms,
+    queue_id_2_delay_level,
+)
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
 
@@ -29,9 +39,10 @@ def delay_view(store: Store, now_ms: int) -> dict:
     offsets = store.delay_offsets
     table = dict(offsets.offset_table) if offsets else {}
     findings: list[Finding] = []
-    queue_levels = {qid + 1 for t, qid in store.queue_ids if t == RMQ_SYS_SCHEDULE_TOPIC}
+    queue_levels = {queue_id_2_delay_level(qid) for t, qid in store.queue_ids if t == RMQ_SYS_SCHEDULE_TOPIC}
     levels = sorted(set(range(1, len(delays) + 1)) | set(table) | queue_levels)
     rows = [_level(store, level, delays, table, now_ms, findings) for level in levels]
+    findings += [_level_finding(r, delays, table.get(r["level"])) for r in rows if not r["configured"]]
     findings += [f for f in store.findings if f.file.startswith("config/delayOffset")]
     total_backlog = sum(r["backlog"] for r in rows)
     return {
@@ -44,6 +55,8 @@ def delay_view(store: Store, now_ms: int) -> dict:
             "backlog": total_backlog,
             "overdue_levels": sum(1 for r in rows if (r["overdue_ms"] or 0) > 0),
             "corrections": sum(1 for r in rows if r["correction"]),
+            "never_delivered": sum(r["never_delivered"] for r in rows),
+            "never_levels": [r["level"] for r in rows if r["never_delivered"]],
         },
         "histogram": _histogram(store, rows, now_ms),
         "findings": [f.as_dict() for f in sort_findings(findings)],
@@ -63,9 +76,9 @@ def _offset_file(store: Store, offsets) -> dict:
 
 def _level(store: Store, level: int, delays: list[int], table: dict[int, int], now_ms: int,
            findings: list[Finding]) -> dict:
-    qid = level - 1
-    configured = level <= len(delays)
-    delay_ms = delays[level - 1] if configured else None
+    qid = delay_level_2_queue_id(level)
+    configured = is_level_started(level, delays)
+    delay_ms = level_delay_ms(level, delays)
     stored = table.get(level)
     cq = store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
     row = {
@@ -73,13 +86,8 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
         "offset": stored if stored is not None else 0, "offset_stored": stored is not None,
         "min_offset": None, "max_offset": None, "corrected_offset": None, "correction": None,
         "backlog": 0, "head_deliver_timestamp": None, "head_effective_deliver_timestamp": None,
-        "overdue_ms": None, "head": None, "last_deliver_timestamp": None,
+        "overdue_ms": None, "head": None, "last_deliver_timestamp": None, "never_delivered": 0,
     }
-    if not configured:
-        findings.append(Finding("config/delayOffset.json" if stored is not None else
-                                f"consumequeue/{RMQ_SYS_SCHEDULE_TOPIC}/{qid}", None, "delay.levels", "warning",
-                                f"level {level} is not in messageDelayLevel ({len(delays)} levels): the broker "
-                                "never delivers it", RMQ_SYS_SCHEDULE_TOPIC, qid))
     if cq is None or cq.max_offset == 0 and not cq.queue.files:
         # findOrCreateConsumeQueue creates an empty queue: min = max = 0
         lo = hi = 0
@@ -101,6 +109,8 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
     if cq is None or row["max_offset"] is None:
         return row
     row["backlog"] = max(0, hi - start)
+    if not configured:
+        row["never_delivered"] = row["backlog"]
     if row["backlog"] == 0:
         return row
     head = cq.unit(start)
@@ -110,12 +120,27 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
     if head is None:
         return row
     deliver = head.tags_code
-    effective = deliver if delay_ms is None else correct_deliver_timestamp(now_ms, deliver, delay_ms)
     row["head_deliver_timestamp"] = deliver
+    row["head"] = _head_record(store, head.commitlog_offset)
+    if delay_ms is None:
+        return row  # no task reads the queue: no due time (`never_delivered`)
+    effective = correct_deliver_timestamp(now_ms, deliver, delay_ms)
     row["head_effective_deliver_timestamp"] = effective
     row["overdue_ms"] = now_ms - effective
-    row["head"] = _head_record(store, head.commitlog_offset)
     return row
+
+
+def _level_finding(row: dict, delays: list[int], stored: int | None) -> Finding:
+    """A level missing from messageDelayLevel: ScheduleMessageService.start gives it no task."""
+    level, qid = row["level"], row["queue_id"]
+    n = row["never_delivered"]
+    held = (f"its {n} message(s) from queue offset {row['corrected_offset']} are never delivered while the level "
+            "is missing (put it back in messageDelayLevel and restart the broker to deliver them)" if n else
+            "nothing waits in it")
+    return Finding("config/delayOffset.json" if stored is not None else f"consumequeue/{RMQ_SYS_SCHEDULE_TOPIC}/{qid}",
+                   None, "delay.levels", "warning",
+                   f"level {level} is not in messageDelayLevel ({len(delays)} levels): ScheduleMessageService "
+                   f"starts no delivery task for it; {held}", RMQ_SYS_SCHEDULE_TOPIC, qid)
 
 
 def _head_record(store: Store, offset: int) -> dict:
@@ -132,10 +157,10 @@ def _head_record(store: Store, offset: int) -> dict:
 
 
 def _histogram(store: Store, rows: list[dict], now_ms: int) -> list[dict]:
-    """Pending delay messages by deliver time (tagsCode), in up to 12 equal buckets."""
+    """Pending delay messages by deliver time (tagsCode), in up to 12 equal buckets (never-delivered levels out)."""
     times = []
     for r in rows:
-        if r["backlog"] and r["max_offset"] is not None:
+        if r["backlog"] and r["max_offset"] is not None and r["configured"]:
             cq = store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, r["queue_id"])
             times += [u.tags_code for u in cq.iter_units(r["corrected_offset"])]
     return time_histogram(times)

@@ -40,11 +40,10 @@ from mqtool.inspect.recovery import recovery_plan
 from mqtool.inspect.timer import slot_chain, timer_view
 from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
-from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp
+from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, first_delivery_after_start
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.store import Store
 
-FIRST_DELAY_TIME = 1000  # ScheduleMessageService: each level's first task, ms after start
 DEFAULT_FOR_MS = 600_000
 FIRST_ROWS = 5
 
@@ -92,38 +91,48 @@ class _Stored:
 
 
 def _delay(store: Store, dv: dict, plan: dict, stored: _Stored, at_ms: int) -> tuple[list, list]:
-    """Per level: duplicates (delivered units from the restart offset on) and the late/due summary."""
+    """Per level: duplicates (delivered units from the restart offset on) and the late/due summary.
+
+    Every unit from the restart offset is late or due alike, delivered before or not (the `delay`
+    view's overdue is its head's): `overdue` counts them all, `delivered_before` the duplicates among
+    them, and `goes_out_ms` is when the head goes out (`first_delivery_after_start`). A level missing
+    from messageDelayLevel gets no task: its backlog is `never_delivered` and it never goes out.
+    """
     end, maxes = plan["_end"], plan["_max_offsets"]
     dups, levels = [], []
     for row in dv["levels"]:
-        if row["max_offset"] is None or not row["configured"]:
+        if row["max_offset"] is None:
             continue
-        qid = row["queue_id"]
+        qid, delay = row["queue_id"], row["delay_ms"]
         persisted, start, hi = _level_start(row, maxes)
+        entry = {"level": row["level"], "queue_id": qid, "configured": row["configured"],
+                 "persisted_offset": persisted, "restart_offset": start, "max_offset": hi,
+                 "backlog": max(0, hi - start), "overdue": 0, "overdue_by_ms": 0, "delivered_before": 0,
+                 "never_delivered": 0, "goes_out_ms": None}
+        levels.append(entry)
+        if not row["configured"]:
+            entry["never_delivered"] = entry["backlog"]
+            continue
         cq = store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
-        overdue, late_by, next_due = 0, 0, None
         for u in cq.iter_units(start):
             if u.queue_offset >= hi:
                 break
+            if entry["goes_out_ms"] is None:
+                entry["goes_out_ms"] = first_delivery_after_start(at_ms, u.tags_code, delay)
+            due = correct_deliver_timestamp(at_ms, u.tags_code, delay)
+            if due <= at_ms:
+                entry["overdue"] += 1
+                entry["overdue_by_ms"] = max(entry["overdue_by_ms"], at_ms - due)
             rec = _read(store, u.commitlog_offset, end)
             real = rec.properties.get(PROPERTY_REAL_TOPIC) if rec else None
             hit = stored.delivery_after(real, rec.uniq_key, rec.physical_offset, "delay") if rec else None
             if hit:
-                dups.append(_dup("delay", rec, real, hit, at_ms + FIRST_DELAY_TIME,
+                entry["delivered_before"] += 1
+                dups.append(_dup("delay", rec, real, hit, first_delivery_after_start(at_ms, u.tags_code, delay),
                                  f"delay level {row['level']}: delayOffset.json holds offset "
                                  f"{persisted if persisted is not None else 'none (0)'}, the broker restarts from "
                                  f"{start}, but queue offset {u.queue_offset} was already delivered",
                                  level=row["level"], queue_offset=u.queue_offset))
-            else:
-                due = correct_deliver_timestamp(at_ms, u.tags_code, row["delay_ms"])
-                if due <= at_ms:
-                    overdue += 1
-                    late_by = max(late_by, at_ms - due)
-                elif next_due is None:
-                    next_due = due
-        levels.append({"level": row["level"], "queue_id": qid, "persisted_offset": persisted, "restart_offset": start,
-                       "max_offset": hi, "backlog": max(0, hi - start), "overdue": overdue, "overdue_by_ms": late_by,
-                       "goes_out_ms": _goes_out(overdue, next_due, at_ms)})
     return dups, levels
 
 
@@ -141,7 +150,7 @@ def _scan_from(store: Store, dv: dict, tv: dict, txv: dict, plan: dict) -> int:
     offsets = [plan["_end"]]
     for row in dv["levels"]:
         if row["max_offset"] is None or not row["configured"]:
-            continue
+            continue  # a level missing from messageDelayLevel delivers nothing: no duplicate either
         _, start, hi = _level_start(row, plan["_max_offsets"])
         u = next(iter(store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, row["queue_id"]).iter_units(start)), None)
         if u is not None and u.queue_offset < hi:
@@ -158,13 +167,6 @@ def _scan_from(store: Store, dv: dict, tv: dict, txv: dict, plan: dict) -> int:
             offsets += [p for _, p in members]
     # a damaged unit may point between records: only offsets where a record starts are places to start
     return min(o for o in offsets if o == plan["_end"] or _read(store, o, plan["_end"]) is not None)
-
-
-def _goes_out(overdue: int, next_due: int | None, at_ms: int) -> int | None:
-    """When the level's head goes out: its first task runs FIRST_DELAY_TIME after the start."""
-    if overdue:
-        return at_ms + FIRST_DELAY_TIME
-    return None if next_due is None else max(next_due, at_ms + FIRST_DELAY_TIME)
 
 
 def _read(store: Store, offset: int, end: int):
@@ -323,17 +325,19 @@ def restart_preview(store: Store, config=None, at_ms: int | None = None, for_ms:
     tx_dups, rechecks = _transactions(txv, plan, stored, at_ms, config.transaction_check_interval)
     first_rounds, discards = _tx_rounds(txv, at_ms, for_ms)
     duplicates = sorted(delay_dups + timer_dups + tx_dups, key=lambda d: (d["again_at_ms"], d["source_offset"]))
-    overdue = sum(lv["overdue"] for lv in levels) + wheel.get("overdue", 0)
+    overdue = sum(lv["overdue"] - lv["delivered_before"] for lv in levels) + wheel.get("overdue", 0)
+    never = sum(lv["never_delivered"] for lv in levels)
     doc = {
         "version": JSON_VERSION,
         "view": "restart",
         "at_ms": at_ms,
         "for_ms": for_ms,
-        "headline": headline(plan["shutdown"]["clean"], len(duplicates), overdue),
+        "headline": headline(plan["shutdown"]["clean"], len(duplicates), overdue, never),
         "recovery": {k: v for k, v in plan.items() if not k.startswith("_")},
         "duplicates": duplicates,
         "rechecks": rechecks,
-        "late": {"delay_levels": [lv for lv in levels if lv["backlog"]], "timer": wheel, "overdue": overdue},
+        "late": {"delay_levels": [lv for lv in levels if lv["backlog"]], "timer": wheel, "overdue": overdue,
+                 "never_delivered": never},
         "transactions": {"first_rounds": first_rounds, "to_discard": discards},
         "replay": (_replay(store, config, at_ms, for_ms, txv, stored, broker_version, events_path)
                    if replay else None),
@@ -343,11 +347,13 @@ def restart_preview(store: Store, config=None, at_ms: int | None = None, for_ms:
     return doc
 
 
-def headline(clean: bool, duplicates: int, overdue: int) -> str | None:
-    """The overview's line for a store not shut down cleanly (None after a clean shutdown)."""
+def headline(clean: bool, duplicates: int, overdue: int, never: int = 0) -> str | None:
+    """The overview's line for a store not shut down cleanly (None after a clean shutdown); `overdue`
+    counts the late messages not delivered before, `never` those of levels missing from messageDelayLevel."""
     if clean:
         return None
-    return f"restart preview: {duplicates} duplicate{'s' if duplicates != 1 else ''}, {overdue} overdue"
+    line = f"restart preview: {duplicates} duplicate{'s' if duplicates != 1 else ''}, {overdue} overdue"
+    return line + (f", {never} never delivered (delay level not configured)" if never else "")
 
 
 def restart_headline(store: Store, config=None, at_ms: int | None = None) -> str | None:
@@ -382,8 +388,11 @@ def text_sections(doc: dict) -> list[list]:
     rows += [f"index file {n} is destroyed" for n in rec["index"]["destroyed"]]
     dups = [f"{d['kind']:<11} {d['topic']} {d['uniq_key']} keys={' '.join(d['keys'])} delivered at offset "
             f"{d['delivered_offset']}: {d['reason']}" for d in doc["duplicates"]]
-    late = [f"delay level {lv['level']}: {lv['overdue']} overdue (by up to {lv['overdue_by_ms']} ms), backlog "
-            f"{lv['backlog']} from offset {lv['restart_offset']}" for lv in doc["late"]["delay_levels"]]
+    late = [f"delay level {lv['level']}: {lv['overdue']} overdue (by up to {lv['overdue_by_ms']} ms, "
+            f"{lv['delivered_before']} delivered before), backlog {lv['backlog']} from offset {lv['restart_offset']}, "
+            f"goes out at {lv['goes_out_ms']}" if lv["configured"] else
+            f"delay level {lv['level']}: not in messageDelayLevel, {lv['never_delivered']} message(s) never delivered "
+            f"(backlog from offset {lv['restart_offset']})" for lv in doc["late"]["delay_levels"]]
     wheel = doc["late"]["timer"]
     if wheel.get("present"):
         late.append(f"timer wheel: {wheel['pending']} pending, {wheel['overdue']} overdue, read again from "

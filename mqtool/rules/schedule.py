@@ -4,11 +4,56 @@ Read at `rocketmq-all-5.3.1` (`broker/.../schedule/ScheduleMessageService.java`,
 and `rocketmq-all-4.9.8` (`store/.../schedule/ScheduleMessageService.java`); the rules below are the
 same in both. The versions differ only in the delivery task (5.3.1 records a not-yet-due unit as the
 level's offset, and skips a unit whose put failed): see `offset_after_failed_put`.
+
+A level is a key of `delayLevelTable` (`parseDelayLevel`: entry i of `messageDelayLevel` is level
+i + 1); here the table is the list `delay_levels_ms` (`BrokerConfig.delay_levels_ms`), index level - 1.
+A level missing from it has no delivery task (`start`): its queue is never delivered while it is missing.
 """
+
+import numpy as np
 
 from mqtool.rules.java import parse_int
 
 FALLBACK_DELAY_MS = 1000  # computeDeliverTimestamp: a level missing from delayLevelTable
+FIRST_DELAY_TIME = 1000  # start(): each level's first DeliverDelayedMessageTimerTask, ms after start
+DELAY_FOR_A_WHILE = 100  # executeOnTimeUp: the next task after a unit not yet due (or a failed put)
+
+
+def delay_level_2_queue_id(delay_level: int) -> int:
+    """`ScheduleMessageService.delayLevel2QueueId`: level L lives in SCHEDULE_TOPIC_XXXX queue L - 1."""
+    return delay_level - 1
+
+
+def queue_id_2_delay_level(queue_id: int) -> int:
+    """`ScheduleMessageService.queueId2DelayLevel`: queue Q of SCHEDULE_TOPIC_XXXX holds level Q + 1."""
+    return queue_id + 1
+
+
+def level_delay_ms(delay_level: int, delay_levels_ms: list[int]) -> int | None:
+    """`delayLevelTable.get(level)`: the level's delay, None when `messageDelayLevel` has no such level."""
+    if 1 <= delay_level <= len(delay_levels_ms):
+        return delay_levels_ms[delay_level - 1]
+    return None
+
+
+def is_level_started(delay_level: int, delay_levels_ms: list[int]) -> bool:
+    """`ScheduleMessageService.start`: one `DeliverDelayedMessageTimerTask` per `delayLevelTable` entry.
+
+    False: no task ever reads the level's queue, so its messages are never delivered while the level
+    is missing from `messageDelayLevel` (an operator who shortens the list strands them; putting the
+    level back delivers them on the next start). `correctDelayOffset` skips such a level too.
+    """
+    return level_delay_ms(delay_level, delay_levels_ms) is not None
+
+
+def transform_delay_level(delay_level: int, max_delay_level: int) -> int:
+    """The put path's clamp: a DELAY above `maxDelayLevel` becomes the max level (the one clamp policy).
+
+    5.3.1 `HookUtils.transformDelayLevelMessage` and 4.9.8 `CommitLog.asyncPutMessage` rewrite DELAY
+    (`setDelayTimeLevel(max)`) before choosing queue `delayLevel2QueueId`; `checkMessageAndReturnSize`
+    clamps the same way when it computes the tagsCode. Levels are never clamped up (<= 0 is not a delay).
+    """
+    return min(delay_level, max_delay_level)
 
 
 def correct_delay_offset(stored: int | None, min_offset: int, max_offset: int) -> int | None:
@@ -34,9 +79,8 @@ def compute_deliver_timestamp(delay_level: int, store_timestamp: int, delay_leve
 
     `delay_levels_ms[i]` is level i + 1 (`parseDelayLevel`); a level not in the table gets 1000 ms.
     """
-    if 1 <= delay_level <= len(delay_levels_ms):
-        return store_timestamp + delay_levels_ms[delay_level - 1]
-    return store_timestamp + FALLBACK_DELAY_MS
+    delay = level_delay_ms(delay_level, delay_levels_ms)
+    return store_timestamp + (FALLBACK_DELAY_MS if delay is None else delay)
 
 
 def schedule_tags_code(delay: str | None, store_timestamp: int, delay_levels_ms: list[int]) -> int | None:
@@ -55,7 +99,7 @@ def schedule_tags_code(delay: str | None, store_timestamp: int, delay_levels_ms:
 def delay_level(delay: str | None, max_delay_level: int) -> int | None:
     """The level of a DELAY property as the CommitLog reads it: parsed, clamped down to the max."""
     level = parse_int(delay)
-    return None if level is None else min(level, max_delay_level)
+    return None if level is None else transform_delay_level(level, max_delay_level)
 
 
 def correct_deliver_timestamp(now: int, deliver_timestamp: int, delay_ms: int) -> int:
@@ -67,6 +111,27 @@ def correct_deliver_timestamp(now: int, deliver_timestamp: int, delay_ms: int) -
     if deliver_timestamp > now + delay_ms:
         return now
     return deliver_timestamp
+
+
+def correct_deliver_timestamps(now: int, deliver_timestamps: np.ndarray, delay_ms: int) -> np.ndarray:
+    """`correctDeliverTimestamp` over an array of tagsCodes (the simulator's batch path)."""
+    tags = np.asarray(deliver_timestamps, dtype=np.int64)
+    return np.where(tags > now + delay_ms, np.int64(now), tags)
+
+
+def first_delivery_after_start(start_ms: int, tags_code: int, delay_ms: int) -> int:
+    """When a started level's task puts its head unit (tagsCode `tags_code`): `start`, `executeOnTimeUp`.
+
+    The first task runs `FIRST_DELAY_TIME` after the start and corrects the deliver time
+    (`correctDeliverTimestamp`, which only the first poll can change); a unit not yet due ends the task
+    and the next runs `DELAY_FOR_A_WHILE` later, so the unit goes out at the first poll of that 100 ms
+    grid at or after its deliver time. The tasks' own run time, which stretches the grid, is left out.
+    """
+    first = start_ms + FIRST_DELAY_TIME
+    deliver_timestamp = correct_deliver_timestamp(first, tags_code, delay_ms)
+    if deliver_timestamp <= first:
+        return first
+    return first - (first - deliver_timestamp) // DELAY_FOR_A_WHILE * DELAY_FOR_A_WHILE
 
 
 def offset_after_failed_put(unit_offset: int, v4: bool) -> int:

@@ -34,14 +34,21 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
 )
-from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, offset_after_failed_put
+from mqtool.rules.schedule import (
+    DELAY_FOR_A_WHILE,
+    FIRST_DELAY_TIME,
+    correct_delay_offset,
+    correct_deliver_timestamp,
+    correct_deliver_timestamps,
+    delay_level_2_queue_id,
+    is_level_started,
+    offset_after_failed_put,
+)
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
 from mqtool.simulate.model import _ORDER, BLANK_MIN, _order
 
-FIRST_DELAY_TIME = 1000
-DELAY_FOR_A_WHILE = 100
 DELAY_FOR_A_PERIOD = 10000
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
@@ -66,7 +73,8 @@ class ScheduleService:
 
     def __init__(self, ctx: SimContext, stored_offsets: dict[int, int] | None) -> None:
         self.ctx = ctx
-        self.delays = {i + 1: d for i, d in enumerate(ctx.config.delay_levels_ms())}
+        levels = ctx.config.delay_levels_ms()  # delayLevelTable: only these levels get a task (`start`)
+        self.delays = {lv: d for lv, d in enumerate(levels, 1) if is_level_started(lv, levels)}
         self.offsets: dict[int, int] = dict(stored_offsets or {})
         self.persisted: dict[int, int] = dict(self.offsets)
         self.async_deliver = bool(getattr(ctx.config, "enable_schedule_async_deliver", False))
@@ -85,7 +93,8 @@ class ScheduleService:
         self._not_due: tuple[int, int] | None = None  # `_deliver_base` ended at this unit, due at this time
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
-            ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, level - 1, lambda lv=level: self._on_append(lv))
+            ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level),
+                                lambda lv=level: self._on_append(lv))
 
     # ----- life cycle -----
     def start(self) -> None:
@@ -117,8 +126,9 @@ class ScheduleService:
         for level, off in list(self.offsets.items()):
             if level not in self.delays:
                 continue
-            self.offsets[level] = correct_delay_offset(off, m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, level - 1),
-                                                       m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, level - 1))
+            qid = delay_level_2_queue_id(level)
+            self.offsets[level] = correct_delay_offset(off, m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid),
+                                                       m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid))
 
     def persist(self) -> None:
         offsets = self.offsets
@@ -158,7 +168,7 @@ class ScheduleService:
     # ----- one level -----
     def _level(self, level: int, offset: int):
         ctx, m = self.ctx, self.ctx.model
-        qid = level - 1
+        qid = delay_level_2_queue_id(level)
         delay = self.delays[level]
         while True:
             now = ctx.engine.now
@@ -244,7 +254,7 @@ class ScheduleService:
         self._not_due = None
         if m.put_filter is not None or not batchable(base):
             return offset
-        qid = level - 1
+        qid = delay_level_2_queue_id(level)
         u = base._queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
         if u is None or offset < u.first:
             return offset
@@ -252,14 +262,13 @@ class ScheduleService:
         b = min(min(hi, base.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)) - u.first, a + DELIVER_BATCH)
         # the due prefix: deliver = correct_deliver_timestamp(clock, tags, delay), a few units at a time
         # first (a poll usually finds one or two), more while they are all due
-        limit = clock + delay
         deliver: list[int] = []
         i, step = a, 16
         later = None  # the deliver time of a written unit not yet due that ends the prefix
         while i < b:
             j = min(b, i + step)
-            for t, written in zip(u.tags[i:j].tolist(), u.ok[i:j].tolist(), strict=True):
-                d = clock if t > limit else t
+            for d, written in zip(correct_deliver_timestamps(clock, u.tags[i:j], delay).tolist(), u.ok[i:j].tolist(),
+                                  strict=True):
                 if not written or d > clock:
                     if written:
                         later = d
@@ -447,7 +456,7 @@ class ScheduleService:
         m = self.ctx.model
         out = {}
         for level in self.delays:
-            hi = m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
+            hi = m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level))
             n = hi - self.offsets.get(level, 0)
             if n > 0:
                 out[level] = n

@@ -24,7 +24,7 @@ STAGES = (
 # Verdict states.
 STATES = (
     "delivered", "waiting", "overdue", "skipped", "cancelled", "committed", "rolled_back", "discarded",
-    "pending", "dead_lettered", "cancel_request", "unknown", "consumed",
+    "pending", "dead_lettered", "cancel_request", "unknown", "consumed", "never",
 )
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from mqtool.formats import names
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
 from mqtool.rules.transaction import check_immunity_time
 from mqtool.store.store import (
     Store,
@@ -111,7 +112,7 @@ def _real(rec: MessageRecord) -> str:
 class _Park:
     kind: str  # delay | timer | retry_delay
     rec: MessageRecord
-    due: int
+    due: int | None  # None: a delay level missing from messageDelayLevel (never delivered)
     level: int | None = None
     slot: int | None = None  # timer: the wheel slot it sits in now
     rolls: bool = False
@@ -145,6 +146,7 @@ class Timeline:
         self.fam = family
         self.as_of = as_of
         self.cfg = store.config
+        self.delays = store.config.delay_levels_ms()
         self.stages: list[Stage] = []
         self.records: list[TracedRecord] = []
         self.st = _State()
@@ -170,13 +172,28 @@ class Timeline:
                 self.add(None, "not_consumed", rec, f"consumer group {group}: committed offset {off} <= "
                          f"{rec.queue_offset} ({rec.queue_offset - off + 1} message(s) to go)")
 
-    def _delay_due(self, rec: MessageRecord, level: int) -> int:
-        """ConsumeQueue tagsCode of the schedule unit (§4.3), else store time + the level's delay."""
+    def _delay_due(self, rec: MessageRecord, level: int) -> int | None:
+        """ConsumeQueue tagsCode of the schedule unit (§4.3), else `computeDeliverTimestamp`; None when
+        the level is missing from messageDelayLevel (no task delivers it: `is_level_started`)."""
+        if self._delay_ms(level) is None:
+            return None
         cq = self.store.consume_queue(rec.topic, rec.queue_id)
         unit = cq.unit(rec.queue_offset) if cq is not None else None
         if unit is not None and unit.commitlog_offset == rec.physical_offset and unit.tags_code > 0:
             return unit.tags_code
-        return rec.store_timestamp + self.store.delay_level_ms(level)
+        return compute_deliver_timestamp(level, rec.store_timestamp, self.delays)
+
+    def _delay_ms(self, level: int) -> int | None:
+        return level_delay_ms(level, self.delays)
+
+    def _level_text(self, level: int) -> str:
+        delay = self._delay_ms(level)
+        if delay is None:
+            return f"delay level {level} (not in messageDelayLevel: {len(self.delays)} levels)"
+        return f"delay level {level} ({format_duration(delay)})"
+
+    def _due_text(self, due: int | None) -> str:
+        return "never delivered while the level is missing" if due is None else f"due {_fmt(due)}"
 
     def _role(self, rec: MessageRecord, first: bool) -> str:
         join = self.fam.joins[rec.physical_offset]
@@ -242,23 +259,22 @@ class Timeline:
         self._consumption(rec)
 
     def _on_delay(self, rec: MessageRecord) -> None:
-        level = rec.queue_id + 1
+        level = queue_id_2_delay_level(rec.queue_id)
         due = self._delay_due(rec, level)
-        delay = self.store.delay_level_ms(level)
         asked = _int(rec.properties.get(names.PROPERTY_DELAY_TIME_LEVEL))
         clamp = f" (DELAY={asked} clamped to the last level)" if asked is not None and asked > level else ""
-        self.add(rec.store_timestamp, "parked", rec, f"delay level {level} ({format_duration(delay)}){clamp} "
-                 f"in {names.RMQ_SYS_SCHEDULE_TOPIC}/{rec.queue_id}, due {_fmt(due)}, for {_real(rec)}")
+        self.add(rec.store_timestamp, "parked", rec, f"{self._level_text(level)}{clamp} "
+                 f"in {names.RMQ_SYS_SCHEDULE_TOPIC}/{rec.queue_id}, {self._due_text(due)}, for {_real(rec)}")
         self.st.park = _Park("delay", rec, due, level=level)
         self.st.state = "waiting"
 
     def _on_retry_delay(self, rec: MessageRecord) -> None:
-        level = rec.queue_id + 1
+        level = queue_id_2_delay_level(rec.queue_id)
         due = self._delay_due(rec, level)
         group = (rec.properties.get(names.PROPERTY_REAL_TOPIC) or "")[len(names.RETRY_GROUP_TOPIC_PREFIX):]
         self.add(rec.store_timestamp, "retry_scheduled", rec,
-                 f"sent back by consumer group {group} (reconsume #{rec.reconsume_times}), delay level {level} "
-                 f"({format_duration(self.store.delay_level_ms(level))}), due {_fmt(due)}")
+                 f"sent back by consumer group {group} (reconsume #{rec.reconsume_times}), "
+                 f"{self._level_text(level)}, {self._due_text(due)}")
         self.st.park = _Park("retry_delay", rec, due, level=level)
         self.st.state = "waiting"
 
@@ -393,8 +409,8 @@ class Timeline:
         park = self.st.park
         p = rec.properties
         if park is not None and park.kind == "delay":
-            how = (f"re-put by the schedule service from level {park.level}, "
-                   f"{format_duration(rec.store_timestamp - park.due)} after due")
+            how = f"re-put by the schedule service from level {park.level}" + (
+                "" if park.due is None else f", {format_duration(rec.store_timestamp - park.due)} after due")
         elif park is not None and park.kind == "timer" or names.PROPERTY_TIMER_DEQUEUE_MS in p:
             due = park.due if park is not None else _int(p.get(names.PROPERTY_TIMER_OUT_MS))
             dequeue = _int(p.get(names.PROPERTY_TIMER_DEQUEUE_MS))
@@ -513,6 +529,11 @@ class Timeline:
                                f"store's last activity {_fmt(as_of)}){seen}", due)
             return Verdict("waiting", f"waiting: due {_fmt(due)} (in {format_duration(due - as_of)}), {where}", due)
         what = f"delay level {park.level}" + (" (retry)" if park.kind == "retry_delay" else "")
+        if due is None:
+            return Verdict("never", f"never delivered: {what} is not in messageDelayLevel ({len(self.delays)} "
+                           "levels), so ScheduleMessageService runs no task for it; it waits in "
+                           f"{names.RMQ_SYS_SCHEDULE_TOPIC}/{park.rec.queue_id}@{park.rec.queue_offset} until the "
+                           "level is configured again")
         if due <= as_of:
             return Verdict("overdue", f"overdue: due {_fmt(due)} ({format_duration(as_of - due)} before the store's "
                            f"last activity {_fmt(as_of)}), {what}; the schedule service had not delivered it", due)

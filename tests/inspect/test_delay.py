@@ -30,7 +30,13 @@ def test_basic_levels_1_3_18_and_the_clamped_level_20(basic: Store):
     assert lv[1]["overdue_ms"] == BASIC_NOW - 1795362434801
     assert lv[18]["overdue_ms"] < 0  # due in about 2 h
     assert lv[18]["head"]["real_topic"] and lv[18]["head"]["keys"] == ["dkey18"]
-    assert doc["totals"] == {"backlog": 4, "overdue_levels": 2, "corrections": 0}
+    assert doc["totals"] == {
+        "backlog": 4,
+        "overdue_levels": 2,
+        "corrections": 0,
+        "never_delivered": 0,
+        "never_levels": [],
+    }
     assert sum(b["count"] for b in doc["histogram"]) == 4
     assert doc["findings"] == []
 

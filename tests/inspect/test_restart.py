@@ -102,8 +102,13 @@ def test_without_crc_check_the_torn_body_survives_and_d1d_is_a_duplicate(crash):
 def test_late_and_headline(preview, crash):
     root, _ = crash
     late = preview["late"]
-    # D1d (level 1, due +9100, its delivery lost with the torn tail) and T60 (slot +60000); T30 is dangling
-    assert [(lv["level"], lv["overdue"]) for lv in late["delay_levels"]] == [(1, 1), (2, 0)]
+    # D1d (level 1, due +9100, its delivery lost with the torn tail) and T60 (slot +60000); T30 is dangling.
+    # Per level every unit from the restart offset is overdue, delivered before or not (the delay view's
+    # answer): level 1 restarts at D1b (due +101 + 1 s = +1101), D1c and D1d (2 of them delivered before),
+    # level 2 at D2a (due +200 + 5 s = +5200, delivered before); both heads go out with the first task, AT + 1 s.
+    assert [(lv["level"], lv["overdue"], lv["delivered_before"], lv["overdue_by_ms"], lv["goes_out_ms"])
+            for lv in late["delay_levels"]] == [(1, 3, 2, AT - (T0 + 1101), AT + 1000),
+                                                (2, 1, 1, AT - (T0 + 5200), AT + 1000)]
     assert (late["timer"]["pending"], late["timer"]["overdue"]) == (1, 1)
     assert late["overdue"] == 2
     assert preview["headline"] == "restart preview: 5 duplicates, 2 overdue"
@@ -164,13 +169,13 @@ def test_the_overview_headline_names_the_restart_preview(crash, demo_dir, demo_c
 
 def test_a_clean_store_late_and_due_at_its_stop(demo_dir, demo_conf):
     """The demo broker stopped at T0 + 20000: D1c (level 1) is due at +20700, D3 (level 3) at +25000, D18
-    (level 18, stored at +32) at +32 + 2 h; none is overdue, each goes out at its due time but no sooner
-    than the level's first task (start + 1 s)."""
+    (level 18, stored at +32) at +32 + 2 h; none is overdue, each goes out at the first poll of its level
+    at or after its due time: the first task at start + 1 s (+21000), then every 100 ms (D18: +7200100)."""
     from mqtool.formats.broker_conf import load_broker_conf
 
     doc = restart_preview(Store.open(demo_dir, load_broker_conf(demo_conf)), None, T0 + 20_000, replay=False)
     assert [(lv["level"], lv["backlog"], lv["overdue"], lv["goes_out_ms"]) for lv in doc["late"]["delay_levels"]] == [
-        (1, 1, 0, T0 + 21_000), (3, 1, 0, T0 + 25_000), (18, 2, 0, T0 + 32 + 7_200_000)]
+        (1, 1, 0, T0 + 21_000), (3, 1, 0, T0 + 25_000), (18, 2, 0, T0 + 7_200_100)]
     assert doc["late"]["overdue"] == 0
 
 
