@@ -181,7 +181,10 @@ def render_overview(doc: dict, local: bool) -> None:
     d, tx, tm = doc["delay"], doc["transactions"], doc["timer"]
     head = [
         ("delay backlog", f"{d['backlog']} message(s) in {d['levels_with_backlog']} level(s); "
-                          f"{d['overdue_levels']} level(s) overdue; {d['corrections']} offset correction(s)"),
+                          + (f"{d['never_delivered']} NEVER delivered (level(s) "
+                             f"{', '.join(map(str, d['never_levels']))} not in messageDelayLevel); "
+                             if d.get("never_delivered") else "")
+                          + f"{d['overdue_levels']} level(s) overdue; {d['corrections']} offset correction(s)"),
         ("transactions", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in tx["counts"].items())),
     ]
     if tx["oldest_pending"]:

@@ -144,6 +144,8 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
         "delay": {"levels_with_backlog": sum(1 for r in delay["levels"] if r["backlog"]),
                   "backlog": delay["totals"]["backlog"], "overdue_levels": delay["totals"]["overdue_levels"],
                   "corrections": delay["totals"]["corrections"],
+                  "never_delivered": delay["totals"]["never_delivered"],
+                  "never_levels": delay["totals"]["never_levels"],
                   "offsets": {str(r["level"]): r["offset"] for r in delay["levels"] if r["offset_stored"]}},
         "timer": None if timer is None else {
             "checkpoint": timer["checkpoint"], "units": timer["units"], "slots": len(timer["slots"]),

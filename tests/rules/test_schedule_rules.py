@@ -1,14 +1,22 @@
 """`mqtool.rules.schedule` against values worked out by hand from ScheduleMessageService / CommitLog."""
 
+import numpy as np
 import pytest
 
 from mqtool.rules.schedule import (
     compute_deliver_timestamp,
     correct_delay_offset,
     correct_deliver_timestamp,
+    correct_deliver_timestamps,
     delay_level,
+    delay_level_2_queue_id,
+    first_delivery_after_start,
+    is_level_started,
+    level_delay_ms,
     offset_after_failed_put,
+    queue_id_2_delay_level,
     schedule_tags_code,
+    transform_delay_level,
 )
 
 # messageDelayLevel default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -66,3 +74,39 @@ def test_correct_deliver_timestamp():
 def test_failed_put_skips_in_5_3_and_retries_in_4_9():
     assert offset_after_failed_put(7, v4=False) == 8
     assert offset_after_failed_put(7, v4=True) == 7
+
+
+def test_level_and_queue_id():
+    assert [delay_level_2_queue_id(lv) for lv in (1, 18)] == [0, 17]
+    assert [queue_id_2_delay_level(q) for q in (0, 17)] == [1, 18]
+
+
+def test_a_level_missing_from_the_table_has_no_task():
+    three = [1000, 5000, 10000]  # messageDelayLevel=1s 5s 10s
+    assert [level_delay_ms(lv, three) for lv in (0, 1, 3, 4, 18)] == [None, 1000, 10000, None, None]
+    assert [is_level_started(lv, three) for lv in (0, 1, 3, 4, 18)] == [False, True, True, False, False]
+    assert is_level_started(18, LEVELS) and not is_level_started(19, LEVELS)
+
+
+@pytest.mark.parametrize("level, max_level, expected", [(20, 18, 18), (18, 18, 18), (3, 18, 3), (18, 3, 3),
+                                                        (0, 18, 0), (-1, 18, -1)])
+def test_transform_delay_level_clamps_down_only(level, max_level, expected):
+    assert transform_delay_level(level, max_level) == expected
+
+
+def test_correct_deliver_timestamps_is_the_rule_per_element():
+    tags = [9_000, 15_000, 15_001, 3_610_000]
+    got = correct_deliver_timestamps(10_000, np.array(tags, dtype=np.int64), 5000).tolist()
+    assert got == [correct_deliver_timestamp(10_000, t, 5000) for t in tags] == [9_000, 15_000, 10_000, 10_000]
+
+
+@pytest.mark.parametrize("tags, delay, expected", [
+    (500, 1000, 2000),  # overdue: the first task, start (1000) + FIRST_DELAY_TIME
+    (2000, 1000, 2000),  # due exactly then
+    (2001, 1000, 2100),  # not due at the first poll: the next 100 ms poll
+    (2100, 1000, 2100),
+    (7_201_032, 7_200_000, 7_201_100),  # D18 of fixtures/demo, relative to its stop
+    (9_999_999, 1000, 2000),  # beyond the first poll + delay: correctDeliverTimestamp makes it due at once
+])
+def test_first_delivery_after_start(tags, delay, expected):
+    assert first_delivery_after_start(1000, tags, delay) == expected
