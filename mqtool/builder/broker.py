@@ -44,10 +44,7 @@ from mqtool.formats.names import (
     PROPERTY_TIMER_DELAY_MS,
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
-    PROPERTY_TIMER_DEQUEUE_MS,
-    PROPERTY_TIMER_ENQUEUE_MS,
     PROPERTY_TIMER_OUT_MS,
-    PROPERTY_TIMER_ROLL_TIMES,
     PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_TRANSACTION_ID,
     PROPERTY_TRANSACTION_PREPARED,
@@ -71,10 +68,9 @@ from mqtool.formats.sysflag import (
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
 )
-from mqtool.rules.timer import do_enqueue
+from mqtool.rules.timer import LONG_MAX, convert_properties, do_enqueue, put_at_once
 
 TIMER_PROPS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
-LONG_MAX = (1 << 63) - 1
 
 
 class PutRejected(ValueError):
@@ -286,7 +282,7 @@ def enqueue_timer(w: StoreWriter, rec: MessageRecord, write_time_ms: int) -> int
     write = write_time_ms // precision * precision
     props = rec.properties
     delayed = int(props[PROPERTY_TIMER_OUT_MS])
-    if delayed < write:
+    if put_at_once(delayed, write):
         return None
     is_delete = PROPERTY_TIMER_DEL_UNIQKEY in props
     delayed, magic = do_enqueue(delayed, write, w.config.timer_roll_window_slots(), precision, is_delete)
@@ -448,17 +444,13 @@ def deliver_delayed(w: StoreWriter, scheduled: MessageRecord, *, store_timestamp
 
 def deliver_timer(w: StoreWriter, timer_rec: MessageRecord, *, enqueue_ms: int, store_timestamp: int,
                   dequeue_ms: int | None = None, roll: bool = False, capacity: int | None = None) -> MessageRecord:
-    """`TimerMessageStore.convert`: TIMER_ENQUEUE_MS (the unit's write time; `LONG_MAX` for a record due
-    on arrival, -1 for none), TIMER_ROLL_TIMES on a roll, TIMER_DEQUEUE_MS; a roll stays on the timer topic.
+    """`TimerMessageStore.convert` (`rules.timer.convert_properties`): `enqueue_ms` is the unit's write time
+    (`LONG_MAX` for a record due on arrival, -1 for none); a roll stays on the timer topic.
     """
     props = props_map(timer_rec.properties_raw)
     if PROPERTY_TIMER_DEL_UNIQKEY in props and not roll:
         raise ValueError("a cancel record is never delivered (doPut returns PUT_NO_RETRY)")
-    if enqueue_ms != -1:
-        props[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_ms)
-    if roll:
-        props[PROPERTY_TIMER_ROLL_TIMES] = str(int(props.get(PROPERTY_TIMER_ROLL_TIMES, "0")) + 1)
-    props[PROPERTY_TIMER_DEQUEUE_MS] = str(store_timestamp if dequeue_ms is None else dequeue_ms)
+    props = convert_properties(props, enqueue_ms, roll, store_timestamp if dequeue_ms is None else dequeue_ms)
     raw = serialise(w, props, capacity)
     topic, qid = ((timer_rec.topic, timer_rec.queue_id) if roll
                   else (props[PROPERTY_REAL_TOPIC], int(props[PROPERTY_REAL_QUEUE_ID])))

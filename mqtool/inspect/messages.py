@@ -20,6 +20,7 @@ from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.rules.schedule import compute_deliver_timestamp
+from mqtool.rules.timer import dequeue_ms, roll_times, was_dequeued, was_rolled
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
 from mqtool.store.findings import Finding, sort_findings
@@ -332,8 +333,7 @@ def explain(store: Store, rec: MessageRecord) -> list[str]:
                        f"in the slot of TIMER_OUT_MS={p.get(names.PROPERTY_TIMER_OUT_MS)}")
         else:
             out.append(f"timer message for {real}, TIMER_OUT_MS={p.get(names.PROPERTY_TIMER_OUT_MS)}"
-                       + (f", rolled {p[names.PROPERTY_TIMER_ROLL_TIMES]} time(s)"
-                          if names.PROPERTY_TIMER_ROLL_TIMES in p else ""))
+                       + (f", rolled {roll_times(p)} time(s)" if was_rolled(p) else ""))
     elif rec.topic == names.RMQ_SYS_TRANS_HALF_TOPIC:
         out.append(f"half (prepared) message for {real}, producer group {p.get(names.PROPERTY_PRODUCER_GROUP)}, "
                    f"TRANSACTION_CHECK_TIMES={p.get(names.PROPERTY_TRANSACTION_CHECK_TIMES, 'absent')}")
@@ -362,6 +362,6 @@ def explain(store: Store, rec: MessageRecord) -> list[str]:
             and rec.topic == p.get(names.PROPERTY_REAL_TOPIC)):
         out.append(f"delivered from delay level {p[names.PROPERTY_DELAY_TIME_LEVEL]} "
                    "(stale DELAY/REAL_TOPIC kept in the bytes)")
-    if rec.topic != names.TIMER_TOPIC and names.PROPERTY_TIMER_DEQUEUE_MS in p:
-        out.append(f"delivered by the timer service at {_int(p[names.PROPERTY_TIMER_DEQUEUE_MS])}")
+    if rec.topic != names.TIMER_TOPIC and was_dequeued(p):
+        out.append(f"delivered by the timer service at {dequeue_ms(p)}")
     return out

@@ -27,7 +27,6 @@ from mqtool.formats.names import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
-    PROPERTY_TIMER_DEQUEUE_MS,
     REMOVE_TAG,
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
@@ -41,6 +40,7 @@ from mqtool.inspect.timer import slot_chain, timer_view
 from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, first_delivery_after_start
+from mqtool.rules.timer import was_dequeued
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.store import Store
 
@@ -55,7 +55,7 @@ class _Stored:
     commit or op always follows its source record, and after a crash the candidates lie near the end.
     It decodes each record from there (`iter_records`); the column scan (`inspect/columns.py`) would not
     save much: the deliveries are ordinary records on user topics, told apart only by their properties
-    (REAL_TOPIC with TIMER_DEQUEUE_MS or DELAY), which the columns do not carry.
+    (REAL_TOPIC with the timer's dequeue time or DELAY), which the columns do not carry.
     """
 
     def __init__(self, store: Store, end: int, start: int | None = None):
@@ -69,7 +69,7 @@ class _Stored:
             p = rec.properties
             kind = None
             if rec.topic not in (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC) and PROPERTY_REAL_TOPIC in p:
-                if PROPERTY_TIMER_DEQUEUE_MS in p:
+                if was_dequeued(p):
                     kind = "timer"
                 elif PROPERTY_DELAY_TIME_LEVEL in p:
                     kind = "delay"

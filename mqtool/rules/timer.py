@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from mqtool.formats.names import PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES
 from mqtool.formats.timerlog import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL
+from mqtool.rules.java import INT_MAX, parse_int, parse_long
 
 U = TypeVar("U")
 
@@ -38,6 +40,76 @@ def is_cancel_request(magic: int) -> bool:
 def slot_num_delta(magic: int) -> int:
     """What `doEnqueue` adds to the slot's num for a unit: -1 for a delete (even a rolled one), else +1."""
     return -1 if need_delete(magic) else 1
+
+
+LONG_MAX = 2**63 - 1  # Long.MAX_VALUE: TIMER_ENQUEUE_MS of a message put at once (never in the TimerLog)
+# the properties `convert` sets, in the order it sets them: on a delivery the first and last, on a roll all three
+CONVERT_SET = (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES, PROPERTY_TIMER_DEQUEUE_MS)
+DELIVERY_SET = (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS)
+
+
+def put_at_once(delay_time: int, curr_write_time_ms: int) -> bool:
+    """`TimerEnqueuePutService.putMessageToTimerWheel`: a delivery time before `currWriteTimeMs` skips the
+    TimerLog and goes straight to the dequeue's put (enqueue time Long.MAX_VALUE); else `doEnqueue`."""
+    return delay_time < curr_write_time_ms
+
+
+def next_roll_times(value: str | bytes | None) -> int:
+    """`convert`'s TIMER_ROLL_TIMES on a roll: the value + 1 (1 when absent), as Java's int wraps.
+
+    Where `Integer.parseInt` throws (not a number), the broker's put fails with an unknown error and
+    is retried (or skipped with timerSkipUnknownError); mqtool counts such a value as 0.
+    """
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "surrogateescape")
+    n = parse_int(value)
+    n = 1 if n is None else n + 1
+    return n if n <= INT_MAX else n - 2**32
+
+
+def convert_properties(props: dict[str, str], enqueue_time: int, need_roll: bool, dequeue_ms: int) -> dict[str, str]:
+    """`TimerMessageStore.convert`: a copy of the properties with TIMER_ENQUEUE_MS (unless -1: a unit
+    read without its write time), TIMER_ROLL_TIMES + 1 on a roll, and TIMER_DEQUEUE_MS (the put time)."""
+    out = dict(props)
+    if enqueue_time != -1:
+        out[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_time)
+    if need_roll:
+        out[PROPERTY_TIMER_ROLL_TIMES] = str(next_roll_times(out.get(PROPERTY_TIMER_ROLL_TIMES)))
+    out[PROPERTY_TIMER_DEQUEUE_MS] = str(dequeue_ms)
+    return out
+
+
+def convert_size_change(old_lengths: tuple[int | None, ...], new_values: tuple[int | str, ...]) -> int:
+    """How many bytes `convert` adds to a properties string: per property of `CONVERT_SET` (or
+    `DELIVERY_SET`, by the length of `old_lengths`), the new value's length less the old one's (UTF-8
+    lengths, None where absent: then the key and its two separators are added too)."""
+    keys = CONVERT_SET if len(old_lengths) == 3 else DELIVERY_SET
+    n = 0
+    for key, old, new in zip(keys, old_lengths, new_values, strict=True):
+        new_len = len(str(new))
+        n += len(key) + 2 + new_len if old is None else new_len - old
+    return n
+
+
+def roll_times(props: dict[str, str]) -> int | None:
+    """TIMER_ROLL_TIMES of a record: how often the timer re-put it to its topic (None: never, or not a number)."""
+    return parse_int(props.get(PROPERTY_TIMER_ROLL_TIMES))
+
+
+def dequeue_ms(props: dict[str, str]) -> int | None:
+    """TIMER_DEQUEUE_MS of a record: when the timer's dequeue put it (None: it did not)."""
+    v = props.get(PROPERTY_TIMER_DEQUEUE_MS)
+    return None if v is None else parse_long(v)
+
+
+def was_rolled(props: dict[str, str]) -> bool:
+    """Does the record carry TIMER_ROLL_TIMES, i.e. is it a roll re-put (`convert` with needRoll)?"""
+    return PROPERTY_TIMER_ROLL_TIMES in props
+
+
+def was_dequeued(props: dict[str, str]) -> bool:
+    """Does the record carry TIMER_DEQUEUE_MS, i.e. was it put by the timer's dequeue (`convert`)?"""
+    return PROPERTY_TIMER_DEQUEUE_MS in props
 
 
 def do_enqueue(delayed_time: int, write_time_ms: int, roll_window_slots: int, precision_ms: int,
@@ -127,6 +199,19 @@ def dequeue_order(units: Iterable[tuple[int, U]], magic: Callable[[U], int]
         (deletes if is_cancel_request(magic(pu[1])) else normal).append(pu)
     normal.reverse()
     return deletes, normal
+
+
+def cancels_in_slot(cancel_out_ms: int | None, target_out_ms: int | None, precision_ms: int) -> bool:
+    """Will a cancel record drop a timer message (`dequeue` + `TimerDequeueGetMessageService`)?
+
+    A cancel acts only on the units read in its own slot. Rolls move both the cancel and its target
+    on to the slot of their TIMER_OUT_MS (roll units are re-put, never matched), so the cancel takes
+    effect where both end: the same slot of the wheel, whatever either rolled before or after the
+    other was written.
+    """
+    if cancel_out_ms is None or target_out_ms is None or precision_ms <= 0:
+        return False
+    return cancel_out_ms // precision_ms == target_out_ms // precision_ms
 
 
 def build_delete_key(real_topic: str | None, uniq_key: str) -> str:

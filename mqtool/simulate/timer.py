@@ -10,7 +10,7 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
   `now − slotsTotal × precision + 60 × precision`. A store shut down cleanly has its timers already
   in the TimerLog, so nothing is enqueued twice.
 - enqueue (`rmq_sys_wheel_timer` queue 0 from `currQueueOffset`): `delayedTime = TIMER_OUT_MS`; when
-  it is before `currWriteTimeMs` the message is put at once (TIMER_ENQUEUE_MS = Long.MAX_VALUE);
+  it is before `currWriteTimeMs` the message is put at once (`rules.timer.put_at_once`, enqueue time Long.MAX_VALUE);
   else `doEnqueue`: the roll rule (≥ rollWindow ahead ⇒ ROLL, target write + window/2 when the rest
   is under window/3, else write + window), DELETE for TIMER_DEL_UNIQKEY, a 52-byte unit appended,
   the slot's last position and count updated.
@@ -22,8 +22,9 @@ Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.
   instead of an error. In a slot, delete units (DELETE, not
   ROLL) are read first and their TIMER_DEL_UNIQKEY values collected; then the other units oldest
   first: a record whose UNIQ_KEY is in that set is dropped (cancelled); a ROLL unit is re-put to the
-  timer topic with TIMER_ROLL_TIMES + 1; the rest go to REAL_TOPIC/REAL_QID (`convert`: TIMER_ENQUEUE_MS,
-  TIMER_DEQUEUE_MS set, the string built before REAL_TOPIC/REAL_QID are removed).
+  timer topic with its roll count + 1; the rest go to REAL_TOPIC/REAL_QID (`convert`: the enqueue and dequeue
+  times set, the string built before REAL_TOPIC/REAL_QID are removed). `convert`'s properties are set by
+  `rules.timer.convert_properties` only.
 - a plain unit enqueued during the run keeps, beside it, what its delivery needs (`timerrows.DeliveryRows`: REAL_TOPIC,
   REAL_QID, UNIQ_KEY packed, the re-put's size but the two properties the dequeue sets); where no fault
   can refuse a put and no cancel is in the slot, the dequeue delivers it from that row (`_deliver_row`)
@@ -47,22 +48,27 @@ from mqtool.formats.names import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DEL_UNIQKEY,
-    PROPERTY_TIMER_DEQUEUE_MS,
-    PROPERTY_TIMER_ENQUEUE_MS,
     PROPERTY_TIMER_OUT_MS,
-    PROPERTY_TIMER_ROLL_TIMES,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import (
+    CONVERT_SET,
+    DELIVERY_SET,
+    LONG_MAX,
     LOOP,
+    convert_properties,
+    convert_size_change,
     dequeue_order,
     do_enqueue,
     do_enqueue_many,
     is_cancel_request,
     is_deleted,
     need_roll,
+    next_roll_times,
+    put_at_once,
+    roll_times,
     walk_chain,
 )
 from mqtool.simulate import plainscan
@@ -78,7 +84,6 @@ from mqtool.simulate.timerunits import TimerUnits
 SLOTS_TOTAL = 7 * 86400
 TIMER_BLANK_SLOTS = 60
 TIMERLOG_BLANK_SIZE = 16
-LONG_MAX = 2**63 - 1
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
 COLUMNS_FROM = 1024  # from this many units on, a batch is read as columns (`batchread.scan_plain`)
 ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
@@ -92,17 +97,16 @@ _CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without 
 # `_enqueue_base`: the values `read_plain` takes from a plain string, and the two dequeue properties' segment
 # lengths but their values (name, separators)
 _ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
-               PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS)
+               PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + DELIVERY_SET
 _ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
-_ENQ_SEG = len(PROPERTY_TIMER_ENQUEUE_MS) + 2
-_DEQ_SEG = len(PROPERTY_TIMER_DEQUEUE_MS) + 2
-# `_roll`'s three properties, in the order it sets them (a source without them gets them appended so)
-_ROLL_SET = (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES, PROPERTY_TIMER_DEQUEUE_MS)
+_ENQ_SEG, _DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
+# `_roll`'s three properties, in the order `convert` sets them (a source without them gets them appended so)
+_ROLL_SET = CONVERT_SET
+_ROLL_TIMES_KEY = CONVERT_SET[1]
 # (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`_roll_row`)
 _ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
 _U64 = (1 << 64) - 1
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
-_ROLL_SEGS = tuple(len(k) + 2 for k in _ROLL_SET)  # a property's name and separators
 # the values `_roll_plain` takes from a plain string (`rollread.read_sources`)
 _ROLL_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
                 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + _ROLL_SET + (PROPERTY_TAGS,)
@@ -331,7 +335,7 @@ class TimerService:
                                 delayed = int(props[PROPERTY_TIMER_OUT_MS])
                             except (KeyError, ValueError):
                                 continue
-                        if delayed < write:
+                        if put_at_once(delayed, write):
                             if pend[0]:
                                 self._flush_enqueues(pend, write)
                             retry = self._put(m.message(unit[0]), LONG_MAX, 0, delayed, direct=True)
@@ -497,7 +501,7 @@ class TimerService:
                 delayed = _int(out_b.decode("utf-8", "surrogateescape"))
                 if delayed is None:
                     return None
-            if delayed < write or delayed > _NP_MAX:
+            if put_at_once(delayed, write) or delayed > _NP_MAX:
                 return False
             real = texts[real_b]
             qid = texts[qid_b]
@@ -514,7 +518,7 @@ class TimerService:
             delayed = int(props[PROPERTY_TIMER_OUT_MS])
         except (KeyError, ValueError):
             return None
-        if delayed < write or delayed > _NP_MAX:
+        if put_at_once(delayed, write) or delayed > _NP_MAX:
             return False
         return (delayed, props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None, props.get(PROPERTY_REAL_TOPIC),
                 props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), rec)
@@ -536,7 +540,7 @@ class TimerService:
         if any(any(map(c.__contains__, phys)) for c in (msgs, spooled, lru)):
             py |= np.fromiter((ph in msgs or ph in spooled or ph in lru for ph in phys), bool, n)
         take = ~py & (out_s >= 0)
-        halts = np.flatnonzero(take & ((num < write) | (num > _NP_MAX)))
+        halts = np.flatnonzero(take & (put_at_once(num, write) | (num > _NP_MAX)))
         end = int(halts[0]) if len(halts) else n
         singles: dict[int, tuple] = {}  # k -> `_base_unit` of a record taken one by one
         for k in np.flatnonzero(py[:end]).tolist():
@@ -964,19 +968,15 @@ class TimerService:
 
     def _roll(self, msg, u: tuple, slot_time: int, pend: list) -> None:
         """`_put` and `_put_done` of a ROLL unit where no fault refuses a put: the re-put to the timer
-        topic with TIMER_ROLL_TIMES + 1 goes through `StoreModel.append` (a store's record in a run that
-        spools the timer topic: kept as a row, `_roll_row`); its event joins `pend`."""
+        topic with its roll count + 1 (`convert_properties`) goes through `StoreModel.append` (a store's
+        record in a run that spools the timer topic: kept as a row, `_roll_row`); its event joins `pend`."""
         ctx = self.ctx
         if ctx.model.spool is not None and self._roll_row(msg, u, slot_time, pend):
             return
         src = msg.props
-        props = dict(src)
         now = ctx.engine._now + ctx.clock_offset
-        if u[2] != -1:
-            props[PROPERTY_TIMER_ENQUEUE_MS] = str(u[2])
-        times = _int(props.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1
-        props[PROPERTY_TIMER_ROLL_TIMES] = str(times)
-        props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)
+        props = convert_properties(src, u[2], True, now)
+        times = roll_times(props)
         n = ctx.model.append(msg.derive(msg.topic, msg.queue_id, props), now, "timer").message
         self.rolled += 1
         log = ctx.log
@@ -1006,7 +1006,7 @@ class TimerService:
     def _roll_row(self, msg, u: tuple, slot_time: int, pend: list) -> bool:
         """`_roll` of a store's record (`msg`) in a run that spools the timer topic's re-puts, without the
         re-put (`_keep_roll`); False (nothing done) where the re-put goes through `append`: a re-put read
-        back (kept whole), no TIMER_ENQUEUE_MS to set, a cancel marker, values a row cannot hold."""
+        back (kept whole), no enqueue time to set, a cancel marker, values a row cannot hold."""
         m = self.ctx.model
         ph = msg.phys
         if (u[2] == -1 or ph in m.spool._where or ph in m._msgs or msg.topic != TIMER_TOPIC or msg.queue_id != 0
@@ -1037,8 +1037,7 @@ class TimerService:
             return False  # `append` meets the same error
         sys_flag = msg.sys_flag
         n += msg.body_len + hosts_size(sys_flag)
-        times = src.get(PROPERTY_TIMER_ROLL_TIMES)
-        times = 1 if times is None else _int(times, 0) + 1  # (no exception raised for the usual absent one)
+        times = next_roll_times(src.get(_ROLL_TIMES_KEY))
         tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
         return self._keep_roll(ph, n, olds, due, times, src.get(PROPERTY_REAL_TOPIC), qid_text,
                                src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), tags, u, slot_time, pend)
@@ -1058,13 +1057,7 @@ class TimerService:
             texts.clear()  # a store has a few REAL_TOPIC/REAL_QID values
         real = texts[real_b]
         qid_text = texts[qid_b]
-        if times_b is None:
-            times = 1
-        else:
-            try:
-                times = int(times_b) + 1
-            except ValueError:
-                times = _int(_text(times_b), 0) + 1
+        times = next_roll_times(times_b)
         tags = tags_code({PROPERTY_TAGS: _text(tags_b)}) if tags_b is not None else 0
         return self._keep_roll(u[4], n, [None if v is None else len(v) for v in (enq_b, times_b, deq_b)], due,
                                times, real, qid_text, None if uniq_b is None else _text(uniq_b), tags, u,
@@ -1074,10 +1067,10 @@ class TimerService:
                    qid_text: str | None, uk: str | None, tags: int, u: tuple, slot_time: int, pend: list) -> bool:
         """The re-put `_roll` would make of the record at `ph`, kept as a row: its size is the source's
         (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
-        of its TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES, TIMER_DEQUEUE_MS or None) with the three values set
+        of its `CONVERT_SET` properties or None) with the three values set
         (`StoreModel.reput_size`'s arithmetic), `StoreModel.append_row` places it, and the spool keeps a row
         (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time
-        (= TIMER_DEQUEUE_MS), TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES and tags code, from which `_rebuild_roll`
+        (= the dequeue time), enqueue time, roll count and tags code, from which `_rebuild_roll`
         rebuilds it, and its TIMER_OUT_MS and delivery row (`DeliveryRows`), which `_roll_enqueue` hands
         the enqueue. False (nothing done) where a row cannot hold it."""
         ctx, m = self.ctx, self.ctx.model
@@ -1087,8 +1080,7 @@ class TimerService:
         now = ctx.engine._now + ctx.clock_offset
         enq_s = str(u[2])
         deq_s = str(now)
-        for seg, old, new in zip(_ROLL_SEGS, olds, (len(enq_s), len(str(times)), len(deq_s)), strict=True):
-            n += seg + new if old is None else new - old
+        n += convert_size_change(tuple(olds), (enq_s, times, deq_s))
         # the delivery's row: the re-put's size but its topic part and the two properties the dequeue sets
         x = self.rows.of_plain(n - len(enq_s) - _ENQ_SEG - len(deq_s) - _DEQ_SEG, real, qid_text, uk)
         if not x[0]:
@@ -1120,9 +1112,8 @@ class TimerService:
         if src is None:
             return None
         props = dict(src.props)
-        props[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_ms)
-        props[PROPERTY_TIMER_ROLL_TIMES] = str(times)
-        props[PROPERTY_TIMER_DEQUEUE_MS] = str(store_ts)
+        for key, value in zip(CONVERT_SET, (enqueue_ms, times, store_ts), strict=True):
+            props[key] = str(value)  # `convert_properties` as `_roll` made it (the roll count kept in the row)
         order = _order(tuple(props), m.capacity)[0]
         n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
         n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = phys, size, queue_offset, store_ts, \
@@ -1209,7 +1200,7 @@ class TimerService:
     def _deliver_row(self, u: tuple, x: tuple[int, int, int], target: tuple, slot_time: int, pend: list) -> None:
         """`_deliver` of a plain unit (`u[2]` not -1, no cancel in its slot) from the row kept beside it
         (`DeliveryRows`): the re-put's size is the row's plus the topic's fixed part and the two properties
-        the dequeue sets (TIMER_ENQUEUE_MS = `u[2]`, TIMER_DEQUEUE_MS = now); the due time is the slot
+        the dequeue sets (enqueue time `u[2]`, dequeue time now); the due time is the slot
         (a plain unit's slot is its TIMER_OUT_MS)."""
         ctx, m = self.ctx, self.ctx.model
         topic, qid, (units, bmax, fixed, _keep) = target
@@ -1245,10 +1236,7 @@ class TimerService:
                                    _int(props.get(PROPERTY_REAL_QUEUE_ID)), uk, phys, slot=slot_time)
                 return
         topic, qid, (units, bmax, fixed, _keep) = target
-        new = dict(props)
-        if u[2] != -1:
-            new[PROPERTY_TIMER_ENQUEUE_MS] = str(u[2])
-        new[PROPERTY_TIMER_DEQUEUE_MS] = str(ctx.engine._now + ctx.clock_offset)
+        new = convert_properties(props, u[2], False, ctx.engine._now + ctx.clock_offset)
         pos = m.place(m.reput_size(new, _order(tuple(new), m.capacity)[1], fixed, sys_flag, body_len))
         queue_offset = self._delivered(units, bmax)
         if queue_offset is None:
@@ -1281,13 +1269,8 @@ class TimerService:
         src = msg.props
         if not roll and src.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
             return None  # doPut: a cancel marker is never delivered (PUT_NO_RETRY)
-        props = dict(src)
         now = ctx.engine._now + ctx.clock_offset
-        if enqueue_time != -1:
-            props[PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_time)
-        if roll:
-            props[PROPERTY_TIMER_ROLL_TIMES] = str(_int(props.get(PROPERTY_TIMER_ROLL_TIMES), 0) + 1)
-        props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)
+        props = convert_properties(src, enqueue_time, roll, now)
         if roll:
             topic, qid = msg.topic, msg.queue_id
         else:
@@ -1336,7 +1319,7 @@ class TimerService:
             ctx.log.record(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
                            _int(src.get(PROPERTY_REAL_QUEUE_ID)), n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                            msg.phys, n.phys,
-                           {"slot": slot_time, "roll_times": _int(n.props.get(PROPERTY_TIMER_ROLL_TIMES))}, True)
+                           {"slot": slot_time, "roll_times": roll_times(n.props)}, True)
         else:
             self.delivered += 1
             ctx.log.record(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,

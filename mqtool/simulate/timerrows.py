@@ -25,11 +25,9 @@ from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TIMER_DEL_UNIQKEY,
-    PROPERTY_TIMER_DEQUEUE_MS,
-    PROPERTY_TIMER_ENQUEUE_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
-from mqtool.rules.timer import need_roll
+from mqtool.rules.timer import DELIVERY_SET, need_roll
 from mqtool.simulate.model import _order
 
 NO_ROW = (0, 0, 0)
@@ -39,13 +37,13 @@ SIZE = 1 << 29
 FORMATS = 1 << 16
 _HEX_DIGITS = "0123456789ABCDEF"
 # a re-put's two properties the dequeue sets: their names, separators (the value lengths are added)
-_DEQ_KEYS_LEN = len(PROPERTY_TIMER_ENQUEUE_MS) + len(PROPERTY_TIMER_DEQUEUE_MS) + 4
+_DEQ_KEYS_LEN = sum(len(k) + 2 for k in DELIVERY_SET)
 
 
 def reput_size(meta: int, fixed: int, enqueue_ms: int, dequeue_ms: int, trailing: bool) -> int:
     """`StoreModel.reput_size` of a delivery's re-put from its row's `meta`: the record's size but its
-    topic part and the two properties the dequeue sets, plus those (`fixed`: `queue_info`'s,
-    TIMER_ENQUEUE_MS, TIMER_DEQUEUE_MS) and less the last separator on 4.9."""
+    topic part and the two properties the dequeue sets, plus those (`fixed`: `queue_info`'s, then
+    `rules.timer.DELIVERY_SET`) and less the last separator on 4.9."""
     size = (meta >> 34) + fixed + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
     return size if trailing else size - 1
 
@@ -146,15 +144,15 @@ class DeliveryRows:
         return meta | 2 << 32 | size << 34, f, int(uk[len(prefix):], 16)
 
     def _keys_part(self, keys: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
-        """(the size of the keys and separators of a re-put with these properties but TIMER_ENQUEUE_MS and
-        TIMER_DEQUEUE_MS, those of the two it has), None for a cancel marker."""
+        """(the size of the keys and separators of a re-put with these properties but the two `convert` sets on a
+        delivery (`DELIVERY_SET`), those of the two it has), None for a cancel marker."""
         if PROPERTY_TIMER_DEL_UNIQKEY in keys:
             return None
         try:
             keys_len = _order(keys, self._capacity())[1]
         except UnicodeError:
             return None
-        drop = tuple(k for k in (PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS) if k in keys)
+        drop = tuple(k for k in DELIVERY_SET if k in keys)
         return keys_len + 2 * len(keys) - sum(len(k) + 2 for k in drop), drop
 
     def _tq_meta(self, topic: str | None, qid_text: str | None) -> int:

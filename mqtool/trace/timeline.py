@@ -9,7 +9,7 @@ becomes one or more stages by what it is (its `role`):
 | `delay` | `SCHEDULE_TOPIC_XXXX` queue level-1 (§4.2) | `stored`, `parked` (level, due = ConsumeQueue tagsCode) |
 | `retry_delay` | the same, REAL_TOPIC `%RETRY%group` (§4.10) | `retry_scheduled` |
 | `timer` | `rmq_sys_wheel_timer` (§6.1) | `stored`, `parked` (wheel slot and TimerLog unit, §6.4/6.5) |
-| `roll` | a timer re-put with `TIMER_ROLL_TIMES` (§6.8) | `rolled` |
+| `roll` | a timer re-put with a roll count (§6.8) | `rolled` |
 | `cancel` | a record whose `TIMER_DEL_UNIQKEY` names it (§6.7) | `cancel_requested`, `cancelled` (slot read) |
 | `half` / `half_copy` | `RMQ_SYS_TRANS_HALF_TOPIC` (§7.2, §7.5) | `parked`; `put_back` per check (or immunity re-put) |
 | `commit` / `rollback` | transaction type COMMIT / ROLLBACK (§7.3) | `committed` (+ consumers) / `rolled_back` |
@@ -32,6 +32,7 @@ from mqtool.formats import names
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
+from mqtool.rules.timer import cancels_in_slot, dequeue_ms, roll_times, was_dequeued, was_rolled
 from mqtool.rules.transaction import check_immunity_time
 from mqtool.store.store import (
     Store,
@@ -206,7 +207,7 @@ class Timeline:
         if rec.topic == names.TIMER_TOPIC:
             if names.PROPERTY_TIMER_DEL_UNIQKEY in p:
                 return "cancel_request"
-            return "roll" if names.PROPERTY_TIMER_ROLL_TIMES in p else "timer"
+            return "roll" if was_rolled(p) else "timer"
         if rec.topic == names.RMQ_SYS_TRANS_HALF_TOPIC:
             return "half" if self.st.half is None else "half_copy"
         if rec.topic == names.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
@@ -219,7 +220,7 @@ class Timeline:
             return "dlq"
         if rec.topic.startswith(names.RETRY_GROUP_TOPIC_PREFIX):
             return "retry"
-        if first or (self.st.park is None and names.PROPERTY_TIMER_DEQUEUE_MS not in p):
+        if first or (self.st.park is None and not was_dequeued(p)):
             return "stored"  # no service put it here: the producer did (a resend or a batch member)
         return "delivered"
 
@@ -299,11 +300,13 @@ class Timeline:
 
     def _on_roll(self, rec: MessageRecord) -> None:
         due = _int(rec.properties.get(names.PROPERTY_TIMER_OUT_MS)) or rec.store_timestamp
-        n = rec.properties.get(names.PROPERTY_TIMER_ROLL_TIMES)
+        n = roll_times(rec.properties)
         _when, text, slot, rolls = self._timer_slot_text(rec, due)
         self.add(rec.store_timestamp, "rolled", rec, f"roll #{n}: re-put to {names.TIMER_TOPIC}; {text}")
         self.st.park = _Park("timer", rec, due, slot=slot, rolls=rolls)
-        self.st.state = "waiting"
+        # a cancel written before the roll still meets the message in its final slot (`cancels_in_slot`)
+        cancelled = self.st.cancel is not None and cancels_in_slot(self.st.cancel_slot, due, self._precision())
+        self.st.state = "cancelled" if cancelled else "waiting"
 
     def _on_cancel(self, rec: MessageRecord) -> None:
         slot = _int(rec.properties.get(names.PROPERTY_TIMER_OUT_MS))
@@ -312,7 +315,7 @@ class Timeline:
                        if park and park.kind == "timer" else None)
         if park is None or park.kind != "timer":
             effect = "the message is not parked in the timer wheel: no effect"
-        elif slot == target_slot:
+        elif cancels_in_slot(slot, target_slot, self._precision()):
             effect = "same slot as the message: it will be dropped when the slot is read"
             self.st.cancel, self.st.cancel_slot = rec, slot
             self.st.state = "cancelled"
@@ -411,9 +414,9 @@ class Timeline:
         if park is not None and park.kind == "delay":
             how = f"re-put by the schedule service from level {park.level}" + (
                 "" if park.due is None else f", {format_duration(rec.store_timestamp - park.due)} after due")
-        elif park is not None and park.kind == "timer" or names.PROPERTY_TIMER_DEQUEUE_MS in p:
+        elif park is not None and park.kind == "timer" or was_dequeued(p):
             due = park.due if park is not None else _int(p.get(names.PROPERTY_TIMER_OUT_MS))
-            dequeue = _int(p.get(names.PROPERTY_TIMER_DEQUEUE_MS))
+            dequeue = dequeue_ms(p)
             how = (f"re-put by the timer service (TIMER_DEQUEUE_MS {_fmt(dequeue)})"
                    + (f", {format_duration(rec.store_timestamp - due)} after due" if due else ""))
         else:
@@ -435,6 +438,9 @@ class Timeline:
         self._deliver(rec, "dead_lettered")
 
     # ----------------------------------------------------------------- after the walk
+
+    def _precision(self) -> int:
+        return self.store.config.timer_precision_ms
 
     def _last_read(self) -> int | None:
         tc = self.store.timercheck

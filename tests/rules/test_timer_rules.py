@@ -126,3 +126,77 @@ def test_do_enqueue_many_equals_do_enqueue_unit_by_unit():
             want = [do_enqueue(d, T0, window, precision, x) for d, x in zip(delayed, delete, strict=True)]
             assert list(zip(slots.tolist(), magics.tolist(), strict=True)) == want
     assert do_enqueue_many(np.array([T0 + 3 * 86_400_000]), T0, W, P, np.array([True]))[1].tolist() == [7]
+
+
+# ----- put at once, convert (issue #27: the timer's transitions have one home) -----
+
+def test_put_at_once_before_the_write_time_only():
+    from mqtool.rules.timer import put_at_once
+
+    assert put_at_once(T0 - 1, T0) is True  # due before currWriteTimeMs: straight to the dequeue's put
+    assert put_at_once(T0, T0) is False  # due in the current slot: doEnqueue
+    import numpy as np
+
+    assert put_at_once(np.array([T0 - 1000, T0, T0 + 1]), T0).tolist() == [True, False, False]
+
+
+def test_next_roll_times_counts_up_and_wraps_as_java_int():
+    from mqtool.rules.timer import next_roll_times
+
+    assert next_roll_times(None) == 1  # first roll
+    assert next_roll_times("1") == 2
+    assert next_roll_times(b"41") == 42  # the batch path hands bytes
+    assert next_roll_times("2147483647") == -2147483648  # Integer.parseInt + 1 overflows
+    assert next_roll_times("x") == 1  # Integer.parseInt throws on the broker: counted as 0 here
+
+
+def test_convert_properties_sets_the_three_in_order_on_a_copy():
+    from mqtool.rules.timer import convert_properties, roll_times, was_dequeued, was_rolled
+
+    src = {"TIMER_OUT_MS": "5", "REAL_TOPIC": "T"}
+    roll = convert_properties(src, T0, True, T0 + 7)
+    assert src == {"TIMER_OUT_MS": "5", "REAL_TOPIC": "T"}  # the source is left as it was
+    assert list(roll.items())[2:] == [("TIMER_ENQUEUE_MS", str(T0)), ("TIMER_ROLL_TIMES", "1"),
+                                      ("TIMER_DEQUEUE_MS", str(T0 + 7))]
+    again = convert_properties(roll, T0 + 100, True, T0 + 200)
+    assert (again["TIMER_ENQUEUE_MS"], again["TIMER_ROLL_TIMES"], again["TIMER_DEQUEUE_MS"]) == (
+        str(T0 + 100), "2", str(T0 + 200))
+    assert roll_times(again) == 2 and was_rolled(again) and was_dequeued(again)
+    out = convert_properties(src, -1, False, 9)  # no write time known: no TIMER_ENQUEUE_MS
+    assert out == {"TIMER_OUT_MS": "5", "REAL_TOPIC": "T", "TIMER_DEQUEUE_MS": "9"}
+    assert not was_rolled(out)
+
+
+def test_convert_size_change_by_hand():
+    from mqtool.rules.timer import convert_size_change
+
+    # all three new: "TIMER_ENQUEUE_MS" 16 + "TIMER_ROLL_TIMES" 16 + "TIMER_DEQUEUE_MS" 16 names, 2 separators
+    # each, values of 13 + 1 + 13 digits
+    assert convert_size_change((None, None, None), (T0, 1, T0 + 5)) == 3 * (16 + 2) + 13 + 1 + 13
+    # a second roll: only the count grows from "9" to "10"
+    assert convert_size_change((13, 1, 13), (T0, 10, T0 + 5)) == 1
+    # a delivery's two
+    assert convert_size_change((None, None), (T0, T0)) == 2 * (16 + 2) + 26
+
+
+def test_no_module_outside_rules_and_formats_names_a_timer_transition_property():
+    """TIMER_ENQUEUE_MS, TIMER_ROLL_TIMES, TIMER_DEQUEUE_MS are set by `convert_properties` and read
+    through its helpers; no other module names the constants."""
+    import ast
+    from pathlib import Path
+
+    import mqtool
+
+    pkg = Path(mqtool.__file__).parent
+    banned = {"PROPERTY_TIMER_ENQUEUE_MS", "PROPERTY_TIMER_ROLL_TIMES", "PROPERTY_TIMER_DEQUEUE_MS"}
+    found = []
+    for path in pkg.rglob("*.py"):
+        if path.parent.name in ("rules", "formats"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name in banned:
+                found.append(f"{path.relative_to(pkg)}:{node.lineno} {name}")
+            if isinstance(node, ast.alias) and node.name in banned:
+                found.append(f"{path.relative_to(pkg)} imports {node.name}")
+    assert found == []
