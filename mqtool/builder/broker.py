@@ -45,7 +45,6 @@ from mqtool.formats.names import (
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_OUT_MS,
-    PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_TRANSACTION_ID,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
@@ -69,6 +68,7 @@ from mqtool.formats.sysflag import (
     TRANSACTION_ROLLBACK,
 )
 from mqtool.rules.timer import LONG_MAX, convert_properties, do_enqueue, put_at_once
+from mqtool.rules.transaction import put_check_times
 
 TIMER_PROPS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 
@@ -361,8 +361,7 @@ def put_back_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int, 
     TRANSACTION_CHECK_TIMES is already updated in the map; flag and reconsume times are not copied.
     `immunity=True` is `renewImmunityHalfMessageInner`: WAIT=false and TRAN_PREPARED_QUEUE_OFFSET.
     """
-    props = props_map(half.properties_raw)
-    props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(check_times)
+    props = put_check_times(props_map(half.properties_raw), check_times)
     if immunity:
         props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
         props[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
@@ -382,7 +381,7 @@ def discard_half(w: StoreWriter, half: MessageRecord, *, store_timestamp: int, c
     """
     props = props_map(half.properties_raw)
     if check_times is not None:
-        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(check_times)
+        props = put_check_times(props, check_times)
     return w.append_message(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, half.body, serialise(w, props, capacity),
                             store_timestamp=store_timestamp, **_record_copy(half))
 

@@ -5,11 +5,20 @@ Read at `rocketmq-all-5.3.1` and `rocketmq-all-4.9.8`
 same in both (the versions differ in how a round waits for op records, a simulator matter).
 Order of a visit: `need_discard` (which also increments TRANSACTION_CHECK_TIMES in memory), then
 `need_skip`, then "fresh stored" (stored after the round started: the round stops), then the
-immunity (`immunity`), then `is_need_check`.
+immunity (`immunity`, `check_prepare_queue_offset`), then `is_need_check`. `check_visit` is that
+order as ONE decision per half message; every caller (simulator, views, trace, audit) takes it from
+there. `put_check_times` is the only writer of TRANSACTION_CHECK_TIMES (`needDiscard`'s
+`putUserProperty`, which `renewHalfMessageInner` copies into a put-back).
+
+The versions differ where a round reads more op records (`READ_MORE`): 5.3.1 sleeps 1 s
+(SLEEP_WHILE_NO_OP) when none come, 4.9.8 retries at once; and in 4.9.8 whether a round's put-back
+copy is visited in the same round depends on the reput dispatch winning a race (`same_round_outcomes`).
 """
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
+from mqtool.formats.names import PROPERTY_TRANSACTION_CHECK_TIMES
 from mqtool.rules.java import parse_int, parse_long
 
 MAX_PREDICTED_ROUNDS = 1000
@@ -17,6 +26,15 @@ MAX_PREDICTED_ROUNDS = 1000
 # immunity outcomes
 PUT_BACK = "put_back"  # CHECK_IMMUNITY_TIME_IN_SECONDS set and still immune: re-put, no check request
 NEW_ARRIVED = "new_arrived"  # no property, 0 <= age < transactionTimeOut: the round stops here
+
+# what one visit of `check` decides for a half message (`check_visit`)
+DONE = "done"  # an op record covers it (removeMap, or an immune copy's TRAN_PREPARED_QUEUE_OFFSET): go on
+DISCARD = "discard"  # needDiscard: resolveDiscardMsg, TRANSACTION_CHECK_TIMES left as it is; go on
+SKIP = "skip"  # needSkip: resolveDiscardMsg with the incremented count; go on
+FRESH = "fresh"  # stored after the round started: the round stops here
+CHECK = "check"  # isNeedCheck: putBackHalfMsgQueue (renewHalfMessageInner) and a check request; go on
+READ_MORE = "read_more"  # not yet due: read more op records, then visit the same half again
+STOPS_ROUND = frozenset((FRESH, NEW_ARRIVED))
 
 
 def get_int(text: str | None) -> int:
@@ -31,6 +49,7 @@ def get_long(text: str | None) -> int:
     return -1 if v is None else v
 
 
+@lru_cache(maxsize=4096)
 def need_discard(check_times: str | None, transaction_check_max: int) -> tuple[bool, int | None]:
     """`TransactionalMessageServiceImpl.needDiscard`: (discard?, TRANSACTION_CHECK_TIMES put in memory).
 
@@ -50,6 +69,7 @@ def need_skip(now: int, born_timestamp: int, file_reserved_time_h: int) -> bool:
     return now - born_timestamp > file_reserved_time_h * 3600 * 1000
 
 
+@lru_cache(maxsize=4096)
 def check_immunity_time(check_immunity_time_str: str | None, transaction_timeout: int) -> int:
     """`checkImmunityTime` of a visit: transactionTimeOut, or `getImmunityTime` of the property.
 
@@ -83,6 +103,64 @@ def is_need_check(age_ms: int, immunity_ms: int, newest_op_born: int | None, rou
     return ((newest_op_born is None and age_ms > immunity_ms)
             or (newest_op_born is not None and newest_op_born - round_start > transaction_timeout)
             or age_ms <= -1)
+
+
+def check_times_of(props: dict[str, str]) -> str | None:
+    """TRANSACTION_CHECK_TIMES as stored (None: absent): what `needDiscard` reads."""
+    return props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
+
+
+def put_check_times(props: dict[str, str], check_times: int | str) -> dict[str, str]:
+    """`needDiscard`'s `msgExt.putUserProperty(TRANSACTION_CHECK_TIMES, ...)`: a copy of `props` with the
+    count a visit put in memory (kept in its place when present, else last). `renewHalfMessageInner` and
+    `resolveDiscardMsg` copy this map into the put-back or the discarded record; nothing else writes it."""
+    return {**props, PROPERTY_TRANSACTION_CHECK_TIMES: str(check_times)}
+
+
+def check_prepare_queue_offset(prepared_queue_offset: str | None, removed) -> str | None:
+    """`checkPrepareQueueOffset` for an immune half: DONE when the op of its TRAN_PREPARED_QUEUE_OFFSET is
+    in removeMap (`removed`), PUT_BACK (`putImmunityMsgBackToHalfQueue`) when it is not or the property is
+    absent, None when the property does not parse (`getLong` -1: returns false, `check` goes on to
+    `isNeedCheck`)."""
+    if prepared_queue_offset is None:
+        return PUT_BACK
+    v = get_long(prepared_queue_offset)
+    if v == -1:
+        return None
+    return DONE if v in removed else PUT_BACK
+
+
+def check_visit(check_times: str | None, born_timestamp: int, store_timestamp: int,
+                check_immunity_time_str: str | None, prepared_queue_offset: str | None, removed, now: int,
+                round_start: int, newest_op_born: int | None, transaction_timeout: int, transaction_check_max: int,
+                file_reserved_time_h: int) -> tuple[str, int | None]:
+    """One visit of a half message in `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), once it is
+    read: (decision, TRANSACTION_CHECK_TIMES `needDiscard` put in memory; None after a DISCARD).
+
+    `needDiscard` || `needSkip` -> DISCARD / SKIP; stored at or after `round_start` -> FRESH; the immunity
+    (`immunity`, `check_prepare_queue_offset`) -> PUT_BACK, DONE or NEW_ARRIVED; `isNeedCheck` -> CHECK,
+    else READ_MORE. `removed` is removeMap's keys (the half offsets the op records read so far cover);
+    `newest_op_born` the bornTimestamp of the last op record of the last pull (None: it found none).
+    """
+    discard, times = need_discard(check_times, transaction_check_max)
+    if discard:
+        return DISCARD, None
+    if need_skip(now, born_timestamp, file_reserved_time_h):
+        return SKIP, times
+    if store_timestamp >= round_start:
+        return FRESH, times
+    age = now - born_timestamp
+    immunity_ms = check_immunity_time(check_immunity_time_str, transaction_timeout)
+    state = immunity(age, immunity_ms, check_immunity_time_str is not None)
+    if state == NEW_ARRIVED:
+        return NEW_ARRIVED, times
+    if state == PUT_BACK:
+        put = check_prepare_queue_offset(prepared_queue_offset, removed)
+        if put is not None:
+            return put, times
+    if is_need_check(age, immunity_ms, newest_op_born, round_start, transaction_timeout):
+        return CHECK, times
+    return READ_MORE, times
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,6 @@ from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
-    PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
@@ -48,14 +47,20 @@ from mqtool.formats.names import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 from mqtool.rules.transaction import (
-    NEW_ARRIVED,
+    CHECK,
+    DISCARD,
+    DONE,
     PUT_BACK,
+    READ_MORE,
+    SKIP,
+    STOPS_ROUND,
     check_immunity_time,
+    check_times_of,
+    check_visit,
     get_long,
-    immunity,
     is_need_check,
     need_discard,
-    need_skip,
+    put_check_times,
 )
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
@@ -279,28 +284,34 @@ class TransactionService:
                         break
                     i = new_offset = next_begin
                     continue
-                props = dict(msg.props)
-                discard, times = need_discard(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), self.check_max)
-                if not discard:
-                    props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times)
-                skip = not discard and need_skip(ctx.clock(), msg.born_ts, self.file_reserved_h)
-                if discard or skip:
-                    self._discard(msg, props, "discard" if discard else "skip", record)
-                    new_offset = i = i + 1
-                    continue
-                if msg.store_ts >= start:
-                    break  # "Fresh stored": check it in a later round
-                age = ctx.clock() - msg.born_ts
-                imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-                immunity_ms = check_immunity_time(imm_text, self.timeout)
-                state = immunity(age, immunity_ms, imm_text is not None)
-                if state == PUT_BACK and self._check_prepare_offset(remove_map, done_op, msg, props):
-                    new_offset = i = i + 1
-                    continue
-                if state == NEW_ARRIVED:
-                    break  # "New arrived": check it later
+                props = msg.props
                 ops = pull.msgs if pull is not None else None
-                if is_need_check(age, immunity_ms, ops[-1].born_ts if ops else None, start, self.timeout):
+                newest_op_born = ops[-1].born_ts if ops else None
+                prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
+                decision, times = check_visit(check_times_of(props), msg.born_ts, msg.store_ts,
+                                              props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), prepared,
+                                              remove_map, ctx.clock(), start, newest_op_born, self.timeout,
+                                              self.check_max, self.file_reserved_h)
+                props = dict(props) if decision == DISCARD else put_check_times(props, times)
+                if decision == DISCARD or decision == SKIP:
+                    self._discard(msg, props, decision, record)
+                    new_offset = i = i + 1
+                    continue
+                if decision in STOPS_ROUND:
+                    break  # "Fresh stored" / "New arrived": check it in a later round
+                if decision == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
+                    done_op.append(remove_map.pop(get_long(prepared)))
+                    new_offset = i = i + 1
+                    continue
+                if decision == PUT_BACK:
+                    if self._put_immunity(msg, props):
+                        new_offset = i = i + 1
+                        continue
+                    # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
+                    age = ctx.clock() - msg.born_ts
+                    imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), self.timeout)
+                    decision = CHECK if is_need_check(age, imm, newest_op_born, start, self.timeout) else READ_MORE
+                if decision == CHECK:
                     if not self._put_back(msg, props, record):
                         yield PUT_BACK_RETRY_MS
                         continue
@@ -349,13 +360,7 @@ class TransactionService:
         m, log, clock = ctx.model, ctx.log, ctx.clock()
         append, message, msgs = m.append, m.message_once, m._msgs  # an original is read once: not cached
         qids: dict[str | None, int | None] = {}  # `_qid` of a REAL_QID text
-        immunities: dict[str, int] = {}  # `check_immunity_time` of a CHECK_IMMUNITY_TIME_IN_SECONDS text
-        check_max, timeout = self.check_max, self.timeout
-        reserved_ms = self.file_reserved_h * 3600 * 1000  # `need_skip`
-        # `is_need_check` without the half's age: (no op record read and older than the immunity) or the
-        # newest op record read late, or born in the future
-        no_ops = newest_op_born is None
-        ops_late = not no_ops and newest_op_born - start > timeout
+        check_max, timeout, reserved_h = self.check_max, self.timeout, self.file_reserved_h
         scenario = ctx.scenario
         answers, default_answer, delay = scenario.answers, scenario.default_answer, scenario.answer_delay_ms
         verdicts = self._verdicts
@@ -394,7 +399,7 @@ class TransactionService:
                 facts = None
                 ph = msg.phys
                 props = msg.props
-                text = props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
+                text = check_times_of(props)
                 born, store_ts = msg.born_ts, msg.store_ts
                 imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
                 qid_text = props.get(PROPERTY_REAL_QUEUE_ID)
@@ -404,10 +409,12 @@ class TransactionService:
             verdict = verdicts.get(text)
             if verdict is None:
                 verdict = verdicts[text] = _verdict(text, check_max)
-            discard, times, times_text, row_times = verdict
-            skip = not discard and clock - born > reserved_ms
-            if discard or skip:
-                why = "discard" if discard else "skip"
+            _, times, times_text, row_times = verdict
+            # `check_visit` without removeMap: an immune half (PUT_BACK or DONE) ends the batch too
+            why, _ = check_visit(text, born, store_ts, imm_text, None, (), clock, start, newest_op_born, timeout,
+                                 check_max, reserved_h)
+            if why == DISCARD or why == SKIP:
+                skip = why == SKIP
                 if msg is None and cmt is False:
                     cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
                     if cmt[3] or m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
@@ -435,7 +442,7 @@ class TransactionService:
                     # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0; a discarded half's map is
                     # not changed (the re-put shares it), a skipped one's has the incremented count
                     if skip:
-                        props = {**props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+                        props = put_check_times(props, times_text)
                         row_times = times
                     new = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction").message
                     pos, copy_qo = new.phys, new.queue_offset
@@ -450,21 +457,8 @@ class TransactionService:
                 rows.append((real_topic, real_qid, uniq, ph, pos, row_times, copy_qo))
                 done = off + 1
                 continue
-            if store_ts >= start:
-                break
-            age = clock - born
-            if imm_text is None:
-                immunity_ms = timeout
-                if 0 <= age < timeout:
-                    break  # NEW_ARRIVED (`immunity`): the per-message walk decides
-            else:
-                immunity_ms = immunities.get(imm_text)
-                if immunity_ms is None:
-                    immunity_ms = immunities[imm_text] = check_immunity_time(imm_text, timeout)
-                if age < immunity_ms:
-                    break  # PUT_BACK (`_check_prepare_offset`): the per-message walk decides
-            if not ((no_ops and age > immunity_ms) or ops_late or age <= -1):
-                break  # more op records to read
+            if why != CHECK:
+                break  # fresh, immune, new or more op records to read: the per-message walk decides
             # `_put_back` of `_renew(msg, props)` with the incremented count
             if lazy is not None:
                 if facts is None:
@@ -485,7 +479,7 @@ class TransactionService:
                 else:
                     answer = default_answer
             else:
-                props = {**props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+                props = put_check_times(props, times_text)
                 new = msg.derive(msg.topic, msg.queue_id, props)
                 new.flag = 0
                 new.reconsume_times = 0
@@ -523,7 +517,7 @@ class TransactionService:
         takes them, the size but for the count's text, tags code). The size is `StoreModel.append`'s for the
         first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
         m = self.ctx.model
-        props = {**msg.props, PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+        props = put_check_times(msg.props, times_text)
         size = m.reput_size(props, _order(tuple(props), m.capacity)[1], fixed, msg.sys_flag, msg.body_len)
         keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k] if self.ctx.scenario.answers else None
         return (msg.derive(msg.topic, msg.queue_id, props), props, props.get(PROPERTY_REAL_TOPIC), real_qid,
@@ -536,7 +530,7 @@ class TransactionService:
         which a later copy, with the same keys, keeps)."""
         _, facts, times_text, store_ts, size, queue_offset, source_phys = e
         src = facts[0]
-        props = {**facts[1], PROPERTY_TRANSACTION_CHECK_TIMES: times_text}
+        props = put_check_times(facts[1], times_text)
         order = _order(tuple(props), self.ctx.model.capacity)[0]
         if order is not None:
             props = {k: props[k] for k in order}
@@ -548,17 +542,6 @@ class TransactionService:
         new.tags_code = facts[10]
         new.source_phys = source_phys
         return new
-
-    def _check_prepare_offset(self, remove_map, done_op, msg, props) -> bool:
-        prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
-        if prepared is not None:
-            v = get_long(prepared)
-            if v == -1:
-                return False
-            if v in remove_map:
-                done_op.append(remove_map.pop(v))
-                return True
-        return self._put_immunity(msg, props)
 
     # ----- puts -----
     def _renew(self, msg: SimMessage, props: dict[str, str]) -> SimMessage:
@@ -579,7 +562,7 @@ class TransactionService:
             n = res.message
             ctx.log.emit(ctx.engine.now, "transaction", "put_back", props.get(PROPERTY_REAL_TOPIC),
                          _qid(props), msg.uniq_key, msg.phys, n.phys, reason="immunity",
-                         check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)), queue_offset=n.queue_offset)
+                         check_times=_long(check_times_of(props)), queue_offset=n.queue_offset)
         else:
             ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
                          msg.uniq_key, msg.phys, status=res.status, reason="immunity put-back")
@@ -607,7 +590,7 @@ class TransactionService:
         else:
             ctx.log.emit_plain(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
                          msg.uniq_key, msg.phys, copy.phys, producer_group=group,
-                         check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)), queue_offset=copy.queue_offset,
+                         check_times=_long(check_times_of(props)), queue_offset=copy.queue_offset,
                          answer=answer)
         if answer in ("commit", "rollback"):
             ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
@@ -624,7 +607,7 @@ class TransactionService:
         if res.ok:
             ctx.log.emit_plain(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props),
                                msg.uniq_key, msg.phys, res.message.phys,
-                               check_times=_long(props.get(PROPERTY_TRANSACTION_CHECK_TIMES)),
+                               check_times=_long(check_times_of(props)),
                                queue_offset=res.message.queue_offset)
         else:
             ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0,
@@ -729,7 +712,7 @@ class TransactionService:
                 if k in self.resolved:
                     continue
                 out[k] = {"uniq_key": msg.uniq_key, "queue_offset": off, "physical_offset": msg.phys,
-                          "check_times": _long(msg.props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0")),
+                          "check_times": _long(check_times_of(msg.props) or "0"),
                           "reason": "waiting for a check round or a producer answer"}
         return list(out.values())
 

@@ -3,10 +3,18 @@
 import pytest
 
 from mqtool.rules.transaction import (
+    CHECK,
+    DISCARD,
+    DONE,
+    FRESH,
     NEW_ARRIVED,
     PUT_BACK,
+    READ_MORE,
+    SKIP,
     CheckPrediction,
     check_immunity_time,
+    check_prepare_queue_offset,
+    check_visit,
     get_int,
     get_long,
     immunity,
@@ -14,6 +22,7 @@ from mqtool.rules.transaction import (
     need_discard,
     need_skip,
     predict_checks,
+    put_check_times,
 )
 
 MAX = 15  # transactionCheckMax
@@ -120,3 +129,61 @@ def test_predict_file_reserved_time():
 def test_predict_never_discarded_within_the_rounds():
     p = predict_checks(None, 0, TIMEOUT, False, 0, 30000, 10**6, 10**6, max_rounds=3)
     assert p == CheckPrediction(30000, None, 3, None)
+
+
+START = 1_000_000  # the round's startTime
+
+
+def _visit(times=None, born=START - 10_000, store=START - 10_000, immunity_s=None, prepared=None, removed=(),
+           now=START, newest_op=None, check_max=MAX):
+    return check_visit(times, born, store, immunity_s, prepared, removed, now, START, newest_op, TIMEOUT, check_max, 72)
+
+
+def test_check_visit_one_decision_in_the_order_of_check():
+    # born 10 s before the round, no op record read, transactionTimeOut 6 s: needDiscard puts 1, isNeedCheck true
+    assert _visit() == (CHECK, 1)
+    assert _visit("4") == (CHECK, 5)
+    # at the max: discarded before anything else is looked at, even a record stored after the round started
+    assert _visit("15", store=START + 5) == (DISCARD, None)
+    # one below the max: the copy gets 15, and is checked (the copy is discarded at its own visit)
+    assert _visit("14") == (CHECK, 15)
+    # older than fileReservedTime (72 h): skipped with the count needDiscard put first
+    assert _visit("2", born=START - H72 - 1) == (SKIP, 3)
+    # stored at the round's start or later: "Fresh stored", the round stops
+    assert _visit(store=START) == (FRESH, 1)
+    # born 5999 ms before the check, no immunity property: "New arrived", the round stops
+    assert _visit(born=START - 5999) == (NEW_ARRIVED, 1)
+    # exactly transactionTimeOut old: neither new arrived (age < 6000) nor due (age > 6000): read more op records
+    assert _visit(born=START - 6000) == (READ_MORE, 1)
+    # op records were read and the newest is not late: read more, however old the half is
+    assert _visit(newest_op=START + 6000) == (READ_MORE, 1)
+    assert _visit(newest_op=START + 6001) == (CHECK, 1)
+
+
+def test_check_visit_immunity_property():
+    # CHECK_IMMUNITY_TIME_IN_SECONDS=60, 10 s old: put back without a check (TRAN_PREPARED_QUEUE_OFFSET added)
+    assert _visit(immunity_s="60") == (PUT_BACK, 1)
+    # an immune copy whose original (queue offset 7) an op record covers: done, nothing written
+    assert _visit("3", immunity_s="60", prepared="7", removed={7}) == (DONE, 4)
+    assert _visit("3", immunity_s="60", prepared="7", removed={8}) == (PUT_BACK, 4)
+    # an unparsable TRAN_PREPARED_QUEUE_OFFSET: checkPrepareQueueOffset returns false, isNeedCheck decides
+    # (age 10 s is not > the 60 s immunity, no op record read: read more)
+    assert _visit(immunity_s="60", prepared="x") == (READ_MORE, 1)
+    assert _visit(immunity_s="60", prepared="x", born=START + 5) == (CHECK, 1)  # born in the future
+    # past the immunity: the usual isNeedCheck
+    assert _visit(immunity_s="5") == (CHECK, 1)
+
+
+def test_check_prepare_queue_offset():
+    assert check_prepare_queue_offset(None, {0}) == PUT_BACK
+    assert check_prepare_queue_offset("0", {0}) == DONE
+    assert check_prepare_queue_offset("-1", {-1}) is None  # getLong's -1 is "unparsable"
+    assert check_prepare_queue_offset("1", ()) == PUT_BACK
+
+
+def test_put_check_times_keeps_the_place_of_the_property():
+    props = {"UNIQ_KEY": "U", "TRANSACTION_CHECK_TIMES": "1", "TAGS": "t"}
+    assert list(put_check_times(props, 2).items()) == [("UNIQ_KEY", "U"), ("TRANSACTION_CHECK_TIMES", "2"),
+                                                       ("TAGS", "t")]
+    assert props["TRANSACTION_CHECK_TIMES"] == "1"  # a copy: the record read is not changed
+    assert list(put_check_times({"A": "1"}, "1")) == ["A", "TRANSACTION_CHECK_TIMES"]
