@@ -148,13 +148,14 @@ def render_overview(doc: dict, local: bool) -> None:
     con = _console()
     files, cl = doc["files"], doc["commitlog"]
     con.print(f"[bold]RocketMQ store[/bold] {escape(doc['store'])}")
+    clf = files["commitlog"]
     pairs = [
-        ("CommitLog files", f"{files['commitlog']['files']} x {files['commitlog']['file_size']} B "
-                            f"({files['commitlog']['first']} .. {files['commitlog']['last']})"),
+        ("CommitLog files", f"{clf['files']} x {clf['file_size']} B ({clf['first']} .. {clf['last']})"
+                            if clf["files"] else "none"),
         ("CommitLog offsets", f"{cl['min_offset']} .. {cl['max_offset']}"),
         ("records", cl["records"]),
         ("store time range", f"{_t(cl['first_store_timestamp'], local)} .. {_t(cl['last_store_timestamp'], local)}"),
-        ("ConsumeQueues", f"{files['consumequeue']['queues']} queues of {files['consumequeue']['topics']} topics"),
+        ("ConsumeQueues", _queue_count(files)),
         ("TimerLog", "-" if files["timerlog"] is None else f"{files['timerlog']['files']} file(s)"),
         ("timerwheel", files["timerwheel"]),
         ("checkpoint", "present" if files["checkpoint"] else "absent"),
@@ -201,6 +202,13 @@ def render_overview(doc: dict, local: bool) -> None:
     con.print(_kv("Headline", head))
     fc = doc["finding_counts"]
     con.print(f"findings: {fc['error']} error(s), {fc['warning']} warning(s), {fc['info']} info")
+
+
+def _queue_count(files: dict) -> str:
+    """Every queue of the store, ConsumeQueue and BatchConsumeQueue (and RocksDB): the table's count."""
+    total, batch = files.get("queues_total") or files["consumequeue"], files.get("batchconsumequeue") or {}
+    line = f"{total['queues']} queues of {total['topics']} topics"
+    return line + (f" ({batch['queues']} BatchConsumeQueue)" if batch.get("queues") else "")
 
 
 def _config_source_pairs(doc: dict) -> list[tuple[str, str]]:

@@ -23,6 +23,7 @@ from mqtool.store.store import Store
 
 CHECK = "store.files"
 CONFIG_CHECK = "store.config"
+NO_QUEUE_DIRECTORY = "configured, no queue directory (nothing dispatched yet)"
 
 _MAPPED = re.compile(r"^\d{20}$")
 _INDEX_NAME = re.compile(r"^\d{17}$")
@@ -37,7 +38,10 @@ ROOT_PATHS = {  # name in the store root -> what it is (spec §1, §12-§16)
     "timerwheel.gz": "timer wheel (gzipped copy)",
     "checkpoint": "checkpoint (StoreCheckpoint)",
     "abort": "abort (the broker is running or did not shut down cleanly)",
-    "abort.bak": "abort.bak (left by a clean shutdown, 5.x)",
+    # DefaultMessageStore.createTempFile (5.x) writes the pid with MixAll.string2File at every start, which
+    # copies the abort file it replaces first: empty unless that start followed a crash (then its pid)
+    "abort.bak": "abort.bak (5.x: written at every broker start, the copy of the abort file it replaced: "
+                 "empty, or the crashed run's pid when the start followed a crash)",
     "lock": "lock (the running broker's file lock)",
     "config": "config directory",
     "compaction": "compaction",
@@ -156,6 +160,7 @@ def topic_config(store: Store, findings: Findings) -> dict:
         on_disk.setdefault(t, []).append(q)
     table = topics.topic_config_table
     rows = []
+    idle = []  # configured, no queue directory: one finding naming them all
     for t in sorted(set(table) | set(on_disk)):
         tc = table.get(t)
         qs = sorted(on_disk.get(t, []))
@@ -167,8 +172,11 @@ def topic_config(store: Store, findings: Findings) -> dict:
             if beyond:
                 problems.append(f"queue directories {beyond} beyond readQueueNums {tc.read_queue_nums}")
             if not qs:
-                problems.append("configured, no queue directory (nothing dispatched yet)")
+                problems.append(NO_QUEUE_DIRECTORY)
+                idle.append(t)
         for p in problems:
+            if p == NO_QUEUE_DIRECTORY:
+                continue
             where = "batchconsumequeue" if any(b == t for b, _ in store.batch_queue_ids) else "consumequeue"
             findings.add(f"{where}/{t}" if qs else store.topics_file, None, CONFIG_CHECK, "info", p, t)
         rows.append({"topic": t, "configured": tc is not None,
@@ -178,6 +186,9 @@ def topic_config(store: Store, findings: Findings) -> dict:
                      "queue_type": _attr(tc.attributes, "queue.type") if tc else None,
                      "cleanup_policy": _attr(tc.attributes, "cleanup.policy") if tc else None,
                      "queues_on_disk": qs, "problems": problems})
+    if idle:
+        findings.add(store.topics_file, None, CONFIG_CHECK, "info", f"{len(idle)} topic(s) {NO_QUEUE_DIRECTORY}: "
+                     + ", ".join(idle))
     return {"file": store.topics_file, "topics": rows}
 
 
@@ -232,10 +243,11 @@ def config_sources(store: Store) -> dict | None:
 
 
 def load_config_files(store: Store) -> None:
-    """Read the config files the broker loads at start that this view does not otherwise use (consumer
-    offsets, subscription groups, topics), so that an unparsable one is a `store.config` finding here as
-    delayOffset.json's is: the broker falls back to its .bak or starts without it."""
+    """Read the files the broker loads at start that this view does not otherwise use before it collects
+    the findings (consumer offsets, subscription groups, topics, checkpoint, timercheck), so that an
+    unparsable or short one is a finding here as delayOffset.json's is."""
     store.consumer_offsets, store.subscription_groups, store.topics  # noqa: B018 - read for their findings
+    store.checkpoint, store.timercheck  # noqa: B018 - a short page is a `store.files` finding
 
 
 def compaction_section(store: Store, queues: dict[tuple[str, int], dict], findings: Findings) -> list[dict] | None:

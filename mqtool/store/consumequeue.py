@@ -1,5 +1,6 @@
 """ConsumeQueues (spec §3): per topic and queue id, 20-byte units across mapped files."""
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,10 +35,12 @@ class ConsumeQueue:
 
     @classmethod
     def open(cls, root: Path, topic: str, queue_id: int, configured_size: int | None = None,
-             findings: Findings | None = None) -> "ConsumeQueue":
-        """`findings` (the queue's accumulator, `queue.findings`) receives what listing the files finds."""
+             findings: Findings | None = None, expected_size: int | None = None) -> "ConsumeQueue":
+        """`findings` (the queue's accumulator, `queue.findings`) receives what listing the files finds;
+        `expected_size`: the store's ConsumeQueue file length when known (`Store.consume_queue_file_size`)."""
         d = root / "consumequeue" / topic / str(queue_id)
-        return cls(root, topic, queue_id, open_queue(d, configured_size, "consumequeue", root, findings))
+        return cls(root, topic, queue_id, open_queue(d, configured_size, "consumequeue", root, findings,
+                                                     expected_size))
 
     @property
     def findings(self) -> list[Finding]:
@@ -116,6 +119,17 @@ class ConsumeQueue:
             if u.commitlog_offset >= commitlog_min:
                 return u.queue_offset
         return self.max_offset
+
+
+def common_file_size(root: Path, queues: list[tuple[str, int]]) -> int | None:
+    """The length most of the store's ConsumeQueue files have (every queue maps its files with the same
+    `mappedFileSizeConsumeQueue`); None without files or when two lengths are equally common."""
+    counts = Counter(p.stat().st_size for t, q in queues if (d := root / "consumequeue" / t / str(q)).is_dir()
+                     for p in d.iterdir() if p.is_file() and len(p.name) == 20 and p.name.isdigit())
+    top = counts.most_common(2)
+    if not top or len(top) == 2 and top[0][1] == top[1][1]:
+        return None
+    return top[0][0]
 
 
 def discover_queues(root: Path) -> list[tuple[str, int]]:

@@ -64,9 +64,13 @@ def _infer_size(files: list[MappedFile], configured: int | None) -> int:
 
 
 def open_queue(directory: Path, configured_size: int | None, kind: str, rel_to: Path,
-               findings: Findings | None = None) -> MappedFileQueue:
+               findings: Findings | None = None, expected_size: int | None = None) -> MappedFileQueue:
     """List a queue's files; a missing middle file, a stray name or a short file becomes a finding,
-    added to `findings` (a new accumulator when none is given)."""
+    added to `findings` (a new accumulator when none is given).
+
+    `expected_size`: the length the broker maps every file of this queue with, when known (broker.conf,
+    or the store's other queues): `MappedFileQueue.load` refuses any other length (5.x deletes an empty
+    last file first), so the broker does not start; each such file is an error."""
     findings = Findings() if findings is None else findings
     files: list[MappedFile] = []
     if directory.is_dir():
@@ -78,6 +82,8 @@ def open_queue(directory: Path, configured_size: int | None, kind: str, rel_to: 
                 findings.add(rel, None, f"{kind}.files", "info", f"ignoring unknown file {p.name}")
                 continue
             files.append(MappedFile(p, int(p.name), p.stat().st_size))
+    if expected_size and files:
+        return _check_expected(MappedFileQueue(directory, files, expected_size, findings), kind, rel_to)
     size = _infer_size(files, configured_size)
     for prev, cur in zip(files, files[1:], strict=False):
         rel = str(prev.path.relative_to(rel_to))
@@ -92,6 +98,22 @@ def open_queue(directory: Path, configured_size: int | None, kind: str, rel_to: 
         findings.add(str(files[-1].path.relative_to(rel_to)), None, f"{kind}.files", "warning",
                      f"last file is {files[-1].length} bytes, shorter than the queue's {size}")
     return MappedFileQueue(directory, files, size, findings)
+
+
+def _check_expected(queue: MappedFileQueue, kind: str, rel_to: Path) -> MappedFileQueue:
+    """Every file of the wrong length (an empty last one aside, which 5.x deletes), and gaps, as errors."""
+    size, files = queue.file_size, queue.files
+    for i, f in enumerate(files):
+        rel = str(f.path.relative_to(rel_to))
+        if f.length != size and not (f.length == 0 and i == len(files) - 1):
+            queue.findings.add(rel, min(f.length, size), f"{kind}.files", "error", f"file is {f.length} bytes, not "
+                               f"{size}: MappedFileQueue.load refuses a file of another length, the broker does not "
+                               "start")
+        if i + 1 < len(files) and files[i + 1].start != f.start + size:
+            missing = (files[i + 1].start - f.start - size) // size
+            queue.findings.add(rel, None, f"{kind}.files", "error", f"gap: next file should start at "
+                               f"{f.start + size:020d}, found {files[i + 1].name} ({missing} file(s) missing)")
+    return queue
 
 
 @contextmanager

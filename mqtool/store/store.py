@@ -16,6 +16,7 @@ from construct import ConstructError
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
 from mqtool.formats.config_json import SubscriptionGroups, Topics, parse_subscription_groups, parse_topics
+from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import REVIVE_TOPIC
 from mqtool.formats.offsets_json import (
     ConsumerOffsets,
@@ -27,7 +28,7 @@ from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
 from mqtool.store.batchcq import BCQ_DIR, BatchConsumeQueue, discover_batch_queues
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.config_files import read_config_json
-from mqtool.store.consumequeue import ConsumeQueue, discover_queues
+from mqtool.store.consumequeue import ConsumeQueue, common_file_size, discover_queues
 from mqtool.store.dledger import DLedgerCommitLog, DLedgerCommitLogView, find_dledger_dirs
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Findings
@@ -49,6 +50,8 @@ from mqtool.store.timer import TimerLog, TimerWheel
 ROCKSDB_DIRS = ("consumequeue", "rocksdbstore")  # where a RocksDB consume queue may live (spec §14)
 ROCKSDB_CONFIG_DIRS = ("config/topics", "config/subscriptionGroups", "config/consumerOffsets", "config/rdb")
 COMPACTION_DIR = "compaction"
+CHECKPOINT_READ = sum(sc.sizeof() for sc in checkpoint.subcons if sc.name)  # 40: StoreCheckpoint's five longs
+TIMERCHECK_READ = sum(sc.sizeof() for sc in timercheck.subcons if sc.name)  # 56: TimerCheckpoint's seven longs
 COMPACTION_PARTS = ("compactionLog", "compactionCq")  # every 5.3.1 store has compaction/position-checkpoint alone
 
 
@@ -150,8 +153,17 @@ class Store:
                                                self.rocksdb_queue_offsets[(topic, queue_id)])
                 return None
             self._queues[(topic, queue_id)] = ConsumeQueue.open(
-                self.root, topic, queue_id, self.config.mapped_file_size_consume_queue)
+                self.root, topic, queue_id, self.config.mapped_file_size_consume_queue,
+                expected_size=self.consume_queue_file_size)
         return self._queues[(topic, queue_id)]
+
+    @cached_property
+    def consume_queue_file_size(self) -> int | None:
+        """The length every ConsumeQueue file must have: broker.conf's `mappedFileSizeConsumeQueue` when it
+        sets one (`getMappedFileSizeConsumeQueue`), else the length most of the store's files have."""
+        if "mappedFileSizeConsumeQueue" in self.config.raw:  # rounded up to whole units like the getter
+            return -(-self.config.mapped_file_size_consume_queue // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
+        return common_file_size(self.root, discover_queues(self.root))
 
     def consume_queues(self, topic: str | None = None) -> list[QueueReader]:
         return [q for t, i in self.queue_ids if topic in (None, t) if (q := self.consume_queue(t, i))]
@@ -218,21 +230,26 @@ class Store:
 
     @cached_property
     def timercheck(self):
-        """config/timercheck as a Construct container, or None when absent."""
-        return self._page("config/timercheck", timercheck, TIMERCHECK_SIZE)
+        """config/timercheck as a Construct container, or None when absent (read like `TimerCheckpoint`:
+        a short file's missing bytes as 0, with a finding)."""
+        return self._page("config/timercheck", timercheck, TIMERCHECK_SIZE, TIMERCHECK_READ, "TimerCheckpoint")
 
     @cached_property
     def checkpoint(self):
-        return self._page("checkpoint", checkpoint, CHECKPOINT_SIZE)
+        """checkpoint as a Construct container, or None when absent (read like `StoreCheckpoint`)."""
+        return self._page("checkpoint", checkpoint, CHECKPOINT_SIZE, CHECKPOINT_READ, "StoreCheckpoint")
 
-    def _page(self, rel: str, fmt, size: int):
+    def _page(self, rel: str, fmt, size: int, read: int, java: str):
+        """The page as the broker reads it: it maps `size` bytes of the file, growing a short one with zeros,
+        and reads its longs from there. A file shorter than the `read` bytes it reads is an error finding."""
         p = self.root / rel
         if not p.is_file():
             return None
         data = read_at(p, 0, size)
-        if len(data) < 56 if fmt is timercheck else len(data) < 40:
-            self.findings.add(rel, 0, "store.files", "error", f"file is {len(data)} bytes, too short")
-            return None
+        if len(data) < read:
+            what = "empty" if not data else f"{len(data)} bytes, shorter than the {read} {java} reads"
+            self.findings.add(rel, len(data), "store.files", "error", f"file is {what}: the broker maps a "
+                              f"{size}-byte page and reads the missing bytes as 0")
         try:
             return fmt.parse(data.ljust(size, b"\x00"))
         except ConstructError as e:  # pragma: no cover - fixed-size longs always parse

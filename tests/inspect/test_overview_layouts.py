@@ -107,5 +107,8 @@ def test_configured_queues_next_to_the_queue_directories(batch_copy):
     assert rows["PlainTopic"]["configured"] is False
     assert rows["PlainTopic"]["problems"] == ["queue directories but no entry in topics.json"]
     assert rows["Ghost"]["problems"] == ["configured, no queue directory (nothing dispatched yet)"]
-    assert sorted((f["topic"], f["severity"]) for f in doc["findings"] if f["check"] == "store.config") == [
-        ("BatchTopic", "info"), ("Ghost", "info"), ("PlainTopic", "info")]
+    assert sorted((f["topic"] or "", f["file"], f["message"]) for f in doc["findings"]
+                  if f["check"] == "store.config") == [
+        ("", "config/topics.json", "1 topic(s) configured, no queue directory (nothing dispatched yet): Ghost"),
+        ("BatchTopic", "batchconsumequeue/BatchTopic", "queue directories [1] beyond readQueueNums 1"),
+        ("PlainTopic", "consumequeue/PlainTopic", "queue directories but no entry in topics.json")]
