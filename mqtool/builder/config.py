@@ -15,13 +15,36 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqtool.errors import MqtoolError
-from mqtool.formats.config_json import dump_subscription_groups, dump_topics, parse_subscription_groups, parse_topics
+from mqtool.formats.config_json import (
+    TopicConfig,
+    Topics,
+    dump_subscription_groups,
+    dump_topics,
+    parse_subscription_groups,
+    parse_topics,
+)
+from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.metrics_json import dump_topic_metrics, parse_timer_metrics, parse_transaction_metrics
+from mqtool.formats.offsets_json import (
+    LOADED_TABLE_SIZE,
+    ConsumerOffsets,
+    DataVersion,
+    _chm_order,
+    derive_group_topic_map,
+)
 
 if TYPE_CHECKING:
     from mqtool.builder.writer import StoreWriter
 
-__all__ = ["CONFIG_FILES", "dump_config", "parse_config", "rebuild_config_dir", "write_config"]
+__all__ = [
+    "CONFIG_FILES",
+    "create_topics",
+    "dump_config",
+    "parse_config",
+    "rebuild_config_dir",
+    "with_group_topic_map",
+    "write_config",
+]
 
 CONFIG_FILES: dict[str, tuple[Callable[[str], Any], Callable[[Any], str]]] = {
     "topics.json": (parse_topics, dump_topics),  # TopicConfigManager
@@ -67,3 +90,28 @@ def rebuild_config_dir(src: Path, out: Path) -> list[str]:
         (out / path.name).write_bytes(dump_config(path.name, parse_config(path.name, text)).encode("utf-8"))
         written.append(path.name)
     return written
+
+
+def create_topics(topics: Topics, requests: list[tuple[str, int, int, int]], v4: bool = False) -> Topics:
+    """topics.json after `TopicConfigManager.createTopicInSendMessageBackMethod` ran for each (topic, queue nums,
+    perm, time) request in order: an absent topic is added (read = write = queue nums, sysFlag 0) and moves the
+    dataVersion one step (`nextVersion`: counter + 1, that time, stateVersion 0); a present one is left as it is."""
+    table = dict(topics.topic_config_table)
+    dv = topics.data_version
+    for name, nums, perm, when in requests:
+        if name in table:
+            continue
+        table[name] = TopicConfig(name, nums, nums, perm, attributes=None if v4 else {})
+        if dv is not None:
+            dv = DataVersion(dv.counter + 1, None if dv.state_version is None else 0, when)
+    return Topics(table, dv)
+
+
+def with_group_topic_map(offsets: ConsumerOffsets) -> ConsumerOffsets:
+    """consumerOffset.json as 5.x persists it: `getGroupTopicMap()` is derived from the offset table when
+    written (4.x files have no such member and keep None)."""
+    if offsets.group_topic_map is None:
+        return offsets
+    # the getter walks offsetTable's keys in the ConcurrentHashMap's order: a HashSet keeps it within a bin
+    table = {k: offsets.offset_table[k] for k in _chm_order(offsets.offset_table, java_string_hash, LOADED_TABLE_SIZE)}
+    return ConsumerOffsets(offsets.offset_table, offsets.data_version, derive_group_topic_map(table))

@@ -21,6 +21,9 @@ from mqtool.formats.names import (
 DEFAULT_RETRY_MAX_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
 DEFAULT_RETRY_QUEUE_NUMS = 1  # SubscriptionGroupConfig.retryQueueNums
 DLQ_NUMS_PER_GROUP = 1  # MixAll.DLQ_NUMS_PER_GROUP
+DEFAULT_CLIENT_MAX_RECONSUME_TIMES = 16  # DefaultMQPushConsumerImpl.getMaxReconsumeTimes when left at -1
+VERSION_V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal(): requests from here on carry maxReconsumeTimes
+CLIENT_VERSION_5_3_1 = 475  # MQVersion.CURRENT_VERSION of a 5.3.1 client (V5_3_1.ordinal())
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +45,29 @@ def get_dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 
 
-def consumer_send_msg_back(group: str, reconsume_times: int, max_reconsume_times: int = DEFAULT_RETRY_MAX_TIMES,
-                           retry_queue_nums: int = DEFAULT_RETRY_QUEUE_NUMS, delay_level: int = 0) -> SendBack:
+def get_max_reconsume_times(client_max: int | None) -> int:
+    """`DefaultMQPushConsumerImpl.getMaxReconsumeTimes` (5.3.1 client): a client left at -1 (None here) sends 16."""
+    return DEFAULT_CLIENT_MAX_RECONSUME_TIMES if client_max is None or client_max == -1 else client_max
+
+
+def send_back_max_reconsume_times(
+    retry_max_times: int, request_max: int | None, request_version: int = CLIENT_VERSION_5_3_1
+) -> int:
+    """The limit `consumerSendMsgBack` applies: the group's retryMaxTimes, overridden by the request's
+    maxReconsumeTimes when the request is of V3_4_9 or later and carries one (every 5.3.1 client sends it,
+    so the group's setting only binds old clients and requests without the field)."""
+    if request_version >= VERSION_V3_4_9 and request_max is not None:
+        return request_max
+    return retry_max_times
+
+
+def consumer_send_msg_back(
+    group: str,
+    reconsume_times: int,
+    max_reconsume_times: int = DEFAULT_RETRY_MAX_TIMES,
+    retry_queue_nums: int = DEFAULT_RETRY_QUEUE_NUMS,
+    delay_level: int = 0,
+) -> SendBack:
     """`consumerSendMsgBack`'s decision for a message read back with `reconsume_times`.
 
     retryQueueNums <= 0 answers SUCCESS without writing (the message is gone); reconsumeTimes >=

@@ -25,6 +25,7 @@ from typing import Any
 
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
+from mqtool.formats.config_json import PERM_READ, PERM_WRITE
 from mqtool.formats.names import (
     ACK_TAG,
     CK_TAG,
@@ -47,8 +48,12 @@ from mqtool.rules import pop as pop_rules
 from mqtool.rules.retry import (
     DEFAULT_RETRY_MAX_TIMES,
     DEFAULT_RETRY_QUEUE_NUMS,
+    DLQ_NUMS_PER_GROUP,
     consumer_send_msg_back,
+    get_dlq_topic,
+    get_max_reconsume_times,
     get_retry_topic,
+    send_back_max_reconsume_times,
     send_back_properties,
 )
 from mqtool.simulate.context import SimContext
@@ -78,15 +83,18 @@ def subscription_groups(store) -> dict[str, dict]:
     sg = getattr(store, "subscription_groups", None) if store is not None else None
     if sg is None:
         return {}
-    return {name: {"retryMaxTimes": g.retry_max_times, "retryQueueNums": g.retry_queue_nums}
-            for name, g in sg.subscription_group_table.items()}
+    return {
+        name: {"retryMaxTimes": g.retry_max_times, "retryQueueNums": g.retry_queue_nums}
+        for name, g in sg.subscription_group_table.items()
+    }
 
 
 class ConsumerService:
     """Every `[[consumers]]` group of a scenario; a service with start/stop/persist like the others."""
 
-    def __init__(self, ctx: SimContext, specs: list[ConsumerSpec], stored_offsets: dict | None,
-                 groups: dict[str, dict] | None) -> None:
+    def __init__(
+        self, ctx: SimContext, specs: list[ConsumerSpec], stored_offsets: dict | None, groups: dict[str, dict] | None
+    ) -> None:
         self.ctx = ctx
         self.specs = specs
         self.groups = groups or {}
@@ -123,7 +131,12 @@ class ConsumerService:
                     if (topic, qid) not in seen:
                         seen.add((topic, qid))
                         self.queues.append((group, topic, qid, s))
+        self.queue_spec = {(g, t, q): s for g, t, q, s in self.queues}
         self.walkers: dict[tuple[str, str, int], Process] = {}
+        self.started_at = ctx.engine.now
+        # createTopicInSendMessageBackMethod / the revive's retry topic: (topic, queue nums, perm, time) in call
+        # order; `--out` adds those topics.json lacks, one dataVersion step each
+        self.topic_requests: list[tuple[str, int, int, int]] = []
         self.next_unit: dict[tuple[str, str, int], int] = {}
         self.gen = 0
         self.persister: Process | None = None
@@ -141,11 +154,16 @@ class ConsumerService:
     def _group(self, group: str) -> dict:
         return self.groups.get(group, {})
 
+    def retry_max_times(self, group: str) -> int:
+        """The group's retryMaxTimes (`subscription_groups`), else SubscriptionGroupConfig's default 16."""
+        return int(self._group(group).get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
+
     def max_reconsume(self, spec: ConsumerSpec) -> int:
-        """The request's maxReconsumeTimes, else the group's retryMaxTimes (`subscription_groups`), else 16."""
-        if spec.max_reconsume_times is not None:
-            return spec.max_reconsume_times
-        return int(self._group(spec.group).get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
+        """The limit `consumerSendMsgBack` applies to a remoting client's send-back: the request's
+        maxReconsumeTimes (`getMaxReconsumeTimes`: 16 for a default client) wins over retryMaxTimes."""
+        return send_back_max_reconsume_times(
+            self.retry_max_times(spec.group), get_max_reconsume_times(spec.max_reconsume_times)
+        )
 
     def retry_queue_nums(self, group: str) -> int:
         return int(self._group(group).get("retryQueueNums", DEFAULT_RETRY_QUEUE_NUMS))
@@ -176,6 +194,7 @@ class ConsumerService:
     def start(self) -> None:
         self.gen += 1
         eng = self.ctx.engine
+        self.started_at = eng.now
         for group, topic, qid, spec in self.queues:
             key = (group, topic, qid)
             self.next_unit[key] = self._initial(key, spec)
@@ -207,7 +226,12 @@ class ConsumerService:
     def _wake(self, key) -> None:
         p = self.walkers.get(key)
         if p is not None and p.alive and p.wake_time is None:
-            p.wake(0)
+            p.wake(self._poll_wait(self.queue_spec[key].poll_interval_ms))
+
+    def _poll_wait(self, poll: int) -> int:
+        """How long a new message waits for the consumer's next pull: none with long polling, else the
+        time to the next tick of its `poll_interval` grid (the first pull is at the start)."""
+        return 0 if poll <= 0 else -(self.ctx.engine.now - self.started_at) % poll
 
     # ----- push and pop: walk a queue, consume each unit consume_delay later -----
     def _walk(self, key):
@@ -226,8 +250,9 @@ class ConsumerService:
                     self._commit(key, o)
                     continue
                 gen = self.gen
-                ctx.engine.schedule(lambda s=spec, mm=msg, o=o, g=gen: self._consume(g, key, s, mm, o), NORMAL,
-                                    spec.consume_delay_ms)
+                ctx.engine.schedule(
+                    lambda s=spec, mm=msg, o=o, g=gen: self._consume(g, key, s, mm, o), NORMAL, spec.consume_delay_ms
+                )
             yield None
 
     def _spec(self, group: str, msg: SimMessage) -> ConsumerSpec | None:
@@ -245,10 +270,18 @@ class ConsumerService:
     def _emit(self, event: str, group: str, msg: SimMessage | None, topic=None, queue_id=None, new=None, **detail):
         ctx = self.ctx
         self.counts[group][event] += 1
-        ctx.log.emit(ctx.engine.now, SERVICE, event, topic if topic is not None else (msg.topic if msg else None),
-                     queue_id if queue_id is not None else (msg.queue_id if msg else None),
-                     msg.uniq_key if msg else None, msg.phys if msg else None, new.phys if new else None,
-                     group=group, **detail)
+        ctx.log.emit(
+            ctx.engine.now,
+            SERVICE,
+            event,
+            topic if topic is not None else (msg.topic if msg else None),
+            queue_id if queue_id is not None else (msg.queue_id if msg else None),
+            msg.uniq_key if msg else None,
+            msg.phys if msg else None,
+            new.phys if new else None,
+            group=group,
+            **detail,
+        )
 
     def _consume(self, gen: int, key, spec: ConsumerSpec, msg: SimMessage, queue_offset: int) -> None:
         if gen != self.gen or not self.ctx.running:
@@ -258,25 +291,34 @@ class ConsumerService:
             self._pop(key, spec, msg, queue_offset)
             return
         fails = spec.fails(msg.reconsume_times)
-        self._emit("consume", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
-                   outcome="fail" if fails else "ok")
+        self._emit(
+            "consume",
+            group,
+            msg,
+            queue_offset=queue_offset,
+            reconsume_times=msg.reconsume_times,
+            outcome="fail" if fails else "ok",
+        )
         if fails and not self._send_back(group, spec, msg, self.max_reconsume(spec)):
             later = msg.derive(msg.topic, msg.queue_id, msg.props)
             later.phys, later.queue_offset, later.store_ts = msg.phys, msg.queue_offset, msg.store_ts
             later.reconsume_times = msg.reconsume_times + 1
             g = self.gen
-            self.ctx.engine.schedule(lambda: self._consume(g, key, spec, later, queue_offset), NORMAL,
-                                     CONSUME_LATER_MS)
+            self.ctx.engine.schedule(lambda: self._consume(g, key, spec, later, queue_offset), NORMAL, CONSUME_LATER_MS)
         self._commit(key, queue_offset)
 
     # ----- consumerSendMsgBack -----
-    def _send_back(self, group: str, spec: ConsumerSpec, msg: SimMessage, max_times: int,
-                   delay_level: int = 0) -> bool:
+    def _send_back(self, group: str, spec: ConsumerSpec, msg: SimMessage, max_times: int, delay_level: int = 0) -> bool:
         ctx = self.ctx
-        d = consumer_send_msg_back(group, msg.reconsume_times, max_times, self.retry_queue_nums(group), delay_level)
+        nums = self.retry_queue_nums(group)
+        d = consumer_send_msg_back(group, msg.reconsume_times, max_times, nums, delay_level)
         if d.action == "drop":
             self._emit("drop", group, msg, reason="retryQueueNums <= 0")
             return True
+        rw, now = PERM_READ | PERM_WRITE, ctx.clock()
+        self.topic_requests.append((get_retry_topic(group), nums, rw, now))  # created before the DLQ decision
+        if d.action == "dlq":
+            self.topic_requests.append((get_dlq_topic(group), DLQ_NUMS_PER_GROUP, rw, now))
         props = send_back_properties(msg.props, msg.topic, offset_msg_id(msg.store_host, msg.phys), d)
         if d.action == "dlq":
             new = msg.derive(d.topic, 0, props)
@@ -294,11 +336,20 @@ class ConsumerService:
             self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
             return False
         if d.action == "dlq":
-            self._emit("dlq", group, msg, d.topic, 0, new, reconsume_times=msg.reconsume_times)
+            self._emit("dlq", group, msg, d.topic, 0, new, reconsume_times=new.reconsume_times)
         else:
             level = int(new.props[PROPERTY_DELAY_TIME_LEVEL])
-            self._emit("send_back", group, msg, d.topic, int(new.props[PROPERTY_REAL_QUEUE_ID]), new,
-                       level=level, due=new.tags_code, reconsume_times=new.reconsume_times)
+            self._emit(
+                "send_back",
+                group,
+                msg,
+                d.topic,
+                int(new.props[PROPERTY_REAL_QUEUE_ID]),
+                new,
+                level=level,
+                due=new.tags_code,
+                reconsume_times=new.reconsume_times,
+            )
         return True
 
     def _to_schedule(self, msg: SimMessage, topic: str, qid: int, props: dict[str, str]) -> SimMessage:
@@ -325,8 +376,9 @@ class ConsumerService:
         self._commit(key, queue_offset)
         max_times = self.max_reconsume(spec)
         if msg.reconsume_times >= max_times:  # the proxy's filter: TO_DLQ, sent back with level -1
-            self._emit("consume", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
-                       outcome="dlq")
+            self._emit(
+                "consume", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times, outcome="dlq"
+            )
             self._send_back(group, spec, msg, max_times, delay_level=-1)
             return
         pop_time = ctx.clock()
@@ -336,25 +388,42 @@ class ConsumerService:
         ck_key = pop_rules.gen_ck_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
         body = pop_format.ck_body(topic, group, qid, queue_offset, [0], pop_time, inv, self.broker_name)
         ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), rqid, msg)
-        self._emit("pop", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
-                   invisible_until=pop_time + inv, revive_queue_id=rqid, checkpoint=ck.phys if ck else None)
+        self._emit(
+            "pop",
+            group,
+            msg,
+            queue_offset=queue_offset,
+            reconsume_times=msg.reconsume_times,
+            invisible_until=pop_time + inv,
+            revive_queue_id=rqid,
+            checkpoint=ck.phys if ck else None,
+        )
         fails = spec.fails(msg.reconsume_times)
-        self._emit("consume", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times,
-                   outcome="fail" if fails else "ok")
+        self._emit(
+            "consume",
+            group,
+            msg,
+            queue_offset=queue_offset,
+            reconsume_times=msg.reconsume_times,
+            outcome="fail" if fails else "ok",
+        )
         if not fails:
             ack_key = pop_rules.gen_ack_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
             body = pop_format.ack_body(topic, group, qid, queue_offset, queue_offset, pop_time, self.broker_name)
             ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), rqid, msg)
-            self._emit(ACK_TAG, group, msg, queue_offset=queue_offset, revive_queue_id=rqid,
-                       new=ack)
+            self._emit(ACK_TAG, group, msg, queue_offset=queue_offset, revive_queue_id=rqid, new=ack)
 
-    def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int,
-                       src: SimMessage) -> SimMessage | None:
+    def _revive_record(
+        self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int, src: SimMessage
+    ) -> SimMessage | None:
         """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook
         (`transformTimerMessage`: TIMER_OUT_MS rounded to the precision, REAL_TOPIC/REAL_QID) unless due."""
         ctx = self.ctx
-        props = {PROPERTY_TAGS: tag, PROPERTY_TIMER_DELIVER_MS: str(deliver),
-                 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq}
+        props = {
+            PROPERTY_TAGS: tag,
+            PROPERTY_TIMER_DELIVER_MS: str(deliver),
+            PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq,
+        }
         now = ctx.clock()
         topic, qid = self.revive_topic, rqid
         if deliver > now:
@@ -364,8 +433,16 @@ class ConsumerService:
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)
             topic, qid = TIMER_TOPIC, 0
         host = self.store_host or "127.0.0.1:10911"
-        m = SimMessage(topic, qid, props, body=body, born_ts=now, born_host=host, store_host=host,
-                       props_raw=props_string(props, 16, not ctx.v4))  # a `new MessageExtBrokerInner`: HashMap(16)
+        m = SimMessage(
+            topic,
+            qid,
+            props,
+            body=body,
+            born_ts=now,
+            born_host=host,
+            store_host=host,
+            props_raw=props_string(props, 16, not ctx.v4),
+        )  # a `new MessageExtBrokerInner`: HashMap(16)
         res = ctx.put(m, SERVICE)
         return res.message if res.ok else None
 
@@ -445,18 +522,31 @@ class ConsumerService:
         group = ck["c"]
         if msg is None:
             return
-        topic = ck["t"] if ck["t"].startswith(RETRY_GROUP_TOPIC_PREFIX) else \
-            pop_rules.build_pop_retry_topic(ck["t"], group, self.retry_v2)
-        props = pop_rules.revive_retry_properties(msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times,
-                                                  ck["pt"])
+        topic = (
+            ck["t"]
+            if ck["t"].startswith(RETRY_GROUP_TOPIC_PREFIX)
+            else pop_rules.build_pop_retry_topic(ck["t"], group, self.retry_v2)
+        )
+        props = pop_rules.revive_retry_properties(
+            msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck["pt"]
+        )
         new = msg.derive(topic, 0, props, props_string(props, 16, not ctx.v4))
         new.reconsume_times = msg.reconsume_times + 1
         if self.store_host and not msg.sys_flag & _HOSTS_V6:
             new.born_host = new.store_host = self.store_host
         res = ctx.put(new, SERVICE)
         if res.ok:
-            self._emit("revive", group, msg, topic, 0, res.message, reconsume_times=new.reconsume_times,
-                       revive_time=ck["pt"] + ck["it"], queue_offset=res.message.queue_offset)
+            self._emit(
+                "revive",
+                group,
+                msg,
+                topic,
+                0,
+                res.message,
+                reconsume_times=new.reconsume_times,
+                revive_time=ck["pt"] + ck["it"],
+                queue_offset=res.message.queue_offset,
+            )
 
     # ----- results -----
     def summary(self) -> dict[str, dict[str, int]]:

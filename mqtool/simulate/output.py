@@ -21,6 +21,7 @@ class OutputMismatch(ValueError):
 
 def write_store(store, result: SimulationResult, out: Path) -> list[str]:
     """Write the new store; returns warnings (e.g. offsets the writer placed differently)."""
+    from mqtool.builder.config import create_topics, with_group_topic_map
     from mqtool.builder.writer import StoreWriter
     from mqtool.formats.offsets_json import ConsumerOffsets, DataVersion, DelayOffsets
 
@@ -38,10 +39,20 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
         w = StoreWriter.extend(store.root, out, config, result.broker_version)
     try:
         for m in model.appended:
-            rec = w.make_record(m.topic, m.queue_id, m.body or b"", model.raw(m), flag=m.flag,
-                                sys_flag=m.sys_flag, born_timestamp=m.born_ts, born_host=m.born_host,
-                                store_timestamp=m.store_ts, store_host=m.store_host,
-                                reconsume_times=m.reconsume_times, prepared_transaction_offset=m.prepared_tx_offset)
+            rec = w.make_record(
+                m.topic,
+                m.queue_id,
+                m.body or b"",
+                model.raw(m),
+                flag=m.flag,
+                sys_flag=m.sys_flag,
+                born_timestamp=m.born_ts,
+                born_host=m.born_host,
+                store_timestamp=m.store_ts,
+                store_host=m.store_host,
+                reconsume_times=m.reconsume_times,
+                prepared_transaction_offset=m.prepared_tx_offset,
+            )
             placed = dl.put(rec) if dl is not None else w.append_records([rec], [None])[0]
             if placed.physical_offset != m.phys:
                 warnings.append(f"{m.topic} record predicted at {m.phys} written at {placed.physical_offset}")
@@ -56,8 +67,7 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
                 num = (slot.num if slot.first_pos != -1 else 0) + (-1 if delete else 1)
                 w.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
             queue = timer.curr_queue_offset
-            w.write_timercheck(timer.read_time(), w.timerlog_end, queue, queue,
-                               timestamp=result.until_ms, counter=1)
+            w.write_timercheck(timer.read_time(), w.timerlog_end, queue, queue, timestamp=result.until_ms, counter=1)
         old = store.delay_offsets
         if result.broker_version.startswith("4"):
             dv = None
@@ -71,8 +81,19 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
         if state.get("consumers") is not None:  # a clean shutdown at --until persists the groups' offsets
             for key, offsets in state["consumers"].offset_table().items():
                 table.setdefault(key, {}).update(offsets)
-        w.write_consumer_offsets(ConsumerOffsets(table, co.data_version if co is not None else None,
-                                                 co.group_topic_map if co is not None else None))
+        w.write_consumer_offsets(
+            with_group_topic_map(
+                ConsumerOffsets(
+                    table, co.data_version if co is not None else None, co.group_topic_map if co is not None else None
+                )
+            )
+        )
+        consumers = state.get("consumers")
+        json_topics = (store.topics_file or "").startswith("config/topics.json")  # not RocksDB's config/topics
+        if consumers is not None and store.topics is not None and json_topics:
+            topics = create_topics(store.topics, consumers.topic_requests, result.broker_version.startswith("4"))
+            if topics != store.topics:  # a send-back created a retry or DLQ topic (TopicConfigManager persists)
+                w.write_config("topics.json", topics)
         w.write_checkpoint()
         if dl is not None:
             dl.persist()

@@ -38,8 +38,24 @@ from mqtool.times import TimeFormatError, parse_duration_ms, parse_time
 
 ANSWERS = ("commit", "rollback", "unknown", "none")
 FAULT_KINDS = ("put_failure", "crash", "clock_jump")
-CONSUMER_KEYS = {"group", "topic", "from", "outcome", "fail_times", "match", "consume_delay", "mode",
-                 "invisible_time", "max_reconsume_times"}
+CONSUMER_KEYS = {
+    "group",
+    "topic",
+    "from",
+    "outcome",
+    "fail_times",
+    "match",
+    "consume_delay",
+    "mode",
+    "invisible_time",
+    "max_reconsume_times",
+    "poll_interval",
+    "batch_size",
+    "client",
+    "pop_random",
+}
+CLIENTS = ("proxy", "remoting")
+DEFAULT_BATCH_SIZE = 32  # PopMessageRequestHeader.maxMsgNums of a default client (DefaultMQPushConsumer.popBatchNums)
 EPOCH_MIN = 10**11
 
 
@@ -58,8 +74,7 @@ class AnswerRule:
     def matches(self, group: str | None, uniq_key: str | None, keys: list[str]) -> bool:
         if self.producer_group is not None and not fnmatch.fnmatchcase(group or "", self.producer_group):
             return False
-        if self.uniq_key is not None and not fnmatch.fnmatchcase((uniq_key or "").upper(),
-                                                                 self.uniq_key.upper()):
+        if self.uniq_key is not None and not fnmatch.fnmatchcase((uniq_key or "").upper(), self.uniq_key.upper()):
             return False
         if self.key is not None and not any(fnmatch.fnmatchcase(k, self.key) for k in keys):
             return False
@@ -92,6 +107,15 @@ class ConsumerSpec:
     mode: str = "push"
     invisible_time_ms: int = 60_000
     max_reconsume_times: int | None = None
+    poll_interval_ms: int = 0  # push: the pull period, pop: the request period; 0 = long polling (at once)
+    batch_size: int = DEFAULT_BATCH_SIZE  # pop: maxMsgNums of a request
+    client: str | None = None  # pop: "proxy" (gRPC: the proxy forwards to the DLQ) | "remoting"; None = by mode
+    pop_random: int | None = None  # pop: a fixed 0-99 draw for the broker's random choices; None = from --seed
+
+    @property
+    def client_kind(self) -> str:
+        """The client that applies the limit: a push consumer is a remoting client, a POP one the proxy's."""
+        return self.client or ("proxy" if self.mode == "pop" else "remoting")
 
     def matches(self, keys: list[str], uniq_key: str | None, tag: str | None) -> bool:
         m = self.match
@@ -197,8 +221,15 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         where = f"transaction.answers[{i}]"
         if not isinstance(a, dict):
             raise ScenarioError(f"{where} must be a table")
-        sc.answers.append(AnswerRule(_answer(a.get("answer"), where), a.get("producer_group"), a.get("uniq_key"),
-                                     a.get("key"), float(a.get("probability", 1.0))))
+        sc.answers.append(
+            AnswerRule(
+                _answer(a.get("answer"), where),
+                a.get("producer_group"),
+                a.get("uniq_key"),
+                a.get("key"),
+                float(a.get("probability", 1.0)),
+            )
+        )
     faults = doc.get("faults", [])
     if not isinstance(faults, list):
         raise ScenarioError("faults must be an array of tables ([[faults]])")
@@ -217,9 +248,18 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
         if end < start:
             raise ScenarioError(f"{where}: until is before from")
-        sc.faults.append(Fault(kind, start, end, float(f.get("probability", 1.0)), f.get("service"),
-                               f.get("topic"), str(f.get("status", "UNKNOWN_ERROR")),
-                               _delta(f.get("delta", 0), f"{where}.delta")))
+        sc.faults.append(
+            Fault(
+                kind,
+                start,
+                end,
+                float(f.get("probability", 1.0)),
+                f.get("service"),
+                f.get("topic"),
+                str(f.get("status", "UNKNOWN_ERROR")),
+                _delta(f.get("delta", 0), f"{where}.delta"),
+            )
+        )
     sc.consumers = _consumers(doc.get("consumers", []))
     return sc
 
@@ -240,7 +280,7 @@ def _consumers(entries: Any) -> list[ConsumerSpec]:
                 raise ScenarioError(f"{where}.{key} is required (a name)")
         start = c.get("from", "first")
         if start not in ("first", "last") and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
-            raise ScenarioError(f"{where}.from must be \"first\", \"last\" or a queue offset, got {start!r}")
+            raise ScenarioError(f'{where}.from must be "first", "last" or a queue offset, got {start!r}')
         if c.get("outcome", "ok") not in ("ok", "fail"):
             raise ScenarioError(f"{where}.outcome must be ok or fail, got {c['outcome']!r}")
         if c.get("mode", "push") not in ("push", "pop"):
@@ -249,12 +289,39 @@ def _consumers(entries: Any) -> list[ConsumerSpec]:
         if not isinstance(match, dict) or set(match) - {"key", "uniq_key", "tag"}:
             raise ScenarioError(f"{where}.match is a table of key, uniq_key and tag globs")
         mrt = c.get("max_reconsume_times")
-        out.append(ConsumerSpec(
-            c["group"], c["topic"], start, c.get("outcome", "ok"), int(c.get("fail_times", 0)),
-            {k: str(v) for k, v in match.items()},
-            _delta(c.get("consume_delay", 0), f"{where}.consume_delay"), c.get("mode", "push"),
-            _delta(c.get("invisible_time", 60_000), f"{where}.invisible_time"), None if mrt is None else int(mrt)))
+        out.append(
+            ConsumerSpec(
+                c["group"],
+                c["topic"],
+                start,
+                c.get("outcome", "ok"),
+                int(c.get("fail_times", 0)),
+                {k: str(v) for k, v in match.items()},
+                _delta(c.get("consume_delay", 0), f"{where}.consume_delay"),
+                c.get("mode", "push"),
+                _delta(c.get("invisible_time", 60_000), f"{where}.invisible_time"),
+                None if mrt is None else int(mrt),
+                *_client_keys(c, where),
+            )
+        )
     return out
+
+
+def _client_keys(c: dict, where: str) -> tuple[int, int, str | None, int | None]:
+    """poll_interval, batch_size, client and pop_random of one `[[consumers]]` entry, checked."""
+    poll = _delta(c.get("poll_interval", 0), f"{where}.poll_interval")
+    if poll < 0:
+        raise ScenarioError(f"{where}.poll_interval must not be negative")
+    batch = c.get("batch_size", DEFAULT_BATCH_SIZE)
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ScenarioError(f"{where}.batch_size must be a positive integer, got {batch!r}")
+    client = c.get("client")
+    if client is not None and client not in CLIENTS:
+        raise ScenarioError(f"{where}.client must be proxy or remoting, got {client!r}")
+    draw = c.get("pop_random")
+    if draw is not None and (isinstance(draw, bool) or not isinstance(draw, int) or not 0 <= draw <= 99):
+        raise ScenarioError(f"{where}.pop_random must be an integer 0-99, got {draw!r}")
+    return poll, batch, client, draw
 
 
 def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:

@@ -80,7 +80,7 @@ def _consumer_stage(ev) -> tuple[str, str] | None:
 _CONSUMER_TEXT: dict[str, Callable[[Any, dict, str | None], str]] = {
     "send_back": lambda ev, d, g: (f"sent back by consumer group {g} (reconsume #{d.get('reconsume_times')}), "
                                    f"delay level {d.get('level')}, due {format_time(d.get('due'))}"),
-    "dlq": lambda ev, d, g: (f"consumer group {g}: {_retries(d.get('reconsume_times', 0))} used up, "
+    "dlq": lambda ev, d, g: (f"consumer group {g}: {_retries(d.get('reconsume_times', 1) - 1)} used up, "
                              f"moved to {ev.topic}/{ev.queue_id}"),
     "drop": lambda ev, d, g: f"consumer group {g}: sent back but dropped ({d.get('reason')})",
     "pop": lambda ev, d, g: (f"popped by consumer group {g} (reconsume #{d.get('reconsume_times')}), invisible "
@@ -101,8 +101,8 @@ def _group_outcomes(events: list) -> dict[str, tuple[str, str, int | None]]:
         n = d.get("reconsume_times") or 0
         if ev.event == "consume" and d.get("outcome") == "ok":
             out[g] = ("consumed", f"consumed at {when} by {g} after {_retries(n)}", None)
-        elif ev.event == "dlq":
-            out[g] = ("dead_lettered", f"dead-lettered at {when} to {ev.topic} by {g} after {_retries(n)}", None)
+        elif ev.event == "dlq":  # the event has the DLQ record's reconsumeTimes: one more than the retries
+            out[g] = ("dead_lettered", f"dead-lettered at {when} to {ev.topic} by {g} after {_retries(n - 1)}", None)
         elif ev.event == "drop":
             out[g] = ("discarded", f"dropped at {when} by {g} (retryQueueNums <= 0)", None)
         elif ev.event == "send_back":

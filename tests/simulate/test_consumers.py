@@ -33,8 +33,11 @@ def run(consumers, until, store="fixtures/demo", version="5.3", faults=()):
 
 
 def consumer_events(r, event, group=None):
-    return [e for e in r.events if e.service == "consumer" and e.event == event
-            and (group is None or e.detail["group"] == group)]
+    return [
+        e
+        for e in r.events
+        if e.service == "consumer" and e.event == event and (group is None or e.detail["group"] == group)
+    ]
 
 
 def first_consume(r, group):
@@ -52,9 +55,13 @@ def test_every_delivery_failing_reaches_the_dlq_after_17140_s():
     # S + 17,140 s: each due time S + 1000 + 100k lies on the level's grid, so no polling delay
     backlog = [e for e in dlq if e.time == S + 17_140_000]
     assert len(backlog) == 11
-    assert all(e.topic == "%DLQ%GID_fail" and e.detail["reconsume_times"] == 16 for e in dlq)
-    levels = [e.detail["level"] for e in consumer_events(r, "send_back") if e.uniq_key == backlog[0].uniq_key
-              and e.physical_offset is not None]
+    # the event carries the DLQ record's reconsumeTimes: the consumed 16 + 1, as the stored record holds
+    assert all(e.topic == "%DLQ%GID_fail" and e.detail["reconsume_times"] == 17 for e in dlq)
+    levels = [
+        e.detail["level"]
+        for e in consumer_events(r, "send_back")
+        if e.uniq_key == backlog[0].uniq_key and e.physical_offset is not None
+    ]
     assert levels[:16] == list(range(3, 19))
     assert r.summary["consumers"]["GID_fail"]["dlq"] == len(dlq)
 
@@ -62,8 +69,7 @@ def test_every_delivery_failing_reaches_the_dlq_after_17140_s():
 def test_consume_delay_adds_its_own_time_and_the_grid_rounding_per_hop():
     # t0 = S + 250; each hop: due = t + delay lands 250 ms past the grid (S + 1000 + 100k), so the
     # delivery waits 50 ms more and the consumption 250 ms: 300 ms per hop, 16 hops
-    _, r = run([{"group": "GID_slow", "topic": TOPIC, "outcome": "fail", "consume_delay": "250ms"}],
-               S + 17_200_000)
+    _, r = run([{"group": "GID_slow", "topic": TOPIC, "outcome": "fail", "consume_delay": "250ms"}], S + 17_200_000)
     dlq = sorted(e.time for e in consumer_events(r, "dlq"))
     assert dlq[0] == S + 250 + 17_140_000 + 16 * 300
 
@@ -89,19 +95,35 @@ def _store_with_groups(tmp_path, groups: str):
 
 
 def test_subscription_group_retry_max_times_and_zero_retry_queues(tmp_path):
-    dst = _store_with_groups(tmp_path, '{"subscriptionGroupTable":{'
-                             '"GID_three":{"groupName":"GID_three","retryMaxTimes":3,"retryQueueNums":1},'
-                             '"GID_drop":{"groupName":"GID_drop","retryMaxTimes":16,"retryQueueNums":0}}}')
-    _, r = run([{"group": "GID_three", "topic": TOPIC, "outcome": "fail"},
-                {"group": "GID_drop", "topic": TOPIC, "outcome": "fail"}], S + 200_000, store=dst)
-    # retryMaxTimes 3: levels 3, 4, 5 (10 + 30 + 60 s), then the DLQ
-    assert sorted({e.time for e in consumer_events(r, "dlq", "GID_three")})[0] == S + 100_000
+    dst = _store_with_groups(
+        tmp_path,
+        '{"subscriptionGroupTable":{'
+        '"GID_three":{"groupName":"GID_three","retryMaxTimes":3,"retryQueueNums":1},'
+        '"GID_drop":{"groupName":"GID_drop","retryMaxTimes":16,"retryQueueNums":0}}}',
+    )
+    _, r = run(
+        [
+            {"group": "GID_three", "topic": TOPIC, "outcome": "fail"},
+            {"group": "GID_drop", "topic": TOPIC, "outcome": "fail"},
+        ],
+        S + 200_000,
+        store=dst,
+    )
+    # a default 5.3.1 client sends maxReconsumeTimes 16 (getMaxReconsumeTimes of -1), which overrides the group's
+    # retryMaxTimes 3 (request version 475 >= V3_4_9): after levels 3, 4, 5 (10 + 30 + 60 s) comes level 6, no DLQ
+    assert consumer_events(r, "dlq", "GID_three") == []
+    assert {e.detail["level"] for e in consumer_events(r, "send_back", "GID_three")} == {3, 4, 5, 6}
     # retryQueueNums 0: the broker answers SUCCESS and writes nothing
     drops = [e for e in consumer_events(r, "drop", "GID_drop") if e.time == S]  # the backlog, at once
     assert len(drops) == 11 and consumer_events(r, "send_back", "GID_drop") == []
-    # the scenario's max_reconsume_times wins over the file (the request's maxReconsumeTimes)
-    _, r2 = run([{"group": "GID_three", "topic": TOPIC, "outcome": "fail", "max_reconsume_times": 1}],
-                S + 200_000, store=dst)
+    # the scenario's max_reconsume_times is the request's: 3 sends to the DLQ after 10 + 30 + 60 s, 1 after 10 s
+    _, r2 = run(
+        [{"group": "GID_three", "topic": TOPIC, "outcome": "fail", "max_reconsume_times": 3}], S + 200_000, store=dst
+    )
+    assert sorted({e.time for e in consumer_events(r2, "dlq")})[0] == S + 100_000
+    _, r2 = run(
+        [{"group": "GID_three", "topic": TOPIC, "outcome": "fail", "max_reconsume_times": 1}], S + 200_000, store=dst
+    )
     assert sorted({e.time for e in consumer_events(r2, "dlq")})[0] == S + 10_000
 
 
@@ -111,13 +133,22 @@ def test_out_records_carry_what_the_broker_writes(tmp_path):
     out = Store.open(tmp_path / "out", load_broker_conf(CONF))
     recs = list(out.commitlog.iter_records())
     orig = next(x for x in recs if x.topic == TOPIC and x.queue_id == 0 and x.queue_offset == 0)
-    mine = [x for x in recs if x.physical_offset >= st.commitlog.max_offset()
-            and x.properties.get("UNIQ_KEY") == orig.properties["UNIQ_KEY"]]
+    mine = [
+        x
+        for x in recs
+        if x.physical_offset >= st.commitlog.max_offset()
+        and x.properties.get("UNIQ_KEY") == orig.properties["UNIQ_KEY"]
+    ]
     parked, retry, parked2, retry2 = mine[:4]
     assert (parked.topic, parked.queue_id, parked.reconsume_times) == ("SCHEDULE_TOPIC_XXXX", 2, 1)
     p = parked.properties
     assert (p["DELAY"], p["REAL_TOPIC"], p["REAL_QID"], p["RETRY_TOPIC"], p["WAIT"]) == (
-        "3", "%RETRY%GID_fail", "0", TOPIC, "false")
+        "3",
+        "%RETRY%GID_fail",
+        "0",
+        TOPIC,
+        "false",
+    )
     assert p["ORIGIN_MESSAGE_ID"] == offset_msg_id(orig.store_host, orig.physical_offset)
     assert parked.store_host == "10.0.0.1:10911" and parked.store_timestamp == S
     assert (retry.topic, retry.reconsume_times, retry.store_timestamp) == ("%RETRY%GID_fail", 1, S + 10_000)
@@ -142,7 +173,8 @@ def test_broker_49_keeps_the_original_store_host():
     assert not r4.state["model"].raw(m4[0]).endswith("\x02")  # 4.9.8 drops the last separator
     # same decisions and times
     assert [(e.time, e.event) for e in consumer_events(r4, "send_back")] == [
-        (e.time, e.event) for e in consumer_events(r5, "send_back")]
+        (e.time, e.event) for e in consumer_events(r5, "send_back")
+    ]
 
 
 def test_pop_on_49_is_refused():
@@ -151,8 +183,9 @@ def test_pop_on_49_is_refused():
 
 
 def test_pop_unacked_is_revived_into_the_pop_retry_topic():
-    _, r = run([{"group": "GID_pop", "topic": TOPIC, "mode": "pop", "outcome": "fail", "invisible_time": "60s"}],
-               S + 90_000)
+    _, r = run(
+        [{"group": "GID_pop", "topic": TOPIC, "mode": "pop", "outcome": "fail", "invisible_time": "60s"}], S + 90_000
+    )
     pops = [e for e in consumer_events(r, "pop") if e.time == S]
     assert len(pops) == 11 and {e.detail["invisible_until"] for e in pops} == {S + 60_000}
     revived = consumer_events(r, "revive")
@@ -167,12 +200,14 @@ def test_pop_unacked_is_revived_into_the_pop_retry_topic():
     # endTime S + 62.1 s, 10 revives. Queue 3 also holds the checkpoint delivered at S + 60 s (revive
     # time S + 61 s): endTime S + 63.1 s, both of its checkpoints revived then (3.1 s and 2.1 s overdue).
     assert sorted((e.time, e.detail["revive_time"]) for e in revived) == (
-        [(S + 62_100, S + 60_000)] * 10 + [(S + 63_100, S + 60_000), (S + 63_100, S + 61_000)])
+        [(S + 62_100, S + 60_000)] * 10 + [(S + 63_100, S + 60_000), (S + 63_100, S + 61_000)]
+    )
     assert [e.detail["queue_offset"] for e in revived] == list(range(12))  # %RETRY% queue 0, in revive order
     # the revived messages are popped again from the retry topic at once, reconsumeTimes 1
     again = [e for e in consumer_events(r, "pop") if e.topic == "%RETRY%GID_pop_DemoTopicA"]
     assert [(e.time, e.detail["queue_offset"], e.detail["reconsume_times"]) for e in again] == (
-        [(S + 62_100, i, 1) for i in range(10)] + [(S + 63_100, 10, 1), (S + 63_100, 11, 1)])
+        [(S + 62_100, i, 1) for i in range(10)] + [(S + 63_100, 10, 1), (S + 63_100, 11, 1)]
+    )
 
 
 def test_pop_acked_is_not_revived():
@@ -185,22 +220,27 @@ def test_pop_acked_is_not_revived():
 
 def test_crash_replays_what_was_consumed_after_the_last_persist():
     # offsets are persisted 10 s after start, then every 5 s; a crash at S + 7 s loses them all
-    _, r = run([{"group": "GID_ok", "topic": TOPIC}], S + 30_000,
-               faults=[{"kind": "crash", "from": S + 7_000, "until": S + 8_000}])
+    _, r = run(
+        [{"group": "GID_ok", "topic": TOPIC}],
+        S + 30_000,
+        faults=[{"kind": "crash", "from": S + 7_000, "until": S + 8_000}],
+    )
     times = sorted(e.time for e in consumer_events(r, "consume"))
     # the 11 backlog units, plus one delay-level message the schedule service put into DemoTopicA
     # between S and the crash, are consumed again at the restart
     assert times.count(S) == 11 and times.count(S + 8_000) == 12
-    _, r2 = run([{"group": "GID_ok", "topic": TOPIC}], S + 30_000,
-                faults=[{"kind": "crash", "from": S + 12_000, "until": S + 13_000}])
+    _, r2 = run(
+        [{"group": "GID_ok", "topic": TOPIC}],
+        S + 30_000,
+        faults=[{"kind": "crash", "from": S + 12_000, "until": S + 13_000}],
+    )
     assert sorted(e.time for e in consumer_events(r2, "consume")).count(S + 13_000) == 0
 
 
 def test_committed_offsets_are_where_the_group_starts():
     # GID_demo has committed DemoTopicA 0:2, 1:2, 2:4, 3:1; the queues hold 3, 2, 4, 2 units
     _, r = run([{"group": "GID_demo", "topic": TOPIC}], S + 5_000)
-    got = sorted((e.topic, e.queue_id, e.detail["queue_offset"]) for e in consumer_events(r, "consume")
-                 if e.time == S)
+    got = sorted((e.topic, e.queue_id, e.detail["queue_offset"]) for e in consumer_events(r, "consume") if e.time == S)
     # and %RETRY%GID_demo 0:0 over one stored retry record
     assert got == [("%RETRY%GID_demo", 0, 0), (TOPIC, 0, 2), (TOPIC, 3, 1)]
 
@@ -210,6 +250,30 @@ def test_scenario_errors():
         parse_scenario({"consumers": [{"topic": "T"}]}, S)
     with pytest.raises(ScenarioError, match="mode"):
         parse_scenario({"consumers": [{"group": "G", "topic": "T", "mode": "pull"}]}, S)
+
+
+def test_new_consumer_keys_are_checked():
+    for bad, word in (
+        ({"poll_interval": "-1s"}, "poll_interval"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"client": "grpc"}, "client"),
+        ({"pop_random": 100}, "pop_random"),
+    ):
+        with pytest.raises(ScenarioError, match=word):
+            parse_scenario({"consumers": [{"group": "G", "topic": "T", **bad}]}, S)
+    spec = parse_scenario({"consumers": [{"group": "G", "topic": "T"}]}, S).consumers[0]
+    # a default client: long polling, 32 messages a pop request, remoting for push, the draw from --seed
+    assert (spec.poll_interval_ms, spec.batch_size, spec.client_kind, spec.pop_random) == (0, 32, "remoting", None)
+
+
+def test_poll_interval_takes_a_retry_at_the_consumers_next_pull():
+    # pulls at S + 300k; the level-3 retry of the backlog (consumed and failed at S) is stored at S + 10 s, on the
+    # schedule's grid, and pulled at the next tick, S + 10.2 s
+    _, r = run([{"group": "GID_poll", "topic": TOPIC, "fail_times": 1, "poll_interval": "300ms"}], S + 60_000)
+    first = {e.uniq_key for e in consumer_events(r, "consume") if e.time == S}
+    ok = {e.time for e in consumer_events(r, "consume") if e.detail["outcome"] == "ok" and e.uniq_key in first}
+    assert ok == {S + 10_200}
+    assert all((e.time - S) % 300 == 0 for e in consumer_events(r, "consume"))  # every pull on the grid
 
 
 def test_without_consumers_the_summary_is_unchanged():

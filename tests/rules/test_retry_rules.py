@@ -1,0 +1,20 @@
+"""`consumerSendMsgBack`'s limit and decision (rocketmq-all-5.3.1 AbstractSendMessageProcessor, client
+DefaultMQPushConsumerImpl.getMaxReconsumeTimes); the numbers are the source's constants."""
+
+from mqtool.rules.retry import consumer_send_msg_back, get_max_reconsume_times, send_back_max_reconsume_times
+
+
+def test_a_default_client_sends_16_and_the_request_wins_over_retry_max_times():
+    assert get_max_reconsume_times(None) == 16 and get_max_reconsume_times(-1) == 16
+    assert get_max_reconsume_times(3) == 3
+    assert send_back_max_reconsume_times(3, 16) == 16  # group retryMaxTimes 3, a 5.3.1 request (version 475)
+    assert send_back_max_reconsume_times(3, None) == 3  # no maxReconsumeTimes in the header
+    assert send_back_max_reconsume_times(3, 16, request_version=120) == 3  # older than V3_4_9 (121)
+
+
+def test_decision():
+    assert consumer_send_msg_back("G", 2, 3).level == 5  # 3 + reconsumeTimes
+    d = consumer_send_msg_back("G", 3, 3)
+    assert (d.action, d.topic) == ("dlq", "%DLQ%G")
+    assert consumer_send_msg_back("G", 0, 16, delay_level=-1).action == "dlq"  # the proxy's forward
+    assert consumer_send_msg_back("G", 0, 16, retry_queue_nums=0).action == "drop"
