@@ -537,6 +537,39 @@ def render_retry(doc: dict, local: bool) -> None:
               f"to %RETRY% not yet consumed, {tot['dlq_messages']} in DLQs")
 
 
+def render_consumers(doc: dict, local: bool) -> None:
+    """Per consumer group, mqadmin consumerProgress's table: each queue's offsets, lag and oldest unconsumed."""
+    con = _console()
+    source = {"json": "config/consumerOffset.json", "rocksdb": "config/consumerOffsets (RocksDB)"}
+    con.print(f"[bold]Consumer progress[/bold] (now {_t(doc['now_ms'], local)}), offsets from "
+              f"{escape(source.get(doc['offsets_source'], 'nowhere: no consumer offsets stored'))}")
+    by_group: dict[str, list[dict]] = {}
+    for r in doc["queues"]:
+        by_group.setdefault(r["group"], []).append(r)
+    for g in doc["groups"]:
+        age = f", oldest unconsumed {_t(g['oldest_unconsumed_ms'], local)} ({format_duration(g['age_ms'])} old)" \
+            if g["oldest_unconsumed_ms"] is not None else ""
+        expired = f", {g['expired']} expired unconsumed" if g["expired"] else ""
+        con.print(Text.assemble(("\n" + g["group"], "bold"), (" (system)" if g["system"] else ""),
+                                f": lag {g['lag']} on {g['queues']} queue(s) of {len(g['topics'])} topic(s)"
+                                f"{expired}{age}"))
+        rows = by_group.get(g["group"], [])
+        if not rows:
+            con.print("  no committed offset on any topic's queue")
+            continue
+        t = _table(None, "topic", "queue", "committed", "min", "max", "lag", "last consumed", "oldest unconsumed",
+                   "age")
+        for r in rows:
+            _add(t, r["topic"], str(r["queue_id"]), _v(r["committed_offset"]), str(r["min_offset"]),
+                 str(r["max_offset"]), str(r["lag"]), _t(r["last_consumed_ms"], local),
+                 _t(r["oldest_unconsumed_ms"], local), format_duration(r["age_ms"]) if r["age_ms"] is not None else "-",
+                 style="dim" if r["system"] else None)
+        con.print(t)
+    tot = doc["totals"]
+    con.print(f"\n{tot['groups']} group(s): lag {tot['lag']}, {tot['expired']} expired unconsumed; "
+              f"{tot['system_groups']} system group(s): lag {tot['system_lag']}")
+
+
 # ----------------------------------------------------------------------------- single-file dumps
 
 
