@@ -157,6 +157,8 @@ def inspect(
     expect: Path | None = common.expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = common.UpdateGoldenOption,
     group: str | None = typer.Option(None, "--group", help="retry/consumers: one consumer group."),
+    broker: str | None = typer.Option(None, "--broker", help="PATH is a fleet (a directory of stores): the view "
+                                      "of this store, named NAME[:ID] (brokerName:brokerId) or by its directory."),
 ) -> None:
     view, body = view.value, body.value
     given = {
@@ -183,6 +185,9 @@ def inspect(
             raise typer.Exit(_dump(path, cfg, json_out, local, verify, limit, body, decompress))
         from mqtool.store.store import Store
 
+        path, cfg, fleet_code = _fleet(path, config, cfg, broker, view, json_out, local, verify, now_ms, group, topic)
+        if fleet_code is not None:
+            raise typer.Exit(fleet_code)
         store = Store.open(path, cfg)
         if now is None and not json_out and view in _NOW_VIEWS and view != "overview":
             _now_note(store, now_ms, local)
@@ -228,6 +233,29 @@ def inspect(
                     doc = transactions_view(store, now_ms, progress)
                 code = _document(doc, "render_transactions", json_out, local, verify)
     raise typer.Exit(max(code, golden_code[0]))
+
+
+def _fleet(path: Path, config: Path | None, cfg, broker: str | None, view: str, json_out: bool, local: bool,
+           verify: bool, now_ms: int, group: str | None, topic: str | None):
+    """PATH a fleet (`store/fleet.py`): with --broker, (the store's path, its settings, None) for the
+    single-store view; the views that cover a fleet (consumers) give their exit code as the third item."""
+    from mqtool.store.fleet import is_fleet_dir, open_fleet
+
+    if not is_fleet_dir(path):
+        if broker is not None:
+            raise options.OptionError(f"--broker picks a store of a fleet; {path} is not a directory of stores")
+        return path, cfg, None
+    fleet = open_fleet(path, config)
+    if broker is not None:
+        member = fleet.select(broker)
+        return member.path, member.config, None
+    if view != "consumers":
+        raise StoreError(f"a fleet of {len(fleet.members)} stores: give --broker NAME[:ID] for the {view} view "
+                         "(one of " + ", ".join(m.name for m in fleet.members) + ")", path)
+    from mqtool.inspect.consumers import fleet_consumers_view
+
+    doc = fleet_consumers_view(fleet, now_ms, group, topic)
+    return path, cfg, _document(doc, "render_consumers", json_out, local, verify)
 
 
 @contextmanager

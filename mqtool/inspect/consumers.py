@@ -38,6 +38,7 @@ from mqtool.rules.consumer import (
 from mqtool.rules.rocksdb import is_system_topic
 from mqtool.store.batchcq import BcqUnit
 from mqtool.store.findings import Findings, sort_findings
+from mqtool.store.fleet import Fleet
 from mqtool.store.store import Store
 
 CHECK = "consumers"
@@ -221,3 +222,79 @@ def _group(group: str, topics: list[str], rows: list[dict], now_ms: int) -> dict
         "oldest_unconsumed_ms": oldest,
         "age_ms": None if oldest is None else now_ms - oldest,
     }
+
+
+def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, topic: str | None = None) -> dict:
+    """The `consumers` document of a fleet: one section per store, and per consumer group the cluster's
+    lag, counted once per broker group on its master (or first store: a slave's offsets and queues copy
+    its master's, mqadmin asks the master), as `mqadmin consumerProgress` sums the brokers it asks."""
+    counted = {members[0].name for members in fleet.groups().values()}
+    stores = []
+    for m in fleet.members:
+        doc = consumers_view(m.open(), now_ms, group, topic)
+        for r in doc["queues"]:
+            r["store"] = m.name
+        stores.append(
+            {
+                "store": m.name,
+                "dir": m.rel,
+                "broker_group": m.group,
+                "role": m.identity.role,
+                "counted": m.name in counted,
+                **{k: doc[k] for k in ("offsets_source", "groups", "queues", "totals", "findings")},
+            }
+        )
+    groups = _cluster_groups([s for s in stores if s["counted"]], now_ms)
+    user = [g for g in groups if not g["system"]]
+    return {
+        "version": JSON_VERSION,
+        "view": "consumers",
+        "now_ms": now_ms,
+        "group": group,
+        "topic": topic,
+        "fleet": str(fleet.root),
+        "stores": stores,
+        "groups": groups,
+        "totals": {
+            "stores": len(stores),
+            "counted_stores": len(counted),
+            "groups": len(user),
+            "system_groups": len(groups) - len(user),
+            "queues": sum(s["totals"]["queues"] for s in stores if s["counted"]),
+            "lag": sum(g["lag"] for g in user),
+            "system_lag": sum(g["lag"] for g in groups if g["system"]),
+            "expired": sum(g["expired"] for g in user),
+        },
+        "findings": [f.as_dict() for f in sort_findings(fleet.findings)]
+        + [{**f, "file": f"{s['dir']}/{f['file']}"} for s in stores for f in s["findings"]],
+    }
+
+
+def _cluster_groups(stores: list[dict], now_ms: int) -> list[dict]:
+    """Per consumer group over the counted stores: lag and expired summed, the oldest unconsumed message."""
+    by: dict[str, dict] = {}
+    for s in stores:
+        for g in s["groups"]:
+            c = by.setdefault(
+                g["group"],
+                {
+                    "group": g["group"],
+                    "system": g["system"],
+                    "brokers": [],
+                    "queues": 0,
+                    "lag": 0,
+                    "expired": 0,
+                    "oldest_unconsumed_ms": None,
+                    "age_ms": None,
+                },
+            )
+            c["brokers"].append(s["store"])
+            c["queues"] += g["queues"]
+            c["lag"] += g["lag"]
+            c["expired"] += g["expired"]
+            if g["oldest_unconsumed_ms"] is not None and (
+                c["oldest_unconsumed_ms"] is None or g["oldest_unconsumed_ms"] < c["oldest_unconsumed_ms"]
+            ):
+                c["oldest_unconsumed_ms"] = g["oldest_unconsumed_ms"]
+                c["age_ms"] = now_ms - g["oldest_unconsumed_ms"]
+    return sorted(by.values(), key=lambda c: (c["system"], c["group"]))
