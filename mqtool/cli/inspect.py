@@ -33,6 +33,7 @@ class View(StrEnum):
     restart = "restart"
     retry = "retry"
     index = "index"
+    consumers = "consumers"
 
 
 VIEWS = tuple(v.value for v in View)
@@ -44,7 +45,7 @@ PROGRESS_MIN_BYTES = 64 << 20
 
 # Views whose numbers depend on "now" (ages, lags, overdue, predictions), and how far the store's last
 # write may lie behind the wall clock before the text output suggests --now.
-_NOW_VIEWS = ("overview", "delay", "timer", "transactions", "restart")
+_NOW_VIEWS = ("overview", "delay", "timer", "transactions", "restart", "consumers")
 STALE_STORE_MS = 10 * 60 * 1000
 
 HELP = """Explain a RocketMQ store directory offline (read-only), or dump one store file.
@@ -66,6 +67,8 @@ VIEW is one of:
                 contents with origin; --group G for one group
   index         the broker's IndexFiles: one row per file; with --topic T --key K [--begin T0
                 --end T1] [--limit N]: the records IndexService.queryOffset finds for T#K
+  consumers     per consumer group, topic and queue: committed and max offset, lag, the oldest
+                unconsumed message's store time and age (mqadmin consumerProgress); --group G, --topic T
 
 PATH may also be a single file (a commitlog/, consumequeue/, timerlog/ or index/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
@@ -127,7 +130,7 @@ def inspect(
     verify: bool = typer.Option(False, "--verify", help="Check CRC and lengths; exit 1 on error findings."),
     from_offset: int | None = typer.Option(None, "--from-offset", help="messages: first physical offset."),
     to_offset: int | None = typer.Option(None, "--to-offset", help="messages: stop before this offset."),
-    topic: str | None = typer.Option(None, "--topic", help="messages/queue: topic."),
+    topic: str | None = typer.Option(None, "--topic", help="messages/queue/index/consumers: topic."),
     queue_id: int | None = typer.Option(None, "--queue-id", help="messages/queue: queue id."),
     key: str | None = typer.Option(None, "--key", help="messages: one of the record's KEYS."),
     uniq_key: str | None = typer.Option(None, "--uniq-key", help="messages: UNIQ_KEY (client msgId)."),
@@ -153,7 +156,9 @@ def inspect(
     end: str | None = typer.Option(None, "--end", help="index: lookup up to this store time (default: all)."),
     expect: Path | None = common.expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = common.UpdateGoldenOption,
-    group: str | None = typer.Option(None, "--group", help="retry: one consumer group."),
+    group: str | None = typer.Option(None, "--group", help="retry/consumers: one consumer group."),
+    broker: str | None = typer.Option(None, "--broker", help="PATH is a fleet (a directory of stores): the view "
+                                      "of this store, named NAME[:ID] (brokerName:brokerId) or by its directory."),
 ) -> None:
     view, body = view.value, body.value
     given = {
@@ -180,6 +185,9 @@ def inspect(
             raise typer.Exit(_dump(path, cfg, json_out, local, verify, limit, body, decompress))
         from mqtool.store.store import Store
 
+        path, cfg, fleet_code = _fleet(path, config, cfg, broker, view, json_out, local, verify, now_ms, group, topic)
+        if fleet_code is not None:
+            raise typer.Exit(fleet_code)
         store = Store.open(path, cfg)
         if now is None and not json_out and view in _NOW_VIEWS and view != "overview":
             _now_note(store, now_ms, local)
@@ -210,6 +218,11 @@ def inspect(
                 from mqtool.inspect.retry import retry_view
 
                 code = _document(retry_view(store, now_ms, group), "render_retry", json_out, local, verify)
+            elif view == "consumers":
+                from mqtool.inspect.consumers import consumers_view
+
+                code = _document(consumers_view(store, now_ms, group, topic), "render_consumers", json_out, local,
+                                 verify)
             elif view == "index":
                 lookup_key = key if key is not None else uniq_key
                 code = _index(store, now_ms, json_out, local, verify, topic, lookup_key, begin, end, limit, output)
@@ -220,6 +233,29 @@ def inspect(
                     doc = transactions_view(store, now_ms, progress)
                 code = _document(doc, "render_transactions", json_out, local, verify)
     raise typer.Exit(max(code, golden_code[0]))
+
+
+def _fleet(path: Path, config: Path | None, cfg, broker: str | None, view: str, json_out: bool, local: bool,
+           verify: bool, now_ms: int, group: str | None, topic: str | None):
+    """PATH a fleet (`store/fleet.py`): with --broker, (the store's path, its settings, None) for the
+    single-store view; the views that cover a fleet (consumers) give their exit code as the third item."""
+    from mqtool.store.fleet import is_fleet_dir, open_fleet
+
+    if not is_fleet_dir(path):
+        if broker is not None:
+            raise options.OptionError(f"--broker picks a store of a fleet; {path} is not a directory of stores")
+        return path, cfg, None
+    fleet = open_fleet(path, config)
+    if broker is not None:
+        member = fleet.select(broker)
+        return member.path, member.config, None
+    if view != "consumers":
+        raise StoreError(f"a fleet of {len(fleet.members)} stores: give --broker NAME[:ID] for the {view} view "
+                         "(one of " + ", ".join(m.name for m in fleet.members) + ")", path)
+    from mqtool.inspect.consumers import fleet_consumers_view
+
+    doc = fleet_consumers_view(fleet, now_ms, group, topic)
+    return path, cfg, _document(doc, "render_consumers", json_out, local, verify)
 
 
 @contextmanager

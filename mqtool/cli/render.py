@@ -553,6 +553,66 @@ def render_retry(doc: dict, local: bool) -> None:
               f"to %RETRY% not yet consumed, {tot['dlq_messages']} in DLQs")
 
 
+def render_consumers(doc: dict, local: bool) -> None:
+    """Per consumer group, mqadmin consumerProgress's table: each queue's offsets, lag and oldest unconsumed;
+    for a fleet one section per store, then each group's lag over the broker groups."""
+    con = _console()
+    con.print(f"[bold]Consumer progress[/bold] (now {_t(doc['now_ms'], local)})")
+    if "stores" not in doc:
+        _consumer_store(con, doc, local)
+        _consumer_totals(con, doc["totals"])
+        return
+    for s in doc["stores"]:
+        counted = "" if s["counted"] else "; a replica: not counted in the cluster's totals"
+        con.print(Text.assemble(("\n== " + s["store"], "bold"), f" (broker group {s['broker_group']}, "
+                                f"{s['role'] or 'role unknown'}{counted})"))
+        _consumer_store(con, s, local)
+    t = _table("\nCluster: each group over the broker groups (masters)", "group", "lag", "expired", "queues",
+               "oldest unconsumed", "age", "brokers")
+    for g in doc["groups"]:
+        _add(t, g["group"] + (" (system)" if g["system"] else ""), str(g["lag"]), str(g["expired"]), str(g["queues"]),
+             _t(g["oldest_unconsumed_ms"], local), format_duration(g["age_ms"]) if g["age_ms"] is not None else "-",
+             ", ".join(g["brokers"]), style="dim" if g["system"] else None)
+    con.print(t)
+    tot = doc["totals"]
+    con.print(f"{tot['stores']} store(s), {tot['counted_stores']} counted; ", end="")
+    _consumer_totals(con, tot)
+
+
+def _consumer_totals(con, tot: dict) -> None:
+    con.print(f"{tot['groups']} group(s): lag {tot['lag']}, {tot['expired']} expired unconsumed; "
+              f"{tot['system_groups']} system group(s): lag {tot['system_lag']}")
+
+
+def _consumer_store(con, doc: dict, local: bool) -> None:
+    """One store's groups: a headline per group, then its queues."""
+    source = {"json": "config/consumerOffset.json", "rocksdb": "config/consumerOffsets (RocksDB)"}
+    con.print(f"offsets from {source.get(doc['offsets_source'], 'nowhere: no consumer offsets stored')}",
+              markup=False)
+    by_group: dict[str, list[dict]] = {}
+    for r in doc["queues"]:
+        by_group.setdefault(r["group"], []).append(r)
+    for g in doc["groups"]:
+        age = f", oldest unconsumed {_t(g['oldest_unconsumed_ms'], local)} ({format_duration(g['age_ms'])} old)" \
+            if g["oldest_unconsumed_ms"] is not None else ""
+        expired = f", {g['expired']} expired unconsumed" if g["expired"] else ""
+        con.print(Text.assemble(("\n" + g["group"], "bold"), (" (system)" if g["system"] else ""),
+                                f": lag {g['lag']} on {g['queues']} queue(s) of {len(g['topics'])} topic(s)"
+                                f"{expired}{age}"))
+        rows = by_group.get(g["group"], [])
+        if not rows:
+            con.print("  no committed offset on any topic's queue")
+            continue
+        t = _table(None, "topic", "queue", "committed", "min", "max", "lag", "last consumed", "oldest unconsumed",
+                   "age")
+        for r in rows:
+            _add(t, r["topic"], str(r["queue_id"]), _v(r["committed_offset"]), str(r["min_offset"]),
+                 str(r["max_offset"]), str(r["lag"]), _t(r["last_consumed_ms"], local),
+                 _t(r["oldest_unconsumed_ms"], local), format_duration(r["age_ms"]) if r["age_ms"] is not None else "-",
+                 style="dim" if r["system"] else None)
+        con.print(t)
+
+
 # ----------------------------------------------------------------------------- single-file dumps
 
 

@@ -34,6 +34,7 @@ BATCH_ACK_TAG = "bAck"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 CID_SYS_RMQ_TRANS = "CID_RMQ_SYS_TRANS"  # TransactionalMessageUtil.buildConsumerGroup()
+CID_RMQ_SYS_PREFIX = "CID_RMQ_SYS_"  # MixAll.isSysConsumerGroup: the broker's own consumer groups
 
 # TransactionalMessageUtil: the tag of an op message (its body lists the half queue offsets it ends)
 REMOVE_TAG = "d"

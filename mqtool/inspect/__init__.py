@@ -12,6 +12,7 @@ Nothing here prints, reads the wall clock or writes: `now_ms` is always passed i
 | `delay` | delay levels (`ScheduleMessageService`, spec §4) |
 | `timer` | timer cursors, TimerLog, TimerWheel (spec §6) |
 | `transactions` | half messages and their states (spec §7) |
+| `consumers` | per consumer group, topic and queue: committed / max offset, lag, oldest unconsumed (spec §5) |
 | `dump` | a single store file, dispatched on its kind (Kafka's `DumpLogSegments`) |
 """
 

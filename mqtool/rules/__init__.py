@@ -13,6 +13,7 @@ so a behaviour read from RocketMQ's source has one place to be right (or wrong) 
 | `index` | `IndexService` (§11) | `buildIndex` keys, `putKey`, `queryOffset` |
 | `recovery` | recovery (§2.7, §3, §6.10, §8) | `recoverNormally`, `recoverAbnormally` |
 | `retry` | `consumerSendMsgBack` (§17) | next level, `%RETRY%` / `%DLQ%` topics, drop |
+| `consumer` | `getConsumeStats` (§5) | `whichTopicByConsumer`, `queryOffset`, `computeTotalDiff`, sys groups |
 | `pop` | `PopReviveService` (§15) | checkpoint / ack bodies, when a pop is revived |
 | `rocksdb` | `RocksDBConsumeQueueStore` (§14) | `isSystemTopic`, `iterateOffsetTable2FindDirty` (`cleanDirty`) |
 | `java` | - | `Integer.parseInt` / `Long.parseLong`, which the rules above depend on |

@@ -82,6 +82,11 @@ def test_inspect_retry():
     assert [g["group"] for g in one["groups"]] == ["GID_demo"] and one["group"] == "GID_demo"
 
 
+def test_inspect_consumers():
+    need_demo()
+    match_golden("inspect-consumers.json", inspect("consumers"), "inspect-consumers", lines=False)
+
+
 def test_inspect_timer_at_a_slot():
     need_demo()
     match_golden("inspect-timer-at.json", inspect("timer", "--at", "1790000620000"), "inspect-timer", lines=False)

@@ -11,11 +11,11 @@ from mqtool.inspect.options import OptionError, check_options, views_taking
 
 
 @pytest.mark.parametrize(("option", "views"), [
-    ("--topic", ("messages", "queue", "index")),
+    ("--topic", ("messages", "queue", "index", "consumers")),
     ("--body", ("messages", "message", "queue")),
     ("--at", ("timer", "restart")),
     ("--offset", ("message",)),
-    ("--group", ("retry",)),
+    ("--group", ("retry", "consumers")),
     ("--format", ("messages", "queue", "index")),  # index lookups as Parquet
 ])
 def test_views_taking(option, views):
@@ -49,8 +49,8 @@ def test_cli_reports_the_library_message_with_exit_2(tmp_path):
     (tmp_path / "commitlog").mkdir()
     r = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(tmp_path), "retry", "--topic", "T"],
                        capture_output=True, text=True, timeout=60)
-    assert (r.returncode, r.stderr) == (2, "Error: --topic applies to the messages and queue and index views, "
-                                           "not retry\n")
+    assert (r.returncode, r.stderr) == (2, "Error: --topic applies to the messages and queue and index and "
+                                           "consumers views, not retry\n")
 
 
 # ----------------------------------------------------------------------------- checks moved out of the CLI

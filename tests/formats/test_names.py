@@ -34,6 +34,7 @@ ROCKETMQ = {
     "RETRY_GROUP_TOPIC_PREFIX": "%RETRY%",
     "DLQ_GROUP_TOPIC_PREFIX": "%DLQ%",
     "CID_SYS_RMQ_TRANS": "CID_RMQ_SYS_TRANS",
+    "CID_RMQ_SYS_PREFIX": "CID_RMQ_SYS_",
     # TransactionalMessageUtil
     "REMOVE_TAG": "d",
     # MessageConst

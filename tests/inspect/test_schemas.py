@@ -7,6 +7,7 @@ import pytest
 
 from conftest import ORACLE_STORES
 from mqtool.inspect import load_schema
+from mqtool.inspect.consumers import consumers_view
 from mqtool.inspect.delay import delay_view
 from mqtool.inspect.dump import dump_file
 from mqtool.inspect.messages import MessageQuery, iter_messages, message_at
@@ -17,7 +18,7 @@ from mqtool.inspect.restart import restart_preview
 from mqtool.inspect.timer import timer_view
 from mqtool.inspect.transactions import transactions_view
 
-NAMES = ("overview", "messages", "message", "queue", "delay", "timer", "transactions", "dump", "restart")
+NAMES = ("overview", "messages", "message", "queue", "delay", "timer", "transactions", "dump", "restart", "consumers")
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,7 @@ def test_every_view_matches_its_schema(any_store, validators):
     for slot in timer_view(s, now)["slots"]:
         check(validators, "timer", timer_view(s, now, at_ms=slot["time_ms"]))
     check(validators, "transactions", transactions_view(s, now))
+    check(validators, "consumers", consumers_view(s, now))
     check(validators, "restart", restart_preview(s, None, now, 60_000))
     records = list(iter_messages(s, MessageQuery()))
     assert records

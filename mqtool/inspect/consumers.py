@@ -1,0 +1,300 @@
+"""The `consumers` view: how far every consumer group is behind, offline (mqadmin's consumerProgress, spec §5).
+
+The broker answers `mqadmin consumerProgress` with `AdminBrokerProcessor.getConsumeStats`; this view gives
+the same numbers from what is stored (`rules/consumer.py`):
+
+- groups and topics: the keys of the offset table (consumerOffset.json, or the RocksDB config of a 5.2+
+  store when that copy is newer, `Store.consumer_offsets`), as `whichTopicByConsumer`; the broker's own
+  groups (`CID_RMQ_SYS_...`: transaction check, POP revive) are shown and flagged `system`;
+- queues: 0 .. readQueueNums - 1 of the topic's entry in topics.json, as the broker iterates them; a topic
+  without one (no topics.json, or not in it: the broker would skip it, a finding says so) shows the queues
+  the group committed or the store holds;
+- per queue: `max_offset` (`getMaxOffsetInQueue`), `committed_offset` (`queryOffset`; null when the group
+  has none, which the broker counts as 0) and `lag` = max - committed (`computeTotalDiff`'s term, so a
+  committed offset past the queue's end gives a negative lag and a finding); `min_offset` and `expired`
+  (offsets the broker deleted before the group consumed them, counted in the lag as mqadmin does);
+  `last_consumed_ms` (mqadmin's "LastTime": the store time at committed - 1) and the oldest unconsumed
+  message's store time (at the first offset the group will still get) and its age at `now_ms`
+  (`queryConsumeTimeSpan`'s delay, `ConsumerLagCalculator`'s earliest unconsumed timestamp).
+
+Queues are read through `Store.consume_queue` (a ConsumeQueue or a RocksDB consume queue) or, for a
+`queue.type=BatchCQ` topic, the BatchConsumeQueue, whose offsets count messages, not batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mqtool.formats.message import RecordError
+from mqtool.inspect import JSON_VERSION
+from mqtool.rules.consumer import (
+    compute_total_diff,
+    consumer_groups,
+    get_consume_stats_queue,
+    is_sys_consumer_group,
+    query_consumer_offset,
+    which_topic_by_consumer,
+)
+from mqtool.rules.rocksdb import is_system_topic
+from mqtool.store.batchcq import BcqUnit
+from mqtool.store.findings import Findings, sort_findings
+from mqtool.store.fleet import Fleet
+from mqtool.store.store import Store
+
+CHECK = "consumers"
+CONFIG_FILES = ("config/consumerOffset.json", "config/consumerOffsets", "config/topics.json", "config/topics")
+
+
+@dataclass
+class _Queue:
+    """One queue's offsets and the store times the view asks for, whatever backs the queue."""
+
+    store: Store
+    topic: str
+    queue_id: int
+    findings: Findings
+    min_offset: int = 0
+    max_offset: int = 0
+    batch: list[BcqUnit] | None = None
+
+    @classmethod
+    def open(cls, store: Store, topic: str, queue_id: int, findings: Findings) -> _Queue:
+        q = cls(store, topic, queue_id, findings)
+        if (topic, queue_id) in store.batch_queue_ids:
+            q.batch = list(store.batch_consume_queue(topic, queue_id).iter_units(findings))
+            if q.batch:
+                q.min_offset, q.max_offset = q.batch[0].queue_offset, q.batch[-1].next_offset
+            return q
+        cq = store.consume_queue(topic, queue_id)
+        if cq is not None:
+            q.max_offset = cq.max_offset
+            q.min_offset = min(cq.min_offset(store.commitlog.min_offset), q.max_offset)
+        return q
+
+    def store_time(self, offset: int) -> int | None:
+        """`getMessageStoreTimeStamp`: the store time of the message at a queue offset, None when it is gone."""
+        if not self.min_offset <= offset < self.max_offset:
+            return None
+        if self.batch is not None:
+            unit = next((u for u in self.batch if u.queue_offset <= offset < u.next_offset), None)
+            return None if unit is None else unit.store_time
+        unit = self.store.consume_queue(self.topic, self.queue_id).unit(offset)
+        if unit is None:
+            return None
+        try:
+            return self.store.commitlog.read(unit.commitlog_offset).store_timestamp
+        except RecordError as e:
+            self.findings.add(
+                f"consumequeue/{self.topic}/{self.queue_id}",
+                None,
+                CHECK,
+                "warning",
+                f"queue offset {offset}: no readable record at CommitLog offset {unit.commitlog_offset} ({e})",
+                self.topic,
+                self.queue_id,
+            )
+            return None
+
+
+def consumers_view(store: Store, now_ms: int, group: str | None = None, topic: str | None = None) -> dict:
+    """The `consumers` document: per group, topic and queue the committed and max offset and the lag."""
+    findings = Findings()
+    co = store.consumer_offsets
+    table = co.offset_table if co is not None else {}
+    names = sorted(consumer_groups(table))
+    if group is not None:
+        names = [group]
+    queues: dict[tuple[str, int], _Queue] = {}
+    rows: list[dict] = []
+    groups = []
+    for g in sorted(names, key=lambda n: (is_sys_consumer_group(n), n)):
+        topics = sorted(t for t in which_topic_by_consumer(table, g) if topic in (None, t))
+        if not topics and topic is not None and group is None:
+            continue  # --topic: only the groups consuming it
+        group_rows = [
+            _row(store, table, g, t, qid, now_ms, queues, findings)
+            for t in topics
+            for qid in _queue_ids(store, table, g, t, findings)
+        ]
+        groups.append(_group(g, topics, group_rows, now_ms))
+        rows += group_rows
+    user = [g for g in groups if not g["system"]]
+    return {
+        "version": JSON_VERSION,
+        "view": "consumers",
+        "now_ms": now_ms,
+        "group": group,
+        "topic": topic,
+        "offsets_source": store.consumer_offsets_source,
+        "groups": groups,
+        "queues": rows,
+        "totals": {
+            "groups": len(user),
+            "system_groups": len(groups) - len(user),
+            "queues": len(rows),
+            "lag": sum(g["lag"] for g in user),
+            "system_lag": sum(g["lag"] for g in groups if g["system"]),
+            "expired": sum(g["expired"] for g in user),
+        },
+        "findings": [f.as_dict() for f in sort_findings(findings + _config_findings(store))],
+    }
+
+
+def _config_findings(store: Store) -> list:
+    """What reading the offset and topic tables found (a torn file read from its .bak, an unusable copy)."""
+    return [f for f in store.findings if f.file.startswith(CONFIG_FILES)]
+
+
+def _queue_ids(store: Store, table: dict, group: str, topic: str, findings: Findings) -> list[int]:
+    """The queues `getConsumeStats` reports: 0 .. readQueueNums - 1 of the topic's config; without one,
+    the queues the group committed or the store holds."""
+    config = store.topics.topic_config_table.get(topic) if store.topics is not None else None
+    if config is not None:
+        return list(range(config.read_queue_nums))
+    if store.topics is not None:
+        findings.add(
+            store.topics_file or "config/topics.json",
+            None,
+            CHECK,
+            "info",
+            f"{topic} (consumed by {group}) is not in the topic table: its queues are the ones committed "
+            "or stored (the broker's consumerProgress skips a topic it has no config for)",
+            topic,
+        )
+    committed = table.get(f"{topic}@{group}", {})
+    held = {q for t, q in (*store.queue_ids, *store.batch_queue_ids) if t == topic}
+    return sorted(set(committed) | held)
+
+
+def _row(
+    store: Store,
+    table: dict,
+    group: str,
+    topic: str,
+    qid: int,
+    now_ms: int,
+    queues: dict[tuple[str, int], _Queue],
+    findings: Findings,
+) -> dict:
+    q = queues.get((topic, qid))
+    if q is None:
+        q = queues[(topic, qid)] = _Queue.open(store, topic, qid, findings)
+    committed = query_consumer_offset(table, group, topic, qid)
+    stats = get_consume_stats_queue(q.max_offset, committed)
+    if stats.diff < 0:
+        findings.add(
+            f"consumequeue/{topic}/{qid}",
+            None,
+            CHECK,
+            "warning",
+            f"{group} committed offset {committed} is past the queue's max offset {q.max_offset} "
+            "(queue units lost or rebuilt shorter: the broker corrects the offset on the next pull)",
+            topic,
+            qid,
+        )
+    start = max(stats.consumer_offset, q.min_offset)
+    oldest = q.store_time(start) if start < stats.broker_offset else None
+    return {
+        "group": group,
+        "topic": topic,
+        "queue_id": qid,
+        "system": is_sys_consumer_group(group) or is_system_topic(topic),
+        "committed_offset": None if committed < 0 else committed,
+        "min_offset": q.min_offset,
+        "max_offset": stats.broker_offset,
+        "lag": stats.diff,
+        "expired": max(0, min(q.min_offset, stats.broker_offset) - stats.consumer_offset),
+        "last_consumed_ms": q.store_time(stats.consumer_offset - 1),
+        "oldest_unconsumed_ms": oldest,
+        "age_ms": None if oldest is None else now_ms - oldest,
+    }
+
+
+def _group(group: str, topics: list[str], rows: list[dict], now_ms: int) -> dict:
+    oldest = min((r["oldest_unconsumed_ms"] for r in rows if r["oldest_unconsumed_ms"] is not None), default=None)
+    return {
+        "group": group,
+        "system": is_sys_consumer_group(group),
+        "topics": topics,
+        "queues": len(rows),
+        "lag": compute_total_diff(get_consume_stats_queue(r["max_offset"], r["committed_offset"] or 0) for r in rows),
+        "expired": sum(r["expired"] for r in rows),
+        "oldest_unconsumed_ms": oldest,
+        "age_ms": None if oldest is None else now_ms - oldest,
+    }
+
+
+def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, topic: str | None = None) -> dict:
+    """The `consumers` document of a fleet: one section per store, and per consumer group the cluster's
+    lag, counted once per broker group on its master (or first store: a slave's offsets and queues copy
+    its master's, mqadmin asks the master), as `mqadmin consumerProgress` sums the brokers it asks."""
+    counted = {members[0].name for members in fleet.groups().values()}
+    stores = []
+    for m in fleet.members:
+        doc = consumers_view(m.open(), now_ms, group, topic)
+        for r in doc["queues"]:
+            r["store"] = m.name
+        stores.append(
+            {
+                "store": m.name,
+                "dir": m.rel,
+                "broker_group": m.group,
+                "role": m.identity.role,
+                "counted": m.name in counted,
+                **{k: doc[k] for k in ("offsets_source", "groups", "queues", "totals", "findings")},
+            }
+        )
+    groups = _cluster_groups([s for s in stores if s["counted"]], now_ms)
+    user = [g for g in groups if not g["system"]]
+    return {
+        "version": JSON_VERSION,
+        "view": "consumers",
+        "now_ms": now_ms,
+        "group": group,
+        "topic": topic,
+        "fleet": str(fleet.root),
+        "stores": stores,
+        "groups": groups,
+        "totals": {
+            "stores": len(stores),
+            "counted_stores": len(counted),
+            "groups": len(user),
+            "system_groups": len(groups) - len(user),
+            "queues": sum(s["totals"]["queues"] for s in stores if s["counted"]),
+            "lag": sum(g["lag"] for g in user),
+            "system_lag": sum(g["lag"] for g in groups if g["system"]),
+            "expired": sum(g["expired"] for g in user),
+        },
+        "findings": [f.as_dict() for f in sort_findings(fleet.findings)]
+        + [{**f, "file": f"{s['dir']}/{f['file']}"} for s in stores for f in s["findings"]],
+    }
+
+
+def _cluster_groups(stores: list[dict], now_ms: int) -> list[dict]:
+    """Per consumer group over the counted stores: lag and expired summed, the oldest unconsumed message."""
+    by: dict[str, dict] = {}
+    for s in stores:
+        for g in s["groups"]:
+            c = by.setdefault(
+                g["group"],
+                {
+                    "group": g["group"],
+                    "system": g["system"],
+                    "brokers": [],
+                    "queues": 0,
+                    "lag": 0,
+                    "expired": 0,
+                    "oldest_unconsumed_ms": None,
+                    "age_ms": None,
+                },
+            )
+            c["brokers"].append(s["store"])
+            c["queues"] += g["queues"]
+            c["lag"] += g["lag"]
+            c["expired"] += g["expired"]
+            if g["oldest_unconsumed_ms"] is not None and (
+                c["oldest_unconsumed_ms"] is None or g["oldest_unconsumed_ms"] < c["oldest_unconsumed_ms"]
+            ):
+                c["oldest_unconsumed_ms"] = g["oldest_unconsumed_ms"]
+                c["age_ms"] = now_ms - g["oldest_unconsumed_ms"]
+    return sorted(by.values(), key=lambda c: (c["system"], c["group"]))

@@ -1,0 +1,391 @@
+"""The `replicas` view of a fleet: each slave against its master, and what a promotion now would lose.
+
+Classic HA (RocketMQ 5.3.1 `DefaultHAConnection` / `DefaultHAClient`) copies the master's CommitLog bytes to
+the same offsets on the slave; the slave builds its own ConsumeQueues and index from them. So the view
+
+- compares the CommitLog byte ranges both stores hold (`store.compare`: mapped, never decoded);
+- takes each side's end where the broker's own recovery would end it (`CommitLog#recoverNormally` on the
+  last three files, `rules.recovery`): a torn last record of a slave killed mid-transfer is dropped unless
+  it still parses, and a pre-allocated empty file past the end is deleted;
+- decodes only the master's records the slave does not hold (or holds differently): counted per topic and
+  queue, listed with their keys in `--json`. That is what a promotion of the slave now would lose;
+- compares each ConsumeQueue's units (a late joiner's queues begin with `fillPreBlank` placeholder units;
+  a slave killed before its reput caught up has queues behind its CommitLog).
+
+The master of a group is its brokerId 0 (of several copies of it, the one whose CommitLog goes furthest);
+without one, the slave whose CommitLog goes furthest stands in. DLedger groups are compared entry by entry
+(`inspect.dledger_replicas`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from mqtool.inspect import JSON_VERSION
+from mqtool.inspect.recovery import java_bool, shutdown_state
+from mqtool.rules import recovery as rules
+from mqtool.store import fastscan
+from mqtool.store.compare import compare_queues
+from mqtool.store.findings import Findings, sort_findings
+from mqtool.store.fleet import Fleet, FleetMember
+from mqtool.store.store import Store
+
+CHECK = "fleet.replica"
+RECOVERY_FILES = 3  # CommitLog#recoverNormally re-checks the last three files
+PRE_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue#fillPreBlank: (0, Integer.MAX_VALUE, 0)
+
+
+@dataclass
+class LogEnd:
+    """One store's CommitLog as a promotion would find it."""
+
+    min_offset: int
+    end: int  # where recovery ends the data (processOffset)
+    disk_end: int  # where the record walk of the last files stopped
+    last_store_timestamp: int | None
+    stop_reason: str
+    deleted_files: list[str]
+    torn_bytes: int  # non-zero bytes after the end in the stop file (a torn record recovery drops)
+
+    def as_dict(self) -> dict:
+        return {
+            "min_offset": self.min_offset,
+            "max_offset": self.end,
+            "last_store_timestamp": self.last_store_timestamp,
+            "recovery_stop_reason": self.stop_reason,
+            "files_past_end": self.deleted_files,
+            "torn_bytes": self.torn_bytes,
+        }
+
+
+def log_end(store: Store) -> LogEnd:
+    """`recoverNormally` on the last three files, from one walk of them (CRC checked, as `checkCRCOnRecover`)."""
+    cl = store.commitlog
+    files = cl.files
+    if not files:
+        return LogEnd(0, 0, 0, None, "no files", [], 0)
+    check_crc = java_bool(store.config, "checkCRCOnRecover", True)
+    first_file = files[max(0, len(files) - RECOVERY_FILES)]
+    first: dict[int, tuple[int, int]] = {}
+    crc_error: dict[int, int] = {}
+    ends: list[np.ndarray] = []
+    stamps: list[np.ndarray] = []
+    for f, chunk in cl.scan_columns(first_file.start, verify_crc=check_crc, findings=Findings()):
+        if not len(chunk):
+            continue
+        cols = chunk.cols
+        if f.start not in first and int(cols[fastscan.C_POS, 0]) == 0:
+            first[f.start] = (int(cols[fastscan.C_MAGIC, 0]), int(cols[fastscan.C_STORE_TS, 0]))
+        bad = np.flatnonzero(~chunk.crc_ok)
+        if bad.size and f.start not in crc_error:
+            crc_error[f.start] = int(cols[fastscan.C_POS, int(bad[0])])
+        ends.append(chunk.physical_offset + cols[fastscan.C_TOTAL])
+        stamps.append(cols[fastscan.C_STORE_TS].copy())
+    walks = []
+    for f in files[files.index(first_file) :]:
+        scan = cl.scans.get(cl.rel(f))
+        end = scan.valid_bytes if scan else 0
+        reason = scan.stop_reason if scan else "not scanned"
+        magic, ts = first.get(f.start, (0, 0))
+        walks.append(rules.FileWalk(f.start, end, reason == "blank filler", reason, crc_error.get(f.start), magic, ts))
+    rec = rules.recover_normally(walks, check_crc)
+    last_ts = None
+    if ends:
+        e, s = np.concatenate(ends), np.concatenate(stamps)
+        kept = s[e <= rec.end]
+        last_ts = int(kept[-1]) if kept.size else None
+    stop = cl.scans.get(f"commitlog/{rec.stop_file:020d}")
+    torn = stop.trailing_bytes if stop is not None else 0
+    disk_end = walks[-1].start + walks[-1].end
+    return LogEnd(
+        cl.min_offset,
+        rec.end,
+        max(disk_end, rec.end),
+        last_ts,
+        rec.stop_reason,
+        [f"{s:020d}" for s in rec.deleted_files],
+        torn,
+    )
+
+
+def _record_row(rec, keys: bool) -> dict:
+    row = {
+        "offset": rec.physical_offset,
+        "size": rec.total_size,
+        "topic": rec.topic,
+        "queue_id": rec.queue_id,
+        "queue_offset": rec.queue_offset,
+        "store_timestamp": rec.store_timestamp,
+    }
+    if keys:
+        row["keys"] = rec.keys
+        row["uniq_key"] = rec.uniq_key
+    return row
+
+
+def records_in(store: Store, start: int, stop: int, keep=None):
+    """The records with start <= offset < stop, decoded from a record boundary `start` (the master's tail)."""
+    for f, buf, chunk in store.commitlog.scan_mapped(start, verify_crc=False, findings=Findings()):
+        if not len(chunk):
+            continue
+        offs = chunk.physical_offset
+        if int(offs[0]) >= stop:
+            return
+        sizes = chunk.cols[fastscan.C_TOTAL]
+        wanted = (offs < stop) if keep is None else (offs < stop) & keep(offs, offs + sizes)
+        if not wanted.any():
+            continue
+        for rec, w in zip(
+            fastscan.records_from_chunk(buf, chunk, store.commitlog.rel(f)), wanted.tolist(), strict=True
+        ):
+            if w:
+                yield rec
+
+
+def _tally(rows: list[dict], keys: bool) -> dict:
+    per_topic = Counter(r["topic"] for r in rows)
+    per_queue = Counter((r["topic"], r["queue_id"]) for r in rows)
+    out = {
+        "records": len(rows),
+        "bytes": sum(r["size"] for r in rows),
+        "first_store_timestamp": rows[0]["store_timestamp"] if rows else None,
+        "last_store_timestamp": rows[-1]["store_timestamp"] if rows else None,
+        "per_topic": dict(sorted(per_topic.items())),
+        "per_queue": [{"topic": t, "queue_id": q, "records": n} for (t, q), n in sorted(per_queue.items())],
+    }
+    if keys:
+        out["messages"] = rows
+    return out
+
+
+def _overlaps(regions: list[list[int]]):
+    """keep(start, end) for `records_in`: True for records overlapping a region."""
+    lo = np.array([r[0] for r in regions], np.int64)
+    hi = np.array([r[1] for r in regions], np.int64)
+
+    def keep(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(hi, starts, side="right")  # the first region ending after the record starts
+        j = np.minimum(i, len(lo) - 1)
+        return (i < len(lo)) & (lo[j] < ends)
+
+    return keep
+
+
+def compare_pair(master: Store, slave: Store, keys: bool = True) -> dict:
+    """One slave against its master: CommitLog bytes, what only one side holds, the ConsumeQueues."""
+    m, s = log_end(master), log_end(slave)
+    lo, hi = max(m.min_offset, s.min_offset), min(m.end, s.end)
+    diff = compare_queues(master.commitlog.queue, slave.commitlog.queue, lo, hi)
+    differing = []
+    if diff.regions:
+        start = diff.first - diff.first % master.commitlog.queue.file_size
+        start = max(start, m.min_offset)
+        differing = [_record_row(r, keys) for r in records_in(master, start, hi, _overlaps(diff.regions))]
+    only_master = [_record_row(r, keys) for r in records_in(master, s.end, m.end)] if s.end < m.end else []
+    only_slave = [_record_row(r, keys) for r in records_in(slave, m.end, s.end)] if m.end < s.end else []
+    lost = _tally(differing + only_master, keys)
+    behind_ms = (
+        None
+        if m.last_store_timestamp is None or s.last_store_timestamp is None
+        else max(0, m.last_store_timestamp - s.last_store_timestamp)
+    )
+    return {
+        "master_commitlog": m.as_dict(),
+        "slave_commitlog": {**s.as_dict(), "shutdown": _shutdown(slave)},
+        "common": {
+            "from_offset": lo,
+            "to_offset": max(lo, hi),
+            "bytes": max(0, hi - lo),
+            "first_difference": diff.first,
+            "differing_bytes": diff.differing_bytes,
+            "differing_regions": diff.regions,
+            "more_regions": diff.more_regions,
+            "differing_records": _tally(differing, keys),
+        },
+        "behind": {"bytes": max(0, m.end - s.end), "records": len(only_master), "store_time_ms": behind_ms},
+        "ahead": {"bytes": max(0, s.end - m.end), "records": len(only_slave)},
+        "only_on_master": _tally(only_master, keys),
+        "only_on_slave": _tally(only_slave, keys),
+        "promotion_loses": lost,
+        "consume_queues": compare_queues_units(master, slave, s.end),
+    }
+
+
+def _shutdown(store: Store) -> dict:
+    state = shutdown_state(store)
+    return {"clean": state["clean"], "abort_file": state["abort_file"]}
+
+
+def _units(store: Store, topic: str, queue_id: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(first queue offset on disk, commitlog offsets, sizes) of a queue's written units."""
+    cq = store.consume_queue(topic, queue_id)
+    if cq is None or not hasattr(cq, "scan_columns"):
+        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first, offs, sizes = None, [], []
+    for start, units in cq.scan_columns(cq.first_offset):
+        first = start if first is None else first
+        offs.append(units["commitlog_offset"].astype(np.int64))
+        sizes.append(units["size"].astype(np.int64))
+        del units
+    if first is None:
+        return cq.first_offset, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return first, np.concatenate(offs), np.concatenate(sizes)
+
+
+def compare_queues_units(master: Store, slave: Store, slave_end: int) -> list[dict]:
+    """Per queue: the slave's units against the master's. `expected_max_offset` is how far the slave's queue
+    reaches once its reput has dispatched its whole CommitLog (the master's units below the slave's end)."""
+    rows = []
+    for topic, qid in sorted({*master.queue_ids, *slave.queue_ids}):
+        mf, mo, ms = _units(master, topic, qid)
+        sf, so, ss = _units(slave, topic, qid)
+        blank = (ss == PRE_BLANK_SIZE) & (so == 0)
+        placeholders = int(np.argmin(blank)) if blank.size and not blank.all() else int(blank.size)
+        m_max, s_max = mf + len(mo), sf + len(so)
+        expected = mf + int(np.searchsorted(mo, slave_end, side="left")) if len(mo) else None
+        lo, hi = max(mf, sf + placeholders), min(m_max, s_max)
+        mismatched, first_mismatch = 0, None
+        if hi > lo:
+            a, b = mo[lo - mf : hi - mf], so[lo - sf : hi - sf]
+            bad = np.flatnonzero((a != b) | (ms[lo - mf : hi - mf] != ss[lo - sf : hi - sf]))
+            mismatched = int(bad.size)
+            first_mismatch = lo + int(bad[0]) if bad.size else None
+        rows.append(
+            {
+                "topic": topic,
+                "queue_id": qid,
+                "master_max_offset": m_max if len(mo) or mf else None,
+                "slave_min_offset": sf + placeholders,
+                "slave_max_offset": s_max,
+                "placeholder_units": placeholders,
+                "expected_max_offset": expected,
+                "dispatch_behind": None if expected is None else max(0, expected - s_max),
+                "past_commitlog_end": None if expected is None else max(0, s_max - expected),
+                "mismatched_units": mismatched,
+                "first_mismatch": first_mismatch,
+            }
+        )
+    return rows
+
+
+def _pick_master(members: list[FleetMember], ends: dict[str, LogEnd]) -> tuple[FleetMember, str]:
+    masters = [m for m in members if m.identity.is_master]
+    pool = masters or members
+    best = max(pool, key=lambda m: (ends[m.name].end, -pool.index(m)))
+    why = "brokerId 0" if masters else "no master in the fleet: the store whose CommitLog goes furthest"
+    if len(masters) > 1:
+        why = f"{len(masters)} copies of brokerId 0: the one whose CommitLog goes furthest"
+    return best, why
+
+
+def _pair_findings(group: str, master: str, slave: str, pair: dict, findings: Findings) -> None:
+    where = f"{slave} vs {master}"
+    c = pair["common"]
+    if c["first_difference"] is not None:
+        n = pair["common"]["differing_records"]["records"]
+        findings.add(
+            slave,
+            c["first_difference"],
+            CHECK,
+            "error",
+            f"{where}: the CommitLogs differ from offset {c['first_difference']} ({c['differing_bytes']} "
+            f"byte(s), {n} record(s) of the master)",
+        )
+    lost = pair["promotion_loses"]
+    if lost["records"]:
+        findings.add(
+            slave,
+            pair["slave_commitlog"]["max_offset"],
+            CHECK,
+            "warning",
+            f"{where}: a promotion now would lose {lost['records']} record(s) ({lost['bytes']} bytes)",
+        )
+    if pair["ahead"]["bytes"]:
+        findings.add(
+            slave,
+            pair["master_commitlog"]["max_offset"],
+            CHECK,
+            "warning",
+            f"{where}: the slave holds {pair['ahead']['bytes']} byte(s) past the master's end "
+            f"({pair['ahead']['records']} record(s)): the master lost them, or this is not its slave",
+        )
+    if pair["slave_commitlog"]["torn_bytes"]:
+        findings.add(
+            slave,
+            pair["slave_commitlog"]["max_offset"],
+            CHECK,
+            "info",
+            f"{where}: {pair['slave_commitlog']['torn_bytes']} byte(s) of a torn record after the end "
+            "(a transfer cut mid-record; recovery drops them)",
+        )
+    for q in pair["consume_queues"]:
+        if q["mismatched_units"]:
+            findings.add(
+                slave,
+                None,
+                CHECK,
+                "error",
+                f"{where}: {q['mismatched_units']} ConsumeQueue unit(s) differ "
+                f"from the master's, first at queue offset {q['first_mismatch']}",
+                q["topic"],
+                q["queue_id"],
+            )
+        if q["past_commitlog_end"]:
+            findings.add(
+                slave,
+                None,
+                CHECK,
+                "warning",
+                f"{where}: {q['past_commitlog_end']} unit(s) point past the "
+                "slave's CommitLog end (truncateDirtyLogicFiles drops them)",
+                q["topic"],
+                q["queue_id"],
+            )
+
+
+def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
+    """The `replicas` document: per broker group, every other store against the group's master."""
+    from mqtool.inspect.dledger_replicas import dledger_group
+
+    findings = Findings(fleet.findings)
+    groups = []
+    for name, members in fleet.groups().items():
+        stores = {m.name: m.open() for m in members}
+        entry: dict = {"group": name, "stores": [m.name for m in members]}
+        if any(m.identity.role == "DLEDGER" for m in members):
+            entry.update(kind="dledger", **dledger_group(members, stores, findings))
+        elif len(members) < 2:
+            entry.update(kind="single", master=members[0].name, pairs=[])
+        else:
+            ends = {m.name: log_end(stores[m.name]) for m in members}
+            master, why = _pick_master(members, ends)
+            pairs = []
+            for m in members:
+                if m is master:
+                    continue
+                pair = {
+                    "master": master.name,
+                    "slave": m.name,
+                    **compare_pair(stores[master.name], stores[m.name], keys),
+                }
+                _pair_findings(name, master.name, m.name, pair, findings)
+                pairs.append(pair)
+            entry.update(kind="classic", master=master.name, master_reason=why, pairs=pairs)
+        groups.append(entry)
+    found = sort_findings(list(findings))
+    severities = Counter(f.severity for f in found)
+    return {
+        "version": JSON_VERSION,
+        "view": "replicas",
+        "fleet": str(fleet.root),
+        "now_ms": now_ms,
+        "groups": groups,
+        "findings": [f.as_dict() for f in found],
+        "finding_counts": {s: severities.get(s, 0) for s in ("error", "warning", "info")},
+    }
+
+
+__all__ = ["compare_pair", "log_end", "records_in", "replicas_view"]
