@@ -18,3 +18,16 @@ def test_decision():
     assert (d.action, d.topic) == ("dlq", "%DLQ%G")
     assert consumer_send_msg_back("G", 0, 16, delay_level=-1).action == "dlq"  # the proxy's forward
     assert consumer_send_msg_back("G", 0, 16, retry_queue_nums=0).action == "drop"
+
+
+def test_pop_request_rules():
+    from mqtool.rules import pop
+
+    # ckMessageNumber 15 -> revive queue 7 of 8; every request advances it
+    assert pop.revive_queue_id(15, 8) == 7 and pop.revive_queue_id(0, 8) == 0
+    assert pop.need_retry(19) and not pop.need_retry(20)  # popFromRetryProbability 20
+    assert pop.pop_queue_ids(50, 4) == [2, 3, 0, 1]
+    assert pop.ck_diffs(5, [5, 6, 9]) == [0, 1, 4]
+    # the proxy: maxAttempts = retryMaxTimes + 1; the remoting client drops above its maxReconsumeTimes
+    assert pop.filter_message(1, 1) == "MATCH" and pop.filter_message(2, 1) == "TO_DLQ"
+    assert not pop.process_pop_result_drops(16, 16) and pop.process_pop_result_drops(17, 16)

@@ -183,30 +183,32 @@ def test_pop_on_49_is_refused():
 
 
 def test_pop_unacked_is_revived_into_the_pop_retry_topic():
-    _, r = run(
-        [{"group": "GID_pop", "topic": TOPIC, "mode": "pop", "outcome": "fail", "invisible_time": "60s"}], S + 90_000
-    )
+    pop = {"group": "GID_pop", "topic": TOPIC, "mode": "pop", "outcome": "fail", "invisible_time": "60s"}
+    _, r = run([{**pop, "pop_random": 50}], S + 90_000)
     pops = [e for e in consumer_events(r, "pop") if e.time == S]
     assert len(pops) == 11 and {e.detail["invisible_until"] for e in pops} == {S + 60_000}
+    # one request (randomQ 50: the topic first, queues 2, 3, 0, 1), one checkpoint per queue, all in the request's
+    # revive queue: the request counter 0 -> queue 0
+    assert [e.queue_id for e in pops] == [2] * 4 + [3] * 2 + [0] * 3 + [1] * 2
+    assert len({e.detail["checkpoint"] for e in pops}) == 4 and {e.detail["revive_queue_id"] for e in pops} == {0}
+    # long polling: the next request (counter 1) waits and gets the message the schedule service puts at S + 1 s
+    late = [e for e in consumer_events(r, "pop") if e.time == S + 1000]
+    assert len(late) == 1 and late[0].detail["revive_queue_id"] == 1
     revived = consumer_events(r, "revive")
     assert {e.topic for e in revived} == {"%RETRY%GID_pop_DemoTopicA"}
-    assert len([e for e in revived if e.detail["revive_time"] == S + 60_000]) == 11
     assert all(e.detail["reconsume_times"] == 1 for e in revived)
-    # PopReviveService (5.3.1): checkpoints round-robin over the 8 revive queues (queues 0..7, 0, 1, 2 at
-    # S; queue 3 for the message popped at S + 1 s). A checkpoint reaches the revive topic (timer, precision
-    # 1 s) at revive time - 1 s = S + 59 s; the round, reviveInterval (1 s) later, reads it (endTime = its
-    # TIMER_DELIVER_MS), moves endTime to now once now - endTime > 3 s on its 100 ms polls, and revives
-    # what is more than ackTimeInterval + 1 s = 2 s overdue. Queues holding only S + 59 s deliveries:
-    # endTime S + 62.1 s, 10 revives. Queue 3 also holds the checkpoint delivered at S + 60 s (revive
-    # time S + 61 s): endTime S + 63.1 s, both of its checkpoints revived then (3.1 s and 2.1 s overdue).
-    assert sorted((e.time, e.detail["revive_time"]) for e in revived) == (
-        [(S + 62_100, S + 60_000)] * 10 + [(S + 63_100, S + 60_000), (S + 63_100, S + 61_000)]
+    # PopReviveService (5.3.1): a checkpoint reaches the revive topic (timer, precision 1 s) at revive time - 1 s
+    # = S + 59 s; the round, reviveInterval (1 s) later, reads it (endTime = its TIMER_DELIVER_MS), moves endTime
+    # to now once now - endTime > 3 s on its 100 ms polls, and revives what is more than ackTimeInterval + 1 s =
+    # 2 s overdue: queue 0's four checkpoints at S + 62.1 s (11 messages), queue 1's at S + 63.1 s
+    assert [(e.time, e.detail["revive_time"]) for e in revived] == (
+        [(S + 62_100, S + 60_000)] * 11 + [(S + 63_100, S + 61_000)]
     )
     assert [e.detail["queue_offset"] for e in revived] == list(range(12))  # %RETRY% queue 0, in revive order
     # the revived messages are popped again from the retry topic at once, reconsumeTimes 1
     again = [e for e in consumer_events(r, "pop") if e.topic == "%RETRY%GID_pop_DemoTopicA"]
     assert [(e.time, e.detail["queue_offset"], e.detail["reconsume_times"]) for e in again] == (
-        [(S + 62_100, i, 1) for i in range(10)] + [(S + 63_100, 10, 1), (S + 63_100, 11, 1)]
+        [(S + 62_100, i, 1) for i in range(11)] + [(S + 63_100, 11, 1)]
     )
 
 
