@@ -150,6 +150,7 @@ class ConsumerService:
         self.revive_offsets: dict[int, int] = {}
         self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
         self.rqid = 0  # the revive queue of the request being answered
+        self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
         self.pop_retry_probability = _setting(config, "popFromRetryProbability", pop_rules.POP_FROM_RETRY_PROBABILITY)
         # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
         self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if self.pop_clients else None
@@ -404,9 +405,10 @@ class ConsumerService:
         if not ctx.running:
             return 0
         group, topic = key
-        if not counted:
-            self.rqid = pop_rules.revive_queue_id(self.ck_counter, self.revive_queue_num)
+        if not counted:  # a new request; a suspended one keeps its revive queue
+            self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.revive_queue_num)
             self.ck_counter += 1
+        self.rqid = self.request_rqid[key]
         random_q = spec.pop_random if spec.pop_random is not None else self.pop_rng.randrange(100)
         retry = pop_rules.build_pop_retry_topic(topic, group, self.retry_v2)
         first = pop_rules.need_retry(random_q, self.pop_retry_probability)
