@@ -1,16 +1,19 @@
 """Consumer groups on the virtual clock: push with send-back (retry, DLQ, drop) and POP with revive.
 
 Push (`ConsumeMessageConcurrentlyService` + the broker's `consumerSendMsgBack`, spec §17): a message is
-consumed `consume_delay` after it becomes available (stored, or the consumer's start for a backlog);
-a failed one is sent back at once: `mqtool.rules.retry` decides, the record goes to
+consumed `consume_delay` after the consumer's next pull (`poll_interval`; 0 = long polling: as it becomes
+available); a failed one is sent back at once with the request's maxReconsumeTimes (16 for a default
+client, which wins over retryMaxTimes): `mqtool.rules.retry` decides, the record goes to
 SCHEDULE_TOPIC_XXXX queue level - 1 (REAL_TOPIC %RETRY%group) for the schedule service to deliver,
-or to %DLQ%group queue 0 with DELAY=0. A refused send-back is consumed again 5 s later
-(`submitConsumeRequestLater`). A retry topic starts at offset 0 (`computePullFromWhere`).
+or to %DLQ%group queue 0 with DELAY=0; the send-back creates those topics. A refused send-back is consumed
+again 5 s later (`submitConsumeRequestLater`). A retry topic starts at offset 0 (`computePullFromWhere`).
 
-POP (5.x only, spec §15): a pop writes a checkpoint and a successful consumption an ack, both as
-timer messages for the revive topic (`buildCkMsg`, `appendAck`); `PopReviveService` per revive queue
-scans the queue in rounds and revives what is not acked into %RETRY%group_topic queue 0. A popped
-message with reconsumeTimes >= max goes to the DLQ (the proxy's `PopMessageResultFilter` TO_DLQ).
+POP (5.x only, spec §15): a client sends pop requests (`PopMessageProcessor.processRequest`): each advances
+the revive-queue counter, and writes one checkpoint per queue it popped from; the client acks what it
+consumed (`appendAck`), both as timer messages for the revive topic. The proxy forwards a popped message
+with reconsumeTimes >= retryMaxTimes + 1 to the DLQ and acks it (`PopMessageResultFilterImpl`); a remoting
+client acks (drops) those above its maxReconsumeTimes. `PopReviveService` per revive queue scans the queue
+in rounds and revives what is not acked into %RETRY%group_topic queue 0.
 
 Consumer offsets live in memory as the broker's `ConsumerOffsetManager` and are persisted every
 `flushConsumerOffsetInterval` (5 s, first 10 s after start); a crash rolls them back to the last

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import ACK_TAG, BATCH_ACK_TAG, CK_TAG, REVIVE_TOPIC, TIMER_TOPIC
@@ -24,6 +26,19 @@ _TAG_CODES = {java_string_hash(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
 _STATES: dict[int, tuple[weakref.ref, PopState | None]] = {}  # id(store) -> (the store, its state)
 
 
+def _ck_ack_offsets(cq) -> list[int]:
+    """CommitLog offsets of a queue's units tagged ck / ack / bAck (numpy over a file queue's columns)."""
+    if not hasattr(cq, "scan_columns"):  # a RocksDB queue
+        return [u.commitlog_offset for u in cq.iter_units() if u.tags_code in _TAG_CODES]
+    out: list[int] = []
+    codes = np.array(sorted(_TAG_CODES), dtype=np.int64)
+    for _first, units in cq.scan_columns():
+        hit = np.isin(units["tags_code"].astype(np.int64), codes)
+        out += units["commitlog_offset"][hit].astype(np.int64).tolist()
+        del units, hit  # the view must be gone before the file's mapping closes
+    return out
+
+
 def _revive_records(store) -> list[MessageRecord]:
     """Every ck / ack record the consume queues of the revive topics and the timer topic point at."""
     out: dict[int, MessageRecord] = {}
@@ -31,10 +46,10 @@ def _revive_records(store) -> list[MessageRecord]:
         if not (topic.startswith(REVIVE_TOPIC) or topic == TIMER_TOPIC):
             continue
         cq = store.consume_queue(topic, qid)
-        for unit in cq.iter_units() if cq is not None else ():
-            if unit.tags_code in _TAG_CODES and unit.commitlog_offset not in out:
+        for off in _ck_ack_offsets(cq) if cq is not None else ():
+            if off not in out:
                 try:
-                    out[unit.commitlog_offset] = store.commitlog.read(unit.commitlog_offset)
+                    out[off] = store.commitlog.read(off)
                 except RecordError:
                     continue  # a unit past the CommitLog's end: the store's own checks report it
     return [out[k] for k in sorted(out)]
@@ -44,7 +59,8 @@ def pop_state(store) -> PopState | None:
     """The store's checkpoints with their acks (once per store), None when it has no revive topic."""
     held = _STATES.get(id(store))
     if held is None or held[0]() is not store:
-        state = read_pop(_revive_records(store), Findings()) if has_pop(store) else None
+        recs = _revive_records(store)  # a checkpoint may still wait in the timer before any revive queue exists
+        state = read_pop(recs, Findings()) if recs or has_pop(store) else None
         if state is not None:  # as `inspect` says: invisible, due, revived (the revive group's progress) or acked
             state.classify(store.last_activity_ms(), revive_offsets_from(store.consumer_offsets))
         held = (weakref.ref(store), state)

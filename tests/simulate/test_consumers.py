@@ -212,6 +212,31 @@ def test_pop_unacked_is_revived_into_the_pop_retry_topic():
     )
 
 
+def test_pop_proxy_dead_letters_and_remoting_client_drops_past_the_limit():
+    # invisibleTime 10 s: revived (reconsumeTimes 1) at S + 12.1 s (S + 13.1 s for the message popped at S + 1 s,
+    # see the test above) and popped again at once; limit 0 retries
+    pop = {
+        "group": "GID_p",
+        "topic": TOPIC,
+        "mode": "pop",
+        "outcome": "fail",
+        "invisible_time": "10s",
+        "pop_random": 50,
+        "max_reconsume_times": 0,
+    }
+    _, r = run([pop], S + 20_000)
+    # the proxy: reconsumeTimes 1 >= retryMaxTimes 0 + 1: forwarded to %DLQ%GID_p (record reconsumeTimes 2), acked
+    dlq = consumer_events(r, "dlq")
+    assert sorted(e.time for e in dlq) == [S + 12_100] * 11 + [S + 13_100]
+    assert {(e.topic, e.detail["reconsume_times"]) for e in dlq} == {("%DLQ%GID_p", 2)}
+    acks = consumer_events(r, "ack")
+    assert sorted((e.time, e.topic) for e in acks) == sorted((e.time, "%RETRY%GID_p_DemoTopicA") for e in dlq)
+    # a remoting client: not consumed, acked, never in a DLQ
+    _, r = run([{**pop, "client": "remoting"}], S + 20_000)
+    assert consumer_events(r, "dlq") == [] and len(consumer_events(r, "drop")) == 12
+    assert sorted(e.time for e in consumer_events(r, "ack")) == [S + 12_100] * 11 + [S + 13_100]
+
+
 def test_pop_acked_is_not_revived():
     _, r = run([{"group": "GID_pop", "topic": TOPIC, "mode": "pop", "invisible_time": "30s"}], S + 90_000)
     assert len([e for e in consumer_events(r, "ack") if e.time == S]) == 11

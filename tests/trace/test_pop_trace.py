@@ -28,8 +28,15 @@ def test_never_acked_message_is_popped_three_times_and_dead_lettered(store):
     got, verdict = stages(store, "P2")
     retry = "%RETRY%GID_p_TopicP"
     assert [(s, t) for s, t, _ in got] == [
-        ("stored", 1795771332508), ("popped", PT1), ("revived", 1795771515485), ("popped", PT2),
-        ("revived", 1795771523562), ("popped", PT3), ("acked", 1795771523606), ("dead_lettered", 1795771523603)]
+        ("stored", 1795771332508),
+        ("popped", PT1),
+        ("revived", 1795771515485),
+        ("popped", PT2),
+        ("revived", 1795771523562),
+        ("popped", PT3),
+        ("acked", 1795771523606),
+        ("dead_lettered", 1795771523603),
+    ]
     assert [topic for _s, _t, topic in got] == ["TopicP", "TopicP", retry, retry, retry, retry, retry, "%DLQ%GID_p"]
     assert verdict.state == "dead_lettered"
 
@@ -40,3 +47,21 @@ def test_acked_message_is_not_revived(store):
     # P3: not acked at its first pop, acked at the second
     got, _ = stages(store, "P3")
     assert [s for s, _t, _ in got] == ["stored", "popped", "revived", "popped", "acked"]
+
+
+def test_popped_and_not_yet_revived_in_a_simulated_store(tmp_path_factory):
+    # tests/popkit.py at S + 40 s: GID_ok popped and acked every message at S, GID_bad popped them (invisible
+    # until S + 60 s); the ack records still wait in the timer (born at S)
+    from popkit import S, pop_store
+
+    st, _r = pop_store(tmp_path_factory, S + 40_000)
+    (t,) = trace(st, TraceQuery(offset=0))  # DemoTopicA/0@0
+    got = sorted((s.stage, s.time, s.detail.split(":")[0]) for s in t.stages if s.stage not in ("born", "stored"))
+    # GID_demo is a push group with a committed offset: its line stays
+    assert got == [
+        ("acked", S, "acked by consumer group GID_ok"),
+        ("consumed", None, "consumer group GID_demo"),
+        ("not_consumed", S + 60_000, "consumer group GID_bad"),
+        ("popped", S, "popped by consumer group GID_bad, invisible until 2026-09-21T14"),
+        ("popped", S, "popped by consumer group GID_ok, invisible until 2026-09-21T14"),
+    ]
