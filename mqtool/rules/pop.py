@@ -109,3 +109,26 @@ def process_pop_result_drops(reconsume_times: int, max_reconsume_times: int) -> 
     """A remoting client's `DefaultMQPushConsumerImpl.processPopResult`: a popped message whose reconsumeTimes
     is above the client's maxReconsumeTimes is not consumed but acked (it never reaches a DLQ)."""
     return reconsume_times > max_reconsume_times
+
+
+POP_DELAY_LEVEL = (10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)  # s; client's
+
+
+def change_pop_invisible_time(reconsume_times: int, delay_level: int = 0) -> int:
+    """A remoting client's `ConsumeMessagePopConcurrentlyService.changePopInvisibleTime` after a failed
+    consumption: the new invisible time in ms, `popDelayLevel[delayLevel]` (delayLevel 0 = reconsumeTimes,
+    the last level past the table). The broker (`ChangeInvisibleTimeProcessor`) writes a checkpoint of the one
+    message (popTime now) into the old checkpoint's revive queue and acks the old one."""
+    level = reconsume_times if delay_level == 0 else delay_level
+    return 1000 * POP_DELAY_LEVEL[min(max(level, 0), len(POP_DELAY_LEVEL) - 1)]
+
+
+def check_need_ack_or_delay(age_ms: int) -> int:
+    """`checkNeedAckOrDelay`, for a failed message at the client's maxReconsumeTimes, by its age (now -
+    bornTimestamp): -1 = ack it (older than twice the last level); else the invisible time in ms of the level
+    after the highest one its age reached; 0 = none reached: the client's table lookup at index -1 throws,
+    nothing is sent and the message is revived after its invisible time."""
+    if age_ms > POP_DELAY_LEVEL[-1] * 1000 * 2:
+        return -1
+    level = next((i + 1 for i in range(len(POP_DELAY_LEVEL) - 1, -1, -1) if age_ms >= POP_DELAY_LEVEL[i] * 1000), 0)
+    return change_pop_invisible_time(0, level) if level else 0

@@ -70,7 +70,8 @@ _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 CONSUME_LATER_MS = 5000  # a refused send-back: the client consumes the message again 5 s later
 FIRST_PERSIST_MS = 10_000
 SERVICE = "consumer"
-KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive")  # the ack event is named like its tag
+# the ack event is named like its tag; change_invisible: a remoting POP client's new invisible time
+KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")
 
 
 def _setting(config: Any, name: str, default: Any) -> Any:
@@ -499,8 +500,44 @@ class ConsumerService:
         )
         if not fails:
             self._ack(qkey, client, start, o, msg, pop_time)
+        elif client.client_kind == "remoting":
+            self._consume_later(qkey, client, spec, start, o, msg, pop_time)
 
-    def _ack(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int) -> None:
+    def _consume_later(self, qkey, client: ConsumerSpec, spec: ConsumerSpec, start: int, o: int, msg, pop_time) -> None:
+        """A remoting client's failed POP message (`processConsumeResult`): `changePopInvisibleTime` by the
+        client's popDelayLevel, or at its maxReconsumeTimes `checkNeedAckOrDelay` by the message's age. The broker's
+        `ChangeInvisibleTimeProcessor` writes a checkpoint of the one message (popTime now, same revive queue) and
+        acks the old checkpoint's entry (a proxy client just does not ack)."""
+        ctx = self.ctx
+        group, topic, qid = qkey
+        rt, now = msg.reconsume_times, ctx.clock()
+        if rt >= get_max_reconsume_times(spec.max_reconsume_times):
+            inv = pop_rules.check_need_ack_or_delay(now - msg.born_ts)
+            if inv < 0:
+                self._emit("drop", group, msg, topic, qid, queue_offset=o, reason="consumed too many times: acked")
+                self._ack(qkey, client, start, o, msg, pop_time)
+                return
+            if inv == 0:
+                return
+        else:
+            inv = pop_rules.change_pop_invisible_time(rt)
+        ck_key = pop_rules.gen_ck_unique_id(topic, qid, o, group, now, self.broker_name)
+        body = pop_format.ck_body(topic, group, qid, o, [0], now, inv, self.broker_name)
+        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(now, inv), self.rqid)
+        self._emit(
+            "change_invisible",
+            group,
+            msg,
+            topic,
+            qid,
+            new=ck,
+            queue_offset=o,
+            invisible_until=now + inv,
+            revive_queue_id=self.rqid,
+        )
+        self._ack(qkey, client, start, o, msg, pop_time, event=False)
+
+    def _ack(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int, event=True) -> None:
         """`AckMessageProcessor.appendAck` (buffer merge off): one ack record for the message, `so` the
         checkpoint's start, into the checkpoint's revive queue at popTime + invisibleTime."""
         group, topic, qid = qkey
@@ -508,7 +545,8 @@ class ConsumerService:
         ack_key = pop_rules.gen_ack_unique_id(topic, qid, o, group, pop_time, self.broker_name)
         body = pop_format.ack_body(topic, group, qid, start, o, pop_time, self.broker_name)
         ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), self.rqid)
-        self._emit(ACK_TAG, group, msg, topic, qid, new=ack, queue_offset=o, revive_queue_id=self.rqid)
+        if event:  # a changeInvisibleTime's ack of the old checkpoint is no ack of the message
+            self._emit(ACK_TAG, group, msg, topic, qid, new=ack, queue_offset=o, revive_queue_id=self.rqid)
 
     def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int) -> SimMessage | None:
         """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook

@@ -31,3 +31,15 @@ def test_pop_request_rules():
     # the proxy: maxAttempts = retryMaxTimes + 1; the remoting client drops above its maxReconsumeTimes
     assert pop.filter_message(1, 1) == "MATCH" and pop.filter_message(2, 1) == "TO_DLQ"
     assert not pop.process_pop_result_drops(16, 16) and pop.process_pop_result_drops(17, 16)
+
+
+def test_remoting_pop_client_delays():
+    from mqtool.rules import pop
+
+    assert pop.change_pop_invisible_time(0) == 10_000 and pop.change_pop_invisible_time(3) == 120_000
+    assert pop.change_pop_invisible_time(40) == 7_200_000  # past the table: its last level
+    assert pop.change_pop_invisible_time(0, delay_level=2) == 60_000
+    # at maxReconsumeTimes, by age: 45 s reached level 1 (30 s) -> level 2 (60 s); 5 s none; over 4 h: ack
+    assert pop.check_need_ack_or_delay(45_000) == 60_000
+    assert pop.check_need_ack_or_delay(5_000) == 0
+    assert pop.check_need_ack_or_delay(4 * 3_600_000 + 1) == -1

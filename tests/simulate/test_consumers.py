@@ -231,10 +231,44 @@ def test_pop_proxy_dead_letters_and_remoting_client_drops_past_the_limit():
     assert {(e.topic, e.detail["reconsume_times"]) for e in dlq} == {("%DLQ%GID_p", 2)}
     acks = consumer_events(r, "ack")
     assert sorted((e.time, e.topic) for e in acks) == sorted((e.time, "%RETRY%GID_p_DemoTopicA") for e in dlq)
-    # a remoting client: not consumed, acked, never in a DLQ
-    _, r = run([{**pop, "client": "remoting"}], S + 20_000)
-    assert consumer_events(r, "dlq") == [] and len(consumer_events(r, "drop")) == 12
-    assert sorted(e.time for e in consumer_events(r, "ack")) == [S + 12_100] * 11 + [S + 13_100]
+    # a remoting client: failing at reconsumeTimes 0 = its maxReconsumeTimes, checkNeedAckOrDelay by age: the
+    # backlog was born 100 s before S (>= 60 s: the next level, 120 s), so the message is invisible until S + 120 s
+    # (a checkpoint delivered at S + 119 s, read at S + 120 s), revived at S + 122.1 s with reconsumeTimes 1 > 0:
+    # the client acks it without consuming it, it never reaches a DLQ
+    _, r = run([{**pop, "client": "remoting"}], S + 130_000)
+    assert consumer_events(r, "dlq") == []
+    assert [e.detail["invisible_until"] for e in consumer_events(r, "change_invisible") if e.time == S] == (
+        [S + 120_000] * 11
+    )
+    drops = sorted(e.time for e in consumer_events(r, "drop"))
+    assert drops[:11] == [S + 122_100] * 11 and len(drops) == 12
+    assert sorted(e.time for e in consumer_events(r, "ack")) == drops
+
+
+def test_pop_remoting_client_changes_the_invisible_time_of_a_failed_message():
+    # changePopInvisibleTime: popDelayLevel[reconsumeTimes] = 10 s for the first failure (invisible_time 60 s
+    # does not matter): a checkpoint of the one message, popTime S, reviveTime S + 10 s, delivered at S + 9 s;
+    # the round reads it at S + 10 s and revives at S + 12.1 s, as a 10 s pop would be
+    pop = {
+        "group": "GID_r",
+        "topic": TOPIC,
+        "mode": "pop",
+        "client": "remoting",
+        "fail_times": 1,
+        "invisible_time": "60s",
+        "pop_random": 50,
+        "match": {"uniq_key": "0A0000050D051E7C0DE50000000A0001"},
+    }
+    _, r = run([pop, {**pop, "match": {}, "fail_times": 0}], S + 20_000)
+    changed = consumer_events(r, "change_invisible")
+    assert [(e.time, e.detail["invisible_until"]) for e in changed] == [(S, S + 10_000)]
+    revived = consumer_events(r, "revive")
+    assert [(e.time, e.uniq_key, e.detail["revive_time"]) for e in revived] == [
+        (S + 12_100, "0A0000050D051E7C0DE50000000A0001", S + 10_000)
+    ]
+    # popped again at once with reconsumeTimes 1, consumed and acked
+    ok = [e for e in consumer_events(r, "ack") if e.uniq_key == "0A0000050D051E7C0DE50000000A0001"]
+    assert [(e.time, e.topic) for e in ok] == [(S + 12_100, "%RETRY%GID_r_DemoTopicA")]
 
 
 def test_pop_acked_is_not_revived():
