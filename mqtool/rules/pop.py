@@ -32,14 +32,12 @@ def build_pop_retry_topic(topic: str, group: str, v2: bool = False) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group + ("+" if v2 else "_") + topic
 
 
-def gen_ck_unique_id(topic: str, queue_id: int, start_offset: int, group: str, pop_time: int,
-                     broker_name: str) -> str:
+def gen_ck_unique_id(topic: str, queue_id: int, start_offset: int, group: str, pop_time: int, broker_name: str) -> str:
     """`PopMessageProcessor.genCkUniqueId`: the UNIQ_KEY of a checkpoint record."""
     return SPLIT.join([topic, str(queue_id), str(start_offset), group, str(pop_time), broker_name, CK_TAG])
 
 
-def gen_ack_unique_id(topic: str, queue_id: int, ack_offset: int, group: str, pop_time: int,
-                      broker_name: str) -> str:
+def gen_ack_unique_id(topic: str, queue_id: int, ack_offset: int, group: str, pop_time: int, broker_name: str) -> str:
     """`PopMessageProcessor.genAckUniqueId`: the UNIQ_KEY of an ack record."""
     return SPLIT.join([topic, str(queue_id), str(ack_offset), group, str(pop_time), broker_name, ACK_TAG])
 
@@ -60,8 +58,9 @@ def may_revive(end_time: int, revive_time: int) -> bool:
     return end_time - revive_time > ACK_TIME_INTERVAL + SECOND
 
 
-def revive_retry_properties(props: dict[str, str], tags: str | None, reconsume_times: int,
-                            pop_time: int) -> dict[str, str]:
+def revive_retry_properties(
+    props: dict[str, str], tags: str | None, reconsume_times: int, pop_time: int
+) -> dict[str, str]:
     """`reviveRetry`'s map: TAGS first (when set), every property of the message, and 1ST_POP_TIME =
     the checkpoint's pop time on the first revive (or when absent)."""
     out: dict[str, str] = {}
@@ -71,3 +70,65 @@ def revive_retry_properties(props: dict[str, str], tags: str | None, reconsume_t
     if reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in out:
         out[PROPERTY_FIRST_POP_TIME] = str(pop_time)
     return out
+
+
+POP_FROM_RETRY_PROBABILITY = 20  # BrokerConfig.popFromRetryProbability (percent)
+RETRY_QUEUE_NUM = 1  # PopAckConstants.retryQueueNum: queues of a pop retry topic (addRetryTopicIfNotExist)
+
+
+def revive_queue_id(ck_message_number: int, revive_queue_num: int) -> int:
+    """`PopMessageProcessor.processRequest`: the revive queue of a request's checkpoints and acks is its
+    request counter `ckMessageNumber` (every request advances it, empty ones too) modulo reviveQueueNum."""
+    return abs(ck_message_number % revive_queue_num)
+
+
+def need_retry(random_q: int, pop_from_retry_probability: int = POP_FROM_RETRY_PROBABILITY) -> bool:
+    """`processRequest`: with the request's draw `randomQ` (0-99) below the probability the pop retry topic is
+    read first; otherwise it is read after the topic, only when the batch is not full."""
+    return random_q < pop_from_retry_probability
+
+
+def pop_queue_ids(random_q: int, read_queue_nums: int) -> list[int]:
+    """`popMsgFromTopic`: the queues of a topic in the order one request reads them, from `randomQ`."""
+    return [(random_q + i) % read_queue_nums for i in range(read_queue_nums)]
+
+
+def ck_diffs(start_offset: int, queue_offsets: list[int]) -> list[int]:
+    """`appendCheckPoint`: one checkpoint per request and queue; `d` holds each popped offset - the start."""
+    return [o - start_offset for o in queue_offsets]
+
+
+def filter_message(reconsume_times: int, retry_max_times: int) -> str:
+    """The 5.3.1 proxy's `PopMessageResultFilterImpl.filterMessage` (tag matched): TO_DLQ once reconsumeTimes
+    reaches maxAttempts = the group's retryMaxTimes + 1 (`GrpcClientSettingsManager`), else MATCH. A TO_DLQ
+    message is forwarded with delayLevel -1 (`forwardMessageToDeadLetterQueue`) and then acked."""
+    return "TO_DLQ" if reconsume_times >= retry_max_times + 1 else "MATCH"
+
+
+def process_pop_result_drops(reconsume_times: int, max_reconsume_times: int) -> bool:
+    """A remoting client's `DefaultMQPushConsumerImpl.processPopResult`: a popped message whose reconsumeTimes
+    is above the client's maxReconsumeTimes is not consumed but acked (it never reaches a DLQ)."""
+    return reconsume_times > max_reconsume_times
+
+
+POP_DELAY_LEVEL = (10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)  # s; client's
+
+
+def change_pop_invisible_time(reconsume_times: int, delay_level: int = 0) -> int:
+    """A remoting client's `ConsumeMessagePopConcurrentlyService.changePopInvisibleTime` after a failed
+    consumption: the new invisible time in ms, `popDelayLevel[delayLevel]` (delayLevel 0 = reconsumeTimes,
+    the last level past the table). The broker (`ChangeInvisibleTimeProcessor`) writes a checkpoint of the one
+    message (popTime now) into the old checkpoint's revive queue and acks the old one."""
+    level = reconsume_times if delay_level == 0 else delay_level
+    return 1000 * POP_DELAY_LEVEL[min(max(level, 0), len(POP_DELAY_LEVEL) - 1)]
+
+
+def check_need_ack_or_delay(age_ms: int) -> int:
+    """`checkNeedAckOrDelay`, for a failed message at the client's maxReconsumeTimes, by its age (now -
+    bornTimestamp): -1 = ack it (older than twice the last level); else the invisible time in ms of the level
+    after the highest one its age reached; 0 = none reached: the client's table lookup at index -1 throws,
+    nothing is sent and the message is revived after its invisible time."""
+    if age_ms > POP_DELAY_LEVEL[-1] * 1000 * 2:
+        return -1
+    level = next((i + 1 for i in range(len(POP_DELAY_LEVEL) - 1, -1, -1) if age_ms >= POP_DELAY_LEVEL[i] * 1000), 0)
+    return change_pop_invisible_time(0, level) if level else 0

@@ -1,16 +1,19 @@
 """Consumer groups on the virtual clock: push with send-back (retry, DLQ, drop) and POP with revive.
 
 Push (`ConsumeMessageConcurrentlyService` + the broker's `consumerSendMsgBack`, spec §17): a message is
-consumed `consume_delay` after it becomes available (stored, or the consumer's start for a backlog);
-a failed one is sent back at once: `mqtool.rules.retry` decides, the record goes to
+consumed `consume_delay` after the consumer's next pull (`poll_interval`; 0 = long polling: as it becomes
+available); a failed one is sent back at once with the request's maxReconsumeTimes (16 for a default
+client, which wins over retryMaxTimes): `mqtool.rules.retry` decides, the record goes to
 SCHEDULE_TOPIC_XXXX queue level - 1 (REAL_TOPIC %RETRY%group) for the schedule service to deliver,
-or to %DLQ%group queue 0 with DELAY=0. A refused send-back is consumed again 5 s later
-(`submitConsumeRequestLater`). A retry topic starts at offset 0 (`computePullFromWhere`).
+or to %DLQ%group queue 0 with DELAY=0; the send-back creates those topics. A refused send-back is consumed
+again 5 s later (`submitConsumeRequestLater`). A retry topic starts at offset 0 (`computePullFromWhere`).
 
-POP (5.x only, spec §15): a pop writes a checkpoint and a successful consumption an ack, both as
-timer messages for the revive topic (`buildCkMsg`, `appendAck`); `PopReviveService` per revive queue
-scans the queue in rounds and revives what is not acked into %RETRY%group_topic queue 0. A popped
-message with reconsumeTimes >= max goes to the DLQ (the proxy's `PopMessageResultFilter` TO_DLQ).
+POP (5.x only, spec §15): a client sends pop requests (`PopMessageProcessor.processRequest`): each advances
+the revive-queue counter, and writes one checkpoint per queue it popped from; the client acks what it
+consumed (`appendAck`), both as timer messages for the revive topic. The proxy forwards a popped message
+with reconsumeTimes >= retryMaxTimes + 1 to the DLQ and acks it (`PopMessageResultFilterImpl`); a remoting
+client acks (drops) those above its maxReconsumeTimes. `PopReviveService` per revive queue scans the queue
+in rounds and revives what is not acked into %RETRY%group_topic queue 0.
 
 Consumer offsets live in memory as the broker's `ConsumerOffsetManager` and are persisted every
 `flushConsumerOffsetInterval` (5 s, first 10 s after start); a crash rolls them back to the last
@@ -20,6 +23,7 @@ persist, so what was consumed after it is consumed again.
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from typing import Any
 
@@ -40,6 +44,7 @@ from mqtool.formats.names import (
     PROPERTY_TIMER_OUT_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     RETRY_GROUP_TOPIC_PREFIX,
+    REVIVE_GROUP,
     RMQ_SYS_SCHEDULE_TOPIC,
     TIMER_TOPIC,
 )
@@ -65,7 +70,8 @@ _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 CONSUME_LATER_MS = 5000  # a refused send-back: the client consumes the message again 5 s later
 FIRST_PERSIST_MS = 10_000
 SERVICE = "consumer"
-KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive")  # the ack event is named like its tag
+# the ack event is named like its tag; change_invisible: a remoting POP client's new invisible time
+KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")
 
 
 def _setting(config: Any, name: str, default: Any) -> Any:
@@ -123,10 +129,14 @@ class ConsumerService:
         self.by_group: dict[str, list[ConsumerSpec]] = {}
         for s in specs:
             self.by_group.setdefault(s.group, []).append(s)
-        self.queues: list[tuple[str, str, int, ConsumerSpec]] = []  # (group, topic, qid, first spec)
+        self.queues: list[tuple[str, str, int, ConsumerSpec]] = []  # push: (group, topic, qid, first spec)
+        self.pop_clients: dict[tuple[str, str], ConsumerSpec] = {}  # pop: (group, topic) -> its first spec
         for group, entries in self.by_group.items():
             seen = set()
             for s in entries:
+                if s.mode == "pop":
+                    self.pop_clients.setdefault((group, s.topic), s)
+                    continue
                 for topic, qid in self._subscribed(s):
                     if (topic, qid) not in seen:
                         seen.add((topic, qid))
@@ -142,11 +152,21 @@ class ConsumerService:
         self.persister: Process | None = None
         self.revivers: dict[int, Process] = {}
         self.revive_offsets: dict[int, int] = {}
-        self.ck_counter = 0
+        self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
+        self.rqid = 0  # the revive queue of the request being answered
+        self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
+        self.pop_retry_probability = _setting(config, "popFromRetryProbability", pop_rules.POP_FROM_RETRY_PROBABILITY)
+        # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
+        self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if self.pop_clients else None
+        self.poppers: dict[tuple[str, str], Process] = {}
         self.counts: dict[str, Counter] = {g: Counter() for g in self.by_group}
         for group, topic, qid, _ in self.queues:
             ctx.model.on_append(topic, qid, lambda k=(group, topic, qid): self._wake(k))
-        if any(s.mode == "pop" for s in specs):
+        for group, topic in self.pop_clients:  # a long-polling pop request is answered when a message arrives
+            retry = pop_rules.build_pop_retry_topic(topic, group, self.retry_v2)
+            for t, q in [(topic, q) for q in ctx.model.queue_ids(topic) or [0]] + [(retry, 0)]:
+                ctx.model.on_append(t, q, lambda k=(group, topic): self._wake_popper(k))
+        if self.pop_clients:
             for q in range(self.revive_queue_num):
                 ctx.model.on_append(self.revive_topic, q, lambda q=q: self._wake_reviver(q))
 
@@ -171,13 +191,8 @@ class ConsumerService:
     def _subscribed(self, s: ConsumerSpec) -> list[tuple[str, int]]:
         m = self.ctx.model
         qids = m.queue_ids(s.topic) or [0]
-        out = [(s.topic, q) for q in qids]
-        if s.mode == "pop":
-            out.append((pop_rules.build_pop_retry_topic(s.topic, s.group, self.retry_v2), 0))
-        else:
-            retry = get_retry_topic(s.group)
-            out += [(retry, q) for q in range(max(1, self.retry_queue_nums(s.group)))]
-        return out
+        retry = get_retry_topic(s.group)
+        return [(s.topic, q) for q in qids] + [(retry, q) for q in range(max(1, self.retry_queue_nums(s.group)))]
 
     def _initial(self, key: tuple[str, str, int], spec: ConsumerSpec) -> int:
         _group, topic, qid = key
@@ -199,13 +214,15 @@ class ConsumerService:
             key = (group, topic, qid)
             self.next_unit[key] = self._initial(key, spec)
             self.walkers[key] = eng.process(self._walk(key), NORMAL, 0, f"consumer-{group}-{topic}-{qid}")
+        for key in self.pop_clients:
+            self.poppers[key] = eng.process(self._pop_loop(key), NORMAL, 0, f"consumer-pop-{key[0]}-{key[1]}")
         self.persister = eng.process(self._persist_loop(), PERSIST, FIRST_PERSIST_MS, "consumer-persist")
-        for q in range(self.revive_queue_num if any(s.mode == "pop" for s in self.specs) else 0):
+        for q in range(self.revive_queue_num if self.pop_clients else 0):
             self.revivers[q] = eng.process(self._revive_loop(q), NORMAL, 0, f"pop-revive-{q}")
 
     def stop(self, clean: bool) -> None:
         self.gen += 1  # consumptions already scheduled never happen
-        for p in [*self.walkers.values(), *self.revivers.values()]:
+        for p in [*self.walkers.values(), *self.poppers.values(), *self.revivers.values()]:
             p.stop()
         if self.persister is not None:
             self.persister.stop()
@@ -287,9 +304,6 @@ class ConsumerService:
         if gen != self.gen or not self.ctx.running:
             return
         group = key[0]
-        if spec.mode == "pop":
-            self._pop(key, spec, msg, queue_offset)
-            return
         fails = spec.fails(msg.reconsume_times)
         self._emit(
             "consume",
@@ -370,52 +384,171 @@ class ConsumerService:
         return new
 
     # ----- POP -----
-    def _pop(self, key, spec: ConsumerSpec, msg: SimMessage, queue_offset: int) -> None:
-        ctx = self.ctx
-        group, topic, qid = key
-        self._commit(key, queue_offset)
-        max_times = self.max_reconsume(spec)
-        if msg.reconsume_times >= max_times:  # the proxy's filter: TO_DLQ, sent back with level -1
-            self._emit(
-                "consume", group, msg, queue_offset=queue_offset, reconsume_times=msg.reconsume_times, outcome="dlq"
-            )
-            self._send_back(group, spec, msg, max_times, delay_level=-1)
-            return
+    def _wake_popper(self, key) -> None:
+        p = self.poppers.get(key)
+        if p is not None and p.alive and p.wake_time is None:
+            p.wake(0)
+
+    def _pop_loop(self, key):
+        """The client's POP requests: one every `poll_interval`, or (0) long polling: a request that found nothing
+        waits for a message (counted once), one that found some is followed by the next at once."""
+        spec = self.pop_clients[key]
+        while True:
+            got = self._pop_request(key, spec)
+            if spec.poll_interval_ms > 0:
+                yield spec.poll_interval_ms
+                continue
+            while not got:
+                yield None  # the suspended request, answered when a message arrives
+                got = self._pop_request(key, spec, counted=True)
+
+    def _pop_request(self, key, spec: ConsumerSpec, counted: bool = False) -> int:
+        """`PopMessageProcessor.processRequest` for one request (queueId -1) and what the client does with the
+        answer; the number of messages popped."""
+        ctx, m = self.ctx, self.ctx.model
+        if not ctx.running:
+            return 0
+        group, topic = key
+        if not counted:  # a new request; a suspended one keeps its revive queue
+            self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.revive_queue_num)
+            self.ck_counter += 1
+        self.rqid = self.request_rqid[key]
+        random_q = spec.pop_random if spec.pop_random is not None else self.pop_rng.randrange(100)
+        retry = pop_rules.build_pop_retry_topic(topic, group, self.retry_v2)
+        first = pop_rules.need_retry(random_q, self.pop_retry_probability)
         pop_time = ctx.clock()
+        room, popped = spec.batch_size, []
+        for t in [retry, topic] if first else [topic, retry]:
+            if t == retry and not m.queue_ids(retry):  # selectTopicConfig: made by the first revive
+                continue
+            if t == retry and not first and room <= 0:
+                break
+            qids = m.queue_ids(t) or [0]
+            for qid in pop_rules.pop_queue_ids(random_q, max(qids) + 1):
+                if room > 0:
+                    popped += self._pop_queue((group, t, qid), spec, room, pop_time)
+                    room = spec.batch_size - len(popped)
+        for qkey, start, o, msg, ck in popped:
+            self._answer(qkey, spec, start, o, msg, pop_time, ck)
+        return len(popped)
+
+    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int) -> list:
+        """`popMsgFromQueue`: up to `room` messages from the group's offset (its init offset committed), one
+        checkpoint for them (`appendCheckPoint`), the offset moved past them."""
+        m = self.ctx.model
+        group, topic, qid = qkey
+        start = self._initial(qkey, spec)
+        self.offsets.setdefault(qkey, start)  # getInitOffset(init = true) commits it
+        units = list(m.cq_units(topic, qid, start, min(m.cq_max(topic, qid), start + room)))
+        if not units:
+            return []
+        offsets = [o for o, _unit in units]
         inv = spec.invisible_time_ms
-        rqid = self.ck_counter % self.revive_queue_num
-        self.ck_counter += 1
-        ck_key = pop_rules.gen_ck_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
-        body = pop_format.ck_body(topic, group, qid, queue_offset, [0], pop_time, inv, self.broker_name)
-        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), rqid, msg)
+        ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, self.broker_name)
+        body = pop_format.ck_body(
+            topic, group, qid, start, pop_rules.ck_diffs(start, offsets), pop_time, inv, self.broker_name
+        )
+        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), self.rqid)
+        self._commit(qkey, offsets[-1])
+        out = []
+        for o, unit in units:
+            msg = m.message(unit[0])
+            if msg is not None:
+                out.append((qkey, start, o, msg, ck))
+        return out
+
+    def _answer(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int, ck) -> None:
+        """The client's handling of one popped message: the proxy's filter (TO_DLQ: forward, then ack) or the
+        remoting client's drop past its maxReconsumeTimes, else the consumption and, when it succeeds, the ack."""
+        group = qkey[0]
+        rt = msg.reconsume_times
+        spec = self._spec(group, msg) or client
         self._emit(
             "pop",
             group,
             msg,
-            queue_offset=queue_offset,
-            reconsume_times=msg.reconsume_times,
-            invisible_until=pop_time + inv,
-            revive_queue_id=rqid,
+            qkey[1],
+            qkey[2],
+            queue_offset=o,
+            reconsume_times=rt,
+            invisible_until=pop_time + client.invisible_time_ms,
+            revive_queue_id=self.rqid,
             checkpoint=ck.phys if ck else None,
         )
-        fails = spec.fails(msg.reconsume_times)
+        if client.client_kind == "proxy":
+            limit = spec.max_reconsume_times if spec.max_reconsume_times is not None else self.retry_max_times(group)
+            if pop_rules.filter_message(rt, limit) == "TO_DLQ":
+                self._emit("consume", group, msg, qkey[1], qkey[2], queue_offset=o, reconsume_times=rt, outcome="dlq")
+                self._send_back(group, spec, msg, 0, delay_level=-1)
+                self._ack(qkey, client, start, o, msg, pop_time)
+                return
+        elif pop_rules.process_pop_result_drops(rt, get_max_reconsume_times(spec.max_reconsume_times)):
+            why = "reconsumeTimes above the client's maxReconsumeTimes"
+            self._emit("drop", group, msg, qkey[1], qkey[2], queue_offset=o, reason=why)
+            self._ack(qkey, client, start, o, msg, pop_time)
+            return
+        fails = spec.fails(rt)
         self._emit(
             "consume",
             group,
             msg,
-            queue_offset=queue_offset,
-            reconsume_times=msg.reconsume_times,
+            qkey[1],
+            qkey[2],
+            queue_offset=o,
+            reconsume_times=rt,
             outcome="fail" if fails else "ok",
         )
         if not fails:
-            ack_key = pop_rules.gen_ack_unique_id(topic, qid, queue_offset, group, pop_time, self.broker_name)
-            body = pop_format.ack_body(topic, group, qid, queue_offset, queue_offset, pop_time, self.broker_name)
-            ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), rqid, msg)
-            self._emit(ACK_TAG, group, msg, queue_offset=queue_offset, revive_queue_id=rqid, new=ack)
+            self._ack(qkey, client, start, o, msg, pop_time)
+        elif client.client_kind == "remoting":
+            self._consume_later(qkey, client, spec, start, o, msg, pop_time)
 
-    def _revive_record(
-        self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int, src: SimMessage
-    ) -> SimMessage | None:
+    def _consume_later(self, qkey, client: ConsumerSpec, spec: ConsumerSpec, start: int, o: int, msg, pop_time) -> None:
+        """A remoting client's failed POP message (`processConsumeResult`): `changePopInvisibleTime` by the
+        client's popDelayLevel, or at its maxReconsumeTimes `checkNeedAckOrDelay` by the message's age. The broker's
+        `ChangeInvisibleTimeProcessor` writes a checkpoint of the one message (popTime now, same revive queue) and
+        acks the old checkpoint's entry (a proxy client just does not ack)."""
+        ctx = self.ctx
+        group, topic, qid = qkey
+        rt, now = msg.reconsume_times, ctx.clock()
+        if rt >= get_max_reconsume_times(spec.max_reconsume_times):
+            inv = pop_rules.check_need_ack_or_delay(now - msg.born_ts)
+            if inv < 0:
+                self._emit("drop", group, msg, topic, qid, queue_offset=o, reason="consumed too many times: acked")
+                self._ack(qkey, client, start, o, msg, pop_time)
+                return
+            if inv == 0:
+                return
+        else:
+            inv = pop_rules.change_pop_invisible_time(rt)
+        ck_key = pop_rules.gen_ck_unique_id(topic, qid, o, group, now, self.broker_name)
+        body = pop_format.ck_body(topic, group, qid, o, [0], now, inv, self.broker_name)
+        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(now, inv), self.rqid)
+        self._emit(
+            "change_invisible",
+            group,
+            msg,
+            topic,
+            qid,
+            new=ck,
+            queue_offset=o,
+            invisible_until=now + inv,
+            revive_queue_id=self.rqid,
+        )
+        self._ack(qkey, client, start, o, msg, pop_time, event=False)
+
+    def _ack(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int, event=True) -> None:
+        """`AckMessageProcessor.appendAck` (buffer merge off): one ack record for the message, `so` the
+        checkpoint's start, into the checkpoint's revive queue at popTime + invisibleTime."""
+        group, topic, qid = qkey
+        inv = client.invisible_time_ms
+        ack_key = pop_rules.gen_ack_unique_id(topic, qid, o, group, pop_time, self.broker_name)
+        body = pop_format.ack_body(topic, group, qid, start, o, pop_time, self.broker_name)
+        ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), self.rqid)
+        if event:  # a changeInvisibleTime's ack of the old checkpoint is no ack of the message
+            self._emit(ACK_TAG, group, msg, topic, qid, new=ack, queue_offset=o, revive_queue_id=self.rqid)
+
+    def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int) -> SimMessage | None:
         """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook
         (`transformTimerMessage`: TIMER_OUT_MS rounded to the precision, REAL_TOPIC/REAL_QID) unless due."""
         ctx = self.ctx
@@ -457,12 +590,12 @@ class ConsumerService:
         topic = self.revive_topic
         slow = 1
         while True:
-            if m.cq_max(topic, q) <= self.revive_offsets.get(q, -1) + 1:
+            if m.cq_max(topic, q) <= self._revive_offset(q) + 1:
                 yield None  # nothing unread: the rounds would change nothing
                 continue
             yield self.revive_interval
             # consumeReviveMessage
-            old = self.revive_offsets.get(q, -1)
+            old = self._revive_offset(q)
             start = ctx.clock()
             end_time = first_rt = no_msg = 0
             off = old + 1
@@ -492,32 +625,40 @@ class ConsumerService:
                     tag = rec.props.get(PROPERTY_TAGS)
                     if tag == CK_TAG:
                         mk = (body["t"], body["c"], body["q"], body["so"], body["pt"], body.get("bn"))
-                        cks[mk] = {**body, "ro": o, "acked": False}
+                        cks[mk] = {**body, "ro": o, "acked": set()}
                         first_rt = first_rt or body["pt"] + body["it"]
-                    elif tag == ACK_TAG:
+                    elif tag == ACK_TAG:  # indexOfAck: the acked offset's place in the checkpoint's d
                         mk = (body["t"], body["c"], body["q"], body["so"], body["pt"], body.get("bn"))
                         if mk in cks:
-                            cks[mk]["acked"] = True
+                            cks[mk]["acked"].add(body["ao"] - body["so"])
                     end_time = max(end_time, int(rec.props.get(PROPERTY_TIMER_DELIVER_MS, "0")))
             # mergeAndRevive
             new_offset = old
             for ck in sorted(cks.values(), key=lambda c: c["ro"]):
                 if not pop_rules.may_revive(end_time, ck["pt"] + ck["it"]):
                     break
-                if not ck["acked"]:
-                    self._revive(ck)
+                for diff in ck["d"]:  # reviveMsgFromCk: each message of the checkpoint not acked
+                    if diff not in ck["acked"]:
+                        self._revive(ck, ck["so"] + diff)
                 new_offset = ck["ro"]
             self.revive_offsets[q] = new_offset
+            if new_offset > old:  # commitOffset(REVIVE_GROUP, reviveTopic, queueId, newOffset)
+                self.offsets[(REVIVE_GROUP, topic, q)] = new_offset
             if not cks:
                 yield slow * self.revive_interval
                 slow = min(slow + 1, self.revive_max_slow)
             else:
                 slow = 1
 
-    def _revive(self, ck: dict) -> None:
-        """`reviveRetry`: the message again on the pop retry topic, queue 0, reconsumeTimes + 1."""
+    def _revive_offset(self, q: int) -> int:
+        """`consumeReviveMessage`'s old offset: max(the service's own, the revive group's committed), else -1."""
+        return max(self.revive_offsets.get(q, -1), self.offsets.get((REVIVE_GROUP, self.revive_topic, q), -1))
+
+    def _revive(self, ck: dict, offset: int) -> None:
+        """`reviveRetry`: the message again on the pop retry topic, queue 0, reconsumeTimes + 1; the topic is
+        made first when absent (`addRetryTopicIfNotExist`, 1 queue, perm 6, the group's offset 0 committed)."""
         ctx, m = self.ctx, self.ctx.model
-        unit = m.cq_unit(ck["t"], ck["q"], ck["so"])
+        unit = m.cq_unit(ck["t"], ck["q"], offset)
         msg = m.message(unit[0]) if unit else None
         group = ck["c"]
         if msg is None:
@@ -532,6 +673,9 @@ class ConsumerService:
         )
         new = msg.derive(topic, 0, props, props_string(props, 16, not ctx.v4))
         new.reconsume_times = msg.reconsume_times + 1
+        if not m.queue_ids(topic) and not any(r[0] == topic for r in self.topic_requests):
+            self.topic_requests.append((topic, pop_rules.RETRY_QUEUE_NUM, PERM_READ | PERM_WRITE, ctx.clock()))
+            self.offsets.setdefault((group, topic, 0), 0)  # initPopRetryOffset
         if self.store_host and not msg.sys_flag & _HOSTS_V6:
             new.born_host = new.store_host = self.store_host
         res = ctx.put(new, SERVICE)

@@ -19,7 +19,7 @@ from mqtool.formats.names import ACK_TAG
 SERVICES = ("schedule", "timer", "transaction", "broker", "consumer")
 EVENTS = ("deliver", "enqueue", "roll", "cancel", "check", "put_back", "commit", "rollback", "discard",
           "skip", "put_failed", "persist", "crash", "restart", "clock_jump", "consume", "send_back", "dlq",
-          "drop", "pop", ACK_TAG, "revive")  # the ack event is named like the ack record's tag
+          "drop", "pop", ACK_TAG, "revive", "change_invisible")  # the ack event is named like the ack record's tag
 
 
 @dataclass(slots=True)

@@ -11,6 +11,11 @@ answer_delay_ms = 0           # how long a producer takes to answer a check requ
 producer_group = "PG_TX"
 key = "order-*"
 answer = "commit"
+[[consumers]]                 # a consumer group (docs/simulation.md, Consumers); group and topic required
+group = "GID_orders"
+topic = "TopicA"
+mode = "pop"                  # push | pop; outcome, fail_times, match, consume_delay, invisible_time,
+poll_interval = "100ms"       # max_reconsume_times, batch_size, client = "proxy" | "remoting", pop_random
 [[faults]]                    # kind = put_failure | crash | clock_jump
 kind = "put_failure"
 from = "+5s"

@@ -91,7 +91,7 @@ class PopState:
             if not c.unacked:
                 c.status = "acked"
             elif (progress is not None and c.record.revive_queue_offset is not None
-                  and c.record.revive_queue_offset < progress):
+                  and c.record.revive_queue_offset <= progress):  # mergeAndRevive commits the last ck's own offset
                 c.status = "revived"
             elif c.checkpoint.revive_time <= now_ms:
                 c.status = "due"

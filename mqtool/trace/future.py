@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC
+from mqtool.formats.names import ACK_TAG, RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.simulate.scenario import Scenario, ScenarioError, load_scenario
 from mqtool.store.store import Store
 from mqtool.times import format_time, parse_time
@@ -31,7 +31,7 @@ _STAGE = {
 }
 # consumer service events (simulate/consumer.py) -> stage name; `consume` is consumed / consume_failed
 _CONSUMER_STAGE = {"send_back": "retry_scheduled", "dlq": "dead_lettered", "drop": "discarded", "pop": "popped",
-                   "revive": "retry", "put_failed": "skipped"}
+                   "revive": "revived", ACK_TAG: "acked", "put_failed": "skipped"}
 _CONSUMER_END = ("dlq", "drop")  # a group is done with the message (besides a successful consumption)
 _TERMINAL = {"deliver": "delivered", "cancel": "cancelled", "rollback": "rolled_back", "discard": "discarded",
              "skip": "discarded"}
@@ -62,7 +62,7 @@ def _retries(n: int) -> str:
 
 
 def _consumer_stage(ev) -> tuple[str, str] | None:
-    """(stage, detail) of a consumer event of this message; None for events that are no stage (ack)."""
+    """(stage, detail) of a consumer event of this message; None for events that are no stage."""
     d = ev.detail
     g = d.get("group")
     if ev.event == "consume":
@@ -89,6 +89,7 @@ _CONSUMER_TEXT: dict[str, Callable[[Any, dict, str | None], str]] = {
                                 f"(reconsume #{d.get('reconsume_times')}, "
                                 f"revive time {format_time(d.get('revive_time'))})"),
     "put_failed": lambda ev, d, g: f"consumer group {g}: send-back put failed ({d.get('status')}), {d.get('next')}",
+    ACK_TAG: lambda ev, d, g: f"acked by consumer group {g}: it will not be revived",  # the ack event: its tag
 }
 
 
@@ -211,7 +212,7 @@ def _add_consumer_stage(tr: Trace, ev, offsets: set[int]) -> None:
         return
     stage, detail = staged
     d = ev.detail
-    qo = d.get("queue_offset") if ev.event in ("consume", "pop", "revive") else None
+    qo = d.get("queue_offset") if ev.event in ("consume", "pop", "revive", ACK_TAG) else None
     phys = ev.new_physical_offset if ev.event in ("send_back", "dlq", "revive") else ev.physical_offset
     topic, qid = ev.topic, ev.queue_id
     if ev.event == "send_back":  # parked in the schedule topic, queue level - 1, for %RETRY%group

@@ -18,7 +18,7 @@ JSON_VERSION = 1
 STAGES = (
     "born", "stored", "parked", "rolled", "cancel_requested", "cancelled", "put_back", "committed",
     "rolled_back", "op", "discarded", "delivered", "skipped", "retry_scheduled", "retry", "dead_lettered",
-    "consumed", "not_consumed", "consume_failed", "popped",
+    "consumed", "not_consumed", "consume_failed", "popped", "acked", "revived",
 )
 
 # Verdict states.

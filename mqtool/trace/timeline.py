@@ -41,6 +41,7 @@ from mqtool.store.timer import TimerLogUnit
 from mqtool.times import format_duration, format_time
 from mqtool.trace.find import Family, del_target, op_offsets, upper
 from mqtool.trace.model import Stage, TracedRecord, Verdict
+from mqtool.trace.pop import pop_stages
 
 
 def _int(text: str | None) -> int | None:
@@ -149,6 +150,7 @@ class Timeline:
         self.cfg = store.config
         self.delays = store.config.delay_levels_ms()
         self.stages: list[Stage] = []
+        self.popped_by: set[str] | tuple = ()  # the groups whose checkpoints cover the record being walked
         self.records: list[TracedRecord] = []
         self.st = _State()
         recs = family.sorted()
@@ -164,6 +166,8 @@ class Timeline:
 
     def _consumption(self, rec: MessageRecord) -> None:
         for group, off, done in consumers(self.store, rec):
+            if group in self.popped_by:  # a POP group's offset moves at the pop: its pops and acks say more
+                continue
             if done:
                 self.add(None, "consumed", rec, f"consumer group {group}: committed offset {off} > {rec.queue_offset}")
             elif off is None:
@@ -218,8 +222,9 @@ class Timeline:
             return rec.transaction
         if rec.topic.startswith(names.DLQ_GROUP_TOPIC_PREFIX):
             return "dlq"
-        if rec.topic.startswith(names.RETRY_GROUP_TOPIC_PREFIX):
-            return "retry"
+        if rec.topic.startswith(names.RETRY_GROUP_TOPIC_PREFIX):  # reviveRetry sets 1ST_POP_TIME, no RETRY_TOPIC
+            pop = names.PROPERTY_FIRST_POP_TIME in p and names.PROPERTY_RETRY_TOPIC not in p
+            return "revived" if pop else "retry"
         if first or (self.st.park is None and not was_dequeued(p)):
             return "stored"  # no service put it here: the producer did (a resend or a batch member)
         return "delivered"
@@ -241,7 +246,10 @@ class Timeline:
             self.records.append(TracedRecord(rec, role))
             if is_first and role != "stored":
                 self.add(rec.store_timestamp, "stored", rec, f"written to {_place(rec)} (offsetMsgId {rec.msg_id})")
+            popped = role in ("stored", "delivered", "revived")
+            pops, self.popped_by = pop_stages(self.store, rec) if popped else ([], ())
             getattr(self, f"_on_{role}")(rec)
+            self.stages += pops
         self._after_walk()
         return self.records, self.stages, self._verdict()
 
@@ -428,6 +436,12 @@ class Timeline:
         group = rec.topic[len(names.RETRY_GROUP_TOPIC_PREFIX):]
         self.add(rec.store_timestamp, "retry", rec, f"redelivered to {_place(rec)} for consumer group {group} "
                  f"(reconsume #{rec.reconsume_times}, RETRY_TOPIC={rec.properties.get(names.PROPERTY_RETRY_TOPIC)})")
+        self._deliver(rec)
+
+    def _on_revived(self, rec: MessageRecord) -> None:
+        first = _int(rec.properties.get(names.PROPERTY_FIRST_POP_TIME))
+        self.add(rec.store_timestamp, "revived", rec, f"not acked in time: revived by PopReviveService into "
+                 f"{_place(rec)} (reconsume #{rec.reconsume_times}, first popped {_fmt(first)})")
         self._deliver(rec)
 
     def _on_dlq(self, rec: MessageRecord) -> None:

@@ -18,3 +18,28 @@ def test_decision():
     assert (d.action, d.topic) == ("dlq", "%DLQ%G")
     assert consumer_send_msg_back("G", 0, 16, delay_level=-1).action == "dlq"  # the proxy's forward
     assert consumer_send_msg_back("G", 0, 16, retry_queue_nums=0).action == "drop"
+
+
+def test_pop_request_rules():
+    from mqtool.rules import pop
+
+    # ckMessageNumber 15 -> revive queue 7 of 8; every request advances it
+    assert pop.revive_queue_id(15, 8) == 7 and pop.revive_queue_id(0, 8) == 0
+    assert pop.need_retry(19) and not pop.need_retry(20)  # popFromRetryProbability 20
+    assert pop.pop_queue_ids(50, 4) == [2, 3, 0, 1]
+    assert pop.ck_diffs(5, [5, 6, 9]) == [0, 1, 4]
+    # the proxy: maxAttempts = retryMaxTimes + 1; the remoting client drops above its maxReconsumeTimes
+    assert pop.filter_message(1, 1) == "MATCH" and pop.filter_message(2, 1) == "TO_DLQ"
+    assert not pop.process_pop_result_drops(16, 16) and pop.process_pop_result_drops(17, 16)
+
+
+def test_remoting_pop_client_delays():
+    from mqtool.rules import pop
+
+    assert pop.change_pop_invisible_time(0) == 10_000 and pop.change_pop_invisible_time(3) == 120_000
+    assert pop.change_pop_invisible_time(40) == 7_200_000  # past the table: its last level
+    assert pop.change_pop_invisible_time(0, delay_level=2) == 60_000
+    # at maxReconsumeTimes, by age: 45 s reached level 1 (30 s) -> level 2 (60 s); 5 s none; over 4 h: ack
+    assert pop.check_need_ack_or_delay(45_000) == 60_000
+    assert pop.check_need_ack_or_delay(5_000) == 0
+    assert pop.check_need_ack_or_delay(4 * 3_600_000 + 1) == -1

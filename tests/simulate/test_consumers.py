@@ -183,31 +183,92 @@ def test_pop_on_49_is_refused():
 
 
 def test_pop_unacked_is_revived_into_the_pop_retry_topic():
-    _, r = run(
-        [{"group": "GID_pop", "topic": TOPIC, "mode": "pop", "outcome": "fail", "invisible_time": "60s"}], S + 90_000
-    )
+    pop = {"group": "GID_pop", "topic": TOPIC, "mode": "pop", "outcome": "fail", "invisible_time": "60s"}
+    _, r = run([{**pop, "pop_random": 50}], S + 90_000)
     pops = [e for e in consumer_events(r, "pop") if e.time == S]
     assert len(pops) == 11 and {e.detail["invisible_until"] for e in pops} == {S + 60_000}
+    # one request (randomQ 50: the topic first, queues 2, 3, 0, 1), one checkpoint per queue, all in the request's
+    # revive queue: the request counter 0 -> queue 0
+    assert [e.queue_id for e in pops] == [2] * 4 + [3] * 2 + [0] * 3 + [1] * 2
+    assert len({e.detail["checkpoint"] for e in pops}) == 4 and {e.detail["revive_queue_id"] for e in pops} == {0}
+    # long polling: the next request (counter 1) waits and gets the message the schedule service puts at S + 1 s
+    late = [e for e in consumer_events(r, "pop") if e.time == S + 1000]
+    assert len(late) == 1 and late[0].detail["revive_queue_id"] == 1
     revived = consumer_events(r, "revive")
     assert {e.topic for e in revived} == {"%RETRY%GID_pop_DemoTopicA"}
-    assert len([e for e in revived if e.detail["revive_time"] == S + 60_000]) == 11
     assert all(e.detail["reconsume_times"] == 1 for e in revived)
-    # PopReviveService (5.3.1): checkpoints round-robin over the 8 revive queues (queues 0..7, 0, 1, 2 at
-    # S; queue 3 for the message popped at S + 1 s). A checkpoint reaches the revive topic (timer, precision
-    # 1 s) at revive time - 1 s = S + 59 s; the round, reviveInterval (1 s) later, reads it (endTime = its
-    # TIMER_DELIVER_MS), moves endTime to now once now - endTime > 3 s on its 100 ms polls, and revives
-    # what is more than ackTimeInterval + 1 s = 2 s overdue. Queues holding only S + 59 s deliveries:
-    # endTime S + 62.1 s, 10 revives. Queue 3 also holds the checkpoint delivered at S + 60 s (revive
-    # time S + 61 s): endTime S + 63.1 s, both of its checkpoints revived then (3.1 s and 2.1 s overdue).
-    assert sorted((e.time, e.detail["revive_time"]) for e in revived) == (
-        [(S + 62_100, S + 60_000)] * 10 + [(S + 63_100, S + 60_000), (S + 63_100, S + 61_000)]
+    # PopReviveService (5.3.1): a checkpoint reaches the revive topic (timer, precision 1 s) at revive time - 1 s
+    # = S + 59 s; the round, reviveInterval (1 s) later, reads it (endTime = its TIMER_DELIVER_MS), moves endTime
+    # to now once now - endTime > 3 s on its 100 ms polls, and revives what is more than ackTimeInterval + 1 s =
+    # 2 s overdue: queue 0's four checkpoints at S + 62.1 s (11 messages), queue 1's at S + 63.1 s
+    assert [(e.time, e.detail["revive_time"]) for e in revived] == (
+        [(S + 62_100, S + 60_000)] * 11 + [(S + 63_100, S + 61_000)]
     )
     assert [e.detail["queue_offset"] for e in revived] == list(range(12))  # %RETRY% queue 0, in revive order
     # the revived messages are popped again from the retry topic at once, reconsumeTimes 1
     again = [e for e in consumer_events(r, "pop") if e.topic == "%RETRY%GID_pop_DemoTopicA"]
     assert [(e.time, e.detail["queue_offset"], e.detail["reconsume_times"]) for e in again] == (
-        [(S + 62_100, i, 1) for i in range(10)] + [(S + 63_100, 10, 1), (S + 63_100, 11, 1)]
+        [(S + 62_100, i, 1) for i in range(11)] + [(S + 63_100, 11, 1)]
     )
+
+
+def test_pop_proxy_dead_letters_and_remoting_client_drops_past_the_limit():
+    # invisibleTime 10 s: revived (reconsumeTimes 1) at S + 12.1 s (S + 13.1 s for the message popped at S + 1 s,
+    # see the test above) and popped again at once; limit 0 retries
+    pop = {
+        "group": "GID_p",
+        "topic": TOPIC,
+        "mode": "pop",
+        "outcome": "fail",
+        "invisible_time": "10s",
+        "pop_random": 50,
+        "max_reconsume_times": 0,
+    }
+    _, r = run([pop], S + 20_000)
+    # the proxy: reconsumeTimes 1 >= retryMaxTimes 0 + 1: forwarded to %DLQ%GID_p (record reconsumeTimes 2), acked
+    dlq = consumer_events(r, "dlq")
+    assert sorted(e.time for e in dlq) == [S + 12_100] * 11 + [S + 13_100]
+    assert {(e.topic, e.detail["reconsume_times"]) for e in dlq} == {("%DLQ%GID_p", 2)}
+    acks = consumer_events(r, "ack")
+    assert sorted((e.time, e.topic) for e in acks) == sorted((e.time, "%RETRY%GID_p_DemoTopicA") for e in dlq)
+    # a remoting client: failing at reconsumeTimes 0 = its maxReconsumeTimes, checkNeedAckOrDelay by age: the
+    # backlog was born 100 s before S (>= 60 s: the next level, 120 s), so the message is invisible until S + 120 s
+    # (a checkpoint delivered at S + 119 s, read at S + 120 s), revived at S + 122.1 s with reconsumeTimes 1 > 0:
+    # the client acks it without consuming it, it never reaches a DLQ
+    _, r = run([{**pop, "client": "remoting"}], S + 130_000)
+    assert consumer_events(r, "dlq") == []
+    assert [e.detail["invisible_until"] for e in consumer_events(r, "change_invisible") if e.time == S] == (
+        [S + 120_000] * 11
+    )
+    drops = sorted(e.time for e in consumer_events(r, "drop"))
+    assert drops[:11] == [S + 122_100] * 11 and len(drops) == 12
+    assert sorted(e.time for e in consumer_events(r, "ack")) == drops
+
+
+def test_pop_remoting_client_changes_the_invisible_time_of_a_failed_message():
+    # changePopInvisibleTime: popDelayLevel[reconsumeTimes] = 10 s for the first failure (invisible_time 60 s
+    # does not matter): a checkpoint of the one message, popTime S, reviveTime S + 10 s, delivered at S + 9 s;
+    # the round reads it at S + 10 s and revives at S + 12.1 s, as a 10 s pop would be
+    pop = {
+        "group": "GID_r",
+        "topic": TOPIC,
+        "mode": "pop",
+        "client": "remoting",
+        "fail_times": 1,
+        "invisible_time": "60s",
+        "pop_random": 50,
+        "match": {"uniq_key": "0A0000050D051E7C0DE50000000A0001"},
+    }
+    _, r = run([pop, {**pop, "match": {}, "fail_times": 0}], S + 20_000)
+    changed = consumer_events(r, "change_invisible")
+    assert [(e.time, e.detail["invisible_until"]) for e in changed] == [(S, S + 10_000)]
+    revived = consumer_events(r, "revive")
+    assert [(e.time, e.uniq_key, e.detail["revive_time"]) for e in revived] == [
+        (S + 12_100, "0A0000050D051E7C0DE50000000A0001", S + 10_000)
+    ]
+    # popped again at once with reconsumeTimes 1, consumed and acked
+    ok = [e for e in consumer_events(r, "ack") if e.uniq_key == "0A0000050D051E7C0DE50000000A0001"]
+    assert [(e.time, e.topic) for e in ok] == [(S + 12_100, "%RETRY%GID_r_DemoTopicA")]
 
 
 def test_pop_acked_is_not_revived():
