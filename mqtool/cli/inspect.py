@@ -33,6 +33,7 @@ class View(StrEnum):
     restart = "restart"
     retry = "retry"
     index = "index"
+    replicas = "replicas"
 
 
 VIEWS = tuple(v.value for v in View)
@@ -66,6 +67,11 @@ VIEW is one of:
                 contents with origin; --group G for one group
   index         the broker's IndexFiles: one row per file; with --topic T --key K [--begin T0
                 --end T1] [--limit N]: the records IndexService.queryOffset finds for T#K
+  replicas      a fleet only: per broker group each slave against its master: the bytes both
+                hold and where they differ, how far behind, what a promotion now would lose
+
+PATH may be a fleet: a directory holding stores at depth 1 or 2 (docs/fleet.md). Its overview has
+a row per store and the totals; every other view reads one of its stores: --broker NAME[:ID].
 
 PATH may also be a single file (a commitlog/, consumequeue/, timerlog/ or index/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
@@ -154,6 +160,8 @@ def inspect(
     expect: Path | None = common.expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = common.UpdateGoldenOption,
     group: str | None = typer.Option(None, "--group", help="retry: one consumer group."),
+    broker: str | None = typer.Option(None, "--broker", help="A fleet's store: NAME[:ID] (brokerName:brokerId) "
+                                      "or its directory.", metavar="NAME[:ID]"),
 ) -> None:
     view, body = view.value, body.value
     given = {
@@ -176,8 +184,18 @@ def inspect(
         if not path.exists():
             raise StoreError("no such file or directory", path)
         options.check_options(view, given, path if path.is_file() else None)
+        if path.is_file() and broker is not None:
+            raise StoreError("--broker picks a store of a fleet; this is a single file", path)
         if path.is_file():
             raise typer.Exit(_dump(path, cfg, json_out, local, verify, limit, body, decompress))
+        fleet = _fleet_of(path, config, broker, view)
+        if fleet is not None and broker is not None:
+            member = fleet.select(broker)
+            path, cfg, fleet = member.path, member.config, None
+        if fleet is not None:
+            with _golden(expect, update_golden, False, path) as golden_code:
+                code = _fleet_view(fleet, view, now_ms, json_out, local)
+            raise typer.Exit(max(code, golden_code[0]))
         from mqtool.store.store import Store
 
         store = Store.open(path, cfg)
@@ -220,6 +238,47 @@ def inspect(
                     doc = transactions_view(store, now_ms, progress)
                 code = _document(doc, "render_transactions", json_out, local, verify)
     raise typer.Exit(max(code, golden_code[0]))
+
+
+FLEET_VIEWS = ("overview", "replicas")  # the views that read every store of a fleet
+
+
+def _fleet_of(path: Path, config: Path | None, broker: str | None, view: str):
+    """The fleet PATH is (`store.fleet`), None for a store; the options that need the other kind refused."""
+    from mqtool.store.fleet import is_fleet_dir, open_fleet
+
+    if not is_fleet_dir(path):
+        if broker is not None:
+            raise StoreError("--broker picks a store of a fleet; this is one store (leave --broker out)", path)
+        if view == "replicas":
+            raise StoreError("the replicas view compares the stores of a fleet: give the directory holding them",
+                             path)
+        return None
+    fleet = open_fleet(path, config)
+    if broker is None and view not in FLEET_VIEWS:
+        raise StoreError(f"a fleet of {len(fleet.members)} stores: the {view} view reads one, give --broker "
+                         "NAME[:ID] (" + ", ".join(m.name for m in fleet.members) + ")", path)
+    return fleet
+
+
+def _fleet_view(fleet, view: str, now_ms: int, json_out: bool, local: bool) -> int:
+    """The fleet overview or the replicas view; exit 1 when a finding is an error (as `overview`)."""
+    if view == "replicas":
+        from mqtool.inspect.replicas import replicas_view
+
+        with _status("replicas: comparing CommitLogs"):
+            doc = replicas_view(fleet, now_ms, keys=json_out)
+        return _document(doc, "render_replicas", json_out, local, verify=True)
+    from mqtool.inspect.fleet import fleet_overview
+
+    with _status(f"fleet: {len(fleet.members)} stores"):
+        doc = fleet_overview(fleet, now_ms)
+    if json_out:
+        common.emit_json(doc)
+    else:
+        render.render_fleet(doc, local)
+    errors = doc["totals"]["finding_counts"]["error"]
+    return common.EXIT_FINDINGS if errors else common.EXIT_OK
 
 
 @contextmanager

@@ -31,6 +31,7 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "restart": ("--at", "--for", "--events"),
     "retry": ("--group",),
     "index": ("--key", "--uniq-key", "--topic", "--limit", "--begin", "--end", "--format", "--output"),
+    "replicas": (),
 }
 
 # The order options are checked in (the first misplaced one is reported).
