@@ -26,6 +26,7 @@ import numpy as np
 
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.recovery import java_bool, shutdown_state
+from mqtool.inspect.replica_config import config_findings, config_sync
 from mqtool.rules import recovery as rules
 from mqtool.rules.epoch import truncate_offset
 from mqtool.store import fastscan
@@ -435,6 +436,9 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
                     "slave": m.name,
                     **compare_pair(stores[master.name], stores[m.name], keys, (ends[master.name], ends[m.name])),
                 }
+                pair["config"] = config_sync(stores[master.name], stores[m.name])
+                for severity, message in config_findings(f"{m.name} vs {master.name}", pair["config"]):
+                    findings.add(m.name, None, CHECK, severity, message)
                 if any(epochs.values()):
                     pair["epochs"] = rejoin(
                         stores[m.name], ends[m.name], epochs[m.name], ends[master.name], epochs[master.name], keys
