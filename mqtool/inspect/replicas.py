@@ -477,7 +477,7 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
         stores = {m.name: m.open() for m in members}
         entry: dict = {"group": name, "stores": [m.name for m in members]}
         if any(m.identity.role == "DLEDGER" for m in members):
-            entry.update(kind="dledger", **dledger_group(members, stores, findings))
+            entry.update(kind="dledger", **dledger_group(members, stores, findings, keys))
         elif len(members) < 2:
             entry.update(kind="single", master=members[0].name, pairs=[])
         else:
