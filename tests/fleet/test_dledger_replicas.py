@@ -65,3 +65,18 @@ def test_dledger_nodes_behind_and_differing(tmp_path: Path):
         ("broker-g0:n1", "warning"),
         ("broker-g0:n2", "error"),
     ]
+
+
+def test_dledger_text_output(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from mqtool.cli.app import app
+
+    fleet, _ = _fleet(tmp_path)
+    r = CliRunner().invoke(app, ["inspect", str(fleet), "replicas"])
+    assert r.exit_code == 1  # n2's entry 10 differs: an error
+    assert "reference: broker-g0:n0" in r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.strip().startswith("broker-g0:n1"))
+    entries = [json.loads(line) for line in (DL / "records.jsonl").read_text().splitlines()]
+    pos29 = entries[29]["dledgerPos"] + entries[29]["dledgerSize"]
+    assert row.split()[1:9] == ["0", "30", "0", "29", str(pos29), "11", "0", "11"]
