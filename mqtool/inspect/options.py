@@ -32,6 +32,7 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "retry": ("--group",),
     "index": ("--key", "--uniq-key", "--topic", "--limit", "--begin", "--end", "--format", "--output"),
     "consumers": ("--topic", "--group"),
+    "replicas": (),
 }
 
 # The order options are checked in (the first misplaced one is reported).
