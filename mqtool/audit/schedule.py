@@ -7,7 +7,7 @@ the ConsumeQueue task (`consumequeue.py`).
 """
 
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
-from mqtool.rules.schedule import correct_delay_offset
+from mqtool.rules.schedule import correct_delay_offset, delay_level_2_queue_id, queue_id_2_delay_level
 from mqtool.store.findings import Finding, Findings
 
 CHECK = "schedule"
@@ -20,8 +20,8 @@ def check(delay_offsets: dict[int, int] | None, queues: dict[int, dict], tags: d
     Findings go to `findings`; returns the per-level summary."""
     summary: dict = {}
     stored = delay_offsets or {}
-    for level in sorted(set(stored) | {q + 1 for q in queues}):
-        qid = level - 1
+    for level in sorted(set(stored) | {queue_id_2_delay_level(q) for q in queues}):
+        qid = delay_level_2_queue_id(level)
         q = queues.get(qid, {"min": 0, "max": 0})
         off = stored.get(level)
         if level < 1 or level > levels:

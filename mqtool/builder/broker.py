@@ -71,6 +71,7 @@ from mqtool.formats.sysflag import (
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
 )
+from mqtool.rules.schedule import delay_level_2_queue_id, transform_delay_level
 from mqtool.rules.timer import do_enqueue
 
 TIMER_PROPS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
@@ -161,9 +162,9 @@ def put_batch(w: StoreWriter, topic: str, queue_id: int, messages: Sequence[tupl
 
 def _clamp_delay(w: StoreWriter, props: dict[str, str]) -> int:
     """`setDelayTimeLevel(max)`: a level above the table is stored as the max level (DELAY rewritten)."""
-    level = int(props[PROPERTY_DELAY_TIME_LEVEL])
-    if level > w.max_delay_level():
-        level = w.max_delay_level()
+    asked = int(props[PROPERTY_DELAY_TIME_LEVEL])
+    level = transform_delay_level(asked, w.max_delay_level())
+    if level != asked:
         props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
     return level
 
@@ -177,7 +178,7 @@ def _to_schedule(w: StoreWriter, topic: str, queue_id: int, props: dict[str, str
     level = _clamp_delay(w, props)
     props[PROPERTY_REAL_TOPIC] = topic
     props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
-    return RMQ_SYS_SCHEDULE_TOPIC, level - 1, serialise(w, props, capacity)
+    return RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), serialise(w, props, capacity)
 
 
 def put_delay_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b"", properties: Properties = (),

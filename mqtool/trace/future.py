@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC
+from mqtool.rules.schedule import delay_level_2_queue_id
 from mqtool.simulate.scenario import Scenario, ScenarioError, load_scenario
 from mqtool.store.store import Store
 from mqtool.times import format_time, parse_time
@@ -215,5 +216,5 @@ def _add_consumer_stage(tr: Trace, ev, offsets: set[int]) -> None:
     phys = ev.new_physical_offset if ev.event in ("send_back", "dlq", "revive") else ev.physical_offset
     topic, qid = ev.topic, ev.queue_id
     if ev.event == "send_back":  # parked in the schedule topic, queue level - 1, for %RETRY%group
-        topic, qid = RMQ_SYS_SCHEDULE_TOPIC, int(d.get("level", 1)) - 1
+        topic, qid = RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(int(d.get("level", 1)))
     tr.stages.append(Stage(ev.time, stage, topic, qid, qo, phys, detail, simulated=True))

@@ -96,3 +96,15 @@ def test_the_simulator_agrees_and_delivers_them_once_the_level_is_back(three_lev
     times = {e.uniq_key: e.time for e in r.events if e.service == "schedule" and e.event == "deliver"}
     first_poll = STOP + 1000
     assert [times[k] for k in (*d18.uniq_keys, *d20.uniq_keys)] == [first_poll + 71_791 * 100] * 2
+
+
+def test_the_message_view_says_so_too(three_levels):
+    from mqtool.inspect.messages import explain
+    from mqtool.inspect.queue import expected_tags_code
+
+    d18 = three_levels.commitlog.read(3972)  # fixtures/README.md
+    assert explain(three_levels, d18) == [
+        "delay-level message (level 18, DELAY=18) waiting for DemoTopicA/1; never delivered: level 18 is not in "
+        "messageDelayLevel (3 levels)"
+    ]
+    assert expected_tags_code(three_levels, d18) is None  # the broker that wrote it had level 18: not predictable
