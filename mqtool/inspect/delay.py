@@ -105,7 +105,8 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
     else:
         lo, hi = cq.min_offset(store.commitlog.min_offset), cq.max_offset
         row["min_offset"], row["max_offset"] = lo, hi
-    corrected = correct_delay_offset(stored, lo, hi)
+    # correctDelayOffset walks delayLevelTable: a missing level keeps its stored offset
+    corrected = correct_delay_offset(stored, lo, hi) if configured else stored
     start = corrected if corrected is not None else 0
     row["corrected_offset"] = start
     if stored is not None and corrected != stored:
@@ -115,8 +116,9 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
         findings.append(Finding("config/delayOffset.json", None, "delay.offset", "warning",
                                 f"level {level}: stored offset {stored} is outside [{lo}, {hi}]; "
                                 f"correctDelayOffset will start from {corrected}", RMQ_SYS_SCHEDULE_TOPIC, qid))
-    elif stored is None and start < lo:
-        start = lo  # executeOnTimeUp resets an offset before the queue's first unit to it
+    elif start < lo:
+        start = lo  # executeOnTimeUp resets an offset before the queue's first unit to it (a missing level's
+        # units before the queue's min are gone: its waiting messages start there too)
     if cq is None or row["max_offset"] is None:
         return row
     row["backlog"] = max(0, hi - start)

@@ -140,6 +140,8 @@ def _level_start(row: dict, maxes: dict) -> tuple[int | None, int, int]:
     """(persisted offset, where the level restarts: `correctDelayOffset`, its max after recovery)."""
     hi = maxes.get((RMQ_SYS_SCHEDULE_TOPIC, row["queue_id"]), row["max_offset"])
     persisted = row["offset"] if row["offset_stored"] else None
+    if not row["configured"]:  # correctDelayOffset walks delayLevelTable only
+        return persisted, max(row["corrected_offset"], row["min_offset"]), hi
     start = correct_delay_offset(persisted, row["min_offset"], hi)
     return persisted, row["min_offset"] if start is None else start, hi
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from conftest import FIXTURES
 from mqtool.builder.demo import T0
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.inspect.delay import delay_view
@@ -113,3 +114,28 @@ def test_the_message_view_says_so_too(three_levels):
         "messageDelayLevel (3 levels)"
     ]
     assert expected_tags_code(three_levels, d18) is None  # the broker that wrote it had level 18: not predictable
+
+
+def test_correct_delay_offset_leaves_a_missing_level_alone(tmp_path, demo_conf):
+    """`correctDelayOffset` walks delayLevelTable: level 18's stored 5 (its queue holds [0, 2]) stays 5, so
+    no correction and nothing waits from there; the audit agrees (no offset error, nothing overdue)."""
+    import shutil
+
+    from mqtool.audit import schedule
+    from mqtool.store.findings import Findings
+
+    root = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", root)
+    (root / "config" / "delayOffset.json").write_text('{"offsetTable":{1:3,3:1,18:5}}')
+    store = Store.open(root, replace(load_broker_conf(demo_conf), message_delay_level=THREE_LEVELS))
+    doc = delay_view(store, STOP)
+    r18 = next(r for r in doc["levels"] if r["level"] == 18)
+    assert (r18["offset"], r18["corrected_offset"], r18["correction"], r18["backlog"]) == (5, 5, None, 0)
+    assert doc["totals"]["corrections"] == 0 and not [f for f in doc["findings"] if f["check"] == "delay.offset"]
+    (f,) = [f for f in doc["findings"] if f["check"] == "delay.levels"]
+    assert f["file"] == "config/delayOffset.json" and "nothing waits in it" in f["message"]
+    found = Findings()
+    summary = schedule.check(
+        {18: 5}, {17: {"min": 0, "max": 2}}, {17: [(0, 1), (1, 2)]}, [1000, 5000, 10000], STOP, found
+    )
+    assert summary["18"]["pending"] == 0 and [f.severity for f in found] == ["warning"]
