@@ -139,3 +139,8 @@ def test_correct_delay_offset_leaves_a_missing_level_alone(tmp_path, demo_conf):
         {18: 5}, {17: {"min": 0, "max": 2}}, {17: [(0, 1), (1, 2)]}, [1000, 5000, 10000], STOP, found
     )
     assert summary["18"]["pending"] == 0 and [f.severity for f in found] == ["warning"]
+
+
+def test_the_simulator_s_summary_keeps_them_in_the_backlog(three_levels):
+    r = simulate(three_levels, three_levels.config, STOP, STOP + 3 * 3_600_000)
+    assert r.summary["delay_backlog_per_level"] == {"18": 2}  # D1c and D3 went out; D18 and D20 never do
