@@ -20,7 +20,7 @@ from mqtool.audit.results import ConsumeQueueResult
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import PROPERTY_DELAY_TIME_LEVEL
 from mqtool.formats.properties import parse_properties
-from mqtool.rules.schedule import compute_deliver_timestamp, delay_level
+from mqtool.rules.schedule import compute_deliver_timestamp, delay_level, delay_level_2_queue_id, queue_id_2_delay_level
 from mqtool.store import fastscan
 from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import map_file
@@ -135,9 +135,9 @@ def _check_schedule_unit(task, rec, offset, qo, tags_code, add) -> None:
             "CommitLog kept the TAGS hash as its tagsCode, not a deliver time", SCHEDULE_CHECK)
         return
     expect = compute_deliver_timestamp(level, rec.store_timestamp, levels)
-    if level - 1 != task.queue_id:
+    if delay_level_2_queue_id(level) != task.queue_id:
         add(at, "error", f"unit {qo}: record at {offset} has DELAY={level_s} (level {level}) but sits in queue "
-            f"{task.queue_id} (level {task.queue_id + 1})", SCHEDULE_CHECK)
+            f"{task.queue_id} (level {queue_id_2_delay_level(task.queue_id)})", SCHEDULE_CHECK)
     if tags_code != expect:
         add(at, "error", f"unit {qo}: tagsCode {tags_code} != store time {rec.store_timestamp} + level {level} delay "
             f"{expect - rec.store_timestamp} ms = {expect}", SCHEDULE_CHECK)

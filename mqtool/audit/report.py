@@ -151,7 +151,7 @@ def check_schedule(plan: AuditPlan, res: AuditResults, findings: Findings) -> di
     for r in res.consumequeue:
         if r.topic == RMQ_SYS_SCHEDULE_TOPIC:
             tags.setdefault(r.queue_id, []).extend(r.schedule_tags)
-    return schedule.check(delay.offset_table if delay else None, queues, tags, len(plan.config.delay_levels_ms()),
+    return schedule.check(delay.offset_table if delay else None, queues, tags, plan.config.delay_levels_ms(),
                           res.now, findings)
 
 

@@ -67,6 +67,7 @@ from mqtool.formats.sysflag import (
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
 )
+from mqtool.rules.schedule import delay_level_2_queue_id, transform_delay_level
 from mqtool.rules.timer import LONG_MAX, convert_properties, do_enqueue, put_at_once
 from mqtool.rules.transaction import put_check_times
 
@@ -157,9 +158,9 @@ def put_batch(w: StoreWriter, topic: str, queue_id: int, messages: Sequence[tupl
 
 def _clamp_delay(w: StoreWriter, props: dict[str, str]) -> int:
     """`setDelayTimeLevel(max)`: a level above the table is stored as the max level (DELAY rewritten)."""
-    level = int(props[PROPERTY_DELAY_TIME_LEVEL])
-    if level > w.max_delay_level():
-        level = w.max_delay_level()
+    asked = int(props[PROPERTY_DELAY_TIME_LEVEL])
+    level = transform_delay_level(asked, w.max_delay_level())
+    if level != asked:
         props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
     return level
 
@@ -173,7 +174,7 @@ def _to_schedule(w: StoreWriter, topic: str, queue_id: int, props: dict[str, str
     level = _clamp_delay(w, props)
     props[PROPERTY_REAL_TOPIC] = topic
     props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
-    return RMQ_SYS_SCHEDULE_TOPIC, level - 1, serialise(w, props, capacity)
+    return RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), serialise(w, props, capacity)
 
 
 def put_delay_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b"", properties: Properties = (),

@@ -346,8 +346,10 @@ def render_queue(summary: dict, topic: str, queue_id: int, rows: Iterable[dict],
 def render_delay(doc: dict, local: bool) -> None:
     con = _console()
     f = doc["offset_file"]
+    src = {"store data": "; levels implied by the store's units (no broker.conf)", "defaults": "; default levels"}
     con.print(f"[bold]Delay levels[/bold] (now {_t(doc['now_ms'], local)}; delayOffset.json "
-              f"{'present' if f['present'] else 'absent'}{', .bak present' if f['bak_present'] else ''})")
+              f"{'present' if f['present'] else 'absent'}{', .bak present' if f['bak_present'] else ''}"
+              f"{src.get(doc['delay_levels']['source'], '')})")
     rows = [r for r in doc["levels"] if r["max_offset"] is not None or r["offset_stored"] or r["backlog"]]
     biggest = max((r["backlog"] for r in rows), default=0)
     t = _table(None, "level", "delay", "queue", "stored", "min", "max", "starts at", "backlog", "",

@@ -19,7 +19,7 @@ from mqtool.formats.sysflag import SysFlag
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
 from mqtool.inspect.records import Progress, record_dict
-from mqtool.rules.schedule import compute_deliver_timestamp
+from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
 from mqtool.rules.timer import dequeue_ms, roll_times, was_dequeued, was_rolled
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
@@ -320,13 +320,14 @@ def explain(store: Store, rec: MessageRecord) -> list[str]:
     out: list[str] = []
     real = f"{p.get(names.PROPERTY_REAL_TOPIC)}/{p.get(names.PROPERTY_REAL_QUEUE_ID)}"
     if rec.topic == names.RMQ_SYS_SCHEDULE_TOPIC:
-        level = rec.queue_id + 1
-        delay = store.delay_level_ms(level) if level <= store.max_delay_level else None
-        deliver = (None if delay is None else
-                   compute_deliver_timestamp(level, rec.store_timestamp, store.config.delay_levels_ms()))
+        level = queue_id_2_delay_level(rec.queue_id)
+        levels = store.config.delay_levels_ms()
+        delay = level_delay_ms(level, levels)
+        when = (f"never delivered: level {level} is not in messageDelayLevel ({len(levels)} levels)" if delay is None
+                else f"deliver timestamp {compute_deliver_timestamp(level, rec.store_timestamp, levels)} "
+                     f"(store time + {delay} ms)")
         out.append(f"delay-level message (level {level}, DELAY={p.get(names.PROPERTY_DELAY_TIME_LEVEL)}) "
-                   f"waiting for {real}; "
-                   f"deliver timestamp {deliver} (store time + {delay} ms)")
+                   f"waiting for {real}; {when}")
     elif rec.topic == names.TIMER_TOPIC:
         if names.PROPERTY_TIMER_DEL_UNIQKEY in p:
             out.append(f"timer cancel request for UNIQ_KEY {p[names.PROPERTY_TIMER_DEL_UNIQKEY]} "

@@ -13,7 +13,7 @@ from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.inspect.records import empty_record_dict, record_dict
-from mqtool.rules.schedule import compute_deliver_timestamp
+from mqtool.rules.schedule import compute_deliver_timestamp, is_level_started, queue_id_2_delay_level
 from mqtool.store.batchcq import BcqUnit, check_unit_against_record
 from mqtool.store.consumequeue import CqUnit
 from mqtool.store.errors import StoreError
@@ -24,10 +24,10 @@ from mqtool.store.store import Store
 def expected_tags_code(store: Store, rec: MessageRecord) -> int | None:
     """What the broker's dispatch writes as tagsCode for this record (None: not predictable)."""
     if rec.topic == RMQ_SYS_SCHEDULE_TOPIC:
-        level = rec.queue_id + 1
-        if level > store.max_delay_level:
+        level, levels = queue_id_2_delay_level(rec.queue_id), store.config.delay_levels_ms()
+        if not is_level_started(level, levels):
             return None
-        return compute_deliver_timestamp(level, rec.store_timestamp, store.config.delay_levels_ms())
+        return compute_deliver_timestamp(level, rec.store_timestamp, levels)
     tags = rec.tags
     return java_string_hash(tags) if tags else 0
 

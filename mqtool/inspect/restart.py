@@ -34,7 +34,7 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.opbody import parse_op_body
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.delay import delay_view
+from mqtool.inspect.delay import config_in_effect, delay_view
 from mqtool.inspect.recovery import recovery_plan
 from mqtool.inspect.timer import slot_chain, timer_view
 from mqtool.inspect.transactions import transactions_view
@@ -140,6 +140,8 @@ def _level_start(row: dict, maxes: dict) -> tuple[int | None, int, int]:
     """(persisted offset, where the level restarts: `correctDelayOffset`, its max after recovery)."""
     hi = maxes.get((RMQ_SYS_SCHEDULE_TOPIC, row["queue_id"]), row["max_offset"])
     persisted = row["offset"] if row["offset_stored"] else None
+    if not row["configured"]:  # correctDelayOffset walks delayLevelTable only
+        return persisted, max(row["corrected_offset"], row["min_offset"]), hi
     start = correct_delay_offset(persisted, row["min_offset"], hi)
     return persisted, row["min_offset"] if start is None else start, hi
 
@@ -314,7 +316,7 @@ def restart_preview(store: Store, config=None, at_ms: int | None = None, for_ms:
                     events_path: Path | str | None = None, *, replay: bool = True,
                     broker_version: str = "5.3") -> dict:
     """The `restart` document for a start at `at_ms` (default: the store's own now)."""
-    config = config or store.config
+    config = config_in_effect(store, config)  # no broker.conf: the delay levels the store's units imply
     at_ms = store.last_activity_ms() if at_ms is None else at_ms
     findings = Findings()
     plan = recovery_plan(store, findings, v4=broker_version.startswith("4"))

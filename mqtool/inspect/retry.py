@@ -31,7 +31,7 @@ from mqtool.formats.names import (
 )
 from mqtool.inspect import JSON_VERSION
 from mqtool.rules.retry import get_dlq_topic, get_retry_topic
-from mqtool.rules.schedule import correct_delay_offset
+from mqtool.rules.schedule import correct_delay_offset, delay_level_2_queue_id, level_delay_ms, queue_id_2_delay_level
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.store import Store
 
@@ -87,7 +87,7 @@ def _schedule_backlog(store: Store, findings: Findings) -> dict[str, dict[int, l
         if rng is None:
             continue
         lo, hi = rng
-        level = qid + 1
+        level = queue_id_2_delay_level(qid)
         start = max(lo, correct_delay_offset(table.get(level), lo, hi) or 0)
         for unit in store.consume_queue(topic, qid).iter_units(start):
             rec = _read(store, unit.commitlog_offset)
@@ -131,8 +131,8 @@ def _group(store: Store, group: str, levels: dict[int, list[tuple[int, MessageRe
     for level in sorted(levels):
         units = levels[level]
         due, head = min(units, key=lambda u: (u[0], u[1].physical_offset))
-        row = {"level": level, "delay_ms": delays[level - 1] if level <= len(delays) else None,
-               "queue_id": level - 1, "count": len(units), "next_due_ms": due,
+        row = {"level": level, "delay_ms": level_delay_ms(level, delays),
+               "queue_id": delay_level_2_queue_id(level), "count": len(units), "next_due_ms": due,
                "last_due_ms": max(u[0] for u in units), "overdue_ms": max(0, now_ms - due),
                "head": _record_summary(head)}
         real_qid = head.properties.get(PROPERTY_REAL_QUEUE_ID)

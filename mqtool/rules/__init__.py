@@ -7,7 +7,7 @@ so a behaviour read from RocketMQ's source has one place to be right (or wrong) 
 
 | module | service (spec) | rules |
 |---|---|---|
-| `schedule` | `ScheduleMessageService` (§4) | `correctDelayOffset`, `compute`/`correctDeliverTimestamp` |
+| `schedule` | `ScheduleMessageService` (§4) | `correctDelayOffset`, `compute`/`correctDeliverTimestamp`, `start` |
 | `timer` | `TimerMessageStore` (§6) | `needRoll`, `needDelete`, the roll of `doEnqueue`, the chain walk of `dequeue` |
 | `transaction` | `TransactionalMessageServiceImpl` (§7) | `needDiscard`, `needSkip`, immunity, `isNeedCheck` |
 | `index` | `IndexService` (§11) | `buildIndex` keys, `putKey`, `queryOffset` |

@@ -56,6 +56,18 @@ def transform_delay_level(delay_level: int, max_delay_level: int) -> int:
     return min(delay_level, max_delay_level)
 
 
+def implied_level_delay_ms(tags_code: int, store_timestamp: int) -> int | None:
+    """The level's delay when its unit was stored: `computeDeliverTimestamp` read backwards.
+
+    A SCHEDULE_TOPIC_XXXX unit's tagsCode is storeTimestamp + `delayLevelTable.get(level)` as the broker
+    had it then (`checkMessageAndReturnSize`; the put path had clamped the level into the table), so
+    the difference is that level's delay. `parseDelayLevel` only makes whole seconds (s, m, h, d
+    units), so anything else (a damaged unit, a tagsCode that is no deliver time) implies nothing.
+    """
+    delay = tags_code - store_timestamp
+    return delay if delay > 0 and delay % 1000 == 0 else None
+
+
 def correct_delay_offset(stored: int | None, min_offset: int, max_offset: int) -> int | None:
     """`ScheduleMessageService.correctDelayOffset` for one level (spec §4.9): clamp into [min, max].
 

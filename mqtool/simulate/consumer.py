@@ -61,6 +61,7 @@ from mqtool.rules.retry import (
     send_back_max_reconsume_times,
     send_back_properties,
 )
+from mqtool.rules.schedule import compute_deliver_timestamp, delay_level_2_queue_id, transform_delay_level
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import NORMAL, PERSIST, Process
 from mqtool.simulate.model import SimMessage, props_string
@@ -373,14 +374,14 @@ class ConsumerService:
         if not ctx.v4:  # checkIfTimerMessage: a delay level drops the timer properties
             for name in (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS):
                 props.pop(name, None)
-        level = int(props[PROPERTY_DELAY_TIME_LEVEL])
-        if level > len(levels):
-            level = len(levels)
+        asked = int(props[PROPERTY_DELAY_TIME_LEVEL])
+        level = transform_delay_level(asked, len(levels))
+        if level != asked:
             props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
         props[PROPERTY_REAL_TOPIC] = topic
         props[PROPERTY_REAL_QUEUE_ID] = str(qid)
-        new = msg.derive(RMQ_SYS_SCHEDULE_TOPIC, level - 1, props)
-        new.tags_code = ctx.clock() + levels[level - 1]  # computeDeliverTimestamp(level, storeTimestamp)
+        new = msg.derive(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), props)
+        new.tags_code = compute_deliver_timestamp(level, ctx.clock(), levels)
         return new
 
     # ----- POP -----

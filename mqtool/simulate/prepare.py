@@ -62,8 +62,11 @@ def prepare_run(store_path: Path, until: str, *, start: str | None = None, confi
 
     The start defaults to the store's own now (`default_start`: its last sign of life).
     """
+    from mqtool.inspect.delay import config_in_effect
+
     config = load_broker_conf(config_path) if config_path else BrokerConfig()
     store = Store.open(store_path, config)
+    config = config_in_effect(store, config)  # no broker.conf: the delay levels the store's units imply
     if scenario_path is not None and not scenario_path.is_file():
         raise ScenarioError(f"{scenario_path}: no such scenario file")
     start_ms = default_start(store) if start is None else parse_time(start)

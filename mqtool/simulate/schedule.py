@@ -43,6 +43,7 @@ from mqtool.rules.schedule import (
     delay_level_2_queue_id,
     is_level_started,
     offset_after_failed_put,
+    queue_id_2_delay_level,
 )
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
@@ -452,10 +453,10 @@ class ScheduleService:
 
     # ----- summary -----
     def backlog(self) -> dict[int, int]:
-        """Units not yet delivered per level (offset to the queue's max)."""
+        """Units not yet delivered per level (offset to the queue's max), levels without a task included."""
         m = self.ctx.model
         out = {}
-        for level in self.delays:
+        for level in sorted({*self.delays, *map(queue_id_2_delay_level, m.queue_ids(RMQ_SYS_SCHEDULE_TOPIC))}):
             hi = m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level))
             n = hi - self.offsets.get(level, 0)
             if n > 0:

@@ -376,10 +376,3 @@ class Store:
                     latest = max(latest, int(chunk.cols[fastscan.C_STORE_TS].max()))
         return latest
 
-    def delay_level_ms(self, level: int) -> int:
-        levels = self.config.delay_levels_ms()
-        return levels[min(max(level, 1), len(levels)) - 1]
-
-    @property
-    def max_delay_level(self) -> int:
-        return len(self.config.delay_levels_ms())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.names import ACK_TAG, RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_SCHEDULE_TOPIC
+from mqtool.rules.schedule import delay_level_2_queue_id
 from mqtool.simulate.scenario import Scenario, ScenarioError, load_scenario
 from mqtool.store.store import Store
 from mqtool.times import format_time, parse_time
@@ -158,7 +159,10 @@ def continue_trace(store: Store, tr: Trace, until_ms: int, broker_version: str =
     if until_ms <= start_ms:
         raise TraceError(f"--until ({format_time(until_ms)}) must be after the simulator's start "
                          f"({format_time(start_ms)}, the store's last sign of life)")
-    result = simulate(store, store.config, start_ms, until_ms, scenario, seed=seed, broker_version=broker_version)
+    from mqtool.inspect.delay import config_in_effect
+
+    config = config_in_effect(store)  # no broker.conf: the delay levels the store's units imply
+    result = simulate(store, config, start_ms, until_ms, scenario, seed=seed, broker_version=broker_version)
     keys = {k.upper() for k in tr.uniq_keys}
     offsets = {r.record.physical_offset for r in tr.records}
     last = None
@@ -216,5 +220,5 @@ def _add_consumer_stage(tr: Trace, ev, offsets: set[int]) -> None:
     phys = ev.new_physical_offset if ev.event in ("send_back", "dlq", "revive") else ev.physical_offset
     topic, qid = ev.topic, ev.queue_id
     if ev.event == "send_back":  # parked in the schedule topic, queue level - 1, for %RETRY%group
-        topic, qid = RMQ_SYS_SCHEDULE_TOPIC, int(d.get("level", 1)) - 1
+        topic, qid = RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(int(d.get("level", 1)))
     tr.stages.append(Stage(ev.time, stage, topic, qid, qo, phys, detail, simulated=True))

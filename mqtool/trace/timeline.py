@@ -31,6 +31,7 @@ import numpy as np
 from mqtool.formats import names
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.inspect.delay import delay_levels_in_effect
 from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
 from mqtool.rules.timer import cancels_in_slot, dequeue_ms, roll_times, was_dequeued, was_rolled
 from mqtool.rules.transaction import check_immunity_time
@@ -148,7 +149,7 @@ class Timeline:
         self.fam = family
         self.as_of = as_of
         self.cfg = store.config
-        self.delays = store.config.delay_levels_ms()
+        self.delays = delay_levels_in_effect(store)[0]  # the config's, or without one what the units imply
         self.stages: list[Stage] = []
         self.popped_by: set[str] | tuple = ()  # the groups whose checkpoints cover the record being walked
         self.records: list[TracedRecord] = []

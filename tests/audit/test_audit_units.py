@@ -50,14 +50,28 @@ def test_transactions_progress_hides_handled_halves():
 def test_schedule_offsets_and_overdue():
     findings = Findings()
     summary = schedule.check({1: 5, 2: 1}, {0: {"min": 0, "max": 3}, 1: {"min": 0, "max": 2}},
-                             {0: [(0, 10), (1, 20), (2, 30)], 1: [(0, 50), (1, 150)]}, 18, 100, findings)
+                             {0: [(0, 10), (1, 20), (2, 30)], 1: [(0, 50), (1, 150)]}, LEVELS, 100, findings)
     msgs = sorted((f.severity, f.queue_id, f.message) for f in findings)
     assert msgs[0][:2] == ("error", 0) and "stored offset 5 is outside the queue's [0, 3]" in msgs[0][2]
     assert summary["1"] == {"stored_offset": 5, "min": 0, "max": 3, "pending": 0, "overdue": 0}
     assert summary["2"] == {"stored_offset": 1, "min": 0, "max": 2, "pending": 1, "overdue": 0}
     findings = Findings()
-    summary = schedule.check(None, {0: {"min": 0, "max": 3}}, {0: [(0, 10), (1, 20), (2, 300)]}, 18, 100, findings)
+    summary = schedule.check(None, {0: {"min": 0, "max": 3}}, {0: [(0, 10), (1, 20), (2, 300)]}, LEVELS, 100, findings)
     assert [f.message.split(";")[0] for f in findings] == ["level 1: 2 message(s) overdue at the store's now 100"]
+
+
+def test_schedule_a_level_missing_from_the_table_is_never_delivered_not_overdue():
+    """Levels 1s 5s 10s: queue 17 (level 18) has units due at 10 and 20 from its stored offset 0; no task reads it."""
+    findings = Findings()
+    summary = schedule.check({18: 0}, {17: {"min": 0, "max": 2}}, {17: [(0, 10), (1, 20)]}, [1000, 5000, 10000], 100,
+                             findings)
+    assert summary["18"] == {"stored_offset": 0, "min": 0, "max": 2, "pending": 2, "overdue": 0}
+    assert [(f.severity, f.queue_id) for f in findings] == [("warning", 17)]
+    assert "2 message(s) in it are never delivered while it is missing" in findings[0].message
+
+
+LEVELS = [1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000, 420000, 480000, 540000,
+          600000, 1200000, 1800000, 3600000, 7200000]
 
 
 def test_commit_records_against_half_messages():

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from conftest import FIXTURES
 from mqtool.builder.demo import T0
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.inspect.delay import delay_view
@@ -45,6 +46,11 @@ def test_the_delay_view_says_never_delivered_with_a_finding(three_levels):
     assert f["severity"] == "warning" and f["queue_id"] == 17
     assert "level 18 is not in messageDelayLevel (3 levels)" in f["message"]
     assert "its 2 message(s) from queue offset 0 are never delivered" in f["message"]
+    # the units themselves say the broker that wrote them had level 18 = 2 h (tagsCode - store time)
+    (data,) = [f for f in doc["findings"] if f["check"] == "delay.implied"]
+    assert "level 18 = 2h (not configured in the table)" in data["message"]
+    assert "messageDelayLevel of the broker.conf given is used" in data["message"]
+    assert doc["delay_levels"] == {"source": "config", "levels_ms": [1000, 5000, 10000]}
 
 
 def test_the_overview_counts_them(three_levels):
@@ -96,3 +102,45 @@ def test_the_simulator_agrees_and_delivers_them_once_the_level_is_back(three_lev
     times = {e.uniq_key: e.time for e in r.events if e.service == "schedule" and e.event == "deliver"}
     first_poll = STOP + 1000
     assert [times[k] for k in (*d18.uniq_keys, *d20.uniq_keys)] == [first_poll + 71_791 * 100] * 2
+
+
+def test_the_message_view_says_so_too(three_levels):
+    from mqtool.inspect.messages import explain
+    from mqtool.inspect.queue import expected_tags_code
+
+    d18 = three_levels.commitlog.read(3972)  # fixtures/README.md
+    assert explain(three_levels, d18) == [
+        "delay-level message (level 18, DELAY=18) waiting for DemoTopicA/1; never delivered: level 18 is not in "
+        "messageDelayLevel (3 levels)"
+    ]
+    assert expected_tags_code(three_levels, d18) is None  # the broker that wrote it had level 18: not predictable
+
+
+def test_correct_delay_offset_leaves_a_missing_level_alone(tmp_path, demo_conf):
+    """`correctDelayOffset` walks delayLevelTable: level 18's stored 5 (its queue holds [0, 2]) stays 5, so
+    no correction and nothing waits from there; the audit agrees (no offset error, nothing overdue)."""
+    import shutil
+
+    from mqtool.audit import schedule
+    from mqtool.store.findings import Findings
+
+    root = tmp_path / "demo"
+    shutil.copytree(FIXTURES / "demo", root)
+    (root / "config" / "delayOffset.json").write_text('{"offsetTable":{1:3,3:1,18:5}}')
+    store = Store.open(root, replace(load_broker_conf(demo_conf), message_delay_level=THREE_LEVELS))
+    doc = delay_view(store, STOP)
+    r18 = next(r for r in doc["levels"] if r["level"] == 18)
+    assert (r18["offset"], r18["corrected_offset"], r18["correction"], r18["backlog"]) == (5, 5, None, 0)
+    assert doc["totals"]["corrections"] == 0 and not [f for f in doc["findings"] if f["check"] == "delay.offset"]
+    (f,) = [f for f in doc["findings"] if f["check"] == "delay.levels"]
+    assert f["file"] == "config/delayOffset.json" and "nothing waits in it" in f["message"]
+    found = Findings()
+    summary = schedule.check(
+        {18: 5}, {17: {"min": 0, "max": 2}}, {17: [(0, 1), (1, 2)]}, [1000, 5000, 10000], STOP, found
+    )
+    assert summary["18"]["pending"] == 0 and [f.severity for f in found] == ["warning"]
+
+
+def test_the_simulator_s_summary_keeps_them_in_the_backlog(three_levels):
+    r = simulate(three_levels, three_levels.config, STOP, STOP + 3 * 3_600_000)
+    assert r.summary["delay_backlog_per_level"] == {"18": 2}  # D1c and D3 went out; D18 and D20 never do

@@ -197,3 +197,20 @@ def test_the_stored_pass_starts_at_the_earliest_candidate(crash, demo_dir, demo_
         plan = recovery_plan(store, Findings())
         views = delay_view(store, at), timer_view(store, at), transactions_view(store, at)
         assert _scan_from(store, *views, plan) == expected
+
+
+def test_the_crash_store_s_levels_agree_with_the_delay_view_and_the_replay(preview, crash):
+    """Level 2 holds only D2a (due +200 + 5 s, already delivered as D2a@): the delay view says it is
+    overdue by AT - (T0 + 5200), and the broker puts it again with the level's first task, AT + 1 s.
+    The restart view says the same (it said "overdue 0, goes out -" while it left duplicates out)."""
+    from mqtool.inspect.delay import delay_view
+
+    root, _ = crash
+    dv = {r["level"]: r for r in delay_view(Store.open(root, crash_config()), AT)["levels"]}
+    late = {lv["level"]: lv for lv in preview["late"]["delay_levels"]}
+    assert dv[2]["overdue_ms"] == late[2]["overdue_by_ms"] == AT - (T0 + 5200)
+    assert dv[1]["overdue_ms"] == late[1]["overdue_by_ms"] == AT - (T0 + 1101)  # D1b
+    assert late[2]["goes_out_ms"] == late[1]["goes_out_ms"] == AT + 1000
+    replayed = {e["uniq_key"]: e["time"] for e in preview["replay"]["delivered_again"] if e["service"] == "schedule"}
+    d2a = next(d for d in preview["duplicates"] if d["keys"] == ["D2a"])
+    assert replayed[d2a["uniq_key"]] == late[2]["goes_out_ms"] == d2a["again_at_ms"]
