@@ -4,10 +4,13 @@
   progress) and the TimerLog (flush position), and the dequeue read time against `now_ms`;
 - TimerLog units by kind (normal, roll, delete = cancel request) and units whose CommitLog
   record is missing, deleted, of another topic or of another size (apache/rocketmq#10668);
-- every written wheel slot (time, num, first/last pos) with its chain walked from lastPos through
-  prevPos, checked against firstPos and num (apache/rocketmq#9735);
+- every wheel slot as the broker holds it once recovered: the written slots of the `timerwheel` file, and
+  those `recoverAndRevise` rebuilds or revises from the TimerLog units it re-reads (`revised_by_recovery`,
+  `rules.timer.revise_slots`), with its chain walked from lastPos through prevPos, checked against firstPos
+  and num (apache/rocketmq#9735) and graded by `rules.timer.wheel_slot_finding`, as `spark-audit` grades it;
 - pending deliveries (slots not yet read: time >= lastReadTimeMs, minus cancelled and cancel units)
-  by delivery time (`TIMER_OUT_MS` of the record: a rolled unit's real time);
+  by delivery time (`TIMER_OUT_MS` of the record: a rolled unit's real time): what the restart's replay
+  delivers;
 - `config/timermetrics` (`TimerMetrics`: +1 per TimerLog append, -1 per cancel unit and per dequeue,
   keyed by REAL_TOPIC) per topic next to the pending units the TimerLog holds for that topic;
 - with `at_ms`: one slot's chain in dequeue order, each unit explained.
@@ -15,13 +18,25 @@
 
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
+from mqtool.formats.timerwheel import SLOT_SIZE, slot_index
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.delay import time_histogram
 from mqtool.inspect.metrics import metrics_view
-from mqtool.rules.timer import LOOP, is_cancel_request, is_deleted, need_roll, slot_num_delta, walk_chain
+from mqtool.rules.timer import (
+    LOOP,
+    check_timer_precision,
+    is_cancel_request,
+    is_deleted,
+    need_roll,
+    revise_from,
+    revise_slots,
+    slot_num_delta,
+    walk_chain,
+    wheel_slot_finding,
+)
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
-from mqtool.store.timer import TimerLogUnit
+from mqtool.store.timer import Slot, TimerLogUnit
 
 CHECK = "timer"
 
@@ -70,6 +85,7 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
     tl = store.timerlog
     wheel = store.timer_wheel
     precision = store.config.timer_precision_ms
+    check_timer_precision(precision)  # the broker cannot run its timer with it
     records = _Records(store)
 
     units = list(tl.iter_units()) if tl else []
@@ -99,7 +115,7 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
     pending_units = 0
     pending_by_topic: dict[str, int] = {}
     if wheel is not None:
-        for index, s in wheel.iter_slots():
+        for index, s, revised in recovered_slots(store, units, cp):
             chain, broken = _walk(tl, s.last_pos, by_pos)
             first_ok = bool(chain) and chain[-1].pos == s.first_pos
             expected_num = sum(slot_num_delta(u.magic) for u in chain)
@@ -107,14 +123,10 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
                     "last_pos": s.last_pos, "chain_length": len(chain),
                     "chain_ok": not broken and first_ok,
                     "read": read_time is not None and s.time_ms < read_time}
+            if revised:
+                slot["revised_by_recovery"] = True
             slots.append(slot)
-            if broken or not first_ok:
-                findings.append(Finding("timerwheel", index, CHECK + ".wheel", "error",
-                                        f"slot {s.time_ms}: chain from lastPos {s.last_pos} "
-                                        f"{broken or f'does not end at firstPos {s.first_pos}'}"))
-            elif expected_num != s.num:
-                findings.append(Finding("timerwheel", index, CHECK + ".wheel", "warning",
-                                        f"slot {s.time_ms}: num {s.num} but its chain counts {expected_num}"))
+            findings += _slot_findings(wheel.path.name, index, s, slot, broken, first_ok, expected_num, revised)
             if not slot["read"]:
                 for u, state in _chain_states(chain, records):
                     if state == "pending":
@@ -153,11 +165,57 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
         "findings": [],
     }
     if at_ms is not None:
-        doc["chain"] = slot_chain(store, at_ms, records, read_time)
+        doc["chain"] = slot_chain(store, at_ms, records, read_time, view_slots(doc))
     if tl:
         findings += tl.findings
     doc["findings"] = [f.as_dict() for f in sort_findings(findings)]
     return doc
+
+
+def recovered_slots(store: Store, units: list[TimerLogUnit], cp: dict | None) -> list[tuple[int, Slot, bool]]:
+    """(index, slot, changed by recovery) of every slot the wheel holds once the broker has recovered: the
+    `timerwheel` file's written slots, with `recoverAndRevise`'s revisions from the TimerLog units it re-reads
+    (`rules.timer.revise_slots`): a unit whose slot the file does not hold gets the slot rebuilt, so its
+    message is delivered as if the slot had been there (the restart's replay does the same)."""
+    wheel, tl = store.timer_wheel, store.timerlog
+    by_index = {index: (s, False) for index, s in wheel.iter_slots()}
+    start = revise_from([f.start for f in tl.queue.files], cp["last_timer_log_flush_pos"] if cp else 0,
+                        tl.queue.file_size or tl.queue.files[-1].length) if tl and tl.queue.files else None
+    if start is not None:
+        def on_disk(t: int) -> tuple[int, int, int] | None:
+            s = wheel.get_slot(t)
+            return None if s.empty else (s.first_pos, s.last_pos, s.num)
+
+        revised = revise_slots(((u.pos, u.delayed_time_ms) for u in units if u.pos >= start), on_disk)
+        for t, (first, last, num) in revised.items():
+            index = slot_index(t, wheel.precision_ms, wheel.slots_total)
+            old = by_index.get(index, (None, False))[0]
+            if old is None or (old.time_ms, old.first_pos, old.last_pos, old.num) != (t, first, last, num):
+                by_index[index] = (Slot(t, first, last, num, 0 if old is None else old.magic), True)
+    return [(index, s, revised) for index, (s, revised) in sorted(by_index.items())]
+
+
+def view_slots(doc: dict) -> dict[int, Slot]:
+    """The `timer` document's slots (the wheel after recovery) by time, for `slot_chain`."""
+    return {x["time_ms"]: Slot(x["time_ms"], x["first_pos"], x["last_pos"], x["num"], 0) for x in doc["slots"]}
+
+
+def _slot_findings(file: str, index: int, s: Slot, slot: dict, broken: str | None, first_ok: bool,
+                   expected_num: int, revised: bool) -> list[Finding]:
+    """The wheel slot's finding, graded by `rules.timer.wheel_slot_finding` (as `spark-audit` grades it); a
+    slot recovery rebuilds is info."""
+    if revised and not broken:
+        return [Finding(file, index * SLOT_SIZE, CHECK + ".wheel", "info",
+                        f"wheel slot {index} (time {s.time_ms}): the wheel file does not hold the slot of TimerLog "
+                        f"unit(s) up to {s.last_pos}; the broker rebuilds it when it recovers "
+                        "(recoverAndRevise -> reviseSlot), and delivers them")]
+    problems = []
+    if broken:
+        problems.append(f"chain from lastPos {s.last_pos} {broken}")
+    elif not first_ok:
+        problems.append(f"chain from lastPos {s.last_pos} does not end at firstPos {s.first_pos}")
+    found = wheel_slot_finding(index, s.time_ms, not slot["read"], problems, s.num, expected_num)
+    return [] if found is None else [Finding(file, found[0], CHECK + ".wheel", found[1], found[2])]
 
 
 def _metrics(store: Store, pending_by_topic: dict[str, int], findings: list[Finding]) -> dict | None:
@@ -225,8 +283,10 @@ def _deliver_ms(u: TimerLogUnit, rec: MessageRecord | None) -> int:
     return u.delayed_time_ms
 
 
-def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_time: int | None = None) -> dict:
-    """`--at TIME`: the slot holding `at_ms` (floored to the precision) and its chain, oldest first."""
+def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_time: int | None = None,
+               slots: dict[int, Slot] | None = None) -> dict:
+    """`--at TIME`: the slot holding `at_ms` (floored to the precision) and its chain, oldest first; `slots`
+    (time -> slot) are the slots after recovery (`recovered_slots`), else the wheel file's."""
     records = records or _Records(store)
     precision = store.config.timer_precision_ms
     time_ms = at_ms - at_ms % precision
@@ -235,8 +295,8 @@ def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_t
     if wheel is None:
         out["broken"] = "no timerwheel file"
         return out
-    s = wheel.get_slot(time_ms)
-    if s.empty:
+    s = wheel.get_slot(time_ms) if slots is None else slots.get(time_ms)
+    if s is None or s.empty:
         return out
     out["slot"] = {"time_ms": s.time_ms, "num": s.num, "first_pos": s.first_pos, "last_pos": s.last_pos}
     tl = store.timerlog
