@@ -36,7 +36,7 @@ from mqtool.formats.opbody import parse_op_body
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.delay import delay_view
 from mqtool.inspect.recovery import recovery_plan
-from mqtool.inspect.timer import slot_chain, timer_view, view_slots
+from mqtool.inspect.timer import slot_chain, timer_view, view_cancels, view_slots
 from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp
@@ -199,11 +199,12 @@ def _timer(store: Store, tv: dict, plan: dict, stored: _Stored, at_ms: int) -> t
     end = plan["_end"]
     dups, overdue, pending, skipped, first_out = [], 0, 0, [], None
     recovered = view_slots(tv)  # the wheel once recovery has revised it from the TimerLog
+    cancels = view_cancels(store, tv)  # cancels by the slot they end in, after their rolls
     for slot in tv["slots"]:
         t = slot["time_ms"]
         if t < last_read:
             continue
-        chain = slot_chain(store, t, slots=recovered)
+        chain = slot_chain(store, t, slots=recovered, later=cancels)
         for u in chain["units"]:
             if u["kind"] != "normal" or u["state"] != "pending":
                 continue

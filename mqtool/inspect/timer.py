@@ -16,6 +16,8 @@
 - with `at_ms`: one slot's chain in dequeue order, each unit explained.
 """
 
+from collections.abc import Iterable
+
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 from mqtool.formats.timerwheel import SLOT_SIZE, slot_index
@@ -27,6 +29,7 @@ from mqtool.rules.timer import (
     check_timer_precision,
     is_cancel_request,
     is_deleted,
+    need_delete,
     need_roll,
     revise_from,
     revise_slots,
@@ -114,9 +117,12 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
     pending_times: list[int] = []
     pending_units = 0
     pending_by_topic: dict[str, int] = {}
+    later: dict[int, set[str]] | None = None
     if wheel is not None:
-        for index, s, revised in recovered_slots(store, units, cp):
-            chain, broken = _walk(tl, s.last_pos, by_pos)
+        walked = [(index, s, revised, *_walk(tl, s.last_pos, by_pos))
+                  for index, s, revised in recovered_slots(store, units, cp)]
+        later = final_slot_cancels(((s, chain) for _i, s, _r, chain, _b in walked), records, read_time, precision)
+        for index, s, revised, chain, broken in walked:
             first_ok = bool(chain) and chain[-1].pos == s.first_pos
             expected_num = sum(slot_num_delta(u.magic) for u in chain)
             slot = {"index": index, "time_ms": s.time_ms, "num": s.num, "first_pos": s.first_pos,
@@ -128,7 +134,7 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
             slots.append(slot)
             findings += _slot_findings(wheel.path.name, index, s, slot, broken, first_ok, expected_num, revised)
             if not slot["read"]:
-                for u, state in _chain_states(chain, records):
+                for u, state in _chain_states(chain, records, later, precision):
                     if state == "pending":
                         rec, _ = records.get(u)
                         pending_units += 1
@@ -165,7 +171,7 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
         "findings": [],
     }
     if at_ms is not None:
-        doc["chain"] = slot_chain(store, at_ms, records, read_time, view_slots(doc))
+        doc["chain"] = slot_chain(store, at_ms, records, read_time, view_slots(doc), later)
     if tl:
         findings += tl.findings
     doc["findings"] = [f.as_dict() for f in sort_findings(findings)]
@@ -245,11 +251,44 @@ def _walk(tl, last_pos: int, by_pos: dict[int, TimerLogUnit]) -> tuple[list[Time
     return chain, f"reaches {w.stop_pos}, where no TimerLog unit is"
 
 
-def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[TimerLogUnit, str]]:
+def final_slot_cancels(chains: Iterable[tuple[Slot, list[TimerLogUnit]]], records: _Records, read_time: int | None,
+                       precision: int) -> dict[int, set[str]]:
+    """TIMER_DEL_UNIQKEY values of the cancel units in slots not yet read, by the slot each cancel ends in:
+    its record's TIMER_OUT_MS (a rolled cancel is re-put and lands there; `rules.timer.cancels_in_slot`)."""
+    out: dict[int, set[str]] = {}
+    for s, chain in chains:
+        if read_time is not None and s.time_ms < read_time:
+            continue
+        for u in chain:
+            if need_delete(u.magic):
+                rec, _ = records.get(u)
+                p = rec.properties if rec is not None else {}
+                due = _timer_out_ms(p)
+                if due is not None and PROPERTY_TIMER_DEL_UNIQKEY in p:
+                    out.setdefault(due // precision * precision, set()).add(p[PROPERTY_TIMER_DEL_UNIQKEY])
+    return out
+
+
+def view_cancels(store: Store, doc: dict) -> dict[int, set[str]]:
+    """`final_slot_cancels` of the `timer` document's slots (the wheel after recovery), for `slot_chain`."""
+    tl, read_time = store.timerlog, (doc["checkpoint"] or {}).get("last_read_time_ms")
+    slots = [s for s in view_slots(doc).values() if read_time is None or s.time_ms >= read_time]
+    return final_slot_cancels(((s, _walk(tl, s.last_pos, {})[0]) for s in slots), _Records(store), read_time,
+                              doc["precision_ms"])
+
+
+def _timer_out_ms(p: dict[str, str]) -> int | None:
+    v = p.get(PROPERTY_TIMER_OUT_MS, "")
+    return int(v) if v.isdigit() else None
+
+
+def _chain_states(chain: list[TimerLogUnit], records: _Records, later: dict[int, set[str]] | None = None,
+                  precision: int = 1000) -> list[tuple[TimerLogUnit, str]]:
     """Dequeue semantics (§6.6): the cancel requests' keys first, then each unit's state, oldest first.
 
     The store's broker version is unknown, so a cancel matches by bare UNIQ_KEY (5.3.1) or by
-    REAL_TOPIC+UNIQ_KEY (later 5.x).
+    REAL_TOPIC+UNIQ_KEY (later 5.x). `later` (`final_slot_cancels`) adds the cancels that meet a unit in
+    the slot of its TIMER_OUT_MS, where rolls take both: "cancelled" (after its rolls) too.
     """
     deleted: set[str] = set()
     for u in chain:
@@ -259,18 +298,24 @@ def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[Ti
                 deleted.add(rec.properties[PROPERTY_TIMER_DEL_UNIQKEY])
     out = []
     for u in reversed(chain):
-        if is_cancel_request(u.magic):
+        if need_delete(u.magic):  # rolled or not, a cancel never reaches its topic (it only rolls on)
             out.append((u, "cancel request"))
             continue
         rec, _ = records.get(u)
         if rec is None:
             out.append((u, "record missing"))
-        elif rec.uniq_key and is_deleted(rec.uniq_key, rec.properties.get(PROPERTY_REAL_TOPIC), deleted,
-                                        topic_key=None):
+        elif rec.uniq_key and is_deleted(rec.uniq_key, rec.properties.get(PROPERTY_REAL_TOPIC),
+                                        deleted | _final_cancels(rec, later, precision), topic_key=None):
             out.append((u, "cancelled"))
         else:
             out.append((u, "pending"))
     return out
+
+
+def _final_cancels(rec: MessageRecord, later: dict[int, set[str]] | None, precision: int) -> set[str]:
+    """The cancel keys waiting in the slot of the record's TIMER_OUT_MS."""
+    due = _timer_out_ms(rec.properties) if later else None
+    return later.get(due // precision * precision, set()) if due is not None else set()
 
 
 def _deliver_ms(u: TimerLogUnit, rec: MessageRecord | None) -> int:
@@ -284,9 +329,10 @@ def _deliver_ms(u: TimerLogUnit, rec: MessageRecord | None) -> int:
 
 
 def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_time: int | None = None,
-               slots: dict[int, Slot] | None = None) -> dict:
+               slots: dict[int, Slot] | None = None, later: dict[int, set[str]] | None = None) -> dict:
     """`--at TIME`: the slot holding `at_ms` (floored to the precision) and its chain, oldest first; `slots`
-    (time -> slot) are the slots after recovery (`recovered_slots`), else the wheel file's."""
+    (time -> slot) are the slots after recovery (`recovered_slots`), else the wheel file's; `later` the
+    cancels by the slot they end in (`final_slot_cancels`)."""
     records = records or _Records(store)
     precision = store.config.timer_precision_ms
     time_ms = at_ms - at_ms % precision
@@ -303,7 +349,7 @@ def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_t
     chain, broken = _walk(tl, s.last_pos, {})
     out["broken"] = broken
     already_read = read_time is not None and s.time_ms < read_time
-    for u, state in _chain_states(chain, records):
+    for u, state in _chain_states(chain, records, later, precision):
         rec, error = records.get(u)
         p = rec.properties if rec else {}
         if state == "pending" and already_read:
@@ -315,7 +361,7 @@ def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_t
             "write_time_ms": u.curr_write_time_ms, "delayed_time_ms": u.delayed_time_ms,
             "offset_py": u.offset_py, "size_py": u.size_py, "state": state,
             "uniq_key": rec.uniq_key if rec else None, "real_topic": p.get(PROPERTY_REAL_TOPIC),
-            "timer_out_ms": int(p[PROPERTY_TIMER_OUT_MS]) if p.get(PROPERTY_TIMER_OUT_MS, "").isdigit() else None,
+            "timer_out_ms": _timer_out_ms(p),
             "del_uniq_key": p.get(PROPERTY_TIMER_DEL_UNIQKEY), "keys": rec.keys if rec else [],
             "error": error,
         })
