@@ -27,6 +27,7 @@ from mqtool.inspect.metrics import metrics_view
 from mqtool.rules.timer import (
     LOOP,
     check_timer_precision,
+    format_time_ms,
     is_cancel_request,
     is_deleted,
     need_delete,
@@ -265,7 +266,7 @@ def final_slot_cancels(chains: Iterable[tuple[Slot, list[TimerLogUnit]]], record
                 p = rec.properties if rec is not None else {}
                 due = _timer_out_ms(p)
                 if due is not None and PROPERTY_TIMER_DEL_UNIQKEY in p:
-                    out.setdefault(due // precision * precision, set()).add(p[PROPERTY_TIMER_DEL_UNIQKEY])
+                    out.setdefault(format_time_ms(due, precision), set()).add(p[PROPERTY_TIMER_DEL_UNIQKEY])
     return out
 
 
@@ -315,7 +316,7 @@ def _chain_states(chain: list[TimerLogUnit], records: _Records, later: dict[int,
 def _final_cancels(rec: MessageRecord, later: dict[int, set[str]] | None, precision: int) -> set[str]:
     """The cancel keys waiting in the slot of the record's TIMER_OUT_MS."""
     due = _timer_out_ms(rec.properties) if later else None
-    return later.get(due // precision * precision, set()) if due is not None else set()
+    return later.get(format_time_ms(due, precision), set()) if due is not None else set()
 
 
 def _deliver_ms(u: TimerLogUnit, rec: MessageRecord | None) -> int:

@@ -217,6 +217,11 @@ def dequeue_order(units: Iterable[tuple[int, U]], magic: Callable[[U], int]
     return deletes, normal
 
 
+def format_time_ms(time_ms: int, precision_ms: int) -> int:
+    """`TimerMessageStore.formatTimeMs`: a time floored to the precision, the time of its wheel slot."""
+    return time_ms // precision_ms * precision_ms
+
+
 def cancels_in_slot(cancel_out_ms: int | None, target_out_ms: int | None, precision_ms: int) -> bool:
     """Will a cancel record drop a timer message (`dequeue` + `TimerDequeueGetMessageService`)?
 
@@ -227,7 +232,7 @@ def cancels_in_slot(cancel_out_ms: int | None, target_out_ms: int | None, precis
     """
     if cancel_out_ms is None or target_out_ms is None or precision_ms <= 0:
         return False
-    return cancel_out_ms // precision_ms == target_out_ms // precision_ms
+    return format_time_ms(cancel_out_ms, precision_ms) == format_time_ms(target_out_ms, precision_ms)
 
 
 def build_delete_key(real_topic: str | None, uniq_key: str) -> str:

@@ -251,3 +251,10 @@ def test_check_timer_precision_refuses(precision):
     with pytest.raises(ConfigFileError, match=f"timerPrecisionMs = {precision}"):
         check_timer_precision(precision)
     check_timer_precision(1)  # the smallest the broker runs with
+
+
+def test_format_time_ms_floors_to_the_precision():
+    from mqtool.rules.timer import format_time_ms
+
+    assert format_time_ms(T0 + 1999, P) == T0 + 1000 and format_time_ms(T0, P) == T0
+    assert format_time_ms(1050, 100) == 1000
