@@ -83,8 +83,8 @@ def check_wheel(task: WheelTask) -> WheelResult:
             checked += 1
             problems, count, walked = _walk(tl, maps, first, last, t_units, task.precision_ms)
             units_total += walked
-            if live and num > 0:
-                pending_by_time[time_ms] = num
+            if live and count > 0:  # the chain's count, not num: recovery rebuilds slots with num 0
+                pending_by_time[time_ms] = count
             broken += bool(problems)
             found = wheel_slot_finding(slot, time_ms, live, problems, num, count)  # graded as `inspect timer` does
             if found is not None:

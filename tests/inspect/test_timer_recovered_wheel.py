@@ -95,6 +95,7 @@ def test_num_zero_under_a_chain_of_one_is_graded_once(stores):
     )
     assert inspect == [want] and audit == [want]
     assert not [f for f in report["findings"] if f["severity"] == "error"]
+    assert report["summary"]["timer"]["pending_messages"] == 3  # was 2: the slot's num, not its chain
 
 
 @pytest.mark.parametrize("precision", [0, -1000])
