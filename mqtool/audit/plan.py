@@ -18,6 +18,7 @@ from mqtool.audit.index import plan_index_tasks
 from mqtool.audit.records import FileSlice, is_record_start, open_store
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
+from mqtool.rules.timer import check_timer_precision
 from mqtool.store import fastscan
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Finding, Findings
@@ -175,6 +176,7 @@ def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
             tasks.append(TimerLogTask(len(tasks), r, str(f.path), str(f.path.relative_to(root)), f.start, last_read))
     wheel = wheel_path(root)
     if wheel is not None:
+        check_timer_precision(st.config.timer_precision_ms)  # the wheel's times are read by it
         slots = wheel_slot_count(wheel)
         step = -(-slots // max(1, wheel_tasks)) if slots else 1
         for b in range(0, slots, step):

@@ -6,7 +6,8 @@
 - Wheel task (per slot range): each written slot's chain, walked from lastPos through prevPos, must
   end at firstPos, hold only units of that slot's time, and count `num` as `doEnqueue` does (+1 per
   unit, −1 per unit with DELETE, rolled or not; §6.5); broken chains in slots not yet read are
-  errors (#9735). The walk is `mqtool.rules.timer.walk_chain`.
+  errors (#9735), a num that differs is info (`rules.timer.wheel_slot_finding`, shared with `inspect
+  timer`). The walk is `mqtool.rules.timer.walk_chain`.
 - Driver: timercheck's lastTimerQueueOffset against the timer queue, lastTimerLogFlushPos against
   the TimerLog's end.
 """
@@ -20,8 +21,7 @@ from mqtool.audit.records import CommitLogRecords
 from mqtool.audit.results import TimerLogResult, WheelResult
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
-from mqtool.formats.timerwheel import SLOT_SIZE
-from mqtool.rules.timer import END, LOOP, MISSING, slot_num_delta, walk_chain
+from mqtool.rules.timer import END, LOOP, MISSING, slot_num_delta, walk_chain, wheel_slot_finding
 from mqtool.store import fastscan
 from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import FileMaps, map_file
@@ -83,16 +83,12 @@ def check_wheel(task: WheelTask) -> WheelResult:
             checked += 1
             problems, count, walked = _walk(tl, maps, first, last, t_units, task.precision_ms)
             units_total += walked
-            if not problems and count != num:
-                problems.append(f"num is {num} but the chain counts {count} (normal + roll − delete)")
-            if live and num > 0:
-                pending_by_time[time_ms] = num
-            if problems:
-                broken += 1
-                sev = "error" if live else "warning"
-                state = "pending" if live else "already read"
-                findings.append(Finding(rel, slot * SLOT_SIZE, CHECK, sev,
-                                        f"wheel slot {slot} (time {time_ms}, {state}): " + "; ".join(problems)))
+            if live and count > 0:  # the chain's count, not num: recovery rebuilds slots with num 0
+                pending_by_time[time_ms] = count
+            broken += bool(problems)
+            found = wheel_slot_finding(slot, time_ms, live, problems, num, count)  # graded as `inspect timer` does
+            if found is not None:
+                findings.append(Finding(rel, found[0], CHECK, found[1], found[2]))
     finally:
         maps.close()
     return WheelResult(index=task.index, findings=findings, slots=checked, broken=broken, chain_units=units_total,

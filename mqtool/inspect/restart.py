@@ -36,7 +36,7 @@ from mqtool.formats.opbody import parse_op_body
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.delay import config_in_effect, delay_view
 from mqtool.inspect.recovery import recovery_plan
-from mqtool.inspect.timer import slot_chain, timer_view
+from mqtool.inspect.timer import slot_chain, timer_view, view_cancels, view_slots
 from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, first_delivery_after_start
@@ -159,8 +159,9 @@ def _scan_from(store: Store, dv: dict, tv: dict, txv: dict, plan: dict) -> int:
             offsets.append(u.commitlog_offset)
     cp, last = tv["checkpoint"], store.last_activity_ms()
     if cp is not None and tv["wheel"]["present"]:  # slots read again that the broker could have delivered
+        recovered = view_slots(tv)
         offsets += [u["offset_py"] for slot in tv["slots"] if cp["last_read_time_ms"] <= slot["time_ms"] <= last
-                    for u in slot_chain(store, slot["time_ms"])["units"]]
+                    for u in slot_chain(store, slot["time_ms"], slots=recovered)["units"]]
     half_offset = {p["queue_id"]: p["half_offset"] or 0 for p in txv["check_progress"]}
     for row in txv["half_messages"]:
         members = [(row["queue_offset"], row["physical_offset"])]
@@ -201,11 +202,13 @@ def _timer(store: Store, tv: dict, plan: dict, stored: _Stored, at_ms: int) -> t
     read = timer_read_time(last_read, at_ms, precision, tv["wheel"]["slots_total"])
     end = plan["_end"]
     dups, overdue, pending, skipped, first_out = [], 0, 0, [], None
+    recovered = view_slots(tv)  # the wheel once recovery has revised it from the TimerLog
+    cancels = view_cancels(store, tv)  # cancels by the slot they end in, after their rolls
     for slot in tv["slots"]:
         t = slot["time_ms"]
         if t < last_read:
             continue
-        chain = slot_chain(store, t)
+        chain = slot_chain(store, t, slots=recovered, later=cancels)
         for u in chain["units"]:
             if u["kind"] != "normal" or u["state"] != "pending":
                 continue

@@ -4,24 +4,43 @@
   progress) and the TimerLog (flush position), and the dequeue read time against `now_ms`;
 - TimerLog units by kind (normal, roll, delete = cancel request) and units whose CommitLog
   record is missing, deleted, of another topic or of another size (apache/rocketmq#10668);
-- every written wheel slot (time, num, first/last pos) with its chain walked from lastPos through
-  prevPos, checked against firstPos and num (apache/rocketmq#9735);
+- every wheel slot as the broker holds it once recovered: the written slots of the `timerwheel` file, and
+  those `recoverAndRevise` rebuilds or revises from the TimerLog units it re-reads (`revised_by_recovery`,
+  `rules.timer.revise_slots`), with its chain walked from lastPos through prevPos, checked against firstPos
+  and num (apache/rocketmq#9735) and graded by `rules.timer.wheel_slot_finding`, as `spark-audit` grades it;
 - pending deliveries (slots not yet read: time >= lastReadTimeMs, minus cancelled and cancel units)
-  by delivery time (`TIMER_OUT_MS` of the record: a rolled unit's real time);
+  by delivery time (`TIMER_OUT_MS` of the record: a rolled unit's real time): what the restart's replay
+  delivers;
 - `config/timermetrics` (`TimerMetrics`: +1 per TimerLog append, -1 per cancel unit and per dequeue,
   keyed by REAL_TOPIC) per topic next to the pending units the TimerLog holds for that topic;
 - with `at_ms`: one slot's chain in dequeue order, each unit explained.
 """
 
+from collections.abc import Iterable
+
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
+from mqtool.formats.timerwheel import SLOT_SIZE, slot_index
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.delay import time_histogram
 from mqtool.inspect.metrics import metrics_view
-from mqtool.rules.timer import LOOP, is_cancel_request, is_deleted, need_roll, slot_num_delta, walk_chain
+from mqtool.rules.timer import (
+    LOOP,
+    check_timer_precision,
+    format_time_ms,
+    is_cancel_request,
+    is_deleted,
+    need_delete,
+    need_roll,
+    revise_from,
+    revise_slots,
+    slot_num_delta,
+    walk_chain,
+    wheel_slot_finding,
+)
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
-from mqtool.store.timer import TimerLogUnit
+from mqtool.store.timer import Slot, TimerLogUnit
 
 CHECK = "timer"
 
@@ -70,6 +89,7 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
     tl = store.timerlog
     wheel = store.timer_wheel
     precision = store.config.timer_precision_ms
+    check_timer_precision(precision)  # the broker cannot run its timer with it
     records = _Records(store)
 
     units = list(tl.iter_units()) if tl else []
@@ -98,25 +118,24 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
     pending_times: list[int] = []
     pending_units = 0
     pending_by_topic: dict[str, int] = {}
+    later: dict[int, set[str]] | None = None
     if wheel is not None:
-        for index, s in wheel.iter_slots():
-            chain, broken = _walk(tl, s.last_pos, by_pos)
+        walked = [(index, s, revised, *_walk(tl, s.last_pos, by_pos))
+                  for index, s, revised in recovered_slots(store, units, cp)]
+        later = final_slot_cancels(((s, chain) for _i, s, _r, chain, _b in walked), records, read_time, precision)
+        for index, s, revised, chain, broken in walked:
             first_ok = bool(chain) and chain[-1].pos == s.first_pos
             expected_num = sum(slot_num_delta(u.magic) for u in chain)
             slot = {"index": index, "time_ms": s.time_ms, "num": s.num, "first_pos": s.first_pos,
                     "last_pos": s.last_pos, "chain_length": len(chain),
                     "chain_ok": not broken and first_ok,
                     "read": read_time is not None and s.time_ms < read_time}
+            if revised:
+                slot["revised_by_recovery"] = True
             slots.append(slot)
-            if broken or not first_ok:
-                findings.append(Finding("timerwheel", index, CHECK + ".wheel", "error",
-                                        f"slot {s.time_ms}: chain from lastPos {s.last_pos} "
-                                        f"{broken or f'does not end at firstPos {s.first_pos}'}"))
-            elif expected_num != s.num:
-                findings.append(Finding("timerwheel", index, CHECK + ".wheel", "warning",
-                                        f"slot {s.time_ms}: num {s.num} but its chain counts {expected_num}"))
+            findings += _slot_findings(wheel.path.name, index, s, slot, broken, first_ok, expected_num, revised)
             if not slot["read"]:
-                for u, state in _chain_states(chain, records):
+                for u, state in _chain_states(chain, records, later, precision):
                     if state == "pending":
                         rec, _ = records.get(u)
                         pending_units += 1
@@ -153,11 +172,57 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
         "findings": [],
     }
     if at_ms is not None:
-        doc["chain"] = slot_chain(store, at_ms, records, read_time)
+        doc["chain"] = slot_chain(store, at_ms, records, read_time, view_slots(doc), later)
     if tl:
         findings += tl.findings
     doc["findings"] = [f.as_dict() for f in sort_findings(findings)]
     return doc
+
+
+def recovered_slots(store: Store, units: list[TimerLogUnit], cp: dict | None) -> list[tuple[int, Slot, bool]]:
+    """(index, slot, changed by recovery) of every slot the wheel holds once the broker has recovered: the
+    `timerwheel` file's written slots, with `recoverAndRevise`'s revisions from the TimerLog units it re-reads
+    (`rules.timer.revise_slots`): a unit whose slot the file does not hold gets the slot rebuilt, so its
+    message is delivered as if the slot had been there (the restart's replay does the same)."""
+    wheel, tl = store.timer_wheel, store.timerlog
+    by_index = {index: (s, False) for index, s in wheel.iter_slots()}
+    start = revise_from([f.start for f in tl.queue.files], cp["last_timer_log_flush_pos"] if cp else 0,
+                        tl.queue.file_size or tl.queue.files[-1].length) if tl and tl.queue.files else None
+    if start is not None:
+        def on_disk(t: int) -> tuple[int, int, int] | None:
+            s = wheel.get_slot(t)
+            return None if s.empty else (s.first_pos, s.last_pos, s.num)
+
+        revised = revise_slots(((u.pos, u.delayed_time_ms) for u in units if u.pos >= start), on_disk)
+        for t, (first, last, num) in revised.items():
+            index = slot_index(t, wheel.precision_ms, wheel.slots_total)
+            old = by_index.get(index, (None, False))[0]
+            if old is None or (old.time_ms, old.first_pos, old.last_pos, old.num) != (t, first, last, num):
+                by_index[index] = (Slot(t, first, last, num, 0 if old is None else old.magic), True)
+    return [(index, s, revised) for index, (s, revised) in sorted(by_index.items())]
+
+
+def view_slots(doc: dict) -> dict[int, Slot]:
+    """The `timer` document's slots (the wheel after recovery) by time, for `slot_chain`."""
+    return {x["time_ms"]: Slot(x["time_ms"], x["first_pos"], x["last_pos"], x["num"], 0) for x in doc["slots"]}
+
+
+def _slot_findings(file: str, index: int, s: Slot, slot: dict, broken: str | None, first_ok: bool,
+                   expected_num: int, revised: bool) -> list[Finding]:
+    """The wheel slot's finding, graded by `rules.timer.wheel_slot_finding` (as `spark-audit` grades it); a
+    slot recovery rebuilds is info."""
+    if revised and not broken:
+        return [Finding(file, index * SLOT_SIZE, CHECK + ".wheel", "info",
+                        f"wheel slot {index} (time {s.time_ms}): the wheel file does not hold the slot of TimerLog "
+                        f"unit(s) up to {s.last_pos}; the broker rebuilds it when it recovers "
+                        "(recoverAndRevise -> reviseSlot), and delivers them")]
+    problems = []
+    if broken:
+        problems.append(f"chain from lastPos {s.last_pos} {broken}")
+    elif not first_ok:
+        problems.append(f"chain from lastPos {s.last_pos} does not end at firstPos {s.first_pos}")
+    found = wheel_slot_finding(index, s.time_ms, not slot["read"], problems, s.num, expected_num)
+    return [] if found is None else [Finding(file, found[0], CHECK + ".wheel", found[1], found[2])]
 
 
 def _metrics(store: Store, pending_by_topic: dict[str, int], findings: list[Finding]) -> dict | None:
@@ -187,11 +252,44 @@ def _walk(tl, last_pos: int, by_pos: dict[int, TimerLogUnit]) -> tuple[list[Time
     return chain, f"reaches {w.stop_pos}, where no TimerLog unit is"
 
 
-def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[TimerLogUnit, str]]:
+def final_slot_cancels(chains: Iterable[tuple[Slot, list[TimerLogUnit]]], records: _Records, read_time: int | None,
+                       precision: int) -> dict[int, set[str]]:
+    """TIMER_DEL_UNIQKEY values of the cancel units in slots not yet read, by the slot each cancel ends in:
+    its record's TIMER_OUT_MS (a rolled cancel is re-put and lands there; `rules.timer.cancels_in_slot`)."""
+    out: dict[int, set[str]] = {}
+    for s, chain in chains:
+        if read_time is not None and s.time_ms < read_time:
+            continue
+        for u in chain:
+            if need_delete(u.magic):
+                rec, _ = records.get(u)
+                p = rec.properties if rec is not None else {}
+                due = _timer_out_ms(p)
+                if due is not None and PROPERTY_TIMER_DEL_UNIQKEY in p:
+                    out.setdefault(format_time_ms(due, precision), set()).add(p[PROPERTY_TIMER_DEL_UNIQKEY])
+    return out
+
+
+def view_cancels(store: Store, doc: dict) -> dict[int, set[str]]:
+    """`final_slot_cancels` of the `timer` document's slots (the wheel after recovery), for `slot_chain`."""
+    tl, read_time = store.timerlog, (doc["checkpoint"] or {}).get("last_read_time_ms")
+    slots = [s for s in view_slots(doc).values() if read_time is None or s.time_ms >= read_time]
+    return final_slot_cancels(((s, _walk(tl, s.last_pos, {})[0]) for s in slots), _Records(store), read_time,
+                              doc["precision_ms"])
+
+
+def _timer_out_ms(p: dict[str, str]) -> int | None:
+    v = p.get(PROPERTY_TIMER_OUT_MS, "")
+    return int(v) if v.isdigit() else None
+
+
+def _chain_states(chain: list[TimerLogUnit], records: _Records, later: dict[int, set[str]] | None = None,
+                  precision: int = 1000) -> list[tuple[TimerLogUnit, str]]:
     """Dequeue semantics (§6.6): the cancel requests' keys first, then each unit's state, oldest first.
 
     The store's broker version is unknown, so a cancel matches by bare UNIQ_KEY (5.3.1) or by
-    REAL_TOPIC+UNIQ_KEY (later 5.x).
+    REAL_TOPIC+UNIQ_KEY (later 5.x). `later` (`final_slot_cancels`) adds the cancels that meet a unit in
+    the slot of its TIMER_OUT_MS, where rolls take both: "cancelled" (after its rolls) too.
     """
     deleted: set[str] = set()
     for u in chain:
@@ -201,18 +299,24 @@ def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[Ti
                 deleted.add(rec.properties[PROPERTY_TIMER_DEL_UNIQKEY])
     out = []
     for u in reversed(chain):
-        if is_cancel_request(u.magic):
+        if need_delete(u.magic):  # rolled or not, a cancel never reaches its topic (it only rolls on)
             out.append((u, "cancel request"))
             continue
         rec, _ = records.get(u)
         if rec is None:
             out.append((u, "record missing"))
-        elif rec.uniq_key and is_deleted(rec.uniq_key, rec.properties.get(PROPERTY_REAL_TOPIC), deleted,
-                                        topic_key=None):
+        elif rec.uniq_key and is_deleted(rec.uniq_key, rec.properties.get(PROPERTY_REAL_TOPIC),
+                                        deleted | _final_cancels(rec, later, precision), topic_key=None):
             out.append((u, "cancelled"))
         else:
             out.append((u, "pending"))
     return out
+
+
+def _final_cancels(rec: MessageRecord, later: dict[int, set[str]] | None, precision: int) -> set[str]:
+    """The cancel keys waiting in the slot of the record's TIMER_OUT_MS."""
+    due = _timer_out_ms(rec.properties) if later else None
+    return later.get(format_time_ms(due, precision), set()) if due is not None else set()
 
 
 def _deliver_ms(u: TimerLogUnit, rec: MessageRecord | None) -> int:
@@ -225,8 +329,11 @@ def _deliver_ms(u: TimerLogUnit, rec: MessageRecord | None) -> int:
     return u.delayed_time_ms
 
 
-def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_time: int | None = None) -> dict:
-    """`--at TIME`: the slot holding `at_ms` (floored to the precision) and its chain, oldest first."""
+def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_time: int | None = None,
+               slots: dict[int, Slot] | None = None, later: dict[int, set[str]] | None = None) -> dict:
+    """`--at TIME`: the slot holding `at_ms` (floored to the precision) and its chain, oldest first; `slots`
+    (time -> slot) are the slots after recovery (`recovered_slots`), else the wheel file's; `later` the
+    cancels by the slot they end in (`final_slot_cancels`)."""
     records = records or _Records(store)
     precision = store.config.timer_precision_ms
     time_ms = at_ms - at_ms % precision
@@ -235,15 +342,15 @@ def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_t
     if wheel is None:
         out["broken"] = "no timerwheel file"
         return out
-    s = wheel.get_slot(time_ms)
-    if s.empty:
+    s = wheel.get_slot(time_ms) if slots is None else slots.get(time_ms)
+    if s is None or s.empty:
         return out
     out["slot"] = {"time_ms": s.time_ms, "num": s.num, "first_pos": s.first_pos, "last_pos": s.last_pos}
     tl = store.timerlog
     chain, broken = _walk(tl, s.last_pos, {})
     out["broken"] = broken
     already_read = read_time is not None and s.time_ms < read_time
-    for u, state in _chain_states(chain, records):
+    for u, state in _chain_states(chain, records, later, precision):
         rec, error = records.get(u)
         p = rec.properties if rec else {}
         if state == "pending" and already_read:
@@ -255,7 +362,7 @@ def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_t
             "write_time_ms": u.curr_write_time_ms, "delayed_time_ms": u.delayed_time_ms,
             "offset_py": u.offset_py, "size_py": u.size_py, "state": state,
             "uniq_key": rec.uniq_key if rec else None, "real_topic": p.get(PROPERTY_REAL_TOPIC),
-            "timer_out_ms": int(p[PROPERTY_TIMER_OUT_MS]) if p.get(PROPERTY_TIMER_OUT_MS, "").isdigit() else None,
+            "timer_out_ms": _timer_out_ms(p),
             "del_uniq_key": p.get(PROPERTY_TIMER_DEL_UNIQKEY), "keys": rec.keys if rec else [],
             "error": error,
         })

@@ -16,6 +16,7 @@ from typing import TextIO
 
 from mqtool.errors import MqtoolError
 from mqtool.formats.broker_conf import BrokerConfig, load_broker_conf
+from mqtool.rules.timer import check_timer_precision
 from mqtool.simulate.runner import SimulationResult, default_start
 from mqtool.simulate.scenario import Scenario, ScenarioError, load_scenario
 from mqtool.store.store import Store
@@ -75,10 +76,13 @@ def prepare_run(store_path: Path, until: str, *, start: str | None = None, confi
         raise SimulateError(f"--until ({format_time(until_ms)}) must be after --start ({format_time(start_ms)})")
     scenario = load_scenario(scenario_path, start_ms)
     warnings: list[str] = []
+    effective = config
     if scenario.broker:
-        config.with_overrides(scenario.broker, source="scenario [broker]")  # a bad value fails before the run
+        effective = config.with_overrides(scenario.broker, source="scenario [broker]")  # a bad value fails now
         warnings += [f"scenario [broker]: {name} is not a setting the simulator uses (ignored)"
                      for name in unused_settings(scenario.broker)]
+    if not broker_version.startswith("4") and effective.timer_wheel_enable:
+        check_timer_precision(effective.timer_precision_ms)  # as the timer service does, before the run
     check_outputs(store_path, events, out)
     if out is not None:
         check_file_sizes(store, config)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from mqtool.formats.names import TIMER_TOPIC
+from mqtool.rules.timer import revise_from as timer_revise_from
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.engine import Engine
@@ -170,9 +171,8 @@ def _timer_state(store) -> dict | None:
         revise_from = 0
         if wheel is not None and tl.queue.files:
             flush = int(getattr(store.timercheck, "last_timer_log_flush_pos", 0) or 0)
-            flush = max(0, flush - (tl.queue.file_size or tl.queue.files[-1].length))
-            starts = [f.start for f in tl.queue.files if f.start <= flush]
-            revise_from = starts[-1] if starts else tl.queue.files[0].start
+            revise_from = timer_revise_from([f.start for f in tl.queue.files], flush,
+                                            tl.queue.file_size or tl.queue.files[-1].length)
         for start, cols in tl.scan_columns():
             if file_size and start + file_size <= revise_from:
                 del cols

@@ -58,6 +58,7 @@ from mqtool.rules.timer import (
     DELIVERY_SET,
     LONG_MAX,
     LOOP,
+    check_timer_precision,
     convert_properties,
     convert_size_change,
     dequeue_order,
@@ -68,6 +69,7 @@ from mqtool.rules.timer import (
     need_roll,
     next_roll_times,
     put_at_once,
+    revise_slots,
     roll_times,
     walk_chain,
 )
@@ -144,6 +146,7 @@ class TimerService:
         self.ctx = ctx
         cfg = ctx.config
         self.precision = int(getattr(cfg, "timer_precision_ms", 1000))
+        check_timer_precision(self.precision)  # the broker cannot run its timer with it
         self.window = cfg.timer_roll_window_slots() if hasattr(cfg, "timer_roll_window_slots") else 172800
         self.file_size = timerlog_file_size or int(getattr(cfg, "mapped_file_size_timer_log", 100 << 20))
         self.wheel = wheel  # mqtool.store.timer.TimerWheel, or None: slots rebuilt from `units`
@@ -220,14 +223,17 @@ class TimerService:
         if not self._revised:
             self._revised = True
             # recoverAndRevise: each unit read at the start makes itself its slot's last position
-            for pos in self._loaded:
-                u = self.units[pos]
-                s = self._slot(u[3])
-                if s is None:
-                    self.slots[u[3]] = [pos, pos, 0 if self.wheel is not None else 1]
-                else:
-                    s[1] = pos
-                    if self.wheel is None:
+            if self.wheel is not None:
+                units = self.units
+                self.slots.update(revise_slots(((pos, units[pos][3]) for pos in self._loaded), self._slot))
+            else:  # no wheel file: the slots are rebuilt from every unit, counted as doEnqueue counts
+                for pos in self._loaded:
+                    u = self.units[pos]
+                    s = self.slots.get(u[3])
+                    if s is None:
+                        self.slots[u[3]] = [pos, pos, 1]
+                    else:
+                        s[1] = pos
                         s[2] += 1
         self._heap = []
         self._queued = set()

@@ -200,3 +200,61 @@ def test_no_module_outside_rules_and_formats_names_a_timer_transition_property()
             if isinstance(node, ast.alias) and node.name in banned:
                 found.append(f"{path.relative_to(pkg)} imports {node.name}")
     assert found == []
+
+
+def test_cancels_in_slot_compares_final_slots():
+    from mqtool.rules.timer import cancels_in_slot
+
+    assert cancels_in_slot(T0 + 149_000, T0 + 149_000, P)
+    assert cancels_in_slot(T0 + 149_000, T0 + 149_999, P)  # one slot of 1 s
+    assert not cancels_in_slot(T0 + 149_000, T0 + 150_000, P)
+    assert not cancels_in_slot(None, T0, P) and not cancels_in_slot(T0, T0, 0)
+
+
+def test_revise_from_is_the_file_before_the_flush_position():
+    from mqtool.rules.timer import revise_from
+
+    starts = [0, 4096, 8192]
+    assert revise_from(starts, 8192 + 520, 4096) == 4096  # flush - fileSize = 4616: in the second file
+    assert revise_from(starts, 4096, 4096) == 0
+    assert revise_from(starts, 100, 4096) == 0  # clamped to 0
+    assert revise_from([4096, 8192], 100, 4096) == 4096  # no file at or before: the first
+    assert revise_from([], 100, 4096) is None
+
+
+def test_revise_slots_by_hand():
+    from mqtool.rules.timer import revise_slots
+
+    disk = {T0 + 5000: [0, 52, 2]}  # a slot holding units 0 and 52
+    got = revise_slots([(52, T0 + 5000), (104, T0 + 9000), (156, T0 + 5000), (208, T0 + 9000)], disk.get)
+    # the held slot gets 156 as its last position (firstPos, num kept); the missing one is rebuilt (num 0)
+    assert got == {T0 + 5000: [0, 156, 2], T0 + 9000: [104, 208, 0]}
+    assert disk == {T0 + 5000: [0, 52, 2]}  # the wheel given is not changed
+
+
+def test_wheel_slot_finding_grades():
+    from mqtool.rules.timer import wheel_slot_finding
+
+    assert wheel_slot_finding(7, T0, True, [], 1, 1) is None
+    assert wheel_slot_finding(7, T0, True, ["x"], 1, 1) == (224, "error", f"wheel slot 7 (time {T0}, pending): x")
+    assert wheel_slot_finding(7, T0, False, ["x", "y"], 1, 1) == (
+        224, "warning", f"wheel slot 7 (time {T0}, already read): x; y")
+    off, sev, _ = wheel_slot_finding(7, T0, True, [], 0, 1)
+    assert (off, sev) == (224, "info")  # a clean run writes it (revise_slots): never an error
+
+
+@pytest.mark.parametrize("precision", [0, -1])
+def test_check_timer_precision_refuses(precision):
+    from mqtool.formats.broker_conf import ConfigFileError
+    from mqtool.rules.timer import check_timer_precision
+
+    with pytest.raises(ConfigFileError, match=f"timerPrecisionMs = {precision}"):
+        check_timer_precision(precision)
+    check_timer_precision(1)  # the smallest the broker runs with
+
+
+def test_format_time_ms_floors_to_the_precision():
+    from mqtool.rules.timer import format_time_ms
+
+    assert format_time_ms(T0 + 1999, P) == T0 + 1000 and format_time_ms(T0, P) == T0
+    assert format_time_ms(1050, 100) == 1000
