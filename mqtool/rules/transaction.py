@@ -22,6 +22,8 @@ from mqtool.formats.names import PROPERTY_TRANSACTION_CHECK_TIMES
 from mqtool.rules.java import parse_int, parse_long
 
 MAX_PREDICTED_ROUNDS = 1000
+MAX_REACHED = "TRANSACTION_CHECK_TIMES reached transactionCheckMax"  # a prediction's discard reasons
+SKIPPED = "older than fileReservedTime"
 
 # immunity outcomes
 PUT_BACK = "put_back"  # CHECK_IMMUNITY_TIME_IN_SECONDS set and still immune: re-put, no check request
@@ -176,15 +178,26 @@ class CheckPrediction:
         return asdict(self)
 
 
+def next_round_visits(queue_offsets: list[int], half_offset: int | None, removed) -> list[int]:
+    """The queue offsets (of a half and its copies) the next `check` round reads: its walk starts at the
+    persisted halfOffset (CID_RMQ_SYS_TRANS; absent: the queue's min, taken as 0 here) and passes over
+    the offsets removeMap holds (`removed`: the half offsets the op records cover). A half none of whose
+    records is visited is never checked again."""
+    start = half_offset or 0
+    return [q for q in queue_offsets if q >= start and q not in removed]
+
+
 def predict_checks(check_times: str | None, born_timestamp: int, immunity_ms: int, has_immunity: bool,
                    now: int, check_interval: int, transaction_check_max: int, file_reserved_time_h: int,
-                   max_rounds: int = MAX_PREDICTED_ROUNDS) -> CheckPrediction:
+                   max_rounds: int = MAX_PREDICTED_ROUNDS, answered: bool = False) -> CheckPrediction:
     """The next-check prediction: the rules above replayed on check rounds at now + k x interval.
 
     Round-level: a half past its immunity is checked in the round (when no op record is newer, the
     broker reads more and retries it within the round). A round's put-back copy (check or immunity)
     is visited again in that same round, so it is discarded there once its count reaches the max
-    (`needDiscard` runs before the "fresh stored" stop; as the 5.3.1 oracle shows).
+    (`needDiscard` runs before the "fresh stored" stop; as the 5.3.1 oracle shows; on 4.9.8 only when
+    the reput dispatch wins a race: `discard_outcomes`). `answered`: the producer answers the first check
+    (a committed or rolled back half visited again answers as before), which ends the checks.
     """
     next_check = None
     checks = 0
@@ -192,9 +205,9 @@ def predict_checks(check_times: str | None, born_timestamp: int, immunity_ms: in
         t = now + k * check_interval
         discard, new_times = need_discard(check_times, transaction_check_max)
         if discard:
-            return CheckPrediction(next_check, t, checks, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+            return CheckPrediction(next_check, t, checks, MAX_REACHED)
         if need_skip(t, born_timestamp, file_reserved_time_h):
-            return CheckPrediction(next_check, t, checks, "older than fileReservedTime")
+            return CheckPrediction(next_check, t, checks, SKIPPED)
         state = immunity(t - born_timestamp, immunity_ms, has_immunity)
         if state == NEW_ARRIVED:
             continue
@@ -202,6 +215,103 @@ def predict_checks(check_times: str | None, born_timestamp: int, immunity_ms: in
         if state is None:
             checks += 1
             next_check = next_check or t
+            if answered:
+                return CheckPrediction(next_check, None, checks, None)
         if need_discard(check_times, transaction_check_max)[0]:
-            return CheckPrediction(next_check, t, checks, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+            return CheckPrediction(next_check, t, checks, MAX_REACHED)
     return CheckPrediction(next_check, None, checks, None)
+
+
+def discard_outcomes(discard_ms: int | None, discard_reason: str | None, check_times: str | None,
+                     transaction_check_max: int, check_interval: int, v4: bool) -> list[int]:
+    """The times at which `predict_checks`' discard may happen, earliest first.
+
+    A half whose stored count already reached the max is discarded at its first visit: one time. Else
+    the discard is of the copy a round put back, visited again in that round: 5.3.1 does so (pair_default);
+    on 4.9.8 only when the reput service has dispatched the copy before the walk reaches it, otherwise
+    NO_NEW_MSG ends the round and the next round discards it (pair-4.9's README: its recorded run
+    discarded in the same round, three other runs one round later).
+    The store does not decide that race: both times.
+    """
+    if discard_ms is None:
+        return []
+    if v4 and discard_reason == MAX_REACHED and not need_discard(check_times, transaction_check_max)[0]:
+        return [discard_ms, discard_ms + check_interval]
+    return [discard_ms]
+
+
+@dataclass(frozen=True)
+class HalfRecord:
+    """What `check` reads of one record of the half queue (an original or a put-back copy)."""
+
+    key: str  # the transaction it belongs to (UNIQ_KEY, or where the original is)
+    check_times: str | None  # TRANSACTION_CHECK_TIMES
+    born_timestamp: int
+    store_timestamp: int
+    check_immunity_time_str: str | None  # CHECK_IMMUNITY_TIME_IN_SECONDS
+    prepared_queue_offset: str | None  # TRAN_PREPARED_QUEUE_OFFSET
+
+
+def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, removed: set[int], answered: set[str],
+                   now: int, check_interval: int, transaction_timeout: int, transaction_check_max: int,
+                   file_reserved_time_h: int, max_rounds: int = MAX_PREDICTED_ROUNDS,
+                   max_visits: int = 2_000_000) -> dict[str, CheckPrediction]:
+    """One half queue's check rounds at now + k x interval, `check_visit` per record, from `half_offset`
+    (`records` by queue offset; `removed`: the offsets op records cover). Per transaction: its first
+    check request, its first discard (or skip), the checks before it.
+
+    What a round writes is kept: a CHECK or PUT_BACK appends a copy (`renewHalfMessageInner` with the
+    count `needDiscard` put; an immunity copy also gets TRAN_PREPARED_QUEUE_OFFSET) at the queue's end,
+    which the same round reads (discarded there at the max, else "fresh stored" stops the round: so
+    an earlier transaction's copy can hold a later one's back a round, as the broker does). A
+    transaction in `answered` gets its producer's answer before the next round: its op record covers
+    the checked copy. No other op record comes. A READ_MORE (no op record read and exactly as old as
+    the immunity) is taken as a check: the broker checks it within the round, once the half is older.
+    """
+    out: dict[str, list] = {}  # key -> [next_check, discard, checks, reason]
+    end = max(records, default=-1) + 1
+    records, removed = dict(records), set(removed)
+    offset = half_offset or 0
+    visits = 0
+    for k in range(1, max_rounds + 1):
+        if offset >= end or visits >= max_visits:
+            break
+        t = now + k * check_interval
+        i = offset
+        while i < end and visits < max_visits:
+            if i in removed:
+                removed.discard(i)
+                i += 1
+                continue
+            r = records.get(i)
+            if r is None:  # an unreadable unit: the broker's walk goes on at the next offset
+                i += 1
+                continue
+            visits += 1
+            decision, times = check_visit(r.check_times, r.born_timestamp, r.store_timestamp,
+                                          r.check_immunity_time_str, r.prepared_queue_offset, removed, t, t, None,
+                                          transaction_timeout, transaction_check_max, file_reserved_time_h)
+            if decision in STOPS_ROUND:
+                break
+            p = out.setdefault(r.key, [None, None, 0, None])
+            if decision in (DISCARD, SKIP):
+                if p[1] is None:
+                    p[1], p[3] = t, MAX_REACHED if decision == DISCARD else SKIPPED
+            elif decision == DONE:
+                removed.discard(get_long(r.prepared_queue_offset))
+            elif decision == PUT_BACK:
+                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, t, r.check_immunity_time_str,
+                                          r.prepared_queue_offset or str(i))
+                end += 1
+            else:  # CHECK (or READ_MORE)
+                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, t, r.check_immunity_time_str,
+                                          r.prepared_queue_offset)
+                if p[1] is None:
+                    p[0] = p[0] or t
+                    p[2] += 1
+                if r.key in answered:
+                    removed.add(end)
+                end += 1
+            i += 1
+        offset = i
+    return {key: CheckPrediction(*p) for key, p in out.items()}

@@ -12,9 +12,11 @@ from mqtool.rules.transaction import (
     READ_MORE,
     SKIP,
     CheckPrediction,
+    HalfRecord,
     check_immunity_time,
     check_prepare_queue_offset,
     check_visit,
+    discard_outcomes,
     get_int,
     get_long,
     immunity,
@@ -22,6 +24,7 @@ from mqtool.rules.transaction import (
     need_discard,
     need_skip,
     predict_checks,
+    predict_rounds,
     put_check_times,
 )
 
@@ -187,3 +190,49 @@ def test_put_check_times_keeps_the_place_of_the_property():
                                                        ("TAGS", "t")]
     assert props["TRANSACTION_CHECK_TIMES"] == "1"  # a copy: the record read is not changed
     assert list(put_check_times({"A": "1"}, "1")) == ["A", "TRANSACTION_CHECK_TIMES"]
+
+
+def _half(key, times=None, born=0, imm=None):
+    return HalfRecord(key, times, born, born, imm, None)
+
+
+def test_predict_rounds_reads_the_copies_each_round_writes():
+    # transactionCheckMax 2, rounds every 10 s from 110000. Round 1 checks A (offset 0 -> copy 2, count 1) and
+    # B (1 -> copy 3), then copy 2 is "fresh stored": the round stops. Round 2 checks copies 2 and 3 (-> 4, 5,
+    # count 2) and discards 4 and 5 in that same round
+    recs = {0: _half("A"), 1: _half("B")}
+    got = predict_rounds(recs, 0, set(), set(), 100_000, 10_000, TIMEOUT, 2, 72)
+    assert got == {k: CheckPrediction(110_000, 120_000, 2, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+                   for k in "AB"}
+    # A's producer answers: its copy 2 is covered by the op, round 2 passes over it
+    got = predict_rounds(recs, 0, set(), {"A"}, 100_000, 10_000, TIMEOUT, 2, 72)
+    assert got["A"] == CheckPrediction(110_000, None, 1, None) and got["B"].discard_ms == 120_000
+    # the walk starts at the half offset and passes over what op records cover
+    assert predict_rounds(recs, 1, set(), set(), 100_000, 10_000, TIMEOUT, 2, 72).keys() == {"B"}
+    assert predict_rounds(recs, 0, {0, 1}, set(), 100_000, 10_000, TIMEOUT, 2, 72) == {}
+
+
+def test_predict_rounds_a_fresh_copy_holds_a_later_one_back():
+    # A (count 1) and B (no count) with max 3. Round 1 writes A's copy 2 (count 2) and B's copy 3 (count 1),
+    # stops at 2 (fresh). Round 2 writes 4 (A, 3) and 5 (B, 2), discards 4 (needDiscard runs before the fresh
+    # test), stops at 5 (count 2: fresh). Round 3 writes 6 (B, 3) from 5 and discards 6
+    recs = {0: _half("A", "1"), 1: _half("B")}
+    got = predict_rounds(recs, 0, set(), set(), 0, 10_000, TIMEOUT, 3, 72)
+    assert (got["A"].discard_ms, got["A"].checks_before_discard) == (20_000, 2)
+    assert (got["B"].discard_ms, got["B"].checks_before_discard) == (30_000, 3)
+    # new arrived (born 5 s before round 1, timeout 6 s, no immunity property): round 1 stops at it, and at
+    # everything behind it
+    recs = {0: _half("A", born=5000), 1: _half("B")}
+    got = predict_rounds(recs, 0, set(), set(), 0, 10_000, TIMEOUT, 3, 72)
+    assert got["A"].next_check_ms == 20_000 and got["B"].next_check_ms == 20_000
+
+
+def test_discard_outcomes():
+    reason = "TRANSACTION_CHECK_TIMES reached transactionCheckMax"
+    # the copy written in the discard's round: on 4.9.8 that round or the next (the reput dispatch race)
+    assert discard_outcomes(50_000, reason, "0", 2, 15_000, True) == [50_000, 65_000]
+    assert discard_outcomes(50_000, reason, "0", 2, 15_000, False) == [50_000]
+    # the stored count already at the max: discarded at its first visit, no race
+    assert discard_outcomes(50_000, reason, "2", 2, 15_000, True) == [50_000]
+    assert discard_outcomes(50_000, "older than fileReservedTime", "0", 2, 15_000, True) == [50_000]
+    assert discard_outcomes(None, None, "0", 2, 15_000, True) == []

@@ -1,0 +1,104 @@
+"""One answer per transaction question (issue 27): `inspect transactions`, `inspect restart` and the replay agree.
+
+Values worked out by hand from the stores' stories (`mqtool.builder.crash`, the oracle pairs' READMEs) and
+TransactionalMessageServiceImpl.check.
+"""
+
+import json
+
+import pytest
+
+from mqtool.builder.crash import build_crash, crash_config
+from mqtool.builder.demo import T0
+from mqtool.inspect.restart import restart_preview
+from mqtool.inspect.transactions import transactions_view
+from mqtool.store.store import Store
+
+AT = T0 + 120_000  # the crash store's restart, as tests/inspect/test_restart.py takes it
+INTERVAL = 6000  # crash.broker.conf: transactionCheckInterval (transactionTimeOut 3000, transactionCheckMax 5)
+
+
+@pytest.fixture(scope="module")
+def crash(tmp_path_factory):
+    root = tmp_path_factory.mktemp("crash") / "store"
+    records = build_crash(root)
+    return Store.open(root, crash_config()), records
+
+
+@pytest.fixture(scope="module")
+def preview(crash, tmp_path_factory):
+    store, _ = crash
+    events = tmp_path_factory.mktemp("events") / "ev.jsonl"
+    return restart_preview(store, None, AT, 600_000, events), events
+
+
+def _rows(doc: dict) -> dict[str, dict]:
+    return {h["keys"][0]: h for h in doc["half_messages"]}
+
+
+def test_committed_half_read_again_is_checked_again_in_both_views(crash, preview):
+    store, _ = crash
+    doc, _ = preview
+    rows = _rows(transactions_view(store, AT))
+    # consumerOffset.json's half offset 0; op "1," covers H2, op "3," H1's copy, nothing covers H1 itself
+    # (queue offset 0): the first round (AT + 6 s) reads it, needDiscard puts 1, isNeedCheck (op records read
+    # in 5.3.1 then none: 1 s later) checks it, and the producer that committed answers COMMIT again
+    h1 = rows["H1"]
+    assert h1["state"] == "committed"
+    assert h1["prediction"] == {"next_check_ms": AT + INTERVAL, "discard_ms": None, "checks_before_discard": 1,
+                                "discard_reason": None}
+    assert any("checked again" in n for n in h1["notes"])
+    dup = next(d for d in doc["duplicates"] if d["kind"] == "transaction")
+    assert (dup["uniq_key"], dup["again_at_ms"]) == (h1["uniq_key"], AT + INTERVAL)
+    first = {t["uniq_key"]: t for t in doc["transactions"]["first_rounds"]}
+    assert first[h1["uniq_key"]]["next_check_ms"] == AT + INTERVAL and first[h1["uniq_key"]]["state"] == "committed"
+    # H2: committed and its op covers queue offset 1: never read again
+    assert rows["H2"]["prediction"] is None
+
+
+def test_pending_half_discarded_in_the_round_the_replay_discards_it(crash, preview):
+    store, _ = crash
+    doc, events = preview
+    h3 = _rows(transactions_view(store, AT))["H3"]
+    # H3 (queue offset 2, no count) and its copy (4, count 1) are both read each round: two chains of copies,
+    # counts 1|2, 2|3, 3|4, 4|5 in rounds 1-4; in round 4 the walk stops at the first copy it wrote
+    # (count 4, "fresh stored") before the count-5 copy behind it, which round 5 discards: 9 checks
+    assert h3["prediction"] == {"next_check_ms": AT + INTERVAL, "discard_ms": AT + 5 * INTERVAL,
+                                "checks_before_discard": 9,
+                                "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
+    tx = [json.loads(line) for line in events.read_text().splitlines()]
+    tx = [e for e in tx if e["service"] == "transaction" and e["uniq_key"] == h3["uniq_key"]]
+    rounds = sorted({e["time"] for e in tx if e["event"] == "check"})
+    discards = sorted({e["time"] for e in tx if e["event"] == "discard"})
+    # the replay: 4 rounds of 2 checks, then the 5th round checks once more and discards
+    assert len(rounds) == 5 and len(discards) == 1 and discards[0] == rounds[-1]
+    assert sum(e["event"] == "check" for e in tx) == 9
+    to_discard = {t["uniq_key"]: t for t in doc["transactions"]["to_discard"]}
+    assert to_discard[h3["uniq_key"]]["discard_outcomes"] == [AT + 5 * INTERVAL]
+
+
+@pytest.mark.parametrize("version, outcomes", [("4.9", [30_000, 45_000]), ("5.3", [30_000])])
+def test_the_49_discard_race_gives_both_outcomes(open_oracle, version, outcomes):
+    # pair-4.9/A: H3, H4, H5 pending, never checked; transactionCheckMax 2, interval 15 s. Round 1 checks
+    # each (count 1); round 2 checks each again (count 2) and reaches the copies it wrote: discarded in that
+    # round when the reput dispatch wins, else in round 3 (the README: both seen on 4.9.8); 5.3.1 round 2
+    store = open_oracle("pair-4.9/A")
+    doc = restart_preview(store, None, None, replay=False, broker_version=version)
+    at = doc["at_ms"]
+    got = {t["keys"][0]: ([x - at for x in t["discard_outcomes"]], t["discard_ms"] - at, t["next_check_ms"] - at)
+           for t in doc["transactions"]["to_discard"]}
+    assert got == {k: (outcomes, 30_000, 15_000) for k in ("H3", "H4", "H5")}
+    lines = dict(doc["text"])["transactions"]
+    either = [line for line in lines if line.startswith("discard:") and "either at" in line]
+    assert len(either) == (3 if version == "4.9" else 0)
+    if version == "4.9":
+        assert f"either at {at + 30_000} " in either[0] and f"or at {at + 45_000} " in either[0]
+
+
+def test_immune_half_discarded_without_a_check(open_oracle):
+    # pair_default/A: H6immune60 (CHECK_IMMUNITY_TIME_IN_SECONDS=60) is put back twice within its immunity
+    # (counts 1, 2) and its count-2 copy is discarded in round 2: no check request (the README)
+    rows = _rows(transactions_view(open_oracle("pair_default/A"), 1795376096933))
+    assert rows["H6immune60"]["prediction"] == {"next_check_ms": None, "discard_ms": 1795376096933 + 30_000,
+                                                "checks_before_discard": 0,
+                                                "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
