@@ -58,6 +58,7 @@ from mqtool.rules.transaction import (
     check_immunity_time,
     check_times_of,
     next_round_visits,
+    odd_check_settings,
     predict_rounds,
 )
 from mqtool.store.fastscan import C_POS, C_PREPARED, C_SYS_FLAG
@@ -196,6 +197,9 @@ def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
     oldest = min(pending, key=lambda r: r["born_timestamp"], default=None)
     metric_findings: list[Finding] = []
     metrics = _metrics(store, pending, metric_findings)
+    c = store.config
+    metric_findings += [Finding("broker.conf", None, "transactions.settings", "warning", m)
+                        for m in odd_check_settings(c.transaction_check_max, c.transaction_timeout)]
     return {
         "version": JSON_VERSION,
         "view": "transactions",

@@ -107,6 +107,19 @@ def is_need_check(age_ms: int, immunity_ms: int, newest_op_born: int | None, rou
             or age_ms <= -1)
 
 
+def odd_check_settings(transaction_check_max: int, transaction_timeout: int) -> list[str]:
+    """What the check does with settings it runs with, though not as their names say (a warning each)."""
+    out = []
+    if transaction_check_max < 1:
+        out.append(f"transactionCheckMax={transaction_check_max}: needDiscard compares TRANSACTION_CHECK_TIMES with "
+                   "it, so a half without the property is checked once (count 1) and that copy is discarded at its "
+                   "visit, and a half with any count is discarded without a check")
+    if transaction_timeout < 0:
+        out.append(f"transactionTimeOut={transaction_timeout}: no half is 'new arrived' and every one is past its "
+                   "immunity: the first round reaching a half sends its check request, however young it is")
+    return out
+
+
 def check_times_of(props: dict[str, str]) -> str | None:
     """TRANSACTION_CHECK_TIMES as stored (None: absent): what `needDiscard` reads."""
     return props.get(PROPERTY_TRANSACTION_CHECK_TIMES)

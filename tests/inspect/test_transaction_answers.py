@@ -5,6 +5,7 @@ TransactionalMessageServiceImpl.check.
 """
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -102,3 +103,24 @@ def test_immune_half_discarded_without_a_check(open_oracle):
     assert rows["H6immune60"]["prediction"] == {"next_check_ms": None, "discard_ms": 1795376096933 + 30_000,
                                                 "checks_before_discard": 0,
                                                 "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
+
+
+def test_transaction_check_max_below_one_is_a_warning_and_runs_as_the_broker_would(crash):
+    store, _ = crash
+    odd = Store.open(store.root, replace(crash_config(), transaction_check_max=-5))
+    doc = transactions_view(odd, AT)
+    assert [(f["check"], f["severity"], f["file"]) for f in doc["findings"]] == [
+        ("transactions.settings", "warning", "broker.conf")]
+    assert "transactionCheckMax=-5" in doc["findings"][0]["message"]
+    # round 1 (AT + 6 s): H3 (no count) is checked (count 1); its copy at queue offset 4 (count 1 >= -5) is
+    # discarded in the same round, before the walk reaches the new copies
+    assert _rows(doc)["H3"]["prediction"] == {"next_check_ms": AT + INTERVAL, "discard_ms": AT + INTERVAL,
+                                              "checks_before_discard": 1,
+                                              "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
+    assert transactions_view(store, AT)["findings"] == []
+
+
+def test_halves_the_rounds_passed_are_never_read_again(open_oracle):
+    # pair_default/B: consumerOffset.json's half offset 14 = the half queue's max: nothing is read again
+    doc = transactions_view(open_oracle("pair_default/B"), 1795376251537)
+    assert [h["prediction"] for h in doc["half_messages"]] == [None] * 6

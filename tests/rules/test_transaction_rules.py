@@ -23,6 +23,8 @@ from mqtool.rules.transaction import (
     is_need_check,
     need_discard,
     need_skip,
+    next_round_visits,
+    odd_check_settings,
     predict_checks,
     predict_rounds,
     put_check_times,
@@ -236,3 +238,18 @@ def test_discard_outcomes():
     assert discard_outcomes(50_000, reason, "2", 2, 15_000, True) == [50_000]
     assert discard_outcomes(50_000, "older than fileReservedTime", "0", 2, 15_000, True) == [50_000]
     assert discard_outcomes(None, None, "0", 2, 15_000, True) == []
+
+
+def test_next_round_visits():
+    # the walk starts at halfOffset (absent: 0) and passes over the offsets op records cover
+    assert next_round_visits([0, 3, 5], 3, {5}) == [3]
+    assert next_round_visits([0, 3, 5], None, set()) == [0, 3, 5]
+    assert next_round_visits([0, 3], 4, set()) == []
+
+
+def test_odd_check_settings():
+    assert odd_check_settings(15, 6000) == []
+    assert odd_check_settings(1, 0) == []  # 1 and 0 ms are what they say
+    msgs = odd_check_settings(-5, -1)
+    assert len(msgs) == 2 and msgs[0].startswith("transactionCheckMax=-5:") and msgs[1].startswith(
+        "transactionTimeOut=-1:")
