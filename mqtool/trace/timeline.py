@@ -31,7 +31,8 @@ import numpy as np
 from mqtool.formats import names
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
-from mqtool.rules.transaction import check_immunity_time
+from mqtool.rules.transaction import PUT_BACK as IMMUNE_PUT_BACK
+from mqtool.rules.transaction import check_immunity_time, check_times_of, immunity, need_discard
 from mqtool.store.store import (
     Store,
 )
@@ -327,11 +328,13 @@ class Timeline:
 
     def _on_half_copy(self, rec: MessageRecord) -> None:
         p = rec.properties
-        n = p.get(names.PROPERTY_TRANSACTION_CHECK_TIMES, "?")
+        n = check_times_of(p)
+        n = "?" if n is None else n
         age = rec.store_timestamp - rec.born_timestamp
+        # `putImmunityMsgBackToHalfQueue` writes TRAN_PREPARED_QUEUE_OFFSET; the visit was immune then
         immune = (names.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET in p
-                  and names.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS in p
-                  and age < self._immunity_ms(rec))
+                  and immunity(age, self._immunity_ms(rec),
+                               names.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS in p) == IMMUNE_PUT_BACK)
         if immune:
             self.st.immunity_puts += 1
             detail = (f"immunity re-put at half offset {rec.queue_offset} (age {format_duration(age)} < "
@@ -380,10 +383,12 @@ class Timeline:
         self.st.state = "discarded"
 
     def _discard_text(self, rec: MessageRecord) -> str:
-        n = _int(rec.properties.get(names.PROPERTY_TRANSACTION_CHECK_TIMES)) or 0
+        text = check_times_of(rec.properties)
+        n = _int(text) or 0
         mx = self.cfg.transaction_check_max
         imm = f" and {self.st.immunity_puts} immunity re-put(s)" if self.st.immunity_puts else ""
-        why = (f"TRANSACTION_CHECK_TIMES={n} >= transactionCheckMax={mx}" if n >= mx else
+        # `needDiscard` leaves the count as it is when it discards; `needSkip` after it had incremented it
+        why = (f"TRANSACTION_CHECK_TIMES={n} >= transactionCheckMax={mx}" if need_discard(text, mx)[0] else
                f"TRANSACTION_CHECK_TIMES={n} < transactionCheckMax={mx} of this config: the broker ran with a "
                f"lower limit (pass its broker.conf with --config) or the half was older than "
                f"fileReservedTime={self.cfg.file_reserved_time}h")
