@@ -326,13 +326,14 @@ def restart_preview(store: Store, config=None, at_ms: int | None = None, for_ms:
     config = config or store.config
     at_ms = store.last_activity_ms() if at_ms is None else at_ms
     findings = Findings()
-    plan = recovery_plan(store, findings, v4=broker_version.startswith("4"))
-    dv, tv, txv = delay_view(store, at_ms), timer_view(store, at_ms), transactions_view(store, at_ms)
+    v4 = broker_version.startswith("4")
+    plan = recovery_plan(store, findings, v4=v4)
+    dv, tv, txv = delay_view(store, at_ms), timer_view(store, at_ms), transactions_view(store, at_ms, v4=v4)
     stored = _Stored(store, plan["_end"], _scan_from(store, dv, tv, txv, plan))
     delay_dups, levels = _delay(store, dv, plan, stored, at_ms)
     timer_dups, wheel = _timer(store, tv, plan, stored, at_ms)
     tx_dups, rechecks = _transactions(txv, plan, stored, at_ms, config.transaction_check_interval)
-    first_rounds, discards = _tx_rounds(txv, at_ms, for_ms, broker_version.startswith("4"))
+    first_rounds, discards = _tx_rounds(txv, at_ms, for_ms, v4)
     duplicates = sorted(delay_dups + timer_dups + tx_dups, key=lambda d: (d["again_at_ms"], d["source_offset"]))
     overdue = sum(lv["overdue"] for lv in levels) + wheel.get("overdue", 0)
     doc = {

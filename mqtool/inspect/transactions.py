@@ -81,6 +81,7 @@ class TransactionScan:
 
     halves: list[MessageRecord] = field(default_factory=list)
     ops: dict[tuple[int, int], int] = field(default_factory=dict)
+    op_units: dict[int, dict[int, list[int]]] = field(default_factory=dict)  # qid -> op queue offset -> halves
     op_records: int = 0
     commits: dict[int, int] = field(default_factory=dict)
     rollbacks: dict[int, int] = field(default_factory=dict)
@@ -97,7 +98,9 @@ class TransactionScan:
                                              f"op message with tag {rec.tags!r} (not {REMOVE_TAG!r}): the check "
                                              "service ignores it", RMQ_SYS_TRANS_OP_HALF_TOPIC, rec.queue_id))
                 return
-            for off in parse_op_body(rec.body):
+            offsets = parse_op_body(rec.body)
+            self.op_units.setdefault(rec.queue_id, {})[rec.queue_offset] = offsets
+            for off in offsets:
                 self.ops.setdefault((rec.queue_id, off), rec.physical_offset)
         elif rec.topic == RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
             self.discards.append(rec)
@@ -132,17 +135,18 @@ class TransactionScan:
             else:
                 self.rollbacks.setdefault(prepared, base + pos)
 
-    def report(self, store: Store, now_ms: int) -> dict:
-        return _report(self, store, now_ms)
+    def report(self, store: Store, now_ms: int, v4: bool = False) -> dict:
+        return _report(self, store, now_ms, v4)
 
 
-def transactions_view(store: Store, now_ms: int, progress: Progress | None = None) -> dict:
-    """The `transactions` document (one CommitLog column scan; only transaction records are decoded)."""
+def transactions_view(store: Store, now_ms: int, progress: Progress | None = None, v4: bool = False) -> dict:
+    """The `transactions` document (one CommitLog column scan; only transaction records are decoded);
+    `v4`: predict as a 4.9.8 broker checks (no 1 s sleep when a round finds no further op record)."""
     ts = TransactionScan()
     topics = TopicIds()
     for cc in scan_chunks(store, topics, verify_crc=False, progress=progress):
         ts.feed_chunk(cc, topics)
-    return ts.report(store, now_ms)
+    return ts.report(store, now_ms, v4)
 
 
 def _settings(store: Store) -> dict:
@@ -174,7 +178,7 @@ def _group(halves: list[MessageRecord]) -> list[list[MessageRecord]]:
     return groups
 
 
-def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
+def _report(ts: TransactionScan, store: Store, now_ms: int, v4: bool = False) -> dict:
     settings = _settings(store)
     discards_by_key = {}
     for d in ts.discards:
@@ -186,7 +190,7 @@ def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
         covered.setdefault(qid, set()).add(off)
     groups = _group(ts.halves)
     states = [_state(g, ts, discards_by_key) for g in groups]
-    predictions = _predictions(groups, states, covered, progress, store, now_ms)
+    predictions = _predictions(groups, states, ts.op_units, progress, store, now_ms, v4)
     rows = []
     for g, state, pred in zip(groups, states, predictions, strict=True):
         rows.append(_half_row(g, state, pred, ts, discards_by_key, store, now_ms, progress, covered))
@@ -258,8 +262,8 @@ def _state(g: list[MessageRecord], ts: TransactionScan, discards: dict) -> str:
     return "discarded" if g[0].uniq_key and g[0].uniq_key in discards else "pending"
 
 
-def _predictions(groups: list[list[MessageRecord]], states: list[str], covered: dict[int, set[int]],
-                 progress: list[dict], store: Store, now_ms: int) -> list[dict | None]:
+def _predictions(groups: list[list[MessageRecord]], states: list[str], op_units: dict[int, dict[int, list[int]]],
+                 progress: list[dict], store: Store, now_ms: int, v4: bool = False) -> list[dict | None]:
     """Per transaction, what the check rounds from `now_ms` do (`rules.transaction.predict_rounds` over each
     half queue; committed and rolled back ones are answered again); None: never read again."""
     c = store.config
@@ -276,10 +280,11 @@ def _predictions(groups: list[list[MessageRecord]], states: list[str], covered: 
                 p.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), p.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET))
     found: dict[str, dict] = {}
     for qid, records in by_qid.items():
-        half_offset = next((x["half_offset"] for x in progress if x["queue_id"] == qid), None)
-        for key, pred in predict_rounds(records, half_offset, covered.get(qid, set()), answered, now_ms,
-                                        c.transaction_check_interval, c.transaction_timeout,
-                                        c.transaction_check_max, c.file_reserved_time).items():
+        prog = next((x for x in progress if x["queue_id"] == qid), {})
+        for key, pred in predict_rounds(records, prog.get("half_offset"), op_units.get(qid, {}),
+                                        prog.get("op_offset"), answered, now_ms, c.transaction_check_interval,
+                                        c.transaction_timeout, c.transaction_check_max, c.file_reserved_time,
+                                        sleep_while_no_op=not v4).items():
             found[key] = pred.as_dict()
     return [found.get(str(n)) for n in range(len(groups))]
 

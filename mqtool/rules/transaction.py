@@ -265,35 +265,47 @@ class HalfRecord:
     prepared_queue_offset: str | None  # TRAN_PREPARED_QUEUE_OFFSET
 
 
-def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, removed: set[int], answered: set[str],
-                   now: int, check_interval: int, transaction_timeout: int, transaction_check_max: int,
-                   file_reserved_time_h: int, max_rounds: int = MAX_PREDICTED_ROUNDS,
+def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, ops: dict[int, list[int]],
+                   op_offset: int | None, answered: set[str], now: int, check_interval: int,
+                   transaction_timeout: int, transaction_check_max: int, file_reserved_time_h: int,
+                   sleep_while_no_op: bool = True, max_rounds: int = MAX_PREDICTED_ROUNDS,
                    max_visits: int = 2_000_000) -> dict[str, CheckPrediction]:
-    """One half queue's check rounds at now + k x interval, `check_visit` per record, from `half_offset`
-    (`records` by queue offset; `removed`: the offsets op records cover). Per transaction: its first
-    check request, its first discard (or skip), the checks before it.
+    """One half queue's check rounds from `now`, `check_visit` per record from `half_offset` (`records` by
+    queue offset; `ops`: the op queue's records by queue offset, each the half offsets its body names, read
+    from `op_offset`). Per transaction: its first check request, its first discard (or skip), the checks
+    before it.
 
-    What a round writes is kept: a CHECK or PUT_BACK appends a copy (`renewHalfMessageInner` with the
+    As `TransactionalMessageCheckService` runs it: a round starts `check_interval` after the previous one
+    ended; `fillOpRemoveMap` puts the op records' half offsets (those at or past halfOffset) in removeMap,
+    and an op record is done once the walk passed all of them (`calculateOpOffset` moves the op offset
+    over done ones). When the round read op records, the first half due for `isNeedCheck` is READ_MORE:
+    more op records are read, none come, and 5.3.1 sleeps 1 s (`sleep_while_no_op`; 4.9.8 goes on at once)
+    before it visits the half again. A CHECK or PUT_BACK appends a copy (`renewHalfMessageInner` with the
     count `needDiscard` put; an immunity copy also gets TRAN_PREPARED_QUEUE_OFFSET) at the queue's end,
-    which the same round reads (discarded there at the max, else "fresh stored" stops the round: so
-    an earlier transaction's copy can hold a later one's back a round, as the broker does). A
-    transaction in `answered` gets its producer's answer before the next round: its op record covers
-    the checked copy. No other op record comes. A READ_MORE (no op record read and exactly as old as
-    the immunity) is taken as a check: the broker checks it within the round, once the half is older.
+    which the same round reads (discarded there at the max, else "fresh stored" stops the round: an
+    earlier transaction's copy can hold a later one's back a round). A transaction in `answered` gets its
+    producer's answer before the next round: an op record covering the checked copy. No other op record
+    comes. READ_MORE without op records (a half exactly as old as its immunity) is taken as a check.
     """
     out: dict[str, list] = {}  # key -> [next_check, discard, checks, reason]
     end = max(records, default=-1) + 1
-    records, removed = dict(records), set(removed)
-    offset = half_offset or 0
-    visits = 0
-    for k in range(1, max_rounds + 1):
+    records, ops = dict(records), {q: list(v) for q, v in ops.items()}
+    op_end = max(ops, default=-1) + 1
+    offset, op_offset = half_offset or 0, op_offset or 0
+    clock, visits = now, 0
+    for _ in range(max_rounds):
         if offset >= end or visits >= max_visits:
             break
-        t = now + k * check_interval
+        start = clock = clock + check_interval
+        remove, left, done = _fill_op_remove_map(ops, op_offset, op_end, offset)
+        ops_read = any(q in ops for q in range(op_offset, op_end))
         i = offset
         while i < end and visits < max_visits:
-            if i in removed:
-                removed.discard(i)
+            if i in remove:
+                q = remove.pop(i)
+                left[q].discard(i)
+                if not left[q]:
+                    done.add(q)
                 i += 1
                 continue
             r = records.get(i)
@@ -302,29 +314,59 @@ def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, remo
                 continue
             visits += 1
             decision, times = check_visit(r.check_times, r.born_timestamp, r.store_timestamp,
-                                          r.check_immunity_time_str, r.prepared_queue_offset, removed, t, t, None,
-                                          transaction_timeout, transaction_check_max, file_reserved_time_h)
+                                          r.check_immunity_time_str, r.prepared_queue_offset, remove, clock, start,
+                                          start if ops_read else None, transaction_timeout, transaction_check_max,
+                                          file_reserved_time_h)
             if decision in STOPS_ROUND:
                 break
+            if decision == READ_MORE and ops_read:
+                ops_read = False  # read to the end of the op queue: NO_NEW_MSG, the pull holds no records now
+                clock += SLEEP_WHILE_NO_OP if sleep_while_no_op else 0
+                continue
             p = out.setdefault(r.key, [None, None, 0, None])
             if decision in (DISCARD, SKIP):
                 if p[1] is None:
-                    p[1], p[3] = t, MAX_REACHED if decision == DISCARD else SKIPPED
+                    p[1], p[3] = clock, MAX_REACHED if decision == DISCARD else SKIPPED
             elif decision == DONE:
-                removed.discard(get_long(r.prepared_queue_offset))
+                done.add(remove.pop(get_long(r.prepared_queue_offset)))
             elif decision == PUT_BACK:
-                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, t, r.check_immunity_time_str,
+                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, clock, r.check_immunity_time_str,
                                           r.prepared_queue_offset or str(i))
                 end += 1
-            else:  # CHECK (or READ_MORE)
-                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, t, r.check_immunity_time_str,
+            else:  # CHECK (or READ_MORE without op records)
+                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, clock, r.check_immunity_time_str,
                                           r.prepared_queue_offset)
                 if p[1] is None:
-                    p[0] = p[0] or t
+                    p[0] = p[0] or clock
                     p[2] += 1
                 if r.key in answered:
-                    removed.add(end)
+                    ops[op_end] = [end]
+                    op_end += 1
                 end += 1
             i += 1
         offset = i
+        while op_offset in done:  # `calculateOpOffset`
+            op_offset += 1
     return {key: CheckPrediction(*p) for key, p in out.items()}
+
+
+SLEEP_WHILE_NO_OP = 1000  # ms, 5.3.1's sleep when a READ_MORE finds no further op record
+
+
+def _fill_op_remove_map(ops: dict[int, list[int]], op_offset: int, op_end: int,
+                        mini_offset: int) -> tuple[dict[int, int], dict[int, set[int]], set[int]]:
+    """`fillOpRemoveMap` over every op record from `op_offset`: (removeMap: half offset -> op offset, the half
+    offsets each op record still waits for, the op records done already: none of theirs at or past
+    `mini_offset`, or an empty/unknown body)."""
+    remove: dict[int, int] = {}
+    left: dict[int, set[int]] = {}
+    done: set[int] = set()
+    for q in range(op_offset, op_end):
+        offs = {o for o in ops.get(q, ()) if o >= mini_offset}
+        if q in ops and offs:
+            left[q] = offs
+            for o in offs:
+                remove[o] = q
+        else:
+            done.add(q)
+    return remove, left, done

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from conftest import ORACLE, need_oracle
 from mqtool.builder.crash import build_crash, crash_config
 from mqtool.builder.demo import T0
 from mqtool.inspect.restart import restart_preview
@@ -41,18 +42,19 @@ def test_committed_half_read_again_is_checked_again_in_both_views(crash, preview
     store, _ = crash
     doc, _ = preview
     rows = _rows(transactions_view(store, AT))
-    # consumerOffset.json's half offset 0; op "1," covers H2, op "3," H1's copy, nothing covers H1 itself
-    # (queue offset 0): the first round (AT + 6 s) reads it, needDiscard puts 1, isNeedCheck (op records read
-    # in 5.3.1 then none: 1 s later) checks it, and the producer that committed answers COMMIT again
+    # consumerOffset.json's half offset 0, op offset 0; op "1," covers H2, op "3," H1's copy, nothing covers H1
+    # itself (queue offset 0): the first round (AT + 6 s) reads it, needDiscard puts 1; the round read op
+    # records, so isNeedCheck is false: it reads more, finds none, 5.3.1 sleeps 1 s, then checks it (AT + 7 s);
+    # the producer that committed answers COMMIT again
     h1 = rows["H1"]
     assert h1["state"] == "committed"
-    assert h1["prediction"] == {"next_check_ms": AT + INTERVAL, "discard_ms": None, "checks_before_discard": 1,
-                                "discard_reason": None}
+    assert h1["prediction"] == {"next_check_ms": AT + INTERVAL + 1000, "discard_ms": None,
+                                "checks_before_discard": 1, "discard_reason": None}
     assert any("checked again" in n for n in h1["notes"])
     dup = next(d for d in doc["duplicates"] if d["kind"] == "transaction")
-    assert (dup["uniq_key"], dup["again_at_ms"]) == (h1["uniq_key"], AT + INTERVAL)
+    assert (dup["uniq_key"], dup["again_at_ms"]) == (h1["uniq_key"], AT + 7000)
     first = {t["uniq_key"]: t for t in doc["transactions"]["first_rounds"]}
-    assert first[h1["uniq_key"]]["next_check_ms"] == AT + INTERVAL and first[h1["uniq_key"]]["state"] == "committed"
+    assert first[h1["uniq_key"]]["next_check_ms"] == AT + 7000 and first[h1["uniq_key"]]["state"] == "committed"
     # H2: committed and its op covers queue offset 1: never read again
     assert rows["H2"]["prediction"] is None
 
@@ -63,8 +65,10 @@ def test_pending_half_discarded_in_the_round_the_replay_discards_it(crash, previ
     h3 = _rows(transactions_view(store, AT))["H3"]
     # H3 (queue offset 2, no count) and its copy (4, count 1) are both read each round: two chains of copies,
     # counts 1|2, 2|3, 3|4, 4|5 in rounds 1-4; in round 4 the walk stops at the first copy it wrote
-    # (count 4, "fresh stored") before the count-5 copy behind it, which round 5 discards: 9 checks
-    assert h3["prediction"] == {"next_check_ms": AT + INTERVAL, "discard_ms": AT + 5 * INTERVAL,
+    # (count 4, "fresh stored") before the count-5 copy behind it, which round 5 discards: 9 checks. Each
+    # round reads the op record of H1's answer from the round before and sleeps 1 s (5.3.1), and the next
+    # starts 6 s after it ended: rounds check at +7, +14, +20, +26, +32 s
+    assert h3["prediction"] == {"next_check_ms": AT + 7000, "discard_ms": AT + 32_000,
                                 "checks_before_discard": 9,
                                 "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
     tx = [json.loads(line) for line in events.read_text().splitlines()]
@@ -72,23 +76,24 @@ def test_pending_half_discarded_in_the_round_the_replay_discards_it(crash, previ
     rounds = sorted({e["time"] for e in tx if e["event"] == "check"})
     discards = sorted({e["time"] for e in tx if e["event"] == "discard"})
     # the replay: 4 rounds of 2 checks, then the 5th round checks once more and discards
-    assert len(rounds) == 5 and len(discards) == 1 and discards[0] == rounds[-1]
+    assert rounds == [AT + 7000, AT + 14_000, AT + 20_000, AT + 26_000, AT + 32_000] and discards == [AT + 32_000]
     assert sum(e["event"] == "check" for e in tx) == 9
     to_discard = {t["uniq_key"]: t for t in doc["transactions"]["to_discard"]}
-    assert to_discard[h3["uniq_key"]]["discard_outcomes"] == [AT + 5 * INTERVAL]
+    assert to_discard[h3["uniq_key"]]["discard_outcomes"] == [AT + 32_000]
 
 
-@pytest.mark.parametrize("version, outcomes", [("4.9", [30_000, 45_000]), ("5.3", [30_000])])
-def test_the_49_discard_race_gives_both_outcomes(open_oracle, version, outcomes):
+@pytest.mark.parametrize("version, outcomes, first", [("4.9", [30_000, 45_000], 15_000), ("5.3", [31_000], 16_000)])
+def test_the_49_discard_race_gives_both_outcomes(open_oracle, version, outcomes, first):
     # pair-4.9/A: H3, H4, H5 pending, never checked; transactionCheckMax 2, interval 15 s. Round 1 checks
     # each (count 1); round 2 checks each again (count 2) and reaches the copies it wrote: discarded in that
-    # round when the reput dispatch wins, else in round 3 (the README: both seen on 4.9.8); 5.3.1 round 2
+    # round when the reput dispatch wins, else in round 3 (the README: both seen on 4.9.8). The op records
+    # of H1/H2 are read in round 1: 5.3.1 sleeps 1 s there, so its rounds come 1 s later; a single time
     store = open_oracle("pair-4.9/A")
     doc = restart_preview(store, None, None, replay=False, broker_version=version)
     at = doc["at_ms"]
-    got = {t["keys"][0]: ([x - at for x in t["discard_outcomes"]], t["discard_ms"] - at, t["next_check_ms"] - at)
+    got = {t["keys"][0]: ([x - at for x in t["discard_outcomes"]], t["next_check_ms"] - at)
            for t in doc["transactions"]["to_discard"]}
-    assert got == {k: (outcomes, 30_000, 15_000) for k in ("H3", "H4", "H5")}
+    assert got == {k: (outcomes, first) for k in ("H3", "H4", "H5")}
     lines = dict(doc["text"])["transactions"]
     either = [line for line in lines if line.startswith("discard:") and "either at" in line]
     assert len(either) == (3 if version == "4.9" else 0)
@@ -99,8 +104,9 @@ def test_the_49_discard_race_gives_both_outcomes(open_oracle, version, outcomes)
 def test_immune_half_discarded_without_a_check(open_oracle):
     # pair_default/A: H6immune60 (CHECK_IMMUNITY_TIME_IN_SECONDS=60) is put back twice within its immunity
     # (counts 1, 2) and its count-2 copy is discarded in round 2: no check request (the README)
+    # (5.3.1: the op record "0,1," read in round 1 costs a 1 s sleep, so round 2 comes at +31 s)
     rows = _rows(transactions_view(open_oracle("pair_default/A"), 1795376096933))
-    assert rows["H6immune60"]["prediction"] == {"next_check_ms": None, "discard_ms": 1795376096933 + 30_000,
+    assert rows["H6immune60"]["prediction"] == {"next_check_ms": None, "discard_ms": 1795376096933 + 31_000,
                                                 "checks_before_discard": 0,
                                                 "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
 
@@ -112,9 +118,9 @@ def test_transaction_check_max_below_one_is_a_warning_and_runs_as_the_broker_wou
     assert [(f["check"], f["severity"], f["file"]) for f in doc["findings"]] == [
         ("transactions.settings", "warning", "broker.conf")]
     assert "transactionCheckMax=-5" in doc["findings"][0]["message"]
-    # round 1 (AT + 6 s): H3 (no count) is checked (count 1); its copy at queue offset 4 (count 1 >= -5) is
-    # discarded in the same round, before the walk reaches the new copies
-    assert _rows(doc)["H3"]["prediction"] == {"next_check_ms": AT + INTERVAL, "discard_ms": AT + INTERVAL,
+    # round 1 (AT + 6 s, + 1 s sleep after reading the op records): H3 (no count) is checked (count 1); its copy
+    # at queue offset 4 (count 1 >= -5) is discarded in the same round, before the walk reaches the new copies
+    assert _rows(doc)["H3"]["prediction"] == {"next_check_ms": AT + 7000, "discard_ms": AT + 7000,
                                               "checks_before_discard": 1,
                                               "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
     assert transactions_view(store, AT)["findings"] == []
@@ -124,3 +130,19 @@ def test_halves_the_rounds_passed_are_never_read_again(open_oracle):
     # pair_default/B: consumerOffset.json's half offset 14 = the half queue's max: nothing is read again
     doc = transactions_view(open_oracle("pair_default/B"), 1795376251537)
     assert [h["prediction"] for h in doc["half_messages"]] == [None] * 6
+
+
+def test_pair_49_predictions_against_the_real_rounds(open_oracle):
+    # pair-4.9/B.manifest.json, from T_servicesStartedMs: round 0 at +15.0 s sent the requests at +15.16 s
+    # (4.9.8 reads on at once when no op record comes: no 1 s sleep), round 1 at +30.08 s discarded at
+    # +30.09..30.16 s (the dispatch won; three other runs: +45.6 s, the round after)
+    need_oracle()
+    manifest = json.loads((ORACLE / "pair-4.9/B.manifest.json").read_text())
+    start = manifest["T_servicesStartedMs"]
+    rows = _rows(transactions_view(open_oracle("pair-4.9/A"), start, v4=True))
+    requests = {r["label"]: r["requestTimeMs"] for r in manifest["checkRoundsDetail"][0]["requests"]}
+    discards = {d["label"]: d["timeMs"] for d in manifest["checkDiscards"]}
+    for label in ("H3", "H4", "H5"):
+        p = rows[label]["prediction"]
+        assert (p["next_check_ms"], p["discard_ms"], p["checks_before_discard"]) == (start + 15_000, start + 30_000, 2)
+        assert 0 <= requests[label] - p["next_check_ms"] < 200 and 0 <= discards[label] - p["discard_ms"] < 200

@@ -203,15 +203,24 @@ def test_predict_rounds_reads_the_copies_each_round_writes():
     # B (1 -> copy 3), then copy 2 is "fresh stored": the round stops. Round 2 checks copies 2 and 3 (-> 4, 5,
     # count 2) and discards 4 and 5 in that same round
     recs = {0: _half("A"), 1: _half("B")}
-    got = predict_rounds(recs, 0, set(), set(), 100_000, 10_000, TIMEOUT, 2, 72)
+    got = predict_rounds(recs, 0, {}, 0, set(), 100_000, 10_000, TIMEOUT, 2, 72)
     assert got == {k: CheckPrediction(110_000, 120_000, 2, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
                    for k in "AB"}
-    # A's producer answers: its copy 2 is covered by the op, round 2 passes over it
-    got = predict_rounds(recs, 0, set(), {"A"}, 100_000, 10_000, TIMEOUT, 2, 72)
-    assert got["A"] == CheckPrediction(110_000, None, 1, None) and got["B"].discard_ms == 120_000
+    # A's producer answers: the op record covering its copy 2 is read in round 2, which passes over 2, then
+    # finds B's copy 3 due: it reads more op records, none come, 5.3.1 sleeps 1 s (4.9.8 does not)
+    got = predict_rounds(recs, 0, {}, 0, {"A"}, 100_000, 10_000, TIMEOUT, 2, 72)
+    assert got["A"] == CheckPrediction(110_000, None, 1, None) and got["B"].discard_ms == 121_000
+    got = predict_rounds(recs, 0, {}, 0, {"A"}, 100_000, 10_000, TIMEOUT, 2, 72, sleep_while_no_op=False)
+    assert got["B"].discard_ms == 120_000
+    # the op record is done once the walk passed its offsets: round 3 does not read it again
+    recs3 = {0: _half("A"), 1: _half("B")}
+    got = predict_rounds(recs3, 0, {}, 0, {"A"}, 100_000, 10_000, TIMEOUT, 3, 72)
+    # B: checks at 110000 (round 1), 121000 (round 2, after the sleep), 131000 (round 3 starts 10 s after
+    # round 2 ended at 121000, reads no op record: no sleep), discarded there
+    assert got["B"] == CheckPrediction(110_000, 131_000, 3, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
     # the walk starts at the half offset and passes over what op records cover
-    assert predict_rounds(recs, 1, set(), set(), 100_000, 10_000, TIMEOUT, 2, 72).keys() == {"B"}
-    assert predict_rounds(recs, 0, {0, 1}, set(), 100_000, 10_000, TIMEOUT, 2, 72) == {}
+    assert predict_rounds(recs, 1, {}, 0, set(), 100_000, 10_000, TIMEOUT, 2, 72).keys() == {"B"}
+    assert predict_rounds(recs, 0, {0: [0, 1]}, 0, set(), 100_000, 10_000, TIMEOUT, 2, 72) == {}
 
 
 def test_predict_rounds_a_fresh_copy_holds_a_later_one_back():
@@ -219,13 +228,13 @@ def test_predict_rounds_a_fresh_copy_holds_a_later_one_back():
     # stops at 2 (fresh). Round 2 writes 4 (A, 3) and 5 (B, 2), discards 4 (needDiscard runs before the fresh
     # test), stops at 5 (count 2: fresh). Round 3 writes 6 (B, 3) from 5 and discards 6
     recs = {0: _half("A", "1"), 1: _half("B")}
-    got = predict_rounds(recs, 0, set(), set(), 0, 10_000, TIMEOUT, 3, 72)
+    got = predict_rounds(recs, 0, {}, 0, set(), 0, 10_000, TIMEOUT, 3, 72)
     assert (got["A"].discard_ms, got["A"].checks_before_discard) == (20_000, 2)
     assert (got["B"].discard_ms, got["B"].checks_before_discard) == (30_000, 3)
     # new arrived (born 5 s before round 1, timeout 6 s, no immunity property): round 1 stops at it, and at
     # everything behind it
     recs = {0: _half("A", born=5000), 1: _half("B")}
-    got = predict_rounds(recs, 0, set(), set(), 0, 10_000, TIMEOUT, 3, 72)
+    got = predict_rounds(recs, 0, {}, 0, set(), 0, 10_000, TIMEOUT, 3, 72)
     assert got["A"].next_check_ms == 20_000 and got["B"].next_check_ms == 20_000
 
 
