@@ -1,18 +1,19 @@
 """`TransactionalMessageServiceImpl.check` rules: what a check round does with a half message (spec §7.5).
 
 Read at `rocketmq-all-5.3.1` and `rocketmq-all-4.9.8`
-(`broker/.../transaction/queue/TransactionalMessageServiceImpl.java`); the rules below are the
-same in both (the versions differ in how a round waits for op records, a simulator matter).
-Order of a visit: `need_discard` (which also increments TRANSACTION_CHECK_TIMES in memory), then
-`need_skip`, then "fresh stored" (stored after the round started: the round stops), then the
-immunity (`immunity`, `check_prepare_queue_offset`), then `is_need_check`. `check_visit` is that
-order as ONE decision per half message; every caller (simulator, views, trace, audit) takes it from
-there. `put_check_times` is the only writer of TRANSACTION_CHECK_TIMES (`needDiscard`'s
-`putUserProperty`, which `renewHalfMessageInner` copies into a put-back).
+(`broker/.../transaction/queue/TransactionalMessageServiceImpl.java`). Order of a visit:
+`need_discard` (which also increments TRANSACTION_CHECK_TIMES in memory), then `need_skip`, then
+"fresh stored" (stored after the round started: the round stops), then the immunity (`immunity`,
+`check_prepare_queue_offset`), then `is_need_check`. `check_visit` is that order as ONE decision per
+half message; the simulator (per message and batch-wise), the views, trace and audit take it from
+there, and `predict_rounds` walks a half queue's coming rounds with it (the views' predictions).
+`put_check_times` is the only writer of TRANSACTION_CHECK_TIMES (`needDiscard`'s `putUserProperty`,
+which `renewHalfMessageInner` copies into a put-back).
 
-The versions differ where a round reads more op records (`READ_MORE`): 5.3.1 sleeps 1 s
-(SLEEP_WHILE_NO_OP) when none come, 4.9.8 retries at once; and in 4.9.8 whether a round's put-back
-copy is visited in the same round depends on the reput dispatch winning a race (`same_round_outcomes`).
+The versions decide each visit alike (5.3.1 adds the slave-acting-master escape, which an offline
+store never takes). They differ where a round reads more op records (`READ_MORE`): 5.3.1 sleeps 1 s
+(SLEEP_WHILE_NO_OP) when none come, 4.9.8 reads on at once; and on 4.9.8 whether a round's put-back
+copy is visited in that same round depends on the reput dispatch winning a race (`discard_outcomes`).
 """
 
 from dataclasses import asdict, dataclass
@@ -180,7 +181,7 @@ def check_visit(check_times: str | None, born_timestamp: int, store_timestamp: i
 
 @dataclass(frozen=True)
 class CheckPrediction:
-    """When the check rounds will first send a check request for a half, and when they discard it."""
+    """When the check rounds will first send a check request for a transaction, and when they discard it."""
 
     next_check_ms: int | None
     discard_ms: int | None
@@ -200,44 +201,9 @@ def next_round_visits(queue_offsets: list[int], half_offset: int | None, removed
     return [q for q in queue_offsets if q >= start and q not in removed]
 
 
-def predict_checks(check_times: str | None, born_timestamp: int, immunity_ms: int, has_immunity: bool,
-                   now: int, check_interval: int, transaction_check_max: int, file_reserved_time_h: int,
-                   max_rounds: int = MAX_PREDICTED_ROUNDS, answered: bool = False) -> CheckPrediction:
-    """The next-check prediction: the rules above replayed on check rounds at now + k x interval.
-
-    Round-level: a half past its immunity is checked in the round (when no op record is newer, the
-    broker reads more and retries it within the round). A round's put-back copy (check or immunity)
-    is visited again in that same round, so it is discarded there once its count reaches the max
-    (`needDiscard` runs before the "fresh stored" stop; as the 5.3.1 oracle shows; on 4.9.8 only when
-    the reput dispatch wins a race: `discard_outcomes`). `answered`: the producer answers the first check
-    (a committed or rolled back half visited again answers as before), which ends the checks.
-    """
-    next_check = None
-    checks = 0
-    for k in range(1, max_rounds + 1):
-        t = now + k * check_interval
-        discard, new_times = need_discard(check_times, transaction_check_max)
-        if discard:
-            return CheckPrediction(next_check, t, checks, MAX_REACHED)
-        if need_skip(t, born_timestamp, file_reserved_time_h):
-            return CheckPrediction(next_check, t, checks, SKIPPED)
-        state = immunity(t - born_timestamp, immunity_ms, has_immunity)
-        if state == NEW_ARRIVED:
-            continue
-        check_times = str(new_times)
-        if state is None:
-            checks += 1
-            next_check = next_check or t
-            if answered:
-                return CheckPrediction(next_check, None, checks, None)
-        if need_discard(check_times, transaction_check_max)[0]:
-            return CheckPrediction(next_check, t, checks, MAX_REACHED)
-    return CheckPrediction(next_check, None, checks, None)
-
-
 def discard_outcomes(discard_ms: int | None, discard_reason: str | None, check_times: str | None,
                      transaction_check_max: int, check_interval: int, v4: bool) -> list[int]:
-    """The times at which `predict_checks`' discard may happen, earliest first.
+    """The times at which `predict_rounds`' discard may happen, earliest first.
 
     A half whose stored count already reached the max is discarded at its first visit: one time. Else
     the discard is of the copy a round put back, visited again in that round: 5.3.1 does so (pair_default);

@@ -25,7 +25,6 @@ from mqtool.rules.transaction import (
     need_skip,
     next_round_visits,
     odd_check_settings,
-    predict_checks,
     predict_rounds,
     put_check_times,
 )
@@ -96,44 +95,46 @@ def test_is_need_check():
     assert not is_need_check(0, 6000, start, start, TIMEOUT)
 
 
+def _one(times=None, born=0, imm=None, now=1000, interval=30000, timeout=TIMEOUT, check_max=MAX, **kw):
+    """`predict_rounds` of a queue holding one half (no op record): its prediction."""
+    got = predict_rounds({0: HalfRecord("H", times, born, born, imm, None)}, 0, {}, 0, set(), now, interval,
+                         timeout, check_max, 72, **kw)
+    return got.get("H")
+
+
 def test_predict_fresh_half():
     # born 0, now 1000, rounds every 30 s from 31000: the first round checks (age 31000 > 6000);
     # checks 1..15 in rounds 1..15, the 15th copy (times 15) is discarded in round 15 (t = 451000)
-    p = predict_checks(None, 0, TIMEOUT, False, 1000, 30000, MAX, 72)
-    assert p == CheckPrediction(31000, 451000, 15, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    assert _one() == CheckPrediction(31000, 451000, 15, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
 
 
 def test_predict_at_the_limit_and_one_below():
-    p = predict_checks("15", 0, TIMEOUT, False, 1000, 30000, MAX, 72)
-    assert p == CheckPrediction(None, 31000, 0, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
-    p = predict_checks("14", 0, TIMEOUT, False, 1000, 30000, MAX, 72)
-    assert p == CheckPrediction(31000, 31000, 1, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    assert _one("15") == CheckPrediction(None, 31000, 0, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    assert _one("14") == CheckPrediction(31000, 31000, 1, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
 
 
 def test_predict_new_arrived_waits_a_round():
     # transactionTimeOut 60000, no immunity property, born at 20000: the rounds at 31000 (age 11000)
     # and 61000 (age 41000) stop at it ("new arrived"), the round at 91000 (age 71000) checks it
-    p = predict_checks(None, 20000, 60000, False, 1000, 30000, MAX, 72)
+    p = _one(born=20000, timeout=60000)
     assert p.next_check_ms == 91000 and p.checks_before_discard == 15
     assert p.discard_ms == 91000 + 14 * 30000
 
 
 def test_predict_immunity_property_puts_back_without_checks():
     # CHECK_IMMUNITY_TIME_IN_SECONDS=100: immune until born + 100000; put backs count too
-    p = predict_checks(None, 0, 100_000, True, 1000, 30000, MAX, 72)
+    p = _one(imm="100")
     # rounds 31000, 61000, 91000 put back (times 1..3), 121000 is the first check (times 4)
     assert p.next_check_ms == 121000 and p.checks_before_discard == 12
     assert p.discard_ms == 121000 + 11 * 30000
 
 
 def test_predict_file_reserved_time():
-    p = predict_checks("3", 0, TIMEOUT, False, H72 - 1000, 30000, MAX, 72)
-    assert p == CheckPrediction(None, H72 + 29000, 0, "older than fileReservedTime")
+    assert _one("3", now=H72 - 1000) == CheckPrediction(None, H72 + 29000, 0, "older than fileReservedTime")
 
 
 def test_predict_never_discarded_within_the_rounds():
-    p = predict_checks(None, 0, TIMEOUT, False, 0, 30000, 10**6, 10**6, max_rounds=3)
-    assert p == CheckPrediction(30000, None, 3, None)
+    assert _one(now=0, check_max=10**6, max_rounds=3) == CheckPrediction(30000, None, 3, None)
 
 
 START = 1_000_000  # the round's startTime
