@@ -57,8 +57,8 @@ from mqtool.rules.transaction import (
     HalfRecord,
     check_immunity_time,
     check_times_of,
-    next_round_visits,
     odd_check_settings,
+    op_body_offsets,
     predict_rounds,
 )
 from mqtool.store.fastscan import C_POS, C_PREPARED, C_SYS_FLAG
@@ -81,7 +81,7 @@ class TransactionScan:
 
     halves: list[MessageRecord] = field(default_factory=list)
     ops: dict[tuple[int, int], int] = field(default_factory=dict)
-    op_units: dict[int, dict[int, list[int]]] = field(default_factory=dict)  # qid -> op queue offset -> halves
+    op_units: dict[int, dict[int, str]] = field(default_factory=dict)  # qid -> op queue offset -> its body (tag d)
     op_records: int = 0
     commits: dict[int, int] = field(default_factory=dict)
     rollbacks: dict[int, int] = field(default_factory=dict)
@@ -98,9 +98,8 @@ class TransactionScan:
                                              f"op message with tag {rec.tags!r} (not {REMOVE_TAG!r}): the check "
                                              "service ignores it", RMQ_SYS_TRANS_OP_HALF_TOPIC, rec.queue_id))
                 return
-            offsets = parse_op_body(rec.body)
-            self.op_units.setdefault(rec.queue_id, {})[rec.queue_offset] = offsets
-            for off in offsets:
+            self.op_units.setdefault(rec.queue_id, {})[rec.queue_offset] = (rec.body or b"").decode("utf-8", "replace")
+            for off in parse_op_body(rec.body):
                 self.ops.setdefault((rec.queue_id, off), rec.physical_offset)
         elif rec.topic == RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
             self.discards.append(rec)
@@ -185,15 +184,12 @@ def _report(ts: TransactionScan, store: Store, now_ms: int, v4: bool = False) ->
         if d.uniq_key:
             discards_by_key.setdefault(d.uniq_key, d)
     progress = _check_progress(store)
-    covered: dict[int, set[int]] = {}
-    for qid, off in ts.ops:
-        covered.setdefault(qid, set()).add(off)
     groups = _group(ts.halves)
     states = [_state(g, ts, discards_by_key) for g in groups]
     predictions = _predictions(groups, states, ts.op_units, progress, store, now_ms, v4)
     rows = []
     for g, state, pred in zip(groups, states, predictions, strict=True):
-        rows.append(_half_row(g, state, pred, ts, discards_by_key, store, now_ms, progress, covered))
+        rows.append(_half_row(g, state, pred, ts, discards_by_key, store, now_ms, progress))
     counts = dict.fromkeys(STATES, 0)
     for r in rows:
         counts[r["state"]] += 1
@@ -262,7 +258,7 @@ def _state(g: list[MessageRecord], ts: TransactionScan, discards: dict) -> str:
     return "discarded" if g[0].uniq_key and g[0].uniq_key in discards else "pending"
 
 
-def _predictions(groups: list[list[MessageRecord]], states: list[str], op_units: dict[int, dict[int, list[int]]],
+def _predictions(groups: list[list[MessageRecord]], states: list[str], op_units: dict[int, dict[int, str]],
                  progress: list[dict], store: Store, now_ms: int, v4: bool = False) -> list[dict | None]:
     """Per transaction, what the check rounds from `now_ms` do (`rules.transaction.predict_rounds` over each
     half queue; committed and rolled back ones are answered again); None: never read again."""
@@ -281,7 +277,8 @@ def _predictions(groups: list[list[MessageRecord]], states: list[str], op_units:
     found: dict[str, dict] = {}
     for qid, records in by_qid.items():
         prog = next((x for x in progress if x["queue_id"] == qid), {})
-        for key, pred in predict_rounds(records, prog.get("half_offset"), op_units.get(qid, {}),
+        ops = {q: op_body_offsets(body, v4) for q, body in op_units.get(qid, {}).items()}
+        for key, pred in predict_rounds(records, prog.get("half_offset"), ops,
                                         prog.get("op_offset"), answered, now_ms, c.transaction_check_interval,
                                         c.transaction_timeout, c.transaction_check_max, c.file_reserved_time,
                                         sleep_while_no_op=not v4).items():
@@ -290,7 +287,7 @@ def _predictions(groups: list[list[MessageRecord]], states: list[str], op_units:
 
 
 def _half_row(g: list[MessageRecord], state: str, prediction: dict | None, ts: TransactionScan, discards: dict,
-              store: Store, now_ms: int, progress: list[dict], covered: dict[int, set[int]]) -> dict:
+              store: Store, now_ms: int, progress: list[dict]) -> dict:
     first, latest = g[0], g[-1]
     p = first.properties
     op_hits = [(h.queue_offset, ts.ops[(h.queue_id, h.queue_offset)]) for h in g
@@ -310,12 +307,11 @@ def _half_row(g: list[MessageRecord], state: str, prediction: dict | None, ts: T
                      "until its checks "
                      "are spent (apache/rocketmq#1540)")
     half_offset = next((c["half_offset"] for c in progress if c["queue_id"] == latest.queue_id), None)
-    visits = next_round_visits([h.queue_offset for h in g], half_offset, covered.get(latest.queue_id, ()))
-    if visits and state != "pending":
-        notes.append(f"{state.replace('_', ' ')}, but the check service reads queue offset {visits[0]} again (the "
-                     f"half offset {half_offset or 0} is not past it and no op message covers it): it is checked "
+    if prediction is not None and state in ("committed", "rolled_back"):
+        notes.append(f"{state.replace('_', ' ')}, but the check rounds read it again (the half offset "
+                     f"{half_offset or 0} is not past it and no op message they read covers it): it is checked "
                      "again, and a producer that answered answers again")
-    elif not visits and state == "pending":
+    elif prediction is None and state == "pending":
         notes.append(f"the check offset ({half_offset}) is past the half and every copy, and no op message covers "
                      "them: the check service never reads it again (neither checked nor discarded)")
     row = {

@@ -121,6 +121,19 @@ def odd_check_settings(transaction_check_max: int, transaction_timeout: int) -> 
     return out
 
 
+def op_body_offsets(body: str, v4: bool) -> list[int]:
+    """The half queue offsets `fillOpRemoveMap` takes from an op record's body (tag `d`).
+
+    5.3.1: `body.split(",")` (Java drops the trailing empty strings), `getLong` of each; 4.9.8: `getLong`
+    of the whole body (one offset per op record, so a 5.x body "0,1," names none). An unparsable part is
+    -1, below every miniOffset: left out, as is any negative value.
+    """
+    parts = [body] if v4 else body.split(",")
+    while not v4 and parts and parts[-1] == "":
+        parts.pop()
+    return [v for v in (get_long(part) for part in parts) if v >= 0]
+
+
 def check_times_of(props: dict[str, str]) -> str | None:
     """TRANSACTION_CHECK_TIMES as stored (None: absent): what `needDiscard` reads."""
     return props.get(PROPERTY_TRANSACTION_CHECK_TIMES)

@@ -146,3 +146,51 @@ def test_pair_49_predictions_against_the_real_rounds(open_oracle):
         p = rows[label]["prediction"]
         assert (p["next_check_ms"], p["discard_ms"], p["checks_before_discard"]) == (start + 15_000, start + 30_000, 2)
         assert 0 <= requests[label] - p["next_check_ms"] < 200 and 0 <= discards[label] - p["discard_ms"] < 200
+
+
+STORES = ["fixtures/demo", "fixtures/crash", "pair_default/A", "pair_default/B", "pair-4.9/A", "pair-4.9/B",
+          "basic-5.3.1/store"]
+
+
+def _open(name: str, tmp_path):
+    from conftest import FIXTURES, copy_with_wheel
+    from mqtool.formats.broker_conf import load_broker_conf
+
+    if name.startswith("fixtures/"):
+        kind = name.split("/")[1]
+        return Store.open(FIXTURES / kind, load_broker_conf(FIXTURES / f"{kind}.broker.conf"))
+    need_oracle()
+    root = ORACLE / name
+    if name.startswith("basic"):
+        root = copy_with_wheel(root, tmp_path / "basic")
+    conf = ORACLE / name.split("/")[0] / "broker.conf"
+    return Store.open(root, load_broker_conf(conf) if conf.is_file() else None)
+
+
+@pytest.mark.parametrize("version", ["5.3", "4.9"])
+@pytest.mark.parametrize("name", STORES)
+def test_every_prediction_is_what_the_replay_does(name, version, tmp_path):
+    """For every transaction of every fixture and shared store: the view's next check and discard are the
+    replay's first check request and first discard of it (the replay's producers answer a committed or
+    rolled back transaction as before, as the restart view's does); a transaction without a prediction
+    gets neither."""
+    from mqtool.simulate import simulate
+    from mqtool.simulate.scenario import AnswerRule, Scenario
+
+    store = _open(name, tmp_path)
+    at = store.last_activity_ms()
+    horizon = 20 * store.config.transaction_check_interval
+    doc = transactions_view(store, at, v4=version == "4.9")
+    answers = [AnswerRule({"committed": "commit", "rolled_back": "rollback"}[r["state"]], uniq_key=r["uniq_key"])
+               for r in doc["half_messages"] if r["state"] in ("committed", "rolled_back")]
+    events = simulate(store, store.config, at, at + horizon, Scenario(answers=answers), 0, version).events
+    first: dict[tuple[str, str], int] = {}
+    for e in events:
+        if e.service == "transaction" and e.event in ("check", "discard", "skip"):
+            first.setdefault((e.uniq_key, "check" if e.event == "check" else "discard"), e.time)
+    for r in doc["half_messages"]:
+        p = r["prediction"] or {}
+        for kind, predicted in (("check", p.get("next_check_ms")), ("discard", p.get("discard_ms"))):
+            if predicted is not None and predicted > at + horizon:
+                continue
+            assert first.get((r["uniq_key"], kind)) == predicted, (r["keys"], kind)

@@ -25,6 +25,7 @@ from mqtool.rules.transaction import (
     need_skip,
     next_round_visits,
     odd_check_settings,
+    op_body_offsets,
     predict_rounds,
     put_check_times,
 )
@@ -263,3 +264,14 @@ def test_odd_check_settings():
     msgs = odd_check_settings(-5, -1)
     assert len(msgs) == 2 and msgs[0].startswith("transactionCheckMax=-5:") and msgs[1].startswith(
         "transactionTimeOut=-1:")
+
+
+@pytest.mark.parametrize("body, v5, v4", [
+    ("0,1,", [0, 1], []),  # a 5.x batch: 4.9.8's getLong of the whole body is -1, it names nothing
+    ("3", [3], [3]),  # a 4.x body
+    ("3,,5,", [3, 5], []),  # the empty part in the middle is getLong("") = -1
+    (" 1,2_0,x,7", [7], []),  # Long.parseLong refuses spaces and underscores
+    ("", [], []),
+])
+def test_op_body_offsets(body, v5, v4):
+    assert op_body_offsets(body, False) == v5 and op_body_offsets(body, True) == v4
