@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mqtool.formats.message import MessageRecord
+from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import (
     CID_SYS_RMQ_TRANS,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -146,6 +146,26 @@ def transactions_view(store: Store, now_ms: int, progress: Progress | None = Non
     for cc in scan_chunks(store, topics, verify_crc=False, progress=progress):
         ts.feed_chunk(cc, topics)
     return ts.report(store, now_ms, v4)
+
+
+def check_queue_records(store: Store, queue_id: int) -> list[MessageRecord]:
+    """What the check rounds of half queue `queue_id` read: its half records from the persisted half offset
+    and its op records from the persisted op offset (through the consume queues; a unit whose record does
+    not read is left out). Fed to a `TransactionScan` with one message's records, they make its row's
+    prediction the view's (`trace`)."""
+    co = store.consumer_offsets
+    out: list[MessageRecord] = []
+    for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
+        cq = store.consume_queue(topic, queue_id)
+        if cq is None:
+            continue
+        start = (co.offset(topic, CID_SYS_RMQ_TRANS, queue_id) if co else None) or 0
+        for u in cq.iter_units(max(start, 0)):
+            try:
+                out.append(store.commitlog.read(u.commitlog_offset))
+            except RecordError:
+                continue
+    return out
 
 
 def _settings(store: Store) -> dict:

@@ -466,10 +466,20 @@ class Timeline:
     def _verdict(self) -> Verdict:
         st = self.st
         s = st.state
+        again = ""
         if st.half is not None and s in ("pending", "committed", "rolled_back", "discarded"):
             row = self._tx_row()  # `inspect transactions` decides the transaction's state
             if row is not None and row["state"] != s:
                 s = st.state = row["state"]
+            nxt = ((row or {}).get("prediction") or {}).get("next_check_ms")
+            if s in ("committed", "rolled_back") and nxt is not None:
+                again = (f"; the check rounds read its half again: checked at {_fmt(nxt)}, and a producer that "
+                         "answered answers again")
+        v = self._state_verdict(s)
+        return Verdict(v.state, v.text + again, v.due) if again else v
+
+    def _state_verdict(self, s: str) -> Verdict:
+        st = self.st
         if s in ("delivered", "committed", "dead_lettered") and st.delivered is not None:
             rec = st.delivered
             where = f"{_fmt(rec.store_timestamp)} to {_place(rec)}"
@@ -524,14 +534,22 @@ class Timeline:
         return Verdict("waiting", f"waiting: due {_fmt(due)} (in {format_duration(due - as_of)}), {what}", due)
 
     def _tx_row(self) -> dict | None:
-        """The `inspect transactions` row of this half (its state and check prediction), reused as is."""
-        from mqtool.inspect.transactions import TransactionScan
+        """The `inspect transactions` row of this half (its state and check prediction), reused as is: made
+        from its records and the others its half queue's check rounds read (`check_queue_records`)."""
+        from mqtool.inspect.transactions import TransactionScan, check_queue_records
 
         ts = TransactionScan()
-        for rec in self.fam.sorted():
+        mine = self.fam.sorted()
+        for rec in mine:
             ts.feed(rec)
+        seen = {r.physical_offset for r in mine}
+        if self.st.half is not None:
+            for rec in check_queue_records(self.store, self.st.half.queue_id):
+                if rec.physical_offset not in seen:
+                    ts.feed(rec)
         rows = ts.report(self.store, self.as_of)["half_messages"]
-        return rows[0] if rows else None
+        return next((r for r in rows if r["physical_offset"] in seen or r["copies"] and any(
+            c["physical_offset"] in seen for c in r["copies"])), None)
 
     def _pending(self) -> Verdict:
         st = self.st

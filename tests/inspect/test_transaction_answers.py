@@ -194,3 +194,23 @@ def test_every_prediction_is_what_the_replay_does(name, version, tmp_path):
             if predicted is not None and predicted > at + horizon:
                 continue
             assert first.get((r["uniq_key"], kind)) == predicted, (r["keys"], kind)
+
+
+@pytest.mark.parametrize("name", STORES)
+def test_trace_gives_the_views_answer(name, tmp_path):
+    """trace's verdict of every transaction takes the view's row: a pending one is due at the view's next check
+    (or discard), a committed or rolled back one the rounds read again says when it is checked again."""
+    from mqtool.trace import TraceQuery, trace
+
+    store = _open(name, tmp_path)
+    at = store.last_activity_ms()
+    for r in transactions_view(store, at)["half_messages"]:
+        if not r["uniq_key"]:
+            continue
+        verdict = trace(store, TraceQuery(uniq_key=r["uniq_key"]), as_of=at)[0].verdict
+        p = r["prediction"] or {}
+        assert verdict.state == r["state"], r["keys"]
+        if r["state"] == "pending":
+            assert verdict.due == (p.get("next_check_ms") or p.get("discard_ms")), r["keys"]
+        elif r["state"] in ("committed", "rolled_back"):
+            assert ("checked at" in verdict.text) == (p.get("next_check_ms") is not None), r["keys"]
