@@ -24,7 +24,6 @@ from mqtool.formats.names import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_TOPIC,
-    PROPERTY_TRANSACTION_CHECK_TIMES,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
@@ -32,7 +31,7 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.opbody import parse_op_body
 from mqtool.formats.properties import parse_properties
-from mqtool.rules.transaction import check_immunity_time, need_discard
+from mqtool.rules.transaction import check_immunity_time, check_times_of, get_int, need_discard, next_round_visits
 from mqtool.store.findings import Finding, Findings
 
 CHECK = "transactions"
@@ -64,8 +63,9 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
         elif r["topic"] == RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
             discards += 1
             p = parse_properties(r["properties"])
+            n = check_times_of(p)
             findings.append(Finding(file_of(r["offset"]), r["offset"], CHECK, "info",
-                                    f"discarded half message after {p.get(PROPERTY_TRANSACTION_CHECK_TIMES, '?')} "
+                                    f"discarded half message after {'?' if n is None else n} "
                                     f"checks: topic {p.get(PROPERTY_REAL_TOPIC, '?')}, "
                                     f"producer group {p.get(PROPERTY_PRODUCER_GROUP, '?')}, "
                                     f"UNIQ_KEY {p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, '?')}",
@@ -82,20 +82,20 @@ def check(kept: list[dict], progress: dict[str, dict[int, int]], half_ranges: di
                                     f"DELAY={p[PROPERTY_DELAY_TIME_LEVEL]}: it loops "
                                     "between SCHEDULE_TOPIC_XXXX and the half topic until its checks are spent",
                                     RMQ_SYS_TRANS_HALF_TOPIC, qid))
-        if qoff in removed.get(qid, ()) or qoff < half_progress.get(qid, 0):
+        if not next_round_visits([qoff], half_progress.get(qid), removed.get(qid, ())):
             continue  # resolved by an op, or already handled by a check round (put back or discarded)
         pending += 1
         age = now - r["born_ts"]
         oldest = age if oldest is None else max(oldest, age)
         immunity = check_immunity_time(p.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), config.transaction_timeout)
-        times = int(p[PROPERTY_TRANSACTION_CHECK_TIMES]) if p.get(PROPERTY_TRANSACTION_CHECK_TIMES, "").isdigit() else 0
+        times = max(get_int(check_times_of(p)), 0)
         if age > max(immunity, config.transaction_check_interval):
             stuck += 1
             findings.append(Finding(where, r["offset"], CHECK, "warning",
                                     f"half message at queue offset {qoff} has no op message and is {age} ms old "
                                     f"(immunity {immunity} ms, check interval {config.transaction_check_interval}"
                                     f" ms, checked {times} time(s)): stuck", RMQ_SYS_TRANS_HALF_TOPIC, qid))
-        if need_discard(p.get(PROPERTY_TRANSACTION_CHECK_TIMES), config.transaction_check_max)[0]:
+        if need_discard(check_times_of(p), config.transaction_check_max)[0]:
             findings.append(Finding(where, r["offset"], CHECK, "info",
                                     f"half message at queue offset {qoff} was checked {times} time(s) "
                                     f"(transactionCheckMax {config.transaction_check_max}): the next round "

@@ -952,13 +952,22 @@ def _restart_late(con: Console, late: dict, local: bool) -> None:
         con.print("Late and due: nothing (no delay backlog, no timer wheel)")
 
 
+def _either_t(times: list[int], local: bool) -> str:
+    """One time, or "either A or B" where a race the store does not decide picks one."""
+    if len(times) < 2:
+        return _t(times[0] if times else None, local)
+    return f"either {_t(times[0], local)} or {_t(times[1], local)} (a race: the reput dispatch decides)"
+
+
 def _restart_transactions(con: Console, doc: dict, local: bool) -> None:
     tx = doc["transactions"]
     rows = [("checked again", r["uniq_key"], " ".join(r["keys"]), r["topic"], _t(r["again_at_ms"], local), r["reason"])
             for r in doc["rechecks"]]
     rows += [("first rounds", r["uniq_key"], " ".join(r["keys"]), r["topic"], _t(r["next_check_ms"], local),
-              f"check #{r['check_times'] + 1}") for r in tx["first_rounds"]]
-    rows += [("discarded", r["uniq_key"], " ".join(r["keys"]), r["topic"], _t(r["discard_ms"], local),
+              f"check #{r['check_times'] + 1}" + ("" if r["state"] == "pending" else
+                                                  f" ({r['state'].replace('_', ' ')}: the producer answers again)"))
+             for r in tx["first_rounds"]]
+    rows += [("discarded", r["uniq_key"], " ".join(r["keys"]), r["topic"], _either_t(r["discard_outcomes"], local),
               r["discard_reason"]) for r in tx["to_discard"]]
     if not rows:
         con.print("Transactions: no half message is checked or discarded")

@@ -41,6 +41,7 @@ from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, first_delivery_after_start
 from mqtool.rules.timer import was_dequeued
+from mqtool.rules.transaction import discard_outcomes, next_round_visits
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.store import Store
 
@@ -246,7 +247,9 @@ def _transactions(txv: dict, plan: dict, stored: _Stored, at_ms: int, interval: 
         members += [(c["queue_offset"], c["physical_offset"]) for c in row["copies"]]
         members = [m for m in members if m[1] < end]
         start = half_offset.get(qid) or 0
-        visited = [m for m in members if m[0] >= start and (qid, m[0]) not in stored.ops]
+        covered = {q for q, _ in members if (qid, q) in stored.ops}
+        visits = next_round_visits([q for q, _ in members], start, covered)
+        visited = [m for m in members if m[0] in visits]
         later = [m for m in members if visited and m[0] > visited[0][0]]
         commit = next((stored.commits[p] for _, p in members if p in stored.commits), None)
         if not visited or (commit is None and not later):
@@ -256,9 +259,11 @@ def _transactions(txv: dict, plan: dict, stored: _Stored, at_ms: int, interval: 
                 f"offset {v[0]}")
         if later:
             base += f", which was already checked (copy at queue offset {later[-1][0]})"
+        pred = row["prediction"] or {}
+        again = pred.get("next_check_ms") or at_ms + interval
         entry = {"kind": "transaction", "topic": row["real_topic"], "queue_id": row["real_queue_id"],
                  "uniq_key": row["uniq_key"], "keys": row["keys"], "source_offset": v[1],
-                 "again_at_ms": at_ms + interval, "half_queue_offset": v[0]}
+                 "again_at_ms": again, "half_queue_offset": v[0]}
         if commit is not None:
             dups.append({**entry, "delivered_offset": commit, "delivered_at_ms": None,
                          "reason": base + ": the check service checks it again, and a producer that committed "
@@ -270,15 +275,21 @@ def _transactions(txv: dict, plan: dict, stored: _Stored, at_ms: int, interval: 
     return dups, rechecks
 
 
-def _tx_rounds(txv: dict, at_ms: int, for_ms: int) -> tuple[list, list]:
+def _tx_rounds(txv: dict, at_ms: int, for_ms: int, v4: bool) -> tuple[list, list]:
+    """The transactions view's predictions (every half the rounds read, committed ones too), with the times
+    a discard may come at (`rules.transaction.discard_outcomes`: two on 4.9.8 where a race decides)."""
     first, discard = [], []
+    s = txv["settings"]
     for row in txv["half_messages"]:
         pred = row["prediction"]
-        if row["state"] != "pending" or pred is None:
+        if pred is None:
             continue
+        outcomes = discard_outcomes(pred["discard_ms"], pred["discard_reason"], str(row["check_times"]),
+                                    s["transaction_check_max"], s["transaction_check_interval_ms"], v4)
         brief = {"uniq_key": row["uniq_key"], "topic": row["real_topic"], "keys": row["keys"],
-                 "check_times": row["check_times"], "next_check_ms": pred["next_check_ms"],
-                 "discard_ms": pred["discard_ms"], "discard_reason": pred["discard_reason"]}
+                 "state": row["state"], "check_times": row["check_times"], "next_check_ms": pred["next_check_ms"],
+                 "discard_ms": pred["discard_ms"], "discard_outcomes": outcomes,
+                 "discard_reason": pred["discard_reason"]}
         if pred["next_check_ms"] is not None and pred["next_check_ms"] <= at_ms + for_ms:
             first.append(brief)
         if pred["discard_ms"] is not None:
@@ -322,13 +333,14 @@ def restart_preview(store: Store, config=None, at_ms: int | None = None, for_ms:
     config = config_in_effect(store, config)  # no broker.conf: the delay levels the store's units imply
     at_ms = store.last_activity_ms() if at_ms is None else at_ms
     findings = Findings()
-    plan = recovery_plan(store, findings, v4=broker_version.startswith("4"))
-    dv, tv, txv = delay_view(store, at_ms), timer_view(store, at_ms), transactions_view(store, at_ms)
+    v4 = broker_version.startswith("4")
+    plan = recovery_plan(store, findings, v4=v4)
+    dv, tv, txv = delay_view(store, at_ms), timer_view(store, at_ms), transactions_view(store, at_ms, v4=v4)
     stored = _Stored(store, plan["_end"], _scan_from(store, dv, tv, txv, plan))
     delay_dups, levels = _delay(store, dv, plan, stored, at_ms)
     timer_dups, wheel = _timer(store, tv, plan, stored, at_ms)
     tx_dups, rechecks = _transactions(txv, plan, stored, at_ms, config.transaction_check_interval)
-    first_rounds, discards = _tx_rounds(txv, at_ms, for_ms)
+    first_rounds, discards = _tx_rounds(txv, at_ms, for_ms, v4)
     duplicates = sorted(delay_dups + timer_dups + tx_dups, key=lambda d: (d["again_at_ms"], d["source_offset"]))
     overdue = sum(lv["overdue"] - lv["delivered_before"] for lv in levels) + wheel.get("overdue", 0)
     never = sum(lv["never_delivered"] for lv in levels)
@@ -350,6 +362,14 @@ def restart_preview(store: Store, config=None, at_ms: int | None = None, for_ms:
     }
     doc["text"] = text_sections(doc)
     return doc
+
+
+def _either(times: list[int]) -> str:
+    """One time flatly, or the outcomes a race decides: "either at A (...) or at B (...)"."""
+    if len(times) == 1:
+        return f"at {times[0]}"
+    return (f"either at {times[0]} (the reput service dispatched the copy before the round reached it) or at "
+            f"{times[1]} (it had not: the next round)")
 
 
 def headline(clean: bool, duplicates: int, overdue: int, never: int = 0) -> str | None:
@@ -405,9 +425,9 @@ def text_sections(doc: dict) -> list[list]:
         late += [f"timer slot {s['slot_ms']}: {s['uniq_key']} is skipped (older than the wheel holds)"
                  for s in wheel["skipped"]]
     tx = [f"check: {r['uniq_key']} {r['reason']}" for r in doc["rechecks"]]
-    tx += [f"first rounds: {t['uniq_key']} checked at {t['next_check_ms']}"
+    tx += [f"first rounds: {t['uniq_key']} ({t['state'].replace('_', ' ')}) checked at {t['next_check_ms']}"
            for t in doc["transactions"]["first_rounds"]]
-    tx += [f"discard: {t['uniq_key']} at {t['discard_ms']} ({t['discard_reason']})"
+    tx += [f"discard: {t['uniq_key']} {_either(t['discard_outcomes'])} ({t['discard_reason']})"
            for t in doc["transactions"]["to_discard"]]
     out = [["recovery", rows], [f"duplicates ({len(dups)})", dups], ["late and due", late], ["transactions", tx]]
     rp = doc["replay"]

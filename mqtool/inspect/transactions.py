@@ -10,14 +10,17 @@ A transaction is a half message of `RMQ_SYS_TRANS_HALF_TOPIC` together with its 
 - `discarded`: its `UNIQ_KEY` is in `RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC` (`resolveDiscardMsg`);
 - `pending`: none of these.
 
-For a pending half, `prediction` replays `TransactionalMessageServiceImpl.check` rounds as if the
-check service started at `now_ms` (rounds at now + k x transactionCheckInterval;
-`mqtool.rules.transaction.predict_checks`): each visit
+For every half the check rounds read again, `prediction` replays `TransactionalMessageServiceImpl.check`
+rounds over its half queue as if the check service started at `now_ms` (rounds at now + k x
+transactionCheckInterval; `mqtool.rules.transaction.predict_rounds`, `check_visit` per record, from the
+persisted half offset, passing over what op messages cover; a committed or rolled back half read again
+is checked once more and its producer answers as before; null: never read again): each visit
 discards when `TRANSACTION_CHECK_TIMES` >= transactionCheckMax (or the half is older than
 fileReservedTime), else increments it; within the immunity (`CHECK_IMMUNITY_TIME_IN_SECONDS`, else
 transactionTimeOut) a half with the property is put back without a check (apache/rocketmq#8311),
 one without it waits; past it a check request is sent. The copy written in a round is discarded in
-that same round once its count reaches the maximum (as the 5.3.1 oracle shows).
+that same round once its count reaches the maximum (as the 5.3.1 oracle shows), unless an earlier
+copy written in that round ("fresh stored") stops the round before it.
 
 `metrics` sets `config/transactionMetrics` (5.x `TransactionMetrics`: +1 per half put, -1 per commit,
 rollback or discard, keyed by REAL_TOPIC) next to the pending halves found per real topic.
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mqtool.formats.message import MessageRecord
+from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import (
     CID_SYS_RMQ_TRANS,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -50,7 +53,14 @@ from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, TopicIds, scan_chunks
 from mqtool.inspect.metrics import metrics_view
 from mqtool.inspect.records import Progress
-from mqtool.rules.transaction import check_immunity_time, predict_checks
+from mqtool.rules.transaction import (
+    HalfRecord,
+    check_immunity_time,
+    check_times_of,
+    odd_check_settings,
+    op_body_offsets,
+    predict_rounds,
+)
 from mqtool.store.fastscan import C_POS, C_PREPARED, C_SYS_FLAG
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
@@ -71,6 +81,7 @@ class TransactionScan:
 
     halves: list[MessageRecord] = field(default_factory=list)
     ops: dict[tuple[int, int], int] = field(default_factory=dict)
+    op_units: dict[int, dict[int, str]] = field(default_factory=dict)  # qid -> op queue offset -> its body (tag d)
     op_records: int = 0
     commits: dict[int, int] = field(default_factory=dict)
     rollbacks: dict[int, int] = field(default_factory=dict)
@@ -87,6 +98,7 @@ class TransactionScan:
                                              f"op message with tag {rec.tags!r} (not {REMOVE_TAG!r}): the check "
                                              "service ignores it", RMQ_SYS_TRANS_OP_HALF_TOPIC, rec.queue_id))
                 return
+            self.op_units.setdefault(rec.queue_id, {})[rec.queue_offset] = (rec.body or b"").decode("utf-8", "replace")
             for off in parse_op_body(rec.body):
                 self.ops.setdefault((rec.queue_id, off), rec.physical_offset)
         elif rec.topic == RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC:
@@ -122,17 +134,38 @@ class TransactionScan:
             else:
                 self.rollbacks.setdefault(prepared, base + pos)
 
-    def report(self, store: Store, now_ms: int) -> dict:
-        return _report(self, store, now_ms)
+    def report(self, store: Store, now_ms: int, v4: bool = False) -> dict:
+        return _report(self, store, now_ms, v4)
 
 
-def transactions_view(store: Store, now_ms: int, progress: Progress | None = None) -> dict:
-    """The `transactions` document (one CommitLog column scan; only transaction records are decoded)."""
+def transactions_view(store: Store, now_ms: int, progress: Progress | None = None, v4: bool = False) -> dict:
+    """The `transactions` document (one CommitLog column scan; only transaction records are decoded);
+    `v4`: predict as a 4.9.8 broker checks (no 1 s sleep when a round finds no further op record)."""
     ts = TransactionScan()
     topics = TopicIds()
     for cc in scan_chunks(store, topics, verify_crc=False, progress=progress):
         ts.feed_chunk(cc, topics)
-    return ts.report(store, now_ms)
+    return ts.report(store, now_ms, v4)
+
+
+def check_queue_records(store: Store, queue_id: int) -> list[MessageRecord]:
+    """What the check rounds of half queue `queue_id` read: its half records from the persisted half offset
+    and its op records from the persisted op offset (through the consume queues; a unit whose record does
+    not read is left out). Fed to a `TransactionScan` with one message's records, they make its row's
+    prediction the view's (`trace`)."""
+    co = store.consumer_offsets
+    out: list[MessageRecord] = []
+    for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
+        cq = store.consume_queue(topic, queue_id)
+        if cq is None:
+            continue
+        start = (co.offset(topic, CID_SYS_RMQ_TRANS, queue_id) if co else None) or 0
+        for u in cq.iter_units(max(start, 0)):
+            try:
+                out.append(store.commitlog.read(u.commitlog_offset))
+            except RecordError:
+                continue
+    return out
 
 
 def _settings(store: Store) -> dict:
@@ -164,16 +197,19 @@ def _group(halves: list[MessageRecord]) -> list[list[MessageRecord]]:
     return groups
 
 
-def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
+def _report(ts: TransactionScan, store: Store, now_ms: int, v4: bool = False) -> dict:
     settings = _settings(store)
     discards_by_key = {}
     for d in ts.discards:
         if d.uniq_key:
             discards_by_key.setdefault(d.uniq_key, d)
     progress = _check_progress(store)
+    groups = _group(ts.halves)
+    states = [_state(g, ts, discards_by_key) for g in groups]
+    predictions = _predictions(groups, states, ts.op_units, progress, store, now_ms, v4)
     rows = []
-    for g in _group(ts.halves):
-        rows.append(_half_row(g, ts, discards_by_key, store, now_ms, progress))
+    for g, state, pred in zip(groups, states, predictions, strict=True):
+        rows.append(_half_row(g, state, pred, ts, discards_by_key, store, now_ms, progress))
     counts = dict.fromkeys(STATES, 0)
     for r in rows:
         counts[r["state"]] += 1
@@ -181,6 +217,9 @@ def _report(ts: TransactionScan, store: Store, now_ms: int) -> dict:
     oldest = min(pending, key=lambda r: r["born_timestamp"], default=None)
     metric_findings: list[Finding] = []
     metrics = _metrics(store, pending, metric_findings)
+    c = store.config
+    metric_findings += [Finding("broker.conf", None, "transactions.settings", "warning", m)
+                        for m in odd_check_settings(c.transaction_check_max, c.transaction_timeout)]
     return {
         "version": JSON_VERSION,
         "view": "transactions",
@@ -230,24 +269,52 @@ def _check_progress(store: Store) -> list[dict]:
     return out
 
 
-def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store: Store, now_ms: int,
-              progress: list[dict]) -> dict:
+def _state(g: list[MessageRecord], ts: TransactionScan, discards: dict) -> str:
+    """committed, rolled_back, discarded or pending (the module docstring)."""
+    if any(h.physical_offset in ts.commits for h in g):
+        return "committed"
+    if any((h.queue_id, h.queue_offset) in ts.ops or h.physical_offset in ts.rollbacks for h in g):
+        return "rolled_back"
+    return "discarded" if g[0].uniq_key and g[0].uniq_key in discards else "pending"
+
+
+def _predictions(groups: list[list[MessageRecord]], states: list[str], op_units: dict[int, dict[int, str]],
+                 progress: list[dict], store: Store, now_ms: int, v4: bool = False) -> list[dict | None]:
+    """Per transaction, what the check rounds from `now_ms` do (`rules.transaction.predict_rounds` over each
+    half queue; committed and rolled back ones are answered again); None: never read again."""
+    c = store.config
+    by_qid: dict[int, dict[int, HalfRecord]] = {}
+    answered: set[str] = set()
+    for n, (g, state) in enumerate(zip(groups, states, strict=True)):
+        key = str(n)
+        if state in ("committed", "rolled_back"):
+            answered.add(key)
+        for h in g:
+            p = h.properties
+            by_qid.setdefault(h.queue_id, {})[h.queue_offset] = HalfRecord(
+                key, check_times_of(p), h.born_timestamp, h.store_timestamp,
+                p.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), p.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET))
+    found: dict[str, dict] = {}
+    for qid, records in by_qid.items():
+        prog = next((x for x in progress if x["queue_id"] == qid), {})
+        ops = {q: op_body_offsets(body, v4) for q, body in op_units.get(qid, {}).items()}
+        for key, pred in predict_rounds(records, prog.get("half_offset"), ops,
+                                        prog.get("op_offset"), answered, now_ms, c.transaction_check_interval,
+                                        c.transaction_timeout, c.transaction_check_max, c.file_reserved_time,
+                                        sleep_while_no_op=not v4).items():
+            found[key] = pred.as_dict()
+    return [found.get(str(n)) for n in range(len(groups))]
+
+
+def _half_row(g: list[MessageRecord], state: str, prediction: dict | None, ts: TransactionScan, discards: dict,
+              store: Store, now_ms: int, progress: list[dict]) -> dict:
     first, latest = g[0], g[-1]
     p = first.properties
     op_hits = [(h.queue_offset, ts.ops[(h.queue_id, h.queue_offset)]) for h in g
                if (h.queue_id, h.queue_offset) in ts.ops]
     # a put-back copy's op may name the original's offset through TRAN_PREPARED_QUEUE_OFFSET
     commit = next((ts.commits[h.physical_offset] for h in g if h.physical_offset in ts.commits), None)
-    rollback = next((ts.rollbacks[h.physical_offset] for h in g if h.physical_offset in ts.rollbacks), None)
     discard = discards.get(first.uniq_key) if first.uniq_key else None
-    if commit is not None:
-        state = "committed"
-    elif op_hits or rollback is not None:
-        state = "rolled_back"
-    elif discard is not None:
-        state = "discarded"
-    else:
-        state = "pending"
     times = max((_int(h.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0) for h in g), default=0)
     immunity_prop = latest.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
     timeout = store.config.transaction_timeout
@@ -260,6 +327,13 @@ def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store
                      "until its checks "
                      "are spent (apache/rocketmq#1540)")
     half_offset = next((c["half_offset"] for c in progress if c["queue_id"] == latest.queue_id), None)
+    if prediction is not None and state in ("committed", "rolled_back"):
+        notes.append(f"{state.replace('_', ' ')}, but the check rounds read it again (the half offset "
+                     f"{half_offset or 0} is not past it and no op message they read covers it): it is checked "
+                     "again, and a producer that answered answers again")
+    elif prediction is None and state == "pending":
+        notes.append(f"the check offset ({half_offset}) is past the half and every copy, and no op message covers "
+                     "them: the check service never reads it again (neither checked nor discarded)")
     row = {
         "queue_offset": first.queue_offset,
         "queue_id": first.queue_id,
@@ -290,17 +364,8 @@ def _half_row(g: list[MessageRecord], ts: TransactionScan, discards: dict, store
         "notes": notes,
         "prediction": None,
     }
-    if state == "pending":
-        row["prediction"] = predict(store, latest, now_ms, immunity, immunity_prop is not None)
+    row["prediction"] = prediction
     return row
-
-
-def predict(store: Store, latest: MessageRecord, now_ms: int, immunity_ms: int, has_immunity: bool) -> dict:
-    """Next check request and discard of a pending half (`rules.transaction.predict_checks` from `now_ms`)."""
-    c = store.config
-    return predict_checks(latest.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES), latest.born_timestamp, immunity_ms,
-                          has_immunity, now_ms, c.transaction_check_interval, c.transaction_check_max,
-                          c.file_reserved_time).as_dict()
 
 
 def _discard_row(d: MessageRecord) -> dict:

@@ -1,18 +1,19 @@
 """`TransactionalMessageServiceImpl.check` rules: what a check round does with a half message (spec §7.5).
 
 Read at `rocketmq-all-5.3.1` and `rocketmq-all-4.9.8`
-(`broker/.../transaction/queue/TransactionalMessageServiceImpl.java`); the rules below are the
-same in both (the versions differ in how a round waits for op records, a simulator matter).
-Order of a visit: `need_discard` (which also increments TRANSACTION_CHECK_TIMES in memory), then
-`need_skip`, then "fresh stored" (stored after the round started: the round stops), then the
-immunity (`immunity`, `check_prepare_queue_offset`), then `is_need_check`. `check_visit` is that
-order as ONE decision per half message; every caller (simulator, views, trace, audit) takes it from
-there. `put_check_times` is the only writer of TRANSACTION_CHECK_TIMES (`needDiscard`'s
-`putUserProperty`, which `renewHalfMessageInner` copies into a put-back).
+(`broker/.../transaction/queue/TransactionalMessageServiceImpl.java`). Order of a visit:
+`need_discard` (which also increments TRANSACTION_CHECK_TIMES in memory), then `need_skip`, then
+"fresh stored" (stored after the round started: the round stops), then the immunity (`immunity`,
+`check_prepare_queue_offset`), then `is_need_check`. `check_visit` is that order as ONE decision per
+half message; the simulator (per message and batch-wise), the views, trace and audit take it from
+there, and `predict_rounds` walks a half queue's coming rounds with it (the views' predictions).
+`put_check_times` is the only writer of TRANSACTION_CHECK_TIMES (`needDiscard`'s `putUserProperty`,
+which `renewHalfMessageInner` copies into a put-back).
 
-The versions differ where a round reads more op records (`READ_MORE`): 5.3.1 sleeps 1 s
-(SLEEP_WHILE_NO_OP) when none come, 4.9.8 retries at once; and in 4.9.8 whether a round's put-back
-copy is visited in the same round depends on the reput dispatch winning a race (`same_round_outcomes`).
+The versions decide each visit alike (5.3.1 adds the slave-acting-master escape, which an offline
+store never takes). They differ where a round reads more op records (`READ_MORE`): 5.3.1 sleeps 1 s
+(SLEEP_WHILE_NO_OP) when none come, 4.9.8 reads on at once; and on 4.9.8 whether a round's put-back
+copy is visited in that same round depends on the reput dispatch winning a race (`discard_outcomes`).
 """
 
 from dataclasses import asdict, dataclass
@@ -22,6 +23,8 @@ from mqtool.formats.names import PROPERTY_TRANSACTION_CHECK_TIMES
 from mqtool.rules.java import parse_int, parse_long
 
 MAX_PREDICTED_ROUNDS = 1000
+MAX_REACHED = "TRANSACTION_CHECK_TIMES reached transactionCheckMax"  # a prediction's discard reasons
+SKIPPED = "older than fileReservedTime"
 
 # immunity outcomes
 PUT_BACK = "put_back"  # CHECK_IMMUNITY_TIME_IN_SECONDS set and still immune: re-put, no check request
@@ -105,6 +108,32 @@ def is_need_check(age_ms: int, immunity_ms: int, newest_op_born: int | None, rou
             or age_ms <= -1)
 
 
+def odd_check_settings(transaction_check_max: int, transaction_timeout: int) -> list[str]:
+    """What the check does with settings it runs with, though not as their names say (a warning each)."""
+    out = []
+    if transaction_check_max < 1:
+        out.append(f"transactionCheckMax={transaction_check_max}: needDiscard compares TRANSACTION_CHECK_TIMES with "
+                   "it, so a half without the property is checked once (count 1) and that copy is discarded at its "
+                   "visit, and a half with any count is discarded without a check")
+    if transaction_timeout < 0:
+        out.append(f"transactionTimeOut={transaction_timeout}: no half is 'new arrived' and every one is past its "
+                   "immunity: the first round reaching a half sends its check request, however young it is")
+    return out
+
+
+def op_body_offsets(body: str, v4: bool) -> list[int]:
+    """The half queue offsets `fillOpRemoveMap` takes from an op record's body (tag `d`).
+
+    5.3.1: `body.split(",")` (Java drops the trailing empty strings), `getLong` of each; 4.9.8: `getLong`
+    of the whole body (one offset per op record, so a 5.x body "0,1," names none). An unparsable part is
+    -1, below every miniOffset: left out, as is any negative value.
+    """
+    parts = [body] if v4 else body.split(",")
+    while not v4 and parts and parts[-1] == "":
+        parts.pop()
+    return [v for v in (get_long(part) for part in parts) if v >= 0]
+
+
 def check_times_of(props: dict[str, str]) -> str | None:
     """TRANSACTION_CHECK_TIMES as stored (None: absent): what `needDiscard` reads."""
     return props.get(PROPERTY_TRANSACTION_CHECK_TIMES)
@@ -165,7 +194,7 @@ def check_visit(check_times: str | None, born_timestamp: int, store_timestamp: i
 
 @dataclass(frozen=True)
 class CheckPrediction:
-    """When the check rounds will first send a check request for a half, and when they discard it."""
+    """When the check rounds will first send a check request for a transaction, and when they discard it."""
 
     next_check_ms: int | None
     discard_ms: int | None
@@ -176,32 +205,147 @@ class CheckPrediction:
         return asdict(self)
 
 
-def predict_checks(check_times: str | None, born_timestamp: int, immunity_ms: int, has_immunity: bool,
-                   now: int, check_interval: int, transaction_check_max: int, file_reserved_time_h: int,
-                   max_rounds: int = MAX_PREDICTED_ROUNDS) -> CheckPrediction:
-    """The next-check prediction: the rules above replayed on check rounds at now + k x interval.
+def next_round_visits(queue_offsets: list[int], half_offset: int | None, removed) -> list[int]:
+    """The queue offsets (of a half and its copies) the next `check` round reads: its walk starts at the
+    persisted halfOffset (CID_RMQ_SYS_TRANS; absent: the queue's min, taken as 0 here) and passes over
+    the offsets removeMap holds (`removed`: the half offsets the op records cover). A half none of whose
+    records is visited is never checked again."""
+    start = half_offset or 0
+    return [q for q in queue_offsets if q >= start and q not in removed]
 
-    Round-level: a half past its immunity is checked in the round (when no op record is newer, the
-    broker reads more and retries it within the round). A round's put-back copy (check or immunity)
-    is visited again in that same round, so it is discarded there once its count reaches the max
-    (`needDiscard` runs before the "fresh stored" stop; as the 5.3.1 oracle shows).
+
+def discard_outcomes(discard_ms: int | None, discard_reason: str | None, check_times: str | None,
+                     transaction_check_max: int, check_interval: int, v4: bool) -> list[int]:
+    """The times at which `predict_rounds`' discard may happen, earliest first.
+
+    A half whose stored count already reached the max is discarded at its first visit: one time. Else
+    the discard is of the copy a round put back, visited again in that round: 5.3.1 does so (pair_default);
+    on 4.9.8 only when the reput service has dispatched the copy before the walk reaches it, otherwise
+    NO_NEW_MSG ends the round and the next round discards it (pair-4.9's README: its recorded run
+    discarded in the same round, three other runs one round later).
+    The store does not decide that race: both times.
     """
-    next_check = None
-    checks = 0
-    for k in range(1, max_rounds + 1):
-        t = now + k * check_interval
-        discard, new_times = need_discard(check_times, transaction_check_max)
-        if discard:
-            return CheckPrediction(next_check, t, checks, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
-        if need_skip(t, born_timestamp, file_reserved_time_h):
-            return CheckPrediction(next_check, t, checks, "older than fileReservedTime")
-        state = immunity(t - born_timestamp, immunity_ms, has_immunity)
-        if state == NEW_ARRIVED:
-            continue
-        check_times = str(new_times)
-        if state is None:
-            checks += 1
-            next_check = next_check or t
-        if need_discard(check_times, transaction_check_max)[0]:
-            return CheckPrediction(next_check, t, checks, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
-    return CheckPrediction(next_check, None, checks, None)
+    if discard_ms is None:
+        return []
+    if v4 and discard_reason == MAX_REACHED and not need_discard(check_times, transaction_check_max)[0]:
+        return [discard_ms, discard_ms + check_interval]
+    return [discard_ms]
+
+
+@dataclass(frozen=True)
+class HalfRecord:
+    """What `check` reads of one record of the half queue (an original or a put-back copy)."""
+
+    key: str  # the transaction it belongs to (UNIQ_KEY, or where the original is)
+    check_times: str | None  # TRANSACTION_CHECK_TIMES
+    born_timestamp: int
+    store_timestamp: int
+    check_immunity_time_str: str | None  # CHECK_IMMUNITY_TIME_IN_SECONDS
+    prepared_queue_offset: str | None  # TRAN_PREPARED_QUEUE_OFFSET
+
+
+def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, ops: dict[int, list[int]],
+                   op_offset: int | None, answered: set[str], now: int, check_interval: int,
+                   transaction_timeout: int, transaction_check_max: int, file_reserved_time_h: int,
+                   sleep_while_no_op: bool = True, max_rounds: int = MAX_PREDICTED_ROUNDS,
+                   max_visits: int = 2_000_000) -> dict[str, CheckPrediction]:
+    """One half queue's check rounds from `now`, `check_visit` per record from `half_offset` (`records` by
+    queue offset; `ops`: the op queue's records by queue offset, each the half offsets its body names, read
+    from `op_offset`). Per transaction: its first check request, its first discard (or skip), the checks
+    before it.
+
+    As `TransactionalMessageCheckService` runs it: a round starts `check_interval` after the previous one
+    ended; `fillOpRemoveMap` puts the op records' half offsets (those at or past halfOffset) in removeMap,
+    and an op record is done once the walk passed all of them (`calculateOpOffset` moves the op offset
+    over done ones). When the round read op records, the first half due for `isNeedCheck` is READ_MORE:
+    more op records are read, none come, and 5.3.1 sleeps 1 s (`sleep_while_no_op`; 4.9.8 goes on at once)
+    before it visits the half again. A CHECK or PUT_BACK appends a copy (`renewHalfMessageInner` with the
+    count `needDiscard` put; an immunity copy also gets TRAN_PREPARED_QUEUE_OFFSET) at the queue's end,
+    which the same round reads (discarded there at the max, else "fresh stored" stops the round: an
+    earlier transaction's copy can hold a later one's back a round). A transaction in `answered` gets its
+    producer's answer before the next round: an op record covering the checked copy. No other op record
+    comes. READ_MORE without op records (a half exactly as old as its immunity) is taken as a check.
+    """
+    out: dict[str, list] = {}  # key -> [next_check, discard, checks, reason]
+    end = max(records, default=-1) + 1
+    records, ops = dict(records), {q: list(v) for q, v in ops.items()}
+    op_end = max(ops, default=-1) + 1
+    offset, op_offset = half_offset or 0, op_offset or 0
+    clock, visits = now, 0
+    for _ in range(max_rounds):
+        if offset >= end or visits >= max_visits:
+            break
+        start = clock = clock + check_interval
+        remove, left, done = _fill_op_remove_map(ops, op_offset, op_end, offset)
+        ops_read = any(q in ops for q in range(op_offset, op_end))
+        i = offset
+        while i < end and visits < max_visits:
+            if i in remove:
+                q = remove.pop(i)
+                left[q].discard(i)
+                if not left[q]:
+                    done.add(q)
+                i += 1
+                continue
+            r = records.get(i)
+            if r is None:  # an unreadable unit: the broker's walk goes on at the next offset
+                i += 1
+                continue
+            visits += 1
+            decision, times = check_visit(r.check_times, r.born_timestamp, r.store_timestamp,
+                                          r.check_immunity_time_str, r.prepared_queue_offset, remove, clock, start,
+                                          start if ops_read else None, transaction_timeout, transaction_check_max,
+                                          file_reserved_time_h)
+            if decision in STOPS_ROUND:
+                break
+            if decision == READ_MORE and ops_read:
+                ops_read = False  # read to the end of the op queue: NO_NEW_MSG, the pull holds no records now
+                clock += SLEEP_WHILE_NO_OP if sleep_while_no_op else 0
+                continue
+            p = out.setdefault(r.key, [None, None, 0, None])
+            if decision in (DISCARD, SKIP):
+                if p[1] is None:
+                    p[1], p[3] = clock, MAX_REACHED if decision == DISCARD else SKIPPED
+            elif decision == DONE:
+                done.add(remove.pop(get_long(r.prepared_queue_offset)))
+            elif decision == PUT_BACK:
+                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, clock, r.check_immunity_time_str,
+                                          r.prepared_queue_offset or str(i))
+                end += 1
+            else:  # CHECK (or READ_MORE without op records)
+                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, clock, r.check_immunity_time_str,
+                                          r.prepared_queue_offset)
+                if p[1] is None:
+                    p[0] = p[0] or clock
+                    p[2] += 1
+                if r.key in answered:
+                    ops[op_end] = [end]
+                    op_end += 1
+                end += 1
+            i += 1
+        offset = i
+        while op_offset in done:  # `calculateOpOffset`
+            op_offset += 1
+    return {key: CheckPrediction(*p) for key, p in out.items()}
+
+
+SLEEP_WHILE_NO_OP = 1000  # ms, 5.3.1's sleep when a READ_MORE finds no further op record
+
+
+def _fill_op_remove_map(ops: dict[int, list[int]], op_offset: int, op_end: int,
+                        mini_offset: int) -> tuple[dict[int, int], dict[int, set[int]], set[int]]:
+    """`fillOpRemoveMap` over every op record from `op_offset`: (removeMap: half offset -> op offset, the half
+    offsets each op record still waits for, the op records done already: none of theirs at or past
+    `mini_offset`, or an empty/unknown body)."""
+    remove: dict[int, int] = {}
+    left: dict[int, set[int]] = {}
+    done: set[int] = set()
+    for q in range(op_offset, op_end):
+        offs = {o for o in ops.get(q, ()) if o >= mini_offset}
+        if q in ops and offs:
+            left[q] = offs
+            for o in offs:
+                remove[o] = q
+        else:
+            done.add(q)
+    return remove, left, done

@@ -60,6 +60,7 @@ from mqtool.rules.transaction import (
     get_long,
     is_need_check,
     need_discard,
+    op_body_offsets,
     put_check_times,
 )
 from mqtool.simulate.context import SimContext
@@ -207,21 +208,19 @@ class TransactionService:
         if pull.msgs is None:
             return pull
         for op in pull.msgs:
-            body = (op.body or b"").decode("utf-8", "replace")
             if op.props.get(PROPERTY_TAGS) != REMOVE_TAG:
-                continue  # "Found a illegal tag in opMessageExt"
+                if not self.ctx.v4:
+                    done_op.append(op.queue_offset)  # "Found a illegal tag in opMessageExt": no offsets, done
+                continue  # 4.9.8 logs it and leaves it out of doneOpOffset
+            offsets = op_body_offsets((op.body or b"").decode("utf-8", "replace"), self.ctx.v4)
             if self.ctx.v4:
-                v = _long(body)
-                if v < mini:
+                if not offsets or offsets[0] < mini:
                     done_op.append(op.queue_offset)
                 else:
-                    remove_map[v] = op.queue_offset
+                    remove_map[offsets[0]] = op.queue_offset
                 continue
             found = set()
-            for part in body.split(","):
-                if part == "":
-                    continue  # Java's split drops the trailing empty string
-                v = _long(part)
+            for v in offsets:
                 if v < mini:
                     continue
                 remove_map[v] = op.queue_offset

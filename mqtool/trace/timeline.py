@@ -34,7 +34,8 @@ from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.inspect.delay import delay_levels_in_effect
 from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
 from mqtool.rules.timer import cancels_in_slot, dequeue_ms, roll_times, was_dequeued, was_rolled
-from mqtool.rules.transaction import check_immunity_time
+from mqtool.rules.transaction import PUT_BACK as IMMUNE_PUT_BACK
+from mqtool.rules.transaction import check_immunity_time, check_times_of, immunity, need_discard
 from mqtool.store.store import (
     Store,
 )
@@ -355,11 +356,13 @@ class Timeline:
 
     def _on_half_copy(self, rec: MessageRecord) -> None:
         p = rec.properties
-        n = p.get(names.PROPERTY_TRANSACTION_CHECK_TIMES, "?")
+        n = check_times_of(p)
+        n = "?" if n is None else n
         age = rec.store_timestamp - rec.born_timestamp
+        # `putImmunityMsgBackToHalfQueue` writes TRAN_PREPARED_QUEUE_OFFSET; the visit was immune then
         immune = (names.PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET in p
-                  and names.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS in p
-                  and age < self._immunity_ms(rec))
+                  and immunity(age, self._immunity_ms(rec),
+                               names.PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS in p) == IMMUNE_PUT_BACK)
         if immune:
             self.st.immunity_puts += 1
             detail = (f"immunity re-put at half offset {rec.queue_offset} (age {format_duration(age)} < "
@@ -408,10 +411,12 @@ class Timeline:
         self.st.state = "discarded"
 
     def _discard_text(self, rec: MessageRecord) -> str:
-        n = _int(rec.properties.get(names.PROPERTY_TRANSACTION_CHECK_TIMES)) or 0
+        text = check_times_of(rec.properties)
+        n = _int(text) or 0
         mx = self.cfg.transaction_check_max
         imm = f" and {self.st.immunity_puts} immunity re-put(s)" if self.st.immunity_puts else ""
-        why = (f"TRANSACTION_CHECK_TIMES={n} >= transactionCheckMax={mx}" if n >= mx else
+        # `needDiscard` leaves the count as it is when it discards; `needSkip` after it had incremented it
+        why = (f"TRANSACTION_CHECK_TIMES={n} >= transactionCheckMax={mx}" if need_discard(text, mx)[0] else
                f"TRANSACTION_CHECK_TIMES={n} < transactionCheckMax={mx} of this config: the broker ran with a "
                f"lower limit (pass its broker.conf with --config) or the half was older than "
                f"fileReservedTime={self.cfg.file_reserved_time}h")
@@ -498,10 +503,20 @@ class Timeline:
     def _verdict(self) -> Verdict:
         st = self.st
         s = st.state
+        again = ""
         if st.half is not None and s in ("pending", "committed", "rolled_back", "discarded"):
             row = self._tx_row()  # `inspect transactions` decides the transaction's state
             if row is not None and row["state"] != s:
                 s = st.state = row["state"]
+            nxt = ((row or {}).get("prediction") or {}).get("next_check_ms")
+            if s in ("committed", "rolled_back") and nxt is not None:
+                again = (f"; the check rounds read its half again: checked at {_fmt(nxt)}, and a producer that "
+                         "answered answers again")
+        v = self._state_verdict(s)
+        return Verdict(v.state, v.text + again, v.due) if again else v
+
+    def _state_verdict(self, s: str) -> Verdict:
+        st = self.st
         if s in ("delivered", "committed", "dead_lettered") and st.delivered is not None:
             rec = st.delivered
             where = f"{_fmt(rec.store_timestamp)} to {_place(rec)}"
@@ -561,14 +576,22 @@ class Timeline:
         return Verdict("waiting", f"waiting: due {_fmt(due)} (in {format_duration(due - as_of)}), {what}", due)
 
     def _tx_row(self) -> dict | None:
-        """The `inspect transactions` row of this half (its state and check prediction), reused as is."""
-        from mqtool.inspect.transactions import TransactionScan
+        """The `inspect transactions` row of this half (its state and check prediction), reused as is: made
+        from its records and the others its half queue's check rounds read (`check_queue_records`)."""
+        from mqtool.inspect.transactions import TransactionScan, check_queue_records
 
         ts = TransactionScan()
-        for rec in self.fam.sorted():
+        mine = self.fam.sorted()
+        for rec in mine:
             ts.feed(rec)
+        seen = {r.physical_offset for r in mine}
+        if self.st.half is not None:
+            for rec in check_queue_records(self.store, self.st.half.queue_id):
+                if rec.physical_offset not in seen:
+                    ts.feed(rec)
         rows = ts.report(self.store, self.as_of)["half_messages"]
-        return rows[0] if rows else None
+        return next((r for r in rows if r["physical_offset"] in seen or r["copies"] and any(
+            c["physical_offset"] in seen for c in r["copies"])), None)
 
     def _pending(self) -> Verdict:
         st = self.st

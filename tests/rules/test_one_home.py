@@ -29,7 +29,7 @@ def test_no_rule_is_defined_twice():
     rule_names = {node.name for path in RULES.glob("*.py") for node in _tree(path).body
                   if isinstance(node, ast.FunctionDef) and not node.name.startswith("_")}
     assert {"correct_delay_offset", "compute_deliver_timestamp", "correct_deliver_timestamp", "walk_chain",
-            "do_enqueue", "need_discard", "need_skip", "is_need_check", "predict_checks"} <= rule_names
+            "do_enqueue", "need_discard", "need_skip", "is_need_check", "check_visit", "predict_rounds"} <= rule_names
     elsewhere = []
     for path in PKG.rglob("*.py"):
         if path.parent == RULES:

@@ -12,16 +12,21 @@ from mqtool.rules.transaction import (
     READ_MORE,
     SKIP,
     CheckPrediction,
+    HalfRecord,
     check_immunity_time,
     check_prepare_queue_offset,
     check_visit,
+    discard_outcomes,
     get_int,
     get_long,
     immunity,
     is_need_check,
     need_discard,
     need_skip,
-    predict_checks,
+    next_round_visits,
+    odd_check_settings,
+    op_body_offsets,
+    predict_rounds,
     put_check_times,
 )
 
@@ -91,44 +96,46 @@ def test_is_need_check():
     assert not is_need_check(0, 6000, start, start, TIMEOUT)
 
 
+def _one(times=None, born=0, imm=None, now=1000, interval=30000, timeout=TIMEOUT, check_max=MAX, **kw):
+    """`predict_rounds` of a queue holding one half (no op record): its prediction."""
+    got = predict_rounds({0: HalfRecord("H", times, born, born, imm, None)}, 0, {}, 0, set(), now, interval,
+                         timeout, check_max, 72, **kw)
+    return got.get("H")
+
+
 def test_predict_fresh_half():
     # born 0, now 1000, rounds every 30 s from 31000: the first round checks (age 31000 > 6000);
     # checks 1..15 in rounds 1..15, the 15th copy (times 15) is discarded in round 15 (t = 451000)
-    p = predict_checks(None, 0, TIMEOUT, False, 1000, 30000, MAX, 72)
-    assert p == CheckPrediction(31000, 451000, 15, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    assert _one() == CheckPrediction(31000, 451000, 15, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
 
 
 def test_predict_at_the_limit_and_one_below():
-    p = predict_checks("15", 0, TIMEOUT, False, 1000, 30000, MAX, 72)
-    assert p == CheckPrediction(None, 31000, 0, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
-    p = predict_checks("14", 0, TIMEOUT, False, 1000, 30000, MAX, 72)
-    assert p == CheckPrediction(31000, 31000, 1, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    assert _one("15") == CheckPrediction(None, 31000, 0, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    assert _one("14") == CheckPrediction(31000, 31000, 1, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
 
 
 def test_predict_new_arrived_waits_a_round():
     # transactionTimeOut 60000, no immunity property, born at 20000: the rounds at 31000 (age 11000)
     # and 61000 (age 41000) stop at it ("new arrived"), the round at 91000 (age 71000) checks it
-    p = predict_checks(None, 20000, 60000, False, 1000, 30000, MAX, 72)
+    p = _one(born=20000, timeout=60000)
     assert p.next_check_ms == 91000 and p.checks_before_discard == 15
     assert p.discard_ms == 91000 + 14 * 30000
 
 
 def test_predict_immunity_property_puts_back_without_checks():
     # CHECK_IMMUNITY_TIME_IN_SECONDS=100: immune until born + 100000; put backs count too
-    p = predict_checks(None, 0, 100_000, True, 1000, 30000, MAX, 72)
+    p = _one(imm="100")
     # rounds 31000, 61000, 91000 put back (times 1..3), 121000 is the first check (times 4)
     assert p.next_check_ms == 121000 and p.checks_before_discard == 12
     assert p.discard_ms == 121000 + 11 * 30000
 
 
 def test_predict_file_reserved_time():
-    p = predict_checks("3", 0, TIMEOUT, False, H72 - 1000, 30000, MAX, 72)
-    assert p == CheckPrediction(None, H72 + 29000, 0, "older than fileReservedTime")
+    assert _one("3", now=H72 - 1000) == CheckPrediction(None, H72 + 29000, 0, "older than fileReservedTime")
 
 
 def test_predict_never_discarded_within_the_rounds():
-    p = predict_checks(None, 0, TIMEOUT, False, 0, 30000, 10**6, 10**6, max_rounds=3)
-    assert p == CheckPrediction(30000, None, 3, None)
+    assert _one(now=0, check_max=10**6, max_rounds=3) == CheckPrediction(30000, None, 3, None)
 
 
 START = 1_000_000  # the round's startTime
@@ -187,3 +194,84 @@ def test_put_check_times_keeps_the_place_of_the_property():
                                                        ("TAGS", "t")]
     assert props["TRANSACTION_CHECK_TIMES"] == "1"  # a copy: the record read is not changed
     assert list(put_check_times({"A": "1"}, "1")) == ["A", "TRANSACTION_CHECK_TIMES"]
+
+
+def _half(key, times=None, born=0, imm=None):
+    return HalfRecord(key, times, born, born, imm, None)
+
+
+def test_predict_rounds_reads_the_copies_each_round_writes():
+    # transactionCheckMax 2, rounds every 10 s from 110000. Round 1 checks A (offset 0 -> copy 2, count 1) and
+    # B (1 -> copy 3), then copy 2 is "fresh stored": the round stops. Round 2 checks copies 2 and 3 (-> 4, 5,
+    # count 2) and discards 4 and 5 in that same round
+    recs = {0: _half("A"), 1: _half("B")}
+    got = predict_rounds(recs, 0, {}, 0, set(), 100_000, 10_000, TIMEOUT, 2, 72)
+    assert got == {k: CheckPrediction(110_000, 120_000, 2, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+                   for k in "AB"}
+    # A's producer answers: the op record covering its copy 2 is read in round 2, which passes over 2, then
+    # finds B's copy 3 due: it reads more op records, none come, 5.3.1 sleeps 1 s (4.9.8 does not)
+    got = predict_rounds(recs, 0, {}, 0, {"A"}, 100_000, 10_000, TIMEOUT, 2, 72)
+    assert got["A"] == CheckPrediction(110_000, None, 1, None) and got["B"].discard_ms == 121_000
+    got = predict_rounds(recs, 0, {}, 0, {"A"}, 100_000, 10_000, TIMEOUT, 2, 72, sleep_while_no_op=False)
+    assert got["B"].discard_ms == 120_000
+    # the op record is done once the walk passed its offsets: round 3 does not read it again
+    recs3 = {0: _half("A"), 1: _half("B")}
+    got = predict_rounds(recs3, 0, {}, 0, {"A"}, 100_000, 10_000, TIMEOUT, 3, 72)
+    # B: checks at 110000 (round 1), 121000 (round 2, after the sleep), 131000 (round 3 starts 10 s after
+    # round 2 ended at 121000, reads no op record: no sleep), discarded there
+    assert got["B"] == CheckPrediction(110_000, 131_000, 3, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+    # the walk starts at the half offset and passes over what op records cover
+    assert predict_rounds(recs, 1, {}, 0, set(), 100_000, 10_000, TIMEOUT, 2, 72).keys() == {"B"}
+    assert predict_rounds(recs, 0, {0: [0, 1]}, 0, set(), 100_000, 10_000, TIMEOUT, 2, 72) == {}
+
+
+def test_predict_rounds_a_fresh_copy_holds_a_later_one_back():
+    # A (count 1) and B (no count) with max 3. Round 1 writes A's copy 2 (count 2) and B's copy 3 (count 1),
+    # stops at 2 (fresh). Round 2 writes 4 (A, 3) and 5 (B, 2), discards 4 (needDiscard runs before the fresh
+    # test), stops at 5 (count 2: fresh). Round 3 writes 6 (B, 3) from 5 and discards 6
+    recs = {0: _half("A", "1"), 1: _half("B")}
+    got = predict_rounds(recs, 0, {}, 0, set(), 0, 10_000, TIMEOUT, 3, 72)
+    assert (got["A"].discard_ms, got["A"].checks_before_discard) == (20_000, 2)
+    assert (got["B"].discard_ms, got["B"].checks_before_discard) == (30_000, 3)
+    # new arrived (born 5 s before round 1, timeout 6 s, no immunity property): round 1 stops at it, and at
+    # everything behind it
+    recs = {0: _half("A", born=5000), 1: _half("B")}
+    got = predict_rounds(recs, 0, {}, 0, set(), 0, 10_000, TIMEOUT, 3, 72)
+    assert got["A"].next_check_ms == 20_000 and got["B"].next_check_ms == 20_000
+
+
+def test_discard_outcomes():
+    reason = "TRANSACTION_CHECK_TIMES reached transactionCheckMax"
+    # the copy written in the discard's round: on 4.9.8 that round or the next (the reput dispatch race)
+    assert discard_outcomes(50_000, reason, "0", 2, 15_000, True) == [50_000, 65_000]
+    assert discard_outcomes(50_000, reason, "0", 2, 15_000, False) == [50_000]
+    # the stored count already at the max: discarded at its first visit, no race
+    assert discard_outcomes(50_000, reason, "2", 2, 15_000, True) == [50_000]
+    assert discard_outcomes(50_000, "older than fileReservedTime", "0", 2, 15_000, True) == [50_000]
+    assert discard_outcomes(None, None, "0", 2, 15_000, True) == []
+
+
+def test_next_round_visits():
+    # the walk starts at halfOffset (absent: 0) and passes over the offsets op records cover
+    assert next_round_visits([0, 3, 5], 3, {5}) == [3]
+    assert next_round_visits([0, 3, 5], None, set()) == [0, 3, 5]
+    assert next_round_visits([0, 3], 4, set()) == []
+
+
+def test_odd_check_settings():
+    assert odd_check_settings(15, 6000) == []
+    assert odd_check_settings(1, 0) == []  # 1 and 0 ms are what they say
+    msgs = odd_check_settings(-5, -1)
+    assert len(msgs) == 2 and msgs[0].startswith("transactionCheckMax=-5:") and msgs[1].startswith(
+        "transactionTimeOut=-1:")
+
+
+@pytest.mark.parametrize("body, v5, v4", [
+    ("0,1,", [0, 1], []),  # a 5.x batch: 4.9.8's getLong of the whole body is -1, it names nothing
+    ("3", [3], [3]),  # a 4.x body
+    ("3,,5,", [3, 5], []),  # the empty part in the middle is getLong("") = -1
+    (" 1,2_0,x,7", [7], []),  # Long.parseLong refuses spaces and underscores
+    ("", [], []),
+])
+def test_op_body_offsets(body, v5, v4):
+    assert op_body_offsets(body, False) == v5 and op_body_offsets(body, True) == v4
