@@ -110,8 +110,8 @@ class CommitLogRecords:
             return "before the first CommitLog file"
         f = self.queue.files[i]
         pos = offset - f.start
-        if pos >= max(f.length, self.queue.file_size):
-            return "in a missing CommitLog file"
+        if pos >= f.length:
+            return past_file_end(self.queue, i, pos)
         a = self._array(i)
         chunk = next(fastscan.iter_commitlog_chunks(a, f.start, pos, verify_crc=False, chunk_records=1,
                                                     release=False))
@@ -125,6 +125,19 @@ class CommitLogRecords:
         props = a[c[fastscan.C_PROPS_POS]:c[fastscan.C_PROPS_POS] + c[fastscan.C_PROPS_LEN]].tobytes()
         return Record(topic, c[fastscan.C_QUEUE_ID], c[fastscan.C_QUEUE_OFFSET], c[fastscan.C_TOTAL],
                       c[fastscan.C_SYS_FLAG], c[fastscan.C_STORE_TS], props.decode("utf-8", "surrogateescape"))
+
+
+def past_file_end(queue: MappedFileQueue, i: int, pos: int) -> str:
+    """Why position `pos` of file `i` holds no record when it lies past the bytes on disk: the file was cut
+    (shorter than the queue's files), it is the last file, or the file that would hold it is missing."""
+    f = queue.files[i]
+    if f.length < queue.file_size and pos < queue.file_size:
+        return f"past the end of its CommitLog file {f.name}, cut to {f.length} bytes (the queue's files are " \
+               f"{queue.file_size})"
+    if i == len(queue.files) - 1:
+        return f"past the end of its CommitLog file {f.name} ({f.length} bytes, the last): cut short, or the " \
+               "files after it are missing"
+    return "in a missing CommitLog file"
 
 
 def is_record_start(buf, file_start: int, pos: int) -> bool:

@@ -88,6 +88,14 @@ def load_config(config: Path | None):
     return load_broker_conf(config) if config else BrokerConfig()
 
 
+def warn_store_errors(store: Any, path: Path) -> None:
+    """One stderr line when the store has error findings (`Store.file_findings`): simulate and trace run on
+    it all the same, but must not do so silently."""
+    errors = sum(1 for f in store.file_findings() if f.severity == "error")
+    if errors:
+        print_stderr(f"warning: the store has at least {errors} error finding(s); see mqtool inspect {path}")
+
+
 def emit_json(doc: Any) -> None:
     """One JSON document on stdout (sorted keys would reorder records, so insertion order is kept)."""
     sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=_default) + "\n")

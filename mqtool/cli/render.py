@@ -5,6 +5,7 @@ Nothing else imports Rich's tables. Renderers take the plain documents and resul
 Times are printed with `mqtool.times.format_time` (UTC ISO with ms, or `--local`).
 """
 
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -15,7 +16,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_TAGS, PROPERTY_TIMER_OUT_MS
+from mqtool.formats.names import (
+    PROPERTY_KEYS,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
 from mqtool.times import format_duration, format_time
 
 BAR_WIDTH = 40
@@ -312,9 +319,40 @@ def render_message(doc: dict, local: bool) -> None:
         con.print("[bold]What the broker does with it[/bold]")
         for line in doc["explain"]:
             con.print(f"  - {line}", markup=False)
-    if r["body"] is not None:
-        con.print("[bold]Body[/bold]")
-        con.print(r["body"], markup=False)
+    batch = doc.get("inner_batch")
+    if batch is not None and batch["messages"]:
+        _inner_messages(con, batch)
+    elif r["body"] is not None:
+        note = f" (INNER_BATCH, {batch['error']})" if batch is not None else ""
+        con.print(f"[bold]Body[/bold]{escape(note)}")
+        con.print(_printable(r["body"]), markup=False)
+
+
+def _inner_messages(con: Console, batch: dict) -> None:
+    """An INNER_BATCH record's messages, one row each, instead of the batch encoding's bytes."""
+    count = f"{len(batch['messages'])} message(s)" + ("" if batch["count_matches"] else
+                                                     f", but INNER_NUM says {batch['inner_num']}")
+    t = _table(f"Inner messages (INNER_BATCH body, {count})", "qoff", "flag", "tags", "keys", "uniq key",
+               "other properties", "size", "body")
+    for m in batch["messages"]:
+        p = m["properties"]
+        shown = (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        other = " ".join(f"{k}={v}" for k, v in p.items() if k not in shown)
+        _add(t, str(m["queue_offset"]), str(m["flag"]), p.get(PROPERTY_TAGS, ""), p.get(PROPERTY_KEYS, ""),
+             p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""), other, str(m["body_length"]),
+             _printable(_preview(m["body"])), style=None if batch["count_matches"] else "yellow")
+    con.print(t)
+
+
+def _printable(text: str | None) -> str:
+    """Text with control characters (but newline and tab) shown as \\xNN: a binary body printed as text
+    must not drive the terminal."""
+    if text is None:
+        return ""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 # ----------------------------------------------------------------------------- queue

@@ -26,6 +26,7 @@ from mqtool.cli.common import (
     lazy_module,
     print_stderr,
     user_errors,
+    warn_store_errors,
 )
 from mqtool.times import format_time
 
@@ -92,6 +93,7 @@ def simulate_command(
             _say(f"warning: {w}")
         for note in store_notes(run):
             _say(note)
+        warn_store_errors(run.store, store)
     if result.violations:
         for v in result.violations:
             _say(f"invariant violated: {v}")

@@ -25,6 +25,7 @@ from mqtool.cli.common import (
     now_option,
     print_stderr,
     user_errors,
+    warn_store_errors,
 )
 from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.times import parse_time
@@ -123,6 +124,7 @@ def trace_command(
             traces = [continue_trace(st, t, until_ms, broker_version.value, scenario=sc) for t in traces]
     for n in notes:
         print_stderr(n)
+    warn_store_errors(st, store)
     if not traces:
         what = next(f"{n} {v}" for n, v in ((PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key), (PROPERTY_KEYS, key),
                                              ("offset", offset), ("msgId", msg_id)) if v is not None)

@@ -152,12 +152,18 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _split_key_value(line: str) -> tuple[str, str]:
+def _key_end(line: str) -> int:
     """`Properties.load0`: the key ends at the first unescaped '=', ':' or white space."""
     i, escaped = 0, False
     while i < len(line) and not (line[i] in "=: \t\f" and not escaped):
         escaped = line[i] == "\\" and not escaped
         i += 1
+    return i
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    """`Properties.load0`: the key, then the value after one separator ('=', ':' or white space)."""
+    i = _key_end(line)
     key = line[:i]
     if i < len(line) and line[i] in "=:":
         return key, line[i + 1 :].lstrip(" \t\f")
@@ -215,4 +221,23 @@ def load_broker_conf(path: str | Path, *, base: BrokerConfig | None = None) -> B
             data = fh.read()
     except OSError as exc:
         raise ConfigFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    return parse_broker_conf(data.decode("latin-1"), source=path.name, base=base)
+    text = data.decode("latin-1")
+    check_properties_text(text, path.name)
+    return parse_broker_conf(text, source=path.name, base=base)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # C0 controls but \t \n \f \r, and DEL
+
+
+def check_properties_text(text: str, source: str) -> None:
+    """Refuse what is no properties text: `Properties.load` reads anything, so a binary file or a random one
+    would silently leave every setting at its default. A control character (NUL, ...) is not text; a file
+    whose lines all lack a separator and a value holds no setting. Comments only, or nothing, is fine."""
+    bad = _CONTROL.search(text)
+    if bad:
+        raise ConfigFileError(f"{source}: not a properties text (byte 0x{ord(bad.group()):02x} at offset "
+                              f"{bad.start()}); a broker.conf holds key=value lines")
+    lines = _logical_lines(text)
+    if lines and not any(_key_end(line) < len(line) for _, line in lines):
+        raise ConfigFileError(f"{source}: no key=value line in {len(lines)} line(s) (line {lines[0][0]}: "
+                              f"{lines[0][1][:40]!r}); a broker.conf holds key=value lines")

@@ -14,16 +14,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqtool.formats import names
+from mqtool.formats.batchbody import BatchBodyError, decode_messages
+from mqtool.formats.compression import DecompressError, decompress
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import SysFlag
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
-from mqtool.inspect.records import Progress, record_dict
+from mqtool.inspect.records import Progress, encode_body, record_dict
 from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
 from mqtool.rules.timer import dequeue_ms, roll_times, was_dequeued, was_rolled
+from mqtool.store.batchcq import set_batch_size_if_needed
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
-from mqtool.store.findings import Finding, sort_findings
+from mqtool.store.findings import Finding, Findings, sort_findings
 from mqtool.store.store import (
     Store,
 )
@@ -275,7 +278,7 @@ def message_at(store: Store, offset: int, body: str = "text", decompress_body: b
         "physical_offset_ok": rec.physical_offset_field == rec.physical_offset,
         "physical_offset_field": rec.physical_offset_field,
     }
-    return {
+    doc = {
         "version": JSON_VERSION,
         "view": "message",
         "record": d,
@@ -286,13 +289,40 @@ def message_at(store: Store, offset: int, body: str = "text", decompress_body: b
         "consume_queue": _cq_entry(store, rec),
         "explain": explain(store, rec),
     }
+    if SysFlag(rec.sys_flag).inner_batch:
+        doc["inner_batch"] = inner_batch(rec, body)
+    return doc
+
+
+def inner_batch(rec: MessageRecord, body: str = "text") -> dict:
+    """An INNER_BATCH record's messages as the consumer's client unpacks them (`MessageDecoder.decodeMessage`
+    into a list): inner message i at queue offset INNER_BASE + i; `error` when the body is no batch encoding
+    (the client would throw), and `count_matches`: as many messages as INNER_NUM says."""
+    base, num = set_batch_size_if_needed(rec.properties, rec.queue_offset)
+    payload = rec.body
+    if rec.compression:  # decodesBatch(decompressBody=true) unpacks the batch from the decompressed body
+        try:
+            payload = decompress(rec.body, rec.compression)
+        except DecompressError as e:
+            return {"base": base, "inner_num": num, "messages": [], "count_matches": False, "error": str(e)}
+    try:
+        inner = decode_messages(payload)
+    except BatchBodyError as e:
+        return {"base": base, "inner_num": num, "messages": [], "count_matches": False,
+                "error": f"not a batch encoding (MessageDecoder.decodeMessages throws {e})"}
+    messages = [{"queue_offset": base + i, "flag": m["flag"], "properties": m["properties"],
+                 "body_length": len(m["body"]), "body": encode_body(m["body"], body)} for i, m in enumerate(inner)]
+    return {"base": base, "inner_num": num, "messages": messages, "count_matches": len(inner) == num, "error": None}
 
 
 def _cq_entry(store: Store, rec: MessageRecord) -> dict:
-    """The unit at the record's queue offset in its ConsumeQueue, and whether it points back."""
+    """The unit at the record's queue offset in its ConsumeQueue (or BatchConsumeQueue), and whether it
+    points back."""
     out = {"topic": rec.topic, "queue_id": rec.queue_id, "queue_offset": rec.queue_offset,
            "unit": None, "points_back": False}
     cq = store.consume_queue(rec.topic, rec.queue_id)
+    if cq is None and (rec.topic, rec.queue_id) in store.batch_queue_ids:
+        return _bcq_entry(store, rec, out)
     if cq is None:
         out["problem"] = "no ConsumeQueue directory for this topic and queue"
         return out
@@ -304,6 +334,25 @@ def _cq_entry(store: Store, rec: MessageRecord) -> dict:
     out["points_back"] = unit.commitlog_offset == rec.physical_offset and unit.size == rec.total_size
     if not out["points_back"]:
         out["problem"] = f"the unit points to {unit.commitlog_offset} ({unit.size} bytes)"
+    return out
+
+
+def _bcq_entry(store: Store, rec: MessageRecord, out: dict) -> dict:
+    """The BatchConsumeQueue unit whose base offset is the record's (`setBatchSizeIfNeeded`: INNER_BASE, or
+    the record's QUEUEOFFSET), and whether it points back."""
+    base, num = set_batch_size_if_needed(rec.properties, rec.queue_offset)
+    out.update(queue_offset=base, batch=True)
+    bcq = store.batch_consume_queue(rec.topic, rec.queue_id)
+    unit = next((u for u in bcq.iter_units(Findings()) if u.queue_offset == base), None)
+    if unit is None:
+        out["problem"] = "the BatchConsumeQueue has no unit at this base offset"
+        return out
+    out["unit"] = {k: v for k, v in unit._asdict().items() if k not in ("file", "position")}
+    out["points_back"] = (unit.commitlog_offset, unit.size, unit.batch_size) == (rec.physical_offset, rec.total_size,
+                                                                                 num)
+    if not out["points_back"]:
+        out["problem"] = (f"the unit points to {unit.commitlog_offset} ({unit.size} bytes, batch of "
+                          f"{unit.batch_size})")
     return out
 
 

@@ -43,9 +43,11 @@ class CommitLog:
     scans: dict[str, FileScan] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, root: Path, configured_size: int | None = None, findings: Findings | None = None) -> "CommitLog":
-        """`findings` receives what listing the files finds (also kept as `queue.findings`)."""
-        return cls(root, open_queue(root / "commitlog", configured_size, "commitlog", root, findings))
+    def open(cls, root: Path, configured_size: int | None = None, findings: Findings | None = None,
+             expected_size: int | None = None) -> "CommitLog":
+        """`findings` receives what listing the files finds (also kept as `queue.findings`); `expected_size`:
+        broker.conf's mappedFileSizeCommitLog when it sets one (every file must have that length)."""
+        return cls(root, open_queue(root / "commitlog", configured_size, "commitlog", root, findings, expected_size))
 
     def _walk_findings(self, findings: Findings | None) -> Findings:
         """The accumulator a walk adds to; it becomes `self.findings` (the latest walk's)."""

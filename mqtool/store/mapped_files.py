@@ -94,9 +94,13 @@ def open_queue(directory: Path, configured_size: int | None, kind: str, rel_to: 
             missing = (cur.start - prev.start - size) // size if size else 0
             findings.add(rel, None, f"{kind}.files", "error", f"gap: next file should start at "
                          f"{prev.start + size:020d}, found {cur.name} ({missing} file(s) missing)")
-    if files and files[-1].length < size:
-        findings.add(str(files[-1].path.relative_to(rel_to)), None, f"{kind}.files", "warning",
-                     f"last file is {files[-1].length} bytes, shorter than the queue's {size}")
+    if files and files[-1].length < size:  # the broker pre-allocates every file: a short one was cut
+        last = files[-1]
+        refused = ("empty: 5.x deletes it when it loads, 4.9's MappedFileQueue.load refuses it" if not last.length
+                   else f"{last.length} bytes, shorter than the queue's {size}: MappedFileQueue.load refuses it, "
+                   "the broker does not start")
+        findings.add(str(last.path.relative_to(rel_to)), last.length, f"{kind}.files",
+                     "warning" if not last.length else "error", f"last file is {refused}")
     return MappedFileQueue(directory, files, size, findings)
 
 

@@ -7,7 +7,7 @@ part is opened lazily so that a view reads only what it needs. Nothing here ever
 """
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from mqtool.store.config_files import read_config_json
 from mqtool.store.consumequeue import ConsumeQueue, common_file_size, discover_queues
 from mqtool.store.dledger import DLedgerCommitLog, DLedgerCommitLogView, find_dledger_dirs
 from mqtool.store.errors import StoreError
-from mqtool.store.findings import Findings
+from mqtool.store.findings import Finding, Findings, sort_findings
 from mqtool.store.mapped_files import read_at
 from mqtool.store.queues import QueueReader, RocksDBConsumeQueue
 from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
@@ -133,7 +133,8 @@ class Store:
         if self.dledger is not None:
             cl = DLedgerCommitLogView.of(self.dledger)
         else:
-            cl = CommitLog.open(self.root, self.config.mapped_file_size_commitlog)
+            cl = CommitLog.open(self.root, self.config.mapped_file_size_commitlog,
+                                expected_size=self._configured("mappedFileSizeCommitLog"))
         self.findings += cl.queue.findings  # the listing's findings stay on the queue too
         return cl
 
@@ -156,6 +157,12 @@ class Store:
                 self.root, topic, queue_id, self.config.mapped_file_size_consume_queue,
                 expected_size=self.consume_queue_file_size)
         return self._queues[(topic, queue_id)]
+
+    def _configured(self, java_name: str) -> int | None:
+        """A mapped file size broker.conf sets (None when it leaves the default: the files then tell)."""
+        if java_name not in self.config.raw:
+            return None
+        return next(getattr(self.config, f.name) for f in fields(BrokerConfig) if f.metadata.get("java") == java_name)
 
     @cached_property
     def consume_queue_file_size(self) -> int | None:
@@ -222,7 +229,8 @@ class Store:
     def timerlog(self) -> TimerLog | None:
         if not (self.root / "timerlog").is_dir():
             return None
-        return TimerLog.open(self.root, self.config.mapped_file_size_timer_log)
+        return TimerLog.open(self.root, self.config.mapped_file_size_timer_log,
+                             expected_size=self._configured("mappedFileSizeTimerLog"))
 
     @cached_property
     def timer_wheel(self) -> TimerWheel | None:
@@ -339,6 +347,22 @@ class Store:
             self.findings.add(f"config/{name}", None, "store.config", "warning", p)
 
     # ----- store-wide facts -----
+    def file_findings(self) -> list[Finding]:
+        """What the store's files show without walking their records: the listings of the CommitLog, every
+        ConsumeQueue and BatchConsumeQueue and the TimerLog, the checkpoint and timercheck pages, the config
+        JSON files; and what the CommitLog walks done so far found. For the commands that run on a store
+        (simulate, trace) and must say when it is damaged without the overview's full CRC scan."""
+        self.checkpoint, self.timercheck, self.delay_offsets, self.topics  # noqa: B018 - read for their findings
+        self.consumer_offsets, self.subscription_groups  # noqa: B018
+        found = [*self.findings, *self.commitlog.findings]
+        for q in self.consume_queues():
+            found += q.findings
+        for t, q in self.batch_queue_ids:
+            found += self.batch_consume_queue(t, q).queue.findings
+        if self.timerlog is not None:
+            found += self.timerlog.queue.findings
+        return sort_findings(list(dict.fromkeys(found)))
+
     def last_activity_ms(self) -> int:
         """The store's own "now": its last sign of life, never the wall clock.
 

@@ -71,9 +71,11 @@ class TimerLog:
     queue: MappedFileQueue
 
     @classmethod
-    def open(cls, root: Path, configured_size: int | None = None, findings: Findings | None = None) -> "TimerLog":
-        """`findings` (the queue's accumulator, `queue.findings`) receives what listing the files finds."""
-        return cls(root, open_queue(root / "timerlog", configured_size, "timerlog", root, findings))
+    def open(cls, root: Path, configured_size: int | None = None, findings: Findings | None = None,
+             expected_size: int | None = None) -> "TimerLog":
+        """`findings` (the queue's accumulator, `queue.findings`) receives what listing the files finds;
+        `expected_size`: broker.conf's mappedFileSizeTimerLog when it sets one."""
+        return cls(root, open_queue(root / "timerlog", configured_size, "timerlog", root, findings, expected_size))
 
     @property
     def findings(self) -> list[Finding]:

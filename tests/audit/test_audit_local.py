@@ -132,7 +132,10 @@ def test_truncated_last_file_is_a_torn_tail(basic_copy):
     last = 65536 + start
     os.truncate(f, start + 100)
     rep = run_local(basic_copy)
-    torn = [e for e in errors(rep, "commitlog.integrity") if e["offset"] is not None]
+    short, *torn = [e for e in errors(rep, "commitlog.integrity") if e["offset"] is not None]
+    assert (short["file"], short["offset"], short["message"]) == (
+        "commitlog/00000000000000065536", start + 100, f"last file is {start + 100} bytes, shorter than the queue's "
+        "65536: MappedFileQueue.load refuses it, the broker does not start")
     assert [e["offset"] for e in torn] == [last]
     assert torn[0]["message"].startswith("torn tail: TOTALSIZE")
     assert rep["summary"]["commitlog"]["recovery_end"] == last

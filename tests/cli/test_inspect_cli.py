@@ -255,8 +255,8 @@ def test_truncated_commitlog_is_a_finding_not_a_crash(damaged):
     verified = run(damaged, "messages", "--json", "--verify")
     assert verified.exit_code == 1 and len(verified.stdout.splitlines()) == 88
     lines = verified.stderr.splitlines()
-    assert lines[0] == ("warning: commitlog.files: commitlog/00000000000000065536: last file is 5000 bytes, "
-                        "shorter than the queue's 65536")
+    assert lines[0] == ("error: commitlog.files: commitlog/00000000000000065536 @5000: last file is 5000 bytes, "
+                        "shorter than the queue's 65536: MappedFileQueue.load refuses it, the broker does not start")
     assert lines[1].startswith("error: commitlog.integrity: commitlog/00000000000000065536 @70491: header runs past")
     dump = damaged / "commitlog" / "00000000000000065536"
     assert run(dump, "--json").exit_code == 0 and run(dump, "--json", "--verify").exit_code == 1

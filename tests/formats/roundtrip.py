@@ -124,6 +124,13 @@ def _dledger_item_bytes():
     return st.one_of(_dledger_entry_bytes().filter(lambda b: b[:4] != b"\xff\xff\xff\xff"), _dledger_blank_bytes())
 
 
+def _batch_message_bytes():
+    from mqtool.formats.batchbody import batch_message
+
+    return st.tuples(i32, i32, i32, st.binary(max_size=200), st.binary(max_size=200)).map(lambda t: batch_message.build(
+        {"magic_code": t[0], "body_crc": t[1], "flag": t[2], "body": t[3], "properties": t[4]}))
+
+
 def _rocksdb_key_bytes(offset: bool):
     from mqtool.formats.rocksdb_cq import build_cq_key, build_offset_key
 
@@ -149,6 +156,7 @@ CASES = {
     "commitlog.message_v2": lambda: _message_bytes(True),
     "commitlog.commitlog_record": commitlog_record_bytes,
     "batchcq.batchcq_unit": lambda: fixed_bytes(_struct("batchcq.batchcq_unit")),
+    "batchbody.batch_message": _batch_message_bytes,
     "indexfile.index_header": lambda: fixed_bytes(_struct("indexfile.index_header")),
     "indexfile.index_entry": lambda: fixed_bytes(_struct("indexfile.index_entry")),
     "dledger.entry_header": lambda: fixed_bytes(_struct("dledger.entry_header")),
