@@ -817,6 +817,31 @@ def render_traces(traces, local: bool) -> None:
             out.print()
 
 
+def render_fleet_trace(result, local: bool) -> None:
+    """`trace FLEET`: each store's timelines under its name, then the UNIQ_KEYs on two broker groups."""
+    out = _console()
+    for s in result.stores:
+        m = s.member
+        head = f"== {m.name} (broker group {m.group}, {m.identity.role or 'role unknown'}): "
+        out.print(Text.assemble((head, "bold"), f"{len(s.traces)} message(s), lookup: {s.lookup}"))
+        if s.traces:
+            render_traces(s.traces, local)
+        out.print()
+    for c in result.cross_broker:
+        out.print(f"UNIQ_KEY {c['uniq_key']} is stored on {len(c['broker_groups'])} broker groups: a producer retry "
+                  "that went to another broker (consumers get it twice)", style="bold red", markup=False)
+        t = _table(None, "store", "broker group", "place", "offset", "born", "stored")
+        for x in c["copies"]:
+            _add(t, x["store"], x["broker_group"], f"{x['topic']}/{x['queue_id']}@{x['queue_offset']}",
+                 str(x["physical_offset"]), _t(x["born_timestamp"], local), _t(x["store_timestamp"], local))
+        out.print(t)
+    if result.key_broker_groups and not result.cross_broker:
+        out.print(f"--key {result.query.key} is on {len(result.key_broker_groups)} broker groups "
+                  f"({', '.join(result.key_broker_groups)}) under different UNIQ_KEYs: distinct messages",
+                  markup=False)
+    out.print(result.verdict(), style="bold", markup=False)
+
+
 # ----------------------------------------------------------------------------- restart preview
 
 
