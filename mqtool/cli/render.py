@@ -571,8 +571,11 @@ def _consumer_totals(con, tot: dict) -> None:
 def _consumer_store(con, doc: dict, local: bool) -> None:
     """One store's groups: a headline per group, then its queues."""
     source = {"json": "config/consumerOffset.json", "rocksdb": "config/consumerOffsets (RocksDB)"}
-    con.print(f"offsets from {source.get(doc['offsets_source'], 'nowhere: no consumer offsets stored')}",
-              markup=False)
+    con.print(f"offsets from {source[doc['offsets_source']]}" if doc["offsets_source"] in source else
+              "no consumer offsets stored (neither config/consumerOffset.json nor its RocksDB copy)", markup=False)
+    if not doc["groups"]:
+        con.print("no consumer group has committed an offset" + (f" on {doc.get('topic')}" if doc.get("topic") else ""),
+                  markup=False)
     by_group: dict[str, list[dict]] = {}
     for r in doc["queues"]:
         by_group.setdefault(r["group"], []).append(r)

@@ -162,6 +162,9 @@ def _trace_fleet(path: Path, config: Path | None, query, as_json: bool, until: s
             raise TraceError(f"{option} works on one store; {path} is a fleet (trace one of its stores)")
     if lookup == "sqlite":
         raise TraceError(f"--lookup sqlite needs --index DIR, which works on one store; {path} is a fleet")
+    if query.offset is not None:
+        raise TraceError(f"--offset is a place in one store's CommitLog; {path} is a fleet: give --msg-id (an "
+                         "offsetMsgId names its broker's address too), --uniq-key or --key")
     result = trace_fleet(open_fleet(path, config), query, now=now, local=local, limit=limit, lookup=lookup)
     if as_json:
         emit_json(result.as_dict(lambda r: record_dict(r, body="none")))

@@ -27,6 +27,7 @@ FLEET_SCHEMA = jsonschema.Draft202012Validator(json.loads((ROOT / "mqtool/schema
 TRACE_SCHEMA = jsonschema.Draft202012Validator(json.loads((ROOT / "mqtool/schemas/trace.json").read_text()))
 T0 = 1795000000000
 CONF = "brokerClusterName=FleetCluster\nmappedFileSizeCommitLog=4096\nmappedFileSizeConsumeQueue=320\n"
+A_HOST, B_HOST = "10.0.0.1:10911", "10.0.0.2:10911"  # the brokers' addresses, in each record's STOREHOST
 CONFIG = BrokerConfig().with_overrides({"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 320})
 
 
@@ -34,9 +35,10 @@ def uniq(i: int) -> str:
     return f"AC1100010000{i:04X}"
 
 
-def _put(w: StoreWriter, key: str, uniq_key: str, at: int, born: int | None = None) -> None:
+def _put(w: StoreWriter, key: str, uniq_key: str, at: int, born: int | None = None, host: str = A_HOST) -> None:
     props = [("KEYS", key), ("UNIQ_KEY", uniq_key), ("TAGS", "t")]
-    w.append_message("TopicA", 0, b"body of " + key.encode(), props, store_timestamp=at, born_timestamp=born or at - 5)
+    body = b"body of " + key.encode()
+    w.append_message("TopicA", 0, body, props, store_timestamp=at, born_timestamp=born or at - 5, store_host=host)
 
 
 def _conf(path: Path, name: str, broker_id: int, role: str) -> None:
@@ -55,9 +57,9 @@ def fleet_dir(tmp_path_factory) -> Path:
     write_replica(fleet / "a-master", fleet / "a-slave", CONFIG, ReplicaShape())
     _conf(fleet / "a-slave.broker.conf", "broker-a", 1, "SLAVE")
     with StoreWriter(fleet / "b-master", CONFIG) as w:
-        _put(w, "order-0100", uniq(0x100), T0 + 2500)
-        _put(w, "order-0003", uniq(3), T0 + 6000, born=T0 + 5995)  # the retry: 3 s after broker-a stored it
-        _put(w, "order-7777", uniq(0xB777), T0 + 7100)
+        _put(w, "order-0100", uniq(0x100), T0 + 2500, host=B_HOST)
+        _put(w, "order-0003", uniq(3), T0 + 6000, born=T0 + 5995, host=B_HOST)  # the retry, 3 s after broker-a
+        _put(w, "order-7777", uniq(0xB777), T0 + 7100, host=B_HOST)
         w.write_checkpoint()
     _conf(fleet / "b-master.broker.conf", "broker-b", 0, "ASYNC_MASTER")
     return fleet
@@ -140,3 +142,14 @@ def test_cli(fleet_dir):
     assert r.returncode == 1 and json.loads(r.stdout)["verdict"] == "not found on any of the 3 stores"
     r = _cli(fleet_dir, "--key", "order-0003", "--until", "+1h")
     assert r.returncode == 2 and "--until works on one store" in r.stderr
+    r = _cli(fleet_dir, "--offset", "0")
+    assert r.returncode == 2 and "--offset is a place in one store's CommitLog" in r.stderr
+
+
+def test_msg_id_finds_the_broker_it_names_and_its_replica(fleet_dir):
+    """An offsetMsgId encodes the store host and the offset: broker-b's record is not at broker-a's offset
+    under that id, so only broker-a and its slave (which holds the master's bytes) answer."""
+    a = trace_fleet(open_fleet(fleet_dir), TraceQuery(key="order-0001"))
+    msg_id = a.stores[0].traces[0].records[0].record.msg_id
+    doc = _doc(trace_fleet(open_fleet(fleet_dir), TraceQuery(msg_id=msg_id)))
+    assert [s["found"] for s in doc["stores"]] == [1, 1, 0] and doc["cross_broker"] == []
