@@ -129,3 +129,61 @@ def _flip(directory: Path, file_size: int, offset: int) -> None:
         b = fh.read(1)
         fh.seek(offset % file_size)
         fh.write(bytes([b[0] ^ 0xFF]))
+
+
+def write_dledger_follower(
+    leader_root: Path | str,
+    out_root: Path | str,
+    self_id: str,
+    end_index: int,
+    committed_index: int | None = None,
+    flips: tuple[int, ...] = (),
+) -> Path:
+    """A DLedger follower of the leader's store that holds entries up to `end_index`: the leader's data and
+    index files copied into `dledger-<self_id>` (`appendAsFollower` writes each entry at the leader's pos),
+    the rest of the files zero-filled as mapped files are, its checkpoint (`persistCheckPoint`) and currterm
+    (same term, voting for the leader). `flips` are data-file positions whose byte is inverted. The follower's
+    own ConsumeQueues and index (built from committed entries by its reput) are not written."""
+    from mqtool.builder.dledger import string2file
+    from mqtool.formats.dledger import INDEX_UNIT_SIZE, build_checkpoint, build_currterm
+    from mqtool.store.dledger import DLedgerCommitLog
+
+    leader = DLedgerCommitLog.open(Path(leader_root))
+    if leader is None:
+        raise ValueError(f"{leader_root} is no DLedger store")
+    out = Path(out_root)
+    home = out / f"dledger-{self_id}"
+    _, units = leader.index_units(_no_findings())
+    kept = units[units["index"] <= end_index]
+    data_end = int(kept["pos"][-1]) + int(kept["size"][-1]) if len(kept) else 0
+    _copy_prefix(leader.data.files, leader.data.file_size, home / "data", data_end)
+    _copy_prefix(leader.index.files, leader.index.file_size, home / "index", len(kept) * INDEX_UNIT_SIZE)
+    for pos in flips:
+        _flip(home / "data", leader.data.file_size, pos)
+    committed = end_index if committed_index is None else committed_index
+    string2file(home / "checkpoint", build_checkpoint(end_index, committed))
+    term = (leader.currterm or {}).get("curr_term") or 0
+    string2file(home / "currterm", build_currterm(term, leader.home.name.removeprefix("dledger-")))
+    (out / "lock").write_bytes(b"lock")
+    return out
+
+
+def _no_findings():
+    from mqtool.store.findings import Findings
+
+    return Findings()
+
+
+def _copy_prefix(files, file_size: int, directory: Path, end: int) -> None:
+    """Bytes [0, end) of a mapped-file queue into whole zero-filled files (files wholly past `end` skipped)."""
+    out = MappedFiles(directory, file_size)
+    try:
+        for f in files:
+            if f.start >= end and f.start > 0:
+                continue
+            n = max(0, min(f.length, end - f.start))
+            out.ensure(f.start)
+            if n:
+                out.write(f.start, f.path.read_bytes()[:n])
+    finally:
+        out.close()

@@ -33,6 +33,7 @@ class View(StrEnum):
     restart = "restart"
     retry = "retry"
     index = "index"
+    replicas = "replicas"
     consumers = "consumers"
 
 
@@ -67,8 +68,14 @@ VIEW is one of:
                 contents with origin; --group G for one group
   index         the broker's IndexFiles: one row per file; with --topic T --key K [--begin T0
                 --end T1] [--limit N]: the records IndexService.queryOffset finds for T#K
+  replicas      a fleet only: per broker group each slave against its master: the bytes both
+                hold and where they differ, how far behind, what a promotion now would lose
   consumers     per consumer group, topic and queue: committed and max offset, lag, the oldest
                 unconsumed message's store time and age (mqadmin consumerProgress); --group G, --topic T
+
+PATH may be a fleet: a directory holding stores at depth 1 or 2 (docs/fleet.md). Its overview has
+a row per store and the totals, consumers a section per store and each group's lag over the
+broker groups; every other view reads one of its stores: --broker NAME[:ID].
 
 PATH may also be a single file (a commitlog/, consumequeue/, timerlog/ or index/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
@@ -157,8 +164,8 @@ def inspect(
     expect: Path | None = common.expect_option("With --json: compare the output with this golden file"),
     update_golden: bool = common.UpdateGoldenOption,
     group: str | None = typer.Option(None, "--group", help="retry/consumers: one consumer group."),
-    broker: str | None = typer.Option(None, "--broker", help="PATH is a fleet (a directory of stores): the view "
-                                      "of this store, named NAME[:ID] (brokerName:brokerId) or by its directory."),
+    broker: str | None = typer.Option(None, "--broker", help="A fleet's store: NAME[:ID] (brokerName:brokerId) "
+                                      "or its directory.", metavar="NAME[:ID]"),
 ) -> None:
     view, body = view.value, body.value
     given = {
@@ -181,13 +188,20 @@ def inspect(
         if not path.exists():
             raise StoreError("no such file or directory", path)
         options.check_options(view, given, path if path.is_file() else None)
+        if path.is_file() and broker is not None:
+            raise StoreError("--broker picks a store of a fleet; this is a single file", path)
         if path.is_file():
             raise typer.Exit(_dump(path, cfg, json_out, local, verify, limit, body, decompress))
+        fleet = _fleet_of(path, config, broker, view)
+        if fleet is not None and broker is not None:
+            member = fleet.select(broker)
+            path, cfg, fleet = member.path, member.config, None
+        if fleet is not None:
+            with _golden(expect, update_golden, False, path) as golden_code:
+                code = _fleet_view(fleet, view, now_ms, json_out, local, group, topic)
+            raise typer.Exit(max(code, golden_code[0]))
         from mqtool.store.store import Store
 
-        path, cfg, fleet_code = _fleet(path, config, cfg, broker, view, json_out, local, verify, now_ms, group, topic)
-        if fleet_code is not None:
-            raise typer.Exit(fleet_code)
         store = Store.open(path, cfg)
         if now is None and not json_out and view in _NOW_VIEWS and view != "overview":
             _now_note(store, now_ms, local)
@@ -235,27 +249,51 @@ def inspect(
     raise typer.Exit(max(code, golden_code[0]))
 
 
-def _fleet(path: Path, config: Path | None, cfg, broker: str | None, view: str, json_out: bool, local: bool,
-           verify: bool, now_ms: int, group: str | None, topic: str | None):
-    """PATH a fleet (`store/fleet.py`): with --broker, (the store's path, its settings, None) for the
-    single-store view; the views that cover a fleet (consumers) give their exit code as the third item."""
+FLEET_VIEWS = ("overview", "replicas", "consumers")  # the views that read every store of a fleet
+
+
+def _fleet_of(path: Path, config: Path | None, broker: str | None, view: str):
+    """The fleet PATH is (`store.fleet`), None for a store; the options that need the other kind refused."""
     from mqtool.store.fleet import is_fleet_dir, open_fleet
 
     if not is_fleet_dir(path):
         if broker is not None:
-            raise options.OptionError(f"--broker picks a store of a fleet; {path} is not a directory of stores")
-        return path, cfg, None
+            raise StoreError("--broker picks a store of a fleet; this is one store (leave --broker out)", path)
+        if view == "replicas":
+            raise StoreError("the replicas view compares the stores of a fleet: give the directory holding them",
+                             path)
+        return None
     fleet = open_fleet(path, config)
-    if broker is not None:
-        member = fleet.select(broker)
-        return member.path, member.config, None
-    if view != "consumers":
-        raise StoreError(f"a fleet of {len(fleet.members)} stores: give --broker NAME[:ID] for the {view} view "
-                         "(one of " + ", ".join(m.name for m in fleet.members) + ")", path)
-    from mqtool.inspect.consumers import fleet_consumers_view
+    if broker is None and view not in FLEET_VIEWS:
+        raise StoreError(f"a fleet of {len(fleet.members)} stores: the {view} view reads one, give --broker "
+                         "NAME[:ID] (" + ", ".join(m.name for m in fleet.members) + ")", path)
+    return fleet
 
-    doc = fleet_consumers_view(fleet, now_ms, group, topic)
-    return path, cfg, _document(doc, "render_consumers", json_out, local, verify)
+
+def _fleet_view(fleet, view: str, now_ms: int, json_out: bool, local: bool, group: str | None = None,
+                topic: str | None = None) -> int:
+    """The fleet overview, the replicas or the consumers view; exit 1 when a finding is an error (as `overview`)."""
+    if view == "consumers":
+        from mqtool.inspect.consumers import fleet_consumers_view
+
+        return _document(fleet_consumers_view(fleet, now_ms, group, topic), "render_consumers", json_out, local,
+                         verify=False)
+    if view == "replicas":
+        from mqtool.inspect.replicas import replicas_view
+
+        with _status("replicas: comparing CommitLogs"):
+            doc = replicas_view(fleet, now_ms, keys=json_out)
+        return _document(doc, "render_replicas", json_out, local, verify=True)
+    from mqtool.inspect.fleet import fleet_overview
+
+    with _status(f"fleet: {len(fleet.members)} stores"):
+        doc = fleet_overview(fleet, now_ms)
+    if json_out:
+        common.emit_json(doc)
+    else:
+        render.render_fleet(doc, local)
+    errors = doc["totals"]["finding_counts"]["error"]
+    return common.EXIT_FINDINGS if errors else common.EXIT_OK
 
 
 @contextmanager

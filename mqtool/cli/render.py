@@ -994,3 +994,92 @@ def _restart_replay(con: Console, rp: dict, local: bool) -> None:
         con.print(f"simulator invariant violated: {v}", style="bold red", markup=False)
     if rp["events_path"]:
         con.print(f"event log: {rp['events_path']}", markup=False)
+
+
+# ----------------------------------------------------------------------------- fleets (issue #29)
+
+
+def render_fleet(doc: dict, local: bool) -> None:
+    """`inspect FLEET`: one row per store, then the totals; each store's warnings and errors on stderr."""
+    con = _console()
+    tot = doc["totals"]
+    con.print(f"[bold]Fleet[/bold] {escape(doc['fleet'])}: {tot['stores']} store(s) in {tot['groups']} broker "
+              f"group(s), cluster(s) {escape(', '.join(tot['clusters']) or '-')}")
+    t = _table(None, "store", "dir", "role", "records", "offsets", "store time", "delay", "timer", "half",
+               "shutdown", "err/warn/info")
+    for r in doc["stores"]:
+        fc = r["finding_counts"]
+        _add(t, r["name"], r["dir"], _v(r["role"]), _v(r["records"]),
+             "-" if r["min_offset"] is None else f"{r['min_offset']} .. {r['max_offset']}",
+             f"{_t(r['first_store_timestamp'], local)} .. {_t(r['last_store_timestamp'], local)}",
+             _v(r["delay_backlog"]), _v(r["timer_pending"]), _v(r["transactions_pending"]),
+             "-" if r["clean_shutdown"] is None else ("clean" if r["clean_shutdown"] else "CRASHED (abort)"),
+             f"{fc['error']}/{fc['warning']}/{fc['info']}",
+             style="red" if fc["error"] else None)
+    con.print(t)
+    fc = tot["finding_counts"]
+    con.print(_kv("Totals", [
+        ("records", tot["records"]), ("CommitLog bytes", tot["bytes"]),
+        ("store time", f"{_t(tot['first_store_timestamp'], local)} .. {_t(tot['last_store_timestamp'], local)}"),
+        ("crashed stores", tot["crashed_stores"]),
+        ("findings", f"{fc['error']} error(s), {fc['warning']} warning(s), {fc['info']} info"),
+    ]))
+    worst = [{**f, "file": f"{r['name']}: {f['file']}"} for r in doc["stores"] for f in r["findings"]
+             if f["severity"] != "info"]
+    render_findings(doc["findings"] + worst, quiet_when_empty=False)
+    if fc["info"]:
+        render_note(f"{fc['info']} info finding(s): --json lists them, or inspect one store with --broker NAME")
+
+
+def _lost_line(t: dict) -> str:
+    per = ", ".join(f"{k} {v}" for k, v in t["per_topic"].items())
+    return f"{t['records']} record(s), {t['bytes']} bytes" + (f" ({per})" if per else "")
+
+
+def render_replicas(doc: dict, local: bool) -> None:
+    """`inspect FLEET replicas`: per group, each slave against its master (DLedger: each node)."""
+    con = _console()
+    con.print(f"[bold]Replicas[/bold] of {escape(doc['fleet'])}")
+    for g in doc["groups"]:
+        con.print(f"\n[bold]{escape(g['group'])}[/bold] ({g['kind']}): " + escape(", ".join(g["stores"])))
+        if g["kind"] == "single":
+            con.print("  one store: nothing to compare")
+        for p in g.get("pairs", []):
+            m, s, c = p["master_commitlog"], p["slave_commitlog"], p["common"]
+            diff = ("none" if c["first_difference"] is None else
+                    f"from {c['first_difference']} ({c['differing_bytes']} byte(s) in {len(c['differing_regions'])} "
+                    f"region(s), {c['differing_records']['records']} master record(s))")
+            b = p["behind"]
+            con.print(_kv(f"{p['slave']} vs master {p['master']}", [
+                ("master CommitLog", f"{m['min_offset']} .. {m['max_offset']} (last stored "
+                                     f"{_t(m['last_store_timestamp'], local)})"),
+                ("slave CommitLog", f"{s['min_offset']} .. {s['max_offset']} (last stored "
+                                    f"{_t(s['last_store_timestamp'], local)}); "
+                                    + ("clean shutdown" if s["shutdown"]["clean"] else "CRASHED (abort file)")),
+                ("both hold", f"{c['from_offset']} .. {c['to_offset']} ({c['bytes']} bytes)"),
+                ("first difference", diff),
+                ("behind", f"{b['bytes']} bytes, {b['records']} record(s), "
+                           + ("-" if b["store_time_ms"] is None else format_duration(b["store_time_ms"]))),
+                ("ahead", f"{p['ahead']['bytes']} bytes, {p['ahead']['records']} record(s)"),
+                ("torn tail / past end", f"{s['torn_bytes']} byte(s); files past end: "
+                                         + (", ".join(s["files_past_end"]) or "-")),
+                ("promotion now loses", _lost_line(p["promotion_loses"])),
+            ]))
+            odd = [q for q in p["consume_queues"] if q["placeholder_units"] or q["dispatch_behind"]
+                   or q["past_commitlog_end"] or q["mismatched_units"]]
+            if odd:
+                t = _table("ConsumeQueues that differ", "queue", "master max", "slave min", "slave max",
+                           "placeholders", "dispatch behind", "past end", "mismatched")
+                for q in odd:
+                    _add(t, f"{q['topic']}/{q['queue_id']}", _v(q["master_max_offset"]), _v(q["slave_min_offset"]),
+                         _v(q["slave_max_offset"]), str(q["placeholder_units"]), _v(q["dispatch_behind"]),
+                         _v(q["past_commitlog_end"]), str(q["mismatched_units"]))
+                con.print(t)
+        if g["kind"] == "dledger":
+            t = _table(None, "node", "begin index", "end index", "term", "committed index", "committed pos",
+                       "behind (entries)", "differing entries")
+            for n in g["nodes"]:
+                _add(t, n["name"], _v(n["begin_index"]), _v(n["end_index"]), _v(n["term"]),
+                     _v(n["committed_index"]), _v(n["committed_pos"]), _v(n.get("behind_entries")),
+                     _v(n.get("differing_entries")))
+            con.print(t)

@@ -31,6 +31,7 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "restart": ("--at", "--for", "--events"),
     "retry": ("--group",),
     "index": ("--key", "--uniq-key", "--topic", "--limit", "--begin", "--end", "--format", "--output"),
+    "replicas": (),
     "consumers": ("--topic", "--group"),
 }
 

@@ -113,8 +113,8 @@ def test_cli_fleet_text_json_and_broker(fleet_dir):
     r = _cli(fleet_dir, "retry", "--now", NOW, "--json", "--broker", "b")  # every view, by directory
     assert r.returncode == 0 and [g["group"] for g in json.loads(r.stdout)["groups"]] == ["GID_r"]
     r = _cli(fleet_dir, "delay", "--now", NOW)
-    assert r.returncode == 2 and "give --broker NAME[:ID] for the delay view" in r.stderr
+    assert r.returncode == 2 and "the delay view reads one, give --broker NAME[:ID]" in r.stderr
     r = _cli(fleet_dir, "consumers", "--broker", "broker-z")
     assert r.returncode == 2 and "names no store of the fleet" in r.stderr
     r = _cli(fleet_dir / "a0", "consumers", "--broker", "broker-a")
-    assert r.returncode == 2 and r.stderr.startswith("Error: --broker picks a store of a fleet")
+    assert r.returncode == 2 and "--broker picks a store of a fleet; this is one store" in r.stderr
