@@ -153,3 +153,27 @@ def test_msg_id_finds_the_broker_it_names_and_its_replica(fleet_dir):
     msg_id = a.stores[0].traces[0].records[0].record.msg_id
     doc = _doc(trace_fleet(open_fleet(fleet_dir), TraceQuery(msg_id=msg_id)))
     assert [s["found"] for s in doc["stores"]] == [1, 1, 0] and doc["cross_broker"] == []
+
+
+# ----------------------------------------------------------------------------- real replication
+
+
+def test_the_ha_pair_holds_phase_one_twice_and_phase_two_on_the_master_only():
+    """ha-async-5.3.1 as shipped (master/, slave/, broker-*.conf): P1-0150 lies at 61950 on both (the slave's
+    CommitLog is a byte prefix of the master's), one broker group, no duplicate; P2-0005 (phase 2, after the
+    slave stopped) only on the master at 126247 (master.commitlog.jsonl)."""
+    from conftest import ORACLE, need_oracle
+
+    need_oracle()
+    fleet = open_fleet(ORACLE / "ha-async-5.3.1")
+    doc = _doc(trace_fleet(fleet, TraceQuery(key="P1-0150")))
+    assert [(s["store"], s["found"]) for s in doc["stores"]] == [("broker-ha:0", 1), ("broker-ha:1", 1)]
+    assert [
+        (t["store"], r["physical_offset"], r["queue_id"], r["queue_offset"], r["store_timestamp"])
+        for t in doc["traces"]
+        for r in t["trace"]["records"]
+    ] == [("broker-ha:0", 61950, 0, 75, 1795774269320), ("broker-ha:1", 61950, 0, 75, 1795774269320)]
+    assert doc["cross_broker"] == [] and doc["key_broker_groups"] == []
+    doc = _doc(trace_fleet(fleet, TraceQuery(key="P2-0005")))
+    assert [(s["store"], s["found"]) for s in doc["stores"]] == [("broker-ha:0", 1), ("broker-ha:1", 0)]
+    assert [r["physical_offset"] for r in doc["traces"][0]["trace"]["records"]] == [126247]
