@@ -187,3 +187,19 @@ def _copy_prefix(files, file_size: int, directory: Path, end: int) -> None:
                 out.write(f.start, f.path.read_bytes()[:n])
     finally:
         out.close()
+
+
+def write_epoch_file(root: Path | str, entries: list[tuple[int, int]]) -> None:
+    """Controller mode's `epochFileCheckpoint` (`CheckpointFile#write` through `MixAll.string2File`: the
+    previous content becomes `.bak`)."""
+    from mqtool.formats.epochfile import EPOCH_FILE, build_epoch_file
+
+    path = Path(root) / EPOCH_FILE
+    if path.exists():
+        path.with_name(path.name + ".bak").write_bytes(path.read_bytes())
+    path.write_text(build_epoch_file(entries), "utf-8")
+
+
+def write_broker_identity(root: Path | str, cluster: str, broker_name: str, broker_id: int) -> None:
+    """`BrokerMetadata#updateAndPersist`: `cluster#brokerName#brokerId` in the store's `brokerIdentity`."""
+    (Path(root) / "brokerIdentity").write_text(f"{cluster}#{broker_name}#{broker_id}", "utf-8")

@@ -1036,6 +1036,19 @@ def _lost_line(t: dict) -> str:
     return f"{t['records']} record(s), {t['bytes']} bytes" + (f" ({per})" if per else "")
 
 
+def _epoch_pairs(ep: dict | None) -> list[tuple[str, str]]:
+    """Controller mode: both epoch files and where the slave truncates when it follows this master."""
+    if ep is None:
+        return []
+    show = lambda entries: ", ".join(f"{e}@{s}" for e, s in entries) or "-"  # noqa: E731
+    point = ep["truncate_offset"]
+    where = ("no truncation (empty epoch file: a new replica)" if point is None else
+             "NO consistent point: it will not follow this master" if point < 0 else
+             f"at {point}: drops {_lost_line(ep['truncated_records'])}")
+    return [("epochs (slave / master)", f"{show(ep['slave'])} / {show(ep['master'])}"),
+            ("rejoining truncates", where)]
+
+
 def render_replicas(doc: dict, local: bool) -> None:
     """`inspect FLEET replicas`: per group, each slave against its master (DLedger: each node)."""
     con = _console()
@@ -1064,6 +1077,7 @@ def render_replicas(doc: dict, local: bool) -> None:
                 ("torn tail / past end", f"{s['torn_bytes']} byte(s); files past end: "
                                          + (", ".join(s["files_past_end"]) or "-")),
                 ("promotion now loses", _lost_line(p["promotion_loses"])),
+                *_epoch_pairs(p.get("epochs")),
             ]))
             odd = [q for q in p["consume_queues"] if q["placeholder_units"] or q["dispatch_behind"]
                    or q["past_commitlog_end"] or q["mismatched_units"]]

@@ -27,8 +27,10 @@ import numpy as np
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.recovery import java_bool, shutdown_state
 from mqtool.rules import recovery as rules
+from mqtool.rules.epoch import truncate_offset
 from mqtool.store import fastscan
 from mqtool.store.compare import compare_queues
+from mqtool.store.epoch import read_epoch_entries
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.fleet import Fleet, FleetMember
 from mqtool.store.store import Store
@@ -174,18 +176,37 @@ def _overlaps(regions: list[list[int]]):
     return keep
 
 
-def compare_pair(master: Store, slave: Store, keys: bool = True) -> dict:
+def _split_records(store: Store, end: LogEnd, other_end: int, regions: list[list[int]], keys: bool):
+    """This side's records the other side holds differently (overlapping a differing region) and those it does
+    not hold at all (ending past `other_end`). The walk starts at `other_end` when both agree up to there (a
+    record boundary on both), else at the start of the file holding the first difference."""
+    if not regions and other_end >= end.end:
+        return [], []
+    if regions:
+        start = max(end.min_offset, regions[0][0] - regions[0][0] % store.commitlog.queue.file_size)
+    else:
+        start = max(end.min_offset, other_end)
+    over = _overlaps(regions) if regions else None
+    differing, only = [], []
+
+    def keep(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        return (ends > other_end) | (over(starts, ends) if over is not None else False)
+
+    for rec in records_in(store, start, end.end, keep):
+        hit = over is not None and bool(
+            over(np.array([rec.physical_offset]), np.array([rec.physical_offset + rec.total_size]))[0]
+        )
+        (differing if hit else only).append(_record_row(rec, keys))
+    return differing, only
+
+
+def compare_pair(master: Store, slave: Store, keys: bool = True, ends: tuple[LogEnd, LogEnd] | None = None) -> dict:
     """One slave against its master: CommitLog bytes, what only one side holds, the ConsumeQueues."""
-    m, s = log_end(master), log_end(slave)
+    m, s = ends if ends is not None else (log_end(master), log_end(slave))
     lo, hi = max(m.min_offset, s.min_offset), min(m.end, s.end)
     diff = compare_queues(master.commitlog.queue, slave.commitlog.queue, lo, hi)
-    differing = []
-    if diff.regions:
-        start = diff.first - diff.first % master.commitlog.queue.file_size
-        start = max(start, m.min_offset)
-        differing = [_record_row(r, keys) for r in records_in(master, start, hi, _overlaps(diff.regions))]
-    only_master = [_record_row(r, keys) for r in records_in(master, s.end, m.end)] if s.end < m.end else []
-    only_slave = [_record_row(r, keys) for r in records_in(slave, m.end, s.end)] if m.end < s.end else []
+    differing, only_master = _split_records(master, m, s.end, diff.regions, keys)
+    _, only_slave = _split_records(slave, s, m.end, diff.regions, keys)
     lost = _tally(differing + only_master, keys)
     behind_ms = (
         None
@@ -271,7 +292,12 @@ def compare_queues_units(master: Store, slave: Store, slave_end: int) -> list[di
     return rows
 
 
-def _pick_master(members: list[FleetMember], ends: dict[str, LogEnd]) -> tuple[FleetMember, str]:
+def _pick_master(
+    members: list[FleetMember], ends: dict[str, LogEnd], epochs: dict[str, list | None]
+) -> tuple[FleetMember, str]:
+    if any(epochs.values()):  # controller mode: the controller's latest master wrote the latest epoch
+        best = max(members, key=lambda m: ((epochs[m.name] or [(-1, 0)])[-1][0], ends[m.name].end))
+        return best, f"controller mode: the latest epoch ({epochs[best.name][-1][0]})"
     masters = [m for m in members if m.identity.is_master]
     pool = masters or members
     best = max(pool, key=lambda m: (ends[m.name].end, -pool.index(m)))
@@ -321,6 +347,25 @@ def _pair_findings(group: str, master: str, slave: str, pair: dict, findings: Fi
             f"{where}: {pair['slave_commitlog']['torn_bytes']} byte(s) of a torn record after the end "
             "(a transfer cut mid-record; recovery drops them)",
         )
+    ep = pair.get("epochs")
+    if ep is not None and ep["truncate_offset"] == -1:
+        findings.add(
+            slave,
+            None,
+            CHECK,
+            "error",
+            f"{where}: no epoch both hold with the same start: the broker "
+            "cannot find a consistent point and will not follow this master",
+        )
+    elif ep is not None and ep["truncated_bytes"]:
+        findings.add(
+            slave,
+            ep["truncate_offset"],
+            CHECK,
+            "warning",
+            f"{where}: following this master, the store truncates its CommitLog at {ep['truncate_offset']}: "
+            f"{ep['truncated_records']['records']} record(s) it wrote are dropped",
+        )
     for q in pair["consume_queues"]:
         if q["mismatched_units"]:
             findings.add(
@@ -346,6 +391,24 @@ def _pair_findings(group: str, master: str, slave: str, pair: dict, findings: Fi
             )
 
 
+def rejoin(
+    store: Store, end: LogEnd, entries: list | None, master_end: LogEnd, master_entries: list | None, keys: bool
+) -> dict:
+    """Controller mode: both epoch files, and where this store truncates when it follows the master
+    (`AutoSwitchHAClient#doTruncate`), with the records it drops."""
+    point = truncate_offset(entries or [], end.end, master_entries or [], master_end.end)
+    dropped = []
+    if point is not None and end.min_offset <= point < end.end:
+        dropped = [_record_row(r, keys) for r in records_in(store, point, end.end)]
+    return {
+        "slave": [list(e) for e in entries or []],
+        "master": [list(e) for e in master_entries or []],
+        "truncate_offset": point,
+        "truncated_bytes": None if point is None or point < 0 else max(0, end.end - point),
+        "truncated_records": _tally(dropped, keys),
+    }
+
+
 def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
     """The `replicas` document: per broker group, every other store against the group's master."""
     from mqtool.inspect.dledger_replicas import dledger_group
@@ -361,7 +424,8 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
             entry.update(kind="single", master=members[0].name, pairs=[])
         else:
             ends = {m.name: log_end(stores[m.name]) for m in members}
-            master, why = _pick_master(members, ends)
+            epochs = {m.name: read_epoch_entries(m.path, findings) for m in members}
+            master, why = _pick_master(members, ends, epochs)
             pairs = []
             for m in members:
                 if m is master:
@@ -369,11 +433,16 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
                 pair = {
                     "master": master.name,
                     "slave": m.name,
-                    **compare_pair(stores[master.name], stores[m.name], keys),
+                    **compare_pair(stores[master.name], stores[m.name], keys, (ends[master.name], ends[m.name])),
                 }
+                if any(epochs.values()):
+                    pair["epochs"] = rejoin(
+                        stores[m.name], ends[m.name], epochs[m.name], ends[master.name], epochs[master.name], keys
+                    )
                 _pair_findings(name, master.name, m.name, pair, findings)
                 pairs.append(pair)
-            entry.update(kind="classic", master=master.name, master_reason=why, pairs=pairs)
+            kind = "controller" if any(epochs.values()) else "classic"
+            entry.update(kind=kind, master=master.name, master_reason=why, pairs=pairs)
         groups.append(entry)
     found = sort_findings(list(findings))
     severities = Counter(f.severity for f in found)

@@ -12,6 +12,7 @@ import pytest
 
 from mqtool.builder.crash import write_crash_fixture
 from mqtool.builder.demo import T0, T_STOP, demo_config, write_fixtures
+from mqtool.builder.fleet_fixture import write_fleet_fixture
 from mqtool.builder.layout_fixtures import BUILDERS, write_layout_fixtures
 from mqtool.builder.writer import read_records
 from mqtool.formats.commitlog import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -35,6 +36,7 @@ def fresh(tmp_path_factory) -> Path:
     write_fixtures(out)
     write_crash_fixture(out)
     write_layout_fixtures(out)  # scripts/make_fixtures.py writes all of them
+    write_fleet_fixture(out)
     return out
 
 
@@ -50,7 +52,7 @@ def test_committed_fixtures_equal_a_fresh_generation(fresh):
         pytest.fail("fixtures/demo is absent (a defect: it is committed); regenerate it with scripts/make_fixtures.py")
     layouts = tuple(f"{name}/" for name in BUILDERS)
     committed = {k: v for k, v in tree_hashes(COMMITTED).items()
-                 if k.startswith(("demo/", "crash/", *layouts)) or k in (
+                 if k.startswith(("demo/", "crash/", "fleet/", *layouts)) or k in (
                      "demo.broker.conf", "README.md", "crash.broker.conf", "crash.md", "layouts.md",
                      *(f"{name}.broker.conf" for name in BUILDERS))}
     assert committed == tree_hashes(fresh)
