@@ -7,7 +7,9 @@ groups is another matter: the client keeps a message's UNIQ_KEY across its send 
 (`MessageClientIDSetter.setUniqID` is called once, `DefaultMQProducerImpl.sendDefaultImpl` then retries on
 another broker after a failure or timeout), so the broker that timed out may well have stored it too:
 consumers get the message twice. `cross_broker` calls these out; a --key found on two broker groups under
-different UNIQ_KEYs is a reused business key, listed in `key_broker_groups` without alarm.
+different UNIQ_KEYs is a reused business key, listed in `key_broker_groups` without alarm. `not_replicated`
+names the stores of a broker group that lack a message others of the group hold (a slave behind, killed
+mid-transfer, joined late): promoting one of them now would lose it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class FleetTrace:
     stores: list[StoreTraces]
     cross_broker: list[dict]
     key_broker_groups: list[str]
+    not_replicated: list[dict] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -78,6 +81,7 @@ class FleetTrace:
             "traces": traces,
             "cross_broker": self.cross_broker,
             "key_broker_groups": self.key_broker_groups,
+            "not_replicated": self.not_replicated,
             "verdict": self.verdict(),
         }
 
@@ -92,6 +96,11 @@ class FleetTrace:
                 f"; UNIQ_KEY {c['uniq_key']} is stored on {len(c['broker_groups'])} broker groups "
                 f"({', '.join(c['broker_groups'])}): sent twice, a producer retry that went to another "
                 "broker; its consumers get it twice"
+            )
+        for n in self.not_replicated:
+            text += (
+                f"; {n['message']} is not on {', '.join(n['missing_on'])} of {n['broker_group']}: a promotion "
+                "of it now would lose the message"
             )
         return text
 
@@ -133,6 +142,29 @@ def _cross_broker(stores: list[StoreTraces]) -> list[dict]:
     return out
 
 
+def _identity(t: Trace) -> str:
+    """What names a message across stores: its UNIQ_KEY, else (no UNIQ_KEY) its first record's offset, which
+    a classic slave shares with its master."""
+    return t.uniq_keys[0] if t.uniq_keys else f"offset {_first_record(t).physical_offset}"
+
+
+def _not_replicated(fleet: Fleet, stores: list[StoreTraces]) -> list[dict]:
+    """Messages some stores of a broker group hold and others of the group do not (a slave behind, killed
+    mid-transfer or joined late): what promoting one of those now would lose."""
+    held: dict[tuple[str, str], set[str]] = {}
+    for s in stores:
+        for t in s.traces:
+            held.setdefault((s.member.group, _identity(t)), set()).add(s.member.name)
+    out = []
+    groups = fleet.groups()
+    for (group, message), names in sorted(held.items()):
+        missing = [m.name for m in groups.get(group, []) if m.name not in names]
+        if missing:
+            label = f"UNIQ_KEY {message}" if not message.startswith("offset ") else f"the message at {message}"
+            out.append({"message": label, "broker_group": group, "held_by": sorted(names), "missing_on": missing})
+    return out
+
+
 def trace_fleet(
     fleet: Fleet,
     query: TraceQuery,
@@ -153,4 +185,5 @@ def trace_fleet(
             StoreTraces(m, trace(store, query, finder=finder, as_of=as_of, limit=limit, lookup=used), used, notes)
         )
     key_groups = sorted({s.member.group for s in stores if s.traces}) if query.key is not None else []
-    return FleetTrace(fleet, query, stores, _cross_broker(stores), key_groups if len(key_groups) > 1 else [])
+    key_groups = key_groups if len(key_groups) > 1 else []
+    return FleetTrace(fleet, query, stores, _cross_broker(stores), key_groups, _not_replicated(fleet, stores))

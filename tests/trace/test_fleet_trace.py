@@ -4,7 +4,8 @@ called out.
 The fleet is built: broker-a (a master and a full slave written as DefaultHAConnection/DefaultHAClient
 would, `builder/replica.py`) holds order-0000 .. order-0005; broker-b holds order-0003 again under the same
 UNIQ_KEY, born and stored 3 s later (the producer timed out on broker-a, which had stored it, and retried on
-broker-b), and order-7777 under another UNIQ_KEY than broker-a's order-7777 (a business key used twice).
+broker-b), and order-7777 under another UNIQ_KEY than broker-a's order-7777 (a business key used twice),
+which broker-a's slave has not received yet.
 """
 
 import json
@@ -35,10 +36,12 @@ def uniq(i: int) -> str:
     return f"AC1100010000{i:04X}"
 
 
-def _put(w: StoreWriter, key: str, uniq_key: str, at: int, born: int | None = None, host: str = A_HOST) -> None:
+def _put(w: StoreWriter, key: str, uniq_key: str, at: int, born: int | None = None, host: str = A_HOST) -> int:
+    """Append one message; its physical offset."""
     props = [("KEYS", key), ("UNIQ_KEY", uniq_key), ("TAGS", "t")]
     body = b"body of " + key.encode()
-    w.append_message("TopicA", 0, body, props, store_timestamp=at, born_timestamp=born or at - 5, store_host=host)
+    rec = w.append_message("TopicA", 0, body, props, store_timestamp=at, born_timestamp=born or at - 5, store_host=host)
+    return rec.physical_offset
 
 
 def _conf(path: Path, name: str, broker_id: int, role: str) -> None:
@@ -51,10 +54,10 @@ def fleet_dir(tmp_path_factory) -> Path:
     with StoreWriter(fleet / "a-master", CONFIG) as w:
         for i in range(6):
             _put(w, f"order-{i:04d}", uniq(i), T0 + 1000 * i)
-        _put(w, "order-7777", uniq(0xA777), T0 + 7000)
+        last = _put(w, "order-7777", uniq(0xA777), T0 + 7000)
         w.write_checkpoint()
     _conf(fleet / "a-master.broker.conf", "broker-a", 0, "ASYNC_MASTER")
-    write_replica(fleet / "a-master", fleet / "a-slave", CONFIG, ReplicaShape())
+    write_replica(fleet / "a-master", fleet / "a-slave", CONFIG, ReplicaShape(end=last))  # behind by order-7777
     _conf(fleet / "a-slave.broker.conf", "broker-a", 1, "SLAVE")
     with StoreWriter(fleet / "b-master", CONFIG) as w:
         _put(w, "order-0100", uniq(0x100), T0 + 2500, host=B_HOST)
@@ -96,6 +99,7 @@ def test_a_producer_retry_on_two_broker_groups_is_called_out(fleet_dir):
         ("broker-b:0", "broker-b:0", placed[2][2], T0 + 6000),
     ]
     assert [c["uniq_key"] for c in doc["cross_broker"]] == [uniq(3)]
+    assert doc["not_replicated"] == []  # broker-a's slave holds it too; broker-b has one store
     c = doc["cross_broker"][0]
     assert c["broker_groups"] == ["broker-a", "broker-b"]
     assert [(x["store"], x["store_timestamp"], x["born_timestamp"]) for x in c["copies"]] == [
@@ -112,15 +116,31 @@ def test_a_producer_retry_on_two_broker_groups_is_called_out(fleet_dir):
 def test_a_replicated_message_is_no_duplicate(fleet_dir):
     doc = _doc(trace_fleet(open_fleet(fleet_dir), TraceQuery(key="order-0001")))
     assert [s["found"] for s in doc["stores"]] == [1, 1, 0]
-    assert doc["cross_broker"] == [] and doc["key_broker_groups"] == []
+    assert doc["cross_broker"] == [] and doc["key_broker_groups"] == [] and doc["not_replicated"] == []
     assert doc["verdict"] == "found on 2 of 3 stores: broker-a:0, broker-a:1"
 
 
 def test_a_business_key_on_two_broker_groups_is_listed_not_alarmed(fleet_dir):
     doc = _doc(trace_fleet(open_fleet(fleet_dir), TraceQuery(key="order-7777")))
-    assert [s["found"] for s in doc["stores"]] == [1, 1, 1]
+    assert [s["found"] for s in doc["stores"]] == [1, 0, 1]
     assert doc["cross_broker"] == [] and doc["key_broker_groups"] == ["broker-a", "broker-b"]
     assert sorted({t["trace"]["query"]["uniq_keys"][0] for t in doc["traces"]}) == [uniq(0xA777), uniq(0xB777)]
+
+
+def test_a_message_the_slave_lacks_is_what_its_promotion_would_lose(fleet_dir):
+    doc = _doc(trace_fleet(open_fleet(fleet_dir), TraceQuery(uniq_key=uniq(0xA777))))
+    assert doc["not_replicated"] == [
+        {
+            "message": f"UNIQ_KEY {uniq(0xA777)}",
+            "broker_group": "broker-a",
+            "held_by": ["broker-a:0"],
+            "missing_on": ["broker-a:1"],
+        }
+    ]
+    assert doc["verdict"] == (
+        f"found on 1 of 3 stores: broker-a:0; UNIQ_KEY {uniq(0xA777)} is not on broker-a:1 "
+        "of broker-a: a promotion of it now would lose the message"
+    )
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
@@ -173,7 +193,10 @@ def test_the_ha_pair_holds_phase_one_twice_and_phase_two_on_the_master_only():
         for t in doc["traces"]
         for r in t["trace"]["records"]
     ] == [("broker-ha:0", 61950, 0, 75, 1795774269320), ("broker-ha:1", 61950, 0, 75, 1795774269320)]
-    assert doc["cross_broker"] == [] and doc["key_broker_groups"] == []
+    assert doc["cross_broker"] == [] and doc["key_broker_groups"] == [] and doc["not_replicated"] == []
     doc = _doc(trace_fleet(fleet, TraceQuery(key="P2-0005")))
     assert [(s["store"], s["found"]) for s in doc["stores"]] == [("broker-ha:0", 1), ("broker-ha:1", 0)]
+    assert [(n["broker_group"], n["held_by"], n["missing_on"]) for n in doc["not_replicated"]] == [
+        ("broker-ha", ["broker-ha:0"], ["broker-ha:1"])
+    ]
     assert [r["physical_offset"] for r in doc["traces"][0]["trace"]["records"]] == [126247]
