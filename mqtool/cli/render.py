@@ -824,12 +824,16 @@ def render_fleet_trace(result, local: bool) -> None:
     """`trace FLEET`: each store's timelines under its name, then the UNIQ_KEYs on two broker groups."""
     out = _console()
     for s in result.stores:
+        if not s.traces:
+            continue
         m = s.member
         head = f"== {m.name} (broker group {m.group}, {m.identity.role or 'role unknown'}): "
         out.print(Text.assemble((head, "bold"), f"{len(s.traces)} message(s), lookup: {s.lookup}"))
-        if s.traces:
-            render_traces(s.traces, local)
+        render_traces(s.traces, local)
         out.print()
+    absent = [s.member.name for s in result.stores if not s.traces]
+    if absent:
+        out.print(f"not on {len(absent)} store(s): {', '.join(absent)}", markup=False)
     for c in result.cross_broker:
         out.print(f"UNIQ_KEY {c['uniq_key']} is stored on {len(c['broker_groups'])} broker groups: a producer retry "
                   "that went to another broker (consumers get it twice)", style="bold red", markup=False)

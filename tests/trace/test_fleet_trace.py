@@ -154,6 +154,9 @@ def test_cli(fleet_dir):
     assert r.returncode == 0, r.stderr
     assert "== broker-b:0 (broker group broker-b, ASYNC_MASTER): 1 message(s)" in r.stdout
     assert f"UNIQ_KEY {uniq(3)} is stored on 2 broker groups: a producer retry that went to another broker" in r.stdout
+    r = _cli(fleet_dir, "--key", "order-0001")
+    assert "== broker-a:1 (broker group broker-a, SLAVE): 1 message(s)" in r.stdout
+    assert "== broker-b:0" not in r.stdout and "not on 1 store(s): broker-b:0" in r.stdout
     r = _cli(fleet_dir, "--key", "order-7777")
     assert "--key order-7777 is on 2 broker groups (broker-a, broker-b) under different UNIQ_KEYs" in r.stdout
     r = _cli(fleet_dir, "--uniq-key", uniq(3), "--json")
