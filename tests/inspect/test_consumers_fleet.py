@@ -64,6 +64,30 @@ def test_fleet_sections_and_cluster_lag(fleet_dir):
         "broker-c:0": {"GID_p": 0, "CID_RMQ_SYS_REVIVE_GROUP": 5},
     }
     assert all(r["store"] == s["store"] for s in doc["stores"] for r in s["queues"])
+    assert [s["vs_master"] for s in doc["stores"] if s["store"] != "broker-a:1"] == [None, None, None]
+    assert doc["stores"][1]["vs_master"] == {
+        "master": "broker-a:0",
+        "rewind": 5,
+        "ahead": 0,
+        "queues": [
+            {
+                "group": "GID_demo",
+                "topic": "DemoTopicB",
+                "queue_id": 0,
+                "committed_offset": 0,
+                "master_committed_offset": 3,
+                "rewind": 3,
+            },
+            {
+                "group": "GID_demo",
+                "topic": "DemoTopicB",
+                "queue_id": 1,
+                "committed_offset": 0,
+                "master_committed_offset": 2,
+                "rewind": 2,
+            },
+        ],
+    }
     assert [(g["group"], g["system"], g["lag"], g["brokers"]) for g in doc["groups"]] == [
         ("GID_demo", False, 30, ["broker-a:0"]),
         ("GID_p", False, 0, ["broker-c:0"]),
@@ -104,6 +128,10 @@ def test_cli_fleet_text_json_and_broker(fleet_dir):
     assert r.returncode == 0, r.stderr
     assert "== broker-a:1 (broker group broker-a, SLAVE; a replica: not counted in the cluster's totals)" in r.stdout
     assert "4 store(s), 3 counted; 3 group(s): lag 30, 0 expired unconsumed; 2 system group(s): lag 6" in r.stdout
+    assert (
+        "committed offsets vs broker-a:0: 5 message(s) behind on 2 queue(s), consumed again if this store "
+        "were promoted now"
+    ) in r.stdout
     r = _cli(fleet_dir, "consumers", "--now", NOW, "--json", "--broker", "broker-a:1")
     one = json.loads(r.stdout)
     assert "stores" not in one and [(g["group"], g["lag"]) for g in one["groups"]] == [
