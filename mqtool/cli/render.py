@@ -1045,6 +1045,20 @@ def _lost_line(t: dict) -> str:
     return f"{t['records']} record(s), {t['bytes']} bytes" + (f" ({per})" if per else "")
 
 
+def _config_pairs(cfg: dict | None) -> list[tuple[str, str]]:
+    """SlaveSynchronize's files as a promotion would serve them."""
+    if cfg is None:
+        return []
+    t, c, d = cfg["topics"], cfg["consumer_offsets"], cfg["delay_offsets"]
+    lacks = ", ".join(t["only_on_master"][:5]) + (", ..." if len(t["only_on_master"]) > 5 else "")
+    return [("topics.json", f"master {t['master']}, slave {t['slave']}"
+             + (f"; slave lacks {len(t['only_on_master'])}: {lacks}" if t["only_on_master"] else "")),
+            ("consumer offsets", f"{c['behind']} behind ({c['consumed_again']} consumed again), "
+                                 f"{c['missing_on_slave']} missing on the slave, of {c['entries']}"),
+            ("delay offsets", "no delayOffset.json on the slave" if d["master_file"] and not d["slave_file"]
+             else f"{len(d['levels_behind'])} level(s) behind ({d['delivered_again']} delivered again)")]
+
+
 def _epoch_pairs(ep: dict | None) -> list[tuple[str, str]]:
     """Controller mode: both epoch files and where the slave truncates when it follows this master."""
     if ep is None:
@@ -1087,6 +1101,7 @@ def render_replicas(doc: dict, local: bool) -> None:
                                          + (", ".join(s["files_past_end"]) or "-")),
                 ("promotion now loses", _lost_line(p["promotion_loses"])),
                 *_epoch_pairs(p.get("epochs")),
+                *_config_pairs(p.get("config")),
             ]))
             odd = [q for q in p["consume_queues"] if q["placeholder_units"] or q["dispatch_behind"]
                    or q["past_commitlog_end"] or q["mismatched_units"]]

@@ -26,6 +26,7 @@ import numpy as np
 
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.recovery import java_bool, shutdown_state
+from mqtool.inspect.replica_config import config_findings, config_sync
 from mqtool.rules import recovery as rules
 from mqtool.rules.epoch import truncate_offset
 from mqtool.store import fastscan
@@ -113,54 +114,109 @@ def log_end(store: Store) -> LogEnd:
     )
 
 
-def _record_row(rec, keys: bool) -> dict:
-    row = {
-        "offset": rec.physical_offset,
-        "size": rec.total_size,
-        "topic": rec.topic,
-        "queue_id": rec.queue_id,
-        "queue_offset": rec.queue_offset,
-        "store_timestamp": rec.store_timestamp,
-    }
-    if keys:
-        row["keys"] = rec.keys
-        row["uniq_key"] = rec.uniq_key
-    return row
+class Tally:
+    """Records counted as they are walked: bytes, store-time range, per topic and queue; with `keys`, each
+    record's row (offset, topic, queue, keys, UNIQ_KEY) as `--json` lists it."""
+
+    def __init__(self, keys: bool) -> None:
+        self.keys = keys
+        self.records = 0
+        self.bytes = 0
+        self.first_ts: int | None = None
+        self.last_ts: int | None = None
+        self.per_queue: Counter = Counter()
+        self.rows: list[dict] = []
+
+    def add(self, offset: int, size: int, topic: str, queue_id: int, queue_offset: int, ts: int, rec=None) -> None:
+        self.records += 1
+        self.bytes += size
+        self.first_ts = ts if self.first_ts is None else self.first_ts
+        self.last_ts = ts
+        self.per_queue[(topic, queue_id)] += 1
+        if self.keys:
+            self.rows.append(
+                {
+                    "offset": offset,
+                    "size": size,
+                    "topic": topic,
+                    "queue_id": queue_id,
+                    "queue_offset": queue_offset,
+                    "store_timestamp": ts,
+                    "keys": rec.keys,
+                    "uniq_key": rec.uniq_key,
+                }
+            )
+
+    def merged(self, other: Tally) -> Tally:
+        """Both tallies as one, rows in offset order."""
+        out = Tally(self.keys)
+        for t in (self, other):
+            out.records += t.records
+            out.bytes += t.bytes
+            out.per_queue.update(t.per_queue)
+            out.rows += t.rows
+        out.rows.sort(key=lambda r: r["offset"])
+        out.first_ts = min((t for t in (self.first_ts, other.first_ts) if t is not None), default=None)
+        out.last_ts = max((t for t in (self.last_ts, other.last_ts) if t is not None), default=None)
+        return out
+
+    def as_dict(self) -> dict:
+        per_topic: Counter = Counter()
+        for (topic, _q), n in self.per_queue.items():
+            per_topic[topic] += n
+        out = {
+            "records": self.records,
+            "bytes": self.bytes,
+            "first_store_timestamp": self.first_ts,
+            "last_store_timestamp": self.last_ts,
+            "per_topic": dict(sorted(per_topic.items())),
+            "per_queue": [{"topic": t, "queue_id": q, "records": n} for (t, q), n in sorted(self.per_queue.items())],
+        }
+        if self.keys:
+            out["messages"] = self.rows
+        return out
 
 
-def records_in(store: Store, start: int, stop: int, keep=None):
-    """The records with start <= offset < stop, decoded from a record boundary `start` (the master's tail)."""
+def walk_records(store: Store, start: int, stop: int, keep, each, decode: bool) -> None:
+    """`each(offset, size, topic, queue_id, queue_offset, store_timestamp, record)` for the records with
+    start <= offset < stop that `keep(starts, ends)` selects, walked from the record boundary `start`.
+    `record` is the decoded `MessageRecord` when `decode` (for its keys), else None: the columns suffice."""
+    topics: dict[bytes, str] = {}
     for f, buf, chunk in store.commitlog.scan_mapped(start, verify_crc=False, findings=Findings()):
         if not len(chunk):
             continue
         offs = chunk.physical_offset
         if int(offs[0]) >= stop:
             return
-        sizes = chunk.cols[fastscan.C_TOTAL]
-        wanted = (offs < stop) if keep is None else (offs < stop) & keep(offs, offs + sizes)
-        if not wanted.any():
+        c = chunk.cols
+        wanted = (offs < stop) & keep(offs, offs + c[fastscan.C_TOTAL])
+        rows = np.flatnonzero(wanted)
+        if not rows.size:
             continue
-        for rec, w in zip(
-            fastscan.records_from_chunk(buf, chunk, store.commitlog.rel(f)), wanted.tolist(), strict=True
-        ):
-            if w:
-                yield rec
+        recs = list(fastscan.records_from_chunk(buf, chunk, store.commitlog.rel(f))) if decode else None
+        for i in rows.tolist():
+            raw = bytes(
+                buf[int(c[fastscan.C_TOPIC_POS, i]) : int(c[fastscan.C_TOPIC_POS, i] + c[fastscan.C_TOPIC_LEN, i])]
+            )
+            topic = topics.get(raw)
+            if topic is None:
+                topic = topics[raw] = raw.decode("utf-8", "surrogateescape")
+            each(
+                int(offs[i]),
+                int(c[fastscan.C_TOTAL, i]),
+                topic,
+                int(c[fastscan.C_QUEUE_ID, i]),
+                int(c[fastscan.C_QUEUE_OFFSET, i]),
+                int(c[fastscan.C_STORE_TS, i]),
+                recs[i] if decode else None,
+            )
 
 
-def _tally(rows: list[dict], keys: bool) -> dict:
-    per_topic = Counter(r["topic"] for r in rows)
-    per_queue = Counter((r["topic"], r["queue_id"]) for r in rows)
-    out = {
-        "records": len(rows),
-        "bytes": sum(r["size"] for r in rows),
-        "first_store_timestamp": rows[0]["store_timestamp"] if rows else None,
-        "last_store_timestamp": rows[-1]["store_timestamp"] if rows else None,
-        "per_topic": dict(sorted(per_topic.items())),
-        "per_queue": [{"topic": t, "queue_id": q, "records": n} for (t, q), n in sorted(per_queue.items())],
-    }
-    if keys:
-        out["messages"] = rows
-    return out
+def records_in(store: Store, start: int, stop: int, keys: bool = True) -> Tally:
+    """The records with start <= offset < stop, counted (and listed with `keys`), from a record boundary."""
+    tally = Tally(keys)
+    walk_records(store, start, stop, lambda s, e: np.ones(len(s), bool), tally.add, keys)
+    return tally
 
 
 def _overlaps(regions: list[list[int]]):
@@ -178,25 +234,27 @@ def _overlaps(regions: list[list[int]]):
 
 def _split_records(store: Store, end: LogEnd, other_end: int, regions: list[list[int]], keys: bool):
     """This side's records the other side holds differently (overlapping a differing region) and those it does
-    not hold at all (ending past `other_end`). The walk starts at `other_end` when both agree up to there (a
-    record boundary on both), else at the start of the file holding the first difference."""
+    not hold at all (ending past `other_end`), as two `Tally`s. The walk starts at `other_end` when both agree
+    up to there (a record boundary on both), else at the start of the file holding the first difference."""
+    differing, only = Tally(keys), Tally(keys)
     if not regions and other_end >= end.end:
-        return [], []
+        return differing, only
     if regions:
         start = max(end.min_offset, regions[0][0] - regions[0][0] % store.commitlog.queue.file_size)
+        over = _overlaps(regions)
     else:
         start = max(end.min_offset, other_end)
-    over = _overlaps(regions) if regions else None
-    differing, only = [], []
+        over = None
 
     def keep(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        return (ends > other_end) | (over(starts, ends) if over is not None else False)
+        hit = over(starts, ends) if over is not None else np.zeros(len(starts), bool)
+        return (ends > other_end) | hit
 
-    for rec in records_in(store, start, end.end, keep):
-        hit = over is not None and bool(
-            over(np.array([rec.physical_offset]), np.array([rec.physical_offset + rec.total_size]))[0]
-        )
-        (differing if hit else only).append(_record_row(rec, keys))
+    def each(offset: int, size: int, *rest) -> None:
+        hit = over is not None and bool(over(np.array([offset]), np.array([offset + size]))[0])
+        (differing if hit else only).add(offset, size, *rest)
+
+    walk_records(store, start, end.end, keep, each, keys)
     return differing, only
 
 
@@ -207,7 +265,7 @@ def compare_pair(master: Store, slave: Store, keys: bool = True, ends: tuple[Log
     diff = compare_queues(master.commitlog.queue, slave.commitlog.queue, lo, hi)
     differing, only_master = _split_records(master, m, s.end, diff.regions, keys)
     _, only_slave = _split_records(slave, s, m.end, diff.regions, keys)
-    lost = _tally(differing + only_master, keys)
+    lost = differing.merged(only_master)
     behind_ms = (
         None
         if m.last_store_timestamp is None or s.last_store_timestamp is None
@@ -224,13 +282,13 @@ def compare_pair(master: Store, slave: Store, keys: bool = True, ends: tuple[Log
             "differing_bytes": diff.differing_bytes,
             "differing_regions": diff.regions,
             "more_regions": diff.more_regions,
-            "differing_records": _tally(differing, keys),
+            "differing_records": differing.as_dict(),
         },
-        "behind": {"bytes": max(0, m.end - s.end), "records": len(only_master), "store_time_ms": behind_ms},
-        "ahead": {"bytes": max(0, s.end - m.end), "records": len(only_slave)},
-        "only_on_master": _tally(only_master, keys),
-        "only_on_slave": _tally(only_slave, keys),
-        "promotion_loses": lost,
+        "behind": {"bytes": max(0, m.end - s.end), "records": only_master.records, "store_time_ms": behind_ms},
+        "ahead": {"bytes": max(0, s.end - m.end), "records": only_slave.records},
+        "only_on_master": only_master.as_dict(),
+        "only_on_slave": only_slave.as_dict(),
+        "promotion_loses": lost.as_dict(),
         "consume_queues": compare_queues_units(master, slave, s.end),
     }
 
@@ -397,15 +455,15 @@ def rejoin(
     """Controller mode: both epoch files, and where this store truncates when it follows the master
     (`AutoSwitchHAClient#doTruncate`), with the records it drops."""
     point = truncate_offset(entries or [], end.end, master_entries or [], master_end.end)
-    dropped = []
+    dropped = Tally(keys)
     if point is not None and end.min_offset <= point < end.end:
-        dropped = [_record_row(r, keys) for r in records_in(store, point, end.end)]
+        dropped = records_in(store, point, end.end, keys)
     return {
         "slave": [list(e) for e in entries or []],
         "master": [list(e) for e in master_entries or []],
         "truncate_offset": point,
         "truncated_bytes": None if point is None or point < 0 else max(0, end.end - point),
-        "truncated_records": _tally(dropped, keys),
+        "truncated_records": dropped.as_dict(),
     }
 
 
@@ -435,6 +493,9 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
                     "slave": m.name,
                     **compare_pair(stores[master.name], stores[m.name], keys, (ends[master.name], ends[m.name])),
                 }
+                pair["config"] = config_sync(stores[master.name], stores[m.name])
+                for severity, message in config_findings(f"{m.name} vs {master.name}", pair["config"]):
+                    findings.add(m.name, None, CHECK, severity, message)
                 if any(epochs.values()):
                     pair["epochs"] = rejoin(
                         stores[m.name], ends[m.name], epochs[m.name], ends[master.name], epochs[master.name], keys

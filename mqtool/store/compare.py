@@ -9,6 +9,7 @@ from the page cache); only a block that differs is looked at byte by byte.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,17 +80,34 @@ def _compare_files(fa: MappedFile, fb: MappedFile, p: int, q: int, diff: Differe
         y = np.frombuffer(bb, np.uint8) if nb else np.zeros(0, np.uint8)
         try:
             both = min(q, na, nb)
+            done = p - p % mmap.PAGESIZE
             for s in range(p, both, BLOCK):
                 e = min(both, s + BLOCK)
                 diff.compared_bytes += e - s
                 if not _equal(x, y, s, e):
                     diff._add(np.flatnonzero(x[s:e] != y[s:e]).astype(np.int64) + s + fa.start)
+                done = _release((ba, bb), done, e)  # the compared pages leave the process's resident set
             if q > max(p, both):
                 first = max(p, both)
                 diff.compared_bytes += q - first
                 diff._add(np.arange(first, q, dtype=np.int64) + fa.start)
         finally:
             del x, y  # the views go before the mappings close
+
+
+def _release(maps: tuple, done: int, upto: int) -> int:
+    """`madvise(MADV_DONTNEED)` the whole pages of [done, upto) of each mapping (a read-only file mapping
+    reads them back from the page cache if needed); returns the new `done`."""
+    upto -= upto % mmap.PAGESIZE
+    if upto <= done:
+        return done
+    for m in maps:
+        if isinstance(m, mmap.mmap) and hasattr(m, "madvise"):
+            try:
+                m.madvise(mmap.MADV_DONTNEED, done, min(upto, len(m) - len(m) % mmap.PAGESIZE) - done)
+            except (OSError, ValueError):  # pragma: no cover - a platform without it, or a short file
+                pass
+    return upto
 
 
 def _equal(x: np.ndarray, y: np.ndarray, s: int, e: int) -> bool:

@@ -78,8 +78,21 @@ def test_ha_async_oracle_promotion_loses_exactly_phase_two():
         for q in pair["consume_queues"]
     ] == [(0, 210, 150, 150, 0, 0), (1, 210, 150, 150, 0, 0)]
     assert [(f["severity"], f["message"]) for f in doc["findings"]] == [
-        ("warning", "broker-ha:1 vs broker-ha:0: a promotion now would lose 120 record(s) (49560 bytes)")
+        ("info", "broker-ha:1 vs broker-ha:0: no delayOffset.json on the slave (the master has one)"),
+        (
+            "warning",
+            "broker-ha:1 vs broker-ha:0: the slave's topics.json lacks 1 topic(s) of the master (TopicHA): "
+            "SlaveSynchronize has not copied them",
+        ),
+        ("warning", "broker-ha:1 vs broker-ha:0: a promotion now would lose 120 record(s) (49560 bytes)"),
     ]
+    # README: SlaveSynchronize did not run: the slave's topics.json lacks TopicHA (dataVersion counter 0 vs 1),
+    # no delayOffset.json on the slave, empty consumer offset tables on both
+    cfg = pair["config"]
+    assert (cfg["topics"]["only_on_master"], cfg["topics"]["only_on_slave"]) == (["TopicHA"], [])
+    assert (cfg["topics"]["master_version"]["counter"], cfg["topics"]["slave_version"]["counter"]) == (1, 0)
+    assert (cfg["delay_offsets"]["master_file"], cfg["delay_offsets"]["slave_file"]) == (True, False)
+    assert cfg["consumer_offsets"]["entries"] == 0 and cfg["subscription_groups"]["only_on_master"] == []
 
 
 @pytest.mark.parametrize("pair_dir", ["pair_default", "pair-4.9"])
@@ -216,3 +229,34 @@ def test_a_slave_ahead_of_its_master(tmp_path: Path):
     assert pair["ahead"] == {"bytes": _end(recs[-1]) - _end(recs[79]), "records": 10}
     assert [m["keys"] for m in pair["only_on_slave"]["messages"]] == [[f"K{i:04d}"] for i in range(80, 90)]
     assert pair["promotion_loses"]["records"] == 0
+
+
+def test_config_files_a_promotion_would_serve(tmp_path: Path):
+    """SlaveSynchronize's files: offsets behind the master's are consumed / delivered again after a promotion."""
+    from mqtool.formats.offsets_json import ConsumerOffsets, DelayOffsets, dump_consumer_offsets, dump_delay_offsets
+
+    fleet, _ = fleet_with(tmp_path, {"s": ReplicaShape()})
+    for name, offsets, levels in (("m", {0: 30, 1: 25}, {1: 4, 3: 2}), ("s", {0: 21}, {1: 4})):
+        cfg = fleet / name / "config"
+        cfg.mkdir(exist_ok=True)
+        table = {"TopicA@GroupA": offsets, "TopicB@GroupB": {0: 7}} if name == "m" else {"TopicA@GroupA": offsets}
+        (cfg / "consumerOffset.json").write_text(dump_consumer_offsets(ConsumerOffsets(table)))
+        (cfg / "delayOffset.json").write_text(dump_delay_offsets(DelayOffsets(levels)))
+    doc = replicas_view(open_fleet(fleet), 0)
+    c = doc["groups"][0]["pairs"][0]["config"]
+    assert (
+        c["consumer_offsets"]["entries"],
+        c["consumer_offsets"]["missing_on_slave"],
+        c["consumer_offsets"]["behind"],
+        c["consumer_offsets"]["consumed_again"],
+    ) == (3, 2, 1, 9)
+    assert c["consumer_offsets"]["examples"] == [
+        {"topic": "TopicA", "group": "GroupA", "queue_id": 0, "master": 30, "slave": 21, "again": 9}
+    ]
+    assert c["delay_offsets"]["levels_behind"] == [{"level": 3, "master": 2, "slave": 0, "again": 2}]
+    messages = [f["message"] for f in doc["findings"]]
+    assert (
+        "broker-x:1 vs broker-x:0: 1 consumer offset(s) behind the master's (9 message(s) consumed again after a "
+        "promotion), 2 missing on the slave" in messages
+    )
+    assert any("delayOffset.json behind the master's on 1 level(s) (2 delayed" in m for m in messages)
