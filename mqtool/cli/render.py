@@ -552,10 +552,13 @@ def render_consumers(doc: dict, local: bool) -> None:
                                 f"{s['role'] or 'role unknown'}{counted})"))
         _consumer_store(con, s, local)
         vs = s["vs_master"]
-        if vs is not None and (vs["rewind"] or vs["ahead"]):
-            con.print(f"committed offsets vs {vs['master']}: {vs['rewind']} message(s) behind on {len(vs['queues'])} "
+        if vs is not None and (vs["rewind"] or vs["ahead"] or vs["missing"]):
+            behind = sum(1 for q in vs["queues"] if (q["rewind"] or 0) > 0)
+            con.print(f"committed offsets vs {vs['master']}: {vs['rewind']} message(s) behind on {behind} "
                       f"queue(s), consumed again if this store were promoted now"
-                      + (f"; {vs['ahead']} ahead of the master" if vs["ahead"] else ""), style="yellow", markup=False)
+                      + (f"; {vs['ahead']} ahead of the master" if vs["ahead"] else "")
+                      + (f"; {vs['missing']} queue offset(s) missing" if vs["missing"] else ""), style="yellow",
+                      markup=False)
     t = _table("\nCluster: each group over the broker groups (masters)", "group", "lag", "expired", "queues",
                "oldest unconsumed", "age", "brokers")
     for g in doc["groups"]:

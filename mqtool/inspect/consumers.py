@@ -279,26 +279,30 @@ def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, to
 def _vs_master(master: dict, replica: dict) -> dict:
     """A replica's committed offsets against its master's. `SlaveSynchronize` copies consumerOffset.json from
     the master every 10 s, so a slave's copy lags: promoted now, it serves each group from its own offsets and
-    the messages in between are consumed again (`rewind`); a slave ahead of its master (`ahead`) is odd."""
+    the messages in between are consumed again (`rewind`). An offset the replica lacks (`missing`, rewind null)
+    leaves the restart to the client's ConsumeFromWhere; a replica ahead of its master (`ahead`) is odd.
+    (`inspect FLEET replicas` compares the whole files; this is the same per queue the view shows.)"""
     theirs = {(r["group"], r["topic"], r["queue_id"]): r["committed_offset"] for r in master["queues"]}
     rows = []
     for r in replica["queues"]:
-        want = theirs.get((r["group"], r["topic"], r["queue_id"]))
-        if want is not None and r["committed_offset"] != want:
+        want, got = theirs.get((r["group"], r["topic"], r["queue_id"])), r["committed_offset"]
+        if want is not None and got != want:
             rows.append(
                 {
                     "group": r["group"],
                     "topic": r["topic"],
                     "queue_id": r["queue_id"],
-                    "committed_offset": r["committed_offset"],
+                    "committed_offset": got,
                     "master_committed_offset": want,
-                    "rewind": want - (r["committed_offset"] or 0),
+                    "rewind": None if got is None else want - got,
                 }
             )
+    diffs = [x["rewind"] for x in rows if x["rewind"] is not None]
     return {
         "master": master["store"],
-        "rewind": sum(max(0, x["rewind"]) for x in rows),
-        "ahead": sum(max(0, -x["rewind"]) for x in rows),
+        "rewind": sum(d for d in diffs if d > 0),
+        "ahead": sum(-d for d in diffs if d < 0),
+        "missing": len(rows) - len(diffs),
         "queues": rows,
     }
 
