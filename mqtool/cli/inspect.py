@@ -33,8 +33,8 @@ class View(StrEnum):
     restart = "restart"
     retry = "retry"
     index = "index"
-    consumers = "consumers"
     replicas = "replicas"
+    consumers = "consumers"
 
 
 VIEWS = tuple(v.value for v in View)
@@ -68,13 +68,14 @@ VIEW is one of:
                 contents with origin; --group G for one group
   index         the broker's IndexFiles: one row per file; with --topic T --key K [--begin T0
                 --end T1] [--limit N]: the records IndexService.queryOffset finds for T#K
-  consumers     per consumer group, topic and queue: committed and max offset, lag, the oldest
-                unconsumed message's store time and age (mqadmin consumerProgress); --group G, --topic T
   replicas      a fleet only: per broker group each slave against its master: the bytes both
                 hold and where they differ, how far behind, what a promotion now would lose
+  consumers     per consumer group, topic and queue: committed and max offset, lag, the oldest
+                unconsumed message's store time and age (mqadmin consumerProgress); --group G, --topic T
 
 PATH may be a fleet: a directory holding stores at depth 1 or 2 (docs/fleet.md). Its overview has
-a row per store and the totals; every other view reads one of its stores: --broker NAME[:ID].
+a row per store and the totals, consumers a section per store and each group's lag over the
+broker groups; every other view reads one of its stores: --broker NAME[:ID].
 
 PATH may also be a single file (a commitlog/, consumequeue/, timerlog/ or index/ file, timerwheel,
 config/timercheck, checkpoint, config/*.json): it is decoded according to its kind.
@@ -197,7 +198,7 @@ def inspect(
             path, cfg, fleet = member.path, member.config, None
         if fleet is not None:
             with _golden(expect, update_golden, False, path) as golden_code:
-                code = _fleet_view(fleet, view, now_ms, json_out, local, group, topic, verify)
+                code = _fleet_view(fleet, view, now_ms, json_out, local, group, topic)
             raise typer.Exit(max(code, golden_code[0]))
         from mqtool.store.store import Store
 
@@ -269,14 +270,14 @@ def _fleet_of(path: Path, config: Path | None, broker: str | None, view: str):
     return fleet
 
 
-def _fleet_view(fleet, view: str, now_ms: int, json_out: bool, local: bool, group: str | None,
-                topic: str | None, verify: bool) -> int:
-    """The fleet overview, replicas or consumers view; exit 1 when a finding is an error (as `overview`)."""
+def _fleet_view(fleet, view: str, now_ms: int, json_out: bool, local: bool, group: str | None = None,
+                topic: str | None = None) -> int:
+    """The fleet overview, the replicas or the consumers view; exit 1 when a finding is an error (as `overview`)."""
     if view == "consumers":
         from mqtool.inspect.consumers import fleet_consumers_view
 
-        doc = fleet_consumers_view(fleet, now_ms, group, topic)
-        return _document(doc, "render_consumers", json_out, local, verify)
+        return _document(fleet_consumers_view(fleet, now_ms, group, topic), "render_consumers", json_out, local,
+                         verify=False)
     if view == "replicas":
         from mqtool.inspect.replicas import replicas_view
 

@@ -607,6 +607,14 @@ def render_consumers(doc: dict, local: bool) -> None:
         con.print(Text.assemble(("\n== " + s["store"], "bold"), f" (broker group {s['broker_group']}, "
                                 f"{s['role'] or 'role unknown'}{counted})"))
         _consumer_store(con, s, local)
+        vs = s["vs_master"]
+        if vs is not None and (vs["rewind"] or vs["ahead"] or vs["missing"]):
+            behind = sum(1 for q in vs["queues"] if (q["rewind"] or 0) > 0)
+            con.print(f"committed offsets vs {vs['master']}: {vs['rewind']} message(s) behind on {behind} "
+                      f"queue(s), consumed again if this store were promoted now"
+                      + (f"; {vs['ahead']} ahead of the master" if vs["ahead"] else "")
+                      + (f"; {vs['missing']} queue offset(s) missing" if vs["missing"] else ""), style="yellow",
+                      markup=False)
     t = _table("\nCluster: each group over the broker groups (masters)", "group", "lag", "expired", "queues",
                "oldest unconsumed", "age", "brokers")
     for g in doc["groups"]:
@@ -627,8 +635,11 @@ def _consumer_totals(con, tot: dict) -> None:
 def _consumer_store(con, doc: dict, local: bool) -> None:
     """One store's groups: a headline per group, then its queues."""
     source = {"json": "config/consumerOffset.json", "rocksdb": "config/consumerOffsets (RocksDB)"}
-    con.print(f"offsets from {source.get(doc['offsets_source'], 'nowhere: no consumer offsets stored')}",
-              markup=False)
+    con.print(f"offsets from {source[doc['offsets_source']]}" if doc["offsets_source"] in source else
+              "no consumer offsets stored (neither config/consumerOffset.json nor its RocksDB copy)", markup=False)
+    if not doc["groups"]:
+        con.print("no consumer group has committed an offset" + (f" on {doc.get('topic')}" if doc.get("topic") else ""),
+                  markup=False)
     by_group: dict[str, list[dict]] = {}
     for r in doc["queues"]:
         by_group.setdefault(r["group"], []).append(r)
@@ -871,6 +882,35 @@ def render_traces(traces, local: bool) -> None:
         out.print(f"(as of {format_time(t.as_of, local)})", style="dim")
         if i + 1 < len(traces):
             out.print()
+
+
+def render_fleet_trace(result, local: bool) -> None:
+    """`trace FLEET`: each store's timelines under its name, then the UNIQ_KEYs on two broker groups."""
+    out = _console()
+    for s in result.stores:
+        if not s.traces:
+            continue
+        m = s.member
+        head = f"== {m.name} (broker group {m.group}, {m.identity.role or 'role unknown'}): "
+        out.print(Text.assemble((head, "bold"), f"{len(s.traces)} message(s), lookup: {s.lookup}"))
+        render_traces(s.traces, local)
+        out.print()
+    absent = [s.member.name for s in result.stores if not s.traces]
+    if absent:
+        out.print(f"not on {len(absent)} store(s): {', '.join(absent)}", markup=False)
+    for c in result.cross_broker:
+        out.print(f"UNIQ_KEY {c['uniq_key']} is stored on {len(c['broker_groups'])} broker groups: a producer retry "
+                  "that went to another broker (consumers get it twice)", style="bold red", markup=False)
+        t = _table(None, "store", "broker group", "place", "offset", "born", "stored")
+        for x in c["copies"]:
+            _add(t, x["store"], x["broker_group"], f"{x['topic']}/{x['queue_id']}@{x['queue_offset']}",
+                 str(x["physical_offset"]), _t(x["born_timestamp"], local), _t(x["store_timestamp"], local))
+        out.print(t)
+    if result.key_broker_groups and not result.cross_broker:
+        out.print(f"--key {result.query.key} is on {len(result.key_broker_groups)} broker groups "
+                  f"({', '.join(result.key_broker_groups)}) under different UNIQ_KEYs: distinct messages",
+                  markup=False)
+    out.print(result.verdict(), style="bold", markup=False)
 
 
 # ----------------------------------------------------------------------------- restart preview

@@ -53,6 +53,9 @@ revives of the message become stages, and the verdict says how each group ends w
 Lookups (--lookup auto): --key and --uniq-key ask the broker's own IndexFiles (index/) when they
 can answer, else the SQLite index of --index DIR (mqtool index build), else search the CommitLog;
 which one was used is printed (JSON: query.lookup).
+STORE may be a fleet (a directory of stores, `inspect FLEET`): every store is searched, every record
+named by its store, and a UNIQ_KEY stored on two broker groups (a producer retry that went to another
+broker: consumers get it twice) is called out.
 Exit: 0 found, 1 not found, 2 input error.
 
 \b
@@ -61,6 +64,7 @@ Example:
   mqtool trace ./store --key order-1001 --topic TopicA
   mqtool trace ./store --uniq-key 7F000001... --until +2h --json
   mqtool trace ./store --key order-1001 --until +6h --scenario consumers.toml
+  mqtool trace ./fleet --key order-1001
 """
 
 INDEX_HELP = """Build (or bring up to date) the trace lookup index of a store: SQLite, UNIQ_KEY/KEYS -> offsets.
@@ -115,6 +119,9 @@ def trace_command(
 
     with user_errors():
         query = TraceQuery(uniq_key=uniq_key, key=key, offset=offset, msg_id=msg_id, topic=topic)
+        if _is_fleet(store):
+            raise typer.Exit(_trace_fleet(store, config, query, as_json, until, index, scenario, lookup.value,
+                                          limit, now, local))
         st = Store.open(store, load_config(config))
         as_of = parse_time(now, store_as_of(st), local) if now is not None else None
         until_ms, sc = simulator_plan(st, until, scenario, local)
@@ -136,6 +143,38 @@ def trace_command(
         return
     render.render_note(f"lookup: {used}")
     render.render_traces(traces, local)
+
+
+def _is_fleet(path: Path) -> bool:
+    from mqtool.store.fleet import is_fleet_dir
+
+    return path.is_dir() and is_fleet_dir(path)
+
+
+def _trace_fleet(path: Path, config: Path | None, query, as_json: bool, until: str | None, index: Path | None,
+                 scenario: Path | None, lookup: str, limit: int | None, now: str | None, local: bool) -> int:
+    """`trace FLEET`: every store searched (`trace/fleet.py`); the exit code (0 found, 1 not found)."""
+    from mqtool.inspect.records import record_dict
+    from mqtool.store.fleet import open_fleet
+    from mqtool.trace.fleet import trace_fleet
+    from mqtool.trace.model import TraceError
+
+    for option, given in (("--until", until), ("--scenario", scenario), ("--index", index)):
+        if given is not None:
+            raise TraceError(f"{option} works on one store; {path} is a fleet (trace one of its stores)")
+    if lookup == "sqlite":
+        raise TraceError(f"--lookup sqlite needs --index DIR, which works on one store; {path} is a fleet")
+    if query.offset is not None:
+        raise TraceError(f"--offset is a place in one store's CommitLog; {path} is a fleet: give --msg-id (an "
+                         "offsetMsgId names its broker's address too), --uniq-key or --key")
+    result = trace_fleet(open_fleet(path, config), query, now=now, local=local, limit=limit, lookup=lookup)
+    if as_json:
+        emit_json(result.as_dict(lambda r: record_dict(r, body="none")))
+    else:
+        render.render_fleet_trace(result, local)
+    if not result.found:
+        print_stderr(f"not found: no record on any store of {path}")
+    return EXIT_FOUND if result.found else EXIT_NOT_FOUND
 
 
 def index_build_command(

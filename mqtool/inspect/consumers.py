@@ -227,7 +227,8 @@ def _group(group: str, topics: list[str], rows: list[dict], now_ms: int) -> dict
 def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, topic: str | None = None) -> dict:
     """The `consumers` document of a fleet: one section per store, and per consumer group the cluster's
     lag, counted once per broker group on its master (or first store: a slave's offsets and queues copy
-    its master's, mqadmin asks the master), as `mqadmin consumerProgress` sums the brokers it asks."""
+    its master's, mqadmin asks the master), as `mqadmin consumerProgress` sums the brokers it asks; each
+    replica's section compares its committed offsets with its master's (`vs_master`)."""
     counted = {members[0].name for members in fleet.groups().values()}
     stores = []
     for m in fleet.members:
@@ -244,6 +245,11 @@ def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, to
                 **{k: doc[k] for k in ("offsets_source", "groups", "queues", "totals", "findings")},
             }
         )
+    by_name = {s["store"]: s for s in stores}
+    for members in fleet.groups().values():
+        for m in members:
+            first = by_name[members[0].name]
+            by_name[m.name]["vs_master"] = None if m is members[0] else _vs_master(first, by_name[m.name])
     groups = _cluster_groups([s for s in stores if s["counted"]], now_ms)
     user = [g for g in groups if not g["system"]]
     return {
@@ -267,6 +273,37 @@ def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, to
         },
         "findings": [f.as_dict() for f in sort_findings(fleet.findings)]
         + [{**f, "file": f"{s['dir']}/{f['file']}"} for s in stores for f in s["findings"]],
+    }
+
+
+def _vs_master(master: dict, replica: dict) -> dict:
+    """A replica's committed offsets against its master's. `SlaveSynchronize` copies consumerOffset.json from
+    the master every 10 s, so a slave's copy lags: promoted now, it serves each group from its own offsets and
+    the messages in between are consumed again (`rewind`). An offset the replica lacks (`missing`, rewind null)
+    leaves the restart to the client's ConsumeFromWhere; a replica ahead of its master (`ahead`) is odd.
+    (`inspect FLEET replicas` compares the whole files; this is the same per queue the view shows.)"""
+    theirs = {(r["group"], r["topic"], r["queue_id"]): r["committed_offset"] for r in master["queues"]}
+    rows = []
+    for r in replica["queues"]:
+        want, got = theirs.get((r["group"], r["topic"], r["queue_id"])), r["committed_offset"]
+        if want is not None and got != want:
+            rows.append(
+                {
+                    "group": r["group"],
+                    "topic": r["topic"],
+                    "queue_id": r["queue_id"],
+                    "committed_offset": got,
+                    "master_committed_offset": want,
+                    "rewind": None if got is None else want - got,
+                }
+            )
+    diffs = [x["rewind"] for x in rows if x["rewind"] is not None]
+    return {
+        "master": master["store"],
+        "rewind": sum(d for d in diffs if d > 0),
+        "ahead": sum(-d for d in diffs if d < 0),
+        "missing": len(rows) - len(diffs),
+        "queues": rows,
     }
 
 

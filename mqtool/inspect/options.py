@@ -31,8 +31,8 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "restart": ("--at", "--for", "--events"),
     "retry": ("--group",),
     "index": ("--key", "--uniq-key", "--topic", "--limit", "--begin", "--end", "--format", "--output"),
-    "consumers": ("--topic", "--group"),
     "replicas": (),
+    "consumers": ("--topic", "--group"),
 }
 
 # The order options are checked in (the first misplaced one is reported).

@@ -8,6 +8,7 @@
 | `index` | the optional SQLite lookup index (`mqtool index build`) |
 | `future` | `--until`: the simulator continues the timeline |
 | `core` | `trace(store, query)` |
+| `fleet` | `trace_fleet(fleet, query)`: every store of a fleet, UNIQ_KEYs on two broker groups |
 
 Pure logic: functions take a `Store` and return records; nothing prints or reads the wall clock.
 """

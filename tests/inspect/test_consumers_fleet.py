@@ -1,7 +1,8 @@
 """`inspect FLEET consumers`: one section per store and each group's lag over the broker groups.
 
 The fleet: broker-a = the demo fixture as master (a0) and a copy of it as its slave (a1, whose
-consumerOffset.json is older: GID_demo committed nothing on DemoTopicB); broker-b = retry-dlq-5.3.1/B;
+consumerOffset.json is older: GID_demo committed nothing on DemoTopicB, and no offset for DemoTopicA/3);
+broker-b = retry-dlq-5.3.1/B;
 broker-c = pop-revive-5.3.1/B (linked in place). The lags per store are those of `test_consumers.py` and
 the demo golden (GID_demo 30 = 1 + 1 + 0 + 0 + 1 + 1 + 26 over its 7 queues).
 """
@@ -39,8 +40,11 @@ def fleet_dir(tmp_path_factory) -> Path:
     offsets = fleet / "a1" / "config" / "consumerOffset.json"
     text = offsets.read_text()
     assert '"DemoTopicB@GID_demo":{0:3,1:2' in text
-    offsets.write_text(text.replace('"DemoTopicB@GID_demo":{0:3,1:2', '"DemoTopicB@GID_demo":{0:0,1:0'))
-    assert parse_consumer_offsets(offsets.read_text()).offset_table["DemoTopicB@GID_demo"] == {0: 0, 1: 0}
+    assert '"DemoTopicA@GID_demo":{0:2,1:2,2:4,3:1' in text
+    text = text.replace('"DemoTopicB@GID_demo":{0:3,1:2', '"DemoTopicB@GID_demo":{0:0,1:0')
+    offsets.write_text(text.replace('"DemoTopicA@GID_demo":{0:2,1:2,2:4,3:1', '"DemoTopicA@GID_demo":{0:2,1:2,2:4'))
+    table = parse_consumer_offsets(offsets.read_text()).offset_table
+    assert (table["DemoTopicB@GID_demo"], table["DemoTopicA@GID_demo"]) == ({0: 0, 1: 0}, {0: 2, 1: 2, 2: 4})
     for name, src in (("b", "retry-dlq-5.3.1"), ("c", "pop-revive-5.3.1")):
         (fleet / name).symlink_to(ORACLE / src / "B", target_is_directory=True)
         _conf(fleet / f"{name}.broker.conf", ORACLE / src / "broker.conf", f"broker-{name}", 0, "ASYNC_MASTER")
@@ -59,11 +63,44 @@ def test_fleet_sections_and_cluster_lag(fleet_dir):
     per_store = {s["store"]: {g["group"]: g["lag"] for g in s["groups"]} for s in doc["stores"]}
     assert per_store == {
         "broker-a:0": {"GID_demo": 30, "CID_RMQ_SYS_TRANS": 1},
-        "broker-a:1": {"GID_demo": 30 + 3 + 2, "CID_RMQ_SYS_TRANS": 1},  # DemoTopicB committed 0, 0
+        "broker-a:1": {"GID_demo": 30 + 3 + 2 + 1, "CID_RMQ_SYS_TRANS": 1},  # DemoTopicB 0, 0; DemoTopicA/3 none
         "broker-b:0": {"GID_r": 0},
         "broker-c:0": {"GID_p": 0, "CID_RMQ_SYS_REVIVE_GROUP": 5},
     }
     assert all(r["store"] == s["store"] for s in doc["stores"] for r in s["queues"])
+    assert [s["vs_master"] for s in doc["stores"] if s["store"] != "broker-a:1"] == [None, None, None]
+    assert doc["stores"][1]["vs_master"] == {
+        "master": "broker-a:0",
+        "rewind": 5,
+        "ahead": 0,
+        "missing": 1,
+        "queues": [
+            {
+                "group": "GID_demo",
+                "topic": "DemoTopicA",
+                "queue_id": 3,
+                "committed_offset": None,
+                "master_committed_offset": 1,
+                "rewind": None,
+            },
+            {
+                "group": "GID_demo",
+                "topic": "DemoTopicB",
+                "queue_id": 0,
+                "committed_offset": 0,
+                "master_committed_offset": 3,
+                "rewind": 3,
+            },
+            {
+                "group": "GID_demo",
+                "topic": "DemoTopicB",
+                "queue_id": 1,
+                "committed_offset": 0,
+                "master_committed_offset": 2,
+                "rewind": 2,
+            },
+        ],
+    }
     assert [(g["group"], g["system"], g["lag"], g["brokers"]) for g in doc["groups"]] == [
         ("GID_demo", False, 30, ["broker-a:0"]),
         ("GID_p", False, 0, ["broker-c:0"]),
@@ -104,17 +141,21 @@ def test_cli_fleet_text_json_and_broker(fleet_dir):
     assert r.returncode == 0, r.stderr
     assert "== broker-a:1 (broker group broker-a, SLAVE; a replica: not counted in the cluster's totals)" in r.stdout
     assert "4 store(s), 3 counted; 3 group(s): lag 30, 0 expired unconsumed; 2 system group(s): lag 6" in r.stdout
+    assert (
+        "committed offsets vs broker-a:0: 5 message(s) behind on 2 queue(s), consumed again if this store "
+        "were promoted now; 1 queue offset(s) missing"
+    ) in r.stdout
     r = _cli(fleet_dir, "consumers", "--now", NOW, "--json", "--broker", "broker-a:1")
     one = json.loads(r.stdout)
     assert "stores" not in one and [(g["group"], g["lag"]) for g in one["groups"]] == [
-        ("GID_demo", 35),
+        ("GID_demo", 36),
         ("CID_RMQ_SYS_TRANS", 1),
     ]
     r = _cli(fleet_dir, "retry", "--now", NOW, "--json", "--broker", "b")  # every view, by directory
     assert r.returncode == 0 and [g["group"] for g in json.loads(r.stdout)["groups"]] == ["GID_r"]
     r = _cli(fleet_dir, "delay", "--now", NOW)
-    assert r.returncode == 2 and "give --broker NAME[:ID] for the delay view" in r.stderr
+    assert r.returncode == 2 and "the delay view reads one, give --broker NAME[:ID]" in r.stderr
     r = _cli(fleet_dir, "consumers", "--broker", "broker-z")
     assert r.returncode == 2 and "names no store of the fleet" in r.stderr
     r = _cli(fleet_dir / "a0", "consumers", "--broker", "broker-a")
-    assert r.returncode == 2 and r.stderr.startswith("Error: --broker picks a store of a fleet")
+    assert r.returncode == 2 and "--broker picks a store of a fleet; this is one store" in r.stderr
