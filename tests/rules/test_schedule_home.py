@@ -22,6 +22,7 @@ def _copies(source: str, where: str) -> list[str]:
             and isinstance(node.op, ast.Add | ast.Sub)
             and isinstance(node.right, ast.Constant)
             and node.right.value == 1
+            and isinstance(node.left, ast.Name | ast.Attribute)  # a level or a queue id, not a count like max(qids)
         ):
             left = ast.unparse(node.left).lower()
             if "level" in left or (isinstance(node.op, ast.Add) and ("qid" in left or "queue_id" in left)):
@@ -54,4 +55,4 @@ def test_the_guard_sees_each_kind_of_copy():
         "x.py:2 rec.queue_id + 1",
         "x.py:2 min(level, len(levels))",
     ]
-    assert _copies("n = offset + 1\nm = count - 1\n", "y.py") == []
+    assert _copies("n = offset + 1\nm = count - 1\nq = max(qids) + 1\n", "y.py") == []
