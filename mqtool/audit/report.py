@@ -161,7 +161,7 @@ def check_timer(plan: AuditPlan, res: AuditResults, findings: Findings) -> dict:
     tls, wheels = res.timerlog, res.wheel
     tl_end = max((r.end for r in tls if r.units), default=plan.timerlog_min if tls else None)
     timer.cursor_findings(plan.timercheck, tq.max_offset if tq else None, tl_end, findings)
-    pending: dict[int, int] = {}
+    pending = timer.revised_slot_findings(plan.store, plan.timercheck, findings)  # slots recovery rebuilds
     for r in wheels:
         pending.update(r.pending_by_time)
     return {

@@ -20,8 +20,18 @@ from mqtool.audit.plan import TimerLogTask, WheelTask, timerlog_queue
 from mqtool.audit.records import CommitLogRecords
 from mqtool.audit.results import TimerLogResult, WheelResult
 from mqtool.formats.names import TIMER_TOPIC
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
-from mqtool.rules.timer import END, LOOP, MISSING, slot_num_delta, walk_chain, wheel_slot_finding
+from mqtool.formats.timerlog import MAGIC_DELETE, TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerwheel import slot_index
+from mqtool.rules.timer import (
+    END,
+    LOOP,
+    MISSING,
+    revise_from,
+    revised_slot_finding,
+    slot_num_delta,
+    walk_chain,
+    wheel_slot_finding,
+)
 from mqtool.store import fastscan
 from mqtool.store.findings import Finding, Findings
 from mqtool.store.mapped_files import FileMaps, map_file
@@ -149,3 +159,43 @@ def cursor_findings(timercheck: dict | None, timer_queue_max: int | None, timerl
     if timerlog_end is not None and flush > timerlog_end:
         out.append(Finding("config/timercheck", 8, CHECK, "error",
                            f"lastTimerLogFlushPos {flush} is beyond the TimerLog's end {timerlog_end}"))
+
+
+def revised_slot_findings(store, timercheck: dict | None, out: Findings) -> dict[int, int]:
+    """The slots the broker's recovery rebuilds or revises from the TimerLog units it re-reads (driver side):
+    info, as `inspect timer` reports them (`rules.timer.revise_from`, `revised_slot_finding`). Returns the
+    rebuilt slots not yet read, time -> their units' count (+1, -1 per DELETE), which the wheel task, reading
+    only the slots the file holds, cannot count."""
+    tl, wheel = store.timerlog, store.timer_wheel
+    if tl is None or wheel is None or not tl.queue.files:
+        return {}
+    flush = timercheck["last_timer_log_flush_pos"] if timercheck else 0
+    start = revise_from([f.start for f in tl.queue.files], flush, tl.queue.file_size or tl.queue.files[-1].length)
+    precision = wheel.precision_ms
+    last: dict[int, int] = {}  # slot time -> the last unit of it the recovery reads
+    count: dict[int, int] = {}  # slot time -> its units' count
+    for file_start, cols in tl.scan_columns():
+        times = None
+        if file_start >= start and len(cols):
+            times = (cols["curr_write_time_ms"].astype(np.int64) + cols["delayed_time_delta"]) // precision
+            delta = np.where(cols["magic"] & MAGIC_DELETE, -1, 1)
+        del cols  # a view over the file's mapping: it must be gone before the file is closed
+        if times is None:
+            continue
+        pos = file_start + np.arange(len(times), dtype=np.int64) * TIMERLOG_UNIT_SIZE
+        uniq, first = np.unique(times[::-1], return_index=True)  # the last position of each time
+        last.update(zip((uniq * precision).tolist(), pos[::-1][first].tolist(), strict=True))
+        uniq, inverse = np.unique(times, return_inverse=True)
+        for t, n in zip((uniq * precision).tolist(), np.bincount(inverse, delta).tolist(), strict=True):
+            count[t] = count.get(t, 0) + int(n)
+    read = timercheck["last_read_time_ms"] if timercheck else 0
+    rebuilt: dict[int, int] = {}
+    for time_ms, last_pos in sorted(last.items()):
+        index = slot_index(time_ms, precision, wheel.slots_total)
+        s = wheel.get_slot(time_ms)
+        if s.empty or s.last_pos != last_pos:
+            found = revised_slot_finding(index, time_ms, None if s.empty else s.last_pos, last_pos)
+            out.append(Finding(wheel.path.name, found[0], CHECK, found[1], found[2]))
+        if s.empty and time_ms >= read and count[time_ms] > 0:
+            rebuilt[time_ms] = count[time_ms]
+    return rebuilt

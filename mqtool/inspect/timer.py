@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
-from mqtool.formats.timerwheel import SLOT_SIZE, slot_index
+from mqtool.formats.timerwheel import slot_index
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.delay import time_histogram
 from mqtool.inspect.metrics import metrics_view
@@ -34,6 +34,7 @@ from mqtool.rules.timer import (
     need_roll,
     revise_from,
     revise_slots,
+    revised_slot_finding,
     slot_num_delta,
     walk_chain,
     wheel_slot_finding,
@@ -133,7 +134,8 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
             if revised:
                 slot["revised_by_recovery"] = True
             slots.append(slot)
-            findings += _slot_findings(wheel.path.name, index, s, slot, broken, first_ok, expected_num, revised)
+            findings += _slot_findings(wheel.path.name, index, s, slot, broken, first_ok, expected_num, revised,
+                                       wheel.get_slot(s.time_ms))
             if not slot["read"]:
                 for u, state in _chain_states(chain, records, later, precision):
                     if state == "pending":
@@ -208,14 +210,12 @@ def view_slots(doc: dict) -> dict[int, Slot]:
 
 
 def _slot_findings(file: str, index: int, s: Slot, slot: dict, broken: str | None, first_ok: bool,
-                   expected_num: int, revised: bool) -> list[Finding]:
+                   expected_num: int, revised: bool, on_disk: Slot) -> list[Finding]:
     """The wheel slot's finding, graded by `rules.timer.wheel_slot_finding` (as `spark-audit` grades it); a
     slot recovery rebuilds is info."""
     if revised and not broken:
-        return [Finding(file, index * SLOT_SIZE, CHECK + ".wheel", "info",
-                        f"wheel slot {index} (time {s.time_ms}): the wheel file does not hold the slot of TimerLog "
-                        f"unit(s) up to {s.last_pos}; the broker rebuilds it when it recovers "
-                        "(recoverAndRevise -> reviseSlot), and delivers them")]
+        found = revised_slot_finding(index, s.time_ms, None if on_disk.empty else on_disk.last_pos, s.last_pos)
+        return [Finding(file, found[0], CHECK + ".wheel", found[1], found[2])]
     problems = []
     if broken:
         problems.append(f"chain from lastPos {s.last_pos} {broken}")

@@ -304,3 +304,16 @@ def wheel_slot_finding(slot_index: int, time_ms: int, pending: bool, chain_probl
         return (slot_index * SLOT_SIZE, "info", f"{where}: num {num} but its chain counts {chain_num} "
                 "(normal + roll - delete); num only feeds the timer metrics")
     return None
+
+
+def revised_slot_finding(slot_index: int, time_ms: int, old_last_pos: int | None, last_pos: int
+                         ) -> tuple[int, str, str]:
+    """(byte offset in the `timerwheel` file, severity, message) of a slot `recoverAndRevise` changes
+    (`revise_slots`): rebuilt when the file does not hold it (`old_last_pos` None), its lastPos moved
+    when the file's lags the TimerLog. Info: the broker repairs it and delivers the units."""
+    where = f"wheel slot {slot_index} (time {time_ms})"
+    if old_last_pos is None:
+        what = f"the wheel file does not hold this slot of TimerLog unit(s) up to {last_pos}; the broker rebuilds it"
+    else:
+        what = f"lastPos {old_last_pos} lags the TimerLog, whose unit {last_pos} is in this slot; the broker revises it"
+    return slot_index * SLOT_SIZE, "info", f"{where}: {what} when it recovers (recoverAndRevise -> reviseSlot)"

@@ -64,8 +64,9 @@ from mqtool.rules.timer import (
     dequeue_order,
     do_enqueue,
     do_enqueue_many,
-    is_cancel_request,
+    format_time_ms,
     is_deleted,
+    need_delete,
     need_roll,
     next_roll_times,
     put_at_once,
@@ -1335,13 +1336,39 @@ class TimerService:
 
     # ----- summary -----
     def pending(self) -> int:
-        """Timer messages still in the wheel, in slots not yet dequeued (cancel markers excluded)."""
-        n = 0
+        """Timer messages still in the wheel, in slots not yet dequeued, that will be delivered: no cancel unit
+        (rolled or not), no message a cancel waiting in the slot it ends in drops (`rules.timer.cancels_in_slot`:
+        a roll unit ends in the slot of its TIMER_OUT_MS), as `inspect timer` counts them."""
+        units = []
         for t in self._queued:
             s = self._slot(t)
             if s is not None:
-                n += sum(not is_cancel_request(u[1]) for _, u in walk_chain(s[1], self._unit, _prev_pos).units)
+                units += [u for _, u in walk_chain(s[1], self._unit, _prev_pos).units]
+        if not any(need_delete(u[1]) for u in units):
+            return len(units)  # (no record is read)
+        cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
+        for u in units:
+            if need_delete(u[1]):
+                props = self._props_rec(u[4])[0] or {}
+                key, end = props.get(PROPERTY_TIMER_DEL_UNIQKEY), self._end_slot(u, props)
+                if key is not None and end is not None:
+                    cancels.setdefault(end, set()).add(key)
+        n = 0
+        for u in units:
+            if need_delete(u[1]):
+                continue
+            props = self._props_rec(u[4])[0] or {}
+            end = self._end_slot(u, props)
+            n += not is_deleted(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(PROPERTY_REAL_TOPIC),
+                                cancels.get(end, _NO_DELETES))
         return n
+
+    def _end_slot(self, u: tuple, props: dict[str, str]) -> int | None:
+        """The slot a unit's message ends in: its own, or for a ROLL unit the one of its TIMER_OUT_MS."""
+        if not need_roll(u[1]):
+            return u[3]
+        out = _int(props.get(PROPERTY_TIMER_OUT_MS))
+        return None if out is None else format_time_ms(out, self.precision)
 
 
 def _text(value: bytes | None) -> str | None:

@@ -49,7 +49,8 @@ def plan_of(records=None, delay=None, consumer=None, store_findings=(), timerche
         return records[offset]
 
     store = SimpleNamespace(config=BrokerConfig(), delay_offsets=delay, consumer_offsets=consumer,
-                            findings=list(store_findings), commitlog=SimpleNamespace(read=read), root="/s")
+                            findings=list(store_findings), commitlog=SimpleNamespace(read=read), root="/s",
+                            timerlog=None, timer_wheel=None)
     kw.setdefault("commitlog_files", [(CL0, 0, 1024), (CL1, 1024, 1024)])
     return AuditPlan(store, [], timercheck=timercheck, **kw)
 

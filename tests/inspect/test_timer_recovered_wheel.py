@@ -74,6 +74,18 @@ def test_an_empty_slot_is_rebuilt_and_its_message_pending(stores):
     assert [(u["pos"], u["state"]) for u in chain["units"]] == [(52, "pending")]
 
 
+def test_spark_audit_reports_the_rebuilt_slot_as_inspect_does(stores):
+    report = run_local(stores["empty"])
+    audit = [(f["file"], f["offset"], f["severity"], f["message"]) for f in report["findings"] if f["check"] == "timer"]
+    doc = timer_view(stores["empty"], NOW)
+    assert audit == [(f["file"], f["offset"], f["severity"], f["message"]) for f in doc["findings"]]
+    assert audit[0][3] == (
+        f"wheel slot {SLOT} (time {T0 + 39_000}): the wheel file does not hold this slot of TimerLog unit(s) up "
+        "to 52; the broker rebuilds it when it recovers (recoverAndRevise -> reviseSlot)"
+    )
+    assert report["summary"]["timer"]["pending_messages"] == 3  # the rebuilt slot's unit counted
+
+
 def test_restart_pending_equals_what_its_replay_delivers(stores):
     doc = restart_preview(stores["empty"], at_ms=NOW, for_ms=120_000)
     assert doc["late"]["timer"]["pending"] == 3

@@ -93,3 +93,21 @@ def test_the_timer_view_trace_and_replay_agree(stores, name):
         "enqueue",
         "cancel",
     ]
+
+
+def test_the_simulators_pending_count_agrees_with_the_timer_view(stores, tmp_path):
+    """Half-way (after the roll, before slot T0 + 149 s): the victim still waits in the wheel, but a cancel
+    waits in the slot it ends in: neither the summary nor `inspect timer` on the `--out` store counts it."""
+    from mqtool.simulate.output import write_store
+
+    store = stores["both_roll"]
+    result = simulate(store, store.config, None, T0 + 120_000, hold_events=True)
+    assert result.summary["pending_timers"] == 0  # was 1
+    write_store(store, result, tmp_path / "out")
+    out = Store.open(tmp_path / "out", CONFIG)
+    doc = timer_view(out, T0 + 120_000)
+    assert [(u["kind"], u["state"]) for u in timer_view(out, T0 + 120_000, at_ms=DUE)["chain"]["units"]] == [
+        ("normal", "cancelled"),
+        ("delete", "cancel request"),
+    ]
+    assert doc["pending"]["count"] == 0
