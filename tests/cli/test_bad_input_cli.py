@@ -35,6 +35,7 @@ def random_conf(tmp_path) -> Path:
         ["inspect", DEMO, "delay", "--now", NOW],
         ["simulate", DEMO, "--until", "+1m"],
         ["trace", DEMO, "--key", "D18"],
+        ["spark-audit", DEMO, "--local"],
     ],
 )
 def test_random_bytes_as_config_are_one_error_line(random_conf, command):
