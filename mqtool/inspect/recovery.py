@@ -81,8 +81,9 @@ def commitlog_recovery(store: Store, clean: bool, check_crc: bool, v4: bool, fin
         return None
     cl = store.commitlog
     disk_end = walks[-1].start + walks[-1].end if walks else 0
-    refused = [f"{cl.rel(f)} is {f.length} bytes, mappedFileSizeCommitLog is {store.config.mapped_file_size_commitlog}"
-               for f in cl.files if f.length != store.config.mapped_file_size_commitlog]
+    size = store.commitlog_file_size  # the overview's answer: broker.conf's size, else what the files show
+    refused = [f"{cl.rel(f)} is {f.length} bytes, mappedFileSizeCommitLog is {size}"
+               for f in cl.files if f.length != size]
     for r in refused:
         findings.add("commitlog", None, CHECK, "error", f"MappedFileQueue.load refuses to start: {r}")
     if rec.end < disk_end or rec.deleted_files:

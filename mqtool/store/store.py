@@ -138,6 +138,12 @@ class Store:
         self.findings += cl.queue.findings  # the listing's findings stay on the queue too
         return cl
 
+    @property
+    def commitlog_file_size(self) -> int:
+        """The length the broker maps every CommitLog file with, as far as the store shows: broker.conf's
+        mappedFileSizeCommitLog when it sets one, else the files' usual length (`open_queue` infers it)."""
+        return self._configured("mappedFileSizeCommitLog") or self.commitlog.queue.file_size
+
     @cached_property
     def queue_ids(self) -> list[tuple[str, int]]:
         """Every ConsumeQueue: the file queues' directories and the RocksDB consume queue's queues (§14)."""

@@ -35,6 +35,7 @@ def random_conf(tmp_path) -> Path:
         ["inspect", DEMO, "delay", "--now", NOW],
         ["simulate", DEMO, "--until", "+1m"],
         ["trace", DEMO, "--key", "D18"],
+        ["spark-audit", DEMO, "--local"],
     ],
 )
 def test_random_bytes_as_config_are_one_error_line(random_conf, command):
@@ -154,3 +155,23 @@ def test_spark_audit_names_the_cut_length_when_the_queue_shows_it(tmp_path):
             "past the end of its CommitLog file 00000000000000065536 (5000 bytes, the "
             "last): cut short, or the files after it are missing"
         )
+
+
+def test_a_10_byte_checkpoint_is_short_in_overview_and_read_as_the_broker_does_in_restart(tmp_path):
+    """The demo's checkpoint cut to 10 bytes: physicMsgTimestamp 1790000019700 survives whole; StoreCheckpoint
+    maps a 4 KiB page, so the rest reads as 0 (the restart view said "checkpoint absent")."""
+    store = shutil.copytree(DEMO, tmp_path / "demo")
+    (store / "checkpoint").write_bytes((DEMO / "checkpoint").read_bytes()[:10])
+    doc = json.loads(run("inspect", store, "--now", NOW, "--json").stdout)
+    assert [(f["file"], f["offset"], f["message"]) for f in doc["findings"] if f["severity"] == "error"] == [
+        (
+            "checkpoint",
+            10,
+            "file is 10 bytes, shorter than the 40 StoreCheckpoint reads: the broker maps a 4096-byte "
+            "page and reads the missing bytes as 0",
+        )
+    ]
+    restart = run("inspect", store, "restart", "--now", NOW)
+    assert restart.exit_code == 0, restart.stderr
+    assert "physic 2026-09-21T14:13:39.700Z, logics -, index -" in restart.stdout
+    assert "absent" not in restart.stdout

@@ -91,3 +91,22 @@ def test_a_store_of_a_timercheck_alone(tmp_path):
     assert doc["files"]["commitlog"]["files"] == 0 and doc["finding_counts"]["error"] == 0
     assert doc["timer"]["checkpoint"]["last_read_time_ms"] == 1790000020000
     assert "None" not in json.dumps(doc)
+
+
+def test_restart_refuses_what_the_overview_finds_and_nothing_else(basic):
+    """One answer: without broker.conf the CommitLog's file size is what its files show (65,536 B here), so a
+    healthy store is not "refused" by the restart preview (it compared with the 1 GiB default); a cut last file
+    is refused there and an error in the overview."""
+    from mqtool.inspect.recovery import recovery_plan
+    from mqtool.store.findings import Findings
+
+    assert recovery_plan(Store.open(basic), Findings())["commitlog"]["load_refused"] == []
+    last = basic / "commitlog" / "00000000000000065536"
+    last.write_bytes(last.read_bytes()[:5000])
+    store = Store.open(basic)
+    assert recovery_plan(store, Findings())["commitlog"]["load_refused"] == [
+        "commitlog/00000000000000065536 is 5000 bytes, mappedFileSizeCommitLog is 65536"
+    ]
+    assert [(f.file, f.offset, f.severity) for f in store.file_findings() if f.check == "commitlog.files"] == [
+        ("commitlog/00000000000000065536", 5000, "error")
+    ]
