@@ -260,3 +260,17 @@ def test_config_files_a_promotion_would_serve(tmp_path: Path):
         "promotion), 2 missing on the slave" in messages
     )
     assert any("delayOffset.json behind the master's on 1 level(s) (2 delayed" in m for m in messages)
+
+
+def test_commitlog_file_sizes_that_differ_are_an_error(tmp_path: Path):
+    fleet, recs = fleet_with(tmp_path, {"s": ReplicaShape(end=_end(build_master(tmp_path / "probe")[10]))})
+    shutil.rmtree(fleet / "s" / "commitlog")
+    (fleet / "s" / "commitlog").mkdir()
+    data = (fleet / "m" / "commitlog" / "00000000000000000000").read_bytes()
+    (fleet / "s" / "commitlog" / "00000000000000000000").write_bytes(
+        data[: _end(recs[10])] + bytes(8192 - _end(recs[10]))
+    )
+    doc = replicas_view(open_fleet(fleet), 0)
+    pair = doc["groups"][0]["pairs"][0]
+    assert (pair["master_commitlog"]["file_size"], pair["slave_commitlog"]["file_size"]) == (4096, 8192)
+    assert any("CommitLog files of 8192 bytes, the master's are 4096" in f["message"] for f in doc["findings"])
