@@ -108,6 +108,9 @@ COMMANDS = [
                 "CommitLog records:", head=22),
         Example(["inspect", *layout("batchcq"), "queue", "--topic", "BatchTopic", "--queue-id", "0", *LAYOUT_NOW],
                 "A BatchConsumeQueue: each unit's base queue offset and batch size (`0 +3`: INNER_NUM 3):"),
+        Example(["inspect", "fixtures/fleet", "replicas", "--now", "2026-11-18T12:00:00Z"], "A fleet (a directory "
+                "of stores, docs/fleet.md): each slave against its master, and what a promotion now would lose "
+                "(`--broker NAME[:ID]` runs any other view on one of its stores):", head=16),
         Example(["inspect", STORE, "delay", *CONF, "--json", *NOW, "--expect", "tests/golden/inspect-delay.json"],
                 "A regression check against a golden file (exit 1 and a unified diff on stderr when it differs; "
                 "`--update-golden` rewrites the file):", devnull=True),

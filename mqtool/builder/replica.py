@@ -36,7 +36,8 @@ def join_offset(master_max_offset: int, file_size: int) -> int:
 class ReplicaShape:
     """What the slave holds: the master's CommitLog bytes [begin, end); its reput dispatched records
     ending at or before `dispatched_to` (None: all it holds); a crash leaves `abort` with `abort_pid`;
-    `preallocated` leaves the next empty CommitLog file; `flips` are offsets whose byte is inverted."""
+    `preallocated` leaves the next empty CommitLog file; `flips` are offsets whose byte is inverted;
+    `lost_from` zeroes the CommitLog from there after the reput (queues ahead of their CommitLog)."""
 
     begin: int = 0
     end: int | None = None
@@ -44,6 +45,7 @@ class ReplicaShape:
     abort_pid: str | None = None
     preallocated: bool = False
     flips: tuple[int, ...] = ()
+    lost_from: int | None = None  # CommitLog bytes from here zeroed after the reput: pages the queues outlived
 
 
 def ha_transfer(master_root: Path, slave_root: Path, begin: int, end: int, file_size: int) -> None:
@@ -105,6 +107,8 @@ def write_replica(
     reput(slave, config, shape.dispatched_to)
     for offset in shape.flips:  # after the reput: the queues were built from the good bytes
         _flip(slave / "commitlog", size, offset)
+    if shape.lost_from is not None:
+        _zero_from(slave / "commitlog", size, shape.lost_from)
     if shape.preallocated:
         MappedFiles(slave / "commitlog", size).ensure(end - end % size + size)
     (slave / "lock").write_bytes(b"lock")
@@ -119,6 +123,18 @@ def _master_end(master: Path, config: BrokerConfig) -> int:
     from mqtool.store.store import Store
 
     return log_end(Store.open(master, config)).end
+
+
+def _zero_from(directory: Path, file_size: int, offset: int) -> None:
+    """Zero the CommitLog from `offset` on (a power loss that took CommitLog pages the ConsumeQueues kept)."""
+    for path in sorted(directory.iterdir()):
+        start = int(path.name)
+        if start + file_size <= offset:
+            continue
+        with path.open("r+b") as fh:
+            pos = max(0, offset - start)
+            fh.seek(pos)
+            fh.write(bytes(file_size - pos))
 
 
 def _flip(directory: Path, file_size: int, offset: int) -> None:

@@ -1080,20 +1080,29 @@ def _restart_replay(con: Console, rp: dict, local: bool) -> None:
 # ----------------------------------------------------------------------------- fleets (issue #29)
 
 
+def _time_range(first: int | None, last: int | None, local: bool) -> str:
+    """`first .. last`, the last without its date when both fall on the same day (a narrower fleet table)."""
+    a, b = _t(first, local), _t(last, local)
+    if "T" in a and a.split("T")[0] == b.split("T")[0]:
+        b = b.split("T", 1)[1]
+    return f"{a} .. {b}"
+
+
 def render_fleet(doc: dict, local: bool) -> None:
     """`inspect FLEET`: one row per store, then the totals; each store's warnings and errors on stderr."""
     con = _console()
     tot = doc["totals"]
     con.print(f"[bold]Fleet[/bold] {escape(doc['fleet'])}: {tot['stores']} store(s) in {tot['groups']} broker "
               f"group(s), cluster(s) {escape(', '.join(tot['clusters']) or '-')}")
-    t = _table(None, "store", "dir", "role", "records", "offsets", "store time", "delay", "timer", "half",
-               "shutdown", "err/warn/info")
+    t = _table(None, "store", "dir", "role", "records", "offsets", "behind master", "store time",
+               "delay/timer/half", "shutdown", "err/warn/info")
     for r in doc["stores"]:
         fc = r["finding_counts"]
         _add(t, r["name"], r["dir"], _v(r["role"]), _v(r["records"]),
              "-" if r["min_offset"] is None else f"{r['min_offset']} .. {r['max_offset']}",
-             f"{_t(r['first_store_timestamp'], local)} .. {_t(r['last_store_timestamp'], local)}",
-             _v(r["delay_backlog"]), _v(r["timer_pending"]), _v(r["transactions_pending"]),
+             "-" if r.get("behind_master_bytes") is None else f"{r['behind_master_bytes']} B",
+             _time_range(r["first_store_timestamp"], r["last_store_timestamp"], local),
+             f"{_v(r['delay_backlog'])}/{_v(r['timer_pending'])}/{_v(r['transactions_pending'])}",
              "-" if r["clean_shutdown"] is None else ("clean" if r["clean_shutdown"] else "CRASHED (abort)"),
              f"{fc['error']}/{fc['warning']}/{fc['info']}",
              style="red" if fc["error"] else None)

@@ -102,6 +102,7 @@ def fleet_overview(fleet: Fleet, now_ms: int) -> dict:
             rows.append(store_row(m, overview(m.open(), now_ms)))
         except MqtoolError as e:
             rows.append(_failed_row(m, e))
+    _behind_master(fleet, rows)
     discovery = [f.as_dict() for f in fleet.findings]
     return {
         "version": JSON_VERSION,
@@ -113,6 +114,21 @@ def fleet_overview(fleet: Fleet, now_ms: int) -> dict:
         "totals": totals(rows, discovery),
         "findings": discovery,
     }
+
+
+def _behind_master(fleet: Fleet, rows: list[dict]) -> None:
+    """`behind_master_bytes` on each classic slave's row: its group master's CommitLog end minus its own (from
+    the overviews, no comparison: `inspect FLEET replicas` says what differs and what a promotion loses)."""
+    by_name = {r["name"]: r for r in rows}
+    for members in fleet.groups().values():
+        masters = [m for m in members if m.identity.is_master]
+        for m in members:
+            row = by_name[m.name]
+            row["behind_master_bytes"] = None
+            if len(masters) == 1 and m is not masters[0] and m.identity.role == "SLAVE":
+                top, own = by_name[masters[0].name]["max_offset"], row["max_offset"]
+                if top is not None and own is not None:
+                    row["behind_master_bytes"] = top - own
 
 
 def totals(rows: list[dict], discovery: list[dict]) -> dict:

@@ -275,8 +275,8 @@ def compare_pair(master: Store, slave: Store, keys: bool = True, ends: tuple[Log
         else max(0, m.last_store_timestamp - s.last_store_timestamp)
     )
     return {
-        "master_commitlog": m.as_dict(),
-        "slave_commitlog": {**s.as_dict(), "shutdown": _shutdown(slave)},
+        "master_commitlog": {**m.as_dict(), "file_size": master.commitlog.queue.file_size},
+        "slave_commitlog": {**s.as_dict(), "file_size": slave.commitlog.queue.file_size, "shutdown": _shutdown(slave)},
         "common": {
             "from_offset": lo,
             "to_offset": max(lo, hi),
@@ -370,6 +370,16 @@ def _pick_master(
 
 def _pair_findings(group: str, master: str, slave: str, pair: dict, findings: Findings) -> None:
     where = f"{slave} vs {master}"
+    sizes = (pair["master_commitlog"]["file_size"], pair["slave_commitlog"]["file_size"])
+    if sizes[0] and sizes[1] and sizes[0] != sizes[1]:
+        findings.add(
+            slave,
+            None,
+            CHECK,
+            "error",
+            f"{where}: CommitLog files of {sizes[1]} bytes, the master's are "
+            f"{sizes[0]}: HA copies bytes to the same offsets in files of one size (mappedFileSizeCommitLog)",
+        )
     c = pair["common"]
     if c["first_difference"] is not None:
         n = pair["common"]["differing_records"]["records"]

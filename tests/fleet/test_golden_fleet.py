@@ -36,3 +36,20 @@ def test_fleet_goldens(view, golden, schema, code):
     jsonschema.Draft202012Validator(load_schema(schema)).validate(json.loads(r.stdout))
     result = check_golden(doc, GOLDEN / golden, lines=False, update_golden=UPDATE, paths={"<store>": FLEET})
     assert result.equal, f"{result.message}\n{result.diff}"
+
+
+def test_fleet_expect_on_the_command_line():
+    """--expect compares a fleet view like any view; <store> stands for the fleet directory."""
+    args = [
+        "inspect",
+        str(FLEET),
+        "replicas",
+        "--json",
+        "--now",
+        NOW,
+        "--expect",
+        str(GOLDEN / "inspect-fleet-replicas.json"),
+    ]
+    r = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == f"{GOLDEN / 'inspect-fleet-replicas.json'}: output equals the golden file\n"

@@ -260,3 +260,33 @@ def test_config_files_a_promotion_would_serve(tmp_path: Path):
         "promotion), 2 missing on the slave" in messages
     )
     assert any("delayOffset.json behind the master's on 1 level(s) (2 delayed" in m for m in messages)
+
+
+def test_commitlog_file_sizes_that_differ_are_an_error(tmp_path: Path):
+    fleet, recs = fleet_with(tmp_path, {"s": ReplicaShape(end=_end(build_master(tmp_path / "probe")[10]))})
+    shutil.rmtree(fleet / "s" / "commitlog")
+    (fleet / "s" / "commitlog").mkdir()
+    data = (fleet / "m" / "commitlog" / "00000000000000000000").read_bytes()
+    (fleet / "s" / "commitlog" / "00000000000000000000").write_bytes(
+        data[: _end(recs[10])] + bytes(8192 - _end(recs[10]))
+    )
+    doc = replicas_view(open_fleet(fleet), 0)
+    pair = doc["groups"][0]["pairs"][0]
+    assert (pair["master_commitlog"]["file_size"], pair["slave_commitlog"]["file_size"]) == (4096, 8192)
+    assert any("CommitLog files of 8192 bytes, the master's are 4096" in f["message"] for f in doc["findings"])
+
+
+def test_queues_ahead_of_the_slaves_commitlog(tmp_path: Path):
+    """The slave's queues kept units for CommitLog bytes it lost (zeroed from record 80): recovery ends its
+    CommitLog at 80 and truncateDirtyLogicFiles drops the units past it."""
+    recs = build_master(tmp_path / "probe")
+    fleet, _ = fleet_with(tmp_path, {"s": ReplicaShape(lost_from=recs[80].physical_offset)})
+    doc = replicas_view(open_fleet(fleet), 0)
+    pair = doc["groups"][0]["pairs"][0]
+    assert pair["slave_commitlog"]["max_offset"] == recs[80].physical_offset
+    ahead = {}
+    for r in recs[80:]:
+        ahead[(r.topic, r.queue_id)] = ahead.get((r.topic, r.queue_id), 0) + 1
+    assert {(q["topic"], q["queue_id"]): q["past_commitlog_end"] for q in pair["consume_queues"]} == ahead
+    assert sum(1 for f in doc["findings"] if "point past the slave's CommitLog end" in f["message"]) == 3
+    assert [m["keys"] for m in pair["promotion_loses"]["messages"]] == [[f"K{i:04d}"] for i in range(80, 90)]
