@@ -23,8 +23,10 @@ Queues are read through `Store.consume_queue` (a ConsumeQueue or a RocksDB consu
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
+from mqtool.errors import MqtoolError
 from mqtool.formats.message import RecordError
 from mqtool.inspect import JSON_VERSION
 from mqtool.rules.consumer import (
@@ -232,7 +234,10 @@ def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, to
     counted = {members[0].name for members in fleet.groups().values()}
     stores = []
     for m in fleet.members:
-        doc = consumers_view(m.open(), now_ms, group, topic)
+        try:
+            doc = consumers_view(m.open(), now_ms, group, topic)
+        except MqtoolError as e:  # one store that cannot be read: an error finding in its section
+            doc = _unread(m.rel, e)
         for r in doc["queues"]:
             r["store"] = m.name
         stores.append(
@@ -272,7 +277,20 @@ def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, to
             "expired": sum(g["expired"] for g in user),
         },
         "findings": [f.as_dict() for f in sort_findings(fleet.findings)]
-        + [{**f, "file": f"{s['dir']}/{f['file']}"} for s in stores for f in s["findings"]],
+        + [{**f, "file": posixpath.normpath(f"{s['dir']}/{f['file']}")} for s in stores for f in s["findings"]],
+    }
+
+
+def _unread(rel: str, error: MqtoolError) -> dict:
+    """The section of a store that could not be opened or read."""
+    finding = Findings()
+    finding.add(".", None, CHECK, "error", f"cannot read the store {rel}: {error}")
+    return {
+        "offsets_source": None,
+        "groups": [],
+        "queues": [],
+        "totals": dict.fromkeys(("groups", "system_groups", "queues", "lag", "system_lag", "expired"), 0),
+        "findings": [f.as_dict() for f in finding],
     }
 
 

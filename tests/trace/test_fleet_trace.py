@@ -203,3 +203,16 @@ def test_the_ha_pair_holds_phase_one_twice_and_phase_two_on_the_master_only():
         ("broker-ha", ["broker-ha:0"], ["broker-ha:1"])
     ]
     assert [r["physical_offset"] for r in doc["traces"][0]["trace"]["records"]] == [126247]
+
+
+def test_a_store_the_lookup_cannot_search_is_a_note(fleet_dir):
+    """The builder wrote no IndexFiles here: --lookup indexfile searches no store, and says why on each."""
+    result = trace_fleet(open_fleet(fleet_dir), TraceQuery(key="order-0001"), lookup="indexfile")
+    doc = _doc(result)
+    assert [(s["lookup"], s["found"]) for s in doc["stores"]] == [(None, 0)] * 3
+    assert all(
+        s["notes"][0].startswith("not searched: ") and "no IndexFile can answer" in s["notes"][0] for s in doc["stores"]
+    )
+    assert not result.found
+    r = _cli(fleet_dir, "--msg-id", "not-hex")  # a bad query is an input error, not three notes
+    assert r.returncode == 2 and "not a message id" in r.stderr
