@@ -20,6 +20,7 @@ from mqtool.builder.replica import ReplicaShape, join_offset, write_replica
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.message import MessageRecord
+from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 T0 = 1795000000000  # 2026-11-18T11:06:40Z: the fleet's first store time
 FILE = 4096  # mappedFileSizeCommitLog
@@ -54,7 +55,11 @@ def write_master(root: Path, n: int, key_prefix: str = "K", t0: int = T0) -> lis
     with StoreWriter(root, fleet_config()) as w:
         for i in range(n):
             topic, q = TOPICS[i % 3]
-            props = [("KEYS", f"{key_prefix}{i:04d}"), ("UNIQ_KEY", f"U{key_prefix}{i:04d}"), ("TAGS", f"t{i % 2}")]
+            props = [
+                (PROPERTY_KEYS, f"{key_prefix}{i:04d}"),
+                (PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, f"U{key_prefix}{i:04d}"),
+                (PROPERTY_TAGS, f"t{i % 2}"),
+            ]
             w.append_message(topic, q, b"x" * 60, props, store_timestamp=t0 + 10 * i)
         w.write_checkpoint()
         return list(w.records)

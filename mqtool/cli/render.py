@@ -1120,10 +1120,12 @@ def render_replicas(doc: dict, local: bool) -> None:
                          _v(q["past_commitlog_end"]), str(q["mismatched_units"]))
                 con.print(t)
         if g["kind"] == "dledger":
-            t = _table(None, "node", "begin index", "end index", "term", "committed index", "committed pos",
-                       "behind (entries)", "differing entries")
+            t = _table(f"reference: {g['reference']}", "node", "begin index", "end index", "term",
+                       "committed index", "committed pos", "behind (entries)", "differing entries",
+                       "records only on the reference")
             for n in g["nodes"]:
+                lost = n.get("only_on_reference")
                 _add(t, n["name"], _v(n["begin_index"]), _v(n["end_index"]), _v(n["term"]),
                      _v(n["committed_index"]), _v(n["committed_pos"]), _v(n.get("behind_entries")),
-                     _v(n.get("differing_entries")))
+                     _v(n.get("differing_entries")), "-" if lost is None else _lost_line(lost))
             con.print(t)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mqtool.formats.dledger import BODY_OFFSET
 from mqtool.store.compare import compare_queues
 from mqtool.store.findings import Findings
 from mqtool.store.fleet import FleetMember
@@ -113,14 +114,30 @@ def _compare_nodes(ref: dict, node: dict) -> dict:
     }
 
 
-def dledger_group(members: list[FleetMember], stores: dict[str, Store], findings: Findings) -> dict:
+def only_on_reference(ref: dict, ref_store: Store, node: dict, keys: bool) -> dict:
+    """The records in the reference's entries past the node's end index (the bodies' physical offsets are
+    entry pos + BODY_OFFSET): counted per topic and queue, listed with `keys`."""
+    from mqtool.inspect.replicas import Tally, records_in
+
+    units = ref["_units"]
+    first = (node["end_index"] + 1) if node["end_index"] is not None else ref["begin_index"]
+    k = first - ref["begin_index"]
+    if ref["end_index"] is None or not 0 <= k < len(units):
+        return Tally(keys).as_dict()
+    start = int(units["pos"][k]) + BODY_OFFSET
+    return records_in(ref_store, start, ref["end_pos"], keys).as_dict()
+
+
+def dledger_group(members: list[FleetMember], stores: dict[str, Store], findings: Findings, keys: bool = True) -> dict:
     """The `replicas` entry of a DLedger group: every node's ledger and its comparison with the reference."""
     nodes = [node_ledger(m, stores[m.name], findings) for m in members]
     usable = [n for n in nodes if n["end_index"] is not None]
     ref = max(usable, key=lambda n: (n["last_entry_term"], n["end_index"]), default=None)
+    ref_store = None if ref is None else stores[ref["name"]]
     for n in nodes:
         if ref is not None and n is not ref:
             n.update(_compare_nodes(ref, n))
+            n["only_on_reference"] = only_on_reference(ref, ref_store, n, keys)
             if n["differing_entries"]:
                 findings.add(
                     n["name"],

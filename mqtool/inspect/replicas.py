@@ -100,7 +100,7 @@ def log_end(store: Store) -> LogEnd:
         e, s = np.concatenate(ends), np.concatenate(stamps)
         kept = s[e <= rec.end]
         last_ts = int(kept[-1]) if kept.size else None
-    stop = cl.scans.get(f"commitlog/{rec.stop_file:020d}")
+    stop = next((cl.scans.get(cl.rel(f)) for f in files if f.start == rec.stop_file), None)
     torn = stop.trailing_bytes if stop is not None else 0
     disk_end = walks[-1].start + walks[-1].end
     return LogEnd(
@@ -263,8 +263,11 @@ def compare_pair(master: Store, slave: Store, keys: bool = True, ends: tuple[Log
     m, s = ends if ends is not None else (log_end(master), log_end(slave))
     lo, hi = max(m.min_offset, s.min_offset), min(m.end, s.end)
     diff = compare_queues(master.commitlog.queue, slave.commitlog.queue, lo, hi)
-    differing, only_master = _split_records(master, m, s.end, diff.regions, keys)
-    _, only_slave = _split_records(slave, s, m.end, diff.regions, keys)
+    regions = diff.regions
+    if diff.more_regions:  # past the listed regions, every record of the common range counts as differing
+        regions = [*regions[:-1], [regions[-1][0], hi]]
+    differing, only_master = _split_records(master, m, s.end, regions, keys)
+    _, only_slave = _split_records(slave, s, m.end, regions, keys)
     lost = differing.merged(only_master)
     behind_ms = (
         None
@@ -477,7 +480,7 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
         stores = {m.name: m.open() for m in members}
         entry: dict = {"group": name, "stores": [m.name for m in members]}
         if any(m.identity.role == "DLEDGER" for m in members):
-            entry.update(kind="dledger", **dledger_group(members, stores, findings))
+            entry.update(kind="dledger", **dledger_group(members, stores, findings, keys))
         elif len(members) < 2:
             entry.update(kind="single", master=members[0].name, pairs=[])
         else:

@@ -18,10 +18,10 @@ A store is named after its broker: `brokerName:brokerId` from broker.conf (`Brok
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from mqtool.formats.broker_conf import BrokerConfig, load_broker_conf
+from mqtool.formats.broker_conf import BrokerConfig, ConfigFileError, load_broker_conf, parse_properties
 from mqtool.store.batchcq import BCQ_DIR
 from mqtool.store.dledger import find_dledger_dirs
 from mqtool.store.errors import StoreError
@@ -275,7 +275,7 @@ def open_fleet(path: Path | str, config: Path | None = None) -> Fleet:
 
 def _member(root: Path, store: Path, shared: BrokerConfig, config: Path | None, findings: Findings) -> FleetMember:
     own = conf_for(store)
-    cfg = load_broker_conf(own) if own is not None else shared
+    cfg = _own_config(own, shared, config, findings) if own is not None else shared
     conf_path = own if own is not None else config
     ident = identity_of(store, cfg, conf_path, findings)
     rel = store.relative_to(root).as_posix()
@@ -283,6 +283,21 @@ def _member(root: Path, store: Path, shared: BrokerConfig, config: Path | None, 
     if ident.broker_name is None and ident.broker_id is not None:
         name = f"{rel}:{ident.broker_id}"
     return FleetMember(name, store, rel, cfg, conf_path, ident)
+
+
+def _own_config(own: Path, shared: BrokerConfig, config: Path | None, findings: Findings) -> BrokerConfig:
+    """The store's own broker.conf; one it cannot use is an error finding, and the store is read with the
+    shared settings (its names still taken from the file's keys when the text parses)."""
+    try:
+        return load_broker_conf(own)
+    except ConfigFileError as e:
+        fallback = "--config" if config is not None else "RocketMQ's defaults"
+        findings.add(own.name, None, CHECK, "error", f"{e}; the store is read with {fallback}")
+    try:
+        raw = parse_properties(own.read_bytes().decode("latin-1"), source=own.name)
+    except (OSError, ConfigFileError):
+        raw = {}
+    return replace(shared, raw=raw)
 
 
 def _disambiguate(members: list[FleetMember]) -> None:

@@ -122,3 +122,15 @@ def test_bad_broker_id_is_a_finding(tmp_path: Path):
     (tmp_path / "f" / "s.broker.conf").write_text("brokerName=b\nbrokerId=x\n")
     fleet = open_fleet(tmp_path / "f")
     assert [(f.file, f.check, f.severity) for f in fleet.findings] == [("s.broker.conf", "fleet.discovery", "warning")]
+
+
+def test_an_unusable_broker_conf_is_a_finding_not_the_end(tmp_path: Path):
+    """A bad number in one store's broker.conf: that store is read with the shared settings, named from the file."""
+    shutil.copytree(FIXTURES / "demo", tmp_path / "f" / "s")
+    (tmp_path / "f" / "s.broker.conf").write_text("brokerName=b\nbrokerId=1\nmappedFileSizeCommitLog=lots\n")
+    fleet = open_fleet(tmp_path / "f")
+    (m,) = fleet.members
+    assert (m.name, m.config.mapped_file_size_commitlog) == ("b:1", 1 << 30)
+    ((file, severity, message),) = [(f.file, f.severity, f.message) for f in fleet.findings]
+    assert (file, severity) == ("s.broker.conf", "error")
+    assert 'mappedFileSizeCommitLog = "lots" is not an integer' in message and "RocketMQ's defaults" in message

@@ -3,8 +3,11 @@
 import json
 from pathlib import Path
 
+import jsonschema
+
 from conftest import ORACLE, need_oracle
 from mqtool.builder.replica import write_dledger_follower
+from mqtool.inspect import load_schema
 from mqtool.inspect.replicas import replicas_view
 from mqtool.store.fleet import open_fleet
 
@@ -52,7 +55,28 @@ def test_dledger_nodes_behind_and_differing(tmp_path: Path):
     assert (n1["end_index"], n1["committed_index"], n1["behind_entries"], n1["differing_entries"]) == (30, 29, 11, 0)
     assert n1["committed_pos"] == entries[29]["dledgerPos"] + entries[29]["dledgerSize"]
     assert (n2["behind_entries"], n2["differing_entries"], n2["differing_indexes"]) == (0, 1, [10])
+    lost = n1["only_on_reference"]  # entries 31..41: on n0 only
+    assert [m["offset"] for m in lost["messages"]] == [e["physicalOffset"] for e in entries[31:]]
+    assert [m["topic"] for m in lost["messages"]] == [e["topic"] for e in entries[31:]]
+    assert [m["uniq_key"] for m in lost["messages"]] == [e["properties"].get("UNIQ_KEY") for e in entries[31:]]
+    assert n2["only_on_reference"]["records"] == 0
+    jsonschema.Draft202012Validator(load_schema("replicas")).validate(json.loads(json.dumps(doc)))
     assert [(f["file"], f["severity"]) for f in doc["findings"]] == [
         ("broker-g0:n1", "warning"),
         ("broker-g0:n2", "error"),
     ]
+
+
+def test_dledger_text_output(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from mqtool.cli.app import app
+
+    fleet, _ = _fleet(tmp_path)
+    r = CliRunner().invoke(app, ["inspect", str(fleet), "replicas"])
+    assert r.exit_code == 1  # n2's entry 10 differs: an error
+    assert "reference: broker-g0:n0" in r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.strip().startswith("broker-g0:n1"))
+    entries = [json.loads(line) for line in (DL / "records.jsonl").read_text().splitlines()]
+    pos29 = entries[29]["dledgerPos"] + entries[29]["dledgerSize"]
+    assert row.split()[1:9] == ["0", "30", "0", "29", str(pos29), "11", "0", "11"]
