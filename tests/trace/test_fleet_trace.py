@@ -216,3 +216,23 @@ def test_a_store_the_lookup_cannot_search_is_a_note(fleet_dir):
     assert not result.found
     r = _cli(fleet_dir, "--msg-id", "not-hex")  # a bad query is an input error, not three notes
     assert r.returncode == 2 and "not a message id" in r.stderr
+
+
+def test_the_fixture_fleet_as_docs_fleet_md_tours_it():
+    """docs/fleet.md step 5: A0075 (record 75) lies past where broker-a's slave was killed (record 70)."""
+    from conftest import FIXTURES
+
+    fleet = open_fleet(FIXTURES / "fleet")
+    doc = _doc(trace_fleet(fleet, TraceQuery(key="A0075")))
+    assert doc["verdict"] == (
+        "found on 1 of 4 stores: broker-a:0; UNIQ_KEY UA0075 is not on broker-a:1 of "
+        "broker-a: a promotion of it now would lose the message"
+    )
+    assert [(s["store"], s["lookup"]) for s in doc["stores"]] == [
+        ("broker-a:0", "indexfile"),
+        ("broker-a:1", "indexfile+scan"),
+        ("broker-b:0", "indexfile"),
+        ("broker-b:1", "indexfile"),
+    ]
+    r = _cli(FIXTURES / "fleet", "--key", "A0075")
+    assert "not on 3 store(s): broker-a:1, broker-b:0, broker-b:1" in r.stdout
