@@ -26,6 +26,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
+import numpy as np
+
 from mqtool.errors import MqtoolError
 from mqtool.formats.message import RecordError
 from mqtool.inspect import JSON_VERSION
@@ -38,7 +40,7 @@ from mqtool.rules.consumer import (
     which_topic_by_consumer,
 )
 from mqtool.rules.rocksdb import is_system_topic
-from mqtool.store.batchcq import BcqUnit
+from mqtool.store.batchcq import BatchConsumeQueue
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.fleet import Fleet
 from mqtool.store.store import Store
@@ -57,15 +59,16 @@ class _Queue:
     findings: Findings
     min_offset: int = 0
     max_offset: int = 0
-    batch: list[BcqUnit] | None = None
+    batch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # BatchCQ: (base offset, batch size, store time)
 
     @classmethod
     def open(cls, store: Store, topic: str, queue_id: int, findings: Findings) -> _Queue:
         q = cls(store, topic, queue_id, findings)
         if (topic, queue_id) in store.batch_queue_ids:
-            q.batch = list(store.batch_consume_queue(topic, queue_id).iter_units(findings))
-            if q.batch:
-                q.min_offset, q.max_offset = q.batch[0].queue_offset, q.batch[-1].next_offset
+            q.batch = _batch_columns(store.batch_consume_queue(topic, queue_id), findings)
+            base, num, _times = q.batch
+            if len(base):
+                q.min_offset, q.max_offset = int(base[0]), int(base[-1] + num[-1])
             return q
         cq = store.consume_queue(topic, queue_id)
         if cq is not None:
@@ -77,9 +80,9 @@ class _Queue:
         """`getMessageStoreTimeStamp`: the store time of the message at a queue offset, None when it is gone."""
         if not self.min_offset <= offset < self.max_offset:
             return None
-        if self.batch is not None:
-            unit = next((u for u in self.batch if u.queue_offset <= offset < u.next_offset), None)
-            return None if unit is None else unit.store_time
+        if self.batch is not None:  # the batch holding the offset: the last base at or before it
+            base, _num, times = self.batch
+            return int(times[np.searchsorted(base, offset, side="right") - 1])
         unit = self.store.consume_queue(self.topic, self.queue_id).unit(offset)
         if unit is None:
             return None
@@ -96,6 +99,16 @@ class _Queue:
                 self.queue_id,
             )
             return None
+
+
+def _batch_columns(bcq: BatchConsumeQueue, findings: Findings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A BatchConsumeQueue's units as columns: msgBaseOffset, batch size and store time (no object per unit)."""
+    cols: list[list[np.ndarray]] = [[], [], []]
+    for _f, _first, units in bcq.scan_columns(findings):
+        for col, name in zip(cols, ("msg_base_offset", "batch_size", "store_time"), strict=True):
+            col.append(units[name].astype(np.int64))
+        del units
+    return tuple(np.concatenate(c) if c else np.zeros(0, np.int64) for c in cols)
 
 
 def consumers_view(store: Store, now_ms: int, group: str | None = None, topic: str | None = None) -> dict:
