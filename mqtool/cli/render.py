@@ -895,9 +895,12 @@ def render_fleet_trace(result, local: bool) -> None:
         out.print(Text.assemble((head, "bold"), f"{len(s.traces)} message(s), lookup: {s.lookup}"))
         render_traces(s.traces, local)
         out.print()
-    absent = [s.member.name for s in result.stores if not s.traces]
+    absent = [s.member.name for s in result.stores if not s.traces and s.lookup is not None]
     if absent:
         out.print(f"not on {len(absent)} store(s): {', '.join(absent)}", markup=False)
+    for s in result.stores:
+        if s.lookup is None:
+            out.print(f"{s.member.name}: {'; '.join(s.notes)}", style="yellow", markup=False)
     for c in result.cross_broker:
         out.print(f"UNIQ_KEY {c['uniq_key']} is stored on {len(c['broker_groups'])} broker groups: a producer retry "
                   "that went to another broker (consumers get it twice)", style="bold red", markup=False)

@@ -23,8 +23,12 @@ Queues are read through `Store.consume_queue` (a ConsumeQueue or a RocksDB consu
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
+import numpy as np
+
+from mqtool.errors import MqtoolError
 from mqtool.formats.message import RecordError
 from mqtool.inspect import JSON_VERSION
 from mqtool.rules.consumer import (
@@ -36,7 +40,7 @@ from mqtool.rules.consumer import (
     which_topic_by_consumer,
 )
 from mqtool.rules.rocksdb import is_system_topic
-from mqtool.store.batchcq import BcqUnit
+from mqtool.store.batchcq import BatchConsumeQueue
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.fleet import Fleet
 from mqtool.store.store import Store
@@ -55,15 +59,16 @@ class _Queue:
     findings: Findings
     min_offset: int = 0
     max_offset: int = 0
-    batch: list[BcqUnit] | None = None
+    batch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # BatchCQ: (base offset, batch size, store time)
 
     @classmethod
     def open(cls, store: Store, topic: str, queue_id: int, findings: Findings) -> _Queue:
         q = cls(store, topic, queue_id, findings)
         if (topic, queue_id) in store.batch_queue_ids:
-            q.batch = list(store.batch_consume_queue(topic, queue_id).iter_units(findings))
-            if q.batch:
-                q.min_offset, q.max_offset = q.batch[0].queue_offset, q.batch[-1].next_offset
+            q.batch = _batch_columns(store.batch_consume_queue(topic, queue_id), findings)
+            base, num, _times = q.batch
+            if len(base):
+                q.min_offset, q.max_offset = int(base[0]), int(base[-1] + num[-1])
             return q
         cq = store.consume_queue(topic, queue_id)
         if cq is not None:
@@ -75,9 +80,9 @@ class _Queue:
         """`getMessageStoreTimeStamp`: the store time of the message at a queue offset, None when it is gone."""
         if not self.min_offset <= offset < self.max_offset:
             return None
-        if self.batch is not None:
-            unit = next((u for u in self.batch if u.queue_offset <= offset < u.next_offset), None)
-            return None if unit is None else unit.store_time
+        if self.batch is not None:  # the batch holding the offset: the last base at or before it
+            base, _num, times = self.batch
+            return int(times[np.searchsorted(base, offset, side="right") - 1])
         unit = self.store.consume_queue(self.topic, self.queue_id).unit(offset)
         if unit is None:
             return None
@@ -94,6 +99,16 @@ class _Queue:
                 self.queue_id,
             )
             return None
+
+
+def _batch_columns(bcq: BatchConsumeQueue, findings: Findings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A BatchConsumeQueue's units as columns: msgBaseOffset, batch size and store time (no object per unit)."""
+    cols: list[list[np.ndarray]] = [[], [], []]
+    for _f, _first, units in bcq.scan_columns(findings):
+        for col, name in zip(cols, ("msg_base_offset", "batch_size", "store_time"), strict=True):
+            col.append(units[name].astype(np.int64))
+        del units
+    return tuple(np.concatenate(c) if c else np.zeros(0, np.int64) for c in cols)
 
 
 def consumers_view(store: Store, now_ms: int, group: str | None = None, topic: str | None = None) -> dict:
@@ -232,7 +247,10 @@ def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, to
     counted = {members[0].name for members in fleet.groups().values()}
     stores = []
     for m in fleet.members:
-        doc = consumers_view(m.open(), now_ms, group, topic)
+        try:
+            doc = consumers_view(m.open(), now_ms, group, topic)
+        except MqtoolError as e:  # one store that cannot be read: an error finding in its section
+            doc = _unread(m.rel, e)
         for r in doc["queues"]:
             r["store"] = m.name
         stores.append(
@@ -272,7 +290,20 @@ def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, to
             "expired": sum(g["expired"] for g in user),
         },
         "findings": [f.as_dict() for f in sort_findings(fleet.findings)]
-        + [{**f, "file": f"{s['dir']}/{f['file']}"} for s in stores for f in s["findings"]],
+        + [{**f, "file": posixpath.normpath(f"{s['dir']}/{f['file']}")} for s in stores for f in s["findings"]],
+    }
+
+
+def _unread(rel: str, error: MqtoolError) -> dict:
+    """The section of a store that could not be opened or read."""
+    finding = Findings()
+    finding.add(".", None, CHECK, "error", f"cannot read the store {rel}: {error}")
+    return {
+        "offsets_source": None,
+        "groups": [],
+        "queues": [],
+        "totals": dict.fromkeys(("groups", "system_groups", "queues", "lag", "system_lag", "expired"), 0),
+        "findings": [f.as_dict() for f in finding],
     }
 
 

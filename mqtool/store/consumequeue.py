@@ -104,8 +104,8 @@ class ConsumeQueue:
     @property
     def max_offset(self) -> int:
         if self._max is None:
-            for _ in self.iter_units(self._last_file_start()):
-                pass
+            for _first, units in self.scan_columns(self._last_file_start()):  # sets _max; no object per unit
+                del units
             if self._max is None:
                 self._max = self.first_offset
         return self._max
@@ -115,9 +115,11 @@ class ConsumeQueue:
 
     def min_offset(self, commitlog_min: int = 0) -> int:
         """The first unit whose CommitLog offset is still in the CommitLog (`ConsumeQueue.minLogicOffset`)."""
-        for u in self.iter_units(self.first_offset):
-            if u.commitlog_offset >= commitlog_min:
-                return u.queue_offset
+        for first, units in self.scan_columns(self.first_offset):
+            hits = np.flatnonzero(units["commitlog_offset"] >= commitlog_min)
+            del units
+            if len(hits):
+                return first + int(hits[0])
         return self.max_offset
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqtool.errors import MqtoolError
 from mqtool.formats.message import MessageRecord
 from mqtool.store.fleet import Fleet, FleetMember
 from mqtool.times import parse_time
@@ -31,7 +32,7 @@ class StoreTraces:
 
     member: FleetMember
     traces: list[Trace]
-    lookup: str
+    lookup: str | None  # None: the store could not be searched (`notes` says why)
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -178,12 +179,15 @@ def trace_fleet(
     time verdicts are judged at (relative to each store's last sign of life); None: each store's own."""
     stores = []
     for m in fleet.members:
-        store = m.open()
+        try:
+            store = m.open()
+            finder, used, notes = select_finder(store, query, None, lookup)
+        except MqtoolError as e:  # an unreadable store, or one the asked-for lookup cannot answer: a note
+            stores.append(StoreTraces(m, [], None, [f"not searched: {e}"]))
+            continue
         as_of = parse_time(now, store_as_of(store), local) if now is not None else None
-        finder, used, notes = select_finder(store, query, None, lookup)
-        stores.append(
-            StoreTraces(m, trace(store, query, finder=finder, as_of=as_of, limit=limit, lookup=used), used, notes)
-        )
+        traces = trace(store, query, finder=finder, as_of=as_of, limit=limit, lookup=used)
+        stores.append(StoreTraces(m, traces, used, notes))
     key_groups = sorted({s.member.group for s in stores if s.traces}) if query.key is not None else []
     key_groups = key_groups if len(key_groups) > 1 else []
     return FleetTrace(fleet, query, stores, _cross_broker(stores), key_groups, _not_replicated(fleet, stores))

@@ -272,3 +272,21 @@ def test_cli_text_and_json(demo_dir, demo_conf):
     ]
     r = _cli(str(demo_dir), "consumers", "--offset", "5")
     assert r.returncode == 2 and r.stderr.startswith("Error: --offset applies to the message view")
+
+
+def test_queue_min_and_max_offsets_as_the_broker_reads_them(basic):
+    """`ConsumeQueue.max_offset` and `min_offset` (the first unit whose CommitLog offset is still in the
+    CommitLog, `correctMinOffset`) on TopicB/1's two files (64 + 8 units), against the units read with struct."""
+    import struct
+
+    d = basic.root / "consumequeue" / "TopicB" / "1"
+    data = b"".join(p.read_bytes() for p in sorted(d.iterdir()))
+    units = [struct.unpack_from(">qiq", data, i) for i in range(0, len(data), 20)]
+    written = [u for u in units if u != (0, 0, 0)]
+    assert len(written) == 72
+    cq = basic.consume_queue("TopicB", 1)
+    assert cq.max_offset == 72
+    assert cq.min_offset(0) == 0
+    assert cq.min_offset(written[10][0]) == 10 and cq.min_offset(written[10][0] - 1) == 10
+    assert cq.min_offset(written[70][0]) == 70  # in the second file
+    assert cq.min_offset(written[71][0] + 1) == 72  # nothing left: the max offset

@@ -159,3 +159,24 @@ def test_cli_fleet_text_json_and_broker(fleet_dir):
     assert r.returncode == 2 and "names no store of the fleet" in r.stderr
     r = _cli(fleet_dir / "a0", "consumers", "--broker", "broker-a")
     assert r.returncode == 2 and "--broker picks a store of a fleet; this is one store" in r.stderr
+
+
+def test_a_store_that_cannot_be_read_is_an_error_finding(fleet_dir, monkeypatch):
+    from mqtool.store.errors import StoreError
+    from mqtool.store.fleet import FleetMember
+
+    opened = FleetMember.open
+
+    def open_or_fail(self, findings=None):
+        if self.rel == "b":
+            raise StoreError("no longer there", self.path)
+        return opened(self, findings)
+
+    monkeypatch.setattr(FleetMember, "open", open_or_fail)
+    doc = fleet_consumers_view(open_fleet(fleet_dir), NOW)
+    VALIDATOR.validate(json.loads(json.dumps(doc)))
+    b = next(s for s in doc["stores"] if s["store"] == "broker-b:0")
+    assert (b["groups"], b["queues"], b["offsets_source"]) == ([], [], None)
+    assert [(f["severity"], f["file"]) for f in doc["findings"]] == [("error", "b")]
+    assert "cannot read the store b: " in doc["findings"][0]["message"]
+    assert [g["group"] for g in doc["groups"]] == ["GID_demo", "GID_p", "CID_RMQ_SYS_REVIVE_GROUP", "CID_RMQ_SYS_TRANS"]

@@ -203,3 +203,36 @@ def test_the_ha_pair_holds_phase_one_twice_and_phase_two_on_the_master_only():
         ("broker-ha", ["broker-ha:0"], ["broker-ha:1"])
     ]
     assert [r["physical_offset"] for r in doc["traces"][0]["trace"]["records"]] == [126247]
+
+
+def test_a_store_the_lookup_cannot_search_is_a_note(fleet_dir):
+    """The builder wrote no IndexFiles here: --lookup indexfile searches no store, and says why on each."""
+    result = trace_fleet(open_fleet(fleet_dir), TraceQuery(key="order-0001"), lookup="indexfile")
+    doc = _doc(result)
+    assert [(s["lookup"], s["found"]) for s in doc["stores"]] == [(None, 0)] * 3
+    assert all(
+        s["notes"][0].startswith("not searched: ") and "no IndexFile can answer" in s["notes"][0] for s in doc["stores"]
+    )
+    assert not result.found
+    r = _cli(fleet_dir, "--msg-id", "not-hex")  # a bad query is an input error, not three notes
+    assert r.returncode == 2 and "not a message id" in r.stderr
+
+
+def test_the_fixture_fleet_as_docs_fleet_md_tours_it():
+    """docs/fleet.md step 5: A0075 (record 75) lies past where broker-a's slave was killed (record 70)."""
+    from conftest import FIXTURES
+
+    fleet = open_fleet(FIXTURES / "fleet")
+    doc = _doc(trace_fleet(fleet, TraceQuery(key="A0075")))
+    assert doc["verdict"] == (
+        "found on 1 of 4 stores: broker-a:0; UNIQ_KEY UA0075 is not on broker-a:1 of "
+        "broker-a: a promotion of it now would lose the message"
+    )
+    assert [(s["store"], s["lookup"]) for s in doc["stores"]] == [
+        ("broker-a:0", "indexfile"),
+        ("broker-a:1", "indexfile+scan"),
+        ("broker-b:0", "indexfile"),
+        ("broker-b:1", "indexfile"),
+    ]
+    r = _cli(FIXTURES / "fleet", "--key", "A0075")
+    assert "not on 3 store(s): broker-a:1, broker-b:0, broker-b:1" in r.stdout
