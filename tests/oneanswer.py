@@ -236,7 +236,8 @@ class StoreAnswers:
         if q < row["corrected_offset"]:
             return Answer("done", text=f"delay view: level {level} restarts from {row['corrected_offset']}")
         if not row["configured"]:
-            return Answer("never", text=f"delay view: level {level} not configured")
+            ans = Answer("never", text=f"delay view: level {level} not configured")
+            return self._retry_answer(m, ans) if m.kind == "retry" else ans
         due = row["head_deliver_timestamp"] if q == row["corrected_offset"] else None
         ans = Answer("pending", due, f"delay view: level {level}" + (" head" if due is not None else ""))
         if m.kind == "retry":  # the retry view must say the same of a send-back
@@ -250,6 +251,15 @@ class StoreAnswers:
         row = None if g is None else next((r for r in g["backlog"]["levels"] if r["level"] == level), None)
         if row is None:
             return Answer("absent", text=f"retry view: no backlog of {group} at level {level}")
+        if delay.state == "never":
+            if row["next_due_ms"] is not None or row["overdue_ms"] is not None:
+                return Answer(
+                    "pending",
+                    row["next_due_ms"],
+                    f"retry view: {group} level {level} (not configured) "
+                    f"next due {row['next_due_ms']}, overdue {row['overdue_ms']}",
+                )
+            return delay
         due = row["next_due_ms"] if row["head"]["physical_offset"] == m.rec.physical_offset else None
         if delay.due is not None and due != delay.due:
             return Answer("pending", due, f"retry view head due {due}, delay view head due {delay.due}")

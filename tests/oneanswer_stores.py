@@ -2,6 +2,7 @@
 
 - `timer_cancels`: timer messages cancelled with and without a roll in between (trace once called the rolled
   one "overdue"), a delivered one and a pending one;
+- `retry_backlog`: a consumer group's send-backs waiting in the schedule topic (the retry view's backlog);
 - `timer_empty_slot`: a clean shutdown whose TimerLog holds a unit that no wheel slot points at (the
   broker's recovery rebuilds the slot from the TimerLog, so the unit is delivered).
 """
@@ -81,4 +82,17 @@ def timer_empty_slot(root: Path) -> Path:
     return root
 
 
-BUILT = {"timer-cancels": timer_cancels, "timer-empty-slot": timer_empty_slot}
+def retry_backlog(root: Path) -> Path:
+    """GID_r sent M1 back at T0 + 1 s (reconsume #1: level 3, 10 s) and M2 at T0 + 2 s with level 5 (1 m);
+    both wait in SCHEDULE_TOPIC_XXXX for %RETRY%GID_r. The broker stopped at T0 + 3 s. With
+    messageDelayLevel=1s 5s 10s, M2's level is gone: it is never delivered."""
+    with StoreWriter(root, CONFIG) as w:
+        m1 = b.put_message(w, "TopicR", 0, b"m1", props("M1", 21), store_timestamp=T0)
+        m2 = b.put_message(w, "TopicR", 0, b"m2", props("M2", 22), store_timestamp=T0 + 10)
+        b.send_back(w, m1, "GID_r", store_timestamp=T0 + 1_000)
+        b.send_back(w, m2, "GID_r", store_timestamp=T0 + 2_000, delay_level=5)
+        w.write_checkpoint(physic_msg_timestamp=T0 + 3_000)
+    return root
+
+
+BUILT = {"timer-cancels": timer_cancels, "timer-empty-slot": timer_empty_slot, "retry-backlog": retry_backlog}

@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from oneanswer import KINDS, StoreAnswers  # noqa: E402
-from oneanswer_stores import BUILT, CONFIG  # noqa: E402
+from oneanswer_stores import BUILT, CONFIG, T0  # noqa: E402
 
 from conftest import FIXTURES, ORACLE, need_oracle  # noqa: E402
 from mqtool.formats.broker_conf import BrokerConfig, load_broker_conf  # noqa: E402
@@ -92,6 +92,7 @@ STORES["pair-4.9/A+3levels"] = Source(
     ORACLE / "pair-4.9/A", ORACLE / "pair-4.9/broker.conf", THREE_LEVELS, version="4.9", oracle=True
 )
 STORES |= {name: Source(built=name) for name in BUILT}
+STORES["retry-backlog+3levels"] = Source(overrides=THREE_LEVELS, built="retry-backlog")
 
 _TX_ROUNDS = (
     "the prediction puts check rounds at now + k x transactionCheckInterval, the simulator (as the real "
@@ -120,7 +121,8 @@ def _open(name: str, request, tmp_path_factory) -> Store:
     if src.oracle:
         need_oracle()
     if src.built is not None:
-        return Store.open(BUILT[name](tmp_path_factory.mktemp("built") / "store"), CONFIG)
+        root = BUILT[src.built](tmp_path_factory.mktemp("built") / "store")
+        return Store.open(root, CONFIG.with_overrides(src.overrides) if src.overrides else CONFIG)
     path = request.getfixturevalue("basic_store") if name == "basic-5.3.1" else src.path
     cfg = load_broker_conf(src.conf) if src.conf is not None else BrokerConfig()
     return Store.open(path, cfg.with_overrides(src.overrides) if src.overrides else cfg)
@@ -170,3 +172,13 @@ def test_three_levels_make_demo_level_18_never_delivered(answers):
         for m in sa.messages
         if sa.messages[m].trace.state == "never"
     )
+
+
+def test_retry_view_gives_no_due_for_a_level_no_longer_configured(answers):
+    """retry-backlog with 3 levels: M2's level 5 is gone, so the retry view has no due time for it (it said
+    "next due T0 + 62 s, overdue" before), M1's level 3 (10 s) is due at T0 + 1 s + 10 s."""
+    backlog = answers("retry-backlog+3levels").views["retry"]["groups"][0]["backlog"]
+    rows = {r["level"]: r for r in backlog["levels"]}
+    gone = rows[5]
+    assert (gone["delay_ms"], gone["count"], gone["next_due_ms"], gone["overdue_ms"]) == (None, 1, None, None)
+    assert rows[3]["next_due_ms"] == backlog["next_due_ms"] == T0 + 11_000
