@@ -37,6 +37,11 @@ from mqtool.store.store import Store
 from mqtool.trace import TraceQuery, trace
 from mqtool.trace.find import ScanFinder
 
+try:  # the timer view's slots once recovery has revised them (the timer branch of issue #27)
+    from mqtool.inspect.timer import view_slots
+except ImportError:  # pragma: no cover - before that branch: the wheel file's slots
+    view_slots = None
+
 HOUR = 3_600_000
 HORIZON_MS = 3 * HOUR  # the simulator runs from the store's own now to now + 3 h
 SLACK_MS = 2_000  # a due message goes out within one poll (schedule: 100 ms) or dequeue round (timer: 1 s)
@@ -215,8 +220,9 @@ class StoreAnswers:
         out: dict[int, list[dict]] = defaultdict(list)
         tv = self.views["timer"]
         read = tv["checkpoint"]["last_read_time_ms"] if tv["checkpoint"] else None
+        extra = () if view_slots is None else (view_slots(tv),)  # the wheel as the view holds it (recovered)
         for slot in tv["slots"]:
-            for u in slot_chain(self.store, slot["time_ms"], read_time=read)["units"]:
+            for u in slot_chain(self.store, slot["time_ms"], None, read, *extra)["units"]:
                 out[u["offset_py"]].append(u)
         return out
 

@@ -831,6 +831,8 @@ def render_traces(traces, local: bool) -> None:
             t.verdict.state, "yellow")
         out.print(t.verdict.text, style=f"bold {colour}", markup=False)  # the text starts with the state
         out.print(f"(as of {format_time(t.as_of, local)})", style="dim")
+        for note in t.notes:
+            out.print(f"note: {note}", style="dim", markup=False)
         if i + 1 < len(traces):
             out.print()
 

@@ -204,9 +204,9 @@ def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[Ti
         if is_cancel_request(u.magic):
             out.append((u, "cancel request"))
             continue
-        rec, _ = records.get(u)
-        if rec is None:
-            out.append((u, "record missing"))
+        rec, error = records.get(u)
+        if rec is None or _unit_problem(records.store, u, rec, error) is not None:
+            out.append((u, "record missing"))  # nothing the dequeue can deliver (`missing_records` says why)
         elif rec.uniq_key and is_deleted(rec.uniq_key, rec.properties.get(PROPERTY_REAL_TOPIC), deleted,
                                         topic_key=None):
             out.append((u, "cancelled"))
