@@ -7,8 +7,8 @@ max reconsume times it goes to `%DLQ%<group>` instead. So, per group:
 
 - `backlog`: the schedule units not yet delivered (from the level's offset in delayOffset.json,
   corrected as `correctDelayOffset` does) whose record names `%RETRY%<group>`, per delay level,
-  with the next due time (the unit's tagsCode, §4.3); a level missing from messageDelayLevel has no
-  delivery task (`rules.schedule.is_level_started`): its rows have no due time, they are never delivered;
+  with the next due time (the unit's tagsCode, §4.3); a level missing from messageDelayLevel (`delay_ms`
+  null) has no delivery task (`rules.schedule.is_level_started`): no due time, never delivered;
 - `retry_queues`: the `%RETRY%<group>` queues and how far the group has consumed them
   (consumerOffset.json), i.e. retries delivered but not yet consumed;
 - `dlq`: the `%DLQ%<group>` messages: origin topic (RETRY_TOPIC), ORIGIN_MESSAGE_ID, reconsume times;
@@ -32,7 +32,7 @@ from mqtool.formats.names import (
 )
 from mqtool.inspect import JSON_VERSION
 from mqtool.rules.retry import get_dlq_topic, get_retry_topic
-from mqtool.rules.schedule import correct_delay_offset, is_level_started, level_delay_ms
+from mqtool.rules.schedule import correct_delay_offset
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.store import Store
 
@@ -132,12 +132,12 @@ def _group(store: Store, group: str, levels: dict[int, list[tuple[int, MessageRe
     for level in sorted(levels):
         units = levels[level]
         due, head = min(units, key=lambda u: (u[0], u[1].physical_offset))
-        started = is_level_started(level, delays)  # else no task delivers the level: no due time (never)
-        row = {"level": level, "delay_ms": level_delay_ms(level, delays),
-               "queue_id": level - 1, "count": len(units), "next_due_ms": due if started else None,
-               "last_due_ms": max(u[0] for u in units) if started else None,
-               "overdue_ms": max(0, now_ms - due) if started else None,
+        row = {"level": level, "delay_ms": delays[level - 1] if level <= len(delays) else None,
+               "queue_id": level - 1, "count": len(units), "next_due_ms": due,
+               "last_due_ms": max(u[0] for u in units), "overdue_ms": max(0, now_ms - due),
                "head": _record_summary(head)}
+        if row["delay_ms"] is None:  # a level missing from messageDelayLevel: no task delivers it, no due time
+            row.update(next_due_ms=None, last_due_ms=None, overdue_ms=None)
         real_qid = head.properties.get(PROPERTY_REAL_QUEUE_ID)
         row["head"]["real_queue_id"] = int(real_qid) if (real_qid or "").isdigit() else None
         rows.append(row)
