@@ -119,6 +119,8 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
                 for u, state in _chain_states(chain, records):
                     if state == "pending":
                         rec, _ = records.get(u)
+                        if _unit_problem(store, u, rec, None) is not None:
+                            continue  # a record the dequeue cannot deliver (torn, cut, not the unit's): `missing`
                         pending_units += 1
                         pending_times.append(_deliver_ms(u, rec))
                         topic = (rec.properties.get(PROPERTY_REAL_TOPIC) if rec else None) or "-"
@@ -204,9 +206,9 @@ def _chain_states(chain: list[TimerLogUnit], records: _Records) -> list[tuple[Ti
         if is_cancel_request(u.magic):
             out.append((u, "cancel request"))
             continue
-        rec, error = records.get(u)
-        if rec is None or _unit_problem(records.store, u, rec, error) is not None:
-            out.append((u, "record missing"))  # nothing the dequeue can deliver (`missing_records` says why)
+        rec, _ = records.get(u)
+        if rec is None:
+            out.append((u, "record missing"))
         elif rec.uniq_key and is_deleted(rec.uniq_key, rec.properties.get(PROPERTY_REAL_TOPIC), deleted,
                                         topic_key=None):
             out.append((u, "cancelled"))
