@@ -126,6 +126,12 @@ XFAIL = {
         "checks them at 112933; H6immune60: discarded at now + 2 intervals (126933), the simulator discards it at "
         "127933: " + _TX_ROUNDS,
     ),
+    ("pair-4.9/A", "transaction"): (
+        TXN_BRANCH,
+        "H3, H4, H5: with the txn branch's rounds, trace says next check at 335202 (the 5.3.1 round's 1 s sleep: its "
+        "verdict has no broker version, only --until has), the transactions view with v4 and the 4.9 simulator at "
+        "334202 (4.9.8 does not sleep)",
+    ),
     ("timer-empty-slot", "timer"): (
         not TIMER_BRANCH,
         "slot-empty: trace says waiting (due T0 + 89 s) and the simulator delivers it (the broker rebuilds the "
@@ -136,7 +142,7 @@ XFAIL = {
         "the timer view counts 1 pending, the replay delivers 2 (a TimerLog unit whose wheel slot is empty)",
     ),
 }
-for _name in ("crash", "pair_default/A"):
+for _name in ("crash", "pair_default/A", "pair-4.9/A"):
     for _kind in ("transaction", "store"):
         if (_name, _kind) in XFAIL:
             XFAIL[(f"{_name}+3levels", _kind)] = XFAIL[(_name, _kind)]
