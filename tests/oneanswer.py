@@ -386,6 +386,48 @@ class StoreAnswers:
             problems.append(f"the simulator delivers it at {ev.time}, not within {SLACK_MS} ms of {earliest}: {said}")
         return problems
 
+    def _restart_late(self) -> list[str]:
+        """The restart view's late levels against the delay view (how overdue the head is) and the simulator
+        (when the level's first message goes out); its wheel against the waiting timer messages."""
+        out = []
+        rows = {r["level"]: r for r in self.views["delay"]["levels"]}
+        firsts: dict[int, int] = {}
+        for m in self.messages.values():
+            for e in m.events:
+                if e.service == "schedule" and e.event == "deliver":
+                    firsts[e.detail["level"]] = min(e.time, firsts.get(e.detail["level"], e.time))
+        late = self.views["restart"]["late"]
+        for lv in late["delay_levels"]:
+            level, dv = lv["level"], rows.get(lv["level"])
+            dv_overdue = max(0, dv["overdue_ms"] or 0) if dv else None
+            if lv["configured"] and lv["overdue_by_ms"] != dv_overdue:
+                out.append(
+                    f"restart view: level {level} overdue by {lv['overdue_by_ms']} ms ({lv['overdue']} late), "
+                    f"delay view: {dv_overdue} ms"
+                )
+            first = firsts.get(level)
+            if lv["goes_out_ms"] != first and (first is not None or (lv["goes_out_ms"] or 0) < self.until):
+                out.append(
+                    f"restart view: level {level} goes out at {lv['goes_out_ms']}, the simulator's first "
+                    f"delivery of it is at {first}"
+                )
+        wheel = late["timer"]
+        if wheel.get("present"):
+            cp = self.views["timer"]["checkpoint"] or {}
+            waiting = [
+                m.trace.due
+                for m in self.messages.values()
+                if m.kind == "timer"
+                and m.trace.state == "pending"
+                and max(r.queue_offset for r in m.records) < cp.get("last_timer_queue_offset", 0)
+            ]
+            if (wheel["pending"], wheel["earliest_ms"]) != (len(waiting), min(waiting, default=None)):
+                out.append(
+                    f"restart view: wheel pending {wheel['pending']} from {wheel['earliest_ms']}; trace: "
+                    f"{len(waiting)} waiting from {min(waiting, default=None)}"
+                )
+        return out
+
     def _restart_times(self) -> list[str]:
         """Each message the restart view says goes out again (duplicates) or is checked again (rechecks)
         does so in the simulator at the time the view gives."""
@@ -450,6 +492,7 @@ class StoreAnswers:
                     f"waiting, or delivered again ({', '.join(in_wheel)})"
                 )
         out += self._restart_times()
+        out += self._restart_late()
         never = sum(1 for m in self.messages.values() if m.trace.state == "never")
         late = self.views["restart"]["late"]
         if late["never_delivered"] != never:
