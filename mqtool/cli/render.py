@@ -567,8 +567,10 @@ def render_retry(doc: dict, local: bool) -> None:
                        "head (uniq key, reconsume)")
             for r in b["levels"]:
                 h = r["head"]
-                _add(t, str(r["level"]), format_duration(r["delay_ms"]) if r["delay_ms"] is not None else "-",
-                     str(r["queue_id"]), str(r["count"]), _t(r["next_due_ms"], local), _t(r["last_due_ms"], local),
+                never = r["delay_ms"] is None  # a level missing from messageDelayLevel: never delivered
+                _add(t, str(r["level"]), "not configured" if never else format_duration(r["delay_ms"]),
+                     str(r["queue_id"]), str(r["count"]), "never" if never else _t(r["next_due_ms"], local),
+                     _t(r["last_due_ms"], local),
                      format_duration(r["overdue_ms"]) if r["overdue_ms"] else "-",
                      f"{_v(h['uniq_key'])} #{h['reconsume_times']}")
             con.print(t)
@@ -880,6 +882,8 @@ def render_traces(traces, local: bool) -> None:
             t.verdict.state, "yellow")
         out.print(t.verdict.text, style=f"bold {colour}", markup=False)  # the text starts with the state
         out.print(f"(as of {format_time(t.as_of, local)})", style="dim")
+        for note in t.notes:
+            out.print(f"note: {note}", style="dim", markup=False)
         if i + 1 < len(traces):
             out.print()
 

@@ -211,7 +211,7 @@ def _timer(store: Store, tv: dict, plan: dict, stored: _Stored, at_ms: int) -> t
             continue
         chain = slot_chain(store, t, slots=recovered, later=cancels)
         for u in chain["units"]:
-            if u["kind"] != "normal" or u["state"] != "pending":
+            if u["kind"] == "delete" or u["state"] not in ("pending", "rolls on"):  # a roll unit waits too
                 continue
             if t < read:
                 skipped.append({"slot_ms": t, "uniq_key": u["uniq_key"], "topic": u["real_topic"]})

@@ -7,7 +7,8 @@ max reconsume times it goes to `%DLQ%<group>` instead. So, per group:
 
 - `backlog`: the schedule units not yet delivered (from the level's offset in delayOffset.json,
   corrected as `correctDelayOffset` does) whose record names `%RETRY%<group>`, per delay level,
-  with the next due time (the unit's tagsCode, §4.3);
+  with the next due time (the unit's tagsCode, §4.3); a level missing from messageDelayLevel (`delay_ms`
+  null) has no delivery task (`rules.schedule.is_level_started`): no due time, never delivered;
 - `retry_queues`: the `%RETRY%<group>` queues and how far the group has consumed them
   (consumerOffset.json), i.e. retries delivered but not yet consumed;
 - `dlq`: the `%DLQ%<group>` messages: origin topic (RETRY_TOPIC), ORIGIN_MESSAGE_ID, reconsume times;
@@ -135,6 +136,8 @@ def _group(store: Store, group: str, levels: dict[int, list[tuple[int, MessageRe
                "queue_id": delay_level_2_queue_id(level), "count": len(units), "next_due_ms": due,
                "last_due_ms": max(u[0] for u in units), "overdue_ms": max(0, now_ms - due),
                "head": _record_summary(head)}
+        if row["delay_ms"] is None:  # a level missing from messageDelayLevel: no task delivers it, no due time
+            row.update(next_due_ms=None, last_due_ms=None, overdue_ms=None)
         real_qid = head.properties.get(PROPERTY_REAL_QUEUE_ID)
         row["head"]["real_queue_id"] = int(real_qid) if (real_qid or "").isdigit() else None
         rows.append(row)
@@ -143,7 +146,8 @@ def _group(store: Store, group: str, levels: dict[int, list[tuple[int, MessageRe
         "retry_topic": get_retry_topic(group),
         "dlq_topic": get_dlq_topic(group),
         "backlog": {"count": sum(r["count"] for r in rows),
-                    "next_due_ms": min((r["next_due_ms"] for r in rows), default=None), "levels": rows},
+                    "next_due_ms": min((r["next_due_ms"] for r in rows if r["next_due_ms"] is not None), default=None),
+                    "levels": rows},
         "retry_queues": _retry_queues(store, group),
         "dlq": _dlq(store, group),
         "settings": _settings(store, group),

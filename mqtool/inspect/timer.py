@@ -140,6 +140,8 @@ def timer_view(store: Store, now_ms: int, at_ms: int | None = None) -> dict:
                 for u, state in _chain_states(chain, records, later, precision):
                     if state == "pending":
                         rec, _ = records.get(u)
+                        if _unit_problem(store, u, rec, None) is not None:
+                            continue  # a record the dequeue cannot deliver (torn, cut, not the unit's): `missing`
                         pending_units += 1
                         pending_times.append(_deliver_ms(u, rec))
                         topic = (rec.properties.get(PROPERTY_REAL_TOPIC) if rec else None) or "-"

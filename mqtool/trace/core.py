@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from mqtool.formats.message import MessageRecord, RecordError
+from mqtool.store.findings import Findings
 from mqtool.store.store import Store
 from mqtool.trace.find import Family, Finder, ScanFinder, collect_family, in_topic
 from mqtool.trace.model import Trace, TraceError, TraceQuery
@@ -99,9 +100,34 @@ def trace(store: Store, query: TraceQuery, *, finder: Finder | None = None, as_o
     if limit is not None:
         fams = fams[:limit]
     out = []
+    end = recovered_end(store) if fams else None
     for fam in fams:
+        notes = _cut_by_recovery(fam, end)
         recs = fam.sorted()
         now = as_of if as_of is not None else store_as_of(store, recs)
         records, stages, verdict = build_timeline(store, fam, now)
-        out.append(Trace(query, sorted(fam.uniq_keys), records, stages, verdict, now, lookup=lookup))
+        out.append(Trace(query, sorted(fam.uniq_keys), records, stages, verdict, now, notes=notes, lookup=lookup))
     return out
+
+
+def recovered_end(store: Store) -> int | None:
+    """Where the broker's recovery ends the CommitLog when it starts on a store it did not shut down cleanly
+    (the `abort` file: `recoverAbnormally`, as `inspect restart` shows it); None after a clean shutdown."""
+    from mqtool.inspect.recovery import commitlog_recovery, java_bool, shutdown_state
+
+    if shutdown_state(store)["clean"]:
+        return None
+    cl = commitlog_recovery(store, False, java_bool(store.config, "checkCRCOnRecover", True), False, Findings())
+    return None if cl is None else cl["end_offset"]
+
+
+def _cut_by_recovery(fam: Family, end: int | None) -> list[str]:
+    """Leave out the records recovery cuts (a torn delivery did not happen: the broker delivers the message
+    again); kept when nothing else of the message is left. The note says which."""
+    cut = sorted(o for o in fam.records if end is not None and o >= end)
+    if not cut or len(cut) == len(fam.records):
+        return []
+    for o in cut:
+        del fam.records[o], fam.joins[o]
+    return [f"left out: record(s) at {', '.join(map(str, cut))}, at or after {end}, where recovery ends the "
+            "CommitLog (the broker was not shut down cleanly: the abort file): it cuts them when it starts"]

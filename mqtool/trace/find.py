@@ -243,8 +243,12 @@ def _origins(finder: Finder, fam: Family) -> None:
 
 def collect_family(finder: Finder, seeds: list[MessageRecord], uniq_keys: Iterable[str] = (),
                    msg_ids: Iterable[str] = (), max_rounds: int = 16) -> Family:
-    """Run the joins from the seed records/keys until nothing new is found."""
+    """Run the joins from the seed records/keys until nothing new is found.
+
+    The joins compare UNIQ_KEYs upper-cased (a hex msgId in either case); the finders are asked for the
+    keys as written too, as a byte search or an IndexFile matches case (a POP checkpoint's key is text)."""
     fam = Family()
+    spelled = set(uniq_keys) | {r.uniq_key for r in seeds if r.uniq_key}
     fam.uniq_keys |= {k.upper() for k in uniq_keys}
     fam.msg_ids |= {m.upper() for m in msg_ids}
     for r in seeds:
@@ -261,7 +265,7 @@ def collect_family(finder: Finder, seeds: list[MessageRecord], uniq_keys: Iterab
             break
         asked_keys |= new_keys
         asked_ids |= new_ids
-        for rec in finder.related(new_keys, new_ids):
+        for rec in finder.related(new_keys | {k for k in spelled if k.upper() in new_keys}, new_ids):
             join = _join(rec, fam)
             if join is None:
                 continue
@@ -269,6 +273,7 @@ def collect_family(finder: Finder, seeds: list[MessageRecord], uniq_keys: Iterab
             if join == "member":
                 if rec.uniq_key:
                     fam.uniq_keys.add(rec.uniq_key.upper())
+                    spelled.add(rec.uniq_key)
                 fam.msg_ids.add(rec.msg_id.upper())
     # transactions: commit/rollback records by prepared offset, op records by half queue offset
     halves = [r for r in fam.records.values()
