@@ -270,6 +270,8 @@ def test_commitlog_file_sizes_that_differ_are_an_error(tmp_path: Path):
     (fleet / "s" / "commitlog" / "00000000000000000000").write_bytes(
         data[: _end(recs[10])] + bytes(8192 - _end(recs[10]))
     )
+    conf = fleet / "s.broker.conf"  # the slave configured for its files (else it refuses them: a store finding)
+    conf.write_text(conf.read_text().replace("mappedFileSizeCommitLog=4096", "mappedFileSizeCommitLog=8192"))
     doc = replicas_view(open_fleet(fleet), 0)
     pair = doc["groups"][0]["pairs"][0]
     assert (pair["master_commitlog"]["file_size"], pair["slave_commitlog"]["file_size"]) == (4096, 8192)
