@@ -290,4 +290,4 @@ def _implied_text(level: int, seen: list[tuple[int, int]], configured: list[int]
         delays = " then ".join(f"{format_duration(d)} (unit {off})" for off, d in seen)
     else:
         delays = format_duration(seen[-1][1])
-    return f"level {level} = {delays} ({'not configured' if had is None else format_duration(had)} in the table)"
+    return f"level {level} = {delays} ({'missing' if had is None else format_duration(had)} in the table)"
