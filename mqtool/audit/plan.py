@@ -134,10 +134,16 @@ def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
     `config` (a `BrokerConfig`, e.g. from `load_broker_conf`) is used when `store` is a path; a
     `Store` brings its own.
     """
+    from mqtool.inspect.delay import config_in_effect, delay_levels_in_effect
+
     st = open_audited_store(store, config)
+    implied = delay_levels_in_effect(st)[2]  # the units imply other delay levels (`inspect delay` says the same)
+    if config_in_effect(st) is not st.config:  # no broker.conf: check the units against the levels they imply
+        st = Store.open(st.root, config_in_effect(st))
     root = st.root
     r = str(root)
     plan = AuditPlan(st, [])
+    plan.findings += [implied] if implied is not None else []
     tasks = plan.tasks
     cl = st.commitlog.queue
     plan.findings += [Finding(f.file, f.offset, "commitlog.integrity", f.severity, f.message) for f in cl.findings]

@@ -147,7 +147,8 @@ def _level_finding(row: dict, delays: list[int], stored: int | None) -> Finding:
     """A level missing from messageDelayLevel: ScheduleMessageService.start gives it no task."""
     level, qid = row["level"], row["queue_id"]
     n = row["never_delivered"]
-    held = (f"its {n} message(s) from queue offset {row['corrected_offset']} are never delivered while the level "
+    first = max(row["corrected_offset"], row["min_offset"] or 0)
+    held = (f"its {n} message(s) from queue offset {first} are never delivered while the level "
             "is missing (put it back in messageDelayLevel and restart the broker to deliver them)" if n else
             "nothing waits in it")
     return Finding("config/delayOffset.json" if stored is not None else f"consumequeue/{RMQ_SYS_SCHEDULE_TOPIC}/{qid}",
@@ -289,4 +290,4 @@ def _implied_text(level: int, seen: list[tuple[int, int]], configured: list[int]
         delays = " then ".join(f"{format_duration(d)} (unit {off})" for off, d in seen)
     else:
         delays = format_duration(seen[-1][1])
-    return f"level {level} = {delays} ({'not configured' if had is None else format_duration(had)} in the table)"
+    return f"level {level} = {delays} ({'missing' if had is None else format_duration(had)} in the table)"

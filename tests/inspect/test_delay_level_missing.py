@@ -48,7 +48,7 @@ def test_the_delay_view_says_never_delivered_with_a_finding(three_levels):
     assert "its 2 message(s) from queue offset 0 are never delivered" in f["message"]
     # the units themselves say the broker that wrote them had level 18 = 2 h (tagsCode - store time)
     (data,) = [f for f in doc["findings"] if f["check"] == "delay.implied"]
-    assert "level 18 = 2h (not configured in the table)" in data["message"]
+    assert "level 18 = 2h (missing in the table)" in data["message"]
     assert "messageDelayLevel of the broker.conf given is used" in data["message"]
     assert doc["delay_levels"] == {"source": "config", "levels_ms": [1000, 5000, 10000]}
 

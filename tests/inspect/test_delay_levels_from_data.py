@@ -107,7 +107,7 @@ def test_a_level_past_the_defaults(tmp_path):
         T0 + 20_000,
     )
     (f,) = [f for f in doc["findings"] if f["check"] == "delay.implied"]
-    assert "level 20 = 20s (not configured in the table)" in f["message"]
+    assert "level 20 = 20s (missing in the table)" in f["message"]
     assert "level(s) 19 have no unit: their delay is unknown" in f["message"]
 
 
@@ -126,3 +126,14 @@ def test_a_real_broker_with_levels_of_n_seconds():
     doc = delay_view(Store.open(root, load_broker_conf(ORACLE / "retry-dlq-5.3.1" / "broker.conf")), 0)
     assert doc["delay_levels"]["source"] == "config"
     assert not [f for f in doc["findings"] if f["check"] == "delay.implied"]
+
+
+def test_the_audit_checks_the_units_against_the_levels_they_imply():
+    """Without --config the audit called every retry unit of retry-dlq-5.3.1/B an error (tagsCode != store time +
+    the default 10 s); it now checks them against the levels the units imply and says so once."""
+    need_oracle()
+    from mqtool.audit.runner import run_local
+
+    rep = run_local(ORACLE / "retry-dlq-5.3.1" / "B")
+    mine = [(f["severity"], f["check"]) for f in rep["findings"] if f["check"] in ("schedule", "delay.implied")]
+    assert mine == [("warning", "delay.implied")]
