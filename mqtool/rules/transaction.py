@@ -18,6 +18,7 @@ copy is visited in that same round depends on the reput dispatch winning a race 
 
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from mqtool.formats.names import PROPERTY_TRANSACTION_CHECK_TIMES
 from mqtool.rules.java import parse_int, parse_long
@@ -232,8 +233,7 @@ def discard_outcomes(discard_ms: int | None, discard_reason: str | None, check_t
     return [discard_ms]
 
 
-@dataclass(frozen=True)
-class HalfRecord:
+class HalfRecord(NamedTuple):
     """What `check` reads of one record of the half queue (an original or a put-back copy)."""
 
     key: str  # the transaction it belongs to (UNIQ_KEY, or where the original is)
@@ -292,36 +292,37 @@ def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, ops:
                 i += 1
                 continue
             visits += 1
-            decision, times = check_visit(r.check_times, r.born_timestamp, r.store_timestamp,
-                                          r.check_immunity_time_str, r.prepared_queue_offset, remove, clock, start,
-                                          start if ops_read else None, transaction_timeout, transaction_check_max,
-                                          file_reserved_time_h)
-            if decision in STOPS_ROUND:
+            key, check_times, born, _, immunity_str, prepared = r
+            decision, times = check_visit(check_times, born, r.store_timestamp, immunity_str, prepared, remove,
+                                          clock, start, start if ops_read else None, transaction_timeout,
+                                          transaction_check_max, file_reserved_time_h)
+            if decision == FRESH or decision == NEW_ARRIVED:
                 break
             if decision == READ_MORE and ops_read:
                 ops_read = False  # read to the end of the op queue: NO_NEW_MSG, the pull holds no records now
                 clock += SLEEP_WHILE_NO_OP if sleep_while_no_op else 0
                 continue
-            p = out.setdefault(r.key, [None, None, 0, None])
-            if decision in (DISCARD, SKIP):
-                if p[1] is None:
-                    p[1], p[3] = clock, MAX_REACHED if decision == DISCARD else SKIPPED
-            elif decision == DONE:
-                done.add(remove.pop(get_long(r.prepared_queue_offset)))
-            elif decision == PUT_BACK:
-                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, clock, r.check_immunity_time_str,
-                                          r.prepared_queue_offset or str(i))
-                end += 1
-            else:  # CHECK (or READ_MORE without op records)
-                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, clock, r.check_immunity_time_str,
-                                          r.prepared_queue_offset)
+            p = out.get(key)
+            if p is None:
+                p = out[key] = [None, None, 0, None]
+            if decision == CHECK or decision == READ_MORE:  # READ_MORE without op records: due once older
+                records[end] = HalfRecord(key, str(times), born, clock, immunity_str, prepared)
                 if p[1] is None:
                     p[0] = p[0] or clock
                     p[2] += 1
-                if r.key in answered:
+                if key in answered:
                     ops[op_end] = [end]
                     op_end += 1
                 end += 1
+            elif decision == DISCARD or decision == SKIP:
+                if p[1] is None:
+                    p[1], p[3] = clock, MAX_REACHED if decision == DISCARD else SKIPPED
+            elif decision == DONE:
+                done.add(remove.pop(get_long(prepared)))
+            else:  # PUT_BACK
+                records[end] = HalfRecord(key, str(times), born, clock, immunity_str, prepared or str(i))
+                end += 1
+            del records[i]  # the walk never comes back below its offset
             i += 1
         offset = i
         while op_offset in done:  # `calculateOpOffset`
