@@ -214,3 +214,23 @@ def test_trace_gives_the_views_answer(name, tmp_path):
             assert verdict.due == (p.get("next_check_ms") or p.get("discard_ms")), r["keys"]
         elif r["state"] in ("committed", "rolled_back"):
             assert ("checked at" in verdict.text) == (p.get("next_check_ms") is not None), r["keys"]
+
+
+def test_cli_restart_with_broker_version_49_shows_both_discard_times():
+    from typer.testing import CliRunner
+
+    from mqtool.cli.app import app
+
+    need_oracle()
+    pair = ORACLE / "pair-4.9"
+    at = 1795379319202  # A's last sign of life
+    args = ["inspect", str(pair / "A"), "restart", "--config", str(pair / "broker.conf"), "--now", str(at), "--for",
+            "1m", "--broker-version", "4.9"]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert {tuple(t["discard_outcomes"]) for t in doc["transactions"]["to_discard"]} == {(at + 30_000, at + 45_000)}
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and res.output.count("either 2026-11-22T20:29:09.202Z or") == 3, res.output
+    res = CliRunner().invoke(app, ["inspect", str(pair / "A"), "delay", "--broker-version", "4.9"])
+    assert res.exit_code == 2 and "--broker-version applies to the transactions and restart views" in res.output
