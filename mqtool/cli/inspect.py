@@ -166,6 +166,9 @@ def inspect(
     group: str | None = typer.Option(None, "--group", help="retry/consumers: one consumer group."),
     broker: str | None = typer.Option(None, "--broker", help="A fleet's store: NAME[:ID] (brokerName:brokerId) "
                                       "or its directory.", metavar="NAME[:ID]"),
+    broker_version: common.BrokerVersion = common.broker_version_option(
+        "transactions/restart: whose check rounds the predictions follow (4.9: a discard a race decides "
+        "shows both times)."),
 ) -> None:
     view, body = view.value, body.value
     given = {
@@ -180,6 +183,7 @@ def inspect(
         "--format": format_ is not None, "--output": output is not None,
     }
     given["--group"] = group is not None
+    given["--broker-version"] = broker_version.value != "5.3"
     with common.user_errors():
         options.check_global(given, limit, json_out, now is not None)
         wall_ms = int(time.time() * 1000)
@@ -227,7 +231,8 @@ def inspect(
                 code = _document(timer_view(store, now_ms, at_ms), "render_timer", json_out, local, verify)
             elif view == "restart":
                 at_ms = parse_time(at, now_ms, local) if at is not None else now_ms
-                code = _restart(store, at_ms, options.replay_ms(for_), events, json_out, local, verify)
+                code = _restart(store, at_ms, options.replay_ms(for_), events, json_out, local, verify,
+                                broker_version.value)
             elif view == "retry":
                 from mqtool.inspect.retry import retry_view
 
@@ -244,7 +249,7 @@ def inspect(
                 from mqtool.inspect.transactions import transactions_view
 
                 with _progress_bar(store, "transactions") as progress:
-                    doc = transactions_view(store, now_ms, progress)
+                    doc = transactions_view(store, now_ms, progress, v4=broker_version.value.startswith("4"))
                 code = _document(doc, "render_transactions", json_out, local, verify)
     raise typer.Exit(max(code, golden_code[0]))
 
@@ -384,11 +389,11 @@ def _overview(store, now_ms: int, json_out: bool, local: bool, wall_clock: bool 
 
 
 def _restart(store, at_ms: int, for_ms: int, events: Path | None, json_out: bool, local: bool,
-             verify: bool) -> int:
+             verify: bool, broker_version: str = "5.3") -> int:
     from mqtool.inspect.restart import restart_preview
 
     with _status("restart preview: recovery, stored deliveries, replay"):
-        doc = restart_preview(store, store.config, at_ms, for_ms, events)
+        doc = restart_preview(store, store.config, at_ms, for_ms, events, broker_version=broker_version)
     return _document(doc, "render_restart", json_out, local, verify)
 
 

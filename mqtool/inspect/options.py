@@ -27,8 +27,8 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "queue": ("--topic", "--queue-id", "--limit", "--body", "--decompress", "--from", "--format", "--output"),
     "delay": (),
     "timer": ("--at",),
-    "transactions": (),
-    "restart": ("--at", "--for", "--events"),
+    "transactions": ("--broker-version",),
+    "restart": ("--at", "--for", "--events", "--broker-version"),
     "retry": ("--group",),
     "index": ("--key", "--uniq-key", "--topic", "--limit", "--begin", "--end", "--format", "--output"),
     "replicas": (),
@@ -38,7 +38,7 @@ VIEWS: dict[str, tuple[str, ...]] = {
 # The order options are checked in (the first misplaced one is reported).
 OPTION_ORDER = ("--from-offset", "--to-offset", "--key", "--uniq-key", "--tag", "--since", "--until", "--topic",
                 "--queue-id", "--limit", "--begin", "--end", "--body", "--decompress", "--offset", "--from", "--at",
-                "--for", "--events", "--format", "--output", "--group")
+                "--for", "--events", "--broker-version", "--format", "--output", "--group")
 
 # The options a view cannot run without, and what it says when one is missing.
 REQUIRED: dict[str, tuple[tuple[str, ...], str]] = {

@@ -121,7 +121,7 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
                                ("pop", pop_section(store, now_ms, found))) if v is not None}
     findings += [*found, *store.findings]
     delay = delay_view(store, now_ms)
-    tx = ts.report(store, now_ms)
+    tx = ts.report(store, now_ms, predict=False)
     timer = timer_view(store, now_ms) if _has_timer(store) else None
     for doc in (delay, tx, timer):
         if doc:

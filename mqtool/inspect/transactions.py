@@ -134,8 +134,9 @@ class TransactionScan:
             else:
                 self.rollbacks.setdefault(prepared, base + pos)
 
-    def report(self, store: Store, now_ms: int, v4: bool = False) -> dict:
-        return _report(self, store, now_ms, v4)
+    def report(self, store: Store, now_ms: int, v4: bool = False, predict: bool = True) -> dict:
+        """The view's document; `predict=False` leaves every `prediction` null (the overview needs none)."""
+        return _report(self, store, now_ms, v4, predict)
 
 
 def transactions_view(store: Store, now_ms: int, progress: Progress | None = None, v4: bool = False) -> dict:
@@ -197,7 +198,7 @@ def _group(halves: list[MessageRecord]) -> list[list[MessageRecord]]:
     return groups
 
 
-def _report(ts: TransactionScan, store: Store, now_ms: int, v4: bool = False) -> dict:
+def _report(ts: TransactionScan, store: Store, now_ms: int, v4: bool = False, predict: bool = True) -> dict:
     settings = _settings(store)
     discards_by_key = {}
     for d in ts.discards:
@@ -206,7 +207,8 @@ def _report(ts: TransactionScan, store: Store, now_ms: int, v4: bool = False) ->
     progress = _check_progress(store)
     groups = _group(ts.halves)
     states = [_state(g, ts, discards_by_key) for g in groups]
-    predictions = _predictions(groups, states, ts.op_units, progress, store, now_ms, v4)
+    predictions = (_predictions(groups, states, ts.op_units, progress, store, now_ms, v4) if predict
+                   else [False] * len(groups))
     rows = []
     for g, state, pred in zip(groups, states, predictions, strict=True):
         rows.append(_half_row(g, state, pred, ts, discards_by_key, store, now_ms, progress))
@@ -306,8 +308,9 @@ def _predictions(groups: list[list[MessageRecord]], states: list[str], op_units:
     return [found.get(str(n)) for n in range(len(groups))]
 
 
-def _half_row(g: list[MessageRecord], state: str, prediction: dict | None, ts: TransactionScan, discards: dict,
-              store: Store, now_ms: int, progress: list[dict]) -> dict:
+def _half_row(g: list[MessageRecord], state: str, prediction: dict | None | bool, ts: TransactionScan,
+              discards: dict, store: Store, now_ms: int, progress: list[dict]) -> dict:
+    """One transaction's row; `prediction` False: not predicted (no note drawn from it)."""
     first, latest = g[0], g[-1]
     p = first.properties
     op_hits = [(h.queue_offset, ts.ops[(h.queue_id, h.queue_offset)]) for h in g
@@ -327,7 +330,7 @@ def _half_row(g: list[MessageRecord], state: str, prediction: dict | None, ts: T
                      "until its checks "
                      "are spent (apache/rocketmq#1540)")
     half_offset = next((c["half_offset"] for c in progress if c["queue_id"] == latest.queue_id), None)
-    if prediction is not None and state in ("committed", "rolled_back"):
+    if prediction and state in ("committed", "rolled_back"):
         notes.append(f"{state.replace('_', ' ')}, but the check rounds read it again (the half offset "
                      f"{half_offset or 0} is not past it and no op message they read covers it): it is checked "
                      "again, and a producer that answered answers again")
@@ -364,7 +367,7 @@ def _half_row(g: list[MessageRecord], state: str, prediction: dict | None, ts: T
         "notes": notes,
         "prediction": None,
     }
-    row["prediction"] = prediction
+    row["prediction"] = prediction or None
     return row
 
 

@@ -18,6 +18,7 @@ copy is visited in that same round depends on the reput dispatch winning a race 
 
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from mqtool.formats.names import PROPERTY_TRANSACTION_CHECK_TIMES
 from mqtool.rules.java import parse_int, parse_long
@@ -232,8 +233,7 @@ def discard_outcomes(discard_ms: int | None, discard_reason: str | None, check_t
     return [discard_ms]
 
 
-@dataclass(frozen=True)
-class HalfRecord:
+class HalfRecord(NamedTuple):
     """What `check` reads of one record of the half queue (an original or a put-back copy)."""
 
     key: str  # the transaction it belongs to (UNIQ_KEY, or where the original is)
@@ -248,7 +248,7 @@ def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, ops:
                    op_offset: int | None, answered: set[str], now: int, check_interval: int,
                    transaction_timeout: int, transaction_check_max: int, file_reserved_time_h: int,
                    sleep_while_no_op: bool = True, max_rounds: int = MAX_PREDICTED_ROUNDS,
-                   max_visits: int = 2_000_000) -> dict[str, CheckPrediction]:
+                   max_visits: int = 2_000_000, fast: bool = True) -> dict[str, CheckPrediction]:
     """One half queue's check rounds from `now`, `check_visit` per record from `half_offset` (`records` by
     queue offset; `ops`: the op queue's records by queue offset, each the half offsets its body names, read
     from `op_offset`). Per transaction: its first check request, its first discard (or skip), the checks
@@ -265,20 +265,23 @@ def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, ops:
     earlier transaction's copy can hold a later one's back a round). A transaction in `answered` gets its
     producer's answer before the next round: an op record covering the checked copy. No other op record
     comes. READ_MORE without op records (a half exactly as old as its immunity) is taken as a check.
+    `fast`: after a round that only checked (no op record, nothing answered), the rounds that would do the
+    same again with every count one higher are counted at once (`_steady_rounds`; tests prove it equal).
     """
     out: dict[str, list] = {}  # key -> [next_check, discard, checks, reason]
     end = max(records, default=-1) + 1
     records, ops = dict(records), {q: list(v) for q, v in ops.items()}
     op_end = max(ops, default=-1) + 1
     offset, op_offset = half_offset or 0, op_offset or 0
-    clock, visits = now, 0
-    for _ in range(max_rounds):
+    clock, visits, rounds = now, 0, 0
+    while rounds < max_rounds:
+        rounds += 1
         if offset >= end or visits >= max_visits:
             break
         start = clock = clock + check_interval
         remove, left, done = _fill_op_remove_map(ops, op_offset, op_end, offset)
         ops_read = any(q in ops for q in range(op_offset, op_end))
-        i = offset
+        steady, first_new, i = fast and not ops_read and not remove, end, offset
         while i < end and visits < max_visits:
             if i in remove:
                 q = remove.pop(i)
@@ -292,41 +295,83 @@ def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, ops:
                 i += 1
                 continue
             visits += 1
-            decision, times = check_visit(r.check_times, r.born_timestamp, r.store_timestamp,
-                                          r.check_immunity_time_str, r.prepared_queue_offset, remove, clock, start,
-                                          start if ops_read else None, transaction_timeout, transaction_check_max,
-                                          file_reserved_time_h)
-            if decision in STOPS_ROUND:
+            key, check_times, born, _, immunity_str, prepared = r
+            decision, times = check_visit(check_times, born, r.store_timestamp, immunity_str, prepared, remove,
+                                          clock, start, start if ops_read else None, transaction_timeout,
+                                          transaction_check_max, file_reserved_time_h)
+            if decision == FRESH or decision == NEW_ARRIVED:
+                steady = steady and decision == FRESH and i == first_new
                 break
+            if decision != CHECK or key in answered:
+                steady = False
             if decision == READ_MORE and ops_read:
                 ops_read = False  # read to the end of the op queue: NO_NEW_MSG, the pull holds no records now
                 clock += SLEEP_WHILE_NO_OP if sleep_while_no_op else 0
                 continue
-            p = out.setdefault(r.key, [None, None, 0, None])
-            if decision in (DISCARD, SKIP):
-                if p[1] is None:
-                    p[1], p[3] = clock, MAX_REACHED if decision == DISCARD else SKIPPED
-            elif decision == DONE:
-                done.add(remove.pop(get_long(r.prepared_queue_offset)))
-            elif decision == PUT_BACK:
-                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, clock, r.check_immunity_time_str,
-                                          r.prepared_queue_offset or str(i))
-                end += 1
-            else:  # CHECK (or READ_MORE without op records)
-                records[end] = HalfRecord(r.key, str(times), r.born_timestamp, clock, r.check_immunity_time_str,
-                                          r.prepared_queue_offset)
+            p = out.get(key)
+            if p is None:
+                p = out[key] = [None, None, 0, None]
+            if decision == CHECK or decision == READ_MORE:  # READ_MORE without op records: due once older
+                records[end] = HalfRecord(key, str(times), born, clock, immunity_str, prepared)
                 if p[1] is None:
                     p[0] = p[0] or clock
                     p[2] += 1
-                if r.key in answered:
+                if key in answered:
                     ops[op_end] = [end]
                     op_end += 1
                 end += 1
+            elif decision == DISCARD or decision == SKIP:
+                if p[1] is None:
+                    p[1], p[3] = clock, MAX_REACHED if decision == DISCARD else SKIPPED
+            elif decision == DONE:
+                done.add(remove.pop(get_long(prepared)))
+            else:  # PUT_BACK
+                records[end] = HalfRecord(key, str(times), born, clock, immunity_str, prepared or str(i))
+                end += 1
+            del records[i]  # the walk never comes back below its offset
             i += 1
+        else:
+            steady = False  # the walk did not stop at the first copy it wrote
         offset = i
         while op_offset in done:  # `calculateOpOffset`
             op_offset += 1
+        if steady:
+            m = min(_steady_rounds(records, offset, end, clock, check_interval, transaction_timeout,
+                                   transaction_check_max, file_reserved_time_h), max_rounds - rounds)
+            if m > 0:
+                n = end - offset
+                live = [records.pop(j) for j in range(offset, end)]
+                clock += m * check_interval
+                offset, end = offset + m * n, end + m * n
+                for j, r in enumerate(live):
+                    records[offset + j] = r._replace(check_times=str(int(r.check_times) + m), store_timestamp=clock)
+                    p = out[r.key]
+                    if p[1] is None:
+                        p[2] += m
+                visits += m * n
+                rounds += m
     return {key: CheckPrediction(*p) for key, p in out.items()}
+
+
+def _steady_rounds(records: dict[int, HalfRecord], offset: int, end: int, clock: int, check_interval: int,
+                   transaction_timeout: int, transaction_check_max: int, file_reserved_time_h: int) -> int:
+    """How many rounds after one that checked every record it read and stopped at the first copy it wrote
+    ("fresh stored") do the same: each copy [offset, end) is checked again with a count one higher, as long
+    as no count reaches transactionCheckMax - 1 (the copy would be discarded in its round), no half
+    becomes older than fileReservedTime, and every half stays past its immunity."""
+    if check_interval <= 0:
+        return 0
+    live = [records[j] for j in range(offset, end)]
+    if not live or any(r.prepared_queue_offset is not None for r in live):
+        return 0
+    nxt = clock + check_interval
+    if any(nxt - r.born_timestamp <= check_immunity_time(r.check_immunity_time_str, transaction_timeout)
+           for r in live):
+        return 0
+    counts = [get_int(r.check_times) for r in live]
+    by_count = transaction_check_max - 1 - max(counts)
+    by_age = (file_reserved_time_h * 3600 * 1000 + min(r.born_timestamp for r in live) - clock) // check_interval
+    return max(0, min(by_count, by_age))
 
 
 SLEEP_WHILE_NO_OP = 1000  # ms, 5.3.1's sleep when a READ_MORE finds no further op record

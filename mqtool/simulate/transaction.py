@@ -20,8 +20,9 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
   more op records are read — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before
   retrying the same half (4.9.8 retries at once; when that spins, 1 ms per further turn here);
 - a round gives up after 60 s; the offsets are written back at its end;
-- the per-half rules (`needDiscard`, `needSkip`, the immunity, `isNeedCheck`) are
-  `mqtool.rules.transaction`'s;
+- each visit's decision (`needDiscard`, `needSkip`, the immunity, `checkPrepareQueueOffset`,
+  `isNeedCheck`) is `mqtool.rules.transaction.check_visit`'s, in both walks; the count it puts is
+  written by `put_check_times`, an op body read by `op_body_offsets`;
 - answers (from the scenario) end the **checked copy**: commit writes the final record to
   REAL_TOPIC/REAL_QID (sysFlag COMMIT, preparedTransactionOffset = the copy) and an op entry,
   rollback only the op entry. 5.3.1 batches op entries ("3,5,") per queue and writes them every

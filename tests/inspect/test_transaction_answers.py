@@ -48,8 +48,12 @@ def test_committed_half_read_again_is_checked_again_in_both_views(crash, preview
     # the producer that committed answers COMMIT again
     h1 = rows["H1"]
     assert h1["state"] == "committed"
-    assert h1["prediction"] == {"next_check_ms": AT + INTERVAL + 1000, "discard_ms": None,
-                                "checks_before_discard": 1, "discard_reason": None}
+    assert h1["prediction"] == {
+        "next_check_ms": AT + INTERVAL + 1000,
+        "discard_ms": None,
+        "checks_before_discard": 1,
+        "discard_reason": None,
+    }
     assert any("checked again" in n for n in h1["notes"])
     dup = next(d for d in doc["duplicates"] if d["kind"] == "transaction")
     assert (dup["uniq_key"], dup["again_at_ms"]) == (h1["uniq_key"], AT + 7000)
@@ -68,9 +72,12 @@ def test_pending_half_discarded_in_the_round_the_replay_discards_it(crash, previ
     # (count 4, "fresh stored") before the count-5 copy behind it, which round 5 discards: 9 checks. Each
     # round reads the op record of H1's answer from the round before and sleeps 1 s (5.3.1), and the next
     # starts 6 s after it ended: rounds check at +7, +14, +20, +26, +32 s
-    assert h3["prediction"] == {"next_check_ms": AT + 7000, "discard_ms": AT + 32_000,
-                                "checks_before_discard": 9,
-                                "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
+    assert h3["prediction"] == {
+        "next_check_ms": AT + 7000,
+        "discard_ms": AT + 32_000,
+        "checks_before_discard": 9,
+        "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax",
+    }
     tx = [json.loads(line) for line in events.read_text().splitlines()]
     tx = [e for e in tx if e["service"] == "transaction" and e["uniq_key"] == h3["uniq_key"]]
     rounds = sorted({e["time"] for e in tx if e["event"] == "check"})
@@ -91,8 +98,10 @@ def test_the_49_discard_race_gives_both_outcomes(open_oracle, version, outcomes,
     store = open_oracle("pair-4.9/A")
     doc = restart_preview(store, None, None, replay=False, broker_version=version)
     at = doc["at_ms"]
-    got = {t["keys"][0]: ([x - at for x in t["discard_outcomes"]], t["next_check_ms"] - at)
-           for t in doc["transactions"]["to_discard"]}
+    got = {
+        t["keys"][0]: ([x - at for x in t["discard_outcomes"]], t["next_check_ms"] - at)
+        for t in doc["transactions"]["to_discard"]
+    }
     assert got == {k: (outcomes, first) for k in ("H3", "H4", "H5")}
     lines = dict(doc["text"])["transactions"]
     either = [line for line in lines if line.startswith("discard:") and "either at" in line]
@@ -106,9 +115,12 @@ def test_immune_half_discarded_without_a_check(open_oracle):
     # (counts 1, 2) and its count-2 copy is discarded in round 2: no check request (the README)
     # (5.3.1: the op record "0,1," read in round 1 costs a 1 s sleep, so round 2 comes at +31 s)
     rows = _rows(transactions_view(open_oracle("pair_default/A"), 1795376096933))
-    assert rows["H6immune60"]["prediction"] == {"next_check_ms": None, "discard_ms": 1795376096933 + 31_000,
-                                                "checks_before_discard": 0,
-                                                "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
+    assert rows["H6immune60"]["prediction"] == {
+        "next_check_ms": None,
+        "discard_ms": 1795376096933 + 31_000,
+        "checks_before_discard": 0,
+        "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax",
+    }
 
 
 def test_transaction_check_max_below_one_is_a_warning_and_runs_as_the_broker_would(crash):
@@ -116,13 +128,17 @@ def test_transaction_check_max_below_one_is_a_warning_and_runs_as_the_broker_wou
     odd = Store.open(store.root, replace(crash_config(), transaction_check_max=-5))
     doc = transactions_view(odd, AT)
     assert [(f["check"], f["severity"], f["file"]) for f in doc["findings"]] == [
-        ("transactions.settings", "warning", "broker.conf")]
+        ("transactions.settings", "warning", "broker.conf")
+    ]
     assert "transactionCheckMax=-5" in doc["findings"][0]["message"]
     # round 1 (AT + 6 s, + 1 s sleep after reading the op records): H3 (no count) is checked (count 1); its copy
     # at queue offset 4 (count 1 >= -5) is discarded in the same round, before the walk reaches the new copies
-    assert _rows(doc)["H3"]["prediction"] == {"next_check_ms": AT + 7000, "discard_ms": AT + 7000,
-                                              "checks_before_discard": 1,
-                                              "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax"}
+    assert _rows(doc)["H3"]["prediction"] == {
+        "next_check_ms": AT + 7000,
+        "discard_ms": AT + 7000,
+        "checks_before_discard": 1,
+        "discard_reason": "TRANSACTION_CHECK_TIMES reached transactionCheckMax",
+    }
     assert transactions_view(store, AT)["findings"] == []
 
 
@@ -148,8 +164,15 @@ def test_pair_49_predictions_against_the_real_rounds(open_oracle):
         assert 0 <= requests[label] - p["next_check_ms"] < 200 and 0 <= discards[label] - p["discard_ms"] < 200
 
 
-STORES = ["fixtures/demo", "fixtures/crash", "pair_default/A", "pair_default/B", "pair-4.9/A", "pair-4.9/B",
-          "basic-5.3.1/store"]
+STORES = [
+    "fixtures/demo",
+    "fixtures/crash",
+    "pair_default/A",
+    "pair_default/B",
+    "pair-4.9/A",
+    "pair-4.9/B",
+    "basic-5.3.1/store",
+]
 
 
 def _open(name: str, tmp_path):
@@ -181,8 +204,11 @@ def test_every_prediction_is_what_the_replay_does(name, version, tmp_path):
     at = store.last_activity_ms()
     horizon = 20 * store.config.transaction_check_interval
     doc = transactions_view(store, at, v4=version == "4.9")
-    answers = [AnswerRule({"committed": "commit", "rolled_back": "rollback"}[r["state"]], uniq_key=r["uniq_key"])
-               for r in doc["half_messages"] if r["state"] in ("committed", "rolled_back")]
+    answers = [
+        AnswerRule({"committed": "commit", "rolled_back": "rollback"}[r["state"]], uniq_key=r["uniq_key"])
+        for r in doc["half_messages"]
+        if r["state"] in ("committed", "rolled_back")
+    ]
     events = simulate(store, store.config, at, at + horizon, Scenario(answers=answers), 0, version).events
     first: dict[tuple[str, str], int] = {}
     for e in events:
@@ -214,3 +240,34 @@ def test_trace_gives_the_views_answer(name, tmp_path):
             assert verdict.due == (p.get("next_check_ms") or p.get("discard_ms")), r["keys"]
         elif r["state"] in ("committed", "rolled_back"):
             assert ("checked at" in verdict.text) == (p.get("next_check_ms") is not None), r["keys"]
+
+
+def test_cli_restart_with_broker_version_49_shows_both_discard_times():
+    from typer.testing import CliRunner
+
+    from mqtool.cli.app import app
+
+    need_oracle()
+    pair = ORACLE / "pair-4.9"
+    at = 1795379319202  # A's last sign of life
+    args = [
+        "inspect",
+        str(pair / "A"),
+        "restart",
+        "--config",
+        str(pair / "broker.conf"),
+        "--now",
+        str(at),
+        "--for",
+        "1m",
+        "--broker-version",
+        "4.9",
+    ]
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert {tuple(t["discard_outcomes"]) for t in doc["transactions"]["to_discard"]} == {(at + 30_000, at + 45_000)}
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and res.output.count("either 2026-11-22T20:29:09.202Z or") == 3, res.output
+    res = CliRunner().invoke(app, ["inspect", str(pair / "A"), "delay", "--broker-version", "4.9"])
+    assert res.exit_code == 2 and "--broker-version applies to the transactions and restart views" in res.output

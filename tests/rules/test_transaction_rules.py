@@ -275,3 +275,35 @@ def test_odd_check_settings():
 ])
 def test_op_body_offsets(body, v5, v4):
     assert op_body_offsets(body, False) == v5 and op_body_offsets(body, True) == v4
+
+
+def _random_queue(rng):
+    now = 1_000_000
+    n = rng.randint(1, 8)
+    recs = {}
+    for i in range(n):
+        born = now - rng.choice([0, 1000, 5000, 6000, 7000, 50_000, 10**6])
+        recs[i] = HalfRecord(f"k{rng.randint(0, n)}", rng.choice([None, None, "0", "1", "2", "5", "x"]), born,
+                             born + rng.randint(0, 100), rng.choice([None, None, "5", "60", "x"]),
+                             rng.choice([None, None, None, "0", "1"]))
+    ops = {q: rng.sample(range(n + 2), rng.randint(0, 2)) for q in range(rng.randint(0, 3))}
+    answered = {f"k{j}" for j in range(n + 1) if rng.random() < 0.3}
+    args = (recs, rng.choice([None, 0, 1]), ops, rng.choice([None, 0, 1]), answered, now,
+            rng.choice([1000, 10_000, 30_000]), TIMEOUT, rng.choice([1, 2, 3, 5, 15, 40]), rng.choice([1, 72, 10**6]))
+    return args, {"sleep_while_no_op": rng.random() < 0.5, "max_rounds": rng.choice([50, 1000])}
+
+
+def test_predict_rounds_fast_forward_equals_the_round_by_round_walk():
+    import random
+
+    rng = random.Random(27)
+    for _ in range(600):
+        args, kw = _random_queue(rng)
+        assert predict_rounds(*args, **kw) == predict_rounds(*args, fast=False, **kw), (args, kw)
+    # 20 halves, transactionCheckMax 40, no op record: round k checks each (count k) and stops at the first
+    # copy it wrote, so most rounds are counted at once; round 40 writes the count-40 copies and, reading
+    # them, discards them: 40 checks each, discarded at 400000
+    recs = {i: _half(str(i)) for i in range(20)}
+    fast = predict_rounds(recs, 0, {}, 0, set(), 0, 10_000, TIMEOUT, 40, 10**6)
+    assert fast == predict_rounds(recs, 0, {}, 0, set(), 0, 10_000, TIMEOUT, 40, 10**6, fast=False)
+    assert fast["0"] == CheckPrediction(10_000, 400_000, 40, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")

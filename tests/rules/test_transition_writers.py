@@ -11,8 +11,10 @@ import mqtool
 
 ROOT = Path(mqtool.__file__).parent
 # a subscript assignment, a dict display entry or a setdefault, with the name or its text
-WRITES = re.compile(r"(PROPERTY_TRANSACTION_CHECK_TIMES|[\"']TRANSACTION_CHECK_TIMES[\"'])\s*(\]\s*=[^=]|:)"
-                    r"|setdefault\(\s*(PROPERTY_TRANSACTION_CHECK_TIMES|[\"']TRANSACTION_CHECK_TIMES[\"'])")
+WRITES = re.compile(
+    r"(PROPERTY_TRANSACTION_CHECK_TIMES|[\"']TRANSACTION_CHECK_TIMES[\"'])\s*(\]\s*=[^=]|:)"
+    r"|setdefault\(\s*(PROPERTY_TRANSACTION_CHECK_TIMES|[\"']TRANSACTION_CHECK_TIMES[\"'])"
+)
 
 
 def _writers() -> list[str]:
@@ -33,9 +35,16 @@ def test_no_module_outside_rules_writes_transaction_check_times():
 
 
 def test_the_pattern_finds_each_way_of_writing_it():
-    for code in ('props[PROPERTY_TRANSACTION_CHECK_TIMES] = "1"', '{**p, PROPERTY_TRANSACTION_CHECK_TIMES: t}',
-                 'p["TRANSACTION_CHECK_TIMES"] = t', 'p.setdefault(PROPERTY_TRANSACTION_CHECK_TIMES, "1")'):
+    for code in (
+        'props[PROPERTY_TRANSACTION_CHECK_TIMES] = "1"',
+        "{**p, PROPERTY_TRANSACTION_CHECK_TIMES: t}",
+        'p["TRANSACTION_CHECK_TIMES"] = t',
+        'p.setdefault(PROPERTY_TRANSACTION_CHECK_TIMES, "1")',
+    ):
         assert WRITES.search(code), code
-    for code in ("props.get(PROPERTY_TRANSACTION_CHECK_TIMES)", 'p[PROPERTY_TRANSACTION_CHECK_TIMES] == "1"',
-                 'f"put back with TRANSACTION_CHECK_TIMES={n}"'):
+    for code in (
+        "props.get(PROPERTY_TRANSACTION_CHECK_TIMES)",
+        'p[PROPERTY_TRANSACTION_CHECK_TIMES] == "1"',
+        'f"put back with TRANSACTION_CHECK_TIMES={n}"',
+    ):
         assert not WRITES.search(code), code
