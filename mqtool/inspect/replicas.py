@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.recovery import java_bool, shutdown_state
+from mqtool.inspect.recovery import file_walks, java_bool, shutdown_state
 from mqtool.inspect.replica_config import config_findings, config_sync
 from mqtool.rules import recovery as rules
 from mqtool.rules.epoch import truncate_offset
@@ -71,29 +71,14 @@ def log_end(store: Store) -> LogEnd:
     if not files:
         return LogEnd(0, 0, 0, None, "no files", [], 0)
     check_crc = java_bool(store.config, "checkCRCOnRecover", True)
-    first_file = files[max(0, len(files) - RECOVERY_FILES)]
-    first: dict[int, tuple[int, int]] = {}
-    crc_error: dict[int, int] = {}
     ends: list[np.ndarray] = []
     stamps: list[np.ndarray] = []
-    for f, chunk in cl.scan_columns(first_file.start, verify_crc=check_crc, findings=Findings()):
-        if not len(chunk):
-            continue
-        cols = chunk.cols
-        if f.start not in first and int(cols[fastscan.C_POS, 0]) == 0:
-            first[f.start] = (int(cols[fastscan.C_MAGIC, 0]), int(cols[fastscan.C_STORE_TS, 0]))
-        bad = np.flatnonzero(~chunk.crc_ok)
-        if bad.size and f.start not in crc_error:
-            crc_error[f.start] = int(cols[fastscan.C_POS, int(bad[0])])
-        ends.append(chunk.physical_offset + cols[fastscan.C_TOTAL])
-        stamps.append(cols[fastscan.C_STORE_TS].copy())
-    walks = []
-    for f in files[files.index(first_file) :]:
-        scan = cl.scans.get(cl.rel(f))
-        end = scan.valid_bytes if scan else 0
-        reason = scan.stop_reason if scan else "not scanned"
-        magic, ts = first.get(f.start, (0, 0))
-        walks.append(rules.FileWalk(f.start, end, reason == "blank filler", reason, crc_error.get(f.start), magic, ts))
+
+    def keep(chunk: fastscan.ScanChunk) -> None:
+        ends.append(chunk.physical_offset + chunk.cols[fastscan.C_TOTAL])
+        stamps.append(chunk.cols[fastscan.C_STORE_TS].copy())
+
+    walks = file_walks(store, check_crc, max(0, len(files) - RECOVERY_FILES), keep)
     rec = rules.recover_normally(walks, check_crc)
     last_ts = None
     if ends:
