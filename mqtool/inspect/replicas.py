@@ -32,7 +32,7 @@ from mqtool.rules.epoch import truncate_offset
 from mqtool.store import fastscan
 from mqtool.store.compare import compare_queues
 from mqtool.store.epoch import read_epoch_entries
-from mqtool.store.findings import Findings, sort_findings
+from mqtool.store.findings import Findings, findings_section
 from mqtool.store.fleet import Fleet, FleetMember
 from mqtool.store.store import Store
 
@@ -503,16 +503,13 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
             kind = "controller" if any(epochs.values()) else "classic"
             entry.update(kind=kind, master=master.name, master_reason=why, pairs=pairs)
         groups.append(entry)
-    found = sort_findings(list(findings))
-    severities = Counter(f.severity for f in found)
     return {
         "version": JSON_VERSION,
         "view": "replicas",
         "fleet": str(fleet.root),
         "now_ms": now_ms,
         "groups": groups,
-        "findings": [f.as_dict() for f in found],
-        "finding_counts": {s: severities.get(s, 0) for s in ("error", "warning", "info")},
+        **findings_section(findings),
     }
 
 
