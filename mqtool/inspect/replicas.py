@@ -355,95 +355,78 @@ def _pick_master(
 
 def _pair_findings(group: str, master: str, slave: str, pair: dict, findings: Findings) -> None:
     where = f"{slave} vs {master}"
+
+    def note(offset: int | None, severity: str, message: str, q: dict | None = None) -> None:
+        """One finding on the slave, its message prefixed with the pair; `q` is the ConsumeQueue it is about."""
+        queue = (q["topic"], q["queue_id"]) if q is not None else ()
+        findings.add(slave, offset, CHECK, severity, f"{where}: {message}", *queue)
+
     sizes = (pair["master_commitlog"]["file_size"], pair["slave_commitlog"]["file_size"])
     if sizes[0] and sizes[1] and sizes[0] != sizes[1]:
-        findings.add(
-            slave,
+        note(
             None,
-            CHECK,
             "error",
-            f"{where}: CommitLog files of {sizes[1]} bytes, the master's are "
+            f"CommitLog files of {sizes[1]} bytes, the master's are "
             f"{sizes[0]}: HA copies bytes to the same offsets in files of one size (mappedFileSizeCommitLog)",
         )
     c = pair["common"]
     if c["first_difference"] is not None:
         n = pair["common"]["differing_records"]["records"]
-        findings.add(
-            slave,
+        note(
             c["first_difference"],
-            CHECK,
             "error",
-            f"{where}: the CommitLogs differ from offset {c['first_difference']} ({c['differing_bytes']} "
+            f"the CommitLogs differ from offset {c['first_difference']} ({c['differing_bytes']} "
             f"byte(s), {n} record(s) of the master)",
         )
+    slave_end = pair["slave_commitlog"]["max_offset"]
     lost = pair["promotion_loses"]
     if lost["records"]:
-        findings.add(
-            slave,
-            pair["slave_commitlog"]["max_offset"],
-            CHECK,
-            "warning",
-            f"{where}: a promotion now would lose {lost['records']} record(s) ({lost['bytes']} bytes)",
-        )
+        note(slave_end, "warning", f"a promotion now would lose {lost['records']} record(s) ({lost['bytes']} bytes)")
     if pair["ahead"]["bytes"]:
-        findings.add(
-            slave,
+        note(
             pair["master_commitlog"]["max_offset"],
-            CHECK,
             "warning",
-            f"{where}: the slave holds {pair['ahead']['bytes']} byte(s) past the master's end "
+            f"the slave holds {pair['ahead']['bytes']} byte(s) past the master's end "
             f"({pair['ahead']['records']} record(s)): the master lost them, or this is not its slave",
         )
     if pair["slave_commitlog"]["torn_bytes"]:
-        findings.add(
-            slave,
-            pair["slave_commitlog"]["max_offset"],
-            CHECK,
+        note(
+            slave_end,
             "info",
-            f"{where}: {pair['slave_commitlog']['torn_bytes']} byte(s) of a torn record after the end "
+            f"{pair['slave_commitlog']['torn_bytes']} byte(s) of a torn record after the end "
             "(a transfer cut mid-record; recovery drops them)",
         )
     ep = pair.get("epochs")
     if ep is not None and ep["truncate_offset"] == -1:
-        findings.add(
-            slave,
+        note(
             None,
-            CHECK,
             "error",
-            f"{where}: no epoch both hold with the same start: the broker "
-            "cannot find a consistent point and will not follow this master",
+            "no epoch both hold with the same start: the broker cannot find a consistent point and will not follow "
+            "this master",
         )
     elif ep is not None and ep["truncated_bytes"]:
-        findings.add(
-            slave,
+        note(
             ep["truncate_offset"],
-            CHECK,
             "warning",
-            f"{where}: following this master, the store truncates its CommitLog at {ep['truncate_offset']}: "
+            f"following this master, the store truncates its CommitLog at {ep['truncate_offset']}: "
             f"{ep['truncated_records']['records']} record(s) it wrote are dropped",
         )
     for q in pair["consume_queues"]:
         if q["mismatched_units"]:
-            findings.add(
-                slave,
+            note(
                 None,
-                CHECK,
                 "error",
-                f"{where}: {q['mismatched_units']} ConsumeQueue unit(s) differ "
-                f"from the master's, first at queue offset {q['first_mismatch']}",
-                q["topic"],
-                q["queue_id"],
+                f"{q['mismatched_units']} ConsumeQueue unit(s) differ from the master's, first at queue offset "
+                f"{q['first_mismatch']}",
+                q,
             )
         if q["past_commitlog_end"]:
-            findings.add(
-                slave,
+            note(
                 None,
-                CHECK,
                 "warning",
-                f"{where}: {q['past_commitlog_end']} unit(s) point past the "
-                "slave's CommitLog end (truncateDirtyLogicFiles drops them)",
-                q["topic"],
-                q["queue_id"],
+                f"{q['past_commitlog_end']} unit(s) point past the slave's CommitLog end (truncateDirtyLogicFiles "
+                "drops them)",
+                q,
             )
 
 
