@@ -47,36 +47,22 @@ STORES |= {
     f"{name}+3levels": Source(FIXTURES / name, FIXTURES / f"{name}.broker.conf", THREE_LEVELS)
     for name in ("demo", "crash", "pop")
 }
+STORES["basic-5.3.1"] = Source(None, None, BASIC, oracle=True)  # its wheel is gzipped: `basic_store` restores it
+ORACLE_SIZES = {  # the oracle stores without a broker.conf: the file sizes their broker ran with
+    "dledger-5.3.1": {"mappedFileSizeCommitLog": "16384", "mappedFileSizeConsumeQueue": "300"},
+    "batchcq-5.3.1": {
+        "mappedFileSizeCommitLog": "8192",
+        "mappedFileSizeConsumeQueue": "300",
+        "mapperFileSizeBatchConsumeQueue": "920",
+    },
+    "compaction-5.3.1": {"mappedFileSizeCommitLog": "16384", "mappedFileSizeConsumeQueue": "200"},
+}
+STORES |= {name: Source(ORACLE / name / "store", None, sizes, oracle=True) for name, sizes in ORACLE_SIZES.items()}
 STORES |= {
-    "basic-5.3.1": Source(None, None, BASIC, oracle=True),  # its wheel is gzipped: `basic_store` restores it
-    "dledger-5.3.1": Source(
-        ORACLE / "dledger-5.3.1/store",
-        None,
-        {"mappedFileSizeCommitLog": "16384", "mappedFileSizeConsumeQueue": "300"},
-        oracle=True,
-    ),
-    "batchcq-5.3.1": Source(
-        ORACLE / "batchcq-5.3.1/store",
-        None,
-        {
-            "mappedFileSizeCommitLog": "8192",
-            "mappedFileSizeConsumeQueue": "300",
-            "mapperFileSizeBatchConsumeQueue": "920",
-        },
-        oracle=True,
-    ),
-    "compaction-5.3.1": Source(
-        ORACLE / "compaction-5.3.1/store",
-        None,
-        {"mappedFileSizeCommitLog": "16384", "mappedFileSizeConsumeQueue": "200"},
-        oracle=True,
-    ),
-    "ha-async-5.3.1/master": Source(
-        ORACLE / "ha-async-5.3.1/master", ORACLE / "ha-async-5.3.1/broker-master.conf", oracle=True
-    ),
-    "ha-async-5.3.1/slave": Source(
-        ORACLE / "ha-async-5.3.1/slave", ORACLE / "ha-async-5.3.1/broker-slave.conf", oracle=True
-    ),
+    f"ha-async-5.3.1/{side}": Source(
+        ORACLE / "ha-async-5.3.1" / side, ORACLE / f"ha-async-5.3.1/broker-{side}.conf", oracle=True
+    )
+    for side in ("master", "slave")
 }
 for _pair in ("pair_default", "pair-4.9", "retry-dlq-5.3.1", "pop-revive-5.3.1"):
     for _side in ("A", "B"):

@@ -133,25 +133,31 @@ def consumers_view(store: Store, now_ms: int, group: str | None = None, topic: s
         ]
         groups.append(_group(g, topics, group_rows, now_ms))
         rows += group_rows
-    user = [g for g in groups if not g["system"]]
     return {
-        "version": JSON_VERSION,
-        "view": "consumers",
-        "now_ms": now_ms,
-        "group": group,
-        "topic": topic,
+        **_head(now_ms, group, topic),
         "offsets_source": store.consumer_offsets_source,
         "groups": groups,
         "queues": rows,
-        "totals": {
-            "groups": len(user),
-            "system_groups": len(groups) - len(user),
-            "queues": len(rows),
-            "lag": sum(g["lag"] for g in user),
-            "system_lag": sum(g["lag"] for g in groups if g["system"]),
-            "expired": sum(g["expired"] for g in user),
-        },
+        "totals": _totals(groups, len(rows)),
         "findings": [f.as_dict() for f in sort_findings(findings + _config_findings(store))],
+    }
+
+
+def _head(now_ms: int, group: str | None, topic: str | None) -> dict:
+    """The keys a `consumers` document of a store and of a fleet both begin with."""
+    return {"version": JSON_VERSION, "view": "consumers", "now_ms": now_ms, "group": group, "topic": topic}
+
+
+def _totals(groups: list[dict], queues: int) -> dict:
+    """The lag totals over groups: user groups counted, system groups (`isSysConsumerGroup`) apart."""
+    user = [g for g in groups if not g["system"]]
+    return {
+        "groups": len(user),
+        "system_groups": len(groups) - len(user),
+        "queues": queues,
+        "lag": sum(g["lag"] for g in user),
+        "system_lag": sum(g["lag"] for g in groups if g["system"]),
+        "expired": sum(g["expired"] for g in user),
     }
 
 
@@ -269,25 +275,15 @@ def fleet_consumers_view(fleet: Fleet, now_ms: int, group: str | None = None, to
             first = by_name[members[0].name]
             by_name[m.name]["vs_master"] = None if m is members[0] else _vs_master(first, by_name[m.name])
     groups = _cluster_groups([s for s in stores if s["counted"]], now_ms)
-    user = [g for g in groups if not g["system"]]
     return {
-        "version": JSON_VERSION,
-        "view": "consumers",
-        "now_ms": now_ms,
-        "group": group,
-        "topic": topic,
+        **_head(now_ms, group, topic),
         "fleet": str(fleet.root),
         "stores": stores,
         "groups": groups,
         "totals": {
             "stores": len(stores),
             "counted_stores": len(counted),
-            "groups": len(user),
-            "system_groups": len(groups) - len(user),
-            "queues": sum(s["totals"]["queues"] for s in stores if s["counted"]),
-            "lag": sum(g["lag"] for g in user),
-            "system_lag": sum(g["lag"] for g in groups if g["system"]),
-            "expired": sum(g["expired"] for g in user),
+            **_totals(groups, sum(s["totals"]["queues"] for s in stores if s["counted"])),
         },
         "findings": [f.as_dict() for f in sort_findings(fleet.findings)]
         + [{**f, "file": posixpath.normpath(f"{s['dir']}/{f['file']}")} for s in stores for f in s["findings"]],

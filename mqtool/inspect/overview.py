@@ -9,8 +9,6 @@ RocksDB, compaction, POP), every path of the store root and what it is, and topi
 next to the queue directories. Exit code 1 in the CLI when any finding is an error.
 """
 
-from collections import Counter
-
 from mqtool.formats.names import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -41,7 +39,7 @@ from mqtool.inspect.layouts import (
 from mqtool.inspect.records import Progress
 from mqtool.inspect.timer import timer_view
 from mqtool.inspect.transactions import TransactionScan
-from mqtool.store.findings import Finding, Findings, sort_findings
+from mqtool.store.findings import Finding, Findings, findings_section
 from mqtool.store.store import (
     Store,
 )
@@ -126,8 +124,6 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
     for doc in (delay, tx, timer):
         if doc:
             findings += [Finding(**f) for f in doc["findings"]]
-    findings = sort_findings(list(dict.fromkeys(findings)))
-    severities = Counter(f.severity for f in findings)
     return {
         "version": JSON_VERSION,
         "view": "overview",
@@ -154,8 +150,7 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
         "transactions": {"counts": tx["counts"], "discarded_records": len(tx["discarded"]),
                          "oldest_pending": tx["oldest_pending"]},
         "checkpoint": _plain(store.checkpoint),
-        "findings": [f.as_dict() for f in findings],
-        "finding_counts": {s: severities.get(s, 0) for s in ("error", "warning", "info")},
+        **findings_section(list(dict.fromkeys(findings))),
         **_restart_preview(store, now_ms),
         **extra,
     }

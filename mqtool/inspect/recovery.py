@@ -9,6 +9,7 @@ units left pointing past it. Nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,12 +39,16 @@ def shutdown_state(store: Store) -> dict:
     return {"clean": not abort.exists(), "abort_file": abort.exists(), "abort_pid": pid or None}
 
 
-def file_walks(store: Store, check_crc: bool) -> list[rules.FileWalk]:
-    """Each CommitLog file as the recovery walk sees it, from one pass of the store's fast scan."""
+def file_walks(
+    store: Store, check_crc: bool, since: int = 0, on_chunk: Callable[[fastscan.ScanChunk], None] | None = None
+) -> list[rules.FileWalk]:
+    """Each CommitLog file from `files[since]` on as the recovery walk sees it, from one pass of the store's fast
+    scan; `on_chunk` sees every non-empty chunk of that pass (a caller's own columns, without a second walk)."""
     cl = store.commitlog
+    files = cl.files[since:]
     first: dict[int, tuple[int, int]] = {}
     crc_error: dict[int, int] = {}
-    for f, chunk in cl.scan_columns(verify_crc=check_crc):
+    for f, chunk in cl.scan_columns(files[0].start if since and files else None, verify_crc=check_crc):
         if not len(chunk):
             continue
         cols = chunk.cols
@@ -52,14 +57,15 @@ def file_walks(store: Store, check_crc: bool) -> list[rules.FileWalk]:
         bad = np.flatnonzero(~chunk.crc_ok)
         if bad.size and f.start not in crc_error:
             crc_error[f.start] = int(cols[fastscan.C_POS, int(bad[0])])
+        if on_chunk is not None:
+            on_chunk(chunk)
     walks = []
-    for f in cl.files:
+    for f in files:
         scan = cl.scans.get(cl.rel(f))
         end = scan.valid_bytes if scan else 0
         reason = scan.stop_reason if scan else "not scanned"
         magic, ts = first.get(f.start, (0, 0))
-        walks.append(rules.FileWalk(f.start, end, reason == "blank filler", reason, crc_error.get(f.start),
-                                    magic, ts))
+        walks.append(rules.FileWalk(f.start, end, reason == "blank filler", reason, crc_error.get(f.start), magic, ts))
     return walks
 
 

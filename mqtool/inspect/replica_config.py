@@ -17,20 +17,23 @@ def _version(dv) -> dict | None:
     return None if dv is None else {"counter": dv.counter, "timestamp": dv.timestamp}
 
 
-def _names(a: set[str], b: set[str]) -> dict:
-    return {"only_on_master": sorted(a - b), "only_on_slave": sorted(b - a)}
+def _tables(m_file, s_file, m_table: dict | None, s_table: dict | None) -> dict:
+    """One ConfigManager file on both sides: present or not, how many entries, the names only one side has."""
+    m, s = set(m_table or ()), set(s_table or ())
+    return {
+        "master_file": m_file is not None,
+        "slave_file": s_file is not None,
+        "master": len(m),
+        "slave": len(s),
+        "only_on_master": sorted(m - s),
+        "only_on_slave": sorted(s - m),
+    }
 
 
 def _topics(master: Store, slave: Store) -> dict:
     mt, st = master.topics, slave.topics
-    m = set(mt.topic_config_table) if mt else set()
-    s = set(st.topic_config_table) if st else set()
     return {
-        "master_file": mt is not None,
-        "slave_file": st is not None,
-        "master": len(m),
-        "slave": len(s),
-        **_names(m, s),
+        **_tables(mt, st, mt and mt.topic_config_table, st and st.topic_config_table),
         "master_version": _version(mt.data_version if mt else None),
         "slave_version": _version(st.data_version if st else None),
     }
@@ -38,15 +41,7 @@ def _topics(master: Store, slave: Store) -> dict:
 
 def _groups(master: Store, slave: Store) -> dict:
     mg, sg = master.subscription_groups, slave.subscription_groups
-    m = set(mg.subscription_group_table) if mg else set()
-    s = set(sg.subscription_group_table) if sg else set()
-    return {
-        "master_file": mg is not None,
-        "slave_file": sg is not None,
-        "master": len(m),
-        "slave": len(s),
-        **_names(m, s),
-    }
+    return _tables(mg, sg, mg and mg.subscription_group_table, sg and sg.subscription_group_table)
 
 
 def _consumer_offsets(master: Store, slave: Store) -> dict:

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.recovery import java_bool, shutdown_state
+from mqtool.inspect.recovery import file_walks, java_bool, shutdown_state
 from mqtool.inspect.replica_config import config_findings, config_sync
 from mqtool.rules import recovery as rules
 from mqtool.rules.epoch import truncate_offset
 from mqtool.store import fastscan
 from mqtool.store.compare import compare_queues
 from mqtool.store.epoch import read_epoch_entries
-from mqtool.store.findings import Findings, sort_findings
+from mqtool.store.findings import Findings, findings_section
 from mqtool.store.fleet import Fleet, FleetMember
 from mqtool.store.store import Store
 
@@ -71,29 +71,14 @@ def log_end(store: Store) -> LogEnd:
     if not files:
         return LogEnd(0, 0, 0, None, "no files", [], 0)
     check_crc = java_bool(store.config, "checkCRCOnRecover", True)
-    first_file = files[max(0, len(files) - RECOVERY_FILES)]
-    first: dict[int, tuple[int, int]] = {}
-    crc_error: dict[int, int] = {}
     ends: list[np.ndarray] = []
     stamps: list[np.ndarray] = []
-    for f, chunk in cl.scan_columns(first_file.start, verify_crc=check_crc, findings=Findings()):
-        if not len(chunk):
-            continue
-        cols = chunk.cols
-        if f.start not in first and int(cols[fastscan.C_POS, 0]) == 0:
-            first[f.start] = (int(cols[fastscan.C_MAGIC, 0]), int(cols[fastscan.C_STORE_TS, 0]))
-        bad = np.flatnonzero(~chunk.crc_ok)
-        if bad.size and f.start not in crc_error:
-            crc_error[f.start] = int(cols[fastscan.C_POS, int(bad[0])])
-        ends.append(chunk.physical_offset + cols[fastscan.C_TOTAL])
-        stamps.append(cols[fastscan.C_STORE_TS].copy())
-    walks = []
-    for f in files[files.index(first_file) :]:
-        scan = cl.scans.get(cl.rel(f))
-        end = scan.valid_bytes if scan else 0
-        reason = scan.stop_reason if scan else "not scanned"
-        magic, ts = first.get(f.start, (0, 0))
-        walks.append(rules.FileWalk(f.start, end, reason == "blank filler", reason, crc_error.get(f.start), magic, ts))
+
+    def keep(chunk: fastscan.ScanChunk) -> None:
+        ends.append(chunk.physical_offset + chunk.cols[fastscan.C_TOTAL])
+        stamps.append(chunk.cols[fastscan.C_STORE_TS].copy())
+
+    walks = file_walks(store, check_crc, max(0, len(files) - RECOVERY_FILES), keep)
     rec = rules.recover_normally(walks, check_crc)
     last_ts = None
     if ends:
@@ -370,95 +355,78 @@ def _pick_master(
 
 def _pair_findings(group: str, master: str, slave: str, pair: dict, findings: Findings) -> None:
     where = f"{slave} vs {master}"
+
+    def note(offset: int | None, severity: str, message: str, q: dict | None = None) -> None:
+        """One finding on the slave, its message prefixed with the pair; `q` is the ConsumeQueue it is about."""
+        queue = (q["topic"], q["queue_id"]) if q is not None else ()
+        findings.add(slave, offset, CHECK, severity, f"{where}: {message}", *queue)
+
     sizes = (pair["master_commitlog"]["file_size"], pair["slave_commitlog"]["file_size"])
     if sizes[0] and sizes[1] and sizes[0] != sizes[1]:
-        findings.add(
-            slave,
+        note(
             None,
-            CHECK,
             "error",
-            f"{where}: CommitLog files of {sizes[1]} bytes, the master's are "
+            f"CommitLog files of {sizes[1]} bytes, the master's are "
             f"{sizes[0]}: HA copies bytes to the same offsets in files of one size (mappedFileSizeCommitLog)",
         )
     c = pair["common"]
     if c["first_difference"] is not None:
         n = pair["common"]["differing_records"]["records"]
-        findings.add(
-            slave,
+        note(
             c["first_difference"],
-            CHECK,
             "error",
-            f"{where}: the CommitLogs differ from offset {c['first_difference']} ({c['differing_bytes']} "
+            f"the CommitLogs differ from offset {c['first_difference']} ({c['differing_bytes']} "
             f"byte(s), {n} record(s) of the master)",
         )
+    slave_end = pair["slave_commitlog"]["max_offset"]
     lost = pair["promotion_loses"]
     if lost["records"]:
-        findings.add(
-            slave,
-            pair["slave_commitlog"]["max_offset"],
-            CHECK,
-            "warning",
-            f"{where}: a promotion now would lose {lost['records']} record(s) ({lost['bytes']} bytes)",
-        )
+        note(slave_end, "warning", f"a promotion now would lose {lost['records']} record(s) ({lost['bytes']} bytes)")
     if pair["ahead"]["bytes"]:
-        findings.add(
-            slave,
+        note(
             pair["master_commitlog"]["max_offset"],
-            CHECK,
             "warning",
-            f"{where}: the slave holds {pair['ahead']['bytes']} byte(s) past the master's end "
+            f"the slave holds {pair['ahead']['bytes']} byte(s) past the master's end "
             f"({pair['ahead']['records']} record(s)): the master lost them, or this is not its slave",
         )
     if pair["slave_commitlog"]["torn_bytes"]:
-        findings.add(
-            slave,
-            pair["slave_commitlog"]["max_offset"],
-            CHECK,
+        note(
+            slave_end,
             "info",
-            f"{where}: {pair['slave_commitlog']['torn_bytes']} byte(s) of a torn record after the end "
+            f"{pair['slave_commitlog']['torn_bytes']} byte(s) of a torn record after the end "
             "(a transfer cut mid-record; recovery drops them)",
         )
     ep = pair.get("epochs")
     if ep is not None and ep["truncate_offset"] == -1:
-        findings.add(
-            slave,
+        note(
             None,
-            CHECK,
             "error",
-            f"{where}: no epoch both hold with the same start: the broker "
-            "cannot find a consistent point and will not follow this master",
+            "no epoch both hold with the same start: the broker cannot find a consistent point and will not follow "
+            "this master",
         )
     elif ep is not None and ep["truncated_bytes"]:
-        findings.add(
-            slave,
+        note(
             ep["truncate_offset"],
-            CHECK,
             "warning",
-            f"{where}: following this master, the store truncates its CommitLog at {ep['truncate_offset']}: "
+            f"following this master, the store truncates its CommitLog at {ep['truncate_offset']}: "
             f"{ep['truncated_records']['records']} record(s) it wrote are dropped",
         )
     for q in pair["consume_queues"]:
         if q["mismatched_units"]:
-            findings.add(
-                slave,
+            note(
                 None,
-                CHECK,
                 "error",
-                f"{where}: {q['mismatched_units']} ConsumeQueue unit(s) differ "
-                f"from the master's, first at queue offset {q['first_mismatch']}",
-                q["topic"],
-                q["queue_id"],
+                f"{q['mismatched_units']} ConsumeQueue unit(s) differ from the master's, first at queue offset "
+                f"{q['first_mismatch']}",
+                q,
             )
         if q["past_commitlog_end"]:
-            findings.add(
-                slave,
+            note(
                 None,
-                CHECK,
                 "warning",
-                f"{where}: {q['past_commitlog_end']} unit(s) point past the "
-                "slave's CommitLog end (truncateDirtyLogicFiles drops them)",
-                q["topic"],
-                q["queue_id"],
+                f"{q['past_commitlog_end']} unit(s) point past the slave's CommitLog end (truncateDirtyLogicFiles "
+                "drops them)",
+                q,
             )
 
 
@@ -518,16 +486,13 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
             kind = "controller" if any(epochs.values()) else "classic"
             entry.update(kind=kind, master=master.name, master_reason=why, pairs=pairs)
         groups.append(entry)
-    found = sort_findings(list(findings))
-    severities = Counter(f.severity for f in found)
     return {
         "version": JSON_VERSION,
         "view": "replicas",
         "fleet": str(fleet.root),
         "now_ms": now_ms,
         "groups": groups,
-        "findings": [f.as_dict() for f in found],
-        "finding_counts": {s: severities.get(s, 0) for s in ("error", "warning", "info")},
+        **findings_section(findings),
     }
 
 

@@ -301,6 +301,10 @@ class ConsumerService:
             **detail,
         )
 
+    def _emit_popped(self, event: str, qkey, msg: SimMessage, o: int, new=None, **detail) -> None:
+        """An event about a popped message: its group, topic and queue from the POP's key, its queue offset."""
+        self._emit(event, qkey[0], msg, qkey[1], qkey[2], new, queue_offset=o, **detail)
+
     def _consume(self, gen: int, key, spec: ConsumerSpec, msg: SimMessage, queue_offset: int) -> None:
         if gen != self.gen or not self.ctx.running:
             return
@@ -464,13 +468,11 @@ class ConsumerService:
         group = qkey[0]
         rt = msg.reconsume_times
         spec = self._spec(group, msg) or client
-        self._emit(
+        self._emit_popped(
             "pop",
-            group,
+            qkey,
             msg,
-            qkey[1],
-            qkey[2],
-            queue_offset=o,
+            o,
             reconsume_times=rt,
             invisible_until=pop_time + client.invisible_time_ms,
             revive_queue_id=self.rqid,
@@ -479,26 +481,17 @@ class ConsumerService:
         if client.client_kind == "proxy":
             limit = spec.max_reconsume_times if spec.max_reconsume_times is not None else self.retry_max_times(group)
             if pop_rules.filter_message(rt, limit) == "TO_DLQ":
-                self._emit("consume", group, msg, qkey[1], qkey[2], queue_offset=o, reconsume_times=rt, outcome="dlq")
+                self._emit_popped("consume", qkey, msg, o, reconsume_times=rt, outcome="dlq")
                 self._send_back(group, spec, msg, 0, delay_level=-1)
                 self._ack(qkey, client, start, o, msg, pop_time)
                 return
         elif pop_rules.process_pop_result_drops(rt, get_max_reconsume_times(spec.max_reconsume_times)):
             why = "reconsumeTimes above the client's maxReconsumeTimes"
-            self._emit("drop", group, msg, qkey[1], qkey[2], queue_offset=o, reason=why)
+            self._emit_popped("drop", qkey, msg, o, reason=why)
             self._ack(qkey, client, start, o, msg, pop_time)
             return
         fails = spec.fails(rt)
-        self._emit(
-            "consume",
-            group,
-            msg,
-            qkey[1],
-            qkey[2],
-            queue_offset=o,
-            reconsume_times=rt,
-            outcome="fail" if fails else "ok",
-        )
+        self._emit_popped("consume", qkey, msg, o, reconsume_times=rt, outcome="fail" if fails else "ok")
         if not fails:
             self._ack(qkey, client, start, o, msg, pop_time)
         elif client.client_kind == "remoting":
@@ -515,7 +508,7 @@ class ConsumerService:
         if rt >= get_max_reconsume_times(spec.max_reconsume_times):
             inv = pop_rules.check_need_ack_or_delay(now - msg.born_ts)
             if inv < 0:
-                self._emit("drop", group, msg, topic, qid, queue_offset=o, reason="consumed too many times: acked")
+                self._emit_popped("drop", qkey, msg, o, reason="consumed too many times: acked")
                 self._ack(qkey, client, start, o, msg, pop_time)
                 return
             if inv == 0:
@@ -525,17 +518,7 @@ class ConsumerService:
         ck_key = pop_rules.gen_ck_unique_id(topic, qid, o, group, now, self.broker_name)
         body = pop_format.ck_body(topic, group, qid, o, [0], now, inv, self.broker_name)
         ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(now, inv), self.rqid)
-        self._emit(
-            "change_invisible",
-            group,
-            msg,
-            topic,
-            qid,
-            new=ck,
-            queue_offset=o,
-            invisible_until=now + inv,
-            revive_queue_id=self.rqid,
-        )
+        self._emit_popped("change_invisible", qkey, msg, o, ck, invisible_until=now + inv, revive_queue_id=self.rqid)
         self._ack(qkey, client, start, o, msg, pop_time, event=False)
 
     def _ack(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int, event=True) -> None:
@@ -547,7 +530,7 @@ class ConsumerService:
         body = pop_format.ack_body(topic, group, qid, start, o, pop_time, self.broker_name)
         ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), self.rqid)
         if event:  # a changeInvisibleTime's ack of the old checkpoint is no ack of the message
-            self._emit(ACK_TAG, group, msg, topic, qid, new=ack, queue_offset=o, revive_queue_id=self.rqid)
+            self._emit_popped(ACK_TAG, qkey, msg, o, ack, revive_queue_id=self.rqid)
 
     def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int) -> SimMessage | None:
         """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook

@@ -15,6 +15,7 @@ from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue, read_at
 
 CHECK = "commitlog.integrity"
+RECHECKED_FILES = 3  # CommitLog#recoverNormally walks the last three files again at every start
 
 
 @dataclass
@@ -172,26 +173,37 @@ class CommitLog:
         return rec
 
     def max_offset(self, findings: Findings | None = None) -> int:
-        """End of valid data: the last file's scan end (scans the last file once, adding what it finds
-        to `findings`, by default the latest walk's accumulator)."""
-        if not self.files:
-            return 0
-        last = self.files[-1]
-        scan = self.scans.get(self.rel(last))
-        if scan is None:  # the walk of `_scan_file` without a `MessageRecord` per record
-            acc = self.findings if findings is None else findings
-            scan = self.scans[self.rel(last)] = FileScan(self.rel(last), last.start)
-            with map_file(last.path) as buf:
-                for chunk in self._chunks(buf, last, 0, scan, False, acc):
-                    found: dict[int, list[str]] = {}
-                    for row, message in fastscan.record_findings(chunk):
-                        found.setdefault(row, []).append(message)
-                    for row in sorted(found):
-                        for message in found[row]:
-                            acc.add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + last.start, CHECK, "error",
-                                    message)
-                    scan.records += len(chunk)
-        return last.start + scan.valid_bytes
+        """End of valid data: `MappedFileQueue.getMaxOffset` once a restart's recovery has set the wrote positions.
+
+        The walk of the last `RECHECKED_FILES` files goes on into the next file only past a BLANK filler; an
+        unwritten tail or an invalid record ends the data in its file, so a pre-allocated empty file (or data)
+        after it adds nothing: recovery deletes it. Structural only: the CRC check of `checkCRCOnRecover` is
+        `rules.recovery`'s (`inspect.replicas.log_end`). Scans each of those files not yet scanned once, adding
+        what it finds to `findings`, by default the latest walk's accumulator."""
+        files = self.files[-RECHECKED_FILES:]
+        for f in files:
+            scan = self._file_scan(f, findings)
+            if f is files[-1] or scan.stop_reason != "blank filler":
+                return f.start + scan.valid_bytes
+        return 0
+
+    def _file_scan(self, f: MappedFile, findings: Findings | None) -> FileScan:
+        """The file's scan, from the latest walk or scanned now (the walk of `_scan_file`, no record objects)."""
+        scan = self.scans.get(self.rel(f))
+        if scan is not None:
+            return scan
+        acc = self.findings if findings is None else findings
+        scan = self.scans[self.rel(f)] = FileScan(self.rel(f), f.start)
+        with map_file(f.path) as buf:
+            for chunk in self._chunks(buf, f, 0, scan, False, acc):
+                found: dict[int, list[str]] = {}
+                for row, message in fastscan.record_findings(chunk):
+                    found.setdefault(row, []).append(message)
+                for row in sorted(found):
+                    for message in found[row]:
+                        acc.add(scan.file, int(chunk.cols[fastscan.C_POS, row]) + f.start, CHECK, "error", message)
+                scan.records += len(chunk)
+        return scan
 
 
 def _nonzero_tail(buf, pos: int) -> int:

@@ -5,6 +5,7 @@ accumulator in and every reader or check adds to it (as Kafka's DumpLogSegments 
 error map), so nothing is reset or sliced after the fact.
 """
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 
 SEVERITIES = ("error", "warning", "info")
@@ -43,3 +44,10 @@ class Findings(list[Finding]):
 def sort_findings(findings: list[Finding]) -> list[Finding]:
     """Stable report order: file, offset, check (None offsets first)."""
     return sorted(findings, key=lambda f: (f.file, -1 if f.offset is None else f.offset, f.check, f.message))
+
+
+def findings_section(findings: list[Finding]) -> dict:
+    """A view's `findings` (in report order) and `finding_counts` (per severity) keys, for its document."""
+    found = sort_findings(list(findings))
+    counts = Counter(f.severity for f in found)
+    return {"findings": [f.as_dict() for f in found], "finding_counts": {s: counts[s] for s in SEVERITIES}}
