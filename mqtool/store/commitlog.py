@@ -28,6 +28,7 @@ class FileScan:
     stop_reason: str = "end of file"
     trailing_bytes: int = 0
     records: int = 0
+    finished: bool = False  # the walk reached the file's end of data (a walk cut short leaves it False)
 
 
 @dataclass
@@ -100,6 +101,7 @@ class CommitLog:
         for chunk in fastscan.iter_commitlog_chunks(buf, f.start, pos, verify_crc, chunk_records, ahead=ahead):
             yield chunk
             if chunk.finished:
+                scan.finished = True
                 scan.valid_bytes = chunk.end
                 scan.stop_reason = fastscan.stop_reason(chunk.stop, chunk.detail)
                 stop = fastscan.stop_finding(buf, chunk.stop, chunk.detail, chunk.end)
@@ -190,7 +192,7 @@ class CommitLog:
     def _file_scan(self, f: MappedFile, findings: Findings | None) -> FileScan:
         """The file's scan, from the latest walk or scanned now (the walk of `_scan_file`, no record objects)."""
         scan = self.scans.get(self.rel(f))
-        if scan is not None:
+        if scan is not None and scan.finished:  # a walk cut short (a --limit) says nothing of the file's end
             return scan
         acc = self.findings if findings is None else findings
         scan = self.scans[self.rel(f)] = FileScan(self.rel(f), f.start)

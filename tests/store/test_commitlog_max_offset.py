@@ -65,3 +65,10 @@ def test_an_empty_file_after_a_blank_filler_is_where_the_data_ends(tmp_path):
     assert Store.open(root).commitlog.max_offset() == BASIC_BLANK
     (root / "commitlog/00000000000000065536").write_bytes(bytes(65536))
     assert Store.open(root).commitlog.max_offset() == 65536
+
+
+def test_a_walk_cut_short_does_not_move_the_end():
+    """A walk stopped after one record (`--limit 1`) leaves its file's scan unfinished; the end is still 14242."""
+    slave = _fleet_store("slave")
+    next(slave.commitlog.iter_records())
+    assert slave.commitlog.max_offset() == 14242
