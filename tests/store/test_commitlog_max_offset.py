@@ -70,5 +70,5 @@ def test_an_empty_file_after_a_blank_filler_is_where_the_data_ends(tmp_path):
 def test_a_walk_cut_short_does_not_move_the_end():
     """A walk stopped after one record (`--limit 1`) leaves its file's scan unfinished; the end is still 14242."""
     slave = _fleet_store("slave")
-    next(slave.commitlog.iter_records())
+    next(slave.commitlog.iter_records(start=8192))  # file 8192, one of the three recovery walks
     assert slave.commitlog.max_offset() == 14242
