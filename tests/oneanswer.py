@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from inspect import signature
 
 from mqtool.formats import names
 from mqtool.formats.message import MessageRecord
@@ -42,11 +41,6 @@ try:  # the timer view's slots once recovery has revised them (the timer branch 
     from mqtool.inspect.timer import view_slots
 except ImportError:  # pragma: no cover - before that branch: the wheel file's slots
     view_slots = None
-
-
-def _v4(view, broker_version: str) -> dict:
-    """`v4=True` for a 4.9 store where the view takes it (the transactions view of the txn branch)."""
-    return {"v4": True} if broker_version.startswith("4") and "v4" in signature(view).parameters else {}
 
 
 HOUR = 3_600_000
@@ -146,6 +140,7 @@ class StoreAnswers:
     views: dict
     trace_as_of: set[int]
     stray_events: list
+    broker_version: str = "5.3"
 
     @classmethod
     def of(cls, name: str, store: Store, broker_version: str = "5.3") -> StoreAnswers:
@@ -155,11 +150,11 @@ class StoreAnswers:
         views = {
             "delay": delay_view(store, now),
             "timer": timer_view(store, now),
-            "transactions": transactions_view(store, now, **_v4(transactions_view, broker_version)),
+            "transactions": transactions_view(store, now, v4=broker_version.startswith("4")),
             "retry": retry_view(store, now),
             "restart": restart_preview(store, at_ms=now, replay=False, broker_version=broker_version),
         }
-        me = cls(name, store, now, until, messages, None, views, set(), [])
+        me = cls(name, store, now, until, messages, None, views, set(), [], broker_version)
         me._trace_all()
         me.sim = simulate(store, store.config, now, until, Scenario(answers=me._answers()), 0, broker_version)
         me._events(me.sim.events)
@@ -173,7 +168,8 @@ class StoreAnswers:
     def _trace_all(self) -> None:
         finder = ScanFinder(self.store)
         for m in self.messages.values():
-            traces = trace(self.store, TraceQuery(offset=m.rec.physical_offset), finder=finder)
+            traces = trace(self.store, TraceQuery(offset=m.rec.physical_offset), finder=finder,
+                           broker_version=self.broker_version)
             assert len(traces) == 1, f"{self.name}: trace of {m.label} found {len(traces)} messages"
             t = traces[0]
             self.trace_as_of.add(t.as_of)

@@ -4,11 +4,9 @@ the same answer from trace, from the simulator over the next hours, and from the
 transactions, retry, restart): same state (pending / delivered / cancelled / never), same due time.
 
 `tests/oneanswer.py` computes the answers (one simulator run, one set of views per store, cached per
-module); a failure lists every disagreement, one line per message. Known disagreements another branch
-fixes are strict xfails naming the exact disagreement.
+module); a failure lists every disagreement, one line per message.
 """
 
-import importlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,58 +80,6 @@ STORES |= {name: Source(built=name) for name in BUILT}
 STORES["retry-backlog+3levels"] = Source(overrides=THREE_LEVELS, built="retry-backlog")
 
 
-def _has(module: str, name: str) -> bool:
-    return hasattr(importlib.import_module(module), name)
-
-
-# Disagreements another branch of issue #27 fixes: strict xfails until its rule is here (then they must pass).
-TIMER_BRANCH = _has("mqtool.rules.timer", "revise_slots")  # the wheel as recovery revises it
-TXN_BRANCH = _has("mqtool.rules.transaction", "predict_rounds")  # check rounds as the service runs them
-_TX_ROUNDS = (
-    "the prediction puts check rounds at now + k x transactionCheckInterval and the request at the round's start; "
-    "the simulator (as the real 5.3.1 broker in pair_default/B: requests at +16.04 s, discards at +31.08 s) sleeps "
-    "1 s in a round that waits for op records (SLEEP_WHILE_NO_OP) and starts the next round an interval after "
-    "the previous one ended"
-)
-XFAIL = {
-    ("crash", "transaction"): (
-        not TXN_BRANCH,
-        "H3: trace and the transactions view say next check at now + interval (15100), the simulator checks it at "
-        "16100: " + _TX_ROUNDS,
-    ),
-    ("crash", "store"): (
-        not TXN_BRANCH,
-        "restart view: H1 and H3 checked again at now + interval (15100), the simulator checks them at 16100: "
-        + _TX_ROUNDS,
-    ),
-    ("pair_default/A", "transaction"): (
-        not TXN_BRANCH,
-        "H3, H4, H5: trace and the transactions view say next check at now + interval (111933), the simulator "
-        "checks them at 112933; H6immune60: discarded at now + 2 intervals (126933), the simulator discards it at "
-        "127933: " + _TX_ROUNDS,
-    ),
-    ("pair-4.9/A", "transaction"): (
-        TXN_BRANCH,
-        "H3, H4, H5: with the txn branch's rounds, trace says next check at 335202 (the 5.3.1 round's 1 s sleep: its "
-        "verdict has no broker version, only --until has), the transactions view with v4 and the 4.9 simulator at "
-        "334202 (4.9.8 does not sleep)",
-    ),
-    ("timer-empty-slot", "timer"): (
-        not TIMER_BRANCH,
-        "slot-empty: trace says waiting (due T0 + 89 s) and the simulator delivers it (the broker rebuilds the "
-        "slot from the TimerLog), the timer view has it in no slot",
-    ),
-    ("timer-empty-slot", "store"): (
-        not TIMER_BRANCH,
-        "the timer view counts 1 pending, the replay delivers 2 (a TimerLog unit whose wheel slot is empty)",
-    ),
-}
-for _name in ("crash", "pair_default/A", "pair-4.9/A"):
-    for _kind in ("transaction", "store"):
-        if (_name, _kind) in XFAIL:
-            XFAIL[(f"{_name}+3levels", _kind)] = XFAIL[(_name, _kind)]
-
-
 def _open(name: str, request, tmp_path_factory) -> Store:
     src = STORES[name]
     if src.oracle:
@@ -161,10 +107,7 @@ def answers(request, tmp_path_factory):
 def _cases(what):
     for name in STORES:
         for kind in what:
-            open_case, reason = XFAIL.get((name, kind), (False, None))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if open_case else []
-            if STORES[name].oracle:
-                marks.append(pytest.mark.oracle)
+            marks = [pytest.mark.oracle] if STORES[name].oracle else []
             yield pytest.param(name, kind, marks=marks, id=f"{name}-{kind}")
 
 

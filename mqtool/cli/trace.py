@@ -106,7 +106,8 @@ def trace_command(
                                   "(index/), sqlite (--index DIR) or scan."),
     local: bool = LocalOption,
     now: str | None = now_option("the store's last sign of life"),
-    broker_version: BrokerVersion = broker_version_option("Simulator rules for --until: 5.3 or 4.9."),
+    broker_version: BrokerVersion = broker_version_option(
+        "Whose rules the verdict and --until follow: 5.3 or 4.9 (4.9: check rounds without the 1 s sleep)."),
     scenario: Path | None = typer.Option(None, "--scenario", help="With --until: the simulator's scenario TOML "
                                          "([[consumers]], faults, transaction answers).", dir_okay=False),
 ) -> None:
@@ -126,7 +127,8 @@ def trace_command(
         as_of = parse_time(now, store_as_of(st), local) if now is not None else None
         until_ms, sc = simulator_plan(st, until, scenario, local)
         finder, used, notes = select_finder(st, query, index, lookup.value)
-        traces = trace(st, query, finder=finder, as_of=as_of, limit=limit, lookup=used)
+        traces = trace(st, query, finder=finder, as_of=as_of, limit=limit, lookup=used,
+                       broker_version=broker_version.value)
         if until_ms is not None:
             traces = [continue_trace(st, t, until_ms, broker_version.value, scenario=sc) for t in traces]
     for n in notes:

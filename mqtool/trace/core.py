@@ -90,9 +90,10 @@ def select_finder(store: Store, query: TraceQuery, index_dir=None,
 
 
 def trace(store: Store, query: TraceQuery, *, finder: Finder | None = None, as_of: int | None = None,
-          limit: int | None = None, lookup: str | None = None) -> list[Trace]:
+          limit: int | None = None, lookup: str | None = None, broker_version: str = "5.3") -> list[Trace]:
     """Trace every message the query names (newest first, at most `limit`); [] when none is found.
-    `lookup` names the finder in each trace's JSON (`query.lookup`)."""
+    `lookup` names the finder in each trace's JSON (`query.lookup`); `broker_version` whose rules the verdict's
+    predictions follow (4.9: transaction check rounds without 5.x's 1 s sleep)."""
     if limit is not None and limit <= 0:
         raise TraceError(f"--limit must be positive, got {limit}")
     finder = finder or ScanFinder(store)
@@ -105,7 +106,7 @@ def trace(store: Store, query: TraceQuery, *, finder: Finder | None = None, as_o
         notes = _cut_by_recovery(fam, end)
         recs = fam.sorted()
         now = as_of if as_of is not None else store_as_of(store, recs)
-        records, stages, verdict = build_timeline(store, fam, now)
+        records, stages, verdict = build_timeline(store, fam, now, broker_version)
         out.append(Trace(query, sorted(fam.uniq_keys), records, stages, verdict, now, notes=notes, lookup=lookup))
     return out
 

@@ -145,10 +145,11 @@ class _State:
 class Timeline:
     """Builds stages and the verdict for one family of records (see the module docstring)."""
 
-    def __init__(self, store: Store, family: Family, as_of: int):
+    def __init__(self, store: Store, family: Family, as_of: int, broker_version: str = "5.3"):
         self.store = store
         self.fam = family
         self.as_of = as_of
+        self.v4 = broker_version.startswith("4")  # whose check rounds a transaction's prediction follows
         self.cfg = store.config
         self.delays = delay_levels_in_effect(store)[0]  # the config's, or without one what the units imply
         self.stages: list[Stage] = []
@@ -589,7 +590,7 @@ class Timeline:
             for rec in check_queue_records(self.store, self.st.half.queue_id):
                 if rec.physical_offset not in seen:
                     ts.feed(rec)
-        rows = ts.report(self.store, self.as_of)["half_messages"]
+        rows = ts.report(self.store, self.as_of, self.v4)["half_messages"]
         return next((r for r in rows if r["physical_offset"] in seen or r["copies"] and any(
             c["physical_offset"] in seen for c in r["copies"])), None)
 
@@ -613,9 +614,11 @@ class Timeline:
         return Verdict("pending", "pending transaction: waiting for the producer's answer" + tail)
 
 
-def build_timeline(store: Store, family: Family, as_of: int) -> tuple[list[TracedRecord], list[Stage], Verdict]:
-    """The records with roles, the stages and the verdict of one message."""
-    return Timeline(store, family, as_of).build()
+def build_timeline(store: Store, family: Family, as_of: int,
+                   broker_version: str = "5.3") -> tuple[list[TracedRecord], list[Stage], Verdict]:
+    """The records with roles, the stages and the verdict of one message (`broker_version`: whose rules the
+    predictions follow, as `inspect transactions --broker-version`)."""
+    return Timeline(store, family, as_of, broker_version).build()
 
 
 __all__ = ["build_timeline", "consumers", "store_as_of", "timer_units", "upper"]
