@@ -299,3 +299,28 @@ def test_spark_runs_the_fleet_in_one_job_with_the_local_report(retry_fleet):
     local = run_fleet_local(open_fleet(root))
     assert report["engine"]["partitions"] == local["engine"]["partitions"]
     assert {k: v for k, v in report.items() if k != "engine"} == {k: v for k, v in local.items() if k != "engine"}
+
+
+def test_fixture_fleet_late_joiners_placeholder_units_are_no_damage():
+    """fixtures/fleet: broker-b's slave joined late (CommitLog from 4096); `ConsumeQueue#fillPreBlank` padded its
+    queues' first file with (0, Integer.MAX_VALUE, 0) units up to its first real unit (7, 7 and 6, as the replicas
+    view counts them). Its audit finds nothing, and its queues start after the placeholders."""
+    report = run_fleet_local(open_fleet(ROOT / "fixtures" / "fleet"))
+    late = report["stores"][3]
+    assert (late["name"], late["findings"], late["summary"]["consumequeues"]) == (
+        "broker-b:1",
+        [],
+        {"queues": 3, "units": 40, "bad_units": 0},
+    )
+    queues = {
+        (t, q): (v["cq_min_offset"], v["cq_max_offset"], v["min_queue_offset"])
+        for t, d in late["summary"]["topics"].items()
+        for q, v in d["queues"].items()
+        if t.startswith("Topic")
+    }
+    assert queues == {("TopicOrder", "0"): (7, 20, 7), ("TopicOrder", "1"): (7, 20, 7), ("TopicPay", "0"): (6, 20, 6)}
+    placeholders = [
+        q["placeholder_units"] for q in report["cross_store"]["replicas"]["groups"][1]["pairs"][0]["consume_queues"]
+    ]
+    assert placeholders == [7, 7, 6]
+    assert [s["totals"]["finding_counts"]["error"] for s in report["stores"]] == [0, 1, 0, 0]  # broker-a's torn slave
