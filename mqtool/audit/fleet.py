@@ -108,18 +108,18 @@ def finish_fleet(fplan: FleetPlan, results: list[TaskResult], engine: dict) -> d
     now_ms = max((s["summary"]["now_ms"] for s in sections if s["summary"]), default=0)
     findings = Findings()
     replicas = _replicas(fplan.fleet, now_ms, findings)
-    uniq = uniq_keys_on_two_groups(audited, findings)
+    uniq, uniq_count = uniq_keys_on_two_groups(audited, findings)
     found = sort_findings(findings)
     return {
         "version": REPORT_VERSION,
         "fleet": str(fplan.fleet.root),
         "engine": engine,
         "stores": sections,
-        "totals": _totals(fplan.fleet, sections, found, len(uniq)),
+        "totals": _totals(fplan.fleet, sections, found, uniq_count),
         "cross_store": {
             "now_ms": now_ms,
             "replicas": replicas,
-            "uniq_keys_on_two_groups": uniq[:MAX_DUPLICATE_FINDINGS],
+            "uniq_keys_on_two_groups": uniq,
         },
         "findings": [f.as_dict() for f in found],
     }
@@ -208,9 +208,14 @@ def _replicas(fleet: Fleet, now_ms: int, findings: Findings) -> dict:
 
 def uniq_keys_on_two_groups(
     audited: list[tuple[FleetMember, AuditPlan, list[CommitLogResult]]], findings: Findings
-) -> list[dict]:
+) -> tuple[list[dict], int]:
     """UNIQ_KEYs stored on two or more broker groups, each with every store's first record of it (as
-    `trace FLEET` lists them); a finding per key (at most MAX_DUPLICATE_FINDINGS)."""
+    `trace FLEET` lists them), a finding per key; and how many there are.
+
+    Only the first MAX_DUPLICATE_FINDINGS hashes found on two groups are confirmed by reading their records
+    (one per store and hash); the rest are counted by hash alone. A fleet whose stores lack broker.conf makes
+    every store its own group, and a slave then shares every key with its master: this keeps that cheap.
+    """
     from mqtool.trace.fleet import cross_broker_entry, record_copy
 
     columns = {}
@@ -221,35 +226,37 @@ def uniq_keys_on_two_groups(
         columns[m.name] = (h, o)
         per_group.setdefault(m.group, []).append(np.unique(h))
     if len(per_group) < 2:
-        return []
+        return [], 0
     every = np.concatenate([np.unique(np.concatenate(hs)) for hs in per_group.values()])
     uniq, counts = np.unique(every, return_counts=True)
     candidates = uniq[counts > 1]
-    if not candidates.size:
-        return []
+    checked = candidates[:MAX_DUPLICATE_FINDINGS]
     by_key: dict[str, dict[str, dict[str, tuple]]] = {}  # key -> group -> store -> (record, file of it)
     for m, plan, _cl in audited:
         h, o = columns[m.name]
-        hits = np.flatnonzero(np.isin(h, candidates))
+        hit = np.isin(h, checked)
+        hh, ho = h[hit], o[hit]
+        order = np.lexsort((ho, hh))
+        hh, ho = hh[order], ho[order]
+        firsts = ho[np.r_[True, hh[1:] != hh[:-1]]] if hh.size else ho  # the store's first record per hash
         file_of = commitlog_file_of(plan)
-        for off in sorted(int(x) for x in o[hits]):
+        for off in sorted(int(x) for x in firsts):
             try:
                 rec = plan.store.commitlog.read(off)
             except RecordError:
                 continue
             if rec.uniq_key is not None:
                 copies = by_key.setdefault(rec.uniq_key, {}).setdefault(m.group, {})
-                copies.setdefault(m.name, (rec, f"{m.rel}/{file_of(off)}"))  # the store's first record of it
+                copies.setdefault(m.name, (rec, f"{m.rel}/{file_of(off)}"))
     out = []
     for key, groups in sorted(by_key.items()):
         if len(groups) < 2:
-            continue  # a hash collision, or the key on one group's replicas only
+            continue  # a hash collision
         copies = [record_copy(store, g, rec) for g, held in groups.items() for store, (rec, _f) in held.items()]
         entry = cross_broker_entry(key, groups, copies)
         out.append(entry)
-        if len(out) <= MAX_DUPLICATE_FINDINGS:
-            _key_finding(entry, groups, findings)
-    return out
+        _key_finding(entry, groups, findings)
+    return out, len(out) + int(candidates.size - checked.size)
 
 
 def _key_finding(entry: dict, groups: dict[str, dict[str, tuple]], findings: Findings) -> None:

@@ -324,3 +324,24 @@ def test_fixture_fleet_late_joiners_placeholder_units_are_no_damage():
     ]
     assert placeholders == [7, 7, 6]
     assert [s["totals"]["finding_counts"]["error"] for s in report["stores"]] == [0, 1, 0, 0]  # broker-a's torn slave
+
+
+def test_without_broker_conf_each_store_is_its_own_group_and_the_confirmed_keys_are_capped(tmp_path, monkeypatch):
+    """No broker.conf: discovery cannot tell a slave from another broker, so each store is its own group and a
+    full copy shares all 90 UNIQ_KEYs with its master. Only the first MAX hashes are read back; the rest are
+    counted by hash."""
+    from fleetkit import CONFIG as KIT_CONFIG
+    from fleetkit import build_master
+
+    import mqtool.audit.fleet as audit_fleet
+
+    build_master(tmp_path / "fleet" / "m", 90)
+    write_replica(tmp_path / "fleet" / "m", tmp_path / "fleet" / "s", KIT_CONFIG)
+    monkeypatch.setattr(audit_fleet, "MAX_DUPLICATE_FINDINGS", 10)
+    report = run_fleet_local(open_fleet(tmp_path / "fleet", config=None))
+    keys = report["cross_store"]["uniq_keys_on_two_groups"]
+    assert report["totals"]["uniq_keys_on_two_groups"] == 90
+    assert len(keys) == 10 and {k["uniq_key"] for k in keys} <= {f"U{i:04d}" for i in range(90)}
+    assert all(k["broker_groups"] == ["m", "s"] and [c["store"] for c in k["copies"]] == ["m", "s"] for k in keys)
+    assert all(k["copies"][0]["physical_offset"] == k["copies"][1]["physical_offset"] for k in keys)
+    assert sum(f["check"] == "fleet.uniq_key" for f in report["findings"]) == 10
