@@ -345,3 +345,16 @@ def test_without_broker_conf_each_store_is_its_own_group_and_the_confirmed_keys_
     assert all(k["broker_groups"] == ["m", "s"] and [c["store"] for c in k["copies"]] == ["m", "s"] for k in keys)
     assert all(k["copies"][0]["physical_offset"] == k["copies"][1]["physical_offset"] for k in keys)
     assert sum(f["check"] == "fleet.uniq_key" for f in report["findings"]) == 10
+
+
+def test_cli_local_parquet_writes_each_store_under_its_directory(tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "pq"
+    res = runner.invoke(app, ["spark-audit", str(ROOT / "fixtures" / "fleet"), "--local", "--parquet", str(out)])
+    assert res.exit_code == 1  # broker-a's slave: the torn record is an error
+    rows = {
+        d: pq.read_table(out / d / "commitlog").num_rows
+        for d in ("broker-a/master", "broker-a/slave", "broker-b/master", "broker-b/slave-late")
+    }
+    assert rows == {"broker-a/master": 90, "broker-a/slave": 70, "broker-b/master": 60, "broker-b/slave-late": 40}
