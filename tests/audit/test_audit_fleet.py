@@ -358,3 +358,9 @@ def test_cli_local_parquet_writes_each_store_under_its_directory(tmp_path):
         for d in ("broker-a/master", "broker-a/slave", "broker-b/master", "broker-b/slave-late")
     }
     assert rows == {"broker-a/master": 90, "broker-a/slave": 70, "broker-b/master": 60, "broker-b/slave-late": 40}
+
+
+def test_cli_fleet_with_a_missing_config_is_one_error_line(tmp_path):
+    res = runner.invoke(app, ["spark-audit", str(ROOT / "fixtures" / "fleet"), "--local", "--config", str(tmp_path)])
+    assert res.exit_code == 2
+    assert res.output == f"Error: {tmp_path}: cannot read (Is a directory)\n"
