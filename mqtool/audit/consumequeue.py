@@ -17,7 +17,7 @@ import numpy as np
 from mqtool.audit.plan import QueueFileTask
 from mqtool.audit.records import CommitLogRecords, open_store
 from mqtool.audit.results import ConsumeQueueResult
-from mqtool.formats.consumequeue import CQ_UNIT_SIZE
+from mqtool.formats.consumequeue import CQ_PRE_BLANK_SIZE, CQ_UNIT_SIZE
 from mqtool.formats.names import PROPERTY_DELAY_TIME_LEVEL
 from mqtool.formats.properties import parse_properties
 from mqtool.rules.schedule import compute_deliver_timestamp, delay_level, delay_level_2_queue_id, queue_id_2_delay_level
@@ -53,6 +53,13 @@ def read_units(buf) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return cols[0], cols[1], cols[2], written
 
 
+def pre_blank_units(off: np.ndarray, size: np.ndarray, tags: np.ndarray) -> int:
+    """How many units at the file's start are `ConsumeQueue#fillPreBlank` placeholders (0, Integer.MAX_VALUE, 0):
+    a queue whose first unit is not at its file's start (a slave that joined late) is padded with them."""
+    blank = (off == 0) & (size == CQ_PRE_BLANK_SIZE) & (tags == 0)
+    return int(blank.size) if blank.all() else int(np.argmin(blank))
+
+
 def check_queue_file(task: QueueFileTask) -> ConsumeQueueResult:
     findings = Findings()
     topic, qid, rel = task.topic, task.queue_id, task.rel
@@ -68,6 +75,9 @@ def check_queue_file(task: QueueFileTask) -> ConsumeQueueResult:
     else:
         with map_file(task.path) as buf:
             off, size, tags, written = read_units(buf)
+        lead = pre_blank_units(off, size, tags)  # a late joiner's placeholders: the queue starts after them
+        off, size, tags, written = off[lead:], size[lead:], tags[lead:], written[lead:]
+        task = replace(task, file_start=task.file_start + lead * CQ_UNIT_SIZE)
     idx = np.nonzero(written)[0]
     count = int(idx.size)
     end_unit = int(idx[-1]) + 1 if count else 0

@@ -1,4 +1,4 @@
-"""`mqtool spark-audit STORE`: every store audit, on Apache Spark (or `--local`), one JSON report.
+"""`mqtool spark-audit STORE|FLEET`: every store audit, on Apache Spark (or `--local`), one JSON report.
 
 Parses options, runs `mqtool.spark.runner.run_spark_audit` (or `mqtool.audit.runner.run_local`),
 writes the report and renders a summary. `mqtool.spark` (and so pyspark) is imported inside the
@@ -42,12 +42,19 @@ k8s://...); the store path must then be readable by every executor at the same p
 --local runs the same checks in this process without Spark (small stores, no Java).
 
 \b
+A fleet directory (stores at depth 1 or 2, docs/fleet.md) is audited in one job: a section per
+store, the cluster's totals, and the cross-store checks (each slave against its master, a
+UNIQ_KEY on two broker groups). --config serves the stores without a broker.conf of their own;
+--parquet writes DIR/<store dir>/....
+
+\b
 Exit codes: 0 clean, 1 findings at or above --fail-on (default: error), 2 usage or input error.
 
 \b
 Example:
   mqtool spark-audit /data/rocketmq/store --config broker.conf --out audit.json
   mqtool spark-audit /data/store --master spark://10.0.0.5:7077 --parquet /shared/store-parquet
+  mqtool spark-audit /incident/stores --local --out fleet-audit.json
 """
 
 
@@ -79,29 +86,78 @@ def spark_audit(
     split_mb: float = typer.Option(256, "--split-mb", help="Cut CommitLog files into partitions of about this "
                                    "many MiB (at record starts).", min=0),
 ) -> None:
+    fleet = _is_fleet(store)
     with user_errors():
         from mqtool.audit.options import check_audit_options
         from mqtool.audit.plan import open_audited_store
         from mqtool.audit.runner import write_report
 
         spark_conf = check_audit_options(local, master, conf)  # before the store is opened or Spark starts
-        # broker.conf (or RocketMQ's defaults) and the store, opened once here: a bad file or a
-        # directory that is no store fails before Spark starts
-        st = open_audited_store(store, load_config(config))
         split = int(split_mb * (1 << 20))
-        if local:
-            report = _run_local(st, split, parquet)
+        if fleet:
+            report = _audit_fleet(store, config, split, parquet, local, master, verbose, spark_conf)
         else:
-            report = _run_spark(st, split, parquet, master or "local[*]", verbose, spark_conf)
+            # broker.conf (or RocketMQ's defaults) and the store, opened once here: a bad file or a
+            # directory that is no store fails before Spark starts
+            st = open_audited_store(store, load_config(config))
+            if local:
+                report = _run_local(st, split, parquet)
+            else:
+                report = _run_spark(st, split, parquet, master or "local[*]", verbose, spark_conf)
         if out is not None:
             write_report(report, out)
+    _exit(report, json_out, fail_on, render.render_fleet_audit_summary if fleet else render.render_audit_summary)
+
+
+def _exit(report: dict, json_out: bool, fail_on: FailOn, draw) -> None:
+    """Print the report (JSON or `draw`), exit 1 when a finding (a fleet's: any store's or the fleet's)
+    reaches --fail-on."""
     if json_out:
         emit_json(report)
     else:
-        render.render_audit_summary(report)
-    sev = {f["severity"] for f in report["findings"]}
+        draw(report)
+    found = report["findings"] + [f for s in report.get("stores", []) for f in s["findings"]]
+    sev = {f["severity"] for f in found}
     failing = {"error"} if fail_on is FailOn.error else {"error", "warning"}
     raise typer.Exit(code=EXIT_FINDINGS if sev & failing else EXIT_OK)
+
+
+def _is_fleet(path: Path) -> bool:
+    from mqtool.store.fleet import is_fleet_dir
+
+    return path.is_dir() and is_fleet_dir(path)
+
+
+def _audit_fleet(path: Path, config: Path | None, split: int, parquet: Path | None, local: bool,
+                 master: str | None, verbose: bool, spark_conf: dict) -> dict:
+    """`spark-audit FLEET`: every store's files in one plan, one pass (one Spark job), one report."""
+    from mqtool.store.fleet import open_fleet
+
+    fleet = open_fleet(path, config)
+    if local:
+        from mqtool.audit.fleet import run_fleet_local
+
+        with render.audit_progress() as progress:
+            report = run_fleet_local(fleet, split, progress)
+        if parquet is not None:
+            from mqtool.spark.runner import write_parquet_local
+
+            for s in report["stores"]:
+                if s["summary"] is not None:
+                    write_parquet_local(s["store"], str(parquet / s["dir"]), split)
+        return report
+    from mqtool.spark.start import start_spark
+
+    master = master or "local[*]"
+    with render.status(f"starting Spark ({master})") as status:
+        spark = start_spark(master, verbose=verbose, conf=spark_conf)
+        try:
+            from mqtool.spark.runner import run_spark_fleet_audit
+
+            status(f"auditing {len(fleet.members)} stores on {master}")
+            return run_spark_fleet_audit(spark, fleet, split, str(parquet) if parquet else None)
+        finally:
+            spark.stop()
 
 
 def _run_local(store, split: int, parquet: Path | None) -> dict:

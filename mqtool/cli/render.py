@@ -810,6 +810,38 @@ def render_audit_summary(report: dict) -> None:
     render_findings(report["findings"])
 
 
+def render_fleet_audit_summary(report: dict) -> None:
+    """`spark-audit FLEET`: a row per store, the totals, each replica pair, then every finding (a store's
+    named by the store)."""
+    con = _console()
+    e, tot = report["engine"], report["totals"]
+    con.print(Text.assemble(("spark-audit", "bold"), f" fleet {report['fleet']}: {tot['stores']} store(s) in "
+                            f"{tot['broker_groups']} broker group(s)  (engine: {e['master']}, {e['partitions']} "
+                            f"partitions, {e['executors']} executor(s))"))
+    t = _table(None, "store", "dir", "role", "records", "offsets", "recovery end", "err/warn/info")
+    for st in report["stores"]:
+        n = st["totals"]["finding_counts"]
+        cl = st["summary"]["commitlog"] if st["summary"] else None
+        _add(t, st["name"], st["dir"], _v(st["role"]), st["totals"]["records"],
+             f"{cl['min_offset']} .. {cl['max_offset']}" if cl else "-", _v(cl and cl["recovery_end"]),
+             f"{n['error']}/{n['warning']}/{n['info']}", style="red" if n["error"] else None)
+    n = tot["finding_counts"]
+    _add(t, "total", "", "", tot["records"], "", "", f"{n['error']}/{n['warning']}/{n['info']}")
+    con.print(t)
+    for g in report["cross_store"]["replicas"]["groups"]:
+        for p in g.get("pairs", []):
+            lost, c = p["promotion_loses"], p["common"]
+            con.print(f"{p['slave']} vs master {p['master']}: behind {p['behind']['bytes']} bytes, "
+                      f"{p['behind']['records']} record(s); first difference {_v(c['first_difference'])}; "
+                      f"promotion now loses {lost['records']} record(s), {lost['bytes']} bytes", markup=False)
+    keys = report["cross_store"]["uniq_keys_on_two_groups"]
+    con.print(f"UNIQ_KEYs on two broker groups: {tot['uniq_keys_on_two_groups']}"
+              + (f" ({', '.join(k['uniq_key'] for k in keys[:5])}{', ...' if len(keys) > 5 else ''})" if keys else ""),
+              markup=False)
+    named = [{**f, "file": f"{st['name']}: {f['file']}"} for st in report["stores"] for f in st["findings"]]
+    render_findings(named + report["findings"])
+
+
 @contextmanager
 def audit_progress() -> Iterator[Callable[[int, int], None] | None]:
     """`spark-audit --local`: a tasks-done bar on stderr when it is a TTY, else None."""

@@ -13,6 +13,7 @@ consumequeue_unit = Struct(
 CQ_UNIT_SIZE = consumequeue_unit.sizeof()  # 20
 CQ_DTYPE = layout.dtype(consumequeue_unit)  # the numpy view of a file's units
 CQ_UNIT = layout.struct_format(consumequeue_unit)  # one unit by `struct`
+CQ_PRE_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue#fillPreBlank: (0, Integer.MAX_VALUE, 0) units before a late first unit
 
 
 def is_empty_unit(offset: int, size: int, tags_code: int) -> bool:

@@ -181,6 +181,23 @@ def run_spark_audit(spark, store: Store | Path | str, config: BrokerConfig | Non
     return build_report(plan.root, engine, summary, findings)
 
 
+def run_spark_fleet_audit(spark, fleet, split_bytes: int = DEFAULT_SPLIT_BYTES, parquet: str | None = None) -> dict:
+    """Audit every store of a fleet (`mqtool.store.fleet.Fleet`) in one Spark job; the same report as
+    `mqtool.audit.fleet.run_fleet_local`. With `parquet`, each store's records go to PARQUET/<store dir>."""
+    from mqtool.audit.fleet import finish_fleet, plan_fleet_audit
+
+    fplan = plan_fleet_audit(fleet, split_bytes)
+    results = run_tasks(spark, fplan.tasks)
+    engine = {"master": spark.sparkContext.master, "partitions": len(fplan.tasks),
+              "executors": executor_count(spark)}
+    report = finish_fleet(fplan, results, engine)
+    if parquet:
+        for sp in fplan.stores:
+            if sp.plan is not None:
+                write_parquet(spark, sp.plan.root, str(Path(parquet) / sp.member.rel), split_bytes)
+    return report
+
+
 def write_parquet(spark, store: str, out: str, split_bytes: int = DEFAULT_SPLIT_BYTES) -> None:
     """Decoded records as Parquet: OUT/commitlog, OUT/consumequeue, OUT/timerlog (when present)."""
     (spark.read.format("rocketmq.commitlog").option("splitBytes", str(split_bytes)).load(store)

@@ -125,22 +125,29 @@ def _cross_broker(stores: list[StoreTraces]) -> list[dict]:
         copies = []
         for group, held in groups.items():
             for s, t in held:
-                r = _first_record(t)
-                copies.append(
-                    {
-                        "store": s.member.name,
-                        "broker_group": group,
-                        "topic": r.topic,
-                        "queue_id": r.queue_id,
-                        "queue_offset": r.queue_offset,
-                        "physical_offset": r.physical_offset,
-                        "born_timestamp": r.born_timestamp,
-                        "store_timestamp": r.store_timestamp,
-                    }
-                )
-        copies.sort(key=lambda c: (c["store_timestamp"], c["store"]))
-        out.append({"uniq_key": key, "broker_groups": sorted(groups), "copies": copies})
+                copies.append(record_copy(s.member.name, group, _first_record(t)))
+        out.append(cross_broker_entry(key, groups, copies))
     return out
+
+
+def record_copy(store: str, group: str, r: MessageRecord) -> dict:
+    """One store's copy of a message stored on two broker groups (`trace FLEET`, `spark-audit FLEET`)."""
+    return {
+        "store": store,
+        "broker_group": group,
+        "topic": r.topic,
+        "queue_id": r.queue_id,
+        "queue_offset": r.queue_offset,
+        "physical_offset": r.physical_offset,
+        "born_timestamp": r.born_timestamp,
+        "store_timestamp": r.store_timestamp,
+    }
+
+
+def cross_broker_entry(uniq_key: str, groups, copies: list[dict]) -> dict:
+    """A UNIQ_KEY on two or more broker groups, its copies in store-time order."""
+    copies.sort(key=lambda c: (c["store_timestamp"], c["store"]))
+    return {"uniq_key": uniq_key, "broker_groups": sorted(groups), "copies": copies}
 
 
 def _identity(t: Trace) -> str:
