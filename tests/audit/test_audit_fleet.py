@@ -292,10 +292,13 @@ def test_spark_runs_the_fleet_in_one_job_with_the_local_report(retry_fleet):
     from mqtool.spark.runner import run_spark_fleet_audit, spark_session
 
     spark = spark_session("local[2]", fast_jvm=True, conf={"spark.sql.shuffle.partitions": "2"})  # tests/spark's
-    root, _off = retry_fleet
-    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
-    report = run_spark_fleet_audit(spark, open_fleet(root))
-    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == len(jobs) + 1  # one job
+    try:  # stopped after: a session left active would be reused by later tests that expect none (test_errors)
+        root, _off = retry_fleet
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+        report = run_spark_fleet_audit(spark, open_fleet(root))
+        assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == len(jobs) + 1  # one job
+    finally:
+        spark.stop()
     local = run_fleet_local(open_fleet(root))
     assert report["engine"]["partitions"] == local["engine"]["partitions"]
     assert {k: v for k, v in report.items() if k != "engine"} == {k: v for k, v in local.items() if k != "engine"}

@@ -77,12 +77,17 @@ def test_each_user_error_is_one_line_and_exit_2(name, tmp_path):
     one_error_line(run(*make_args(tmp_path)), text)
 
 
-def test_spark_that_cannot_start_is_a_user_error(monkeypatch):
-    """Java missing: pyspark's launcher fails; `SparkStartError` says so in one line (no traceback)."""
+def test_spark_that_cannot_start_is_a_user_error():
+    """Java missing: pyspark's launcher fails; `SparkStartError` says so in one line (no traceback). In a fresh
+    process: a JVM an earlier test started in this one would serve the new session whatever JAVA_HOME says."""
     pytest.importorskip("pyspark")
-    monkeypatch.setenv("JAVA_HOME", "/nonexistent-java-home")
-    r = run("spark-audit", DEMO, "--config", CONF)
-    one_error_line(r, "cannot start Spark with master local[*]")
+    env = {**os.environ, "JAVA_HOME": "/nonexistent-java-home", "PYTHONPATH": str(PROJECT)}
+    r = subprocess.run([sys.executable, "-m", "mqtool", "spark-audit", str(DEMO), "--config", str(CONF)],
+                       capture_output=True, text=True, timeout=300, cwd=PROJECT, env=env)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.stderr
+    assert "cannot start Spark with master local[*]" in lines[0], r.stderr
 
 
 def test_every_user_error_class_is_an_mqtool_error():
