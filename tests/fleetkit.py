@@ -42,3 +42,16 @@ def fleet_with(tmp: Path, shapes: dict[str, ReplicaShape], n: int = 90) -> tuple
         write_replica(fleet / "m", fleet / name, CONFIG, shape)
         write_conf(fleet / f"{name}.broker.conf", "broker-x", i, "SLAVE")
     return fleet, recs
+
+
+def assert_ha_promotion_loss(lost: dict, sent: list[dict]) -> None:
+    """ha-async-5.3.1: what promoting the slave loses is phase 2's 120 sends (its manifest), 60 a queue."""
+    assert lost["per_topic"] == {"TopicHA": 120}
+    assert lost["per_queue"] == [
+        {"topic": "TopicHA", "queue_id": 0, "records": 60},
+        {"topic": "TopicHA", "queue_id": 1, "records": 60},
+    ]
+    assert (lost["first_store_timestamp"], lost["last_store_timestamp"]) == (
+        sent[0]["storeTimestamp"],
+        sent[-1]["storeTimestamp"],
+    )

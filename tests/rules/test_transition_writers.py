@@ -1,7 +1,10 @@
-"""Only `mqtool/rules` (and `mqtool/formats`, which spells the name) writes TRANSACTION_CHECK_TIMES (issue 27).
+"""Only `mqtool/rules` (and `mqtool/formats`, which spells the names) writes the broker's transition
+properties (issue 27): TRANSACTION_CHECK_TIMES, TIMER_ROLL_TIMES, TIMER_ENQUEUE_MS, TIMER_DEQUEUE_MS.
 
-A module that wrote the property itself would be a second copy of `needDiscard`'s transition; they
-read it through `rules.transaction.check_times_of` or the name, and write it through `put_check_times`.
+A module that wrote one itself would be a second copy of the transition (`needDiscard`'s count, the timer's
+`convert`); they read them through `rules.transaction.check_times_of` / `rules.timer`'s readers, and write
+them through `put_check_times` / `convert_properties`. (`tests/rules/test_timer_rules.py` goes further for the
+timer's three: no other module even names their constants.)
 """
 
 import re
@@ -11,10 +14,9 @@ import mqtool
 
 ROOT = Path(mqtool.__file__).parent
 # a subscript assignment, a dict display entry or a setdefault, with the name or its text
-WRITES = re.compile(
-    r"(PROPERTY_TRANSACTION_CHECK_TIMES|[\"']TRANSACTION_CHECK_TIMES[\"'])\s*(\]\s*=[^=]|:)"
-    r"|setdefault\(\s*(PROPERTY_TRANSACTION_CHECK_TIMES|[\"']TRANSACTION_CHECK_TIMES[\"'])"
-)
+_PROPS = "(TRANSACTION_CHECK_TIMES|TIMER_ROLL_TIMES|TIMER_ENQUEUE_MS|TIMER_DEQUEUE_MS)"
+_KEY = rf"(PROPERTY_{_PROPS}|[\"']{_PROPS}[\"'])"
+WRITES = re.compile(rf"{_KEY}\s*(\]\s*=[^=]|:)|setdefault\(\s*{_KEY}")
 
 
 def _writers() -> list[str]:
@@ -30,7 +32,7 @@ def _writers() -> list[str]:
     return out
 
 
-def test_no_module_outside_rules_writes_transaction_check_times():
+def test_no_module_outside_rules_writes_a_transition_property():
     assert _writers() == []
 
 
@@ -40,11 +42,15 @@ def test_the_pattern_finds_each_way_of_writing_it():
         "{**p, PROPERTY_TRANSACTION_CHECK_TIMES: t}",
         'p["TRANSACTION_CHECK_TIMES"] = t',
         'p.setdefault(PROPERTY_TRANSACTION_CHECK_TIMES, "1")',
+        'props[PROPERTY_TIMER_ROLL_TIMES] = str(n + 1)',
+        '{**p, "TIMER_ENQUEUE_MS": str(now)}',
+        'p.setdefault("TIMER_DEQUEUE_MS", t)',
     ):
         assert WRITES.search(code), code
     for code in (
         "props.get(PROPERTY_TRANSACTION_CHECK_TIMES)",
         'p[PROPERTY_TRANSACTION_CHECK_TIMES] == "1"',
         'f"put back with TRANSACTION_CHECK_TIMES={n}"',
+        'props.get(PROPERTY_TIMER_ROLL_TIMES, "0")',
     ):
         assert not WRITES.search(code), code
