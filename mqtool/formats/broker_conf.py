@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.offsets_json import ConfigFileError
+from mqtool.formats.timerwheel import SLOTS_TOTAL, TIMER_BLANK_SLOTS
 
 __all__ = ["BrokerConfig", "ConfigFileError", "load_broker_conf", "parse_broker_conf", "parse_properties"]
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-TIMER_SLOTS_TOTAL = 7 * 86400  # TimerMessageStore: TIMER_WHEEL_TTL_DAY * DAY_SECS
-TIMER_BLANK_SLOTS = 60
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _JAVA_WS = "".join(map(chr, range(33)))  # String.trim() removes every char <= ' '
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
@@ -54,6 +53,18 @@ class BrokerConfig:
         default=2000, metadata=_java("scheduleAsyncDeliverMaxPendingLimit", "int")
     )
     max_message_size: int = field(default=4 << 20, metadata=_java("maxMessageSize", "int"))
+    flush_consumer_offset_interval: int = field(default=5000, metadata=_java("flushConsumerOffsetInterval", "int"))
+    # the broker's default name and address are the host's; the simulator's are fixed so that runs are repeatable
+    broker_name: str = field(default="broker-a", metadata=_java("brokerName", "str"))
+    broker_cluster_name: str = field(default="DefaultCluster", metadata=_java("brokerClusterName", "str"))
+    broker_ip1: str = field(default="", metadata=_java("brokerIP1", "str"))
+    listen_port: int = field(default=10911, metadata=_java("listenPort", "int"))  # NettyServerConfig, set by startup
+    revive_queue_num: int = field(default=8, metadata=_java("reviveQueueNum", "int"))
+    revive_interval: int = field(default=1000, metadata=_java("reviveInterval", "long"))
+    revive_scan_time: int = field(default=10000, metadata=_java("reviveScanTime", "long"))
+    revive_max_slow: int = field(default=3, metadata=_java("reviveMaxSlow", "long"))
+    enable_retry_topic_v2: bool = field(default=False, metadata=_java("enableRetryTopicV2", "bool"))
+    pop_from_retry_probability: int = field(default=20, metadata=_java("popFromRetryProbability", "int"))
     store_path_root_dir: str | None = field(default=None, metadata=_java("storePathRootDir", "str"))
     raw: dict[str, str] = field(default_factory=dict)
 
@@ -81,7 +92,7 @@ class BrokerConfig:
 
     def timer_roll_window_slots(self) -> int:
         """`TimerMessageStore`'s window: a setting outside [2, slotsTotal - 60] becomes slotsTotal - 60."""
-        limit = TIMER_SLOTS_TOTAL - TIMER_BLANK_SLOTS
+        limit = SLOTS_TOTAL - TIMER_BLANK_SLOTS
         slot = self.timer_roll_window_slot
         return limit if slot > limit or slot < 2 else slot
 

@@ -4,8 +4,10 @@ from construct import Int32sb, Int64sb, Struct
 
 from mqtool.formats import layout
 
-TIMER_WHEEL_TTL_DAY = 7
-SLOTS_TOTAL = TIMER_WHEEL_TTL_DAY * 24 * 3600  # per wheel half, independent of the precision
+TIMER_WHEEL_TTL_DAY = 7  # TimerMessageStore.TIMER_WHEEL_TTL_DAY
+DAY_SECS = 24 * 3600  # TimerMessageStore.DAY_SECS
+SLOTS_TOTAL = TIMER_WHEEL_TTL_DAY * DAY_SECS  # TimerMessageStore.slotsTotal: per wheel half, whatever the precision
+TIMER_BLANK_SLOTS = 60  # TimerMessageStore.TIMER_BLANK_SLOTS: slots kept clear of the window's far end
 
 timerwheel_slot = Struct(
     "time_units" / Int64sb,  # timeMs / precisionMs; 0 in a never written slot

@@ -72,7 +72,6 @@ def revive_retry_properties(
     return out
 
 
-POP_FROM_RETRY_PROBABILITY = 20  # BrokerConfig.popFromRetryProbability (percent)
 RETRY_QUEUE_NUM = 1  # PopAckConstants.retryQueueNum: queues of a pop retry topic (addRetryTopicIfNotExist)
 
 
@@ -82,7 +81,7 @@ def revive_queue_id(ck_message_number: int, revive_queue_num: int) -> int:
     return abs(ck_message_number % revive_queue_num)
 
 
-def need_retry(random_q: int, pop_from_retry_probability: int = POP_FROM_RETRY_PROBABILITY) -> bool:
+def need_retry(random_q: int, pop_from_retry_probability: int) -> bool:
     """`processRequest`: with the request's draw `randomQ` (0-99) below the probability the pop retry topic is
     read first; otherwise it is read after the topic, only when the batch is not full."""
     return random_q < pop_from_retry_probability

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from mqtool.formats.timerlog import TIMERLOG_BLANK_MAGIC, TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerwheel import TIMER_BLANK_SLOTS
 
 CHECKPOINT_SAFETY_MS = 3000  # StoreCheckpoint.getMinTimestamp: min -= 1000 * 3
-TIMER_BLANK_SLOTS = 60  # TimerMessageStore.TIMER_BLANK_SLOTS
 
 
 @dataclass(frozen=True)

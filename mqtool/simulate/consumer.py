@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from typing import Any
 
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
@@ -75,15 +74,6 @@ SERVICE = "consumer"
 KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")
 
 
-def _setting(config: Any, name: str, default: Any) -> Any:
-    """A broker.conf setting mqtool's BrokerConfig does not model (read from its raw properties)."""
-    raw = getattr(config, "raw", {}) or {}
-    value = raw.get(name)
-    if value is None:
-        return default
-    return type(default)(value.strip()) if not isinstance(default, bool) else value.strip() == "true"
-
-
 def subscription_groups(store) -> dict[str, dict]:
     """The store's groups' retry settings (`Store.subscription_groups`: subscriptionGroup.json, its .bak, or
     config/subscriptionGroups/ in RocksDB, whichever copy the broker keeps), empty when there is none."""
@@ -106,15 +96,15 @@ class ConsumerService:
         self.specs = specs
         self.groups = groups or {}
         config = ctx.config
-        self.flush_interval = _setting(config, "flushConsumerOffsetInterval", 5000)
-        self.broker_name = _setting(config, "brokerName", "broker-a")
-        self.cluster = _setting(config, "brokerClusterName", "DefaultCluster")
-        self.revive_queue_num = _setting(config, "reviveQueueNum", 8)
-        self.revive_interval = _setting(config, "reviveInterval", 1000)
-        self.revive_scan_time = _setting(config, "reviveScanTime", 10000)
-        self.revive_max_slow = _setting(config, "reviveMaxSlow", 3)
-        self.retry_v2 = _setting(config, "enableRetryTopicV2", False)
-        ip, port = _setting(config, "brokerIP1", ""), _setting(config, "listenPort", 10911)
+        self.flush_interval = config.flush_consumer_offset_interval
+        self.broker_name = config.broker_name
+        self.cluster = config.broker_cluster_name
+        self.revive_queue_num = config.revive_queue_num
+        self.revive_interval = config.revive_interval
+        self.revive_scan_time = config.revive_scan_time
+        self.revive_max_slow = config.revive_max_slow
+        self.retry_v2 = config.enable_retry_topic_v2
+        ip, port = config.broker_ip1, config.listen_port
         self.store_host = f"{ip}:{port}" if ip else None
         self.revive_topic = pop_rules.build_cluster_revive_topic(self.cluster)
         if any(s.mode == "pop" for s in specs) and ctx.v4:
@@ -156,7 +146,7 @@ class ConsumerService:
         self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
         self.rqid = 0  # the revive queue of the request being answered
         self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
-        self.pop_retry_probability = _setting(config, "popFromRetryProbability", pop_rules.POP_FROM_RETRY_PROBABILITY)
+        self.pop_retry_probability = config.pop_from_retry_probability
         # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
         self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if self.pop_clients else None
         self.poppers: dict[tuple[str, str], Process] = {}
@@ -544,7 +534,7 @@ class ConsumerService:
         now = ctx.clock()
         topic, qid = self.revive_topic, rqid
         if deliver > now:
-            p = int(getattr(ctx.config, "timer_precision_ms", 1000))
+            p = ctx.config.timer_precision_ms
             props[PROPERTY_TIMER_OUT_MS] = str(deliver - p if deliver % p == 0 else deliver // p * p)
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)

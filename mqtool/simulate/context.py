@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
+from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.simulate.engine import Engine
 from mqtool.simulate.events import EventLog
 from mqtool.simulate.model import StoreModel
@@ -20,7 +20,7 @@ class SimContext:
     engine: Engine
     model: StoreModel
     log: EventLog
-    config: Any
+    config: BrokerConfig
     scenario: Scenario
     rng: random.Random
     version: str = "5.3"

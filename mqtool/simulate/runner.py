@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.rules.timer import revise_from as timer_revise_from
 from mqtool.simulate.context import SimContext
@@ -53,7 +54,7 @@ def default_start(store) -> int:
     return store.last_activity_ms()
 
 
-def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scenario | None = None,
+def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, scenario: Scenario | None = None,
              seed: int = 0, broker_version: str = "5.3", *, base=None, keep_events: bool = True,
              timer_state: dict | None = None, sink: TextIO | None = None, hold_events: bool | None = None,
              keep_records: bool | None = None) -> SimulationResult:
@@ -101,7 +102,7 @@ def simulate(store, config, start_ms: int | None, until_ms: int, scenario: Scena
     schedule = ScheduleService(ctx, dict(delay_offsets.offset_table) if delay_offsets else None)
     ctx.services.append(schedule)
     timer = None
-    if not v4 and getattr(config, "timer_wheel_enable", True):
+    if not v4 and config.timer_wheel_enable:
         ts = timer_state if timer_state is not None else _timer_state(store)
         if ts is not None:
             timer = TimerService(ctx, ts.get("timercheck"), ts.get("units"), ts.get("end", 0), ts.get("file_size"),

@@ -78,9 +78,9 @@ class ScheduleService:
         self.delays = {lv: d for lv, d in enumerate(levels, 1) if is_level_started(lv, levels)}
         self.offsets: dict[int, int] = dict(stored_offsets or {})
         self.persisted: dict[int, int] = dict(self.offsets)
-        self.async_deliver = bool(getattr(ctx.config, "enable_schedule_async_deliver", False))
-        self.max_pending = int(getattr(ctx.config, "schedule_async_deliver_max_pending_limit", 2000))
-        self.persist_interval = int(getattr(ctx.config, "flush_delay_offset_interval", 10000))
+        self.async_deliver = ctx.config.enable_schedule_async_deliver
+        self.max_pending = ctx.config.schedule_async_deliver_max_pending_limit
+        self.persist_interval = ctx.config.flush_delay_offset_interval
         self.procs: dict[int, Process] = {}
         self.handlers: dict[int, Process] = {}
         self.pending: dict[int, deque[_Pending]] = {}

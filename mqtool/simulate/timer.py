@@ -53,6 +53,8 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerwheel import SLOTS_TOTAL
+from mqtool.rules.recovery import timer_read_time
 from mqtool.rules.timer import (
     CONVERT_SET,
     DELIVERY_SET,
@@ -84,8 +86,6 @@ from mqtool.simulate.timerrows import FORMATS, NO_ROW, DeliveryRows
 from mqtool.simulate.timerrows import reput_size as row_reput_size
 from mqtool.simulate.timerunits import TimerUnits
 
-SLOTS_TOTAL = 7 * 86400
-TIMER_BLANK_SLOTS = 60
 TIMERLOG_BLANK_SIZE = 16
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`_enqueue_base`)
 COLUMNS_FROM = 1024  # from this many units on, a batch is read as columns (`batchread.scan_plain`)
@@ -146,10 +146,10 @@ class TimerService:
                  timerlog_file_size: int | None = None, wheel=None, timerlog=None) -> None:
         self.ctx = ctx
         cfg = ctx.config
-        self.precision = int(getattr(cfg, "timer_precision_ms", 1000))
+        self.precision = cfg.timer_precision_ms
         check_timer_precision(self.precision)  # the broker cannot run its timer with it
-        self.window = cfg.timer_roll_window_slots() if hasattr(cfg, "timer_roll_window_slots") else 172800
-        self.file_size = timerlog_file_size or int(getattr(cfg, "mapped_file_size_timer_log", 100 << 20))
+        self.window = cfg.timer_roll_window_slots()
+        self.file_size = timerlog_file_size or cfg.mapped_file_size_timer_log
         self.wheel = wheel  # mqtool.store.timer.TimerWheel, or None: slots rebuilt from `units`
         self.timerlog = timerlog  # mqtool.store.timer.TimerLog: units not held in `units`
         self.units = TimerUnits(self.file_size)  # pos -> unit tuple, in compact columns
@@ -217,10 +217,8 @@ class TimerService:
 
     # ----- recovery and life cycle -----
     def _recover(self) -> None:
-        now = self.ctx.clock()
         p = self.precision
-        floor_now = now // p * p
-        self.curr_read = max(self.tc["last_read_time_ms"], floor_now - SLOTS_TOTAL * p + TIMER_BLANK_SLOTS * p)
+        self.curr_read = timer_read_time(self.tc["last_read_time_ms"], self.ctx.clock(), p, SLOTS_TOTAL)
         if not self._revised:
             self._revised = True
             # recoverAndRevise: each unit read at the start makes itself its slot's last position

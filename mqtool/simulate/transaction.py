@@ -105,11 +105,11 @@ class TransactionService:
     def __init__(self, ctx: SimContext, consumer_offsets=None) -> None:
         self.ctx = ctx
         cfg = ctx.config
-        self.timeout = int(getattr(cfg, "transaction_timeout", 6000))
-        self.check_max = int(getattr(cfg, "transaction_check_max", 15))
-        self.interval = int(getattr(cfg, "transaction_check_interval", 30000))
-        self.op_interval = int(getattr(cfg, "transaction_op_batch_interval", 3000))
-        self.file_reserved_h = int(getattr(cfg, "file_reserved_time", 72))
+        self.timeout = cfg.transaction_timeout
+        self.check_max = cfg.transaction_check_max
+        self.interval = cfg.transaction_check_interval
+        self.op_interval = cfg.transaction_op_batch_interval
+        self.file_reserved_h = cfg.file_reserved_time
         self.offsets: dict[tuple[str, int], int] = {}
         table = getattr(consumer_offsets, "offset_table", None) or {}
         for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):

@@ -51,6 +51,7 @@ def test_oracle_5x_timer_settings_and_4x_defaults() -> None:
     four = load_broker_conf(oracle_conf("pair-4.9"))
     assert four.mapped_file_size_timer_log == 100 * 1024 * 1024  # absent: default
     assert four.raw["listenPort"] == "40911"
+    assert (four.listen_port, four.broker_name) == (40911, "broker-a")  # the consumers' store host and name
 
 
 def test_defaults_when_absent() -> None:
@@ -65,6 +66,22 @@ def test_defaults_when_absent() -> None:
     assert (c.enable_schedule_async_deliver, c.schedule_async_deliver_max_pending_limit) == (False, 2000)
     assert (c.max_message_size, c.store_path_root_dir, c.timer_wheel_enable) == (4194304, None, True)
     assert BrokerConfig.for_version("4.9").transaction_check_interval == 60000
+
+
+def test_consumer_and_pop_settings_defaults_and_typed() -> None:
+    """5.3.1's BrokerConfig: flushConsumerOffsetInterval 5 s, reviveQueueNum 8, reviveInterval 1 s,
+    reviveScanTime 10 s, reviveMaxSlow 3, popFromRetryProbability 20 (brokerName/brokerIP1: fixed here)."""
+    c = BrokerConfig()
+    assert (c.flush_consumer_offset_interval, c.revive_queue_num, c.revive_interval) == (5000, 8, 1000)
+    assert (c.revive_scan_time, c.revive_max_slow, c.pop_from_retry_probability) == (10000, 3, 20)
+    assert (c.broker_name, c.broker_cluster_name) == ("broker-a", "DefaultCluster")
+    assert (c.broker_ip1, c.listen_port) == ("", 10911)
+    assert c.enable_retry_topic_v2 is False
+    c = parse_broker_conf("reviveQueueNum=2\nenableRetryTopicV2=TRUE\nbrokerIP1=10.0.0.7\nbrokerClusterName=c1\n")
+    assert (c.revive_queue_num, c.enable_retry_topic_v2) == (2, True)  # Boolean.parseBoolean ignores case
+    assert (c.broker_ip1, c.broker_cluster_name) == ("10.0.0.7", "c1")
+    with pytest.raises(ConfigFileError, match='reviveInterval = "1s" is not an integer'):
+        parse_broker_conf("reviveInterval=1s\n")
 
 
 def test_properties_syntax() -> None:

@@ -25,7 +25,7 @@ def test_pop_request_rules():
 
     # ckMessageNumber 15 -> revive queue 7 of 8; every request advances it
     assert pop.revive_queue_id(15, 8) == 7 and pop.revive_queue_id(0, 8) == 0
-    assert pop.need_retry(19) and not pop.need_retry(20)  # popFromRetryProbability 20
+    assert pop.need_retry(19, 20) and not pop.need_retry(20, 20)  # popFromRetryProbability 20
     assert pop.pop_queue_ids(50, 4) == [2, 3, 0, 1]
     assert pop.ck_diffs(5, [5, 6, 9]) == [0, 1, 4]
     # the proxy: maxAttempts = retryMaxTimes + 1; the remoting client drops above its maxReconsumeTimes
