@@ -16,6 +16,7 @@ import pytest
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.formats.commitlog import offset_msg_id
 from mqtool.simulate.output import write_store
+from mqtool.simulate.prepare import unused_settings
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import ScenarioError, parse_scenario
 from mqtool.store.store import Store
@@ -340,3 +341,9 @@ def test_poll_interval_takes_a_retry_at_the_consumers_next_pull():
 def test_without_consumers_the_summary_is_unchanged():
     _, r = run([], S + 5_000)
     assert "consumers" not in r.summary
+
+
+def test_scenario_consumer_settings_are_used() -> None:
+    """The consumers read these from the typed BrokerConfig: a scenario setting them gets no "unused" warning."""
+    broker = {"reviveQueueNum": 2, "popFromRetryProbability": 50, "listenPort": 20911, "reviveQueueNumber": 2}
+    assert unused_settings(broker) == ["reviveQueueNumber"]
