@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.recovery import file_walks, java_bool, shutdown_state
 from mqtool.inspect.replica_config import config_findings, config_sync
 from mqtool.rules import recovery as rules
 from mqtool.rules.epoch import truncate_offset
@@ -34,6 +33,7 @@ from mqtool.store.compare import compare_queues
 from mqtool.store.epoch import read_epoch_entries
 from mqtool.store.findings import Findings, findings_section
 from mqtool.store.fleet import Fleet, FleetMember
+from mqtool.store.recovery import file_walks, java_bool, shutdown_state
 from mqtool.store.store import Store
 
 CHECK = "fleet.replica"
