@@ -34,13 +34,14 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.opbody import parse_op_body
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.delay import config_in_effect, delay_view
+from mqtool.inspect.delay import delay_view
 from mqtool.inspect.timer import slot_chain, timer_view, view_cancels, view_slots
 from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, first_delivery_after_start
 from mqtool.rules.timer import was_dequeued
 from mqtool.rules.transaction import discard_outcomes, next_round_visits
+from mqtool.store.delaylevels import config_in_effect
 from mqtool.store.findings import Findings, sort_findings
 from mqtool.store.recovery import recovery_plan
 from mqtool.store.store import Store
