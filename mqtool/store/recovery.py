@@ -10,6 +10,7 @@ units left pointing past it. Nothing is written.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from mqtool.store.mapped_files import read_at
 from mqtool.store.store import Store
 
 CHECK = "restart.recovery"
+RECOVERY_FILES = 3  # CommitLog#recoverNormally re-checks the last three files
 
 
 def java_bool(config, name: str, default: bool) -> bool:
@@ -284,3 +286,61 @@ def recovery_plan(store: Store, findings: Findings, v4: bool = False) -> dict:
         "_max_offsets": cq["max_offsets"],
         "_end": end,
     }
+
+
+@dataclass
+class LogEnd:
+    """One store's CommitLog as a promotion would find it."""
+
+    min_offset: int
+    end: int  # where recovery ends the data (processOffset)
+    disk_end: int  # where the record walk of the last files stopped
+    last_store_timestamp: int | None
+    stop_reason: str
+    deleted_files: list[str]
+    torn_bytes: int  # non-zero bytes after the end in the stop file (a torn record recovery drops)
+
+    def as_dict(self) -> dict:
+        return {
+            "min_offset": self.min_offset,
+            "max_offset": self.end,
+            "last_store_timestamp": self.last_store_timestamp,
+            "recovery_stop_reason": self.stop_reason,
+            "files_past_end": self.deleted_files,
+            "torn_bytes": self.torn_bytes,
+        }
+
+
+def log_end(store: Store) -> LogEnd:
+    """`recoverNormally` on the last three files, from one walk of them (CRC checked, as `checkCRCOnRecover`)."""
+    cl = store.commitlog
+    files = cl.files
+    if not files:
+        return LogEnd(0, 0, 0, None, "no files", [], 0)
+    check_crc = java_bool(store.config, "checkCRCOnRecover", True)
+    ends: list[np.ndarray] = []
+    stamps: list[np.ndarray] = []
+
+    def keep(chunk: fastscan.ScanChunk) -> None:
+        ends.append(chunk.physical_offset + chunk.cols[fastscan.C_TOTAL])
+        stamps.append(chunk.cols[fastscan.C_STORE_TS].copy())
+
+    walks = file_walks(store, check_crc, max(0, len(files) - RECOVERY_FILES), keep)
+    rec = rules.recover_normally(walks, check_crc)
+    last_ts = None
+    if ends:
+        e, s = np.concatenate(ends), np.concatenate(stamps)
+        kept = s[e <= rec.end]
+        last_ts = int(kept[-1]) if kept.size else None
+    stop = next((cl.scans.get(cl.rel(f)) for f in files if f.start == rec.stop_file), None)
+    torn = stop.trailing_bytes if stop is not None else 0
+    disk_end = walks[-1].start + walks[-1].end
+    return LogEnd(
+        cl.min_offset,
+        rec.end,
+        max(disk_end, rec.end),
+        last_ts,
+        rec.stop_reason,
+        [f"{s:020d}" for s in rec.deleted_files],
+        torn,
+    )
