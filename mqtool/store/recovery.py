@@ -4,7 +4,8 @@
 CommitLog walk (the store's fast scan), every ConsumeQueue's units, the TimerLog, `config/timercheck`,
 the index headers - and returns the plan as a dict: clean or abnormal start, from which CommitLog file
 recovery re-checks, where valid data ends, what is truncated or deleted past it, and the TimerLog
-units left pointing past it. Nothing is written.
+units left pointing past it. `log_end(store)`: where `recoverNormally` ends a replica's CommitLog (the
+replicas view, the builder's slave). Nothing is written.
 """
 
 from __future__ import annotations
