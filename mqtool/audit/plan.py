@@ -134,7 +134,7 @@ def plan_audit(store: Store | Path | str, config: BrokerConfig | None = None,
     `config` (a `BrokerConfig`, e.g. from `load_broker_conf`) is used when `store` is a path; a
     `Store` brings its own.
     """
-    from mqtool.inspect.delay import config_in_effect, delay_levels_in_effect
+    from mqtool.store.delaylevels import config_in_effect, delay_levels_in_effect
 
     st = open_audited_store(store, config)
     implied = delay_levels_in_effect(st)[2]  # the units imply other delay levels (`inspect delay` says the same)

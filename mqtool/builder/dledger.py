@@ -196,9 +196,9 @@ class DLedgerStoreWriter:
     def cut_queues_at_ledger_end(self) -> None:
         """`DLedgerCommitLog.dledgerRecoverNormally` after DLedger's recovery: when a ConsumeQueue reaches the
         ledger's end (`maxPhyOffsetOfConsumeQueue >= maxWrotePosition`), `truncateDirtyLogicFiles(end)` cuts
-        every unit at or past it (`inspect.recovery.consume_queue_truncation`): files whose first unit is cut
+        every unit at or past it (`store.recovery.consume_queue_truncation`): files whose first unit is cut
         are deleted, the rest of the cut file is zeroed, and the queue continues at the first unit cut."""
-        from mqtool.inspect.recovery import consume_queue_truncation
+        from mqtool.store.recovery import consume_queue_truncation
         from mqtool.store.store import Store
 
         w = self.store

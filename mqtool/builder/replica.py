@@ -119,7 +119,7 @@ def write_replica(
 
 
 def _master_end(master: Path, config: BrokerConfig) -> int:
-    from mqtool.inspect.replicas import log_end
+    from mqtool.store.recovery import log_end
     from mqtool.store.store import Store
 
     return log_end(Store.open(master, config)).end

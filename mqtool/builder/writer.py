@@ -63,11 +63,10 @@ from mqtool.formats.timerlog import (
     timerlog_unit,
 )
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, timerwheel_slot, wheel_length
-from mqtool.inspect import recovery
 from mqtool.rules import recovery as rules
 from mqtool.rules.index import DispatchRequest, IndexService
 from mqtool.rules.schedule import schedule_tags_code
-from mqtool.store import fastscan
+from mqtool.store import fastscan, recovery
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.consumequeue import ConsumeQueue, discover_queues
 from mqtool.store.findings import Findings
@@ -635,7 +634,7 @@ def _infer_config(root: Path, broker_version: str) -> BrokerConfig:
 
 
 def recovered_commitlog(store: Store, v4: bool = False) -> dict | None:
-    """Where the broker's restart ends the CommitLog (`mqtool.inspect.recovery.commitlog_recovery`):
+    """Where the broker's restart ends the CommitLog (`mqtool.store.recovery.commitlog_recovery`):
     `recoverNormally`, or `recoverAbnormally` after a crash (the `abort` file), on the store's record
     walk; it stops at a body CRC mismatch when `checkCRCOnRecover` (the default). None without files."""
     clean = recovery.shutdown_state(store)["clean"]

@@ -12,12 +12,10 @@ its backlog is `never_delivered`, it has no due time, and a warning says so.
 
 The levels are the config's; the store's own units say what the broker had (`implied_level_delay_ms`:
 a unit's tagsCode minus its record's store time). Where those differ, a finding says so, and without
-a broker.conf (`delay_levels_in_effect`, `config_in_effect`) the data's levels are used everywhere.
+a broker.conf (`store.delaylevels`: `delay_levels_in_effect`, `config_in_effect`) the data's levels are
+used everywhere.
 """
 
-from dataclasses import replace
-
-from mqtool.formats.broker_conf import DEFAULT_MESSAGE_DELAY_LEVEL, BrokerConfig
 from mqtool.formats.message import RecordError
 from mqtool.formats.names import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -30,14 +28,13 @@ from mqtool.rules.schedule import (
     correct_delay_offset,
     correct_deliver_timestamp,
     delay_level_2_queue_id,
-    implied_level_delay_ms,
     is_level_started,
     level_delay_ms,
     queue_id_2_delay_level,
 )
+from mqtool.store.delaylevels import delay_levels_in_effect
 from mqtool.store.findings import Finding, sort_findings
 from mqtool.store.store import Store
-from mqtool.times import format_duration
 
 HISTOGRAM_BUCKETS = 12
 
@@ -80,24 +77,38 @@ def _offset_file(store: Store, offsets) -> dict:
     return {
         "present": (cfg / "delayOffset.json").is_file(),
         "bak_present": (cfg / "delayOffset.json.bak").is_file(),
-        "data_version": None if dv is None else {"counter": dv.counter, "state_version": dv.state_version,
-                                                 "timestamp": dv.timestamp},
+        "data_version": None
+        if dv is None
+        else {"counter": dv.counter, "state_version": dv.state_version, "timestamp": dv.timestamp},
     }
 
 
-def _level(store: Store, level: int, delays: list[int], table: dict[int, int], now_ms: int,
-           findings: list[Finding]) -> dict:
+def _level(
+    store: Store, level: int, delays: list[int], table: dict[int, int], now_ms: int, findings: list[Finding]
+) -> dict:
     qid = delay_level_2_queue_id(level)
     configured = is_level_started(level, delays)
     delay_ms = level_delay_ms(level, delays)
     stored = table.get(level)
     cq = store.consume_queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
     row = {
-        "level": level, "delay_ms": delay_ms, "queue_id": qid, "configured": configured,
-        "offset": stored if stored is not None else 0, "offset_stored": stored is not None,
-        "min_offset": None, "max_offset": None, "corrected_offset": None, "correction": None,
-        "backlog": 0, "head_deliver_timestamp": None, "head_effective_deliver_timestamp": None,
-        "overdue_ms": None, "head": None, "last_deliver_timestamp": None, "never_delivered": 0,
+        "level": level,
+        "delay_ms": delay_ms,
+        "queue_id": qid,
+        "configured": configured,
+        "offset": stored if stored is not None else 0,
+        "offset_stored": stored is not None,
+        "min_offset": None,
+        "max_offset": None,
+        "corrected_offset": None,
+        "correction": None,
+        "backlog": 0,
+        "head_deliver_timestamp": None,
+        "head_effective_deliver_timestamp": None,
+        "overdue_ms": None,
+        "head": None,
+        "last_deliver_timestamp": None,
+        "never_delivered": 0,
     }
     if cq is None or cq.max_offset == 0 and not cq.queue.files:
         # findOrCreateConsumeQueue creates an empty queue: min = max = 0
@@ -110,12 +121,23 @@ def _level(store: Store, level: int, delays: list[int], table: dict[int, int], n
     start = corrected if corrected is not None else 0
     row["corrected_offset"] = start
     if stored is not None and corrected != stored:
-        row["correction"] = {"from": stored, "to": corrected,
-                             "reason": f"stored offset {'below' if stored < lo else 'above'} the queue's "
-                                       f"[{lo}, {hi}]"}
-        findings.append(Finding("config/delayOffset.json", None, "delay.offset", "warning",
-                                f"level {level}: stored offset {stored} is outside [{lo}, {hi}]; "
-                                f"correctDelayOffset will start from {corrected}", RMQ_SYS_SCHEDULE_TOPIC, qid))
+        row["correction"] = {
+            "from": stored,
+            "to": corrected,
+            "reason": f"stored offset {'below' if stored < lo else 'above'} the queue's [{lo}, {hi}]",
+        }
+        findings.append(
+            Finding(
+                "config/delayOffset.json",
+                None,
+                "delay.offset",
+                "warning",
+                f"level {level}: stored offset {stored} is outside [{lo}, {hi}]; "
+                f"correctDelayOffset will start from {corrected}",
+                RMQ_SYS_SCHEDULE_TOPIC,
+                qid,
+            )
+        )
     elif start < lo:
         start = lo  # executeOnTimeUp resets an offset before the queue's first unit to it (a missing level's
         # units before the queue's min are gone: its waiting messages start there too)
@@ -148,13 +170,22 @@ def _level_finding(row: dict, delays: list[int], stored: int | None) -> Finding:
     level, qid = row["level"], row["queue_id"]
     n = row["never_delivered"]
     first = max(row["corrected_offset"], row["min_offset"] or 0)
-    held = (f"its {n} message(s) from queue offset {first} are never delivered while the level "
-            "is missing (put it back in messageDelayLevel and restart the broker to deliver them)" if n else
-            "nothing waits in it")
-    return Finding("config/delayOffset.json" if stored is not None else f"consumequeue/{RMQ_SYS_SCHEDULE_TOPIC}/{qid}",
-                   None, "delay.levels", "warning",
-                   f"level {level} is not in messageDelayLevel ({len(delays)} levels): ScheduleMessageService "
-                   f"starts no delivery task for it; {held}", RMQ_SYS_SCHEDULE_TOPIC, qid)
+    held = (
+        f"its {n} message(s) from queue offset {first} are never delivered while the level "
+        "is missing (put it back in messageDelayLevel and restart the broker to deliver them)"
+        if n
+        else "nothing waits in it"
+    )
+    return Finding(
+        "config/delayOffset.json" if stored is not None else f"consumequeue/{RMQ_SYS_SCHEDULE_TOPIC}/{qid}",
+        None,
+        "delay.levels",
+        "warning",
+        f"level {level} is not in messageDelayLevel ({len(delays)} levels): ScheduleMessageService "
+        f"starts no delivery task for it; {held}",
+        RMQ_SYS_SCHEDULE_TOPIC,
+        qid,
+    )
 
 
 def _head_record(store: Store, offset: int) -> dict:
@@ -163,11 +194,17 @@ def _head_record(store: Store, offset: int) -> dict:
     except RecordError as e:
         return {"physical_offset": offset, "error": e.reason}
     p = rec.properties
-    return {"physical_offset": offset, "uniq_key": rec.uniq_key, "real_topic": p.get(PROPERTY_REAL_TOPIC),
-            "real_queue_id": (int(p[PROPERTY_REAL_QUEUE_ID])
-                              if p.get(PROPERTY_REAL_QUEUE_ID, "").lstrip("-").isdigit() else None),
-            "delay_property": p.get(PROPERTY_DELAY_TIME_LEVEL), "store_timestamp": rec.store_timestamp,
-            "keys": rec.keys}
+    return {
+        "physical_offset": offset,
+        "uniq_key": rec.uniq_key,
+        "real_topic": p.get(PROPERTY_REAL_TOPIC),
+        "real_queue_id": (
+            int(p[PROPERTY_REAL_QUEUE_ID]) if p.get(PROPERTY_REAL_QUEUE_ID, "").lstrip("-").isdigit() else None
+        ),
+        "delay_property": p.get(PROPERTY_DELAY_TIME_LEVEL),
+        "store_timestamp": rec.store_timestamp,
+        "keys": rec.keys,
+    }
 
 
 def _histogram(store: Store, rows: list[dict], now_ms: int) -> list[dict]:
@@ -191,103 +228,25 @@ def time_histogram(times: list[int], buckets: int = HISTOGRAM_BUCKETS) -> list[d
     counts = [0] * n
     for t in times:
         counts[(t - start) // width] += 1
-    return [{"start_ms": start + i * width, "end_ms": start + (i + 1) * width, "count": c}
-            for i, c in enumerate(counts)]
+    return [
+        {"start_ms": start + i * width, "end_ms": start + (i + 1) * width, "count": c} for i, c in enumerate(counts)
+    ]
 
 
-_NICE_WIDTHS = [1000, 5000, 10_000, 30_000, 60_000, 300_000, 600_000, 1_800_000, 3_600_000, 6 * 3_600_000,
-                12 * 3_600_000, 86_400_000, 7 * 86_400_000, 30 * 86_400_000, 365 * 86_400_000]
-
-
-def implied_delay_levels(store: Store) -> dict[int, list[tuple[int, int]]]:
-    """Level -> [(queue offset, delay)] the oldest and newest unit of its SCHEDULE_TOPIC_XXXX queue imply
-    (`implied_level_delay_ms`; two reads per level: the newest says what the broker had last)."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for topic, qid in store.queue_ids:
-        cq = store.consume_queue(topic, qid) if topic == RMQ_SYS_SCHEDULE_TOPIC else None
-        if cq is None or cq.max_offset == 0:
-            continue
-        seen = []
-        for off in sorted({cq.min_offset(store.commitlog.min_offset), cq.max_offset - 1}):
-            unit = cq.unit(off)
-            try:
-                rec = store.commitlog.read(unit.commitlog_offset) if unit is not None else None
-            except RecordError:
-                rec = None
-            if rec is None or rec.topic != topic or rec.queue_id != qid:
-                continue  # a unit that does not point back to its record implies nothing
-            delay = implied_level_delay_ms(unit.tags_code, rec.store_timestamp)
-            if delay is not None:
-                seen.append((off, delay))
-        if seen:
-            out[queue_id_2_delay_level(qid)] = seen
-    return out
-
-
-def delay_levels_in_effect(store: Store) -> tuple[list[int], str, Finding | None]:
-    """(delayLevelTable as a list, its source, a finding where the store's units imply other delays).
-
-    Source "config": messageDelayLevel of the broker.conf given (or its default when the file does not
-    set it: the broker then ran with the defaults too). Without any broker.conf, "defaults", or "store
-    data" when the units imply other delays: the implied ones replace the defaults (a level past the
-    defaults without a unit of its own takes the delay of the level before it, as the finding says).
-    """
-    configured = store.config.delay_levels_ms()
-    given = _levels_given(store.config)
-    implied = implied_delay_levels(store)
-    differ = {lv: seen for lv, seen in sorted(implied.items())
-              if any(d != level_delay_ms(lv, configured) for _, d in seen)}
-    if not differ:
-        return configured, "config" if given else "defaults", None
-    levels = configured if given else _table_from(configured, implied)
-    what = "; ".join(_implied_text(lv, seen, configured) for lv, seen in differ.items())
-    gaps = [lv for lv, _ in enumerate(levels, 1) if lv > len(configured) and lv not in implied]
-    use = ("messageDelayLevel of the broker.conf given is used (if the broker ran with other levels, they "
-           "decide when these messages go out)" if given else
-           "no broker.conf was given: these are used instead of the defaults (pass --config with the broker's "
-           "broker.conf to use its levels)"
-           + (f"; level(s) {', '.join(map(str, gaps))} have no unit: their delay is unknown, the one of the "
-              "level before is shown" if gaps else ""))
-    return levels, "config" if given else "store data", Finding(
-        f"consumequeue/{RMQ_SYS_SCHEDULE_TOPIC}", None, "delay.implied", "warning",
-        f"the delay-level units imply other delays than messageDelayLevel ({len(configured)} levels"
-        f"{'' if given else ', the defaults'}): {what}; {use}")
-
-
-def config_in_effect(store: Store, config: BrokerConfig | None = None) -> BrokerConfig:
-    """`config` (default the store's) with the delay levels `delay_levels_in_effect` uses, for the simulator."""
-    config = config or store.config
-    levels, source, _ = delay_levels_in_effect(store)
-    if source != "store data" or _levels_given(config):
-        return config
-    return replace(config, message_delay_level=" ".join(map(message_delay_level_entry, levels)))
-
-
-def _levels_given(config: BrokerConfig) -> bool:
-    """A broker.conf was given (any setting read), or the levels are not the defaults."""
-    return bool(config.raw) or config.message_delay_level != DEFAULT_MESSAGE_DELAY_LEVEL
-
-
-def message_delay_level_entry(delay_ms: int) -> str:
-    """One messageDelayLevel entry (`parseDelayLevel`'s units: d, h, m, s) for a delay in whole seconds."""
-    for unit, ms in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000)):
-        if delay_ms % ms == 0:
-            return f"{delay_ms // ms}{unit}"
-    return f"{delay_ms // 1000}s"
-
-
-def _table_from(configured: list[int], implied: dict[int, list[tuple[int, int]]]) -> list[int]:
-    newest = {lv: seen[-1][1] for lv, seen in implied.items()}
-    levels: list[int] = []
-    for lv in range(1, max([len(configured), *newest]) + 1):
-        levels.append(newest.get(lv, configured[lv - 1] if lv <= len(configured) else levels[-1]))
-    return levels
-
-
-def _implied_text(level: int, seen: list[tuple[int, int]], configured: list[int]) -> str:
-    had = level_delay_ms(level, configured)
-    if len({d for _, d in seen}) > 1:  # messageDelayLevel changed between the oldest and the newest unit
-        delays = " then ".join(f"{format_duration(d)} (unit {off})" for off, d in seen)
-    else:
-        delays = format_duration(seen[-1][1])
-    return f"level {level} = {delays} ({'missing' if had is None else format_duration(had)} in the table)"
+_NICE_WIDTHS = [
+    1000,
+    5000,
+    10_000,
+    30_000,
+    60_000,
+    300_000,
+    600_000,
+    1_800_000,
+    3_600_000,
+    6 * 3_600_000,
+    12 * 3_600_000,
+    86_400_000,
+    7 * 86_400_000,
+    30 * 86_400_000,
+    365 * 86_400_000,
+]

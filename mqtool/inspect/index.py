@@ -8,7 +8,6 @@ in that topic) and `index_file_dump` (one file entry by entry). Schema: schemas/
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from mqtool.formats.broker_conf import BrokerConfig
@@ -24,29 +23,14 @@ from mqtool.store.indexfile import (
     open_index_dir,
     open_index_file,
 )
+from mqtool.store.keyindex import close_index_files, walk_cap
+from mqtool.store.keyindex import commitlog_range as _commitlog_range
 from mqtool.store.store import Store
 
 
-def _commitlog_range(store: Store) -> tuple[int, int] | None:
-    """[min, max) of the CommitLog's valid data; None when the store has no CommitLog files."""
-    if not (store.root / "commitlog").is_dir() or not store.commitlog.files:
-        return None
-    return store.commitlog.min_offset, store.commitlog.max_offset()
-
-
-def _walk_cap(files: list[IndexFile]) -> int:
-    """maxNum for an exhaustive walk: every entry once; a looping chain (the broker walks it until
-    maxNum) then ends instead of running forever."""
-    return sum(f.index_count for f in files) + 1
-
-
-def _close(files: list[IndexFile]) -> None:
-    for f in files:
-        f.close()
-
-
-def index_files_view(store: Store, commitlog_range: tuple[int, int] | None = None,
-                     utc_offset_ms: int | None = None) -> dict:
+def index_files_view(
+    store: Store, commitlog_range: tuple[int, int] | None = None, utc_offset_ms: int | None = None
+) -> dict:
     """The `index` document: one row per file of `index/`, with totals and findings.
 
     `commitlog_range` defaults to the store's CommitLog; `utc_offset_ms` is the broker's local-time
@@ -58,12 +42,17 @@ def index_files_view(store: Store, commitlog_range: tuple[int, int] | None = Non
     for f in files:
         check_index_file(f, findings, utc_offset_ms)
         rows.append(index_file_stats(f, rng))
-    _close(files)
+    close_index_files(files)
     for row in rows:
         row["findings"] = [x.as_dict() for x in sort_findings(findings) if x.file == row["file"]]
     if not (store.root / "index").is_dir():
-        findings.add("index", None, "index.integrity", "info",
-                     "no index/ directory (messageIndexEnable=false, or nothing was dispatched yet)")
+        findings.add(
+            "index",
+            None,
+            "index.integrity",
+            "info",
+            "no index/ directory (messageIndexEnable=false, or nothing was dispatched yet)",
+        )
     return {
         "version": JSON_VERSION,
         "view": "index",
@@ -102,16 +91,24 @@ def _candidate(store: Store, files: list[IndexFile], i: int, n: int, phy: int, t
     except Exception as e:  # a bad offset is a result to show, not a crash
         return {**row, "reason": f"no record there: {e}"}
     how = _carrier(rec, topic, key)
-    row.update({"timestamp": rec.store_timestamp, "topic": rec.topic, "queue_id": rec.queue_id,
-                "queue_offset": rec.queue_offset, "keys": rec.properties.get(PROPERTY_KEYS),
-                "uniq_key": rec.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)})
+    row.update(
+        {
+            "timestamp": rec.store_timestamp,
+            "topic": rec.topic,
+            "queue_id": rec.queue_id,
+            "queue_offset": rec.queue_offset,
+            "keys": rec.properties.get(PROPERTY_KEYS),
+            "uniq_key": rec.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        }
+    )
     if how is None:
         return {**row, "reason": "hash collision: the record does not carry the key in that topic"}
     return {**row, "matched_by": how}
 
 
-def index_lookup(store: Store, topic: str, key: str, begin: int | None = None, end: int | None = None,
-                 limit: int | None = None) -> dict:
+def index_lookup(
+    store: Store, topic: str, key: str, begin: int | None = None, end: int | None = None, limit: int | None = None
+) -> dict:
     """What the broker's `IndexService.queryOffset` finds for topic#key in [begin, end] (default: all
     time), walked without the 64-offset cap; `matches` keeps the records that really carry the key
     in that topic (newest first, each offset once, at most `limit`); `rejected` says why the others
@@ -121,9 +118,10 @@ def index_lookup(store: Store, topic: str, key: str, begin: int | None = None, e
     begin = 0 if begin is None else begin
     end = LONG_MAX if end is None else end
     hits: list[tuple[int, int, int]] = []
-    cap = _walk_cap(files)
-    result = query_offset(files, topic, key, cap, begin, end, cap,
-                          on_match=lambda i, n, phy: hits.append((i, n, phy)), max_steps=cap)
+    cap = walk_cap(files)
+    result = query_offset(
+        files, topic, key, cap, begin, end, cap, on_match=lambda i, n, phy: hits.append((i, n, phy)), max_steps=cap
+    )
     broker_cap = int(store.config.raw.get("maxMsgsNumBatch", MAX_MSGS_NUM_BATCH))
     broker = query_offset(files, topic, key, limit or broker_cap, begin, end, broker_cap, max_steps=cap).phy_offsets
     matches, rejected, seen = [], [], set()
@@ -135,7 +133,7 @@ def index_lookup(store: Store, topic: str, key: str, begin: int | None = None, e
             seen.add(phy)
             matches.append(row)
     searched = [f.rel for f in files]
-    _close(files)
+    close_index_files(files)
     if not searched:
         findings.add("index", None, "index.integrity", "info", "no index file: the lookup needs a scan instead")
     full = build_key(topic, key)
@@ -160,8 +158,9 @@ def index_lookup(store: Store, topic: str, key: str, begin: int | None = None, e
     }
 
 
-def index_file_dump(path: Path | str, config: BrokerConfig | None = None, limit: int | None = None,
-                    utc_offset_ms: int | None = None) -> dict:
+def index_file_dump(
+    path: Path | str, config: BrokerConfig | None = None, limit: int | None = None, utc_offset_ms: int | None = None
+) -> dict:
     """One IndexFile entry by entry (a `dump` document of kind "index"): header, stats, the set slots
     and the written entries (at most `limit` of each), findings."""
     path = Path(path)
@@ -174,8 +173,17 @@ def index_file_dump(path: Path | str, config: BrokerConfig | None = None, limit:
         entries = []
         for n in range(1, min(len(written), limit if limit is not None else len(written)) + 1):
             kh, phy, diff, prev = f.entry(n)
-            entries.append({"entry": n, "key_hash": kh, "slot": kh % f.hash_slot_num, "phy_offset": phy,
-                            "time_diff": diff, "timestamp": f.begin_timestamp + diff * 1000, "prev_index": prev})
+            entries.append(
+                {
+                    "entry": n,
+                    "key_hash": kh,
+                    "slot": kh % f.hash_slot_num,
+                    "phy_offset": phy,
+                    "time_diff": diff,
+                    "timestamp": f.begin_timestamp + diff * 1000,
+                    "prev_index": prev,
+                }
+            )
         doc = {
             "version": JSON_VERSION,
             "view": "dump",
@@ -191,82 +199,3 @@ def index_file_dump(path: Path | str, config: BrokerConfig | None = None, limit:
             "findings": [x.as_dict() for x in sort_findings(findings)],
         }
     return doc
-
-
-# ----------------------------------------------------------------------------- key lookups for other views
-
-
-@dataclass
-class KeyIndex:
-    """The store's IndexFiles opened for the key lookups of `inspect messages` and `trace`.
-
-    The files answer for CommitLog offsets [`begin`, `end`]: `begin` is the first entry's record,
-    `end` the newest entry's (`endPhyOffset` of the last file). A caller scans the rest itself:
-    [CommitLog start, `begin`) and from `tail_start` on (records the broker had not indexed yet).
-    A record is looked up as `topic#key` in each of `topics` (the ConsumeQueue directories: the
-    IndexFile has no key without its topic: `index_topics`)."""
-
-    files: list[IndexFile]
-    topics: list[str]
-    begin: int
-    end: int
-    head_end: int | None  # scan [CommitLog start, head_end) too; None: nothing before `begin`
-    tail_start: int | None  # scan from here on too; None: the IndexFiles reach the CommitLog's end
-
-    @property
-    def source(self) -> str:
-        """What answers a lookup: "indexfile", or "indexfile+scan" when a part is scanned."""
-        return "indexfile" if self.head_end is None and self.tail_start is None else "indexfile+scan"
-
-    def offsets(self, key: str, topics: list[str] | None = None, begin: int = 0, end: int = LONG_MAX) -> list[int]:
-        """Every offset `IndexService.queryOffset` finds for topic#key (no 64 cap), ascending, once each."""
-        found: set[int] = set()
-        for topic in self.topics if topics is None else topics:
-            cap = _walk_cap(self.files)
-            found.update(query_offset(self.files, topic, key, cap, begin, end, cap, max_steps=cap).phy_offsets)
-        return sorted(found)
-
-    def close(self) -> None:
-        _close(self.files)
-
-
-def index_topics(store: Store) -> list[str]:
-    """The topics a key is looked up in: every ConsumeQueue and BatchConsumeQueue directory and every
-    topic of config/topics.json (or its .bak)."""
-    from mqtool.formats.config_json import parse_topics
-    from mqtool.store.config_files import read_config_json
-
-    topics = {t for t, _ in store.queue_ids}
-    bcq = store.root / "batchconsumequeue"
-    if bcq.is_dir():
-        topics.update(p.name for p in bcq.iterdir() if p.is_dir())
-    conf, _, _ = read_config_json(store.root / "config" / "topics.json", parse_topics)
-    if conf is not None:
-        topics.update(conf.topic_config_table)
-    return sorted(topics)
-
-
-def open_key_index(store: Store, since_ms: int | None = None, until_ms: int | None = None) -> KeyIndex | None:
-    """The IndexFiles for key lookups, or None when they cannot answer: no file with entries, a file
-    with error findings (a broken chain could hide records), or none overlapping [since, until)."""
-    findings = Findings()
-    files = open_index_dir(store.root, findings, store.config)
-    for f in files:
-        check_index_file(f, findings)
-    written = [f for f in files if f.index_count > 1]
-    rng = _commitlog_range(store)
-    lo, hi = (0 if since_ms is None else since_ms), (LONG_MAX if until_ms is None else until_ms)
-    usable = (written and rng is not None and findings.worst() != "error"
-              and any(f.begin_timestamp <= hi and f.end_timestamp >= lo for f in written))
-    if not usable:
-        _close(files)
-        return None
-    begin, end = written[0].begin_phy_offset, written[-1].end_phy_offset
-    tail = None
-    try:
-        last = store.commitlog.read(end)
-        if end + last.total_size < rng[1]:
-            tail = end + last.total_size
-    except Exception:  # the newest entry points to no record: scan everything after it
-        tail = end + 1 if end + 1 < rng[1] else None
-    return KeyIndex(files, index_topics(store), begin, end, begin if begin > rng[0] else None, tail)

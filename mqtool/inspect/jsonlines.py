@@ -462,7 +462,7 @@ def _crc32(crc, ptr, n):  # pragma: no cover - the scan's zlib CRC symbol under 
     raise NotImplementedError
 
 
-def _copy(out, o, src, s, n):  # pragma: no cover - `_memcpy()` under numba (`_numba_writer`)
+def _copy(out, o, src, s, n):  # pragma: no cover - `compiled.memcpy()` under numba (`_numba_writer`)
     raise NotImplementedError
 
 
@@ -866,30 +866,9 @@ def _numba_writer():
         _numba_compiled = compiled.kernel(
             _lines, (_put, _lit, _int, _lit_int, _host4, _utf8_len, _special8, _str, _hex, _key8, _properties, _leave,
                      _host),
-            {"_crc32": fastscan.kernels()._crc32, "_copy": _memcpy(), "_load8": _load8_intrinsic(),
+            {"_crc32": fastscan.kernels()._crc32, "_copy": compiled.memcpy(), "_load8": _load8_intrinsic(),
              "_clz": leading_zeros, "_ctz": trailing_zeros})
     return _numba_compiled
-
-
-def _memcpy():
-    """`_copy(out, o, src, s, n)` for numba: LLVM's memcpy of `src[s:s + n]` to `out[o:]` (two uint8
-    arrays; no slice objects, so the object code keeps needing neither NRT nor the Python API)."""
-    from numba import types
-    from numba.core import cgutils
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def _copy(typingctx, out, o, src, s, n):
-        def codegen(context, builder, signature, args):
-            ints = [context.cast(builder, args[i], signature.args[i], types.intp) for i in (1, 3, 4)]
-            dst = context.make_array(signature.args[0])(context, builder, args[0]).data
-            src_ = context.make_array(signature.args[2])(context, builder, args[2]).data
-            cgutils.raw_memcpy(builder, builder.gep(dst, [ints[0]]), builder.gep(src_, [ints[1]]), ints[2], 1)
-            return context.get_dummy_value()
-
-        return types.void(out, o, src, s, n), codegen
-
-    return _copy
 
 
 def _load8_intrinsic():

@@ -214,7 +214,7 @@ def find_messages(store: Store, query: MessageQuery, verify: bool = False,
     they do not cover is scanned too; otherwise the column scan ("scan"). Same records either way,
     except a rollback record (the broker indexes none) or one in a topic without a ConsumeQueue
     directory, which only the scan finds."""
-    from mqtool.inspect.index import open_key_index
+    from mqtool.store.keyindex import open_key_index
 
     key = query.uniq_key if query.uniq_key is not None else query.key
     if key is None or verify:

@@ -20,83 +20,22 @@ without one, the slave whose CommitLog goes furthest stands in. DLedger groups a
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 import numpy as np
 
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.recovery import file_walks, java_bool, shutdown_state
 from mqtool.inspect.replica_config import config_findings, config_sync
-from mqtool.rules import recovery as rules
 from mqtool.rules.epoch import truncate_offset
 from mqtool.store import fastscan
 from mqtool.store.compare import compare_queues
 from mqtool.store.epoch import read_epoch_entries
 from mqtool.store.findings import Findings, findings_section
 from mqtool.store.fleet import Fleet, FleetMember
+from mqtool.store.recovery import LogEnd, log_end, shutdown_state
 from mqtool.store.store import Store
 
 CHECK = "fleet.replica"
-RECOVERY_FILES = 3  # CommitLog#recoverNormally re-checks the last three files
 PRE_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue#fillPreBlank: (0, Integer.MAX_VALUE, 0)
-
-
-@dataclass
-class LogEnd:
-    """One store's CommitLog as a promotion would find it."""
-
-    min_offset: int
-    end: int  # where recovery ends the data (processOffset)
-    disk_end: int  # where the record walk of the last files stopped
-    last_store_timestamp: int | None
-    stop_reason: str
-    deleted_files: list[str]
-    torn_bytes: int  # non-zero bytes after the end in the stop file (a torn record recovery drops)
-
-    def as_dict(self) -> dict:
-        return {
-            "min_offset": self.min_offset,
-            "max_offset": self.end,
-            "last_store_timestamp": self.last_store_timestamp,
-            "recovery_stop_reason": self.stop_reason,
-            "files_past_end": self.deleted_files,
-            "torn_bytes": self.torn_bytes,
-        }
-
-
-def log_end(store: Store) -> LogEnd:
-    """`recoverNormally` on the last three files, from one walk of them (CRC checked, as `checkCRCOnRecover`)."""
-    cl = store.commitlog
-    files = cl.files
-    if not files:
-        return LogEnd(0, 0, 0, None, "no files", [], 0)
-    check_crc = java_bool(store.config, "checkCRCOnRecover", True)
-    ends: list[np.ndarray] = []
-    stamps: list[np.ndarray] = []
-
-    def keep(chunk: fastscan.ScanChunk) -> None:
-        ends.append(chunk.physical_offset + chunk.cols[fastscan.C_TOTAL])
-        stamps.append(chunk.cols[fastscan.C_STORE_TS].copy())
-
-    walks = file_walks(store, check_crc, max(0, len(files) - RECOVERY_FILES), keep)
-    rec = rules.recover_normally(walks, check_crc)
-    last_ts = None
-    if ends:
-        e, s = np.concatenate(ends), np.concatenate(stamps)
-        kept = s[e <= rec.end]
-        last_ts = int(kept[-1]) if kept.size else None
-    stop = next((cl.scans.get(cl.rel(f)) for f in files if f.start == rec.stop_file), None)
-    torn = stop.trailing_bytes if stop is not None else 0
-    disk_end = walks[-1].start + walks[-1].end
-    return LogEnd(
-        cl.min_offset,
-        rec.end,
-        max(disk_end, rec.end),
-        last_ts,
-        rec.stop_reason,
-        [f"{s:020d}" for s in rec.deleted_files],
-        torn,
-    )
 
 
 class Tally:
@@ -496,4 +435,4 @@ def replicas_view(fleet: Fleet, now_ms: int, keys: bool = True) -> dict:
     }
 
 
-__all__ = ["compare_pair", "log_end", "records_in", "replicas_view"]
+__all__ = ["compare_pair", "records_in", "replicas_view"]

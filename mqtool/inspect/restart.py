@@ -1,6 +1,6 @@
 """The `restart` view: what the broker will do when it starts on this store now.
 
-- **recovery** (`mqtool.inspect.recovery`): clean or abnormal start, where valid data ends, what is cut;
+- **recovery** (`mqtool.store.recovery`): clean or abnormal start, where valid data ends, what is cut;
 - **duplicates**: messages already on their real topic that a restart delivers again, each with its
   reason, found in the stored records (only records before the recovered end count): a delay level's
   persisted offset behind delivered units (`ScheduleMessageService` restarts from `delayOffset.json`),
@@ -34,15 +34,16 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.opbody import parse_op_body
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.delay import config_in_effect, delay_view
-from mqtool.inspect.recovery import recovery_plan
+from mqtool.inspect.delay import delay_view
 from mqtool.inspect.timer import slot_chain, timer_view, view_cancels, view_slots
 from mqtool.inspect.transactions import transactions_view
 from mqtool.rules.recovery import timer_read_time
 from mqtool.rules.schedule import correct_delay_offset, correct_deliver_timestamp, first_delivery_after_start
 from mqtool.rules.timer import was_dequeued
 from mqtool.rules.transaction import discard_outcomes, next_round_visits
+from mqtool.store.delaylevels import config_in_effect
 from mqtool.store.findings import Findings, sort_findings
+from mqtool.store.recovery import recovery_plan
 from mqtool.store.store import Store
 
 DEFAULT_FOR_MS = 600_000

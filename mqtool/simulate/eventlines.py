@@ -19,8 +19,8 @@ from collections.abc import Callable
 import numpy as np
 
 SPEC = "u1[:] u1[:] i8[:] i8[:] u1[:] u1[:] -> i8"  # `_format`'s arguments (`native.parse_spec`)
-SOURCES = ("mqtool/simulate/eventlines.py", "mqtool/inspect/jsonlines.py", "mqtool/store/kernels.py",
-           "mqtool/store/native.py", "mqtool/store/fastscan.py", "mqtool/store/compiled.py")
+SOURCES = ("mqtool/simulate/eventlines.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
+           "mqtool/store/fastscan.py", "mqtool/store/compiled.py")
 TOO_SMALL, MALFORMED = -1, -2  # `_format`'s failures: `out` is too small; a text it does not expect
 
 
@@ -67,7 +67,7 @@ def _skip(src, i, n):
 
 
 def _copy(out, o, src, s, n):
-    """`out[o:o + n] = src[s:s + n]` (compiled: LLVM's memcpy, `jsonlines._memcpy`)."""
+    """`out[o:o + n] = src[s:s + n]` (compiled: LLVM's memcpy, `store.compiled.memcpy`)."""
     for q in range(n):
         out[o + q] = src[s + q]
 
@@ -225,7 +225,6 @@ def formatter() -> Formatter | None:
 
 def _numba_format():
     """`_format` compiled with numba (cached on disk), `_skip` and `_piece_value` inlined, `_copy` a memcpy."""
-    from mqtool.inspect.jsonlines import _memcpy
     from mqtool.store import compiled
 
-    return compiled.kernel(_format, (_skip, _piece_value), {"_copy": _memcpy()})
+    return compiled.kernel(_format, (_skip, _piece_value), {"_copy": compiled.memcpy()})

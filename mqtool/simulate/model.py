@@ -220,7 +220,7 @@ class MemoryBase:
 
 @dataclass(frozen=True)
 class Recovered:
-    """What the broker's recovery leaves of a store (`mqtool.inspect.recovery.recovery_plan`): the CommitLog's
+    """What the broker's recovery leaves of a store (`mqtool.store.recovery.recovery_plan`): the CommitLog's
     end (`recoverAbnormally`) and each ConsumeQueue's max offset after `truncateDirtyLogicFiles`."""
 
     end: int
@@ -235,8 +235,8 @@ def recovered(store: Any) -> Recovered | None:
     """
     if not (store.root / "abort").exists():
         return None
-    from mqtool.inspect.recovery import recovery_plan
     from mqtool.store.findings import Findings
+    from mqtool.store.recovery import recovery_plan
 
     plan = recovery_plan(store, Findings())
     return Recovered(plan["_end"], dict(plan["_max_offsets"]))

@@ -63,7 +63,7 @@ def prepare_run(store_path: Path, until: str, *, start: str | None = None, confi
 
     The start defaults to the store's own now (`default_start`: its last sign of life).
     """
-    from mqtool.inspect.delay import config_in_effect
+    from mqtool.store.delaylevels import config_in_effect
 
     config = load_broker_conf(config_path) if config_path else BrokerConfig()
     store = Store.open(store_path, config)

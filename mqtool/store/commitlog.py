@@ -180,7 +180,7 @@ class CommitLog:
         The walk of the last `RECHECKED_FILES` files goes on into the next file only past a BLANK filler; an
         unwritten tail or an invalid record ends the data in its file, so a pre-allocated empty file (or data)
         after it adds nothing: recovery deletes it. Structural only: the CRC check of `checkCRCOnRecover` is
-        `rules.recovery`'s (`inspect.replicas.log_end`). Scans each of those files not yet scanned once, adding
+        `rules.recovery`'s (`store.recovery.log_end`). Scans each of those files not yet scanned once, adding
         what it finds to `findings`, by default the latest walk's accumulator."""
         files = self.files[-RECHECKED_FILES:]
         for f in files:

@@ -114,7 +114,7 @@ def trace(store: Store, query: TraceQuery, *, finder: Finder | None = None, as_o
 def recovered_end(store: Store) -> int | None:
     """Where the broker's recovery ends the CommitLog when it starts on a store it did not shut down cleanly
     (the `abort` file: `recoverAbnormally`, as `inspect restart` shows it); None after a clean shutdown."""
-    from mqtool.inspect.recovery import commitlog_recovery, java_bool, shutdown_state
+    from mqtool.store.recovery import commitlog_recovery, java_bool, shutdown_state
 
     if shutdown_state(store)["clean"]:
         return None

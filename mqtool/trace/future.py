@@ -159,7 +159,7 @@ def continue_trace(store: Store, tr: Trace, until_ms: int, broker_version: str =
     if until_ms <= start_ms:
         raise TraceError(f"--until ({format_time(until_ms)}) must be after the simulator's start "
                          f"({format_time(start_ms)}, the store's last sign of life)")
-    from mqtool.inspect.delay import config_in_effect
+    from mqtool.store.delaylevels import config_in_effect
 
     config = config_in_effect(store)  # no broker.conf: the delay levels the store's units imply
     result = simulate(store, config, start_ms, until_ms, scenario, seed=seed, broker_version=broker_version)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import PROPERTY_TIMER_DEL_UNIQKEY, TIMER_TOPIC
-from mqtool.inspect.index import KeyIndex, open_key_index
+from mqtool.store.keyindex import KeyIndex, open_key_index
 from mqtool.store.store import Store
 from mqtool.trace.find import Finder, ScanFinder, UnionFinder, del_target, key_topics
 
@@ -51,10 +51,12 @@ class IndexFileFinder:
 
     def related(self, uniq_keys: set[str], msg_ids: set[str]) -> list[MessageRecord]:
         offsets = [o for k in uniq_keys for o in self.ki.offsets(k)]
-        cancels = [r for r in self._cancel_records()
-                   if del_target(r.properties.get(PROPERTY_TIMER_DEL_UNIQKEY)) in uniq_keys]
-        return sorted({r.physical_offset: r for r in [*self._read(offsets), *cancels]}.values(),
-                      key=lambda r: r.physical_offset)
+        cancels = [
+            r for r in self._cancel_records() if del_target(r.properties.get(PROPERTY_TIMER_DEL_UNIQKEY)) in uniq_keys
+        ]
+        return sorted(
+            {r.physical_offset: r for r in [*self._read(offsets), *cancels]}.values(), key=lambda r: r.physical_offset
+        )
 
     def by_key(self, key: str, topic: str | None = None) -> list[MessageRecord]:
         """`queryMsgByKey`: with `topic`, only `topic#key` and the parking topics' keys (a delayed, timed

@@ -31,11 +31,11 @@ import numpy as np
 from mqtool.formats import names
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL, TIMERLOG_UNIT_SIZE
-from mqtool.inspect.delay import delay_levels_in_effect
 from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
 from mqtool.rules.timer import cancels_in_slot, dequeue_ms, roll_times, was_dequeued, was_rolled
 from mqtool.rules.transaction import PUT_BACK as IMMUNE_PUT_BACK
 from mqtool.rules.transaction import check_immunity_time, check_times_of, immunity, need_discard
+from mqtool.store.delaylevels import delay_levels_in_effect
 from mqtool.store.store import (
     Store,
 )

@@ -3,7 +3,7 @@
 Each case builds a small store (1 KiB CommitLog files), damages it as a crash or a bad disk would,
 and checks the end the builder continues from three ways: against the offset computed by hand from
 the records written, against `recoverNormally` in `mqtool.rules.recovery` (through the restart
-preview, `inspect.recovery.recovery_plan`), and against the store reader (`CommitLog.max_offset`).
+preview, `store.recovery.recovery_plan`), and against the store reader (`CommitLog.max_offset`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.timerlog import TIMERLOG_BLANK_MAGIC
-from mqtool.inspect.recovery import recovery_plan
 from mqtool.store.findings import Findings
+from mqtool.store.recovery import recovery_plan
 from mqtool.store.store import Store
 
 SMALL = BrokerConfig(mapped_file_size_commitlog=1024, mapped_file_size_consume_queue=100,

@@ -14,10 +14,11 @@ from conftest import ORACLE, need_oracle
 from mqtool.builder import broker as b
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import DEFAULT_MESSAGE_DELAY_LEVEL, BrokerConfig, load_broker_conf
-from mqtool.inspect.delay import config_in_effect, delay_view
+from mqtool.inspect.delay import delay_view
 from mqtool.inspect.restart import restart_preview
 from mqtool.simulate import simulate
 from mqtool.simulate.prepare import prepare_run
+from mqtool.store.delaylevels import config_in_effect
 from mqtool.store.store import Store
 from mqtool.trace import TraceQuery, trace
 

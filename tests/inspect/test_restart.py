@@ -185,11 +185,11 @@ def test_the_stored_pass_starts_at_the_earliest_candidate(crash, demo_dir, demo_
     at 0, D18's record at 3972 (fixtures/README.md), before D3 (26448), D1c (27051) and H3pending (26702)."""
     from mqtool.formats.broker_conf import load_broker_conf
     from mqtool.inspect.delay import delay_view
-    from mqtool.inspect.recovery import recovery_plan
     from mqtool.inspect.restart import _scan_from
     from mqtool.inspect.timer import timer_view
     from mqtool.inspect.transactions import transactions_view
     from mqtool.store.findings import Findings
+    from mqtool.store.recovery import recovery_plan
 
     root, r = crash
     for store, at, expected in ((Store.open(root, crash_config()), AT, r["D1b"].physical_offset),

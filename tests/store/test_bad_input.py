@@ -97,8 +97,8 @@ def test_restart_refuses_what_the_overview_finds_and_nothing_else(basic):
     """One answer: without broker.conf the CommitLog's file size is what its files show (65,536 B here), so a
     healthy store is not "refused" by the restart preview (it compared with the 1 GiB default); a cut last file
     is refused there and an error in the overview."""
-    from mqtool.inspect.recovery import recovery_plan
     from mqtool.store.findings import Findings
+    from mqtool.store.recovery import recovery_plan
 
     assert recovery_plan(Store.open(basic), Findings())["commitlog"]["load_refused"] == []
     last = basic / "commitlog" / "00000000000000065536"

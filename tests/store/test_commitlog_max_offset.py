@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import FIXTURES, ORACLE, need_oracle
 from mqtool.formats.broker_conf import load_broker_conf
-from mqtool.inspect.replicas import log_end
+from mqtool.store.recovery import log_end
 from mqtool.store.store import Store
 
 BASIC_END = 96635  # the last record of basic-5.3.1: physicalOffset 96257 + storeSize 378 (its commitlog.jsonl)

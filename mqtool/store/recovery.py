@@ -4,12 +4,14 @@
 CommitLog walk (the store's fast scan), every ConsumeQueue's units, the TimerLog, `config/timercheck`,
 the index headers - and returns the plan as a dict: clean or abnormal start, from which CommitLog file
 recovery re-checks, where valid data ends, what is truncated or deleted past it, and the TimerLog
-units left pointing past it. Nothing is written.
+units left pointing past it. `log_end(store)`: where `recoverNormally` ends a replica's CommitLog (the
+replicas view, the builder's slave). Nothing is written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,7 @@ from mqtool.store.mapped_files import read_at
 from mqtool.store.store import Store
 
 CHECK = "restart.recovery"
+RECOVERY_FILES = 3  # CommitLog#recoverNormally re-checks the last three files
 
 
 def java_bool(config, name: str, default: bool) -> bool:
@@ -79,8 +82,13 @@ def commitlog_recovery(store: Store, clean: bool, check_crc: bool, v4: bool, fin
     physic = int(cp.physic_msg_timestamp) if cp is not None else 0
     logics = int(cp.logics_msg_timestamp) if cp is not None else 0
     index = int(cp.index_msg_timestamp) if cp is not None else 0
-    min_ts = rules.recover_min_timestamp(physic, logics, index, java_bool(store.config, "messageIndexEnable", True),
-                                         java_bool(store.config, "messageIndexSafe", False))
+    min_ts = rules.recover_min_timestamp(
+        physic,
+        logics,
+        index,
+        java_bool(store.config, "messageIndexEnable", True),
+        java_bool(store.config, "messageIndexSafe", False),
+    )
     walks = file_walks(store, check_crc)
     rec = rules.recover_normally(walks, check_crc) if clean else rules.recover_abnormally(walks, min_ts, check_crc, v4)
     if rec is None:
@@ -88,14 +96,20 @@ def commitlog_recovery(store: Store, clean: bool, check_crc: bool, v4: bool, fin
     cl = store.commitlog
     disk_end = walks[-1].start + walks[-1].end if walks else 0
     size = store.commitlog_file_size  # the overview's answer: broker.conf's size, else what the files show
-    refused = [f"{cl.rel(f)} is {f.length} bytes, mappedFileSizeCommitLog is {size}"
-               for f in cl.files if f.length != size]
+    refused = [
+        f"{cl.rel(f)} is {f.length} bytes, mappedFileSizeCommitLog is {size}" for f in cl.files if f.length != size
+    ]
     for r in refused:
         findings.add("commitlog", None, CHECK, "error", f"MappedFileQueue.load refuses to start: {r}")
     if rec.end < disk_end or rec.deleted_files:
-        findings.add(f"commitlog/{_name(rec.stop_file)}", rec.end, CHECK, "warning",
-                     f"recovery ends the CommitLog at {rec.end} ({rec.stop_reason}); "
-                     f"{disk_end - rec.end} byte(s) of decodable records after it are dropped")
+        findings.add(
+            f"commitlog/{_name(rec.stop_file)}",
+            rec.end,
+            CHECK,
+            "warning",
+            f"recovery ends the CommitLog at {rec.end} ({rec.stop_reason}); "
+            f"{disk_end - rec.end} byte(s) of decodable records after it are dropped",
+        )
     return {
         "mode": rec.mode,
         "check_crc": check_crc,
@@ -122,8 +136,10 @@ def consume_queue_truncation(store: Store, end: int) -> dict:
         if cq is None:
             continue
         first = cq.first_offset
-        parts = [(s, np.array(u[["commitlog_offset", "size"]].tolist(), dtype=np.int64).reshape(-1, 2))
-                 for s, u in cq.scan_columns(first)]
+        parts = [
+            (s, np.array(u[["commitlog_offset", "size"]].tolist(), dtype=np.int64).reshape(-1, 2))
+            for s, u in cq.scan_columns(first)
+        ]
         units = np.concatenate([p for _, p in parts]) if parts else np.zeros((0, 2), np.int64)
         valid = rules.consume_queue_recover(units.tolist())
         units = units[:valid]
@@ -141,8 +157,15 @@ def consume_queue_truncation(store: Store, end: int) -> dict:
             keep = lo + rules.truncate_dirty_logic_files(units[lo:, 0].tolist(), end)
         kept[(topic, qid)] = first + keep
         if keep < n:
-            out.append({"topic": topic, "queue_id": qid, "from_queue_offset": first + keep, "units": n - keep,
-                        "commitlog_offsets": units[keep:, 0].tolist()[:20]})
+            out.append(
+                {
+                    "topic": topic,
+                    "queue_id": qid,
+                    "from_queue_offset": first + keep,
+                    "units": n - keep,
+                    "commitlog_offsets": units[keep:, 0].tolist()[:20],
+                }
+            )
     return {"max_physic_offset": max_phy, "truncate": truncate, "truncated": out, "max_offsets": kept}
 
 
@@ -173,13 +196,28 @@ def timer_recovery(store: Store, end: int, timer_queue_max: int | None, findings
     tl_end = rules.recover_and_revise(timerlog_steps(store), begin)
     units = list(tl.iter_units())
     truncated = [u.pos for u in units if u.pos >= tl_end]
-    dangling = [{"pos": u.pos, "offset_py": u.offset_py, "size_py": u.size_py, "kind": u.kind,
-                 "delayed_time_ms": u.delayed_time_ms}
-                for u in units if u.pos < tl_end and u.offset_py + u.size_py > end]
+    dangling = [
+        {
+            "pos": u.pos,
+            "offset_py": u.offset_py,
+            "size_py": u.size_py,
+            "kind": u.kind,
+            "delayed_time_ms": u.delayed_time_ms,
+        }
+        for u in units
+        if u.pos < tl_end and u.offset_py + u.size_py > end
+    ]
     for d in dangling:
-        findings.add("timerlog", d["pos"], CHECK, "error",
-                     f"TimerLog unit points at CommitLog {d['offset_py']}, past the recovered end {end}: recovery "
-                     "keeps it, and its slot will read whatever is written there next", TIMER_TOPIC, 0)
+        findings.add(
+            "timerlog",
+            d["pos"],
+            CHECK,
+            "error",
+            f"TimerLog unit points at CommitLog {d['offset_py']}, past the recovered end {end}: recovery "
+            "keeps it, and its slot will read whatever is written there next",
+            TIMER_TOPIC,
+            0,
+        )
     last = next((u for u in reversed(units) if u.pos < tl_end), None)
     last_qoff = None
     if last is not None and last.offset_py + last.size_py <= end:
@@ -187,15 +225,29 @@ def timer_recovery(store: Store, end: int, timer_queue_max: int | None, findings
             last_qoff = store.commitlog.read(last.offset_py).queue_offset
         except Exception:  # noqa: BLE001 - getMessageByCommitOffset returns null: -1
             last_qoff = None
-    queue_offset = rules.revise_queue_offset(last_qoff, int(tc.last_timer_queue_offset),
-                                             int(tc.master_timer_queue_offset))
+    queue_offset = rules.revise_queue_offset(
+        last_qoff, int(tc.last_timer_queue_offset), int(tc.master_timer_queue_offset)
+    )
     if timer_queue_max is not None and queue_offset > timer_queue_max:
-        findings.add("config/timercheck", None, CHECK, "error",
-                     f"the timer enqueue resumes at queue offset {queue_offset} but {TIMER_TOPIC}/0 ends at "
-                     f"{timer_queue_max} after recovery: the next {queue_offset - timer_queue_max} timer message(s) "
-                     "stored there are never enqueued", TIMER_TOPIC, 0)
-    return {"check_from": begin, "end_offset": tl_end, "truncated_units": truncated, "dangling_units": dangling,
-            "enqueue_queue_offset": queue_offset, "timer_queue_max_offset": timer_queue_max}
+        findings.add(
+            "config/timercheck",
+            None,
+            CHECK,
+            "error",
+            f"the timer enqueue resumes at queue offset {queue_offset} but {TIMER_TOPIC}/0 ends at "
+            f"{timer_queue_max} after recovery: the next {queue_offset - timer_queue_max} timer message(s) "
+            "stored there are never enqueued",
+            TIMER_TOPIC,
+            0,
+        )
+    return {
+        "check_from": begin,
+        "end_offset": tl_end,
+        "truncated_units": truncated,
+        "dangling_units": dangling,
+        "enqueue_queue_offset": queue_offset,
+        "timer_queue_max_offset": timer_queue_max,
+    }
 
 
 def index_recovery(store: Store, clean: bool) -> dict:
@@ -209,8 +261,11 @@ def index_recovery(store: Store, clean: bool) -> dict:
                 files.append((p.name, index_header.parse(head).end_timestamp))
     cp = store.checkpoint
     index_ts = int(cp.index_msg_timestamp) if cp is not None else 0
-    return {"files": len(files), "index_msg_timestamp": index_ts,
-            "destroyed": rules.index_files_to_destroy(files, index_ts, clean)}
+    return {
+        "files": len(files),
+        "index_msg_timestamp": index_ts,
+        "destroyed": rules.index_files_to_destroy(files, index_ts, clean),
+    }
 
 
 def recovery_plan(store: Store, findings: Findings, v4: bool = False) -> dict:
@@ -232,3 +287,61 @@ def recovery_plan(store: Store, findings: Findings, v4: bool = False) -> dict:
         "_max_offsets": cq["max_offsets"],
         "_end": end,
     }
+
+
+@dataclass
+class LogEnd:
+    """One store's CommitLog as a promotion would find it."""
+
+    min_offset: int
+    end: int  # where recovery ends the data (processOffset)
+    disk_end: int  # where the record walk of the last files stopped
+    last_store_timestamp: int | None
+    stop_reason: str
+    deleted_files: list[str]
+    torn_bytes: int  # non-zero bytes after the end in the stop file (a torn record recovery drops)
+
+    def as_dict(self) -> dict:
+        return {
+            "min_offset": self.min_offset,
+            "max_offset": self.end,
+            "last_store_timestamp": self.last_store_timestamp,
+            "recovery_stop_reason": self.stop_reason,
+            "files_past_end": self.deleted_files,
+            "torn_bytes": self.torn_bytes,
+        }
+
+
+def log_end(store: Store) -> LogEnd:
+    """`recoverNormally` on the last three files, from one walk of them (CRC checked, as `checkCRCOnRecover`)."""
+    cl = store.commitlog
+    files = cl.files
+    if not files:
+        return LogEnd(0, 0, 0, None, "no files", [], 0)
+    check_crc = java_bool(store.config, "checkCRCOnRecover", True)
+    ends: list[np.ndarray] = []
+    stamps: list[np.ndarray] = []
+
+    def keep(chunk: fastscan.ScanChunk) -> None:
+        ends.append(chunk.physical_offset + chunk.cols[fastscan.C_TOTAL])
+        stamps.append(chunk.cols[fastscan.C_STORE_TS].copy())
+
+    walks = file_walks(store, check_crc, max(0, len(files) - RECOVERY_FILES), keep)
+    rec = rules.recover_normally(walks, check_crc)
+    last_ts = None
+    if ends:
+        e, s = np.concatenate(ends), np.concatenate(stamps)
+        kept = s[e <= rec.end]
+        last_ts = int(kept[-1]) if kept.size else None
+    stop = next((cl.scans.get(cl.rel(f)) for f in files if f.start == rec.stop_file), None)
+    torn = stop.trailing_bytes if stop is not None else 0
+    disk_end = walks[-1].start + walks[-1].end
+    return LogEnd(
+        cl.min_offset,
+        rec.end,
+        max(disk_end, rec.end),
+        last_ts,
+        rec.stop_reason,
+        [f"{s:020d}" for s in rec.deleted_files],
+        torn,
+    )
