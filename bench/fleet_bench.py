@@ -16,6 +16,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,11 +29,13 @@ from mqtool.spark.cluster import StandaloneCluster  # noqa: E402
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, int]:
     """(wall s, CPU s, peak RSS MB) of one whole process, waited for with wait4 (its own rusage only)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    with tempfile.TemporaryFile() as errfile:  # a file, not a pipe: a pipe's reader would have to keep up
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errfile, env=env)
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        errfile.seek(0)
+        err = errfile.read().decode(errors="replace")
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):  # 1: findings (a fleet of copies has duplicate-key warnings)
         sys.exit(f"{' '.join(cmd)} exited {code}:\n{err[-2000:]}")
