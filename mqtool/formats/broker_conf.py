@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from mqtool.formats.offsets_json import ConfigFileError
-from mqtool.formats.timerwheel import SLOTS_TOTAL, TIMER_BLANK_SLOTS
 
 __all__ = ["BrokerConfig", "ConfigFileError", "load_broker_conf", "parse_broker_conf", "parse_properties"]
 
@@ -92,6 +91,8 @@ class BrokerConfig:
 
     def timer_roll_window_slots(self) -> int:
         """`TimerMessageStore`'s window: a setting outside [2, slotsTotal - 60] becomes slotsTotal - 60."""
+        from mqtool.formats.timerwheel import SLOTS_TOTAL, TIMER_BLANK_SLOTS  # here: the wheel's layout loads numpy
+
         limit = SLOTS_TOTAL - TIMER_BLANK_SLOTS
         slot = self.timer_roll_window_slot
         return limit if slot > limit or slot < 2 else slot
