@@ -200,7 +200,8 @@ def _copy_prefix(files, file_size: int, directory: Path, end: int) -> None:
             n = max(0, min(f.length, end - f.start))
             out.ensure(f.start)
             if n:
-                out.write(f.start, f.path.read_bytes()[:n])
+                with open(f.path, "rb") as src:  # the prefix only, not the whole (1 GiB) file
+                    out.write(f.start, src.read(n))
     finally:
         out.close()
 
