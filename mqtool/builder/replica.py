@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqtool.builder.dledger import string2file
 from mqtool.builder.writer import MappedFiles, StoreWriter, name20, read_records
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
-from mqtool.store.mapped_files import open_queue
+from mqtool.store.mapped_files import open_queue, read_at
 
 HA_TRANSFER_BATCH_SIZE = 32 * 1024  # MessageStoreConfig#haTransferBatchSize default
 
@@ -61,9 +62,7 @@ def ha_transfer(master_root: Path, slave_root: Path, begin: int, end: int, file_
             if f is None:
                 raise ValueError(f"the master has no CommitLog file holding offset {pos}")
             n = min(HA_TRANSFER_BATCH_SIZE, end - pos, f.start + file_size - pos)
-            with f.path.open("rb") as fh:
-                fh.seek(pos - f.start)
-                data = fh.read(n)
+            data = read_at(f.path, pos - f.start, n)
             if len(data) < n:
                 raise ValueError(f"{f.path} ends before offset {pos + n}")
             out.write(pos, data)
@@ -200,8 +199,7 @@ def _copy_prefix(files, file_size: int, directory: Path, end: int) -> None:
             n = max(0, min(f.length, end - f.start))
             out.ensure(f.start)
             if n:
-                with open(f.path, "rb") as src:  # the prefix only, not the whole (1 GiB) file
-                    out.write(f.start, src.read(n))
+                out.write(f.start, read_at(f.path, 0, n))  # the prefix only, not the whole (1 GiB) file
     finally:
         out.close()
 
@@ -211,10 +209,7 @@ def write_epoch_file(root: Path | str, entries: list[tuple[int, int]]) -> None:
     previous content becomes `.bak`)."""
     from mqtool.formats.epochfile import EPOCH_FILE, build_epoch_file
 
-    path = Path(root) / EPOCH_FILE
-    if path.exists():
-        path.with_name(path.name + ".bak").write_bytes(path.read_bytes())
-    path.write_text(build_epoch_file(entries), "utf-8")
+    string2file(Path(root) / EPOCH_FILE, build_epoch_file(entries))
 
 
 def write_broker_identity(root: Path | str, cluster: str, broker_name: str, broker_id: int) -> None:

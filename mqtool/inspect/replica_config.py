@@ -8,6 +8,7 @@ delivers those delayed messages again. `dataVersion` equal on both sides means t
 
 from __future__ import annotations
 
+from mqtool.rules.consumer import split_topic_at_group
 from mqtool.store.store import Store
 
 EXAMPLES = 20  # offsets behind listed per pair
@@ -55,7 +56,7 @@ def _consumer_offsets(master: Store, slave: Store) -> dict:
             if got is None:
                 missing += 1
             elif got < off:
-                topic, _, group = key.partition("@")
+                topic, group = split_topic_at_group(key) or (key, "")  # a key the broker skips: shown whole
                 behind.append(
                     {"topic": topic, "group": group, "queue_id": qid, "master": off, "slave": got, "again": off - got}
                 )

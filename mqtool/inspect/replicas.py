@@ -23,6 +23,7 @@ from collections import Counter
 
 import numpy as np
 
+from mqtool.formats.consumequeue import CQ_PRE_BLANK_SIZE
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.replica_config import config_findings, config_sync
 from mqtool.rules.epoch import truncate_offset
@@ -35,7 +36,6 @@ from mqtool.store.recovery import LogEnd, log_end, shutdown_state
 from mqtool.store.store import Store
 
 CHECK = "fleet.replica"
-PRE_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue#fillPreBlank: (0, Integer.MAX_VALUE, 0)
 
 
 class Tally:
@@ -248,7 +248,7 @@ def compare_queues_units(master: Store, slave: Store, slave_end: int) -> list[di
     for topic, qid in sorted({*master.queue_ids, *slave.queue_ids}):
         mf, mo, ms = _units(master, topic, qid)
         sf, so, ss = _units(slave, topic, qid)
-        blank = (ss == PRE_BLANK_SIZE) & (so == 0)
+        blank = (ss == CQ_PRE_BLANK_SIZE) & (so == 0)
         placeholders = int(np.argmin(blank)) if blank.size and not blank.all() else int(blank.size)
         m_max, s_max = mf + len(mo), sf + len(so)
         expected = mf + int(np.searchsorted(mo, slave_end, side="left")) if len(mo) else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LONG_MAX = (1 << 63) - 1
+from mqtool.rules.index import LONG_MAX
 
 
 @dataclass(frozen=True)
