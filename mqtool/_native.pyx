@@ -1,0 +1,9 @@
+# cython: language_level=3
+"""mqtool's compiled kernels: one extension module; each kernel group is one include file in `_kernels/`.
+
+Every kernel has a plain-Python reference beside the code that calls it; the tests run both on the
+oracle stores, generated records and damaged bytes.
+"""
+
+ABI = 1
+"""Bumped when a kernel's signature changes, so a stale build is refused, not called."""
