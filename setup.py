@@ -10,6 +10,8 @@ from setuptools import Extension, setup
 NATIVE = Extension(
     "mqtool._native",
     ["mqtool/_native.pyx"],
+    include_dirs=["mqtool/_kernels"],
+    depends=["mqtool/_kernels/crc32.h"],
     extra_compile_args=["-O3"],
     optional=True,
 )

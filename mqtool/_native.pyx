@@ -7,3 +7,5 @@ oracle stores, generated records and damaged bytes.
 
 ABI = 1
 """Bumped when a kernel's signature changes, so a stale build is refused, not called."""
+
+include "_kernels/crc.pxi"
