@@ -11,7 +11,7 @@ NATIVE = Extension(
     "mqtool._native",
     ["mqtool/_native.pyx"],
     include_dirs=["mqtool/_kernels"],
-    depends=["mqtool/_kernels/crc32.h"],
+    depends=["mqtool/_kernels/crc32.h", "mqtool/_kernels/crc.pxi", "mqtool/_kernels/scan.pxi"],
     extra_compile_args=["-O3"],
     optional=True,
 )

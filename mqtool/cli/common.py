@@ -36,7 +36,7 @@ def print_stderr(text: str) -> None:
     _stderr_console().print(text, markup=False, highlight=False)
 
 # The choices. The library's own lists (`inspect.records.BODY_MODES`, `simulate.runner.VERSIONS`)
-# sit behind numpy and numba, which `--help` must not import: the values are written out here and
+# sit behind numpy and the store model, which `--help` must not import: the values are written out here and
 # tests/cli/test_startup.py checks that they equal the library's, in the same order.
 BODY_CHOICES = ("text", "hex", "base64", "none")
 VERSION_CHOICES = ("5.3", "4.9")

@@ -1,4 +1,4 @@
-"""Fast scans of the store's files: a numba kernel for the CommitLog, numpy views for the rest.
+"""Fast scans of the store's files: a compiled kernel for the CommitLog, numpy views for the rest.
 
 The CommitLog kernel does the broker's recovery work over one memory-mapped file (spec §2.7,
 `CommitLog.checkMessageAndReturnSize`): walk by TOTALSIZE, check the magic, decode every header
@@ -12,18 +12,16 @@ number of records, so a caller can
 
 The field layout is the one of `mqtool.formats.commitlog.commitlog_record`: every offset and width
 the kernel reads comes from that Construct definition (`formats/layout.py` derives its fixed-width
-runs) and is passed to the kernel as an argument (`LAYOUT`), so a cached kernel can never hold stale
-offsets. `tests/store/test_fastscan.py` proves both agree on every oracle record, on generated
-records and on damaged files. Invalid data never raises: a scan stops with a
+runs) and is given to the kernel (`LAYOUT`, with the magic codes, column numbers and stop codes), so the
+compiled kernel holds no offset of its own. `tests/store/test_fastscan.py` proves both agree on every
+oracle record, on generated records and on damaged files. Invalid data never raises: a scan stops with a
 `stop` code and a `detail` that `stop_reason`/`stop_message` turn into the same reasons and findings
 as `decode_message` and the slow walk.
 
-The body CRC is called from the kernel through a registered symbol: zlib-ng's SIMD `zng_crc32`
-(the `zlib-ng` package), else the system zlib's `crc32`, else a table-driven fallback. numba
-compiles the kernels once per installation (or change of their sources); `native` caches their
-object code and every later process loads it through llvmlite and calls it through ctypes (about
-0.05 s, no numba import). numba's own dispatchers (`cache=True`, about 0.6 s to load) remain the
-fallback and an engine of their own (`ENGINE`).
+The kernels are compiled code in the package's extension module, `mqtool._native` (`mqtool/_kernels/scan.pxi`,
+its CRC32 `crc32.h`), built by the package's own build; they run without the GIL. Where the extension
+cannot be imported, the same walk runs as plain Python (`walk.py`, the reference the tests compare the
+extension with; `kernels.py` for the column kernels) after one warning.
 
 ConsumeQueue, TimerLog and TimerWheel units are fixed-size: they are numpy structured views over
 the mapping (`cq_units`, `timerlog_units`, `timerwheel_slots`) whose dtypes are derived from the
@@ -34,7 +32,7 @@ from __future__ import annotations
 
 import ipaddress
 import mmap
-import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -121,106 +119,74 @@ LAYOUT_NAMES = (
 LAYOUT = _kernel_layout()
 
 
-def kernels():
-    """The numba kernels (`mqtool.store.kernels`), imported on first use: numba costs about 1 s per
-    process, which commands that never scan a CommitLog must not pay."""
-    from mqtool.store import kernels as k
-
-    return k
+KERNEL_CODES = {"message_v1": _V1, "message_v2": _V2, "blank": _BLANK, "born_host_v6": _BORN_V6,
+                "store_host_v6": _STORE_V6}
+"""The magic codes and sysflag bits the walk tells records by (given to the compiled walk by name)."""
+STOP_CODES = {name: value for name, value in globals().items() if name.startswith(("STOP_", "BAD_"))}
 
 
-# Records a process walks with CPython before it loads the compiled walk. Loading the cached native code
-# costs about 0.05 s (~2,500 records at ~20 us each), but a process that finds no current cache
-# compiles with numba (seconds, once per installation): small and mid-size stores never pay that.
-PYTHON_WALK_RECORDS = 20_000
-_python_left = PYTHON_WALK_RECORDS
-# A CPython walk first looks at this many records; when the bytes still ahead of the scan (at their
-# average size) hold more records than the budget has left, it hands over at once instead
-# of walking the whole budget first (about 0.7 s of a large scan's start-up).
-PYTHON_SAMPLE_RECORDS = 1_000
-ENGINE: str | None = None
-"""Pins one engine of the walk: "python", "numba" (its dispatcher) or "native" (the object code
-numba compiled, loaded by `native` without numba). Tests run every case under each."""
-_walk = None  # the compiled walk once loaded: the native one, else numba's dispatcher
-_native = None  # the native kernels (`_NativeKernels`); False when they cannot be had
+class ScanKernels:
+    """The scan's kernels: `walk(a, pos, verify_crc, out) -> (n, end, stop, detail)` over a uint8 array
+    and an (NCOL, cap) int64 array, `gather`, `property_pairs` and `host_keys` (see `store/kernels.py`);
+    compiled (`mqtool._native`, `native` True) or their plain-Python references."""
+
+    def __init__(self, walk, gather, property_pairs, host_keys, native: bool):
+        self.walk, self.gather, self.property_pairs, self.host_keys, self.native = (
+            walk, gather, property_pairs, host_keys, native)
+        # the names the output modules (`inspect/jsonlines.py`, `inspect/parquet.py`, `audit/commitlog.py`)
+        # call them by while they are being moved to the extension
+        self._gather, self._property_pairs, self._host_keys = gather, property_pairs, host_keys
 
 
-def _use_python() -> bool:
-    """Walk under CPython while no compiled walk is loaded and the process's budget lasts."""
-    if ENGINE is not None:
-        return ENGINE == "python"
-    return _python_left > 0 and not compiled_loaded()
+_kernels: ScanKernels | None = None
 
 
-NATIVE_SPECS = {  # the C entry of each kernel (`native.parse_spec`), compiled by `kernels.c_entry`
-    "walk": f"u1[:] i8 ? i8[:,:] i8*{len(LAYOUT)} -> i8*4",
-    "gather": "u1[:] i8[:] i8[:] i4[:] u1[:]",
-    "property_pairs": "u1[:] i8[:] i8[:] i4[:] i8[:] i8[:] i8[:] i8[:] -> i8",
-    "host_keys": "u1[:] i8[:] i8[:]",
-}
+def python_kernels() -> ScanKernels:
+    """The plain-Python walk (`walk.py`, reading through a memoryview) and column kernels (`kernels.py`)."""
+    from mqtool.store import kernels
+    from mqtool.store.walk import commitlog_kernel
+
+    def walk(a, pos, verify_crc, out):
+        return commitlog_kernel(memoryview(a), pos, verify_crc, out, LAYOUT)
+
+    return ScanKernels(walk, kernels.gather, kernels.property_pairs, kernels.host_keys, native=False)
+
+
+def compiled_kernels() -> ScanKernels:
+    """The extension's kernels; where `mqtool._native` cannot be imported (no C compiler at install, or a
+    build older than the scan kernels), the plain-Python ones after one warning."""
+    global _kernels
+    if _kernels is None:
+        try:
+            from mqtool import _native
+
+            walk = _native.CommitLogWalk(dict(zip(LAYOUT_NAMES, LAYOUT, strict=True)), KERNEL_CODES, STOP_CODES,
+                                         {name: i for i, name in enumerate(COLUMNS)})
+            _kernels = ScanKernels(walk, _native.gather, _native.property_pairs, _native.host_keys, native=True)
+        except (ImportError, AttributeError) as e:
+            warnings.warn(f"mqtool's compiled extension cannot be loaded ({e}): the CommitLog scan runs as plain "
+                          "Python, about 50 times slower. Reinstall mqtool where a C compiler is available "
+                          "(pip install -e .).", RuntimeWarning, stacklevel=2)
+            _kernels = python_kernels()
+    return _kernels
 
 
 def compiled_walk():
-    """The compiled `_commitlog_kernel(a, pos, verify_crc, out, lay) -> (n, end, stop, detail)`:
-    the native object code (`native`, no numba import once cached), else numba's dispatcher."""
-    global _walk
-    if ENGINE == "numba":
-        return kernels()._commitlog_kernel
-    if ENGINE == "native":
-        return _native_or_raise().walk
-    if _walk is None:
-        lib = native_kernels()
-        _walk = lib.walk if lib is not None else kernels()._commitlog_kernel
-    return _walk
+    """The walk `compiled_kernels()` gives (loading the extension now, e.g. before a progress bar starts)."""
+    return compiled_kernels().walk
+
+
+def kernels():
+    """Legacy: `store/native.py` (its numba `_crc32`) for the numba recipes of `inspect/jsonlines.py` and
+    `inspect/parquet.py` until they move to the extension; deleted with `native.py`."""
+    from mqtool.store import native
+
+    return native
 
 
 def compiled_loaded() -> bool:
-    """Whether this process has loaded a compiled walk (native or numba)."""
-    return _walk is not None or "mqtool.store.kernels" in sys.modules
-
-
-class _NativeKernels:
-    """The scan kernels as native code, under the names `kernels` gives them."""
-
-    def __init__(self, lib):
-        def numba(name):
-            return lambda: getattr(kernels(), name)
-
-        self.walk = lib.kernel("walk", NATIVE_SPECS["walk"], numba("_commitlog_kernel"))
-        self._gather = lib.kernel("gather", NATIVE_SPECS["gather"], numba("_gather"))
-        self._property_pairs = self.property_pairs = lib.kernel("property_pairs", NATIVE_SPECS["property_pairs"],
-                                                                numba("_property_pairs"))
-        self._host_keys = lib.kernel("host_keys", NATIVE_SPECS["host_keys"], numba("_host_keys"))
-
-
-def native_kernels() -> _NativeKernels | None:
-    """The scan kernels' native code, or None when it cannot be loaded (then numba's are used)."""
-    global _native
-    if _native is None:
-        from mqtool.store import native
-
-        lib = native.load()
-        _native = False if lib is None else _NativeKernels(lib)
-    return _native or None
-
-
-def _native_or_raise() -> _NativeKernels:
-    lib = native_kernels()
-    if lib is None:
-        from mqtool.store import native
-
-        raise RuntimeError(f"the native kernels are not available: {native.errors.get('scan')}")
-    return lib
-
-
-def compiled_kernels():
-    """`_gather`, `_property_pairs` / `property_pairs`, `_host_keys`: the native code unless
-    `ENGINE` pins "numba" or it cannot be loaded (then numba's dispatchers)."""
-    if ENGINE == "native":
-        return _native_or_raise()
-    if ENGINE == "numba":
-        return kernels()
-    return native_kernels() or kernels()
+    """Whether the scan runs compiled code (the extension is loaded)."""
+    return compiled_kernels().native
 
 
 # ===================================================================== chunks and results
@@ -339,55 +305,27 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
 
     With an mmap and `release`, the pages of each finished chunk are dropped from this process
     (`MADV_DONTNEED`: they stay in the page cache), so the resident size stays about one chunk
-    however large the file is. `ahead`: bytes the same scan will walk in later files (only used to
-    choose the engine: see `PYTHON_SAMPLE_RECORDS`).
+    however large the file is. `ahead`: bytes the same scan will walk in later files (unused: kept for
+    callers).
     """
-    global _python_left
     a = as_array(buf)
-    view = None
+    walk = compiled_walk()
     try:
         pos = start
         released = 0
-        walked = 0
         while True:
-            if _use_python():  # the same walk (`walk.py`), without loading numba
-                from mqtool.store.walk import python_commitlog_kernel as kernel
-
-                view = memoryview(a) if view is None else view
-                cap = chunk_records if ENGINE else min(chunk_records, _python_left,
-                                                       _python_left if walked else PYTHON_SAMPLE_RECORDS)
-                data = view
-            else:
-                kernel, data, cap = compiled_walk(), a, chunk_records
             take = _columns_from.get()
+            cap = chunk_records
             out = np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
-            n, end, stop, detail = kernel(data, pos, verify_crc, out, LAYOUT)
-            walked += n
-            if data is view:
-                _python_left -= n
+            n, end, stop, detail = walk(a, pos, verify_crc, out)
             yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a))
             if release and isinstance(buf, mmap.mmap) and not _keep_pages.get():
                 released = _release(buf, released, int(end))
             if stop != STOP_MORE:
                 return
-            if data is view and ENGINE is None and _beyond_budget(a, int(end) - start, walked, int(end), ahead):
-                _python_left = 0
             pos = int(end)
     finally:
-        if view is not None:
-            view.release()
-        del a, view
-
-
-def _beyond_budget(a: np.ndarray, walked_bytes: int, walked: int, end: int, ahead: int) -> bool:
-    """Whether more records than the CPython budget has left are written past `end` (estimated at
-    the average size walked so far; a page-sized probe tells written data from an unwritten tail)."""
-    need = _python_left * walked_bytes // max(walked, 1)  # the bytes the budget still covers
-    if ahead > need:  # the later files alone hold more
-        return True
-    if end + need < len(a):
-        return bool(a[end + need : end + need + 65536].any())
-    return ahead > need - (len(a) - end)
+        del a
 
 
 def _release(mm: mmap.mmap, done: int, upto: int) -> int:
@@ -534,7 +472,7 @@ def _binary(a: np.ndarray, starts: np.ndarray, lens: np.ndarray, typ):
     offsets[0] = 0
     np.cumsum(lens, out=offsets[1:])
     data, dbuf = _pool_array(int(offsets[-1]), np.uint8)
-    compiled_kernels()._gather(a, starts, lens, offsets, data)
+    compiled_kernels().gather(a, starts, lens, offsets, data)
     return pa.Array.from_buffers(typ, len(lens), [None, obuf, dbuf])
 
 
@@ -560,7 +498,7 @@ def _host_column(a: np.ndarray, pos: np.ndarray, v6: np.ndarray):
     v4 = ~v6
     if v4.any():
         keys = np.empty(int(v4.sum()), np.int64)
-        compiled_kernels()._host_keys(a, pos[v4], keys)
+        compiled_kernels().host_keys(a, pos[v4], keys)
         uniq, inverse = np.unique(keys, return_inverse=True)
         texts = [host_text(k.to_bytes(8, "big", signed=True)) for k in uniq.tolist()]
         codes[v4] = inverse.ravel()
@@ -591,7 +529,7 @@ def chunk_to_arrow(buf, chunk: ScanChunk, file: str = ""):
         m = -1
         for cap in (n * 8, int(props_len.sum()) // 3 + 1):
             kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-            m = compiled_kernels()._property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
+            m = compiled_kernels().property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
             if m >= 0:
                 break
         props = pa.MapArray.from_arrays(pa.array(rec_offsets), _text(a, kpos[:m], klen[:m]),
@@ -692,11 +630,5 @@ def timerwheel_slots(buf) -> np.ndarray:
 
 
 def warm_up() -> None:
-    """Load (or compile) the kernels now, e.g. before timing or before a progress bar starts."""
-    a = as_array(bytes(64))
-    compiled_walk()(a, 0, True, np.empty((NCOL, 1), np.int64), LAYOUT)
-    z = np.zeros(1, np.int64)
-    k = compiled_kernels()
-    k._gather(a, z, z, np.zeros(2, np.int32), np.zeros(1, np.uint8))
-    k._property_pairs(a, z, z, np.zeros(2, np.int32), z, z, z, z)
-    k._host_keys(a, z, z)
+    """Load the kernels now, e.g. before timing or before a progress bar starts."""
+    compiled_kernels()

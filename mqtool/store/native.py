@@ -1,7 +1,11 @@
-"""The compiled scan kernels loaded through llvmlite alone: a scan process never imports numba.
+"""numba kernels loaded through llvmlite alone (legacy: the CommitLog scan's kernels are in `mqtool._native`).
+
+Still used by the output and simulator kernels that have not moved to the extension yet
+(`inspect/jsonlines.py`, `inspect/parquet.py`, `audit/commitlog.py`, `simulate/plainscan.py`,
+`simulate/eventlines.py`); deleted once none imports it.
 
 numba stays the compiler. The first scan of an installation (or after the kernels' sources change)
-imports `kernels`, compiles C-ABI entry points (`kernels.c_entries`) and writes their native object
+compiles C-ABI entry points (`c_entry`) and writes their native object
 code to a cache file; every later process loads that object into an LLVM MCJIT engine and calls it
 through ctypes: about 0.1 s instead of numba's 0.6 s of imports and typing registries.
 
@@ -31,9 +35,6 @@ import numpy as np
 
 CRC_SYMBOL = "mqtool_crc32"  # uLong crc32(uLong crc, const Bytef *buf, uInt len); result masked
 _MAGIC = b"mqtool-native-1\n"
-SCAN_SOURCES = ("mqtool/store/walk.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-                "mqtool/store/fastscan.py", "mqtool/formats/commitlog.py")
-"""Modules whose code or frozen constants end up in the scan kernels' object code."""
 ALLOWED_EXTERNALS = frozenset({CRC_SYMBOL, "memcpy", "memmove", "memset", "memcmp"})
 """The only symbols the object code may leave unresolved: no NRT, no Python API, no numba helper."""
 
@@ -290,14 +291,7 @@ _loaded: dict[str, Native | None] = {}
 errors: dict[str, str] = {}  # why `load(group)` gave None (for diagnostics and tests)
 
 
-def _scan_entries() -> dict:
-    from mqtool.store import kernels
-
-    return kernels.c_entries()
-
-
-def load(group: str = "scan", entries: Callable[[], dict] = _scan_entries,
-         sources: tuple[str, ...] = SCAN_SOURCES) -> Native | None:
+def load(group: str, entries: Callable[[], dict], sources: tuple[str, ...]) -> Native | None:
     """A group of native kernels: from its cache file when current, else compiled by `entries()`
     (which imports numba) and cached. `sources`: the files (relative to the repository) the object
     code depends on. None when they cannot be had (no zlib, a symbol left unresolved, an LLVM error):
@@ -331,17 +325,64 @@ def load(group: str = "scan", entries: Callable[[], dict] = _scan_entries,
 def kernels_or_numba(group: str, specs: dict[str, str], numba_kernels: Callable[[], dict],
                      sources: tuple[str, ...]) -> dict:
     """{name: kernel} of a module's kernels: its group's native code (compiled on a cache miss from
-    `numba_kernels()` behind C entries of `specs`), else numba's dispatchers (`fastscan.ENGINE`
-    "numba" pins them, or no native code to be had)."""
-    from mqtool.store import fastscan
+    `numba_kernels()` behind C entries of `specs`), else numba's dispatchers (no native code to be had)."""
 
     def entries() -> dict:
-        from mqtool.store import kernels
-
         fns = numba_kernels()
-        return {name: kernels.c_entry(fns[name], spec) for name, spec in specs.items()}
+        return {name: c_entry(fns[name], spec) for name, spec in specs.items()}
 
-    lib = None if fastscan.ENGINE == "numba" else load(group, entries, sources)
+    lib = load(group, entries, sources)
     if lib is None:
         return numba_kernels()
     return {name: lib.kernel(name, spec, lambda name=name: numba_kernels()[name]) for name, spec in specs.items()}
+
+
+def c_entry(kernel, spec: str):
+    """`kernel` (an njit function) behind a C ABI, as a numba `cfunc` whose object code `native`
+    caches: each array as a pointer and its shape, ints and bools as int64, int tuples as a pointer,
+    the result written to an int64 buffer (`native.parse_spec` reads `spec`; `Native.kernel` makes
+    the matching ctypes call). No allocation, no exception: the object code needs neither NRT nor
+    the Python API, which `native.build` checks."""
+    from numba import carray, cfunc, types
+    from numba.np.unsafe.ndarray import to_fixed_tuple
+
+    args, ret = parse_spec(spec)
+    params, values, sig = [], [], []
+    env = {"carray": carray, "kernel": kernel, "to_fixed_tuple": to_fixed_tuple, "np": np}
+    for i, (kind, what, ndim) in enumerate(args):
+        if kind == "array":
+            dims = [f"s{i}_{d}" for d in range(ndim)]
+            params += [f"p{i}", *dims]
+            sig += [types.voidptr] + [types.int64] * ndim
+            env[f"t{i}"] = what
+            values.append(f"carray(p{i}, ({', '.join(dims)},), t{i})")
+        elif kind == "tuple":
+            params.append(f"p{i}")
+            sig.append(types.voidptr)
+            values.append(f"to_fixed_tuple(carray(p{i}, {what}, np.int64), {what})")
+        else:
+            params.append(f"x{i}")
+            sig.append(types.int64)
+            values.append(f"x{i} != 0" if kind == "bool" else f"x{i}")
+    call = f"kernel({', '.join(values)})"
+    if ret:
+        params.append("result")
+        sig.append(types.voidptr)
+        targets = ", ".join(f"r[{k}]" for k in range(ret))
+        body = f"    r = carray(result, {ret}, np.int64)\n    {targets} = {call}\n"
+    else:
+        body = f"    {call}\n"
+    exec(f"def entry({', '.join(params)}):\n{body}", env)  # noqa: S102 - generated glue, no input
+    return cfunc(types.void(*sig), error_model="numpy")(env["entry"])
+
+
+def __getattr__(name: str):
+    """`_crc32`: `CRC_SYMBOL` as a numba external function, for the numba recipes of the modules above."""
+    if name == "_crc32":
+        from numba import types
+
+        register_crc32()
+        fn = types.ExternalFunction(CRC_SYMBOL, types.uint64(types.uint64, types.voidptr, types.uint32))
+        globals()["_crc32"] = fn
+        return fn
+    raise AttributeError(name)

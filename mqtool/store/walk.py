@@ -1,22 +1,16 @@
-"""The CommitLog walk of `fastscan`, written once (spec §2.7), run by numba or by CPython.
+"""The CommitLog walk of `fastscan` as plain Python: the reference of the compiled walk, and its fallback.
 
-`kernels.py` compiles these same functions with numba for large scans; `fastscan` runs them as they
-are (CPython) for small ones, where loading numba (about 1 s per process) costs more than the walk.
-One definition, two engines: `tests/store/test_fastscan.py` runs both on every case.
-
-Only the primitives differ between the engines (`NUMBA_HELPERS` with a `_py_` twin: numba reads
-bytes of a uint8 array and CRCs through a zlib symbol, CPython reads a memoryview and calls zlib);
-everything the walk checks comes from `fastscan` (`LAYOUT`, column numbers, stop codes).
+`mqtool._native.CommitLogWalk` (`mqtool/_kernels/scan.pxi`) is this walk in Cython, check by check in the
+same order; `fastscan` runs it, and runs this one only where the extension cannot be imported (after one
+warning). `tests/store/test_fastscan.py` runs both on every case. Everything the walk checks comes from
+`fastscan` (`LAYOUT`, column numbers, stop codes); the record is read through a memoryview.
 """
 
 from __future__ import annotations
 
 import zlib
-from types import FunctionType
 
-import numpy as np
-
-from mqtool.store.fastscan import (  # noqa: F401 - globals the walk reads (frozen by numba)
+from mqtool.store.fastscan import (
     _BLANK,
     _BORN_V6,
     _STORE_V6,
@@ -64,65 +58,28 @@ from mqtool.store.fastscan import (  # noqa: F401 - globals the walk reads (froz
 )
 
 
-# The primitives the walk reads with, one set per engine. numba's: byte arithmetic on a uint8
-# array, the CRC through the registered zlib symbol. CPython's: `int.from_bytes` on a memoryview.
 def _u32(a, p):
-    return (np.int64(a[p]) << 24) | (np.int64(a[p + 1]) << 16) | (np.int64(a[p + 2]) << 8) | np.int64(a[p + 3])
-
-
-def _i32(a, p):
-    v = _u32(a, p)
-    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
-
-
-def _i64(a, p):
-    return (np.int64(_u32(a, p)) << 32) | _u32(a, p + 4)  # wraps to a signed long like Java
-
-
-def _i16(a, p):
-    v = (np.int64(a[p]) << 8) | np.int64(a[p + 1])
-    return v - 65536 if v >= 32768 else v
-
-
-def _i8(a, p):
-    v = np.int64(a[p])
-    return v - 256 if v >= 128 else v  # a signed byte, as RocketMQ reads the V1 topic length
-
-
-def _body_crc(a, p, n):
-    return np.int64(_crc32(0, a.ctypes.data + p, n) & 0x7FFFFFFF)
-
-
-# compiled inline by `kernels`; `_sized` is the same code on both engines, the others have `_py_` twins
-NUMBA_HELPERS = ("_u32", "_i32", "_i64", "_i16", "_i8", "_body_crc", "_sized")
-
-
-def _crc32(crc, ptr, n):  # pragma: no cover - replaced by the zlib symbol under numba
-    raise NotImplementedError("bound by kernels._compile_walk")
-
-
-def _py_u32(a, p):
     return int.from_bytes(a[p : p + 4], "big")
 
 
-def _py_i32(a, p):
+def _i32(a, p):
     return int.from_bytes(a[p : p + 4], "big", signed=True)
 
 
-def _py_i64(a, p):
+def _i64(a, p):
     return int.from_bytes(a[p : p + 8], "big", signed=True)
 
 
-def _py_i16(a, p):
+def _i16(a, p):
     return int.from_bytes(a[p : p + 2], "big", signed=True)
 
 
-def _py_i8(a, p):
+def _i8(a, p):
     v = a[p]
     return v - 256 if v >= 128 else v
 
 
-def _py_body_crc(a, p, n):
+def _body_crc(a, p, n):
     return zlib.crc32(a[p : p + n]) & 0x7FFFFFFF
 
 
@@ -139,7 +96,7 @@ def _sized(a, p, size, width, bad_width, bad_neg, bad_past):
     return STOP_MORE, n
 
 
-def _commitlog_kernel(a, pos, verify_crc, out, lay):
+def commitlog_kernel(a, pos, verify_crc, out, lay):
     """Scan records from `pos` into `out[:, :n]`; returns (n, pos, stop, detail).
 
     Mirrors `CommitLog._walk` + `decode_message` check by check, in the same order. `lay` is
@@ -208,7 +165,7 @@ def _commitlog_kernel(a, pos, verify_crc, out, lay):
                     + topic_len + props_len)
         if total != computed or total <= 0:
             return n, pos, BAD_SIZE, computed
-        crc = np.int64(-1)
+        crc = -1
         if verify_crc and body_len > 0:
             crc = _body_crc(a, body_pos, body_len)
         out[C_POS, n] = pos
@@ -237,14 +194,3 @@ def _commitlog_kernel(a, pos, verify_crc, out, lay):
         out[C_CRC, n] = crc
         n += 1
         pos += total
-
-
-def _python_kernel():
-    """`_commitlog_kernel` with CPython's primitives (same code object, other globals)."""
-    g = dict(globals())
-    for name in NUMBA_HELPERS:
-        g[name] = g.get("_py" + name) or FunctionType(g[name].__code__, g, name)
-    return FunctionType(_commitlog_kernel.__code__, g, "_commitlog_kernel")
-
-
-python_commitlog_kernel = _python_kernel()

@@ -1,5 +1,9 @@
 """The fast scans agree with the Construct definitions and the struct decoder, record by record.
 
+The scan runs the extension's kernels (`mqtool._native`); every case also runs the plain-Python walk
+and column kernels (`store/walk.py`, `store/kernels.py`: the fallback) and asserts the same columns,
+stops and pairs, chunk by chunk.
+
 - every record of every oracle store: kernel columns == `commitlog_record.parse`, records ==
   `decode_message`, Arrow rows == both;
 - generated records (V1/V2, IPv4/IPv6, empty bodies, odd properties) in generated files;
@@ -8,9 +12,7 @@
 - ConsumeQueue / TimerLog / TimerWheel views == their Construct structs.
 """
 
-import ctypes
 import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -36,13 +38,52 @@ from mqtool.store import fastscan as fs
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.store import Store
 
+NATIVE, PYTHON = fs.compiled_kernels(), fs.python_kernels()
 
-@pytest.fixture(autouse=True, params=["numba", "python", "native"])
-def engine(request, monkeypatch):
-    """Every case runs under each engine of the one walk (`store/walk.py`): numba's dispatcher,
-    CPython, and the object code numba compiled loaded without numba (`store/native.py`)."""
-    monkeypatch.setattr(fs, "ENGINE", request.param)
-    return request.param
+
+def test_the_scan_runs_the_extension():
+    """The check the equality tests below rely on: the extension is built and is what the scan runs."""
+    assert NATIVE.native and not PYTHON.native
+    assert type(NATIVE.walk).__module__ == "mqtool._native"
+
+
+def assert_kernels_agree(buf, verify_crc: bool = True, chunk_records: int = fs.DEFAULT_CHUNK, start: int = 0) -> None:
+    """The extension's walk and the plain-Python walk give the same chunks (columns, end, stop, detail),
+    and the column kernels the same bytes, pairs and host keys on them."""
+    a = fs.as_array(buf)
+    pos = start
+    while True:
+        outs = np.full((2, fs.NCOL, chunk_records), -7, np.int64)
+        got = [k.walk(a, pos, verify_crc, out) for k, out in zip((NATIVE, PYTHON), outs, strict=True)]
+        assert got[0] == got[1]
+        n, end, stop, _ = got[0]
+        assert (outs[0] == outs[1]).all()
+        assert_column_kernels_agree(a, outs[0][:, :n])
+        if stop != fs.STOP_MORE:
+            return
+        pos = end
+
+
+def assert_column_kernels_agree(a, cols) -> None:
+    starts, lens = cols[fs.C_PROPS_POS].copy(), cols[fs.C_PROPS_LEN].copy()
+    n = len(starts)
+    results = []
+    for k in (NATIVE, PYTHON):
+        for cap in (1, n * 8 + 1):  # too small (-1) unless no record has a pair, then large enough
+            rec_offsets = np.full(n + 1, -3, np.int32)
+            arrays = np.full((4, cap), -5, np.int64)
+            m = k.property_pairs(a, starts, lens, rec_offsets, *arrays)
+            results.append((m, rec_offsets[: n + 1 if m >= 0 else 0].tolist(),
+                            arrays[:, : max(m, 0)].tolist()))
+        offsets = np.zeros(n + 1, np.int32)
+        np.cumsum(cols[fs.C_BODY_LEN], out=offsets[1:])
+        data = np.zeros(int(offsets[-1]), np.uint8)
+        k.gather(a, cols[fs.C_BODY_POS].copy(), cols[fs.C_BODY_LEN].copy(), offsets, data)
+        v4 = (cols[fs.C_SYS_FLAG] & 0x10) == 0
+        keys = np.zeros(int(v4.sum()), np.int64)
+        k.host_keys(a, cols[fs.C_BORN_HOST][v4], keys)
+        results.append((data.tobytes(), keys.tolist()))
+    assert results[:3] == results[3:]
 
 
 FIELDS = {  # kernel column -> Construct field of `commitlog_record.message`
@@ -108,6 +149,7 @@ def fast_walk(buf, base: int, verify_crc: bool = True, chunk_records: int = fs.D
 
 
 def assert_same_walk(buf, base: int, verify_crc: bool = True, chunk_records: int = fs.DEFAULT_CHUNK):
+    assert_kernels_agree(buf, verify_crc, chunk_records)
     ref = reference_walk(buf, base, verify_crc)
     fast = fast_walk(buf, base, verify_crc, chunk_records)
     assert fast[1:] == ref[1:]
@@ -369,14 +411,6 @@ def test_abandoned_iteration_releases_the_mapping(tmp_path):
         break
 
 
-def test_table_crc_fallback_equals_zlib():
-    fn = fs.kernels()._table_crc32()
-    call = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint32)(fn.address)
-    for data in (b"", b"a", b"hello world" * 37, bytes(range(256)) * 9):
-        buf = ctypes.create_string_buffer(data, len(data))
-        assert call(0, ctypes.addressof(buf), len(data)) & 0xFFFFFFFF == zlib.crc32(data)
-
-
 def test_properties_pairs_follow_string2messageProperties():
     cases = ["", "a\x01b\x02", "a\x01b", "\x01b\x02a\x01\x02k\x01v\x02", "k\x01v\x02k\x01w\x02j\x01x\x02",
              "ab\x02c\x01d\x01e\x02", "\x02\x02x\x01y"]
@@ -384,82 +418,9 @@ def test_properties_pairs_follow_string2messageProperties():
         buf = s.encode()
         rec_offsets = np.zeros(2, np.int32)
         arrays = np.zeros((4, 16), np.int64)
-        m = fs.compiled_kernels()._property_pairs(fs.as_array(buf), np.array([0]), np.array([len(buf)]), rec_offsets,
-                                                  *arrays)
-        kpos, klen, vpos, vlen = arrays
-        got = {buf[kpos[i] : kpos[i] + klen[i]].decode(): buf[vpos[i] : vpos[i] + vlen[i]].decode() for i in range(m)}
-        assert list(got.items()) == list(parse_properties(s).items()), s
-
-
-def test_the_python_budget_hands_over_to_numba_mid_file(monkeypatch, engine):
-    """With no compiled walk loaded, the first `PYTHON_WALK_RECORDS` records are walked by CPython and
-    the rest by the compiled walk; the columns are those of one numba walk."""
-    import sys
-
-    f = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "commitlog" / "00000000000000000000"
-    data = f.read_bytes()
-    monkeypatch.setattr(fs, "ENGINE", "numba")
-    want = list(fs.iter_commitlog_chunks(data))[-1]
-    monkeypatch.setattr(fs, "ENGINE", None)
-    monkeypatch.setattr(fs, "_python_left", 7)
-    monkeypatch.setattr(fs, "_walk", None)
-    monkeypatch.delitem(sys.modules, "mqtool.store.kernels")
-    loaded = []
-    real = fs.compiled_walk
-    monkeypatch.setattr(fs, "compiled_walk", lambda: loaded.append(1) or real())
-    chunks = list(fs.iter_commitlog_chunks(data))
-    assert [len(c) for c in chunks] == [7, len(want) - 7] and loaded == [1]
-    assert fs._python_left == 0
-    assert fs._walk is fs.native_kernels().walk  # the native code, not numba's dispatcher
-    assert (np.concatenate([c.cols for c in chunks], axis=1) == want.cols).all()
-    assert (chunks[-1].end, chunks[-1].stop) == (want.end, want.stop)
-
-
-def _python_then_maybe_numba(monkeypatch, data, left: int, ahead: int = 0):
-    """The chunk sizes of a scan with numba not loaded, a budget of `left` records and a 5-record
-    sample, and whether the scan loaded the kernels."""
-    import sys
-
-    monkeypatch.setattr(fs, "ENGINE", None)
-    monkeypatch.setattr(fs, "_python_left", left)
-    monkeypatch.setattr(fs, "PYTHON_SAMPLE_RECORDS", 5)
-    monkeypatch.setattr(fs, "_walk", None)
-    monkeypatch.delitem(sys.modules, "mqtool.store.kernels", raising=False)
-    loaded = []
-    real = fs.compiled_walk
-    monkeypatch.setattr(fs, "compiled_walk", lambda: loaded.append(1) or real())
-    chunks = list(fs.iter_commitlog_chunks(data, ahead=ahead))
-    return [len(c) for c in chunks], bool(loaded), chunks[-1]
-
-
-DEMO_FILE = Path(__file__).resolve().parents[2] / "fixtures" / "demo" / "commitlog" / "00000000000000000000"
-
-
-def test_after_its_sample_the_python_walk_hands_over_when_more_is_written_than_its_budget(monkeypatch, engine):
-    """46 records (16,037 bytes; the first 5 take 1,140): after 5, a budget of 20 cannot cover the 41 left, so numba
-    takes over at once (not after walking 20); the columns equal one numba walk."""
-    data = DEMO_FILE.read_bytes()
-    monkeypatch.setattr(fs, "ENGINE", "numba")
-    want = list(fs.iter_commitlog_chunks(data))[-1]
-    sizes, loaded, last = _python_then_maybe_numba(monkeypatch, data, left=20)
-    assert sizes == [5, 41] and loaded and fs._python_left == 0
-    assert (last.end, last.stop) == (want.end, want.stop) == (16037, fs.STOP_BLANK)
-
-
-def test_the_python_walk_keeps_a_scan_its_budget_covers(monkeypatch, engine):
-    """A budget of 100 covers the 41 records left: CPython walks them, numba is never loaded."""
-    sizes, loaded, last = _python_then_maybe_numba(monkeypatch, DEMO_FILE.read_bytes(), left=100)
-    assert sizes == [5, 41] and not loaded and fs._python_left == 100 - 46
-    assert (last.end, last.stop) == (16037, fs.STOP_BLANK)
-
-
-def test_an_unwritten_tail_is_not_counted_as_records_ahead(monkeypatch, engine):
-    """A preallocated file (the records, then 1 MiB of zeros, as the broker leaves its last file): 80
-    records of budget at the sample's 228 bytes (1,140 for 5) reach past 16,037 into the zeros, so the
-    probe finds nothing written there and CPython walks on to the end; records in later files
-    (`ahead`) do count."""
-    data = DEMO_FILE.read_bytes()[:16037] + bytes(1 << 20)
-    sizes, loaded, last = _python_then_maybe_numba(monkeypatch, data, left=80)
-    assert sizes == [5, 41] and not loaded and (last.end, last.stop) == (16037, fs.STOP_ZERO_TAIL)
-    sizes, loaded, _ = _python_then_maybe_numba(monkeypatch, data, left=80, ahead=64 << 20)
-    assert sizes == [5, 41] and loaded
+        for k in (NATIVE, PYTHON):
+            m = k.property_pairs(fs.as_array(buf), np.array([0]), np.array([len(buf)]), rec_offsets, *arrays)
+            kpos, klen, vpos, vlen = arrays
+            got = {buf[kpos[i] : kpos[i] + klen[i]].decode(): buf[vpos[i] : vpos[i] + vlen[i]].decode()
+                   for i in range(m)}
+            assert list(got.items()) == list(parse_properties(s).items()), s

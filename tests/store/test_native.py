@@ -1,122 +1,63 @@
-"""`store/native.py`: the kernels' object code cached by numba's compile and loaded through llvmlite.
+"""Without the compiled extension (a machine without a C compiler at install): the scan runs its
+plain-Python walk, gives the same answers, and says so once per process.
 
-The scan results of the native engine are proved equal to the Construct definitions in
-`test_fastscan.py` (every case runs under it); here: the cache file is never trusted when stale or
-damaged, concurrent first runs leave one whole file, and object code that would need numba's
-runtime (an allocation, the Python API) is refused at build time.
+The extension is made unimportable the way Python's import system offers (`sys.modules[name] = None`)
+in a fresh interpreter; nothing private is patched.
 """
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
-
-from mqtool.store import native
-
 REPO = Path(__file__).resolve().parents[2]
-GROUP, SPEC, SOURCES = "test-host-keys", "u1[:] i8[:] i8[:]", ("mqtool/store/native.py",)
-# Two stored hosts: 10.0.0.1:10911 and 192.168.1.20:8080 (address bytes, then the big-endian port).
-HOSTS = bytes([10, 0, 0, 1, 0, 0, 0x2A, 0x9F, 192, 168, 1, 20, 0, 0, 0x1F, 0x90])
-WANT = [(0x0A000001 << 32) | 10911, ((0xC0A80114 << 32) | 8080) - (1 << 64)]  # an int64: wraps like Java
+DEMO = REPO / "fixtures" / "demo"
+NOW = "1790000020000"
+WARNING = "mqtool's compiled extension cannot be loaded"
 
 
-def _entries(calls: list):
-    def entries():
-        from mqtool.store import kernels
-
-        calls.append(1)
-        return {"host_keys": kernels.c_entry(kernels._host_keys, SPEC)}
-
-    return entries
+def _run(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=600
+    )
 
 
-def _host_keys(lib) -> list[int]:
-    out = np.zeros(2, np.int64)
-    lib.kernel("host_keys", SPEC, lambda: pytest.fail("fell back to numba"))(
-        np.frombuffer(HOSTS, np.uint8), np.array([0, 8]), out)
-    return out.tolist()
+def _cli(without_extension: bool, *args: str) -> subprocess.CompletedProcess:
+    hide = "sys.modules['mqtool._native'] = None; " if without_extension else ""
+    return _run(
+        f"import sys; {hide}from mqtool.cli.app import main; sys.argv = ['mqtool', *sys.argv[1:]]; main()", *args
+    )
 
 
-def _load(monkeypatch, calls: list):
-    monkeypatch.delitem(native._loaded, GROUP, raising=False)
-    lib = native.load(GROUP, _entries(calls), SOURCES)
-    assert lib is not None, native.errors.get(GROUP)
-    return lib
+def test_without_the_extension_the_overview_is_the_same_and_warns_once():
+    args = ("inspect", str(DEMO), "--json", "--now", NOW)
+    compiled, plain = _cli(False, *args), _cli(True, *args)
+    assert (compiled.returncode, plain.returncode) == (0, 0), plain.stderr[-2000:]
+    assert json.loads(plain.stdout)["view"] == "overview"
+    assert plain.stdout == compiled.stdout
+    assert WARNING not in compiled.stderr
+    assert plain.stderr.count(WARNING) == 1 and "RuntimeWarning" in plain.stderr
 
 
-@pytest.mark.parametrize("damage", ["flip a byte of the code", "truncate", "another key", "garbage", "empty"])
-def test_a_damaged_or_stale_cache_file_is_compiled_again_never_loaded(tmp_path, monkeypatch, damage):
-    monkeypatch.setenv("MQTOOL_CACHE_DIR", str(tmp_path))
-    calls: list = []
-    assert _host_keys(_load(monkeypatch, calls)) == WANT and calls == [1]  # a miss: compiled, written
-    (path,) = tmp_path.glob(f"{GROUP}-*.o")
-    good = path.read_bytes()
-    assert _host_keys(_load(monkeypatch, calls)) == WANT and calls == [1]  # a hit: not compiled
-    head, _, code = good.partition(b"\n\n")
-    lines = head.split(b"\n")
-    bad = {
-        "flip a byte of the code": head + b"\n\n" + code[:100] + bytes([code[100] ^ 0x40]) + code[101:],
-        "truncate": good[: len(good) - 7],
-        "another key": b"\n".join([lines[0], b"0" * 64, *lines[2:]]) + b"\n\n" + code,
-        "garbage": b"\x7fELF not a cache file",
-        "empty": b"",
-    }[damage]
-    assert native.read_cache(path, native.cache_key(GROUP, SOURCES)) is not None
-    path.write_bytes(bad)
-    assert native.read_cache(path, native.cache_key(GROUP, SOURCES)) is None
-    assert _host_keys(_load(monkeypatch, calls)) == WANT and calls == [1, 1]  # compiled again
-    assert native.read_cache(path, native.cache_key(GROUP, SOURCES)) is not None  # and rewritten whole
-
-
-def test_two_first_runs_at_once_leave_one_whole_file(tmp_path):
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import test_native as t; from mqtool.store import native; "
-            "lib = native.load(t.GROUP, t._entries([]), t.SOURCES); print(t._host_keys(lib) == t.WANT)")
-    env = {**os.environ, "MQTOOL_CACHE_DIR": str(tmp_path),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    runs = [subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent)], env=env, cwd=REPO,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    for p in runs:
-        out, err = p.communicate(timeout=600)
-        assert out.strip() == "True", err[-2000:]
-    files = sorted(f.name for f in tmp_path.iterdir())
-    assert len(files) == 1 and files[0].startswith(GROUP + "-") and files[0].endswith(".o")  # no temporary left
-    assert native.read_cache(tmp_path / files[0], native.cache_key(GROUP, SOURCES)) is not None
-
-
-def test_object_code_that_needs_numbas_runtime_is_refused():
-    """The check can fail: a kernel that allocates needs NRT (and the Python API to raise)."""
-    from numba import njit
-
-    from mqtool.store import kernels
-
-    @njit
-    def allocates(n):
-        return np.zeros(n, np.int64).sum()
-
-    with pytest.raises(RuntimeError, match="NRT_"):
-        native.build(lambda: {"allocates": kernels.c_entry(allocates, "i8 -> i8")})
-
-
-def test_an_unwritable_cache_directory_leaves_the_scan_to_numba(tmp_path, monkeypatch):
-    """Compiling in every process would cost seconds each: without a cache the dispatchers are used."""
+def test_the_warning_is_given_once_however_many_scans():
+    """Two stores scanned twice each in one process, every warning recorded ("always": the warnings
+    registry does not hide repeats): one warning, and the plain walk's columns."""
+    code = f"""
+import sys, warnings
+sys.modules["mqtool._native"] = None
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from mqtool.store.commitlog import CommitLog
     from mqtool.store import fastscan
-
-    blocker = tmp_path / "file"
-    blocker.write_bytes(b"")
-    monkeypatch.setenv("MQTOOL_CACHE_DIR", str(blocker / "cache"))  # under a file: mkdir fails
-    monkeypatch.delitem(native._loaded, GROUP, raising=False)
-    calls: list = []
-    assert native.load(GROUP, _entries(calls), SOURCES) is None and calls == []
-    assert "not writable" in native.errors[GROUP]
-    monkeypatch.setattr(fastscan, "_native", None)
-    monkeypatch.setattr(fastscan, "_walk", None)
-    monkeypatch.setitem(native._loaded, "scan", None)  # what load() gives here for the scan kernels
-    demo = (REPO / "fixtures/demo/commitlog/00000000000000000000").read_bytes()
-    monkeypatch.setattr(fastscan, "ENGINE", None)
-    monkeypatch.setattr(fastscan, "_python_left", 0)  # past the CPython budget: the compiled walk
-    chunks = list(fastscan.iter_commitlog_chunks(demo))
-    assert fastscan.compiled_walk() is fastscan.kernels()._commitlog_kernel
-    assert sum(len(c) for c in chunks) == 46 and chunks[-1].end == 16037  # the demo's first file
+    counts = []
+    for root in [{str(DEMO)!r}, {str(DEMO)!r}]:
+        log = CommitLog.open(__import__("pathlib").Path(root))
+        counts.append(sum(len(c) for _, c in log.scan_columns()))
+print(counts, [str(w.message)[:44] for w in caught], fastscan.compiled_kernels().native)
+"""
+    p = _run(code)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == f"[66, 66] [{WARNING!r}] False"
