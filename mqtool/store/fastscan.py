@@ -41,32 +41,59 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqtool.formats import commitlog as cl
-from mqtool.formats import layout
 from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
+from mqtool.store.walk import (  # the walk's layout, columns and stop codes (defined with the walk)
+    BAD_BODY_NEG,
+    BAD_BODY_PAST,
+    BAD_HEADER,
+    BAD_MAGIC,
+    BAD_PROPS_LEN_PAST,
+    BAD_PROPS_NEG,
+    BAD_PROPS_PAST,
+    BAD_SIZE,
+    BAD_TOPIC_LEN_PAST,
+    BAD_TOPIC_NEG,
+    BAD_TOPIC_PAST,
+    C_BODY_CRC,
+    C_BODY_LEN,
+    C_BODY_POS,
+    C_BORN_HOST,
+    C_BORN_TS,
+    C_CRC,
+    C_FLAG,
+    C_MAGIC,
+    C_PHYS_FIELD,
+    C_POS,
+    C_PREPARED,
+    C_PROPS_LEN,
+    C_PROPS_POS,
+    C_QUEUE_ID,
+    C_QUEUE_OFFSET,
+    C_RECONSUME,
+    C_STORE_HOST,
+    C_STORE_TS,
+    C_SYS_FLAG,
+    C_TOPIC_LEN,
+    C_TOPIC_POS,
+    C_TOTAL,
+    COLUMNS,
+    KERNEL_CODES,
+    LAYOUT,
+    LAYOUT_NAMES,
+    NCOL,
+    STOP_BLANK,
+    STOP_CODES,
+    STOP_END_OF_FILE,
+    STOP_MORE,
+    STOP_ZERO_TAIL,
+    commitlog_kernel,
+)
 
 # ===================================================================== CommitLog kernel
-# Column rows of a chunk (int64 each); positions are file positions (index into the mapping).
-COLUMNS = (
-    "pos", "total_size", "magic_code", "body_crc", "queue_id", "flag", "queue_offset",
-    "physical_offset_field", "sys_flag", "born_timestamp", "born_host_pos", "born_port",
-    "store_timestamp", "store_host_pos", "store_port", "reconsume_times", "prepared_transaction_offset",
-    "body_pos", "body_len", "topic_pos", "topic_len", "props_pos", "props_len", "computed_crc",
-)
-(C_POS, C_TOTAL, C_MAGIC, C_BODY_CRC, C_QUEUE_ID, C_FLAG, C_QUEUE_OFFSET, C_PHYS_FIELD, C_SYS_FLAG,
- C_BORN_TS, C_BORN_HOST, C_BORN_PORT, C_STORE_TS, C_STORE_HOST, C_STORE_PORT, C_RECONSUME, C_PREPARED,
- C_BODY_POS, C_BODY_LEN, C_TOPIC_POS, C_TOPIC_LEN, C_PROPS_POS, C_PROPS_LEN, C_CRC) = range(len(COLUMNS))
-NCOL = len(COLUMNS)
-
-# Why a chunk ended. MORE: the chunk is full, call again from `pos`.
-STOP_MORE, STOP_END_OF_FILE, STOP_BLANK, STOP_ZERO_TAIL = 0, 1, 2, 3
-# Invalid records (a torn tail); `detail` holds the bad value where the message shows one.
-(BAD_HEADER, BAD_MAGIC, BAD_BODY_NEG, BAD_BODY_PAST, BAD_TOPIC_LEN_PAST, BAD_TOPIC_NEG, BAD_TOPIC_PAST,
- BAD_PROPS_LEN_PAST, BAD_PROPS_NEG, BAD_PROPS_PAST, BAD_SIZE) = range(10, 21)
-
 _INVALID_REASONS = {  # the RecordError reasons of `decode_message`
     BAD_HEADER: "header runs past the end of the data",
     BAD_MAGIC: "bad magic code 0x{hex}",
@@ -79,50 +106,6 @@ _INVALID_REASONS = {  # the RecordError reasons of `decode_message`
     BAD_PROPS_NEG: "negative properties length {detail}",
     BAD_PROPS_PAST: "properties runs past the end of the data",
 }
-
-_V1, _V2, _BLANK = cl.MESSAGE_MAGIC_CODE, cl.MESSAGE_MAGIC_CODE_V2, cl.BLANK_MAGIC_CODE
-_BORN_V6, _STORE_V6 = BORNHOST_V6, STOREHOST_V6
-
-
-def _kernel_layout() -> tuple[int, ...]:
-    """The offsets and widths the kernel reads, taken from `commitlog_record` (see `LAYOUT_NAMES`).
-
-    Each field must have the width of the reader the kernel uses for it (`_i32`, `_i64`, ...):
-    a definition that changes a width fails here, at import, instead of misreading records.
-    """
-    head = {f.name: f for f in cl.HEADER}
-    tail = {f.name: f for f in cl.AFTER_STORE_HOST}
-    widths = {"total_size": 4, "magic_code": 4, "body_crc": 4, "queue_id": 4, "flag": 4, "queue_offset": 8,
-              "physical_offset": 8, "sys_flag": 4, "born_timestamp": 8, "reconsume_times": 4,
-              "prepared_transaction_offset": 8, "body_length": 4}
-    for name, width in widths.items():
-        assert (head.get(name) or tail[name]).size == width, name
-    assert [f.size for f in cl.AFTER_BORN_HOST] == [8] and cl.HOST_PORT_SIZE == 4
-    assert (cl.TOPIC_LENGTH_V1.size, cl.TOPIC_LENGTH_V2.size, cl.PROPERTIES_LENGTH.size) == (1, 2, 2)
-    return (
-        head["total_size"].offset, head["magic_code"].offset, head["body_crc"].offset, head["queue_id"].offset,
-        head["flag"].offset, head["queue_offset"].offset, head["physical_offset"].offset,
-        head["sys_flag"].offset, head["born_timestamp"].offset, layout.size(cl.HEADER),
-        cl.HOST_SIZE_V4 - cl.HOST_PORT_SIZE, cl.HOST_SIZE_V6 - cl.HOST_PORT_SIZE, cl.HOST_PORT_SIZE,
-        layout.size(cl.AFTER_BORN_HOST), tail["reconsume_times"].offset,
-        tail["prepared_transaction_offset"].offset, tail["body_length"].offset, layout.size(cl.AFTER_STORE_HOST),
-        cl.TOPIC_LENGTH_V1.size, cl.TOPIC_LENGTH_V2.size, cl.PROPERTIES_LENGTH.size, cl.FIXED_SIZE,
-    )
-
-
-LAYOUT_NAMES = (
-    "total_size", "magic_code", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset", "sys_flag",
-    "born_timestamp", "header_size", "address_v4", "address_v6", "port_size", "store_timestamp_size",
-    "reconsume_times", "prepared_transaction_offset", "body_length", "tail_size", "topic_length_v1",
-    "topic_length_v2", "properties_length", "fixed_size",
-)
-LAYOUT = _kernel_layout()
-
-
-KERNEL_CODES = {"message_v1": _V1, "message_v2": _V2, "blank": _BLANK, "born_host_v6": _BORN_V6,
-                "store_host_v6": _STORE_V6}
-"""The magic codes and sysflag bits the walk tells records by (given to the compiled walk by name)."""
-STOP_CODES = {name: value for name, value in globals().items() if name.startswith(("STOP_", "BAD_"))}
 
 
 class ScanKernels:
@@ -144,7 +127,6 @@ _kernels: ScanKernels | None = None
 def python_kernels() -> ScanKernels:
     """The plain-Python walk (`walk.py`, reading through a memoryview) and column kernels (`kernels.py`)."""
     from mqtool.store import kernels
-    from mqtool.store.walk import commitlog_kernel
 
     def walk(a, pos, verify_crc, out):
         return commitlog_kernel(memoryview(a), pos, verify_crc, out, LAYOUT)

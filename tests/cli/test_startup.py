@@ -89,11 +89,11 @@ def test_the_same_view_as_text_loads_the_tables():
 
 def test_a_store_view_scans_with_the_extension_without_numba():
     """The CommitLog walk is the compiled extension's (`mqtool._native`): neither numba nor llvmlite, nor
-    the plain-Python walk (the fallback where the extension is missing) is imported."""
+    the plain-Python column kernels (the fallback where the extension is missing) are imported."""
     names, p = imported("inspect", str(DEMO), "--json", "--now", "1790000020000")
     assert p.returncode == 0, p.stderr[-2000:]
     assert {"numpy", "mqtool._native"} <= names
-    assert heavy(names, ("numba", "llvmlite", "mqtool.store.walk", "mqtool.store.kernels", "mqtool.store.native")) == []
+    assert heavy(names, ("numba", "llvmlite", "mqtool.store.kernels", "mqtool.store.native")) == []
 
 
 def test_choices_equal_the_library_lists():

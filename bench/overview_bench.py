@@ -1,0 +1,110 @@
+"""Whole processes against their baselines (issue #31), measured side by side in one run:
+
+- `mqtool inspect STORE overview --json` on a 1 GiB CommitLog (`shared/bench/make_commitlog.py`, one
+  1 GiB file) against the JVM baseline's verify scan of the same file (`shared/bench/CommitLogScan.java
+  --mode verify --repeat 1`: single-threaded; JVM start-up included, as mqtool's Python start-up is);
+- `mqtool --help` against `python -c "import typer, rich.console"` (what any Typer + Rich CLI pays).
+
+Each run is its own process, stdout to /dev/null, the two sides alternating run by run; the fastest of
+--runs is kept (wall), and the child's CPU seconds (user + sys: less sensitive to other load on a shared
+machine) are printed beside. Ratios are baseline / mqtool: >= 1.0 means mqtool is at least as fast for
+the scan; for --help, mqtool / baseline (target <= 1.3). The load average is printed before and after.
+
+Python runs with its bytecode cache (as an installed package has it): when PYTHONDONTWRITEBYTECODE is set,
+the children get PYTHONPYCACHEPREFIX under the work directory instead, and one untimed run of each
+command fills it.
+
+    python3 bench/overview_bench.py --dir /tmp/scanbench          # generates the store there once, keeps it
+    python3 bench/overview_bench.py --dir /tmp/scanbench --runs 5 --json
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchkit import PROJECT, SHARED, make_store, warm
+
+
+def run(cmd: list[str], env: dict) -> tuple[float, float]:
+    """(wall s, child CPU s) of one whole process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stderr.decode()[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def side_by_side(a: list[str], b: list[str], env: dict, runs: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The fastest (wall, its CPU) of each command over `runs` alternating runs, after one untimed run each."""
+    run(a, env)
+    run(b, env)
+    ra, rb = [], []
+    for _ in range(runs):
+        ra.append(run(a, env))
+        rb.append(run(b, env))
+    return min(ra), min(rb)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mib", type=int, default=1024)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--help-runs", type=int, default=7)
+    ap.add_argument("--dir", type=Path, help="where to generate the store (kept); default a temporary one, deleted")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    work = args.dir or Path(tempfile.mkdtemp(prefix="mqtool-overview-bench-"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
+    if env.pop("PYTHONDONTWRITEBYTECODE", None):
+        env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    try:
+        store = work / f"store-{args.mib}"
+        if not store.exists():
+            make_store(store, args.mib)
+        warm(store)
+        classes = work / "classes"
+        if not (classes / "CommitLogScan.class").exists():
+            classes.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["javac", "-d", str(classes), str(SHARED / "bench/CommitLogScan.java")], check=True)
+        load = os.getloadavg()
+        jvm = ["java", "-cp", str(classes), "CommitLogScan", "--mode", "verify", "--repeat", "1", str(store / "commitlog")]
+        mqtool = [sys.executable, "-m", "mqtool", "inspect", str(store), "overview", "--json"]
+        (jw, jc), (mw, mc) = side_by_side(jvm, mqtool, env, args.runs)
+        baseline = [sys.executable, "-c", "import typer, rich.console"]
+        (bw, bc), (hw, hc) = side_by_side(baseline, [sys.executable, "-m", "mqtool", "--help"], env, args.help_runs)
+        out = {
+            "cpu_count": os.cpu_count(), "load_average_before": load, "load_average_after": os.getloadavg(),
+            "commitlog_mib": args.mib,
+            "overview": {"jvm_wall_s": jw, "jvm_cpu_s": jc, "mqtool_wall_s": mw, "mqtool_cpu_s": mc,
+                         "ratio_wall": jw / mw, "ratio_cpu": jc / mc},
+            "help": {"typer_rich_wall_s": bw, "typer_rich_cpu_s": bc, "mqtool_wall_s": hw, "mqtool_cpu_s": hc,
+                     "ratio_wall": hw / bw, "ratio_cpu": hc / bc},
+        }
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    o, h = out["overview"], out["help"]
+    print(f"load average {' '.join(f'{x:.2f}' for x in load)} -> {' '.join(f'{x:.2f}' for x in out['load_average_after'])}"
+          f" on {out['cpu_count']} cores; fastest of {args.runs} / {args.help_runs} alternating runs")
+    print(f"overview --json, {args.mib} MiB CommitLog: JVM verify {o['jvm_wall_s']:.2f} s (cpu {o['jvm_cpu_s']:.2f}), "
+          f"mqtool {o['mqtool_wall_s']:.2f} s (cpu {o['mqtool_cpu_s']:.2f}): "
+          f"JVM / mqtool = {o['ratio_wall']:.2f}x wall, {o['ratio_cpu']:.2f}x cpu (target >= 1.0)")
+    print(f"--help: import typer, rich.console {h['typer_rich_wall_s']:.3f} s, mqtool --help {h['mqtool_wall_s']:.3f} s: "
+          f"mqtool / baseline = {h['ratio_wall']:.2f}x wall, {h['ratio_cpu']:.2f}x cpu (target <= 1.3)")
+
+
+if __name__ == "__main__":
+    main()
