@@ -77,18 +77,42 @@ def main() -> None:
             classes.mkdir(parents=True, exist_ok=True)
             subprocess.run(["javac", "-d", str(classes), str(SHARED / "bench/CommitLogScan.java")], check=True)
         load = os.getloadavg()
-        jvm = ["java", "-cp", str(classes), "CommitLogScan", "--mode", "verify", "--repeat", "1", str(store / "commitlog")]
+        jvm = [
+            "java",
+            "-cp",
+            str(classes),
+            "CommitLogScan",
+            "--mode",
+            "verify",
+            "--repeat",
+            "1",
+            str(store / "commitlog"),
+        ]
         mqtool = [sys.executable, "-m", "mqtool", "inspect", str(store), "overview", "--json"]
         (jw, jc), (mw, mc) = side_by_side(jvm, mqtool, env, args.runs)
         baseline = [sys.executable, "-c", "import typer, rich.console"]
         (bw, bc), (hw, hc) = side_by_side(baseline, [sys.executable, "-m", "mqtool", "--help"], env, args.help_runs)
         out = {
-            "cpu_count": os.cpu_count(), "load_average_before": load, "load_average_after": os.getloadavg(),
+            "cpu_count": os.cpu_count(),
+            "load_average_before": load,
+            "load_average_after": os.getloadavg(),
             "commitlog_mib": args.mib,
-            "overview": {"jvm_wall_s": jw, "jvm_cpu_s": jc, "mqtool_wall_s": mw, "mqtool_cpu_s": mc,
-                         "ratio_wall": jw / mw, "ratio_cpu": jc / mc},
-            "help": {"typer_rich_wall_s": bw, "typer_rich_cpu_s": bc, "mqtool_wall_s": hw, "mqtool_cpu_s": hc,
-                     "ratio_wall": hw / bw, "ratio_cpu": hc / bc},
+            "overview": {
+                "jvm_wall_s": jw,
+                "jvm_cpu_s": jc,
+                "mqtool_wall_s": mw,
+                "mqtool_cpu_s": mc,
+                "ratio_wall": jw / mw,
+                "ratio_cpu": jc / mc,
+            },
+            "help": {
+                "typer_rich_wall_s": bw,
+                "typer_rich_cpu_s": bc,
+                "mqtool_wall_s": hw,
+                "mqtool_cpu_s": hc,
+                "ratio_wall": hw / bw,
+                "ratio_cpu": hc / bc,
+            },
         }
     finally:
         if args.dir is None:
@@ -97,13 +121,20 @@ def main() -> None:
         print(json.dumps(out, indent=2))
         return
     o, h = out["overview"], out["help"]
-    print(f"load average {' '.join(f'{x:.2f}' for x in load)} -> {' '.join(f'{x:.2f}' for x in out['load_average_after'])}"
-          f" on {out['cpu_count']} cores; fastest of {args.runs} / {args.help_runs} alternating runs")
-    print(f"overview --json, {args.mib} MiB CommitLog: JVM verify {o['jvm_wall_s']:.2f} s (cpu {o['jvm_cpu_s']:.2f}), "
-          f"mqtool {o['mqtool_wall_s']:.2f} s (cpu {o['mqtool_cpu_s']:.2f}): "
-          f"JVM / mqtool = {o['ratio_wall']:.2f}x wall, {o['ratio_cpu']:.2f}x cpu (target >= 1.0)")
-    print(f"--help: import typer, rich.console {h['typer_rich_wall_s']:.3f} s, mqtool --help {h['mqtool_wall_s']:.3f} s: "
-          f"mqtool / baseline = {h['ratio_wall']:.2f}x wall, {h['ratio_cpu']:.2f}x cpu (target <= 1.3)")
+    after = " ".join(f"{x:.2f}" for x in out["load_average_after"])
+    print(
+        f"load average {' '.join(f'{x:.2f}' for x in load)} -> {after}"
+        f" on {out['cpu_count']} cores; fastest of {args.runs} / {args.help_runs} alternating runs"
+    )
+    print(
+        f"overview --json, {args.mib} MiB CommitLog: JVM verify {o['jvm_wall_s']:.2f} s (cpu {o['jvm_cpu_s']:.2f}), "
+        f"mqtool {o['mqtool_wall_s']:.2f} s (cpu {o['mqtool_cpu_s']:.2f}): "
+        f"JVM / mqtool = {o['ratio_wall']:.2f}x wall, {o['ratio_cpu']:.2f}x cpu (target >= 1.0)"
+    )
+    print(
+        f"--help: import typer, rich.console {h['typer_rich_wall_s']:.3f} s, mqtool --help {h['mqtool_wall_s']:.3f} s: "
+        f"mqtool / baseline = {h['ratio_wall']:.2f}x wall, {h['ratio_cpu']:.2f}x cpu (target <= 1.3)"
+    )
 
 
 if __name__ == "__main__":
