@@ -4,7 +4,7 @@
     python bench/crc_bench.py [--mib 256] [--repeat 7] [--json]
 
 Compares, on the same random buffer (and on record-sized pieces of it, the scan's case: one call a body):
-- `mqtool._native.crc32`: PCLMULQDQ folding where the CPU has it (`CRC32_IMPLEMENTATION`), and its
+- `mqtool._native.crc32`: VPCLMULQDQ / PCLMULQDQ folding where the CPU has it (`CRC32_IMPLEMENTATION`), and its
   slicing-by-8 tables alone (`crc32_tables`, what a CPU without PCLMULQDQ runs);
 - zlib-ng's `zng_crc32` through ctypes (what `store/native.py` bound into the numba kernels);
 - CPython's `zlib.crc32` (the system zlib).

@@ -26,4 +26,4 @@ def crc32_tables(const unsigned char[::1] data, uint32_t crc=0):
 
 
 CRC32_IMPLEMENTATION = mq_crc32_impl().decode()
-"""What `crc32` runs for 64 bytes and more on this CPU: "pclmul" or "slice8"."""
+"""What `crc32` runs for 256 bytes and more on this CPU: "vpclmul", "pclmul" or "slice8"."""

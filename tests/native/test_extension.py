@@ -1,5 +1,6 @@
 """The compiled extension is built by the package's own build and gives the broker's CRC32 (zlib's values):
-by PCLMULQDQ folding where the CPU has it, by slicing-by-8 tables elsewhere; both are checked here."""
+by VPCLMULQDQ / PCLMULQDQ folding where the CPU has it (lengths from 256 / 64 bytes), by slicing-by-8 tables
+elsewhere; every path is checked here."""
 
 import platform
 import sys
@@ -25,8 +26,8 @@ def test_crc32_check_value() -> None:
 
 
 def test_crc32_every_length_and_offset_is_zlibs() -> None:
-    """Every length 0..300 from every start 0..15 (the folding path takes 64 bytes and more; its lanes are
-    16 bytes wide, so starts and lengths cover every alignment and every tail), both paths."""
+    """Every length 0..300 from every start 0..15 (the folding paths take 64 and 256 bytes and more; their
+    lanes are 16 bytes wide, so starts and lengths cover every alignment and every tail), and the tables."""
     data = bytes((i * 131 + 7) % 251 for i in range(316))
     for start in range(16):
         for n in range(301):
@@ -46,7 +47,10 @@ def test_crc32_random_bytes_offsets_and_seeds_are_zlibs(data: bytes, offset: int
     assert _native.crc32(piece[cut:], _native.crc32(piece[:cut], seed)) == want  # continued, as zlib's
 
 
-def test_crc32_uses_pclmulqdq_where_the_cpu_has_it() -> None:
-    flags = open("/proc/cpuinfo").read().split() if sys.platform == "linux" else []
-    expected = "pclmul" if platform.machine() == "x86_64" and "pclmulqdq" in flags and "sse4_1" in flags else "slice8"
+def test_crc32_uses_carry_less_multiplication_where_the_cpu_has_it() -> None:
+    """256 bytes and more: VPCLMULQDQ (AVX2) where the CPU has it, else PCLMULQDQ, else the tables."""
+    flags = set(open("/proc/cpuinfo").read().split()) if sys.platform == "linux" else set()
+    x86 = platform.machine() == "x86_64"
+    clmul = x86 and {"pclmulqdq", "sse4_1"} <= flags
+    expected = "vpclmul" if clmul and {"vpclmulqdq", "avx2"} <= flags else "pclmul" if clmul else "slice8"
     assert _native.CRC32_IMPLEMENTATION == expected
