@@ -231,7 +231,7 @@ print(hwm * 1024, time.perf_counter() - t, bytes_)
 
 
 def startup_cost() -> tuple[float, float]:
-    """A fresh process: seconds to import the scanner (numba, numpy) and to load the cached kernels."""
+    """A fresh process: seconds to import the scanner (numpy) and to load the extension's kernels."""
     code = ("import time; t = time.perf_counter(); import mqtool.store.fastscan as f; i = time.perf_counter() - t;"
             "t = time.perf_counter(); f.warm_up(); print(i, time.perf_counter() - t)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=PROJECT)
@@ -268,12 +268,13 @@ def main(argv=None) -> int:
         classes = work / "classes"
         subprocess.run(["javac", "-d", str(classes), str(SHARED / "bench/CommitLogScan.java")], check=True)
 
+        from mqtool import _native
         from mqtool.store import fastscan
 
-        fastscan.warm_up()  # compiles the kernels if the on-disk cache is stale (first install)
+        fastscan.warm_up()
         imported, jit_load = startup_cost()
 
-        results = {"machine": machine(), "data": data, "crc": fastscan.kernels().CRC_IMPLEMENTATION,
+        results = {"machine": machine(), "data": data, "crc": _native.CRC32_IMPLEMENTATION,
                    "import_seconds": round(imported, 3), "jit_load_seconds": round(jit_load, 3), "scans": {}}
         jvm = {m: run_jvm(classes, m, root / "commitlog", args.repeat) for m in ("verify", "decode")}
         scans = [
@@ -314,15 +315,13 @@ def machine() -> dict:
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                "?")
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
-    import numba
-
     return {"cpu": cpu, "cores": os.cpu_count(), "python": sys.version.split()[0], "numpy": np.__version__,
-            "numba": numba.__version__, "java": java}
+            "java": java}
 
 
 def render(r: dict) -> str:
     lines = [f"machine: {r['machine']}", f"data: {r['data']}", f"crc32: {r['crc']}; import {r['import_seconds']} s, "
-             f"JIT cache load {r['jit_load_seconds']} s (once per process)", "",
+             f"kernels load {r['jit_load_seconds']} s (once per process)", "",
              f"{'scan':<16}{'records':>10}{'MB':>8}{'first MB/s':>12}{'best MB/s':>11}{'rec/s':>11}"
              f"{'JVM first':>11}{'JVM best':>10}{'x first':>9}{'x best':>8}"]
     for name, s in r["scans"].items():
