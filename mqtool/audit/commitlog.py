@@ -1,6 +1,6 @@
 """`commitlog.integrity` (spec §2): one walk over a CommitLog file or byte range.
 
-The walk is the store's fast path, `mqtool.store.fastscan.iter_commitlog_chunks` (a numba kernel
+The walk is the store's fast path, `mqtool.store.fastscan.iter_commitlog_chunks` (a compiled kernel
 doing the broker's recovery work, `CommitLog.checkMessageAndReturnSize`: magic code, every length,
 TOTALSIZE against the computed length (§2.10), the body CRC (§2.8)); this module adds no decoding
 of its own. It turns the kernel's stop code into the torn-tail finding, and checks per record,
@@ -14,12 +14,10 @@ record: per topic/queue counters (`stats`), a 63-bit hash of each UNIQ_KEY of an
 they name (`transactions`), and the few system-topic records (`schedule`, `timer`,
 `transactions`).
 
-The two string kernels here (`_hash_kernel`, `_same_strings`) are plain functions compiled with
-numba once and loaded as native code without numba afterwards (`_kernels`, as `jsonlines._writer`),
-so a task process on the native path never imports numba.
+The two string kernels (a hash of many strings, the check confirming a hash dictionary) are the
+extension's (`mqtool._native`, `_kernels/audit.pxi`); their plain-Python references here
+(`_hash_reference`, `_same_reference`) run where it cannot be imported.
 """
-
-from types import FunctionType
 
 import numpy as np
 
@@ -38,6 +36,12 @@ from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK
 from mqtool.store import fastscan
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import map_file
+
+try:
+    from mqtool._native import same_strings as _same_strings
+    from mqtool._native import string_hashes as _string_hashes
+except ImportError:  # built without a C compiler (or a build older than these kernels): the references
+    _same_strings = _string_hashes = None
 
 CHECK = "commitlog.integrity"
 # Records of these topics are kept whole (minus the body, except for op records) for the
@@ -59,65 +63,41 @@ def is_user_topic(topic: str) -> bool:
 _FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
 
-def _hash_kernel(a, pos, lens, out):
-    """FNV-1a over each string's bytes, then splitmix64's finaliser; 63 bits (non-negative int64)."""
-    for i in range(pos.shape[0]):
-        h = np.uint64(_FNV_OFFSET)
-        for j in range(pos[i], pos[i] + lens[i]):
-            h = (h ^ np.uint64(a[j])) * np.uint64(_FNV_PRIME)
-        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        h = h ^ (h >> np.uint64(31))
-        out[i] = np.int64(h >> np.uint64(1))
+_MASK64 = (1 << 64) - 1
 
 
-def _same_strings(a, pos, lens, rep_pos, rep_lens) -> bool:
-    """True when string i equals representative i for every i (confirms a hash dictionary)."""
-    for i in range(pos.shape[0]):
-        if lens[i] != rep_lens[i]:
-            return False
-        p, q = pos[i], rep_pos[i]
-        for j in range(lens[i]):
-            if a[p + j] != a[q + j]:
-                return False
-    return True
+def _hash_reference(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, out: np.ndarray) -> None:
+    """`_native.string_hashes` in plain Python: FNV-1a 64 over each string's bytes, then splitmix64's
+    finaliser; 63 bits (non-negative int64)."""
+    for i, (p, n) in enumerate(zip(pos.tolist(), lens.tolist(), strict=True)):
+        h = _FNV_OFFSET
+        for b in a[p : p + n].tobytes():
+            h = ((h ^ b) * _FNV_PRIME) & _MASK64
+        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _MASK64
+        out[i] = (h ^ (h >> 31)) >> 1
+
+
+def _same_reference(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, rep_pos: np.ndarray,
+                    rep_lens: np.ndarray) -> bool:
+    """`_native.same_strings` in plain Python: string i equals representative i for every i."""
+    return all(n == rn and a[p : p + n].tobytes() == a[rp : rp + rn].tobytes()
+               for p, n, rp, rn in zip(pos.tolist(), lens.tolist(), rep_pos.tolist(), rep_lens.tolist(), strict=True))
 
 
 def hash_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """A stable 63-bit hash of each string a[pos[i]:pos[i]+lens[i]] (the same in every process,
     unlike hash()); equal hashes of UNIQ_KEYs are confirmed by reading both records."""
     out = np.empty(len(pos), np.int64)
-    _kernels()["hash"](a, np.ascontiguousarray(pos), np.ascontiguousarray(lens), out)
+    (_string_hashes or _hash_reference)(a, np.ascontiguousarray(pos, np.int64), np.ascontiguousarray(lens, np.int64),
+                                        out)
     return out
 
 
-_SPECS = {"hash": "u1[:] i8[:] i8[:] i8[:]", "same_strings": "u1[:] i8[:] i8[:] i8[:] i8[:] -> i8"}
-"""The C entries' arguments (`native.parse_spec`) of `_hash_kernel` and `_same_strings`."""
-_NATIVE_SOURCES = ("mqtool/audit/commitlog.py", "mqtool/store/kernels.py", "mqtool/store/native.py")
-_compiled: dict | None = None
-_numba_compiled: dict | None = None
-
-
-def _kernels() -> dict:
-    """{"hash", "same_strings"}: native code loaded without numba (`store/native.py`), else numba's
-    dispatchers (`fastscan.ENGINE` "numba", or no native code to be had)."""
-    global _compiled
-    if _compiled is None:
-        from mqtool.store import native
-
-        _compiled = native.kernels_or_numba("audit", _SPECS, _numba_kernels, _NATIVE_SOURCES)
-    return _compiled
-
-
-def _numba_kernels() -> dict:
-    global _numba_compiled
-    if _numba_compiled is None:
-        from numba import njit
-
-        g = dict(globals())
-        _numba_compiled = {name: njit(cache=True, nogil=True)(FunctionType(fn.__code__, g, fn.__name__))
-                           for name, fn in (("hash", _hash_kernel), ("same_strings", _same_strings))}
-    return _numba_compiled
+def same_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, rep_pos: np.ndarray, rep_lens: np.ndarray) -> bool:
+    """True when string i equals representative i for every i (confirms a hash dictionary)."""
+    args = (np.ascontiguousarray(x, np.int64) for x in (pos, lens, rep_pos, rep_lens))
+    return bool((_same_strings or _same_reference)(a, *args))
 
 
 def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
@@ -126,7 +106,7 @@ def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.nd
     uniq, first, codes = np.unique(hash_strings(a, pos, lens), return_index=True, return_inverse=True)
     codes = codes.ravel()
     rep = first[codes]
-    if not _kernels()["same_strings"](a, pos, lens, pos[rep], lens[rep]):  # a 63-bit collision between two topics
+    if not same_strings(a, pos, lens, pos[rep], lens[rep]):  # a 63-bit collision between two topics
         raws = [a[p:p + n].tobytes() for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
         index: dict[bytes, int] = {}
         return np.array([index.setdefault(r, len(index)) for r in raws], np.int64), list(index)

@@ -14,8 +14,8 @@ Which path writes what (as `inspect/jsonlines.py` decides for `--json`):
   for the filters; base64 is allowed here too).
 - **record path, per row**: a row whose topic or properties are not valid UTF-8 (the record path
   shows them with `surrogateescape`, which Arrow refuses exactly as before), or a compressed body
-  with --decompress; also every row of a chunk while the process has not loaded numba and reads a
-  small store (`jsonlines.KERNEL_MIN_BYTES`).
+  with --decompress; also every row where `mqtool._native` cannot be imported (built without a C
+  compiler: the scan warns once).
 - **record path, whole query**: --key, --uniq-key, --tag, offsets or times past 64 bits.
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from pathlib import Path
-from types import FunctionType
 
 import numpy as np
 
@@ -32,11 +31,16 @@ from mqtool.formats import commitlog as cl
 from mqtool.formats.names import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFlag
 from mqtool.inspect.columns import ColumnChunk
-from mqtool.inspect.jsonlines import _use_kernel, limited_chunks
+from mqtool.inspect.jsonlines import limited_chunks
 from mqtool.inspect.messages import MessageQuery
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import fastscan
 from mqtool.store.store import Store
+
+try:
+    from mqtool._native import body_crcs
+except ImportError:  # built without a C compiler (or a build older than this kernel): the record path
+    body_crcs = None
 
 ROW_GROUP = 65_536
 """Records per Parquet row group (as `output.write_parquet`)."""
@@ -102,8 +106,8 @@ def message_batches(store: Store, query: MessageQuery, verify: bool = False, bod
         _, records = find_messages(store, query, verify, progress)
         yield from _pylist_batches([record_dict(r, body, decompress) for r in records], schema)
         return
-    for walk, cc, rows, big in limited_chunks(store, query, verify, progress):
-        if _use_kernel(big):
+    for walk, cc, rows, _ in limited_chunks(store, query, verify, progress):
+        if body_crcs is not None:
             yield chunk_batch(cc, rows, body, decompress, schema)
         else:
             yield pa.RecordBatch.from_pylist(
@@ -207,7 +211,7 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
     m = -1
     for cap in (n * 8, int(props_len.sum()) // 3 + 1):
         kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-        m = k._property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
+        m = k.property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
         if m >= 0:
             break
     props = pa.MapArray.from_arrays(pa.array(rec_offsets), fastscan._text(a, kpos[:m], klen[:m]),
@@ -258,56 +262,14 @@ def _decoded(arr):
 
 
 def _crc_ok(a: np.ndarray, sub: fastscan.ScanChunk) -> np.ndarray:
-    """`MessageRecord.crc_ok` of each row: the scan's CRC when it computed one, else the scan's zlib CRC here."""
+    """`MessageRecord.crc_ok` of each row: the scan's CRC when it computed one, else the extension's here."""
     c = sub.cols
     if not sub.crc_checked:
         crc = np.empty(len(sub), np.int64)
-        _crc_kernel()(a, c[fastscan.C_BODY_POS], c[fastscan.C_BODY_LEN], crc)
+        body_crcs(a, np.ascontiguousarray(c[fastscan.C_BODY_POS]), np.ascontiguousarray(c[fastscan.C_BODY_LEN]), crc)
     else:
         crc = c[fastscan.C_CRC]
     return (c[fastscan.C_BODY_LEN] == 0) | (crc == c[fastscan.C_BODY_CRC])
-
-
-def _body_crcs(a, pos, lens, out):  # compiled by `_crc_kernel` (numba, cached on disk)
-    for i in range(pos.shape[0]):
-        out[i] = 0
-        if lens[i] > 0:
-            out[i] = _crc32(0, a.ctypes.data + pos[i], lens[i]) & 0x7FFFFFFF
-
-
-def _crc32(crc, ptr, n):  # pragma: no cover - the scan's zlib CRC symbol under numba (`_crc_kernel`)
-    raise NotImplementedError
-
-
-_compiled = None
-_numba_compiled = None
-_CRC_SPEC = "u1[:] i8[:] i8[:] i8[:]"  # `_body_crcs`'s arguments (`native.parse_spec`)
-_NATIVE_SOURCES = ("mqtool/inspect/parquet.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-                   "mqtool/store/fastscan.py")
-
-
-def _crc_kernel():
-    """`_body_crcs` as native code loaded without numba (`store/native.py`, as `jsonlines._writer`),
-    else numba's dispatcher."""
-    global _compiled
-    if _compiled is None:
-        from mqtool.store import native
-
-        _compiled = native.kernels_or_numba("parquet", {"body_crcs": _CRC_SPEC},
-                                            lambda: {"body_crcs": _numba_crc_kernel()}, _NATIVE_SOURCES)["body_crcs"]
-    return _compiled
-
-
-def _numba_crc_kernel():
-    """`_body_crcs` compiled with numba (cached on disk), `_crc32` the scan's zlib CRC."""
-    global _numba_compiled
-    if _numba_compiled is None:
-        from numba import njit
-
-        g = dict(globals())
-        g["_crc32"] = fastscan.kernels()._crc32
-        _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_body_crcs.__code__, g, "_body_crcs"))
-    return _numba_compiled
 
 
 def _offsets(arr) -> np.ndarray:

@@ -125,9 +125,8 @@ def test_messages_json_past_the_python_budget_writes_its_lines_without_numba():
     """Past the budget `messages --json` walks and writes each chunk with native code (the compiled
     line writer of `inspect/jsonlines.py`), byte for byte what the record path prints."""
     from mqtool.inspect import jsonlines
-    from mqtool.store import native
 
-    assert jsonlines._writer().__module__ == native.__name__, native.errors  # compiled and cached here
+    assert jsonlines.json_lines is not None  # the extension's line writer
     names, out = _past_the_budget(None, "messages", "--json")
     assert "numba" not in names and "mqtool.store.kernels" not in names
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
