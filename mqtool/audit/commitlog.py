@@ -55,8 +55,9 @@ _C = fastscan  # column indices: _C.C_POS, ...
 
 
 def is_user_topic(topic: str) -> bool:
-    return topic not in _KEEP and not topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX,
-                                                         SYSTEM_TOPIC_PREFIX, "RMQ_SYS_"))
+    return topic not in _KEEP and not topic.startswith(
+        (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, SYSTEM_TOPIC_PREFIX, "RMQ_SYS_")
+    )
 
 
 # ----- helpers over the mapped file (`a`: uint8 array of the whole file) -----
@@ -78,19 +79,23 @@ def _hash_reference(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, out: np.nd
         out[i] = (h ^ (h >> 31)) >> 1
 
 
-def _same_reference(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, rep_pos: np.ndarray,
-                    rep_lens: np.ndarray) -> bool:
+def _same_reference(
+    a: np.ndarray, pos: np.ndarray, lens: np.ndarray, rep_pos: np.ndarray, rep_lens: np.ndarray
+) -> bool:
     """`_native.same_strings` in plain Python: string i equals representative i for every i."""
-    return all(n == rn and a[p : p + n].tobytes() == a[rp : rp + rn].tobytes()
-               for p, n, rp, rn in zip(pos.tolist(), lens.tolist(), rep_pos.tolist(), rep_lens.tolist(), strict=True))
+    return all(
+        n == rn and a[p : p + n].tobytes() == a[rp : rp + rn].tobytes()
+        for p, n, rp, rn in zip(pos.tolist(), lens.tolist(), rep_pos.tolist(), rep_lens.tolist(), strict=True)
+    )
 
 
 def hash_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """A stable 63-bit hash of each string a[pos[i]:pos[i]+lens[i]] (the same in every process,
     unlike hash()); equal hashes of UNIQ_KEYs are confirmed by reading both records."""
     out = np.empty(len(pos), np.int64)
-    (_string_hashes or _hash_reference)(a, np.ascontiguousarray(pos, np.int64), np.ascontiguousarray(lens, np.int64),
-                                        out)
+    (_string_hashes or _hash_reference)(
+        a, np.ascontiguousarray(pos, np.int64), np.ascontiguousarray(lens, np.int64), out
+    )
     return out
 
 
@@ -107,12 +112,13 @@ def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.nd
     codes = codes.ravel()
     rep = first[codes]
     if not same_strings(a, pos, lens, pos[rep], lens[rep]):  # a 63-bit collision between two topics
-        raws = [a[p:p + n].tobytes() for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
+        raws = [a[p : p + n].tobytes() for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
         index: dict[bytes, int] = {}
         return np.array([index.setdefault(r, len(index)) for r in raws], np.int64), list(index)
     del uniq
-    return codes.astype(np.int64), [a[p:p + n].tobytes() for p, n in zip(pos[first].tolist(), lens[first].tolist(),
-                                                                            strict=True)]
+    return codes.astype(np.int64), [
+        a[p : p + n].tobytes() for p, n in zip(pos[first].tolist(), lens[first].tolist(), strict=True)
+    ]
 
 
 def _property_values(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, name: np.ndarray):
@@ -194,11 +200,18 @@ class _Walk:
         for i in np.flatnonzero(phys_bad | crc_bad).tolist():
             topic, qid, off = names[int(codes[i])], int(c[_C.C_QUEUE_ID, i]), int(offsets[i])
             if phys_bad[i]:
-                self._add(off, "error", f"PHYSICALOFFSET field {int(c[_C.C_PHYS_FIELD, i])} != position {off}",
-                          topic, qid)
+                self._add(
+                    off, "error", f"PHYSICALOFFSET field {int(c[_C.C_PHYS_FIELD, i])} != position {off}", topic, qid
+                )
             if crc_bad[i]:
-                self._add(off, "error", f"body CRC mismatch: stored {int(c[_C.C_BODY_CRC, i])}, computed "
-                          f"{int(c[_C.C_CRC, i])}; recovery with checkCRCOnRecover stops here", topic, qid)
+                self._add(
+                    off,
+                    "error",
+                    f"body CRC mismatch: stored {int(c[_C.C_BODY_CRC, i])}, computed "
+                    f"{int(c[_C.C_CRC, i])}; recovery with checkCRCOnRecover stops here",
+                    topic,
+                    qid,
+                )
 
     def _queue_stats(self, codes, names, qid, total, store_ts, qoff) -> None:
         """[count, bytes, min/max store time, min/max queue offset] per (topic, queue), merged in."""
@@ -206,9 +219,14 @@ class _Walk:
         order = np.argsort(key, kind="stable")
         k = key[order]
         starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-        cols = [np.add.reduceat(np.ones_like(k), starts), np.add.reduceat(total[order], starts),
-                np.minimum.reduceat(store_ts[order], starts), np.maximum.reduceat(store_ts[order], starts),
-                np.minimum.reduceat(qoff[order], starts), np.maximum.reduceat(qoff[order], starts)]
+        cols = [
+            np.add.reduceat(np.ones_like(k), starts),
+            np.add.reduceat(total[order], starts),
+            np.minimum.reduceat(store_ts[order], starts),
+            np.maximum.reduceat(store_ts[order], starts),
+            np.minimum.reduceat(qoff[order], starts),
+            np.maximum.reduceat(qoff[order], starts),
+        ]
         for kk, *v in zip(k[starts].tolist(), *(x.tolist() for x in cols), strict=True):
             low = kk & 0xFFFFFFFF
             q = (names[kk >> 32], low - (1 << 32) if low >= 1 << 31 else low)
@@ -216,17 +234,32 @@ class _Walk:
             if cur is None:
                 self.queues[q] = v
             else:
-                self.queues[q] = [cur[0] + v[0], cur[1] + v[1], min(cur[2], v[2]), max(cur[3], v[3]),
-                                  min(cur[4], v[4]), max(cur[5], v[5])]
+                self.queues[q] = [
+                    cur[0] + v[0],
+                    cur[1] + v[1],
+                    min(cur[2], v[2]),
+                    max(cur[3], v[3]),
+                    min(cur[4], v[4]),
+                    max(cur[5], v[5]),
+                ]
 
     def _keep(self, a, row: list[int], topic: str, base: int) -> None:
-        props = a[row[_C.C_PROPS_POS]:row[_C.C_PROPS_POS] + row[_C.C_PROPS_LEN]].tobytes()
-        body = a[row[_C.C_BODY_POS]:row[_C.C_BODY_POS] + row[_C.C_BODY_LEN]].tobytes() if topic in _KEEP_BODY \
-            else b""
-        self.kept.append({"topic": topic, "queue_id": row[_C.C_QUEUE_ID], "queue_offset": row[_C.C_QUEUE_OFFSET],
-                          "offset": row[_C.C_POS] + base, "size": row[_C.C_TOTAL], "sys_flag": row[_C.C_SYS_FLAG],
-                          "born_ts": row[_C.C_BORN_TS], "store_ts": row[_C.C_STORE_TS],
-                          "properties": props.decode("utf-8", "surrogateescape"), "body": body})
+        props = a[row[_C.C_PROPS_POS] : row[_C.C_PROPS_POS] + row[_C.C_PROPS_LEN]].tobytes()
+        body = a[row[_C.C_BODY_POS] : row[_C.C_BODY_POS] + row[_C.C_BODY_LEN]].tobytes() if topic in _KEEP_BODY else b""
+        self.kept.append(
+            {
+                "topic": topic,
+                "queue_id": row[_C.C_QUEUE_ID],
+                "queue_offset": row[_C.C_QUEUE_OFFSET],
+                "offset": row[_C.C_POS] + base,
+                "size": row[_C.C_TOTAL],
+                "sys_flag": row[_C.C_SYS_FLAG],
+                "born_ts": row[_C.C_BORN_TS],
+                "store_ts": row[_C.C_STORE_TS],
+                "properties": props.decode("utf-8", "surrogateescape"),
+                "body": body,
+            }
+        )
 
     def _add(self, offset, severity, message, topic=None, qid=None) -> None:
         self.findings.add(self.task.rel, offset, CHECK, severity, message, topic, qid)
@@ -243,8 +276,10 @@ def scan_slice(task: CommitLogSlice) -> CommitLogResult:
         # giving it the file's first `end` bytes (a memoryview, no copy); positions stay file positions.
         view = buf if end == n else memoryview(buf)[:end]
         a = fastscan.as_array(buf)
-        chunks = (dledger_slice_chunks(task, buf)  # a DLedger data file: the entries' bodies (spec §12)
-                  or fastscan.iter_commitlog_chunks(view, base, task.begin, verify_crc=True))
+        chunks = (
+            dledger_slice_chunks(task, buf)  # a DLedger data file: the entries' bodies (spec §12)
+            or fastscan.iter_commitlog_chunks(view, base, task.begin, verify_crc=True)
+        )
         try:
             last = None
             for last in chunks:
@@ -257,7 +292,7 @@ def scan_slice(task: CommitLogSlice) -> CommitLogResult:
                 if f is not None:
                     walk._add(base + last.end, *f)
             elif last.stop >= fastscan.BAD_HEADER:
-                nz = np.flatnonzero(a[last.end:end])
+                nz = np.flatnonzero(a[last.end : end])
                 trailing = int(nz[-1]) + 1 if nz.size else 0
                 walk._add(base + last.end, "error", _torn_message(a, task, last, end, trailing))
         finally:
@@ -270,16 +305,30 @@ def scan_slice(task: CommitLogSlice) -> CommitLogResult:
     order = np.argsort(h, kind="stable")
     commits = np.concatenate(walk.commits) if walk.commits else np.zeros((0, 2), np.int64)
     return CommitLogResult(
-        index=task.index, findings=walk.findings, file=task.rel, file_start=base, begin=task.begin, end=task.end,
-        valid_end=valid_end, stop=stop, trailing_bytes=trailing, last_of_file=task.last_of_file,
-        records=walk.records, bytes=walk.bytes, queues={k: QueueStats(*v) for k, v in walk.queues.items()},
-        kept=walk.kept, key_hashes=h[order], key_offsets=o[order], commits=commits)
+        index=task.index,
+        findings=walk.findings,
+        file=task.rel,
+        file_start=base,
+        begin=task.begin,
+        end=task.end,
+        valid_end=valid_end,
+        stop=stop,
+        trailing_bytes=trailing,
+        last_of_file=task.last_of_file,
+        records=walk.records,
+        bytes=walk.bytes,
+        queues={k: QueueStats(*v) for k, v in walk.queues.items()},
+        kept=walk.kept,
+        key_hashes=h[order],
+        key_offsets=o[order],
+        commits=commits,
+    )
 
 
 def _torn_message(a: np.ndarray, task: CommitLogSlice, last: fastscan.ScanChunk, end: int, trailing: int) -> str:
     """The finding where the walk met an invalid record: the fast path's reason, and what it means here."""
     pos = last.end
-    total = int.from_bytes(a[pos:pos + 4].tobytes(), "big", signed=True) if pos + 4 <= len(a) else None
+    total = int.from_bytes(a[pos : pos + 4].tobytes(), "big", signed=True) if pos + 4 <= len(a) else None
     if last.stop == fastscan.BAD_SIZE:
         bad = f"TOTALSIZE {total} != computed length {last.detail}"
     elif last.stop == fastscan.BAD_MAGIC:
@@ -288,7 +337,11 @@ def _torn_message(a: np.ndarray, task: CommitLogSlice, last: fastscan.ScanChunk,
         where = "in the file" if end == len(a) else "before the next checked record start"
         bad = f"TOTALSIZE {total} ({end - pos} bytes left {where}): {fastscan.invalid_reason(last.stop, last.detail)}"
     if task.last_of_file:
-        return (f"torn tail: {bad}; the broker's recovery truncates the CommitLog here "
-                f"({trailing} non-zero bytes follow in this file)")
-    return (f"{bad}; the broker's recovery would truncate the CommitLog here although "
-            f"valid records follow at {task.file_start + end}")
+        return (
+            f"torn tail: {bad}; the broker's recovery truncates the CommitLog here "
+            f"({trailing} non-zero bytes follow in this file)"
+        )
+    return (
+        f"{bad}; the broker's recovery would truncate the CommitLog here although "
+        f"valid records follow at {task.file_start + end}"
+    )

@@ -67,9 +67,15 @@ def fast_query(query: MessageQuery, body: str) -> bool:
     return all(v is None or _I64_MIN <= v <= _I64_MAX for v in ints)
 
 
-def message_lines(store: Store, query: MessageQuery, verify: bool = False, body: str = "text",
-                  decompress: bool = False, progress: Progress | None = None,
-                  threads: bool | None = None) -> Iterator[memoryview | dict]:
+def message_lines(
+    store: Store,
+    query: MessageQuery,
+    verify: bool = False,
+    body: str = "text",
+    decompress: bool = False,
+    progress: Progress | None = None,
+    threads: bool | None = None,
+) -> Iterator[memoryview | dict]:
     """The `messages --json` output of `query` as runs of lines (`memoryview`) and record-path rows (`dict`).
     `threads`: write on two worker threads while the walk goes on (None: for a CommitLog of at least
     `KERNEL_MIN_BYTES`); the output is the same."""
@@ -104,8 +110,13 @@ def _big(store: Store) -> bool:
     return sum(f.length for f in store.commitlog.files) >= KERNEL_MIN_BYTES
 
 
-def limited_chunks(store: Store, query: MessageQuery, verify: bool = False, progress: Progress | None = None,
-                   big_chunk: int | None = None) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
+def limited_chunks(
+    store: Store,
+    query: MessageQuery,
+    verify: bool = False,
+    progress: Progress | None = None,
+    big_chunk: int | None = None,
+) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
     """(walk, chunk, rows, big) of `query`'s `RowWalk`, the rows cut at --limit: what both fast writers
     (JSON Lines here, Parquet) walk. `big`: the CommitLog reaches `KERNEL_MIN_BYTES`, so the scan's
     compiled walk is loaded first; it then walks `big_chunk` records a chunk (None: the scan's default)."""
@@ -125,8 +136,9 @@ def limited_chunks(store: Store, query: MessageQuery, verify: bool = False, prog
                 return
 
 
-def _chunk_parts(cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool,
-                 buffers: _Buffers | None = None) -> Iterator[tuple[int, memoryview | dict]]:
+def _chunk_parts(
+    cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, buffers: _Buffers | None = None
+) -> Iterator[tuple[int, memoryview | dict]]:
     """(last row covered, part) for the given rows of one chunk: lines from the writer, and a
     record-path dict for each row it leaves out."""
     job = _LinesJob(cc, rows, body, decompress, buffers=buffers)
@@ -170,8 +182,15 @@ class _LinesJob:
     left-out rows as record-path dicts). The job holds a view of the chunk's mapping until its parts
     are read: the scan cannot unmap it earlier."""
 
-    def __init__(self, cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, pieces: int = 1,
-                 buffers: _Buffers | None = None) -> None:
+    def __init__(
+        self,
+        cc: ColumnChunk,
+        rows: np.ndarray,
+        body: str,
+        decompress: bool,
+        pieces: int = 1,
+        buffers: _Buffers | None = None,
+    ) -> None:
         self.cc, self.rows, self.body, self.decompress = cc, rows, body, decompress
         buffers = buffers or _Buffers()
         self.last = -1
@@ -189,8 +208,7 @@ class _LinesJob:
         flags, flag_codes = np.unique(v[fastscan.C_SYS_FLAG], return_inverse=True)
         flag_tab, flag_at = _table([b", " + _flag_json(int(f)) + b', "born_timestamp": ' for f in flags.tolist()])
         flag_codes = flag_codes.ravel().astype(np.int64)
-        dl = (np.ascontiguousarray(chunk.dledger[:, rows]) if chunk.dledger is not None
-              else np.zeros((3, 0), np.int64))
+        dl = np.ascontiguousarray(chunk.dledger[:, rows]) if chunk.dledger is not None else np.zeros((3, 0), np.int64)
         fixed = 1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))  # an upper bound of each line
         per_row = 6 * v[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * v[fastscan.C_BODY_LEN])
         crc_ok = chunk.crc_ok[rows].view(np.uint8)  # all True while the CRC is still to check: the writer does
@@ -201,9 +219,31 @@ class _LinesJob:
             lo, hi = m * i // pieces, m * (i + 1) // pieces
             out = buffers.take(fixed * (hi - lo) + int(per_row[lo:hi].sum()) + _PAD)  # no pyarrow import
             ends = np.empty(hi - lo, np.int64)
-            args = [a, c, lo, hi, chunk.base_offset, _LAYOUT, lits, lit_at, flag_tab, flag_at, flag_codes, host_tab,
-                    host_at, born, store, dl, crc_ok, not chunk.crc_checked, _BODY_MODES[body], decompress,
-                    np.empty((3, keys), np.int64), out, ends]
+            args = [
+                a,
+                c,
+                lo,
+                hi,
+                chunk.base_offset,
+                _LAYOUT,
+                lits,
+                lit_at,
+                flag_tab,
+                flag_at,
+                flag_codes,
+                host_tab,
+                host_at,
+                born,
+                store,
+                dl,
+                crc_ok,
+                not chunk.crc_checked,
+                _BODY_MODES[body],
+                decompress,
+                np.empty((3, keys), np.int64),
+                out,
+                ends,
+            ]
             self.pieces.append((lo, hi, out, ends, args))
 
     def write(self, i: int = 0) -> None:
@@ -250,15 +290,22 @@ def _whole_columns(cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
     if cols.flags.c_contiguous:
         return cols
     base = cols.base
-    if (isinstance(base, np.ndarray) and base.ndim == 2 and base.flags.c_contiguous and base.dtype == cols.dtype
-            and base.shape[0] == cols.shape[0] and base.strides == cols.strides
-            and base.ctypes.data == cols.ctypes.data):
+    if (
+        isinstance(base, np.ndarray)
+        and base.ndim == 2
+        and base.flags.c_contiguous
+        and base.dtype == cols.dtype
+        and base.shape[0] == cols.shape[0]
+        and base.strides == cols.strides
+        and base.ctypes.data == cols.ctypes.data
+    ):
         return base
     return np.ascontiguousarray(cols)
 
 
-def _pipelined(chunks: Iterator, store: Store, body: str, decompress: bool,
-               buffers: _Buffers | None = None) -> Iterator[memoryview | dict]:
+def _pipelined(
+    chunks: Iterator, store: Store, body: str, decompress: bool, buffers: _Buffers | None = None
+) -> Iterator[memoryview | dict]:
     """`message_lines` on two cores: while two worker threads write chunk k's lines (`_LinesJob.write`,
     native code without the GIL, one half of the rows each), this thread walks chunk k+1 and readies its
     columns, then hands chunk k's parts on in order. Worker errors are raised here (`Future.result`).
@@ -343,8 +390,10 @@ def _json_text(s: str) -> bytes | None:
 
 def _flag_json(sys_flag: int) -> bytes:
     f = SysFlag(sys_flag)
-    return (f'"transaction": {json.dumps(f.transaction, ensure_ascii=False)}, '
-            f'"compression": {json.dumps(f.compression, ensure_ascii=False)}').encode()
+    return (
+        f'"transaction": {json.dumps(f.transaction, ensure_ascii=False)}, '
+        f'"compression": {json.dumps(f.compression, ensure_ascii=False)}'
+    ).encode()
 
 
 def _table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -404,8 +453,8 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
         "PREPARED": b', "prepared_transaction_offset": ',
         "TOPIC": b', "topic": ',
         "PROPERTIES": b', "properties": {',
-        "SEP": b', ',
-        "COLON": b': ',
+        "SEP": b", ",
+        "COLON": b": ",
         "UNIQ_KEY": b'}, "uniq_key": ',
         "MSG_ID": b', "msg_id": "',
         "NULL_MSG_ID": b'null, "msg_id": "',
@@ -416,16 +465,23 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
         "DLEDGER": b', "dledger": {"index": ',
         "TERM": b', "term": ',
         "POS": b', "pos": ',
-        "DLEDGER_END": b'}}\n',
-        "END": b'}\n',
+        "DLEDGER_END": b"}}\n",
+        "END": b"}\n",
     }
 
 
 def _layout() -> np.ndarray:
     """`_native.JSONL_LAYOUT`'s values: the scan's column indices and the constants the writer needs."""
     known = {name: getattr(fastscan, name) for name in dir(fastscan) if name.startswith("C_")}
-    known.update(COMPRESSED=COMPRESSED, STOREHOST_V6=STOREHOST_V6, MAGIC_V2=cl.MESSAGE_MAGIC_CODE_V2,
-                 HOST_V4=cl.HOST_SIZE_V4, HOST_V6=cl.HOST_SIZE_V6, UNIQ_LEN=len(_UNIQ), UNIQ8=_UNIQ8)
+    known.update(
+        COMPRESSED=COMPRESSED,
+        STOREHOST_V6=STOREHOST_V6,
+        MAGIC_V2=cl.MESSAGE_MAGIC_CODE_V2,
+        HOST_V4=cl.HOST_SIZE_V4,
+        HOST_V6=cl.HOST_SIZE_V6,
+        UNIQ_LEN=len(_UNIQ),
+        UNIQ8=_UNIQ8,
+    )
     return np.array([known[name] for name in JSONL_LAYOUT], np.int64)
 
 

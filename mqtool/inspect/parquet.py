@@ -45,8 +45,16 @@ except ImportError:  # built without a C compiler (or a build older than this ke
 ROW_GROUP = 65_536
 """Records per Parquet row group (as `output.write_parquet`)."""
 
-DICTIONARY_COLUMNS = ["file", "magic", "transaction", "compression", "born_host", "store_host", "topic",
-                      "properties.key_value.key"]
+DICTIONARY_COLUMNS = [
+    "file",
+    "magic",
+    "transaction",
+    "compression",
+    "born_host",
+    "store_host",
+    "topic",
+    "properties.key_value.key",
+]
 """Columns with few distinct values, dictionary-encoded; the others (msg_id, uniq_key, bodies: one value
 a row) are written plain, which saves the encoder's attempt (~0.2 CPU s per 210,000 rows) and bytes."""
 
@@ -63,8 +71,15 @@ def fast_query(query: MessageQuery) -> bool:
     return all(v is None or _I64_MIN <= v <= _I64_MAX for v in ints)
 
 
-def write_messages(store: Store, query: MessageQuery, path: Path, verify: bool = False, body: str = "text",
-                   decompress: bool = False, progress: Progress | None = None) -> int:
+def write_messages(
+    store: Store,
+    query: MessageQuery,
+    path: Path,
+    verify: bool = False,
+    body: str = "text",
+    decompress: bool = False,
+    progress: Progress | None = None,
+) -> int:
     """The `messages` rows of `query` as one Parquet file (zstd), streamed chunk by chunk; the row count."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -92,8 +107,14 @@ def write_messages(store: Store, query: MessageQuery, path: Path, verify: bool =
     return n
 
 
-def message_batches(store: Store, query: MessageQuery, verify: bool = False, body: str = "text",
-                    decompress: bool = False, progress: Progress | None = None) -> Iterator:
+def message_batches(
+    store: Store,
+    query: MessageQuery,
+    verify: bool = False,
+    body: str = "text",
+    decompress: bool = False,
+    progress: Progress | None = None,
+) -> Iterator:
     """The `messages` rows of `query` as `pyarrow.RecordBatch`es of the documented schema, in CommitLog order."""
     import pyarrow as pa
 
@@ -111,7 +132,8 @@ def message_batches(store: Store, query: MessageQuery, verify: bool = False, bod
             yield chunk_batch(cc, rows, body, decompress, schema)
         else:
             yield pa.RecordBatch.from_pylist(
-                _rows([record_dict(r, body, decompress) for r in cc.records(rows)]), schema=schema)
+                _rows([record_dict(r, body, decompress) for r in cc.records(rows)]), schema=schema
+            )
         walk.last = int(rows[-1])
 
 
@@ -135,8 +157,7 @@ def chunk_batch(cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, 
     import pyarrow as pa
 
     c = cc.chunk
-    sub = fastscan.ScanChunk(c.base_offset, c.cols[:, rows], c.end, c.stop, c.detail, c.crc_checked,
-                             c.file_size, None)
+    sub = fastscan.ScanChunk(c.base_offset, c.cols[:, rows], c.end, c.stop, c.detail, c.crc_checked, c.file_size, None)
     a = fastscan.as_array(cc.buf)
     try:
         cols = _columns(a, cc.rel, sub, body)
@@ -144,12 +165,14 @@ def chunk_batch(cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, 
         del a
     back = _record_path_rows(cc, sub, cols, decompress)
     batch = pa.RecordBatch.from_arrays(
-        [cols[f.name] if f.name in cols else pa.nulls(len(rows), f.type) for f in schema], schema=schema)
+        [cols[f.name] if f.name in cols else pa.nulls(len(rows), f.type) for f in schema], schema=schema
+    )
     if not len(back):
         return batch
     keep = np.setdiff1d(np.arange(len(rows)), back)
-    slow = pa.RecordBatch.from_pylist(_rows([record_dict(r, body, decompress) for r in cc.records(rows[back])]),
-                                      schema=schema)
+    slow = pa.RecordBatch.from_pylist(
+        _rows([record_dict(r, body, decompress) for r in cc.records(rows[back])]), schema=schema
+    )
     table = pa.Table.from_batches([batch.take(pa.array(keep)), slow], schema)
     order = np.argsort(np.concatenate([keep, back]), kind="stable")
     return table.take(pa.array(order)).combine_chunks().to_batches()[0]
@@ -171,8 +194,9 @@ def _record_path_rows(cc: ColumnChunk, sub: fastscan.ScanChunk, cols: dict, deco
     props = cols["properties"]
     hit = pc.or_(pc.match_substring(props.keys, "\ufffd"), pc.match_substring(props.items, "\ufffd"))
     if pc.any(hit).as_py():
-        pair_row = np.searchsorted(props.offsets.to_numpy(), np.flatnonzero(hit.to_numpy(zero_copy_only=False)),
-                                   "right") - 1
+        pair_row = (
+            np.searchsorted(props.offsets.to_numpy(), np.flatnonzero(hit.to_numpy(zero_copy_only=False)), "right") - 1
+        )
         bad[pair_row] = True
     if not bad.any():
         return np.flatnonzero(bad)
@@ -214,8 +238,9 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
         m = k.property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
         if m >= 0:
             break
-    props = pa.MapArray.from_arrays(pa.array(rec_offsets), fastscan._text(a, kpos[:m], klen[:m]),
-                                    fastscan._text(a, vpos[:m], vlen[:m]))
+    props = pa.MapArray.from_arrays(
+        pa.array(rec_offsets), fastscan._text(a, kpos[:m], klen[:m]), fastscan._text(a, vpos[:m], vlen[:m])
+    )
     topic = fastscan._text(a, c[fastscan.C_TOPIC_POS], c[fastscan.C_TOPIC_LEN])
 
     def dictionary(codes, texts):
@@ -241,8 +266,9 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
         "born_timestamp": pa.array(c[fastscan.C_BORN_TS]),
         "born_host": fastscan._host_column(a, c[fastscan.C_BORN_HOST], (sys_flag & BORNHOST_V6) != 0).cast(pa.string()),
         "store_timestamp": pa.array(c[fastscan.C_STORE_TS]),
-        "store_host": fastscan._host_column(a, c[fastscan.C_STORE_HOST],
-                                            (sys_flag & STOREHOST_V6) != 0).cast(pa.string()),
+        "store_host": fastscan._host_column(a, c[fastscan.C_STORE_HOST], (sys_flag & STOREHOST_V6) != 0).cast(
+            pa.string()
+        ),
         "reconsume_times": i32(fastscan.C_RECONSUME),
         "prepared_transaction_offset": pa.array(c[fastscan.C_PREPARED]),
         "topic": topic,
@@ -296,8 +322,9 @@ def _hex(data: np.ndarray, offsets: np.ndarray, upper: bool):
     import pyarrow as pa
 
     digits = (_HEX_UPPER if upper else _HEX_LOWER)[data]
-    return pa.Array.from_buffers(pa.string(), len(offsets) - 1,
-                                 [None, pa.py_buffer((offsets * 2).astype(np.int32)), pa.py_buffer(digits)])
+    return pa.Array.from_buffers(
+        pa.string(), len(offsets) - 1, [None, pa.py_buffer((offsets * 2).astype(np.int32)), pa.py_buffer(digits)]
+    )
 
 
 def _msg_id(a: np.ndarray, c: np.ndarray):
@@ -333,8 +360,9 @@ def _body(a: np.ndarray, c: np.ndarray, mode: str):
     raw = fastscan._binary(a, c[fastscan.C_BODY_POS], c[fastscan.C_BODY_LEN], pa.binary())
     if mode == "hex":
         offsets = _offsets(raw)
-        return _hex(np.frombuffer(raw.buffers()[2] or b"", np.uint8, count=int(offsets[-1])),
-                    offsets.astype(np.int64), False)
+        return _hex(
+            np.frombuffer(raw.buffers()[2] or b"", np.uint8, count=int(offsets[-1])), offsets.astype(np.int64), False
+        )
     if mode == "base64":
         return pa.array([base64.b64encode(b).decode("ascii") for b in raw.to_pylist()], pa.string())
     text = raw.view(pa.string())

@@ -89,8 +89,11 @@ def threads(request) -> bool:
     return request.param
 
 
-def _check(store: Store, modes=(("none", False), ("text", False), ("hex", True), ("base64", False),
-                                ("text", True)), threads: bool = False) -> int:
+def _check(
+    store: Store,
+    modes=(("none", False), ("text", False), ("hex", True), ("base64", False), ("text", True)),
+    threads: bool = False,
+) -> int:
     lines = 0
     for q in _queries(store):
         for verify in (False, True):
@@ -128,28 +131,58 @@ def test_converted_dledger_store(tmp_path, threads, chunk_records):
     assert raw.count(b'"dledger": ') == 3  # the three DLedger entries; the old CommitLog records have none
 
 
-def _record(pos: int, topic: str, props: str, body: bytes, *, v6: tuple[bool, bool] = (False, False),
-            sys_flag: int = 0, v2: bool = False, crc_ok: bool = True) -> bytes:
+def _record(
+    pos: int,
+    topic: str,
+    props: str,
+    body: bytes,
+    *,
+    v6: tuple[bool, bool] = (False, False),
+    sys_flag: int = 0,
+    v2: bool = False,
+    crc_ok: bool = True,
+) -> bytes:
     born = "[2001:db8::1]:-3" if v6[0] else "10.1.2.3:65535"
     stored = "[::ffff:10.0.0.1]:10911" if v6[1] else "127.0.0.1:-2147483648"
-    return commitlog_record.build({
-        "total_size": 0, "magic_code": MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE,
-        "message": {
-            "body_crc": body_crc(body) if crc_ok else 12345, "queue_id": -7 if v2 else 3, "flag": -(2**31),
-            "queue_offset": -(2**63), "physical_offset": pos, "sys_flag": sys_flag | (0x10 if v6[0] else 0)
-            | (0x20 if v6[1] else 0), "born_timestamp": 2**63 - 1, "born_host": born,
-            "store_timestamp": 1_700_000_000_000 + pos, "store_host": stored, "reconsume_times": -1,
-            "prepared_transaction_offset": -1, "body": body, "topic": topic, "properties": props,
-        },
-    })
+    return commitlog_record.build(
+        {
+            "total_size": 0,
+            "magic_code": MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE,
+            "message": {
+                "body_crc": body_crc(body) if crc_ok else 12345,
+                "queue_id": -7 if v2 else 3,
+                "flag": -(2**31),
+                "queue_offset": -(2**63),
+                "physical_offset": pos,
+                "sys_flag": sys_flag | (0x10 if v6[0] else 0) | (0x20 if v6[1] else 0),
+                "born_timestamp": 2**63 - 1,
+                "born_host": born,
+                "store_timestamp": 1_700_000_000_000 + pos,
+                "store_host": stored,
+                "reconsume_times": -1,
+                "prepared_transaction_offset": -1,
+                "body": body,
+                "topic": topic,
+                "properties": props,
+            },
+        }
+    )
 
 
 ODD = [  # (topic, properties, body, options)
     ("T", build_properties([("UNIQ_KEY", "ABC"), ("KEYS", "k1 k2"), ("TAGS", "a||b")]), b"hello", {}),
-    ("T\"q\\t", build_properties([("a\"b", "c\\d"), ("ctl", "\x00\x1f\x7f\b\f\n\r\t"), ("a\"b", "last")]),
-     b"\x00\x01\"\\\n\x7f", {"v6": (True, True)}),
-    ("Ü€😀\u2028", build_properties([("ключ", "значение 😀"), ("UNIQ_KEY", "x"), ("UNIQ_KEY", "y")]) + "\x02\x01z",
-     "é😀\u2028".encode(), {"v2": True, "v6": (True, False)}),
+    (
+        'T"q\\t',
+        build_properties([('a"b', "c\\d"), ("ctl", "\x00\x1f\x7f\b\f\n\r\t"), ('a"b', "last")]),
+        b'\x00\x01"\\\n\x7f',
+        {"v6": (True, True)},
+    ),
+    (
+        "Ü€😀\u2028",
+        build_properties([("ключ", "значение 😀"), ("UNIQ_KEY", "x"), ("UNIQ_KEY", "y")]) + "\x02\x01z",
+        "é😀\u2028".encode(),
+        {"v2": True, "v6": (True, False)},
+    ),
     ("bad\udcff", build_properties([("k", "v")]), b"ok", {}),  # a non-UTF-8 topic
     ("t", "k\x01\udce9v\x02", b"ok", {"v6": (False, True)}),  # non-UTF-8 properties
     ("t", build_properties([("k", "v")]), b"\xff\xfe body \xed\xa0\x80 \xc0\xaf", {"crc_ok": False}),
@@ -178,14 +211,48 @@ def test_generated_store_with_odd_records(tmp_path, threads, chunk_records):
     assert _check(store, threads=threads) > 0
 
 
+def test_huge_and_empty_properties(tmp_path, threads):
+    """Properties near their 32,767-byte limit: 4,000 distinct pairs with UNIQ_KEY last (the writer's
+    scratch for names), the same with a name repeated at the end or bytes that are not UTF-8 at the end
+    (record path), one long value full of escapes, 8,000 tiny pairs of one name; and empty ones."""
+    pairs = [(f"k{i:04d}", "v") for i in range(4000)]
+    props = [
+        build_properties([*pairs, ("UNIQ_KEY", "U" * 40)]),
+        build_properties([*pairs, ("k0000", "again")]),
+        build_properties(pairs) + "\udcff",
+        build_properties([("long", '"\\\n\x00é😀' * 3000)]),
+        "a\x01b\x02" * 8000,
+        "",
+        "\x02\x01\x02",
+    ]
+    root = tmp_path / "huge"
+    (root / "commitlog").mkdir(parents=True)
+    data = bytearray()
+    for p in props:
+        assert len(p.encode("utf-8", "surrogateescape")) <= 32767
+        data += _record(len(data), "T", p, b"body")
+    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(64))
+    store = Store.open(root)
+    for body in ("none", "text"):
+        want = _record_path(store, MessageQuery(), False, body, False)
+        assert _fast_path(store, MessageQuery(), False, body, False, threads) == want
+    lines = want[0].splitlines()
+    assert len(lines) == 7 and lines[0].count(b'": "v"') == 4000 and b'"uniq_key": "' + b"U" * 40 in lines[0]
+    assert b'"properties": {}, "uniq_key": null' in lines[5] and b'"properties": {}, "uniq_key": null' in lines[6]
+
+
 def test_records_that_end_the_file(tmp_path, threads):
     """Properties, a topic and a body that end where the file ends: the writer's 8-byte steps would
     read past the mapping there and go a byte at a time instead (no trailing zeros in this file)."""
     root = tmp_path / "edge"
     (root / "commitlog").mkdir(parents=True)
     data = bytearray()
-    for topic, props, body in [("T", "k\x01v", b"b"), ("T\"", build_properties([("UNIQ_KEY", "u")]), b""),
-                               ("t", "ab\x01\x1f\u00e9", b"\x00\xe9"), ("t", "k\x01", b"x" * 9)]:
+    for topic, props, body in [
+        ("T", "k\x01v", b"b"),
+        ('T"', build_properties([("UNIQ_KEY", "u")]), b""),
+        ("t", "ab\x01\x1f\u00e9", b"\x00\xe9"),
+        ("t", "k\x01", b"x" * 9),
+    ]:
         data += _record(len(data), topic, props, body)
     (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data))
     store = Store.open(root)
@@ -245,8 +312,16 @@ def test_fast_query_says_which_options_fall_back():
     assert not fast_query(MessageQuery(from_offset=1 << 64), "none")
 
 
-@pytest.mark.parametrize("args", [[], ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
-                                  ["--body", "hex", "--verify"], ["--decompress"], ["--key", "order-1001"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
+        ["--body", "hex", "--verify"],
+        ["--decompress"],
+        ["--key", "order-1001"],
+    ],
+)
 def test_cli_prints_the_record_paths_bytes(args):
     """The CLI's `messages --json` against the record path's bytes for the same query."""
     from typer.testing import CliRunner
@@ -259,10 +334,16 @@ def test_cli_prints_the_record_paths_bytes(args):
     got = CliRunner().invoke(app, ["inspect", str(DEMO), "messages", "--json", "--config", str(conf), *args])
     assert got.exit_code == 0 and got.exception is None, got.output
     opts = dict(zip(args[::2], args[1::2], strict=False))
-    q = MessageQuery(topic=opts.get("--topic"), limit=int(opts["--limit"]) if "--limit" in opts else None,
-                     key=opts.get("--key"))
-    want, _ = _record_path(Store.open(DEMO, load_broker_conf(conf)), q, "--verify" in args, opts.get("--body", "text"),
-                           "--decompress" in args)
+    q = MessageQuery(
+        topic=opts.get("--topic"), limit=int(opts["--limit"]) if "--limit" in opts else None, key=opts.get("--key")
+    )
+    want, _ = _record_path(
+        Store.open(DEMO, load_broker_conf(conf)),
+        q,
+        "--verify" in args,
+        opts.get("--body", "text"),
+        "--decompress" in args,
+    )
     assert got.stdout_bytes == want and want.count(b"\n") > 0
 
 
@@ -270,15 +351,18 @@ def test_without_the_extension_the_record_path_writes_every_row(tmp_path):
     """Where `mqtool._native` cannot be imported (built without a compiler), `messages --json` prints the
     same bytes, every row through the record path."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
-    code = ("import sys; sys.modules['mqtool._native'] = None; from mqtool.inspect import jsonlines; "
-            "assert jsonlines.json_lines is None; from mqtool.cli.app import main; "
-            "sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()")
+    code = (
+        "import sys; sys.modules['mqtool._native'] = None; from mqtool.inspect import jsonlines; "
+        "assert jsonlines.json_lines is None; from mqtool.cli.app import main; "
+        "sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()"
+    )
     store = _odd_store(tmp_path / "odd")
     for args in (["--body", "text"], ["--body", "none", "--verify"]):
         cmd = [str(store), "messages", "--json", *args]
         plain = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, env=env, cwd=tmp_path)
-        native = subprocess.run([sys.executable, "-m", "mqtool", "inspect", *cmd], capture_output=True, env=env,
-                                cwd=tmp_path)
+        native = subprocess.run(
+            [sys.executable, "-m", "mqtool", "inspect", *cmd], capture_output=True, env=env, cwd=tmp_path
+        )
         assert plain.returncode == native.returncode  # 1 where the damaged records' errors are printed
         assert plain.stderr.endswith(native.stderr)  # and a warning that the scan runs as plain Python
         assert plain.stdout == native.stdout and plain.stdout.count(b"\n") == 60
@@ -324,8 +408,10 @@ def test_threads_leave_the_findings_of_a_reader_that_stops(tmp_path, monkeypatch
         lines.close()
         return out, scan_findings(store), {k: dict(vars(v)) for k, v in store.commitlog.scans.items()}
 
-    serial_parts = [p if type(p) is dict else bytes(p).count(b"\n") for p in
-                    message_lines(Store.open(root, conf), MessageQuery(), True, "text", False, threads=False)]
+    serial_parts = [
+        p if type(p) is dict else bytes(p).count(b"\n")
+        for p in message_lines(Store.open(root, conf), MessageQuery(), True, "text", False, threads=False)
+    ]
     kinds = set()
     rows = 0
     for p in serial_parts:  # where a serial reader can stop: after each of its parts

@@ -53,6 +53,7 @@ def _record_path(store: Store, q: MessageQuery, verify: bool, body: str, decompr
     def run(p):
         _, recs = find_messages(store, q, verify)
         write_parquet((record_dict(r, body, decompress) for r in recs), p, "messages")
+
     return _outcome(run, path), scan_findings(store)
 
 
@@ -146,9 +147,16 @@ def test_fast_query_says_which_options_fall_back():
     assert not fast_query(MessageQuery(from_offset=1 << 64))
 
 
-@pytest.mark.parametrize("args", [[], ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
-                                  ["--body", "hex", "--verify"], ["--decompress", "--body", "base64"],
-                                  ["--queue-id", "1", "--since", "2000-01-01", "--from-offset", "1000"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
+        ["--body", "hex", "--verify"],
+        ["--decompress", "--body", "base64"],
+        ["--queue-id", "1", "--since", "2000-01-01", "--from-offset", "1000"],
+    ],
+)
 def test_cli_writes_the_record_paths_table(tmp_path, monkeypatch, args):
     """The CLI through the columns against the CLI with the record path (`fast_query` False)."""
     from typer.testing import CliRunner
@@ -156,8 +164,18 @@ def test_cli_writes_the_record_paths_table(tmp_path, monkeypatch, args):
     from mqtool.cli.app import app
 
     def cli(out: Path):
-        cmd = ["inspect", str(DEMO), "messages", "--config", str(FIXTURES / "demo.broker.conf"), *args,
-               "--format", "parquet", "--output", str(out)]
+        cmd = [
+            "inspect",
+            str(DEMO),
+            "messages",
+            "--config",
+            str(FIXTURES / "demo.broker.conf"),
+            *args,
+            "--format",
+            "parquet",
+            "--output",
+            str(out),
+        ]
         r = CliRunner().invoke(app, cmd)
         assert r.exit_code == 0 and r.exception is None, r.output
         return r
@@ -178,8 +196,10 @@ def test_body_crcs_are_the_brokers_crc():
     lens = np.array([0, 1, 3000, 1120, 6, 5126, 1], np.int64)
     out = np.full(len(pos), -1, np.int64)
     parquet.body_crcs(data, pos, lens, out)
-    assert out.tolist() == [0] + [zlib.crc32(data[p : p + n].tobytes()) & 0x7FFFFFFF
-                                  for p, n in zip(pos[1:].tolist(), lens[1:].tolist(), strict=True)]
+    assert out.tolist() == [0] + [
+        zlib.crc32(data[p : p + n].tobytes()) & 0x7FFFFFFF
+        for p, n in zip(pos[1:].tolist(), lens[1:].tolist(), strict=True)
+    ]
     assert out[3] == zlib.crc32(bytes(range(160, 256)) + bytes(range(256)) * 4) & 0x7FFFFFFF
     with pytest.raises(IndexError):
         parquet.body_crcs(data, np.array([5120], np.int64), np.array([7], np.int64), out)
@@ -188,16 +208,20 @@ def test_body_crcs_are_the_brokers_crc():
 def test_without_the_extension_the_record_path_writes_every_row(tmp_path):
     """Where `mqtool._native` cannot be imported (built without a compiler), the same table."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
-    code = ("import sys; sys.modules['mqtool._native'] = None; from mqtool.inspect import parquet; "
-            "assert parquet.body_crcs is None; from mqtool.cli.app import main; "
-            "sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()")
+    code = (
+        "import sys; sys.modules['mqtool._native'] = None; from mqtool.inspect import parquet; "
+        "assert parquet.body_crcs is None; from mqtool.cli.app import main; "
+        "sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()"
+    )
     odd = [o for o in ODD if "\udcff" not in o[0] and "\udce9" not in o[1]]
     store = _odd_store(tmp_path / "odd", odd)
     cmd = [str(store), "messages", "--format", "parquet", "--body", "hex", "--output"]
-    plain = subprocess.run([sys.executable, "-c", code, *cmd, "plain.parquet"], capture_output=True, env=env,
-                           cwd=tmp_path)
-    native = subprocess.run([sys.executable, "-m", "mqtool", "inspect", *cmd, "native.parquet"], capture_output=True,
-                            env=env, cwd=tmp_path)
+    plain = subprocess.run(
+        [sys.executable, "-c", code, *cmd, "plain.parquet"], capture_output=True, env=env, cwd=tmp_path
+    )
+    native = subprocess.run(
+        [sys.executable, "-m", "mqtool", "inspect", *cmd, "native.parquet"], capture_output=True, env=env, cwd=tmp_path
+    )
     assert plain.returncode == native.returncode, plain.stderr[-2000:]
     want = pq.read_table(tmp_path / "native.parquet")
     assert want.num_rows == 60 and pq.read_table(tmp_path / "plain.parquet").equals(want)
