@@ -10,3 +10,6 @@ ABI = 1
 
 include "_kernels/crc.pxi"
 include "_kernels/scan.pxi"
+include "_kernels/jsonl.pxi"
+include "_kernels/parquet.pxi"
+include "_kernels/audit.pxi"

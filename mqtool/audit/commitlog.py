@@ -1,6 +1,6 @@
 """`commitlog.integrity` (spec §2): one walk over a CommitLog file or byte range.
 
-The walk is the store's fast path, `mqtool.store.fastscan.iter_commitlog_chunks` (a numba kernel
+The walk is the store's fast path, `mqtool.store.fastscan.iter_commitlog_chunks` (a compiled kernel
 doing the broker's recovery work, `CommitLog.checkMessageAndReturnSize`: magic code, every length,
 TOTALSIZE against the computed length (§2.10), the body CRC (§2.8)); this module adds no decoding
 of its own. It turns the kernel's stop code into the torn-tail finding, and checks per record,
@@ -14,12 +14,10 @@ record: per topic/queue counters (`stats`), a 63-bit hash of each UNIQ_KEY of an
 they name (`transactions`), and the few system-topic records (`schedule`, `timer`,
 `transactions`).
 
-The two string kernels here (`_hash_kernel`, `_same_strings`) are plain functions compiled with
-numba once and loaded as native code without numba afterwards (`_kernels`, as `jsonlines._writer`),
-so a task process on the native path never imports numba.
+The two string kernels (a hash of many strings, the check confirming a hash dictionary) are the
+extension's (`mqtool._native`, `_kernels/audit.pxi`); their plain-Python references here
+(`_hash_reference`, `_same_reference`) run where it cannot be imported.
 """
-
-from types import FunctionType
 
 import numpy as np
 
@@ -39,6 +37,12 @@ from mqtool.store import fastscan
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import map_file
 
+try:
+    from mqtool._native import same_strings as _same_strings
+    from mqtool._native import string_hashes as _string_hashes
+except ImportError:  # built without a C compiler (or a build older than these kernels): the references
+    _same_strings = _string_hashes = None
+
 CHECK = "commitlog.integrity"
 # Records of these topics are kept whole (minus the body, except for op records) for the
 # schedule, timer and transaction checks; they are a small part of any real store.
@@ -51,73 +55,54 @@ _C = fastscan  # column indices: _C.C_POS, ...
 
 
 def is_user_topic(topic: str) -> bool:
-    return topic not in _KEEP and not topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX,
-                                                         SYSTEM_TOPIC_PREFIX, "RMQ_SYS_"))
+    return topic not in _KEEP and not topic.startswith(
+        (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, SYSTEM_TOPIC_PREFIX, "RMQ_SYS_")
+    )
 
 
 # ----- helpers over the mapped file (`a`: uint8 array of the whole file) -----
 _FNV_OFFSET, _FNV_PRIME = 0xCBF29CE484222325, 0x100000001B3
 
 
-def _hash_kernel(a, pos, lens, out):
-    """FNV-1a over each string's bytes, then splitmix64's finaliser; 63 bits (non-negative int64)."""
-    for i in range(pos.shape[0]):
-        h = np.uint64(_FNV_OFFSET)
-        for j in range(pos[i], pos[i] + lens[i]):
-            h = (h ^ np.uint64(a[j])) * np.uint64(_FNV_PRIME)
-        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        h = h ^ (h >> np.uint64(31))
-        out[i] = np.int64(h >> np.uint64(1))
+_MASK64 = (1 << 64) - 1
 
 
-def _same_strings(a, pos, lens, rep_pos, rep_lens) -> bool:
-    """True when string i equals representative i for every i (confirms a hash dictionary)."""
-    for i in range(pos.shape[0]):
-        if lens[i] != rep_lens[i]:
-            return False
-        p, q = pos[i], rep_pos[i]
-        for j in range(lens[i]):
-            if a[p + j] != a[q + j]:
-                return False
-    return True
+def _hash_reference(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, out: np.ndarray) -> None:
+    """`_native.string_hashes` in plain Python: FNV-1a 64 over each string's bytes, then splitmix64's
+    finaliser; 63 bits (non-negative int64)."""
+    for i, (p, n) in enumerate(zip(pos.tolist(), lens.tolist(), strict=True)):
+        h = _FNV_OFFSET
+        for b in a[p : p + n].tobytes():
+            h = ((h ^ b) * _FNV_PRIME) & _MASK64
+        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _MASK64
+        out[i] = (h ^ (h >> 31)) >> 1
+
+
+def _same_reference(
+    a: np.ndarray, pos: np.ndarray, lens: np.ndarray, rep_pos: np.ndarray, rep_lens: np.ndarray
+) -> bool:
+    """`_native.same_strings` in plain Python: string i equals representative i for every i."""
+    return all(
+        n == rn and a[p : p + n].tobytes() == a[rp : rp + rn].tobytes()
+        for p, n, rp, rn in zip(pos.tolist(), lens.tolist(), rep_pos.tolist(), rep_lens.tolist(), strict=True)
+    )
 
 
 def hash_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """A stable 63-bit hash of each string a[pos[i]:pos[i]+lens[i]] (the same in every process,
     unlike hash()); equal hashes of UNIQ_KEYs are confirmed by reading both records."""
     out = np.empty(len(pos), np.int64)
-    _kernels()["hash"](a, np.ascontiguousarray(pos), np.ascontiguousarray(lens), out)
+    (_string_hashes or _hash_reference)(
+        a, np.ascontiguousarray(pos, np.int64), np.ascontiguousarray(lens, np.int64), out
+    )
     return out
 
 
-_SPECS = {"hash": "u1[:] i8[:] i8[:] i8[:]", "same_strings": "u1[:] i8[:] i8[:] i8[:] i8[:] -> i8"}
-"""The C entries' arguments (`native.parse_spec`) of `_hash_kernel` and `_same_strings`."""
-_NATIVE_SOURCES = ("mqtool/audit/commitlog.py", "mqtool/store/kernels.py", "mqtool/store/native.py")
-_compiled: dict | None = None
-_numba_compiled: dict | None = None
-
-
-def _kernels() -> dict:
-    """{"hash", "same_strings"}: native code loaded without numba (`store/native.py`), else numba's
-    dispatchers (`fastscan.ENGINE` "numba", or no native code to be had)."""
-    global _compiled
-    if _compiled is None:
-        from mqtool.store import native
-
-        _compiled = native.kernels_or_numba("audit", _SPECS, _numba_kernels, _NATIVE_SOURCES)
-    return _compiled
-
-
-def _numba_kernels() -> dict:
-    global _numba_compiled
-    if _numba_compiled is None:
-        from numba import njit
-
-        g = dict(globals())
-        _numba_compiled = {name: njit(cache=True, nogil=True)(FunctionType(fn.__code__, g, fn.__name__))
-                           for name, fn in (("hash", _hash_kernel), ("same_strings", _same_strings))}
-    return _numba_compiled
+def same_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, rep_pos: np.ndarray, rep_lens: np.ndarray) -> bool:
+    """True when string i equals representative i for every i (confirms a hash dictionary)."""
+    args = (np.ascontiguousarray(x, np.int64) for x in (pos, lens, rep_pos, rep_lens))
+    return bool((_same_strings or _same_reference)(a, *args))
 
 
 def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
@@ -126,13 +111,14 @@ def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.nd
     uniq, first, codes = np.unique(hash_strings(a, pos, lens), return_index=True, return_inverse=True)
     codes = codes.ravel()
     rep = first[codes]
-    if not _kernels()["same_strings"](a, pos, lens, pos[rep], lens[rep]):  # a 63-bit collision between two topics
-        raws = [a[p:p + n].tobytes() for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
+    if not same_strings(a, pos, lens, pos[rep], lens[rep]):  # a 63-bit collision between two topics
+        raws = [a[p : p + n].tobytes() for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
         index: dict[bytes, int] = {}
         return np.array([index.setdefault(r, len(index)) for r in raws], np.int64), list(index)
     del uniq
-    return codes.astype(np.int64), [a[p:p + n].tobytes() for p, n in zip(pos[first].tolist(), lens[first].tolist(),
-                                                                            strict=True)]
+    return codes.astype(np.int64), [
+        a[p : p + n].tobytes() for p, n in zip(pos[first].tolist(), lens[first].tolist(), strict=True)
+    ]
 
 
 def _property_values(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, name: np.ndarray):
@@ -214,11 +200,18 @@ class _Walk:
         for i in np.flatnonzero(phys_bad | crc_bad).tolist():
             topic, qid, off = names[int(codes[i])], int(c[_C.C_QUEUE_ID, i]), int(offsets[i])
             if phys_bad[i]:
-                self._add(off, "error", f"PHYSICALOFFSET field {int(c[_C.C_PHYS_FIELD, i])} != position {off}",
-                          topic, qid)
+                self._add(
+                    off, "error", f"PHYSICALOFFSET field {int(c[_C.C_PHYS_FIELD, i])} != position {off}", topic, qid
+                )
             if crc_bad[i]:
-                self._add(off, "error", f"body CRC mismatch: stored {int(c[_C.C_BODY_CRC, i])}, computed "
-                          f"{int(c[_C.C_CRC, i])}; recovery with checkCRCOnRecover stops here", topic, qid)
+                self._add(
+                    off,
+                    "error",
+                    f"body CRC mismatch: stored {int(c[_C.C_BODY_CRC, i])}, computed "
+                    f"{int(c[_C.C_CRC, i])}; recovery with checkCRCOnRecover stops here",
+                    topic,
+                    qid,
+                )
 
     def _queue_stats(self, codes, names, qid, total, store_ts, qoff) -> None:
         """[count, bytes, min/max store time, min/max queue offset] per (topic, queue), merged in."""
@@ -226,9 +219,14 @@ class _Walk:
         order = np.argsort(key, kind="stable")
         k = key[order]
         starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-        cols = [np.add.reduceat(np.ones_like(k), starts), np.add.reduceat(total[order], starts),
-                np.minimum.reduceat(store_ts[order], starts), np.maximum.reduceat(store_ts[order], starts),
-                np.minimum.reduceat(qoff[order], starts), np.maximum.reduceat(qoff[order], starts)]
+        cols = [
+            np.add.reduceat(np.ones_like(k), starts),
+            np.add.reduceat(total[order], starts),
+            np.minimum.reduceat(store_ts[order], starts),
+            np.maximum.reduceat(store_ts[order], starts),
+            np.minimum.reduceat(qoff[order], starts),
+            np.maximum.reduceat(qoff[order], starts),
+        ]
         for kk, *v in zip(k[starts].tolist(), *(x.tolist() for x in cols), strict=True):
             low = kk & 0xFFFFFFFF
             q = (names[kk >> 32], low - (1 << 32) if low >= 1 << 31 else low)
@@ -236,17 +234,32 @@ class _Walk:
             if cur is None:
                 self.queues[q] = v
             else:
-                self.queues[q] = [cur[0] + v[0], cur[1] + v[1], min(cur[2], v[2]), max(cur[3], v[3]),
-                                  min(cur[4], v[4]), max(cur[5], v[5])]
+                self.queues[q] = [
+                    cur[0] + v[0],
+                    cur[1] + v[1],
+                    min(cur[2], v[2]),
+                    max(cur[3], v[3]),
+                    min(cur[4], v[4]),
+                    max(cur[5], v[5]),
+                ]
 
     def _keep(self, a, row: list[int], topic: str, base: int) -> None:
-        props = a[row[_C.C_PROPS_POS]:row[_C.C_PROPS_POS] + row[_C.C_PROPS_LEN]].tobytes()
-        body = a[row[_C.C_BODY_POS]:row[_C.C_BODY_POS] + row[_C.C_BODY_LEN]].tobytes() if topic in _KEEP_BODY \
-            else b""
-        self.kept.append({"topic": topic, "queue_id": row[_C.C_QUEUE_ID], "queue_offset": row[_C.C_QUEUE_OFFSET],
-                          "offset": row[_C.C_POS] + base, "size": row[_C.C_TOTAL], "sys_flag": row[_C.C_SYS_FLAG],
-                          "born_ts": row[_C.C_BORN_TS], "store_ts": row[_C.C_STORE_TS],
-                          "properties": props.decode("utf-8", "surrogateescape"), "body": body})
+        props = a[row[_C.C_PROPS_POS] : row[_C.C_PROPS_POS] + row[_C.C_PROPS_LEN]].tobytes()
+        body = a[row[_C.C_BODY_POS] : row[_C.C_BODY_POS] + row[_C.C_BODY_LEN]].tobytes() if topic in _KEEP_BODY else b""
+        self.kept.append(
+            {
+                "topic": topic,
+                "queue_id": row[_C.C_QUEUE_ID],
+                "queue_offset": row[_C.C_QUEUE_OFFSET],
+                "offset": row[_C.C_POS] + base,
+                "size": row[_C.C_TOTAL],
+                "sys_flag": row[_C.C_SYS_FLAG],
+                "born_ts": row[_C.C_BORN_TS],
+                "store_ts": row[_C.C_STORE_TS],
+                "properties": props.decode("utf-8", "surrogateescape"),
+                "body": body,
+            }
+        )
 
     def _add(self, offset, severity, message, topic=None, qid=None) -> None:
         self.findings.add(self.task.rel, offset, CHECK, severity, message, topic, qid)
@@ -263,8 +276,10 @@ def scan_slice(task: CommitLogSlice) -> CommitLogResult:
         # giving it the file's first `end` bytes (a memoryview, no copy); positions stay file positions.
         view = buf if end == n else memoryview(buf)[:end]
         a = fastscan.as_array(buf)
-        chunks = (dledger_slice_chunks(task, buf)  # a DLedger data file: the entries' bodies (spec §12)
-                  or fastscan.iter_commitlog_chunks(view, base, task.begin, verify_crc=True))
+        chunks = (
+            dledger_slice_chunks(task, buf)  # a DLedger data file: the entries' bodies (spec §12)
+            or fastscan.iter_commitlog_chunks(view, base, task.begin, verify_crc=True)
+        )
         try:
             last = None
             for last in chunks:
@@ -277,7 +292,7 @@ def scan_slice(task: CommitLogSlice) -> CommitLogResult:
                 if f is not None:
                     walk._add(base + last.end, *f)
             elif last.stop >= fastscan.BAD_HEADER:
-                nz = np.flatnonzero(a[last.end:end])
+                nz = np.flatnonzero(a[last.end : end])
                 trailing = int(nz[-1]) + 1 if nz.size else 0
                 walk._add(base + last.end, "error", _torn_message(a, task, last, end, trailing))
         finally:
@@ -290,16 +305,30 @@ def scan_slice(task: CommitLogSlice) -> CommitLogResult:
     order = np.argsort(h, kind="stable")
     commits = np.concatenate(walk.commits) if walk.commits else np.zeros((0, 2), np.int64)
     return CommitLogResult(
-        index=task.index, findings=walk.findings, file=task.rel, file_start=base, begin=task.begin, end=task.end,
-        valid_end=valid_end, stop=stop, trailing_bytes=trailing, last_of_file=task.last_of_file,
-        records=walk.records, bytes=walk.bytes, queues={k: QueueStats(*v) for k, v in walk.queues.items()},
-        kept=walk.kept, key_hashes=h[order], key_offsets=o[order], commits=commits)
+        index=task.index,
+        findings=walk.findings,
+        file=task.rel,
+        file_start=base,
+        begin=task.begin,
+        end=task.end,
+        valid_end=valid_end,
+        stop=stop,
+        trailing_bytes=trailing,
+        last_of_file=task.last_of_file,
+        records=walk.records,
+        bytes=walk.bytes,
+        queues={k: QueueStats(*v) for k, v in walk.queues.items()},
+        kept=walk.kept,
+        key_hashes=h[order],
+        key_offsets=o[order],
+        commits=commits,
+    )
 
 
 def _torn_message(a: np.ndarray, task: CommitLogSlice, last: fastscan.ScanChunk, end: int, trailing: int) -> str:
     """The finding where the walk met an invalid record: the fast path's reason, and what it means here."""
     pos = last.end
-    total = int.from_bytes(a[pos:pos + 4].tobytes(), "big", signed=True) if pos + 4 <= len(a) else None
+    total = int.from_bytes(a[pos : pos + 4].tobytes(), "big", signed=True) if pos + 4 <= len(a) else None
     if last.stop == fastscan.BAD_SIZE:
         bad = f"TOTALSIZE {total} != computed length {last.detail}"
     elif last.stop == fastscan.BAD_MAGIC:
@@ -308,7 +337,11 @@ def _torn_message(a: np.ndarray, task: CommitLogSlice, last: fastscan.ScanChunk,
         where = "in the file" if end == len(a) else "before the next checked record start"
         bad = f"TOTALSIZE {total} ({end - pos} bytes left {where}): {fastscan.invalid_reason(last.stop, last.detail)}"
     if task.last_of_file:
-        return (f"torn tail: {bad}; the broker's recovery truncates the CommitLog here "
-                f"({trailing} non-zero bytes follow in this file)")
-    return (f"{bad}; the broker's recovery would truncate the CommitLog here although "
-            f"valid records follow at {task.file_start + end}")
+        return (
+            f"torn tail: {bad}; the broker's recovery truncates the CommitLog here "
+            f"({trailing} non-zero bytes follow in this file)"
+        )
+    return (
+        f"{bad}; the broker's recovery would truncate the CommitLog here although "
+        f"valid records follow at {task.file_start + end}"
+    )

@@ -14,8 +14,8 @@ Which path writes what (as `inspect/jsonlines.py` decides for `--json`):
   for the filters; base64 is allowed here too).
 - **record path, per row**: a row whose topic or properties are not valid UTF-8 (the record path
   shows them with `surrogateescape`, which Arrow refuses exactly as before), or a compressed body
-  with --decompress; also every row of a chunk while the process has not loaded numba and reads a
-  small store (`jsonlines.KERNEL_MIN_BYTES`).
+  with --decompress; also every row where `mqtool._native` cannot be imported (built without a C
+  compiler: the scan warns once).
 - **record path, whole query**: --key, --uniq-key, --tag, offsets or times past 64 bits.
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator
 from pathlib import Path
-from types import FunctionType
 
 import numpy as np
 
@@ -32,17 +31,30 @@ from mqtool.formats import commitlog as cl
 from mqtool.formats.names import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFlag
 from mqtool.inspect.columns import ColumnChunk
-from mqtool.inspect.jsonlines import _use_kernel, limited_chunks
+from mqtool.inspect.jsonlines import limited_chunks
 from mqtool.inspect.messages import MessageQuery
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import fastscan
 from mqtool.store.store import Store
 
+try:
+    from mqtool._native import body_crcs
+except ImportError:  # built without a C compiler (or a build older than this kernel): the record path
+    body_crcs = None
+
 ROW_GROUP = 65_536
 """Records per Parquet row group (as `output.write_parquet`)."""
 
-DICTIONARY_COLUMNS = ["file", "magic", "transaction", "compression", "born_host", "store_host", "topic",
-                      "properties.key_value.key"]
+DICTIONARY_COLUMNS = [
+    "file",
+    "magic",
+    "transaction",
+    "compression",
+    "born_host",
+    "store_host",
+    "topic",
+    "properties.key_value.key",
+]
 """Columns with few distinct values, dictionary-encoded; the others (msg_id, uniq_key, bodies: one value
 a row) are written plain, which saves the encoder's attempt (~0.2 CPU s per 210,000 rows) and bytes."""
 
@@ -59,8 +71,15 @@ def fast_query(query: MessageQuery) -> bool:
     return all(v is None or _I64_MIN <= v <= _I64_MAX for v in ints)
 
 
-def write_messages(store: Store, query: MessageQuery, path: Path, verify: bool = False, body: str = "text",
-                   decompress: bool = False, progress: Progress | None = None) -> int:
+def write_messages(
+    store: Store,
+    query: MessageQuery,
+    path: Path,
+    verify: bool = False,
+    body: str = "text",
+    decompress: bool = False,
+    progress: Progress | None = None,
+) -> int:
     """The `messages` rows of `query` as one Parquet file (zstd), streamed chunk by chunk; the row count."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -88,8 +107,14 @@ def write_messages(store: Store, query: MessageQuery, path: Path, verify: bool =
     return n
 
 
-def message_batches(store: Store, query: MessageQuery, verify: bool = False, body: str = "text",
-                    decompress: bool = False, progress: Progress | None = None) -> Iterator:
+def message_batches(
+    store: Store,
+    query: MessageQuery,
+    verify: bool = False,
+    body: str = "text",
+    decompress: bool = False,
+    progress: Progress | None = None,
+) -> Iterator:
     """The `messages` rows of `query` as `pyarrow.RecordBatch`es of the documented schema, in CommitLog order."""
     import pyarrow as pa
 
@@ -102,12 +127,13 @@ def message_batches(store: Store, query: MessageQuery, verify: bool = False, bod
         _, records = find_messages(store, query, verify, progress)
         yield from _pylist_batches([record_dict(r, body, decompress) for r in records], schema)
         return
-    for walk, cc, rows, big in limited_chunks(store, query, verify, progress):
-        if _use_kernel(big):
+    for walk, cc, rows, _ in limited_chunks(store, query, verify, progress):
+        if body_crcs is not None:
             yield chunk_batch(cc, rows, body, decompress, schema)
         else:
             yield pa.RecordBatch.from_pylist(
-                _rows([record_dict(r, body, decompress) for r in cc.records(rows)]), schema=schema)
+                _rows([record_dict(r, body, decompress) for r in cc.records(rows)]), schema=schema
+            )
         walk.last = int(rows[-1])
 
 
@@ -131,8 +157,7 @@ def chunk_batch(cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, 
     import pyarrow as pa
 
     c = cc.chunk
-    sub = fastscan.ScanChunk(c.base_offset, c.cols[:, rows], c.end, c.stop, c.detail, c.crc_checked,
-                             c.file_size, None)
+    sub = fastscan.ScanChunk(c.base_offset, c.cols[:, rows], c.end, c.stop, c.detail, c.crc_checked, c.file_size, None)
     a = fastscan.as_array(cc.buf)
     try:
         cols = _columns(a, cc.rel, sub, body)
@@ -140,12 +165,14 @@ def chunk_batch(cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, 
         del a
     back = _record_path_rows(cc, sub, cols, decompress)
     batch = pa.RecordBatch.from_arrays(
-        [cols[f.name] if f.name in cols else pa.nulls(len(rows), f.type) for f in schema], schema=schema)
+        [cols[f.name] if f.name in cols else pa.nulls(len(rows), f.type) for f in schema], schema=schema
+    )
     if not len(back):
         return batch
     keep = np.setdiff1d(np.arange(len(rows)), back)
-    slow = pa.RecordBatch.from_pylist(_rows([record_dict(r, body, decompress) for r in cc.records(rows[back])]),
-                                      schema=schema)
+    slow = pa.RecordBatch.from_pylist(
+        _rows([record_dict(r, body, decompress) for r in cc.records(rows[back])]), schema=schema
+    )
     table = pa.Table.from_batches([batch.take(pa.array(keep)), slow], schema)
     order = np.argsort(np.concatenate([keep, back]), kind="stable")
     return table.take(pa.array(order)).combine_chunks().to_batches()[0]
@@ -167,8 +194,9 @@ def _record_path_rows(cc: ColumnChunk, sub: fastscan.ScanChunk, cols: dict, deco
     props = cols["properties"]
     hit = pc.or_(pc.match_substring(props.keys, "\ufffd"), pc.match_substring(props.items, "\ufffd"))
     if pc.any(hit).as_py():
-        pair_row = np.searchsorted(props.offsets.to_numpy(), np.flatnonzero(hit.to_numpy(zero_copy_only=False)),
-                                   "right") - 1
+        pair_row = (
+            np.searchsorted(props.offsets.to_numpy(), np.flatnonzero(hit.to_numpy(zero_copy_only=False)), "right") - 1
+        )
         bad[pair_row] = True
     if not bad.any():
         return np.flatnonzero(bad)
@@ -207,11 +235,12 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
     m = -1
     for cap in (n * 8, int(props_len.sum()) // 3 + 1):
         kpos, klen, vpos, vlen = np.empty((4, cap), np.int64)
-        m = k._property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
+        m = k.property_pairs(a, props_pos, props_len, rec_offsets, kpos, klen, vpos, vlen)
         if m >= 0:
             break
-    props = pa.MapArray.from_arrays(pa.array(rec_offsets), fastscan._text(a, kpos[:m], klen[:m]),
-                                    fastscan._text(a, vpos[:m], vlen[:m]))
+    props = pa.MapArray.from_arrays(
+        pa.array(rec_offsets), fastscan._text(a, kpos[:m], klen[:m]), fastscan._text(a, vpos[:m], vlen[:m])
+    )
     topic = fastscan._text(a, c[fastscan.C_TOPIC_POS], c[fastscan.C_TOPIC_LEN])
 
     def dictionary(codes, texts):
@@ -237,8 +266,9 @@ def _columns(a: np.ndarray, rel: str, sub: fastscan.ScanChunk, body: str) -> dic
         "born_timestamp": pa.array(c[fastscan.C_BORN_TS]),
         "born_host": fastscan._host_column(a, c[fastscan.C_BORN_HOST], (sys_flag & BORNHOST_V6) != 0).cast(pa.string()),
         "store_timestamp": pa.array(c[fastscan.C_STORE_TS]),
-        "store_host": fastscan._host_column(a, c[fastscan.C_STORE_HOST],
-                                            (sys_flag & STOREHOST_V6) != 0).cast(pa.string()),
+        "store_host": fastscan._host_column(a, c[fastscan.C_STORE_HOST], (sys_flag & STOREHOST_V6) != 0).cast(
+            pa.string()
+        ),
         "reconsume_times": i32(fastscan.C_RECONSUME),
         "prepared_transaction_offset": pa.array(c[fastscan.C_PREPARED]),
         "topic": topic,
@@ -258,56 +288,14 @@ def _decoded(arr):
 
 
 def _crc_ok(a: np.ndarray, sub: fastscan.ScanChunk) -> np.ndarray:
-    """`MessageRecord.crc_ok` of each row: the scan's CRC when it computed one, else the scan's zlib CRC here."""
+    """`MessageRecord.crc_ok` of each row: the scan's CRC when it computed one, else the extension's here."""
     c = sub.cols
     if not sub.crc_checked:
         crc = np.empty(len(sub), np.int64)
-        _crc_kernel()(a, c[fastscan.C_BODY_POS], c[fastscan.C_BODY_LEN], crc)
+        body_crcs(a, np.ascontiguousarray(c[fastscan.C_BODY_POS]), np.ascontiguousarray(c[fastscan.C_BODY_LEN]), crc)
     else:
         crc = c[fastscan.C_CRC]
     return (c[fastscan.C_BODY_LEN] == 0) | (crc == c[fastscan.C_BODY_CRC])
-
-
-def _body_crcs(a, pos, lens, out):  # compiled by `_crc_kernel` (numba, cached on disk)
-    for i in range(pos.shape[0]):
-        out[i] = 0
-        if lens[i] > 0:
-            out[i] = _crc32(0, a.ctypes.data + pos[i], lens[i]) & 0x7FFFFFFF
-
-
-def _crc32(crc, ptr, n):  # pragma: no cover - the scan's zlib CRC symbol under numba (`_crc_kernel`)
-    raise NotImplementedError
-
-
-_compiled = None
-_numba_compiled = None
-_CRC_SPEC = "u1[:] i8[:] i8[:] i8[:]"  # `_body_crcs`'s arguments (`native.parse_spec`)
-_NATIVE_SOURCES = ("mqtool/inspect/parquet.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-                   "mqtool/store/fastscan.py")
-
-
-def _crc_kernel():
-    """`_body_crcs` as native code loaded without numba (`store/native.py`, as `jsonlines._writer`),
-    else numba's dispatcher."""
-    global _compiled
-    if _compiled is None:
-        from mqtool.store import native
-
-        _compiled = native.kernels_or_numba("parquet", {"body_crcs": _CRC_SPEC},
-                                            lambda: {"body_crcs": _numba_crc_kernel()}, _NATIVE_SOURCES)["body_crcs"]
-    return _compiled
-
-
-def _numba_crc_kernel():
-    """`_body_crcs` compiled with numba (cached on disk), `_crc32` the scan's zlib CRC."""
-    global _numba_compiled
-    if _numba_compiled is None:
-        from numba import njit
-
-        g = dict(globals())
-        g["_crc32"] = fastscan.kernels()._crc32
-        _numba_compiled = njit(cache=True, nogil=True)(FunctionType(_body_crcs.__code__, g, "_body_crcs"))
-    return _numba_compiled
 
 
 def _offsets(arr) -> np.ndarray:
@@ -334,8 +322,9 @@ def _hex(data: np.ndarray, offsets: np.ndarray, upper: bool):
     import pyarrow as pa
 
     digits = (_HEX_UPPER if upper else _HEX_LOWER)[data]
-    return pa.Array.from_buffers(pa.string(), len(offsets) - 1,
-                                 [None, pa.py_buffer((offsets * 2).astype(np.int32)), pa.py_buffer(digits)])
+    return pa.Array.from_buffers(
+        pa.string(), len(offsets) - 1, [None, pa.py_buffer((offsets * 2).astype(np.int32)), pa.py_buffer(digits)]
+    )
 
 
 def _msg_id(a: np.ndarray, c: np.ndarray):
@@ -371,8 +360,9 @@ def _body(a: np.ndarray, c: np.ndarray, mode: str):
     raw = fastscan._binary(a, c[fastscan.C_BODY_POS], c[fastscan.C_BODY_LEN], pa.binary())
     if mode == "hex":
         offsets = _offsets(raw)
-        return _hex(np.frombuffer(raw.buffers()[2] or b"", np.uint8, count=int(offsets[-1])),
-                    offsets.astype(np.int64), False)
+        return _hex(
+            np.frombuffer(raw.buffers()[2] or b"", np.uint8, count=int(offsets[-1])), offsets.astype(np.int64), False
+        )
     if mode == "base64":
         return pa.array([base64.b64encode(b).decode("ascii") for b in raw.to_pylist()], pa.string())
     text = raw.view(pa.string())

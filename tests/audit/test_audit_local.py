@@ -3,57 +3,111 @@
 import json
 import os
 import struct
+import subprocess
+import sys
 
 import pytest
 from audit import audit_stores
 from audit.audit_stores import BASIC, PAIR_B, body_position, patch
 
-from conftest import ORACLE, ORACLE_STORES, need_oracle
+from conftest import ORACLE, ORACLE_STORES, PROJECT, need_oracle
 from mqtool.audit import commitlog
 from mqtool.audit.commitlog import scan_slice
 from mqtool.audit.plan import CommitLogSlice, plan_audit
 from mqtool.audit.runner import run_local
 from mqtool.formats.broker_conf import BrokerConfig
-from mqtool.store import fastscan, native
 
 pytestmark = pytest.mark.oracle
-basic_copy, pair_b_copy, synthetic_store = (audit_stores.basic_copy, audit_stores.pair_b_copy,
-                                             audit_stores.synthetic_store)
+basic_copy, pair_b_copy, synthetic_store = (
+    audit_stores.basic_copy,
+    audit_stores.pair_b_copy,
+    audit_stores.synthetic_store,
+)
 
 
-@pytest.fixture(params=["native", "numba"])
-def engine(request, monkeypatch):
-    """The walk and the audit's string kernels as object code loaded without numba, or numba's dispatchers."""
-    monkeypatch.setattr(fastscan, "ENGINE", request.param)
-    monkeypatch.setattr(commitlog, "_compiled", None)
-    native_hash = commitlog._kernels()["hash"].__module__ == native.__name__  # a `Native.kernel` call
-    assert native_hash == (request.param == "native"), native.errors
-    return request.param
+def _want_hash(b: bytes) -> int:
+    """FNV-1a 64 then splitmix64's finaliser, shifted to 63 bits, computed here in plain Python."""
+    m = (1 << 64) - 1
+    h = 0xCBF29CE484222325
+    for x in b:
+        h = ((h ^ x) * 0x100000001B3) & m
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & m
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & m
+    return (h ^ (h >> 31)) >> 1
 
 
-def test_string_kernels(engine):
-    """FNV-1a 64 then splitmix64's finaliser, shifted to 63 bits (computed here in plain Python), and
-    the dictionary check."""
+def test_string_kernels():
+    """The extension's string hash and the dictionary check."""
     import numpy as np
 
-    def want(b: bytes) -> int:
-        m = (1 << 64) - 1
-        h = 0xCBF29CE484222325
-        for x in b:
-            h = ((h ^ x) * 0x100000001B3) & m
-        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & m
-        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & m
-        return (h ^ (h >> 31)) >> 1
-
+    assert commitlog._string_hashes is not None, "mqtool._native is not built: python3 setup.py build_ext --inplace"
     a = np.frombuffer(b"UNIQ_KEYabcab\xff", np.uint8)
     pos, lens = np.array([0, 8, 11, 8, 0]), np.array([8, 3, 2, 2, 0])
-    assert commitlog.hash_strings(a, pos, lens).tolist() == [want(b"UNIQ_KEY"), want(b"abc"), want(b"ab"),
-                                                            want(b"ab"), want(b"")]
+    assert commitlog.hash_strings(a, pos, lens).tolist() == [
+        _want_hash(b"UNIQ_KEY"),
+        _want_hash(b"abc"),
+        _want_hash(b"ab"),
+        _want_hash(b"ab"),
+        _want_hash(b""),
+    ]
     codes, raws = commitlog._dictionary(a, pos, lens)
     assert len(raws) == 4 and [raws[c] for c in codes.tolist()] == [b"UNIQ_KEY", b"abc", b"ab", b"ab", b""]
-    same = commitlog._kernels()["same_strings"]
+    same = commitlog.same_strings
     assert same(a, np.array([8, 11]), np.array([2, 2]), np.array([11, 8]), np.array([2, 2]))
     assert not same(a, np.array([8, 12]), np.array([2, 2]), np.array([11, 8]), np.array([2, 2]))
+    assert not same(a, np.array([8]), np.array([2]), np.array([8]), np.array([3]))
+    assert same(a, np.array([13, 0]), np.array([1, 0]), np.array([13, 5]), np.array([1, 0]))
+    for bad in ((np.array([13]), np.array([2])), (np.array([-1]), np.array([1])), (np.array([0]), np.array([-1]))):
+        with pytest.raises(IndexError):  # a span outside the buffer is refused, not read
+            commitlog.hash_strings(a, *bad)
+        with pytest.raises(IndexError):
+            same(a, *bad, np.array([0]), np.array([1]))
+
+
+def test_string_kernels_equal_their_references():
+    """On random bytes (every byte value, empty and long strings, overlapping spans) the extension's
+    kernels answer what their plain-Python references answer."""
+    import numpy as np
+
+    rng = np.random.default_rng(31)
+    a = rng.integers(0, 256, 20_000, np.uint8)
+    a[5000:5100] = a[7000:7100]  # equal strings at two places
+    pos = rng.integers(0, 19_000, 3000)
+    lens = rng.integers(0, 1000, 3000)
+    pos[:3], lens[:3] = [5000, 7000, 19_999], [100, 100, 1]
+    got = commitlog.hash_strings(a, pos, lens)
+    want = np.empty(len(pos), np.int64)
+    commitlog._hash_reference(a, pos, lens, want)
+    assert got.tolist() == want.tolist() and got[0] == got[1] and (got >= 0).all()
+    assert len(set(got.tolist())) == len({a[p : p + n].tobytes() for p, n in zip(pos, lens, strict=True)})
+    rep_pos, rep_lens = pos.copy(), lens.copy()
+    rep_pos[0] = 7000
+    for i in (None, 5, 2999):
+        if i is not None:
+            rep_pos[i] = (rep_pos[i] + 1) % 19_000
+        args = (a, pos, lens, rep_pos, rep_lens)
+        assert commitlog.same_strings(*args) == commitlog._same_reference(*args) == (i is None or lens[i] == 0)
+
+
+def test_audit_without_the_extension_gives_the_same_report(tmp_path):
+    """Where `mqtool._native` cannot be imported (built without a compiler), the references run: the
+    same report on the basic store."""
+    need_oracle()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
+    code = (
+        "import json, sys; {block}from mqtool.audit import commitlog; from mqtool.audit.runner import run_local; "
+        "assert (commitlog._string_hashes is None) == {block_it}; "
+        "print(json.dumps(run_local(sys.argv[1]), sort_keys=True, default=str))"
+    )
+    out = []
+    for block in (True, False):
+        prog = code.format(block="sys.modules['mqtool._native'] = None; " if block else "", block_it=block)
+        p = subprocess.run(
+            [sys.executable, "-c", prog, str(BASIC)], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+        assert p.returncode == 0, p.stderr[-2000:]
+        out.append(json.loads(p.stdout))
+    assert out[0] == out[1] and out[0]["summary"]["duplicate_uniq_keys"] == 2
 
 
 def errors(report, check=None):
@@ -67,7 +121,7 @@ def test_clean_oracle_stores_have_no_errors(name):
     assert errors(report) == []
 
 
-def test_basic_store_summary_matches_rocketmq(engine):
+def test_basic_store_summary_matches_rocketmq():
     """Counts from RocketMQ's own decoding (commitlog.jsonl) and summary.txt."""
     need_oracle()
     rep = run_local(BASIC)
@@ -93,29 +147,39 @@ def test_basic_store_summary_matches_rocketmq(engine):
     assert s["transactions"]["half_messages"] == 2
 
 
-def test_header_walk_equals_rocketmq_decoding(engine):
+def test_header_walk_equals_rocketmq_decoding():
     """The audit's fast-path walk reads the same topic/queue/offset fields as RocketMQ's MessageDecoder."""
     need_oracle()
     plan = plan_audit(BASIC)
     kept = [k for t in plan.tasks if isinstance(t, CommitLogSlice) for k in scan_slice(t).kept]
-    jsonl = {r["physicalOffset"]: r for r in map(json.loads, open(ORACLE / "basic-5.3.1/commitlog.jsonl"))
-             if not r.get("blank")}
+    jsonl = {
+        r["physicalOffset"]: r
+        for r in map(json.loads, open(ORACLE / "basic-5.3.1/commitlog.jsonl"))
+        if not r.get("blank")
+    }
     assert len(kept) == 12
     for k in kept:
         j = jsonl[k["offset"]]
-        assert (k["topic"], k["queue_id"], k["queue_offset"], k["size"], k["store_ts"], k["born_ts"]) == \
-            (j["topic"], j["queueId"], j["queueOffset"], j["totalSize"], j["storeTimestamp"], j["bornTimestamp"])
+        assert (k["topic"], k["queue_id"], k["queue_offset"], k["size"], k["store_ts"], k["born_ts"]) == (
+            j["topic"],
+            j["queueId"],
+            j["queueOffset"],
+            j["totalSize"],
+            j["storeTimestamp"],
+            j["bornTimestamp"],
+        )
 
 
-def test_flipped_body_byte_is_a_crc_finding_at_that_record(basic_copy, engine):
+def test_flipped_body_byte_is_a_crc_finding_at_that_record(basic_copy):
     pos = body_position(basic_copy, 251)  # record 2 (TopicA/1) at physical offset 251
     f = basic_copy / "commitlog" / "00000000000000000000"
     b = f.read_bytes()[pos]
     patch(f, pos, bytes([b ^ 0xFF]))
     rep = run_local(basic_copy)
     errs = errors(rep)
-    assert [(e["check"], e["offset"], e["topic"], e["queue_id"]) for e in errs] == \
-        [("commitlog.integrity", 251, "TopicA", 1)]
+    assert [(e["check"], e["offset"], e["topic"], e["queue_id"]) for e in errs] == [
+        ("commitlog.integrity", 251, "TopicA", 1)
+    ]
     assert errs[0]["message"].startswith("body CRC mismatch: stored 524119650")
     assert rep["summary"]["commitlog"]["first_crc_mismatch"] == 251
 
@@ -134,8 +198,11 @@ def test_truncated_last_file_is_a_torn_tail(basic_copy):
     rep = run_local(basic_copy)
     short, *torn = [e for e in errors(rep, "commitlog.integrity") if e["offset"] is not None]
     assert (short["file"], short["offset"], short["message"]) == (
-        "commitlog/00000000000000065536", start + 100, f"last file is {start + 100} bytes, shorter than the queue's "
-        "65536: MappedFileQueue.load refuses it, the broker does not start")
+        "commitlog/00000000000000065536",
+        start + 100,
+        f"last file is {start + 100} bytes, shorter than the queue's "
+        "65536: MappedFileQueue.load refuses it, the broker does not start",
+    )
     assert [e["offset"] for e in torn] == [last]
     assert torn[0]["message"].startswith("torn tail: TOTALSIZE")
     assert rep["summary"]["commitlog"]["recovery_end"] == last
@@ -162,7 +229,8 @@ def test_unit_pointing_to_another_queues_record(basic_copy):
     rep = run_local(basic_copy)
     errs = errors(rep)
     assert [(e["check"], e["file"], e["offset"], e["topic"], e["queue_id"]) for e in errs] == [
-        ("consumequeue.consistency", "consumequeue/TopicA/0/00000000000000000000", 20, "TopicA", 0)]
+        ("consumequeue.consistency", "consumequeue/TopicA/0/00000000000000000000", 20, "TopicA", 0)
+    ]
     assert "queue id 1" in errs[0]["message"] and "queue offset 0 (unit is 1)" in errs[0]["message"]
 
 
@@ -179,7 +247,7 @@ def test_delay_offset_beyond_queue_max(pair_b_copy):
 
 def test_pending_timerlog_unit_pointing_outside_commitlog(basic_copy):
     tl = basic_copy / "timerlog" / "00000000000000000000"
-    patch(tl, 52 + 28, struct.pack(">q", 10 ** 9))  # unit 1 (+1 h, pending): offsetPy far beyond
+    patch(tl, 52 + 28, struct.pack(">q", 10**9))  # unit 1 (+1 h, pending): offsetPy far beyond
     rep = run_local(basic_copy)
     errs = errors(rep, "timer")
     assert [(e["file"], e["offset"]) for e in errs] == [("timerlog/00000000000000000000", 52)]
@@ -234,11 +302,10 @@ def test_broker_conf_settings_reach_the_checks(pair_b_copy, tmp_path):
     assert {f["queue_id"] for f in sched} == {2, 4, 5, 17}  # levels 3, 5, 6 and 18 are beyond the two
     assert not [f for f in default["findings"] if "not configured" in f["message"]]
     plan = plan_audit(pair_b_copy, BrokerConfig(message_delay_level="1s 2m 1h 1d"))
-    assert [t.delays_ms for t in plan.tasks if getattr(t, "delays_ms", None)][0] == (1000, 120000, 3600000,
-                                                                                     86400000)
+    assert [t.delays_ms for t in plan.tasks if getattr(t, "delays_ms", None)][0] == (1000, 120000, 3600000, 86400000)
 
 
-def test_commit_record_naming_no_half_message(pair_b_copy, engine):
+def test_commit_record_naming_no_half_message(pair_b_copy):
     """The COMMIT record of OracleTxTopic (at 2667) names its half at 237; point it elsewhere."""
     f = pair_b_copy / "commitlog" / "00000000000000000000"
     buf = f.read_bytes()
@@ -250,8 +317,14 @@ def test_commit_record_naming_no_half_message(pair_b_copy, engine):
     rep = run_local(pair_b_copy)
     errs = errors(rep, "transactions")
     assert [(e["offset"], e["topic"], e["queue_id"], e["message"]) for e in errs] == [
-        (2667, "OracleTxTopic", 0, "COMMIT record's PREPARED TRANSACTION OFFSET 0 names no half message "
-         "(the record there is of topic OracleTopicA)")]
+        (
+            2667,
+            "OracleTxTopic",
+            0,
+            "COMMIT record's PREPARED TRANSACTION OFFSET 0 names no half message "
+            "(the record there is of topic OracleTopicA)",
+        )
+    ]
     assert rep["summary"]["transactions"]["commits"] == {"records": 1, "without_half": 1}
 
 

@@ -96,6 +96,17 @@ def test_a_store_view_scans_with_the_extension_without_numba():
     assert heavy(names, ("numba", "llvmlite", "mqtool.store.kernels", "mqtool.store.native")) == []
 
 
+def test_messages_json_writes_its_lines_with_the_extension_without_numba():
+    """`messages --json` walks and writes its lines with the extension (the line writer of
+    `inspect/jsonlines.py`), and neither numba nor llvmlite is imported."""
+    names, p = imported("inspect", str(DEMO), "messages", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("
+") == 66  # 46 + 20 records in the demo's two CommitLog files
+    assert "mqtool._native" in names
+    assert heavy(names, ("numba", "llvmlite", "mqtool.store.kernels", "mqtool.store.native")) == []
+
+
 def test_choices_equal_the_library_lists():
     """cli/common writes the choices out (the library's lists sit behind numpy); they must not drift."""
     from mqtool.inspect.records import BODY_MODES

@@ -4,20 +4,25 @@ The reference is the record path the CLI used before: `find_messages` -> `record
 `output.write_jsonl`. Every store the tests have (the demo fixture, the oracle stores, DLedger
 stores, a generated store with odd properties, non-UTF-8 topics, properties and bodies, IPv6 hosts,
 compressed bodies, and a damaged copy of the demo) under every body mode, with and without
---verify/--decompress, the column filters and --limit, in chunks of the default size and of 7.
+--verify/--decompress, the column filters and --limit, in chunks of the default size and of 7, written
+on the calling thread and on two worker threads. Without `mqtool._native` the record path writes
+every row (`test_without_the_extension_the_record_path_writes_every_row`).
 """
 
 import functools
 import io
+import os
 import shutil
+import subprocess
+import sys
+import threading
 import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 from dledgerkit import make_converted_store
 
-from conftest import FIXTURES, ORACLE, ORACLE_STORES, need_oracle
+from conftest import FIXTURES, ORACLE, ORACLE_STORES, PROJECT, need_oracle
 from mqtool.cli.common import _default
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, body_crc, commitlog_record
@@ -27,7 +32,6 @@ from mqtool.inspect.jsonlines import fast_query, message_lines
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.records import record_dict
 from mqtool.output import write_jsonl, write_jsonl_parts
-from mqtool.store import fastscan, native
 from mqtool.store.store import Store
 
 DEMO = FIXTURES / "demo"
@@ -46,9 +50,9 @@ def _record_path(store: Store, q: MessageQuery, verify: bool, body: str, decompr
     return raw.getvalue(), scan_findings(store)
 
 
-def _fast_path(store: Store, q: MessageQuery, verify: bool, body: str, decompress: bool):
+def _fast_path(store: Store, q: MessageQuery, verify: bool, body: str, decompress: bool, threads: bool = False):
     raw, out = _text_out()
-    write_jsonl_parts(message_lines(store, q, verify, body, decompress), out, _default)
+    write_jsonl_parts(message_lines(store, q, verify, body, decompress, threads=threads), out, _default)
     out.flush()
     return raw.getvalue(), scan_findings(store)
 
@@ -77,85 +81,108 @@ def _queries(store: Store) -> list[MessageQuery]:
     ]
 
 
-@pytest.fixture(params=["native", "numba", "records", "threads"])
-def path(request, monkeypatch):
-    """The compiled writer for every chunk (its object code loaded without numba, or numba's
-    dispatcher), or the record rows a small store gets before a compiled walk loads; "threads": the
-    native writer on a worker thread while the walk goes on (`_pipelined`, a big CommitLog's path)."""
-    threads = request.param == "threads"
-    engine = "native" if threads else request.param
-    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: engine != "records")
-    monkeypatch.setattr(jsonlines, "_use_threads", lambda big: threads)
-    monkeypatch.setattr(jsonlines, "PIECE_ROWS", 2)  # chunks of 2 rows and more are written in two pieces
-    if engine != "records":
-        monkeypatch.setattr(fastscan, "ENGINE", engine)  # the walk and the chunk kernels too
-        monkeypatch.setattr(jsonlines, "_compiled", None)
-        native_writer = jsonlines._writer().__module__ == native.__name__  # a `Native.kernel` call
-        assert native_writer == (engine == "native"), native.errors
+@pytest.fixture(params=[False, True], ids=["serial", "threads"])
+def threads(request) -> bool:
+    """The extension's writer on the calling thread (a small CommitLog's path), or on two worker threads
+    while the walk goes on, each chunk's rows in two halves (`_pipelined`, a big CommitLog's path)."""
+    assert jsonlines.json_lines is not None, "mqtool._native is not built: python3 setup.py build_ext --inplace"
     return request.param
 
 
-def _check(store: Store, modes=(("none", False), ("text", False), ("hex", True), ("base64", False),
-                                ("text", True))) -> int:
+def _check(
+    store: Store,
+    modes=(("none", False), ("text", False), ("hex", True), ("base64", False), ("text", True)),
+    threads: bool = False,
+) -> int:
     lines = 0
     for q in _queries(store):
         for verify in (False, True):
             for body, decompress in modes:
                 want = _record_path(store, q, verify, body, decompress)
-                got = _fast_path(store, q, verify, body, decompress)
+                got = _fast_path(store, q, verify, body, decompress, threads)
                 assert got[0] == want[0], (q, verify, body, decompress)
                 assert got[1] == want[1], (q, verify, body, decompress)
                 lines += want[0].count(b"\n")
     return lines
 
 
-def test_demo(path, chunk_records, demo):
-    assert _check(demo) > 1000
+def test_demo(threads, chunk_records, demo):
+    assert _check(demo, threads=threads) > 1000
 
 
 @pytest.mark.parametrize("name", sorted(ORACLE_STORES))
-def test_oracle_stores(name, path, open_oracle):
-    assert _check(open_oracle(ORACLE_STORES[name][0])) > 0
+def test_oracle_stores(name, threads, open_oracle):
+    assert _check(open_oracle(ORACLE_STORES[name][0]), threads=threads) > 0
 
 
-def test_dledger_oracle_store(path):
+def test_dledger_oracle_store(threads):
     need_oracle()
     store = Store.open(ORACLE / "dledger-5.3.1/store")
-    assert _check(store) > 0
-    raw, _ = _fast_path(store, MessageQuery(limit=1), False, "none", False)
+    assert _check(store, threads=threads) > 0
+    raw, _ = _fast_path(store, MessageQuery(limit=1), False, "none", False, threads)
     assert b', "dledger": {"index": ' in raw
 
 
-def test_converted_dledger_store(tmp_path, path, chunk_records):
+def test_converted_dledger_store(tmp_path, threads, chunk_records):
     root = make_converted_store(tmp_path)[0]
     store = Store.open(root)
-    assert _check(store) > 0
-    raw, _ = _fast_path(store, MessageQuery(), False, "none", False)
+    assert _check(store, threads=threads) > 0
+    raw, _ = _fast_path(store, MessageQuery(), False, "none", False, threads)
     assert raw.count(b'"dledger": ') == 3  # the three DLedger entries; the old CommitLog records have none
 
 
-def _record(pos: int, topic: str, props: str, body: bytes, *, v6: tuple[bool, bool] = (False, False),
-            sys_flag: int = 0, v2: bool = False, crc_ok: bool = True) -> bytes:
+def _record(
+    pos: int,
+    topic: str,
+    props: str,
+    body: bytes,
+    *,
+    v6: tuple[bool, bool] = (False, False),
+    sys_flag: int = 0,
+    v2: bool = False,
+    crc_ok: bool = True,
+) -> bytes:
     born = "[2001:db8::1]:-3" if v6[0] else "10.1.2.3:65535"
     stored = "[::ffff:10.0.0.1]:10911" if v6[1] else "127.0.0.1:-2147483648"
-    return commitlog_record.build({
-        "total_size": 0, "magic_code": MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE,
-        "message": {
-            "body_crc": body_crc(body) if crc_ok else 12345, "queue_id": -7 if v2 else 3, "flag": -(2**31),
-            "queue_offset": -(2**63), "physical_offset": pos, "sys_flag": sys_flag | (0x10 if v6[0] else 0)
-            | (0x20 if v6[1] else 0), "born_timestamp": 2**63 - 1, "born_host": born,
-            "store_timestamp": 1_700_000_000_000 + pos, "store_host": stored, "reconsume_times": -1,
-            "prepared_transaction_offset": -1, "body": body, "topic": topic, "properties": props,
-        },
-    })
+    return commitlog_record.build(
+        {
+            "total_size": 0,
+            "magic_code": MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE,
+            "message": {
+                "body_crc": body_crc(body) if crc_ok else 12345,
+                "queue_id": -7 if v2 else 3,
+                "flag": -(2**31),
+                "queue_offset": -(2**63),
+                "physical_offset": pos,
+                "sys_flag": sys_flag | (0x10 if v6[0] else 0) | (0x20 if v6[1] else 0),
+                "born_timestamp": 2**63 - 1,
+                "born_host": born,
+                "store_timestamp": 1_700_000_000_000 + pos,
+                "store_host": stored,
+                "reconsume_times": -1,
+                "prepared_transaction_offset": -1,
+                "body": body,
+                "topic": topic,
+                "properties": props,
+            },
+        }
+    )
 
 
 ODD = [  # (topic, properties, body, options)
     ("T", build_properties([("UNIQ_KEY", "ABC"), ("KEYS", "k1 k2"), ("TAGS", "a||b")]), b"hello", {}),
-    ("T\"q\\t", build_properties([("a\"b", "c\\d"), ("ctl", "\x00\x1f\x7f\b\f\n\r\t"), ("a\"b", "last")]),
-     b"\x00\x01\"\\\n\x7f", {"v6": (True, True)}),
-    ("Ü€😀\u2028", build_properties([("ключ", "значение 😀"), ("UNIQ_KEY", "x"), ("UNIQ_KEY", "y")]) + "\x02\x01z",
-     "é😀\u2028".encode(), {"v2": True, "v6": (True, False)}),
+    (
+        'T"q\\t',
+        build_properties([('a"b', "c\\d"), ("ctl", "\x00\x1f\x7f\b\f\n\r\t"), ('a"b', "last")]),
+        b'\x00\x01"\\\n\x7f',
+        {"v6": (True, True)},
+    ),
+    (
+        "Ü€😀\u2028",
+        build_properties([("ключ", "значение 😀"), ("UNIQ_KEY", "x"), ("UNIQ_KEY", "y")]) + "\x02\x01z",
+        "é😀\u2028".encode(),
+        {"v2": True, "v6": (True, False)},
+    ),
     ("bad\udcff", build_properties([("k", "v")]), b"ok", {}),  # a non-UTF-8 topic
     ("t", "k\x01\udce9v\x02", b"ok", {"v6": (False, True)}),  # non-UTF-8 properties
     ("t", build_properties([("k", "v")]), b"\xff\xfe body \xed\xa0\x80 \xc0\xaf", {"crc_ok": False}),
@@ -177,27 +204,61 @@ def _odd_store(root: Path, odd: list = ODD) -> Path:
     return root
 
 
-def test_generated_store_with_odd_records(tmp_path, path, chunk_records):
+def test_generated_store_with_odd_records(tmp_path, threads, chunk_records):
     store = Store.open(_odd_store(tmp_path / "odd"))
     recs = list(store.commitlog.iter_records())
     assert len(recs) == 60 and {r.topic for r in recs} >= {"bad\udcff", "Ü€😀\u2028"}
-    assert _check(store) > 0
+    assert _check(store, threads=threads) > 0
 
 
-def test_records_that_end_the_file(tmp_path, path):
+def test_huge_and_empty_properties(tmp_path, threads):
+    """Properties near their 32,767-byte limit: 4,000 distinct pairs with UNIQ_KEY last (the writer's
+    scratch for names), the same with a name repeated at the end or bytes that are not UTF-8 at the end
+    (record path), one long value full of escapes, 8,000 tiny pairs of one name; and empty ones."""
+    pairs = [(f"k{i:04d}", "v") for i in range(4000)]
+    props = [
+        build_properties([*pairs, ("UNIQ_KEY", "U" * 40)]),
+        build_properties([*pairs, ("k0000", "again")]),
+        build_properties(pairs) + "\udcff",
+        build_properties([("long", '"\\\n\x00é😀' * 3000)]),
+        "a\x01b\x02" * 8000,
+        "",
+        "\x02\x01\x02",
+    ]
+    root = tmp_path / "huge"
+    (root / "commitlog").mkdir(parents=True)
+    data = bytearray()
+    for p in props:
+        assert len(p.encode("utf-8", "surrogateescape")) <= 32767
+        data += _record(len(data), "T", p, b"body")
+    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(64))
+    store = Store.open(root)
+    for body in ("none", "text"):
+        want = _record_path(store, MessageQuery(), False, body, False)
+        assert _fast_path(store, MessageQuery(), False, body, False, threads) == want
+    lines = want[0].splitlines()
+    assert len(lines) == 7 and lines[0].count(b'": "v"') == 4000 and b'"uniq_key": "' + b"U" * 40 in lines[0]
+    assert b'"properties": {}, "uniq_key": null' in lines[5] and b'"properties": {}, "uniq_key": null' in lines[6]
+
+
+def test_records_that_end_the_file(tmp_path, threads):
     """Properties, a topic and a body that end where the file ends: the writer's 8-byte steps would
     read past the mapping there and go a byte at a time instead (no trailing zeros in this file)."""
     root = tmp_path / "edge"
     (root / "commitlog").mkdir(parents=True)
     data = bytearray()
-    for topic, props, body in [("T", "k\x01v", b"b"), ("T\"", build_properties([("UNIQ_KEY", "u")]), b""),
-                               ("t", "ab\x01\x1f\u00e9", b"\x00\xe9"), ("t", "k\x01", b"x" * 9)]:
+    for topic, props, body in [
+        ("T", "k\x01v", b"b"),
+        ('T"', build_properties([("UNIQ_KEY", "u")]), b""),
+        ("t", "ab\x01\x1f\u00e9", b"\x00\xe9"),
+        ("t", "k\x01", b"x" * 9),
+    ]:
         data += _record(len(data), topic, props, body)
     (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data))
     store = Store.open(root)
     assert len(list(store.commitlog.iter_records())) == 4
-    assert _check(store, (("none", False), ("text", False), ("hex", False))) > 0
-    raw, _ = _fast_path(store, MessageQuery(), False, "none", False)
+    assert _check(store, (("none", False), ("text", False), ("hex", False)), threads=threads) > 0
+    raw, _ = _fast_path(store, MessageQuery(), False, "none", False, threads)
     lines = raw.decode().splitlines()
     assert len(lines) == 4  # the 4 records written, one line each
     assert ', "properties": {"k": "v"}, "uniq_key": null,' in lines[0]
@@ -206,27 +267,39 @@ def test_records_that_end_the_file(tmp_path, path):
     assert ', "properties": {}, "uniq_key": null,' in lines[3]  # a name without a value is left out
 
 
-@pytest.mark.parametrize("byte", range(256))
-def test_special8_finds_the_first_byte_json_writes_otherwise(byte):
-    """`_special8`'s lowest flagged byte is the first one `_str` cannot copy as it is (a control
-    character, '"', '\\', or a byte of a UTF-8 sequence), wherever it stands among plain bytes."""
-    special = byte < 0x20 or byte >= 0x80 or byte in b'"\\'
-    for at in range(8):
-        for filler in (b"a", b"~", b" "):  # the plain bytes next to the lowest and the highest special ones
-            word = bytearray(filler * 8)
-            word[at] = byte
-            with np.errstate(over="ignore"):  # the SWAR subtractions wrap, as the compiled code's do
-                m = int(jsonlines._special8(np.uint64(int.from_bytes(word, "little"))))
-            assert (m != 0) == special, (byte, at, filler)
-            if special:
-                assert ((m & -m).bit_length() - 1) // 8 == at  # the lowest set bit is in byte `at`
-    with np.errstate(over="ignore"):
-        m = int(jsonlines._special8(np.uint64(int.from_bytes(b'ab"\x01\xff\\cd', "little"))))
-    assert ((m & -m).bit_length() - 1) // 8 == 2  # '"' first; what follows a special byte may be flagged too
+def _byte_store(root: Path) -> Path:
+    """Every byte value at each of the 8 places of a word in a topic, a property value and a body, among
+    plain ASCII ('a', '~', ' ': next to the lowest and highest bytes JSON copies as they are), and each
+    byte >= 0x80 also as the second byte of a 2-byte UTF-8 sequence: what the writer copies 8 bytes a
+    step, escapes or leaves to the record path (bytes that are not UTF-8)."""
+    (root / "commitlog").mkdir(parents=True)
+    data = bytearray()
+    for byte in range(256):
+        for at in range(8):
+            filler = "a~ "[(byte + at) % 3]
+            raw = [bytes([byte])] + ([bytes([0xC2 + (byte >> 6) % 2, 0x80 | byte & 0x3F])] if byte >= 0x80 else [])
+            for r in raw:
+                text = (filler * at).encode() + r + (filler * (15 - at)).encode()
+                s = text.decode("utf-8", "surrogateescape")
+                props = "k" + filler * at + "\x01" + s if byte not in (1, 2) else build_properties([("k", "v")])
+                data += _record(len(data), s if byte else filler * 9, props, text)
+    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(4096))
+    return root
 
 
-def test_damaged_demo(path, torn_demo):
-    assert _check(torn_demo, (("none", False), ("text", False))) > 0
+def test_every_byte_at_every_place_of_a_word(tmp_path, threads):
+    """Each byte is copied as it is, escaped as json.dumps escapes it, or its row left to the record path,
+    wherever it stands in an 8-byte step of the copy: the record path's bytes."""
+    store = Store.open(_byte_store(tmp_path / "bytes"))
+    for body in ("text", "hex", "none"):
+        want = _record_path(store, MessageQuery(), False, body, False)
+        assert _fast_path(store, MessageQuery(), False, body, False, threads) == want
+        assert want[0].count(b"\n") == 256 * 8 + 128 * 8
+    assert b'"topic": "aa\\u001faaaa' in want[0] and b'"properties": {"k ": " \\"   ' in want[0]
+
+
+def test_damaged_demo(threads, torn_demo):
+    assert _check(torn_demo, (("none", False), ("text", False)), threads=threads) > 0
 
 
 def test_fast_query_says_which_options_fall_back():
@@ -239,23 +312,60 @@ def test_fast_query_says_which_options_fall_back():
     assert not fast_query(MessageQuery(from_offset=1 << 64), "none")
 
 
-@pytest.mark.parametrize("args", [[], ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
-                                  ["--body", "hex", "--verify"], ["--decompress"], ["--key", "order-1001"]])
-def test_cli_prints_the_record_paths_bytes(monkeypatch, args):
-    """The CLI through the compiled writer against the CLI with the record path (`fast_query` False)."""
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
+        ["--body", "hex", "--verify"],
+        ["--decompress"],
+        ["--key", "order-1001"],
+    ],
+)
+def test_cli_prints_the_record_paths_bytes(args):
+    """The CLI's `messages --json` against the record path's bytes for the same query."""
     from typer.testing import CliRunner
 
     from mqtool.cli.app import app
 
     if not (DEMO / "commitlog").is_dir():
         pytest.fail("fixtures/demo is absent (a defect: it is committed)")
-    cmd = ["inspect", str(DEMO), "messages", "--json", "--config", str(FIXTURES / "demo.broker.conf"), *args]
-    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
-    fast = CliRunner().invoke(app, cmd)
-    monkeypatch.setattr(jsonlines, "fast_query", lambda q, b: False)
-    slow = CliRunner().invoke(app, cmd)
-    assert fast.exit_code == slow.exit_code and fast.exception is None, fast.output
-    assert fast.stdout_bytes == slow.stdout_bytes and fast.stdout_bytes.count(b"\n") > 0
+    conf = FIXTURES / "demo.broker.conf"
+    got = CliRunner().invoke(app, ["inspect", str(DEMO), "messages", "--json", "--config", str(conf), *args])
+    assert got.exit_code == 0 and got.exception is None, got.output
+    opts = dict(zip(args[::2], args[1::2], strict=False))
+    q = MessageQuery(
+        topic=opts.get("--topic"), limit=int(opts["--limit"]) if "--limit" in opts else None, key=opts.get("--key")
+    )
+    want, _ = _record_path(
+        Store.open(DEMO, load_broker_conf(conf)),
+        q,
+        "--verify" in args,
+        opts.get("--body", "text"),
+        "--decompress" in args,
+    )
+    assert got.stdout_bytes == want and want.count(b"\n") > 0
+
+
+def test_without_the_extension_the_record_path_writes_every_row(tmp_path):
+    """Where `mqtool._native` cannot be imported (built without a compiler), `messages --json` prints the
+    same bytes, every row through the record path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
+    code = (
+        "import sys; sys.modules['mqtool._native'] = None; from mqtool.inspect import jsonlines; "
+        "assert jsonlines.json_lines is None; from mqtool.cli.app import main; "
+        "sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()"
+    )
+    store = _odd_store(tmp_path / "odd")
+    for args in (["--body", "text"], ["--body", "none", "--verify"]):
+        cmd = [str(store), "messages", "--json", *args]
+        plain = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, env=env, cwd=tmp_path)
+        native = subprocess.run(
+            [sys.executable, "-m", "mqtool", "inspect", *cmd], capture_output=True, env=env, cwd=tmp_path
+        )
+        assert plain.returncode == native.returncode  # 1 where the damaged records' errors are printed
+        assert plain.stderr.endswith(native.stderr)  # and a warning that the scan runs as plain Python
+        assert plain.stdout == native.stdout and plain.stdout.count(b"\n") == 60
 
 
 def _damaged_demo(root: Path) -> Path:
@@ -283,18 +393,13 @@ def test_threads_leave_the_findings_of_a_reader_that_stops(tmp_path, monkeypatch
     a walk in chunks of 7 records, across a torn file end into the next file, with record-path rows
     inside chunks (damaged topics and properties)."""
     root = _damaged_demo(tmp_path / "demo")
-    monkeypatch.setattr(fastscan, "ENGINE", "native")
-    monkeypatch.setattr(jsonlines, "_compiled", None)
-    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
-    monkeypatch.setattr(jsonlines, "PIECE_ROWS", 2)
     monkeypatch.setattr(messages, "commitlog_chunks", functools.partial(messages.commitlog_chunks, chunk_records=7))
     conf = load_broker_conf(FIXTURES / "demo.broker.conf")
 
     def stopped_after(rows: int, threads: bool):
         """Parts read until `rows` rows are out (a run of lines counts each line), then closed."""
-        monkeypatch.setattr(jsonlines, "_use_threads", lambda big: threads)
         store = Store.open(root, conf)
-        lines = message_lines(store, MessageQuery(), True, "text", False)
+        lines = message_lines(store, MessageQuery(), True, "text", False, threads=threads)
         out: list = []
         for p in lines:
             out += [p] if type(p) is dict else bytes(p).splitlines()
@@ -303,8 +408,10 @@ def test_threads_leave_the_findings_of_a_reader_that_stops(tmp_path, monkeypatch
         lines.close()
         return out, scan_findings(store), {k: dict(vars(v)) for k, v in store.commitlog.scans.items()}
 
-    serial_parts = [p if type(p) is dict else bytes(p).count(b"\n") for p in
-                    message_lines(Store.open(root, conf), MessageQuery(), True, "text", False)]
+    serial_parts = [
+        p if type(p) is dict else bytes(p).count(b"\n")
+        for p in message_lines(Store.open(root, conf), MessageQuery(), True, "text", False, threads=False)
+    ]
     kinds = set()
     rows = 0
     for p in serial_parts:  # where a serial reader can stop: after each of its parts
@@ -317,13 +424,17 @@ def test_threads_leave_the_findings_of_a_reader_that_stops(tmp_path, monkeypatch
     assert len({k[2] for k in kinds}) > 5  # stops before and after many of the findings
 
 
-def test_threads_raise_the_workers_error(monkeypatch):
-    monkeypatch.setattr(jsonlines, "_use_threads", lambda big: True)
-    monkeypatch.setattr(jsonlines, "_use_kernel", lambda big: True)
+def test_an_error_in_the_walk_stops_the_workers():
+    """An error raised while the workers write (here by the progress callback the walk calls) reaches the
+    reader, and no worker thread is left running."""
+    calls = []
 
-    def broken(self, i=0):
-        raise ValueError("writer failed")
+    def progress(done: int, total: int) -> None:
+        calls.append(done)
+        if len(calls) == 2:
+            raise ValueError("progress failed")
 
-    monkeypatch.setattr(jsonlines._LinesJob, "write", broken)
-    with pytest.raises(ValueError, match="writer failed"):
-        list(message_lines(Store.open(DEMO), MessageQuery(), False, "none", False))
+    with pytest.raises(ValueError, match="progress failed"):
+        for _ in message_lines(Store.open(DEMO), MessageQuery(), False, "none", False, progress, threads=True):
+            pass
+    assert len(calls) == 2 and not [t for t in threading.enumerate() if t.name.startswith("mqtool-lines")]

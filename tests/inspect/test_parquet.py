@@ -5,24 +5,29 @@ The reference is the record path the CLI used before: `find_messages` -> `record
 row and column, row groups), with the scan's findings, on the demo fixture, the oracle stores,
 DLedger stores, a generated store with odd records and a damaged demo, under every body mode, with
 and without --verify/--decompress, the column filters and --limit, in chunks of the default size and of 7.
+Without `mqtool._native` the record path writes every row.
 """
 
 import functools
+import os
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from dledgerkit import make_converted_store
 
-from conftest import FIXTURES, ORACLE, ORACLE_STORES, need_oracle, sibling
+from conftest import FIXTURES, ORACLE, ORACLE_STORES, PROJECT, need_oracle, sibling
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.inspect import messages, parquet
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.parquet import fast_query, write_messages
 from mqtool.inspect.records import record_dict
 from mqtool.output import parquet_schema, write_parquet
-from mqtool.store import fastscan, native
 from mqtool.store.store import Store
 
 DEMO = FIXTURES / "demo"
@@ -48,6 +53,7 @@ def _record_path(store: Store, q: MessageQuery, verify: bool, body: str, decompr
     def run(p):
         _, recs = find_messages(store, q, verify)
         write_parquet((record_dict(r, body, decompress) for r in recs), p, "messages")
+
     return _outcome(run, path), scan_findings(store)
 
 
@@ -55,17 +61,11 @@ def _column_path(store: Store, q: MessageQuery, verify: bool, body: str, decompr
     return _outcome(lambda p: write_messages(store, q, p, verify, body, decompress), path), scan_findings(store)
 
 
-@pytest.fixture(params=["native", "numba", "records"])
-def path(request, monkeypatch):
-    """Arrow columns for every chunk (the kernels' object code loaded without numba, or numba's
-    dispatchers), or the record rows a small store gets before a compiled walk loads."""
-    monkeypatch.setattr(parquet, "_use_kernel", lambda big: request.param != "records")
-    if request.param != "records":
-        monkeypatch.setattr(fastscan, "ENGINE", request.param)  # the walk and the chunk kernels too
-        monkeypatch.setattr(parquet, "_compiled", None)
-        native_crc = parquet._crc_kernel().__module__ == native.__name__  # a `Native.kernel` call
-        assert native_crc == (request.param == "native"), native.errors
-    return request.param
+@pytest.fixture
+def path():
+    """The columns path: the extension is built."""
+    assert parquet.body_crcs is not None, "mqtool._native is not built: python3 setup.py build_ext --inplace"
+    return "columns"
 
 
 def _check(store: Store, tmp: Path, modes=MODES, queries=None) -> int:
@@ -132,7 +132,6 @@ def test_damaged_demo(tmp_path, path, torn_demo):
 def test_row_groups_of_65536(tmp_path, monkeypatch):
     """More rows than a row group, in chunks that do not divide it: groups of 65,536 and the rest."""
     monkeypatch.setattr(parquet, "ROW_GROUP", 25)
-    monkeypatch.setattr(parquet, "_use_kernel", lambda big: True)
     monkeypatch.setattr(messages, "commitlog_chunks", functools.partial(messages.commitlog_chunks, chunk_records=7))
     store = Store.open(DEMO, load_broker_conf(FIXTURES / "demo.broker.conf"))
     n = write_messages(store, MessageQuery(limit=60), tmp_path / "g.parquet", body="none")
@@ -148,9 +147,16 @@ def test_fast_query_says_which_options_fall_back():
     assert not fast_query(MessageQuery(from_offset=1 << 64))
 
 
-@pytest.mark.parametrize("args", [[], ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
-                                  ["--body", "hex", "--verify"], ["--decompress", "--body", "base64"],
-                                  ["--queue-id", "1", "--since", "2000-01-01", "--from-offset", "1000"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--body", "none", "--topic", "DemoTopicA", "--limit", "5"],
+        ["--body", "hex", "--verify"],
+        ["--decompress", "--body", "base64"],
+        ["--queue-id", "1", "--since", "2000-01-01", "--from-offset", "1000"],
+    ],
+)
 def test_cli_writes_the_record_paths_table(tmp_path, monkeypatch, args):
     """The CLI through the columns against the CLI with the record path (`fast_query` False)."""
     from typer.testing import CliRunner
@@ -158,16 +164,64 @@ def test_cli_writes_the_record_paths_table(tmp_path, monkeypatch, args):
     from mqtool.cli.app import app
 
     def cli(out: Path):
-        cmd = ["inspect", str(DEMO), "messages", "--config", str(FIXTURES / "demo.broker.conf"), *args,
-               "--format", "parquet", "--output", str(out)]
+        cmd = [
+            "inspect",
+            str(DEMO),
+            "messages",
+            "--config",
+            str(FIXTURES / "demo.broker.conf"),
+            *args,
+            "--format",
+            "parquet",
+            "--output",
+            str(out),
+        ]
         r = CliRunner().invoke(app, cmd)
         assert r.exit_code == 0 and r.exception is None, r.output
         return r
 
-    monkeypatch.setattr(parquet, "_use_kernel", lambda big: True)
     fast = cli(tmp_path / "fast.parquet")
     monkeypatch.setattr(parquet, "fast_query", lambda q: False)
     slow = cli(tmp_path / "slow.parquet")
     assert fast.output.replace("fast.parquet", "slow.parquet") == slow.output
     want = pq.read_table(tmp_path / "slow.parquet")
     assert want.num_rows > 0 and pq.read_table(tmp_path / "fast.parquet").equals(want)
+
+
+def test_body_crcs_are_the_brokers_crc():
+    """The extension's CRC of each body (where the scan did not compute it) is `UtilAll.crc32`: zlib's
+    CRC32 & 0x7FFFFFFF; 0 for an empty body; a span outside the buffer is refused, not read."""
+    data = np.frombuffer(bytes(range(256)) * 20 + b"\xff\xfe\x00\xed\xa0\x80", np.uint8)
+    pos = np.array([0, 5, 100, 4000, 5120, 0, 5125], np.int64)
+    lens = np.array([0, 1, 3000, 1120, 6, 5126, 1], np.int64)
+    out = np.full(len(pos), -1, np.int64)
+    parquet.body_crcs(data, pos, lens, out)
+    assert out.tolist() == [0] + [
+        zlib.crc32(data[p : p + n].tobytes()) & 0x7FFFFFFF
+        for p, n in zip(pos[1:].tolist(), lens[1:].tolist(), strict=True)
+    ]
+    assert out[3] == zlib.crc32(bytes(range(160, 256)) + bytes(range(256)) * 4) & 0x7FFFFFFF
+    with pytest.raises(IndexError):
+        parquet.body_crcs(data, np.array([5120], np.int64), np.array([7], np.int64), out)
+
+
+def test_without_the_extension_the_record_path_writes_every_row(tmp_path):
+    """Where `mqtool._native` cannot be imported (built without a compiler), the same table."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
+    code = (
+        "import sys; sys.modules['mqtool._native'] = None; from mqtool.inspect import parquet; "
+        "assert parquet.body_crcs is None; from mqtool.cli.app import main; "
+        "sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()"
+    )
+    odd = [o for o in ODD if "\udcff" not in o[0] and "\udce9" not in o[1]]
+    store = _odd_store(tmp_path / "odd", odd)
+    cmd = [str(store), "messages", "--format", "parquet", "--body", "hex", "--output"]
+    plain = subprocess.run(
+        [sys.executable, "-c", code, *cmd, "plain.parquet"], capture_output=True, env=env, cwd=tmp_path
+    )
+    native = subprocess.run(
+        [sys.executable, "-m", "mqtool", "inspect", *cmd, "native.parquet"], capture_output=True, env=env, cwd=tmp_path
+    )
+    assert plain.returncode == native.returncode, plain.stderr[-2000:]
+    want = pq.read_table(tmp_path / "native.parquet")
+    assert want.num_rows == 60 and pq.read_table(tmp_path / "plain.parquet").equals(want)
