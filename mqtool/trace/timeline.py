@@ -81,7 +81,7 @@ def timer_units(store: Store, offsets: set[int]) -> dict[int, list[TimerLogUnit]
 
 def consumers(store: Store, rec: MessageRecord) -> list[tuple[str, int | None, bool]]:
     """(group, committed offset or None, consumed?) for every group with offsets on the record's topic."""
-    co = store.consumer_offsets
+    co = store.config_files.consumer_offsets
     if co is None:
         return []
     out = []
@@ -483,7 +483,7 @@ class Timeline:
                          "past it after a failed put (§4.4)")
 
     def _level_offset(self, level: int | None) -> int | None:
-        do = self.store.delay_offsets
+        do = self.store.config_files.delay_offsets
         if do is None or level is None:
             return None
         return do.offset_table.get(level)
