@@ -62,10 +62,10 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
                 at = w.append_timerlog_unit(prev, magic, write, delayed - write, offset_py, size_py, topic_hash)
                 if at != pos:
                     warnings.append(f"TimerLog unit predicted at {pos} written at {at}")
-                slot = w.get_slot(delayed)
+                slot = w.wheel.get_slot(delayed)
                 delete = bool(magic & 4)
                 num = (slot.num if slot.first_pos != -1 else 0) + (-1 if delete else 1)
-                w.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
+                w.wheel.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
             queue = timer.curr_queue_offset
             w.write_timercheck(timer.read_time(), w.timerlog_end, queue, queue, timestamp=result.until_ms, counter=1)
         old = store.config_files.delay_offsets
