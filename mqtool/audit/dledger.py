@@ -15,13 +15,13 @@ Findings and messages are those of `DLedgerCommitLog.audit`, the serial walk (te
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from mqtool.audit.records import FileSlice
-from mqtool.audit.results import TaskResult
+from mqtool.audit.results import DLedgerSliceResult
 from mqtool.formats import layout
 from mqtool.formats.dledger import BODY_OFFSET, ENTRY_MAGIC, INDEX_UNIT_SIZE, entry_header, index_unit
 from mqtool.store.dledger import (
@@ -46,22 +46,6 @@ class DLedgerSliceTask(FileSlice):
 
     file_no: int  # position of the file among the data files
     last_file: bool
-
-
-@dataclass(kw_only=True)
-class DLedgerSliceResult(TaskResult):
-    """One slice's walk. Its findings travel in `entry_findings`: the driver drops those of slices the
-    broker's recovery never reaches (after a stop earlier in the same file), as the serial walk does."""
-
-    file: str
-    file_no: int
-    begin: int
-    entries: int
-    first: tuple[int, int, int] | None  # index, term, file position of the first entry
-    last: tuple[int, int, int, int] | None  # index, term, global offset, size of the last entry
-    stopped: int | None  # file position where the data ended without a filler
-    complete: bool  # the walk reached the slice's end (or the file's end): a later slice continues it
-    entry_findings: Findings = field(default_factory=Findings)
 
 
 def open_dledger(root: Path | str) -> DLedgerCommitLog | None:
@@ -129,8 +113,11 @@ def plan_dledger_tasks(root: Path, slices: list, first_index: int) -> list[DLedg
             continue
         begin = s.begin - BODY_OFFSET if s.begin else 0
         end = s.end if s.last_of_file else s.end - BODY_OFFSET
-        out.append(DLedgerSliceTask(first_index + len(out), s.root, s.path, s.rel, s.file_start, begin, end, n,
-                                    n + 1 == len(dl.data.files)))
+        out.append(
+            DLedgerSliceTask(
+                first_index + len(out), s.root, s.path, s.rel, s.file_start, begin, end, n, n + 1 == len(dl.data.files)
+            )
+        )
     return out
 
 
@@ -155,10 +142,17 @@ def check_dledger_slice(task: DLedgerSliceTask) -> DLedgerSliceResult:
     _check_index_units(dl, entries, fs)
     first, last = (entries[0], entries[-1]) if entries else (None, None)
     return DLedgerSliceResult(
-        index=task.index, file=task.rel, file_no=task.file_no, begin=task.begin, entries=len(entries),
+        index=task.index,
+        file=task.rel,
+        file_no=task.file_no,
+        begin=task.begin,
+        entries=len(entries),
         first=(first.index, first.term, first.position) if first else None,
         last=(last.index, last.term, last.offset, last.size) if last else None,
-        stopped=stop[0] if stop else None, complete=complete, entry_findings=fs)
+        stopped=stop[0] if stop else None,
+        complete=complete,
+        entry_findings=fs,
+    )
 
 
 def _units(dl: DLedgerCommitLog, lo: int, count: int) -> np.ndarray:
@@ -191,15 +185,25 @@ def _check_index_units(dl: DLedgerCommitLog, entries: list[DLedgerEntry], findin
         else:
             u = units[e.index - lo : e.index - lo + 1] if e.index >= lo else np.zeros(0, INDEX_DTYPE)
         if not len(u) or int(u["magic"][0]) == 0:
-            findings.add(e.file, e.position, INDEX_CHECK, "error",
-                         f"entry {e.index} has no index unit; the broker's recovery rewrites the index from here")
+            findings.add(
+                e.file,
+                e.position,
+                INDEX_CHECK,
+                "error",
+                f"entry {e.index} has no index unit; the broker's recovery rewrites the index from here",
+            )
             continue
         got = tuple(int(u[k][0]) for k in ("magic", "pos", "size", "index", "term"))
         want = (e.magic, e.offset, e.size, e.index, e.term)
         if got != want:
-            findings.add(dl._index_file(e.index), (e.index * INDEX_UNIT_SIZE) % max(dl.index.file_size, 1),
-                         INDEX_CHECK, "error", f"index unit {e.index} says (magic, pos, size, index, term) "
-                         f"{got}, the entry at {e.file}:{e.position} is {want}")
+            findings.add(
+                dl._index_file(e.index),
+                (e.index * INDEX_UNIT_SIZE) % max(dl.index.file_size, 1),
+                INDEX_CHECK,
+                "error",
+                f"index unit {e.index} says (magic, pos, size, index, term) "
+                f"{got}, the entry at {e.file}:{e.position} is {want}",
+            )
 
 
 # ------------------------------------------------------------------ driver
@@ -219,8 +223,14 @@ def check_dledger(dl: DLedgerCommitLog, results: list[DLedgerSliceResult], findi
     for no in sorted(by_file):
         slices = by_file[no]
         if ended_at is not None:
-            findings.add(slices[0].file, 0, CHECK, "error", f"data file after the end of the data at "
-                         f"{ended_at[0]}:{ended_at[1]}: the broker's recovery truncates it")
+            findings.add(
+                slices[0].file,
+                0,
+                CHECK,
+                "error",
+                f"data file after the end of the data at "
+                f"{ended_at[0]}:{ended_at[1]}: the broker's recovery truncates it",
+            )
         stop = None
         for r in slices:
             findings.extend(r.entry_findings)
@@ -283,8 +293,13 @@ def _check_index_tail(dl: DLedgerCommitLog, last: int | None, findings: Findings
     first = dl.index.files[0].start // INDEX_UNIT_SIZE if dl.index.files else 0
     for f in dl.index.files:
         if f.start % INDEX_UNIT_SIZE or f.length % INDEX_UNIT_SIZE:
-            findings.add(dl.rel(f), None, INDEX_CHECK, "error",
-                         f"index file start {f.start} / length {f.length} not a multiple of {INDEX_UNIT_SIZE}")
+            findings.add(
+                dl.rel(f),
+                None,
+                INDEX_CHECK,
+                "error",
+                f"index file start {f.start} / length {f.length} not a multiple of {INDEX_UNIT_SIZE}",
+            )
     k = first if last is None else last + 1
     extra = 0
     while True:
@@ -298,13 +313,23 @@ def _check_index_tail(dl: DLedgerCommitLog, last: int | None, findings: Findings
             z = int(np.argmax(zero))
             extra += z
             if units[z:].view(np.uint8).any():
-                findings.add(dl.rel(f), at + z * INDEX_UNIT_SIZE, INDEX_CHECK, "warning",
-                             "index units after an unwritten one (ignored)")
+                findings.add(
+                    dl.rel(f),
+                    at + z * INDEX_UNIT_SIZE,
+                    INDEX_CHECK,
+                    "warning",
+                    "index units after an unwritten one (ignored)",
+                )
             break
         extra += len(units)
         if not len(units):
             break
         k += len(units)
     if extra:
-        findings.add(dl._index_file(first if last is None else last + 1), None, INDEX_CHECK, "warning",
-                     f"{extra} index unit(s) past the last entry {last}: the broker's recovery truncates them")
+        findings.add(
+            dl._index_file(first if last is None else last + 1),
+            None,
+            INDEX_CHECK,
+            "warning",
+            f"{extra} index unit(s) past the last entry {last}: the broker's recovery truncates them",
+        )

@@ -201,6 +201,6 @@ def _config_json(plan: AuditPlan, name: str, findings: Findings):
     """config/delayOffset.json or consumerOffset.json through `Store` (with the broker's `.bak`
     fallback); the store's `store.config` findings for that file join the report."""
     st = plan.store
-    value = st.delay_offsets if name == "delayOffset.json" else st.consumer_offsets
+    value = st.config_files.delay_offsets if name == "delayOffset.json" else st.config_files.consumer_offsets
     findings += [f for f in st.findings if f.check == "store.config" and f.file == f"config/{name}"]
     return value

@@ -113,6 +113,22 @@ class IndexResult(TaskResult):
     counts: dict[str, int]
 
 
+@dataclass(kw_only=True)
+class DLedgerSliceResult(TaskResult):
+    """One slice's walk. Its findings travel in `entry_findings`: the driver drops those of slices the
+    broker's recovery never reaches (after a stop earlier in the same file), as the serial walk does."""
+
+    file: str
+    file_no: int
+    begin: int
+    entries: int
+    first: tuple[int, int, int] | None  # index, term, file position of the first entry
+    last: tuple[int, int, int, int] | None  # index, term, global offset, size of the last entry
+    stopped: int | None  # file position where the data ended without a filler
+    complete: bool  # the walk reached the slice's end (or the file's end): a later slice continues it
+    entry_findings: Findings = field(default_factory=Findings)
+
+
 @dataclass
 class AuditResults:
     """One audit's task results by kind, each list in task order."""
@@ -122,18 +138,21 @@ class AuditResults:
     timerlog: list[TimerLogResult] = field(default_factory=list)
     wheel: list[WheelResult] = field(default_factory=list)
     index: list[IndexResult] = field(default_factory=list)
-    dledger: list = field(default_factory=list)  # DLedgerSliceResult (audit/dledger.py)
+    dledger: list[DLedgerSliceResult] = field(default_factory=list)
     ordered: list[TaskResult] = field(default_factory=list)  # every result
 
     @classmethod
     def collect(cls, results: list[TaskResult]) -> AuditResults:
         """Sort by task index, so the report never depends on which worker finished first."""
-        from mqtool.audit.dledger import DLedgerSliceResult  # here: that module imports this one
-
         out = cls()
-        lists = {CommitLogResult: out.commitlog, ConsumeQueueResult: out.consumequeue,
-                 TimerLogResult: out.timerlog, WheelResult: out.wheel, IndexResult: out.index,
-                 DLedgerSliceResult: out.dledger}
+        lists = {
+            CommitLogResult: out.commitlog,
+            ConsumeQueueResult: out.consumequeue,
+            TimerLogResult: out.timerlog,
+            WheelResult: out.wheel,
+            IndexResult: out.index,
+            DLedgerSliceResult: out.dledger,
+        }
         out.ordered = sorted(results, key=lambda r: r.index)
         for r in out.ordered:
             lists[type(r)].append(r)
@@ -146,10 +165,18 @@ class AuditResults:
         for r in self.commitlog:
             for key, s in r.queues.items():
                 cur = out.get(key)
-                out[key] = s if cur is None else QueueStats(
-                    cur.count + s.count, cur.bytes + s.bytes, min(cur.first_store_ts, s.first_store_ts),
-                    max(cur.last_store_ts, s.last_store_ts), min(cur.min_queue_offset, s.min_queue_offset),
-                    max(cur.max_queue_offset, s.max_queue_offset))
+                out[key] = (
+                    s
+                    if cur is None
+                    else QueueStats(
+                        cur.count + s.count,
+                        cur.bytes + s.bytes,
+                        min(cur.first_store_ts, s.first_store_ts),
+                        max(cur.last_store_ts, s.last_store_ts),
+                        min(cur.min_queue_offset, s.min_queue_offset),
+                        max(cur.max_queue_offset, s.max_queue_offset),
+                    )
+                )
         return out
 
     @cached_property

@@ -50,8 +50,8 @@ def check_rocksdb(plan: AuditPlan, res: AuditResults, findings: Findings) -> dic
     state = read_rocksdb_state(plan, findings)
     if state is None:
         return None
-    topics = plan.store.topics
-    config = None if topics is None else (set(topics.topic_config_table), plan.store.topics_file)
+    topics = plan.store.config_files.topics
+    config = None if topics is None else (set(topics.topic_config_table), plan.store.config_files.topics_file)
     return check_state(state, plan.commitlog_min, res.max_offset, findings, config)
 
 

@@ -27,9 +27,3 @@ class StoreTaskResult(TaskResult):
 
     store: str
     result: TaskResult
-
-
-def run_store_task(task: StoreTask) -> StoreTaskResult:
-    from mqtool.audit.tasks import run_task  # here: tasks.py dispatches StoreTask to this function
-
-    return StoreTaskResult(index=task.index, store=task.store, result=run_task(task.task))

@@ -87,7 +87,7 @@ class BatchTopics:
         code = w.tags_code(placed)
         self.queue(*key).put(placed.physical_offset, placed.total_size, code, placed.store_timestamp, base, num)
         placed.extra["tags_code"] = code
-        w.build_index(placed)
+        w.index.build(placed)
         w._next_qoff[key] = qoff + num  # increaseQueueOffset: by the batch size
         return placed
 

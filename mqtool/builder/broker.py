@@ -159,7 +159,7 @@ def put_batch(w: StoreWriter, topic: str, queue_id: int, messages: Sequence[tupl
 def _clamp_delay(w: StoreWriter, props: dict[str, str]) -> int:
     """`setDelayTimeLevel(max)`: a level above the table is stored as the max level (DELAY rewritten)."""
     asked = int(props[PROPERTY_DELAY_TIME_LEVEL])
-    level = transform_delay_level(asked, w.max_delay_level())
+    level = transform_delay_level(asked, len(w.config.delay_levels_ms()))
     if level != asked:
         props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
     return level
@@ -242,7 +242,7 @@ def put_timer_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b
                            capacity=capacity, **fields)
     if deliver - now > w.config.timer_max_delay_sec * 1000:
         raise PutRejected("WHEEL_TIMER_MSG_ILLEGAL", f"due in {deliver - now} ms, beyond timerMaxDelaySec")
-    props[PROPERTY_TIMER_OUT_MS] = str(round_timer_ms(deliver, w.precision_ms))
+    props[PROPERTY_TIMER_OUT_MS] = str(round_timer_ms(deliver, w.wheel.precision_ms))
     props[PROPERTY_REAL_TOPIC] = topic
     props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
     rec = w.append_message(TIMER_TOPIC, 0, body, serialise(w, props, capacity),
@@ -279,7 +279,7 @@ def enqueue_timer(w: StoreWriter, rec: MessageRecord, write_time_ms: int) -> int
     when it would then be due within a third of a window) with magic ROLL; a cancel adds DELETE and
     decrements the slot's num.
     """
-    precision = w.precision_ms
+    precision = w.wheel.precision_ms
     write = write_time_ms // precision * precision
     props = rec.properties
     delayed = int(props[PROPERTY_TIMER_OUT_MS])
@@ -288,10 +288,10 @@ def enqueue_timer(w: StoreWriter, rec: MessageRecord, write_time_ms: int) -> int
     is_delete = PROPERTY_TIMER_DEL_UNIQKEY in props
     delayed, magic = do_enqueue(delayed, write, w.config.timer_roll_window_slots(), precision, is_delete)
     real_topic = props.get(PROPERTY_REAL_TOPIC)
-    slot = w.get_slot(delayed)
+    slot = w.wheel.get_slot(delayed)
     pos = w.append_timerlog_unit(slot.last_pos, magic, write, delayed - write, rec.physical_offset,
                                  rec.total_size, java_string_hash(real_topic) if real_topic is not None else 0)
-    w.put_slot(delayed, pos if slot.first_pos == -1 else slot.first_pos, pos,
+    w.wheel.put_slot(delayed, pos if slot.first_pos == -1 else slot.first_pos, pos,
                slot.num - 1 if is_delete else slot.num + 1, slot.magic)
     rec.extra["timerlog_pos"] = pos
     return pos

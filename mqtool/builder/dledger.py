@@ -228,7 +228,7 @@ class DLedgerStoreWriter:
             code = w.tags_code(placed) if tags_code is None else tags_code
             w.dispatch_cq(placed.topic, placed.queue_id, queue_offset, placed.physical_offset, placed.total_size, code)
             placed.extra["tags_code"] = code
-        w.build_index(placed)
+        w.index.build(placed)
         w.last_store_timestamp = placed.store_timestamp
         w.records.append(placed)
         return placed

@@ -84,7 +84,7 @@ def reput(slave_root: Path, config: BrokerConfig, dispatched_to: int | None) -> 
             w.dispatch_cq(
                 rec.topic, rec.queue_id, rec.queue_offset, rec.physical_offset, rec.total_size, w.tags_code(rec)
             )
-        w.build_index(rec)
+        w.index.build(rec)
         last = rec.store_timestamp
     w.last_store_timestamp = last
     w.write_checkpoint()

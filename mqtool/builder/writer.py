@@ -170,11 +170,126 @@ class MappedFiles:
         self._handles.clear()
 
 
+def message_magic(topic: str, broker_version: str) -> int:
+    """V2 on 5.x when the topic exceeds 127 chars (`autoMessageVersionOnTopicLen`); 4.x writes V1 only."""
+    if java_length(topic) > 127:
+        if not is_v5(broker_version):
+            raise ValueError(f"a {broker_version} broker cannot store a {java_length(topic)}-char topic")
+        return MESSAGE_MAGIC_CODE_V2
+    return MESSAGE_MAGIC_CODE
+
+
+class WheelFile:
+    """The timerwheel file (`TimerWheel`), created with zeros when a slot is first read or written."""
+
+    def __init__(self, path: Path, precision_ms: int):
+        self.path = path
+        self.precision_ms = precision_ms
+        self._file: BinaryIO | None = None
+
+    def _open(self) -> BinaryIO:
+        if self._file is None:
+            if self.path.exists():
+                self._file = self.path.open("r+b")
+            else:
+                self._file = self.path.open("w+b")
+                self._file.truncate(wheel_length())
+        return self._file
+
+    def raw_slot(self, time_ms: int) -> Slot:
+        """`TimerWheel.getRawSlot`: whatever the slot index holds, time scaled back by the precision."""
+        f = self._open()
+        f.seek(slot_index(time_ms, self.precision_ms) * SLOT_SIZE)
+        s = timerwheel_slot.parse(f.read(SLOT_SIZE))
+        return Slot(s.time_units * self.precision_ms, s.first_pos, s.last_pos, s.num, s.magic)
+
+    def get_slot(self, time_ms: int) -> Slot:
+        """`TimerWheel.getSlot`: the slot only when it belongs to this time, else empty."""
+        s = self.raw_slot(time_ms)
+        return s if s.time_ms == time_ms // self.precision_ms * self.precision_ms else EMPTY_SLOT
+
+    def put_slot(self, time_ms: int, first_pos: int, last_pos: int, num: int, magic: int = 0) -> None:
+        """`TimerWheel.putSlot`: the slot stores `timeMs / precision` (compatibility with 1000 ms wheels)."""
+        f = self._open()
+        f.seek(slot_index(time_ms, self.precision_ms, SLOTS_TOTAL) * SLOT_SIZE)
+        f.write(
+            timerwheel_slot.build(
+                {
+                    "time_units": time_ms // self.precision_ms,
+                    "first_pos": first_pos,
+                    "last_pos": last_pos,
+                    "num": num,
+                    "magic": magic,
+                }
+            )
+        )
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class IndexFiles:
+    """The index/ files (`IndexService`) a writer builds as it dispatches records; `service` None: this store
+    gets no index/ (`index_service`). Each file is named by the time of the record that made it."""
+
+    def __init__(self, directory: Path, service: IndexService | None):
+        self.directory = directory
+        self.service = service
+        self.names: list[str] = []  # each index file's name (its creation time)
+
+    def build(self, rec: MessageRecord) -> None:
+        """`CommitLogDispatcherBuildIndex`: every dispatched record goes to `IndexService.buildIndex`
+        (prepared and commit records too; the rule skips rollbacks)."""
+        if self.service is None:
+            return
+        props = rec.properties
+        before = len(self.service.files)
+        uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        self.service.build_index(
+            DispatchRequest(
+                rec.topic, rec.physical_offset, rec.store_timestamp, rec.sys_flag, props.get(PROPERTY_KEYS), uniq
+            )
+        )
+        self.names += [index_file_name(rec.store_timestamp)] * (len(self.service.files) - before)
+
+    def load(self) -> None:
+        """Continue a copied store's index files (`IndexService.load`)."""
+        if self.service is None or not self.directory.is_dir():
+            return
+        for p in sorted(x for x in self.directory.iterdir() if x.is_file()):
+            self.service.files.append(
+                IndexFileWriter.load(p.read_bytes(), self.service.hash_slot_num, self.service.index_num)
+            )
+            self.names.append(p.name)
+
+    def write(self) -> None:
+        """Flush every index file (`IndexFile.flush`: the header, then the mapped bytes)."""
+        if self.service is None or not self.service.files:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for name, f in zip(self.names, self.service.files, strict=True):
+            (self.directory / name).write_bytes(f.to_bytes())
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
 class StoreWriter:
     """Append-only writer of one store directory (CommitLog, ConsumeQueues, TimerLog, wheel, checkpoints)."""
 
-    def __init__(self, root: Path | str, config: BrokerConfig | None = None, broker_version: str = "5.3",
-                 *, commitlog_start: int = 0, _existing: bool = False):
+    def __init__(
+        self,
+        root: Path | str,
+        config: BrokerConfig | None = None,
+        broker_version: str = "5.3",
+        *,
+        commitlog_start: int = 0,
+        _existing: bool = False,
+    ):
         self.root = Path(root)
         if not _existing and self.root.exists() and any(self.root.iterdir()):
             raise FileExistsError(f"{self.root} is not empty; use StoreWriter.extend to continue a store")
@@ -192,17 +307,17 @@ class StoreWriter:
         self._cqs: dict[tuple[str, int], MappedFiles] = {}
         self._cq_end: dict[tuple[str, int], int] = {}  # next unit index (= write position / 20)
         self._next_qoff: dict[tuple[str, int], int] = {}
-        self._wheel: BinaryIO | None = None
+        self.wheel = WheelFile(self.root / "timerwheel", self.config.timer_precision_ms)
         self.last_store_timestamp = 0
         self.records: list[MessageRecord] = []  # appended by this writer, in order
-        self.index = index_service(self.config)  # None: this store gets no index/
-        self.index_names: list[str] = []  # each index file's name (its creation time)
+        self.index = IndexFiles(self.root / "index", index_service(self.config))
 
     # ----------------------------------------------------------------- continuing a store
 
     @classmethod
-    def extend(cls, src_root: Path | str, out_root: Path | str, config: BrokerConfig | None = None,
-               broker_version: str = "5.3") -> StoreWriter:
+    def extend(
+        cls, src_root: Path | str, out_root: Path | str, config: BrokerConfig | None = None, broker_version: str = "5.3"
+    ) -> StoreWriter:
         """Copy `src_root` to `out_root` (source untouched) and continue after its last valid data.
 
         The ends are where the broker's restart leaves them (`_recover`, the rules of
@@ -225,7 +340,7 @@ class StoreWriter:
         the CommitLog's recovered end (files past it deleted, `truncateDirtyFiles`), the TimerLog's
         (`recoverAndRevise`) and each ConsumeQueue's (`ConsumeQueue.recover`; units past the CommitLog
         end are kept, not cut by `truncateDirtyLogicFiles`, so queue offsets continue from the queue)."""
-        self._load_index()
+        self.index.load()
         store = Store(self.root, self.config)
         cl = recovered_commitlog(store, v4=not self.v5)
         if cl is not None:
@@ -245,70 +360,140 @@ class StoreWriter:
         """The QUEUEOFFSET the next dispatched record of this queue gets (`assignQueueOffset`)."""
         return self._next_qoff.get((topic, queue_id), 0)
 
-    def magic_for(self, topic: str) -> int:
-        """V2 on 5.x when the topic exceeds 127 chars (`autoMessageVersionOnTopicLen`); 4.x writes V1 only."""
-        if java_length(topic) > 127:
-            if not self.v5:
-                raise ValueError(f"a {self.broker_version} broker cannot store a {java_length(topic)}-char topic")
-            return MESSAGE_MAGIC_CODE_V2
-        return MESSAGE_MAGIC_CODE
-
-    def make_record(self, topic: str, queue_id: int, body: bytes = b"", properties: Properties = "", *,
-                    flag: int = 0, sys_flag: int = 0, born_timestamp: int | None = None,
-                    born_host: str = DEFAULT_BORN_HOST, store_timestamp: int = 0,
-                    store_host: str = DEFAULT_STORE_HOST, reconsume_times: int = 0,
-                    prepared_transaction_offset: int = 0, queue_offset: int = 0,
-                    magic_code: int | None = None, crc: int | None = None) -> MessageRecord:
+    def make_record(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes = b"",
+        properties: Properties = "",
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: str = DEFAULT_BORN_HOST,
+        store_timestamp: int = 0,
+        store_host: str = DEFAULT_STORE_HOST,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        queue_offset: int = 0,
+        magic_code: int | None = None,
+        crc: int | None = None,
+    ) -> MessageRecord:
         """A record not yet placed (PHYSICALOFFSET 0); the V6 host flags follow the host strings."""
         props = to_properties_string(properties)
         if "[" in born_host or born_host.count(":") > 1:
             sys_flag |= BORNHOST_V6
         if "[" in store_host or store_host.count(":") > 1:
             sys_flag |= STOREHOST_V6
-        magic = self.magic_for(topic) if magic_code is None else magic_code
+        magic = message_magic(topic, self.broker_version) if magic_code is None else magic_code
         size = computed_size(sys_flag, len(body), len(utf8(topic)), len(utf8(props)), magic == MESSAGE_MAGIC_CODE_V2)
         return MessageRecord(
-            physical_offset=0, total_size=size, magic_code=magic, body_crc=body_crc(body) if crc is None else crc,
-            queue_id=queue_id, flag=flag, queue_offset=queue_offset, physical_offset_field=0, sys_flag=sys_flag,
-            born_timestamp=store_timestamp if born_timestamp is None else born_timestamp, born_host=born_host,
-            store_timestamp=store_timestamp, store_host=store_host, reconsume_times=reconsume_times,
-            prepared_transaction_offset=prepared_transaction_offset, body=bytes(body), topic=topic,
+            physical_offset=0,
+            total_size=size,
+            magic_code=magic,
+            body_crc=body_crc(body) if crc is None else crc,
+            queue_id=queue_id,
+            flag=flag,
+            queue_offset=queue_offset,
+            physical_offset_field=0,
+            sys_flag=sys_flag,
+            born_timestamp=store_timestamp if born_timestamp is None else born_timestamp,
+            born_host=born_host,
+            store_timestamp=store_timestamp,
+            store_host=store_host,
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            body=bytes(body),
+            topic=topic,
             properties_raw=props,
         )
 
-    def append_message(self, topic: str, queue_id: int, body: bytes = b"", properties: Properties = "", *,
-                       flag: int = 0, sys_flag: int = 0, born_timestamp: int | None = None,
-                       born_host: str = DEFAULT_BORN_HOST, store_timestamp: int = 0,
-                       store_host: str = DEFAULT_STORE_HOST, reconsume_times: int = 0,
-                       prepared_transaction_offset: int = 0, queue_offset: int | None = None,
-                       magic_code: int | None = None, crc: int | None = None,
-                       tags_code: int | None = None, dispatch: bool = True) -> MessageRecord:
+    def append_message(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes = b"",
+        properties: Properties = "",
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: str = DEFAULT_BORN_HOST,
+        store_timestamp: int = 0,
+        store_host: str = DEFAULT_STORE_HOST,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        queue_offset: int | None = None,
+        magic_code: int | None = None,
+        crc: int | None = None,
+        tags_code: int | None = None,
+        dispatch: bool = True,
+    ) -> MessageRecord:
         """Append one record, then dispatch its ConsumeQueue unit as the broker's reput service would.
 
         `queue_offset=None` takes the queue's next offset (prepared/rollback records store 0 and are not
         dispatched); `magic_code`, `crc` and `tags_code` override the computed values to build damaged
         or unusual stores; `dispatch=False` leaves the ConsumeQueue untouched (reput lagging behind).
         """
-        rec = self.make_record(topic, queue_id, body, properties, flag=flag, sys_flag=sys_flag,
-                               born_timestamp=born_timestamp, born_host=born_host, store_timestamp=store_timestamp,
-                               store_host=store_host, reconsume_times=reconsume_times,
-                               prepared_transaction_offset=prepared_transaction_offset,
-                               magic_code=magic_code, crc=crc)
+        rec = self.make_record(
+            topic,
+            queue_id,
+            body,
+            properties,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            born_host=born_host,
+            store_timestamp=store_timestamp,
+            store_host=store_host,
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            magic_code=magic_code,
+            crc=crc,
+        )
         return self.append_records([rec], [queue_offset], tags_code=tags_code, dispatch=dispatch)[0]
 
-    def append_batch(self, topic: str, queue_id: int, items: Iterable[tuple[bytes, Properties]], *,
-                     flag: int = 0, sys_flag: int = 0, born_timestamp: int | None = None,
-                     born_host: str = DEFAULT_BORN_HOST, store_timestamp: int = 0,
-                     store_host: str = DEFAULT_STORE_HOST, reconsume_times: int = 0) -> list[MessageRecord]:
+    def append_batch(
+        self,
+        topic: str,
+        queue_id: int,
+        items: Iterable[tuple[bytes, Properties]],
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: str = DEFAULT_BORN_HOST,
+        store_timestamp: int = 0,
+        store_host: str = DEFAULT_STORE_HOST,
+        reconsume_times: int = 0,
+    ) -> list[MessageRecord]:
         """A client batch (`doAppend(MessageExtBatch)`): consecutive records that must all fit in one file."""
-        recs = [self.make_record(topic, queue_id, body, props, flag=flag, sys_flag=sys_flag,
-                                 born_timestamp=born_timestamp, born_host=born_host,
-                                 store_timestamp=store_timestamp, store_host=store_host,
-                                 reconsume_times=reconsume_times) for body, props in items]
+        recs = [
+            self.make_record(
+                topic,
+                queue_id,
+                body,
+                props,
+                flag=flag,
+                sys_flag=sys_flag,
+                born_timestamp=born_timestamp,
+                born_host=born_host,
+                store_timestamp=store_timestamp,
+                store_host=store_host,
+                reconsume_times=reconsume_times,
+            )
+            for body, props in items
+        ]
         return self.append_records(recs, [None] * len(recs))
 
-    def append_records(self, recs: Sequence[MessageRecord], queue_offsets: Sequence[int | None], *,
-                       tags_code: int | None = None, dispatch: bool = True) -> list[MessageRecord]:
+    def append_records(
+        self,
+        recs: Sequence[MessageRecord],
+        queue_offsets: Sequence[int | None],
+        *,
+        tags_code: int | None = None,
+        dispatch: bool = True,
+    ) -> list[MessageRecord]:
         """Place records contiguously (one put), after a BLANK filler if they do not fit the current file."""
         total = sum(r.total_size for r in recs)
         pos = self._reserve(total)
@@ -331,16 +516,23 @@ class StoreWriter:
         self.commitlog.ensure(pos)
         return pos
 
-    def _write_record(self, rec: MessageRecord, pos: int, queue_offset: int | None, tags_code: int | None,
-                      dispatch: bool) -> MessageRecord:
+    def _write_record(
+        self, rec: MessageRecord, pos: int, queue_offset: int | None, tags_code: int | None, dispatch: bool
+    ) -> MessageRecord:
         key = (rec.topic, rec.queue_id)
         tran = rec.sys_flag & TRANSACTION_MASK
         dispatchable = tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT)
         if queue_offset is None:
             queue_offset = self.next_queue_offset(*key) if dispatchable else 0
         name = name20(self.commitlog.start_of(pos))
-        rec = replace(rec, physical_offset=pos, physical_offset_field=pos, queue_offset=queue_offset,
-                      file=name, position=pos - int(name))
+        rec = replace(
+            rec,
+            physical_offset=pos,
+            physical_offset_field=pos,
+            queue_offset=queue_offset,
+            file=name,
+            position=pos - int(name),
+        )
         data = commitlog_record.build(record_to_container(rec))
         if len(data) != rec.total_size:
             raise ValueError(f"built {len(data)} bytes but TOTALSIZE says {rec.total_size}")
@@ -354,46 +546,9 @@ class StoreWriter:
                 self.dispatch_cq(rec.topic, rec.queue_id, queue_offset, pos, rec.total_size, code)
                 rec.extra["tags_code"] = code
         if dispatch:
-            self.build_index(rec)
+            self.index.build(rec)
         self.records.append(rec)
         return rec
-
-    # ----------------------------------------------------------------- IndexFile
-
-    def build_index(self, rec: MessageRecord) -> None:
-        """`CommitLogDispatcherBuildIndex`: every dispatched record goes to `IndexService.buildIndex`
-        (prepared and commit records too; the rule skips rollbacks). A new file is named by the time
-        of the record that made it."""
-        if self.index is None:
-            return
-        props = rec.properties
-        before = len(self.index.files)
-        uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        self.index.build_index(DispatchRequest(rec.topic, rec.physical_offset, rec.store_timestamp, rec.sys_flag,
-                                               props.get(PROPERTY_KEYS), uniq))
-        self.index_names += [index_file_name(rec.store_timestamp)] * (len(self.index.files) - before)
-
-    def _load_index(self) -> None:
-        """Continue the copied store's index files (`IndexService.load`)."""
-        d = self.root / "index"
-        if self.index is None or not d.is_dir():
-            return
-        for p in sorted(x for x in d.iterdir() if x.is_file()):
-            self.index.files.append(IndexFileWriter.load(p.read_bytes(), self.index.hash_slot_num,
-                                                         self.index.index_num))
-            self.index_names.append(p.name)
-
-    def write_index(self) -> None:
-        """Flush every index file (`IndexFile.flush`: the header, then the mapped bytes)."""
-        if self.index is None or not self.index.files:
-            return
-        d = self.root / "index"
-        d.mkdir(parents=True, exist_ok=True)
-        for name, f in zip(self.index_names, self.index.files, strict=True):
-            (d / name).write_bytes(f.to_bytes())
-
-    def max_delay_level(self) -> int:
-        return len(self.config.delay_levels_ms())
 
     def tags_code(self, rec: MessageRecord) -> int:
         """`checkMessageAndReturnSize`: TAGS hash, or for the schedule topic the deliver timestamp."""
@@ -416,8 +571,9 @@ class StoreWriter:
             self._cqs[key] = files
         return files
 
-    def dispatch_cq(self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int, size: int,
-                    tags_code: int) -> int | None:
+    def dispatch_cq(
+        self, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int, size: int, tags_code: int
+    ) -> int | None:
         """`ConsumeQueue.putMessagePositionInfo`: returns the unit index written, None if skipped.
 
         A queue's first file starting at a non-zero offset is filled with pre-blank units; a unit for an
@@ -440,18 +596,28 @@ class StoreWriter:
         self.put_cq_unit(topic, queue_id, end, commitlog_offset, size, tags_code)
         return end
 
-    def put_cq_unit(self, topic: str, queue_id: int, index: int, commitlog_offset: int, size: int,
-                    tags_code: int) -> None:
+    def put_cq_unit(
+        self, topic: str, queue_id: int, index: int, commitlog_offset: int, size: int, tags_code: int
+    ) -> None:
         """Write one unit at exactly `index` (raw: tests build gaps or wrong units with it)."""
         unit = consumequeue_unit.build({"commitlog_offset": commitlog_offset, "size": size, "tags_code": tags_code})
         self._cq(topic, queue_id).write(index * CQ_UNIT_SIZE, unit)
         key = (topic, queue_id)
         self._cq_end[key] = max(self._cq_end.get(key, 0), index + 1)
 
-    # ----------------------------------------------------------------- TimerLog and TimerWheel
+    # ----------------------------------------------------------------- TimerLog
 
-    def append_timerlog_unit(self, prev_pos: int, magic: int, curr_write_time_ms: int, delayed_time_delta: int,
-                             offset_py: int, size_py: int, real_topic_hash: int, reserved: int = 0) -> int:
+    def append_timerlog_unit(
+        self,
+        prev_pos: int,
+        magic: int,
+        curr_write_time_ms: int,
+        delayed_time_delta: int,
+        offset_py: int,
+        size_py: int,
+        real_topic_hash: int,
+        reserved: int = 0,
+    ) -> int:
         """`TimerLog.append`: one 52-byte unit; returns its TimerLog offset."""
         pos = self.timerlog_end
         remaining = self.timerlog.remaining(pos)
@@ -460,77 +626,74 @@ class StoreWriter:
                 raise ValueError(f"a TimerLog file of {self.timerlog.file_size} bytes holds no unit")
             self.timerlog.write(pos, timerlog_blank.build({"remaining": remaining, "zero": 0}))
             pos += remaining
-        unit = timerlog_unit.build({
-            "size": TIMERLOG_UNIT_SIZE, "prev_pos": prev_pos, "magic": magic,
-            "curr_write_time_ms": curr_write_time_ms, "delayed_time_delta": delayed_time_delta,
-            "offset_py": offset_py, "size_py": size_py, "real_topic_hash": real_topic_hash, "reserved": reserved,
-        })
+        unit = timerlog_unit.build(
+            {
+                "size": TIMERLOG_UNIT_SIZE,
+                "prev_pos": prev_pos,
+                "magic": magic,
+                "curr_write_time_ms": curr_write_time_ms,
+                "delayed_time_delta": delayed_time_delta,
+                "offset_py": offset_py,
+                "size_py": size_py,
+                "real_topic_hash": real_topic_hash,
+                "reserved": reserved,
+            }
+        )
         self.timerlog.write(pos, unit)
         self.timerlog_end = pos + TIMERLOG_UNIT_SIZE
         return pos
 
-    @property
-    def precision_ms(self) -> int:
-        return self.config.timer_precision_ms
-
-    def _wheel_file(self) -> BinaryIO:
-        if self._wheel is None:
-            path = self.root / "timerwheel"
-            if path.exists():
-                self._wheel = path.open("r+b")
-            else:
-                self._wheel = path.open("w+b")
-                self._wheel.truncate(wheel_length())
-        return self._wheel
-
-    def raw_slot(self, time_ms: int) -> Slot:
-        """`TimerWheel.getRawSlot`: whatever the slot index holds, time scaled back by the precision."""
-        f = self._wheel_file()
-        f.seek(slot_index(time_ms, self.precision_ms) * SLOT_SIZE)
-        s = timerwheel_slot.parse(f.read(SLOT_SIZE))
-        return Slot(s.time_units * self.precision_ms, s.first_pos, s.last_pos, s.num, s.magic)
-
-    def get_slot(self, time_ms: int) -> Slot:
-        """`TimerWheel.getSlot`: the slot only when it belongs to this time, else empty."""
-        s = self.raw_slot(time_ms)
-        return s if s.time_ms == time_ms // self.precision_ms * self.precision_ms else EMPTY_SLOT
-
-    def put_slot(self, time_ms: int, first_pos: int, last_pos: int, num: int, magic: int = 0) -> None:
-        """`TimerWheel.putSlot`: the slot stores `timeMs / precision` (compatibility with 1000 ms wheels)."""
-        f = self._wheel_file()
-        f.seek(slot_index(time_ms, self.precision_ms, SLOTS_TOTAL) * SLOT_SIZE)
-        f.write(timerwheel_slot.build({"time_units": time_ms // self.precision_ms, "first_pos": first_pos,
-                                       "last_pos": last_pos, "num": num, "magic": magic}))
-
     # ----------------------------------------------------------------- checkpoints and config files
 
-    def write_timercheck(self, last_read_time_ms: int, last_timer_log_flush_pos: int | None = None,
-                         last_timer_queue_offset: int = 0, master_timer_queue_offset: int | None = None, *,
-                         state_version: int = 0, timestamp: int = 0, counter: int = 0) -> None:
+    def write_timercheck(
+        self,
+        last_read_time_ms: int,
+        last_timer_log_flush_pos: int | None = None,
+        last_timer_queue_offset: int = 0,
+        master_timer_queue_offset: int | None = None,
+        *,
+        state_version: int = 0,
+        timestamp: int = 0,
+        counter: int = 0,
+    ) -> None:
         """config/timercheck (`TimerCheckpoint`); flush pos defaults to the TimerLog end."""
-        data = timercheck.build({
-            "last_read_time_ms": last_read_time_ms,
-            "last_timer_log_flush_pos": self.timerlog_end if last_timer_log_flush_pos is None
-            else last_timer_log_flush_pos,
-            "last_timer_queue_offset": last_timer_queue_offset,
-            "master_timer_queue_offset": last_timer_queue_offset if master_timer_queue_offset is None
-            else master_timer_queue_offset,
-            "state_version": state_version, "timestamp": timestamp, "counter": counter,
-        })
-        self._write_file(self.root / "config" / "timercheck", data)
+        data = timercheck.build(
+            {
+                "last_read_time_ms": last_read_time_ms,
+                "last_timer_log_flush_pos": self.timerlog_end
+                if last_timer_log_flush_pos is None
+                else last_timer_log_flush_pos,
+                "last_timer_queue_offset": last_timer_queue_offset,
+                "master_timer_queue_offset": last_timer_queue_offset
+                if master_timer_queue_offset is None
+                else master_timer_queue_offset,
+                "state_version": state_version,
+                "timestamp": timestamp,
+                "counter": counter,
+            }
+        )
+        _write_file(self.root / "config" / "timercheck", data)
 
-    def write_checkpoint(self, physic_msg_timestamp: int | None = None, logics_msg_timestamp: int | None = None,
-                         index_msg_timestamp: int = 0, master_flushed_offset: int = 0,
-                         confirm_phy_offset: int = 0) -> None:
+    def write_checkpoint(
+        self,
+        physic_msg_timestamp: int | None = None,
+        logics_msg_timestamp: int | None = None,
+        index_msg_timestamp: int = 0,
+        master_flushed_offset: int = 0,
+        confirm_phy_offset: int = 0,
+    ) -> None:
         """`StoreCheckpoint`; the timestamps default to the last record's store timestamp."""
         physic = self.last_store_timestamp if physic_msg_timestamp is None else physic_msg_timestamp
-        data = checkpoint.build({
-            "physic_msg_timestamp": physic,
-            "logics_msg_timestamp": physic if logics_msg_timestamp is None else logics_msg_timestamp,
-            "index_msg_timestamp": index_msg_timestamp, "master_flushed_offset": master_flushed_offset,
-            "confirm_phy_offset": confirm_phy_offset,
-        })
-        self._write_file(self.root / "checkpoint", data)
+        data = checkpoint.build(
+            {
+                "physic_msg_timestamp": physic,
+                "logics_msg_timestamp": physic if logics_msg_timestamp is None else logics_msg_timestamp,
+                "index_msg_timestamp": index_msg_timestamp,
+                "master_flushed_offset": master_flushed_offset,
+                "confirm_phy_offset": confirm_phy_offset,
+            }
+        )
+        _write_file(self.root / "checkpoint", data)
 
     def write_delay_offsets(self, offsets: DelayOffsets) -> None:
         """config/delayOffset.json as `ScheduleMessageService.persist` writes it."""
@@ -543,6 +706,7 @@ class StoreWriter:
     def write_config(self, name: str, model: object) -> None:
         """config/`name` (topics.json, subscriptionGroup.json, timermetrics, ...) from its model."""
         from mqtool.builder.config import write_config
+
         write_config(self, name, model)
 
     def write_config_file(self, name: str, text: str) -> None:
@@ -553,22 +717,16 @@ class StoreWriter:
             (path.parent / (name + ".bak")).write_bytes(path.read_bytes())
         path.write_bytes(text.encode("utf-8"))
 
-    def _write_file(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-
     # ----------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
         """Flush and close every open file."""
-        self.write_index()
+        self.index.write()
         self.commitlog.close()
         self.timerlog.close()
         for files in self._cqs.values():
             files.close()
-        if self._wheel is not None:
-            self._wheel.close()
-            self._wheel = None
+        self.wheel.close()
 
     def __enter__(self) -> StoreWriter:
         return self
@@ -605,8 +763,9 @@ def index_service(config: BrokerConfig) -> IndexService | None:
         return None
     if "maxHashSlotNum" not in raw and "maxIndexNum" not in raw:
         return None
-    return IndexService(int(raw.get("maxHashSlotNum", DEFAULT_HASH_SLOT_NUM)),
-                        int(raw.get("maxIndexNum", DEFAULT_INDEX_NUM)))
+    return IndexService(
+        int(raw.get("maxHashSlotNum", DEFAULT_HASH_SLOT_NUM)), int(raw.get("maxIndexNum", DEFAULT_INDEX_NUM))
+    )
 
 
 def _file_length(directory: Path) -> int | None:
@@ -676,8 +835,11 @@ def recovered_queue_end(cq: ConsumeQueue) -> int | None:
     if not cq.queue.files:
         return None
     first = cq.first_offset
-    units = [(off, size) for _, u in cq.scan_columns(first)
-             for off, size in zip(u["commitlog_offset"].tolist(), u["size"].tolist(), strict=True)]
+    units = [
+        (off, size)
+        for _, u in cq.scan_columns(first)
+        for off, size in zip(u["commitlog_offset"].tolist(), u["size"].tolist(), strict=True)
+    ]
     return first + rules.consume_queue_recover(units)
 
 
@@ -694,7 +856,18 @@ def read_records(commitlog_dir: Path | str) -> list[MessageRecord]:
 
 
 __all__ = [
-    "DEFAULT_BORN_HOST", "DEFAULT_STORE_HOST", "EMPTY_SLOT", "MappedFiles", "Properties",
-    "Slot", "StoreWriter", "cq_file_size", "is_v5", "java_length", "name20", "read_records", "tags_code_of",
+    "DEFAULT_BORN_HOST",
+    "DEFAULT_STORE_HOST",
+    "EMPTY_SLOT",
+    "MappedFiles",
+    "Properties",
+    "Slot",
+    "StoreWriter",
+    "cq_file_size",
+    "is_v5",
+    "java_length",
+    "name20",
+    "read_records",
+    "tags_code_of",
     "to_properties_string",
 ]

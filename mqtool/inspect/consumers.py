@@ -4,7 +4,7 @@ The broker answers `mqadmin consumerProgress` with `AdminBrokerProcessor.getCons
 the same numbers from what is stored (`rules/consumer.py`):
 
 - groups and topics: the keys of the offset table (consumerOffset.json, or the RocksDB config of a 5.2+
-  store when that copy is newer, `Store.consumer_offsets`), as `whichTopicByConsumer`; the broker's own
+  store when that copy is newer, `Store.config_files.consumer_offsets`), as `whichTopicByConsumer`; the broker's own
   groups (`CID_RMQ_SYS_...`: transaction check, POP revive) are shown and flagged `system`;
 - queues: 0 .. readQueueNums - 1 of the topic's entry in topics.json, as the broker iterates them; a topic
   without one (no topics.json, or not in it: the broker would skip it, a finding says so) shows the queues
@@ -114,7 +114,7 @@ def _batch_columns(bcq: BatchConsumeQueue, findings: Findings) -> tuple[np.ndarr
 def consumers_view(store: Store, now_ms: int, group: str | None = None, topic: str | None = None) -> dict:
     """The `consumers` document: per group, topic and queue the committed and max offset and the lag."""
     findings = Findings()
-    co = store.consumer_offsets
+    co = store.config_files.consumer_offsets
     table = co.offset_table if co is not None else {}
     names = sorted(consumer_groups(table))
     if group is not None:
@@ -135,7 +135,7 @@ def consumers_view(store: Store, now_ms: int, group: str | None = None, topic: s
         rows += group_rows
     return {
         **_head(now_ms, group, topic),
-        "offsets_source": store.consumer_offsets_source,
+        "offsets_source": store.config_files.consumer_offsets_source,
         "groups": groups,
         "queues": rows,
         "totals": _totals(groups, len(rows)),
@@ -169,12 +169,13 @@ def _config_findings(store: Store) -> list:
 def _queue_ids(store: Store, table: dict, group: str, topic: str, findings: Findings) -> list[int]:
     """The queues `getConsumeStats` reports: 0 .. readQueueNums - 1 of the topic's config; without one,
     the queues the group committed or the store holds."""
-    config = store.topics.topic_config_table.get(topic) if store.topics is not None else None
+    topics = store.config_files.topics
+    config = topics.topic_config_table.get(topic) if topics is not None else None
     if config is not None:
         return list(range(config.read_queue_nums))
-    if store.topics is not None:
+    if topics is not None:
         findings.add(
-            store.topics_file or "config/topics.json",
+            store.config_files.topics_file or "config/topics.json",
             None,
             CHECK,
             "info",

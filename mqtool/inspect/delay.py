@@ -42,7 +42,7 @@ HISTOGRAM_BUCKETS = 12
 def delay_view(store: Store, now_ms: int) -> dict:
     """The `delay` document: one entry per configured level (and per stray queue or stored offset)."""
     delays, source, data_finding = delay_levels_in_effect(store)
-    offsets = store.delay_offsets
+    offsets = store.config_files.delay_offsets
     table = dict(offsets.offset_table) if offsets else {}
     findings: list[Finding] = []
     queue_levels = {queue_id_2_delay_level(qid) for t, qid in store.queue_ids if t == RMQ_SYS_SCHEDULE_TOPIC}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from mqtool.formats.dledger import BODY_OFFSET
+from mqtool.inspect.replica_records import Tally, records_in
 from mqtool.store.compare import compare_queues
 from mqtool.store.findings import Findings
 from mqtool.store.fleet import FleetMember
@@ -117,8 +118,6 @@ def _compare_nodes(ref: dict, node: dict) -> dict:
 def only_on_reference(ref: dict, ref_store: Store, node: dict, keys: bool) -> dict:
     """The records in the reference's entries past the node's end index (the bodies' physical offsets are
     entry pos + BODY_OFFSET): counted per topic and queue, listed with `keys`."""
-    from mqtool.inspect.replicas import Tally, records_in
-
     units = ref["_units"]
     first = (node["end_index"] + 1) if node["end_index"] is not None else ref["begin_index"]
     k = first - ref["begin_index"]

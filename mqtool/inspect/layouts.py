@@ -152,7 +152,7 @@ def _attr(attributes: dict | None, key: str) -> str | None:
 
 def topic_config(store: Store, findings: Findings) -> dict:
     """config/topics.json's queues next to the queue directories on disk (empty without topics.json)."""
-    topics = store.topics
+    topics, topics_file = store.config_files.topics, store.config_files.topics_file
     if topics is None:
         return {"file": None, "topics": []}
     on_disk: dict[str, list[int]] = {}
@@ -178,7 +178,7 @@ def topic_config(store: Store, findings: Findings) -> dict:
             if p == NO_QUEUE_DIRECTORY:
                 continue
             where = "batchconsumequeue" if any(b == t for b, _ in store.batch_queue_ids) else "consumequeue"
-            findings.add(f"{where}/{t}" if qs else store.topics_file, None, CONFIG_CHECK, "info", p, t)
+            findings.add(f"{where}/{t}" if qs else topics_file, None, CONFIG_CHECK, "info", p, t)
         rows.append({"topic": t, "configured": tc is not None,
                      "read_queue_nums": tc.read_queue_nums if tc else None,
                      "write_queue_nums": tc.write_queue_nums if tc else None,
@@ -187,9 +187,9 @@ def topic_config(store: Store, findings: Findings) -> dict:
                      "cleanup_policy": _attr(tc.attributes, "cleanup.policy") if tc else None,
                      "queues_on_disk": qs, "problems": problems})
     if idle:
-        findings.add(store.topics_file, None, CONFIG_CHECK, "info", f"{len(idle)} topic(s) {NO_QUEUE_DIRECTORY}: "
+        findings.add(topics_file, None, CONFIG_CHECK, "info", f"{len(idle)} topic(s) {NO_QUEUE_DIRECTORY}: "
                      + ", ".join(idle))
-    return {"file": store.topics_file, "topics": rows}
+    return {"file": topics_file, "topics": rows}
 
 
 def layouts_section(store: Store) -> dict:
@@ -223,10 +223,11 @@ def rocksdb_queues(store: Store, per_queue: dict, findings: Findings | None = No
     for (t, q), qo in store.rocksdb_queue_offsets.items():
         out[(t, q)] = {"queue_id": q, "records": per_queue.get((t, q), 0), "cq_min_offset": qo.min_cq_offset,
                        "cq_max_offset": qo.max_offset, "cq_files": 0, "rocksdb": True}
-    if findings is not None and store.topics is not None:
-        dirty = iterate_offset_table_2_find_dirty(out, store.topics.topic_config_table)
+    cf = store.config_files
+    if findings is not None and cf.topics is not None:
+        dirty = iterate_offset_table_2_find_dirty(out, cf.topics.topic_config_table)
         for t, q in sorted((t, q) for t, qs in dirty.items() for q in qs):
-            findings.add(ROCKSDB_CQ_DIR, None, ROCKSDB_CHECK, "warning", clean_dirty_message(store.topics_file), t, q)
+            findings.add(ROCKSDB_CQ_DIR, None, ROCKSDB_CHECK, "warning", clean_dirty_message(cf.topics_file), t, q)
     return out
 
 
@@ -235,10 +236,11 @@ def config_sources(store: Store) -> dict | None:
     the store has config in RocksDB (None otherwise: then only the JSON files exist)."""
     if not store.layouts.rocksdb_config:
         return None
-    topics = None if store.topics_file is None else "rocksdb" if store.topics_file == "config/topics" else "json"
-    out = {"consumer_offsets": store.consumer_offsets_source, "topics": topics, "topics_file": store.topics_file}
+    cf = store.config_files
+    topics = None if cf.topics_file is None else "rocksdb" if cf.topics_file == "config/topics" else "json"
+    out = {"consumer_offsets": cf.consumer_offsets_source, "topics": topics, "topics_file": cf.topics_file}
     if "config/subscriptionGroups" in store.layouts.rocksdb_config:  # only when there is a RocksDB copy
-        out["subscription_groups"] = store.subscription_groups_source
+        out["subscription_groups"] = cf.subscription_groups_source
     return out
 
 
@@ -246,7 +248,8 @@ def load_config_files(store: Store) -> None:
     """Read the files the broker loads at start that this view does not otherwise use before it collects
     the findings (consumer offsets, subscription groups, topics, checkpoint, timercheck), so that an
     unparsable or short one is a finding here as delayOffset.json's is."""
-    store.consumer_offsets, store.subscription_groups, store.topics  # noqa: B018 - read for their findings
+    cf = store.config_files
+    cf.consumer_offsets, cf.subscription_groups, cf.topics  # noqa: B018 - read for their findings
     store.checkpoint, store.timercheck  # noqa: B018 - a short page is a `store.files` finding
 
 

@@ -32,7 +32,7 @@ def _tables(m_file, s_file, m_table: dict | None, s_table: dict | None) -> dict:
 
 
 def _topics(master: Store, slave: Store) -> dict:
-    mt, st = master.topics, slave.topics
+    mt, st = master.config_files.topics, slave.config_files.topics
     return {
         **_tables(mt, st, mt and mt.topic_config_table, st and st.topic_config_table),
         "master_version": _version(mt.data_version if mt else None),
@@ -41,12 +41,12 @@ def _topics(master: Store, slave: Store) -> dict:
 
 
 def _groups(master: Store, slave: Store) -> dict:
-    mg, sg = master.subscription_groups, slave.subscription_groups
+    mg, sg = master.config_files.subscription_groups, slave.config_files.subscription_groups
     return _tables(mg, sg, mg and mg.subscription_group_table, sg and sg.subscription_group_table)
 
 
 def _consumer_offsets(master: Store, slave: Store) -> dict:
-    mo, so = master.consumer_offsets, slave.consumer_offsets
+    mo, so = master.config_files.consumer_offsets, slave.config_files.consumer_offsets
     m = mo.offset_table if mo else {}
     s = so.offset_table if so else {}
     missing, behind, ahead = 0, [], 0
@@ -76,7 +76,7 @@ def _consumer_offsets(master: Store, slave: Store) -> dict:
 
 
 def _delay_offsets(master: Store, slave: Store) -> dict:
-    md, sd = master.delay_offsets, slave.delay_offsets
+    md, sd = master.config_files.delay_offsets, slave.config_files.delay_offsets
     m = md.offset_table if md else {}
     s = sd.offset_table if sd else {}
     behind = [

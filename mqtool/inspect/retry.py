@@ -79,7 +79,7 @@ def _queue_range(store: Store, topic: str, qid: int) -> tuple[int, int] | None:
 
 def _schedule_backlog(store: Store, findings: Findings) -> dict[str, dict[int, list[tuple[int, MessageRecord]]]]:
     """group -> level -> [(tagsCode, record)] of the undelivered schedule units that are retries."""
-    table = dict(store.delay_offsets.offset_table) if store.delay_offsets else {}
+    table = dict(store.config_files.delay_offsets.offset_table) if store.config_files.delay_offsets else {}
     out: dict[str, dict[int, list[tuple[int, MessageRecord]]]] = {}
     for topic, qid in sorted(store.queue_ids):
         if topic != RMQ_SYS_SCHEDULE_TOPIC:
@@ -110,7 +110,7 @@ def _groups(store: Store, backlog: dict) -> list[str]:
         for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
             if topic.startswith(prefix):
                 names.add(topic[len(prefix):])
-    co = store.consumer_offsets
+    co = store.config_files.consumer_offsets
     for key in (co.offset_table if co is not None else {}):
         topic, _, group = key.rpartition("@")
         if topic == get_retry_topic(group):
@@ -156,7 +156,7 @@ def _group(store: Store, group: str, levels: dict[int, list[tuple[int, MessageRe
 
 def _settings(store: Store, group: str) -> dict | None:
     """The group's entry in subscriptionGroup.json, in RocketMQ's names' snake_case; None without one."""
-    sg = store.subscription_groups
+    sg = store.config_files.subscription_groups
     g = None if sg is None else sg.subscription_group_table.get(group)
     if g is None:
         return None
@@ -176,7 +176,7 @@ def _topic_queues(store: Store, topic: str) -> list[int]:
 
 def _retry_queues(store: Store, group: str) -> list[dict]:
     topic = get_retry_topic(group)
-    co = store.consumer_offsets
+    co = store.config_files.consumer_offsets
     committed = (co.offset_table if co is not None else {}).get(f"{topic}@{group}", {})
     out = []
     for qid in sorted(set(_topic_queues(store, topic)) | set(committed)):

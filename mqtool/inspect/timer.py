@@ -229,8 +229,9 @@ def _slot_findings(file: str, index: int, s: Slot, slot: dict, broken: str | Non
 
 def _metrics(store: Store, pending_by_topic: dict[str, int], findings: list[Finding]) -> dict | None:
     """config/timermetrics per topic next to the TimerLog's pending units of that REAL_TOPIC (`metrics_view`)."""
-    return metrics_view(store.timer_metrics, pending_by_topic, "pending_in_timerlog", "config/timermetrics",
-                        CHECK + ".metrics", "timermetrics counts {count} timer(s) of {topic} not yet delivered, "
+    return metrics_view(store.config_files.timer_metrics, pending_by_topic, "pending_in_timerlog",
+                        "config/timermetrics", CHECK + ".metrics",
+                        "timermetrics counts {count} timer(s) of {topic} not yet delivered, "
                         "the TimerLog holds {held} pending", findings)
 
 

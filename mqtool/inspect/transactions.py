@@ -154,7 +154,7 @@ def check_queue_records(store: Store, queue_id: int) -> list[MessageRecord]:
     and its op records from the persisted op offset (through the consume queues; a unit whose record does
     not read is left out). Fed to a `TransactionScan` with one message's records, they make its row's
     prediction the view's (`trace`)."""
-    co = store.consumer_offsets
+    co = store.config_files.consumer_offsets
     out: list[MessageRecord] = []
     for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
         cq = store.consume_queue(topic, queue_id)
@@ -246,14 +246,14 @@ def _metrics(store: Store, pending: list[dict], findings: list[Finding]) -> dict
     found: dict[str, int] = {}
     for r in pending:
         found[r["real_topic"] or "-"] = found.get(r["real_topic"] or "-", 0) + 1
-    return metrics_view(store.transaction_metrics, found, "pending_halves", "config/transactionMetrics",
+    return metrics_view(store.config_files.transaction_metrics, found, "pending_halves", "config/transactionMetrics",
                         "transactions.metrics", "transactionMetrics counts {count} open transaction(s) of {topic}, "
                         "the half topic holds {held} pending", findings)
 
 
 def _check_progress(store: Store) -> list[dict]:
     """Per half queue: the check service's stored half/op offsets against the queues' ends."""
-    co = store.consumer_offsets
+    co = store.config_files.consumer_offsets
     qids = {q for t, q in store.queue_ids if t == RMQ_SYS_TRANS_HALF_TOPIC}
     if co:
         qids |= set(co.offset_table.get(f"{RMQ_SYS_TRANS_HALF_TOPIC}@{CID_SYS_RMQ_TRANS}", {}))

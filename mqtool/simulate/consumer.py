@@ -75,9 +75,9 @@ KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "chang
 
 
 def subscription_groups(store) -> dict[str, dict]:
-    """The store's groups' retry settings (`Store.subscription_groups`: subscriptionGroup.json, its .bak, or
+    """The store's groups' retry settings (`ConfigFiles.subscription_groups`: subscriptionGroup.json, its .bak, or
     config/subscriptionGroups/ in RocksDB, whichever copy the broker keeps), empty when there is none."""
-    sg = getattr(store, "subscription_groups", None) if store is not None else None
+    sg = store.config_files.subscription_groups if store is not None else None
     if sg is None:
         return {}
     return {

@@ -62,19 +62,19 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
                 at = w.append_timerlog_unit(prev, magic, write, delayed - write, offset_py, size_py, topic_hash)
                 if at != pos:
                     warnings.append(f"TimerLog unit predicted at {pos} written at {at}")
-                slot = w.get_slot(delayed)
+                slot = w.wheel.get_slot(delayed)
                 delete = bool(magic & 4)
                 num = (slot.num if slot.first_pos != -1 else 0) + (-1 if delete else 1)
-                w.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
+                w.wheel.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
             queue = timer.curr_queue_offset
             w.write_timercheck(timer.read_time(), w.timerlog_end, queue, queue, timestamp=result.until_ms, counter=1)
-        old = store.delay_offsets
+        old = store.config_files.delay_offsets
         if result.broker_version.startswith("4"):
             dv = None
         else:
             dv = old.data_version if old is not None and old.data_version is not None else DataVersion(0, 0, 0)
         w.write_delay_offsets(DelayOffsets(dict(sorted(state["schedule_offsets"].items())), dv))
-        co = store.consumer_offsets
+        co = store.config_files.consumer_offsets
         table = {k: dict(v) for k, v in (co.offset_table if co is not None else {}).items()}
         for (topic, qid), off in sorted(state["consumer_offsets"].items()):
             table.setdefault(f"{topic}@{CID_SYS_RMQ_TRANS}", {})[qid] = off
@@ -89,10 +89,11 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
             )
         )
         consumers = state.get("consumers")
-        json_topics = (store.topics_file or "").startswith("config/topics.json")  # not RocksDB's config/topics
-        if consumers is not None and store.topics is not None and json_topics:
-            topics = create_topics(store.topics, consumers.topic_requests, result.broker_version.startswith("4"))
-            if topics != store.topics:  # a send-back created a retry or DLQ topic (TopicConfigManager persists)
+        cf = store.config_files
+        json_topics = (cf.topics_file or "").startswith("config/topics.json")  # not RocksDB's config/topics
+        if consumers is not None and cf.topics is not None and json_topics:
+            topics = create_topics(cf.topics, consumers.topic_requests, result.broker_version.startswith("4"))
+            if topics != cf.topics:  # a send-back created a retry or DLQ topic (TopicConfigManager persists)
                 w.write_config("topics.json", topics)
         w.write_checkpoint()
         if dl is not None:

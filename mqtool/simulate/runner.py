@@ -98,7 +98,7 @@ def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, s
     checks = InvariantCheck(scenario.faults).watch(log, deliveries) if keep_events else None
     ctx = SimContext(engine, model, log, config, scenario, rng, broker_version)
 
-    delay_offsets = getattr(store, "delay_offsets", None) if store is not None else None
+    delay_offsets = store.config_files.delay_offsets if store is not None else None
     schedule = ScheduleService(ctx, dict(delay_offsets.offset_table) if delay_offsets else None)
     ctx.services.append(schedule)
     timer = None
@@ -108,12 +108,12 @@ def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, s
             timer = TimerService(ctx, ts.get("timercheck"), ts.get("units"), ts.get("end", 0), ts.get("file_size"),
                                  ts.get("wheel"), ts.get("timerlog"))
             ctx.services.append(timer)
-    tx = TransactionService(ctx, getattr(store, "consumer_offsets", None) if store is not None else None)
+    tx = TransactionService(ctx, store.config_files.consumer_offsets if store is not None else None)
     ctx.services.append(tx)
     consumers = None
     if scenario.consumers:  # consumer groups (simulate/consumer.py): only when the scenario has some
         from mqtool.simulate.consumer import ConsumerService, subscription_groups
-        consumers = ConsumerService(ctx, scenario.consumers, getattr(store, "consumer_offsets", None),
+        consumers = ConsumerService(ctx, scenario.consumers, store.config_files.consumer_offsets if store else None,
                                     subscription_groups(store))
         ctx.services.append(consumers)
     schedule_faults(ctx, until_ms)

@@ -209,7 +209,7 @@ def read_store_pop(store, findings: Findings, now_ms: int | None = None) -> PopS
 
     state = read_pop(walk(), findings)
     state.classify(store.last_activity_ms() if now_ms is None else now_ms,
-                   revive_offsets_from(store.consumer_offsets))
+                   revive_offsets_from(store.config_files.consumer_offsets))
     for c in state.checks:
         if c.status == "due" and all(_revived(store, c, off, retries) for off in c.unacked):
             c.status = "revived"

@@ -6,7 +6,6 @@ part is opened lazily so that a view reads only what it needs. Nothing here ever
 `commitlog` is a `DLedgerCommitLogView` (same interface), BatchCQ queues are `batch_consume_queue`.
 """
 
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
@@ -15,19 +14,12 @@ from construct import ConstructError
 
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
-from mqtool.formats.config_json import SubscriptionGroups, Topics, parse_subscription_groups, parse_topics
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import REVIVE_TOPIC
-from mqtool.formats.offsets_json import (
-    ConsumerOffsets,
-    DelayOffsets,
-    parse_consumer_offsets,
-    parse_delay_offsets,
-)
 from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
 from mqtool.store.batchcq import BCQ_DIR, BatchConsumeQueue, discover_batch_queues
 from mqtool.store.commitlog import CommitLog
-from mqtool.store.config_files import read_config_json
+from mqtool.store.config_files import ConfigFiles
 from mqtool.store.consumequeue import ConsumeQueue, common_file_size, discover_queues
 from mqtool.store.dledger import DLedgerCommitLog, DLedgerCommitLogView, find_dledger_dirs
 from mqtool.store.errors import StoreError
@@ -37,13 +29,8 @@ from mqtool.store.queues import QueueReader, RocksDBConsumeQueue
 from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
 from mqtool.store.rocksdb import (
     QueueOffsets,
-    RocksCqUnit,
     RocksDBConsumeQueues,
     RocksDBUnavailable,
-    pick_config,
-    read_kv_consumer_offsets,
-    read_kv_subscription_groups,
-    read_kv_topics,
 )
 from mqtool.store.timer import TimerLog, TimerWheel
 
@@ -76,23 +63,38 @@ class Layouts:
     def detect(cls, root: Path) -> "Layouts":
         dl = tuple(p.name for p in find_dledger_dirs(root))
         cl = root / "commitlog"
-        revive = sorted({t.name for d in ("consumequeue", BCQ_DIR) if (root / d).is_dir()
-                         for t in (root / d).iterdir() if t.is_dir() and t.name.startswith(REVIVE_TOPIC)})
-        return cls(dl, bool(dl) and cl.is_dir() and any(cl.iterdir()), (root / BCQ_DIR).is_dir(),
-                   tuple(d for d in ROCKSDB_DIRS if is_rocksdb_dir(root / d)),
-                   tuple(d for d in ROCKSDB_CONFIG_DIRS if (root / d).is_dir()),
-                   any((root / COMPACTION_DIR / d).is_dir() for d in COMPACTION_PARTS), tuple(revive))
+        revive = sorted(
+            {
+                t.name
+                for d in ("consumequeue", BCQ_DIR)
+                if (root / d).is_dir()
+                for t in (root / d).iterdir()
+                if t.is_dir() and t.name.startswith(REVIVE_TOPIC)
+            }
+        )
+        return cls(
+            dl,
+            bool(dl) and cl.is_dir() and any(cl.iterdir()),
+            (root / BCQ_DIR).is_dir(),
+            tuple(d for d in ROCKSDB_DIRS if is_rocksdb_dir(root / d)),
+            tuple(d for d in ROCKSDB_CONFIG_DIRS if (root / d).is_dir()),
+            any((root / COMPACTION_DIR / d).is_dir() for d in COMPACTION_PARTS),
+            tuple(revive),
+        )
 
     def names(self) -> list[str]:
         """The layouts found, by name ("dledger", "batchconsumequeue", "rocksdb", "compaction", "pop")."""
-        found = [("dledger", self.dledger), ("batchconsumequeue", self.batch_consume_queue),
-                 ("rocksdb", self.rocksdb_consume_queue or self.rocksdb_config),
-                 ("compaction", self.compaction), ("pop", self.revive_topics)]
+        found = [
+            ("dledger", self.dledger),
+            ("batchconsumequeue", self.batch_consume_queue),
+            ("rocksdb", self.rocksdb_consume_queue or self.rocksdb_config),
+            ("compaction", self.compaction),
+            ("pop", self.revive_topics),
+        ]
         return [name for name, hit in found if hit]
 
     def as_dict(self) -> dict:
-        return {"found": self.names(), **{k: list(v) if isinstance(v, tuple) else v
-                                           for k, v in asdict(self).items()}}
+        return {"found": self.names(), **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}}
 
 
 @dataclass
@@ -133,8 +135,11 @@ class Store:
         if self.dledger is not None:
             cl = DLedgerCommitLogView.of(self.dledger)
         else:
-            cl = CommitLog.open(self.root, self.config.mapped_file_size_commitlog,
-                                expected_size=self._configured("mappedFileSizeCommitLog"))
+            cl = CommitLog.open(
+                self.root,
+                self.config.mapped_file_size_commitlog,
+                expected_size=_configured(self.config, "mappedFileSizeCommitLog"),
+            )
         self.findings += cl.queue.findings  # the listing's findings stay on the queue too
         return cl
 
@@ -142,7 +147,7 @@ class Store:
     def commitlog_file_size(self) -> int:
         """The length the broker maps every CommitLog file with, as far as the store shows: broker.conf's
         mappedFileSizeCommitLog when it sets one, else the files' usual length (`open_queue` infers it)."""
-        return self._configured("mappedFileSizeCommitLog") or self.commitlog.queue.file_size
+        return _configured(self.config, "mappedFileSizeCommitLog") or self.commitlog.queue.file_size
 
     @cached_property
     def queue_ids(self) -> list[tuple[str, int]]:
@@ -156,19 +161,18 @@ class Store:
             d = self.root / "consumequeue" / topic / str(queue_id)
             if not d.is_dir():
                 if (topic, queue_id) in self.rocksdb_queue_offsets:
-                    return RocksDBConsumeQueue(self._rocksdb, topic, queue_id,
-                                               self.rocksdb_queue_offsets[(topic, queue_id)])
+                    return RocksDBConsumeQueue(
+                        self.rocksdb_consume_queues, topic, queue_id, self.rocksdb_queue_offsets[(topic, queue_id)]
+                    )
                 return None
             self._queues[(topic, queue_id)] = ConsumeQueue.open(
-                self.root, topic, queue_id, self.config.mapped_file_size_consume_queue,
-                expected_size=self.consume_queue_file_size)
+                self.root,
+                topic,
+                queue_id,
+                self.config.mapped_file_size_consume_queue,
+                expected_size=self.consume_queue_file_size,
+            )
         return self._queues[(topic, queue_id)]
-
-    def _configured(self, java_name: str) -> int | None:
-        """A mapped file size broker.conf sets (None when it leaves the default: the files then tell)."""
-        if java_name not in self.config.raw:
-            return None
-        return next(getattr(self.config, f.name) for f in fields(BrokerConfig) if f.metadata.get("java") == java_name)
 
     @cached_property
     def consume_queue_file_size(self) -> int | None:
@@ -200,12 +204,12 @@ class Store:
     def rocksdb_queue_offsets(self) -> dict[tuple[str, int], QueueOffsets]:
         """The offset table of a RocksDB consume queue (`consumequeue/` is a database); empty otherwise.
         A database that will not open is one finding."""
-        return {} if self._rocksdb is None else self._rocksdb.offset_table(self.findings)
+        return {} if self.rocksdb_consume_queues is None else self.rocksdb_consume_queues.offset_table(self.findings)
 
     @cached_property
-    def _rocksdb(self) -> RocksDBConsumeQueues | None:
-        """The RocksDB consume queue opened once, read-only, shared by the readers; closed when the last
-        of them goes, or at exit."""
+    def rocksdb_consume_queues(self) -> RocksDBConsumeQueues | None:
+        """The RocksDB consume queue (None without one) opened once, read-only, shared by the readers and the
+        audit; closed when the last of them goes, or at exit."""
         if "consumequeue" not in self.layouts.rocksdb_consume_queue:
             return None
         try:
@@ -215,28 +219,16 @@ class Store:
             return None
         return db
 
-    @property
-    def rocksdb_consume_queues(self) -> RocksDBConsumeQueues | None:
-        """The store's one read-only handle on its RocksDB consume queue (None without one): for the audit."""
-        return self._rocksdb
-
-    @property
-    def rocksdb_queue_ids(self) -> list[tuple[str, int]]:
-        return list(self.rocksdb_queue_offsets)
-
-    def iter_rocksdb_units(self, topic: str, queue_id: int, findings: Findings,
-                           start: int = 0) -> Iterator[RocksCqUnit]:
-        """A RocksDB queue's entries from queue offset `start` (the database is open while iterating)."""
-        if (topic, queue_id) in self.rocksdb_queue_offsets:
-            yield from self._rocksdb.iter_units(topic, queue_id, findings, start)
-
     # ----- timer -----
     @cached_property
     def timerlog(self) -> TimerLog | None:
         if not (self.root / "timerlog").is_dir():
             return None
-        return TimerLog.open(self.root, self.config.mapped_file_size_timer_log,
-                             expected_size=self._configured("mappedFileSizeTimerLog"))
+        return TimerLog.open(
+            self.root,
+            self.config.mapped_file_size_timer_log,
+            expected_size=_configured(self.config, "mappedFileSizeTimerLog"),
+        )
 
     @cached_property
     def timer_wheel(self) -> TimerWheel | None:
@@ -246,111 +238,28 @@ class Store:
     def timercheck(self):
         """config/timercheck as a Construct container, or None when absent (read like `TimerCheckpoint`:
         a short file's missing bytes as 0, with a finding)."""
-        return self._page("config/timercheck", timercheck, TIMERCHECK_SIZE, TIMERCHECK_READ, "TimerCheckpoint")
+        return _read_page(
+            self.root,
+            "config/timercheck",
+            timercheck,
+            TIMERCHECK_SIZE,
+            TIMERCHECK_READ,
+            "TimerCheckpoint",
+            self.findings,
+        )
 
     @cached_property
     def checkpoint(self):
         """checkpoint as a Construct container, or None when absent (read like `StoreCheckpoint`)."""
-        return self._page("checkpoint", checkpoint, CHECKPOINT_SIZE, CHECKPOINT_READ, "StoreCheckpoint")
-
-    def _page(self, rel: str, fmt, size: int, read: int, java: str):
-        """The page as the broker reads it: it maps `size` bytes of the file, growing a short one with zeros,
-        and reads its longs from there. A file shorter than the `read` bytes it reads is an error finding."""
-        p = self.root / rel
-        if not p.is_file():
-            return None
-        data = read_at(p, 0, size)
-        if len(data) < read:
-            what = "empty" if not data else f"{len(data)} bytes, shorter than the {read} {java} reads"
-            self.findings.add(rel, len(data), "store.files", "error", f"file is {what}: the broker maps a "
-                              f"{size}-byte page and reads the missing bytes as 0")
-        try:
-            return fmt.parse(data.ljust(size, b"\x00"))
-        except ConstructError as e:  # pragma: no cover - fixed-size longs always parse
-            self.findings.add(rel, 0, "store.files", "error", str(e))
-            return None
+        return _read_page(
+            self.root, "checkpoint", checkpoint, CHECKPOINT_SIZE, CHECKPOINT_READ, "StoreCheckpoint", self.findings
+        )
 
     # ----- config JSON -----
     @cached_property
-    def delay_offsets(self) -> DelayOffsets | None:
-        return self._json("delayOffset.json", parse_delay_offsets)
-
-    @cached_property
-    def _consumer_offsets(self) -> tuple[ConsumerOffsets | None, str | None]:
-        json_value = self._json("consumerOffset.json", parse_consumer_offsets)
-        if "config/consumerOffsets" not in self.layouts.rocksdb_config:
-            return json_value, None if json_value is None else "json"
-        return pick_config(json_value, read_kv_consumer_offsets(self.root, self.findings))
-
-    @property
-    def consumer_offsets(self) -> ConsumerOffsets | None:
-        """config/consumerOffset.json, or config/consumerOffsets/ (RocksDB, 5.2+) when that copy is newer
-        or the JSON is absent (`pick_config`)."""
-        return self._consumer_offsets[0]
-
-    @property
-    def consumer_offsets_source(self) -> str | None:
-        """Which copy `consumer_offsets` came from: "json", "rocksdb" or None (neither)."""
-        return self._consumer_offsets[1]
-
-    @cached_property
-    def _topics(self) -> tuple[Topics | None, str | None]:
-        value, used, problems = read_config_json(self.root / "config" / "topics.json", parse_topics)
-        self._config_problems("topics.json", problems)
-        json_file = None if used is None else str(used.relative_to(self.root))
-        if "config/topics" not in self.layouts.rocksdb_config:
-            return value, json_file
-        picked, source = pick_config(value, read_kv_topics(self.root, self.findings))
-        return picked, json_file if source == "json" else "config/topics"
-
-    @property
-    def topics(self) -> Topics | None:
-        """config/topics.json (or its .bak, as the broker falls back), None when neither is usable."""
-        return self._topics[0]
-
-    @property
-    def topics_file(self) -> str | None:
-        """Where `topics` came from: config/topics.json, its .bak, or config/topics (RocksDB, 5.2+)."""
-        return self._topics[1]
-
-    @cached_property
-    def _subscription_groups(self) -> tuple[SubscriptionGroups | None, str | None]:
-        value = self._json("subscriptionGroup.json", parse_subscription_groups)
-        if "config/subscriptionGroups" not in self.layouts.rocksdb_config:
-            return value, None if value is None else "json"
-        return pick_config(value, read_kv_subscription_groups(self.root, self.findings))
-
-    @property
-    def subscription_groups(self) -> SubscriptionGroups | None:
-        """config/subscriptionGroup.json (or its .bak), or config/subscriptionGroups/ (RocksDB, 5.2+) when
-        that copy is newer or the JSON is absent (`pick_config`); None when there is neither."""
-        return self._subscription_groups[0]
-
-    @property
-    def subscription_groups_source(self) -> str | None:
-        """Which copy `subscription_groups` came from: "json", "rocksdb" or None (neither)."""
-        return self._subscription_groups[1]
-
-    @cached_property
-    def timer_metrics(self):
-        """config/timermetrics (or its .bak): `TimerMetrics`' per-topic count of timers not yet delivered."""
-        from mqtool.formats.metrics_json import parse_timer_metrics
-        return self._json("timermetrics", parse_timer_metrics)
-
-    @cached_property
-    def transaction_metrics(self):
-        """config/transactionMetrics (or its .bak): `TransactionMetrics`' per-topic count of open halves."""
-        from mqtool.formats.metrics_json import parse_transaction_metrics
-        return self._json("transactionMetrics", parse_transaction_metrics)
-
-    def _json(self, name: str, parse):
-        value, _used, problems = read_config_json(self.root / "config" / name, parse)
-        self._config_problems(name, problems)
-        return value
-
-    def _config_problems(self, name: str, problems: list[str]) -> None:
-        for p in problems:
-            self.findings.add(f"config/{name}", None, "store.config", "warning", p)
+    def config_files(self) -> ConfigFiles:
+        """config/'s JSON files (topics, offsets, groups, metrics), each with the copy it came from."""
+        return ConfigFiles(self.root, self.layouts.rocksdb_config, self.findings)
 
     # ----- store-wide facts -----
     def file_findings(self) -> list[Finding]:
@@ -358,8 +267,9 @@ class Store:
         ConsumeQueue and BatchConsumeQueue and the TimerLog, the checkpoint and timercheck pages, the config
         JSON files; and what the CommitLog walks done so far found. For the commands that run on a store
         (simulate, trace) and must say when it is damaged without the overview's full CRC scan."""
-        self.checkpoint, self.timercheck, self.delay_offsets, self.topics  # noqa: B018 - read for their findings
-        self.consumer_offsets, self.subscription_groups  # noqa: B018
+        cf = self.config_files
+        self.checkpoint, self.timercheck, cf.delay_offsets, cf.topics  # noqa: B018 - read for their findings
+        cf.consumer_offsets, cf.subscription_groups  # noqa: B018
         found = [*self.findings, *self.commitlog.findings]
         for q in self.consume_queues():
             found += q.findings
@@ -376,33 +286,65 @@ class Store:
         timercheck's read time and dataVersion time, and the offset files' dataVersion times.
         simulate starts here by default; trace and inspect count waiting times from here.
         """
-        times = [self._last_file_store_ts()]
+        times = [_last_file_store_ts(self.commitlog)]
         if self.checkpoint is not None:
             times += [self.checkpoint.physic_msg_timestamp, self.checkpoint.logics_msg_timestamp]
         if self.timercheck is not None:
             times += [self.timercheck.last_read_time_ms, self.timercheck.timestamp]
-        for offsets in (self.delay_offsets, self.consumer_offsets):
+        for offsets in (self.config_files.delay_offsets, self.config_files.consumer_offsets):
             if offsets is not None and offsets.data_version is not None:
                 times.append(offsets.data_version.timestamp)
         return max(times)
 
-    def _last_file_store_ts(self) -> int:
-        """Newest STORETIMESTAMP in the last CommitLog file (a column scan that records no findings)."""
-        from mqtool.store import fastscan
-        from mqtool.store.mapped_files import map_file
 
-        files = self.commitlog.files
-        if not files:
-            return 0
-        latest = 0
-        last = files[-1]
-        dledger = getattr(self.commitlog, "is_data_file", None)  # DLedger: bodies after 48-byte entry headers
-        with map_file(last.path) as buf:
-            chunks = (self.commitlog.slice_chunks(buf, str(last.path), 0, len(buf), False)
-                      if dledger is not None and dledger(str(last.path))
-                      else fastscan.iter_commitlog_chunks(buf, last.start, 0, False, fastscan.DEFAULT_CHUNK))
-            for chunk in chunks:
-                if len(chunk):
-                    latest = max(latest, int(chunk.cols[fastscan.C_STORE_TS].max()))
-        return latest
+def _configured(config: BrokerConfig, java_name: str) -> int | None:
+    """A mapped file size broker.conf sets (None when it leaves the default: the files then tell)."""
+    if java_name not in config.raw:
+        return None
+    return next(getattr(config, f.name) for f in fields(BrokerConfig) if f.metadata.get("java") == java_name)
 
+
+def _read_page(root: Path, rel: str, fmt, size: int, read: int, java: str, findings: Findings):
+    """The page as the broker reads it: it maps `size` bytes of the file, growing a short one with zeros,
+    and reads its longs from there. A file shorter than the `read` bytes it reads is an error finding."""
+    p = root / rel
+    if not p.is_file():
+        return None
+    data = read_at(p, 0, size)
+    if len(data) < read:
+        what = "empty" if not data else f"{len(data)} bytes, shorter than the {read} {java} reads"
+        findings.add(
+            rel,
+            len(data),
+            "store.files",
+            "error",
+            f"file is {what}: the broker maps a {size}-byte page and reads the missing bytes as 0",
+        )
+    try:
+        return fmt.parse(data.ljust(size, b"\x00"))
+    except ConstructError as e:  # pragma: no cover - fixed-size longs always parse
+        findings.add(rel, 0, "store.files", "error", str(e))
+        return None
+
+
+def _last_file_store_ts(commitlog: CommitLog) -> int:
+    """Newest STORETIMESTAMP in the last CommitLog file (a column scan that records no findings)."""
+    from mqtool.store import fastscan
+    from mqtool.store.mapped_files import map_file
+
+    files = commitlog.files
+    if not files:
+        return 0
+    latest = 0
+    last = files[-1]
+    dledger = getattr(commitlog, "is_data_file", None)  # DLedger: bodies after 48-byte entry headers
+    with map_file(last.path) as buf:
+        chunks = (
+            commitlog.slice_chunks(buf, str(last.path), 0, len(buf), False)
+            if dledger is not None and dledger(str(last.path))
+            else fastscan.iter_commitlog_chunks(buf, last.start, 0, False, fastscan.DEFAULT_CHUNK)
+        )
+        for chunk in chunks:
+            if len(chunk):
+                latest = max(latest, int(chunk.cols[fastscan.C_STORE_TS].max()))
+    return latest

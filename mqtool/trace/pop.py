@@ -62,7 +62,7 @@ def pop_state(store) -> PopState | None:
         recs = _revive_records(store)  # a checkpoint may still wait in the timer before any revive queue exists
         state = read_pop(recs, Findings()) if recs or has_pop(store) else None
         if state is not None:  # as `inspect` says: invisible, due, revived (the revive group's progress) or acked
-            state.classify(store.last_activity_ms(), revive_offsets_from(store.consumer_offsets))
+            state.classify(store.last_activity_ms(), revive_offsets_from(store.config_files.consumer_offsets))
         held = (weakref.ref(store), state)
         _STATES[id(store)] = held
     return held[1]

@@ -198,7 +198,7 @@ def test_roll_2d10h_parks_at_write_time_plus_one_day(tmp_path):
     with writer(tmp_path) as w:
         rec = _timer(w, W + 2 * DAY + 10 * HOUR + 1)  # 10 h past the 2-day window < window / 3 (16 h)
         unit = _unit(w, rec.extra["timerlog_pos"])
-        slot = w.get_slot(W + DAY)
+        slot = w.wheel.get_slot(W + DAY)
     assert (unit.magic, unit.curr_write_time_ms, unit.delayed_time_delta) == (3, W, DAY)
     assert (slot.first_pos, slot.last_pos, slot.num) == (0, 0, 1)
 
@@ -221,7 +221,7 @@ def test_cancel_in_the_same_slot_leaves_num_zero(tmp_path):
     with writer(tmp_path) as w:
         victim = _timer(w, W + 2 * HOUR + 7)
         cancel = b.put_timer_cancel(w, victim, [("UNIQ_KEY", "C1")], store_timestamp=W + 6, write_time_ms=W + 6)
-        slot = w.get_slot(W + 2 * HOUR)
+        slot = w.wheel.get_slot(W + 2 * HOUR)
         unit = _unit(w, cancel.extra["timerlog_pos"])
     assert cancel.properties["TIMER_DEL_UNIQKEY"] == victim.properties["UNIQ_KEY"]
     assert (unit.magic, unit.prev_pos, unit.delayed_time_delta) == (5, 0, 2 * HOUR)
@@ -233,7 +233,7 @@ def test_cancel_without_timer_property_targets_the_same_slot(tmp_path):
         victim = b.put_timer_message(w, "T", 0, b"v", [("UNIQ_KEY", "V"), ("TIMER_DELAY_SEC", "60")],
                                      store_timestamp=W, write_time_ms=W)
         cancel = b.put_timer_cancel(w, victim, [("UNIQ_KEY", "C")], store_timestamp=W + 1, write_time_ms=W)
-        slot = w.get_slot(W + 59_000)
+        slot = w.wheel.get_slot(W + 59_000)
     assert cancel.properties["TIMER_OUT_MS"] == victim.properties["TIMER_OUT_MS"] == str(W + 59_000)
     assert (slot.num, slot.last_pos) == (0, cancel.extra["timerlog_pos"])
 

@@ -86,7 +86,7 @@ def test_rebuild_oracle_timerlog_wheel_and_checkpoints_from_summary(tmp_path):
                                          u["offsetPy"], u["sizePy"], u["realTopicHash"], u["reserved"])
             assert pos == u["pos"]
         for s in slots:
-            w.put_slot(s["timeMs"], s["firstPos"], s["lastPos"], s["num"], s["magic"])
+            w.wheel.put_slot(s["timeMs"], s["firstPos"], s["lastPos"], s["num"], s["magic"])
         w.write_timercheck(1795362444000, 312, 6, 6, state_version=0, timestamp=1795362444193, counter=11)
         w.last_store_timestamp = 1795362439110
         w.write_checkpoint()
@@ -218,9 +218,9 @@ def test_timerlog_filler_when_unit_plus_16_exceeds_remaining(tmp_path):
 def test_wheel_slot_time_is_stored_divided_by_precision(tmp_path):
     cfg = BrokerConfig(timer_precision_ms=100, mapped_file_size_timer_log=4096)
     with StoreWriter(tmp_path / "s", cfg) as w:
-        w.put_slot(1_000_000_050, 52, 104, 2)
-        slot = w.get_slot(1_000_000_000)
-        other = w.get_slot(1_000_000_000 + SLOTS_TOTAL * 2 * 100)  # same index, another time
+        w.wheel.put_slot(1_000_000_050, 52, 104, 2)
+        slot = w.wheel.get_slot(1_000_000_000)
+        other = w.wheel.get_slot(1_000_000_000 + SLOTS_TOTAL * 2 * 100)  # same index, another time
     raw = (tmp_path / "s" / "timerwheel").read_bytes()
     index = 1_000_000_000 // 100 % (SLOTS_TOTAL * 2)
     assert int.from_bytes(raw[index * 32 : index * 32 + 8], "big") == 10_000_000
@@ -268,7 +268,7 @@ def test_extend_oracle_copies_gunzips_and_continues(tmp_path):
     assert (w.commitlog_end, w.timerlog_end, w.last_store_timestamp) == (96635, 312, 1795362439110)
     assert w.next_queue_offset("TopicB", 1) == 72 and w.next_queue_offset("rmq_sys_wheel_timer", 0) == 6
     rec = w.append_message("TopicB", 1, b"after", [("TAGS", "TagA")], store_timestamp=1795362440000)
-    slot = w.get_slot(1795369633000)
+    slot = w.wheel.get_slot(1795369633000)
     w.close()
     assert (rec.physical_offset, rec.queue_offset) == (96635, 72)
     assert (slot.first_pos, slot.last_pos, slot.num) == (156, 208, 0)

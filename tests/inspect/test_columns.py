@@ -79,20 +79,57 @@ def test_same_as_the_record_path_on_the_demo():
 def odd_store(tmp_path: Path) -> Path:
     """Topics that a padded-row grouping could confuse, across small files and chunk boundaries."""
     cfg = replace(BrokerConfig.for_version("5.3"), mapped_file_size_commitlog=4096)
-    topics = ["A", "A\x00", "A\x00\x00", "", "AB", "ABCDEFGH", "ABCDEFGHI", "主题-ü", "T" * 127, "L" * 300,
-              "\udcff-not-utf8"]
+    topics = [
+        "A",
+        "A\x00",
+        "A\x00\x00",
+        "",
+        "AB",
+        "ABCDEFGH",
+        "ABCDEFGHI",
+        "主题-ü",
+        "T" * 127,
+        "L" * 300,
+        "\udcff-not-utf8",
+    ]
     with StoreWriter(tmp_path / "s", cfg) as w:
         for i in range(60):
             t = topics[i % len(topics)]
-            w.append_message(t, [-1, 0, 3, 2**31 - 1][i % 4], b"x" * (i % 5), {"UNIQ_KEY": f"K{i}"},
-                             store_timestamp=1_700_000_000_000 + (i * 7919) % 1000, dispatch=False)
-        h = w.append_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, b"h", {"UNIQ_KEY": "H1", "REAL_TOPIC": "A", "REAL_QID": "0",
-                                                   "PGROUP": "g"}, sys_flag=TRANSACTION_PREPARED,
-                             store_timestamp=1_700_000_001_000, dispatch=False)
-        w.append_message("A", 0, b"c", {"UNIQ_KEY": "H1"}, sys_flag=TRANSACTION_COMMIT,
-                         prepared_transaction_offset=h.physical_offset, dispatch=False)
-        w.append_message("A", 0, b"r", {"UNIQ_KEY": "H1"}, sys_flag=TRANSACTION_ROLLBACK,
-                         prepared_transaction_offset=h.physical_offset + 1, dispatch=False)
+            w.append_message(
+                t,
+                [-1, 0, 3, 2**31 - 1][i % 4],
+                b"x" * (i % 5),
+                {"UNIQ_KEY": f"K{i}"},
+                store_timestamp=1_700_000_000_000 + (i * 7919) % 1000,
+                dispatch=False,
+            )
+        h = w.append_message(
+            RMQ_SYS_TRANS_HALF_TOPIC,
+            0,
+            b"h",
+            {"UNIQ_KEY": "H1", "REAL_TOPIC": "A", "REAL_QID": "0", "PGROUP": "g"},
+            sys_flag=TRANSACTION_PREPARED,
+            store_timestamp=1_700_000_001_000,
+            dispatch=False,
+        )
+        w.append_message(
+            "A",
+            0,
+            b"c",
+            {"UNIQ_KEY": "H1"},
+            sys_flag=TRANSACTION_COMMIT,
+            prepared_transaction_offset=h.physical_offset,
+            dispatch=False,
+        )
+        w.append_message(
+            "A",
+            0,
+            b"r",
+            {"UNIQ_KEY": "H1"},
+            sys_flag=TRANSACTION_ROLLBACK,
+            prepared_transaction_offset=h.physical_offset + 1,
+            dispatch=False,
+        )
         w.append_message(RMQ_SYS_TRANS_OP_HALF_TOPIC, 0, b"0", {"TAGS": "d"}, dispatch=False)
         w.append_message(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, b"h", {"UNIQ_KEY": "H9"}, dispatch=False)
     return tmp_path / "s"
@@ -108,11 +145,46 @@ def test_topics_that_padding_could_confuse(odd_store: Path):
     assert {q for _, q in got.per_queue} == {-1, 0, 3, 2**31 - 1}
 
 
-def test_a_hash_collision_falls_back_to_the_bytes(odd_store: Path, monkeypatch):
-    want = summarise(Store.open(odd_store))
-    monkeypatch.setattr(columns, "_MIX", np.uint64(0))
-    monkeypatch.setattr(columns, "_MUL", np.uint64(0))  # every topic hashes to 0
-    assert summarise(Store.open(odd_store)) == want
+MIX, MUL, U64 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, (1 << 64) - 1  # TopicIds' hash constants
+
+
+def _padded_hash(topic: bytes, words: int) -> int:
+    """`TopicIds`' hash of a topic in a chunk whose rows are `words` 8-byte words wide, computed here in plain
+    Python: h = len * MIX, then per little-endian word h = (h ^ word) * MUL, modulo 2**64."""
+    padded = topic.ljust(8 * words, b"\x00")
+    h = len(topic) * MIX & U64
+    for k in range(words):
+        h = (h ^ int.from_bytes(padded[8 * k : 8 * k + 8], "little")) * MUL & U64
+    return h
+
+
+def test_a_hash_collision_falls_back_to_the_bytes(tmp_path: Path):
+    """Two 16-byte topics (rows of two words) whose hashes collide: the second word of the second one is chosen
+    so that the multiply-xor chain meets the first's. The grouping must still tell them apart by their bytes."""
+    first = b"CollideTopicAAAA"
+
+    def after_word0(word0: bytes) -> int:
+        return ((16 * MIX & U64) ^ int.from_bytes(word0, "little")) * MUL & U64
+
+    word1 = after_word0(first[:8]) ^ after_word0(b"CollideB") ^ int.from_bytes(first[8:], "little")
+    second = b"CollideB" + word1.to_bytes(8, "little")
+    assert second == b"CollideBopicAAAw" and _padded_hash(first, 2) == _padded_hash(second, 2) != 0
+    with StoreWriter(tmp_path / "s") as w:
+        for i in range(9):
+            topic = (first, second, b"short")[i % 3].decode()
+            w.append_message(
+                topic, i % 2, b"x" * i, {"UNIQ_KEY": f"K{i}"}, store_timestamp=1_700_000_000_000 + i, dispatch=False
+            )
+    store = Store.open(tmp_path / "s")
+    got = assert_same(store)
+    assert got.per_queue == {
+        ("CollideTopicAAAA", 0): 2,
+        ("CollideTopicAAAA", 1): 1,
+        ("CollideBopicAAAw", 1): 2,
+        ("CollideBopicAAAw", 0): 1,
+        ("short", 0): 2,
+        ("short", 1): 1,
+    }
 
 
 def test_topic_ids_at_the_end_of_the_buffer():

@@ -36,7 +36,8 @@ def test_rocksdb_queue_lines_equal_the_consumequeue_lines(rocksdb_stores):
     plain, rocks = rocksdb_stores
     s = Store.open(rocks)
     assert s.layouts.rocksdb_consume_queue == ("consumequeue",)
-    assert ("TopicB", 1) in s.rocksdb_queue_ids and s.queue_ids == s.rocksdb_queue_ids == Store.open(plain).queue_ids
+    assert ("TopicB", 1) in s.rocksdb_queue_offsets
+    assert s.queue_ids == list(s.rocksdb_queue_offsets) == Store.open(plain).queue_ids
     # TopicB/1 rolled its ConsumeQueue file (README): the lines go across the file boundary
     for topic, qid in (("TopicB", 1), ("TopicA", 3), ("SCHEDULE_TOPIC_XXXX", 17)):
         want = _cli_queue(plain, topic, qid)
@@ -71,8 +72,8 @@ def test_consumer_offsets_from_the_newer_copy(tmp_path, json_counter, expect):
     _kv_offsets(root, 5, 7)
     if json_counter is not None:
         (root / "config" / "consumerOffset.json").write_text(dump_consumer_offsets(_offsets(json_counter, 5)))
-    s = Store.open(root)
-    assert (s.consumer_offsets_source, s.consumer_offsets.offset_table["TopicA@g1"][0]) == expect
+    cf = Store.open(root).config_files
+    assert (cf.consumer_offsets_source, cf.consumer_offsets.offset_table["TopicA@g1"][0]) == expect
 
 
 def test_topics_from_rocksdb_when_topics_json_is_absent(tmp_path):
@@ -81,11 +82,11 @@ def test_topics_from_rocksdb_when_topics_json_is_absent(tmp_path):
     write_kv_config(root / "config" / "topics", {"TopicA": b'{"order":false,"perm":6,"readQueueNums":8,'
                                                             b'"topicName":"TopicA","writeQueueNums":8}'})
     s = Store.open(root)
-    assert s.topics_file == "config/topics"
-    assert s.topics.topic_config_table["TopicA"].read_queue_nums == 8
+    assert s.config_files.topics_file == "config/topics"
+    assert s.config_files.topics.topic_config_table["TopicA"].read_queue_nums == 8
     (root / "config" / "topics.json").write_text(dump_topics(Topics({"TopicA": TopicConfig("TopicA", 2, 2)})))
     s = Store.open(root)  # neither copy has a data version counter: the managers' merge keeps RocksDB
-    assert s.topics_file == "config/topics"
+    assert s.config_files.topics_file == "config/topics"
 
 
 def test_overview_lists_rocksdb_queues_and_config_sources(rocksdb_stores, tmp_path):

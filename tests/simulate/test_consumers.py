@@ -157,7 +157,7 @@ def test_out_records_carry_what_the_broker_writes(tmp_path):
     assert (parked2.queue_id, parked2.reconsume_times, parked2.properties["DELAY"]) == (3, 2, "4")
     assert parked2.properties["ORIGIN_MESSAGE_ID"] == p["ORIGIN_MESSAGE_ID"]
     assert (retry2.topic, retry2.store_timestamp) == ("%RETRY%GID_fail", S + 40_000)
-    offsets = out.consumer_offsets.offset_table
+    offsets = out.config_files.consumer_offsets.offset_table
     # queue 3 also got the delay-level message the schedule service delivered during the run
     assert offsets["DemoTopicA@GID_fail"] == {0: 3, 1: 2, 2: 4, 3: 3}
     assert offsets["%RETRY%GID_fail@GID_fail"] == {0: 24}  # 12 level-3 and 12 level-4 deliveries consumed

@@ -66,7 +66,7 @@ def test_torn_last_entry_out_continues_after_the_last_whole_entry(tmp_path):
     assert a1.max_offset == 2 and [u.commitlog_offset for u in a1.iter_units(0)] == [269, 711]
     unit = st.consume_queue("LedgerTopicA", 0).unit(3)
     assert (unit.commitlog_offset, unit.size) == (3864, 216)
-    # the audit agrees, but for the IndexFile: the copy keeps its files as they are (StoreWriter._load_index,
+    # the audit agrees, but for the IndexFile: the copy keeps its files as they are (IndexFiles.load,
     # no `IndexService.load` destroy after a crash), so the torn entry 16's keys still name 3864
     errors = [(f["check"], f["message"]) for f in run_local(out, load_broker_conf(CONF))["findings"]
               if f["severity"] == "error"]

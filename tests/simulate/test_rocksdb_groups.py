@@ -42,8 +42,8 @@ def _events(r, event, group):
 
 def test_groups_from_rocksdb_when_the_json_file_is_absent(tmp_path):
     st = Store.open(_store(tmp_path), load_broker_conf(CONF))
-    assert st.subscription_groups_source == "rocksdb"
-    g = st.subscription_groups.subscription_group_table
+    assert st.config_files.subscription_groups_source == "rocksdb"
+    g = st.config_files.subscription_groups.subscription_group_table
     assert {k: (v.retry_max_times, v.retry_queue_nums) for k, v in g.items()} == {"GID_three": (3, 1),
                                                                                    "GID_drop": (16, 0)}
     doc = overview(st, S)
@@ -61,8 +61,8 @@ def test_the_copy_with_the_higher_counter_wins(tmp_path, json_counter, source, r
     json_groups = ('{"dataVersion":{"counter":' + str(json_counter) + ',"stateVersion":0,"timestamp":1790000000000},'
                    '"subscriptionGroupTable":{"GID_three":{"groupName":"GID_three","retryMaxTimes":5}}}')
     st = Store.open(_store(tmp_path, kv_counter=4, json_groups=json_groups))
-    assert st.subscription_groups_source == source
-    assert st.subscription_groups.subscription_group_table["GID_three"].retry_max_times == retry_max_times
+    assert st.config_files.subscription_groups_source == source
+    assert st.config_files.subscription_groups.subscription_group_table["GID_three"].retry_max_times == retry_max_times
 
 
 def test_simulated_consumers_take_retry_settings_from_rocksdb(tmp_path):

@@ -83,5 +83,5 @@ def test_damaged_config_values(values, version):
         read_kv_topics(root, findings)
         read_kv_subscription_groups(root, findings)
         s = Store.open(root)
-        s.consumer_offsets, s.topics  # noqa: B018 - reading is the test
+        s.config_files.consumer_offsets, s.config_files.topics  # noqa: B018 - reading is the test
         assert all(f.severity in ("warning", "error", "info") for f in [*findings, *s.findings])

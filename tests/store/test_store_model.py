@@ -65,7 +65,7 @@ def test_basic_store_layout():
     assert store.timer_wheel.get_slot(1795369634000).empty  # a slot whose stored time differs reads empty
     assert len(list(store.timer_wheel.iter_slots())) == 5
     assert store.timercheck.last_timer_log_flush_pos == 312
-    assert store.delay_offsets is None  # the schedule service never ran
+    assert store.config_files.delay_offsets is None  # the schedule service never ran
 
 
 @pytest.fixture
@@ -157,5 +157,5 @@ def test_read_only_copy_opens(tmp_path):
         p.chmod(0o555 if p.is_dir() else 0o444)
     store = Store.open(root)
     assert len(list(store.commitlog.iter_records())) > 40
-    assert store.delay_offsets.offset_table == {1: 2, 2: 1, 3: 2, 5: 1, 6: 1, 18: 0}
-    assert store.consumer_offsets.offset("RMQ_SYS_TRANS_HALF_TOPIC", "CID_RMQ_SYS_TRANS", 0) == 14
+    assert store.config_files.delay_offsets.offset_table == {1: 2, 2: 1, 3: 2, 5: 1, 6: 1, 18: 0}
+    assert store.config_files.consumer_offsets.offset("RMQ_SYS_TRANS_HALF_TOPIC", "CID_RMQ_SYS_TRANS", 0) == 14
