@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections import deque
 
-from mqtool.formats.commitlog import hosts_size
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -48,7 +47,6 @@ from mqtool.rules.schedule import (
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
-from mqtool.simulate.model import _ORDER, BLANK_MIN, _order
 
 DELAY_FOR_A_PERIOD = 10000
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
@@ -289,10 +287,7 @@ class ScheduleService:
         records = read_plain(base, phys, u.size[a:a + k].tolist(), _WANTED) if k >= BATCH_READ else [None] * k
         msgs, lru = m._msgs, base._lru
         spooled = m.spool._where if m.spool is not None else {}
-        capacity, place = m.capacity, m.place
-        fs = base.file_size
-        v4_cut = 0 if m.trailing_separator else 1  # 4.9.8 drops the last separator of a non-empty string
-        orders = _ORDER
+        place, reput_size, plain_reput_size = m.place, m.reput_size, m.plain_reput_size
         log = ctx.log
         keep = log.keep
         rows: list[tuple] = []
@@ -331,7 +326,7 @@ class ScheduleService:
                     done = i
                     break
                 real_topic, real_qid, units, bmax, fixed = target
-                size = n + fixed - v4_cut
+                size = plain_reput_size(n, fixed)
                 uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
             else:
                 props, body_len, sys_flag = rec
@@ -344,21 +339,9 @@ class ScheduleService:
                     done = i
                     break
                 real_topic, real_qid, units, bmax, fixed = target
-                # `reput_size(props, _order(tuple(props), capacity)[1], fixed, sys_flag, body_len)`
-                hit = orders.get((tuple(props), capacity))
-                keys_len = hit[1] if hit is not None else _order(tuple(props), capacity)[1]
-                values = "".join(props.values())
-                size = keys_len + 2 * len(props) + fixed + body_len + (
-                    len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
-                if props:
-                    size -= v4_cut
-                size += hosts_size(sys_flag)
+                size = reput_size(props, fixed, sys_flag, body_len)
                 uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            pos = m._end  # `place(size)` where the record fits in the current file
-            if pos is None or pos % fs + size + BLANK_MIN > fs:
-                pos = place(size)
-            else:
-                m._end = pos + size
+            pos = place(size)
             queue_offset = bmax + len(units)
             units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
             if keep:

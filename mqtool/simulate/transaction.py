@@ -66,7 +66,7 @@ from mqtool.rules.transaction import (
 )
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
-from mqtool.simulate.model import BLANK_MIN, SimMessage, _order, tags_code
+from mqtool.simulate.model import SimMessage, _order, tags_code
 
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
@@ -379,7 +379,7 @@ class TransactionService:
             else None
         deferred = lazy if lazy is not None else {}
         cmt: tuple | None | bool = False  # a discard's queue (`queue_info`) once asked: None unless it keeps nothing
-        build, place, base_fs, dledger = self._build_copy, m.place, m.base.file_size, m.base.dledger
+        build, place = self._build_copy, m.place
         for off, unit in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
             if off in remove_map:
                 break
@@ -426,11 +426,7 @@ class TransactionService:
                     if skip:
                         size += len(times_text) - len(text)
                         row_times = times
-                    pos = m._end
-                    if pos is None or dledger or pos % base_fs + size + BLANK_MIN > base_fs:
-                        pos = place(size)
-                    else:
-                        m._end = pos + size
+                    pos = place(size)
                     cmt_units = cmt[0]
                     copy_qo = cmt[1] + len(cmt_units)
                     cmt_units.append(None)
@@ -465,11 +461,7 @@ class TransactionService:
                     facts = self._copy_facts(msg, real_qid, times_text, fixed)
                 # `StoreModel.append` of the copy: its size is the first copy's but for the count's text
                 size = facts[9] + len(times_text)
-                pos = m._end  # `place(size)` where the record fits in the current file
-                if pos is None or dledger or pos % base_fs + size + BLANK_MIN > base_fs:
-                    pos = place(size)
-                else:
-                    m._end = pos + size
+                pos = place(size)
                 copy_qo = bmax + len(units)
                 units.append((pos, size, facts[10]))
                 lazy[pos] = (build, facts, times_text, clock, size, copy_qo, ph)
@@ -518,7 +510,7 @@ class TransactionService:
         first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
         m = self.ctx.model
         props = put_check_times(msg.props, times_text)
-        size = m.reput_size(props, _order(tuple(props), m.capacity)[1], fixed, msg.sys_flag, msg.body_len)
+        size = m.reput_size(props, fixed, msg.sys_flag, msg.body_len)
         keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k] if self.ctx.scenario.answers else None
         return (msg.derive(msg.topic, msg.queue_id, props), props, props.get(PROPERTY_REAL_TOPIC), real_qid,
                 props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(PROPERTY_PRODUCER_GROUP), msg.born_ts,
