@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, computed_size, hosts_size
 from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
@@ -330,6 +330,15 @@ def record_size(m: SimMessage, capacity: int, trailing: bool = True) -> int:
 # --------------------------------------------------------------------------- the overlay
 
 
+class QueueInfo(NamedTuple):
+    """What appends to a queue need (`StoreModel.queue_info`)."""
+
+    units: list  # the overlay's units: (CommitLog offset, size, tagsCode), None for a record not kept
+    base_count: int  # the base's units (the overlay's first queue offset)
+    fixed: int  # the size of a record's fixed part with this topic, the hosts aside
+    kept: bool  # whether units and records are kept (a service reads them back)
+
+
 @dataclass(slots=True)
 class PutResult:
     ok: bool
@@ -360,7 +369,7 @@ class StoreModel:
     _units: dict[tuple[str, int], list[tuple[int, int, int]]] = field(default_factory=dict)
     _msgs: dict[int, SimMessage] = field(default_factory=dict)
     _listeners: dict[tuple[str, int], list[Callable[[], None]]] = field(default_factory=dict)
-    _queue_info: dict[tuple[str, int], tuple[list, int, int, bool]] = field(default_factory=dict)
+    _queue_info: dict[tuple[str, int], QueueInfo] = field(default_factory=dict)
     _end: int | None = None
     # False (benchmarks): records on topics no service reads (deliveries) are only counted, not kept
     keep_messages: bool = True
@@ -372,9 +381,9 @@ class StoreModel:
     _released: dict[tuple[str, int], int] = field(default_factory=dict)  # queue -> overlay index released to
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
     spool: Any = None
-    # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> (build, *args);
+    # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
     # `build(phys, entry)` makes the message the first time a reader asks for it (`_materialise`)
-    _lazy: dict[int, tuple] = field(default_factory=dict)
+    _lazy: dict[int, Any] = field(default_factory=dict)
 
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
@@ -436,7 +445,7 @@ class StoreModel:
         e = self._lazy.pop(phys, None)
         if e is None:
             return None
-        m = self._msgs[phys] = e[0](phys, e)
+        m = self._msgs[phys] = e.build(phys, e)
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
@@ -474,7 +483,7 @@ class StoreModel:
         """Call `callback()` after every append to that queue (a service waiting for new units)."""
         self._listeners.setdefault((topic, qid), []).append(callback)
 
-    def _new_queue_info(self, key: tuple[str, int]) -> tuple[list, int, int, bool]:
+    def _new_queue_info(self, key: tuple[str, int]) -> QueueInfo:
         """(overlay units, the base's unit count, the size of a record's fixed part with this topic but
         the hosts, whether units and records are kept)."""
         topic = key[0]
@@ -484,7 +493,7 @@ class StoreModel:
         tlen = len(topic.encode("utf-8", "surrogateescape"))
         fixed = FIXED_SIZE + (2 if tlen > 127 else 1) + tlen
         keep = self.keep_messages or topic in (_READ_BACK if self.releasing else SYSTEM_TOPICS)
-        return units, self.base.cq_max(*key), fixed, keep
+        return QueueInfo(units, self.base.cq_max(*key), fixed, keep)
 
     def release(self, phys: int) -> None:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
@@ -513,7 +522,7 @@ class StoreModel:
                 deque(map(self._lazy.pop, phys, repeat(None)), 0)
             self._released[key] = stop
 
-    def queue_info(self, topic: str, qid: int) -> tuple[list, int, int, bool]:
+    def queue_info(self, topic: str, qid: int) -> QueueInfo:
         """(overlay units, the base's unit count, the fixed part's size, kept) of a queue appends go to."""
         key = (topic, qid)
         q = self._queue_info.get(key)
@@ -604,7 +613,7 @@ class StoreModel:
         q = self._queue_info.get(key)
         if q is None:
             q = self._queue_info[key] = self._new_queue_info(key)
-        units, bmax = q[0], q[1]
+        units, bmax = q.units, q.base_count
         pos = self.place(size)
         queue_offset = bmax + len(units)
         units.append((pos, size, tags))
