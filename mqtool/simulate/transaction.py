@@ -326,7 +326,10 @@ class TransactionService:
                                               props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), prepared,
                                               remove_map, ctx.clock(), start, newest_op_born, self.timeout,
                                               self.check_max, self.file_reserved_h)
-                props = put_check_times(props, times)  # (discards, skips and checks are `_check_batch`'s)
+                if decision == DISCARD or decision == SKIP:  # (time passed since `_check_batch` stopped here)
+                    tried = -1
+                    continue
+                props = put_check_times(props, times)
                 if decision in STOPS_ROUND:
                     break  # "Fresh stored" / "New arrived": check it in a later round
                 if decision == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
@@ -341,10 +344,14 @@ class TransactionService:
                     age = ctx.clock() - msg.born_ts
                     imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), self.timeout)
                     decision = CHECK if is_need_check(age, imm, newest_op_born, start, self.timeout) else READ_MORE
-                if decision == CHECK:
-                    if not self._put_back(msg, props, record):
+                if decision == CHECK:  # `_check_batch` puts it back (and goes on from there)
+                    done, refused = self._check_batch(qid, i, remove_map, start, newest_op_born, record, True)
+                    # a refused put-back of this half: visited again, its immunity put-back first
+                    tried = i if refused and done == i else -1
+                    new_offset = i = done
+                    if refused:
                         yield PUT_BACK_RETRY_MS
-                        continue
+                    continue
                 else:
                     next_op = pull.next_begin if pull is not None else next_op
                     pull = self._fill(remove_map, op_msg_map, done_op, qid, next_op, half_offset)
@@ -374,11 +381,12 @@ class TransactionService:
         record["end"] = ctx.engine.now
 
     def _check_batch(self, qid: int, i: int, remove_map: dict[int, int], start: int, newest_op_born: int | None,
-                     record: dict) -> tuple[int, bool]:
+                     record: dict, checked: bool = False) -> tuple[int, bool]:
         """The walk of `_round` from half `i` over the halves it discards, skips or puts back for a check:
         (the offset `_round`'s other decisions go on from, `i` when nothing was done; whether the put-back of
         the half there failed, to be tried again after PUT_BACK_RETRY_MS). A failed discard is dropped as
-        `resolveDiscardMsg` drops it.
+        `resolveDiscardMsg` drops it. `checked`: half `i` is put back for a check whatever `check_visit` says
+        (its immunity put-back failed and `isNeedCheck` holds).
 
         The units are read up to the queue's max as the batch starts: the put-backs go to the same
         queue, after it, and the walk stops at the first of them (stored after the round started). The
@@ -417,17 +425,17 @@ class TransactionService:
         for off, unit in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
             if off in remove_map:
                 break
-            e = deferred.get(unit[0])  # a put-back of an earlier round's batch
+            ph = unit[0]  # (CommitLog offset, size, tagsCode)
+            e = deferred.get(ph)  # a put-back of an earlier round's batch
             if e is not None:
                 msg = None
-                ph = unit[0]
                 facts = e.facts
                 text, store_ts = e.times_text, e.store_ts
                 real_qid, born, imm_text, prepared = facts.real_qid, facts.born, facts.immunity, facts.prepared
             else:
-                msg = msgs.get(unit[0])  # a put-back of an earlier round, else `message` reads it
+                msg = msgs.get(ph)  # a put-back of an earlier round, else `message` reads it
                 if msg is None:
-                    msg = message(unit[0])
+                    msg = message(ph)
                     if msg is None:
                         break
                 facts = None
@@ -447,6 +455,8 @@ class TransactionService:
             _, times, times_text, row_times = verdict
             why, _ = check_visit(text, born, store_ts, imm_text, prepared, remove_map, clock, start, newest_op_born,
                                  timeout, check_max, reserved_h)
+            if checked and off == i:
+                why = CHECK
             if why == DISCARD or why == SKIP:
                 skip = why == SKIP
                 if msg is None and cmt is False:
@@ -564,7 +574,7 @@ class TransactionService:
         facts, times_text = e.facts, e.times_text
         src = facts.source
         props = put_check_times(facts.props, times_text)
-        order = _order(tuple(props), self.ctx.model.capacity)[0]
+        order = _order(tuple(props), self.ctx.model.capacity).order
         if order is not None:
             props = {k: props[k] for k in order}
         new = src.derive(src.topic, src.queue_id, props)
@@ -600,35 +610,6 @@ class TransactionService:
             ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
                          msg.uniq_key, msg.phys, status=res.status, reason="immunity put-back")
         return res.ok
-
-    def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
-        ctx = self.ctx
-        res = ctx.put(self._renew(msg, props), "transaction")
-        if not res.ok:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
-                         msg.uniq_key, msg.phys, status=res.status, reason="check put-back")
-            return False
-        copy = res.message
-        group = props.get(PROPERTY_PRODUCER_GROUP)
-        scenario = ctx.scenario
-        if scenario.answers:
-            keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
-            answer = scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
-        else:
-            answer = scenario.default_answer
-        self.checks += 1
-        record["checks"] += 1
-        if not ctx.log.keep:
-            ctx.log.tally("check")
-        else:
-            ctx.log.emit_plain(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
-                         msg.uniq_key, msg.phys, copy.phys, producer_group=group,
-                         check_times=_long(check_times_of(props)), queue_offset=copy.queue_offset,
-                         answer=answer)
-        if answer in ("commit", "rollback"):
-            ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
-                                ctx.scenario.answer_delay_ms)
-        return True
 
     # ----- end transaction -----
     def end_transaction(self, phys: int, answer: str) -> None:
