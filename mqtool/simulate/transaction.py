@@ -31,7 +31,7 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from mqtool.formats.names import (
     CID_SYS_RMQ_TRANS,
@@ -69,6 +69,9 @@ from mqtool.rules.transaction import (
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
 from mqtool.simulate.model import SimMessage, _order, tags_code
+
+if TYPE_CHECKING:
+    from mqtool.formats.offsets_json import ConsumerOffsets
 
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
@@ -130,7 +133,7 @@ class _Pull:
 class TransactionService:
     """The check service, the op batch service and the producers' answers of one broker."""
 
-    def __init__(self, ctx: SimContext, consumer_offsets=None) -> None:
+    def __init__(self, ctx: SimContext, consumer_offsets: ConsumerOffsets | None = None) -> None:
         self.ctx = ctx
         cfg = ctx.config
         self.timeout = cfg.transaction_timeout
@@ -139,7 +142,7 @@ class TransactionService:
         self.op_interval = cfg.transaction_op_batch_interval
         self.file_reserved_h = cfg.file_reserved_time
         self.offsets: dict[tuple[str, int], int] = {}
-        table = getattr(consumer_offsets, "offset_table", None) or {}
+        table = consumer_offsets.offset_table if consumer_offsets is not None else {}
         for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
             for qid, off in (table.get(f"{topic}@{CID_SYS_RMQ_TRANS}") or {}).items():
                 self.offsets[(topic, int(qid))] = int(off)
