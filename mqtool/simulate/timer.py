@@ -80,7 +80,7 @@ from mqtool.simulate import plainscan
 from mqtool.simulate.batchread import batchable, close, read_plain, scan_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
-from mqtool.simulate.model import BLANK_MIN, SimMessage, _order, next_in_file, tags_code
+from mqtool.simulate.model import SimMessage, _order, next_in_file, tags_code
 from mqtool.simulate.rollread import read_sources
 from mqtool.simulate.timerrows import FORMATS, NO_ROW, DeliveryRows
 from mqtool.simulate.timerrows import reput_size as row_reput_size
@@ -1211,12 +1211,7 @@ class TimerService:
         topic, qid, (units, bmax, fixed, _keep) = target
         meta = x[0]
         size = row_reput_size(meta, fixed, u[2], ctx.engine._now + ctx.clock_offset, m.trailing_separator)
-        pos = m._end  # `place`, written out for a record that fits in the current file (as `append`)
-        fs = m.base.file_size
-        if pos is not None and not m.base.dledger and pos % fs + size + BLANK_MIN <= fs:
-            m._end = pos + size
-        else:
-            pos = m.place(size)
+        pos = m.place(size)
         queue_offset = self._delivered(units, bmax)
         if queue_offset is None:
             return
@@ -1242,7 +1237,7 @@ class TimerService:
                 return
         topic, qid, (units, bmax, fixed, _keep) = target
         new = convert_properties(props, u[2], False, ctx.engine._now + ctx.clock_offset)
-        pos = m.place(m.reput_size(new, _order(tuple(new), m.capacity)[1], fixed, sys_flag, body_len))
+        pos = m.place(m.reput_size(new, fixed, sys_flag, body_len))
         queue_offset = self._delivered(units, bmax)
         if queue_offset is None:
             return
