@@ -37,7 +37,7 @@ from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFla
 from mqtool.inspect.columns import ColumnChunk
 from mqtool.inspect.messages import MessageQuery, RowWalk, _walked_to
 from mqtool.inspect.records import Progress, record_dict
-from mqtool.store import fastscan
+from mqtool.store import fastscan, walk
 from mqtool.store.store import Store
 
 try:
@@ -472,7 +472,7 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
 
 def _layout() -> np.ndarray:
     """`_native.JSONL_LAYOUT`'s values: the scan's column indices and the constants the writer needs."""
-    known = {name: getattr(fastscan, name) for name in dir(fastscan) if name.startswith("C_")}
+    known = {name: getattr(walk, name) for name in dir(walk) if name.startswith("C_")}  # the columns' home
     known.update(
         COMPRESSED=COMPRESSED,
         STOREHOST_V6=STOREHOST_V6,

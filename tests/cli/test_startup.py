@@ -101,8 +101,7 @@ def test_messages_json_writes_its_lines_with_the_extension_without_numba():
     `inspect/jsonlines.py`), and neither numba nor llvmlite is imported."""
     names, p = imported("inspect", str(DEMO), "messages", "--json")
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.count("
-") == 66  # 46 + 20 records in the demo's two CommitLog files
+    assert p.stdout.count("\n") == 66  # 46 + 20 records in the demo's two CommitLog files
     assert "mqtool._native" in names
     assert heavy(names, ("numba", "llvmlite", "mqtool.store.kernels", "mqtool.store.native")) == []
 
