@@ -40,21 +40,6 @@ _HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
 
-def fast_properties(raw: str) -> dict[str, str]:
-    """`parse_properties(raw)` for a well-formed string (every segment `name \\x01 value`, both non-empty,
-    one trailing separator or none) by one split each; anything else goes to `parse_properties`."""
-    segs = raw.split("\x02")
-    if segs[-1] == "":
-        segs.pop()
-    try:
-        props = dict([seg.split("\x01", 1) for seg in segs])
-    except ValueError:  # a segment without a name-value separator (or an empty one)
-        return parse_properties(raw)
-    if "" in props or "" in props.values():
-        return parse_properties(raw)  # an empty name or value: RocketMQ skips the segment
-    return props
-
-
 class _Units:
     """One queue's units [first, first + n) as columns; `ok` is False for a unit that is not written."""
 
@@ -132,7 +117,7 @@ class MappedBase(DiskBase):
             size[a:b] = np.where(free, sz, size[a:b])
             tags[a:b] = np.where(free, t, tags[a:b])
             ok[a:b] |= free & ((o != 0) | (sz != 0) | (t != 0))
-            taken[a:hi - first] = True
+            taken[a : hi - first] = True
         return _Units(first, offset, size, tags, ok)
 
     def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
@@ -162,8 +147,13 @@ class MappedBase(DiskBase):
             a = off - u.first
             b = min(stop - u.first, a + step)
             ok = u.ok[a:b]
-            rows = zip(range(off, off + (b - a)), u.offset[a:b].tolist(), u.size[a:b].tolist(),
-                       u.tags[a:b].tolist(), strict=True)
+            rows = zip(
+                range(off, off + (b - a)),
+                u.offset[a:b].tolist(),
+                u.size[a:b].tolist(),
+                u.tags[a:b].tolist(),
+                strict=True,
+            )
             if not ok.all():
                 bad = int(np.argmin(ok))
                 for o, p, s, t in rows:
@@ -302,11 +292,11 @@ class MappedBase(DiskBase):
                     raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
                     p += _MID_V4.size
                 else:
-                    raw_born = buf[p:p + bn]
+                    raw_born = buf[p : p + bn]
                     p += bn
                     (store_ts,) = _STORE_TS.unpack_from(buf, p)
                     p += _STORE_TS.size
-                    raw_store = buf[p:p + sn]
+                    raw_store = buf[p : p + sn]
                     p += sn
                     reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
                     p += _TAIL.size
@@ -330,12 +320,12 @@ class MappedBase(DiskBase):
             p += _PROPS_LEN.size
             if topic_len < 0 or props_len < 0 or p + props_len > end:
                 return None
-            raw = buf[p:p + props_len].decode("utf-8", "surrogateescape")
+            raw = buf[p : p + props_len].decode("utf-8", "surrogateescape")
             if not whole:
-                props = fast_properties(raw)
+                props = parse_properties(raw)
                 return (props, body_len, sysflag) if light else props
-            body = buf[body_at:body_at + body_len]
-            raw_topic = buf[topic_at:topic_at + topic_len]
+            body = buf[body_at : body_at + body_len]
+            raw_topic = buf[topic_at : topic_at + topic_len]
         except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
             return None
         topic = self._topics.get(raw_topic)
@@ -345,7 +335,7 @@ class MappedBase(DiskBase):
         m = _new_message(SimMessage)
         m.topic = topic
         m.queue_id = qid
-        m.props = fast_properties(raw)
+        m.props = parse_properties(raw)
         m.body = body
         m.body_len = body_len
         m.born_ts = born_ts
