@@ -4,6 +4,10 @@ entry points (`read_plain`, `read_sources`, `scan_plain`) answer what the per-me
 whether a span is read (`pread`) or mapped (a sparse one)."""
 
 import bisect
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
@@ -312,3 +316,25 @@ def test_a_sparse_span_is_mapped(tmp_path):
     assert values == [f"U{i}".encode() for i in range(0, 8 * len(phys), 8)]
     assert few[1:] == mapped[1:8]
     fast.close()
+
+
+def test_without_the_extension_the_reference_reads_after_one_warning():
+    """A machine without a compiler: `mqtool._native` cannot be imported, the plain-Python reader takes its
+    place and says so once, however often it is used."""
+    code = (
+        "import sys, warnings\n"
+        "sys.modules['mqtool._native'] = None\n"  # an import of it raises ImportError
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    from mqtool.simulate import batchread, plainscan\n"
+        "    import importlib; importlib.import_module('mqtool.simulate.plainscan')\n"
+        "print(plainscan.KERNEL is plainscan.scan_py, len(seen), seen[0].category.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert done.stdout.split() == ["True", "1", "RuntimeWarning"]
