@@ -101,24 +101,6 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
     return buf, delta, [p - p_lo for p in phys], n, f.length - lo
 
 
-def _plain_template(raw: str, props: dict[str, str], wanted: tuple[str, ...]) -> plainscan.Template | None:
-    """The template of a properties string `parse_properties` parsed into `props`, or None when it is
-    not plain (a duplicate key, an empty name or value, a segment without a separator)."""
-    segs = raw.split("\x02")
-    trailing = segs[-1] == ""
-    if trailing:
-        segs.pop()
-    if not segs or len(segs) != len(props):
-        return None
-    keys = []
-    for seg in segs:
-        k, sep, v = seg.partition("\x01")
-        if not k or not sep or not v:
-            return None
-        keys.append(k)
-    return plainscan.Template(keys, trailing, wanted)
-
-
 def scan_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int = 0):
     """The records at `phys` (ConsumeQueue `sizes` bound the read) as `plainscan`'s columns: (the span's bytes
     or mapping, `out`, {k: `(properties map, BODYLENGTH, SYSFLAG)`} of the records no template matches), or
@@ -150,7 +132,7 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str
             raw = buf[b:e].decode("utf-8", "surrogateescape")
             props = parse_properties(raw)
             answers[k] = (props, body_len, sysflag)
-            t = _plain_template(raw, props, wanted) if len(book.list) < MAX_TEMPLATES else None
+            t = plainscan.template_of(raw, props, wanted) if len(book.list) < MAX_TEMPLATES else None
             if t is not None:
                 book.add(t)
                 at = k if learn_self else k + 1

@@ -22,6 +22,7 @@ its fallback where the extension is missing (a warning says so once). The record
 from __future__ import annotations
 
 import warnings
+from collections import namedtuple
 
 import numpy as np
 
@@ -30,113 +31,95 @@ from mqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 
 # `out`'s columns by name
-STATUS, SIZE, BODY_LENGTH, SYSFLAG, PROPS_START, PROPS_END, TEMPLATE, NUMBER, QUEUE_ID, TOPIC_START, TOPIC_END = range(
-    11
-)
+(STATUS, SIZE, BODY_LENGTH, SYSFLAG, PROPS_START, PROPS_END, TEMPLATE, NUMBER, QUEUE_ID, TOPIC_START,
+ TOPIC_END) = range(11)  # fmt: skip
 FIXED = 11  # `out`'s columns before the wanted values' (start, end, first record with an equal value)
 STRIDE = 3
 INTERNED = 64  # distinct values a scan interns per key (the rest: -1)
 MAX_TOTAL = 1 << 30  # a TOTALSIZE past this is not a record (`MappedBase._read`)
-_AT = {f.name: f for f in commitlog.HEADER}
-_BODY_LENGTH = commitlog.AFTER_STORE_HOST[-1]  # the tail's last field
-# the kernel's view of a record, in `props.pxi`'s order (G_TOTAL_AT ...)
-GEOMETRY = np.array(
-    [
-        _AT["total_size"].offset,
-        _AT["total_size"].size,
-        _AT["magic_code"].offset,
-        _AT["magic_code"].size,
-        _AT["queue_id"].offset,
-        _AT["queue_id"].size,
-        _AT["sys_flag"].offset,
-        _AT["sys_flag"].size,
-        layout.size(commitlog.HEADER),
-        layout.size(commitlog.HEADER)
-        + layout.size(commitlog.AFTER_BORN_HOST)
-        + layout.size(commitlog.AFTER_STORE_HOST),
-        _BODY_LENGTH.size,
-        commitlog.HOST_SIZE_V4,
-        commitlog.HOST_SIZE_V6,
-        BORNHOST_V6,
-        STOREHOST_V6,
-        commitlog.MESSAGE_MAGIC_CODE,
-        commitlog.MESSAGE_MAGIC_CODE_V2,
-        commitlog.TOPIC_LENGTH_V1.size,
-        commitlog.TOPIC_LENGTH_V2.size,
-        commitlog.PROPERTIES_LENGTH.size,
-        ord(PROPERTY_SEPARATOR),
-        ord(NAME_VALUE_SEPARATOR),
-        MAX_TOTAL,
-        FIXED,
-        STRIDE,
-        INTERNED,
-    ],
-    np.int64,
+Geometry = namedtuple(
+    "Geometry",
+    "total_at total_w magic_at magic_w qid_at qid_w sysflag_at sysflag_w head no_hosts bl v4 v6 born_v6 store_v6 "
+    "m1 m2 tl1 tl2 pl sep nv max_total fixed stride interned",
 )
-_GEO = tuple(GEOMETRY[:20].tolist())
+"""The kernel's view of a record and of `out`, in `props.pxi`'s order (G_TOTAL_AT ...)."""
+
+
+def _geometry() -> Geometry:
+    at = {f.name: f for f in commitlog.HEADER}
+    head = layout.size(commitlog.HEADER)
+    return Geometry(
+        *(x for name in ("total_size", "magic_code", "queue_id", "sys_flag") for x in (at[name].offset, at[name].size)),
+        head=head,
+        no_hosts=head + layout.size(commitlog.AFTER_BORN_HOST) + layout.size(commitlog.AFTER_STORE_HOST),
+        bl=commitlog.AFTER_STORE_HOST[-1].size,  # BODYLENGTH, the tail's last field
+        v4=commitlog.HOST_SIZE_V4,
+        v6=commitlog.HOST_SIZE_V6,
+        born_v6=BORNHOST_V6,
+        store_v6=STOREHOST_V6,
+        m1=commitlog.MESSAGE_MAGIC_CODE,
+        m2=commitlog.MESSAGE_MAGIC_CODE_V2,
+        tl1=commitlog.TOPIC_LENGTH_V1.size,
+        tl2=commitlog.TOPIC_LENGTH_V2.size,
+        pl=commitlog.PROPERTIES_LENGTH.size,
+        sep=ord(PROPERTY_SEPARATOR),
+        nv=ord(NAME_VALUE_SEPARATOR),
+        max_total=MAX_TOTAL,
+        fixed=FIXED,
+        stride=STRIDE,
+        interned=INTERNED,
+    )
+
+
+GEOMETRY = np.array(_geometry(), np.int64)
+# the reference reads the fields by the formats' own `struct`s
+_HEAD = layout.struct_format(commitlog.HEADER)
+_HEAD_NAMES = [f.name for f in commitlog.HEADER]
+_BODY_LEN = layout.struct_format(commitlog.AFTER_STORE_HOST[-1:])
+_TOPIC_LEN = {commitlog.MESSAGE_MAGIC_CODE: layout.struct_format([commitlog.TOPIC_LENGTH_V1]),
+              commitlog.MESSAGE_MAGIC_CODE_V2: layout.struct_format([commitlog.TOPIC_LENGTH_V2])}  # fmt: skip
+_PROPS_LEN = layout.struct_format([commitlog.PROPERTIES_LENGTH])
+_NO_HOSTS = (
+    layout.size(commitlog.HEADER) + layout.size(commitlog.AFTER_BORN_HOST) + layout.size(commitlog.AFTER_STORE_HOST)
+)
 _SEP, _NV = PROPERTY_SEPARATOR.encode(), NAME_VALUE_SEPARATOR.encode()
 
 
-def _be(buf, at: int, w: int) -> int:
-    return int.from_bytes(buf[at : at + w], "big", signed=True)
-
-
-def _row(
-    buf, rel: int, delta: int, n: int, flen: int, keys: list[list[bytes]], trail: list[int], row: list[int], spans: list
-) -> None:
+def _row(buf, rel: int, delta: int, n: int, flen: int, keys: list, trail: list, row: list, spans: list) -> None:
     """One record's row, as the module describes it (the wanted values' spans in `spans`)."""
-    (
-        total_at,
-        total_w,
-        magic_at,
-        magic_w,
-        qid_at,
-        qid_w,
-        sysflag_at,
-        sysflag_w,
-        head,
-        no_hosts,
-        bl,
-        v4,
-        v6,
-        born_v6,
-        store_v6,
-        m1,
-        m2,
-        tl1,
-        tl2,
-        pl,
-    ) = _GEO
-    if rel >= flen or rel + head > n:
+    if rel >= flen or rel + _HEAD.size > n:
         return
     r = rel + delta
-    total, magic, sysflag = (
-        _be(buf, r + total_at, total_w),
-        _be(buf, r + magic_at, magic_w),
-        _be(buf, r + sysflag_at, sysflag_w),
-    )
-    if magic not in (m1, m2) or not head < total <= MAX_TOTAL or rel + total > n:
+    h = dict(zip(_HEAD_NAMES, _HEAD.unpack_from(buf, r), strict=True))
+    total, magic, sysflag = h["total_size"], h["magic_code"], h["sys_flag"]
+    if magic not in _TOPIC_LEN or not _HEAD.size < total <= MAX_TOTAL or rel + total > n:
         return
-    after_tail = no_hosts + (v6 if sysflag & born_v6 else v4) + (v6 if sysflag & store_v6 else v4)
+    after_tail = _NO_HOSTS + commitlog.hosts_size(sysflag)
     if after_tail > total:
         return
-    body_len = _be(buf, r + after_tail - bl, bl)
+    (body_len,) = _BODY_LEN.unpack_from(buf, r + after_tail - _BODY_LEN.size)
     after_body = after_tail + body_len
     if body_len < 0 or after_body > total:
         return
-    tw = tl2 if magic == m2 else tl1
-    if r + after_body + tw > len(buf):
+    tl = _TOPIC_LEN[magic]
+    if r + after_body + tl.size > len(buf):
         return
-    topic_len = _be(buf, r + after_body, tw)
-    props_at = after_body + tw + topic_len
-    if topic_len < 0 or r + props_at + pl > len(buf):
+    (topic_len,) = tl.unpack_from(buf, r + after_body)
+    props_at = after_body + tl.size + topic_len
+    if topic_len < 0 or r + props_at + _PROPS_LEN.size > len(buf):
         return
-    props_len = _be(buf, r + props_at, pl)
-    if props_len < 0 or props_at + pl + props_len > total:
+    (props_len,) = _PROPS_LEN.unpack_from(buf, r + props_at)
+    if props_len < 0 or props_at + _PROPS_LEN.size + props_len > total:
         return
-    b = r + props_at + pl
-    row[:6] = [0, props_len + body_len + after_tail - no_hosts, body_len, sysflag, b, b + props_len]
-    row[8:11] = [_be(buf, r + qid_at, qid_w), r + after_body + tw, r + props_at]
+    b = r + props_at + _PROPS_LEN.size
+    row[STATUS], row[SIZE], row[BODY_LENGTH], row[SYSFLAG] = (
+        0,
+        props_len + body_len + after_tail - _NO_HOSTS,
+        body_len,
+        sysflag,
+    )
+    row[PROPS_START], row[PROPS_END] = b, b + props_len
+    row[QUEUE_ID], row[TOPIC_START], row[TOPIC_END] = h["queue_id"], r + after_body + tl.size, r + props_at
     segs = bytes(buf[b : b + props_len]).split(_SEP)
     trailing = segs[-1] == b""
     if trailing:
@@ -152,8 +135,8 @@ def _row(
             places.append((p + len(k) + 1, p + len(seg)))
             p += len(seg) + 1
         else:
-            row[0], row[6] = 1, t
-            row[1] += 0 if trailing else 1  # the separator a re-put's string ends with
+            row[STATUS], row[TEMPLATE] = 1, t
+            row[SIZE] += 0 if trailing else 1  # the separator a re-put's string ends with
             spans[:] = places
             return
 
@@ -176,14 +159,14 @@ def scan_py(
     for k, rel in enumerate(np.asarray(rels).tolist()):
         row, spans = [-1] * out.shape[1], []
         _row(buf, rel, delta, n, flen, tkeys, list(trail), row, spans)
-        if row[0] == 1:
-            for w, g in enumerate(groups[row[6]]):
+        if row[STATUS] == 1:
+            for w, g in enumerate(groups[row[TEMPLATE]]):
                 if g >= 0:
                     row[FIXED + STRIDE * w : FIXED + STRIDE * w + 2] = spans[g]
             s, e = row[FIXED], row[FIXED + 1]
             value = bytes(buf[s:e])
             if nw and s >= 0 and 0 < e - s <= 18 and value.isdigit():
-                row[7] = int(value)
+                row[NUMBER] = int(value)
             for w in range(nw):
                 if (intern >> w) & 1:
                     c = FIXED + STRIDE * w
@@ -214,7 +197,7 @@ KERNEL = _kernel()
 
 
 class Template:
-    """A plain key sequence (`_plain_template` makes one of a properties string) and the indices of the
+    """A plain key sequence (`template_of` makes one of a properties string) and the indices of the
     wanted keys among its keys (-1: absent); `pad` 1 where the string lacks the separator a re-put ends with."""
 
     __slots__ = ("keys", "groups", "pad")
@@ -223,6 +206,24 @@ class Template:
         self.keys = [k.encode("utf-8", "surrogateescape") for k in keys]
         self.groups = [keys.index(w) if w in keys else -1 for w in wanted]
         self.pad = 0 if trailing else 1
+
+
+def template_of(raw: str, props: dict[str, str], wanted: tuple[str, ...]) -> Template | None:
+    """The template of a properties string `parse_properties` parsed into `props`, or None when it is
+    not plain (a duplicate key, an empty name or value, a segment without a separator)."""
+    segs = raw.split(PROPERTY_SEPARATOR)
+    trailing = segs[-1] == ""
+    if trailing:
+        segs.pop()
+    if not segs or len(segs) != len(props):
+        return None
+    keys = []
+    for seg in segs:
+        k, sep, v = seg.partition(NAME_VALUE_SEPARATOR)
+        if not k or not sep or not v:
+            return None
+        keys.append(k)
+    return Template(keys, trailing, wanted)
 
 
 class Templates:

@@ -16,6 +16,7 @@ from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6
+from mqtool.simulate import plainscan
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import props_length
 from mqtool.simulate.runner import simulate
@@ -137,7 +138,7 @@ def test_plain_template_rejects_what_the_splits_do_not_take():
     wanted = ("REAL_TOPIC",)
     for i in range(N_SHAPES):
         raw, plain = _shapes(7, 1)[i]
-        t = batchread._plain_template(raw, parse_properties(raw), wanted)
+        t = plainscan.template_of(raw, parse_properties(raw), wanted)
         assert (t is not None) == plain, raw
         if t is not None:
             assert t.keys[t.groups[0]] == b"REAL_TOPIC" and t.pad == (0 if raw.endswith(S) else 1)

@@ -58,7 +58,7 @@ def _templates_of(strings: list[bytes]) -> plainscan.Templates:
     book = plainscan.Templates(len(WANTED))
     for s in strings:
         raw = s.decode("utf-8", "surrogateescape")
-        t = batchread._plain_template(raw, parse_properties(raw), WANTED)
+        t = plainscan.template_of(raw, parse_properties(raw), WANTED)
         if (
             t is not None
             and len(book.list) < batchread.MAX_TEMPLATES
@@ -204,7 +204,7 @@ def test_kernel_equals_reference_on_generated_and_damaged_records(recs, hurts, c
         for props, row in zip(strings, out.tolist(), strict=True):
             assert row[plainscan.STATUS] >= 0
             raw = props.decode("utf-8", "surrogateescape")
-            if batchread._plain_template(raw, parse_properties(raw), WANTED) is not None:
+            if plainscan.template_of(raw, parse_properties(raw), WANTED) is not None:
                 assert row[plainscan.STATUS] == 1
                 got = [None if row[c] < 0 else data[row[c] : row[c + 1]] for c in VALUE_COLUMNS]
                 want = parse_properties(raw)
