@@ -143,9 +143,10 @@ def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t de
                const int64_t[::1] geo, const unsigned char[::1] keys, const int64_t[::1] key_at,
                const int64_t[::1] first, const int64_t[::1] trail, const int64_t[:, ::1] groups, int64_t intern,
                int64_t[:, ::1] out):
-    """`plainscan.scan_py` in C, the GIL released: `out`'s row of each record at `rels[k]`."""
+    """`plainscan.scan_py` in C, the GIL released: `out`'s row of each record at `rels[k]`; returns (the first
+    record no template matches, or `len(rels)`; the template of the last one matched, or -1)."""
     cdef int64_t nr = rels.shape[0], width = out.shape[1], nt = first.shape[0] - 1, nw = groups.shape[1]
-    cdef int64_t size = buf.shape[0], k, j, w, c, q, found, longest = 1, cap
+    cdef int64_t size = buf.shape[0], k, j, w, c, q, found, longest = 1, cap, unmatched = nr, last = -1
     cdef const unsigned char *a = &buf[0] if size else NULL
     cdef const unsigned char *kp = &keys[0]
     cdef int64_t *vs
@@ -171,6 +172,10 @@ def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t de
                 out[k, j] = -1
             _row(a, size, rels[k], delta, n, flen, g, kp, &key_at[0], &first[0], &trail[0], &groups[0, 0], nt, nw,
                  vs, vs + longest, &out[k, 0])
+            if out[k, 0] == 0 and unmatched == nr:
+                unmatched = k
+            elif out[k, 0] == 1:
+                last = out[k, 6]
         # the interned keys' values: each matched record's first record with the same value (-1 past `cap`)
         for w in range(nw):
             cnt[w] = 0
@@ -192,3 +197,4 @@ def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t de
                     found = k
                 out[k, c + 2] = found
     free(vs)
+    return unmatched, last

@@ -121,30 +121,31 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str
     answers: dict[int, tuple] = {}
     try:
         r = np.array(rels, np.int64)
-        out = plainscan.scan(buf, r, delta, n, flen, book, intern)
-        k = 0
-        while True:
-            left = np.flatnonzero(out[k:, plainscan.STATUS] == 0)
-            if not len(left):
-                break
-            k += int(left[0])
+        out, k, last = plainscan.scan(buf, r, delta, n, flen, book, intern)
+        while k < len(rels):  # a record no template matches
             body_len, sysflag, b, e = out[k, plainscan.BODY_LENGTH : plainscan.PROPS_END + 1].tolist()
             raw = buf[b:e].decode("utf-8", "surrogateescape")
             props = parse_properties(raw)
             answers[k] = (props, body_len, sysflag)
             t = plainscan.template_of(raw, props, wanted) if len(book.list) < MAX_TEMPLATES else None
-            if t is not None:
+            at = k if learn_self else k + 1
+            nxt = -1
+            if t is not None and at < len(rels):  # the records after it are matched against it too
                 book.add(t)
-                at = k if learn_self else k + 1
-                if at < len(rels):  # the records after it are matched against it too
-                    again = plainscan.scan(buf, r[at:], delta, n, flen, book, intern)
-                    firsts = again[:, plainscan.FIXED + 2 :: plainscan.STRIDE]
-                    firsts[firsts >= 0] += at  # the rows' own indices
-                    out[at:] = again
-            k += 1
-        matched = out[:, plainscan.TEMPLATE][out[:, plainscan.STATUS] == 1]
-        if len(matched):
-            book.first(int(matched[-1]))
+                again, unmatched, again_last = plainscan.scan(buf, r[at:], delta, n, flen, book, intern)
+                firsts = again[:, plainscan.FIXED + 2 :: plainscan.STRIDE]
+                firsts[firsts >= 0] += at  # the rows' own indices
+                out[at:] = again
+                last = again_last if again_last >= 0 else last  # (a row matched before matches again)
+                nxt = at + unmatched
+            elif t is not None:
+                book.add(t)
+            if nxt <= k:
+                left = np.flatnonzero(out[k + 1 :, plainscan.STATUS] == 0)
+                nxt = k + 1 + int(left[0]) if len(left) else len(rels)
+            k = nxt
+        if last >= 0:
+            book.first(last)
     except BaseException:
         _close(buf)
         raise

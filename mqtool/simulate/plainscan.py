@@ -143,11 +143,12 @@ def _row(buf, rel: int, delta: int, n: int, flen: int, keys: list, trail: list, 
 
 def scan_py(
     buf, rels, delta: int, n: int, flen: int, geo, keys, key_at, first, trail, groups, intern: int, out: np.ndarray
-) -> None:
+) -> tuple[int, int]:
     """The kernel's reference, in plain Python: `out`'s row of each record at `rels[k]` (a position in the
     span, which starts at `buf[delta]` and has `n` bytes; the file's listed length ends at `flen`); template
     t's keys are `keys[key_at[j]:key_at[j + 1]]` for j in [first[t], first[t + 1]), its wanted keys' indices
-    `groups[t]` (-1: not among its keys); `intern` a bit per wanted key whose values get their first record."""
+    `groups[t]` (-1: not among its keys); `intern` a bit per wanted key whose values get their first record.
+    Returns (the first record no template matches, or `len(rels)`; the template of the last one matched, or -1)."""
     if not np.array_equal(geo, GEOMETRY):
         raise ValueError("scan_py reads the layout of mqtool.formats.commitlog only")
     key_at, first, groups = list(key_at), list(first), np.asarray(groups).tolist()
@@ -156,10 +157,14 @@ def scan_py(
     ]
     nw = len(groups[0]) if groups else 0
     firsts: list[dict] = [{} for _ in range(nw)]
+    unmatched, last = len(rels), -1
     for k, rel in enumerate(np.asarray(rels).tolist()):
         row, spans = [-1] * out.shape[1], []
         _row(buf, rel, delta, n, flen, tkeys, list(trail), row, spans)
+        if row[STATUS] == 0:
+            unmatched = min(unmatched, k)
         if row[STATUS] == 1:
+            last = row[TEMPLATE]
             for w, g in enumerate(groups[row[TEMPLATE]]):
                 if g >= 0:
                     row[FIXED + STRIDE * w : FIXED + STRIDE * w + 2] = spans[g]
@@ -176,6 +181,7 @@ def scan_py(
                         seen[value] = k
                     row[c + 2] = seen.get(value, -1)
         out[k] = row
+    return unmatched, last
 
 
 def _kernel():
@@ -265,11 +271,11 @@ class Templates:
         return self._arrays
 
 
-def scan(buf, rels: np.ndarray, delta: int, n: int, flen: int, templates: Templates, intern: int = 0) -> np.ndarray:
-    """`out` (see the module) of the records at `rels` of `buf` against `templates`."""
+def scan(buf, rels: np.ndarray, delta: int, n: int, flen: int, templates: Templates, intern: int = 0):
+    """(`out` (see the module) of the records at `rels` of `buf` against `templates`, the first record no template
+    matches or `len(rels)`, the template of the last one matched or -1)."""
     out = np.empty((len(rels), FIXED + STRIDE * templates.nwanted), np.int64)
-    KERNEL(buf, rels, delta, n, flen, GEOMETRY, *templates.arrays(), intern, out)
-    return out
+    return (out, *KERNEL(buf, rels, delta, n, flen, GEOMETRY, *templates.arrays(), intern, out))
 
 
 def answer(out: np.ndarray, k: int, buf, nwanted: int):

@@ -74,9 +74,11 @@ def _both(buf: bytes, rels: list[int], delta: int, n: int, flen: int, book: plai
     width = plainscan.FIXED + plainscan.STRIDE * len(WANTED)
     native, ref = np.empty((len(rels), width), np.int64), np.empty((len(rels), width), np.int64)
     args = (buf, r, delta, n, flen, plainscan.GEOMETRY, *book.arrays(), ALL_INTERNED)
-    _native.props_scan(*args, native)
-    plainscan.scan_py(*args, ref)
+    got = _native.props_scan(*args, native)
+    assert plainscan.scan_py(*args, ref) == got  # (the first record no template matches, the last match's template)
     assert native.tolist() == ref.tolist()
+    statuses = native[:, plainscan.STATUS].tolist()
+    assert got[0] == (statuses.index(0) if 0 in statuses else len(rels))
     return native
 
 
