@@ -155,6 +155,8 @@ def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t de
     cdef int64_t g[G_COUNT]
     if geo.shape[0] != G_COUNT or width != geo[G_FIXED] + geo[G_STRIDE] * nw or out.shape[0] != nr:
         raise ValueError("props_scan: arrays of the wrong shape")
+    if delta < 0 or n < 0 or delta + n > size:
+        raise ValueError("props_scan: the span lies outside the bytes")  # every read below stays inside them
     if groups.shape[0] < max(nt, 1):
         raise ValueError("props_scan: a template without its groups")
     for j in range(G_COUNT):

@@ -151,6 +151,8 @@ def scan_py(
     Returns (the first record no template matches, or `len(rels)`; the template of the last one matched, or -1)."""
     if not np.array_equal(geo, GEOMETRY):
         raise ValueError("scan_py reads the layout of mqtool.formats.commitlog only")
+    if delta < 0 or n < 0 or delta + n > len(buf):
+        raise ValueError("scan_py: the span lies outside the bytes")
     key_at, first, groups = list(key_at), list(first), np.asarray(groups).tolist()
     tkeys = [
         [bytes(keys[key_at[j] : key_at[j + 1]]) for j in range(first[t], first[t + 1])] for t in range(len(first) - 1)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -340,3 +341,12 @@ def test_without_the_extension_the_reference_reads_after_one_warning():
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
     )
     assert done.stdout.split() == ["True", "1", "RuntimeWarning"]
+
+
+def test_a_span_outside_the_bytes_is_refused():
+    book = plainscan.Templates(1)
+    rels = np.zeros(1, np.int64)
+    for kernel in (_native.props_scan, plainscan.scan_py):
+        out = np.empty((1, plainscan.FIXED + plainscan.STRIDE), np.int64)
+        with pytest.raises(ValueError, match="outside the bytes"):
+            kernel(b"x" * 100, rels, 10, 91, 91, plainscan.GEOMETRY, *book.arrays(), 0, out)
