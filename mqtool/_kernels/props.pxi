@@ -200,3 +200,26 @@ def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t de
                 out[k, c + 2] = found
     free(vs)
     return unmatched, last
+
+
+def props_row(const unsigned char[::1] buf, int64_t rel, int64_t delta, int64_t n, int64_t flen,
+              const int64_t[::1] geo):
+    """`props_scan`'s row of one record against no template (its first `FIXED` columns), as a tuple: the
+    per-record read (`MappedBase._read`) without the set-up of a batch."""
+    cdef int64_t row[32]
+    cdef int64_t g[G_COUNT]
+    cdef int64_t j, size = buf.shape[0]
+    cdef unsigned char nokey = 0
+    cdef int64_t zero = 0
+    if geo.shape[0] != G_COUNT or geo[G_FIXED] > 32:
+        raise ValueError("props_row: arrays of the wrong shape")
+    if delta < 0 or n < 0 or delta + n > size:
+        raise ValueError("props_row: the span lies outside the bytes")
+    for j in range(G_COUNT):
+        g[j] = geo[j]
+    for j in range(g[G_FIXED]):
+        row[j] = -1
+    with nogil:
+        _row(&buf[0] if size else NULL, size, rel, delta, n, flen, g, &nokey, &zero, &zero, &zero, &zero, 0, 0,
+             NULL, NULL, row)
+    return tuple([row[j] for j in range(g[G_FIXED])])

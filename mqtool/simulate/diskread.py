@@ -29,6 +29,7 @@ from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.message import _HEAD, _MID_V4, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate import plainscan
 from mqtool.simulate.model import DiskBase, SimMessage, _new_message
 from mqtool.store import fastscan
 from mqtool.store.mapped_files import map_file
@@ -248,7 +249,7 @@ class MappedBase(DiskBase):
 
     def _read(self, phys: int, whole: bool = True, light: bool = False):
         """The record at `phys` by one or two `pread`s; None for anything but a plain, whole record.
-        `whole` False: only its properties map, after the same checks (the hosts' bytes present);
+        `whole` False: only its properties map, read by the batch reader's kernel (`plainscan`);
         with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
         span = self._span
         if span is None or not span[0] <= phys < span[1]:
@@ -280,34 +281,34 @@ class MappedBase(DiskBase):
             o = 0
             if len(buf) < total:
                 return None
+        if not whole:  # the batch reader's checks and offsets, for one record
+            row = plainscan.row(buf, o, 0, len(buf), o + 1)
+            if row[plainscan.STATUS] < 0:
+                return None
+            raw = buf[row[plainscan.PROPS_START] : row[plainscan.PROPS_END]].decode("utf-8", "surrogateescape")
+            props = parse_properties(raw)
+            return (props, row[plainscan.BODY_LENGTH], sysflag) if light else props
         end = o + total
         p = o + _HEAD_SIZE
         bn = HOST_SIZE_V6 if sysflag & BORNHOST_V6 else HOST_SIZE_V4
         sn = HOST_SIZE_V6 if sysflag & STOREHOST_V6 else HOST_SIZE_V4
         topic_len_fmt = _TOPIC_LEN[magic]
         try:
-            if whole:
-                hosts = self._hosts
-                if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
-                    raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
-                    p += _MID_V4.size
-                else:
-                    raw_born = buf[p : p + bn]
-                    p += bn
-                    (store_ts,) = _STORE_TS.unpack_from(buf, p)
-                    p += _STORE_TS.size
-                    raw_store = buf[p : p + sn]
-                    p += sn
-                    reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-                    p += _TAIL.size
-                born_host = hosts.get(raw_born) or self._host(raw_born)
-                store_host = hosts.get(raw_store) or self._host(raw_store)
+            hosts = self._hosts
+            if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
+                raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
+                p += _MID_V4.size
             else:
-                if p + bn + _STORE_TS.size + sn > len(buf):
-                    return None  # the whole read decides
-                p += bn + _STORE_TS.size + sn
-                _r, _p, body_len = _TAIL.unpack_from(buf, p)
+                raw_born = buf[p : p + bn]
+                p += bn
+                (store_ts,) = _STORE_TS.unpack_from(buf, p)
+                p += _STORE_TS.size
+                raw_store = buf[p : p + sn]
+                p += sn
+                reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
                 p += _TAIL.size
+            born_host = hosts.get(raw_born) or self._host(raw_born)
+            store_host = hosts.get(raw_store) or self._host(raw_store)
             if body_len < 0 or p + body_len > end:
                 return None
             body_at = p
@@ -321,9 +322,6 @@ class MappedBase(DiskBase):
             if topic_len < 0 or props_len < 0 or p + props_len > end:
                 return None
             raw = buf[p : p + props_len].decode("utf-8", "surrogateescape")
-            if not whole:
-                props = parse_properties(raw)
-                return (props, body_len, sysflag) if light else props
             body = buf[body_at : body_at + body_len]
             raw_topic = buf[topic_at : topic_at + topic_len]
         except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides

@@ -186,22 +186,41 @@ def scan_py(
     return unmatched, last
 
 
+def row_py(buf, rel: int, delta: int, n: int, flen: int, geo) -> tuple[int, ...]:
+    """`scan_py`'s row of one record against no template (its first `FIXED` columns), as a tuple."""
+    row = [-1] * FIXED
+    scan_py(buf, [rel], delta, n, flen, geo, b"\0", [0], [0], [0], [[]], 0, _Rows(row))
+    return tuple(row)
+
+
+class _Rows:
+    """`out` of one row for `row_py` (a list, not an array: no numpy for one record)."""
+
+    __slots__ = ("row", "shape")
+
+    def __init__(self, row: list[int]) -> None:
+        self.row, self.shape = row, (1, len(row))
+
+    def __setitem__(self, k: int, values: list[int]) -> None:
+        self.row[:] = values
+
+
 def _kernel():
-    """`mqtool._native.props_scan`, else `scan_py` after one warning."""
+    """(`mqtool._native.props_scan`, `props_row`), else (`scan_py`, `row_py`) after one warning."""
     try:
         from mqtool import _native
 
-        return _native.props_scan
+        return _native.props_scan, _native.props_row
     except (ImportError, AttributeError):
         warnings.warn(
             "mqtool._native is not built: the simulator reads properties in plain Python (slower)",
             RuntimeWarning,
             stacklevel=3,
         )
-        return scan_py
+        return scan_py, row_py
 
 
-KERNEL = _kernel()
+KERNEL, ROW_KERNEL = _kernel()
 
 
 class Template:
@@ -278,6 +297,11 @@ def scan(buf, rels: np.ndarray, delta: int, n: int, flen: int, templates: Templa
     matches or `len(rels)`, the template of the last one matched or -1)."""
     out = np.empty((len(rels), FIXED + STRIDE * templates.nwanted), np.int64)
     return (out, *KERNEL(buf, rels, delta, n, flen, GEOMETRY, *templates.arrays(), intern, out))
+
+
+def row(buf, rel: int, delta: int, n: int, flen: int) -> tuple[int, ...]:
+    """The first `FIXED` columns of `out` for one record, matched against no template (status 0 or -1)."""
+    return ROW_KERNEL(buf, rel, delta, n, flen, GEOMETRY)
 
 
 def answer(out: np.ndarray, k: int, buf, nwanted: int):

@@ -80,11 +80,17 @@ def _both(buf: bytes, rels: list[int], delta: int, n: int, flen: int, book: plai
     assert native.tolist() == ref.tolist()
     statuses = native[:, plainscan.STATUS].tolist()
     assert got[0] == (statuses.index(0) if 0 in statuses else len(rels))
+    # one record at a time (`props_row`, the per-record read): the batch's row against no template
+    bare = np.empty((len(rels), plainscan.FIXED), np.int64)
+    _native.props_scan(buf, r, delta, n, flen, plainscan.GEOMETRY, *plainscan.Templates(0).arrays(), 0, bare)
+    for rel, row in zip(rels, bare.tolist(), strict=True):
+        one = _native.props_row(buf, rel, delta, n, flen, plainscan.GEOMETRY)
+        assert one == plainscan.row_py(buf, rel, delta, n, flen, plainscan.GEOMETRY) == tuple(row)
     return native
 
 
 def test_the_loaded_kernel_is_the_extensions():
-    assert plainscan.KERNEL is _native.props_scan
+    assert plainscan.KERNEL is _native.props_scan and plainscan.ROW_KERNEL is _native.props_row
 
 
 # ----- the oracle stores and the torn one -----
@@ -331,7 +337,8 @@ def test_without_the_extension_the_reference_reads_after_one_warning():
         "with warnings.catch_warnings(record=True) as seen:\n"
         "    from mqtool.simulate import batchread, plainscan\n"
         "    import importlib; importlib.import_module('mqtool.simulate.plainscan')\n"
-        "print(plainscan.KERNEL is plainscan.scan_py, len(seen), seen[0].category.__name__)\n"
+        "print(plainscan.KERNEL is plainscan.scan_py and plainscan.ROW_KERNEL is plainscan.row_py, len(seen),"
+        " seen[0].category.__name__)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -350,3 +357,6 @@ def test_a_span_outside_the_bytes_is_refused():
         out = np.empty((1, plainscan.FIXED + plainscan.STRIDE), np.int64)
         with pytest.raises(ValueError, match="outside the bytes"):
             kernel(b"x" * 100, rels, 10, 91, 91, plainscan.GEOMETRY, *book.arrays(), 0, out)
+    for row in (_native.props_row, plainscan.row_py):
+        with pytest.raises(ValueError, match="outside the bytes"):
+            row(b"x" * 100, 0, 10, 91, 91, plainscan.GEOMETRY)
