@@ -1,4 +1,4 @@
-"""The compact state of long runs: TimerLog units in columns, the one-split properties parse, the
+"""The compact state of long runs: TimerLog units in columns, the
 release of re-puts nobody reads again, and orjson event lines equal to json's."""
 
 import json
