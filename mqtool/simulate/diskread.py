@@ -29,6 +29,7 @@ from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.message import _HEAD, _MID_V4, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate import plainscan
 from mqtool.simulate.model import DiskBase, SimMessage, _new_message
 from mqtool.store import fastscan
 from mqtool.store.mapped_files import map_file
@@ -38,21 +39,6 @@ READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
 WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
 _HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
-
-
-def fast_properties(raw: str) -> dict[str, str]:
-    """`parse_properties(raw)` for a well-formed string (every segment `name \\x01 value`, both non-empty,
-    one trailing separator or none) by one split each; anything else goes to `parse_properties`."""
-    segs = raw.split("\x02")
-    if segs[-1] == "":
-        segs.pop()
-    try:
-        props = dict([seg.split("\x01", 1) for seg in segs])
-    except ValueError:  # a segment without a name-value separator (or an empty one)
-        return parse_properties(raw)
-    if "" in props or "" in props.values():
-        return parse_properties(raw)  # an empty name or value: RocketMQ skips the segment
-    return props
 
 
 class _Units:
@@ -132,7 +118,7 @@ class MappedBase(DiskBase):
             size[a:b] = np.where(free, sz, size[a:b])
             tags[a:b] = np.where(free, t, tags[a:b])
             ok[a:b] |= free & ((o != 0) | (sz != 0) | (t != 0))
-            taken[a:hi - first] = True
+            taken[a : hi - first] = True
         return _Units(first, offset, size, tags, ok)
 
     def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
@@ -162,8 +148,13 @@ class MappedBase(DiskBase):
             a = off - u.first
             b = min(stop - u.first, a + step)
             ok = u.ok[a:b]
-            rows = zip(range(off, off + (b - a)), u.offset[a:b].tolist(), u.size[a:b].tolist(),
-                       u.tags[a:b].tolist(), strict=True)
+            rows = zip(
+                range(off, off + (b - a)),
+                u.offset[a:b].tolist(),
+                u.size[a:b].tolist(),
+                u.tags[a:b].tolist(),
+                strict=True,
+            )
             if not ok.all():
                 bad = int(np.argmin(ok))
                 for o, p, s, t in rows:
@@ -258,7 +249,7 @@ class MappedBase(DiskBase):
 
     def _read(self, phys: int, whole: bool = True, light: bool = False):
         """The record at `phys` by one or two `pread`s; None for anything but a plain, whole record.
-        `whole` False: only its properties map, after the same checks (the hosts' bytes present);
+        `whole` False: only its properties map, read by the batch reader's kernel (`plainscan`);
         with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
         span = self._span
         if span is None or not span[0] <= phys < span[1]:
@@ -290,34 +281,34 @@ class MappedBase(DiskBase):
             o = 0
             if len(buf) < total:
                 return None
+        if not whole:  # the batch reader's checks and offsets, for one record
+            row = plainscan.row(buf, o, 0, len(buf), o + 1)
+            if row[plainscan.STATUS] < 0:
+                return None
+            raw = buf[row[plainscan.PROPS_START] : row[plainscan.PROPS_END]].decode("utf-8", "surrogateescape")
+            props = parse_properties(raw)
+            return (props, row[plainscan.BODY_LENGTH], sysflag) if light else props
         end = o + total
         p = o + _HEAD_SIZE
         bn = HOST_SIZE_V6 if sysflag & BORNHOST_V6 else HOST_SIZE_V4
         sn = HOST_SIZE_V6 if sysflag & STOREHOST_V6 else HOST_SIZE_V4
         topic_len_fmt = _TOPIC_LEN[magic]
         try:
-            if whole:
-                hosts = self._hosts
-                if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
-                    raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
-                    p += _MID_V4.size
-                else:
-                    raw_born = buf[p:p + bn]
-                    p += bn
-                    (store_ts,) = _STORE_TS.unpack_from(buf, p)
-                    p += _STORE_TS.size
-                    raw_store = buf[p:p + sn]
-                    p += sn
-                    reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-                    p += _TAIL.size
-                born_host = hosts.get(raw_born) or self._host(raw_born)
-                store_host = hosts.get(raw_store) or self._host(raw_store)
+            hosts = self._hosts
+            if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
+                raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
+                p += _MID_V4.size
             else:
-                if p + bn + _STORE_TS.size + sn > len(buf):
-                    return None  # the whole read decides
-                p += bn + _STORE_TS.size + sn
-                _r, _p, body_len = _TAIL.unpack_from(buf, p)
+                raw_born = buf[p : p + bn]
+                p += bn
+                (store_ts,) = _STORE_TS.unpack_from(buf, p)
+                p += _STORE_TS.size
+                raw_store = buf[p : p + sn]
+                p += sn
+                reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
                 p += _TAIL.size
+            born_host = hosts.get(raw_born) or self._host(raw_born)
+            store_host = hosts.get(raw_store) or self._host(raw_store)
             if body_len < 0 or p + body_len > end:
                 return None
             body_at = p
@@ -330,12 +321,9 @@ class MappedBase(DiskBase):
             p += _PROPS_LEN.size
             if topic_len < 0 or props_len < 0 or p + props_len > end:
                 return None
-            raw = buf[p:p + props_len].decode("utf-8", "surrogateescape")
-            if not whole:
-                props = fast_properties(raw)
-                return (props, body_len, sysflag) if light else props
-            body = buf[body_at:body_at + body_len]
-            raw_topic = buf[topic_at:topic_at + topic_len]
+            raw = buf[p : p + props_len].decode("utf-8", "surrogateescape")
+            body = buf[body_at : body_at + body_len]
+            raw_topic = buf[topic_at : topic_at + topic_len]
         except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
             return None
         topic = self._topics.get(raw_topic)
@@ -345,7 +333,7 @@ class MappedBase(DiskBase):
         m = _new_message(SimMessage)
         m.topic = topic
         m.queue_id = qid
-        m.props = fast_properties(raw)
+        m.props = parse_properties(raw)
         m.body = body
         m.body_len = body_len
         m.born_ts = born_ts

@@ -1,300 +1,313 @@
-"""`batchread.read_plain`'s per-record work as one compiled loop: header checks and template match.
+"""The simulator's one property reader: a batch of the store's records, checked and matched at once.
 
-`read_plain` checks each record's header (`MappedBase._read`'s checks) and matches its properties
-string against the plain key sequences seen so far (`batchread._Template`), one `struct` unpack
-and one regular expression a record. `plain_scan` does both for a whole batch in native code
-(numba compiles it, `store/native.py` loads the object code without numba): per record a row of
-`out` = status (-1: the per-message read decides, 0: header good but no template matches, 1:
-matched), the re-put's size but the template's pad (properties length, BODYLENGTH and the hosts),
-BODYLENGTH, SYSFLAG, the properties' start and end in the bytes, the template's index, the first
-wanted value as a number (1 to 18 ASCII digits; else -1), then for each wanted key the start and end
-of its value (-1, -1: absent) and, for the keys the caller interns, the first record of the scan
-with the same value (the same bytes, or absent too; -1 past `INTERNED` distinct values): a caller
-makes one text of each distinct value. A template matches exactly the strings
-its expression matches: its keys in order, each followed by SOH and a non-empty value without STX,
-STX between them, an STX at the end for a trailing template. The same function runs as plain
-Python when neither native code nor numba is wanted (`tests/simulate/test_enqueue_columns.py`
-runs it both ways).
+A service step reads a few properties of many records (the timer's enqueue: TIMER_OUT_MS, REAL_TOPIC, ...;
+a delay level's deliveries: REAL_TOPIC, REAL_QID, UNIQ_KEY). `scan` gives one row of `out` a record:
+
+- 0 status: -1 the per-message read decides (a short read, bad magic, lengths past TOTALSIZE: the checks of
+  `MappedBase._read`), 0 header good but no template matches, 1 matched;
+- 1 the re-put's size but its topic part (properties length, with the last separator a matched template
+  lacks, BODYLENGTH and the hosts), 2 BODYLENGTH, 3 SYSFLAG, 4 and 5 the properties' start and end in the
+  bytes, 6 the template, 7 the first wanted value as a number (1 to 18 ASCII digits; else -1), 8 QUEUEID,
+  9 and 10 the topic's start and end;
+- from `FIXED` on, `STRIDE` columns per wanted key: its value's start and end (-1: absent) and, for the
+  keys the caller interns, the first matched record with the same value (-1 past `INTERNED` values).
+
+A template (`Template`) is a plain key sequence: it matches exactly the strings with these keys in order, each
+followed by SOH and a non-empty value without STX, STX between them (and at the end for a trailing one).
+The kernel is `mqtool._native.props_scan` (`_kernels/props.pxi`); `scan_py` below is its reference and
+its fallback where the extension is missing (a warning says so once). The record's layout comes from
+`mqtool.formats.commitlog` (`GEOMETRY`), for both.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections import namedtuple
+
 import numpy as np
 
 from mqtool.formats import commitlog, layout
-from mqtool.formats.message import _HEAD, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 
-HEAD = _HEAD.size
-STORE_TS = _STORE_TS.size
-TAIL = _TAIL.size
-M1, M2 = commitlog.MESSAGE_MAGIC_CODE, commitlog.MESSAGE_MAGIC_CODE_V2
-V4, V6 = commitlog.HOST_SIZE_V4, commitlog.HOST_SIZE_V6
-TL1 = _TOPIC_LEN[M1].size
-TL2 = _TOPIC_LEN[M2].size
-PL = _PROPS_LEN.size
-BL = layout.struct_format(commitlog.AFTER_STORE_HOST[-1:]).size  # BODYLENGTH, the tail's last field
-_AT = layout.offsets(commitlog.HEADER)
-TOTAL_AT, MAGIC_AT, SYSFLAG_AT = _AT["total_size"], _AT["magic_code"], _AT["sys_flag"]
-_W = {f.name: layout.struct_format([f]).size for f in commitlog.HEADER}
-TOTAL_W, MAGIC_W, SYSFLAG_W = _W["total_size"], _W["magic_code"], _W["sys_flag"]
-SEP, NV = ord(PROPERTY_SEPARATOR), ord(NAME_VALUE_SEPARATOR)  # between properties; between a name and its value
-BORN_V6, STORE_V6 = BORNHOST_V6, STOREHOST_V6
-NO_HOSTS = HEAD + STORE_TS + TAIL  # a record's bytes up to its tail's end, but the two hosts
-FIXED = 8  # `out`'s columns before the wanted values' (start, end, first record with an equal value)
+# `out`'s columns by name
+(STATUS, SIZE, BODY_LENGTH, SYSFLAG, PROPS_START, PROPS_END, TEMPLATE, NUMBER, QUEUE_ID, TOPIC_START,
+ TOPIC_END) = range(11)  # fmt: skip
+FIXED = 11  # `out`'s columns before the wanted values' (start, end, first record with an equal value)
 STRIDE = 3
 INTERNED = 64  # distinct values a scan interns per key (the rest: -1)
+MAX_TOTAL = 1 << 30  # a TOTALSIZE past this is not a record (`MappedBase._read`)
+Geometry = namedtuple(
+    "Geometry",
+    "total_at total_w magic_at magic_w qid_at qid_w sysflag_at sysflag_w head no_hosts bl v4 v6 born_v6 store_v6 "
+    "m1 m2 tl1 tl2 pl sep nv max_total fixed stride interned",
+)
+"""The kernel's view of a record and of `out`, in `props.pxi`'s order (G_TOTAL_AT ...)."""
 
 
-def _rd(a, at, w):
-    """The signed big-endian `w`-byte integer at `a[at:at + w]`."""
-    v = 0
-    for i in range(w):
-        v = (v << 8) | int(a[at + i])
-    if v >= 1 << (8 * w - 1):
-        v -= 1 << (8 * w)
-    return v
+def _geometry() -> Geometry:
+    at = {f.name: f for f in commitlog.HEADER}
+    head = layout.size(commitlog.HEADER)
+    return Geometry(
+        *(x for name in ("total_size", "magic_code", "queue_id", "sys_flag") for x in (at[name].offset, at[name].size)),
+        head=head,
+        no_hosts=head + layout.size(commitlog.AFTER_BORN_HOST) + layout.size(commitlog.AFTER_STORE_HOST),
+        bl=commitlog.AFTER_STORE_HOST[-1].size,  # BODYLENGTH, the tail's last field
+        v4=commitlog.HOST_SIZE_V4,
+        v6=commitlog.HOST_SIZE_V6,
+        born_v6=BORNHOST_V6,
+        store_v6=STOREHOST_V6,
+        m1=commitlog.MESSAGE_MAGIC_CODE,
+        m2=commitlog.MESSAGE_MAGIC_CODE_V2,
+        tl1=commitlog.TOPIC_LENGTH_V1.size,
+        tl2=commitlog.TOPIC_LENGTH_V2.size,
+        pl=commitlog.PROPERTIES_LENGTH.size,
+        sep=ord(PROPERTY_SEPARATOR),
+        nv=ord(NAME_VALUE_SEPARATOR),
+        max_total=MAX_TOTAL,
+        fixed=FIXED,
+        stride=STRIDE,
+        interned=INTERNED,
+    )
 
 
-def tail_end(rel, total, magic, sysflag, n):
-    """Where a record's tail (its BODYLENGTH) ends, counted from the record's start, when the header read
-    passes `MappedBase._read`'s checks (a known magic, a total above the header and at most 1 GiB that
-    lies in the `n` bytes read from `rel`, the hosts SYSFLAG sizes and the tail inside it), else -1.
-    `_plain_scan` and `batchread.read_plain` / `rollread.read_sources` share it (numba inlines it)."""
-    if (magic != M1 and magic != M2) or total <= HEAD or total > 1 << 30 or rel + total > n:
-        return -1
-    end = NO_HOSTS + (V6 if sysflag & BORN_V6 else V4) + (V6 if sysflag & STORE_V6 else V4)
-    return end if end <= total else -1
+GEOMETRY = np.array(_geometry(), np.int64)
+# the reference reads the fields by the formats' own `struct`s
+_HEAD = layout.struct_format(commitlog.HEADER)
+_HEAD_NAMES = [f.name for f in commitlog.HEADER]
+_BODY_LEN = layout.struct_format(commitlog.AFTER_STORE_HOST[-1:])
+_TOPIC_LEN = {commitlog.MESSAGE_MAGIC_CODE: layout.struct_format([commitlog.TOPIC_LENGTH_V1]),
+              commitlog.MESSAGE_MAGIC_CODE_V2: layout.struct_format([commitlog.TOPIC_LENGTH_V2])}  # fmt: skip
+_PROPS_LEN = layout.struct_format([commitlog.PROPERTIES_LENGTH])
+_NO_HOSTS = (
+    layout.size(commitlog.HEADER) + layout.size(commitlog.AFTER_BORN_HOST) + layout.size(commitlog.AFTER_STORE_HOST)
+)
+_SEP, _NV = PROPERTY_SEPARATOR.encode(), NAME_VALUE_SEPARATOR.encode()
 
 
-def _plain_scan(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs, ve, intern, table, cnt, out):
-    """`out`'s row of each record at `rels[k]` (a position in the span; the span starts at `a[delta]` and
-    has `n` bytes, the file's listed length ends at `flen`); the templates' keys are `keys[key_at[j]:
-    key_at[j + 1]]` for j in [first[t], first[t + 1]); `vs`, `ve` scratch of the longest template; the
-    wanted keys whose bits `intern` sets get their first equal record (`table`, `cnt`: scratch)."""
-    size = a.shape[0]
-    nw = groups.shape[1]
-    nt = first.shape[0] - 1
-    for k in range(rels.shape[0]):
-        out[k, 0] = -1
-        rel = rels[k]
-        if rel >= flen or rel + HEAD > n:
+def _row(buf, rel: int, delta: int, n: int, flen: int, keys: list, trail: list, row: list, spans: list) -> None:
+    """One record's row, as the module describes it (the wanted values' spans in `spans`)."""
+    if rel >= flen or rel + _HEAD.size > n:
+        return
+    r = rel + delta
+    h = dict(zip(_HEAD_NAMES, _HEAD.unpack_from(buf, r), strict=True))
+    total, magic, sysflag = h["total_size"], h["magic_code"], h["sys_flag"]
+    if magic not in _TOPIC_LEN or not _HEAD.size < total <= MAX_TOTAL or rel + total > n:
+        return
+    after_tail = _NO_HOSTS + commitlog.hosts_size(sysflag)
+    if after_tail > total:
+        return
+    (body_len,) = _BODY_LEN.unpack_from(buf, r + after_tail - _BODY_LEN.size)
+    after_body = after_tail + body_len
+    if body_len < 0 or after_body > total:
+        return
+    tl = _TOPIC_LEN[magic]
+    if r + after_body + tl.size > len(buf):
+        return
+    (topic_len,) = tl.unpack_from(buf, r + after_body)
+    props_at = after_body + tl.size + topic_len
+    if topic_len < 0 or r + props_at + _PROPS_LEN.size > len(buf):
+        return
+    (props_len,) = _PROPS_LEN.unpack_from(buf, r + props_at)
+    if props_len < 0 or props_at + _PROPS_LEN.size + props_len > total:
+        return
+    b = r + props_at + _PROPS_LEN.size
+    row[STATUS], row[SIZE], row[BODY_LENGTH], row[SYSFLAG] = (
+        0,
+        props_len + body_len + after_tail - _NO_HOSTS,
+        body_len,
+        sysflag,
+    )
+    row[PROPS_START], row[PROPS_END] = b, b + props_len
+    row[QUEUE_ID], row[TOPIC_START], row[TOPIC_END] = h["queue_id"], r + after_body + tl.size, r + props_at
+    segs = bytes(buf[b : b + props_len]).split(_SEP)
+    trailing = segs[-1] == b""
+    if trailing:
+        segs.pop()
+    for t, tkeys in enumerate(keys):
+        if trailing != bool(trail[t]) or len(segs) != len(tkeys):
             continue
-        r = rel + delta
-        total = _rd(a, r + TOTAL_AT, TOTAL_W)
-        magic = _rd(a, r + MAGIC_AT, MAGIC_W)
-        sysflag = _rd(a, r + SYSFLAG_AT, SYSFLAG_W)
-        after_tail = tail_end(rel, total, magic, sysflag, n)
-        if after_tail < 0:
-            continue
-        hosts = after_tail - NO_HOSTS
-        body_len = _rd(a, r + after_tail - BL, BL)
-        after_body = after_tail + body_len
-        if body_len < 0 or after_body > total:
-            continue
-        tw = TL2 if magic == M2 else TL1
-        if r + after_body + tw > size:
-            continue
-        topic_len = _rd(a, r + after_body, tw)
-        if topic_len < 0:
-            continue
-        props_at = after_body + tw + topic_len
-        if r + props_at + PL > size:
-            continue
-        props_len = _rd(a, r + props_at, PL)
-        if props_len < 0 or props_at + PL + props_len > total:
-            continue
-        b = r + props_at + PL
-        e = b + props_len
-        out[k, 0] = 0
-        out[k, 1] = props_len + body_len + hosts
-        out[k, 2] = body_len
-        out[k, 3] = sysflag
-        out[k, 4] = b
-        out[k, 5] = e
-        out[k, 6] = -1
-        for t in range(nt):
-            p = b
-            ok = True
-            for j in range(first[t], first[t + 1]):
-                if j > first[t]:
-                    if p >= e or a[p] != SEP:
-                        ok = False
-                        break
-                    p += 1
-                ks = key_at[j]
-                kl = key_at[j + 1] - ks
-                if p + kl + 1 > e:
-                    ok = False
-                    break
-                for i in range(kl):
-                    if a[p + i] != keys[ks + i]:
-                        ok = False
-                        break
-                if not ok:
-                    break
-                p += kl
-                if a[p] != NV:
-                    ok = False
-                    break
-                p += 1
-                s = p
-                while p < e and a[p] != SEP:
-                    p += 1
-                if p == s:
-                    ok = False
-                    break
-                vs[j - first[t]] = s
-                ve[j - first[t]] = p
-            if not ok:
-                continue
-            if trail[t]:
-                if p + 1 != e or a[p] != SEP:
-                    continue
-            elif p != e:
-                continue
-            out[k, 0] = 1
-            if not trail[t]:
-                out[k, 1] += 1  # the separator a re-put's string ends with
-            out[k, 6] = t
-            for w in range(nw):
-                g = groups[t, w]
+        p, places = b, []
+        for seg, key in zip(segs, tkeys, strict=True):
+            k, sep, v = seg.partition(_NV)
+            if k != key or not sep or not v:
+                break
+            places.append((p + len(k) + 1, p + len(seg)))
+            p += len(seg) + 1
+        else:
+            row[STATUS], row[TEMPLATE] = 1, t
+            row[SIZE] += 0 if trailing else 1  # the separator a re-put's string ends with
+            spans[:] = places
+            return
+
+
+def scan_py(
+    buf, rels, delta: int, n: int, flen: int, geo, keys, key_at, first, trail, groups, intern: int, out: np.ndarray
+) -> tuple[int, int]:
+    """The kernel's reference, in plain Python: `out`'s row of each record at `rels[k]` (a position in the
+    span, which starts at `buf[delta]` and has `n` bytes; the file's listed length ends at `flen`); template
+    t's keys are `keys[key_at[j]:key_at[j + 1]]` for j in [first[t], first[t + 1]), its wanted keys' indices
+    `groups[t]` (-1: not among its keys); `intern` a bit per wanted key whose values get their first record.
+    Returns (the first record no template matches, or `len(rels)`; the template of the last one matched, or -1)."""
+    if not np.array_equal(geo, GEOMETRY):
+        raise ValueError("scan_py reads the layout of mqtool.formats.commitlog only")
+    if delta < 0 or n < 0 or delta + n > len(buf):
+        raise ValueError("scan_py: the span lies outside the bytes")
+    key_at, first, groups = list(key_at), list(first), np.asarray(groups).tolist()
+    tkeys = [
+        [bytes(keys[key_at[j] : key_at[j + 1]]) for j in range(first[t], first[t + 1])] for t in range(len(first) - 1)
+    ]
+    nw = len(groups[0]) if groups else 0
+    firsts: list[dict] = [{} for _ in range(nw)]
+    unmatched, last = len(rels), -1
+    for k, rel in enumerate(np.asarray(rels).tolist()):
+        row, spans = [-1] * out.shape[1], []
+        _row(buf, rel, delta, n, flen, tkeys, list(trail), row, spans)
+        if row[STATUS] == 0:
+            unmatched = min(unmatched, k)
+        if row[STATUS] == 1:
+            last = row[TEMPLATE]
+            for w, g in enumerate(groups[row[TEMPLATE]]):
                 if g >= 0:
-                    out[k, FIXED + STRIDE * w] = vs[g]
-                    out[k, FIXED + STRIDE * w + 1] = ve[g]
-                else:
-                    out[k, FIXED + STRIDE * w] = -1
-                    out[k, FIXED + STRIDE * w + 1] = -1
-            break
-    # the first wanted value as a number (1 to 18 ASCII digits, else -1); the interned values' first record
-    for w in range(nw):
-        cnt[w] = 0
-    for k in range(rels.shape[0]):
-        if out[k, 0] != 1:
-            continue
-        num = -1
-        s = out[k, FIXED]
-        e = out[k, FIXED + 1]
-        if s >= 0 and 0 < e - s <= 18:
-            num = 0
-            for i in range(s, e):
-                c = int(a[i])
-                if c < 48 or c > 57:
-                    num = -1
-                    break
-                num = num * 10 + (c - 48)
-        out[k, 7] = num
-        for w in range(nw):
-            col = FIXED + STRIDE * w
-            out[k, col + 2] = -1
-            if not (intern >> w) & 1:
-                continue
-            s = out[k, col]
-            e = out[k, col + 1]
-            found = -1
-            for q in range(cnt[w]):
-                j = table[w, q]
-                js = out[j, col]
-                if s < 0 or js < 0:
-                    if s < 0 and js < 0:
-                        found = j
-                        break
-                    continue
-                if out[j, col + 1] - js != e - s:
-                    continue
-                same = True
-                for i in range(e - s):
-                    if a[s + i] != a[js + i]:
-                        same = False
-                        break
-                if same:
-                    found = j
-                    break
-            if found < 0 and cnt[w] < table.shape[1]:
-                table[w, cnt[w]] = k
-                cnt[w] += 1
-                found = k
-            out[k, col + 2] = found
+                    row[FIXED + STRIDE * w : FIXED + STRIDE * w + 2] = spans[g]
+            s, e = row[FIXED], row[FIXED + 1]
+            value = bytes(buf[s:e])
+            if nw and s >= 0 and 0 < e - s <= 18 and value.isdigit():
+                row[NUMBER] = int(value)
+            for w in range(nw):
+                if (intern >> w) & 1:
+                    c = FIXED + STRIDE * w
+                    value = None if row[c] < 0 else bytes(buf[row[c] : row[c + 1]])
+                    seen = firsts[w]
+                    if value not in seen and len(seen) < INTERNED:
+                        seen[value] = k
+                    row[c + 2] = seen.get(value, -1)
+        out[k] = row
+    return unmatched, last
 
 
-_SPEC = "u1[:] i8[:] i8 i8 i8 u1[:] i8[:] i8[:] i8[:] i8[:,:] i8[:] i8[:] i8 i8[:,:] i8[:] i8[:,:]"
-_SOURCES = ("mqtool/simulate/plainscan.py", "mqtool/store/kernels.py", "mqtool/store/native.py",
-            "mqtool/formats/commitlog.py", "mqtool/formats/message.py", "mqtool/formats/sysflag.py",
-            "mqtool/formats/layout.py", "mqtool/formats/properties.py", "mqtool/store/compiled.py")
-ENGINE: str | None = None  # "python": `_plain_scan` as plain Python (tests); else native, or numba's
-_compiled = None
-_numba_compiled = None
+def row_py(buf, rel: int, delta: int, n: int, flen: int, geo) -> tuple[int, ...]:
+    """`scan_py`'s row of one record against no template (its first `FIXED` columns), as a tuple."""
+    row = [-1] * FIXED
+    scan_py(buf, [rel], delta, n, flen, geo, b"\0", [0], [0], [0], [[]], 0, _Rows(row))
+    return tuple(row)
 
 
-def kernel():
-    """`_plain_scan` as native code (`store/native.py`), else numba's dispatcher; plain Python when
-    `ENGINE` is "python"."""
-    global _compiled
-    if ENGINE == "python":
-        return _plain_scan
-    if _compiled is None:
-        from mqtool.store import native
+class _Rows:
+    """`out` of one row for `row_py` (a list, not an array: no numpy for one record)."""
 
-        _compiled = native.kernels_or_numba("plainscan", {"scan": _SPEC}, lambda: {"scan": _numba_scan()},
-                                            _SOURCES)["scan"]
-    return _compiled
+    __slots__ = ("row", "shape")
+
+    def __init__(self, row: list[int]) -> None:
+        self.row, self.shape = row, (1, len(row))
+
+    def __setitem__(self, k: int, values: list[int]) -> None:
+        self.row[:] = values
 
 
-def _numba_scan():
-    """`_plain_scan` compiled with numba (cached on disk), `_rd` and `tail_end` inlined."""
-    global _numba_compiled
-    if _numba_compiled is None:
-        from mqtool.store import compiled
+def _kernel():
+    """(`mqtool._native.props_scan`, `props_row`), else (`scan_py`, `row_py`) after one warning."""
+    try:
+        from mqtool import _native
 
-        _numba_compiled = compiled.kernel(_plain_scan, (_rd, tail_end))
-    return _numba_compiled
+        return _native.props_scan, _native.props_row
+    except (ImportError, AttributeError):
+        warnings.warn(
+            "mqtool._native is not built: the simulator reads properties in plain Python (slower)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return scan_py, row_py
+
+
+KERNEL, ROW_KERNEL = _kernel()
+
+
+class Template:
+    """A plain key sequence (`template_of` makes one of a properties string) and the indices of the
+    wanted keys among its keys (-1: absent); `pad` 1 where the string lacks the separator a re-put ends with."""
+
+    __slots__ = ("keys", "groups", "pad")
+
+    def __init__(self, keys: list[str], trailing: bool, wanted: tuple[str, ...]) -> None:
+        self.keys = [k.encode("utf-8", "surrogateescape") for k in keys]
+        self.groups = [keys.index(w) if w in keys else -1 for w in wanted]
+        self.pad = 0 if trailing else 1
+
+
+def template_of(raw: str, props: dict[str, str], wanted: tuple[str, ...]) -> Template | None:
+    """The template of a properties string `parse_properties` parsed into `props`, or None when it is
+    not plain (a duplicate key, an empty name or value, a segment without a separator)."""
+    segs = raw.split(PROPERTY_SEPARATOR)
+    trailing = segs[-1] == ""
+    if trailing:
+        segs.pop()
+    if not segs or len(segs) != len(props):
+        return None
+    keys = []
+    for seg in segs:
+        k, sep, v = seg.partition(NAME_VALUE_SEPARATOR)
+        if not k or not sep or not v:
+            return None
+        keys.append(k)
+    return Template(keys, trailing, wanted)
 
 
 class Templates:
-    """A list of `batchread._Template`s as the kernel's arrays (rebuilt when the list changes)."""
+    """The templates seen for one set of wanted keys (most recent match first), as the kernel's arrays."""
 
-    def __init__(self) -> None:
-        self._key: tuple = ()
-        self.arrays: tuple = ()
+    def __init__(self, nwanted: int) -> None:
+        self.list: list[Template] = []
+        self.nwanted = nwanted
+        self._arrays: tuple | None = None
 
-    def of(self, templates: list, nwanted: int) -> tuple:
-        key = tuple(map(id, templates))
-        if key != self._key or not self.arrays:
+    def add(self, t: Template) -> None:
+        self.list.append(t)
+        self._arrays = None
+
+    def first(self, i: int) -> None:
+        """Template `i` first: the sequence a next batch most likely has."""
+        if i:
+            self.list.insert(0, self.list.pop(i))
+            self._arrays = None
+
+    def arrays(self) -> tuple:
+        if self._arrays is None:
             keys, key_at, first, trail = bytearray(), [0], [0], []
-            groups = np.full((max(len(templates), 1), nwanted), -1, np.int64)
-            width = 1
-            for t, tp in enumerate(templates):
+            groups = np.full((max(len(self.list), 1), self.nwanted), -1, np.int64)
+            for t, tp in enumerate(self.list):
                 for kb in tp.keys:
                     keys += kb
                     key_at.append(len(keys))
                 first.append(len(key_at) - 1)
-                trail.append(0 if tp.pad else 1)
-                nk = len(tp.keys)
-                width = max(width, nk)
-                groups[t] = [g - 1 if g <= nk else -1 for g in tp.groups]
-            self.arrays = (np.frombuffer(bytes(keys) or b"\0", np.uint8), np.array(key_at, np.int64),
-                           np.array(first, np.int64), np.array(trail or [0], np.int64), groups,
-                           np.empty(width, np.int64), np.empty(width, np.int64))
-            self._key = key
-        return self.arrays
+                trail.append(1 - tp.pad)
+                groups[t] = tp.groups
+            self._arrays = (
+                np.frombuffer(bytes(keys) or b"\0", np.uint8),
+                np.array(key_at, np.int64),
+                np.array(first, np.int64),
+                np.array(trail or [0], np.int64),
+                groups,
+            )
+        return self._arrays
 
 
-def scan(a: np.ndarray, rels: np.ndarray, delta: int, n: int, flen: int, templates: list, arrays: Templates,
-         nwanted: int, intern: int = 0) -> np.ndarray:
-    """`out` (see the module) of the records at `rels` against `templates`; `intern`: a bit per wanted key
-    whose values get their first record."""
-    out = np.empty((len(rels), FIXED + STRIDE * nwanted), np.int64)
-    keys, key_at, first, trail, groups, vs, ve = arrays.of(templates, nwanted)
-    table = np.empty((nwanted, INTERNED), np.int64)
-    cnt = np.empty(nwanted, np.int64)
-    kernel()(a, rels, delta, n, flen, keys, key_at, first, trail, groups, vs, ve, intern, table, cnt, out)
-    return out
+def scan(buf, rels: np.ndarray, delta: int, n: int, flen: int, templates: Templates, intern: int = 0):
+    """(`out` (see the module) of the records at `rels` of `buf` against `templates`, the first record no template
+    matches or `len(rels)`, the template of the last one matched or -1)."""
+    out = np.empty((len(rels), FIXED + STRIDE * templates.nwanted), np.int64)
+    return (out, *KERNEL(buf, rels, delta, n, flen, GEOMETRY, *templates.arrays(), intern, out))
+
+
+def row(buf, rel: int, delta: int, n: int, flen: int) -> tuple[int, ...]:
+    """The first `FIXED` columns of `out` for one record, matched against no template (status 0 or -1)."""
+    return ROW_KERNEL(buf, rel, delta, n, flen, GEOMETRY)
 
 
 def answer(out: np.ndarray, k: int, buf, nwanted: int):
     """`read_plain`'s `(n, values)` of a matched record `k` of `out` (status 1)."""
     row = out[k].tolist()
-    values = tuple([buf[row[i]:row[i + 1]] if row[i] >= 0 else None
-                    for i in range(FIXED, FIXED + STRIDE * nwanted, STRIDE)])
+    values = tuple(
+        [buf[row[i] : row[i + 1]] if row[i] >= 0 else None for i in range(FIXED, FIXED + STRIDE * nwanted, STRIDE)]
+    )
     return row[1], values if nwanted > 1 else values[0]

@@ -77,11 +77,10 @@ from mqtool.rules.timer import (
     walk_chain,
 )
 from mqtool.simulate import plainscan
-from mqtool.simulate.batchread import batchable, close, read_plain, scan_plain
+from mqtool.simulate.batchread import batchable, close, read_plain, read_sources, scan_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Process
 from mqtool.simulate.model import SimMessage, _order, next_in_file, tags_code
-from mqtool.simulate.rollread import read_sources
 from mqtool.simulate.timerrows import FORMATS, NO_ROW, DeliveryRows
 from mqtool.simulate.timerrows import reput_size as row_reput_size
 from mqtool.simulate.timerunits import TimerUnits

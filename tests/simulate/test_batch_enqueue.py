@@ -2,22 +2,24 @@
 writes the same event log, byte for byte, and the same summary as the per-message walk, on a store
 where the batch takes every unit and on stores where it must hand units to the per-message walk
 (due at once, no or a bad TIMER_OUT_MS, cancels, IPv6 hosts, records across CommitLog files, a
-torn store); `read_props` answers exactly what `MappedBase.props` answers, or None."""
+torn store); the batch reader answers exactly what `MappedBase.props` answers, or None."""
 
 import io
 
 import mqtool.simulate.timer as timer_mod
+from conftest import sibling
 from mqtool.builder.broker import put_message
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate import batchread
-from mqtool.simulate.batchread import read_props
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.store.store import Store
+
+batch_records = sibling(__file__, "test_batchread").batch_records
 
 START = 1_800_000_000_000
 DAY = 86_400_000
@@ -160,7 +162,7 @@ def _props_same(store: Store) -> int:
             units = [u for _o, u in fast.cq_units(topic, qid, lo, hi)]
             for shift in (0, 1, -1):
                 phys = [u[0] + shift for u in units]
-                got = read_props(fast, phys, [u[1] for u in units])
+                got = [g and g[0] for g in batch_records(fast, phys, [u[1] for u in units])]
                 for p, g in zip(phys, got, strict=True):
                     if g is not None:
                         assert g == fast.props(p), (topic, qid, p)
@@ -207,7 +209,7 @@ def test_damaged_records_are_left_to_the_per_message_read(tmp_path, monkeypatch)
     store = Store.open(tmp_path / "s", config)
     fast = MappedBase(store, cache_messages=4)
     units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, 100)]
-    got = read_props(fast, [u[0] for u in units], [u[1] for u in units])
+    got = batch_records(fast, [u[0] for u in units], [u[1] for u in units])
     assert [u[0] for u, g in zip(units, got, strict=True) if g is None] == hurt
     assert [fast.props(p) for p in hurt] == [None, None, None]
     fast.close()

@@ -2,7 +2,7 @@
 same event log, byte for byte, and the same summary as the per-message walk (`reference_schedule`): on a
 store where it delivers nearly everything, and where it must put a `SimMessage` or pass units over (no
 REAL_TOPIC, a half-topic REAL_TOPIC, IPv6 hosts, non-ASCII values, records kept for `--out`, a put-failure
-fault, a 4.9 broker); `read_records` answers what the light read answers."""
+fault, a 4.9 broker); the batch reader answers what the light read answers."""
 
 import io
 
@@ -10,16 +10,18 @@ from reference_schedule import ReferenceSchedule
 
 import mqtool.simulate.runner as runner_mod
 import mqtool.simulate.schedule as schedule_mod
+from conftest import sibling
 from mqtool.builder.broker import put_delay_message, to_properties_string
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate.batchread import read_records
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.store.store import Store
+
+batch_records = sibling(__file__, "test_batchread").batch_records
 
 START = 1_800_000_000_000
 _DELIVER = schedule_mod.ScheduleService._deliver  # the per-message put, counted by `_run`
@@ -117,7 +119,7 @@ def test_read_records_equals_the_light_read(tmp_path):
     n = 0
     for level in (1, 2, 3):
         units = [u for _o, u in fast.cq_units(RMQ_SYS_SCHEDULE_TOPIC, level - 1, 0, 1000)]
-        got = read_records(fast, [u[0] for u in units], [u[1] for u in units])
+        got = batch_records(fast, [u[0] for u in units], [u[1] for u in units])
         for u, g in zip(units, got, strict=True):
             assert g is not None and g == fast._read(u[0], False, True)
             n += 1

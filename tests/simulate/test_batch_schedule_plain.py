@@ -16,7 +16,9 @@ import mqtool.simulate.schedule as schedule_mod
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
+from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6
+from mqtool.simulate import plainscan
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import props_length
 from mqtool.simulate.runner import simulate
@@ -29,7 +31,7 @@ S, P = "\x02", "\x01"
 
 def _shapes(i: int, level: int) -> list[tuple[str, bool]]:
     """(raw properties string, plain?) of record `i`: plain strings of several key sequences and the
-    ones `fast_properties` does not take by its splits or whose map is shorter than the string."""
+    ones a template does not take or whose map is shorter than the string."""
     u = f"UNIQ_KEY{P}D{i:05d}"
     d = f"DELAY{P}{level}"
     t = f"REAL_TOPIC{P}Bench"
@@ -138,9 +140,7 @@ def test_plain_template_rejects_what_the_splits_do_not_take():
     wanted = ("REAL_TOPIC",)
     for i in range(N_SHAPES):
         raw, plain = _shapes(7, 1)[i]
-        t = batchread._plain_template(raw, batchread.fast_properties(raw), wanted)
+        t = plainscan.template_of(raw, parse_properties(raw), wanted)
         assert (t is not None) == plain, raw
         if t is not None:
-            m = t.pattern.fullmatch(raw.encode())
-            assert m is not None and t.pick(m) == b"Bench"
-            assert t.pad == (0 if raw.endswith(S) else 1)
+            assert t.keys[t.groups[0]] == b"REAL_TOPIC" and t.pad == (0 if raw.endswith(S) else 1)

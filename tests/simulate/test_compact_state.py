@@ -1,13 +1,10 @@
-"""The compact state of long runs: TimerLog units in columns, the one-split properties parse, the
+"""The compact state of long runs: TimerLog units in columns, the
 release of re-puts nobody reads again, and orjson event lines equal to json's."""
 
-import itertools
 import json
 
 from mqtool.formats.names import RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC as CHECK_MAX
 from mqtool.formats.names import RMQ_SYS_TRANS_HALF_TOPIC as HALF
-from mqtool.formats.properties import parse_properties
-from mqtool.simulate.diskread import fast_properties
 from mqtool.simulate.events import _JSON, EventLog
 from mqtool.simulate.model import MemoryBase, SimMessage, StoreModel
 from mqtool.simulate.timerunits import TimerUnits
@@ -27,18 +24,6 @@ def test_timer_units_round_trip_on_and_off_the_grid():
     for pos in range(52, 52 * 5000, 52):  # grows past one block of columns
         units[pos] = (pos, 1, 2, 3, 4, 5, 6)
     assert units[52 * 4999] == (52 * 4999, 1, 2, 3, 4, 5, 6)
-
-
-def test_fast_properties_equals_parse_properties_on_every_short_string():
-    n = 0
-    for length in range(8):
-        for chars in itertools.product("a\x01\x02é", repeat=length):
-            s = "".join(chars)
-            got, want = fast_properties(s), parse_properties(s)
-            assert got == want and list(got) == list(want), repr(s)
-            n += 1
-    assert n == sum(4**k for k in range(8))
-    assert fast_properties("UNIQ_KEY\x01K1\x02REAL_TOPIC\x01T\x01x\x02") == {"UNIQ_KEY": "K1", "REAL_TOPIC": "T\x01x"}
 
 
 def test_event_lines_are_jsons_bytes():

@@ -26,9 +26,9 @@ DAY = shapes.DAY
 
 @pytest.fixture(params=["native", "python"])
 def engine(request, monkeypatch):
-    monkeypatch.setattr(plainscan, "ENGINE", None if request.param == "native" else "python")
+    if request.param == "python":
+        monkeypatch.setattr(plainscan, "KERNEL", plainscan.scan_py)  # the fallback without the extension
     monkeypatch.setattr(batchread, "_TEMPLATES", {})
-    monkeypatch.setattr(batchread, "_ARRAYS", {})
     return request.param
 
 
@@ -127,7 +127,7 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
         F, W = plainscan.FIXED, plainscan.STRIDE
         for k in matched.tolist():
             out_b = got2[k][1][0]
-            assert out2[k, 7] == (int(out_b) if out_b.isdigit() and out_b.isascii() else -1)
+            assert out2[k, plainscan.NUMBER] == (int(out_b) if out_b.isdigit() and out_b.isascii() else -1)
             for w in (2, 3):  # the first record with the same REAL_TOPIC / REAL_QID bytes
                 j = out2[k, F + W * w + 2]
                 assert got2[j][1][w] == got2[k][1][w]
