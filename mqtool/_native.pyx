@@ -9,3 +9,4 @@ ABI = 1
 """Bumped when a kernel's signature changes, so a stale build is refused, not called."""
 
 include "_kernels/crc.pxi"
+include "_kernels/eventlines.pxi"
