@@ -11,6 +11,7 @@ from libc.string cimport memcpy
 cdef enum:
     EV_TOO_SMALL = -1
     EV_MALFORMED = -2
+    EV_SCRATCH = -3
 
 
 cdef inline Py_ssize_t _ev_skip(const unsigned char *src, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
@@ -56,9 +57,9 @@ cdef inline Py_ssize_t _ev_skip(const unsigned char *src, Py_ssize_t i, Py_ssize
 
 
 cdef Py_ssize_t _ev_format(const unsigned char *src, Py_ssize_t n, const unsigned char *pieces,
-                           const int64_t *poff, const int64_t *kfirst, Py_ssize_t nkinds, int64_t *cur,
-                           Py_ssize_t maxcols, unsigned char *out, Py_ssize_t cap) noexcept nogil:
-    cdef Py_ssize_t i = 1, o = 0, s, e, a, b, j, k, first, end, kid, digits
+                           const int64_t *poff, const int64_t *kfirst, Py_ssize_t nkinds, int64_t *spans,
+                           Py_ssize_t nspans, unsigned char *out, Py_ssize_t cap) noexcept nogil:
+    cdef Py_ssize_t i = 1, o = 0, s, e, a, b, j, k, r, first, kid, digits, rows, at
     if n < 2 or src[0] != 91 or src[n - 1] != 93:
         return EV_MALFORMED
     while i < n - 1:
@@ -78,58 +79,87 @@ cdef Py_ssize_t _ev_format(const unsigned char *src, Py_ssize_t n, const unsigne
             return EV_MALFORMED
         first = kfirst[kid]
         k = kfirst[kid + 1] - first - 1  # the kind's columns: one piece before each, one after the last
-        if k < 1 or k > maxcols:
+        if k < 1:
             return EV_MALFORMED
-        for j in range(k):  # where each column's values begin
+        rows = 0
+        for j in range(k):  # each value's text, column by column: spans[2 * (j * rows + r)], its end after it
             if i + 1 >= n or src[i] != 44 or src[i + 1] != 91:
                 return EV_MALFORMED
-            cur[j] = i + 2
-            i = _ev_skip(src, i + 1, n)
+            i += 2
+            r = 0
+            while i < n and src[i] != 93:
+                if j and r >= rows:  # a column longer than the first
+                    return EV_MALFORMED
+                at = 2 * (j * rows + r)
+                if at + 1 >= nspans:
+                    return EV_SCRATCH
+                e = _ev_skip(src, i, n)
+                spans[at] = i
+                spans[at + 1] = e
+                r += 1
+                if e < n and src[e] == 44:
+                    e += 1
+                elif e >= n or src[e] != 93:
+                    return EV_MALFORMED
+                i = e
+            if i >= n or (j and r != rows):  # unclosed, or a column shorter than the first
+                return EV_MALFORMED
+            if j == 0:
+                rows = r
+            i += 1
         if i >= n or src[i] != 93:
             return EV_MALFORMED
-        end = i + 1
-        while src[cur[0]] != 93:  # a line per event: a value of each column in turn
-            for j in range(k):
-                s = cur[j]
-                if s >= i or src[s] == 93:  # a column shorter than the first
-                    return EV_MALFORMED
-                e = _ev_skip(src, s, i)
+        i += 1
+        for r in range(rows):  # a line per event: the kind's pieces around a value of each column
+            for j in range(k + 1):
                 a = poff[first + j]
                 b = poff[first + j + 1]
+                if j < k:
+                    at = 2 * (j * rows + r)
+                    s = spans[at]
+                    e = spans[at + 1]
+                else:
+                    s = e = 0
                 if o + (b - a) + (e - s) > cap:
                     return EV_TOO_SMALL
                 memcpy(out + o, pieces + a, b - a)
                 o += b - a
                 memcpy(out + o, src + s, e - s)
                 o += e - s
-                if e < i and src[e] == 44:
-                    e += 1
-                cur[j] = e
-            a = poff[first + k]
-            b = poff[first + k + 1]
-            if o + (b - a) > cap:
-                return EV_TOO_SMALL
-            memcpy(out + o, pieces + a, b - a)
-            o += b - a
-            if cur[0] >= i:
-                return EV_MALFORMED
-        for j in range(1, k):
-            if cur[j] >= i or src[cur[j]] != 93:  # a column longer than the first
-                return EV_MALFORMED
-        i = end
     return o
 
 
 def event_lines(const unsigned char[::1] src, const unsigned char[::1] pieces, const int64_t[::1] poff,
-                const int64_t[::1] kfirst, int64_t[::1] cur, unsigned char[::1] out):
+                const int64_t[::1] kfirst, int64_t[::1] spans, unsigned char[::1] out):
     """The lines of orjson's text `src` written to `out`: their length, or -1 when `out` is too small, -2
-    when `src` is not the text described above. Kind `t`'s pieces are `pieces[poff[p]:poff[p + 1]]` for `p`
-    in `kfirst[t]` .. `kfirst[t + 1] - 1`; `cur` is scratch, one slot per column of the widest kind."""
+    when `src` is not the text described above, -3 when `spans` (scratch: two slots per value of a batch)
+    is. Kind `t`'s pieces are `pieces[poff[p]:poff[p + 1]]` for `p` in `kfirst[t]` .. `kfirst[t + 1] - 1`."""
     cdef Py_ssize_t r
     if kfirst.shape[0] < 1 or pieces.shape[0] == 0 or poff.shape[0] == 0:
         return EV_MALFORMED
     with nogil:
         r = _ev_format(&src[0] if src.shape[0] else NULL, src.shape[0], &pieces[0], &poff[0], &kfirst[0],
-                       kfirst.shape[0] - 1, &cur[0] if cur.shape[0] else NULL, cur.shape[0],
+                       kfirst.shape[0] - 1, &spans[0] if spans.shape[0] else NULL, spans.shape[0],
                        &out[0] if out.shape[0] else NULL, out.shape[0])
     return r
+
+
+def event_columns(list rows, Py_ssize_t width, time=None):
+    """The columns of `rows` (tuples of `width` values): a list per column, with a first column of `time`
+    for each row when `time` is not None. ValueError for a row of another width. (Holds the GIL: it moves
+    references, the entry points' rows into `EventLog`'s column batches.)"""
+    cdef Py_ssize_t n = len(rows), i, j, skip = 0 if time is None else 1
+    cdef list cols = [[None] * n for _ in range(width + skip)]
+    cdef list col
+    cdef tuple row
+    if skip:
+        cols[0] = [time] * n
+    for i in range(n):
+        r = rows[i]
+        row = r if type(r) is tuple else tuple(r)
+        if len(row) != width:
+            raise ValueError(f"a row of {len(row)} values for {width} columns")
+        for j in range(width):
+            col = <list>cols[j + skip]
+            col[i] = row[j]
+    return cols

@@ -23,7 +23,7 @@ JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 ROW_NAMES = ("topic", "queue_id", "uniq_key", "physical_offset", "new_physical_offset")
 KEYS = ("time", "service", "event", *ROW_NAMES)
 """A line's first keys, in order; event-specific detail keys follow."""
-TOO_SMALL, MALFORMED = -1, -2  # the kernel's failures: `out` is too small; a text it does not expect
+TOO_SMALL, MALFORMED, SCRATCH = -1, -2, -3  # the kernel's failures: `out`, the text, its scratch `spans`
 
 
 def _text(value: str) -> bytes:
@@ -85,7 +85,7 @@ class Table:
         self.pieces = np.frombuffer(bytes(blob) or b"\0", np.uint8)
         self.poff = np.array(offsets, np.int64)
         self.kfirst = np.array(first, np.int64)
-        self.cur = widest  # the kernel's scratch: one slot per column
+        self.widest = widest  # the most columns a kind has
 
 
 class Formatter:
@@ -95,42 +95,65 @@ class Formatter:
     def __init__(self, kernel) -> None:
         self._kernel = kernel
         self._out = np.empty(1 << 20, np.uint8)
-        self._cur = np.empty(16, np.int64)
+        self._spans = np.empty(1 << 16, np.int64)
 
     def format(self, text: bytes, lines: int, table: Table) -> memoryview:
         src = np.frombuffer(text, np.uint8)
-        if len(self._cur) < table.cur:
-            self._cur = np.empty(table.cur, np.int64)
         need = len(text) + lines * table.fixed
+        spans = 2 * lines * table.widest + 2  # two per value of the block's events: enough for any batch of them
         while True:
             if len(self._out) < need:
                 self._out = np.empty(need + (need >> 2), np.uint8)
-            n = self._kernel(src, table.pieces, table.poff, table.kfirst, self._cur, self._out)
+            if len(self._spans) < spans:
+                self._spans = np.empty(spans + (spans >> 2), np.int64)
+            n = self._kernel(src, table.pieces, table.poff, table.kfirst, self._spans, self._out)
             if n >= 0:
                 return memoryview(self._out)[:n]
-            if n != TOO_SMALL:
+            if n == TOO_SMALL:
+                need = 2 * len(self._out)
+            elif n == SCRATCH:
+                spans = 2 * len(self._spans)
+            else:
                 raise RuntimeError("event lines: orjson's text is not what the formatter reads")
-            need = 2 * len(self._out)
 
 
-_kernel: list = []
+_native: list = []
 
 
-def formatter() -> Formatter | None:
-    """A `Formatter` over the compiled kernel, or None when `mqtool._native` cannot be imported (then
-    `lines` writes every line, and a warning says so once)."""
-    if not _kernel:
+def _extension():
+    """`mqtool._native`, or None when it cannot be imported (a warning says so once)."""
+    if not _native:
         try:
-            from mqtool._native import event_lines
-        except ImportError as e:
+            from mqtool import _native as extension
+
+            extension.event_lines, extension.event_columns  # noqa: B018 - a build without the kernels is stale
+        except (ImportError, AttributeError) as e:
             warnings.warn(
                 f"mqtool._native is not built ({e}): the event log is written by plain Python (slower)",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-            event_lines = None
-        _kernel.append(event_lines)
-    return Formatter(_kernel[0]) if _kernel[0] is not None else None
+            extension = None
+        _native.append(extension)
+    return _native[0]
+
+
+def formatter() -> Formatter | None:
+    """A `Formatter` over the compiled kernel, or None without the extension (then `lines` writes every line)."""
+    extension = _extension()
+    return Formatter(extension.event_lines) if extension is not None else None
+
+
+def columns(rows: list[tuple], width: int, time: int | None = None) -> list[list]:
+    """The columns of `rows` (tuples of `width` values), with a first column of `time` for each row when it is
+    given: the compiled `event_columns`, or `zip` without the extension. ValueError for a row of another width."""
+    extension = _extension()
+    if extension is not None:
+        return extension.event_columns(rows, width, time)
+    cols = list(map(list, zip(*rows, strict=True))) if rows else [[] for _ in range(width)]
+    if len(cols) != width:
+        raise ValueError(f"a row of {len(cols)} values for {width} columns")
+    return cols if time is None else [[time] * len(rows), *cols]
 
 
 def column(value, n: int) -> list:

@@ -265,7 +265,7 @@ class EventLog:
             self.by_kind[event] = self.by_kind.get(event, 0) + len(rows)
         elif rows:
             kind = self._kind(service, event, detail_keys)
-            self._add(kind, self._transposed(kind, rows, time), len(rows), True)
+            self._add(kind, eventlines.columns(rows, len(kind.names) - 1, time), len(rows), True)
 
     def record_rows(self, service: str, event: str, rows: list[tuple], detail_keys: tuple[str, ...]) -> None:
         """Events of one kind, each at its own time (`batch`), as rows `(time, topic, queue_id, uniq_key,
@@ -274,17 +274,7 @@ class EventLog:
             self.by_kind[event] = self.by_kind.get(event, 0) + len(rows)
         elif rows:
             kind = self._kind(service, event, detail_keys)
-            self._add(kind, self._transposed(kind, rows), len(rows), True)
-
-    @staticmethod
-    def _transposed(kind: Kind, rows: list[tuple], time: int | None = None) -> tuple:
-        """The columns of `rows` (with `time` for each when the rows have no time of their own)."""
-        cols = tuple(zip(*rows, strict=True))
-        if time is not None:
-            cols = ([time] * len(rows), *cols)
-        if len(cols) != len(kind.names):
-            raise ValueError(f"rows of {len(cols) - (time is not None)} values for the columns {kind.names}")
-        return cols
+            self._add(kind, eventlines.columns(rows, len(kind.names)), len(rows), True)
 
     def tally(self, event: str) -> None:
         """Count an event without recording it: the hot paths call this instead of `emit` when

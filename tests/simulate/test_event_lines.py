@@ -61,7 +61,7 @@ def _kernel(kinds: list[Kind], batches: list[tuple], out_size: int = 1 << 16):
         table.pieces,
         table.poff,
         table.kfirst,
-        np.empty(table.cur, np.int64),
+        np.empty(64 * table.widest, np.int64),
         out,
     )
     return n if n < 0 else out[:n].tobytes()
@@ -140,7 +140,7 @@ def test_damaged_text_is_refused_not_read_past(text):
         table.pieces,
         table.poff,
         table.kfirst,
-        np.empty(table.cur, np.int64),
+        np.empty(64 * table.widest, np.int64),
         np.empty(1 << 12, np.uint8),
     )
     assert got == eventlines.MALFORMED
