@@ -57,7 +57,6 @@ def _feed(history, shared: bool, split: int = 0):
 def test_shared_keys_count_what_each_counted_apart_by_hand(split):
     tally, check, problems = _feed(HISTORY, True, split)
     assert isinstance(tally.keys, TaggedKeys) and check.shared is tally.keys
-    assert all(len(t) == 0 for t in check.delivered.values())  # nothing hashed twice
     apart, _, problems_apart = _feed(HISTORY, False, split)
     assert tally.duplicates() == apart.duplicates() == 5
     assert tally.per_topic == apart.per_topic and tally.timeline_list() == apart.timeline_list()
