@@ -183,9 +183,9 @@ class EventLog:
 
     def batch(
         self,
+        time,
         service: str,
         event: str,
-        time,
         /,
         topic=None,
         queue_id=None,
@@ -194,9 +194,10 @@ class EventLog:
         new_physical_offset=None,
         **detail,
     ) -> None:
-        """Events of one kind, in order: each argument is a column (a list, tuple or numpy array with a
-        value per event) or one value for every event (a list value is always a column). Values are str,
-        int, bool, None or a dict of str to int (orjson writes those as `json` does), never a float."""
+        """Events of one kind (`service`, `event`, the detail keys), in order: `time` and each value is a
+        column (a list, tuple or numpy array with a value per event) or one value for every event (a list
+        value is always a column): `emit`'s arguments, each for n >= 1 events. Values are str, int, bool,
+        None or a dict of str to int (orjson writes those as `json` does), never a float."""
         values = (time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *detail.values())
         n = next((len(v) for v in values if type(v) is list or type(v) is tuple or hasattr(v, "ndim") and v.ndim), 1)
         if n:

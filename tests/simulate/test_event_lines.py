@@ -174,7 +174,7 @@ def _play(log: EventLog, script) -> list[dict]:
             )
         if how == "batch":
             columns = dict(zip(KEYS[3:] + keys, map(list, zip(*rows, strict=True)), strict=True))
-            log.batch(service, event, time if len(set(times)) == 1 and len(times) > 1 else times, **columns)
+            log.batch(time if len(set(times)) == 1 and len(times) > 1 else times, service, event, **columns)
         elif how == "record_batch":
             log.record_batch(time, service, event, list(rows), keys)
         elif how == "record_rows":
@@ -213,16 +213,16 @@ def test_a_batch_takes_columns_numpy_arrays_and_one_value_for_all():
     sink = io.StringIO()
     log = EventLog(sink=sink, hold=True)
     log.batch(
+        np.array([5, 6], np.int64),
         "timer",
         "deliver",
-        np.array([5, 6], np.int64),
         topic="T",
         queue_id=(0, 1),
         uniq_key=["a", None],
         physical_offset=np.array([10, 20]),
         slot=7,
     )
-    log.batch("broker", "restart", 9)
+    log.batch(9, "broker", "restart")
     log.flush()
     assert sink.getvalue().splitlines() == [
         '{"time":5,"service":"timer","event":"deliver","topic":"T","queue_id":0,"uniq_key":"a",'
@@ -234,7 +234,7 @@ def test_a_batch_takes_columns_numpy_arrays_and_one_value_for_all():
     ]
     assert [type(e.time) for e in log] == [int, int, int] and log.by_kind == {"deliver": 2, "restart": 1}
     with pytest.raises(ValueError, match="a column of 3 values in a batch of 2"):
-        log.batch("timer", "deliver", [1, 2], topic=["a", "b", "c"])
+        log.batch([1, 2], "timer", "deliver", topic=["a", "b", "c"])
     with pytest.raises(ValueError):
         log.record_batch(1, "timer", "deliver", [("T", 0, "K", 1)], ())  # a row too short
 
