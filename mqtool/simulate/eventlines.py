@@ -58,14 +58,14 @@ class Kind:
     def dicts(self, columns: tuple) -> list[dict]:
         """The line dicts of a batch's columns (`json`'s key order)."""
         keys, ident = ("time", "service", "event", *self.names[1:]), (self.service, self.event)
-        return [dict(zip(keys, (row[0], *ident, *row[1:]), strict=True)) for row in zip(*columns, strict=True)]
+        return [dict(zip(keys, (time, *ident, *rest), strict=True)) for time, *rest in zip(*columns, strict=True)]
 
 
 def lines(batches: list[tuple], kinds: list[Kind]) -> bytes:
     """The lines of `batches` as `json` writes them, one line dict at a time (the reference)."""
     out = []
-    for batch in batches:
-        out += map(JSON.encode, kinds[batch[0]].dicts(batch[1:]))
+    for kid, *columns in batches:
+        out += map(JSON.encode, kinds[kid].dicts(columns))
     return "\n".join(out).encode("utf-8", "surrogatepass") + b"\n" if out else b""
 
 

@@ -88,7 +88,7 @@ FLUSH_LINES = 4096
 WRITER_BLOCKS = 8
 """Blocks (about 1 MB each) waiting for the writer thread; the run waits when they are all taken."""
 _SCALARS = frozenset({str, int, bool, type(None)})
-_FIRST = itemgetter(1)  # a batch's first column: its times
+_TIMES = itemgetter(1)  # a batch (kind id, times, columns...): its times
 
 
 class Columns:
@@ -121,12 +121,13 @@ class Columns:
             at = kind.index.get(key)
             if at is not None:
                 return list(chain.from_iterable(map(itemgetter(at + 1), batches)))
-            return [kind.constant(key)] * sum(map(len, map(_FIRST, batches)))
+            return [kind.constant(key)] * sum(map(len, map(_TIMES, batches)))
         out: list = []
         for b in batches:
-            kind = kinds[b[0]]
+            kid, times, *columns = b
+            kind = kinds[kid]
             at = kind.index.get(key)
-            out += b[at + 1] if at is not None else repeat(kind.constant(key), len(b[1]))
+            out += (times, *columns)[at] if at is not None else repeat(kind.constant(key), len(times))
         return out
 
 
@@ -322,7 +323,18 @@ class EventLog:
         watchers = self._watchers.get(kind.event, ())
         service, event, detail = kind.service, kind.event, kind.detail
         for row in zip(*cols, strict=True):
-            e = SimEvent(row[0], service, event, *row[1:6], dict(zip(detail, row[6:], strict=True)))
+            time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *values = row
+            e = SimEvent(
+                time,
+                service,
+                event,
+                topic,
+                queue_id,
+                uniq_key,
+                physical_offset,
+                new_physical_offset,
+                dict(zip(detail, values, strict=True)),
+            )
             if self.hold:
                 self.events.append(e)
             for w in watchers:
