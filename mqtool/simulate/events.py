@@ -278,10 +278,10 @@ class EventLog:
             kind = self._kind(service, event, detail_keys)
             self._add(kind, eventlines.columns(rows, len(kind.names)), len(rows), True)
 
-    def tally(self, event: str) -> None:
-        """Count an event without recording it: the hot paths call this instead of `emit` when
-        `keep` is False, so that the event's details are not even computed."""
-        self.by_kind[event] = self.by_kind.get(event, 0) + 1
+    def tally(self, event: str, n: int = 1) -> None:
+        """Count `n` events without recording them: the hot paths call this instead of `batch` when
+        `keep` is False, so that the events' details are not even computed."""
+        self.by_kind[event] = self.by_kind.get(event, 0) + n
 
     def _kind(self, service: str, event: str, detail: tuple[str, ...]) -> Kind:
         kind = self._kinds.get((service, event, detail))

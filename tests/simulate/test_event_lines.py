@@ -233,6 +233,11 @@ def test_a_batch_takes_columns_numpy_arrays_and_one_value_for_all():
         '"physical_offset":null,"new_physical_offset":null}',
     ]
     assert [type(e.time) for e in log] == [int, int, int] and log.by_kind == {"deliver": 2, "restart": 1}
+    counted = EventLog(keep=False)
+    counted.tally("deliver", 3)
+    counted.tally("deliver")
+    counted.record_batch(1, "timer", "deliver", [None] * 2, ())  # not kept: the rows are only counted
+    assert counted.by_kind == {"deliver": 6} and len(counted) == 6
     with pytest.raises(ValueError, match="a column of 3 values in a batch of 2"):
         log.batch([1, 2], "timer", "deliver", topic=["a", "b", "c"])
     with pytest.raises(ValueError):
