@@ -8,17 +8,16 @@
 
 `InvariantCheck` watches the events as they pass (`EventLog.watch_columns`: in batches of columns),
 so a run of millions of events never holds its history: the due-time check needs nothing, the
-delivery counts are `KeyTally`s (8 bytes an event in memory, exact counts for the keys that repeat).
+delivered keys are those the summary's `DeliveryTally` spools (`TaggedKeys`: 8 bytes an event in memory,
+exact counts for the keys that repeat), the rolls a `KeyTally`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import compress
 from operator import lt
 
-from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX
-from mqtool.simulate.events import Columns, SimEvent
+from mqtool.simulate.events import Columns, EventLog, SimEvent
 from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally, TaggedKeys
 
 WATCHED = ("deliver", "roll")
@@ -26,65 +25,40 @@ _SERVICES = ("schedule", "timer")
 
 
 class InvariantCheck:
-    """Fed one event at a time (`observe`), it gives the violations at the end (`finish`)."""
+    """Fed the deliveries and rolls of an `EventLog` in blocks (`watch`), it gives the violations at the end
+    (`finish`)."""
 
     def __init__(self, faults: list) -> None:
         kinds = {f.kind for f in faults}
         self.check_due = "clock_jump" not in kinds
         self.count_deliveries = not kinds & {"crash", "put_failure"}
         self.problems: list[str] = []
-        self.delivered = {s: KeyTally() for s in _SERVICES}
         self.rolls = KeyTally()
         self.shared: TaggedKeys | None = None
+        self._own: DeliveryTally | None = None  # a tally of its own when it watches a log without the summary's
 
     def watch(self, log, tally: DeliveryTally | None = None) -> InvariantCheck:
-        """Watch `log`'s deliveries and rolls; with the summary's `tally` (watching the same log), the
-        delivered keys are counted from its keys (`DeliveryTally.share`: hashed and spooled once)."""
-        if tally is not None and self.count_deliveries:
+        """Watch `log`'s deliveries and rolls; the delivered keys are counted from `tally`'s (the summary's,
+        watching the same log: hashed and spooled once, `DeliveryTally.share`), or from a tally of its own."""
+        if self.count_deliveries:
+            if tally is None:
+                tally = self._own = DeliveryTally(0, 1)
+                log.watch_columns("deliver", tally.columns)
             self.shared = tally.share()
         log.watch_columns("deliver", self.deliveries)
         log.watch_columns("roll", self.rolled)
         return self
 
-    def observe(self, e: SimEvent) -> None:
-        if e.event == "deliver" and e.service in _SERVICES:
-            due = e.detail.get("due")
-            if self.check_due and due is not None and e.time < due:
-                self.problems.append(f"{e.service} delivered {e.uniq_key} at {e.time}, before its due time {due}")
-            if not self.count_deliveries:
-                return
-            # a retry is the same message (UNIQ_KEY) parked again: count it by the parked record instead
-            retry = e.service == "schedule" and (e.topic or "").startswith(RETRY_GROUP_TOPIC_PREFIX)
-            key = f"{e.uniq_key}@{e.physical_offset}" if retry else e.uniq_key
-            if key is not None:
-                self.delivered[e.service].add(key)
-        elif e.event == "roll" and self.count_deliveries and e.uniq_key is not None:
-            self.rolls.add(e.uniq_key)
-
     def deliveries(self, cols: Columns) -> None:
-        """`observe` for a batch of `deliver` events (`EventLog.watch_columns`): a few passes over the
-        columns instead of a call per event."""
+        """A block of `deliver` events (`EventLog.watch_columns`): none before its due time."""
         services, times, dues, keys = cols["service"], cols["time"], cols["due"], cols["uniq_key"]
         if self.check_due and _early(times, dues):
             for service, t, due, key in zip(services, times, dues, keys, strict=True):  # in event order
                 if service in _SERVICES and due is not None and t < due:
                     self.problems.append(f"{service} delivered {key} at {t}, before its due time {due}")
-        if not self.count_deliveries or self.shared is not None:
-            return
-        kinds = set(services)
-        if "schedule" in kinds:
-            # a retry is the same message (UNIQ_KEY) parked again: count it by the parked record instead
-            topics = cols["topic"]
-            if any((t or "").startswith(RETRY_GROUP_TOPIC_PREFIX) for t in set(topics)):
-                keys = [f"{k}@{p}" if s == "schedule" and (t or "").startswith(RETRY_GROUP_TOPIC_PREFIX) else k
-                        for s, t, k, p in zip(services, topics, keys, cols["physical_offset"], strict=True)]
-        for service in _SERVICES:
-            if service in kinds:
-                mine = keys if len(kinds) == 1 else list(compress(keys, map(service.__eq__, services)))
-                self.delivered[service].extend([k for k in mine if k is not None] if None in mine else mine)
 
     def rolled(self, cols: Columns) -> None:
-        """`observe` for a batch of `roll` events."""
+        """A block of `roll` events: their keys, for the timer's deliveries a roll explains."""
         if self.count_deliveries:
             keys = cols["uniq_key"]
             self.rolls.extend([k for k in keys if k is not None] if None in keys else keys)
@@ -93,9 +67,7 @@ class InvariantCheck:
         """The violations, in the order `check_invariants` always gave them."""
         problems = list(self.problems)
         if self.count_deliveries:
-            shared = self.shared
-            repeated = {s: shared.repeated_by(SCHEDULE if s == "schedule" else TIMER) if shared is not None
-                        else t.repeated() for s, t in self.delivered.items()}
+            repeated = {s: self.shared.repeated_by(SCHEDULE if s == "schedule" else TIMER) for s in _SERVICES}
             rolls = self.rolls.counts(set(repeated["timer"]))
             for service in _SERVICES:
                 for key, n in sorted(repeated[service].items()):
@@ -108,19 +80,33 @@ class InvariantCheck:
         return problems
 
     def close(self) -> None:
-        for t in (*self.delivered.values(), self.rolls):
-            t.close()
+        self.rolls.close()
+        if self._own is not None:
+            self._own.keys.close()
 
 
 def check_invariants(events: Iterable[SimEvent] | InvariantCheck, faults: list, halves: dict[str, str]) -> list[str]:
-    """Human-readable violations (empty when all hold): of an event history, or of an `InvariantCheck`
-    that watched the run."""
+    """Human-readable violations (empty when all hold): of an `InvariantCheck` that watched the run, or of
+    an event history (recorded into a log it watches: the same path)."""
     if isinstance(events, InvariantCheck):
         return events.finish(halves)
-    check = InvariantCheck(faults)
+    log = EventLog(hold=False)
+    check = InvariantCheck(faults).watch(log)
     for e in events:
         if e.event in WATCHED:
-            check.observe(e)
+            log.record(
+                e.time,
+                e.service,
+                e.event,
+                e.topic,
+                e.queue_id,
+                e.uniq_key,
+                e.physical_offset,
+                e.new_physical_offset,
+                e.detail,
+                True,
+            )
+    log.flush()
     return check.finish(halves)
 
 

@@ -16,7 +16,7 @@ from itertools import compress
 from typing import BinaryIO
 
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, SYSTEM_TOPICS
-from mqtool.simulate.events import Columns, SimEvent
+from mqtool.simulate.events import Columns
 
 TIMELINE_BUCKETS = 20
 
@@ -66,7 +66,7 @@ class KeyTally:
             self._spool.seek(0, 2)
             pos = 0
             for n in self._lens:
-                yield text[pos:pos + n]
+                yield text[pos : pos + n]
                 pos += n
         yield from self._buf
 
@@ -90,8 +90,7 @@ class KeyTally:
         if not len(same):
             return {}
         candidates = set(same.tolist())
-        found: Counter[str] = Counter(k for k, kh in zip(self._keys(), self._hashes, strict=True)
-                                      if kh in candidates)
+        found: Counter[str] = Counter(k for k, kh in zip(self._keys(), self._hashes, strict=True) if kh in candidates)
         return {k: n for k, n in found.items() if n > 1}
 
     def close(self) -> None:
@@ -159,8 +158,8 @@ class DeliveryTally:
     """The summary's delivery figures, fed by the event log's `deliver` events: deliveries per
     (non-system) topic, the 20-bucket timeline and the number of duplicate deliveries of a UNIQ_KEY.
 
-    `EventLog.watch_columns` hands it the events in batches (`columns`): each batch is counted with a
-    few C-level passes instead of a call per event; `__call__` takes one `SimEvent`."""
+    `EventLog.watch_columns` hands it the events in blocks (`columns`): each is counted with a few
+    C-level passes."""
 
     def __init__(self, start_ms: int, until_ms: int) -> None:
         self.start = start_ms
@@ -177,16 +176,8 @@ class DeliveryTally:
         self.shared = True
         return self.keys
 
-    def __call__(self, e: SimEvent) -> None:
-        if e.topic not in SYSTEM_TOPICS:
-            self.per_topic[e.topic] += 1
-            if e.uniq_key:
-                self.keys.add(e.uniq_key)
-            self.timeline[min(TIMELINE_BUCKETS - 1, (e.time - self.start) * TIMELINE_BUCKETS // self.span)] += 1
-
     def columns(self, cols: Columns) -> None:
-        """`__call__` for each of a batch of events (`EventLog.watch_columns`): counted with a few
-        C-level passes instead of a call per event."""
+        """A block of `deliver` events (`EventLog.watch_columns`), counted with a few C-level passes."""
         topics, keys, times = cols["topic"], cols["uniq_key"], cols["time"]
         counts = Counter(topics)
         if self.shared:
@@ -208,9 +199,13 @@ class DeliveryTally:
         with who counts it: in one C-level pass when every key counts for both (the usual batch)."""
         services = cols["service"]
         kinds = set(services)
-        if (_SYSTEM_TOPICS.isdisjoint(counts) and kinds <= _BOTH_TAGS.keys() and None not in keys
-                and "" not in keys and not ("schedule" in kinds and any(
-                    (t or "").startswith(RETRY_GROUP_TOPIC_PREFIX) for t in counts))):
+        if (
+            _SYSTEM_TOPICS.isdisjoint(counts)
+            and kinds <= _BOTH_TAGS.keys()
+            and None not in keys
+            and "" not in keys
+            and not ("schedule" in kinds and any((t or "").startswith(RETRY_GROUP_TOPIC_PREFIX) for t in counts))
+        ):
             self.keys.extend_tagged(keys, map(_BOTH_TAGS.__getitem__, services))
             return
         add = self.keys.add_tagged

@@ -1,232 +1,343 @@
-"""The event log's fast paths write json's bytes: line dicts to orjson a batch at a time, `record_batch`
-rows through one bytes template, and the watchers fed columns count what a call per event counted."""
+"""The event log writes `json`'s bytes: the compiled kernel (`mqtool._native.event_lines`) equals the
+plain-Python formatting (`eventlines.lines`, json one line dict at a time) on generated batches and on
+real runs, every entry point of `EventLog` writes the lines json writes, and without the extension the
+same bytes come from Python after one warning."""
 
 import io
+import json
+import subprocess
 import sys
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mqtool.simulate.events as events_mod
-from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_TRANS_HALF_TOPIC
-from mqtool.simulate.events import _JSON, _KEYS, EventLog, SimEvent
-from mqtool.simulate.invariants import InvariantCheck, check_invariants
-from mqtool.simulate.tally import DeliveryTally
+from conftest import ORACLE, PROJECT, copy_with_wheel, need_oracle
+from mqtool import _native
+from mqtool.formats.broker_conf import load_broker_conf
+from mqtool.simulate import eventlines
+from mqtool.simulate.eventlines import KEYS, Kind, Table
+from mqtool.simulate.events import EventLog
+from mqtool.simulate.runner import simulate
+from mqtool.simulate.scenario import parse_scenario
+from mqtool.store.store import Store
 
-# every code point (surrogates too), and the texts the fast paths split or format at
-text = st.one_of(st.text(st.characters(min_codepoint=0, max_codepoint=sys.maxunicode), max_size=12),
-                 st.sampled_from(["a,b", '},{"time":1', "%b", "%s%%", "],[", '"', "\\", "\udc80", "T"]))
+# every code point (surrogates too), and the texts a formatter could split at
+text = st.one_of(
+    st.text(st.characters(min_codepoint=0, max_codepoint=sys.maxunicode), max_size=12),
+    st.sampled_from(["a,b", '},{"time":1', "%b", "%s%%", "],[", '"', "\\", "\udc80", "T", "\u2028"]),
+)
 scalar = st.one_of(st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 70), text)
 plain_value = st.one_of(scalar, st.dictionaries(text, st.integers(-(1 << 63), (1 << 63) - 1), max_size=3))
-detail_keys = st.lists(text.filter(lambda k: k not in _KEYS), max_size=3, unique=True).map(tuple)
+detail_keys = st.lists(text.filter(lambda k: k not in KEYS), max_size=3, unique=True).map(tuple)
+small = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(1 << 63), (1 << 64) - 1),
+    st.text(st.characters(min_codepoint=0, max_codepoint=sys.maxunicode, exclude_categories=("Cs",)), max_size=8),
+    st.dictionaries(st.text(max_size=3), st.integers(0, 9), max_size=2),
+)
+
+
+def _reference(kinds: list[Kind], batches: list[tuple]) -> bytes:
+    """json's lines, written here without the module: the dict of each event in the line's key order."""
+    out = b""
+    for b in batches:
+        k = kinds[b[0]]
+        for row in zip(*b[1:], strict=True):
+            d = {"time": row[0], "service": k.service, "event": k.event, **dict(zip(k.names[1:], row[1:], strict=True))}
+            out += json.dumps(d, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
+    return out
+
+
+def _kernel(kinds: list[Kind], batches: list[tuple], out_size: int = 1 << 16):
+    import numpy as np
+
+    table = Table(kinds)
+    out = np.empty(out_size, np.uint8)
+    n = _native.event_lines(
+        np.frombuffer(orjson.dumps(batches), np.uint8),
+        table.pieces,
+        table.poff,
+        table.kfirst,
+        np.empty(64 * table.widest, np.int64),
+        out,
+    )
+    return n if n < 0 else out[:n].tobytes()
+
+
+@st.composite
+def blocks(draw, value=small):
+    """Kinds of every service and event, batches of 1..4 events of them."""
+    kinds = [
+        Kind(
+            i,
+            draw(st.sampled_from(["timer", "schedule", 's%b,"'])),
+            draw(st.sampled_from(["deliver", "roll"])),
+            draw(detail_keys),
+        )
+        for i in range(draw(st.integers(1, 4)))
+    ]
+    batches = []
+    for _ in range(draw(st.integers(1, 6))):
+        k = draw(st.sampled_from(kinds))
+        n = draw(st.integers(1, 4))
+        batches.append((k.id, *(draw(st.lists(value, min_size=n, max_size=n)) for _ in k.names)))
+    return kinds, batches
+
+
+@settings(max_examples=150, deadline=None)
+@given(blocks())
+def test_the_kernel_writes_what_the_plain_formatting_writes(block):
+    kinds, batches = block
+    want = _reference(kinds, batches)
+    assert eventlines.lines(batches, kinds) == want
+    assert _kernel(kinds, batches) == want
+    assert _kernel(kinds, batches, len(want) - 1) == eventlines.TOO_SMALL  # never past the end of `out`
+
+
+def test_the_kernel_by_hand():
+    """Commas, brackets and quotes inside strings, a nested dict, escapes, a 64-bit integer, None."""
+    deliver, roll = Kind(0, "timer", "deliver", ("x",)), Kind(1, "timer", "roll", ())
+    batches = [
+        (0, [5, 5], ['a,]"b', "c"], [1, 0], [None, "K"], [2, 4], [3, None], [{"k": 1, "j": 2}, True]),
+        (1, [7], ["q\n\u00e9"], [2], ["\\"], [(1 << 64) - 1], [-(1 << 63)]),
+    ]
+    assert _kernel([deliver, roll], batches).decode().splitlines() == [
+        '{"time":5,"service":"timer","event":"deliver","topic":"a,]\\"b","queue_id":1,"uniq_key":null,'
+        '"physical_offset":2,"new_physical_offset":3,"x":{"k":1,"j":2}}',
+        '{"time":5,"service":"timer","event":"deliver","topic":"c","queue_id":0,"uniq_key":"K",'
+        '"physical_offset":4,"new_physical_offset":null,"x":true}',
+        '{"time":7,"service":"timer","event":"roll","topic":"q\\n\u00e9","queue_id":2,"uniq_key":"\\\\",'
+        '"physical_offset":18446744073709551615,"new_physical_offset":-9223372036854775808}',
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"",
+        b"[",
+        b"{}",
+        b"[[0,[1]]",
+        b"[[9,[1],[2],[3],[4],[5],[6]]]",
+        b"[[0,[1,2],[1]]]",
+        b"[[0,[1],[1,2],[1],[1],[1],[1]]]",
+        b"[[0,[1,2],[1],[1],[1],[1],[1]]]",
+        b"[[0,[1],[1],[1],[1],[1]]]",
+        b"[[x]]",
+        b'[[0,["a],[1],[1],[1],[1],[1]]]',
+        b"[[0,[1],[1],[1],[1],[1],[1],[1]]]",
+    ],
+)
+def test_damaged_text_is_refused_not_read_past(text):
+    import numpy as np
+
+    table = Table([Kind(0, "timer", "roll", ())])
+    got = _native.event_lines(
+        np.frombuffer(text, np.uint8),
+        table.pieces,
+        table.poff,
+        table.kfirst,
+        np.empty(64 * table.widest, np.int64),
+        np.empty(1 << 12, np.uint8),
+    )
+    assert got == eventlines.MALFORMED
 
 
 @st.composite
 def calls(draw):
-    """("record", time, service, event, row, keys, plain) or ("batch", time, service, event, rows, keys)."""
+    """Calls of every entry point: ("batch" | "record_batch" | "record_rows" | "record" | "emit", args)."""
     out = []
     for _ in range(draw(st.integers(1, 8))):
         time = draw(st.integers(0, 1 << 62))
         service = draw(st.sampled_from(["timer", "schedule", "s%b,"]))
         event = draw(st.sampled_from(["deliver", "roll"]))
         keys = draw(detail_keys)
-        value = plain_value if draw(st.booleans()) else scalar
-        row = st.tuples(*[value] * (5 + len(keys)))
-        if draw(st.booleans()):
-            out.append(("batch", time, service, event, draw(st.lists(row, max_size=5)), keys))
-        else:
-            plain = draw(st.booleans())
-            r = draw(st.tuples(*[plain_value if plain else st.one_of(plain_value, st.floats())] * (5 + len(keys))))
-            out.append(("record", time, service, event, r, keys, plain))
+        how = draw(st.sampled_from(["batch", "record_batch", "record_rows", "record", "emit"]))
+        value = st.one_of(plain_value, st.floats()) if how == "emit" else plain_value
+        n = 1 if how in ("record", "emit") else draw(st.integers(1, 5))
+        rows = draw(st.lists(st.tuples(*[value] * (5 + len(keys))), min_size=n, max_size=n))
+        times = [time + i * draw(st.integers(0, 2)) for i in range(n)] if how == "record_rows" else [time] * n
+        out.append((how, time, times, service, event, rows, keys))
     return out
 
 
 def _play(log: EventLog, script) -> list[dict]:
     """Run the calls on `log`; the line dicts json would have written, in order."""
     want = []
-    for c in script:
-        rows = c[4] if c[0] == "batch" else [c[4]]
-        for r in rows:
-            want.append({**dict(zip(_KEYS, (c[1], c[2], c[3], *r[:5]), strict=True)),
-                         **dict(zip(c[5], r[5:], strict=True))})
-        if c[0] == "batch":
-            log.record_batch(c[1], c[2], c[3], list(c[4]), c[5])
+    for how, time, times, service, event, rows, keys in script:
+        for t, r in zip(times, rows, strict=True):
+            want.append(
+                {**dict(zip(KEYS, (t, service, event, *r[:5]), strict=True)), **dict(zip(keys, r[5:], strict=True))}
+            )
+        if how == "batch":
+            columns = dict(zip(KEYS[3:] + keys, map(list, zip(*rows, strict=True)), strict=True))
+            log.batch(time if len(set(times)) == 1 and len(times) > 1 else times, service, event, **columns)
+        elif how == "record_batch":
+            log.record_batch(time, service, event, list(rows), keys)
+        elif how == "record_rows":
+            log.record_rows(service, event, [(t, *r) for t, r in zip(times, rows, strict=True)], keys)
         else:
-            log.record(c[1], c[2], c[3], *c[4][:5], dict(zip(c[5], c[4][5:], strict=True)), c[6])
+            log.record(time, service, event, *rows[0][:5], dict(zip(keys, rows[0][5:], strict=True)), how == "record")
     log.flush()
     return want
 
 
 def _json_bytes(want: list[dict]) -> bytes:
-    return b"".join(_JSON.encode(d).encode("utf-8", "surrogatepass") + b"\n" for d in want)
+    return b"".join(
+        json.dumps(d, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n" for d in want
+    )
 
 
-@settings(max_examples=150, deadline=None)
-@given(calls(), st.sampled_from([1, 2, 4096]))
-def test_lines_are_jsons_bytes_through_the_buffer_and_as_text(script, flush_lines):
-    old = events_mod._FLUSH_LINES
-    events_mod._FLUSH_LINES = flush_lines
-    try:
-        raw = io.BytesIO()
-        binary = io.TextIOWrapper(raw, encoding="utf-8")
-        want = _play(EventLog(sink=binary, hold=False), script)
-        text = io.StringIO()  # no byte buffer: the text, decoded
-        _play(EventLog(sink=text, hold=False), script)
-        columns = []
-        watched = EventLog(sink=io.StringIO(), hold=False)
-        watched.watch_columns("deliver", columns.append)
-        _play(watched, script)
-    finally:
-        events_mod._FLUSH_LINES = old
+@settings(max_examples=120, deadline=None)
+@given(calls())
+def test_every_entry_point_writes_jsons_bytes_through_the_buffer_and_as_text(script):
+    raw = io.BytesIO()
+    binary = io.TextIOWrapper(raw, encoding="utf-8")
+    want = _play(EventLog(sink=binary, hold=False), script)
+    text = io.StringIO()  # no byte buffer: the text, decoded, formatted on this thread
+    _play(EventLog(sink=text, hold=False), script)
+    held = EventLog(sink=io.StringIO(), hold=True)
+    _play(held, script)
     binary.flush()
     assert raw.getvalue() == _json_bytes(want)
     assert text.getvalue() == _json_bytes(want).decode("utf-8", "surrogatepass")
-    delivered = [d for d in want if d["event"] == "deliver"]
-    for key in ("time", "service", "topic", "uniq_key", "physical_offset", "slot"):
-        got = [v for cols in columns for v in cols[key]]
-        assert got == [d.get(key) for d in delivered]
-    assert sum(map(len, columns)) == len(delivered)
+    assert held.jsonl() == text.getvalue() and held.count == len(want)
 
 
-def test_a_batch_with_a_comma_or_a_nested_dict_goes_row_by_row_and_later_batches_too():
+def test_a_batch_takes_columns_numpy_arrays_and_one_value_for_all():
+    import numpy as np
+
+    sink = io.StringIO()
+    log = EventLog(sink=sink, hold=True)
+    log.batch(
+        np.array([5, 6], np.int64),
+        "timer",
+        "deliver",
+        topic="T",
+        queue_id=(0, 1),
+        uniq_key=["a", None],
+        physical_offset=np.array([10, 20]),
+        slot=7,
+    )
+    log.batch(9, "broker", "restart")
+    log.flush()
+    assert sink.getvalue().splitlines() == [
+        '{"time":5,"service":"timer","event":"deliver","topic":"T","queue_id":0,"uniq_key":"a",'
+        '"physical_offset":10,"new_physical_offset":null,"slot":7}',
+        '{"time":6,"service":"timer","event":"deliver","topic":"T","queue_id":1,"uniq_key":null,'
+        '"physical_offset":20,"new_physical_offset":null,"slot":7}',
+        '{"time":9,"service":"broker","event":"restart","topic":null,"queue_id":null,"uniq_key":null,'
+        '"physical_offset":null,"new_physical_offset":null}',
+    ]
+    assert [type(e.time) for e in log] == [int, int, int] and log.by_kind == {"deliver": 2, "restart": 1}
+    counted = EventLog(keep=False)
+    counted.tally("deliver", 3)
+    counted.tally("deliver")
+    counted.record_batch(1, "timer", "deliver", [None] * 2, ())  # not kept: the rows are only counted
+    assert counted.by_kind == {"deliver": 6} and len(counted) == 6
+    with pytest.raises(ValueError, match="a column of 3 values in a batch of 2"):
+        log.batch([1, 2], "timer", "deliver", topic=["a", "b", "c"])
+    with pytest.raises(ValueError):
+        log.record_batch(1, "timer", "deliver", [("T", 0, "K", 1)], ())  # a row too short
+
+
+def test_values_orjson_refuses_or_writes_otherwise_are_written_by_json_in_their_place():
     sink = io.StringIO()
     log = EventLog(sink=sink, hold=False)
-    log.record_batch(5, "schedule", "persist", [("S", None, None, None, None, {"1": 5, "2": 6})], ("offsets",))
-    log.record_batch(6, "timer", "deliver", [("T,1", 0, "K", 1, 2, True), ("T", 1, "K2", 3, None, False)], ("direct",))
-    log.record_batch(7, "schedule", "persist", [("S", None, None, None, None, {"1": 7})], ("offsets",))
-    log.record_batch(8, "timer", "deliver", [("T", 1 << 64, "\udcff", 1, 2, True)], ("direct",))
+    log.record_batch(5, "schedule", "persist", [("S", None, None, None, None, {1: 5, "2": 6})], ("offsets",))
+    log.emit(6, "broker", "clock_jump", delta_ms=1e16, clock=[1, 2.5])
+    log.record_batch(
+        7, "timer", "deliver", [("T", 1 << 64, "\udcff", 1, 2, True), ("T", 0, "K", 3, 4, False)], ("direct",)
+    )
+    log.emit_plain(8, "timer", "roll", "T", 0, "K", 1, 2)
     log.flush()
     assert sink.getvalue().splitlines() == [
         '{"time":5,"service":"schedule","event":"persist","topic":"S","queue_id":null,"uniq_key":null,'
         '"physical_offset":null,"new_physical_offset":null,"offsets":{"1":5,"2":6}}',
-        '{"time":6,"service":"timer","event":"deliver","topic":"T,1","queue_id":0,"uniq_key":"K",'
-        '"physical_offset":1,"new_physical_offset":2,"direct":true}',
-        '{"time":6,"service":"timer","event":"deliver","topic":"T","queue_id":1,"uniq_key":"K2",'
-        '"physical_offset":3,"new_physical_offset":null,"direct":false}',
-        '{"time":7,"service":"schedule","event":"persist","topic":"S","queue_id":null,"uniq_key":null,'
-        '"physical_offset":null,"new_physical_offset":null,"offsets":{"1":7}}',
-        '{"time":8,"service":"timer","event":"deliver","topic":"T","queue_id":18446744073709551616,'
-        '"uniq_key":"\udcff","physical_offset":1,"new_physical_offset":2,"direct":true}']
-    assert log.count == 5 and log.by_kind == {"persist": 2, "deliver": 3}
+        '{"time":6,"service":"broker","event":"clock_jump","topic":null,"queue_id":null,"uniq_key":null,'
+        '"physical_offset":null,"new_physical_offset":null,"delta_ms":1e+16,"clock":[1,2.5]}',
+        '{"time":7,"service":"timer","event":"deliver","topic":"T","queue_id":18446744073709551616,'
+        '"uniq_key":"\udcff","physical_offset":1,"new_physical_offset":2,"direct":true}',
+        '{"time":7,"service":"timer","event":"deliver","topic":"T","queue_id":0,"uniq_key":"K",'
+        '"physical_offset":3,"new_physical_offset":4,"direct":false}',
+        '{"time":8,"service":"timer","event":"roll","topic":"T","queue_id":0,"uniq_key":"K",'
+        '"physical_offset":1,"new_physical_offset":2}',
+    ]
 
 
-def test_record_batch_copies_the_rows_the_caller_reuses():
-    sink = io.StringIO()
-    log = EventLog(sink=sink, hold=False)
-    seen = []
-    log.watch_columns("deliver", lambda cols: seen.extend(cols["uniq_key"]))
-    rows = [("T", 0, "K0", 1, 2)]
-    log.record_batch(1, "timer", "deliver", rows, ())
-    rows[0] = ("T", 0, "K1", 1, 2)
-    log.record_batch(2, "timer", "deliver", rows, ())
-    log.flush()
-    assert seen == ["K0", "K1"] and '"uniq_key":"K0"' in sink.getvalue().splitlines()[0]
+def _pair(name: str, tmp_path):
+    """A run of the pair's A store to B's stop with B's check rounds, its lines written through a byte buffer
+    (the kernel on the writer thread) and its events held (`jsonl`: json's lines)."""
+    pair = ORACLE / name
+    m = json.loads((pair / "B.manifest.json").read_text())
+    cfg = load_broker_conf(pair / "broker.conf")
+    st = Store.open(copy_with_wheel(pair / "A", tmp_path / name), cfg)
+    raw = io.BytesIO()
+    sink = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    r = simulate(
+        st,
+        cfg,
+        m["T_restartMs"],
+        m["T_stopMs"] + 3 * 86_400_000,
+        parse_scenario({"transaction": {"check_at": m["checkRounds"]}}, m["T_restartMs"]),
+        1,
+        "4.9" if name == "pair-4.9" else "5.3",
+        sink=sink,
+        hold_events=True,
+    )
+    sink.flush()
+    return raw.getvalue(), r.events.jsonl().encode("utf-8", "surrogatepass")
 
 
-def _deliver(t, service, topic, key, phys, due):
-    return SimEvent(t, service, "deliver", topic, 0, key, phys, phys + 1, {} if due is None else {"due": due})
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", ["pair_default", "pair-4.9"])
+def test_real_runs_lines_are_jsons(name, tmp_path):
+    need_oracle()
+    got, want = _pair(name, tmp_path)
+    assert got == want and want.count(b"\n") > 20
 
 
-HISTORY = [
-    _deliver(10, "timer", "T", "A", 1, 5), _deliver(10, "schedule", "T", "A", 2, 20),  # early: schedule
-    _deliver(11, "timer", "T", "A", 3, 30),  # early: timer, after the schedule one
-    _deliver(12, "schedule", RETRY_GROUP_TOPIC_PREFIX + "g", "R", 7, 1),
-    _deliver(13, "schedule", RETRY_GROUP_TOPIC_PREFIX + "g", "R", 7, 1),  # the same parked record twice
-    _deliver(14, "schedule", RETRY_GROUP_TOPIC_PREFIX + "g", "R", 8, 1),
-    _deliver(15, "transaction", "T", "A", 9, None), _deliver(16, "timer", RMQ_SYS_TRANS_HALF_TOPIC, "H", 4, 1),
-    _deliver(17, "timer", "U", None, 5, None), _deliver(18, "timer", "U", "", 6, 1),
-    SimEvent(19, "timer", "roll", "T", 0, "A", 3, 4, {}), _deliver(20, "timer", "U", "", 6, 1),
-]
+WITHOUT_EXTENSION = """
+import io, sys, warnings
+sys.modules["mqtool._native"] = None  # what a machine without a compiler has
+from mqtool.simulate.events import EventLog
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    logs = [EventLog(sink=io.TextIOWrapper(io.BytesIO(), encoding="utf-8")) for _ in range(2)]
+print(len(caught), caught[0].category.__name__, "not built" in str(caught[0].message), flush=True)
+log = logs[0]
+for i in range(5000):
+    log.record_batch(i, "timer", "deliver", [("T,]", i, "K\\u00e9", i, None, 1 << 64 if i == 7 else True)], ("x",))
+log.flush()
+sys.stdout.buffer.write(log.sink.buffer.getvalue())
+"""
 
 
-@pytest.mark.parametrize("split", [0, 3, 6, len(HISTORY)])
-def test_watchers_fed_columns_count_what_they_counted_event_by_event(split):
-    """Each event (record) or each run of one service and kind (record_batch), the first `split` one way."""
-    start, until = 0, 40
-    one = DeliveryTally(start, until)
-    for e in HISTORY:
-        if e.event == "deliver":
-            one(e)
-    log = EventLog(sink=io.StringIO(), hold=False)
-    many = DeliveryTally(start, until)
-    log.watch_columns("deliver", many.columns)
-    check = InvariantCheck([]).watch(log)
-    for i, e in enumerate(HISTORY):
-        if i < split:
-            log.record(e.time, e.service, e.event, e.topic, e.queue_id, e.uniq_key, e.physical_offset,
-                       e.new_physical_offset, e.detail, True)
-        else:
-            keys = tuple(e.detail)
-            log.record_batch(e.time, e.service, e.event, [(e.topic, e.queue_id, e.uniq_key, e.physical_offset,
-                                                           e.new_physical_offset, *e.detail.values())], keys)
-    log.flush()
-    assert many.per_topic == one.per_topic == {"T": 4, "U": 3, RETRY_GROUP_TOPIC_PREFIX + "g": 3}
-    assert many.timeline_list() == one.timeline_list()
-    assert many.duplicates() == one.duplicates() == 5  # A 3 times more (the transaction's too), R twice; "" not
-    problems = check_invariants(check, [], {})
-    assert problems == check_invariants(HISTORY, [], {}) == [
-        "schedule delivered A at 10, before its due time 20", "timer delivered A at 11, before its due time 30",
-        "schedule delivered R@7 2 times without a fault", "timer delivered  2 times without a fault"]
-
-
-def test_record_lines_wait_in_their_place_among_many_batches_and_one_comma_goes_alone():
-    """`record`'s finished lines (a `%` in them) between 200 calls, one of whose values has a comma."""
-    sink = io.StringIO()
-    log = EventLog(sink=sink, hold=False)
-    want = []
-    for i in range(200):
-        topic = "T,x" if i == 137 else "T"
-        log.record_batch(i, "timer", "deliver", [(topic, 0, f"K{i}", i, None, True)], ("direct",))
-        want.append({"time": i, "service": "timer", "event": "deliver", "topic": topic, "queue_id": 0,
-                     "uniq_key": f"K{i}", "physical_offset": i, "new_physical_offset": None, "direct": True})
-        if i % 50 == 7:
-            log.emit_plain(i, "schedule", "persist", "100%s", offsets={"%b": i, "2": 1})
-            want.append({"time": i, "service": "schedule", "event": "persist", "topic": "100%s", "queue_id": None,
-                         "uniq_key": None, "physical_offset": None, "new_physical_offset": None,
-                         "offsets": {"%b": i, "2": 1}})
-    log.flush()
-    assert sink.getvalue().encode() == _json_bytes(want) and len(want) == 204
-    assert [t.slow for t in log._templates.values()] == [True]  # found: its kind goes row by row from there
-
-
-@settings(max_examples=150, deadline=None)
-@given(calls(), st.sampled_from([1, 2, 4096]))
-def test_lines_formatted_by_the_writer_threads_compiled_code_are_jsons_bytes(script, flush_lines):
-    """After `_NATIVE_AFTER` lines the blocks go to the writer thread as orjson's text (`eventlines`)."""
-    old = events_mod._FLUSH_LINES, events_mod._NATIVE_AFTER
-    events_mod._FLUSH_LINES, events_mod._NATIVE_AFTER = flush_lines, 0
-    try:
-        raw = io.BytesIO()
-        binary = io.TextIOWrapper(raw, encoding="utf-8")
-        log = EventLog(sink=binary, hold=False)
-        log.record_batch(0, "timer", "roll", [("T", 0, "K", 1, 2)], ())  # the first block: the Python way
-        log.flush()
-        want = [dict(zip(_KEYS, (0, "timer", "roll", "T", 0, "K", 1, 2), strict=True))] + _play(log, script)
-    finally:
-        events_mod._FLUSH_LINES, events_mod._NATIVE_AFTER = old
-    binary.flush()
-    assert log._native is not None
-    assert raw.getvalue() == _json_bytes(want)
-
-
-def test_the_compiled_formatter_by_hand():
-    """Commas, brackets and quotes inside strings, a nested dict, a `record_rows` row's own time, a line
-    dict: each value's text where its template puts it."""
-    from mqtool.simulate.eventlines import Table, formatter
-
-    deliver = events_mod._Template("timer", "deliver", ("x",), False, 0)
-    roll = events_mod._Template("timer", "roll", (), True, 1)
-    import orjson
-
-    text = orjson.dumps([[5, deliver, [['a,]"b', 1, None, 2, 3, {"k": 1, "j": '"]'}], ["c", 0, "K", 4, None, True]]],
-                         {"time": 1, "a": "}"}, [None, roll, [[7, "q", 2, "\u00e9", 8, 9]]]])
-    got = bytes(formatter().format(text, 4, Table([deliver, roll])))
-    assert got.decode().splitlines() == [
-        '{"time":5,"service":"timer","event":"deliver","topic":"a,]\\"b","queue_id":1,"uniq_key":null,'
-        '"physical_offset":2,"new_physical_offset":3,"x":{"k":1,"j":"\\"]"}}',
-        '{"time":5,"service":"timer","event":"deliver","topic":"c","queue_id":0,"uniq_key":"K",'
-        '"physical_offset":4,"new_physical_offset":null,"x":true}',
-        '{"time":1,"a":"}"}',
-        '{"time":7,"service":"timer","event":"roll","topic":"q","queue_id":2,"uniq_key":"\u00e9",'
-        '"physical_offset":8,"new_physical_offset":9}']
+def test_without_the_extension_python_writes_the_same_lines_after_one_warning():
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTENSION],
+        capture_output=True,
+        check=True,
+        cwd=PROJECT,
+        env={"PYTHONPATH": str(PROJECT), "PATH": "/usr/bin:/bin"},
+    ).stdout
+    head, lines = out.split(b"\n", 1)
+    assert head == b"1 RuntimeWarning True"
+    want = [
+        {
+            "time": i,
+            "service": "timer",
+            "event": "deliver",
+            "topic": "T,]",
+            "queue_id": i,
+            "uniq_key": "K\u00e9",
+            "physical_offset": i,
+            "new_physical_offset": None,
+            "x": 1 << 64 if i == 7 else True,
+        }
+        for i in range(5000)
+    ]
+    assert lines == _json_bytes(want)

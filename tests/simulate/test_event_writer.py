@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import mqtool.simulate.events as events_mod
-from mqtool.simulate.events import _JSON, EventLog
+from mqtool.simulate.events import FLUSH_LINES, WRITER_BLOCKS, EventLog
 
 KEYS = ("slot", "due")
 
@@ -53,55 +52,71 @@ def _rows(n: int, start: int = 0) -> list[tuple]:
 
 
 def _want(time_of, rows) -> bytes:
-    return b"".join(_JSON.encode({"time": time_of(r), "service": "timer", "event": "deliver", "topic": r[0],
-                                  "queue_id": r[1], "uniq_key": r[2], "physical_offset": r[3],
-                                  "new_physical_offset": r[4], "slot": r[5], "due": r[6]}).encode() + b"\n"
-                    for r in rows)
+    return b"".join(
+        json.dumps(
+            {
+                "time": time_of(r),
+                "service": "timer",
+                "event": "deliver",
+                "topic": r[0],
+                "queue_id": r[1],
+                "uniq_key": r[2],
+                "physical_offset": r[3],
+                "new_physical_offset": r[4],
+                "slot": r[5],
+                "due": r[6],
+            },
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+        for r in rows
+    )
 
 
-def test_many_blocks_arrive_in_order_from_the_writer_thread(monkeypatch):
-    monkeypatch.setattr(events_mod, "_FLUSH_LINES", 7)  # a block every 7 lines: ~430 blocks
+def test_many_blocks_arrive_in_order_from_the_writer_thread():
     raw = Raw()
     sink = _sink(raw)
     sink.write("before\n")  # written to the text layer first: it comes first
     log = EventLog(sink=sink, hold=False)
-    rows = _rows(3000)
-    for i in range(0, 3000, 3):
-        log.record_batch(i, "timer", "deliver", rows[i:i + 3], KEYS)
-    log.emit_plain(3000, "timer", "roll", "T", 0, "R", 1, 2, roll_times=1)  # a line dict after the batches
+    rows = _rows(30 * FLUSH_LINES)
+    for i in range(0, len(rows), 3):
+        log.record_batch(i, "timer", "deliver", rows[i : i + 3], KEYS)
+    log.emit_plain(3000, "timer", "roll", "T", 0, "R", 1, 2, roll_times=1)  # a line of another kind after them
     log.flush()
     writes = list(raw.writes)
     sink.flush()  # the BufferedWriter's tail, from this thread
-    roll = b'{"time":3000,"service":"timer","event":"roll","topic":"T","queue_id":0,"uniq_key":"R",' \
-           b'"physical_offset":1,"new_physical_offset":2,"roll_times":1}\n'
+    roll = (
+        b'{"time":3000,"service":"timer","event":"roll","topic":"T","queue_id":0,"uniq_key":"R",'
+        b'"physical_offset":1,"new_physical_offset":2,"roll_times":1}\n'
+    )
     assert bytes(raw.data) == b"before\n" + _want(lambda r: r[3] // 100 // 3 * 3, rows) + roll
     # the text before was flushed by this thread when the log found the byte buffer; the lines by the writer
     assert writes[0] == ("MainThread", b"before\n") and {w for w, _ in writes[1:]} == {"mqtool-events"}
-    assert len(writes) > 100
-    assert log._writer is None and not _writers()
+    assert len(writes) > 30
+    assert not _writers()
 
 
-def test_at_most_the_bound_of_blocks_wait(monkeypatch):
-    monkeypatch.setattr(events_mod, "_FLUSH_LINES", 1)
+def test_at_most_the_bound_of_blocks_wait():
     gate = threading.Event()
     raw = Raw(gate=gate)
     log = EventLog(sink=io.TextIOWrapper(raw, encoding="utf-8", write_through=True), hold=False)
-    done = threading.Event()
+    done = []
 
     def produce():
-        for i in range(events_mod._WRITER_BLOCKS + 5):
-            log.record_batch(i, "timer", "deliver", _rows(1, i), KEYS)
-        done.set()
+        for i in range(WRITER_BLOCKS + 5):
+            log.record_batch(i, "timer", "deliver", _rows(FLUSH_LINES, i), KEYS)  # a block each
+            done.append(i)
 
     producer = threading.Thread(target=produce)
     producer.start()
     producer.join(1.0)
     # the writer holds one block in its write, the queue the bound: the producer waits for room
-    assert not done.is_set() and log._writer._queue.qsize() == events_mod._WRITER_BLOCKS
+    assert len(done) == WRITER_BLOCKS + 1 and producer.is_alive()
     gate.set()
     producer.join(10)
     log.flush()
-    assert done.is_set() and bytes(raw.data) == _want(lambda r: r[3] // 100, _rows(events_mod._WRITER_BLOCKS + 5))
+    assert len(done) == WRITER_BLOCKS + 5
+    assert bytes(raw.data) == b"".join(_want(lambda r, i=i: i, _rows(FLUSH_LINES, i)) for i in range(WRITER_BLOCKS + 5))
 
 
 def test_a_failed_write_raises_at_flush_and_the_thread_is_gone():
@@ -110,38 +125,33 @@ def test_a_failed_write_raises_at_flush_and_the_thread_is_gone():
     log.record_batch(1, "timer", "deliver", _rows(5), KEYS)
     with pytest.raises(OSError) as e:
         log.flush()
-    assert e.value.errno == errno.ENOSPC and not _writers() and log._writer is None
+    assert e.value.errno == errno.ENOSPC and not _writers()
     assert raw.threads == {"mqtool-events"}
+    log.close()  # raised once: nothing left to raise
 
 
-def test_a_failed_write_raises_at_the_next_write_or_at_close(monkeypatch):
-    monkeypatch.setattr(events_mod, "_FLUSH_LINES", 10)
-    raw = Raw(fail_after=3000)  # the first blocks go, then the disk is full
+def test_a_failed_write_raises_at_the_next_write_or_at_close():
+    raw = Raw(fail_after=3000)  # the first block goes in part, then the disk is full
     log = EventLog(sink=io.TextIOWrapper(raw, encoding="utf-8", write_through=True), hold=False)
     with pytest.raises(OSError) as e:
-        for i in range(10_000):  # the run stops at a write after the failed one, not at its end
-            log.record_batch(i, "timer", "deliver", _rows(10, i), KEYS)
-    assert e.value.errno == errno.ENOSPC and i < 10_000 - 1 and not _writers()
+        for i in range(1000):  # the run stops at a write after the failed one, not at its end
+            log.record_batch(i, "timer", "deliver", _rows(FLUSH_LINES // 4, i), KEYS)
+    assert e.value.errno == errno.ENOSPC and i < 1000 - 1 and not _writers()
     log.close()  # raised once: nothing left to raise
     quiet = Raw(fail_after=0)
     other = EventLog(sink=io.TextIOWrapper(quiet, encoding="utf-8", write_through=True), hold=False)
-    other.record_batch(1, "timer", "deliver", _rows(5000), KEYS)  # past _FLUSH_LINES: handed to the thread
+    other.record_batch(1, "timer", "deliver", _rows(FLUSH_LINES + 1), KEYS)  # a block: handed to the thread
     with pytest.raises(OSError):
         other.close()
     assert not _writers()
 
 
-def test_a_text_sink_is_written_on_the_callers_thread(monkeypatch):
-    def no_thread(*_):
-        raise AssertionError("a writer thread for a sink without a byte buffer")
-
-    monkeypatch.setattr(events_mod, "_Writer", no_thread)
-    monkeypatch.setattr(events_mod, "_FLUSH_LINES", 3)
+def test_a_text_sink_is_written_on_the_callers_thread():
     sink = io.StringIO()
     log = EventLog(sink=sink, hold=False)
-    rows = _rows(20)
+    rows = _rows(FLUSH_LINES + 20)
     log.record_batch(0, "timer", "deliver", rows, KEYS)
-    assert sink.getvalue().count("\n") == 20  # written as it went, before any flush
+    assert sink.getvalue().count("\n") == len(rows) and not _writers()  # written as it went, before any flush
     log.flush()
     log.close()
     assert sink.getvalue().encode() == _want(lambda r: 0, rows)
@@ -155,31 +165,21 @@ def test_a_full_disk_fails_the_cli_run_with_one_error_line():
 
     if not Path("/dev/full").exists():
         pytest.fail("/dev/full is absent: this check needs a Linux device whose writes fail with ENOSPC")
-    r = CliRunner().invoke(app, ["simulate", str(FIXTURES / "demo"), "--config", str(FIXTURES / "demo.broker.conf"),
-                                 "--until", "+3h", "--json", "--events", "/dev/full"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            str(FIXTURES / "demo"),
+            "--config",
+            str(FIXTURES / "demo.broker.conf"),
+            "--until",
+            "+3h",
+            "--json",
+            "--events",
+            "/dev/full",
+        ],
+    )
     assert r.exit_code == 2 and "/dev/full: cannot write the event log (No space left on device)" in r.output
     assert not _writers()
     with pytest.raises(json.JSONDecodeError):  # no summary after the failed run
         json.loads(r.stdout)
-
-
-def test_blocks_formatted_by_the_writer_thread_arrive_in_order_and_a_failed_write_still_raises(monkeypatch):
-    """Past `_NATIVE_AFTER` lines the writer thread formats the blocks (`eventlines`): the same bytes,
-    in order, and a full disk raises at the next write as before."""
-    monkeypatch.setattr(events_mod, "_FLUSH_LINES", 7)
-    monkeypatch.setattr(events_mod, "_NATIVE_AFTER", 20)
-    raw = Raw()
-    log = EventLog(sink=_sink(raw), hold=False)
-    rows = _rows(3000)
-    for i in range(0, 3000, 3):
-        log.record_batch(i, "timer", "deliver", rows[i:i + 3], KEYS)
-    assert log._native is not None
-    log.flush()
-    log.sink.flush()
-    assert bytes(raw.data) == _want(lambda r: r[3] // 100 // 3 * 3, rows)
-    full = Raw(fail_after=3000)
-    failing = EventLog(sink=io.TextIOWrapper(full, encoding="utf-8", write_through=True), hold=False)
-    with pytest.raises(OSError) as e:
-        for i in range(10_000):
-            failing.record_batch(i, "timer", "deliver", _rows(10, i), KEYS)
-    assert e.value.errno == errno.ENOSPC and failing._native is not None and not _writers()
