@@ -286,7 +286,7 @@ class Store:
         timercheck's read time and dataVersion time, and the offset files' dataVersion times.
         simulate starts here by default; trace and inspect count waiting times from here.
         """
-        times = [_last_file_store_ts(self.commitlog)]
+        times = [last_file_store_timestamp(self.commitlog)]
         if self.checkpoint is not None:
             times += [self.checkpoint.physic_msg_timestamp, self.checkpoint.logics_msg_timestamp]
         if self.timercheck is not None:
@@ -327,7 +327,7 @@ def _read_page(root: Path, rel: str, fmt, size: int, read: int, java: str, findi
         return None
 
 
-def _last_file_store_ts(commitlog: CommitLog) -> int:
+def last_file_store_timestamp(commitlog: CommitLog) -> int:
     """Newest STORETIMESTAMP in the last CommitLog file (a column scan that records no findings)."""
     from mqtool.store import fastscan
     from mqtool.store.mapped_files import map_file

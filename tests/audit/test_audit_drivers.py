@@ -48,9 +48,9 @@ def plan_of(records=None, delay=None, consumer=None, store_findings=(), timerche
             raise RecordError(f"no record at {offset}")
         return records[offset]
 
-    store = SimpleNamespace(config=BrokerConfig(), delay_offsets=delay, consumer_offsets=consumer,
-                            findings=list(store_findings), commitlog=SimpleNamespace(read=read), root="/s",
-                            timerlog=None, timer_wheel=None)
+    store = SimpleNamespace(config=BrokerConfig(), config_files=SimpleNamespace(delay_offsets=delay,
+                            consumer_offsets=consumer), findings=list(store_findings),
+                            commitlog=SimpleNamespace(read=read), root="/s", timerlog=None, timer_wheel=None)
     kw.setdefault("commitlog_files", [(CL0, 0, 1024), (CL1, 1024, 1024)])
     return AuditPlan(store, [], timercheck=timercheck, **kw)
 

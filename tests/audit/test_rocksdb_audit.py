@@ -13,7 +13,10 @@ import shutil
 import subprocess
 import sys
 
+from typer.testing import CliRunner
+
 from mqtool.audit.runner import run_local
+from mqtool.cli.app import app
 from mqtool.formats.rocksdb_cq import build_cq_key, cq_value
 from mqtool.inspect.messages import message_at
 from mqtool.store.findings import Findings
@@ -35,8 +38,10 @@ def _snapshot(path) -> dict:
 
 
 def _cli(*args) -> str:
-    return subprocess.run([sys.executable, "-m", "mqtool", *map(str, args)], capture_output=True, text=True,
-                          check=True).stdout
+    """stdout of `mqtool ARGS` run in this process (the CLI a user runs, without a new interpreter's start)."""
+    r = CliRunner().invoke(app, list(map(str, args)))
+    assert r.exit_code == 0, r.output
+    return r.stdout
 
 
 def _queue_findings(report: dict) -> list[tuple]:
@@ -46,8 +51,11 @@ def _queue_findings(report: dict) -> list[tuple]:
 def test_the_audit_reads_rocksdb_queues_like_files(rocksdb_stores):
     plain, rocks = rocksdb_stores
     want, got = run_local(plain), run_local(rocks)
-    assert got["summary"]["consumequeues"] == want["summary"]["consumequeues"] == {
-        "queues": 11, "units": 115, "bad_units": 0}
+    assert (
+        got["summary"]["consumequeues"]
+        == want["summary"]["consumequeues"]
+        == {"queues": 11, "units": 115, "bad_units": 0}
+    )
     assert got["summary"]["topics"] == want["summary"]["topics"]
     assert got["summary"]["schedule"] == want["summary"]["schedule"]
     assert _queue_findings(got) == _queue_findings(want)
@@ -65,16 +73,25 @@ def test_audit_findings_for_a_damaged_rocksdb_queue(rocksdb_stores, tmp_path):
     db = Rdict(str(root / "consumequeue"), Options(raw_mode=True), column_families={"offset": Options(raw_mode=True)})
     del db[build_cq_key("TopicB", 1, 3)]  # a gap: the broker's range query stops there
     u = units[5]  # unit 5 points at unit 6's record
-    db[build_cq_key("TopicB", 1, 5)] = cq_value.build({"phy_offset": units[6].commitlog_offset, "size": units[6].size,
-                                                       "tags_code": 0, "store_time": 0})
+    db[build_cq_key("TopicB", 1, 5)] = cq_value.build(
+        {"phy_offset": units[6].commitlog_offset, "size": units[6].size, "tags_code": 0, "store_time": 0}
+    )
     db[build_cq_key("TopicB", 1, 7)] = b"\x01" * 11  # not 28 bytes
     db.close()
     (root / "consumequeue" / "rocksdict-config.json").unlink(missing_ok=True)
-    got = [(f["severity"], f["file"], f["offset"], f["message"]) for f in run_local(root)["findings"]
-           if (f["topic"], f["queue_id"]) == ("TopicB", 1)]
+    got = [
+        (f["severity"], f["file"], f["offset"], f["message"])
+        for f in run_local(root)["findings"]
+        if (f["topic"], f["queue_id"]) == ("TopicB", 1)
+    ]
     assert ("error", "consumequeue", None, "unwritten (zero) unit before written ones: the queue has a hole") in got
-    assert ("error", "consumequeue", None, f"unit 5 points to CommitLog offset {units[6].commitlog_offset}, a "
-            f"record of another queue offset 6 (unit is 5)") in got
+    assert (
+        "error",
+        "consumequeue",
+        None,
+        f"unit 5 points to CommitLog offset {units[6].commitlog_offset}, a "
+        f"record of another queue offset 6 (unit is 5)",
+    ) in got
     assert ("error", "consumequeue", None, "CQ value at offset 7 is 11 bytes, not 28") in got
     assert sum(m.startswith("unwritten (zero) unit") for *_x, m in got) == 2  # offsets 3 and 7
     assert u.queue_offset == 5
@@ -85,9 +102,11 @@ def test_message_delay_and_trace_look_up_the_rocksdb_unit(rocksdb_stores):
     doc = message_at(Store.open(rocks), SCHEDULE_OFFSET)["consume_queue"]
     assert doc == message_at(Store.open(plain), SCHEDULE_OFFSET)["consume_queue"]
     assert doc["points_back"] and doc["unit"]["commitlog_offset"] == SCHEDULE_OFFSET
-    for args in (["inspect", "{}", "delay", "--json", "--now", "1795462444000"],
-                 ["trace", "{}", "--uniq-key", SCHEDULE_UNIQ, "--json"],
-                 ["inspect", "{}", "messages", "--topic", "TopicB", "--queue-id", "1", "--json"]):
+    for args in (
+        ["inspect", "{}", "delay", "--json", "--now", "1795462444000"],
+        ["trace", "{}", "--uniq-key", SCHEDULE_UNIQ, "--json"],
+        ["inspect", "{}", "messages", "--topic", "TopicB", "--queue-id", "1", "--json"],
+    ):
         want = _cli(*[a.format(plain) for a in args]).replace(str(plain), "STORE")
         got = _cli(*[a.format(rocks) for a in args]).replace(str(rocks), "STORE")
         assert got == want and got.strip()
@@ -103,10 +122,12 @@ def test_reading_never_changes_the_store(rocksdb_stores, tmp_path):
         if p.name == "LOCK" or p.name.startswith("LOG"):
             p.unlink()
     before = _snapshot(root)
-    for args in (["inspect", root, "--now", "1795462444000"],
-                 ["inspect", root, "queue", "--topic", "TopicB", "--queue-id", "1", "--json"],
-                 ["inspect", root, "message", "--offset", SCHEDULE_OFFSET],
-                 ["trace", root, "--uniq-key", SCHEDULE_UNIQ]):
+    for args in (
+        ["inspect", root, "--now", "1795462444000"],
+        ["inspect", root, "queue", "--topic", "TopicB", "--queue-id", "1", "--json"],
+        ["inspect", root, "message", "--offset", SCHEDULE_OFFSET],
+        ["trace", root, "--uniq-key", SCHEDULE_UNIQ],
+    ):
         r = subprocess.run([sys.executable, "-m", "mqtool", *map(str, args)], capture_output=True, text=True)
         assert r.returncode in (0, 1) and not r.stderr.strip().startswith("Traceback"), (args, r.stderr)
     run_local(root)

@@ -10,13 +10,14 @@ the demo golden (GID_demo 30 = 1 + 1 + 0 + 0 + 1 + 1 + 26 over its 7 queues).
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+from typer.testing import CliRunner
 
 from conftest import FIXTURES, ORACLE, need_oracle
+from mqtool.cli.app import app
 from mqtool.formats.offsets_json import parse_consumer_offsets
 from mqtool.inspect import load_schema
 from mqtool.inspect.consumers import fleet_consumers_view
@@ -130,10 +131,10 @@ def test_fleet_filter_by_group(fleet_dir):
     assert [len(s["queues"]) for s in doc["stores"]] == [0, 0, 2, 0]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "mqtool", "inspect", *map(str, args)], capture_output=True, text=True, timeout=120
-    )
+def _cli(*args) -> subprocess.CompletedProcess:
+    """`mqtool inspect ARGS` run in this process (the CLI a user runs, without a new interpreter's start)."""
+    r = CliRunner().invoke(app, ["inspect", *map(str, args)])
+    return subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr)
 
 
 def test_cli_fleet_text_json_and_broker(fleet_dir):

@@ -8,13 +8,14 @@ from the same units, so the RocksDB queue view must give exactly the lines the f
 
 import json
 import shutil
-import subprocess
-import sys
 
 import jsonschema
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
 
 from mqtool.builder.rocksdb import write_kv_config
+from mqtool.cli.app import app
 from mqtool.formats.config_json import TopicConfig, Topics, dump_topics
 from mqtool.formats.offsets_json import ConsumerOffsets, DataVersion, dump_consumer_offsets
 from mqtool.formats.rocksdb_config import dump_offset_value
@@ -26,10 +27,15 @@ from mqtool.store.store import Store
 NOW = 1795462444000
 
 
+def _inspect(*args) -> Result:
+    """`mqtool inspect ARGS` run in this process (the CLI a user runs, without a new interpreter's start)."""
+    return CliRunner().invoke(app, ["inspect", *map(str, args)])
+
+
 def _cli_queue(root, topic: str, qid: int) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(root), "queue", "--topic", topic,
-                          "--queue-id", str(qid), "--json"], capture_output=True, text=True, check=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
+    r = _inspect(root, "queue", "--topic", topic, "--queue-id", qid, "--json")
+    assert r.exit_code == 0, r.output
+    return [json.loads(line) for line in r.stdout.splitlines()]
 
 
 def test_rocksdb_queue_lines_equal_the_consumequeue_lines(rocksdb_stores):
@@ -45,15 +51,18 @@ def test_rocksdb_queue_lines_equal_the_consumequeue_lines(rocksdb_stores):
         assert all(r["match"] for r in want)
     tail = list(iter_queue(s, "TopicB", 1, start=60, limit=3))
     assert len(tail) == 3 and tail == list(iter_queue(Store.open(plain), "TopicB", 1, 60, 3))
-    assert queue_summary(s, "TopicB", 1) == {"min_offset": 0, "max_offset": queue_summary(
-        Store.open(plain), "TopicB", 1)["max_offset"], "files": 0, "rocksdb": True}
+    assert queue_summary(s, "TopicB", 1) == {
+        "min_offset": 0,
+        "max_offset": queue_summary(Store.open(plain), "TopicB", 1)["max_offset"],
+        "files": 0,
+        "rocksdb": True,
+    }
 
 
 def test_unknown_rocksdb_queue_names_the_topics(rocksdb_stores):
     _plain, rocks = rocksdb_stores
-    r = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(rocks), "queue", "--topic", "Nope",
-                        "--queue-id", "0", "--json"], capture_output=True, text=True)
-    assert r.returncode == 2 and "TopicB" in r.stderr
+    r = _inspect(rocks, "queue", "--topic", "Nope", "--queue-id", 0, "--json")
+    assert r.exit_code == 2 and "TopicB" in r.stderr
 
 
 def _offsets(counter: int, offset: int) -> ConsumerOffsets:
@@ -79,8 +88,10 @@ def test_consumer_offsets_from_the_newer_copy(tmp_path, json_counter, expect):
 def test_topics_from_rocksdb_when_topics_json_is_absent(tmp_path):
     root = tmp_path / "store"
     (root / "config").mkdir(parents=True)
-    write_kv_config(root / "config" / "topics", {"TopicA": b'{"order":false,"perm":6,"readQueueNums":8,'
-                                                            b'"topicName":"TopicA","writeQueueNums":8}'})
+    write_kv_config(
+        root / "config" / "topics",
+        {"TopicA": b'{"order":false,"perm":6,"readQueueNums":8,"topicName":"TopicA","writeQueueNums":8}'},
+    )
     s = Store.open(root)
     assert s.config_files.topics_file == "config/topics"
     assert s.config_files.topics.topic_config_table["TopicA"].read_queue_nums == 8
@@ -102,11 +113,14 @@ def test_overview_lists_rocksdb_queues_and_config_sources(rocksdb_stores, tmp_pa
         for q in t["queues"]:
             got = queues[(t["topic"], q["queue_id"])]
             assert (got["records"], got["cq_min_offset"], got["cq_max_offset"], got["rocksdb"]) == (
-                q["records"], q["cq_min_offset"], q["cq_max_offset"], True)
+                q["records"],
+                q["cq_min_offset"],
+                q["cq_max_offset"],
+                True,
+            )
     assert doc["config_sources"] == {"consumer_offsets": "rocksdb", "topics": None, "topics_file": None}
     assert [f["message"] for f in doc["findings"] if "not yet read" in f["message"]] == []
     read = {p["path"]: p["read"] for p in doc["paths"]}
     assert read["consumequeue"] is True and read["config/consumerOffsets"] is True
-    text = subprocess.run([sys.executable, "-m", "mqtool", "inspect", str(root), "--now", str(NOW)],
-                          capture_output=True, text=True).stdout
+    text = _inspect(root, "--now", NOW).stdout
     assert "consumer offsets from" in text and "RocksDB" in text

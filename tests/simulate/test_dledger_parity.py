@@ -16,7 +16,7 @@ from conftest import ORACLE, need_oracle
 from mqtool.builder.dledger import DLedgerStoreWriter
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
-from mqtool.store.store import Store
+from mqtool.store.store import Store, last_file_store_timestamp
 
 START, UNTIL = "1795458370384", "+2d"
 CONF = {"mappedFileSizeCommitLog": "16384", "mappedFileSizeConsumeQueue": "300"}
@@ -127,5 +127,6 @@ def test_the_last_sign_of_life_reads_the_last_dledger_data_file(stores):
     the data file as if it were a CommitLog file (which found no record and fell back to the timercheck)."""
     normal, dledger, _, _ = stores
     newest = max(r.store_timestamp for r in Store.open(normal).commitlog.iter_records())
-    assert Store.open(dledger)._last_file_store_ts() == newest == Store.open(normal)._last_file_store_ts()
+    assert last_file_store_timestamp(Store.open(dledger).commitlog) == newest
+    assert last_file_store_timestamp(Store.open(normal).commitlog) == newest
     assert Store.open(dledger).last_activity_ms() == Store.open(normal).last_activity_ms()

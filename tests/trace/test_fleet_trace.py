@@ -10,14 +10,15 @@ which broker-a's slave has not received yet.
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+from typer.testing import CliRunner
 
 from mqtool.builder.replica import ReplicaShape, write_replica
 from mqtool.builder.writer import StoreWriter
+from mqtool.cli.app import app
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.store.fleet import open_fleet
 from mqtool.trace import TraceQuery
@@ -144,9 +145,9 @@ def test_a_message_the_slave_lacks_is_what_its_promotion_would_lose(fleet_dir):
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "mqtool", "trace", *map(str, args)], capture_output=True, text=True, timeout=120
-    )
+    """`mqtool trace ARGS` run in this process (the CLI a user runs, without a new interpreter's start)."""
+    r = CliRunner().invoke(app, ["trace", *map(str, args)])
+    return subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr)
 
 
 def test_cli(fleet_dir):
