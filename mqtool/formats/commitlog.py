@@ -102,7 +102,7 @@ commitlog_record = Struct(
 )
 
 
-# ===== fixed-width runs for the fast readers (`decode_message`, the numba kernel), derived above =====
+# ===== fixed-width runs for the fast readers (`decode_message`, the compiled scan kernel), derived above =====
 def _runs() -> tuple[list[list[layout.Field]], layout.Field]:
     """The fixed runs of a V1 message and V2's topic length: the versions differ only there."""
     v1, v2 = layout.runs(message_v1), layout.runs(message_v2)

@@ -1,7 +1,7 @@
 """Fast-reader views derived from a Construct definition: numpy dtype, `struct` format, field offsets.
 
 A layout is written once, as a Construct `Struct` in `mqtool.formats`; numpy structured views
-(ConsumeQueue, TimerLog, TimerWheel), `struct` decoders and the numba CommitLog kernel take their
+(ConsumeQueue, TimerLog, TimerWheel), `struct` decoders and the compiled CommitLog kernel take their
 field names, widths and offsets from it through this module, so a new format never restates one.
 
 Only fixed-width fields qualify: integers (`Int32sb` ...), possibly wrapped in `Rebuild`, `Const`
@@ -109,7 +109,7 @@ def shift(fs: list[Field], by: int) -> list[Field]:
 
 
 def offsets(s: Struct | list[Field], base: int = 0) -> dict[str, int]:
-    """Byte offset of each field (plus `base`): the constants the numba kernel indexes with."""
+    """Byte offset of each field (plus `base`): the constants the compiled kernel indexes with."""
     fs = s if isinstance(s, list) else prefix(s)
     return {f.name: base + f.offset for f in fs}
 

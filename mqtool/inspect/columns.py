@@ -1,6 +1,6 @@
 """Column scans for the views that aggregate: no Python object per CommitLog record.
 
-`CommitLog.scan_columns` (the numba kernel of `mqtool.store.fastscan`) yields numpy columns per
+`CommitLog.scan_columns` (the extension's walk, through `mqtool.store.fastscan`) yields numpy columns per
 chunk with the same findings and file ends as `iter_records`; this module adds, per chunk and with
 numpy only,
 

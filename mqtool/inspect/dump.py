@@ -23,7 +23,7 @@ from mqtool.store.findings import sort_findings
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, read_at
 
 # The readers of each kind are imported where that kind is dumped: a config file's dump never loads
-# numpy or the numba scan kernels.
+# numpy or the compiled scan kernels.
 
 _NAME = re.compile(r"^\d{20}$")
 _INDEX_NAME = re.compile(r"^\d{17}$")  # IndexFile: its creation time, yyyyMMddHHmmssSSS

@@ -15,7 +15,7 @@ The store path must be readable by every executor at the same path (local disk o
 shared filesystem).
 
 Imports stay light at module level (`mqtool.spark.schemas` only): Spark runs `schema()` and
-`partitions()` in short-lived Python processes on the driver for every read, so numba, numpy and
+`partitions()` in short-lived Python processes on the driver for every read, so numpy and
 pyarrow are imported where the data is read (`read()`, in the executors' reused Python workers).
 """
 

@@ -1,4 +1,4 @@
-"""The data sources' schemas as Spark DDL strings (no pyarrow, numpy or numba imports).
+"""The data sources' schemas as Spark DDL strings (no pyarrow or numpy imports).
 
 `schema()` runs on the driver in a short-lived Python process for every read; keeping this module
 free of heavy imports keeps that planning cost small. `mqtool.spark.arrow` builds the matching

@@ -158,14 +158,6 @@ def compiled_walk():
     return compiled_kernels().walk
 
 
-def kernels():
-    """Legacy: `store/native.py` (its numba `_crc32`) for the numba recipes of `inspect/jsonlines.py` and
-    `inspect/parquet.py` until they move to the extension; deleted with `native.py`."""
-    from mqtool.store import native
-
-    return native
-
-
 def compiled_loaded() -> bool:
     """Whether the scan runs compiled code (the extension is loaded)."""
     return compiled_kernels().native

@@ -19,7 +19,7 @@ offset (the same joins as `mqtool.trace.find`):
 | `h` | `queue_id:half_queue_offset` for each entry of an op record's body |
 
 msgIds (offsetMsgId) need no rows: they encode the physical offset. The build reads the CommitLog
-through the column scan (`CommitLog.iter_batches`: numba kernel, Arrow batches with the properties
+through the column scan (`CommitLog.iter_batches`: the extension's walk, Arrow batches with the properties
 as a map) and derives the rows per batch with Arrow compute, without a Python object per record
 (`batch_refs`; `record_refs` is the same per `MessageRecord`, the reference the tests compare with).
 `meta` keeps where indexing
