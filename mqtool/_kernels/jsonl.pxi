@@ -14,7 +14,7 @@ cdef extern from *:
 
 JSONL_TEXTS = ("OPEN", "POSITION", "TOTAL_SIZE", "MAGIC_V2", "MAGIC_V1", "CRC_TRUE", "CRC_FALSE", "FLAG",
                "QUEUE_OFFSET", "SYS_FLAG", "BORN_HOST", "STORE_TIMESTAMP", "STORE_HOST", "RECONSUME_TIMES",
-               "PREPARED", "TOPIC", "PROPERTIES", "SEP", "COLON", "UNIQ_KEY", "MSG_ID", "NULL_MSG_ID",
+               "PREPARED", "TOPIC", "PROPERTIES", "SEP", "COLON", "UNIQ_FIELD", "MSG_ID", "NULL_MSG_ID",
                "BODY_LENGTH", "BODY", "BODY_NULL_END", "BODY_NULL_DLEDGER", "DLEDGER", "TERM", "POS",
                "DLEDGER_END", "END")
 """The constant texts of a line, in the order `json_lines` takes them (`lits`/`lit_at`)."""
@@ -22,7 +22,7 @@ JSONL_TEXTS = ("OPEN", "POSITION", "TOTAL_SIZE", "MAGIC_V2", "MAGIC_V1", "CRC_TR
 cdef enum:
     L_OPEN, L_POSITION, L_TOTAL_SIZE, L_MAGIC_V2, L_MAGIC_V1, L_CRC_TRUE, L_CRC_FALSE, L_FLAG
     L_QUEUE_OFFSET, L_SYS_FLAG, L_BORN_HOST, L_STORE_TIMESTAMP, L_STORE_HOST, L_RECONSUME_TIMES
-    L_PREPARED, L_TOPIC, L_PROPERTIES, L_SEP, L_COLON, L_UNIQ_KEY, L_MSG_ID, L_NULL_MSG_ID
+    L_PREPARED, L_TOPIC, L_PROPERTIES, L_SEP, L_COLON, L_UNIQ_FIELD, L_MSG_ID, L_NULL_MSG_ID
     L_BODY_LENGTH, L_BODY, L_BODY_NULL_END, L_BODY_NULL_DLEDGER, L_DLEDGER, L_TERM, L_POS
     L_DLEDGER_END, L_END, L_COUNT
 
@@ -496,7 +496,7 @@ def json_lines(const unsigned char[::1] a, const int64_t[:, ::1] c, Py_ssize_t r
             if o < 0:
                 o = jl_leave(ep, i - row_lo, start, &hb, &hs)
                 continue
-            o = jl_lit(&x, o, L_UNIQ_KEY)
+            o = jl_lit(&x, o, L_UNIQ_FIELD)
             if u_at >= 0:
                 memcpy(x.out + o, x.out + u_at, u_end - u_at)  # the source ends before o
                 o = jl_lit(&x, o + u_end - u_at, L_MSG_ID)

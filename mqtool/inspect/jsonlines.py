@@ -455,7 +455,7 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
         "PROPERTIES": b', "properties": {',
         "SEP": b", ",
         "COLON": b": ",
-        "UNIQ_KEY": b'}, "uniq_key": ',
+        "UNIQ_FIELD": b'}, "uniq_key": ',
         "MSG_ID": b', "msg_id": "',
         "NULL_MSG_ID": b'null, "msg_id": "',
         "BODY_LENGTH": b'", "body_length": ',
