@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import mmap
 import sys
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -42,8 +43,15 @@ from mqtool.store.store import Store
 
 try:
     from mqtool._native import JSONL_LAYOUT, JSONL_TEXTS, json_lines
-except ImportError:  # built without a C compiler (or a build older than the writer): the record path
+except ImportError as e:  # the record path: no extension (the scan warns once), or one older than the writer
     json_lines = None
+    if not isinstance(e, ModuleNotFoundError):
+        warnings.warn(
+            f"mqtool._native is older than its sources ({e}): `messages --json` writes every row "
+            "through the record path; rebuild it (pip install -e .)",
+            RuntimeWarning,
+            stacklevel=1,
+        )
 
 KERNEL_MIN_BYTES = 32 << 20
 """CommitLogs at least this big are written on two worker threads while the walk goes on (`_pipelined`)."""
