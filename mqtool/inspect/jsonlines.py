@@ -479,8 +479,8 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
 
 
 def _layout() -> np.ndarray:
-    """`_native.JSONL_LAYOUT`'s values: the scan's column indices and the constants the writer needs."""
-    known = {name: getattr(fastscan, name) for name in dir(fastscan) if name.startswith("C_")}
+    """`_native.JSONL_LAYOUT`'s values: the scan's column indices (by name) and the constants the writer needs."""
+    known = {name: i for i, name in enumerate(fastscan.COLUMNS)}
     known.update(
         COMPRESSED=COMPRESSED,
         STOREHOST_V6=STOREHOST_V6,
