@@ -26,13 +26,14 @@ cdef enum:
     L_BODY_LENGTH, L_BODY, L_BODY_NULL_END, L_BODY_NULL_DLEDGER, L_DLEDGER, L_TERM, L_POS
     L_DLEDGER_END, L_END, L_COUNT
 
-JSONL_LAYOUT = ("C_POS", "C_TOTAL", "C_MAGIC", "C_BODY_CRC", "C_QUEUE_ID", "C_FLAG", "C_QUEUE_OFFSET",
-                "C_SYS_FLAG", "C_BORN_TS", "C_BORN_HOST", "C_BORN_PORT", "C_STORE_TS", "C_STORE_HOST",
-                "C_STORE_PORT", "C_RECONSUME", "C_PREPARED", "C_TOPIC_POS", "C_TOPIC_LEN", "C_PROPS_POS",
-                "C_PROPS_LEN", "C_PHYS_FIELD", "C_BODY_POS", "C_BODY_LEN", "COMPRESSED", "STOREHOST_V6",
+JSONL_LAYOUT = ("pos", "total_size", "magic_code", "body_crc", "queue_id", "flag", "queue_offset", "sys_flag",
+                "born_timestamp", "born_host_pos", "born_port", "store_timestamp", "store_host_pos", "store_port",
+                "reconsume_times", "prepared_transaction_offset", "topic_pos", "topic_len", "props_pos",
+                "props_len", "physical_offset_field", "body_pos", "body_len", "COMPRESSED", "STOREHOST_V6",
                 "MAGIC_V2", "HOST_V4", "HOST_V6", "UNIQ_LEN", "UNIQ8")
-"""The scan's column indices and the constants `json_lines` takes in `lay`, in this order (the caller
-takes them from `store/fastscan.py`, `formats/`): nothing of the layout is spelled here."""
+"""The scan's columns (by their `fastscan.COLUMNS` names) and the constants `json_lines` takes in `lay`
+(their indices and values), in this order; the caller takes them from `store/fastscan.py` and
+`formats/`: nothing of the layout is spelled here."""
 
 cdef enum:
     K_POS, K_TOTAL, K_MAGIC, K_BODY_CRC, K_QUEUE_ID, K_FLAG, K_QUEUE_OFFSET, K_SYS_FLAG, K_BORN_TS

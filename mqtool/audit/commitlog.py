@@ -19,6 +19,8 @@ extension's (`mqtool._native`, `_kernels/audit.pxi`); their plain-Python referen
 (`_hash_reference`, `_same_reference`) run where it cannot be imported.
 """
 
+import warnings
+
 import numpy as np
 
 from mqtool.audit.layouts import dledger_slice_chunks
@@ -40,8 +42,15 @@ from mqtool.store.mapped_files import map_file
 try:
     from mqtool._native import same_strings as _same_strings
     from mqtool._native import string_hashes as _string_hashes
-except ImportError:  # built without a C compiler (or a build older than these kernels): the references
+except ImportError as e:  # the references: no extension (the scan warns once), or one older than these kernels
     _same_strings = _string_hashes = None
+    if not isinstance(e, ModuleNotFoundError):
+        warnings.warn(
+            f"mqtool._native is older than its sources ({e}): the audit hashes strings in plain "
+            "Python; rebuild it (pip install -e .)",
+            RuntimeWarning,
+            stacklevel=1,
+        )
 
 CHECK = "commitlog.integrity"
 # Records of these topics are kept whole (minus the body, except for op records) for the

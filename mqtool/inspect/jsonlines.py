@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import mmap
 import sys
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -37,13 +38,20 @@ from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFla
 from mqtool.inspect.columns import ColumnChunk
 from mqtool.inspect.messages import MessageQuery, RowWalk, _walked_to
 from mqtool.inspect.records import Progress, record_dict
-from mqtool.store import fastscan, walk
+from mqtool.store import fastscan
 from mqtool.store.store import Store
 
 try:
     from mqtool._native import JSONL_LAYOUT, JSONL_TEXTS, json_lines
-except ImportError:  # built without a C compiler (or a build older than the writer): the record path
+except ImportError as e:  # the record path: no extension (the scan warns once), or one older than the writer
     json_lines = None
+    if not isinstance(e, ModuleNotFoundError):
+        warnings.warn(
+            f"mqtool._native is older than its sources ({e}): `messages --json` writes every row "
+            "through the record path; rebuild it (pip install -e .)",
+            RuntimeWarning,
+            stacklevel=1,
+        )
 
 KERNEL_MIN_BYTES = 32 << 20
 """CommitLogs at least this big are written on two worker threads while the walk goes on (`_pipelined`)."""
@@ -471,8 +479,8 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
 
 
 def _layout() -> np.ndarray:
-    """`_native.JSONL_LAYOUT`'s values: the scan's column indices and the constants the writer needs."""
-    known = {name: getattr(walk, name) for name in dir(walk) if name.startswith("C_")}  # the columns' home
+    """`_native.JSONL_LAYOUT`'s values: the scan's column indices (by name) and the constants the writer needs."""
+    known = {name: i for i, name in enumerate(fastscan.COLUMNS)}
     known.update(
         COMPRESSED=COMPRESSED,
         STOREHOST_V6=STOREHOST_V6,

@@ -22,6 +22,7 @@ Which path writes what (as `inspect/jsonlines.py` decides for `--json`):
 from __future__ import annotations
 
 import base64
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,8 +40,15 @@ from mqtool.store.store import Store
 
 try:
     from mqtool._native import body_crcs
-except ImportError:  # built without a C compiler (or a build older than this kernel): the record path
+except ImportError as e:  # the record path: no extension (the scan warns once), or one older than this kernel
     body_crcs = None
+    if not isinstance(e, ModuleNotFoundError):
+        warnings.warn(
+            f"mqtool._native is older than its sources ({e}): `messages --format parquet` writes every "
+            "row through the record path; rebuild it (pip install -e .)",
+            RuntimeWarning,
+            stacklevel=1,
+        )
 
 ROW_GROUP = 65_536
 """Records per Parquet row group (as `output.write_parquet`)."""

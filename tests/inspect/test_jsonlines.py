@@ -438,3 +438,28 @@ def test_an_error_in_the_walk_stops_the_workers():
         for _ in message_lines(Store.open(DEMO), MessageQuery(), False, "none", False, progress, threads=True):
             pass
     assert len(calls) == 2 and not [t for t in threading.enumerate() if t.name.startswith("mqtool-lines")]
+
+
+def test_a_stale_extension_is_refused_with_a_warning_a_missing_one_quietly():
+    """An extension built before the output kernels (it lacks them) is not called: each module says so
+    once and runs its reference; where there is no extension at all the scan's one warning says it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
+    code = (
+        "import sys, types, warnings; warnings.simplefilter('always'); "
+        "sys.modules['mqtool._native'] = {stub}\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    from mqtool.inspect import jsonlines, parquet; from mqtool.audit import commitlog\n"
+        "assert jsonlines.json_lines is parquet.body_crcs is commitlog._string_hashes is None\n"
+        "print(sorted(str(x.message).split(':')[-1].split(';')[0].strip() for x in w))"
+    )
+    out = [
+        subprocess.run([sys.executable, "-c", code.format(stub=stub)], capture_output=True, text=True, env=env)
+        for stub in ("types.ModuleType('mqtool._native')", "None")
+    ]
+    assert [p.returncode for p in out] == [0, 0], out[0].stderr[-2000:] + out[1].stderr[-2000:]
+    assert out[0].stdout.splitlines() == [
+        "['`messages --format parquet` writes every row through the record path', "
+        "'`messages --json` writes every row through the record path', "
+        "'the audit hashes strings in plain Python']"
+    ]
+    assert out[1].stdout.splitlines() == ["[]"]
