@@ -20,7 +20,10 @@ import numpy as np
 
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 
-FIELDS = 7
+# a unit's fields, as `formats.timerlog` names them (the magic number and the unit's size aside)
+UNIT_FIELDS = ("prev_pos", "magic", "write_time", "delayed_time", "offset_py", "size_py", "topic_hash")
+FIELDS = len(UNIT_FIELDS)
+UNIT_DTYPE = np.dtype([(name, "=i8") for name in UNIT_FIELDS])  # a run of units `put_run` writes
 _UNIT = struct.Struct(f"={FIELDS}q")
 _STRIDE = _UNIT.size
 _GROW = 4096  # units a file's columns grow by at once
@@ -81,9 +84,11 @@ class TimerUnits:
 
     def put_run(self, pos: int, rows: np.ndarray, extra: np.ndarray | None = None) -> None:
         """`self[pos + 52 * j] = rows[j]` for every j: the units a batch enqueue appends one after
-        another (`rows` int64, one row of 7 values a unit), their columns written at once; `extra`
-        (uint64 rows of XFIELDS, zeros for none) the rows kept beside them."""
+        another (`rows` of `UNIT_DTYPE`, or int64 with one row of 7 values a unit), their columns written at
+        once; `extra` (uint64 rows of XFIELDS, zeros for none) the rows kept beside them."""
         n = len(rows)
+        if rows.dtype == UNIT_DTYPE:
+            rows = rows.view(np.int64).reshape(n, FIELDS)
         w = self._where(pos)
         last = self._where(pos + (n - 1) * TIMERLOG_UNIT_SIZE) if n else None
         if w is None or last is None or last[0] != w[0]:

@@ -1,22 +1,24 @@
-"""The timer's batch enqueue of the store's own units (`TimerService._enqueue_base`, `batchread`)
-writes the same event log, byte for byte, and the same summary as the per-message walk, on a store
-where the batch takes every unit and on stores where it must hand units to the per-message walk
+"""The timer's batch enqueue of the store's own units (`TimerEnqueue.base`, `batchread`)
+writes the same event log, byte for byte, and the same summary as the per-message walk (`reference_timer`),
+on a store where the batch takes every unit and on stores where it must hand units to the walk
 (due at once, no or a bad TIMER_OUT_MS, cancels, IPv6 hosts, records across CommitLog files, a
 torn store); `read_props` answers exactly what `MappedBase.props` answers, or None."""
 
 import io
 
-import mqtool.simulate.timer as timer_mod
+from reference_timer import use_reference
+
 from mqtool.builder.broker import put_message
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate import batchread
+from mqtool.simulate import batchread, timerenqueue
 from mqtool.simulate.batchread import read_props
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
+from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.store.store import Store
 
 START = 1_800_000_000_000
@@ -57,22 +59,33 @@ def _build(root, n=300, odd=True, file_size=1 << 20):
     return Store.open(root, config), config
 
 
-_LIGHT = timer_mod.TimerService._deliver_light
-LIGHT: list[int] = []  # units the dequeue delivered by `_deliver_light` in the last `_run`
+_ROW, _DELIVER = TimerDequeue.deliver_row, TimerDequeue.deliver
+LIGHT: list[int] = []  # the store's records the dequeue delivered without building them in the last `_run`
 
 
 def _run(store, config, batch, monkeypatch, scenario=None, until=START + 3 * DAY, hold=None):
-    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
+    use_reference(monkeypatch, not batch)
     LIGHT.clear()
 
-    def light(self, u, *a):
-        LIGHT.append(u[4])
-        return _LIGHT(self, u, *a)
+    def row(self, write, delayed, phys, *a):
+        _store_record(self, phys)
+        return _ROW(self, write, delayed, phys, *a)
 
-    monkeypatch.setattr(timer_mod.TimerService, "_deliver_light", light)
+    def deliver(self, write, rec, target, deletes, slot_time, phys):
+        _store_record(self, phys)
+        return _DELIVER(self, write, rec, target, deletes, slot_time, phys)
+
+    monkeypatch.setattr(TimerDequeue, "deliver_row", row)
+    monkeypatch.setattr(TimerDequeue, "deliver", deliver)
     sink = io.StringIO()
     res = simulate(store, config, START, until, scenario, seed=1, sink=sink, hold_events=hold)
     return sink.getvalue(), res
+
+
+def _store_record(dequeue, phys: int) -> None:
+    m = dequeue.st.ctx.model
+    if phys not in m._msgs and (m.spool is None or phys not in m.spool._where):
+        LIGHT.append(phys)
 
 
 def _same(store, config, monkeypatch, **kw):
@@ -84,7 +97,7 @@ def _same(store, config, monkeypatch, **kw):
         calls.append(sum(p is not None for p in out))
         return out
 
-    monkeypatch.setattr(timer_mod, "read_plain", spy)
+    monkeypatch.setattr(timerenqueue, "read_plain", spy)
     per_msg, r1 = _run(store, config, False, monkeypatch, **kw)
     assert calls == []
     batched, r2 = _run(store, config, True, monkeypatch, **kw)

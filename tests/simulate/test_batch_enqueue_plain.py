@@ -8,13 +8,14 @@ plain string gives (`DeliveryRows.of_plain`) equals the one its map gives (`Deli
 import io
 
 import pytest
+from reference_timer import use_reference
 
 import mqtool.simulate.batchread as batchread
-import mqtool.simulate.timer as timer_mod
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate import timerenqueue
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import StoreModel
 from mqtool.simulate.runner import simulate
@@ -78,8 +79,8 @@ def _build(root, n: int = N_SHAPES * 20):
 
 
 def _run(store, config, batch: bool, monkeypatch) -> tuple[str, object, list]:
-    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
-    answers = spy_read_plain(monkeypatch, timer_mod)
+    use_reference(monkeypatch, not batch)
+    answers = spy_read_plain(monkeypatch, timerenqueue)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3 * DAY, None, seed=1, sink=sink)
     return sink.getvalue(), res, answers
@@ -88,7 +89,7 @@ def _run(store, config, batch: bool, monkeypatch) -> tuple[str, object, list]:
 @pytest.mark.parametrize("batch_size", [4096, 7])
 def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, batch_size):
     monkeypatch.setattr(batchread, "_TEMPLATES", {})
-    monkeypatch.setattr(timer_mod, "ENQUEUE_BATCH", batch_size)
+    monkeypatch.setattr(timerenqueue, "ENQUEUE_BATCH", batch_size)
     store, config = _build(tmp_path / "s")
     log1, r1, none = _run(store, config, False, monkeypatch)
     log2, r2, answers = _run(store, config, True, monkeypatch)
@@ -121,7 +122,7 @@ def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
     try:
         units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, N_SHAPES * 20)]
         for _ in range(2):  # the first string of each sequence makes its template, the second pass matches it
-            got = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timer_mod._ENQ_WANTED)
+            got = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         for (phys, _size, _tags), g in zip(units, got, strict=True):
             props, body_len, sys_flag = fast._read(phys, False, True)
             if len(g) == 3:
@@ -129,8 +130,8 @@ def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
                 continue
             seen += 1
             n, values = g
-            assert values == tuple(None if props.get(w) is None else props[w].encode() for w in timer_mod._ENQ_WANTED)
-            for k, seg in ((5, timer_mod._ENQ_SEG), (6, timer_mod._DEQ_SEG)):
+            assert values == tuple(None if props.get(w) is None else props[w].encode() for w in timerenqueue.ENQ_WANTED)
+            for k, seg in ((5, timerenqueue.ENQ_SEG), (6, timerenqueue.DEQ_SEG)):
                 if values[k] is not None:
                     n -= len(values[k]) + seg
             if "TIMER_DEL_UNIQKEY" in props:

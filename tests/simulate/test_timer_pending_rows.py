@@ -1,15 +1,15 @@
 """The timer dequeue keeps its deliver/roll rows from slot to slot while `Process.advance` goes on
 without the engine, and writes them (`EventLog.record_rows`, a time per row) before it yields or emits
-any other event: the event log equals, byte for byte, the per-message walk (`batch = False`: every
+any other event: the event log equals, byte for byte, the per-message walk (`reference_timer`: every
 event by `record` as it happens) with schedule deliveries between the slots, a clock jump and a crash."""
 
 import io
 import json
 
 import pytest
+from reference_timer import use_reference
 
 import mqtool.simulate.events as events_mod
-import mqtool.simulate.timer as timer_mod
 from mqtool.builder.broker import put_delay_message, put_message
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
@@ -44,7 +44,7 @@ def _build(root):
 
 def _run(store, config, batch, monkeypatch, scenario):
     """(event lines, result, the `record_rows` calls' row times)."""
-    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
+    use_reference(monkeypatch, not batch)
     calls = []
     record_rows = events_mod.EventLog.record_rows
 

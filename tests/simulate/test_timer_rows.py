@@ -1,6 +1,6 @@
-"""A plain timer delivery from the row kept beside its unit (`timerrows.DeliveryRows`, `_deliver_row`):
+"""A plain timer delivery from the row kept beside its unit (`timerrows.DeliveryRows`, `TimerDequeue.deliver_row`):
 no second read of the record, yet the same event log, byte for byte, as the per-message walk
-(`batch = False`) on stores where rows and the read they stand in for both happen (UNIQ_KEYs of every
+(`reference_timer`) on stores where rows and the read they stand in for both happen (UNIQ_KEYs of every
 form, none, non-ASCII values, IPv6 hosts, TIMER_ENQUEUE_MS/TIMER_DEQUEUE_MS already set, cancels in a
 slot, rolled re-puts in the spool or in the overlay); the row's size is `StoreModel.reput_size`'s."""
 
@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pytest
+from reference_timer import use_reference
 
-import mqtool.simulate.timer as timer_mod
 from mqtool.builder.broker import put_message
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
@@ -19,6 +19,7 @@ from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.model import MemoryBase, StoreModel, _order
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
+from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerrows import DeliveryRows, reput_size
 from mqtool.simulate.timerunits import TimerUnits
 from mqtool.store.store import Store
@@ -63,21 +64,21 @@ def _build(root):
 
 
 def _run(store, config, batch, monkeypatch, scenario=None):
-    """(event lines, result, the source offsets `_deliver_row` delivered, those `_deliver` delivered)."""
-    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
+    """(event lines, result, the source offsets `deliver_row` delivered, those `deliver` delivered)."""
+    use_reference(monkeypatch, not batch)
     rows, reads = [], []
-    row, deliver = timer_mod.TimerService._deliver_row, timer_mod.TimerService._deliver
+    row, deliver = TimerDequeue.deliver_row, TimerDequeue.deliver
 
-    def spy_row(self, u, *a):
-        rows.append(u[4])
-        return row(self, u, *a)
+    def spy_row(self, write, delayed, phys, *a):
+        rows.append(phys)
+        return row(self, write, delayed, phys, *a)
 
-    def spy_deliver(self, u, rec, target, deletes, slot_time, pend, phys):
+    def spy_deliver(self, write, rec, target, deletes, slot_time, phys):
         reads.append(phys)
-        return deliver(self, u, rec, target, deletes, slot_time, pend, phys)
+        return deliver(self, write, rec, target, deletes, slot_time, phys)
 
-    monkeypatch.setattr(timer_mod.TimerService, "_deliver_row", spy_row)
-    monkeypatch.setattr(timer_mod.TimerService, "_deliver", spy_deliver)
+    monkeypatch.setattr(TimerDequeue, "deliver_row", spy_row)
+    monkeypatch.setattr(TimerDequeue, "deliver", spy_deliver)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3 * DAY, scenario, seed=1, sink=sink)
     return sink.getvalue(), res, rows, reads
@@ -103,7 +104,7 @@ def test_row_deliveries_equal_the_per_message_walk(tmp_path, monkeypatch, jump):
     # 8 cancels (i % 30 == 17, each with a UNIQ_KEY) meet their targets; the rest are delivered, a roll's
     # re-put at the end of its way
     assert len(cancels) == 8 and len(delivered) == N - 8 and len(rolls) > 0
-    cancelled = {e["physical_offset"] for e in cancels}  # `_deliver` of a slot with a cancel drops its target
+    cancelled = {e["physical_offset"] for e in cancels}  # `deliver` in a slot with a cancel drops its target
     assert set(rows) <= set(delivered) and set(reads) <= set(delivered) | cancelled
     row_keys = {delivered[p]["uniq_key"] for p in rows}
     # every form of UNIQ_KEY but the lower-case one came from its row; that one was read
@@ -129,7 +130,7 @@ def _rows(model):
 
 @pytest.mark.parametrize("trailing", [True, False])
 def test_row_size_is_reput_size(trailing):
-    """The size `_deliver_row` computes from a row is `StoreModel.reput_size` of the map `_deliver` builds."""
+    """The size `TimerDequeue.deliver_row` computes from a row is `StoreModel.reput_size` of the map `deliver` makes."""
     model = StoreModel(MemoryBase(), capacity=128 if trailing else 16, trailing_separator=trailing)
     t = _rows(model)
     cases = [
