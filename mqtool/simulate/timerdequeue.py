@@ -37,7 +37,7 @@ from mqtool.rules.timer import (
     walk_chain,
 )
 from mqtool.simulate.batchread import batchable
-from mqtool.simulate.model import BLANK_MIN, _order
+from mqtool.simulate.model import BLANK_MIN
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import reput_size
 from mqtool.simulate.timerstate import TimerState, int_or
@@ -53,7 +53,8 @@ class TimerDequeue:
     def __init__(self, st: TimerState, rolls: TimerRolls) -> None:
         self.st = st
         self.rolls = rolls
-        self._light: tuple | None = None  # (what `light_reader` depends on, its reader)
+        self._light_key: tuple | None = None  # what `light_reader`'s reader depends on
+        self._light = None
 
     def on_clock_jump(self) -> None:
         deq = self.st.deq
@@ -121,107 +122,83 @@ class TimerDequeue:
     def slot(self, slot_time: int):
         """One slot; None when done, else a generator that finishes it (a put is being retried).
 
-        Each unit takes the first of these that applies: its delivery from the row kept beside it, its
-        delivery from its properties read lightly (`light_reader`), its roll from the bytes read for the
-        slot's rolls (`TimerRolls.sources`), or the record read whole: cancelled, rolled (`TimerRolls.roll`),
-        delivered (`deliver`) or put (`put`, which may wait). A put that waits cuts the slot: the units after
-        it go to `finish_slot`. Deliveries and rolls join `TimerState.pend` (one `record_rows` a run)."""
+        Where no fault can refuse a put, a plain unit is delivered from its row (`deliver`): the one kept
+        beside it, or one made from its record's properties (a light read where the base gives one, else the
+        record); a ROLL unit's re-put is kept as a row (`TimerRolls`, from the bytes read for the slot's rolls
+        or from the record). Any other unit, or one a row cannot hold, is read whole: cancelled, or put
+        (`put`, which may wait: the units after it go to `finish_slot`). Deliveries and rolls join
+        `TimerState`'s waiting events (one `record_rows` a run)."""
         st = self.st
         m = st.ctx.model
         fast = m.put_filter is None  # no fault can refuse a put
         chain = self.chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
-        if fast and self._rows_only(chain, slot_time):
-            return None
-        if any(r[1][1] & _CANCEL_BITS == MAGIC_DELETE for r in chain):
-            cancels, normal_units = dequeue_order(chain, _magic)
+        if any(_magic(unit) & _CANCEL_BITS == MAGIC_DELETE for _pos, unit, _x in chain):
+            cancels, normal = dequeue_order(chain, _magic)
         else:  # `dequeue_order` of a slot without cancel requests
-            cancels, normal_units = [], chain[::-1]
-        deletes: set[str] = set()
-        for _pos, u, _x in cancels:
-            msg = m.message(u[4])
-            if msg is not None:
-                key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY)
-                if key is not None:
-                    deletes.add(key)
+            cancels, normal = [], chain[::-1]
+        deletes = self._deletes(cancels)
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         light = self.light_reader()
-        # a roll's re-put wakes no one but this service's enqueue (no event of its own)
-        fast_roll = fast and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
-        # a plain unit enqueued with its delivery's row (`DeliveryRows`) is delivered from it, unread
-        rows = fast and not deletes
-        row_target = self.row_target
+        of_props = st.rows.of_props
         rolls = self.rolls
+        # a roll's re-put kept as a row: it wakes no one but this service's enqueue (no event of its own)
+        roll_rows = fast and m.spool is not None and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
         # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built
-        roll_read = fast_roll and len(normal_units) >= ROLL_READ and not deletes and m.spool is not None
+        roll_read = roll_rows and len(normal) >= ROLL_READ and not deletes
         sources, sources_end = None, 0
-        for i, (_pos, u, x) in enumerate(normal_units):
-            _prev, magic, write, delayed, phys, _size, _hash = u
-            plain = not magic & MAGIC_ROLL  # not `need_roll`
-            if roll_read and not plain:
-                if i >= sources_end:
-                    sources_end = i + ROLL_CHUNK
-                    sources = rolls.sources(normal_units, i, sources_end)
-                rec = sources.get(i) if sources else None
-                if rec is not None and rolls.roll(None, u, slot_time, rec):
-                    continue
-            if rows and plain and write != -1 and x is not None:
-                target = row_target(x)
-                if target is not None:
-                    self.deliver_row(write, delayed, phys, x, target, slot_time)
-                    continue
-            if light is not None and plain:
-                rec = light(phys)
-                if rec is not None:
-                    target = self.light_target(rec[0])
-                    if target is not None:
-                        self.deliver(write, rec, target, deletes, slot_time, phys)
+        for i, (_pos, unit, x) in enumerate(normal):
+            _prev, magic, write, due, phys, _size, _hash = unit
+            msg = None
+            if magic & MAGIC_ROLL:  # `need_roll`
+                if roll_read:
+                    if i >= sources_end:
+                        sources_end = i + ROLL_CHUNK
+                        sources = rolls.sources(normal, i, sources_end)
+                    rec = sources.get(i) if sources else None
+                    if rec is not None and rolls.keep_bytes(unit, rec, slot_time):
                         continue
-            msg = message(phys)
+            elif fast and write != -1:
+                if x is None or deletes:  # the row of the record's properties
+                    rec = light(phys) if light is not None else None
+                    if rec is None:
+                        msg = message(phys)
+                        if msg is None:
+                            continue
+                        rec = (msg.props, msg.body_len, msg.sys_flag)
+                    props = rec[0]
+                    if deletes and self._cancelled(props, phys, deletes, slot_time):
+                        continue
+                    x, due = of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))
+                if self.deliver(write, due, phys, x, slot_time):
+                    continue
             if msg is None:
-                continue
-            if fast and plain:
-                target = self.light_target(msg.props)
-                if target is not None:  # what `put` would do, without the record
-                    self.deliver(write, (msg.props, msg.body_len, msg.sys_flag), target, deletes, slot_time, msg.phys)
+                msg = message(phys)
+                if msg is None:
                     continue
             if deletes and self._cancelled(msg.props, msg.phys, deletes, slot_time):
                 continue
-            if fast_roll and not plain:
-                rolls.roll(msg, u, slot_time)
+            if roll_rows and magic & MAGIC_ROLL and rolls.keep_map(msg, unit, slot_time):
                 continue
             st.flush_events()
             retry = self.put(msg, write, magic, slot_time, False)
             if retry is not None:
-                return self.finish_slot(retry, [r[1] for r in normal_units[i + 1:]], deletes, slot_time)
+                return self.finish_slot(retry, [unit for _pos, unit, _x in normal[i + 1 :]], deletes, slot_time)
         if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
             release = m.release
-            for r in chain:
-                release(r[1][4])
+            for _pos, unit, _x in chain:
+                release(_offset_py(unit))
         return None
 
-    def _rows_only(self, chain: list[tuple], slot_time: int) -> bool:
-        """The usual slot, where no fault can refuse a put: every unit plain with its delivery's row and a
-        queue `deliver_row` may put to (so no cancel request either). Each is delivered from its row, oldest
-        first, and the slot's records released, as `slot` would; False (nothing done) for any other slot."""
-        targets = []
-        row_target = self.row_target
-        for _pos, u, x in chain:
-            if x is None or u[2] == -1:
-                return False
-            target = row_target(x)
-            if target is None:
-                return False
-            targets.append(target)
-        deliver_row = self.deliver_row
-        for k in range(len(chain) - 1, -1, -1):  # oldest first (`dequeue_order`)
-            _pos, (_prev, _magic, write, delayed, phys, _size, _hash), x = chain[k]
-            deliver_row(write, delayed, phys, x, targets[k], slot_time)
-        m = self.st.ctx.model
-        if m.releasing:
-            release = m.release
-            for r in chain:
-                release(r[1][4])
-        return True
+    def _deletes(self, cancels: list[tuple]) -> set[str]:
+        """The TIMER_DEL_UNIQKEY values of a slot's cancel requests."""
+        message = self.st.ctx.model.message
+        deletes: set[str] = set()
+        for _pos, unit, _x in cancels:
+            msg = message(_offset_py(unit))
+            key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
+            if key is not None:
+                deletes.add(key)
+        return deletes
 
     def _cancelled(self, props: dict[str, str], phys: int, deletes: set[str], slot_time: int) -> bool:
         """Is the record dropped by a cancel read in its slot? (then its `cancel` event is written)"""
@@ -243,44 +220,29 @@ class TimerDequeue:
         read batch-wise."""
         m = self.st.ctx.model
         key = (m.put_filter, m.base, m.spool, m._msgs)
-        if self._light is not None and self._light[0] == key:  # the same objects: equal at once
-            return self._light[1]
-        self._light = (key, _light_reader(m))
-        return self._light[1]
+        if self._light_key != key:  # the same objects: equal at once
+            self._light_key, self._light = key, _light_reader(m)
+        return self._light
 
-    def light_target(self, props: dict[str, str]):
-        """(topic, queue id, queue info) a delivery of a record with these properties goes to, where `deliver`
-        may put it: a record that is not a cancel marker, has a REAL_TOPIC, and goes to a queue `append` has
-        put to before, whose re-puts are neither kept nor watched; else None (`put` decides)."""
-        if props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
-            return None
-        topic = props.get(PROPERTY_REAL_TOPIC)
-        if topic is None:
-            return None
-        return self._target(topic, int_or(props.get(PROPERTY_REAL_QUEUE_ID), 0))
-
-    def row_target(self, x: tuple[int, int, int]):
-        """`light_target` of the record a unit's row (`DeliveryRows`) stands for."""
-        return self._target(*self.st.rows.topic_qid(x[0]))
-
-    def _target(self, topic: str, qid: int):
-        m = self.st.ctx.model
-        info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
-        if info is None or info[3] or m._listeners.get((topic, qid)):
-            return None
-        return topic, qid, info
-
-    def deliver_row(self, write: int, delayed: int, phys: int, x: tuple[int, int, int], target: tuple,
-                    slot_time: int) -> None:
-        """`deliver` of a plain unit (enqueue time `write` not -1, no cancel in its slot) from the row kept
-        beside it (`DeliveryRows`): the re-put's size is the row's plus the topic's fixed part and the two
-        properties the dequeue sets (enqueue time, dequeue time now); the due time is the slot (a plain
-        unit's slot is its TIMER_OUT_MS)."""
+    def deliver(self, write: int, due: int | None, phys: int, x: tuple[int, int, int], slot_time: int) -> bool:
+        """The delivery of a plain unit (enqueue time `write`, TIMER_OUT_MS `due`, its record at `phys`) from its
+        row `x` (`DeliveryRows`), where `StoreModel.append` would not keep the re-put (its queue has had a re-put
+        and is neither kept nor watched): the re-put's size is the row's plus the topic's fixed part and the two
+        properties the dequeue sets (`convert`: enqueue time, dequeue time now), placed as `append` places it,
+        counted without building it. False (nothing done) where the row is `NO_ROW` or the queue is not so."""
+        meta, _hi, _lo = x
+        if not meta:
+            return False
         st = self.st
         ctx = st.ctx
         m = ctx.model
-        topic, qid, (units, bmax, fixed, _keep) = target
-        meta = x[0]
+        topic, qid = st.rows.topic_qid(meta)
+        info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
+        if info is None or m._listeners.get((topic, qid)):
+            return False
+        units, bmax, fixed, keep = info
+        if keep:
+            return False
         size = reput_size(meta, fixed, write, ctx.engine._now + ctx.clock_offset, m.trailing_separator)
         pos = m._end  # `place`, written out for a record that fits in the current file (as `append`)
         fs = m.base.file_size
@@ -289,30 +251,10 @@ class TimerDequeue:
         else:
             pos = m.place(size)
         queue_offset = st.count_delivery(units, bmax)
-        if queue_offset is None:
-            return
-        st.add_event("deliver", (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, delayed,
-                                 False, queue_offset))
-
-    def deliver(self, write: int, rec: tuple, target: tuple, deletes: set[str], slot_time: int, phys: int) -> None:
-        """The dequeue of a plain unit (the cancel check, `put`'s convert and count) for a delivery
-        `StoreModel.append` would not keep: the re-put's size and offset computed as `append` computes them
-        (`reput_size`, `place`), without building the record; `rec` is (properties, BODYLENGTH, SYSFLAG) of
-        the record at `phys`. Its event joins the slot's."""
-        st = self.st
-        ctx = st.ctx
-        m = ctx.model
-        props, body_len, sys_flag = rec
-        if deletes and self._cancelled(props, phys, deletes, slot_time):
-            return
-        topic, qid, (units, bmax, fixed, _keep) = target
-        new = convert_properties(props, write, False, ctx.engine._now + ctx.clock_offset)
-        pos = m.place(m.reput_size(new, _order(tuple(new), m.capacity)[1], fixed, sys_flag, body_len))
-        queue_offset = st.count_delivery(units, bmax)
-        if queue_offset is None:
-            return
-        st.add_event("deliver", (ctx.engine._now, topic, qid, new.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), phys,
-                                 pos, slot_time, int_or(props.get(PROPERTY_TIMER_OUT_MS)), False, queue_offset))
+        if queue_offset is not None:
+            st.add_event("deliver", (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, due,
+                                     False, queue_offset))
+        return True
 
     def finish_slot(self, retry, rest: list[tuple], deletes: set[str], slot_time: int):
         """The rest of a slot cut by a put that waits: the put's retries, then each unit read whole and put."""
@@ -408,13 +350,20 @@ def _light_reader(m):
     return light
 
 
+def _offset_py(u: tuple) -> int:
+    _prev, _magic, _write, _delayed, offset_py, _size, _hash = u
+    return offset_py
+
+
 def _no_row(_pos: int) -> None:
     return None
 
 
 def _prev_pos(u: tuple) -> int:
-    return u[0]
+    prev_pos, *_rest = u
+    return prev_pos
 
 
 def _magic(u: tuple) -> int:
-    return u[1]
+    _prev, magic, *_rest = u
+    return magic

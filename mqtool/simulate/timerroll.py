@@ -1,7 +1,7 @@
-"""`TimerRolls`: a ROLL unit's re-put to the timer topic (`convert` with needRoll, then `doPut`).
+"""`TimerRolls`: a ROLL unit's re-put to the timer topic kept as a row (`convert` with needRoll, then `doPut`).
 
-Where no fault can refuse a put, a roll goes through `roll`: `StoreModel.append` of the converted
-record, or, in a run that spools the timer topic's re-puts, a row (`keep`): the re-put's size by
+Where no fault can refuse a put, in a run that spools the timer topic's re-puts, a roll is kept as a row
+(`keep`) instead of `TimerDequeue.put`'s `StoreModel.append` of the converted record: the re-put's size by
 `StoreModel.reput_size`'s arithmetic from the source's properties (a map, or the bytes
 `rollread.read_sources` gives for a big slot), placed by `StoreModel.append_row` and kept by the
 spool, which rebuilds the record from it (`rebuild`) when anyone reads it; the enqueue takes the
@@ -22,7 +22,7 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.formats.timerlog import MAGIC_ROLL
-from mqtool.rules.timer import CONVERT_SET, convert_properties, convert_size_change, next_roll_times, roll_times
+from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
 from mqtool.simulate.batchread import batchable
 from mqtool.simulate.model import SimMessage, _order, tags_code
 from mqtool.simulate.rollread import read_sources
@@ -31,9 +31,9 @@ from mqtool.simulate.timerrows import FORMATS
 from mqtool.simulate.timerstate import Texts, TimerState, int_or, signed, text
 
 _U64 = (1 << 64) - 1
-# (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`_row_of_map`)
+# (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`keep_map`)
 _ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
-# the values `_row_of_bytes` takes from a plain string (`rollread.read_sources`)
+# the values `keep_bytes` takes from a plain string (`rollread.read_sources`)
 ROLL_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
                PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + CONVERT_SET + (PROPERTY_TAGS,)
 _TIMER_TOPIC_B = TIMER_TOPIC.encode()
@@ -45,33 +45,6 @@ class TimerRolls:
 
     def __init__(self, st: TimerState) -> None:
         self.st = st
-
-    def roll(self, msg: SimMessage | None, unit: tuple, slot_time: int, src_bytes: tuple | None = None) -> bool:
-        """The re-put of a ROLL unit to the timer topic with its roll count + 1 (`convert_properties`), its
-        event joining the slot's: `msg` the source record, or None with `src_bytes` what `rollread` read of it
-        (then False where a row cannot hold the re-put: the caller reads the record)."""
-        st = self.st
-        ctx = st.ctx
-        if ctx.model.spool is not None:
-            if msg is None:
-                return self._row_of_bytes(unit, src_bytes, slot_time)
-            if self._row_of_map(msg, unit, slot_time):
-                return True
-        src = msg.props
-        _prev, _magic, write, _slot, _phys, _size, _hash = unit
-        now = ctx.engine._now + ctx.clock_offset
-        props = convert_properties(src, write, True, now)
-        times = roll_times(props)
-        n = ctx.model.append(msg.derive(msg.topic, msg.queue_id, props), now, "timer").message
-        st.rolled += 1
-        log = ctx.log
-        if not log.keep:
-            log.tally("roll")
-            return True
-        st.keep_rolled(n)
-        st.add_event("roll", (ctx.engine._now, src.get(PROPERTY_REAL_TOPIC), int_or(src.get(PROPERTY_REAL_QUEUE_ID)),
-                              n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys, slot_time, times))
-        return True
 
     def sources(self, chain: list[tuple], lo: int, hi: int) -> dict[int, tuple] | None:
         """`rollread.read_sources` of the store records the ROLL units among `chain[lo:hi]` ((pos, unit, row))
@@ -91,13 +64,13 @@ class TimerRolls:
         read = read_sources(base, phys, sizes, ROLL_WANTED)
         return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
 
-    def _row_of_map(self, msg: SimMessage, unit: tuple, slot_time: int) -> bool:
-        """`roll` of a store's record (`msg`) in a run that spools the timer topic's re-puts, kept as a row
+    def keep_map(self, msg: SimMessage, unit: tuple, slot_time: int) -> bool:
+        """The roll of a store's record (`msg`) in a run that spools the timer topic's re-puts, kept as a row
         (`keep`); False (nothing done) where the re-put goes through `append`: a re-put read back (kept
         whole), no enqueue time to set, a cancel marker, values a row cannot hold."""
         m = self.st.ctx.model
         ph = msg.phys
-        write = unit[2]
+        _prev, _magic, write, _slot, _phys, _size, _hash = unit
         if (write == -1 or ph in m.spool._where or ph in m._msgs or msg.topic != TIMER_TOPIC or msg.queue_id != 0
                 or m.put_filter is not None or m.keep_messages):
             return False
@@ -129,8 +102,8 @@ class TimerRolls:
         return self.keep(ph, n, olds, due, times, src.get(PROPERTY_REAL_TOPIC), src.get(PROPERTY_REAL_QUEUE_ID),
                          src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), tags, write, slot_time)
 
-    def _row_of_bytes(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
-        """`_row_of_map` of a store's record read by `rollread.read_sources` (`rec`: topic, QUEUEID, the
+    def keep_bytes(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
+        """`keep_map` of a store's record read by `rollread.read_sources` (`rec`: topic, QUEUEID, the
         plain properties string's size and the `ROLL_WANTED` values as bytes), without a map or record."""
         topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
         _prev, _magic, write, _slot, phys, _size, _hash = unit
@@ -150,8 +123,8 @@ class TimerRolls:
 
     def keep(self, ph: int, n: int, olds: list, due: int, times: int, real: str | None, qid_text: str | None,
              uk: str | None, tags: int, write: int, slot_time: int) -> bool:
-        """The re-put `roll` would make of the record at `ph`, kept as a row: its size is the source's
-        (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
+        """The roll re-put `TimerDequeue.put` would make of the record at `ph`, kept as a row: its size is the
+        source's (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
         of its `CONVERT_SET` properties or None) with the three values set (`StoreModel.reput_size`'s
         arithmetic), `StoreModel.append_row` places it, and the spool keeps a row (`RecordSpool.put_row`): the
         source's offset, the re-put's size, queue offset, store time (= the dequeue time), enqueue time, roll
@@ -187,7 +160,7 @@ class TimerRolls:
         return True
 
     def rebuild(self, phys: int, row: tuple) -> SimMessage | None:
-        """The roll re-put at `phys` a row stands for (`keep`), as `roll` would have put it: the source read
+        """The roll re-put at `phys` a row stands for (`keep`), as `TimerDequeue.put` would have put it: the source read
         again, its properties with the three values set (appended where new) in the stored order, placed
         where the row says."""
         m = self.st.ctx.model
@@ -199,7 +172,7 @@ class TimerRolls:
             return None
         props = dict(src.props)
         for key, value in zip(CONVERT_SET, (enqueue_ms, times, store_ts), strict=True):
-            props[key] = str(value)  # `convert_properties` as `roll` made it (the roll count kept in the row)
+            props[key] = str(value)  # `convert_properties` as the put made it (the roll count kept in the row)
         order = _order(tuple(props), m.capacity)[0]
         n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
         n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = phys, size, queue_offset, store_ts, \

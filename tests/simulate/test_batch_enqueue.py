@@ -59,7 +59,7 @@ def _build(root, n=300, odd=True, file_size=1 << 20):
     return Store.open(root, config), config
 
 
-_ROW, _DELIVER = TimerDequeue.deliver_row, TimerDequeue.deliver
+_DELIVER = TimerDequeue.deliver
 LIGHT: list[int] = []  # the store's records the dequeue delivered without building them in the last `_run`
 
 
@@ -67,15 +67,12 @@ def _run(store, config, batch, monkeypatch, scenario=None, until=START + 3 * DAY
     use_reference(monkeypatch, not batch)
     LIGHT.clear()
 
-    def row(self, write, delayed, phys, *a):
-        _store_record(self, phys)
-        return _ROW(self, write, delayed, phys, *a)
+    def deliver(self, write, due, phys, x, slot_time):
+        done = _DELIVER(self, write, due, phys, x, slot_time)
+        if done:
+            _store_record(self, phys)
+        return done
 
-    def deliver(self, write, rec, target, deletes, slot_time, phys):
-        _store_record(self, phys)
-        return _DELIVER(self, write, rec, target, deletes, slot_time, phys)
-
-    monkeypatch.setattr(TimerDequeue, "deliver_row", row)
     monkeypatch.setattr(TimerDequeue, "deliver", deliver)
     sink = io.StringIO()
     res = simulate(store, config, START, until, scenario, seed=1, sink=sink, hold_events=hold)

@@ -1,5 +1,5 @@
-"""A timer roll kept as a row (`TimerRolls.roll`, `keep`): in a run that spools the timer topic's re-puts, a
-ROLL unit's record is re-put without building it (a big roll slot's records read batch-wise,
+"""A timer roll kept as a row (`TimerRolls.keep_bytes`, `keep_map`, `keep`): in a run that spools the timer
+topic's re-puts, a ROLL unit's record is re-put without building it (a big roll slot's records read batch-wise,
 `rollread.read_sources`), yet the event log is the per-message walk's (`reference_timer`), byte for byte, and
 the record a row stands for (`RecordSpool.get` -> `TimerRolls.rebuild`) equals, field for field, the one
 `StoreModel.append` put in the spool before."""
@@ -62,7 +62,7 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
     sources rolled from the bytes `rollread` read); `chunks` gets the number of units each `TimerRolls.sources`
     call covers, `answered` the number of `TimerRolls.enqueue_values`' answers that are not None."""
     spooled, rebuilt, plain = {}, {}, []
-    put, keep, roll = RecordSpool.put, TimerRolls.keep, TimerRolls.roll
+    put, keep, keep_bytes = RecordSpool.put, TimerRolls.keep, TimerRolls.keep_bytes
     roll_sources, roll_enqueue = TimerRolls.sources, TimerRolls.enqueue_values
 
     def spy_sources(self, units, lo, hi):
@@ -76,9 +76,9 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
             answered.append(phys)
         return got
 
-    def spy_roll(self, msg, unit, slot_time, src_bytes=None):
-        done = roll(self, msg, unit, slot_time, src_bytes)
-        if done and msg is None:
+    def spy_bytes(self, unit, rec, slot_time):
+        done = keep_bytes(self, unit, rec, slot_time)
+        if done:
             _prev, _magic, _write, _slot, phys, _size, _hash = unit
             plain.append(phys)
         return done
@@ -103,7 +103,7 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
         mp.setattr(TimerRolls, "keep", spy_keep if rows else lambda *a: False)
         mp.setattr(TimerRolls, "sources", spy_sources)
         mp.setattr(TimerRolls, "enqueue_values", spy_enqueue)
-        mp.setattr(TimerRolls, "roll", spy_roll)
+        mp.setattr(TimerRolls, "keep_bytes", spy_bytes)
         sink = io.StringIO()
         res = simulate(store, config, START, START + 4 * DAY, None, seed=1, sink=sink)
     return sink.getvalue(), res, spooled, rebuilt, plain

@@ -64,24 +64,21 @@ def _build(root):
 
 
 def _run(store, config, batch, monkeypatch, scenario=None):
-    """(event lines, result, the source offsets `deliver_row` delivered, those `deliver` delivered)."""
+    """(event lines, result, the source offsets `TimerDequeue.deliver` delivered from a row)."""
     use_reference(monkeypatch, not batch)
-    rows, reads = [], []
-    row, deliver = TimerDequeue.deliver_row, TimerDequeue.deliver
+    rows = []
+    deliver = TimerDequeue.deliver
 
-    def spy_row(self, write, delayed, phys, *a):
-        rows.append(phys)
-        return row(self, write, delayed, phys, *a)
+    def spy(self, write, due, phys, x, slot_time):
+        done = deliver(self, write, due, phys, x, slot_time)
+        if done:
+            rows.append(phys)
+        return done
 
-    def spy_deliver(self, write, rec, target, deletes, slot_time, phys):
-        reads.append(phys)
-        return deliver(self, write, rec, target, deletes, slot_time, phys)
-
-    monkeypatch.setattr(TimerDequeue, "deliver_row", spy_row)
-    monkeypatch.setattr(TimerDequeue, "deliver", spy_deliver)
+    monkeypatch.setattr(TimerDequeue, "deliver", spy)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3 * DAY, scenario, seed=1, sink=sink)
-    return sink.getvalue(), res, rows, reads
+    return sink.getvalue(), res, rows
 
 
 def _events(log: str, event: str) -> list[dict]:
@@ -93,9 +90,9 @@ def test_row_deliveries_equal_the_per_message_walk(tmp_path, monkeypatch, jump):
     store, config = _build(tmp_path / "s")
     # a clock jump: no spool (a fault), the rolled re-puts wait in the overlay (`StoreModel._msgs`)
     sc = parse_scenario({"faults": [{"kind": "clock_jump", "at": 1000, "delta": "+90s"}]}, START) if jump else None
-    per_msg, r1, rows1, _ = _run(store, config, False, monkeypatch, sc)
+    per_msg, r1, rows1 = _run(store, config, False, monkeypatch, sc)
     assert rows1 == []
-    batched, r2, rows, reads = _run(store, config, True, monkeypatch, sc)
+    batched, r2, rows = _run(store, config, True, monkeypatch, sc)
     assert batched == per_msg
     assert r2.summary == r1.summary and r2.violations == r1.violations
     delivered = {e["physical_offset"]: e for e in _events(per_msg, "deliver")}
@@ -104,24 +101,25 @@ def test_row_deliveries_equal_the_per_message_walk(tmp_path, monkeypatch, jump):
     # 8 cancels (i % 30 == 17, each with a UNIQ_KEY) meet their targets; the rest are delivered, a roll's
     # re-put at the end of its way
     assert len(cancels) == 8 and len(delivered) == N - 8 and len(rolls) > 0
-    cancelled = {e["physical_offset"] for e in cancels}  # `deliver` in a slot with a cancel drops its target
-    assert set(rows) <= set(delivered) and set(reads) <= set(delivered) | cancelled
+    assert set(rows) <= set(delivered) and len(set(rows)) == len(rows)
     row_keys = {delivered[p]["uniq_key"] for p in rows}
-    # every form of UNIQ_KEY but the lower-case one came from its row; that one was read
+    # every form of UNIQ_KEY but the lower-case one (which a row cannot hold: the record is put) came from a row
     for form in (0, 1, 3, 4, 5):
         assert any(row_keys & {_uniq_key(i)} for i in range(form, N, 6)), form
-    assert not row_keys & {_uniq_key(i) for i in range(2, N, 6)}
-    read_keys = {delivered[p]["uniq_key"] for p in reads if p in delivered}
     form2 = {e["uniq_key"] for e in delivered.values()} & {_uniq_key(i) for i in range(2, N, 6)}
-    assert len(form2) == 40 and len(form2 - read_keys) <= 4  # (or a queue's first re-put, by `_put`)
+    assert len(form2) == 40 and not row_keys & form2
     # rolled re-puts (past the store's end) were delivered from their rows too
     end = store.commitlog.max_offset()
     assert any(p >= end for p in rows) and any(p < end for p in rows)
-    # a slot with a cancel is read: its plain units are not delivered from rows
+    # a slot with a cancel is delivered from rows too (made of the records read for the cancel check)
     cancelled_slots = {e["slot"] for e in cancels}
-    assert not any(delivered[p]["slot"] in cancelled_slots for p in rows)
-    # each queue's first re-put goes through `_put`: 173 deliveries from rows, 55 read again
-    assert len(rows) + len(reads) - len(cancels) + 4 == len(delivered) and (len(rows), len(reads)) == (173, 63)
+    assert any(delivered[p]["slot"] in cancelled_slots for p in rows)
+    # put: each queue's first re-put (`append` learns the queue) and the 40 of a lower-case UNIQ_KEY
+    first: dict[tuple, str] = {}
+    for e in _events(per_msg, "deliver"):
+        first.setdefault((e["topic"], e["queue_id"]), e["uniq_key"])
+    assert len(first) == 4 and len(set(first.values()) - form2) == 3
+    assert len(delivered) - len(rows) == 40 + 3 == 43
 
 
 def _rows(model):
