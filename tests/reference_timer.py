@@ -24,7 +24,7 @@ from mqtool.simulate import runner
 from mqtool.simulate.timer import TimerService
 from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
-from mqtool.simulate.timerstate import int_or
+from mqtool.simulate.timerstate import WheelSlot, int_or
 
 
 class ReferenceEnqueue(TimerEnqueue):
@@ -77,14 +77,14 @@ class ReferenceEnqueue(TimerEnqueue):
         pos = st.next_unit_pos()
         s = st.slot(delayed)
         real = props.get(PROPERTY_REAL_TOPIC)
-        st.units[pos] = (s[1] if s is not None else -1, magic, write, delayed, offset_py, size_py,
+        st.units[pos] = (s.last_pos if s is not None else -1, magic, write, delayed, offset_py, size_py,
                          java_string_hash(real) if real is not None else 0)
         st.new_units.append(pos)
         if s is None:
-            st.slots[delayed] = [pos, pos, -1 if delete else 1]
+            st.slots[delayed] = WheelSlot(pos, pos, -1 if delete else 1)
         else:
-            s[1] = pos
-            s[2] += -1 if delete else 1
+            s.last_pos = pos
+            s.num += -1 if delete else 1
         st.queue_slot(delayed)
         ctx = st.ctx
         if ctx.log.keep:
@@ -104,15 +104,15 @@ class ReferenceDequeue(TimerDequeue):
         st = self.st
         m = st.ctx.model
         chain = self.chain(slot_time)
-        cancels, normal = dequeue_order(chain, lambda u: u[1])
+        cancels, normal = dequeue_order(chain, _magic)
         deletes: set[str] = set()
-        for _pos, u, _x in cancels:
-            msg = m.message(u[4])
+        for _pos, (_prev, _mg, _write, _slot, phys, _size, _hash), _x in cancels:
+            msg = m.message(phys)
             key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
             if key is not None:
                 deletes.add(key)
-        for i, (_pos, u, _x) in enumerate(normal):
-            msg = m.message_once(u[4])
+        for i, (_pos, (_prev, magic, write, _slot, phys, _size, _hash), _x) in enumerate(normal):
+            msg = m.message_once(phys)
             if msg is None:
                 continue
             props = msg.props
@@ -124,13 +124,18 @@ class ReferenceDequeue(TimerDequeue):
                                       props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, slot=slot_time)
                 continue
             st.flush_events()
-            retry = self.put(msg, u[2], u[1], slot_time, False)
+            retry = self.put(msg, write, magic, slot_time, False)
             if retry is not None:
-                return self.finish_slot(retry, [r[1] for r in normal[i + 1:]], deletes, slot_time)
+                return self.finish_slot(retry, [unit for _pos, unit, _x in normal[i + 1:]], deletes, slot_time)
         if m.releasing:
-            for _pos, u, _x in chain:
-                m.release(u[4])
+            for _pos, (_prev, _mg, _write, _slot, phys, _size, _hash), _x in chain:
+                m.release(phys)
         return None
+
+
+def _magic(unit: tuple) -> int:
+    _prev, magic, *_rest = unit
+    return magic
 
 
 class ReferenceTimerService(TimerService):

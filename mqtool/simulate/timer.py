@@ -44,7 +44,7 @@ from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Proces
 from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerroll import TimerRolls
-from mqtool.simulate.timerstate import TimerState, int_or
+from mqtool.simulate.timerstate import TimerState, WheelSlot, int_or
 
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
@@ -126,16 +126,17 @@ class TimerService:
         st = self.st
         units = st.units
         if st.wheel is not None:
-            st.slots.update(revise_slots(((pos, _delayed_time(units[pos])) for pos in self._loaded), st.slot))
+            revised = revise_slots(((pos, _delayed_time(units[pos])) for pos in self._loaded), _slot_list(st))
+            st.slots.update((t, WheelSlot(first, last, num)) for t, (first, last, num) in revised.items())
             return
         for pos in self._loaded:
             _prev, _magic, _write, delayed, _phys, _size, _hash = units[pos]
             s = st.slots.get(delayed)
             if s is None:
-                st.slots[delayed] = [pos, pos, 1]
+                st.slots[delayed] = WheelSlot(pos, pos, 1)
             else:
-                s[1] = pos
-                s[2] += 1
+                s.last_pos = pos
+                s.num += 1
 
     def start(self) -> None:
         self._recover()
@@ -198,11 +199,11 @@ class TimerService:
         for t in st.queued:
             s = st.slot(t)
             if s is not None:
-                units += [u for _, u in walk_chain(s[1], st.unit, _prev_pos).units]
+                units += [u for _, u in walk_chain(s.last_pos, st.unit, _prev_pos).units]
         deletes = [need_delete(magic) for _prev, magic, *_rest in units]
         if not any(deletes):
             return len(units)  # (no record is read)
-        props_of = [st.props_rec(phys)[0] or {} for _prev, _magic, _write, _delayed, phys, _size, _hash in units]
+        props_of = [_props(st, phys) for _prev, _magic, _write, _delayed, phys, _size, _hash in units]
         cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
         for u, delete, props in zip(units, deletes, props_of, strict=True):
             if delete:
@@ -230,6 +231,21 @@ class TimerService:
 def _prev_pos(u: tuple) -> int:
     prev_pos, *_rest = u
     return prev_pos
+
+
+def _slot_list(st: TimerState):
+    """`TimerState.slot` as `rules.timer.revise_slots` reads a slot: [first_pos, last_pos, num] or None."""
+
+    def get(t: int) -> list[int] | None:
+        s = st.slot(t)
+        return None if s is None else [s.first_pos, s.last_pos, s.num]
+
+    return get
+
+
+def _props(st: TimerState, phys: int) -> dict[str, str]:
+    props, _body_len, _sys_flag = st.props_rec(phys)
+    return props or {}
 
 
 def _delayed_time(u: tuple) -> int:

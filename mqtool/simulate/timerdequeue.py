@@ -66,9 +66,9 @@ class TimerDequeue:
         ctx = st.ctx
         p = st.precision
         engine = ctx.engine
-        # the slots' deliveries and rolls not written yet (`TimerState.pend`): kept from slot to slot while
+        # the slots' deliveries and rolls not written yet (`TimerState.add_event`): kept from slot to slot while
         # `advance` goes on without the engine, written before every yield (no other event comes between)
-        st.pend = [None, []]
+        st.pend_kind, st.pend_rows = None, []
         while True:
             heap = st.heap  # replaced by a restart's recovery
             w = (engine._now + ctx.clock_offset) // p * p
@@ -103,7 +103,7 @@ class TimerDequeue:
         s = st.slot(slot_time)
         if s is None:
             return []
-        _first, last, _num = s
+        last = s.last_pos
         fast = st.units.chain(last, rows)  # units all held here, prevPos always back: the usual slot
         if fast is not None:
             return fast if rows else [(pos, u, None) for pos, u in fast]
@@ -165,7 +165,7 @@ class TimerDequeue:
                         if msg is None:
                             continue
                         rec = (msg.props, msg.body_len, msg.sys_flag)
-                    props = rec[0]
+                    props, _body_len, _sys_flag = rec
                     if deletes and self._cancelled(props, phys, deletes, slot_time):
                         continue
                     x, due = of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))

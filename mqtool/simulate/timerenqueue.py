@@ -29,7 +29,7 @@ from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, need_rol
 from mqtool.simulate import plainscan
 from mqtool.simulate.batchread import batchable, close, read_plain, scan_plain
 from mqtool.simulate.timerrows import FORMATS, NO_ROW
-from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, int_or
+from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, WheelSlot, int_or
 from mqtool.simulate.timerunits import UNIT_DTYPE
 
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`base`)
@@ -43,6 +43,10 @@ ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_T
 ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
 ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
 _TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
+# `plainscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
+# TIMER_OUT_MS as a number (its first wanted value)
+_STATUS, _SIZE, _NUMBER = 0, 1, 7
+_MATCHED, _PARSED = 1, 0  # (0: no template matched, the map parsed instead)
 
 
 class _Run:
@@ -123,10 +127,11 @@ class TimerEnqueue:
                             got = _map_values(rec)
                             if got is None:
                                 continue
-                        if put_at_once(got[0], write):
+                        due, *_values = got
+                        if put_at_once(due, write):
                             if run.phys:
                                 self._take_run(run, write)
-                            retry = self.put(m.message(phys), LONG_MAX, 0, got[0], direct=True)
+                            retry = self.put(m.message(phys), LONG_MAX, 0, due, direct=True)
                             if retry is not None:
                                 break  # the put waits: re-read the queue afterwards
                             m.release(phys)  # delivered at once: no unit points at it
@@ -193,10 +198,11 @@ class TimerEnqueue:
                 sizes = u.size[lo:hi_].tolist()
                 scanned = scan_plain(b, phys, sizes, ENQ_WANTED, ENQ_INTERN) if len(phys) >= COLUMNS_FROM else None
                 if scanned is not None:
+                    buf, out, answers = scanned
                     try:
-                        done, halt, t = self._scanned(scanned, phys, sizes, write, skip)
+                        done, halt, t = self._scanned(buf, out, answers, phys, sizes, write, skip)
                     finally:
-                        close(scanned[0])
+                        close(buf)
                 else:
                     done, halt, t = self._plain(read_plain(b, phys, sizes, ENQ_WANTED), phys, sizes, write, skip)
                 off += done
@@ -225,7 +231,7 @@ class TimerEnqueue:
                 if rec is None or ph in msgs or ph in spooled or ph in lru:
                     rec = self.st.props_rec(ph)  # the per-message read decides
                 got = _base_values(rec)
-                if got is not None and put_at_once(got[0], write):
+                if got is not None and put_at_once(_due(got), write):
                     halt = True  # put at once: `loop` does it
                     break
                 done += 1
@@ -235,21 +241,20 @@ class TimerEnqueue:
             t = self.take(*run.columns(), write) if run.phys else None
         return done, halt, t
 
-    def _scanned(self, scanned: tuple, phys: list[int], sizes: list[int], write: int, skip: tuple
-                 ) -> tuple[int, bool, int | None]:
+    def _scanned(self, buf, out: np.ndarray, answers: dict, phys: list[int], sizes: list[int], write: int,
+                 skip: tuple) -> tuple[int, bool, int | None]:
         """`base`'s walk over one batch from `batchread.scan_plain`'s columns: a matched record's values
         taken by their offsets for all at once (TIMER_OUT_MS as the kernel's number, the texts of REAL_TOPIC
         and REAL_QID once per distinct value, the re-put's size by numpy), any other record (no template, a
         TIMER_OUT_MS not of 1 to 18 ASCII digits, one in the overlay, spool or read cache) by `_base_values` as
         `_plain` does; the units up to the first one put at once go to one `take`. Returns (records walked,
         stopped there, the earliest slot)."""
-        buf, out, answers = scanned
         msgs, spooled, lru = skip
         n = len(phys)
         F = plainscan.FIXED
-        num = out[:, 7]
+        num = out[:, _NUMBER]
         out_s = out[:, F]
-        py = out[:, 0] != 1
+        py = out[:, _STATUS] != _MATCHED
         py |= (out_s >= 0) & (num < 0)  # a TIMER_OUT_MS `int` reads (or refuses) as text
         if any(any(map(c.__contains__, phys)) for c in skip):
             py |= np.fromiter((ph in msgs or ph in spooled or ph in lru for ph in phys), bool, n)
@@ -260,14 +265,14 @@ class TimerEnqueue:
         for k in np.flatnonzero(py[:end]).tolist():
             ph = phys[k]
             read_here = ph not in msgs and ph not in spooled and ph not in lru
-            if out[k, 0] == 1 and read_here:
+            if out[k, _STATUS] == _MATCHED and read_here:
                 rec = plainscan.answer(out, k, buf, len(ENQ_WANTED))
-            elif out[k, 0] == 0 and k in answers and read_here:
+            elif out[k, _STATUS] == _PARSED and k in answers and read_here:
                 rec = answers[k]
             else:
                 rec = self.st.props_rec(ph)  # the per-message read decides
             got = _base_values(rec)
-            if got is not None and put_at_once(got[0], write):
+            if got is not None and put_at_once(_due(got), write):
                 end = k
                 break
             if got is not None:
@@ -321,12 +326,12 @@ class TimerEnqueue:
             if s is None and wheel is not None:
                 s = st.slot(t)
             if s is None:
-                slots[t] = [pos, pos, -1 if d else 1]
+                slots[t] = WheelSlot(pos, pos, -1 if d else 1)
                 prevs.append(-1)
             else:
-                prevs.append(s[1])
-                s[1] = pos
-                s[2] += -1 if d else 1
+                prevs.append(s.last_pos)
+                s.last_pos = pos
+                s.num += -1 if d else 1
             if t not in queued:
                 st.queue_slot(t)
         hashes = st.topic_hash
@@ -347,7 +352,8 @@ class TimerEnqueue:
             units = st.units
             for pos, unit, x in zip(positions, rows.tolist(), extra.tolist(), strict=True):
                 units[pos] = unit
-                if x[0]:
+                meta, _hi, _lo = x
+                if meta:
                     units.set_extra(pos, x)
         st.new_units.extend(positions)
         ctx = st.ctx
@@ -371,18 +377,23 @@ class TimerEnqueue:
         if set(map(type, srcs)) == {int}:  # all plain strings (`base`): the rows by numpy
             return rows.of_plain_many(srcs, delete, magic_a, reals, qid_texts, uniqs)
         of_props, of_plain = rows.of_props, rows.of_plain
-        return np.fromiter(chain.from_iterable([
-            NO_ROW if mg & MAGIC_ROLL or d else of_plain(src, real, q, uk) if src.__class__ is int
-            else of_props(*src) if src[1] is not None else NO_ROW
-            for src, d, mg, real, q, uk in zip(srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs,
-                                               strict=True)]),
-            np.uint64, 3 * n).reshape(n, 3)
+
+        def row(src, delete: bool, magic: int, real, qid, uk) -> tuple[int, int, int]:
+            if magic & MAGIC_ROLL or delete:
+                return NO_ROW
+            if src.__class__ is int:
+                return of_plain(src, real, qid, uk)
+            props, body_len, sys_flag = src
+            return NO_ROW if body_len is None else of_props(props, body_len, sys_flag)
+
+        return np.fromiter(chain.from_iterable(map(row, srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs)),
+                           np.uint64, 3 * n).reshape(n, 3)
 
 
 def _map_values(rec: tuple) -> tuple | None:
     """`take`'s values of a record from its (properties, BODYLENGTH, SYSFLAG): None where it is not read or
     has no TIMER_OUT_MS that is a number (passed over)."""
-    props = rec[0]
+    props, _body_len, _sys_flag = rec
     if props is None:
         return None
     try:
@@ -391,6 +402,11 @@ def _map_values(rec: tuple) -> tuple | None:
         return None
     return (delayed, props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None, props.get(PROPERTY_REAL_TOPIC),
             props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), rec)
+
+
+def _due(values: tuple) -> int:
+    due, *_rest = values
+    return due
 
 
 def _base_values(rec: tuple) -> tuple | None:
@@ -422,7 +438,7 @@ def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
     F, W = plainscan.FIXED, plainscan.STRIDE
     rows = out[ks]
     texts = _TEXTS
-    cols: list = [rows[:, 7].tolist(), (rows[:, F + W] >= 0).tolist()]
+    cols: list = [rows[:, _NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
     for w in (2, 3):
         c = F + W * w
         reps = rows[:, c + 2].tolist()
@@ -440,7 +456,7 @@ def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
     c = F + W * 4
     cols.append([buf[s:e].decode("utf-8", "surrogateescape") if s >= 0 else None
                  for s, e in zip(rows[:, c].tolist(), rows[:, c + 1].tolist(), strict=True)])
-    size = rows[:, 1].copy()
+    size = rows[:, _SIZE].copy()
     for w, seg in ((5, ENQ_SEG), (6, DEQ_SEG)):
         s, e = rows[:, F + W * w], rows[:, F + W * w + 1]
         size -= np.where(s >= 0, e - s + seg, 0)

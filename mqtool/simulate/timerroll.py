@@ -56,7 +56,7 @@ class TimerRolls:
         msgs, spooled, lru = m._msgs, m.spool._where, base._lru
         at, phys, sizes = [], [], []
         for i in range(lo, min(hi, len(chain))):
-            _prev, magic, write, _slot, ph, size, _hash = chain[i][1]
+            _pos, (_prev, magic, write, _slot, ph, size, _hash), _x = chain[i]
             if magic & MAGIC_ROLL and write != -1 and not (ph in msgs or ph in spooled or ph in lru):  # `need_roll`
                 at.append(i)
                 phys.append(ph)
@@ -81,13 +81,15 @@ class TimerRolls:
             due = int(src[PROPERTY_TIMER_OUT_MS])
         except (KeyError, ValueError):
             return False
-        keys = (tuple(src), m.capacity)
+        names = tuple(src)
+        keys = (names, m.capacity)
         keys_part = _ROLL_KEYS.get(keys)
         olds = []
         try:
             if keys_part is None:
-                _order(keys[0] + tuple(k for k in CONVERT_SET if k not in src), m.capacity)  # as `append` orders
-                keys_part = _ROLL_KEYS[keys] = _order(keys[0], m.capacity)[1] + 2 * len(src)
+                _order(names + tuple(k for k in CONVERT_SET if k not in src), m.capacity)  # as `append` orders
+                _stored, names_len = _order(names, m.capacity)
+                keys_part = _ROLL_KEYS[keys] = names_len + 2 * len(src)
             values = "".join(src.values())
             n = keys_part + (len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
             for k in CONVERT_SET:
@@ -144,7 +146,8 @@ class TimerRolls:
         meta, hi, lo = st.rows.of_plain(n - len(enq_s) - ENQ_SEG - len(deq_s) - DEQ_SEG, real, qid_text, uk)
         if not meta:
             return False
-        size = n + m.queue_info(TIMER_TOPIC, 0)[2]
+        _units, _bmax, fixed, _keep = m.queue_info(TIMER_TOPIC, 0)
+        size = n + fixed
         if not m.trailing_separator:
             size -= 1
         pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
@@ -164,7 +167,7 @@ class TimerRolls:
         again, its properties with the three values set (appended where new) in the stored order, placed
         where the row says."""
         m = self.st.ctx.model
-        origin, size, queue_offset, store_ts, enqueue_ms, times, tags = row[:7]
+        origin, size, queue_offset, store_ts, enqueue_ms, times, tags, *_enqueue_values = row
         base = m.base
         once = getattr(base, "message_once", None)
         src = once(origin) if once is not None else base.message(origin)
@@ -173,7 +176,7 @@ class TimerRolls:
         props = dict(src.props)
         for key, value in zip(CONVERT_SET, (enqueue_ms, times, store_ts), strict=True):
             props[key] = str(value)  # `convert_properties` as the put made it (the roll count kept in the row)
-        order = _order(tuple(props), m.capacity)[0]
+        order, _names_len = _order(tuple(props), m.capacity)
         n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
         n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = phys, size, queue_offset, store_ts, \
             "timer", tags

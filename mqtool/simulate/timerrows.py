@@ -31,6 +31,7 @@ from mqtool.rules.timer import DELIVERY_SET, need_roll
 from mqtool.simulate.model import _order
 
 NO_ROW = (0, 0, 0)
+META, HI, LO = 0, 1, 2  # a row's three values, as columns of an array of rows
 TOPICS = (1 << 12) - 1
 QIDS = 1 << 20
 SIZE = 1 << 29
@@ -108,8 +109,9 @@ class DeliveryRows:
 
     def uniq_key(self, x: tuple[int, int, int]) -> str | None:
         """The UNIQ_KEY a row holds, as the record has it."""
-        kind = x[0] >> 32 & 3
-        return None if kind == 0 else f"{x[1]:016X}{x[2]:016X}" if kind == 1 else self.formats[x[1]] % x[2]
+        meta, hi, lo = x
+        kind = meta >> 32 & 3
+        return None if kind == 0 else f"{hi:016X}{lo:016X}" if kind == 1 else self.formats[hi] % lo
 
     def _meta(self, topic: str | None, qid_text: str | None) -> int:
         tq = (topic, qid_text)
@@ -149,7 +151,7 @@ class DeliveryRows:
         if PROPERTY_TIMER_DEL_UNIQKEY in keys:
             return None
         try:
-            keys_len = _order(keys, self._capacity())[1]
+            _stored, keys_len = _order(keys, self._capacity())
         except UnicodeError:
             return None
         drop = tuple(k for k in DELIVERY_SET if k in keys)
@@ -196,7 +198,7 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
     lens = np.fromiter(map(len, uks), np.int64, n)
     head = meta | (np.maximum(size, 0).astype(np.uint64) << np.uint64(34))
     extra = np.zeros((n, 3), np.uint64)
-    extra[:, 0] = head
+    extra[:, META] = head
     raw = "".join(uks).encode("utf-8", "surrogateescape")
     hexed = np.zeros(n, bool)
     if len(raw) == int(lens.sum()):  # one byte a character: a key's bytes lie where its characters do
@@ -206,9 +208,9 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
             nib = _HEX_NIBBLE[np.frombuffer(raw, np.uint8)[at[:, None] + _UK32]]
             good = (nib < 16).all(axis=1)
             k32, nib = k32[good], nib[good]
-            extra[k32, 0] |= np.uint64(1 << 32)
-            extra[k32, 1] = (nib[:, :16] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
-            extra[k32, 2] = (nib[:, 16:] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
+            extra[k32, META] |= np.uint64(1 << 32)
+            extra[k32, HI] = (nib[:, :16] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
+            extra[k32, LO] = (nib[:, 16:] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
             hexed[k32] = True
         _prefixed_rows(rows, np.frombuffer(raw, np.uint8), np.cumsum(lens) - lens, lens, ok & ~hexed & (lens != 0),
                        uks, extra, hexed)
@@ -252,12 +254,13 @@ def _prefixed_rows(rows: DeliveryRows, raw: np.ndarray, starts: np.ndarray, lens
     packed = rows._packed
     for g in np.argsort(first, kind="stable").tolist():  # registered in the order of their first keys
         x = packed(0, 0, uks[int(ks[first[g]])])
-        if x[0] >> 32 & 3 == 2:
-            fmt[g] = x[1]
+        meta, f_idx, _value = x
+        if meta >> 32 & 3 == 2:
+            fmt[g] = f_idx
     f = fmt[inverse.reshape(-1)]
     good = f >= 0
     ks = ks[good]
-    extra[ks, 0] |= np.uint64(2 << 32)
-    extra[ks, 1] = f[good].astype(np.uint64)
-    extra[ks, 2] = value[good]
+    extra[ks, META] |= np.uint64(2 << 32)
+    extra[ks, HI] = f[good].astype(np.uint64)
+    extra[ks, LO] = value[good]
     done[ks] = True

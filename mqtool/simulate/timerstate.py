@@ -1,6 +1,6 @@
 """`TimerState`: what the timer's enqueue, dequeue and rolls share (`TimerMessageStore`'s fields).
 
-The wheel as the broker holds it (`slots[time] = [first_pos, last_pos, num]`, read from the store's
+The wheel as the broker holds it (`slots[time] = WheelSlot(first_pos, last_pos, num)`, read from the store's
 `timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk), the
 TimerLog's units (`TimerUnits`) and end, the heap of non-empty slots not yet dequeued, the rows kept
 beside plain units (`DeliveryRows`), the counters, and the slot events waiting for one `record_rows`.
@@ -24,6 +24,17 @@ ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memo
 _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
 
 
+class WheelSlot:
+    """A wheel slot as `TimerWheel` holds it: its chain's first and last TimerLog positions and its count."""
+
+    __slots__ = ("first_pos", "last_pos", "num")
+
+    def __init__(self, first_pos: int, last_pos: int, num: int) -> None:
+        self.first_pos = first_pos
+        self.last_pos = last_pos
+        self.num = num
+
+
 class TimerState:
     """The timer's shared fields; its methods are the wheel's and the TimerLog's bookkeeping."""
 
@@ -40,7 +51,7 @@ class TimerState:
         self.units = TimerUnits(file_size)  # pos -> unit, in compact columns
         self.new_units = array("q")  # positions appended during the run, in order
         self.fillers: list[tuple[int, int]] = []
-        self.slots: dict[int, list[int]] = {}  # delayed time -> [first_pos, last_pos, num]
+        self.slots: dict[int, WheelSlot] = {}  # delayed time -> its slot
         self.heap: list[int] = []
         self.queued: set[int] = set()  # the times in heap
         self.end = 0
@@ -58,16 +69,17 @@ class TimerState:
         # nothing but this service reads them): `StoreModel.props` would read them back from the spool
         self.rolled_props: dict[int, tuple[dict[str, str], int, int]] = {}  # (properties, BODYLENGTH, SYSFLAG)
         self.rows = DeliveryRows(lambda: ctx.model.capacity)  # a plain delivery's row beside its unit
-        self.pend: list = [None, []]  # the deliveries or rolls waiting for `record_rows`: [kind, rows]
+        self.pend_kind: str | None = None  # the deliveries or rolls waiting for `record_rows`: their kind,
+        self.pend_rows: list[tuple] = []  # and their rows
 
-    def slot(self, t: int) -> list[int] | None:
-        """`TimerWheel.getSlot(t)`: [first_pos, last_pos, num], None when empty."""
+    def slot(self, t: int) -> WheelSlot | None:
+        """`TimerWheel.getSlot(t)`, None when empty."""
         s = self.slots.get(t)
         if s is None and self.wheel is not None:
             ws = self.wheel.get_slot(t)
             if ws.time_ms == -1:
                 return None
-            s = self.slots[t] = [ws.first_pos, ws.last_pos, ws.num]
+            s = self.slots[t] = WheelSlot(ws.first_pos, ws.last_pos, ws.num)
         return s
 
     def unit(self, pos: int):
@@ -113,20 +125,19 @@ class TimerState:
         return m.props(phys), None, None
 
     def flush_events(self) -> None:
-        """The events waiting in `pend` (a run of deliveries or rolls, each row with its time), in order."""
-        pend = self.pend
-        rows = pend[1]
+        """The events waiting (a run of deliveries or rolls, each row with its time), in order."""
+        rows = self.pend_rows
         if rows:
-            self.ctx.log.record_rows("timer", pend[0], rows, _EVENT_KEYS[pend[0]])
+            kind = self.pend_kind
+            self.ctx.log.record_rows("timer", kind, rows, _EVENT_KEYS[kind])
             rows.clear()
 
     def add_event(self, kind: str, row: tuple) -> None:
-        """`row` joins the events waiting in `pend`, after those of another kind are written."""
-        pend = self.pend
-        if pend[0] != kind:
+        """`row` joins the events waiting, after those of another kind are written."""
+        if self.pend_kind != kind:
             self.flush_events()
-            pend[0] = kind
-        rows = pend[1]
+            self.pend_kind = kind
+        rows = self.pend_rows
         rows.append(row)
         if len(rows) >= PENDING_EVENTS:
             self.flush_events()

@@ -32,6 +32,17 @@ _XUNIT = struct.Struct(f"={XFIELDS}Q")
 _XSTRIDE = _XUNIT.size
 
 
+def _file(where: tuple[int, int]) -> int:
+    f, _i = where
+    return f
+
+
+def _meta(x) -> int:
+    """An `extra` row's first value (0: no row)."""
+    meta, _hi, _lo = x
+    return meta
+
+
 class TimerUnits:
     """A mapping `pos -> unit tuple` (get, [], []=, in, len) backed by per-file int64 rows."""
 
@@ -91,13 +102,13 @@ class TimerUnits:
             rows = rows.view(np.int64).reshape(n, FIELDS)
         w = self._where(pos)
         last = self._where(pos + (n - 1) * TIMERLOG_UNIT_SIZE) if n else None
-        if w is None or last is None or last[0] != w[0]:
-            xs = extra.tolist() if extra is not None else None
-            for j, unit in enumerate(rows.tolist()):
+        if w is None or last is None or _file(last) != _file(w):
+            xs = extra.tolist() if extra is not None else [None] * n
+            for j, (unit, x) in enumerate(zip(rows.tolist(), xs, strict=True)):
                 at = pos + j * TIMERLOG_UNIT_SIZE
                 self[at] = unit
-                if xs is not None and xs[j][0]:
-                    self.set_extra(at, xs[j])
+                if x is not None and _meta(x):
+                    self.set_extra(at, x)
             return
         f, i = w
         here, cols = self._grow(f, i + n)
@@ -135,7 +146,7 @@ class TimerUnits:
         if rest or (i + 1) * _XSTRIDE > len(x):
             return None
         row = _XUNIT.unpack_from(x, i * _XSTRIDE)
-        return row if row[0] else None
+        return row if _meta(row) else None
 
     def set_extra(self, pos: int, row) -> None:
         """Keep `row` (XFIELDS uint64, the first non-zero) beside the unit at `pos` (on the grid only)."""
@@ -176,14 +187,14 @@ class TimerUnits:
             else:
                 x = xs.get(f)
                 if x is not None and (i + 1) * _XSTRIDE <= len(x):
-                    x = _XUNIT.unpack_from(x, i * _XSTRIDE)
-                    if not x[0]:
+                    meta, _hi, _lo = x = _XUNIT.unpack_from(x, i * _XSTRIDE)
+                    if not meta:
                         x = None
                 else:
                     x = None
                 out.append((pos, u, x))
             bound = pos
-            pos = u[0]
+            pos, _magic, _write, _delayed, _offset, _size, _hash = u  # on to its prevPos
         return out
 
     def get(self, pos: int, default=None):
