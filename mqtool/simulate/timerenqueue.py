@@ -4,8 +4,8 @@ From `currQueueOffset` on, each record's TIMER_OUT_MS: before `currWriteTimeMs` 
 (`rules.timer.put_at_once`, enqueue time Long.MAX_VALUE: `TimerDequeue.put`); else `doEnqueue` appends a
 52-byte unit. `take` is that one step over a run of n >= 1 units (`rules.timer.do_enqueue_many`); the walk
 gathers runs from three sources of the same values: the store's records read batch-wise (`base`: one match
-of a plain properties string, `batchread.read_plain`, or as columns for a large batch,
-`batchread.scan_plain`), a roll re-put kept as a row (`TimerRolls.enqueue_values`), any other record's map.
+of a plain properties string, as columns, `batchread.scan_plain`), a roll re-put kept as a row
+(`TimerRolls.enqueue_values`), any other record's map.
 A put at once cuts the run: the units before it are taken first.
 """
 
@@ -27,16 +27,15 @@ from mqtool.formats.names import (
 from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, need_roll, put_at_once
 from mqtool.simulate import plainscan
-from mqtool.simulate.batchread import batchable, close, read_plain, scan_plain
+from mqtool.simulate.batchread import batchable, close, scan_plain
 from mqtool.simulate.timerrows import FORMATS, NO_ROW
 from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, WheelSlot, int_or
 from mqtool.simulate.timerunits import UNIT_DTYPE
 
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`base`)
-COLUMNS_FROM = 1024  # from this many units on, a batch is read as columns (`batchread.scan_plain`)
 NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this one does (`take`)
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
-# `base`: the values `read_plain` takes from a plain string, and the two dequeue properties' segment
+# `base`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
 # lengths but their values (name, separators)
 ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
               PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + DELIVERY_SET
@@ -166,11 +165,10 @@ class TimerEnqueue:
         the range (or 0) is returned.
 
         The units come from the same columns `cq_units` hands out, a record's properties from
-        `batchread.read_plain` (the checks of `MappedBase.props`; else `StoreModel.props` itself, and always
+        `batchread.scan_plain` (the checks of `MappedBase.props`; else `StoreModel.props` itself, and always
         when the record is in the overlay or the read cache): a plain string by one match giving the values
-        `take` needs and its length (the re-put's size, `DeliveryRows.of_plain`), any other parsed into a map
-        (a batch of `COLUMNS_FROM` units or more: the same answers as columns of offsets,
-        `batchread.scan_plain`); the dequeue is woken once at the end for the earliest slot.
+        `take` needs and its length (the re-put's size, `DeliveryRows.of_plain`) as columns of offsets, any
+        other parsed into a map; the dequeue is woken once at the end for the earliest slot.
         """
         st = self.st
         m = st.ctx.model
@@ -196,15 +194,13 @@ class TimerEnqueue:
                         return stop  # a unit that is not written: `loop` passes it over
                 phys = u.offset[lo:hi_].tolist()
                 sizes = u.size[lo:hi_].tolist()
-                scanned = scan_plain(b, phys, sizes, ENQ_WANTED, ENQ_INTERN) if len(phys) >= COLUMNS_FROM else None
-                if scanned is not None:
-                    buf, out, answers = scanned
-                    try:
-                        done, halt, t = self._scanned(buf, out, answers, phys, sizes, write, skip)
-                    finally:
+                scanned = scan_plain(b, phys, sizes, ENQ_WANTED, ENQ_INTERN)
+                buf, out, answers = scanned if scanned is not None else (None, _unread(len(phys)), {})
+                try:
+                    done, halt, t = self._scanned(buf, out, answers, phys, sizes, write, skip)
+                finally:
+                    if buf is not None:
                         close(buf)
-                else:
-                    done, halt, t = self._plain(read_plain(b, phys, sizes, ENQ_WANTED), phys, sizes, write, skip)
                 off += done
                 st.curr_queue_offset = off
                 if t is not None and (wake is None or t < wake):
@@ -218,37 +214,14 @@ class TimerEnqueue:
             if wake is not None:
                 st.wake_dequeue(wake)
 
-    def _plain(self, records: list, phys: list[int], sizes: list[int], write: int, skip: tuple
-               ) -> tuple[int, bool, int | None]:
-        """`base`'s walk over one batch read by `read_plain`: (records walked, stopped there, the earliest slot)."""
-        msgs, spooled, lru = skip
-        run = _Run()
-        halt = False
-        done = 0
-        try:
-            for k, ph in enumerate(phys):
-                rec = records[k]
-                if rec is None or ph in msgs or ph in spooled or ph in lru:
-                    rec = self.st.props_rec(ph)  # the per-message read decides
-                got = _base_values(rec)
-                if got is not None and put_at_once(_due(got), write):
-                    halt = True  # put at once: `loop` does it
-                    break
-                done += 1
-                if got is not None:
-                    run.add(ph, sizes[k], got)
-        finally:
-            t = self.take(*run.columns(), write) if run.phys else None
-        return done, halt, t
-
     def _scanned(self, buf, out: np.ndarray, answers: dict, phys: list[int], sizes: list[int], write: int,
                  skip: tuple) -> tuple[int, bool, int | None]:
         """`base`'s walk over one batch from `batchread.scan_plain`'s columns: a matched record's values
         taken by their offsets for all at once (TIMER_OUT_MS as the kernel's number, the texts of REAL_TOPIC
         and REAL_QID once per distinct value, the re-put's size by numpy), any other record (no template, a
-        TIMER_OUT_MS not of 1 to 18 ASCII digits, one in the overlay, spool or read cache) by `_base_values` as
-        `_plain` does; the units up to the first one put at once go to one `take`. Returns (records walked,
-        stopped there, the earliest slot)."""
+        TIMER_OUT_MS not of 1 to 18 ASCII digits, one in the overlay, spool or read cache, a batch the scan
+        cannot read) by `_base_values`; the units up to the first one put at once go to one `take`. Returns
+        (records walked, stopped there, the earliest slot)."""
         msgs, spooled, lru = skip
         n = len(phys)
         F = plainscan.FIXED
@@ -404,13 +377,18 @@ def _map_values(rec: tuple) -> tuple | None:
             props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), rec)
 
 
+def _unread(n: int) -> np.ndarray:
+    """`scan_plain`'s `out` for n records it did not read (status -1: the per-message read decides)."""
+    return np.full((n, plainscan.FIXED + plainscan.STRIDE * len(ENQ_WANTED)), -1, np.int64)
+
+
 def _due(values: tuple) -> int:
     due, *_rest = values
     return due
 
 
 def _base_values(rec: tuple) -> tuple | None:
-    """`take`'s values of a store's record from what `read_plain` (or `TimerState.props_rec`) answered: a
+    """`take`'s values of a store's record from what `scan_plain` (or `TimerState.props_rec`) answered: a
     plain string's (length, values as bytes) or a (properties, BODYLENGTH, SYSFLAG); None: passed over."""
     if len(rec) != 2:
         return _map_values(rec)

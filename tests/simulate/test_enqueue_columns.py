@@ -35,9 +35,8 @@ def engine(request, monkeypatch):
     return request.param
 
 
-def _run(store, config, monkeypatch, batch: bool, columns_from: int, scenario=None, hold=False):
+def _run(store, config, monkeypatch, batch: bool, scenario=None, hold=False):
     use_reference(monkeypatch, not batch)
-    monkeypatch.setattr(timerenqueue, "COLUMNS_FROM", columns_from)
     scanned: list[int] = []
     real = batchread.scan_plain
 
@@ -54,8 +53,8 @@ def _run(store, config, monkeypatch, batch: bool, columns_from: int, scenario=No
 
 def _same(store, config, monkeypatch, batch_size=4096, **kw):
     monkeypatch.setattr(timerenqueue, "ENQUEUE_BATCH", batch_size)
-    log1, r1, none = _run(store, config, monkeypatch, False, 1, **kw)
-    log2, r2, scanned = _run(store, config, monkeypatch, True, 1, **kw)
+    log1, r1, none = _run(store, config, monkeypatch, False, **kw)
+    log2, r2, scanned = _run(store, config, monkeypatch, True, **kw)
     assert none == []
     assert log1.count('"event":"enqueue"') > 0
     assert log2 == log1
@@ -194,10 +193,10 @@ def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
                 props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), meta >> 34)
 
     store, config = plain_store._build(tmp_path / "s", n=300)
-    log1, r1, _ = _run(store, config, monkeypatch, False, 1)
+    log1, r1, _ = _run(store, config, monkeypatch, False)
     monkeypatch.setattr(TimerRolls, "enqueue_values", roll_enqueue)
     monkeypatch.setattr(TimerState, "roll_rows", 1)
-    log2, r2, _ = _run(store, config, monkeypatch, True, 1)
+    log2, r2, _ = _run(store, config, monkeypatch, True)
     assert log2 == log1 and r2.summary == r1.summary
     # every roll re-put reached the batch by its row but the rolled cancel markers' (read as before)
     rolled_cancels = sum(1 for line in log1.splitlines()
