@@ -141,25 +141,11 @@ class ConsumerService:
         self.next_unit: dict[tuple[str, str, int], int] = {}
         self.gen = 0
         self.persister: Process | None = None
-        self.revivers: dict[int, Process] = {}
-        self.revive_offsets: dict[int, int] = {}
-        self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
-        self.rqid = 0  # the revive queue of the request being answered
-        self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
-        self.pop_retry_probability = config.pop_from_retry_probability
-        # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
-        self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if self.pop_clients else None
-        self.poppers: dict[tuple[str, str], Process] = {}
         self.counts: dict[str, Counter] = {g: Counter() for g in self.by_group}
         for group, topic, qid, _ in self.queues:
             ctx.model.on_append(topic, qid, lambda k=(group, topic, qid): self._wake(k))
-        for group, topic in self.pop_clients:  # a long-polling pop request is answered when a message arrives
-            retry = pop_rules.build_pop_retry_topic(topic, group, self.retry_v2)
-            for t, q in [(topic, q) for q in ctx.model.queue_ids(topic) or [0]] + [(retry, 0)]:
-                ctx.model.on_append(t, q, lambda k=(group, topic): self._wake_popper(k))
-        if self.pop_clients:
-            for q in range(self.revive_queue_num):
-                ctx.model.on_append(self.revive_topic, q, lambda q=q: self._wake_reviver(q))
+        self.pop = PopClients(self)
+        self.revive = PopRevive(self)
 
     # ----- settings per group -----
     def _group(self, group: str) -> dict:
@@ -205,15 +191,13 @@ class ConsumerService:
             key = (group, topic, qid)
             self.next_unit[key] = self._initial(key, spec)
             self.walkers[key] = eng.process(self._walk(key), NORMAL, 0, f"consumer-{group}-{topic}-{qid}")
-        for key in self.pop_clients:
-            self.poppers[key] = eng.process(self._pop_loop(key), NORMAL, 0, f"consumer-pop-{key[0]}-{key[1]}")
+        self.pop.start()
         self.persister = eng.process(self._persist_loop(), PERSIST, FIRST_PERSIST_MS, "consumer-persist")
-        for q in range(self.revive_queue_num if self.pop_clients else 0):
-            self.revivers[q] = eng.process(self._revive_loop(q), NORMAL, 0, f"pop-revive-{q}")
+        self.revive.start()
 
     def stop(self, clean: bool) -> None:
         self.gen += 1  # consumptions already scheduled never happen
-        for p in [*self.walkers.values(), *self.poppers.values(), *self.revivers.values()]:
+        for p in [*self.walkers.values(), *self.pop.poppers.values(), *self.revive.revivers.values()]:
             p.stop()
         if self.persister is not None:
             self.persister.stop()
@@ -290,10 +274,6 @@ class ConsumerService:
             group=group,
             **detail,
         )
-
-    def _emit_popped(self, event: str, qkey, msg: SimMessage, o: int, new=None, **detail) -> None:
-        """An event about a popped message: its group, topic and queue from the POP's key, its queue offset."""
-        self._emit(event, qkey[0], msg, qkey[1], qkey[2], new, queue_offset=o, **detail)
 
     def _consume(self, gen: int, key, spec: ConsumerSpec, msg: SimMessage, queue_offset: int) -> None:
         if gen != self.gen or not self.ctx.running:
@@ -378,26 +358,60 @@ class ConsumerService:
         new.tags_code = compute_deliver_timestamp(level, ctx.clock(), levels)
         return new
 
-    # ----- POP -----
-    def _wake_popper(self, key) -> None:
+    # ----- results -----
+    def summary(self) -> dict[str, dict[str, int]]:
+        return {g: {k: c.get(k, 0) for k in KINDS} for g, c in sorted(self.counts.items())}
+
+    def offset_table(self) -> dict[str, dict[int, int]]:
+        """The persisted offsets as consumerOffset.json keys (`topic@group`)."""
+        out: dict[str, dict[int, int]] = {}
+        for (group, topic, qid), off in sorted(self.offsets.items()):
+            out.setdefault(f"{topic}@{group}", {})[qid] = off
+        return out
+
+
+class PopClients:
+    """The POP clients of a `ConsumerService` (`PopMessageProcessor`, the client's ack or change of invisible
+    time); offsets, events and send-backs are the service's."""
+
+    def __init__(self, svc: ConsumerService) -> None:
+        self.svc = svc
+        self.ctx = ctx = svc.ctx
+        self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
+        self.rqid = 0  # the revive queue of the request being answered
+        self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
+        self.pop_retry_probability = ctx.config.pop_from_retry_probability
+        # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
+        self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if svc.pop_clients else None
+        self.poppers: dict[tuple[str, str], Process] = {}
+        for group, topic in svc.pop_clients:  # a long-polling pop request is answered when a message arrives
+            retry = pop_rules.build_pop_retry_topic(topic, group, svc.retry_v2)
+            for t, q in [(topic, q) for q in ctx.model.queue_ids(topic) or [0]] + [(retry, 0)]:
+                ctx.model.on_append(t, q, lambda k=(group, topic): self._wake(k))
+
+    def start(self) -> None:
+        for key in self.svc.pop_clients:
+            self.poppers[key] = self.ctx.engine.process(self._loop(key), NORMAL, 0, f"consumer-pop-{key[0]}-{key[1]}")
+
+    def _wake(self, key) -> None:
         p = self.poppers.get(key)
         if p is not None and p.alive and p.wake_time is None:
             p.wake(0)
 
-    def _pop_loop(self, key):
+    def _loop(self, key):
         """The client's POP requests: one every `poll_interval`, or (0) long polling: a request that found nothing
         waits for a message (counted once), one that found some is followed by the next at once."""
-        spec = self.pop_clients[key]
+        spec = self.svc.pop_clients[key]
         while True:
-            got = self._pop_request(key, spec)
+            got = self._request(key, spec)
             if spec.poll_interval_ms > 0:
                 yield spec.poll_interval_ms
                 continue
             while not got:
                 yield None  # the suspended request, answered when a message arrives
-                got = self._pop_request(key, spec, counted=True)
+                got = self._request(key, spec, counted=True)
 
-    def _pop_request(self, key, spec: ConsumerSpec, counted: bool = False) -> int:
+    def _request(self, key, spec: ConsumerSpec, counted: bool = False) -> int:
         """`PopMessageProcessor.processRequest` for one request (queueId -1) and what the client does with the
         answer; the number of messages popped."""
         ctx, m = self.ctx, self.ctx.model
@@ -405,11 +419,11 @@ class ConsumerService:
             return 0
         group, topic = key
         if not counted:  # a new request; a suspended one keeps its revive queue
-            self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.revive_queue_num)
+            self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.svc.revive_queue_num)
             self.ck_counter += 1
         self.rqid = self.request_rqid[key]
         random_q = spec.pop_random if spec.pop_random is not None else self.pop_rng.randrange(100)
-        retry = pop_rules.build_pop_retry_topic(topic, group, self.retry_v2)
+        retry = pop_rules.build_pop_retry_topic(topic, group, self.svc.retry_v2)
         first = pop_rules.need_retry(random_q, self.pop_retry_probability)
         pop_time = ctx.clock()
         room, popped = spec.batch_size, []
@@ -432,19 +446,19 @@ class ConsumerService:
         checkpoint for them (`appendCheckPoint`), the offset moved past them."""
         m = self.ctx.model
         group, topic, qid = qkey
-        start = self._initial(qkey, spec)
-        self.offsets.setdefault(qkey, start)  # getInitOffset(init = true) commits it
+        start = self.svc._initial(qkey, spec)
+        self.svc.offsets.setdefault(qkey, start)  # getInitOffset(init = true) commits it
         units = list(m.cq_units(topic, qid, start, min(m.cq_max(topic, qid), start + room)))
         if not units:
             return []
         offsets = [o for o, _unit in units]
         inv = spec.invisible_time_ms
-        ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, self.broker_name)
+        ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, self.svc.broker_name)
         body = pop_format.ck_body(
-            topic, group, qid, start, pop_rules.ck_diffs(start, offsets), pop_time, inv, self.broker_name
+            topic, group, qid, start, pop_rules.ck_diffs(start, offsets), pop_time, inv, self.svc.broker_name
         )
         ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), self.rqid)
-        self._commit(qkey, offsets[-1])
+        self.svc._commit(qkey, offsets[-1])
         out = []
         for o, unit in units:
             msg = m.message(unit[0])
@@ -457,7 +471,7 @@ class ConsumerService:
         remoting client's drop past its maxReconsumeTimes, else the consumption and, when it succeeds, the ack."""
         group = qkey[0]
         rt = msg.reconsume_times
-        spec = self._spec(group, msg) or client
+        spec = self.svc._spec(group, msg) or client
         self._emit_popped(
             "pop",
             qkey,
@@ -469,10 +483,12 @@ class ConsumerService:
             checkpoint=ck.phys if ck else None,
         )
         if client.client_kind == "proxy":
-            limit = spec.max_reconsume_times if spec.max_reconsume_times is not None else self.retry_max_times(group)
+            limit = spec.max_reconsume_times
+            if limit is None:
+                limit = self.svc.retry_max_times(group)
             if pop_rules.filter_message(rt, limit) == "TO_DLQ":
                 self._emit_popped("consume", qkey, msg, o, reconsume_times=rt, outcome="dlq")
-                self._send_back(group, spec, msg, 0, delay_level=-1)
+                self.svc._send_back(group, spec, msg, 0, delay_level=-1)
                 self._ack(qkey, client, start, o, msg, pop_time)
                 return
         elif pop_rules.process_pop_result_drops(rt, get_max_reconsume_times(spec.max_reconsume_times)):
@@ -505,8 +521,8 @@ class ConsumerService:
                 return
         else:
             inv = pop_rules.change_pop_invisible_time(rt)
-        ck_key = pop_rules.gen_ck_unique_id(topic, qid, o, group, now, self.broker_name)
-        body = pop_format.ck_body(topic, group, qid, o, [0], now, inv, self.broker_name)
+        ck_key = pop_rules.gen_ck_unique_id(topic, qid, o, group, now, self.svc.broker_name)
+        body = pop_format.ck_body(topic, group, qid, o, [0], now, inv, self.svc.broker_name)
         ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(now, inv), self.rqid)
         self._emit_popped("change_invisible", qkey, msg, o, ck, invisible_until=now + inv, revive_queue_id=self.rqid)
         self._ack(qkey, client, start, o, msg, pop_time, event=False)
@@ -516,8 +532,8 @@ class ConsumerService:
         checkpoint's start, into the checkpoint's revive queue at popTime + invisibleTime."""
         group, topic, qid = qkey
         inv = client.invisible_time_ms
-        ack_key = pop_rules.gen_ack_unique_id(topic, qid, o, group, pop_time, self.broker_name)
-        body = pop_format.ack_body(topic, group, qid, start, o, pop_time, self.broker_name)
+        ack_key = pop_rules.gen_ack_unique_id(topic, qid, o, group, pop_time, self.svc.broker_name)
+        body = pop_format.ack_body(topic, group, qid, start, o, pop_time, self.svc.broker_name)
         ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), self.rqid)
         if event:  # a changeInvisibleTime's ack of the old checkpoint is no ack of the message
             self._emit_popped(ACK_TAG, qkey, msg, o, ack, revive_queue_id=self.rqid)
@@ -532,14 +548,14 @@ class ConsumerService:
             PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uniq,
         }
         now = ctx.clock()
-        topic, qid = self.revive_topic, rqid
+        topic, qid = self.svc.revive_topic, rqid
         if deliver > now:
             p = ctx.config.timer_precision_ms
             props[PROPERTY_TIMER_OUT_MS] = str(deliver - p if deliver % p == 0 else deliver // p * p)
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)
             topic, qid = TIMER_TOPIC, 0
-        host = self.store_host or "127.0.0.1:10911"
+        host = self.svc.store_host or "127.0.0.1:10911"
         m = SimMessage(
             topic,
             qid,
@@ -553,23 +569,44 @@ class ConsumerService:
         res = ctx.put(m, SERVICE)
         return res.message if res.ok else None
 
-    def _wake_reviver(self, q: int) -> None:
+    def _emit_popped(self, event: str, qkey, msg: SimMessage, o: int, new=None, **detail) -> None:
+        """An event about a popped message: its group, topic and queue from the POP's key, its queue offset."""
+        self.svc._emit(event, qkey[0], msg, qkey[1], qkey[2], new, queue_offset=o, **detail)
+
+
+class PopRevive:
+    """`PopReviveService` of a `ConsumerService`'s POP clients: one reviver per revive queue."""
+
+    def __init__(self, svc: ConsumerService) -> None:
+        self.svc = svc
+        self.ctx = ctx = svc.ctx
+        self.revivers: dict[int, Process] = {}
+        self.revive_offsets: dict[int, int] = {}
+        if svc.pop_clients:
+            for q in range(svc.revive_queue_num):
+                ctx.model.on_append(svc.revive_topic, q, lambda q=q: self._wake(q))
+
+    def start(self) -> None:
+        for q in range(self.svc.revive_queue_num if self.svc.pop_clients else 0):
+            self.revivers[q] = self.ctx.engine.process(self._loop(q), NORMAL, 0, f"pop-revive-{q}")
+
+    def _wake(self, q: int) -> None:
         p = self.revivers.get(q)
         if p is not None and p.alive and p.wake_time is None:
             p.wake(0)
 
-    def _revive_loop(self, q: int):
+    def _loop(self, q: int):
         """`PopReviveService.run` for one revive queue: a round every reviveInterval (longer when idle)."""
         ctx, m = self.ctx, self.ctx.model
-        topic = self.revive_topic
+        topic = self.svc.revive_topic
         slow = 1
         while True:
-            if m.cq_max(topic, q) <= self._revive_offset(q) + 1:
+            if m.cq_max(topic, q) <= self._offset(q) + 1:
                 yield None  # nothing unread: the rounds would change nothing
                 continue
-            yield self.revive_interval
+            yield self.svc.revive_interval
             # consumeReviveMessage
-            old = self._revive_offset(q)
+            old = self._offset(q)
             start = ctx.clock()
             end_time = first_rt = no_msg = 0
             off = old + 1
@@ -588,7 +625,7 @@ class ConsumerService:
                         break
                     continue
                 no_msg = 0
-                if ctx.clock() - start > self.revive_scan_time:
+                if ctx.clock() - start > self.svc.revive_scan_time:
                     break
                 for o, unit in m.cq_units(topic, q, off, hi):
                     rec = m.message(unit[0])
@@ -617,16 +654,16 @@ class ConsumerService:
                 new_offset = ck["ro"]
             self.revive_offsets[q] = new_offset
             if new_offset > old:  # commitOffset(REVIVE_GROUP, reviveTopic, queueId, newOffset)
-                self.offsets[(REVIVE_GROUP, topic, q)] = new_offset
+                self.svc.offsets[(REVIVE_GROUP, topic, q)] = new_offset
             if not cks:
-                yield slow * self.revive_interval
-                slow = min(slow + 1, self.revive_max_slow)
+                yield slow * self.svc.revive_interval
+                slow = min(slow + 1, self.svc.revive_max_slow)
             else:
                 slow = 1
 
-    def _revive_offset(self, q: int) -> int:
+    def _offset(self, q: int) -> int:
         """`consumeReviveMessage`'s old offset: max(the service's own, the revive group's committed), else -1."""
-        return max(self.revive_offsets.get(q, -1), self.offsets.get((REVIVE_GROUP, self.revive_topic, q), -1))
+        return max(self.revive_offsets.get(q, -1), self.svc.offsets.get((REVIVE_GROUP, self.svc.revive_topic, q), -1))
 
     def _revive(self, ck: dict, offset: int) -> None:
         """`reviveRetry`: the message again on the pop retry topic, queue 0, reconsumeTimes + 1; the topic is
@@ -640,21 +677,21 @@ class ConsumerService:
         topic = (
             ck["t"]
             if ck["t"].startswith(RETRY_GROUP_TOPIC_PREFIX)
-            else pop_rules.build_pop_retry_topic(ck["t"], group, self.retry_v2)
+            else pop_rules.build_pop_retry_topic(ck["t"], group, self.svc.retry_v2)
         )
         props = pop_rules.revive_retry_properties(
             msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck["pt"]
         )
         new = msg.derive(topic, 0, props, props_string(props, 16, not ctx.v4))
         new.reconsume_times = msg.reconsume_times + 1
-        if not m.queue_ids(topic) and not any(r[0] == topic for r in self.topic_requests):
-            self.topic_requests.append((topic, pop_rules.RETRY_QUEUE_NUM, PERM_READ | PERM_WRITE, ctx.clock()))
-            self.offsets.setdefault((group, topic, 0), 0)  # initPopRetryOffset
-        if self.store_host and not msg.sys_flag & _HOSTS_V6:
-            new.born_host = new.store_host = self.store_host
+        if not m.queue_ids(topic) and not any(r[0] == topic for r in self.svc.topic_requests):
+            self.svc.topic_requests.append((topic, pop_rules.RETRY_QUEUE_NUM, PERM_READ | PERM_WRITE, ctx.clock()))
+            self.svc.offsets.setdefault((group, topic, 0), 0)  # initPopRetryOffset
+        if self.svc.store_host and not msg.sys_flag & _HOSTS_V6:
+            new.born_host = new.store_host = self.svc.store_host
         res = ctx.put(new, SERVICE)
         if res.ok:
-            self._emit(
+            self.svc._emit(
                 "revive",
                 group,
                 msg,
@@ -666,16 +703,5 @@ class ConsumerService:
                 queue_offset=res.message.queue_offset,
             )
 
-    # ----- results -----
-    def summary(self) -> dict[str, dict[str, int]]:
-        return {g: {k: c.get(k, 0) for k in KINDS} for g, c in sorted(self.counts.items())}
 
-    def offset_table(self) -> dict[str, dict[int, int]]:
-        """The persisted offsets as consumerOffset.json keys (`topic@group`)."""
-        out: dict[str, dict[int, int]] = {}
-        for (group, topic, qid), off in sorted(self.offsets.items()):
-            out.setdefault(f"{topic}@{group}", {})[qid] = off
-        return out
-
-
-__all__ = ["ConsumerService", "KINDS", "subscription_groups"]
+__all__ = ["ConsumerService", "KINDS", "PopClients", "PopRevive", "subscription_groups"]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, computed_size, hosts_size
 from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
@@ -177,10 +177,7 @@ class MemoryBase:
         """Append a message as a broker put would (offset, queue offset; store_ts as given)."""
         if m.size <= 0:
             m.size = record_size(m, 128)
-        pos = self.end
-        if pos % self.file_size + m.size + BLANK_MIN > self.file_size:
-            pos = (pos // self.file_size + 1) * self.file_size
-        m.phys = pos
+        m.phys = pos = next_in_file(self.end, m.size, self.file_size, BLANK_MIN, [])
         self.end = pos + m.size
         q = self.queues.setdefault((m.topic, m.queue_id), [])
         m.queue_offset = len(q)
@@ -333,6 +330,15 @@ def record_size(m: SimMessage, capacity: int, trailing: bool = True) -> int:
 # --------------------------------------------------------------------------- the overlay
 
 
+class QueueInfo(NamedTuple):
+    """What appends to a queue need (`StoreModel.queue_info`)."""
+
+    units: list  # the overlay's units: (CommitLog offset, size, tagsCode), None for a record not kept
+    base_count: int  # the base's units (the overlay's first queue offset)
+    fixed: int  # the size of a record's fixed part with this topic, the hosts aside
+    kept: bool  # whether units and records are kept (a service reads them back)
+
+
 @dataclass(slots=True)
 class PutResult:
     ok: bool
@@ -363,7 +369,7 @@ class StoreModel:
     _units: dict[tuple[str, int], list[tuple[int, int, int]]] = field(default_factory=dict)
     _msgs: dict[int, SimMessage] = field(default_factory=dict)
     _listeners: dict[tuple[str, int], list[Callable[[], None]]] = field(default_factory=dict)
-    _queue_info: dict[tuple[str, int], tuple[list, int, int, bool]] = field(default_factory=dict)
+    _queue_info: dict[tuple[str, int], QueueInfo] = field(default_factory=dict)
     _end: int | None = None
     # False (benchmarks): records on topics no service reads (deliveries) are only counted, not kept
     keep_messages: bool = True
@@ -375,9 +381,9 @@ class StoreModel:
     _released: dict[tuple[str, int], int] = field(default_factory=dict)  # queue -> overlay index released to
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
     spool: Any = None
-    # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> (build, *args);
+    # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
     # `build(phys, entry)` makes the message the first time a reader asks for it (`_materialise`)
-    _lazy: dict[int, tuple] = field(default_factory=dict)
+    _lazy: dict[int, Any] = field(default_factory=dict)
 
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
@@ -439,7 +445,7 @@ class StoreModel:
         e = self._lazy.pop(phys, None)
         if e is None:
             return None
-        m = self._msgs[phys] = e[0](phys, e)
+        m = self._msgs[phys] = e.build(phys, e)
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
@@ -477,7 +483,7 @@ class StoreModel:
         """Call `callback()` after every append to that queue (a service waiting for new units)."""
         self._listeners.setdefault((topic, qid), []).append(callback)
 
-    def _new_queue_info(self, key: tuple[str, int]) -> tuple[list, int, int, bool]:
+    def _new_queue_info(self, key: tuple[str, int]) -> QueueInfo:
         """(overlay units, the base's unit count, the size of a record's fixed part with this topic but
         the hosts, whether units and records are kept)."""
         topic = key[0]
@@ -487,7 +493,7 @@ class StoreModel:
         tlen = len(topic.encode("utf-8", "surrogateescape"))
         fixed = FIXED_SIZE + (2 if tlen > 127 else 1) + tlen
         keep = self.keep_messages or topic in (_READ_BACK if self.releasing else SYSTEM_TOPICS)
-        return units, self.base.cq_max(*key), fixed, keep
+        return QueueInfo(units, self.base.cq_max(*key), fixed, keep)
 
     def release(self, phys: int) -> None:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
@@ -516,7 +522,7 @@ class StoreModel:
                 deque(map(self._lazy.pop, phys, repeat(None)), 0)
             self._released[key] = stop
 
-    def queue_info(self, topic: str, qid: int) -> tuple[list, int, int, bool]:
+    def queue_info(self, topic: str, qid: int) -> QueueInfo:
         """(overlay units, the base's unit count, the fixed part's size, kept) of a queue appends go to."""
         key = (topic, qid)
         q = self._queue_info.get(key)
@@ -524,64 +530,53 @@ class StoreModel:
             q = self._queue_info[key] = self._new_queue_info(key)
         return q
 
-    def reput_size(self, props: dict[str, str], keys_len: int, fixed: int, sys_flag: int, body_len: int) -> int:
-        """TOTALSIZE of a re-put whose properties string is built from `props` (`keys_len`: UTF-8 length
-        of its keys, `_order`), `fixed` the size of a record's fixed part with its topic (`queue_info`)."""
-        values = "".join(props.values())
-        size = keys_len + 2 * len(props) + (len(values) if values.isascii()
-                                             else len(values.encode("utf-8", "surrogateescape")))
-        if props and not self.trailing_separator:
-            size -= 1
-        return size + fixed + body_len + hosts_size(sys_flag)
+    def reput_size(self, props: dict[str, str], fixed: int, sys_flag: int, body_len: int) -> int:
+        """TOTALSIZE of a re-put whose properties string the broker builds from `props` (HashMap order,
+        4.9.8 without the last separator: `props_length`); `fixed` is the size of a record's fixed part
+        with its topic (`queue_info`). Every re-put's size is this or `plain_reput_size`."""
+        return props_length(props, self.capacity, self.trailing_separator) + fixed + body_len + hosts_size(sys_flag)
+
+    def plain_reput_size(self, n: int, fixed: int) -> int:
+        """`reput_size` of a re-put keeping every property of a record read as a plain string
+        (`batchread.read_plain`'s `n`: the string with its last separator, BODYLENGTH and the hosts)."""
+        return n + fixed - (0 if self.trailing_separator else 1)
 
     def place(self, size: int) -> int:
-        """The CommitLog offset of the next record of `size` bytes (a BLANK filler ends a file it does
-        not fit in; a DLedger entry's header comes first); the end moves past it."""
+        """The CommitLog offset of the next record of `size` bytes, the end moved past it: the one place
+        every append goes through. A normal CommitLog ends a file with a BLANK filler where the record and
+        the smallest filler do not fit (`next_in_file`, `CommitLog.asyncPutMessage`); on DLedger the record
+        is an entry's body, after its header (`DLedgerMmapFileStore.appendAsLeader`, `MmapFileList.preAppend`)."""
         pos = self._end
-        fs = self.base.file_size
-        if pos is not None and not self.base.dledger and pos % fs + size + BLANK_MIN <= fs:
-            self._end = pos + size  # the record fits in the current file: `next_in_file`'s answer, at once
-            return pos
         if pos is None:
             pos = self.end
-        if self.base.dledger:  # DLedgerMmapFileStore.appendAsLeader: the record is an entry's body
-            if pos % fs + DLEDGER_BODY_OFFSET + size + DLEDGER_MIN_BLANK_LEN > fs:  # MmapFileList.preAppend
+        fs = self.base.file_size
+        if self.base.dledger:
+            if pos % fs + DLEDGER_BODY_OFFSET + size + DLEDGER_MIN_BLANK_LEN > fs:
                 pos = (pos // fs + 1) * fs
             pos += DLEDGER_BODY_OFFSET
-        else:
+        elif pos % fs + size + BLANK_MIN > fs:
             pos = next_in_file(pos, size, fs, BLANK_MIN, self.blanks)
         self._end = pos + size
         return pos
 
     def append(self, m: SimMessage, now: int, service: str = "") -> PutResult:
-        """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written).
-
-        `_order` and `reput_size` are written out for a re-put (no properties string) of a normal-mode
-        store: the same arithmetic, without the calls."""
+        """Put a record at `now`; a fault may refuse it (PutResult.ok False, nothing written)."""
         if self.put_filter is not None:
             status = self.put_filter(now, m, service)
             if status:
                 return PutResult(False, status)
         props = m.props
-        keys = tuple(props)
-        hit = _ORDER.get((keys, self.capacity))
-        order, keys_len = hit if hit is not None else _order(keys, self.capacity)
         key = (m.topic, m.queue_id)
         q = self._queue_info.get(key)
         if q is None:
             q = self._queue_info[key] = self._new_queue_info(key)
         units, bmax, fixed, keep = q
-        if m.props_raw is None:  # the usual case: a re-put builds its string from the map (`reput_size`)
-            values = "".join(props.values())
-            size = keys_len + 2 * len(props) + (len(values) if values.isascii()
-                                                 else len(values.encode("utf-8", "surrogateescape")))
-            if props and not self.trailing_separator:
-                size -= 1
-            sys_flag = m.sys_flag
-            size += fixed + m.body_len + hosts_size(sys_flag)
+        if m.props_raw is None:  # the usual case: a re-put builds its string from the map
+            size = self.reput_size(props, fixed, m.sys_flag, m.body_len)
         else:
             size = record_size(m, self.capacity, self.trailing_separator)
         m.size = size
+        order = _order(tuple(props), self.capacity)[0]
         if order is not None:
             m.props = props = {k: props[k] for k in order}
         pos = self.place(size)
@@ -618,7 +613,7 @@ class StoreModel:
         q = self._queue_info.get(key)
         if q is None:
             q = self._queue_info[key] = self._new_queue_info(key)
-        units, bmax = q[0], q[1]
+        units, bmax = q.units, q.base_count
         pos = self.place(size)
         queue_offset = bmax + len(units)
         units.append((pos, size, tags))

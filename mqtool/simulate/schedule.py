@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections import deque
 
-from mqtool.formats.commitlog import hosts_size
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -38,7 +37,6 @@ from mqtool.rules.schedule import (
     DELAY_FOR_A_WHILE,
     FIRST_DELAY_TIME,
     correct_delay_offset,
-    correct_deliver_timestamp,
     correct_deliver_timestamps,
     delay_level_2_queue_id,
     is_level_started,
@@ -48,16 +46,48 @@ from mqtool.rules.schedule import (
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
-from mqtool.simulate.model import _ORDER, BLANK_MIN, _order
 
 DELAY_FOR_A_PERIOD = 10000
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
-DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_base` (levels interleave: a wide span)
+DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_due` (levels interleave: a wide span)
 _DELIVER_KEYS = ("level", "due", "queue_offset")
-BATCH_READ = 4  # from this many records on, `_deliver_base` reads them by one `batchread.read_plain`
+BATCH_READ = 4  # from this many records on, `_deliver_due` reads them by one `batchread.read_plain`
 _WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
+
+
+_DISCARD = object()  # `_target` of a unit the walk discards
+
+
+class _Step:
+    """Where a level's walk stands: the next unit, the deliver time of a unit not yet due that ended it,
+    whether a put failed, whether the last batch was all due (more may follow)."""
+
+    __slots__ = ("offset", "later", "failed", "more")
+
+    def __init__(self, offset: int) -> None:
+        self.offset, self.later, self.failed, self.more = offset, None, False, True
+
+
+def _due_prefix(clock: int, tags, written, delay: int) -> tuple[list[int], int | None]:
+    """The deliver times of the due prefix of units (`correct_deliver_timestamps`, a few units at a time
+    first: a poll usually finds one or two, more while they are all due) and the deliver time of a written
+    unit not yet due that ends it (None: an unwritten unit or the end did)."""
+    deliver: list[int] = []
+    i, step, n = 0, 16, len(tags)
+    while i < n:
+        j = min(n, i + step)
+        w = written[i:j]
+        for d, ok in zip(correct_deliver_timestamps(clock, tags[i:j], delay).tolist(),
+                         w if isinstance(w, list) else w.tolist(), strict=True):
+            if not ok:
+                return deliver, None
+            if d > clock:
+                return deliver, d
+            deliver.append(d)
+        i, step = j, step * 8
+    return deliver, None
 
 
 class _Pending:
@@ -69,8 +99,6 @@ class _Pending:
 
 class ScheduleService:
     """All delay levels of one broker; `offsets` is the in-memory offsetTable, `persisted` the file."""
-
-    batch = True  # False: every unit by the per-message walk (tests compare the two)
 
     def __init__(self, ctx: SimContext, stored_offsets: dict[int, int] | None) -> None:
         self.ctx = ctx
@@ -88,10 +116,9 @@ class ScheduleService:
         self.persister: Process | None = None
         self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
-        self._targets: dict[tuple, tuple | None] = {}  # `_deliver_base`'s `_target` answers
-        self._raw_targets: dict[tuple, tuple | None] = {}
+        self._targets: dict[tuple, tuple | object | None] = {}  # `_deliver_due`'s `_target` answers
+        self._raw_targets: dict[tuple, tuple | object | None] = {}
         self._targets_for: tuple[int, int] | None = None
-        self._not_due: tuple[int, int] | None = None  # `_deliver_base` ended at this unit, due at this time
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
             ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level),
@@ -168,6 +195,8 @@ class ScheduleService:
 
     # ----- one level -----
     def _level(self, level: int, offset: int):
+        """`DeliverDelayedMessageTimerTask`: each poll delivers the level's due prefix, batch after batch
+        (`_deliver_due`), then sleeps to the poll at which the unit that ended it is due."""
         ctx, m = self.ctx, self.ctx.model
         qid = delay_level_2_queue_id(level)
         delay = self.delays[level]
@@ -179,147 +208,94 @@ class ScheduleService:
             if offset >= hi:
                 yield None  # idle until a unit is appended (the 100 ms re-polls change nothing)
                 continue
-            next_offset = offset
-            wait_until = None
-            failed = False
-            v4 = ctx.v4
-            message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
             # System.currentTimeMillis(): virtual time plus any clock jump (neither moves during the walk)
             clock = ctx.clock()
-            batch = self.batch and not self.async_deliver
-            walking = True
-            while walking:  # batch-wise where it can, per message for a unit it leaves, then batch-wise again
-                walking = False
-                if batch:
-                    next_offset = self._deliver_base(level, next_offset, hi, clock, delay)
-                    if self._not_due is not None:  # the batch ended at a unit not yet due: as the walk below
-                        next_offset, deliver = self._not_due
-                        self._not_due = None
-                        if not v4:
-                            self.offsets[level] = next_offset
-                        wait_until = deliver - ctx.clock_offset
-                        break
-                first = next_offset
-                for off, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, next_offset, hi):
-                    if batch and off > first:
-                        walking = True  # the unit the batch left is done (next_offset is off)
-                        break
-                    phys, _size, tags = unit
-                    deliver = correct_deliver_timestamp(clock, tags, delay)
-                    next_offset = off + 1
-                    if deliver > clock:
-                        if not v4:
-                            self.offsets[level] = off
-                        next_offset = off
-                        wait_until = deliver - ctx.clock_offset
-                        break
-                    msg = message(phys)
-                    if msg is None:
-                        continue
-                    props = msg.props
-                    real_topic = props.get(PROPERTY_REAL_TOPIC)
-                    if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
-                        continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
-                    # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
-                    new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
-                    ok = self._deliver(level, off, msg, new, deliver, clock)
-                    if not ok:
-                        failed = True
-                        next_offset = offset_after_failed_put(off, ctx.v4)
-                        break
-            offset = next_offset
-            if failed:
-                yield DELAY_FOR_A_WHILE
-            elif wait_until is not None:
-                yield self._next_poll(level, wait_until) - now
+            step = _Step(offset)
+            while step.more and step.offset < hi:
+                self._deliver_due(level, qid, step, hi, clock, delay)
+            offset = step.offset
+            if step.later is not None and not step.failed:
+                if not ctx.v4:
+                    self.offsets[level] = offset  # 5.3 records the unit not yet due as the level's offset
+                yield self._next_poll(level, step.later - ctx.clock_offset) - now
             else:
                 yield DELAY_FOR_A_WHILE
 
-    def _deliver_base(self, level: int, offset: int, hi: int, clock: int, delay: int) -> int:
-        """The walk of `_level` over a due prefix of the store's own units of the level, batch-wise;
-        the offset the per-message walk goes on from is returned (`offset` when nothing was done).
+    def _units(self, qid: int, offset: int, hi: int) -> tuple:
+        """(CommitLog offsets, sizes, tagsCodes, written flags, from the base's columns?) of up to DELIVER_BATCH units
+        of the level's queue from `offset`: the base's own units from its columns where it has them, else
+        as `StoreModel.cq_units` reads them (up to the first one that cannot be read)."""
+        m = self.ctx.model
+        base = m.base
+        if batchable(base):
+            u = base._queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
+            bmax = base.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
+            if u is not None and u.first <= offset < bmax:
+                a = offset - u.first
+                b = min(min(hi, bmax) - u.first, a + DELIVER_BATCH)
+                return u.offset[a:b], u.size[a:b], u.tags[a:b], u.ok[a:b], True
+        units = [unit for _o, unit in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, offset, min(hi, offset + DELIVER_BATCH))]
+        ok = [True] * len(units)
+        if len(units) < min(hi, offset + DELIVER_BATCH) - offset:
+            ok.append(False)  # a unit that cannot be read ends the walk
+            units.append((0, 0, 0))
+        return [u[0] for u in units], None, [u[2] for u in units], ok, False
 
-        The prefix's deliver times come from the ConsumeQueue's tags column; a record's REAL_TOPIC,
-        REAL_QID, UNIQ_KEY and re-put size from one read of them all (`batchread.read_plain`, the checks
-        of `MappedBase`'s fast read: a plain properties string is matched, not parsed, and its own
-        length is the re-put's; any other is parsed into a map, sized by `reput_size`'s arithmetic).
-        Each re-put is then put as `StoreModel.append` puts it, without building it: the same size,
-        offset (`place`) and queue offset, in queue order.
-        That holds only where the re-put is neither kept nor watched, no fault can refuse it and the
-        record is not in the overlay or the read cache; the first unit where anything else applies
-        (or whose record the batch did not read, or whose REAL_TOPIC/REAL_QID the per-message walk
-        must judge) ends the batch, and the per-message walk takes it from there.
-        """
+    def _deliver_due(self, level: int, qid: int, step: _Step, hi: int, clock: int, delay: int) -> None:
+        """The walk of a level over a batch of units from `step.offset`: the due prefix (`deliver =
+        correct_deliver_timestamp(clock, tagsCode, delay)` over the tags column), each due unit's record
+        read (the base's by `batchread.read_plain`'s match or one light read, else `message_once`) and
+        re-put to REAL_TOPIC/REAL_QID, or discarded without REAL_TOPIC or with the half topic.
+
+        A re-put nobody keeps, watches or may refuse is placed as `StoreModel.append` places it without
+        building it (`_target`), its event one row of a batch; any other goes through `_deliver` (a put
+        failure ends the walk, the rows before it written first). `step` ends past the last unit done, with
+        the deliver time of a unit not yet due (`later`), `failed`, or `more` when the batch was all due."""
         ctx, m = self.ctx, self.ctx.model
         base = m.base
-        self._not_due = None
-        if m.put_filter is not None or not batchable(base):
-            return offset
-        qid = delay_level_2_queue_id(level)
-        u = base._queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
-        if u is None or offset < u.first:
-            return offset
-        a = offset - u.first
-        b = min(min(hi, base.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)) - u.first, a + DELIVER_BATCH)
-        # the due prefix: deliver = correct_deliver_timestamp(clock, tags, delay), a few units at a time
-        # first (a poll usually finds one or two), more while they are all due
-        deliver: list[int] = []
-        i, step = a, 16
-        later = None  # the deliver time of a written unit not yet due that ends the prefix
-        while i < b:
-            j = min(b, i + step)
-            for d, written in zip(correct_deliver_timestamps(clock, u.tags[i:j], delay).tolist(), u.ok[i:j].tolist(),
-                                  strict=True):
-                if not written or d > clock:
-                    if written:
-                        later = d
-                    break
-                deliver.append(d)
-            else:
-                i, step = j, step * 8
-                continue
-            break
+        phys, sizes, tags, written, columns = self._units(qid, step.offset, hi)
+        deliver, later = _due_prefix(clock, tags, written, delay)
         k = len(deliver)
+        step.later, step.more = later, k == len(tags)
         if k < 1:
-            if later is not None:
-                self._not_due = (offset, later)
-            return offset
-        phys = u.offset[a:a + k].tolist()
-        light = base._read  # one `pread` each: cheaper than the batch's set-up for a few records
-        records = read_plain(base, phys, u.size[a:a + k].tolist(), _WANTED) if k >= BATCH_READ else [None] * k
-        msgs, lru = m._msgs, base._lru
-        spooled = m.spool._where if m.spool is not None else {}
-        capacity, place = m.capacity, m.place
-        fs = base.file_size
-        v4_cut = 0 if m.trailing_separator else 1  # 4.9.8 drops the last separator of a non-empty string
-        orders = _ORDER
+            return
+        phys = phys[:k].tolist() if columns else phys
+        if columns:  # one `pread` each below BATCH_READ records: cheaper than the batch's set-up
+            records = read_plain(base, phys, sizes[:k].tolist(), _WANTED) if k >= BATCH_READ else [None] * k
+            light, lru = base._read, base._lru
+            floor = self._floor
+            if floor is None:
+                floor = self._floor = base.max_phys()
+            # the overlay's records (and the spool's) lie past the base's end: a batch below it and outside the
+            # read cache needs no look-up per record
+            look = max(phys) >= floor or not lru.keys().isdisjoint(phys)
+            msgs, spooled = m._msgs, (m.spool._where if m.spool is not None else {})
+        else:
+            records, light, look = [None] * k, None, False
+        message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
+        place, reput_size, plain_reput_size = m.place, m.reput_size, m.plain_reput_size
         log = ctx.log
         keep = log.keep
         rows: list[tuple] = []
-        # (REAL_TOPIC, REAL_QID) -> queue info, None: hand back; the same by the values' bytes (`read_plain`).
-        # Kept from batch to batch while no queue gains a watcher (`on_append`): nothing else changes them
+        # (REAL_TOPIC, REAL_QID) -> `_target`; the same by the values' bytes (`read_plain`). Kept from batch to
+        # batch while no queue gains a watcher (`on_append`): nothing else changes them
         listeners = m._listeners
         watched = (len(listeners), sum(map(len, listeners.values())))
         if self._targets_for != watched:
             self._targets_for, self._targets, self._raw_targets = watched, {}, {}
         targets, raw_targets = self._targets, self._raw_targets
-        done = k
-        # the overlay's records (and the spool's) lie past the base's end: a batch below it and outside the read
-        # cache needs no look-up per record
-        floor = self._floor
-        if floor is None:
-            floor = self._floor = base.max_phys()
-        look = max(phys) >= floor or not lru.keys().isdisjoint(phys)
-        for i, ph in enumerate(phys):
-            if look and (ph in msgs or ph in spooled or ph in lru):
-                done = i
-                break
-            rec = records[i]
+        offset = step.offset
+        delivered = -1  # the last unit put by a row
+        for i in range(k):
+            ph = phys[i]
+            msg = rec = None
+            if light is not None and not (look and (ph in msgs or ph in spooled or ph in lru)):
+                rec = records[i] or light(ph, False, True)
             if rec is None:
-                rec = light(ph, False, True)  # the same checks, one record (a wide span, another file)
-                if rec is None:
-                    done = i
-                    break
+                msg = message(ph)
+                if msg is None:
+                    continue
+                rec = (msg.props, msg.body_len, msg.sys_flag)
             if len(rec) == 2:  # a plain properties string: its own length is the re-put's (`read_plain`)
                 n, (topic_b, qid_b, uniq_b) = rec
                 target = raw_targets.get((topic_b, qid_b), False)
@@ -327,61 +303,64 @@ class ScheduleService:
                     target = raw_targets[(topic_b, qid_b)] = self._target(
                         None if topic_b is None else topic_b.decode("utf-8", "surrogateescape"),
                         "0" if qid_b is None else qid_b.decode("utf-8", "surrogateescape"))
-                if target is None:
-                    done = i
-                    break
-                real_topic, real_qid, units, bmax, fixed = target
-                size = n + fixed - v4_cut
-                uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
+                if target is not None and target is not _DISCARD:
+                    size = plain_reput_size(n, target[4])
+                    uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
             else:
                 props, body_len, sys_flag = rec
-                real_topic = props.get(PROPERTY_REAL_TOPIC)
-                key = (real_topic, props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+                key = (props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID, "0"))
                 target = targets.get(key, False)
                 if target is False:
-                    target = targets[key] = self._target(real_topic, key[1])
-                if target is None:
-                    done = i
-                    break
-                real_topic, real_qid, units, bmax, fixed = target
-                # `reput_size(props, _order(tuple(props), capacity)[1], fixed, sys_flag, body_len)`
-                hit = orders.get((tuple(props), capacity))
-                keys_len = hit[1] if hit is not None else _order(tuple(props), capacity)[1]
-                values = "".join(props.values())
-                size = keys_len + 2 * len(props) + fixed + body_len + (
-                    len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
-                if props:
-                    size -= v4_cut
-                size += hosts_size(sys_flag)
-                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            pos = m._end  # `place(size)` where the record fits in the current file
-            if pos is None or pos % fs + size + BLANK_MIN > fs:
-                pos = place(size)
-            else:
-                m._end = pos + size
+                    target = targets[key] = self._target(*key)
+                if target is not None and target is not _DISCARD:
+                    size = reput_size(props, target[4], sys_flag, body_len)
+                    uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if target is _DISCARD:
+                continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
+            if target is None:  # kept, watched, refusable or async: `StoreModel.append` decides
+                self._flush(level, rows, delivered)
+                rows, delivered = [], -1
+                if msg is None:
+                    msg = message(ph)
+                    if msg is None:
+                        continue
+                props = msg.props
+                # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
+                new = msg.derive(props[PROPERTY_REAL_TOPIC], int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
+                if not self._deliver(level, offset + i, msg, new, deliver[i], clock):
+                    step.offset, step.failed, step.more = offset_after_failed_put(offset + i, ctx.v4), True, False
+                    return
+                continue
+            real_topic, real_qid, units, bmax, _fixed = target
+            pos = place(size)
             queue_offset = bmax + len(units)
             units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
-            if keep:
-                rows.append((real_topic, real_qid, uniq, ph, pos, level, deliver[i], queue_offset))
-        if done:
-            self.offsets[level] = offset + done
-            self.delivered += done
-            log.record_batch(ctx.engine.now, "schedule", "deliver", rows if keep else [None] * done, _DELIVER_KEYS)
-        if done == k and later is not None:
-            self._not_due = (offset + k, later)  # `_level` need not read the unit again to know it waits
-        return offset + done
+            delivered = offset + i
+            rows.append((real_topic, real_qid, uniq, ph, pos, level, deliver[i], queue_offset) if keep else None)
+        self._flush(level, rows, delivered)
+        step.offset = offset + k
 
-    def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | None:
-        """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a batch re-put goes
-        to, or None when the per-message walk must take the unit: no REAL_TOPIC or the half topic
-        (discarded), a REAL_QID `int` refuses, or a queue whose re-puts are kept or watched."""
+    def _flush(self, level: int, rows: list, delivered: int) -> None:
+        """The events of a run of row re-puts, in order; the level's offset past the last of them."""
+        if rows:
+            self.offsets[level] = delivered + 1
+            self.delivered += len(rows)
+            self.ctx.log.record_batch(self.ctx.engine.now, "schedule", "deliver", rows, _DELIVER_KEYS)
+
+    def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | object | None:
+        """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
+        goes to; `_DISCARD` without REAL_TOPIC or with the half topic; None where `_deliver` must put a
+        `SimMessage`: a REAL_QID `int` refuses, a queue whose re-puts are kept or watched, a fault that may
+        refuse the put, async delivery."""
         if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
+            return _DISCARD
+        m = self.ctx.model
+        if m.put_filter is not None or self.async_deliver:
             return None
         try:
             real_qid = int(real_qid_text)
         except ValueError:
             return None
-        m = self.ctx.model
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
         if kept or m._listeners.get((real_topic, real_qid)):
             return None

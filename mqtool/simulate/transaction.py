@@ -31,6 +31,8 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from mqtool.formats.names import (
     CID_SYS_RMQ_TRANS,
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -66,7 +68,7 @@ from mqtool.rules.transaction import (
 )
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
-from mqtool.simulate.model import BLANK_MIN, SimMessage, _order, tags_code
+from mqtool.simulate.model import SimMessage, _order, tags_code
 
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
@@ -90,6 +92,34 @@ def _long(s: str | None) -> int:
         return -1
 
 
+class _CopyFacts(NamedTuple):
+    """What every put-back of a half shares (they differ only in TRANSACTION_CHECK_TIMES): `_copy_facts`."""
+
+    source: SimMessage  # a copy they derive from, holding neither the source's map nor its string
+    props: dict[str, str]  # the first copy's map
+    real_topic: str | None
+    real_qid: int | None
+    uniq: str | None
+    group: str | None  # PGROUP
+    born: int
+    immunity: str | None  # CHECK_IMMUNITY_TIME_IN_SECONDS
+    prepared: str | None  # TRAN_PREPARED_QUEUE_OFFSET
+    keys: list[str] | None  # KEYS as `answer_for` takes them
+    size: int  # the size but for the count's text
+    tags: int
+
+
+class _Deferred:
+    """A put-back placed without a `SimMessage` (`StoreModel._lazy`): `build(phys, self)` makes it when read."""
+
+    __slots__ = ("build", "facts", "times_text", "store_ts", "size", "queue_offset", "source_phys")
+
+    def __init__(self, build, facts: _CopyFacts, times_text: str, store_ts: int, size: int, queue_offset: int,
+                 source_phys: int) -> None:
+        self.build, self.facts, self.times_text, self.store_ts = build, facts, times_text, store_ts
+        self.size, self.queue_offset, self.source_phys = size, queue_offset, source_phys
+
+
 class _Pull:
     __slots__ = ("status", "msgs", "next_begin")
 
@@ -99,8 +129,6 @@ class _Pull:
 
 class TransactionService:
     """The check service, the op batch service and the producers' answers of one broker."""
-
-    batch = True  # False: every half by the per-message walk (tests compare the two)
 
     def __init__(self, ctx: SimContext, consumer_offsets=None) -> None:
         self.ctx = ctx
@@ -238,7 +266,6 @@ class TransactionService:
         start = ctx.clock()
         record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
         self.rounds.append(record)
-        batch = self.batch and m.put_filter is None
         for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
             half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
             op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
@@ -252,15 +279,22 @@ class TransactionService:
             spun_at = -1
             new_offset = i = half_offset
             next_op = pull.next_begin
-            tried = -1  # the half the batch path last stopped at: the per-message walk takes it
+            tried = -1  # the half `_check_batch` last stopped at: the decisions below take it
             while True:
                 if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
                     break
-                if batch and i != tried and i not in remove_map:
+                if i != tried and i not in remove_map:
                     ops = pull.msgs if pull is not None else None
-                    tried = self._check_batch(qid, i, remove_map, start, ops[-1].born_ts if ops else None, record)
-                    if tried != i:
+                    tried, refused = self._check_batch(qid, i, remove_map, start, ops[-1].born_ts if ops else None,
+                                                       record)
+                    if refused:  # the put-back of half `tried` failed: the same half again later
                         new_offset = i = tried
+                        tried = -1
+                        yield PUT_BACK_RETRY_MS
+                        continue
+                    if tried != i:  # again from there: it stopped at the queue's end as it started, or at a half
+                        new_offset = i = tried  # the decisions below take (then `tried` is `i`)
+                        tried = -1
                         continue
                 if i in remove_map:
                     op_off = remove_map.pop(i)
@@ -292,11 +326,7 @@ class TransactionService:
                                               props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), prepared,
                                               remove_map, ctx.clock(), start, newest_op_born, self.timeout,
                                               self.check_max, self.file_reserved_h)
-                props = dict(props) if decision == DISCARD else put_check_times(props, times)
-                if decision == DISCARD or decision == SKIP:
-                    self._discard(msg, props, decision, record)
-                    new_offset = i = i + 1
-                    continue
+                props = put_check_times(props, times)  # (discards, skips and checks are `_check_batch`'s)
                 if decision in STOPS_ROUND:
                     break  # "Fresh stored" / "New arrived": check it in a later round
                 if decision == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
@@ -318,6 +348,7 @@ class TransactionService:
                 else:
                     next_op = pull.next_begin if pull is not None else next_op
                     pull = self._fill(remove_map, op_msg_map, done_op, qid, next_op, half_offset)
+                    tried = -1  # more op records: `_check_batch` judges the half again
                     if pull.status != FOUND:
                         if not ctx.v4:
                             yield SLEEP_WHILE_NO_OP
@@ -343,10 +374,11 @@ class TransactionService:
         record["end"] = ctx.engine.now
 
     def _check_batch(self, qid: int, i: int, remove_map: dict[int, int], start: int, newest_op_born: int | None,
-                     record: dict) -> int:
-        """The walk of `_round` from half `i` over the halves it discards, skips or puts back for a check,
-        without a fault that could refuse a put (the caller's condition); the offset the per-message walk
-        goes on from is returned (`i` when nothing was done).
+                     record: dict) -> tuple[int, bool]:
+        """The walk of `_round` from half `i` over the halves it discards, skips or puts back for a check:
+        (the offset `_round`'s other decisions go on from, `i` when nothing was done; whether the put-back of
+        the half there failed, to be tried again after PUT_BACK_RETRY_MS). A failed discard is dropped as
+        `resolveDiscardMsg` drops it.
 
         The units are read up to the queue's max as the batch starts: the put-backs go to the same
         queue, after it, and the walk stops at the first of them (stored after the round started). The
@@ -366,20 +398,22 @@ class TransactionService:
         verdicts = self._verdicts
         resolved = self.resolved
         if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
-            return i  # an illegal offset: the per-message walk jumps
+            return i, False  # an illegal offset: `_round` jumps
         rows: list[tuple] = []
         kind = ""
+        refused = False
         checks = dropped = 0
         done = i
         # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
         # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
         # queue and it is kept
         units, bmax, fixed, kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-        lazy = m._lazy if kept and not m.keep_messages and not m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid)) \
-            else None
+        free = m.put_filter is None  # no fault can refuse a put
+        lazy = m._lazy if free and kept and not m.keep_messages \
+            and not m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid)) else None
         deferred = lazy if lazy is not None else {}
         cmt: tuple | None | bool = False  # a discard's queue (`queue_info`) once asked: None unless it keeps nothing
-        build, place, base_fs, dledger = self._build_copy, m.place, m.base.file_size, m.base.dledger
+        build, place = self._build_copy, m.place
         for off, unit in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
             if off in remove_map:
                 break
@@ -387,9 +421,9 @@ class TransactionService:
             if e is not None:
                 msg = None
                 ph = unit[0]
-                facts = e[1]
-                text, store_ts = e[2], e[3]
-                real_qid, born, imm_text = facts[3], facts[6], facts[7]
+                facts = e.facts
+                text, store_ts = e.times_text, e.store_ts
+                real_qid, born, imm_text, prepared = facts.real_qid, facts.born, facts.immunity, facts.prepared
             else:
                 msg = msgs.get(unit[0])  # a put-back of an earlier round, else `message` reads it
                 if msg is None:
@@ -402,6 +436,7 @@ class TransactionService:
                 text = check_times_of(props)
                 born, store_ts = msg.born_ts, msg.store_ts
                 imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+                prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
                 qid_text = props.get(PROPERTY_REAL_QUEUE_ID)
                 real_qid = qids.get(qid_text, False)
                 if real_qid is False:
@@ -410,31 +445,25 @@ class TransactionService:
             if verdict is None:
                 verdict = verdicts[text] = _verdict(text, check_max)
             _, times, times_text, row_times = verdict
-            # `check_visit` without removeMap: an immune half (PUT_BACK or DONE) ends the batch too
-            why, _ = check_visit(text, born, store_ts, imm_text, None, (), clock, start, newest_op_born, timeout,
-                                 check_max, reserved_h)
+            why, _ = check_visit(text, born, store_ts, imm_text, prepared, remove_map, clock, start, newest_op_born,
+                                 timeout, check_max, reserved_h)
             if why == DISCARD or why == SKIP:
                 skip = why == SKIP
                 if msg is None and cmt is False:
                     cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
-                    if cmt[3] or m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
+                    if cmt.kept or m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)) or not free:
                         cmt = None
                 if msg is None and cmt is not None:
                     # `_discard` of a deferred put-back to a queue that keeps nothing: `append`'s size and
                     # place of the copy (its map but for a skip's count, the topic's fixed part)
-                    size = e[4] - fixed + cmt[2]
+                    size = e.size - fixed + cmt.fixed
                     if skip:
                         size += len(times_text) - len(text)
                         row_times = times
-                    pos = m._end
-                    if pos is None or dledger or pos % base_fs + size + BLANK_MIN > base_fs:
-                        pos = place(size)
-                    else:
-                        m._end = pos + size
-                    cmt_units = cmt[0]
-                    copy_qo = cmt[1] + len(cmt_units)
-                    cmt_units.append(None)
-                    real_topic, uniq = facts[2], facts[4]
+                    pos = place(size)
+                    copy_qo = cmt.base_count + len(cmt.units)
+                    cmt.units.append(None)
+                    real_topic, uniq = facts.real_topic, facts.uniq
                 else:
                     if msg is None:
                         msg = m._materialise(ph)
@@ -444,38 +473,40 @@ class TransactionService:
                     if skip:
                         props = put_check_times(props, times_text)
                         row_times = times
-                    new = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction").message
-                    pos, copy_qo = new.phys, new.queue_offset
+                    res = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction")
                     real_topic, uniq = props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                    if not res.ok:
+                        rows, kind = _flush(log, ctx.engine.now, kind, rows)
+                        log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0,
+                                 uniq, ph, status=res.status, reason=f"{why} (the half message is dropped)")
+                        dropped += 1
+                        resolved[uniq or str(ph)] = why
+                        done = off + 1
+                        continue
+                    pos, copy_qo = res.message.phys, res.message.queue_offset
                 dropped += 1
                 resolved[uniq or str(ph)] = why
                 if kind != why:
-                    if rows:
-                        log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
-                                         else _DISCARD_KEYS)
-                    rows, kind = [], why
+                    rows, kind = _flush(log, ctx.engine.now, kind, rows)
+                    kind = why
                 rows.append((real_topic, real_qid, uniq, ph, pos, row_times, copy_qo))
                 done = off + 1
                 continue
             if why != CHECK:
-                break  # fresh, immune, new or more op records to read: the per-message walk decides
+                break  # done by an op, fresh, immune, new or more op records to read: `_round` decides
             # `_put_back` of `_renew(msg, props)` with the incremented count
             if lazy is not None:
                 if facts is None:
                     facts = self._copy_facts(msg, real_qid, times_text, fixed)
                 # `StoreModel.append` of the copy: its size is the first copy's but for the count's text
-                size = facts[9] + len(times_text)
-                pos = m._end  # `place(size)` where the record fits in the current file
-                if pos is None or dledger or pos % base_fs + size + BLANK_MIN > base_fs:
-                    pos = place(size)
-                else:
-                    m._end = pos + size
+                size = facts.size + len(times_text)
+                pos = place(size)
                 copy_qo = bmax + len(units)
-                units.append((pos, size, facts[10]))
-                lazy[pos] = (build, facts, times_text, clock, size, copy_qo, ph)
-                real_topic, uniq, group = facts[2], facts[4], facts[5]
+                units.append((pos, size, facts.tags))
+                lazy[pos] = _Deferred(build, facts, times_text, clock, size, copy_qo, ph)
+                real_topic, uniq, group = facts.real_topic, facts.uniq, facts.group
                 if answers:
-                    answer = scenario.answer_for(group, uniq, facts[8], ctx.rng)
+                    answer = scenario.answer_for(group, uniq, facts.keys, ctx.rng)
                 else:
                     answer = default_answer
             else:
@@ -483,8 +514,14 @@ class TransactionService:
                 new = msg.derive(msg.topic, msg.queue_id, props)
                 new.flag = 0
                 new.reconsume_times = 0
-                copy = append(new, clock, "transaction").message
-                pos, copy_qo = copy.phys, copy.queue_offset
+                res = append(new, clock, "transaction")
+                if not res.ok:
+                    rows, kind = _flush(log, ctx.engine.now, kind, rows)
+                    log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
+                             msg.uniq_key, ph, status=res.status, reason="check put-back")
+                    refused = True
+                    break
+                pos, copy_qo = res.message.phys, res.message.queue_offset
                 real_topic = props.get(PROPERTY_REAL_TOPIC)
                 group = props.get(PROPERTY_PRODUCER_GROUP)
                 uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -495,52 +532,48 @@ class TransactionService:
                     answer = default_answer
             checks += 1
             if kind != "check":
-                if rows:
-                    log.record_batch(ctx.engine.now, "transaction", kind, rows, _DISCARD_KEYS)
-                rows, kind = [], "check"
+                rows, kind = _flush(log, ctx.engine.now, kind, rows)
+                kind = "check"
             rows.append((real_topic, real_qid, uniq, ph, pos, group, times, copy_qo, answer))
             if answer in ("commit", "rollback"):
                 ctx.engine.schedule(lambda p=pos, a=answer: self.end_transaction(p, a), PRODUCER, delay)
             done = off + 1
-        if rows:
-            log.record_batch(ctx.engine.now, "transaction", kind, rows, _CHECK_KEYS if kind == "check"
-                             else _DISCARD_KEYS)
+        _flush(log, ctx.engine.now, kind, rows)
         self.checks += checks
         record["checks"] += checks
         record["discards"] += dropped
-        return done
+        return done, refused
 
-    def _copy_facts(self, msg: SimMessage, real_qid: int | None, times_text: str, fixed: int) -> tuple:
-        """What every later put-back of `msg` shares (they differ only in TRANSACTION_CHECK_TIMES): (a copy
-        they derive from, holding neither the source's map nor its string, the first copy's map, REAL_TOPIC,
-        REAL_QID, UNIQ_KEY, producer group, born time, CHECK_IMMUNITY_TIME_IN_SECONDS, KEYS as `answer_for`
-        takes them, the size but for the count's text, tags code). The size is `StoreModel.append`'s for the
+    def _copy_facts(self, msg: SimMessage, real_qid: int | None, times_text: str, fixed: int) -> _CopyFacts:
+        """What every later put-back of `msg` shares (`_CopyFacts`). The size is `StoreModel.append`'s for the
         first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
         m = self.ctx.model
         props = put_check_times(msg.props, times_text)
-        size = m.reput_size(props, _order(tuple(props), m.capacity)[1], fixed, msg.sys_flag, msg.body_len)
+        size = m.reput_size(props, fixed, msg.sys_flag, msg.body_len)
         keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k] if self.ctx.scenario.answers else None
-        return (msg.derive(msg.topic, msg.queue_id, props), props, props.get(PROPERTY_REAL_TOPIC), real_qid,
-                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(PROPERTY_PRODUCER_GROUP), msg.born_ts,
-                props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), keys, size - len(times_text), tags_code(props))
+        get = props.get
+        return _CopyFacts(msg.derive(msg.topic, msg.queue_id, props), props, get(PROPERTY_REAL_TOPIC), real_qid,
+                          get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), get(PROPERTY_PRODUCER_GROUP), msg.born_ts,
+                          get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET),
+                          keys, size - len(times_text), tags_code(props))
 
-    def _build_copy(self, phys: int, e: tuple) -> SimMessage:
+    def _build_copy(self, phys: int, e: _Deferred) -> SimMessage:
         """The `SimMessage` of a put-back placed by `_check_batch` (`StoreModel._materialise`): `_renew`'s
         copy of its source as `StoreModel.append` leaves it (its map in the stored order: the first copy's,
         which a later copy, with the same keys, keeps)."""
-        _, facts, times_text, store_ts, size, queue_offset, source_phys = e
-        src = facts[0]
-        props = put_check_times(facts[1], times_text)
+        facts, times_text = e.facts, e.times_text
+        src = facts.source
+        props = put_check_times(facts.props, times_text)
         order = _order(tuple(props), self.ctx.model.capacity)[0]
         if order is not None:
             props = {k: props[k] for k in order}
         new = src.derive(src.topic, src.queue_id, props)
         new.flag = 0
         new.reconsume_times = 0
-        new.phys, new.size, new.store_ts, new.queue_offset = phys, size, store_ts, queue_offset
+        new.phys, new.size, new.store_ts, new.queue_offset = phys, e.size, e.store_ts, e.queue_offset
         new.service = "transaction"
-        new.tags_code = facts[10]
-        new.source_phys = source_phys
+        new.tags_code = facts.tags
+        new.source_phys = e.source_phys
         return new
 
     # ----- puts -----
@@ -596,22 +629,6 @@ class TransactionService:
             ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
                                 ctx.scenario.answer_delay_ms)
         return True
-
-    def _discard(self, msg: SimMessage, props: dict[str, str], why: str, record: dict) -> None:
-        """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1)."""
-        ctx = self.ctx
-        new = msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(props))
-        res = ctx.put(new, "transaction")
-        record["discards"] += 1
-        self.resolved[msg.uniq_key or str(msg.phys)] = why
-        if res.ok:
-            ctx.log.emit_plain(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props),
-                               msg.uniq_key, msg.phys, res.message.phys,
-                               check_times=_long(check_times_of(props)),
-                               queue_offset=res.message.queue_offset)
-        else:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0,
-                         msg.uniq_key, msg.phys, status=res.status, reason=f"{why} (the half message is dropped)")
 
     # ----- end transaction -----
     def end_transaction(self, phys: int, answer: str) -> None:
@@ -715,6 +732,13 @@ class TransactionService:
                           "check_times": _long(check_times_of(msg.props) or "0"),
                           "reason": "waiting for a check round or a producer answer"}
         return list(out.values())
+
+
+def _flush(log, now: int, kind: str, rows: list) -> tuple[list, str]:
+    """The events of a run of one kind (`EventLog.record_batch`); an empty run and no kind after it."""
+    if rows:
+        log.record_batch(now, "transaction", kind, rows, _CHECK_KEYS if kind == "check" else _DISCARD_KEYS)
+    return [], ""
 
 
 def _verdict(text: str | None, check_max: int) -> tuple[bool, int | None, str | None, int | None]:

@@ -1,11 +1,14 @@
-"""The delay levels' batch delivery of a due prefix of the store's own units
-(`ScheduleService._deliver_base`) writes the same event log, byte for byte, and the same summary as
-the per-message walk: on a store where it delivers nearly everything, and where it must hand units
-back (no REAL_TOPIC, a half-topic REAL_TOPIC, IPv6 hosts, non-ASCII values, records kept for
-`--out`, a put-failure fault, a 4.9 broker); `read_records` answers what the light read answers."""
+"""The delay levels' batch delivery of a due prefix of units (`ScheduleService._deliver_due`) writes the
+same event log, byte for byte, and the same summary as the per-message walk (`reference_schedule`): on a
+store where it delivers nearly everything, and where it must put a `SimMessage` or pass units over (no
+REAL_TOPIC, a half-topic REAL_TOPIC, IPv6 hosts, non-ASCII values, records kept for `--out`, a put-failure
+fault, a 4.9 broker); `read_records` answers what the light read answers."""
 
 import io
 
+from reference_schedule import ReferenceSchedule
+
+import mqtool.simulate.runner as runner_mod
 import mqtool.simulate.schedule as schedule_mod
 from mqtool.builder.broker import put_delay_message, to_properties_string
 from mqtool.builder.writer import StoreWriter
@@ -50,7 +53,7 @@ def _build(root, n=600, odd=True, version="5.3"):
 
 
 def _run(store, config, batch, monkeypatch, scenario=None, version="5.3", hold=None):
-    monkeypatch.setattr(schedule_mod.ScheduleService, "batch", batch)
+    monkeypatch.setattr(runner_mod, "ScheduleService", schedule_mod.ScheduleService if batch else ReferenceSchedule)
     per_message = []
 
     def deliver(self, *a):
@@ -84,8 +87,7 @@ def test_batch_hands_odd_units_back(tmp_path, monkeypatch):
     log, slow_off, slow_on = _same(store, config, monkeypatch)
     # 15 units without REAL_TOPIC and 15 with the half topic are discarded, the rest delivered
     assert log.count('"service":"schedule","event":"deliver"') == 570 == slow_off
-    # the discarded units go through the per-message walk (which puts nothing), the batch resumes after
-    # each; IPv6 hosts and non-ASCII values are sized by the batch
+    # the discarded units are passed over by the batch; IPv6 hosts and non-ASCII values are sized by it
     assert slow_on == 0
     assert "ключé" not in log  # (the property is in the re-put's bytes, not in the event)
 
@@ -133,21 +135,25 @@ def test_batch_reads_records_one_by_one_past_the_span(tmp_path, monkeypatch):
     assert slow_off == 600 and slow_on == 0
 
 
-def test_a_record_in_the_read_cache_goes_per_message(tmp_path, monkeypatch):
+def test_a_record_in_the_read_cache_is_read_as_a_message(tmp_path, monkeypatch):
     """A batch below the base's end and outside its read cache skips the look-up per record; a record
-    someone read (in the cache) still ends the batch and is delivered by the per-message walk."""
+    someone read (in the cache) is taken from there (`message_once`), its re-put still a row."""
     store, config = _build(tmp_path / "s", odd=False)
-    base_deliver = schedule_mod.ScheduleService._deliver_base
+    due = schedule_mod.ScheduleService._deliver_due
     primed = []
 
-    def deliver_base(self, level, offset, hi, clock, delay):
+    def deliver_due(self, level, qid, step, hi, clock, delay):
         if not primed and level == 1:
             m = self.ctx.model
-            phys = m.cq_unit(RMQ_SYS_SCHEDULE_TOPIC, 0, offset + 3)[0]
+            phys = m.cq_unit(RMQ_SYS_SCHEDULE_TOPIC, 0, step.offset + 3)[0]
             primed.append(m.base.message(phys).phys)  # into the read cache
-        return base_deliver(self, level, offset, hi, clock, delay)
+        return due(self, level, qid, step, hi, clock, delay)
 
-    monkeypatch.setattr(schedule_mod.ScheduleService, "_deliver_base", deliver_base)
+    monkeypatch.setattr(schedule_mod.ScheduleService, "_deliver_due", deliver_due)
+    read = []
+    once = MappedBase.message_once
+    monkeypatch.setattr(MappedBase, "message_once", lambda self, phys: read.append(phys) or once(self, phys))
     log, slow_off, slow_on = _same(store, config, monkeypatch)
     assert len(primed) == 1 and slow_off == 600
-    assert slow_on == 1  # that record alone
+    # the walk reads each unit once; the batch reads the cached record alone that way, and puts it as a row
+    assert len(read) == 600 + 1 and read[600:] == primed and slow_on == 0

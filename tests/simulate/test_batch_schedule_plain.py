@@ -8,8 +8,10 @@ light read answers."""
 import io
 
 import pytest
+from reference_schedule import ReferenceSchedule
 
 import mqtool.simulate.batchread as batchread
+import mqtool.simulate.runner as runner_mod
 import mqtool.simulate.schedule as schedule_mod
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
@@ -67,7 +69,7 @@ def _build(root, version: str, n: int = 13 * 24):
 
 
 def _run(store, config, batch: bool, version: str, monkeypatch) -> tuple[str, dict, list]:
-    monkeypatch.setattr(schedule_mod.ScheduleService, "batch", batch)
+    monkeypatch.setattr(runner_mod, "ScheduleService", schedule_mod.ScheduleService if batch else ReferenceSchedule)
     answers = spy_read_plain(monkeypatch, schedule_mod)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3_600_000, None, seed=1, broker_version=version, sink=sink)

@@ -16,7 +16,7 @@ from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate.model import MemoryBase, StoreModel, _order
+from mqtool.simulate.model import MemoryBase, StoreModel
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerdequeue import TimerDequeue
@@ -147,7 +147,7 @@ def test_row_size_is_reput_size(trailing):
             new = dict(props)
             new["TIMER_ENQUEUE_MS"] = str(enq)
             new["TIMER_DEQUEUE_MS"] = str(now)
-            want = model.reput_size(new, _order(tuple(new), model.capacity)[1], fixed, sys_flag, body_len)
+            want = model.reput_size(new, fixed, sys_flag, body_len)
             assert reput_size(x[0], fixed, enq, now, trailing) == want
 
 

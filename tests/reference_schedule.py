@@ -1,0 +1,67 @@
+"""The reference model of the delay levels: the per-message walk of `DeliverDelayedMessageTimerTask`,
+one unit at a time, every re-put a `SimMessage` through `StoreModel.append` (`ScheduleService._deliver`).
+The library's `_deliver_due` must write the same event log, byte for byte (`test_batch_schedule*.py`)."""
+
+from mqtool.formats.names import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+)
+from mqtool.rules.schedule import (
+    DELAY_FOR_A_WHILE,
+    correct_delay_offset,
+    correct_deliver_timestamp,
+    delay_level_2_queue_id,
+    offset_after_failed_put,
+)
+from mqtool.simulate.schedule import ScheduleService
+
+
+class ReferenceSchedule(ScheduleService):
+    """`ScheduleService` with each level walked unit by unit."""
+
+    def _level(self, level: int, offset: int):
+        ctx, m = self.ctx, self.ctx.model
+        qid = delay_level_2_queue_id(level)
+        delay = self.delays[level]
+        while True:
+            now = ctx.engine.now
+            self.grid[level] = now
+            lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
+            offset = correct_delay_offset(offset, lo, hi)
+            if offset >= hi:
+                yield None
+                continue
+            next_offset = offset
+            wait_until = None
+            failed = False
+            clock = ctx.clock()
+            for off, (phys, _size, tags) in m.cq_units(RMQ_SYS_SCHEDULE_TOPIC, qid, offset, hi):
+                deliver = correct_deliver_timestamp(clock, tags, delay)
+                next_offset = off + 1
+                if deliver > clock:
+                    if not ctx.v4:
+                        self.offsets[level] = off
+                    next_offset = off
+                    wait_until = deliver - ctx.clock_offset
+                    break
+                msg = m.message_once(phys)
+                if msg is None:
+                    continue
+                props = msg.props
+                real_topic = props.get(PROPERTY_REAL_TOPIC)
+                if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
+                    continue
+                new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
+                if not self._deliver(level, off, msg, new, deliver, clock):
+                    failed = True
+                    next_offset = offset_after_failed_put(off, ctx.v4)
+                    break
+            offset = next_offset
+            if failed:
+                yield DELAY_FOR_A_WHILE
+            elif wait_until is not None:
+                yield self._next_poll(level, wait_until) - now
+            else:
+                yield DELAY_FOR_A_WHILE

@@ -1,0 +1,195 @@
+"""The reference model of the transaction check: the per-message walk of `TransactionalMessageServiceImpl.check`,
+one half at a time, every put-back and discard a `SimMessage` through `StoreModel.append` (`_put_back`,
+`_discard`). The library's `_check_batch` must write the same event log, byte for byte (`test_batch_check.py`,
+`test_transaction_reference.py`)."""
+
+from mqtool.formats.names import (
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
+from mqtool.rules.transaction import (
+    CHECK,
+    DISCARD,
+    DONE,
+    PUT_BACK,
+    READ_MORE,
+    SKIP,
+    STOPS_ROUND,
+    check_immunity_time,
+    check_times_of,
+    check_visit,
+    get_long,
+    is_need_check,
+    put_check_times,
+)
+from mqtool.simulate.engine import PRODUCER
+from mqtool.simulate.model import SimMessage
+from mqtool.simulate.transaction import (
+    BUSY_RETRY_49,
+    FOUND,
+    MAX_PROCESS_TIME_LIMIT,
+    MAX_RETRY_COUNT_WHEN_HALF_NULL,
+    NO_NEW_MSG,
+    PUT_BACK_RETRY_MS,
+    SLEEP_WHILE_NO_OP,
+    TransactionService,
+    _long,
+    _qid,
+)
+
+
+class ReferenceTransaction(TransactionService):
+    """`TransactionService` with each check round walked half by half."""
+
+    def _round(self):
+        ctx, m = self.ctx, self.ctx.model
+        start = ctx.clock()
+        record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
+        self.rounds.append(record)
+        for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
+            half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+            op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
+            if half_offset < 0 or op_offset < 0:
+                continue
+            remove_map: dict[int, int] = {}
+            op_msg_map: dict[int, set[int]] = {}
+            done_op: list[int] = []
+            pull = self._fill(remove_map, op_msg_map, done_op, qid, op_offset, half_offset)
+            null_count = 1
+            spun_at = -1
+            new_offset = i = half_offset
+            next_op = pull.next_begin
+            while True:
+                if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
+                    break
+                if i in remove_map:
+                    op_off = remove_map.pop(i)
+                    if ctx.v4:
+                        done_op.append(op_off)
+                    else:
+                        s = op_msg_map.get(op_off)
+                        if s is not None:
+                            s.discard(i)
+                            if not s:
+                                del op_msg_map[op_off]
+                                done_op.append(op_off)
+                    new_offset = i = i + 1
+                    continue
+                status, msg, next_begin = self._get_one(qid, i)
+                if msg is None:
+                    null_count += 1
+                    if null_count - 1 > MAX_RETRY_COUNT_WHEN_HALF_NULL:
+                        break
+                    if status == NO_NEW_MSG:
+                        break
+                    i = new_offset = next_begin
+                    continue
+                props = msg.props
+                ops = pull.msgs if pull is not None else None
+                newest_op_born = ops[-1].born_ts if ops else None
+                prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
+                decision, times = check_visit(check_times_of(props), msg.born_ts, msg.store_ts,
+                                              props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), prepared,
+                                              remove_map, ctx.clock(), start, newest_op_born, self.timeout,
+                                              self.check_max, self.file_reserved_h)
+                props = dict(props) if decision == DISCARD else put_check_times(props, times)
+                if decision == DISCARD or decision == SKIP:
+                    self._discard(msg, props, decision, record)
+                    new_offset = i = i + 1
+                    continue
+                if decision in STOPS_ROUND:
+                    break  # "Fresh stored" / "New arrived": check it in a later round
+                if decision == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
+                    done_op.append(remove_map.pop(get_long(prepared)))
+                    new_offset = i = i + 1
+                    continue
+                if decision == PUT_BACK:
+                    if self._put_immunity(msg, props):
+                        new_offset = i = i + 1
+                        continue
+                    # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
+                    age = ctx.clock() - msg.born_ts
+                    imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), self.timeout)
+                    decision = CHECK if is_need_check(age, imm, newest_op_born, start, self.timeout) else READ_MORE
+                if decision == CHECK:
+                    if not self._put_back(msg, props, record):
+                        yield PUT_BACK_RETRY_MS
+                        continue
+                else:
+                    next_op = pull.next_begin if pull is not None else next_op
+                    pull = self._fill(remove_map, op_msg_map, done_op, qid, next_op, half_offset)
+                    if pull.status != FOUND:
+                        if not ctx.v4:
+                            yield SLEEP_WHILE_NO_OP
+                        elif spun_at == i:
+                            # 4.9.8 retries at once; a second empty read for the same half means it
+                            # spins, burning real time until the half is old enough: 1 ms per turn
+                            yield BUSY_RETRY_49
+                        spun_at = i
+                    continue
+                new_offset = i = i + 1
+            if new_offset != half_offset:
+                self.offsets[(RMQ_SYS_TRANS_HALF_TOPIC, qid)] = new_offset
+            new_op = op_offset
+            for d in sorted(done_op):
+                if d == new_op:
+                    new_op += 1
+                elif d > new_op:
+                    break
+            if new_op != op_offset:
+                self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
+            m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)
+            m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
+        record["end"] = ctx.engine.now
+
+
+    def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
+        ctx = self.ctx
+        res = ctx.put(self._renew(msg, props), "transaction")
+        if not res.ok:
+            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
+                         msg.uniq_key, msg.phys, status=res.status, reason="check put-back")
+            return False
+        copy = res.message
+        group = props.get(PROPERTY_PRODUCER_GROUP)
+        scenario = ctx.scenario
+        if scenario.answers:
+            keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
+            answer = scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
+        else:
+            answer = scenario.default_answer
+        self.checks += 1
+        record["checks"] += 1
+        if not ctx.log.keep:
+            ctx.log.tally("check")
+        else:
+            ctx.log.emit_plain(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
+                         msg.uniq_key, msg.phys, copy.phys, producer_group=group,
+                         check_times=_long(check_times_of(props)), queue_offset=copy.queue_offset,
+                         answer=answer)
+        if answer in ("commit", "rollback"):
+            ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
+                                ctx.scenario.answer_delay_ms)
+        return True
+
+    def _discard(self, msg: SimMessage, props: dict[str, str], why: str, record: dict) -> None:
+        """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1)."""
+        ctx = self.ctx
+        new = msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(props))
+        res = ctx.put(new, "transaction")
+        record["discards"] += 1
+        self.resolved[msg.uniq_key or str(msg.phys)] = why
+        if res.ok:
+            ctx.log.emit_plain(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props),
+                               msg.uniq_key, msg.phys, res.message.phys,
+                               check_times=_long(check_times_of(props)),
+                               queue_offset=res.message.queue_offset)
+        else:
+            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0,
+                         msg.uniq_key, msg.phys, status=res.status, reason=f"{why} (the half message is dropped)")
