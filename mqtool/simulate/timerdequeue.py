@@ -37,9 +37,8 @@ from mqtool.rules.timer import (
     walk_chain,
 )
 from mqtool.simulate.batchread import batchable
-from mqtool.simulate.model import BLANK_MIN
 from mqtool.simulate.timerroll import TimerRolls
-from mqtool.simulate.timerrows import reput_size
+from mqtool.simulate.timerrows import delivery_size
 from mqtool.simulate.timerstate import TimerState, int_or
 
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
@@ -238,19 +237,10 @@ class TimerDequeue:
         m = ctx.model
         topic, qid = st.rows.topic_qid(meta)
         info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
-        if info is None or m._listeners.get((topic, qid)):
+        if info is None or info.kept or m._listeners.get((topic, qid)):
             return False
-        units, bmax, fixed, keep = info
-        if keep:
-            return False
-        size = reput_size(meta, fixed, write, ctx.engine._now + ctx.clock_offset, m.trailing_separator)
-        pos = m._end  # `place`, written out for a record that fits in the current file (as `append`)
-        fs = m.base.file_size
-        if pos is not None and not m.base.dledger and pos % fs + size + BLANK_MIN <= fs:
-            m._end = pos + size
-        else:
-            pos = m.place(size)
-        queue_offset = st.count_delivery(units, bmax)
+        pos = m.place(m.plain_reput_size(delivery_size(meta, write, ctx.engine._now + ctx.clock_offset), info.fixed))
+        queue_offset = st.count_delivery(info.units, info.base_count)
         if queue_offset is not None:
             st.add_event("deliver", (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, due,
                                      False, queue_offset))

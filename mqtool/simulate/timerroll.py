@@ -146,10 +146,7 @@ class TimerRolls:
         meta, hi, lo = st.rows.of_plain(n - len(enq_s) - ENQ_SEG - len(deq_s) - DEQ_SEG, real, qid_text, uk)
         if not meta:
             return False
-        _units, _bmax, fixed, _keep = m.queue_info(TIMER_TOPIC, 0)
-        size = n + fixed
-        if not m.trailing_separator:
-            size -= 1
+        size = m.plain_reput_size(n, m.queue_info(TIMER_TOPIC, 0).fixed)
         pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
         m.spool.put_row(pos, (ph, size, queue_offset, now, write, times, tags, due, meta, signed(hi), signed(lo)),
                         self.rebuild)

@@ -10,8 +10,8 @@ read it again then, the enqueue packs what the delivery's re-put and event need 
   prefix and hex digits, kind 0 no UNIQ_KEY.
 
 `NO_ROW` (all zero) where the record must be read again: a cancel marker, no REAL_TOPIC, a UNIQ_KEY of
-another form, a value past the row's ranges. `reput_size` gives `StoreModel.reput_size` of the
-delivery from the row; `tests/simulate/test_timer_rows.py` proves both equal to the per-message path.
+another form, a value past the row's ranges. `delivery_size` gives what `StoreModel.plain_reput_size` takes
+of the delivery from the row; `tests/simulate/test_timer_rows.py` proves both equal to the per-message path.
 """
 
 from __future__ import annotations
@@ -41,12 +41,11 @@ _HEX_DIGITS = "0123456789ABCDEF"
 _DEQ_KEYS_LEN = sum(len(k) + 2 for k in DELIVERY_SET)
 
 
-def reput_size(meta: int, fixed: int, enqueue_ms: int, dequeue_ms: int, trailing: bool) -> int:
-    """`StoreModel.reput_size` of a delivery's re-put from its row's `meta`: the record's size but its
-    topic part and the two properties the dequeue sets, plus those (`fixed`: `queue_info`'s, then
-    `rules.timer.DELIVERY_SET`) and less the last separator on 4.9."""
-    size = (meta >> 34) + fixed + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
-    return size if trailing else size - 1
+def delivery_size(meta: int, enqueue_ms: int, dequeue_ms: int) -> int:
+    """A delivery's re-put as `StoreModel.plain_reput_size` takes it (its properties string with the last
+    separator, BODYLENGTH, the hosts), from its row's `meta`: the record's but the two properties the dequeue
+    sets, plus those (`rules.timer.DELIVERY_SET`)."""
+    return (meta >> 34) + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
 
 
 class DeliveryRows:

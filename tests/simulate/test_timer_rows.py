@@ -20,7 +20,7 @@ from mqtool.simulate.model import MemoryBase, StoreModel
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerdequeue import TimerDequeue
-from mqtool.simulate.timerrows import DeliveryRows, reput_size
+from mqtool.simulate.timerrows import DeliveryRows, delivery_size
 from mqtool.simulate.timerunits import TimerUnits
 from mqtool.store.store import Store
 
@@ -128,7 +128,7 @@ def _rows(model):
 
 @pytest.mark.parametrize("trailing", [True, False])
 def test_row_size_is_reput_size(trailing):
-    """The size `TimerDequeue.deliver_row` computes from a row is `StoreModel.reput_size` of the map `deliver` makes."""
+    """The size `TimerDequeue.deliver` computes from a row is `StoreModel.reput_size` of the converted map."""
     model = StoreModel(MemoryBase(), capacity=128 if trailing else 16, trailing_separator=trailing)
     t = _rows(model)
     cases = [
@@ -148,7 +148,8 @@ def test_row_size_is_reput_size(trailing):
             new["TIMER_ENQUEUE_MS"] = str(enq)
             new["TIMER_DEQUEUE_MS"] = str(now)
             want = model.reput_size(new, fixed, sys_flag, body_len)
-            assert reput_size(x[0], fixed, enq, now, trailing) == want
+            meta, _hi, _lo = x
+            assert model.plain_reput_size(delivery_size(meta, enq, now), fixed) == want
 
 
 def test_uniq_key_forms_and_refusals():
