@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
@@ -66,6 +67,9 @@ from mqtool.simulate.engine import NORMAL, PERSIST, Process
 from mqtool.simulate.model import SimMessage, props_string
 from mqtool.simulate.scenario import ConsumerSpec
 
+if TYPE_CHECKING:
+    from mqtool.formats.offsets_json import ConsumerOffsets
+
 _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 CONSUME_LATER_MS = 5000  # a refused send-back: the client consumes the message again 5 s later
 FIRST_PERSIST_MS = 10_000
@@ -90,7 +94,8 @@ class ConsumerService:
     """Every `[[consumers]]` group of a scenario; a service with start/stop/persist like the others."""
 
     def __init__(
-        self, ctx: SimContext, specs: list[ConsumerSpec], stored_offsets: dict | None, groups: dict[str, dict] | None
+        self, ctx: SimContext, specs: list[ConsumerSpec], stored_offsets: ConsumerOffsets | None,
+        groups: dict[str, dict] | None,
     ) -> None:
         self.ctx = ctx
         self.specs = specs

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, computed_size, hosts_size
 from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
@@ -31,6 +31,10 @@ from mqtool.formats.names import (
     SYSTEM_TOPICS,
     TIMER_TOPIC,
 )
+
+if TYPE_CHECKING:
+    from mqtool.simulate.spool import RecordSpool
+    from mqtool.store.store import Store
 
 BLANK_MIN = BLANK_SIZE  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
 # the system topics a service of the simulator reads back (consumers aside): the rest are write-only
@@ -108,17 +112,24 @@ class SimMessage:
 
 _new_message = object.__new__
 
-# (keys in insertion order, map capacity) -> (keys in HashMap order, or None when the same; UTF-8
-# length of the keys). Re-puts of one kind always carry the same keys, so this stays small.
-_ORDER: dict[tuple[tuple[str, ...], int], tuple[tuple[str, ...] | None, int]] = {}
+class KeyOrder(NamedTuple):
+    """What the properties string of a map with these keys needs (`_order`)."""
+
+    order: tuple[str, ...] | None  # the keys in HashMap order, None when that is the insertion order
+    keys_len: int  # the UTF-8 length of the keys
+
+
+# (keys in insertion order, map capacity) -> their `KeyOrder`. Re-puts of one kind always carry the same keys, so
+# this stays small.
+_ORDER: dict[tuple[tuple[str, ...], int], KeyOrder] = {}
 _TAGS_HASH: dict[str, int] = {}
 
 
-def _order(keys: tuple[str, ...], capacity: int) -> tuple[tuple[str, ...] | None, int]:
+def _order(keys: tuple[str, ...], capacity: int) -> KeyOrder:
     hit = _ORDER.get((keys, capacity))
     if hit is None:
         order = tuple(k for k, _ in hashmap_order([(k, "") for k in keys], capacity))
-        hit = (None if order == keys else order, len("".join(keys).encode("utf-8", "surrogateescape")))
+        hit = KeyOrder(None if order == keys else order, len("".join(keys).encode("utf-8", "surrogateescape")))
         _ORDER[(keys, capacity)] = hit
     return hit
 
@@ -129,20 +140,20 @@ def props_string(props: dict[str, str], capacity: int, trailing: bool = True) ->
     `trailing=False` is 4.9.8, whose `messageProperties2String` deletes the last 0x02 separator
     (5.x keeps it).
     """
-    order = _order(tuple(props), capacity)[0] or props
+    order = _order(tuple(props), capacity).order or props
     raw = "".join([f"{k}\x01{props[k]}\x02" for k in order])
     return raw if trailing else raw[:-1]
 
 
 def stored_order(props: dict[str, str], capacity: int) -> dict[str, str]:
     """The map as the written string lists it (what a later read of the record parses)."""
-    order = _order(tuple(props), capacity)[0]
+    order = _order(tuple(props), capacity).order
     return props if order is None else {k: props[k] for k in order}
 
 
 def props_length(props: dict[str, str], capacity: int, trailing: bool = True) -> int:
     """UTF-8 length of `props_string(props, capacity, trailing)` without building it."""
-    keys_len = _order(tuple(props), capacity)[1]
+    keys_len = _order(tuple(props), capacity).keys_len
     values = "".join(props.values())
     n = len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape"))
     n += keys_len + 2 * len(props)
@@ -224,7 +235,7 @@ class Recovered:
     max_offsets: dict[tuple[str, int], int]
 
 
-def recovered(store: Any) -> Recovered | None:
+def recovered(store: Store) -> Recovered | None:
     """The recovery of a store left without a clean shutdown (an `abort` file); None after a clean one.
 
     A restarted broker appends at the recovered end, not after the last decodable record, and reads no
@@ -247,7 +258,7 @@ class DiskBase:
     end reads as absent (a dangling TimerLog unit finds nothing there, or what the simulator wrote there).
     """
 
-    def __init__(self, store: Any, recovery: Recovered | None | bool = True) -> None:
+    def __init__(self, store: Store, recovery: Recovered | None | bool = True) -> None:
         self.store = store
         self.file_size = store.commitlog.queue.file_size or store.config.mapped_file_size_commitlog
         self.dledger = getattr(store, "dledger", None) is not None  # records are DLedger entries' bodies
@@ -380,7 +391,7 @@ class StoreModel:
     releasing: bool = False
     _released: dict[tuple[str, int], int] = field(default_factory=dict)  # queue -> overlay index released to
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
-    spool: Any = None
+    spool: RecordSpool | None = None
     # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
     # `build(phys, entry)` makes the message the first time a reader asks for it (`_materialise`)
     _lazy: dict[int, Any] = field(default_factory=dict)
@@ -499,7 +510,7 @@ class StoreModel:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
         if self.releasing:
             if self._msgs.pop(phys, None) is None and self.spool is not None:
-                self.spool._where.pop(phys, None)  # `spool.drop`
+                self.spool.drop(phys)
 
     def release_below(self, topic: str, qid: int, offset: int) -> None:
         """The re-puts of a queue below a consume offset its only reader has passed (the half and op
@@ -576,7 +587,7 @@ class StoreModel:
         else:
             size = record_size(m, self.capacity, self.trailing_separator)
         m.size = size
-        order = _order(tuple(props), self.capacity)[0]
+        order = _order(tuple(props), self.capacity).order
         if order is not None:
             m.props = props = {k: props[k] for k in order}
         pos = self.place(size)

@@ -25,6 +25,7 @@ first poll of its 100 ms grid at which its head unit is due, or idles until a un
 from __future__ import annotations
 
 from collections import deque
+from typing import NamedTuple
 
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
@@ -58,6 +59,16 @@ _WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MES
 
 
 _DISCARD = object()  # `_target` of a unit the walk discards
+
+
+class _Target(NamedTuple):
+    """The queue a row re-put goes to (`ScheduleService._target`)."""
+
+    real_topic: str
+    real_qid: int
+    units: list  # `QueueInfo.units`
+    base_count: int
+    fixed: int
 
 
 class _Step:
@@ -165,8 +176,9 @@ class ScheduleService:
         if keys is None or keys[0] != offsets.keys():
             levels = sorted(offsets)
             keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
+        _, levels, names = keys
         self.ctx.log.emit_plain(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
-                                offsets=dict(zip(keys[2], map(offsets.__getitem__, keys[1]), strict=True)))
+                                offsets=dict(zip(names, map(offsets.__getitem__, levels), strict=True)))
 
     def _persist_loop(self):
         while True:
@@ -239,7 +251,7 @@ class ScheduleService:
         if len(units) < min(hi, offset + DELIVER_BATCH) - offset:
             ok.append(False)  # a unit that cannot be read ends the walk
             units.append((0, 0, 0))
-        return [u[0] for u in units], None, [u[2] for u in units], ok, False
+        return [phys for phys, _size, _tags in units], None, [tags for _phys, _size, tags in units], ok, False
 
     def _deliver_due(self, level: int, qid: int, step: _Step, hi: int, clock: int, delay: int) -> None:
         """The walk of a level over a batch of units from `step.offset`: the due prefix (`deliver =
@@ -304,7 +316,7 @@ class ScheduleService:
                         None if topic_b is None else topic_b.decode("utf-8", "surrogateescape"),
                         "0" if qid_b is None else qid_b.decode("utf-8", "surrogateescape"))
                 if target is not None and target is not _DISCARD:
-                    size = plain_reput_size(n, target[4])
+                    size = plain_reput_size(n, target.fixed)
                     uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
             else:
                 props, body_len, sys_flag = rec
@@ -313,7 +325,7 @@ class ScheduleService:
                 if target is False:
                     target = targets[key] = self._target(*key)
                 if target is not None and target is not _DISCARD:
-                    size = reput_size(props, target[4], sys_flag, body_len)
+                    size = reput_size(props, target.fixed, sys_flag, body_len)
                     uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if target is _DISCARD:
                 continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
@@ -364,7 +376,7 @@ class ScheduleService:
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
         if kept or m._listeners.get((real_topic, real_qid)):
             return None
-        return real_topic, real_qid, units, bmax, fixed
+        return _Target(real_topic, real_qid, units, bmax, fixed)
 
     def _deliver(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
         """Put the re-put at `clock` (the broker's clock, `ctx.clock()`)."""

@@ -31,7 +31,7 @@ Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `Transactiona
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from mqtool.formats.names import (
     CID_SYS_RMQ_TRANS,
@@ -69,6 +69,9 @@ from mqtool.rules.transaction import (
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
 from mqtool.simulate.model import SimMessage, _order, tags_code
+
+if TYPE_CHECKING:
+    from mqtool.formats.offsets_json import ConsumerOffsets
 
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
@@ -130,7 +133,7 @@ class _Pull:
 class TransactionService:
     """The check service, the op batch service and the producers' answers of one broker."""
 
-    def __init__(self, ctx: SimContext, consumer_offsets=None) -> None:
+    def __init__(self, ctx: SimContext, consumer_offsets: ConsumerOffsets | None = None) -> None:
         self.ctx = ctx
         cfg = ctx.config
         self.timeout = cfg.transaction_timeout
@@ -139,7 +142,7 @@ class TransactionService:
         self.op_interval = cfg.transaction_op_batch_interval
         self.file_reserved_h = cfg.file_reserved_time
         self.offsets: dict[tuple[str, int], int] = {}
-        table = getattr(consumer_offsets, "offset_table", None) or {}
+        table = consumer_offsets.offset_table if consumer_offsets is not None else {}
         for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
             for qid, off in (table.get(f"{topic}@{CID_SYS_RMQ_TRANS}") or {}).items():
                 self.offsets[(topic, int(qid))] = int(off)
@@ -326,7 +329,10 @@ class TransactionService:
                                               props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), prepared,
                                               remove_map, ctx.clock(), start, newest_op_born, self.timeout,
                                               self.check_max, self.file_reserved_h)
-                props = put_check_times(props, times)  # (discards, skips and checks are `_check_batch`'s)
+                if decision == DISCARD or decision == SKIP:  # (time passed since `_check_batch` stopped here)
+                    tried = -1
+                    continue
+                props = put_check_times(props, times)
                 if decision in STOPS_ROUND:
                     break  # "Fresh stored" / "New arrived": check it in a later round
                 if decision == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
@@ -341,10 +347,14 @@ class TransactionService:
                     age = ctx.clock() - msg.born_ts
                     imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), self.timeout)
                     decision = CHECK if is_need_check(age, imm, newest_op_born, start, self.timeout) else READ_MORE
-                if decision == CHECK:
-                    if not self._put_back(msg, props, record):
+                if decision == CHECK:  # `_check_batch` puts it back (and goes on from there)
+                    done, refused = self._check_batch(qid, i, remove_map, start, newest_op_born, record, True)
+                    # a refused put-back of this half: visited again, its immunity put-back first
+                    tried = i if refused and done == i else -1
+                    new_offset = i = done
+                    if refused:
                         yield PUT_BACK_RETRY_MS
-                        continue
+                    continue
                 else:
                     next_op = pull.next_begin if pull is not None else next_op
                     pull = self._fill(remove_map, op_msg_map, done_op, qid, next_op, half_offset)
@@ -374,11 +384,12 @@ class TransactionService:
         record["end"] = ctx.engine.now
 
     def _check_batch(self, qid: int, i: int, remove_map: dict[int, int], start: int, newest_op_born: int | None,
-                     record: dict) -> tuple[int, bool]:
+                     record: dict, checked: bool = False) -> tuple[int, bool]:
         """The walk of `_round` from half `i` over the halves it discards, skips or puts back for a check:
         (the offset `_round`'s other decisions go on from, `i` when nothing was done; whether the put-back of
         the half there failed, to be tried again after PUT_BACK_RETRY_MS). A failed discard is dropped as
-        `resolveDiscardMsg` drops it.
+        `resolveDiscardMsg` drops it. `checked`: half `i` is put back for a check whatever `check_visit` says
+        (its immunity put-back failed and `isNeedCheck` holds).
 
         The units are read up to the queue's max as the batch starts: the put-backs go to the same
         queue, after it, and the walk stops at the first of them (stored after the round started). The
@@ -417,17 +428,17 @@ class TransactionService:
         for off, unit in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
             if off in remove_map:
                 break
-            e = deferred.get(unit[0])  # a put-back of an earlier round's batch
+            ph = unit[0]  # (CommitLog offset, size, tagsCode)
+            e = deferred.get(ph)  # a put-back of an earlier round's batch
             if e is not None:
                 msg = None
-                ph = unit[0]
                 facts = e.facts
                 text, store_ts = e.times_text, e.store_ts
                 real_qid, born, imm_text, prepared = facts.real_qid, facts.born, facts.immunity, facts.prepared
             else:
-                msg = msgs.get(unit[0])  # a put-back of an earlier round, else `message` reads it
+                msg = msgs.get(ph)  # a put-back of an earlier round, else `message` reads it
                 if msg is None:
-                    msg = message(unit[0])
+                    msg = message(ph)
                     if msg is None:
                         break
                 facts = None
@@ -447,6 +458,8 @@ class TransactionService:
             _, times, times_text, row_times = verdict
             why, _ = check_visit(text, born, store_ts, imm_text, prepared, remove_map, clock, start, newest_op_born,
                                  timeout, check_max, reserved_h)
+            if checked and off == i:
+                why = CHECK
             if why == DISCARD or why == SKIP:
                 skip = why == SKIP
                 if msg is None and cmt is False:
@@ -564,7 +577,7 @@ class TransactionService:
         facts, times_text = e.facts, e.times_text
         src = facts.source
         props = put_check_times(facts.props, times_text)
-        order = _order(tuple(props), self.ctx.model.capacity)[0]
+        order = _order(tuple(props), self.ctx.model.capacity).order
         if order is not None:
             props = {k: props[k] for k in order}
         new = src.derive(src.topic, src.queue_id, props)
@@ -600,35 +613,6 @@ class TransactionService:
             ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
                          msg.uniq_key, msg.phys, status=res.status, reason="immunity put-back")
         return res.ok
-
-    def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
-        ctx = self.ctx
-        res = ctx.put(self._renew(msg, props), "transaction")
-        if not res.ok:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
-                         msg.uniq_key, msg.phys, status=res.status, reason="check put-back")
-            return False
-        copy = res.message
-        group = props.get(PROPERTY_PRODUCER_GROUP)
-        scenario = ctx.scenario
-        if scenario.answers:
-            keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
-            answer = scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
-        else:
-            answer = scenario.default_answer
-        self.checks += 1
-        record["checks"] += 1
-        if not ctx.log.keep:
-            ctx.log.tally("check")
-        else:
-            ctx.log.emit_plain(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
-                         msg.uniq_key, msg.phys, copy.phys, producer_group=group,
-                         check_times=_long(check_times_of(props)), queue_offset=copy.queue_offset,
-                         answer=answer)
-        if answer in ("commit", "rollback"):
-            ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
-                                ctx.scenario.answer_delay_ms)
-        return True
 
     # ----- end transaction -----
     def end_transaction(self, phys: int, answer: str) -> None:

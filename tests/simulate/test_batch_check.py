@@ -23,7 +23,6 @@ from mqtool.store.store import Store
 START = 1_800_000_000_000
 _PUT_BACK = ReferenceTransaction._put_back  # the per-message check and discard, counted by `_run`
 _DISCARD = ReferenceTransaction._discard
-_LIB_PUT_BACK = tx_mod.TransactionService._put_back  # the library's check after a failed immunity put
 
 
 def _build(root, n=300, version="5.3"):
@@ -63,7 +62,7 @@ def _run(store, config, batch, monkeypatch, doc=None, version="5.3", hold=None):
 
     monkeypatch.setattr(ReferenceTransaction, "_put_back", counted(_PUT_BACK))
     monkeypatch.setattr(ReferenceTransaction, "_discard", counted(_DISCARD))
-    monkeypatch.setattr(tx_mod.TransactionService, "_put_back", counted(_LIB_PUT_BACK))
+
     doc = {"broker": {"transactionCheckMax": 3}, **(doc or {})}
     sink = io.StringIO()
     res = simulate(store, config, START, START + 400_000, parse_scenario(doc, START), seed=7, broker_version=version,

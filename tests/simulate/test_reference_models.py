@@ -70,7 +70,12 @@ def _generated(root, seed: int, version: str = "5.3") -> tuple[Store, BrokerConf
                 props.append(("CHECK_IMMUNITY_TIME_IN_SECONDS", str(rng.choice([30, 200]))))
             if rng.random() < 0.05:
                 props.append(("TRANSACTION_CHECK_TIMES", rng.choice(["x", "2", "14"])))
-            h = put_half_message(w, "TxTopic", i % 3, b"h" * (i % 4), props, store_timestamp=born, born_timestamp=born,
+            stored = born
+            if rng.random() < 0.1:  # a producer's clock ahead: immune, and `isNeedCheck` once its put-back fails
+                born = START + rng.randint(HOUR, 5 * HOUR)
+                props.append(("CHECK_IMMUNITY_TIME_IN_SECONDS", "60"))
+            h = put_half_message(w, "TxTopic", i % 3, b"h" * (i % 4), props, store_timestamp=stored,
+                                 born_timestamp=born,
                                  producer_group="PG")
             if rng.random() < 0.1:
                 done.append(h.queue_offset)
