@@ -132,6 +132,17 @@ class ReferenceDequeue(TimerDequeue):
                 m.release(phys)
         return None
 
+    def finish_slot(self, retry, rest: list[tuple], deletes: set[str], slot_time: int):
+        """The rest of a slot cut by a put that waits: the put's retries, then each unit read whole and put."""
+        yield from retry
+        for _prev, magic, write, _slot, phys, _size, _hash in rest:
+            msg = self.st.ctx.model.message_once(phys)
+            if msg is None or self._cancelled(msg.props, msg.phys, deletes, slot_time):
+                continue
+            again = self.put(msg, write, magic, slot_time, direct=False)
+            if again is not None:
+                yield from again
+
 
 def _magic(unit: tuple) -> int:
     _prev, magic, *_rest = unit

@@ -17,6 +17,7 @@ every `500 × precision / 1000` ms until it works, any other failure 3 more time
 from __future__ import annotations
 
 import heapq
+from itertools import islice
 
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
@@ -125,17 +126,27 @@ class TimerDequeue:
         beside it, or one made from its record's properties (a light read where the base gives one, else the
         record); a ROLL unit's re-put is kept as a row (`TimerRolls`, from the bytes read for the slot's rolls
         or from the record). Any other unit, or one a row cannot hold, is read whole: cancelled, or put
-        (`put`, which may wait: the units after it go to `finish_slot`). Deliveries and rolls join
-        `TimerState`'s waiting events (one `record_rows` a run)."""
-        st = self.st
-        m = st.ctx.model
-        fast = m.put_filter is None  # no fault can refuse a put
-        chain = self.chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
+        (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
+        Deliveries and rolls join `TimerState`'s waiting events (one `record_rows` a run)."""
+        m = self.st.ctx.model
+        chain = self.chain(slot_time, m.put_filter is None)  # (pos, unit, its delivery's row or None), newest first
         if any(_magic(unit) & _CANCEL_BITS == MAGIC_DELETE for _pos, unit, _x in chain):
             cancels, normal = dequeue_order(chain, _magic)
         else:  # `dequeue_order` of a slot without cancel requests
             cancels, normal = [], chain[::-1]
-        deletes = self._deletes(cancels)
+        waiting = self._walk(normal, 0, self._deletes(cancels), slot_time)
+        if waiting is None and m.releasing:  # the slot's records are read for the last time (a roll is re-put anew)
+            release = m.release
+            for _pos, unit, _x in chain:
+                release(_offset_py(unit))
+        return waiting
+
+    def _walk(self, normal: list[tuple], start: int, deletes: set[str], slot_time: int):
+        """`slot`'s walk over its units (cancel requests aside, oldest first) from `start`: None when done, else
+        a generator that finishes it (the put that waits, then the walk on from the next unit)."""
+        st = self.st
+        m = st.ctx.model
+        fast = m.put_filter is None  # no fault can refuse a put
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         light = self.light_reader()
         of_props = st.rows.of_props
@@ -145,7 +156,7 @@ class TimerDequeue:
         # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built
         roll_read = roll_rows and len(normal) >= ROLL_READ and not deletes
         sources, sources_end = None, 0
-        for i, (_pos, unit, x) in enumerate(normal):
+        for i, (_pos, unit, x) in enumerate(islice(normal, start, None), start):
             _prev, magic, write, due, phys, _size, _hash = unit
             msg = None
             if magic & MAGIC_ROLL:  # `need_roll`
@@ -181,12 +192,14 @@ class TimerDequeue:
             st.flush_events()
             retry = self.put(msg, write, magic, slot_time, False)
             if retry is not None:
-                return self.finish_slot(retry, [unit for _pos, unit, _x in normal[i + 1 :]], deletes, slot_time)
-        if m.releasing:  # the slot's records are read for the last time (a rolled one is re-put anew)
-            release = m.release
-            for _pos, unit, _x in chain:
-                release(_offset_py(unit))
+                return self._resume(retry, normal, i + 1, deletes, slot_time)
         return None
+
+    def _resume(self, retry, normal: list[tuple], start: int, deletes: set[str], slot_time: int):
+        yield from retry
+        rest = self._walk(normal, start, deletes, slot_time)
+        if rest is not None:
+            yield from rest
 
     def _deletes(self, cancels: list[tuple]) -> set[str]:
         """The TIMER_DEL_UNIQKEY values of a slot's cancel requests."""
@@ -245,18 +258,6 @@ class TimerDequeue:
             st.add_event("deliver", (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, due,
                                      False, queue_offset))
         return True
-
-    def finish_slot(self, retry, rest: list[tuple], deletes: set[str], slot_time: int):
-        """The rest of a slot cut by a put that waits: the put's retries, then each unit read whole and put."""
-        yield from retry
-        for u in rest:
-            _prev, magic, write, _slot, phys, _size, _hash = u
-            msg = self.st.ctx.model.message_once(phys)
-            if msg is None or self._cancelled(msg.props, msg.phys, deletes, slot_time):
-                continue
-            again = self.put(msg, write, magic, slot_time, direct=False)
-            if again is not None:
-                yield from again
 
     def put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
         """`convert` + the first try of `doPut`; None when done, else a generator of the retries
