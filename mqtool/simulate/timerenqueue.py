@@ -49,33 +49,22 @@ _MATCHED, _PARSED = 1, 0  # (0: no template matched, the map parsed instead)
 
 
 class _Run:
-    """The units a walk gathers for one `take`: their columns, in queue order."""
+    """The units a walk gathers for one `take`, in queue order: their CommitLog offsets and sizes, TIMER_OUT_MS,
+    TIMER_DEL_UNIQKEY's presence, REAL_TOPIC, REAL_QID's text, UNIQ_KEY and what their delivery rows need
+    (`srcs`: the re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties,
+    BODYLENGTH or None, SYSFLAG), `DeliveryRows.of_props`)."""
 
     __slots__ = ("phys", "sizes", "due", "delete", "reals", "qids", "uniqs", "srcs")
 
     def __init__(self) -> None:
-        self.phys: list[int] = []
-        self.sizes: list[int] = []
-        self.due: list[int] = []
-        self.delete: list[bool] = []
-        self.reals: list[str | None] = []
-        self.qids: list[str | None] = []  # REAL_QID as its text
-        self.uniqs: list[str | None] = []
-        # the re-put's size but the two dequeue properties (`DeliveryRows.of_plain`), or (properties,
-        # BODYLENGTH or None, SYSFLAG) (`DeliveryRows.of_props`)
-        self.srcs: list = []
+        for name in self.__slots__:
+            setattr(self, name, [])
 
     def add(self, phys: int, size: int, values: tuple) -> None:
         """A unit and its (due, TIMER_DEL_UNIQKEY present, REAL_TOPIC, REAL_QID, UNIQ_KEY, src)."""
-        self.phys.append(phys)
-        self.sizes.append(size)
         due, delete, real, qid, uk, src = values
-        self.due.append(due)
-        self.delete.append(delete)
-        self.reals.append(real)
-        self.qids.append(qid)
-        self.uniqs.append(uk)
-        self.srcs.append(src)
+        for col, v in zip(self.columns(), (phys, size, due, delete, real, qid, uk, src), strict=True):
+            col.append(v)
 
     def columns(self) -> tuple[list, ...]:
         return self.phys, self.sizes, self.due, self.delete, self.reals, self.qids, self.uniqs, self.srcs
