@@ -45,6 +45,7 @@ from mqtool.simulate.timerstate import TimerState, int_or
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
 ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
 _CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without ROLL
+_NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
 
 class TimerDequeue:
@@ -129,17 +130,32 @@ class TimerDequeue:
         (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
         Deliveries and rolls join `TimerState`'s waiting events (one `record_rows` a run)."""
         m = self.st.ctx.model
-        chain = self.chain(slot_time, m.put_filter is None)  # (pos, unit, its delivery's row or None), newest first
-        if any(_magic(unit) & _CANCEL_BITS == MAGIC_DELETE for _pos, unit, _x in chain):
-            cancels, normal = dequeue_order(chain, _magic)
-        else:  # `dequeue_order` of a slot without cancel requests
-            cancels, normal = [], chain[::-1]
-        waiting = self._walk(normal, 0, self._deletes(cancels), slot_time)
+        fast = m.put_filter is None
+        chain = self.chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
+        if fast and all(x is not None for _pos, _unit, x in chain):  # plain units with rows: no cancel request
+            normal, deletes = chain[::-1], _NO_DELETES
+            start = self._deliver_rows(normal, slot_time)
+        else:
+            if any(_magic(unit) & _CANCEL_BITS == MAGIC_DELETE for _pos, unit, _x in chain):
+                cancels, normal = dequeue_order(chain, _magic)
+            else:  # `dequeue_order` of a slot without cancel requests
+                cancels, normal = [], chain[::-1]
+            start, deletes = 0, self._deletes(cancels)
+        waiting = self._walk(normal, start, deletes, slot_time) if start < len(normal) else None
         if waiting is None and m.releasing:  # the slot's records are read for the last time (a roll is re-put anew)
             release = m.release
             for _pos, unit, _x in chain:
                 release(_offset_py(unit))
         return waiting
+
+    def _deliver_rows(self, normal: list[tuple], slot_time: int) -> int:
+        """`_walk`'s first units while each is delivered from its row (`deliver`), without its set-up: the
+        usual slot, every unit plain and enqueued here. Returns how many (the walk goes on from there)."""
+        deliver = self.deliver
+        for k, (_pos, (_prev, _magic, write, due, phys, _size, _hash), x) in enumerate(normal):
+            if write == -1 or not deliver(write, due, phys, x, slot_time):
+                return k
+        return len(normal)
 
     def _walk(self, normal: list[tuple], start: int, deletes: set[str], slot_time: int):
         """`slot`'s walk over its units (cancel requests aside, oldest first) from `start`: None when done, else
