@@ -77,8 +77,15 @@ class ReferenceEnqueue(TimerEnqueue):
         pos = st.next_unit_pos()
         s = st.slot(delayed)
         real = props.get(PROPERTY_REAL_TOPIC)
-        st.units[pos] = (s.last_pos if s is not None else -1, magic, write, delayed, offset_py, size_py,
-                         java_string_hash(real) if real is not None else 0)
+        st.units[pos] = (
+            s.last_pos if s is not None else -1,
+            magic,
+            write,
+            delayed,
+            offset_py,
+            size_py,
+            java_string_hash(real) if real is not None else 0,
+        )
         st.new_units.append(pos)
         if s is None:
             st.slots[delayed] = WheelSlot(pos, pos, -1 if delete else 1)
@@ -88,10 +95,24 @@ class ReferenceEnqueue(TimerEnqueue):
         st.queue_slot(delayed)
         ctx = st.ctx
         if ctx.log.keep:
-            ctx.log.record(ctx.engine._now, "timer", "enqueue", real, int_or(props.get(PROPERTY_REAL_QUEUE_ID)),
-                           props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), offset_py, None,
-                           {"slot": delayed, "timer_out_ms": original, "roll": need_roll(magic), "cancel": delete,
-                            "timerlog_pos": pos}, True)
+            ctx.log.record(
+                ctx.engine._now,
+                "timer",
+                "enqueue",
+                real,
+                int_or(props.get(PROPERTY_REAL_QUEUE_ID)),
+                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                offset_py,
+                None,
+                {
+                    "slot": delayed,
+                    "timer_out_ms": original,
+                    "roll": need_roll(magic),
+                    "cancel": delete,
+                    "timerlog_pos": pos,
+                },
+                True,
+            )
         else:
             ctx.log.tally("enqueue")
         st.wake_dequeue(delayed)
@@ -119,14 +140,21 @@ class ReferenceDequeue(TimerDequeue):
             if is_deleted(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(PROPERTY_REAL_TOPIC), deletes):
                 st.flush_events()
                 st.cancelled += 1
-                st.ctx.log.emit_plain(st.ctx.engine.now, "timer", "cancel", props.get(PROPERTY_REAL_TOPIC),
-                                      int_or(props.get(PROPERTY_REAL_QUEUE_ID)),
-                                      props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, slot=slot_time)
+                st.ctx.log.emit_plain(
+                    st.ctx.engine.now,
+                    "timer",
+                    "cancel",
+                    props.get(PROPERTY_REAL_TOPIC),
+                    int_or(props.get(PROPERTY_REAL_QUEUE_ID)),
+                    props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                    msg.phys,
+                    slot=slot_time,
+                )
                 continue
             st.flush_events()
             retry = self.put(msg, write, magic, slot_time, False)
             if retry is not None:
-                return self.finish_slot(retry, [unit for _pos, unit, _x in normal[i + 1:]], deletes, slot_time)
+                return self.finish_slot(retry, [unit for _pos, unit, _x in normal[i + 1 :]], deletes, slot_time)
         if m.releasing:
             for _pos, (_prev, _mg, _write, _slot, phys, _size, _hash), _x in chain:
                 m.release(phys)

@@ -55,14 +55,26 @@ class TimerService:
     Enqueue = TimerEnqueue
     Dequeue = TimerDequeue
 
-    def __init__(self, ctx: SimContext, timercheck=None, units=None, timerlog_end: int = 0,
-                 timerlog_file_size: int | None = None, wheel=None, timerlog=None) -> None:
+    def __init__(
+        self,
+        ctx: SimContext,
+        timercheck=None,
+        units=None,
+        timerlog_end: int = 0,
+        timerlog_file_size: int | None = None,
+        wheel=None,
+        timerlog=None,
+    ) -> None:
         self.ctx = ctx
         check_timer_precision(ctx.config.timer_precision_ms)  # the broker cannot run its timer with it
         st = self.st = TimerState(ctx, timerlog_file_size or ctx.config.mapped_file_size_timer_log, wheel, timerlog)
         st.end = timerlog_end
-        self.tc = {"last_read_time_ms": 0, "last_timer_log_flush_pos": 0, "last_timer_queue_offset": 0,
-                   "master_timer_queue_offset": 0}
+        self.tc = {
+            "last_read_time_ms": 0,
+            "last_timer_log_flush_pos": 0,
+            "last_timer_queue_offset": 0,
+            "master_timer_queue_offset": 0,
+        }
         if timercheck is not None:
             for k in self.tc:
                 self.tc[k] = int(getattr(timercheck, k, 0))
@@ -215,8 +227,11 @@ class TimerService:
             if delete:
                 continue
             end = self._end_slot(u, props)
-            n += not is_deleted(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(PROPERTY_REAL_TOPIC),
-                                cancels.get(end, _NO_DELETES))
+            n += not is_deleted(
+                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                props.get(PROPERTY_REAL_TOPIC),
+                cancels.get(end, _NO_DELETES),
+            )
         return n
 
     def _end_slot(self, u: tuple, props: dict[str, str]) -> int | None:

@@ -113,10 +113,21 @@ class TimerDequeue:
             st.broken_chains += 1
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one
-            ctx.log.emit(ctx.engine.now, "timer", "skip", None, None, None, None, slot=slot_time,
-                         timerlog_pos=w.stop_pos, read=len(w.units),
-                         reason="broken TimerLog chain: prevPos loops" if w.stop == LOOP
-                         else "broken TimerLog chain: prevPos points at no unit")
+            ctx.log.emit(
+                ctx.engine.now,
+                "timer",
+                "skip",
+                None,
+                None,
+                None,
+                None,
+                slot=slot_time,
+                timerlog_pos=w.stop_pos,
+                read=len(w.units),
+                reason="broken TimerLog chain: prevPos loops"
+                if w.stop == LOOP
+                else "broken TimerLog chain: prevPos points at no unit",
+            )
         extra = st.units.extra if rows else _no_row
         return [(pos, u, extra(pos)) for pos, u in w.units]
 
@@ -238,8 +249,16 @@ class TimerDequeue:
         st.flush_events()
         st.cancelled += 1
         ctx = st.ctx
-        ctx.log.emit_plain(ctx.engine.now, "timer", "cancel", topic, int_or(props.get(PROPERTY_REAL_QUEUE_ID)), uk,
-                           phys, slot=slot_time)
+        ctx.log.emit_plain(
+            ctx.engine.now,
+            "timer",
+            "cancel",
+            topic,
+            int_or(props.get(PROPERTY_REAL_QUEUE_ID)),
+            uk,
+            phys,
+            slot=slot_time,
+        )
         return True
 
     def light_reader(self):
@@ -271,8 +290,10 @@ class TimerDequeue:
         pos = m.place(m.plain_reput_size(delivery_size(meta, write, ctx.engine._now + ctx.clock_offset), info.fixed))
         queue_offset = st.count_delivery(info.units, info.base_count)
         if queue_offset is not None:
-            st.add_event("deliver", (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, due,
-                                     False, queue_offset))
+            st.add_event(
+                "deliver",
+                (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, due, False, queue_offset),
+            )
         return True
 
     def put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
@@ -307,8 +328,18 @@ class TimerDequeue:
             attempts += 1
             retry = res.status == "SERVICE_NOT_AVAILABLE"
             give_up = not retry and attempts > 3
-            ctx.log.emit(ctx.engine.now, "timer", "put_failed", topic, qid, msg.uniq_key, msg.phys,
-                         status=res.status, attempt=attempts, given_up=give_up)
+            ctx.log.emit(
+                ctx.engine.now,
+                "timer",
+                "put_failed",
+                topic,
+                qid,
+                msg.uniq_key,
+                msg.phys,
+                status=res.status,
+                attempt=attempts,
+                given_up=give_up,
+            )
             if give_up:
                 return
             yield (500 * self.st.precision // 1000) if retry else 50
@@ -330,15 +361,37 @@ class TimerDequeue:
         if roll:
             st.rolled += 1
             st.keep_rolled(n)
-            ctx.log.record(ctx.engine._now, "timer", "roll", src.get(PROPERTY_REAL_TOPIC),
-                           int_or(src.get(PROPERTY_REAL_QUEUE_ID)), n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                           msg.phys, n.phys, {"slot": slot_time, "roll_times": roll_times(n.props)}, True)
+            ctx.log.record(
+                ctx.engine._now,
+                "timer",
+                "roll",
+                src.get(PROPERTY_REAL_TOPIC),
+                int_or(src.get(PROPERTY_REAL_QUEUE_ID)),
+                n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                msg.phys,
+                n.phys,
+                {"slot": slot_time, "roll_times": roll_times(n.props)},
+                True,
+            )
         else:
             st.delivered += 1
-            ctx.log.record(ctx.engine._now, "timer", "deliver", n.topic, n.queue_id,
-                           n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), msg.phys, n.phys,
-                           {"slot": slot_time, "due": int_or(src.get(PROPERTY_TIMER_OUT_MS)), "direct": direct,
-                            "queue_offset": n.queue_offset}, True)
+            ctx.log.record(
+                ctx.engine._now,
+                "timer",
+                "deliver",
+                n.topic,
+                n.queue_id,
+                n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                msg.phys,
+                n.phys,
+                {
+                    "slot": slot_time,
+                    "due": int_or(src.get(PROPERTY_TIMER_OUT_MS)),
+                    "direct": direct,
+                    "queue_offset": n.queue_offset,
+                },
+                True,
+            )
 
 
 def _light_reader(m):

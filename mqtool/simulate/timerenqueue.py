@@ -37,8 +37,13 @@ NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this 
 _ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
 # `base`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
 # lengths but their values (name, separators)
-ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
-              PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + DELIVERY_SET
+ENQ_WANTED = (
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+) + DELIVERY_SET
 ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
 ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
 _TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
@@ -203,8 +208,9 @@ class TimerEnqueue:
             if wake is not None:
                 st.wake_dequeue(wake)
 
-    def _scanned(self, buf, out: np.ndarray, answers: dict, phys: list[int], sizes: list[int], write: int,
-                 skip: tuple) -> tuple[int, bool, int | None]:
+    def _scanned(
+        self, buf, out: np.ndarray, answers: dict, phys: list[int], sizes: list[int], write: int, skip: tuple
+    ) -> tuple[int, bool, int | None]:
         """`base`'s walk over one batch from `batchread.scan_plain`'s columns: a matched record's values
         taken by their offsets for all at once (TIMER_OUT_MS as the kernel's number, the texts of REAL_TOPIC
         and REAL_QID once per distinct value, the re-put's size by numpy), any other record (no template, a
@@ -258,8 +264,18 @@ class TimerEnqueue:
             phys, sizes = [phys[k] for k in ks], [sizes[k] for k in ks]
         return end, end < n, self.take(phys, sizes, *cols, write)
 
-    def take(self, phys: list[int], sizes: list[int], due: list[int], delete: list[bool], reals: list[str | None],
-             qid_texts: list[str | None], uniqs: list[str | None], srcs: list, write: int) -> int:
+    def take(
+        self,
+        phys: list[int],
+        sizes: list[int],
+        due: list[int],
+        delete: list[bool],
+        reals: list[str | None],
+        qid_texts: list[str | None],
+        uniqs: list[str | None],
+        srcs: list,
+        write: int,
+    ) -> int:
         """`doEnqueue` of a run of n >= 1 units in order, from their records' TIMER_OUT_MS, TIMER_DEL_UNIQKEY's
         presence, REAL_TOPIC, REAL_QID and UNIQ_KEY texts and what their delivery rows need (`srcs`: the
         re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties, BODYLENGTH or
@@ -322,16 +338,30 @@ class TimerEnqueue:
         log = ctx.log
         if log.keep:
             qids = {q: int_or(q) for q in set(qid_texts)}
-            events = list(zip(reals, map(qids.__getitem__, qid_texts), uniqs, phys, repeat(None, n), slot_of, due,
-                              need_roll(magic_a).tolist(), delete, positions, strict=True))
+            events = list(
+                zip(
+                    reals,
+                    map(qids.__getitem__, qid_texts),
+                    uniqs,
+                    phys,
+                    repeat(None, n),
+                    slot_of,
+                    due,
+                    need_roll(magic_a).tolist(),
+                    delete,
+                    positions,
+                    strict=True,
+                )
+            )
             log.record_batch(ctx.engine._now, "timer", "enqueue", events, _ENQUEUE_KEYS)
         else:
             for _ in range(n):
                 log.tally("enqueue")
         return min(slot_of)
 
-    def _delivery_rows(self, srcs: list, delete: list[bool], magic_a: np.ndarray, reals: list, qid_texts: list,
-                       uniqs: list) -> np.ndarray:
+    def _delivery_rows(
+        self, srcs: list, delete: list[bool], magic_a: np.ndarray, reals: list, qid_texts: list, uniqs: list
+    ) -> np.ndarray:
         """The `DeliveryRows` kept beside a run's units (uint64 rows of 3; `NO_ROW` for a ROLL or cancel unit,
         whose record is read again)."""
         rows = self.st.rows
@@ -348,8 +378,9 @@ class TimerEnqueue:
             props, body_len, sys_flag = src
             return NO_ROW if body_len is None else of_props(props, body_len, sys_flag)
 
-        return np.fromiter(chain.from_iterable(map(row, srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs)),
-                           np.uint64, 3 * n).reshape(n, 3)
+        return np.fromiter(
+            chain.from_iterable(map(row, srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs)), np.uint64, 3 * n
+        ).reshape(n, 3)
 
 
 def _map_values(rec: tuple) -> tuple | None:
@@ -362,8 +393,14 @@ def _map_values(rec: tuple) -> tuple | None:
         delayed = int(props[PROPERTY_TIMER_OUT_MS])
     except (KeyError, ValueError):
         return None
-    return (delayed, props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None, props.get(PROPERTY_REAL_TOPIC),
-            props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), rec)
+    return (
+        delayed,
+        props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None,
+        props.get(PROPERTY_REAL_TOPIC),
+        props.get(PROPERTY_REAL_QUEUE_ID),
+        props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        rec,
+    )
 
 
 def _unread(n: int) -> np.ndarray:
@@ -394,8 +431,14 @@ def _base_values(rec: tuple) -> tuple | None:
         n -= len(enq_b) + ENQ_SEG
     if deq_b is not None:
         n -= len(deq_b) + DEQ_SEG
-    return (delayed, del_b is not None, _TEXTS[real_b], _TEXTS[qid_b],
-            None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape"), n)
+    return (
+        delayed,
+        del_b is not None,
+        _TEXTS[real_b],
+        _TEXTS[qid_b],
+        None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape"),
+        n,
+    )
 
 
 def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
@@ -416,13 +459,17 @@ def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
         if -1 in values:  # past the interned values: each record's own
             starts, ends = rows[:, c].tolist(), rows[:, c + 1].tolist()
             for i, j in enumerate(reps):
-                reps[i] = values[j] if j >= 0 else texts[buf[starts[i]:ends[i]] if starts[i] >= 0 else None]
+                reps[i] = values[j] if j >= 0 else texts[buf[starts[i] : ends[i]] if starts[i] >= 0 else None]
             cols.append(reps)
         else:
             cols.append(list(map(values.__getitem__, reps)))
     c = F + W * 4
-    cols.append([buf[s:e].decode("utf-8", "surrogateescape") if s >= 0 else None
-                 for s, e in zip(rows[:, c].tolist(), rows[:, c + 1].tolist(), strict=True)])
+    cols.append(
+        [
+            buf[s:e].decode("utf-8", "surrogateescape") if s >= 0 else None
+            for s, e in zip(rows[:, c].tolist(), rows[:, c + 1].tolist(), strict=True)
+        ]
+    )
     size = rows[:, _SIZE].copy()
     for w, seg in ((5, ENQ_SEG), (6, DEQ_SEG)):
         s, e = rows[:, F + W * w], rows[:, F + W * w + 1]

@@ -34,8 +34,17 @@ _U64 = (1 << 64) - 1
 # (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`keep_map`)
 _ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
 # the values `keep_bytes` takes from a plain string (`rollread.read_sources`)
-ROLL_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID,
-               PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) + CONVERT_SET + (PROPERTY_TAGS,)
+ROLL_WANTED = (
+    (
+        PROPERTY_TIMER_OUT_MS,
+        PROPERTY_TIMER_DEL_UNIQKEY,
+        PROPERTY_REAL_TOPIC,
+        PROPERTY_REAL_QUEUE_ID,
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    )
+    + CONVERT_SET
+    + (PROPERTY_TAGS,)
+)
 _TIMER_TOPIC_B = TIMER_TOPIC.encode()
 _TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
 
@@ -71,8 +80,15 @@ class TimerRolls:
         m = self.st.ctx.model
         ph = msg.phys
         _prev, _magic, write, _slot, _phys, _size, _hash = unit
-        if (write == -1 or ph in m.spool._where or ph in m._msgs or msg.topic != TIMER_TOPIC or msg.queue_id != 0
-                or m.put_filter is not None or m.keep_messages):
+        if (
+            write == -1
+            or ph in m.spool._where
+            or ph in m._msgs
+            or msg.topic != TIMER_TOPIC
+            or msg.queue_id != 0
+            or m.put_filter is not None
+            or m.keep_messages
+        ):
             return False
         src = msg.props
         if PROPERTY_TIMER_DEL_UNIQKEY in src:
@@ -94,15 +110,27 @@ class TimerRolls:
             n = keys_part + (len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
             for k in CONVERT_SET:
                 old = src.get(k)
-                olds.append(None if old is None else len(old) if old.isascii()
-                            else len(old.encode("utf-8", "surrogateescape")))
+                olds.append(
+                    None if old is None else len(old) if old.isascii() else len(old.encode("utf-8", "surrogateescape"))
+                )
         except UnicodeError:
             return False  # `append` meets the same error
         n += msg.body_len + hosts_size(msg.sys_flag)
         times = next_roll_times(src.get(PROPERTY_TIMER_ROLL_TIMES))
         tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
-        return self.keep(ph, n, olds, due, times, src.get(PROPERTY_REAL_TOPIC), src.get(PROPERTY_REAL_QUEUE_ID),
-                         src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), tags, write, slot_time)
+        return self.keep(
+            ph,
+            n,
+            olds,
+            due,
+            times,
+            src.get(PROPERTY_REAL_TOPIC),
+            src.get(PROPERTY_REAL_QUEUE_ID),
+            src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            tags,
+            write,
+            slot_time,
+        )
 
     def keep_bytes(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
         """`keep_map` of a store's record read by `rollread.read_sources` (`rec`: topic, QUEUEID, the
@@ -119,12 +147,34 @@ class TimerRolls:
             _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
         times = next_roll_times(times_b)
         tags = tags_code({PROPERTY_TAGS: text(tags_b)}) if tags_b is not None else 0
-        return self.keep(phys, n, [None if v is None else len(v) for v in (enq_b, times_b, deq_b)], due, times,
-                         _TEXTS[real_b], _TEXTS[qid_b], None if uniq_b is None else text(uniq_b), tags, write,
-                         slot_time)
+        return self.keep(
+            phys,
+            n,
+            [None if v is None else len(v) for v in (enq_b, times_b, deq_b)],
+            due,
+            times,
+            _TEXTS[real_b],
+            _TEXTS[qid_b],
+            None if uniq_b is None else text(uniq_b),
+            tags,
+            write,
+            slot_time,
+        )
 
-    def keep(self, ph: int, n: int, olds: list, due: int, times: int, real: str | None, qid_text: str | None,
-             uk: str | None, tags: int, write: int, slot_time: int) -> bool:
+    def keep(
+        self,
+        ph: int,
+        n: int,
+        olds: list,
+        due: int,
+        times: int,
+        real: str | None,
+        qid_text: str | None,
+        uk: str | None,
+        tags: int,
+        write: int,
+        slot_time: int,
+    ) -> bool:
         """The roll re-put `TimerDequeue.put` would make of the record at `ph`, kept as a row: its size is the
         source's (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
         of its `CONVERT_SET` properties or None) with the three values set (`StoreModel.reput_size`'s
@@ -148,8 +198,9 @@ class TimerRolls:
             return False
         size = m.plain_reput_size(n, m.queue_info(TIMER_TOPIC, 0).fixed)
         pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
-        m.spool.put_row(pos, (ph, size, queue_offset, now, write, times, tags, due, meta, signed(hi), signed(lo)),
-                        self.rebuild)
+        m.spool.put_row(
+            pos, (ph, size, queue_offset, now, write, times, tags, due, meta, signed(hi), signed(lo)), self.rebuild
+        )
         st.roll_rows += 1
         st.rolled += 1
         log = ctx.log
@@ -175,8 +226,14 @@ class TimerRolls:
             props[key] = str(value)  # `convert_properties` as the put made it (the roll count kept in the row)
         order, _names_len = _order(tuple(props), m.capacity)
         n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
-        n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = phys, size, queue_offset, store_ts, \
-            "timer", tags
+        n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = (
+            phys,
+            size,
+            queue_offset,
+            store_ts,
+            "timer",
+            tags,
+        )
         return n
 
     def enqueue_values(self, phys: int) -> tuple | None:

@@ -96,8 +96,15 @@ class DeliveryRows:
         meta = self._meta(topic, qid_text)
         return self._packed(meta, size, uk) if meta else NO_ROW
 
-    def of_plain_many(self, sizes: list[int], delete: list[bool], magic: np.ndarray, reals: list[str | None],
-                      qid_texts: list[str | None], uniqs: list[str | None]) -> np.ndarray:
+    def of_plain_many(
+        self,
+        sizes: list[int],
+        delete: list[bool],
+        magic: np.ndarray,
+        reals: list[str | None],
+        qid_texts: list[str | None],
+        uniqs: list[str | None],
+    ) -> np.ndarray:
         """`of_plain` of a batch of units at once (`NO_ROW` for a ROLL or cancel unit), as uint64 rows of 3:
         the timer's enqueue of a large batch read as columns (`_plain_rows`)."""
         return _plain_rows(self, sizes, delete, magic, reals, qid_texts, uniqs)
@@ -142,7 +149,7 @@ class DeliveryRows:
                 return NO_ROW
             f = self._format_idx[(prefix, width)] = len(self.formats)
             self.formats.append(f"{prefix.replace('%', '%%')}%0{width}X")
-        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix):], 16)
+        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix) :], 16)
 
     def _keys_part(self, keys: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
         """(the size of the keys and separators of a re-put with these properties but the two `convert` sets on a
@@ -181,8 +188,15 @@ _NIBBLE_SHIFTS = np.arange(60, -1, -4, dtype=np.uint64)
 _UK32 = np.arange(32)
 
 
-def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic: np.ndarray,
-                reals: list[str | None], qid_texts: list[str | None], uniqs: list[str | None]) -> np.ndarray:
+def _plain_rows(
+    rows: DeliveryRows,
+    sizes: list[int],
+    delete: list[bool],
+    magic: np.ndarray,
+    reals: list[str | None],
+    qid_texts: list[str | None],
+    uniqs: list[str | None],
+) -> np.ndarray:
     """`DeliveryRows.of_plain_many`'s work: `of_plain` of each unit (`NO_ROW` for a ROLL or cancel unit), as
     uint64 rows of 3, by numpy: the meta of each distinct (REAL_TOPIC, REAL_QID), the sizes' range, a UNIQ_KEY
     of 32 uppercase hex digits parsed for all at once (kind 1) or none (kind 0); any other UNIQ_KEY by
@@ -211,8 +225,16 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
             extra[k32, HI] = (nib[:, :16] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
             extra[k32, LO] = (nib[:, 16:] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
             hexed[k32] = True
-        _prefixed_rows(rows, np.frombuffer(raw, np.uint8), np.cumsum(lens) - lens, lens, ok & ~hexed & (lens != 0),
-                       uks, extra, hexed)
+        _prefixed_rows(
+            rows,
+            np.frombuffer(raw, np.uint8),
+            np.cumsum(lens) - lens,
+            lens,
+            ok & ~hexed & (lens != 0),
+            uks,
+            extra,
+            hexed,
+        )
     extra[~ok] = 0
     packed = rows._packed
     for k in np.flatnonzero(ok & ~hexed & (lens != 0)).tolist():  # a UNIQ_KEY of another form
@@ -223,8 +245,16 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
 _J16 = np.arange(16)
 
 
-def _prefixed_rows(rows: DeliveryRows, raw: np.ndarray, starts: np.ndarray, lens: np.ndarray, which: np.ndarray,
-                   uks: list[str], extra: np.ndarray, done: np.ndarray) -> None:
+def _prefixed_rows(
+    rows: DeliveryRows,
+    raw: np.ndarray,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    which: np.ndarray,
+    uks: list[str],
+    extra: np.ndarray,
+    done: np.ndarray,
+) -> None:
     """`_packed`'s kind 2 for the UNIQ_KEYs `which` (ASCII, their characters at `starts` in `raw`): the
     trailing uppercase hex digits (16 at most) as a number, the prefix before them (16 bytes at most
     here) by its format index, registered once per distinct (prefix, digits) in the order of the first

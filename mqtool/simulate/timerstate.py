@@ -88,8 +88,15 @@ class TimerState:
         if u is None and self.timerlog is not None and pos >= 0:
             r = self.timerlog.read_unit(pos)
             if r is not None and r.magic != 0:
-                u = (r.prev_pos, r.magic, r.curr_write_time_ms, r.delayed_time_ms, r.offset_py, r.size_py,
-                     r.real_topic_hash)
+                u = (
+                    r.prev_pos,
+                    r.magic,
+                    r.curr_write_time_ms,
+                    r.delayed_time_ms,
+                    r.offset_py,
+                    r.size_py,
+                    r.real_topic_hash,
+                )
         return u
 
     def queue_slot(self, t: int) -> None:

@@ -113,7 +113,7 @@ class TimerUnits:
         f, i = w
         here, cols = self._grow(f, i + n)
         self._n += here.count(0, i, i + n)
-        here[i:i + n] = b"\x01" * n
+        here[i : i + n] = b"\x01" * n
         view = np.frombuffer(cols, np.int64, n * FIELDS, i * _STRIDE)  # `_UNIT`'s native int64 layout
         view[:] = np.asarray(rows, np.int64).reshape(n * FIELDS)
         del view  # the bytearray may grow again only without a view on it

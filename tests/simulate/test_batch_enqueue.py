@@ -29,8 +29,16 @@ def _timer(w, i, out, extra=(), **fields):
     props = [("UNIQ_KEY", f"T{i:05d}"), ("REAL_TOPIC", "BenchTopic"), ("REAL_QID", str(i % 4))]
     if out is not None:
         props.append(("TIMER_OUT_MS", out))
-    put_message(w, TIMER_TOPIC, 0, b"x" * (i % 7), props + list(extra), store_timestamp=START - 1000,
-                born_timestamp=START - 1000, **fields)
+    put_message(
+        w,
+        TIMER_TOPIC,
+        0,
+        b"x" * (i % 7),
+        props + list(extra),
+        store_timestamp=START - 1000,
+        born_timestamp=START - 1000,
+        **fields,
+    )
 
 
 def _build(root, n=300, odd=True, file_size=1 << 20):
@@ -49,8 +57,11 @@ def _build(root, n=300, odd=True, file_size=1 << 20):
                 elif i % 50 == 13:
                     extra = [("TIMER_DEL_UNIQKEY", f"BenchTopic+T{i - 6:05d}")]  # a cancel
                 elif i % 50 == 17:
-                    fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
-                              "store_host": "[fe80::1]:10911"}
+                    fields = {
+                        "sys_flag": BORNHOST_V6 | STOREHOST_V6,
+                        "born_host": "[::1]:7",
+                        "store_host": "[fe80::1]:10911",
+                    }
                 elif i % 50 == 19:
                     extra = [("KEYS", "clé\u00e9 ünï")]
             _timer(w, i, out, extra, **fields)
@@ -155,8 +166,14 @@ def test_batch_small_span_limit_falls_back(tmp_path, monkeypatch):
 
 def test_batch_with_a_fault_scenario(tmp_path, monkeypatch):
     store, config = _build(tmp_path / "s", n=200)
-    sc = parse_scenario({"faults": [{"kind": "put_failure", "from": 0, "until": 2000, "service": "timer",
-                                     "status": "SERVICE_NOT_AVAILABLE"}]}, START)
+    sc = parse_scenario(
+        {
+            "faults": [
+                {"kind": "put_failure", "from": 0, "until": 2000, "service": "timer", "status": "SERVICE_NOT_AVAILABLE"}
+            ]
+        },
+        START,
+    )
     log, _ = _same(store, config, monkeypatch, scenario=sc)
     assert '"put_failed"' in log
 

@@ -66,12 +66,16 @@ def _build(root, n: int = N_SHAPES * 20):
             raw, _plain = _shapes(i)[i % N_SHAPES]
             fields = {}
             if i % 7 == 3:
-                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
-                          "store_host": "[fe80::1]:10911"}
+                fields = {
+                    "sys_flag": BORNHOST_V6 | STOREHOST_V6,
+                    "born_host": "[::1]:7",
+                    "store_host": "[fe80::1]:10911",
+                }
             elif i % 7 == 5:
                 fields = {"sys_flag": BORNHOST_V6, "born_host": "[::1]:7"}
-            w.append_message(TIMER_TOPIC, 0, b"x" * (i % 9), raw, store_timestamp=START - 1000,
-                             born_timestamp=START - 1000, **fields)
+            w.append_message(
+                TIMER_TOPIC, 0, b"x" * (i % 9), raw, store_timestamp=START - 1000, born_timestamp=START - 1000, **fields
+            )
         w.write_timercheck(START - 1000, 0, 0, 0)
         w.write_checkpoint()
     return Store.open(root, config), config

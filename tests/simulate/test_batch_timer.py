@@ -29,15 +29,31 @@ def _build(root, n=240):
     with StoreWriter(root, config) as w:
         for i in range(n):
             out = START + 60_000 + (i // 3 * 7_919_000) % (3 * DAY)  # 3 a slot, over 3 days: some roll
-            props = [("UNIQ_KEY", f"T{i:05d}"), ("REAL_TOPIC", "BenchTopic"), ("REAL_QID", str(i % 4)),
-                     ("TIMER_OUT_MS", str(out))]
-            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 7), props, store_timestamp=START - 1000,
-                        born_timestamp=START - 1000)
+            props = [
+                ("UNIQ_KEY", f"T{i:05d}"),
+                ("REAL_TOPIC", "BenchTopic"),
+                ("REAL_QID", str(i % 4)),
+                ("TIMER_OUT_MS", str(out)),
+            ]
+            put_message(
+                w, TIMER_TOPIC, 0, b"x" * (i % 7), props, store_timestamp=START - 1000, born_timestamp=START - 1000
+            )
             if i % 3 == 2:  # a cancel in the slot of its target, the slot's newest (5.3.1 matches the bare UNIQ_KEY)
-                put_message(w, TIMER_TOPIC, 0, b"", [("UNIQ_KEY", f"C{i:05d}"), ("REAL_TOPIC", "BenchTopic"),
-                                                     ("REAL_QID", "0"), ("TIMER_OUT_MS", str(out)),
-                                                     ("TIMER_DEL_UNIQKEY", f"T{i:05d}")],
-                            store_timestamp=START - 1000, born_timestamp=START - 1000)
+                put_message(
+                    w,
+                    TIMER_TOPIC,
+                    0,
+                    b"",
+                    [
+                        ("UNIQ_KEY", f"C{i:05d}"),
+                        ("REAL_TOPIC", "BenchTopic"),
+                        ("REAL_QID", "0"),
+                        ("TIMER_OUT_MS", str(out)),
+                        ("TIMER_DEL_UNIQKEY", f"T{i:05d}"),
+                    ],
+                    store_timestamp=START - 1000,
+                    born_timestamp=START - 1000,
+                )
         w.write_timercheck(START - 1000, 0, 0, 0)
         w.write_checkpoint()
     return Store.open(root, config), config
@@ -51,8 +67,9 @@ def _run(store, config, batch, monkeypatch):
 
 
 @pytest.mark.parametrize("small", [False, True])
-def test_batch_paths_equal_the_per_message_walk_with_cancels_rolls_and_small_timerlog_files(tmp_path, monkeypatch,
-                                                                                           small):
+def test_batch_paths_equal_the_per_message_walk_with_cancels_rolls_and_small_timerlog_files(
+    tmp_path, monkeypatch, small
+):
     store, config = _build(tmp_path / "s")
     if small:  # batches cut short: the enqueue's runs, a slot's waiting events, the roll properties kept
         monkeypatch.setattr(timerenqueue, "ENQUEUE_BATCH", 7)

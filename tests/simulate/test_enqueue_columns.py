@@ -94,8 +94,14 @@ def test_columns_across_commitlog_files_and_held_events(tmp_path, monkeypatch, e
 
 def test_columns_with_a_fault_scenario(tmp_path, monkeypatch, engine):
     store, config = plain_store._build(tmp_path / "s", n=200)
-    sc = parse_scenario({"faults": [{"kind": "put_failure", "from": 0, "until": 2000, "service": "timer",
-                                     "status": "SERVICE_NOT_AVAILABLE"}]}, START)
+    sc = parse_scenario(
+        {
+            "faults": [
+                {"kind": "put_failure", "from": 0, "until": 2000, "service": "timer", "status": "SERVICE_NOT_AVAILABLE"}
+            ]
+        },
+        START,
+    )
     _log, scanned = _same(store, config, monkeypatch, scenario=sc)
     # 200 records, cut at each unit put at once: 200, then 4 fewer, then 50 fewer per cut
     assert scanned == [200, 196, 146, 96, 46]
@@ -106,8 +112,10 @@ def _answers(fast, units, intern=0):
     buf, out, answers = got
     try:
         nw = len(timerenqueue.ENQ_WANTED)
-        return [plainscan.answer(out, k, buf, nw) if out[k, 0] == 1 else answers.get(k) if out[k, 0] == 0 else None
-                for k in range(len(units))], out.copy()
+        return [
+            plainscan.answer(out, k, buf, nw) if out[k, 0] == 1 else answers.get(k) if out[k, 0] == 0 else None
+            for k in range(len(units))
+        ], out.copy()
     finally:
         batchread.close(buf)
 
@@ -141,10 +149,25 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
 @pytest.mark.parametrize("odd", [None, "ключ00AB"])  # with a non-ASCII key: every row by `_packed`
 def test_plain_rows_by_numpy_equal_of_plain(odd):
     """`DeliveryRows.of_plain_many` (kind 1 and kind 2 UNIQ_KEYs by numpy) equals `DeliveryRows.of_plain` key by key."""
-    uks = ["T00000000", "T0000000A", "7F000001000018B4AAC2000000000006", "7f000001000018b4aac2000000000006",
-           None, "A.B*(x", "%d-00FF", "X" * 20 + "0123456789ABCDEF0123", "T00000001", "00FF",
-           "0123456789ABCDEF0", "T00000002", "7F000001000018B4AAC200000000000G", "P" * 16 + "0A", "P" * 17 + "0A",
-           odd, "T00000003"]
+    uks = [
+        "T00000000",
+        "T0000000A",
+        "7F000001000018B4AAC2000000000006",
+        "7f000001000018b4aac2000000000006",
+        None,
+        "A.B*(x",
+        "%d-00FF",
+        "X" * 20 + "0123456789ABCDEF0123",
+        "T00000001",
+        "00FF",
+        "0123456789ABCDEF0",
+        "T00000002",
+        "7F000001000018B4AAC200000000000G",
+        "P" * 16 + "0A",
+        "P" * 17 + "0A",
+        odd,
+        "T00000003",
+    ]
     n = len(uks)
     reals = ["BenchTopic"] * (n - 2) + [None, "Other"]
     qids = [str(i % 4) for i in range(n)]
@@ -155,8 +178,7 @@ def test_plain_rows_by_numpy_equal_of_plain(odd):
     magic = np.array([MAGIC_ROLL if i == 10 else 0 for i in range(n)], np.int64)
     a, b = DeliveryRows(lambda: 16), DeliveryRows(lambda: 16)
     got = [tuple(r) for r in a.of_plain_many(sizes, delete, magic, reals, qids, uks).tolist()]
-    want = [(0, 0, 0) if delete[i] or magic[i] else b.of_plain(sizes[i], reals[i], qids[i], uks[i])
-            for i in range(n)]
+    want = [(0, 0, 0) if delete[i] or magic[i] else b.of_plain(sizes[i], reals[i], qids[i], uks[i]) for i in range(n)]
     assert [a.uniq_key(r) if r[0] else None for r in got] == [b.uniq_key(w) if w[0] else None for w in want]
     assert [r[0] for r in got] == [w[0] for w in want]
     assert sorted(a.formats) == sorted(b.formats)
@@ -189,8 +211,14 @@ def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
         if x == (0, 0, 0) or not props[PROPERTY_TIMER_OUT_MS].isdigit():
             return None
         answered.append(phys)
-        return (int(props[PROPERTY_TIMER_OUT_MS]), False, props.get(PROPERTY_REAL_TOPIC),
-                props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), meta >> 34)
+        return (
+            int(props[PROPERTY_TIMER_OUT_MS]),
+            False,
+            props.get(PROPERTY_REAL_TOPIC),
+            props.get(PROPERTY_REAL_QUEUE_ID),
+            props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            meta >> 34,
+        )
 
     store, config = plain_store._build(tmp_path / "s", n=300)
     log1, r1, _ = _run(store, config, monkeypatch, False)
@@ -199,6 +227,7 @@ def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
     log2, r2, _ = _run(store, config, monkeypatch, True)
     assert log2 == log1 and r2.summary == r1.summary
     # every roll re-put reached the batch by its row but the rolled cancel markers' (read as before)
-    rolled_cancels = sum(1 for line in log1.splitlines()
-                         if f'"time":{START},' in line and '"roll":true,"cancel":true' in line)
+    rolled_cancels = sum(
+        1 for line in log1.splitlines() if f'"time":{START},' in line and '"roll":true,"cancel":true' in line
+    )
     assert log1.count('"event":"roll"') == 90 and rolled_cancels == 2 and len(answered) == 88

@@ -29,14 +29,27 @@ def _build(root):
     with StoreWriter(root, config) as w:
         for i in range(N):
             out = START + 5_000 + i * 400 + (i % 3) * 7 if i % 37 else START + 3 * 86_400_000 + i
-            props = [("REAL_TOPIC", "BenchTopic"), ("REAL_QID", str(i % 4)), ("TIMER_OUT_MS", str(out)),
-                     ("UNIQ_KEY", f"T{i:05d}")]
-            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 5), props, store_timestamp=START - 1000,
-                        born_timestamp=START - 1000)
+            props = [
+                ("REAL_TOPIC", "BenchTopic"),
+                ("REAL_QID", str(i % 4)),
+                ("TIMER_OUT_MS", str(out)),
+                ("UNIQ_KEY", f"T{i:05d}"),
+            ]
+            put_message(
+                w, TIMER_TOPIC, 0, b"x" * (i % 5), props, store_timestamp=START - 1000, born_timestamp=START - 1000
+            )
         for i in range(60):
             ts = START + i * 1_700
-            put_delay_message(w, "DelayTopic", i % 2, b"d", [("UNIQ_KEY", f"D{i:05d}")], level=1 + i % 3,
-                              store_timestamp=ts, born_timestamp=ts)
+            put_delay_message(
+                w,
+                "DelayTopic",
+                i % 2,
+                b"d",
+                [("UNIQ_KEY", f"D{i:05d}")],
+                level=1 + i % 3,
+                store_timestamp=ts,
+                born_timestamp=ts,
+            )
         w.write_timercheck(START - 1000, 0, 0, 0)
         w.write_checkpoint()
     return Store.open(root, config), config
@@ -85,8 +98,13 @@ def test_rows_kept_across_slots_equal_the_per_message_walk(tmp_path, monkeypatch
     assert max(len(set(c)) for c in calls) >= 2
     # and events of another service (the schedule's offset persists) came between timer slots' events
     kinds = [(e["service"], e["time"]) for e in lines if e["service"] != "timer" or e["event"] in ("deliver", "roll")]
-    between = [i for i in range(1, len(kinds) - 1) if kinds[i][0] != "timer"
-               and kinds[i - 1][0] == kinds[i + 1][0] == "timer" and kinds[i - 1][1] < kinds[i + 1][1]]
+    between = [
+        i
+        for i in range(1, len(kinds) - 1)
+        if kinds[i][0] != "timer"
+        and kinds[i - 1][0] == kinds[i + 1][0] == "timer"
+        and kinds[i - 1][1] < kinds[i + 1][1]
+    ]
     assert len(between) >= 5
     if fault != "none":
         broker = [e for e in lines if e["service"] == "broker"]

@@ -39,8 +39,9 @@ def _timer_events(log: str) -> int:
 
 @pytest.mark.oracle
 def test_basic_5_3_1(basic_store, monkeypatch):
-    config = BrokerConfig().with_overrides({"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 1280,
-                                            "mappedFileSizeTimerLog": 65536})
+    config = BrokerConfig().with_overrides(
+        {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 1280, "mappedFileSizeTimerLog": 65536}
+    )
     library, reference = _both(Store.open(basic_store, config), config, monkeypatch, days=4)
     assert library == reference and '"event":"cancel"' in reference and _timer_events(reference) > 0
 
@@ -62,10 +63,12 @@ def test_fixture_stores(name, monkeypatch):
 
 
 FAULTS = {
-    "put_failure": [{"kind": "put_failure", "from": 0, "until": 3_600_000, "service": "timer",
-                     "status": "SERVICE_NOT_AVAILABLE"}],
-    "put_failure_given_up": [{"kind": "put_failure", "from": 0, "until": 600_000, "service": "timer",
-                              "status": "UNKNOWN_ERROR"}],
+    "put_failure": [
+        {"kind": "put_failure", "from": 0, "until": 3_600_000, "service": "timer", "status": "SERVICE_NOT_AVAILABLE"}
+    ],
+    "put_failure_given_up": [
+        {"kind": "put_failure", "from": 0, "until": 600_000, "service": "timer", "status": "UNKNOWN_ERROR"}
+    ],
     "clock_jump": [{"kind": "clock_jump", "at": 60_000, "delta": "+2h"}],
     "crash": [{"kind": "crash", "from": 3_600_000, "until": 7_200_000}],
 }

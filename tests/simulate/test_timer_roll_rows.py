@@ -33,8 +33,11 @@ def _build(root):
     with StoreWriter(root, config) as w:
         for i in range(N):
             out = START + 2 * DAY + 3_600_000 + i * 397_000
-            props = [("REAL_TOPIC", "BenchTopic" if i % 13 else "Tö"), ("REAL_QID", str(i % 4)),
-                     ("TIMER_OUT_MS", str(out))]
+            props = [
+                ("REAL_TOPIC", "BenchTopic" if i % 13 else "Tö"),
+                ("REAL_QID", str(i % 4)),
+                ("TIMER_OUT_MS", str(out)),
+            ]
             uk = [f"T{i:08X}", f"7F00000100002A9F{i:016X}", f"id-{i}-abc", None, f"P%{i:04d}"][i % 5]
             if uk is not None:
                 props.append(("UNIQ_KEY", uk))
@@ -48,10 +51,21 @@ def _build(root):
                 props = [(k, v) for k, v in props if k != "REAL_QID"] + [("REAL_QID", "x")]  # no row: read whole
             fields = {}
             if i % 11 == 4:
-                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
-                          "store_host": "[fe80::1]:10911"}
-            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 9), props, store_timestamp=START - 1000,
-                        born_timestamp=START - 1000 - i, **fields)
+                fields = {
+                    "sys_flag": BORNHOST_V6 | STOREHOST_V6,
+                    "born_host": "[::1]:7",
+                    "store_host": "[fe80::1]:10911",
+                }
+            put_message(
+                w,
+                TIMER_TOPIC,
+                0,
+                b"x" * (i % 9),
+                props,
+                store_timestamp=START - 1000,
+                born_timestamp=START - 1000 - i,
+                **fields,
+            )
         w.write_timercheck(START - 1000, 0, 0, 0)
         w.write_checkpoint()
     return Store.open(root, config), config
@@ -109,8 +123,10 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
     return sink.getvalue(), res, spooled, rebuilt, plain
 
 
-@pytest.mark.parametrize(("roll_read", "chunk"), [(timerdequeue.ROLL_READ, timerdequeue.ROLL_CHUNK),
-                                                   (timerdequeue.ROLL_READ, 16), (10**9, timerdequeue.ROLL_CHUNK)])
+@pytest.mark.parametrize(
+    ("roll_read", "chunk"),
+    [(timerdequeue.ROLL_READ, timerdequeue.ROLL_CHUNK), (timerdequeue.ROLL_READ, 16), (10**9, timerdequeue.ROLL_CHUNK)],
+)
 def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, chunk):
     """The roll slot read batch-wise (`rollread`; in one read or 16 units at a time) or record by record: the
     same log."""

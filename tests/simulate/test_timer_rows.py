@@ -49,15 +49,37 @@ def _build(root):
                 props += [("TIMER_ENQUEUE_MS", "17"), ("TIMER_DEQUEUE_MS", "1799999999999")]
             fields = {}
             if i % 11 == 4:
-                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
-                          "store_host": "[fe80::1]:10911"}
-            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 9), props, store_timestamp=START - 1000,
-                        born_timestamp=START - 1000, **fields)
+                fields = {
+                    "sys_flag": BORNHOST_V6 | STOREHOST_V6,
+                    "born_host": "[::1]:7",
+                    "store_host": "[fe80::1]:10911",
+                }
+            put_message(
+                w,
+                TIMER_TOPIC,
+                0,
+                b"x" * (i % 9),
+                props,
+                store_timestamp=START - 1000,
+                born_timestamp=START - 1000,
+                **fields,
+            )
             if i % 30 == 17 and uk is not None:  # a cancel in its target's slot: that slot is read
-                put_message(w, TIMER_TOPIC, 0, b"", [("UNIQ_KEY", f"C{i:05d}"), ("REAL_TOPIC", "BenchTopic"),
-                                                     ("REAL_QID", "0"), ("TIMER_OUT_MS", str(out)),
-                                                     ("TIMER_DEL_UNIQKEY", uk)],
-                            store_timestamp=START - 1000, born_timestamp=START - 1000)
+                put_message(
+                    w,
+                    TIMER_TOPIC,
+                    0,
+                    b"",
+                    [
+                        ("UNIQ_KEY", f"C{i:05d}"),
+                        ("REAL_TOPIC", "BenchTopic"),
+                        ("REAL_QID", "0"),
+                        ("TIMER_OUT_MS", str(out)),
+                        ("TIMER_DEL_UNIQKEY", uk),
+                    ],
+                    store_timestamp=START - 1000,
+                    born_timestamp=START - 1000,
+                )
         w.write_timercheck(START - 1000, 0, 0, 0)
         w.write_checkpoint()
     return Store.open(root, config), config
@@ -132,11 +154,13 @@ def test_row_size_is_reput_size(trailing):
     model = StoreModel(MemoryBase(), capacity=128 if trailing else 16, trailing_separator=trailing)
     t = _rows(model)
     cases = [
-        ({"REAL_TOPIC": "BenchTopic", "REAL_QID": "3", "UNIQ_KEY": "T0000000A", "TIMER_OUT_MS": "1800000060000"},
-         0, 0),
+        ({"REAL_TOPIC": "BenchTopic", "REAL_QID": "3", "UNIQ_KEY": "T0000000A", "TIMER_OUT_MS": "1800000060000"}, 0, 0),
         ({"UNIQ_KEY": "AC1100015F2C18B4AAC2", "REAL_TOPIC": "Tö", "REAL_QID": "0", "KEYS": "clé ünï"}, 5, 0),
-        ({"REAL_TOPIC": "B", "TIMER_ENQUEUE_MS": "17", "TIMER_DEQUEUE_MS": "ü9", "TIMER_ROLL_TIMES": "2"}, 300,
-         BORNHOST_V6),
+        (
+            {"REAL_TOPIC": "B", "TIMER_ENQUEUE_MS": "17", "TIMER_DEQUEUE_MS": "ü9", "TIMER_ROLL_TIMES": "2"},
+            300,
+            BORNHOST_V6,
+        ),
         ({"REAL_TOPIC": "B", "REAL_QID": "x", "UNIQ_KEY": "0"}, 1, BORNHOST_V6 | STOREHOST_V6),
     ]
     for props, body_len, sys_flag in cases:
@@ -155,14 +179,28 @@ def test_row_size_is_reput_size(trailing):
 def test_uniq_key_forms_and_refusals():
     t = _rows(StoreModel(MemoryBase()))
     base = {"REAL_TOPIC": "T", "REAL_QID": "1"}
-    kept = ["7F000001000018B4AAC2A1B2C3D4E5F6", "T0000000A", "0", "AB%C01", "TFFFFFFFFFFFFFFFFFFFF", "ÄB12",
-            "12345678901234567890", "id-7F"]
+    kept = [
+        "7F000001000018B4AAC2A1B2C3D4E5F6",
+        "T0000000A",
+        "0",
+        "AB%C01",
+        "TFFFFFFFFFFFFFFFFFFFF",
+        "ÄB12",
+        "12345678901234567890",
+        "id-7F",
+    ]
     for uk in kept:
         x = t.of_props({**base, "UNIQ_KEY": uk}, 0, 0)
         assert x[0] != 0 and t.uniq_key(x) == uk, uk
     assert t.of_props({**base, "UNIQ_KEY": "7F000001000018B4AAC2A1B2C3D4E5F6"}, 0, 0)[0] >> 32 & 3 == 1
-    for refused in ({**base, "UNIQ_KEY": "abc"}, {**base, "UNIQ_KEY": ""}, {"REAL_QID": "1"},
-                    {**base, "TIMER_DEL_UNIQKEY": "K"}, {**base, "REAL_QID": "-1"}, {**base, "REAL_QID": str(1 << 20)}):
+    for refused in (
+        {**base, "UNIQ_KEY": "abc"},
+        {**base, "UNIQ_KEY": ""},
+        {"REAL_QID": "1"},
+        {**base, "TIMER_DEL_UNIQKEY": "K"},
+        {**base, "REAL_QID": "-1"},
+        {**base, "REAL_QID": str(1 << 20)},
+    ):
         assert t.of_props(refused, 0, 0) == (0, 0, 0), refused
     assert t.of_props(base, 0, 0)[0] >> 32 & 3 == 0  # no UNIQ_KEY: a row, the delivery's key is null
     assert t.of_props(base, 1 << 29, 0) == (0, 0, 0)  # a size past the row's range
