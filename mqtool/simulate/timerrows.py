@@ -10,8 +10,8 @@ read it again then, the enqueue packs what the delivery's re-put and event need 
   prefix and hex digits, kind 0 no UNIQ_KEY.
 
 `NO_ROW` (all zero) where the record must be read again: a cancel marker, no REAL_TOPIC, a UNIQ_KEY of
-another form, a value past the row's ranges. `reput_size` gives `StoreModel.reput_size` of the
-delivery from the row; `tests/simulate/test_timer_rows.py` proves both equal to the per-message path.
+another form, a value past the row's ranges. `delivery_size` gives what `StoreModel.plain_reput_size` takes
+of the delivery from the row; `tests/simulate/test_timer_rows.py` proves both equal to the per-message path.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from mqtool.rules.timer import DELIVERY_SET, need_roll
 from mqtool.simulate.model import _order
 
 NO_ROW = (0, 0, 0)
+META, HI, LO = 0, 1, 2  # a row's three values, as columns of an array of rows
 TOPICS = (1 << 12) - 1
 QIDS = 1 << 20
 SIZE = 1 << 29
@@ -40,12 +41,11 @@ _HEX_DIGITS = "0123456789ABCDEF"
 _DEQ_KEYS_LEN = sum(len(k) + 2 for k in DELIVERY_SET)
 
 
-def reput_size(meta: int, fixed: int, enqueue_ms: int, dequeue_ms: int, trailing: bool) -> int:
-    """`StoreModel.reput_size` of a delivery's re-put from its row's `meta`: the record's size but its
-    topic part and the two properties the dequeue sets, plus those (`fixed`: `queue_info`'s, then
-    `rules.timer.DELIVERY_SET`) and less the last separator on 4.9."""
-    size = (meta >> 34) + fixed + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
-    return size if trailing else size - 1
+def delivery_size(meta: int, enqueue_ms: int, dequeue_ms: int) -> int:
+    """A delivery's re-put as `StoreModel.plain_reput_size` takes it (its properties string with the last
+    separator, BODYLENGTH, the hosts), from its row's `meta`: the record's but the two properties the dequeue
+    sets, plus those (`rules.timer.DELIVERY_SET`)."""
+    return (meta >> 34) + _DEQ_KEYS_LEN + len(str(enqueue_ms)) + len(str(dequeue_ms))
 
 
 class DeliveryRows:
@@ -96,8 +96,15 @@ class DeliveryRows:
         meta = self._meta(topic, qid_text)
         return self._packed(meta, size, uk) if meta else NO_ROW
 
-    def of_plain_many(self, sizes: list[int], delete: list[bool], magic: np.ndarray, reals: list[str | None],
-                      qid_texts: list[str | None], uniqs: list[str | None]) -> np.ndarray:
+    def of_plain_many(
+        self,
+        sizes: list[int],
+        delete: list[bool],
+        magic: np.ndarray,
+        reals: list[str | None],
+        qid_texts: list[str | None],
+        uniqs: list[str | None],
+    ) -> np.ndarray:
         """`of_plain` of a batch of units at once (`NO_ROW` for a ROLL or cancel unit), as uint64 rows of 3:
         the timer's enqueue of a large batch read as columns (`_plain_rows`)."""
         return _plain_rows(self, sizes, delete, magic, reals, qid_texts, uniqs)
@@ -108,8 +115,9 @@ class DeliveryRows:
 
     def uniq_key(self, x: tuple[int, int, int]) -> str | None:
         """The UNIQ_KEY a row holds, as the record has it."""
-        kind = x[0] >> 32 & 3
-        return None if kind == 0 else f"{x[1]:016X}{x[2]:016X}" if kind == 1 else self.formats[x[1]] % x[2]
+        meta, hi, lo = x
+        kind = meta >> 32 & 3
+        return None if kind == 0 else f"{hi:016X}{lo:016X}" if kind == 1 else self.formats[hi] % lo
 
     def _meta(self, topic: str | None, qid_text: str | None) -> int:
         tq = (topic, qid_text)
@@ -141,7 +149,7 @@ class DeliveryRows:
                 return NO_ROW
             f = self._format_idx[(prefix, width)] = len(self.formats)
             self.formats.append(f"{prefix.replace('%', '%%')}%0{width}X")
-        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix):], 16)
+        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix) :], 16)
 
     def _keys_part(self, keys: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
         """(the size of the keys and separators of a re-put with these properties but the two `convert` sets on a
@@ -149,7 +157,7 @@ class DeliveryRows:
         if PROPERTY_TIMER_DEL_UNIQKEY in keys:
             return None
         try:
-            keys_len = _order(keys, self._capacity())[1]
+            _stored, keys_len = _order(keys, self._capacity())
         except UnicodeError:
             return None
         drop = tuple(k for k in DELIVERY_SET if k in keys)
@@ -180,8 +188,15 @@ _NIBBLE_SHIFTS = np.arange(60, -1, -4, dtype=np.uint64)
 _UK32 = np.arange(32)
 
 
-def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic: np.ndarray,
-                reals: list[str | None], qid_texts: list[str | None], uniqs: list[str | None]) -> np.ndarray:
+def _plain_rows(
+    rows: DeliveryRows,
+    sizes: list[int],
+    delete: list[bool],
+    magic: np.ndarray,
+    reals: list[str | None],
+    qid_texts: list[str | None],
+    uniqs: list[str | None],
+) -> np.ndarray:
     """`DeliveryRows.of_plain_many`'s work: `of_plain` of each unit (`NO_ROW` for a ROLL or cancel unit), as
     uint64 rows of 3, by numpy: the meta of each distinct (REAL_TOPIC, REAL_QID), the sizes' range, a UNIQ_KEY
     of 32 uppercase hex digits parsed for all at once (kind 1) or none (kind 0); any other UNIQ_KEY by
@@ -196,7 +211,7 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
     lens = np.fromiter(map(len, uks), np.int64, n)
     head = meta | (np.maximum(size, 0).astype(np.uint64) << np.uint64(34))
     extra = np.zeros((n, 3), np.uint64)
-    extra[:, 0] = head
+    extra[:, META] = head
     raw = "".join(uks).encode("utf-8", "surrogateescape")
     hexed = np.zeros(n, bool)
     if len(raw) == int(lens.sum()):  # one byte a character: a key's bytes lie where its characters do
@@ -206,12 +221,20 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
             nib = _HEX_NIBBLE[np.frombuffer(raw, np.uint8)[at[:, None] + _UK32]]
             good = (nib < 16).all(axis=1)
             k32, nib = k32[good], nib[good]
-            extra[k32, 0] |= np.uint64(1 << 32)
-            extra[k32, 1] = (nib[:, :16] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
-            extra[k32, 2] = (nib[:, 16:] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
+            extra[k32, META] |= np.uint64(1 << 32)
+            extra[k32, HI] = (nib[:, :16] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
+            extra[k32, LO] = (nib[:, 16:] << _NIBBLE_SHIFTS).sum(axis=1, dtype=np.uint64)
             hexed[k32] = True
-        _prefixed_rows(rows, np.frombuffer(raw, np.uint8), np.cumsum(lens) - lens, lens, ok & ~hexed & (lens != 0),
-                       uks, extra, hexed)
+        _prefixed_rows(
+            rows,
+            np.frombuffer(raw, np.uint8),
+            np.cumsum(lens) - lens,
+            lens,
+            ok & ~hexed & (lens != 0),
+            uks,
+            extra,
+            hexed,
+        )
     extra[~ok] = 0
     packed = rows._packed
     for k in np.flatnonzero(ok & ~hexed & (lens != 0)).tolist():  # a UNIQ_KEY of another form
@@ -222,8 +245,16 @@ def _plain_rows(rows: DeliveryRows, sizes: list[int], delete: list[bool], magic:
 _J16 = np.arange(16)
 
 
-def _prefixed_rows(rows: DeliveryRows, raw: np.ndarray, starts: np.ndarray, lens: np.ndarray, which: np.ndarray,
-                   uks: list[str], extra: np.ndarray, done: np.ndarray) -> None:
+def _prefixed_rows(
+    rows: DeliveryRows,
+    raw: np.ndarray,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    which: np.ndarray,
+    uks: list[str],
+    extra: np.ndarray,
+    done: np.ndarray,
+) -> None:
     """`_packed`'s kind 2 for the UNIQ_KEYs `which` (ASCII, their characters at `starts` in `raw`): the
     trailing uppercase hex digits (16 at most) as a number, the prefix before them (16 bytes at most
     here) by its format index, registered once per distinct (prefix, digits) in the order of the first
@@ -252,12 +283,13 @@ def _prefixed_rows(rows: DeliveryRows, raw: np.ndarray, starts: np.ndarray, lens
     packed = rows._packed
     for g in np.argsort(first, kind="stable").tolist():  # registered in the order of their first keys
         x = packed(0, 0, uks[int(ks[first[g]])])
-        if x[0] >> 32 & 3 == 2:
-            fmt[g] = x[1]
+        meta, f_idx, _value = x
+        if meta >> 32 & 3 == 2:
+            fmt[g] = f_idx
     f = fmt[inverse.reshape(-1)]
     good = f >= 0
     ks = ks[good]
-    extra[ks, 0] |= np.uint64(2 << 32)
-    extra[ks, 1] = f[good].astype(np.uint64)
-    extra[ks, 2] = value[good]
+    extra[ks, META] |= np.uint64(2 << 32)
+    extra[ks, HI] = f[good].astype(np.uint64)
+    extra[ks, LO] = value[good]
     done[ks] = True

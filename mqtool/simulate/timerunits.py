@@ -20,13 +20,27 @@ import numpy as np
 
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 
-FIELDS = 7
+# a unit's fields, as `formats.timerlog` names them (the magic number and the unit's size aside)
+UNIT_FIELDS = ("prev_pos", "magic", "write_time", "delayed_time", "offset_py", "size_py", "topic_hash")
+FIELDS = len(UNIT_FIELDS)
+UNIT_DTYPE = np.dtype([(name, "=i8") for name in UNIT_FIELDS])  # a run of units `put_run` writes
 _UNIT = struct.Struct(f"={FIELDS}q")
 _STRIDE = _UNIT.size
 _GROW = 4096  # units a file's columns grow by at once
 XFIELDS = 3
 _XUNIT = struct.Struct(f"={XFIELDS}Q")
 _XSTRIDE = _XUNIT.size
+
+
+def _file(where: tuple[int, int]) -> int:
+    f, _i = where
+    return f
+
+
+def _meta(x) -> int:
+    """An `extra` row's first value (0: no row)."""
+    meta, _hi, _lo = x
+    return meta
 
 
 class TimerUnits:
@@ -81,23 +95,25 @@ class TimerUnits:
 
     def put_run(self, pos: int, rows: np.ndarray, extra: np.ndarray | None = None) -> None:
         """`self[pos + 52 * j] = rows[j]` for every j: the units a batch enqueue appends one after
-        another (`rows` int64, one row of 7 values a unit), their columns written at once; `extra`
-        (uint64 rows of XFIELDS, zeros for none) the rows kept beside them."""
+        another (`rows` of `UNIT_DTYPE`, or int64 with one row of 7 values a unit), their columns written at
+        once; `extra` (uint64 rows of XFIELDS, zeros for none) the rows kept beside them."""
         n = len(rows)
+        if rows.dtype == UNIT_DTYPE:
+            rows = rows.view(np.int64).reshape(n, FIELDS)
         w = self._where(pos)
         last = self._where(pos + (n - 1) * TIMERLOG_UNIT_SIZE) if n else None
-        if w is None or last is None or last[0] != w[0]:
-            xs = extra.tolist() if extra is not None else None
-            for j, unit in enumerate(rows.tolist()):
+        if w is None or last is None or _file(last) != _file(w):
+            xs = extra.tolist() if extra is not None else [None] * n
+            for j, (unit, x) in enumerate(zip(rows.tolist(), xs, strict=True)):
                 at = pos + j * TIMERLOG_UNIT_SIZE
                 self[at] = unit
-                if xs is not None and xs[j][0]:
-                    self.set_extra(at, xs[j])
+                if x is not None and _meta(x):
+                    self.set_extra(at, x)
             return
         f, i = w
         here, cols = self._grow(f, i + n)
         self._n += here.count(0, i, i + n)
-        here[i:i + n] = b"\x01" * n
+        here[i : i + n] = b"\x01" * n
         view = np.frombuffer(cols, np.int64, n * FIELDS, i * _STRIDE)  # `_UNIT`'s native int64 layout
         view[:] = np.asarray(rows, np.int64).reshape(n * FIELDS)
         del view  # the bytearray may grow again only without a view on it
@@ -130,7 +146,7 @@ class TimerUnits:
         if rest or (i + 1) * _XSTRIDE > len(x):
             return None
         row = _XUNIT.unpack_from(x, i * _XSTRIDE)
-        return row if row[0] else None
+        return row if _meta(row) else None
 
     def set_extra(self, pos: int, row) -> None:
         """Keep `row` (XFIELDS uint64, the first non-zero) beside the unit at `pos` (on the grid only)."""
@@ -171,14 +187,14 @@ class TimerUnits:
             else:
                 x = xs.get(f)
                 if x is not None and (i + 1) * _XSTRIDE <= len(x):
-                    x = _XUNIT.unpack_from(x, i * _XSTRIDE)
-                    if not x[0]:
+                    meta, _hi, _lo = x = _XUNIT.unpack_from(x, i * _XSTRIDE)
+                    if not meta:
                         x = None
                 else:
                     x = None
                 out.append((pos, u, x))
             bound = pos
-            pos = u[0]
+            pos, _magic, _write, _delayed, _offset, _size, _hash = u  # on to its prevPos
         return out
 
     def get(self, pos: int, default=None):

@@ -1,22 +1,24 @@
-"""The timer's batch enqueue of the store's own units (`TimerService._enqueue_base`, `batchread`)
-writes the same event log, byte for byte, and the same summary as the per-message walk, on a store
-where the batch takes every unit and on stores where it must hand units to the per-message walk
+"""The timer's batch enqueue of the store's own units (`TimerEnqueue.base`, `batchread`)
+writes the same event log, byte for byte, and the same summary as the per-message walk (`reference_timer`),
+on a store where the batch takes every unit and on stores where it must hand units to the walk
 (due at once, no or a bad TIMER_OUT_MS, cancels, IPv6 hosts, records across CommitLog files, a
 torn store); the batch reader answers exactly what `MappedBase.props` answers, or None."""
 
 import io
 
-import mqtool.simulate.timer as timer_mod
+from reference_timer import use_reference
+
 from conftest import sibling
 from mqtool.builder.broker import put_message
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate import batchread
+from mqtool.simulate import batchread, timerenqueue
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
+from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.store.store import Store
 
 batch_records = sibling(__file__, "test_batchread").batch_records
@@ -29,8 +31,16 @@ def _timer(w, i, out, extra=(), **fields):
     props = [("UNIQ_KEY", f"T{i:05d}"), ("REAL_TOPIC", "BenchTopic"), ("REAL_QID", str(i % 4))]
     if out is not None:
         props.append(("TIMER_OUT_MS", out))
-    put_message(w, TIMER_TOPIC, 0, b"x" * (i % 7), props + list(extra), store_timestamp=START - 1000,
-                born_timestamp=START - 1000, **fields)
+    put_message(
+        w,
+        TIMER_TOPIC,
+        0,
+        b"x" * (i % 7),
+        props + list(extra),
+        store_timestamp=START - 1000,
+        born_timestamp=START - 1000,
+        **fields,
+    )
 
 
 def _build(root, n=300, odd=True, file_size=1 << 20):
@@ -49,8 +59,11 @@ def _build(root, n=300, odd=True, file_size=1 << 20):
                 elif i % 50 == 13:
                     extra = [("TIMER_DEL_UNIQKEY", f"BenchTopic+T{i - 6:05d}")]  # a cancel
                 elif i % 50 == 17:
-                    fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
-                              "store_host": "[fe80::1]:10911"}
+                    fields = {
+                        "sys_flag": BORNHOST_V6 | STOREHOST_V6,
+                        "born_host": "[::1]:7",
+                        "store_host": "[fe80::1]:10911",
+                    }
                 elif i % 50 == 19:
                     extra = [("KEYS", "clé\u00e9 ünï")]
             _timer(w, i, out, extra, **fields)
@@ -59,34 +72,42 @@ def _build(root, n=300, odd=True, file_size=1 << 20):
     return Store.open(root, config), config
 
 
-_LIGHT = timer_mod.TimerService._deliver_light
-LIGHT: list[int] = []  # units the dequeue delivered by `_deliver_light` in the last `_run`
+_DELIVER = TimerDequeue.deliver
+LIGHT: list[int] = []  # the store's records the dequeue delivered without building them in the last `_run`
 
 
 def _run(store, config, batch, monkeypatch, scenario=None, until=START + 3 * DAY, hold=None):
-    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
+    use_reference(monkeypatch, not batch)
     LIGHT.clear()
 
-    def light(self, u, *a):
-        LIGHT.append(u[4])
-        return _LIGHT(self, u, *a)
+    def deliver(self, write, due, phys, x, slot_time):
+        done = _DELIVER(self, write, due, phys, x, slot_time)
+        if done:
+            _store_record(self, phys)
+        return done
 
-    monkeypatch.setattr(timer_mod.TimerService, "_deliver_light", light)
+    monkeypatch.setattr(TimerDequeue, "deliver", deliver)
     sink = io.StringIO()
     res = simulate(store, config, START, until, scenario, seed=1, sink=sink, hold_events=hold)
     return sink.getvalue(), res
 
 
+def _store_record(dequeue, phys: int) -> None:
+    m = dequeue.st.ctx.model
+    if phys not in m._msgs and (m.spool is None or phys not in m.spool._where):
+        LIGHT.append(phys)
+
+
 def _same(store, config, monkeypatch, **kw):
-    calls = []
-    real = batchread.read_plain
+    calls = []  # the records each batch read answered
+    real = batchread.scan_plain
 
-    def spy(base, phys, sizes, wanted):
-        out = real(base, phys, sizes, wanted)
-        calls.append(sum(p is not None for p in out))
-        return out
+    def spy(*a):
+        got = real(*a)
+        calls.append(0 if got is None else int((got[1][:, 0] >= 0).sum()))
+        return got
 
-    monkeypatch.setattr(timer_mod, "read_plain", spy)
+    monkeypatch.setattr(timerenqueue, "scan_plain", spy)
     per_msg, r1 = _run(store, config, False, monkeypatch, **kw)
     assert calls == []
     batched, r2 = _run(store, config, True, monkeypatch, **kw)
@@ -147,8 +168,14 @@ def test_batch_small_span_limit_falls_back(tmp_path, monkeypatch):
 
 def test_batch_with_a_fault_scenario(tmp_path, monkeypatch):
     store, config = _build(tmp_path / "s", n=200)
-    sc = parse_scenario({"faults": [{"kind": "put_failure", "from": 0, "until": 2000, "service": "timer",
-                                     "status": "SERVICE_NOT_AVAILABLE"}]}, START)
+    sc = parse_scenario(
+        {
+            "faults": [
+                {"kind": "put_failure", "from": 0, "until": 2000, "service": "timer", "status": "SERVICE_NOT_AVAILABLE"}
+            ]
+        },
+        START,
+    )
     log, _ = _same(store, config, monkeypatch, scenario=sc)
     assert '"put_failed"' in log
 

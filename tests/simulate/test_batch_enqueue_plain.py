@@ -1,26 +1,26 @@
 """The timer's batch enqueue of the store's own units reads a plain properties string without a map
-(`batchread.read_plain`: one match gives TIMER_OUT_MS, TIMER_DEL_UNIQKEY's presence, REAL_TOPIC,
+(`batchread.scan_plain`: one match gives TIMER_OUT_MS, TIMER_DEL_UNIQKEY's presence, REAL_TOPIC,
 REAL_QID, UNIQ_KEY and the string's length, the re-put's size but TIMER_ENQUEUE_MS/TIMER_DEQUEUE_MS);
 a string that is not plain (a duplicate key, an empty value) is parsed into a map as before. The
-event log and the summary equal the per-message walk's (`TimerService.batch = False`), and the row a
+event log and the summary equal the per-message walk's (`reference_timer`), and the row a
 plain string gives (`DeliveryRows.of_plain`) equals the one its map gives (`DeliveryRows.of_props`)."""
 
 import io
 
 import pytest
+from reference_timer import use_reference
 
 import mqtool.simulate.batchread as batchread
-import mqtool.simulate.timer as timer_mod
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate import timerenqueue
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import StoreModel
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.timerrows import DeliveryRows
 from mqtool.store.store import Store
-from simkit import spy_read_plain
 
 START = 1_800_000_000_000
 DAY = 86_400_000
@@ -66,20 +66,33 @@ def _build(root, n: int = N_SHAPES * 20):
             raw, _plain = _shapes(i)[i % N_SHAPES]
             fields = {}
             if i % 7 == 3:
-                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
-                          "store_host": "[fe80::1]:10911"}
+                fields = {
+                    "sys_flag": BORNHOST_V6 | STOREHOST_V6,
+                    "born_host": "[::1]:7",
+                    "store_host": "[fe80::1]:10911",
+                }
             elif i % 7 == 5:
                 fields = {"sys_flag": BORNHOST_V6, "born_host": "[::1]:7"}
-            w.append_message(TIMER_TOPIC, 0, b"x" * (i % 9), raw, store_timestamp=START - 1000,
-                             born_timestamp=START - 1000, **fields)
+            w.append_message(
+                TIMER_TOPIC, 0, b"x" * (i % 9), raw, store_timestamp=START - 1000, born_timestamp=START - 1000, **fields
+            )
         w.write_timercheck(START - 1000, 0, 0, 0)
         w.write_checkpoint()
     return Store.open(root, config), config
 
 
 def _run(store, config, batch: bool, monkeypatch) -> tuple[str, object, list]:
-    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
-    answers = spy_read_plain(monkeypatch, timer_mod)
+    use_reference(monkeypatch, not batch)
+    answers: list[int] = []  # each record's status in the scan: 1 matched (plain), 0 parsed into a map, -1 not read
+    real = batchread.scan_plain
+
+    def spy(*a):
+        got = real(*a)
+        if got is not None:
+            answers.extend(got[1][:, 0].tolist())
+        return got
+
+    monkeypatch.setattr(timerenqueue, "scan_plain", spy)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3 * DAY, None, seed=1, sink=sink)
     return sink.getvalue(), res, answers
@@ -88,7 +101,7 @@ def _run(store, config, batch: bool, monkeypatch) -> tuple[str, object, list]:
 @pytest.mark.parametrize("batch_size", [4096, 7])
 def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, batch_size):
     monkeypatch.setattr(batchread, "_TEMPLATES", {})
-    monkeypatch.setattr(timer_mod, "ENQUEUE_BATCH", batch_size)
+    monkeypatch.setattr(timerenqueue, "ENQUEUE_BATCH", batch_size)
     store, config = _build(tmp_path / "s")
     log1, r1, none = _run(store, config, False, monkeypatch)
     log2, r2, answers = _run(store, config, True, monkeypatch)
@@ -96,8 +109,7 @@ def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, batch_size):
     assert log2 == log1
     assert r2.summary == r1.summary and r2.violations == r1.violations
     n = N_SHAPES * 20
-    plain = sum(1 for a in answers if a is not None and len(a) == 2)
-    mapped = sum(1 for a in answers if a is not None and len(a) == 3)
+    plain, mapped = answers.count(1), answers.count(0)
     # every record answered by the batch read, once: 11 plain shapes of 9 key sequences (the first
     # string of each parsed into a map to make its template, the rest matched) and 4 that are not plain
     assert plain + mapped == n
@@ -121,7 +133,7 @@ def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
     try:
         units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, N_SHAPES * 20)]
         for _ in range(2):  # the first string of each sequence makes its template, the second pass matches it
-            got = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timer_mod._ENQ_WANTED)
+            got = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         for (phys, _size, _tags), g in zip(units, got, strict=True):
             props, body_len, sys_flag = fast._read(phys, False, True)
             if len(g) == 3:
@@ -129,8 +141,8 @@ def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
                 continue
             seen += 1
             n, values = g
-            assert values == tuple(None if props.get(w) is None else props[w].encode() for w in timer_mod._ENQ_WANTED)
-            for k, seg in ((5, timer_mod._ENQ_SEG), (6, timer_mod._DEQ_SEG)):
+            assert values == tuple(None if props.get(w) is None else props[w].encode() for w in timerenqueue.ENQ_WANTED)
+            for k, seg in ((5, timerenqueue.ENQ_SEG), (6, timerenqueue.DEQ_SEG)):
                 if values[k] is not None:
                     n -= len(values[k]) + seg
             if "TIMER_DEL_UNIQKEY" in props:

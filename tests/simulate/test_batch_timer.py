@@ -1,20 +1,22 @@
-"""The timer's batch paths (`TimerService._enqueue_many` for the store's units and the roll re-puts,
-`_deliver` and `_roll` with their events written by `record_batch`, the chain walked in
+"""The timer's steps over runs of units (`TimerEnqueue.take` for the store's units and the roll re-puts,
+`TimerDequeue.deliver` and `TimerRolls.keep` with their events written by `record_rows`, the chain walked in
 `TimerUnits.chain`) write the same event log, byte for byte, and the same summary as the
-per-message walk (`TimerService.batch = False`) on a store whose cancels meet their targets in a
+per-message walk (`reference_timer`) on a store whose cancels meet their targets in a
 slot, some of them rolled, with a TimerLog of small files (fillers inside a batch)."""
 
 import io
 
 import numpy as np
 import pytest
+from reference_timer import use_reference
 
-import mqtool.simulate.timer as timer_mod
 from mqtool.builder.broker import put_message
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
+from mqtool.simulate import timerenqueue, timerstate
 from mqtool.simulate.runner import simulate
+from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerunits import TimerUnits
 from mqtool.store.store import Store
 
@@ -27,43 +29,60 @@ def _build(root, n=240):
     with StoreWriter(root, config) as w:
         for i in range(n):
             out = START + 60_000 + (i // 3 * 7_919_000) % (3 * DAY)  # 3 a slot, over 3 days: some roll
-            props = [("UNIQ_KEY", f"T{i:05d}"), ("REAL_TOPIC", "BenchTopic"), ("REAL_QID", str(i % 4)),
-                     ("TIMER_OUT_MS", str(out))]
-            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 7), props, store_timestamp=START - 1000,
-                        born_timestamp=START - 1000)
+            props = [
+                ("UNIQ_KEY", f"T{i:05d}"),
+                ("REAL_TOPIC", "BenchTopic"),
+                ("REAL_QID", str(i % 4)),
+                ("TIMER_OUT_MS", str(out)),
+            ]
+            put_message(
+                w, TIMER_TOPIC, 0, b"x" * (i % 7), props, store_timestamp=START - 1000, born_timestamp=START - 1000
+            )
             if i % 3 == 2:  # a cancel in the slot of its target, the slot's newest (5.3.1 matches the bare UNIQ_KEY)
-                put_message(w, TIMER_TOPIC, 0, b"", [("UNIQ_KEY", f"C{i:05d}"), ("REAL_TOPIC", "BenchTopic"),
-                                                     ("REAL_QID", "0"), ("TIMER_OUT_MS", str(out)),
-                                                     ("TIMER_DEL_UNIQKEY", f"T{i:05d}")],
-                            store_timestamp=START - 1000, born_timestamp=START - 1000)
+                put_message(
+                    w,
+                    TIMER_TOPIC,
+                    0,
+                    b"",
+                    [
+                        ("UNIQ_KEY", f"C{i:05d}"),
+                        ("REAL_TOPIC", "BenchTopic"),
+                        ("REAL_QID", "0"),
+                        ("TIMER_OUT_MS", str(out)),
+                        ("TIMER_DEL_UNIQKEY", f"T{i:05d}"),
+                    ],
+                    store_timestamp=START - 1000,
+                    born_timestamp=START - 1000,
+                )
         w.write_timercheck(START - 1000, 0, 0, 0)
         w.write_checkpoint()
     return Store.open(root, config), config
 
 
 def _run(store, config, batch, monkeypatch):
-    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
+    use_reference(monkeypatch, not batch)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3 * DAY, None, seed=1, sink=sink)
     return sink.getvalue(), res
 
 
 @pytest.mark.parametrize("small", [False, True])
-def test_batch_paths_equal_the_per_message_walk_with_cancels_rolls_and_small_timerlog_files(tmp_path, monkeypatch,
-                                                                                           small):
+def test_batch_paths_equal_the_per_message_walk_with_cancels_rolls_and_small_timerlog_files(
+    tmp_path, monkeypatch, small
+):
     store, config = _build(tmp_path / "s")
     if small:  # batches cut short: the enqueue's runs, a slot's waiting events, the roll properties kept
-        monkeypatch.setattr(timer_mod, "ENQUEUE_BATCH", 7)
-        monkeypatch.setattr(timer_mod, "PENDING_EVENTS", 3)
-        monkeypatch.setattr(timer_mod, "ROLLED_KEPT", 5)
+        monkeypatch.setattr(timerenqueue, "ENQUEUE_BATCH", 7)
+        monkeypatch.setattr(timerstate, "PENDING_EVENTS", 3)
+        monkeypatch.setattr(timerstate, "ROLLED_KEPT", 5)
     many = []
-    real = timer_mod.TimerService._enqueue_many
+    real = TimerEnqueue.take
 
     def spy(self, phys, *a):
         many.append(len(phys))
         return real(self, phys, *a)
 
-    monkeypatch.setattr(timer_mod.TimerService, "_enqueue_many", spy)
+    monkeypatch.setattr(TimerEnqueue, "take", spy)
     per_msg, r1 = _run(store, config, False, monkeypatch)
     assert many == []
     batched, r2 = _run(store, config, True, monkeypatch)

@@ -8,15 +8,18 @@ import io
 
 import numpy as np
 import pytest
+from reference_timer import use_reference
 
-import mqtool.simulate.timer as timer_mod
 from conftest import sibling
 from mqtool.formats.names import TIMER_TOPIC
-from mqtool.simulate import batchread, plainscan
+from mqtool.formats.timerlog import MAGIC_ROLL
+from mqtool.simulate import batchread, plainscan, timerenqueue
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
+from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import DeliveryRows
+from mqtool.simulate.timerstate import TimerState
 
 plain_store = sibling(__file__, "test_batch_enqueue")
 shapes = sibling(__file__, "test_batch_enqueue_plain")
@@ -32,9 +35,8 @@ def engine(request, monkeypatch):
     return request.param
 
 
-def _run(store, config, monkeypatch, batch: bool, columns_from: int, scenario=None, hold=False):
-    monkeypatch.setattr(timer_mod.TimerService, "batch", batch)
-    monkeypatch.setattr(timer_mod, "COLUMNS_FROM", columns_from)
+def _run(store, config, monkeypatch, batch: bool, scenario=None, hold=False):
+    use_reference(monkeypatch, not batch)
     scanned: list[int] = []
     real = batchread.scan_plain
 
@@ -43,16 +45,16 @@ def _run(store, config, monkeypatch, batch: bool, columns_from: int, scenario=No
         scanned.append(0 if got is None else int((got[1][:, 0] >= 0).sum()))
         return got
 
-    monkeypatch.setattr(timer_mod, "scan_plain", spy)
+    monkeypatch.setattr(timerenqueue, "scan_plain", spy)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 3 * DAY, scenario, seed=1, sink=sink, hold_events=hold)
     return sink.getvalue(), res, scanned
 
 
 def _same(store, config, monkeypatch, batch_size=4096, **kw):
-    monkeypatch.setattr(timer_mod, "ENQUEUE_BATCH", batch_size)
-    log1, r1, none = _run(store, config, monkeypatch, False, 1, **kw)
-    log2, r2, scanned = _run(store, config, monkeypatch, True, 1, **kw)
+    monkeypatch.setattr(timerenqueue, "ENQUEUE_BATCH", batch_size)
+    log1, r1, none = _run(store, config, monkeypatch, False, **kw)
+    log2, r2, scanned = _run(store, config, monkeypatch, True, **kw)
     assert none == []
     assert log1.count('"event":"enqueue"') > 0
     assert log2 == log1
@@ -92,20 +94,28 @@ def test_columns_across_commitlog_files_and_held_events(tmp_path, monkeypatch, e
 
 def test_columns_with_a_fault_scenario(tmp_path, monkeypatch, engine):
     store, config = plain_store._build(tmp_path / "s", n=200)
-    sc = parse_scenario({"faults": [{"kind": "put_failure", "from": 0, "until": 2000, "service": "timer",
-                                     "status": "SERVICE_NOT_AVAILABLE"}]}, START)
+    sc = parse_scenario(
+        {
+            "faults": [
+                {"kind": "put_failure", "from": 0, "until": 2000, "service": "timer", "status": "SERVICE_NOT_AVAILABLE"}
+            ]
+        },
+        START,
+    )
     _log, scanned = _same(store, config, monkeypatch, scenario=sc)
     # 200 records, cut at each unit put at once: 200, then 4 fewer, then 50 fewer per cut
     assert scanned == [200, 196, 146, 96, 46]
 
 
 def _answers(fast, units, intern=0):
-    got = batchread.scan_plain(fast, [u[0] for u in units], [u[1] for u in units], timer_mod._ENQ_WANTED, intern)
+    got = batchread.scan_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED, intern)
     buf, out, answers = got
     try:
-        nw = len(timer_mod._ENQ_WANTED)
-        return [plainscan.answer(out, k, buf, nw) if out[k, 0] == 1 else answers.get(k) if out[k, 0] == 0 else None
-                for k in range(len(units))], out.copy()
+        nw = len(timerenqueue.ENQ_WANTED)
+        return [
+            plainscan.answer(out, k, buf, nw) if out[k, 0] == 1 else answers.get(k) if out[k, 0] == 0 else None
+            for k in range(len(units))
+        ], out.copy()
     finally:
         batchread.close(buf)
 
@@ -115,13 +125,13 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
     fast = MappedBase(store)
     try:
         units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, shapes.N_SHAPES * 20)]
-        got, _out = _answers(fast, units, timer_mod._ENQ_INTERN)
+        got, _out = _answers(fast, units, timerenqueue.ENQ_INTERN)
         batchread._TEMPLATES.clear()
-        want = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timer_mod._ENQ_WANTED)
+        want = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         assert got == want
         # the second pass: every plain string matched (11 plain shapes), the 4 others parsed
-        got2, out2 = _answers(fast, units, timer_mod._ENQ_INTERN)
-        assert got2 == batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timer_mod._ENQ_WANTED)
+        got2, out2 = _answers(fast, units, timerenqueue.ENQ_INTERN)
+        assert got2 == batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         assert (out2[:, 0] == 1).sum() == 11 * 20 and (out2[:, 0] == 0).sum() == 4 * 20
         matched = np.flatnonzero(out2[:, 0] == 1)
         F, W = plainscan.FIXED, plainscan.STRIDE
@@ -139,10 +149,25 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
 @pytest.mark.parametrize("odd", [None, "ключ00AB"])  # with a non-ASCII key: every row by `_packed`
 def test_plain_rows_by_numpy_equal_of_plain(odd):
     """`DeliveryRows.of_plain_many` (kind 1 and kind 2 UNIQ_KEYs by numpy) equals `DeliveryRows.of_plain` key by key."""
-    uks = ["T00000000", "T0000000A", "7F000001000018B4AAC2000000000006", "7f000001000018b4aac2000000000006",
-           None, "A.B*(x", "%d-00FF", "X" * 20 + "0123456789ABCDEF0123", "T00000001", "00FF",
-           "0123456789ABCDEF0", "T00000002", "7F000001000018B4AAC200000000000G", "P" * 16 + "0A", "P" * 17 + "0A",
-           odd, "T00000003"]
+    uks = [
+        "T00000000",
+        "T0000000A",
+        "7F000001000018B4AAC2000000000006",
+        "7f000001000018b4aac2000000000006",
+        None,
+        "A.B*(x",
+        "%d-00FF",
+        "X" * 20 + "0123456789ABCDEF0123",
+        "T00000001",
+        "00FF",
+        "0123456789ABCDEF0",
+        "T00000002",
+        "7F000001000018B4AAC200000000000G",
+        "P" * 16 + "0A",
+        "P" * 17 + "0A",
+        odd,
+        "T00000003",
+    ]
     n = len(uks)
     reals = ["BenchTopic"] * (n - 2) + [None, "Other"]
     qids = [str(i % 4) for i in range(n)]
@@ -150,11 +175,10 @@ def test_plain_rows_by_numpy_equal_of_plain(odd):
     sizes = [100 + i for i in range(n)]
     sizes[5] = 1 << 29  # past the row's range
     delete = [i == 9 for i in range(n)]
-    magic = np.array([timer_mod.MAGIC_ROLL if i == 10 else 0 for i in range(n)], np.int64)
+    magic = np.array([MAGIC_ROLL if i == 10 else 0 for i in range(n)], np.int64)
     a, b = DeliveryRows(lambda: 16), DeliveryRows(lambda: 16)
     got = [tuple(r) for r in a.of_plain_many(sizes, delete, magic, reals, qids, uks).tolist()]
-    want = [(0, 0, 0) if delete[i] or magic[i] else b.of_plain(sizes[i], reals[i], qids[i], uks[i])
-            for i in range(n)]
+    want = [(0, 0, 0) if delete[i] or magic[i] else b.of_plain(sizes[i], reals[i], qids[i], uks[i]) for i in range(n)]
     assert [a.uniq_key(r) if r[0] else None for r in got] == [b.uniq_key(w) if w[0] else None for w in want]
     assert [r[0] for r in got] == [w[0] for w in want]
     assert sorted(a.formats) == sorted(b.formats)
@@ -167,8 +191,8 @@ def test_plain_rows_by_numpy_equal_of_plain(odd):
 
 
 def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
-    """A roll re-put the dequeue keeps as a row reaches `_enqueue_many` by its columns (`_roll_enqueue`,
-    the dequeue's: a stand-in here that answers them from the re-put's properties): the same log."""
+    """A roll re-put the dequeue keeps as a row reaches `TimerEnqueue.take` by its values
+    (`TimerRolls.enqueue_values`: a stand-in here that answers them from the re-put's properties): the same log."""
     from mqtool.formats.names import (
         PROPERTY_REAL_QUEUE_ID,
         PROPERTY_REAL_TOPIC,
@@ -180,23 +204,30 @@ def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
     answered = []
 
     def roll_enqueue(self, phys):
-        props, body_len, sys_flag = self._props_rec(phys)
+        props, body_len, sys_flag = self.st.props_rec(phys)
         if body_len is None or PROPERTY_TIMER_DEL_UNIQKEY in props:
             return None  # not a re-put made in the run (or a cancel marker): the walk reads it
-        x = self.rows.of_props(props, body_len, sys_flag)
+        meta, _hi, _lo = x = self.st.rows.of_props(props, body_len, sys_flag)
         if x == (0, 0, 0) or not props[PROPERTY_TIMER_OUT_MS].isdigit():
             return None
         answered.append(phys)
-        return (int(props[PROPERTY_TIMER_OUT_MS]), False, props.get(PROPERTY_REAL_TOPIC),
-                props.get(PROPERTY_REAL_QUEUE_ID), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), x[0] >> 34)
+        return (
+            int(props[PROPERTY_TIMER_OUT_MS]),
+            False,
+            props.get(PROPERTY_REAL_TOPIC),
+            props.get(PROPERTY_REAL_QUEUE_ID),
+            props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            meta >> 34,
+        )
 
     store, config = plain_store._build(tmp_path / "s", n=300)
-    log1, r1, _ = _run(store, config, monkeypatch, False, 1)
-    monkeypatch.setattr(timer_mod.TimerService, "_roll_enqueue", roll_enqueue)
-    monkeypatch.setattr(timer_mod.TimerService, "_roll_rows", 1)
-    log2, r2, _ = _run(store, config, monkeypatch, True, 1)
+    log1, r1, _ = _run(store, config, monkeypatch, False)
+    monkeypatch.setattr(TimerRolls, "enqueue_values", roll_enqueue)
+    monkeypatch.setattr(TimerState, "roll_rows", 1)
+    log2, r2, _ = _run(store, config, monkeypatch, True)
     assert log2 == log1 and r2.summary == r1.summary
     # every roll re-put reached the batch by its row but the rolled cancel markers' (read as before)
-    rolled_cancels = sum(1 for line in log1.splitlines()
-                         if f'"time":{START},' in line and '"roll":true,"cancel":true' in line)
+    rolled_cancels = sum(
+        1 for line in log1.splitlines() if f'"time":{START},' in line and '"roll":true,"cancel":true' in line
+    )
     assert log1.count('"event":"roll"') == 90 and rolled_cancels == 2 and len(answered) == 88

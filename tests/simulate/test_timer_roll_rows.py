@@ -1,22 +1,24 @@
-"""A timer roll kept as a row (`TimerService._roll_row`, `_roll_plain`, `_keep_roll`): in a run that spools
-the timer topic's re-puts, a ROLL unit's record is re-put without building it (a big roll slot's records
-read batch-wise, `rollread.read_sources`), yet the event log is the per-message walk's, byte for byte, and
-the record a row stands for (`RecordSpool.get` -> `_rebuild_roll`) equals, field for field, the one
+"""A timer roll kept as a row (`TimerRolls.keep_bytes`, `keep_map`, `keep`): in a run that spools the timer
+topic's re-puts, a ROLL unit's record is re-put without building it (a big roll slot's records read batch-wise,
+`batchread.read_sources`), yet the event log is the per-message walk's (`reference_timer`), byte for byte, and
+the record a row stands for (`RecordSpool.get` -> `TimerRolls.rebuild`) equals, field for field, the one
 `StoreModel.append` put in the spool before."""
 
 import io
 
 import pytest
+from reference_timer import use_reference
 
-import mqtool.simulate.timer as timer_mod
 from mqtool.builder.broker import put_message
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.simulate import timerdequeue
 from mqtool.simulate.model import SimMessage
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.spool import RecordSpool
+from mqtool.simulate.timerroll import TimerRolls
 from mqtool.store.store import Store
 
 START = 1_800_000_000_000
@@ -31,8 +33,11 @@ def _build(root):
     with StoreWriter(root, config) as w:
         for i in range(N):
             out = START + 2 * DAY + 3_600_000 + i * 397_000
-            props = [("REAL_TOPIC", "BenchTopic" if i % 13 else "Tö"), ("REAL_QID", str(i % 4)),
-                     ("TIMER_OUT_MS", str(out))]
+            props = [
+                ("REAL_TOPIC", "BenchTopic" if i % 13 else "Tö"),
+                ("REAL_QID", str(i % 4)),
+                ("TIMER_OUT_MS", str(out)),
+            ]
             uk = [f"T{i:08X}", f"7F00000100002A9F{i:016X}", f"id-{i}-abc", None, f"P%{i:04d}"][i % 5]
             if uk is not None:
                 props.append(("UNIQ_KEY", uk))
@@ -46,10 +51,21 @@ def _build(root):
                 props = [(k, v) for k, v in props if k != "REAL_QID"] + [("REAL_QID", "x")]  # no row: read whole
             fields = {}
             if i % 11 == 4:
-                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
-                          "store_host": "[fe80::1]:10911"}
-            put_message(w, TIMER_TOPIC, 0, b"x" * (i % 9), props, store_timestamp=START - 1000,
-                        born_timestamp=START - 1000 - i, **fields)
+                fields = {
+                    "sys_flag": BORNHOST_V6 | STOREHOST_V6,
+                    "born_host": "[::1]:7",
+                    "store_host": "[fe80::1]:10911",
+                }
+            put_message(
+                w,
+                TIMER_TOPIC,
+                0,
+                b"x" * (i % 9),
+                props,
+                store_timestamp=START - 1000,
+                born_timestamp=START - 1000 - i,
+                **fields,
+            )
         w.write_timercheck(START - 1000, 0, 0, 0)
         w.write_checkpoint()
     return Store.open(root, config), config
@@ -57,11 +73,11 @@ def _build(root):
 
 def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answered=None):
     """(event lines, result, the records `append` put in the spool by offset, those the rows stand for, the
-    sources `_roll_plain` rolled); `chunks` gets the number of units each `_roll_sources` call covers,
-    `answered` the number of `_roll_enqueue`'s answers that are not None."""
+    sources rolled from the bytes `batchread.read_sources` read); `chunks` gets the number of units each `TimerRolls.sources`
+    call covers, `answered` the number of `TimerRolls.enqueue_values`' answers that are not None."""
     spooled, rebuilt, plain = {}, {}, []
-    put, keep, roll_plain = RecordSpool.put, timer_mod.TimerService._keep_roll, timer_mod.TimerService._roll_plain
-    roll_sources, roll_enqueue = timer_mod.TimerService._roll_sources, timer_mod.TimerService._roll_enqueue
+    put, keep, keep_bytes = RecordSpool.put, TimerRolls.keep, TimerRolls.keep_bytes
+    roll_sources, roll_enqueue = TimerRolls.sources, TimerRolls.enqueue_values
 
     def spy_sources(self, units, lo, hi):
         if chunks is not None:
@@ -74,10 +90,11 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
             answered.append(phys)
         return got
 
-    def spy_plain(self, u, *a):
-        done = roll_plain(self, u, *a)
+    def spy_bytes(self, unit, rec, slot_time):
+        done = keep_bytes(self, unit, rec, slot_time)
         if done:
-            plain.append(u[4])
+            _prev, _magic, _write, _slot, phys, _size, _hash = unit
+            plain.append(phys)
         return done
 
     def spy_put(self, m):
@@ -85,7 +102,7 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
         return put(self, m)
 
     def spy_keep(self, ph, *a):
-        spool = self.ctx.model.spool
+        spool = self.st.ctx.model.spool
         before = set(spool._where)
         done = keep(self, ph, *a)
         if done:
@@ -95,28 +112,26 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
         return done
 
     with monkeypatch.context() as mp:
-        mp.setattr(timer_mod.TimerService, "batch", batch)
-        if not rows:
-            mp.setattr(timer_mod.TimerService, "_roll_row", lambda *a: False)
-            mp.setattr(timer_mod.TimerService, "_roll_plain", lambda *a: False)
+        use_reference(mp, not batch)
         mp.setattr(RecordSpool, "put", spy_put)
-        mp.setattr(timer_mod.TimerService, "_keep_roll", spy_keep)
-        mp.setattr(timer_mod.TimerService, "_roll_sources", spy_sources)
-        mp.setattr(timer_mod.TimerService, "_roll_enqueue", spy_enqueue)
-        if rows:
-            mp.setattr(timer_mod.TimerService, "_roll_plain", spy_plain)
+        mp.setattr(TimerRolls, "keep", spy_keep if rows else lambda *a: False)
+        mp.setattr(TimerRolls, "sources", spy_sources)
+        mp.setattr(TimerRolls, "enqueue_values", spy_enqueue)
+        mp.setattr(TimerRolls, "keep_bytes", spy_bytes)
         sink = io.StringIO()
         res = simulate(store, config, START, START + 4 * DAY, None, seed=1, sink=sink)
     return sink.getvalue(), res, spooled, rebuilt, plain
 
 
-@pytest.mark.parametrize(("roll_read", "chunk"), [(timer_mod.ROLL_READ, timer_mod.ROLL_CHUNK),
-                                                   (timer_mod.ROLL_READ, 16), (10**9, timer_mod.ROLL_CHUNK)])
+@pytest.mark.parametrize(
+    ("roll_read", "chunk"),
+    [(timerdequeue.ROLL_READ, timerdequeue.ROLL_CHUNK), (timerdequeue.ROLL_READ, 16), (10**9, timerdequeue.ROLL_CHUNK)],
+)
 def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, chunk):
-    """The roll slot read batch-wise (`_roll_plain`; in one read or 16 units at a time) or record by record
-    (`_roll_row`): the same log."""
-    monkeypatch.setattr(timer_mod, "ROLL_READ", roll_read)
-    monkeypatch.setattr(timer_mod, "ROLL_CHUNK", chunk)
+    """The roll slot read batch-wise (`batchread.read_sources`; in one read or 16 units at a time) or record by record: the
+    same log."""
+    monkeypatch.setattr(timerdequeue, "ROLL_READ", roll_read)
+    monkeypatch.setattr(timerdequeue, "ROLL_CHUNK", chunk)
     store, config = _build(tmp_path / "s")
     per_msg, r1, spooled1, _, _ = _run(store, config, monkeypatch, batch=False)
     chunks, answered = [], []
@@ -152,7 +167,7 @@ def test_rebuilt_roll_equals_the_appended_one(tmp_path, monkeypatch):
     assert len(spooled) == N == 180 and rebuilt_off == {} and plain_off == []
     # rows on: N less the 45 a row cannot hold (see test_roll_rows_equal_the_per_message_walk)
     assert len(rebuilt) == N - 45 == 135 and {p: spooled[p] for p in rebuilt} == rebuilt
-    # the three properties `_roll` sets
+    # the three properties a roll sets
     first = rebuilt[min(rebuilt)]
     props = first[SimMessage.__slots__.index("props")]
     # the first row's record had no TIMER_ROLL_TIMES (not one of i % 7 == 2's "4"): rolled once

@@ -1,0 +1,429 @@
+"""`TimerDequeue`: `TimerDequeueGetService` + `TimerDequeuePutService`, slot by slot (spec §6.8-6.10).
+
+Slot by slot from `currReadTimeMs`, only while it is before `currWriteTimeMs` (= now floored to the
+precision); empty slots are skipped at once. A slot's units are the chain from the wheel's `lastPos`
+back along each unit's `prevPos` (`rules.timer.walk_chain`); a `prevPos` that points at no unit, or
+back into the walked chain, ends the walk with a `skip` event. Cancel requests (DELETE, not ROLL) are
+read first and their TIMER_DEL_UNIQKEY values collected; then the other units oldest first: a record
+whose UNIQ_KEY is in that set is dropped, a ROLL unit is re-put to the timer topic (`TimerRolls`), the
+rest go to REAL_TOPIC/REAL_QID (`rules.timer.convert_properties`).
+
+A delivery `StoreModel.append` would not keep (its queue neither kept nor watched) is counted and placed
+without building the record (`deliver`), from the row kept beside a plain unit (`DeliveryRows`) where
+there is one; any other unit goes through `put` (`convert` + `doPut` with its retries: SERVICE_NOT_AVAILABLE
+every `500 × precision / 1000` ms until it works, any other failure 3 more times 50 ms apart).
+"""
+
+from __future__ import annotations
+
+import heapq
+from itertools import islice
+
+from mqtool.formats.names import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TIMER_TOPIC,
+)
+from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL
+from mqtool.rules.timer import (
+    LOOP,
+    convert_properties,
+    dequeue_order,
+    is_deleted,
+    need_roll,
+    roll_times,
+    walk_chain,
+)
+from mqtool.simulate.batchread import batchable
+from mqtool.simulate.timerroll import TimerRolls
+from mqtool.simulate.timerrows import delivery_size
+from mqtool.simulate.timerstate import TimerState, int_or
+
+ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
+ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
+_CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without ROLL
+_NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
+
+
+class TimerDequeue:
+    """The dequeue walk: a slot's cancels, deliveries and rolls, and the puts they make."""
+
+    def __init__(self, st: TimerState, rolls: TimerRolls) -> None:
+        self.st = st
+        self.rolls = rolls
+        self._light_key: tuple | None = None  # what `light_reader`'s reader depends on
+        self._light = None
+
+    def on_clock_jump(self) -> None:
+        deq = self.st.deq
+        if deq is not None and deq.alive and not self.st.in_slot:
+            deq.wake(0)
+
+    def loop(self):
+        st = self.st
+        ctx = st.ctx
+        p = st.precision
+        engine = ctx.engine
+        # the slots' deliveries and rolls not written yet (`TimerState.add_event`): kept from slot to slot while
+        # `advance` goes on without the engine, written before every yield (no other event comes between)
+        st.pend_kind, st.pend_rows = None, []
+        while True:
+            heap = st.heap  # replaced by a restart's recovery
+            w = (engine._now + ctx.clock_offset) // p * p
+            if not heap:
+                st.curr_read = max(st.curr_read, w)
+                st.flush_events()
+                yield None
+                continue
+            slot_time = heap[0]
+            if slot_time >= w:
+                st.curr_read = max(st.curr_read, w)
+                delay = max(0, slot_time + p - ctx.clock())
+                if not st.deq.advance(delay):  # the next slot at once when nothing else runs first
+                    st.flush_events()
+                    yield delay
+                continue
+            heapq.heappop(heap)
+            st.queued.discard(slot_time)
+            st.curr_read = slot_time
+            st.in_slot = True
+            waiting = self.slot(slot_time)
+            if waiting is not None:
+                st.flush_events()
+                yield from waiting
+            st.in_slot = False
+            st.curr_read = slot_time + p
+
+    def chain(self, slot_time: int, rows: bool = False) -> list[tuple]:
+        """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
+        (pos, unit, the delivery's row kept beside it or None: `DeliveryRows`; always None unless `rows`)."""
+        st = self.st
+        s = st.slot(slot_time)
+        if s is None:
+            return []
+        last = s.last_pos
+        fast = st.units.chain(last, rows)  # units all held here, prevPos always back: the usual slot
+        if fast is not None:
+            return fast if rows else [(pos, u, None) for pos, u in fast]
+        w = walk_chain(last, st.unit, _prev_pos)
+        if w.broken:
+            st.broken_chains += 1
+            ctx = st.ctx
+            st.flush_events()  # the slots' events before this one
+            ctx.log.emit(
+                ctx.engine.now,
+                "timer",
+                "skip",
+                None,
+                None,
+                None,
+                None,
+                slot=slot_time,
+                timerlog_pos=w.stop_pos,
+                read=len(w.units),
+                reason="broken TimerLog chain: prevPos loops"
+                if w.stop == LOOP
+                else "broken TimerLog chain: prevPos points at no unit",
+            )
+        extra = st.units.extra if rows else _no_row
+        return [(pos, u, extra(pos)) for pos, u in w.units]
+
+    def slot(self, slot_time: int):
+        """One slot; None when done, else a generator that finishes it (a put is being retried).
+
+        Where no fault can refuse a put, a plain unit is delivered from its row (`deliver`): the one kept
+        beside it, or one made from its record's properties (a light read where the base gives one, else the
+        record); a ROLL unit's re-put is kept as a row (`TimerRolls`, from the bytes read for the slot's rolls
+        or from the record). Any other unit, or one a row cannot hold, is read whole: cancelled, or put
+        (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
+        Deliveries and rolls join `TimerState`'s waiting events (one `record_rows` a run)."""
+        m = self.st.ctx.model
+        fast = m.put_filter is None
+        chain = self.chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
+        if fast and all(x is not None for _pos, _unit, x in chain):  # plain units with rows: no cancel request
+            normal, deletes = chain[::-1], _NO_DELETES
+            start = self._deliver_rows(normal, slot_time)
+        else:
+            if any(_magic(unit) & _CANCEL_BITS == MAGIC_DELETE for _pos, unit, _x in chain):
+                cancels, normal = dequeue_order(chain, _magic)
+            else:  # `dequeue_order` of a slot without cancel requests
+                cancels, normal = [], chain[::-1]
+            start, deletes = 0, self._deletes(cancels)
+        waiting = self._walk(normal, start, deletes, slot_time) if start < len(normal) else None
+        if waiting is None and m.releasing:  # the slot's records are read for the last time (a roll is re-put anew)
+            release = m.release
+            for _pos, unit, _x in chain:
+                release(_offset_py(unit))
+        return waiting
+
+    def _deliver_rows(self, normal: list[tuple], slot_time: int) -> int:
+        """`_walk`'s first units while each is delivered from its row (`deliver`), without its set-up: the
+        usual slot, every unit plain and enqueued here. Returns how many (the walk goes on from there)."""
+        deliver = self.deliver
+        for k, (_pos, (_prev, _magic, write, due, phys, _size, _hash), x) in enumerate(normal):
+            if write == -1 or not deliver(write, due, phys, x, slot_time):
+                return k
+        return len(normal)
+
+    def _walk(self, normal: list[tuple], start: int, deletes: set[str], slot_time: int):
+        """`slot`'s walk over its units (cancel requests aside, oldest first) from `start`: None when done, else
+        a generator that finishes it (the put that waits, then the walk on from the next unit)."""
+        st = self.st
+        m = st.ctx.model
+        fast = m.put_filter is None  # no fault can refuse a put
+        message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
+        light = self.light_reader()
+        of_props = st.rows.of_props
+        rolls = self.rolls
+        # a roll's re-put kept as a row: it wakes no one but this service's enqueue (no event of its own)
+        roll_rows = fast and m.spool is not None and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
+        # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built
+        roll_read = roll_rows and len(normal) >= ROLL_READ and not deletes
+        sources, sources_end = None, 0
+        for i, (_pos, unit, x) in enumerate(islice(normal, start, None), start):
+            _prev, magic, write, due, phys, _size, _hash = unit
+            msg = None
+            if magic & MAGIC_ROLL:  # `need_roll`
+                if roll_read:
+                    if i >= sources_end:
+                        sources_end = i + ROLL_CHUNK
+                        sources = rolls.sources(normal, i, sources_end)
+                    rec = sources.get(i) if sources else None
+                    if rec is not None and rolls.keep_bytes(unit, rec, slot_time):
+                        continue
+            elif fast and write != -1:
+                if x is None or deletes:  # the row of the record's properties
+                    rec = light(phys) if light is not None else None
+                    if rec is None:
+                        msg = message(phys)
+                        if msg is None:
+                            continue
+                        rec = (msg.props, msg.body_len, msg.sys_flag)
+                    props, _body_len, _sys_flag = rec
+                    if deletes and self._cancelled(props, phys, deletes, slot_time):
+                        continue
+                    x, due = of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))
+                if self.deliver(write, due, phys, x, slot_time):
+                    continue
+            if msg is None:
+                msg = message(phys)
+                if msg is None:
+                    continue
+            if deletes and self._cancelled(msg.props, msg.phys, deletes, slot_time):
+                continue
+            if roll_rows and magic & MAGIC_ROLL and rolls.keep_map(msg, unit, slot_time):
+                continue
+            st.flush_events()
+            retry = self.put(msg, write, magic, slot_time, False)
+            if retry is not None:
+                return self._resume(retry, normal, i + 1, deletes, slot_time)
+        return None
+
+    def _resume(self, retry, normal: list[tuple], start: int, deletes: set[str], slot_time: int):
+        yield from retry
+        rest = self._walk(normal, start, deletes, slot_time)
+        if rest is not None:
+            yield from rest
+
+    def _deletes(self, cancels: list[tuple]) -> set[str]:
+        """The TIMER_DEL_UNIQKEY values of a slot's cancel requests."""
+        message = self.st.ctx.model.message
+        deletes: set[str] = set()
+        for _pos, unit, _x in cancels:
+            msg = message(_offset_py(unit))
+            key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
+            if key is not None:
+                deletes.add(key)
+        return deletes
+
+    def _cancelled(self, props: dict[str, str], phys: int, deletes: set[str], slot_time: int) -> bool:
+        """Is the record dropped by a cancel read in its slot? (then its `cancel` event is written)"""
+        uk = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        topic = props.get(PROPERTY_REAL_TOPIC)
+        if not is_deleted(uk, topic, deletes):
+            return False
+        st = self.st
+        st.flush_events()
+        st.cancelled += 1
+        ctx = st.ctx
+        ctx.log.emit_plain(
+            ctx.engine.now,
+            "timer",
+            "cancel",
+            topic,
+            int_or(props.get(PROPERTY_REAL_QUEUE_ID)),
+            uk,
+            phys,
+            slot=slot_time,
+        )
+        return True
+
+    def light_reader(self):
+        """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
+        read, None where `message_once` must read it; None when a fault can refuse a put or the base is not
+        read batch-wise."""
+        m = self.st.ctx.model
+        key = (m.put_filter, m.base, m.spool, m._msgs)
+        if self._light_key != key:  # the same objects: equal at once
+            self._light_key, self._light = key, _light_reader(m)
+        return self._light
+
+    def deliver(self, write: int, due: int | None, phys: int, x: tuple[int, int, int], slot_time: int) -> bool:
+        """The delivery of a plain unit (enqueue time `write`, TIMER_OUT_MS `due`, its record at `phys`) from its
+        row `x` (`DeliveryRows`), where `StoreModel.append` would not keep the re-put (its queue has had a re-put
+        and is neither kept nor watched): the re-put's size is the row's plus the topic's fixed part and the two
+        properties the dequeue sets (`convert`: enqueue time, dequeue time now), placed as `append` places it,
+        counted without building it. False (nothing done) where the row is `NO_ROW` or the queue is not so."""
+        meta, _hi, _lo = x
+        if not meta:
+            return False
+        st = self.st
+        ctx = st.ctx
+        m = ctx.model
+        topic, qid = st.rows.topic_qid(meta)
+        info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
+        if info is None or info.kept or m._listeners.get((topic, qid)):
+            return False
+        pos = m.place(m.plain_reput_size(delivery_size(meta, write, ctx.engine._now + ctx.clock_offset), info.fixed))
+        queue_offset = st.count_delivery(info.units, info.base_count)
+        if queue_offset is not None:
+            st.add_event(
+                "deliver",
+                (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, due, False, queue_offset),
+            )
+        return True
+
+    def put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
+        """`convert` + the first try of `doPut`; None when done, else a generator of the retries
+        (they take virtual time)."""
+        ctx = self.st.ctx
+        roll = need_roll(magic)
+        src = msg.props
+        if not roll and src.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
+            return None  # doPut: a cancel marker is never delivered (PUT_NO_RETRY)
+        now = ctx.engine._now + ctx.clock_offset
+        props = convert_properties(src, enqueue_time, roll, now)
+        if roll:
+            topic, qid = msg.topic, msg.queue_id
+        else:
+            topic = props.get(PROPERTY_REAL_TOPIC)
+            if topic is None:
+                return None
+            qid = int_or(props.get(PROPERTY_REAL_QUEUE_ID), 0)
+        res = ctx.model.append(msg.derive(topic, qid, props), now, "timer")
+        if res.ok:
+            self._put_done(msg, res.message, roll, slot_time, direct)
+            return None
+        return self._put_retries(msg, topic, qid, props, res, roll, slot_time, direct)
+
+    def _put_retries(self, msg, topic, qid, props, res, roll, slot_time, direct):
+        """doPut's retries: SERVICE_NOT_AVAILABLE every 500 × precision / 1000 ms until it works, any
+        other failure 3 more times 50 ms apart."""
+        ctx = self.st.ctx
+        attempts = 0
+        while not res.ok:
+            attempts += 1
+            retry = res.status == "SERVICE_NOT_AVAILABLE"
+            give_up = not retry and attempts > 3
+            ctx.log.emit(
+                ctx.engine.now,
+                "timer",
+                "put_failed",
+                topic,
+                qid,
+                msg.uniq_key,
+                msg.phys,
+                status=res.status,
+                attempt=attempts,
+                given_up=give_up,
+            )
+            if give_up:
+                return
+            yield (500 * self.st.precision // 1000) if retry else 50
+            res = ctx.put(msg.derive(topic, qid, dict(props)), "timer")
+        self._put_done(msg, res.message, roll, slot_time, direct)
+
+    def _put_done(self, msg, n, roll: bool, slot_time: int, direct: bool) -> None:
+        st = self.st
+        ctx = st.ctx
+        src = msg.props
+        if not ctx.log.keep:
+            if roll:
+                st.rolled += 1
+                ctx.log.tally("roll")
+            else:
+                st.delivered += 1
+                ctx.log.tally("deliver")
+            return
+        if roll:
+            st.rolled += 1
+            st.keep_rolled(n)
+            ctx.log.record(
+                ctx.engine._now,
+                "timer",
+                "roll",
+                src.get(PROPERTY_REAL_TOPIC),
+                int_or(src.get(PROPERTY_REAL_QUEUE_ID)),
+                n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                msg.phys,
+                n.phys,
+                {"slot": slot_time, "roll_times": roll_times(n.props)},
+                True,
+            )
+        else:
+            st.delivered += 1
+            ctx.log.record(
+                ctx.engine._now,
+                "timer",
+                "deliver",
+                n.topic,
+                n.queue_id,
+                n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                msg.phys,
+                n.phys,
+                {
+                    "slot": slot_time,
+                    "due": int_or(src.get(PROPERTY_TIMER_OUT_MS)),
+                    "direct": direct,
+                    "queue_offset": n.queue_offset,
+                },
+                True,
+            )
+
+
+def _light_reader(m):
+    """The reader `TimerDequeue.light_reader` gives for the model `m` (None where it gives none)."""
+    base = m.base
+    if m.put_filter is not None or not batchable(base):
+        return None
+    msgs, lru, read = m._msgs, base._lru, base._read
+    spooled = m.spool._where if m.spool is not None else {}
+
+    def light(phys: int):
+        if phys in msgs or phys in spooled or phys in lru:
+            return None
+        return read(phys, False, True)
+
+    return light
+
+
+def _offset_py(u: tuple) -> int:
+    _prev, _magic, _write, _delayed, offset_py, _size, _hash = u
+    return offset_py
+
+
+def _no_row(_pos: int) -> None:
+    return None
+
+
+def _prev_pos(u: tuple) -> int:
+    prev_pos, *_rest = u
+    return prev_pos
+
+
+def _magic(u: tuple) -> int:
+    _prev, magic, *_rest = u
+    return magic

@@ -1,0 +1,478 @@
+"""`TimerEnqueue`: `TimerEnqueueGetService` + `TimerEnqueuePutService` over the timer topic's queue 0.
+
+From `currQueueOffset` on, each record's TIMER_OUT_MS: before `currWriteTimeMs` the message is put at once
+(`rules.timer.put_at_once`, enqueue time Long.MAX_VALUE: `TimerDequeue.put`); else `doEnqueue` appends a
+52-byte unit. `take` is that one step over a run of n >= 1 units (`rules.timer.do_enqueue_many`); the walk
+gathers runs from three sources of the same values: the store's records read batch-wise (`base`: one match
+of a plain properties string, as columns, `batchread.scan_plain`), a roll re-put kept as a row
+(`TimerRolls.enqueue_values`), any other record's map.
+A put at once cuts the run: the units before it are taken first.
+"""
+
+from __future__ import annotations
+
+from itertools import chain, repeat
+
+import numpy as np
+
+from mqtool.formats.javahash import java_string_hash
+from mqtool.formats.names import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TIMER_TOPIC,
+)
+from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, need_roll, put_at_once
+from mqtool.simulate import plainscan
+from mqtool.simulate.batchread import batchable, close, scan_plain
+from mqtool.simulate.timerrows import FORMATS, NO_ROW
+from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, WheelSlot, int_or
+from mqtool.simulate.timerunits import UNIT_DTYPE
+
+ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`base`)
+NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this one does (`take`)
+_ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
+# `base`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
+# lengths but their values (name, separators)
+ENQ_WANTED = (
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+) + DELIVERY_SET
+ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
+ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
+_TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
+# `plainscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
+# TIMER_OUT_MS as a number (its first wanted value)
+_STATUS, _SIZE, _NUMBER = plainscan.STATUS, plainscan.SIZE, plainscan.NUMBER
+_MATCHED, _PARSED = 1, 0  # (0: no template matched, the map parsed instead)
+
+
+class _Run:
+    """The units a walk gathers for one `take`, in queue order: their CommitLog offsets and sizes, TIMER_OUT_MS,
+    TIMER_DEL_UNIQKEY's presence, REAL_TOPIC, REAL_QID's text, UNIQ_KEY and what their delivery rows need
+    (`srcs`: the re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties,
+    BODYLENGTH or None, SYSFLAG), `DeliveryRows.of_props`)."""
+
+    __slots__ = ("phys", "sizes", "due", "delete", "reals", "qids", "uniqs", "srcs")
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, [])
+
+    def add(self, phys: int, size: int, values: tuple) -> None:
+        """A unit and its (due, TIMER_DEL_UNIQKEY present, REAL_TOPIC, REAL_QID, UNIQ_KEY, src)."""
+        due, delete, real, qid, uk, src = values
+        for col, v in zip(self.columns(), (phys, size, due, delete, real, qid, uk, src), strict=True):
+            col.append(v)
+
+    def columns(self) -> tuple[list, ...]:
+        return self.phys, self.sizes, self.due, self.delete, self.reals, self.qids, self.uniqs, self.srcs
+
+
+class TimerEnqueue:
+    """The enqueue walk and its one step, `take`."""
+
+    def __init__(self, st: TimerState, put, roll_values) -> None:
+        self.st = st
+        self.put = put  # `TimerDequeue.put`: a message put at once
+        self.roll_values = roll_values  # `TimerRolls.enqueue_values`
+
+    def on_append(self) -> None:
+        enq = self.st.enq
+        if enq is not None and enq.alive and enq.wake_time is None:
+            enq.wake(0)
+
+    def loop(self):
+        st = self.st
+        ctx, m = st.ctx, st.ctx.model
+        rolled = st.rolled_props
+        p = st.precision
+        roll_values = self.roll_values
+        while True:
+            lo = m.cq_min(TIMER_TOPIC, 0)
+            if st.curr_queue_offset < lo:
+                st.curr_queue_offset = lo
+            hi = m.cq_max(TIMER_TOPIC, 0)
+            while st.curr_queue_offset < hi:
+                retry = None
+                write = (ctx.engine._now + ctx.clock_offset) // p * p  # no time passes in the walk
+                # the store's own units batch-wise, up to one put at once
+                base_end = self.base(hi, write)
+                if st.curr_queue_offset >= hi:
+                    hi = m.cq_max(TIMER_TOPIC, 0)
+                    continue
+                run = _Run()
+                try:
+                    for off, (phys, size, _tags) in m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi):
+                        st.curr_queue_offset = off + 1
+                        # a roll re-put the dequeue keeps as a row: its values
+                        got = roll_values(phys) if st.roll_rows else None
+                        if got is None:
+                            rec = rolled.pop(phys, None) if rolled else None  # a roll re-put just made
+                            if rec is None:
+                                rec = st.props_rec(phys)
+                            got = _map_values(rec)
+                            if got is None:
+                                continue
+                        due, *_values = got
+                        if put_at_once(due, write):
+                            if run.phys:
+                                self._take_run(run, write)
+                            retry = self.put(m.message(phys), LONG_MAX, 0, due, direct=True)
+                            if retry is not None:
+                                break  # the put waits: re-read the queue afterwards
+                            m.release(phys)  # delivered at once: no unit points at it
+                        else:
+                            run.add(phys, size, got)
+                            if len(run.phys) >= ENQUEUE_BATCH:
+                                self._take_run(run, write)
+                        if off + 1 < base_end:
+                            break  # back to the batch for the store's units after this one
+                    else:
+                        if st.curr_queue_offset < hi:
+                            st.curr_queue_offset += 1  # a unit that cannot be read is passed over
+                finally:
+                    if run.phys:
+                        self._take_run(run, write)
+                if retry is not None:
+                    yield from retry
+                hi = m.cq_max(TIMER_TOPIC, 0)
+            yield None
+
+    def _take_run(self, run: _Run, write: int) -> None:
+        """`take` of the units gathered by the walk, and the dequeue woken for the earliest slot (nothing
+        else is scheduled in between, so the engine's order is that of a wake per unit)."""
+        t = self.take(*run.columns(), write)
+        for col in run.columns():
+            col.clear()
+        self.st.wake_dequeue(t)
+
+    def base(self, hi: int, write: int) -> int:
+        """The walk of `loop` over the store's own units of the timer queue, from `curr_queue_offset` up
+        to the first unit it must leave to `loop` (one put at once, one not written); the base's end of
+        the range (or 0) is returned.
+
+        The units come from the same columns `cq_units` hands out, a record's properties from
+        `batchread.scan_plain` (the checks of `MappedBase.props`; else `StoreModel.props` itself, and always
+        when the record is in the overlay or the read cache): a plain string by one match giving the values
+        `take` needs and its length (the re-put's size, `DeliveryRows.of_plain`) as columns of offsets, any
+        other parsed into a map; the dequeue is woken once at the end for the earliest slot.
+        """
+        st = self.st
+        m = st.ctx.model
+        b = m.base
+        if not batchable(b):
+            return 0
+        u = b._queue(TIMER_TOPIC, 0)
+        stop = min(hi, b.cq_max(TIMER_TOPIC, 0))
+        off = st.curr_queue_offset
+        if u is None or off < u.first or off >= stop:
+            return 0
+        skip = (m._msgs, m.spool._where if m.spool is not None else {}, b._lru)  # read per message
+        first = u.first
+        wake = None
+        try:
+            while off < stop:
+                lo = off - first
+                hi_ = min(stop - first, lo + ENQUEUE_BATCH)
+                ok = u.ok[lo:hi_]
+                if not ok.all():
+                    hi_ = lo + int(np.argmin(ok))
+                    if hi_ == lo:
+                        return stop  # a unit that is not written: `loop` passes it over
+                phys = u.offset[lo:hi_].tolist()
+                sizes = u.size[lo:hi_].tolist()
+                scanned = scan_plain(b, phys, sizes, ENQ_WANTED, ENQ_INTERN)
+                buf, out, answers = scanned if scanned is not None else (None, _unread(len(phys)), {})
+                try:
+                    done, halt, t = self._scanned(buf, out, answers, phys, sizes, write, skip)
+                finally:
+                    if buf is not None:
+                        close(buf)
+                off += done
+                st.curr_queue_offset = off
+                if t is not None and (wake is None or t < wake):
+                    wake = t
+                if len(_TEXTS) > FORMATS:
+                    _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
+                if halt:
+                    return stop
+            return stop
+        finally:
+            if wake is not None:
+                st.wake_dequeue(wake)
+
+    def _scanned(
+        self, buf, out: np.ndarray, answers: dict, phys: list[int], sizes: list[int], write: int, skip: tuple
+    ) -> tuple[int, bool, int | None]:
+        """`base`'s walk over one batch from `batchread.scan_plain`'s columns: a matched record's values
+        taken by their offsets for all at once (TIMER_OUT_MS as the kernel's number, the texts of REAL_TOPIC
+        and REAL_QID once per distinct value, the re-put's size by numpy), any other record (no template, a
+        TIMER_OUT_MS not of 1 to 18 ASCII digits, one in the overlay, spool or read cache, a batch the scan
+        cannot read) by `_base_values`; the units up to the first one put at once go to one `take`. Returns
+        (records walked, stopped there, the earliest slot)."""
+        msgs, spooled, lru = skip
+        n = len(phys)
+        F = plainscan.FIXED
+        num = out[:, _NUMBER]
+        out_s = out[:, F]
+        py = out[:, _STATUS] != _MATCHED
+        py |= (out_s >= 0) & (num < 0)  # a TIMER_OUT_MS `int` reads (or refuses) as text
+        if any(any(map(c.__contains__, phys)) for c in skip):
+            py |= np.fromiter((ph in msgs or ph in spooled or ph in lru for ph in phys), bool, n)
+        take = ~py & (out_s >= 0)
+        halts = np.flatnonzero(take & put_at_once(num, write))
+        end = int(halts[0]) if len(halts) else n
+        singles: dict[int, tuple] = {}  # k -> `_base_values` of a record taken one by one
+        for k in np.flatnonzero(py[:end]).tolist():
+            ph = phys[k]
+            read_here = ph not in msgs and ph not in spooled and ph not in lru
+            if out[k, _STATUS] == _MATCHED and read_here:
+                rec = plainscan.answer(out, k, buf, len(ENQ_WANTED))
+            elif out[k, _STATUS] == _PARSED and k in answers and read_here:
+                rec = answers[k]
+            else:
+                rec = self.st.props_rec(ph)  # the per-message read decides
+            got = _base_values(rec)
+            if got is not None and put_at_once(_due(got), write):
+                end = k
+                break
+            if got is not None:
+                singles[k] = got
+        take[end:] = False
+        ks = np.flatnonzero(take)
+        cols = _scanned_columns(out, buf, ks)
+        if singles:  # merged in queue order
+            run = _Run()
+            at = dict(zip(ks.tolist(), range(len(ks)), strict=True))
+            for k in sorted([*at, *singles]):
+                j = at.get(k)
+                run.add(phys[k], sizes[k], singles[k] if j is None else tuple(c[j] for c in cols))
+            if not run.phys:
+                return end, end < n, None
+            return end, end < n, self.take(*run.columns(), write)
+        ks = ks.tolist()
+        if not ks:
+            return end, end < n, None
+        if len(ks) < n:
+            phys, sizes = [phys[k] for k in ks], [sizes[k] for k in ks]
+        return end, end < n, self.take(phys, sizes, *cols, write)
+
+    def take(
+        self,
+        phys: list[int],
+        sizes: list[int],
+        due: list[int],
+        delete: list[bool],
+        reals: list[str | None],
+        qid_texts: list[str | None],
+        uniqs: list[str | None],
+        srcs: list,
+        write: int,
+    ) -> int:
+        """`doEnqueue` of a run of n >= 1 units in order, from their records' TIMER_OUT_MS, TIMER_DEL_UNIQKEY's
+        presence, REAL_TOPIC, REAL_QID and UNIQ_KEY texts and what their delivery rows need (`srcs`: the
+        re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties, BODYLENGTH or
+        None, SYSFLAG) for `DeliveryRows.of_props`): the slots and magics by `rules.timer.do_enqueue_many`, the
+        TimerLog positions as a run (unit by unit where a file ends), each slot's chain linked in order, the
+        units' columns written together (`TimerUnits.put_run`), the events by one `EventLog.record_batch`; the
+        earliest slot is returned (the caller wakes the dequeue for it)."""
+        st = self.st
+        n = len(phys)
+        try:
+            due_a = np.array(due, np.int64)
+        except OverflowError:  # past int64: any TIMER_OUT_MS past NP_MAX rolls as NP_MAX does
+            due_a = np.array([max(min(d, NP_MAX), -NP_MAX) for d in due], np.int64)
+        slot_a, magic_a = do_enqueue_many(due_a, write, st.window, st.precision, np.array(delete, bool))
+        slot_of = slot_a.tolist()
+        end, fs = st.end, st.file_size
+        if end % fs + n * TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE <= fs:
+            positions = list(range(end, end + n * TIMERLOG_UNIT_SIZE, TIMERLOG_UNIT_SIZE))
+            st.end = end + n * TIMERLOG_UNIT_SIZE
+        else:  # a file ends in the run: its filler as the TimerLog writes it
+            positions = [st.next_unit_pos() for _ in range(n)]
+        slots, queued, wheel = st.slots, st.queued, st.wheel
+        prevs = []
+        for t, pos, d in zip(slot_of, positions, delete, strict=True):
+            s = slots.get(t)
+            if s is None and wheel is not None:
+                s = st.slot(t)
+            if s is None:
+                slots[t] = WheelSlot(pos, pos, -1 if d else 1)
+                prevs.append(-1)
+            else:
+                prevs.append(s.last_pos)
+                s.last_pos = pos
+                s.num += -1 if d else 1
+            if t not in queued:
+                st.queue_slot(t)
+        hashes = st.topic_hash
+        for real in set(reals).difference(hashes):
+            hashes[real] = java_string_hash(real)
+        rows = np.empty(n, UNIT_DTYPE)
+        rows["prev_pos"] = prevs
+        rows["magic"] = magic_a
+        rows["write_time"] = write
+        rows["delayed_time"] = slot_a
+        rows["offset_py"] = phys
+        rows["size_py"] = sizes
+        rows["topic_hash"] = [hashes[real] for real in reals]
+        extra = self._delivery_rows(srcs, delete, magic_a, reals, qid_texts, uniqs)
+        if positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
+            st.units.put_run(positions[0], rows, extra)
+        else:
+            units = st.units
+            for pos, unit, x in zip(positions, rows.tolist(), extra.tolist(), strict=True):
+                units[pos] = unit
+                meta, _hi, _lo = x
+                if meta:
+                    units.set_extra(pos, x)
+        st.new_units.extend(positions)
+        ctx = st.ctx
+        log = ctx.log
+        if log.keep:
+            qids = {q: int_or(q) for q in set(qid_texts)}
+            events = list(
+                zip(
+                    reals,
+                    map(qids.__getitem__, qid_texts),
+                    uniqs,
+                    phys,
+                    repeat(None, n),
+                    slot_of,
+                    due,
+                    need_roll(magic_a).tolist(),
+                    delete,
+                    positions,
+                    strict=True,
+                )
+            )
+            log.record_batch(ctx.engine._now, "timer", "enqueue", events, _ENQUEUE_KEYS)
+        else:
+            for _ in range(n):
+                log.tally("enqueue")
+        return min(slot_of)
+
+    def _delivery_rows(
+        self, srcs: list, delete: list[bool], magic_a: np.ndarray, reals: list, qid_texts: list, uniqs: list
+    ) -> np.ndarray:
+        """The `DeliveryRows` kept beside a run's units (uint64 rows of 3; `NO_ROW` for a ROLL or cancel unit,
+        whose record is read again)."""
+        rows = self.st.rows
+        n = len(srcs)
+        if set(map(type, srcs)) == {int}:  # all plain strings (`base`): the rows by numpy
+            return rows.of_plain_many(srcs, delete, magic_a, reals, qid_texts, uniqs)
+        of_props, of_plain = rows.of_props, rows.of_plain
+
+        def row(src, delete: bool, magic: int, real, qid, uk) -> tuple[int, int, int]:
+            if magic & MAGIC_ROLL or delete:
+                return NO_ROW
+            if src.__class__ is int:
+                return of_plain(src, real, qid, uk)
+            props, body_len, sys_flag = src
+            return NO_ROW if body_len is None else of_props(props, body_len, sys_flag)
+
+        return np.fromiter(
+            chain.from_iterable(map(row, srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs)), np.uint64, 3 * n
+        ).reshape(n, 3)
+
+
+def _map_values(rec: tuple) -> tuple | None:
+    """`take`'s values of a record from its (properties, BODYLENGTH, SYSFLAG): None where it is not read or
+    has no TIMER_OUT_MS that is a number (passed over)."""
+    props, _body_len, _sys_flag = rec
+    if props is None:
+        return None
+    try:
+        delayed = int(props[PROPERTY_TIMER_OUT_MS])
+    except (KeyError, ValueError):
+        return None
+    return (
+        delayed,
+        props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None,
+        props.get(PROPERTY_REAL_TOPIC),
+        props.get(PROPERTY_REAL_QUEUE_ID),
+        props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        rec,
+    )
+
+
+def _unread(n: int) -> np.ndarray:
+    """`scan_plain`'s `out` for n records it did not read (status -1: the per-message read decides)."""
+    return np.full((n, plainscan.FIXED + plainscan.STRIDE * len(ENQ_WANTED)), -1, np.int64)
+
+
+def _due(values: tuple) -> int:
+    due, *_rest = values
+    return due
+
+
+def _base_values(rec: tuple) -> tuple | None:
+    """`take`'s values of a store's record from what `scan_plain` (or `TimerState.props_rec`) answered: a
+    plain string's (length, values as bytes) or a (properties, BODYLENGTH, SYSFLAG); None: passed over."""
+    if len(rec) != 2:
+        return _map_values(rec)
+    n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, deq_b) = rec
+    if out_b is None:
+        return None
+    try:
+        delayed = int(out_b)  # ASCII digits: what `int` of the text gives
+    except ValueError:
+        delayed = int_or(out_b.decode("utf-8", "surrogateescape"))
+        if delayed is None:
+            return None
+    if enq_b is not None:
+        n -= len(enq_b) + ENQ_SEG
+    if deq_b is not None:
+        n -= len(deq_b) + DEQ_SEG
+    return (
+        delayed,
+        del_b is not None,
+        _TEXTS[real_b],
+        _TEXTS[qid_b],
+        None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape"),
+        n,
+    )
+
+
+def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
+    """(due, delete, REAL_TOPIC, REAL_QID, UNIQ_KEY, re-put size) of the matched records `ks` of
+    `scan_plain`'s `out`, as `_base_values` gives them for their `(n, values)`: REAL_TOPIC's and
+    REAL_QID's texts made once per distinct value (the kernel's first record of each)."""
+    F, W = plainscan.FIXED, plainscan.STRIDE
+    rows = out[ks]
+    texts = _TEXTS
+    cols: list = [rows[:, _NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
+    for w in (2, 3):
+        c = F + W * w
+        reps = rows[:, c + 2].tolist()
+        values: dict[int, str | None] = {}
+        for j in dict.fromkeys(reps):
+            s, e = (int(out[j, c]), int(out[j, c + 1])) if j >= 0 else (-1, -1)
+            values[j] = texts[buf[s:e] if s >= 0 else None]
+        if -1 in values:  # past the interned values: each record's own
+            starts, ends = rows[:, c].tolist(), rows[:, c + 1].tolist()
+            for i, j in enumerate(reps):
+                reps[i] = values[j] if j >= 0 else texts[buf[starts[i] : ends[i]] if starts[i] >= 0 else None]
+            cols.append(reps)
+        else:
+            cols.append(list(map(values.__getitem__, reps)))
+    c = F + W * 4
+    cols.append(
+        [
+            buf[s:e].decode("utf-8", "surrogateescape") if s >= 0 else None
+            for s, e in zip(rows[:, c].tolist(), rows[:, c + 1].tolist(), strict=True)
+        ]
+    )
+    size = rows[:, _SIZE].copy()
+    for w, seg in ((5, ENQ_SEG), (6, DEQ_SEG)):
+        s, e = rows[:, F + W * w], rows[:, F + W * w + 1]
+        size -= np.where(s >= 0, e - s + seg, 0)
+    cols.append(size.tolist())
+    return tuple(cols)

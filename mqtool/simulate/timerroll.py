@@ -1,0 +1,251 @@
+"""`TimerRolls`: a ROLL unit's re-put to the timer topic kept as a row (`convert` with needRoll, then `doPut`).
+
+Where no fault can refuse a put, in a run that spools the timer topic's re-puts, a roll is kept as a row
+(`keep`) instead of `TimerDequeue.put`'s `StoreModel.append` of the converted record: the re-put's size by
+`StoreModel.reput_size`'s arithmetic from the source's properties (a map, or the bytes
+`batchread.read_sources` gives for a big slot), placed by `StoreModel.append_row` and kept by the
+spool, which rebuilds the record from it (`rebuild`) when anyone reads it; the enqueue takes the
+values it needs from the row (`enqueue_values`).
+"""
+
+from __future__ import annotations
+
+from mqtool.formats.commitlog import hosts_size
+from mqtool.formats.names import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TIMER_ROLL_TIMES,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TIMER_TOPIC,
+)
+from mqtool.formats.timerlog import MAGIC_ROLL
+from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
+from mqtool.simulate.batchread import batchable
+from mqtool.simulate.model import SimMessage, _order, tags_code
+from mqtool.simulate.batchread import read_sources
+from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
+from mqtool.simulate.timerrows import FORMATS
+from mqtool.simulate.timerstate import Texts, TimerState, int_or, signed, text
+
+_U64 = (1 << 64) - 1
+# (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`keep_map`)
+_ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
+# the values `keep_bytes` takes from a plain string (`batchread.read_sources`)
+ROLL_WANTED = (
+    (
+        PROPERTY_TIMER_OUT_MS,
+        PROPERTY_TIMER_DEL_UNIQKEY,
+        PROPERTY_REAL_TOPIC,
+        PROPERTY_REAL_QUEUE_ID,
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    )
+    + CONVERT_SET
+    + (PROPERTY_TAGS,)
+)
+_TIMER_TOPIC_B = TIMER_TOPIC.encode()
+_TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
+
+
+class TimerRolls:
+    """A slot's rolls where no fault can refuse a put."""
+
+    def __init__(self, st: TimerState) -> None:
+        self.st = st
+
+    def sources(self, chain: list[tuple], lo: int, hi: int) -> dict[int, tuple] | None:
+        """`batchread.read_sources` of the store records the ROLL units among `chain[lo:hi]` ((pos, unit, row))
+        point at, by index (absent: read whole); None when the base is not read batch-wise."""
+        m = self.st.ctx.model
+        base = m.base
+        if not batchable(base):
+            return None
+        msgs, spooled, lru = m._msgs, m.spool._where, base._lru
+        at, phys, sizes = [], [], []
+        for i in range(lo, min(hi, len(chain))):
+            _pos, (_prev, magic, write, _slot, ph, size, _hash), _x = chain[i]
+            if magic & MAGIC_ROLL and write != -1 and not (ph in msgs or ph in spooled or ph in lru):  # `need_roll`
+                at.append(i)
+                phys.append(ph)
+                sizes.append(size)
+        read = read_sources(base, phys, sizes, ROLL_WANTED)
+        return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
+
+    def keep_map(self, msg: SimMessage, unit: tuple, slot_time: int) -> bool:
+        """The roll of a store's record (`msg`) in a run that spools the timer topic's re-puts, kept as a row
+        (`keep`); False (nothing done) where the re-put goes through `append`: a re-put read back (kept
+        whole), no enqueue time to set, a cancel marker, values a row cannot hold."""
+        m = self.st.ctx.model
+        ph = msg.phys
+        _prev, _magic, write, _slot, _phys, _size, _hash = unit
+        if (
+            write == -1
+            or ph in m.spool._where
+            or ph in m._msgs
+            or msg.topic != TIMER_TOPIC
+            or msg.queue_id != 0
+            or m.put_filter is not None
+            or m.keep_messages
+        ):
+            return False
+        src = msg.props
+        if PROPERTY_TIMER_DEL_UNIQKEY in src:
+            return False
+        try:
+            due = int(src[PROPERTY_TIMER_OUT_MS])
+        except (KeyError, ValueError):
+            return False
+        names = tuple(src)
+        keys = (names, m.capacity)
+        keys_part = _ROLL_KEYS.get(keys)
+        olds = []
+        try:
+            if keys_part is None:
+                _order(names + tuple(k for k in CONVERT_SET if k not in src), m.capacity)  # as `append` orders
+                _stored, names_len = _order(names, m.capacity)
+                keys_part = _ROLL_KEYS[keys] = names_len + 2 * len(src)
+            values = "".join(src.values())
+            n = keys_part + (len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
+            for k in CONVERT_SET:
+                old = src.get(k)
+                olds.append(
+                    None if old is None else len(old) if old.isascii() else len(old.encode("utf-8", "surrogateescape"))
+                )
+        except UnicodeError:
+            return False  # `append` meets the same error
+        n += msg.body_len + hosts_size(msg.sys_flag)
+        times = next_roll_times(src.get(PROPERTY_TIMER_ROLL_TIMES))
+        tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
+        return self.keep(
+            ph,
+            n,
+            olds,
+            due,
+            times,
+            src.get(PROPERTY_REAL_TOPIC),
+            src.get(PROPERTY_REAL_QUEUE_ID),
+            src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            tags,
+            write,
+            slot_time,
+        )
+
+    def keep_bytes(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
+        """`keep_map` of a store's record read by `batchread.read_sources` (`rec`: topic, QUEUEID, the
+        plain properties string's size and the `ROLL_WANTED` values as bytes), without a map or record."""
+        topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
+        _prev, _magic, write, _slot, phys, _size, _hash = unit
+        if topic != _TIMER_TOPIC_B or qid != 0 or del_b is not None or write == -1:
+            return False
+        try:
+            due = int(out_b)
+        except (TypeError, ValueError):
+            return False  # (absent, or not ASCII digits: the record is read whole)
+        if len(_TEXTS) > FORMATS:
+            _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
+        times = next_roll_times(times_b)
+        tags = tags_code({PROPERTY_TAGS: text(tags_b)}) if tags_b is not None else 0
+        return self.keep(
+            phys,
+            n,
+            [None if v is None else len(v) for v in (enq_b, times_b, deq_b)],
+            due,
+            times,
+            _TEXTS[real_b],
+            _TEXTS[qid_b],
+            None if uniq_b is None else text(uniq_b),
+            tags,
+            write,
+            slot_time,
+        )
+
+    def keep(
+        self,
+        ph: int,
+        n: int,
+        olds: list,
+        due: int,
+        times: int,
+        real: str | None,
+        qid_text: str | None,
+        uk: str | None,
+        tags: int,
+        write: int,
+        slot_time: int,
+    ) -> bool:
+        """The roll re-put `TimerDequeue.put` would make of the record at `ph`, kept as a row: its size is the
+        source's (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
+        of its `CONVERT_SET` properties or None) with the three values set (`StoreModel.reput_size`'s
+        arithmetic), `StoreModel.append_row` places it, and the spool keeps a row (`RecordSpool.put_row`): the
+        source's offset, the re-put's size, queue offset, store time (= the dequeue time), enqueue time, roll
+        count and tags code, from which `rebuild` rebuilds it, and its TIMER_OUT_MS and delivery row
+        (`DeliveryRows`), which `enqueue_values` hands the enqueue. False (nothing done) where a row cannot
+        hold it."""
+        st = self.st
+        ctx, m = st.ctx, st.ctx.model
+        qid = int_or(qid_text)
+        if qid is None or not 0 <= due <= NP_MAX:
+            return False
+        now = ctx.engine._now + ctx.clock_offset
+        enq_s = str(write)
+        deq_s = str(now)
+        n += convert_size_change(tuple(olds), (enq_s, times, deq_s))
+        # the delivery's row: the re-put's size but its topic part and the two properties the dequeue sets
+        meta, hi, lo = st.rows.of_plain(n - len(enq_s) - ENQ_SEG - len(deq_s) - DEQ_SEG, real, qid_text, uk)
+        if not meta:
+            return False
+        size = m.plain_reput_size(n, m.queue_info(TIMER_TOPIC, 0).fixed)
+        pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
+        m.spool.put_row(
+            pos, (ph, size, queue_offset, now, write, times, tags, due, meta, signed(hi), signed(lo)), self.rebuild
+        )
+        st.roll_rows += 1
+        st.rolled += 1
+        log = ctx.log
+        if not log.keep:
+            log.tally("roll")
+            return True
+        st.add_event("roll", (ctx.engine._now, real, qid, uk, ph, pos, slot_time, times))
+        return True
+
+    def rebuild(self, phys: int, row: tuple) -> SimMessage | None:
+        """The roll re-put at `phys` a row stands for (`keep`), as `TimerDequeue.put` would have put it: the source read
+        again, its properties with the three values set (appended where new) in the stored order, placed
+        where the row says."""
+        m = self.st.ctx.model
+        origin, size, queue_offset, store_ts, enqueue_ms, times, tags, *_enqueue_values = row
+        base = m.base
+        once = getattr(base, "message_once", None)
+        src = once(origin) if once is not None else base.message(origin)
+        if src is None:
+            return None
+        props = dict(src.props)
+        for key, value in zip(CONVERT_SET, (enqueue_ms, times, store_ts), strict=True):
+            props[key] = str(value)  # `convert_properties` as the put made it (the roll count kept in the row)
+        order, _names_len = _order(tuple(props), m.capacity)
+        n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
+        n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = (
+            phys,
+            size,
+            queue_offset,
+            store_ts,
+            "timer",
+            tags,
+        )
+        return n
+
+    def enqueue_values(self, phys: int) -> tuple | None:
+        """What the enqueue takes from a roll re-put kept as a row (`keep`): (TIMER_OUT_MS, False (no
+        TIMER_DEL_UNIQKEY), REAL_TOPIC, REAL_QID text, UNIQ_KEY, the re-put's size for `DeliveryRows.of_plain`),
+        the values it takes from a plain string; None for any other record."""
+        st = self.st
+        spool = st.ctx.model.spool
+        r = spool.row(phys) if spool is not None else None
+        if r is None:
+            return None
+        _origin, _size, _qo, _store_ts, _enq, _times, _tags, due, meta, hi, lo = r
+        x = (meta, hi & _U64, lo & _U64)
+        topic, qid = st.rows.topic_qid(meta)
+        return due, False, topic, str(qid), st.rows.uniq_key(x), meta >> 34

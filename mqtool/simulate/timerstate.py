@@ -1,0 +1,196 @@
+"""`TimerState`: what the timer's enqueue, dequeue and rolls share (`TimerMessageStore`'s fields).
+
+The wheel as the broker holds it (`slots[time] = WheelSlot(first_pos, last_pos, num)`, read from the store's
+`timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk), the
+TimerLog's units (`TimerUnits`) and end, the heap of non-empty slots not yet dequeued, the rows kept
+beside plain units (`DeliveryRows`), the counters, and the slot events waiting for one `record_rows`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+
+from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.simulate.context import SimContext
+from mqtool.simulate.engine import Process
+from mqtool.simulate.model import next_in_file
+from mqtool.simulate.timerrows import DeliveryRows
+from mqtool.simulate.timerunits import TimerUnits
+
+TIMERLOG_BLANK_SIZE = 16
+PENDING_EVENTS = 4096  # a slot's events waiting for one `record_rows` (a roll slot holds a third of a run)
+ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
+_EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
+
+
+class WheelSlot:
+    """A wheel slot as `TimerWheel` holds it: its chain's first and last TimerLog positions and its count."""
+
+    __slots__ = ("first_pos", "last_pos", "num")
+
+    def __init__(self, first_pos: int, last_pos: int, num: int) -> None:
+        self.first_pos = first_pos
+        self.last_pos = last_pos
+        self.num = num
+
+
+class TimerState:
+    """The timer's shared fields; its methods are the wheel's and the TimerLog's bookkeeping."""
+
+    roll_rows = 0  # roll re-puts kept as rows in the spool so far (`TimerRolls.keep`)
+
+    def __init__(self, ctx: SimContext, file_size: int, wheel, timerlog) -> None:
+        self.ctx = ctx
+        cfg = ctx.config
+        self.precision = cfg.timer_precision_ms
+        self.window = cfg.timer_roll_window_slots()
+        self.file_size = file_size
+        self.wheel = wheel  # mqtool.store.timer.TimerWheel, or None: slots rebuilt from `units`
+        self.timerlog = timerlog  # mqtool.store.timer.TimerLog: units not held in `units`
+        self.units = TimerUnits(file_size)  # pos -> unit, in compact columns
+        self.new_units = array("q")  # positions appended during the run, in order
+        self.fillers: list[tuple[int, int]] = []
+        self.slots: dict[int, WheelSlot] = {}  # delayed time -> its slot
+        self.heap: list[int] = []
+        self.queued: set[int] = set()  # the times in heap
+        self.end = 0
+        self.curr_read = 0
+        self.curr_queue_offset = 0
+        self.enq: Process | None = None
+        self.deq: Process | None = None
+        self.in_slot = False
+        self.topic_hash: dict[str | None, int] = {None: 0}
+        self.delivered = 0
+        self.cancelled = 0
+        self.rolled = 0
+        self.broken_chains = 0
+        # phys -> properties of the roll re-puts not yet enqueued again (runs that release records, where
+        # nothing but this service reads them): `StoreModel.props` would read them back from the spool
+        self.rolled_props: dict[int, tuple[dict[str, str], int, int]] = {}  # (properties, BODYLENGTH, SYSFLAG)
+        self.rows = DeliveryRows(lambda: ctx.model.capacity)  # a plain delivery's row beside its unit
+        self.pend_kind: str | None = None  # the deliveries or rolls waiting for `record_rows`: their kind,
+        self.pend_rows: list[tuple] = []  # and their rows
+
+    def slot(self, t: int) -> WheelSlot | None:
+        """`TimerWheel.getSlot(t)`, None when empty."""
+        s = self.slots.get(t)
+        if s is None and self.wheel is not None:
+            ws = self.wheel.get_slot(t)
+            if ws.time_ms == -1:
+                return None
+            s = self.slots[t] = WheelSlot(ws.first_pos, ws.last_pos, ws.num)
+        return s
+
+    def unit(self, pos: int):
+        """The unit at a TimerLog position: appended here, read at the start, or read from the store."""
+        u = self.units.get(pos)
+        if u is None and self.timerlog is not None and pos >= 0:
+            r = self.timerlog.read_unit(pos)
+            if r is not None and r.magic != 0:
+                u = (
+                    r.prev_pos,
+                    r.magic,
+                    r.curr_write_time_ms,
+                    r.delayed_time_ms,
+                    r.offset_py,
+                    r.size_py,
+                    r.real_topic_hash,
+                )
+        return u
+
+    def queue_slot(self, t: int) -> None:
+        if t not in self.queued:
+            self.queued.add(t)
+            heapq.heappush(self.heap, t)
+
+    def next_unit_pos(self) -> int:
+        """The next unit's TimerLog position, taken: after a filler (`TimerLog.append`'s BLANK) where the
+        unit and a blank would not fit in the rest of the file."""
+        pos = next_in_file(self.end, TIMERLOG_UNIT_SIZE, self.file_size, TIMERLOG_BLANK_SIZE, self.fillers)
+        self.end = pos + TIMERLOG_UNIT_SIZE
+        return pos
+
+    def wake_dequeue(self, slot: int) -> None:
+        """Wake the dequeue for a unit just put in `slot`, unless it wakes earlier (or is in a slot)."""
+        deq = self.deq
+        if deq is not None and deq.alive and not self.in_slot:
+            ctx = self.ctx
+            target = slot + self.precision - ctx.clock_offset
+            if deq.wake_time is None or target < deq.wake_time:
+                deq.wake_at(max(target, ctx.engine._now))
+
+    def props_rec(self, phys: int) -> tuple:
+        """(properties, BODYLENGTH, SYSFLAG) of a re-put kept in the overlay or the spool; (properties,
+        None, None) of any other record (`StoreModel.props`: the record is read whole when its slot comes)."""
+        m = self.ctx.model
+        msg = m._msgs.get(phys)
+        if msg is None and m.spool is not None:
+            msg = m.spool.get(phys)
+        if msg is not None:
+            return msg.props, msg.body_len, msg.sys_flag
+        return m.props(phys), None, None
+
+    def flush_events(self) -> None:
+        """The events waiting (a run of deliveries or rolls, each row with its time), in order."""
+        rows = self.pend_rows
+        if rows:
+            kind = self.pend_kind
+            self.ctx.log.record_rows("timer", kind, rows, _EVENT_KEYS[kind])
+            rows.clear()
+
+    def add_event(self, kind: str, row: tuple) -> None:
+        """`row` joins the events waiting, after those of another kind are written."""
+        if self.pend_kind != kind:
+            self.flush_events()
+            self.pend_kind = kind
+        rows = self.pend_rows
+        rows.append(row)
+        if len(rows) >= PENDING_EVENTS:
+            self.flush_events()
+
+    def keep_rolled(self, n) -> None:
+        """Keep a roll re-put's (properties, BODYLENGTH, SYSFLAG) for the enqueue, in a run that releases records."""
+        if self.ctx.model.releasing and len(self.rolled_props) < ROLLED_KEPT:
+            self.rolled_props[n.phys] = (n.props, n.body_len, n.sys_flag)
+
+    def count_delivery(self, units: list, bmax: int) -> int | None:
+        """Count a delivery `StoreModel.append` would not keep: its queue offset, or None when the log
+        only counts (the event's details are not computed)."""
+        queue_offset = bmax + len(units)
+        units.append(None)  # as `append` counts a record it does not keep
+        self.delivered += 1
+        log = self.ctx.log
+        if not log.keep:
+            log.tally("deliver")
+            return None
+        return queue_offset
+
+
+def int_or(v, default=None):
+    """`int(v)`, `default` where it is not a number."""
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def signed(v: int) -> int:
+    """A uint64 as the int64 of the same bits (a spool row holds int64)."""
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def text(value: bytes | None) -> str | None:
+    """A value `read_plain` gives as bytes, as the properties map holds it."""
+    return None if value is None else value.decode("utf-8", "surrogateescape")
+
+
+class Texts(dict):
+    """Bytes `read_plain` gives -> their text (`text`), made on the first look-up of each (a subscript of a
+    dict subclass costs less than a `get` and a test)."""
+
+    __slots__ = ()
+
+    def __missing__(self, value: bytes | None) -> str | None:
+        t = self[value] = text(value)
+        return t
