@@ -23,9 +23,8 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
-from mqtool.simulate.batchread import batchable
+from mqtool.simulate.batchread import batchable, read_sources
 from mqtool.simulate.model import SimMessage, _order, tags_code
-from mqtool.simulate.batchread import read_sources
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
 from mqtool.simulate.timerrows import FORMATS
 from mqtool.simulate.timerstate import Texts, TimerState, int_or, signed, text

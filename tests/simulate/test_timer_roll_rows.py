@@ -73,7 +73,7 @@ def _build(root):
 
 def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answered=None):
     """(event lines, result, the records `append` put in the spool by offset, those the rows stand for, the
-    sources rolled from the bytes `batchread.read_sources` read); `chunks` gets the number of units each `TimerRolls.sources`
+    sources rolled from the bytes `read_sources` read); `chunks` gets the number of units each `TimerRolls.sources`
     call covers, `answered` the number of `TimerRolls.enqueue_values`' answers that are not None."""
     spooled, rebuilt, plain = {}, {}, []
     put, keep, keep_bytes = RecordSpool.put, TimerRolls.keep, TimerRolls.keep_bytes
@@ -128,7 +128,7 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
     [(timerdequeue.ROLL_READ, timerdequeue.ROLL_CHUNK), (timerdequeue.ROLL_READ, 16), (10**9, timerdequeue.ROLL_CHUNK)],
 )
 def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, chunk):
-    """The roll slot read batch-wise (`batchread.read_sources`; in one read or 16 units at a time) or record by record: the
+    """The roll slot read batch-wise (`read_sources`; in one read or 16 units at a time) or record by record: the
     same log."""
     monkeypatch.setattr(timerdequeue, "ROLL_READ", roll_read)
     monkeypatch.setattr(timerdequeue, "ROLL_CHUNK", chunk)
