@@ -83,6 +83,11 @@ def next_roll_times(value: str | bytes | None) -> int:
     return n if n <= INT_MAX else n - 2**32
 
 
+def next_roll_times_of(props) -> int:
+    """`next_roll_times` of a record's properties (a mapping of str or of bytes values)."""
+    return next_roll_times(props.get(PROPERTY_TIMER_ROLL_TIMES))
+
+
 def convert_properties(props: dict[str, str], enqueue_time: int, need_roll: bool, dequeue_ms: int) -> dict[str, str]:
     """`TimerMessageStore.convert`: a copy of the properties with TIMER_ENQUEUE_MS (unless -1: a unit
     read without its write time), TIMER_ROLL_TIMES + 1 on a roll, and TIMER_DEQUEUE_MS (the put time)."""

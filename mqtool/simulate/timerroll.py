@@ -17,12 +17,11 @@ from mqtool.formats.names import (
     PROPERTY_TAGS,
     PROPERTY_TIMER_DEL_UNIQKEY,
     PROPERTY_TIMER_OUT_MS,
-    PROPERTY_TIMER_ROLL_TIMES,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
 from mqtool.formats.timerlog import MAGIC_ROLL
-from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
+from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times, next_roll_times_of
 from mqtool.simulate.batchread import batchable, read_sources
 from mqtool.simulate.model import SimMessage, _order, tags_code
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
@@ -115,7 +114,7 @@ class TimerRolls:
         except UnicodeError:
             return False  # `append` meets the same error
         n += msg.body_len + hosts_size(msg.sys_flag)
-        times = next_roll_times(src.get(PROPERTY_TIMER_ROLL_TIMES))
+        times = next_roll_times_of(src)
         tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
         return self.keep(
             ph,
