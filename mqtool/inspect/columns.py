@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from mqtool.formats.message import MessageRecord
 from mqtool.inspect.records import Progress
@@ -52,6 +51,7 @@ class TopicIds:
     names: list[str] = field(default_factory=list)
     _ids: dict[bytes, int] = field(default_factory=dict)
     _masks: dict[int, np.ndarray] = field(default_factory=dict)
+    _seen: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def id(self, raw: bytes) -> int:
         i = self._ids.get(raw)
@@ -84,9 +84,7 @@ class TopicIds:
         return out
 
     def _padded(self, a: np.ndarray, pos: np.ndarray, lens: np.ndarray, words: int) -> np.ndarray:
-        width = 8 * words
-        windows = as_strided(a, shape=(len(a) - width + 1, width), strides=(1, 1), writeable=False)
-        w = np.ascontiguousarray(windows[pos]).view(np.uint64)  # (n, words): the topic and what follows
+        w = _row_words(a, pos, words)  # (n, words): the topic and what follows
         masks = self._masks.get(words)
         if masks is None:
             masks = self._masks[words] = _word_masks(words)
@@ -95,6 +93,9 @@ class TopicIds:
         for k in range(words):
             h ^= w[:, k]
             h *= _MUL
+        known = self._known_ids(h, w, lens, words)
+        if known is not None:
+            return known
         _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
         inverse = inverse.ravel()
         if not ((w == w[first][inverse]).all() and (lens == lens[first][inverse]).all()):
@@ -102,10 +103,51 @@ class TopicIds:
             keyed = np.concatenate([lens.astype(np.uint64)[:, None], w], axis=1)
             _, first, inverse = np.unique(np.ascontiguousarray(keyed).view(np.dtype((np.void, keyed.shape[1] * 8)))
                                           .ravel(), return_index=True, return_inverse=True)
-            inverse = inverse.ravel()
-        lut = np.array([self.id(bytes(a[int(pos[r]) : int(pos[r]) + int(lens[r])])) for r in first.tolist()],
-                       np.int64)
+            return self._lut(a, pos, lens, first)[inverse.ravel()]
+        lut = self._lut(a, pos, lens, first)
+        self._remember(words, h[first], w[first], lens[first], lut)
         return lut[inverse]
+
+    def _lut(self, a: np.ndarray, pos: np.ndarray, lens: np.ndarray, first: np.ndarray) -> np.ndarray:
+        """The topic id of each group, its first row's bytes named in the order of `first` (new names get
+        ids in this order)."""
+        return np.array([self.id(bytes(a[int(pos[r]) : int(pos[r]) + int(lens[r])])) for r in first.tolist()],
+                        np.int64)
+
+    def _remember(self, words: int, h: np.ndarray, w: np.ndarray, lens: np.ndarray, ids: np.ndarray) -> None:
+        """Keep a chunk's groups (hashes unique, bytes checked) for `_known_ids`, sorted by hash."""
+        old = self._seen.get(words)
+        if old is not None:
+            fresh = ~np.isin(h, old[0])
+            h, w, lens, ids = (np.concatenate([o, x[fresh]]) for o, x in zip(old, (h, w, lens, ids), strict=True))
+        order = np.argsort(h, kind="stable")
+        self._seen[words] = (h[order], w[order], lens[order], ids[order])
+
+    def _known_ids(self, h: np.ndarray, w: np.ndarray, lens: np.ndarray, words: int) -> np.ndarray | None:
+        """Each row's id when every row is a topic seen in an earlier chunk of the same width (same hash,
+        same bytes, same length), else None. Such a chunk names no new topic, so the grouping by hash
+        would give the same ids; most chunks of a store are such chunks, and this spares their sort."""
+        seen = self._seen.get(words)
+        if seen is None:
+            return None
+        sh, sw, sl, sid = seen
+        at = np.searchsorted(sh, h)
+        np.minimum(at, len(sh) - 1, out=at)
+        if not ((sh[at] == h).all() and (sl[at] == lens).all() and (sw[at] == w).all()):
+            return None
+        return sid[at]
+
+
+def _row_words(a: np.ndarray, pos: np.ndarray, words: int) -> np.ndarray:
+    """(n, words) uint64: the little-endian words at `pos[i]`, `pos[i] + 8`, ... (all within `a`): one
+    8-byte load per word (a gather of byte rows copies byte by byte)."""
+    u64 = np.ndarray((len(a) - 7,), np.dtype("<u8"), buffer=a, strides=(1,))
+    if words == 1:
+        return u64[pos][:, None]
+    w = np.empty((len(pos), words), np.uint64)
+    for k in range(words):
+        w[:, k] = u64[pos + 8 * k]
+    return w
 
 
 @dataclass

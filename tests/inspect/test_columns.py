@@ -187,6 +187,25 @@ def test_a_hash_collision_falls_back_to_the_bytes(tmp_path: Path):
     }
 
 
+def test_topic_ids_of_later_chunks_come_from_the_topics_seen_and_still_tell_a_collision_apart():
+    """A chunk naming only topics seen before takes their ids without grouping (`TopicIds._known_ids`); a row
+    whose hash equals a seen topic's but whose bytes differ (the colliding pair above) gets a topic of its own."""
+    first, second = b"CollideTopicAAAA", b"CollideBopicAAAw"  # equal hashes in rows of two words
+    data = first + b"short" + second + b"\x00" * 16
+    a = np.frombuffer(data, np.uint8)
+    t = TopicIds()
+
+    def names(pos: list[int], lens: list[int]) -> list[str]:
+        return [t.names[i] for i in t.of_chunk(a, np.array(pos), np.array(lens)).tolist()]
+
+    assert names([0, 16, 0], [16, 5, 16]) == ["CollideTopicAAAA", "short", "CollideTopicAAAA"]
+    assert names([16, 0, 0, 16], [5, 16, 16, 5]) == ["short", "CollideTopicAAAA", "CollideTopicAAAA", "short"]
+    assert len(t.names) == 2
+    assert names([21, 0, 16], [16, 16, 5]) == ["CollideBopicAAAw", "CollideTopicAAAA", "short"]
+    assert names([21, 21], [16, 16]) == ["CollideBopicAAAw"] * 2
+    assert names([0], [3]) == ["Col"] and len(t.names) == 4
+
+
 def test_topic_ids_at_the_end_of_the_buffer():
     data = b"xxTopicOne" + b"Two" + b"TopicOne"  # the last topic ends at the buffer's end
     a = np.frombuffer(data, np.uint8)
