@@ -32,7 +32,7 @@ from pathlib import Path
 from benchkit import PROJECT, SHARED, make_store, warm
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, float]:
+def run(cmd: list[str], env: dict | None) -> tuple[float, float]:
     """(wall s, child CPU s) of one whole process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -44,15 +44,19 @@ def run(cmd: list[str], env: dict) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def side_by_side(a: list[str], b: list[str], env: dict, runs: int) -> tuple[tuple[float, float], tuple[float, float]]:
-    """The fastest (wall, its CPU) of each command over `runs` alternating runs, after one untimed run each."""
-    run(a, env)
-    run(b, env)
-    ra, rb = [], []
+def side_by_side(
+    a: list[str], b: list[str], env: dict, runs: int, *others: tuple[list[str], dict]
+) -> list[tuple[float, float]]:
+    """The fastest (wall, its CPU) of each command over `runs` alternating runs, after one untimed run each;
+    `others`: more (command, environment) pairs run in the same rounds."""
+    cmds = [(a, env), (b, env), *others]
+    for cmd, e in cmds:
+        run(cmd, e)
+    got: list[list[tuple[float, float]]] = [[] for _ in cmds]
     for _ in range(runs):
-        ra.append(run(a, env))
-        rb.append(run(b, env))
-    return min(ra), min(rb)
+        for i, (cmd, e) in enumerate(cmds):
+            got[i].append(run(cmd, e))
+    return [min(g) for g in got]
 
 
 def main() -> None:
@@ -62,11 +66,13 @@ def main() -> None:
     ap.add_argument("--help-runs", type=int, default=7)
     ap.add_argument("--dir", type=Path, help="where to generate the store (kept); default a temporary one, deleted")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--compare", type=Path, help="another checkout (e.g. main) whose overview runs in the same rounds")
     args = ap.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="mqtool-overview-bench-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     if env.pop("PYTHONDONTWRITEBYTECODE", None):
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    other_env = args.compare and {**env, "PYTHONPATH": str(args.compare.resolve())}
     try:
         store = work / f"store-{args.mib}"
         if not store.exists():
@@ -89,9 +95,13 @@ def main() -> None:
             str(store / "commitlog"),
         ]
         mqtool = [sys.executable, "-m", "mqtool", "inspect", str(store), "overview", "--json"]
-        (jw, jc), (mw, mc) = side_by_side(jvm, mqtool, env, args.runs)
+        others = [(mqtool, other_env)] if args.compare else []
+        (jw, jc), (mw, mc), *other = side_by_side(jvm, mqtool, env, args.runs, *others)
         baseline = [sys.executable, "-c", "import typer, rich.console"]
-        (bw, bc), (hw, hc) = side_by_side(baseline, [sys.executable, "-m", "mqtool", "--help"], env, args.help_runs)
+        mqhelp = [sys.executable, "-m", "mqtool", "--help"]
+        (bw, bc), (hw, hc), *other_help = side_by_side(
+            baseline, mqhelp, env, args.help_runs, *([(mqhelp, other_env)] if args.compare else [])
+        )
         out = {
             "cpu_count": os.cpu_count(),
             "load_average_before": load,
@@ -114,6 +124,17 @@ def main() -> None:
                 "ratio_cpu": hc / bc,
             },
         }
+        if args.compare:
+            (ow, oc), (ohw, _) = other[0], other_help[0]
+            out["compare"] = {
+                "checkout": str(args.compare),
+                "overview_wall_s": ow,
+                "overview_cpu_s": oc,
+                "overview_ratio_wall": jw / ow,
+                "overview_ratio_cpu": jc / oc,
+                "help_wall_s": ohw,
+                "help_ratio_wall": ohw / bw,
+            }
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -135,6 +156,14 @@ def main() -> None:
         f"--help: import typer, rich.console {h['typer_rich_wall_s']:.3f} s, mqtool --help {h['mqtool_wall_s']:.3f} s: "
         f"mqtool / baseline = {h['ratio_wall']:.2f}x wall, {h['ratio_cpu']:.2f}x cpu (target <= 1.3)"
     )
+    if "compare" in out:
+        c = out["compare"]
+        print(
+            f"{c['checkout']} in the same rounds: overview "
+            f"{c['overview_wall_s']:.2f} s (cpu {c['overview_cpu_s']:.2f}): "
+            f"JVM / it = {c['overview_ratio_wall']:.2f}x wall, {c['overview_ratio_cpu']:.2f}x cpu; "
+            f"--help {c['help_wall_s']:.3f} s ({c['help_ratio_wall']:.2f}x)"
+        )
 
 
 if __name__ == "__main__":
