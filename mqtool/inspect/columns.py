@@ -228,6 +228,23 @@ def commitlog_chunks(cl: CommitLog, topics: TopicIds | None, start: int | None =
 _QUEUE_BIAS = 1 << 31  # queue ids are signed 32-bit: (topic id, queue id) as one non-negative int64
 
 
+_DENSE_QUEUES = 1 << 16  # (topic, queue) cells counted with one bincount when the chunk's grid is at most this
+
+
+def _queue_counts(ids: np.ndarray, queue_ids: np.ndarray, topics: int) -> tuple[np.ndarray, np.ndarray]:
+    """The chunk's distinct `(topic id << 32) + (queue id + 2**31)` keys, ascending, with their counts.
+
+    Topic ids are below `topics` and queue ids mostly small: the (topic, queue) grid is then counted with
+    `np.bincount`, linear where `np.unique` sorts; else (negative or very large queue ids) `np.unique`."""
+    lo, hi = int(queue_ids.min()), int(queue_ids.max())
+    width = hi - lo + 1
+    if lo < 0 or topics * width > _DENSE_QUEUES:
+        return np.unique((ids << 32) + (queue_ids + _QUEUE_BIAS), return_counts=True)
+    counts = np.bincount(ids * width + (queue_ids - lo), minlength=topics * width)
+    cells = np.flatnonzero(counts)
+    return ((cells // width) << 32) + (cells % width + lo + _QUEUE_BIAS), counts[cells]
+
+
 @dataclass
 class CommitLogSummary:
     """What `overview` needs from a CommitLog scan: counts and ranges per topic and queue."""
@@ -261,7 +278,7 @@ def summarise(store: Store, verify_crc: bool = True, progress: Progress | None =
         s.first_store_timestamp = lo if s.first_store_timestamp is None else min(s.first_store_timestamp, lo)
         s.last_store_timestamp = hi if s.last_store_timestamp is None else max(s.last_store_timestamp, hi)
         s.end_offset = cc.file.start + int(c[C_POS, -1]) + int(c[C_TOTAL, -1])
-        keys, counts = np.unique((ids << 32) + (c[C_QUEUE_ID] + _QUEUE_BIAS), return_counts=True)
+        keys, counts = _queue_counts(ids, c[C_QUEUE_ID], len(topics.names))
         queue_keys.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
         if len(topics.names) > len(topic_bytes):
             topic_bytes = np.concatenate([topic_bytes, np.zeros(len(topics.names) - len(topic_bytes), np.int64)])
