@@ -408,14 +408,12 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
         since_ms=parse_time(f["since"], now_ms, local) if f["since"] is not None else None,
         until_ms=parse_time(f["until"], now_ms, local) if f["until"] is not None else None, limit=limit)
     from mqtool.inspect.jsonlines import fast_query, message_lines
-    from mqtool.inspect.parquet import fast_query as parquet_fast
-    from mqtool.inspect.parquet import write_messages
 
     with _progress_bar(store, "messages") as progress:
         if json_out and parquet is None and fast_query(query, body):  # the same lines, made from columns
             common.emit_jsonl_parts(message_lines(store, query, verify, body, decompress, progress))
-        elif parquet is not None and parquet_fast(query):  # the same rows, as Arrow batches from the columns
-            n = write_messages(store, query, parquet, verify, body, decompress, progress)
+        elif parquet is not None and _parquet().fast_query(query):  # the same rows, as Arrow batches from columns
+            n = _parquet().write_messages(store, query, parquet, verify, body, decompress, progress)
             render.render_note(f"wrote {n} record(s) to {parquet}")
         else:
             source, records = find_messages(store, query, verify, progress)
@@ -432,6 +430,13 @@ def _messages(store, now_ms: int, json_out: bool, local: bool, verify: bool, bod
     if findings or not json_out:  # nothing to print: render (Rich tables) stays unloaded
         render.render_findings(findings, quiet_when_empty=json_out)
     return common.EXIT_FINDINGS if verify and _has_errors(findings) else common.EXIT_OK
+
+
+def _parquet():
+    """`inspect/parquet.py`, imported only by the commands that write Parquet."""
+    from mqtool.inspect import parquet
+
+    return parquet
 
 
 _LOOKUP_NOTE = {

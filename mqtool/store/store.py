@@ -6,9 +6,12 @@ part is opened lazily so that a view reads only what it needs. Nothing here ever
 `commitlog` is a `DLedgerCommitLogView` (same interface), BatchCQ queues are `batch_consume_queue`.
 """
 
+from __future__ import annotations
+
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from construct import ConstructError
 
@@ -19,20 +22,19 @@ from mqtool.formats.names import REVIVE_TOPIC
 from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
 from mqtool.store.batchcq import BCQ_DIR, BatchConsumeQueue, discover_batch_queues
 from mqtool.store.commitlog import CommitLog
-from mqtool.store.config_files import ConfigFiles
 from mqtool.store.consumequeue import ConsumeQueue, common_file_size, discover_queues
 from mqtool.store.dledger import DLedgerCommitLog, DLedgerCommitLogView, find_dledger_dirs
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Finding, Findings, sort_findings
 from mqtool.store.mapped_files import read_at
-from mqtool.store.queues import QueueReader, RocksDBConsumeQueue
-from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
-from mqtool.store.rocksdb import (
-    QueueOffsets,
-    RocksDBConsumeQueues,
-    RocksDBUnavailable,
-)
-from mqtool.store.timer import TimerLog, TimerWheel
+
+if TYPE_CHECKING:
+    # imported where used: a view that reads the CommitLog alone (`messages`) loads neither the config JSON
+    # parsers, the RocksDB readers nor the timer's
+    from mqtool.store.config_files import ConfigFiles
+    from mqtool.store.queues import QueueReader
+    from mqtool.store.rocksdb import QueueOffsets, RocksDBConsumeQueues
+    from mqtool.store.timer import TimerLog, TimerWheel
 
 ROCKSDB_DIRS = ("consumequeue", "rocksdbstore")  # where a RocksDB consume queue may live (spec §14)
 ROCKSDB_CONFIG_DIRS = ("config/topics", "config/subscriptionGroups", "config/consumerOffsets", "config/rdb")
@@ -60,7 +62,7 @@ class Layouts:
     revive_topics: tuple[str, ...] = ()  # POP revive topics with a queue directory (§15)
 
     @classmethod
-    def detect(cls, root: Path) -> "Layouts":
+    def detect(cls, root: Path) -> Layouts:
         dl = tuple(p.name for p in find_dledger_dirs(root))
         cl = root / "commitlog"
         revive = sorted(
@@ -106,7 +108,7 @@ class Store:
     findings: Findings = field(default_factory=Findings)
 
     @classmethod
-    def open(cls, path: Path | str, config: BrokerConfig | None = None, findings: Findings | None = None) -> "Store":
+    def open(cls, path: Path | str, config: BrokerConfig | None = None, findings: Findings | None = None) -> Store:
         """Open a store directory; StoreError when it is not one. What opening its parts finds (file
         listings, short pages, unusable config JSON) is added to `findings` (a new one by default)."""
         root = Path(path)
@@ -161,6 +163,8 @@ class Store:
             d = self.root / "consumequeue" / topic / str(queue_id)
             if not d.is_dir():
                 if (topic, queue_id) in self.rocksdb_queue_offsets:
+                    from mqtool.store.queues import RocksDBConsumeQueue
+
                     return RocksDBConsumeQueue(
                         self.rocksdb_consume_queues, topic, queue_id, self.rocksdb_queue_offsets[(topic, queue_id)]
                     )
@@ -212,6 +216,9 @@ class Store:
         audit; closed when the last of them goes, or at exit."""
         if "consumequeue" not in self.layouts.rocksdb_consume_queue:
             return None
+        from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
+        from mqtool.store.rocksdb import RocksDBConsumeQueues, RocksDBUnavailable
+
         try:
             db = RocksDBConsumeQueues.open(self.root)
         except RocksDBUnavailable as e:
@@ -224,6 +231,8 @@ class Store:
     def timerlog(self) -> TimerLog | None:
         if not (self.root / "timerlog").is_dir():
             return None
+        from mqtool.store.timer import TimerLog
+
         return TimerLog.open(
             self.root,
             self.config.mapped_file_size_timer_log,
@@ -232,6 +241,8 @@ class Store:
 
     @cached_property
     def timer_wheel(self) -> TimerWheel | None:
+        from mqtool.store.timer import TimerWheel
+
         return TimerWheel.open(self.root, self.config.timer_precision_ms)
 
     @cached_property
@@ -259,6 +270,8 @@ class Store:
     @cached_property
     def config_files(self) -> ConfigFiles:
         """config/'s JSON files (topics, offsets, groups, metrics), each with the copy it came from."""
+        from mqtool.store.config_files import ConfigFiles
+
         return ConfigFiles(self.root, self.layouts.rocksdb_config, self.findings)
 
     # ----- store-wide facts -----
