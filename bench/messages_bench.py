@@ -5,7 +5,9 @@ Each run is its own process, stdout to /dev/null; the two paths alternate run by
 is kept. Prints wall seconds, the child's CPU seconds (user + sys: less sensitive to other load on a
 shared machine), records/s, the ratio of the two paths and the load average. The record path is
 the same CLI with `jsonlines.fast_query` answering False (what `messages --json` ran before).
-It also checks that both paths print the same bytes. `--compare DIR` also runs the column path of
+It also checks that both paths print the same bytes. Python runs with its bytecode cache, as in
+overview_bench.py (PYTHONPYCACHEPREFIX under the work directory when PYTHONDONTWRITEBYTECODE is set; the
+untimed first run of each command fills it). `--compare DIR` also runs the column path of
 another checkout (e.g. main) in the same rounds, and checks its bytes too; `--record-runs 0` leaves
 the (slow) record path out.
 
@@ -59,6 +61,9 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     other_env = a.compare and {**os.environ, "PYTHONPATH": str(a.compare.resolve())}
     work = a.dir or Path(tempfile.mkdtemp(prefix="mqtool-msgbench-"))
+    for e in (env, other_env):  # as overview_bench.py: bytecode cached (an installed package has it)
+        if e and e.pop("PYTHONDONTWRITEBYTECODE", None):
+            e["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     store = work / f"store-{a.mib}"
     records = make_store(store, a.mib) if not store.exists() else None
     warm(store)
