@@ -84,11 +84,13 @@ class TopicIds:
         return out
 
     def _padded(self, a: np.ndarray, pos: np.ndarray, lens: np.ndarray, words: int) -> np.ndarray:
-        w = _row_words(a, pos, words)  # (n, words): the topic and what follows
-        masks = self._masks.get(words)
-        if masks is None:
-            masks = self._masks[words] = _word_masks(words)
-        w &= masks[lens]  # zero past each topic's end
+        w = _topic_words(a, pos, lens, words)
+        if w is None:
+            w = _row_words(a, pos, words)  # (n, words): the topic and what follows
+            masks = self._masks.get(words)
+            if masks is None:
+                masks = self._masks[words] = _word_masks(words)
+            w &= masks[lens]  # zero past each topic's end
         h = lens.astype(np.uint64) * _MIX
         for k in range(words):
             h ^= w[:, k]
@@ -136,6 +138,18 @@ class TopicIds:
         if not ((sh[at] == h).all() and (sl[at] == lens).all() and (sw[at] == w).all()):
             return None
         return sid[at]
+
+
+def _topic_words(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, words: int) -> np.ndarray | None:
+    """(n, words) uint64: row i is `a[pos[i] : pos[i] + lens[i]]` zero-padded (every `lens[i] <= 8 * words`),
+    copied by the extension's `gather` (a memcpy a row); None without the extension."""
+    kernels = fastscan.compiled_kernels()
+    if not kernels.native:
+        return None
+    width = 8 * words
+    out = np.zeros(len(pos) * width, np.uint8)
+    kernels.gather(a, pos, lens, np.arange(0, len(pos) * width, width, dtype=np.int32), out)
+    return out.view(np.uint64).reshape(len(pos), words)
 
 
 def _row_words(a: np.ndarray, pos: np.ndarray, words: int) -> np.ndarray:

@@ -187,7 +187,15 @@ def test_a_hash_collision_falls_back_to_the_bytes(tmp_path: Path):
     }
 
 
-def test_topic_ids_of_later_chunks_come_from_the_topics_seen_and_still_tell_a_collision_apart():
+@pytest.fixture(params=["extension", "plain"])
+def kernels(request, monkeypatch):
+    """Topic bytes copied by the extension's `gather`, or (without the extension) gathered by numpy."""
+    if request.param == "plain":
+        monkeypatch.setattr(columns.fastscan, "_kernels", columns.fastscan.python_kernels())
+    return request.param
+
+
+def test_topic_ids_of_later_chunks_come_from_the_topics_seen_and_still_tell_a_collision_apart(kernels):
     """A chunk naming only topics seen before takes their ids without grouping (`TopicIds._known_ids`); a row
     whose hash equals a seen topic's but whose bytes differ (the colliding pair above) gets a topic of its own."""
     first, second = b"CollideTopicAAAA", b"CollideBopicAAAw"  # equal hashes in rows of two words
@@ -206,7 +214,7 @@ def test_topic_ids_of_later_chunks_come_from_the_topics_seen_and_still_tell_a_co
     assert names([0], [3]) == ["Col"] and len(t.names) == 4
 
 
-def test_topic_ids_at_the_end_of_the_buffer():
+def test_topic_ids_at_the_end_of_the_buffer(kernels):
     data = b"xxTopicOne" + b"Two" + b"TopicOne"  # the last topic ends at the buffer's end
     a = np.frombuffer(data, np.uint8)
     t = TopicIds()
