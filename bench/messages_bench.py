@@ -60,7 +60,11 @@ def main() -> None:
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     other_env = a.compare and {**os.environ, "PYTHONPATH": str(a.compare.resolve())}
-    work = a.dir or Path(tempfile.mkdtemp(prefix="mqtool-msgbench-"))
+    work = (a.dir or Path(tempfile.mkdtemp(prefix="mqtool-msgbench-"))).resolve()
+    # the children run in the work directory: `python -m mqtool` puts its working directory first on
+    # sys.path, so started inside a checkout every side would run that checkout's mqtool
+    work.mkdir(parents=True, exist_ok=True)
+    os.chdir(work)
     for e in (env, other_env):  # as overview_bench.py: bytecode cached (an installed package has it)
         if e and e.pop("PYTHONDONTWRITEBYTECODE", None):
             e["PYTHONPYCACHEPREFIX"] = str(work / "pycache")

@@ -68,7 +68,12 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--compare", type=Path, help="another checkout (e.g. main) whose overview runs in the same rounds")
     args = ap.parse_args()
-    work = args.dir or Path(tempfile.mkdtemp(prefix="mqtool-overview-bench-"))
+    args.compare = args.compare and args.compare.resolve()
+    work = (args.dir or Path(tempfile.mkdtemp(prefix="mqtool-overview-bench-"))).resolve()
+    # the children run in the work directory: `python -m mqtool` puts its working directory first on
+    # sys.path, so started inside a checkout every side would run that checkout's mqtool
+    work.mkdir(parents=True, exist_ok=True)
+    os.chdir(work)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     if env.pop("PYTHONDONTWRITEBYTECODE", None):
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
