@@ -395,7 +395,7 @@ class TransactionService:
         queue, after it, and the walk stops at the first of them (stored after the round started). The
         rules are `_round`'s, the puts `StoreModel.append`'s (or its size and place written out for a copy kept
         without a `SimMessage` until a reader asks for it) and the events the same rows, in order,
-        written a run of one kind at a time (`EventLog.record_batch`). A half anything else applies
+        written a run of one kind at a time (`EventLog.batch`). A half anything else applies
         to (done by an op record, unreadable, stored after the round started, immune, new, not yet
         due for a check) ends the batch before anything is done for it.
         """
@@ -719,9 +719,12 @@ class TransactionService:
 
 
 def _flush(log, now: int, kind: str, rows: list) -> tuple[list, str]:
-    """The events of a run of one kind (`EventLog.record_batch`); an empty run and no kind after it."""
+    """The events of a run of one kind (`EventLog.batch`); an empty run and no kind after it."""
     if rows:
-        log.record_batch(now, "transaction", kind, rows, _CHECK_KEYS if kind == "check" else _DISCARD_KEYS)
+        topic, queue_id, uniq_key, phys, new_phys, *detail = zip(*rows, strict=True)
+        keys = _CHECK_KEYS if kind == "check" else _DISCARD_KEYS
+        log.batch(now, "transaction", kind, topic, queue_id, uniq_key, phys, new_phys,
+                  **dict(zip(keys, detail, strict=True)))
     return [], ""
 
 
