@@ -18,37 +18,9 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, TextIO
 
-from mqtool.formats.names import ACK_TAG
 from mqtool.simulate import eventlines
 from mqtool.simulate.eventlines import JSON as _JSON
 from mqtool.simulate.eventlines import Kind
-
-SERVICES = ("schedule", "timer", "transaction", "broker", "consumer")
-EVENTS = (
-    "deliver",
-    "enqueue",
-    "roll",
-    "cancel",
-    "check",
-    "put_back",
-    "commit",
-    "rollback",
-    "discard",
-    "skip",
-    "put_failed",
-    "persist",
-    "crash",
-    "restart",
-    "clock_jump",
-    "consume",
-    "send_back",
-    "dlq",
-    "drop",
-    "pop",
-    ACK_TAG,
-    "revive",
-    "change_invisible",
-)  # the ack event is named like the ack record's tag
 
 
 @dataclass(slots=True)

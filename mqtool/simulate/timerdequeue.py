@@ -110,7 +110,6 @@ class TimerDequeue:
             return fast if rows else [(pos, u, None) for pos, u in fast]
         w = walk_chain(last, st.unit, _prev_pos)
         if w.broken:
-            st.broken_chains += 1
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one
             ctx.log.emit(

@@ -64,7 +64,6 @@ class TimerState:
         self.delivered = 0
         self.cancelled = 0
         self.rolled = 0
-        self.broken_chains = 0
         # phys -> properties of the roll re-puts not yet enqueued again (runs that release records, where
         # nothing but this service reads them): `StoreModel.props` would read them back from the spool
         self.rolled_props: dict[int, tuple[dict[str, str], int, int]] = {}  # (properties, BODYLENGTH, SYSFLAG)
