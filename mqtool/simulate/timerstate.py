@@ -135,18 +135,9 @@ class TimerState:
         rows = self.pend_rows
         if rows:
             kind = self.pend_kind
-            time, topic, queue_id, uniq_key, phys, new_phys, *detail = zip(*rows, strict=True)
-            self.ctx.log.batch(
-                time,
-                "timer",
-                kind,
-                topic,
-                queue_id,
-                uniq_key,
-                phys,
-                new_phys,
-                **dict(zip(_EVENT_KEYS[kind], detail, strict=True)),
-            )
+            t, topic, qid, uk, ph, new, *values = zip(*rows, strict=True)
+            detail = dict(zip(_EVENT_KEYS[kind], values, strict=True))
+            self.ctx.log.batch(t, "timer", kind, topic, qid, uk, ph, new, **detail)
             rows.clear()
 
     def add_event(self, kind: str, row: tuple) -> None:
