@@ -12,11 +12,13 @@ from reference_timer import use_reference
 
 from conftest import sibling
 from mqtool.formats.names import TIMER_TOPIC
+from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.simulate import batchread, plainscan, timerenqueue
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerroll import TimerRolls
+from mqtool.simulate.timerrows import DeliveryRows
 from mqtool.simulate.timerstate import TimerState
 
 plain_store = sibling(__file__, "test_batch_enqueue")
@@ -142,6 +144,50 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
                 assert all(got2[i][1][w] != got2[k][1][w] for i in matched.tolist() if i < j)
     finally:
         fast.close()
+
+
+@pytest.mark.parametrize("odd", [None, "ключ00AB"])  # with a non-ASCII key: every row by `_packed`
+def test_plain_rows_by_numpy_equal_of_plain(odd):
+    """`DeliveryRows.of_plain_many` (kind 1 and kind 2 UNIQ_KEYs by numpy) equals `DeliveryRows.of_plain` key by key."""
+    uks = [
+        "T00000000",
+        "T0000000A",
+        "7F000001000018B4AAC2000000000006",
+        "7f000001000018b4aac2000000000006",
+        None,
+        "A.B*(x",
+        "%d-00FF",
+        "X" * 20 + "0123456789ABCDEF0123",
+        "T00000001",
+        "00FF",
+        "0123456789ABCDEF0",
+        "T00000002",
+        "7F000001000018B4AAC200000000000G",
+        "P" * 16 + "0A",
+        "P" * 17 + "0A",
+        odd,
+        "T00000003",
+    ]
+    n = len(uks)
+    reals = ["BenchTopic"] * (n - 2) + [None, "Other"]
+    qids = [str(i % 4) for i in range(n)]
+    qids[6] = "x"
+    sizes = [100 + i for i in range(n)]
+    sizes[5] = 1 << 29  # past the row's range
+    delete = [i == 9 for i in range(n)]
+    magic = np.array([MAGIC_ROLL if i == 10 else 0 for i in range(n)], np.int64)
+    a, b = DeliveryRows(lambda: 16), DeliveryRows(lambda: 16)
+    got = [tuple(r) for r in a.of_plain_many(sizes, delete, magic, reals, qids, uks).tolist()]
+    want = [(0, 0, 0) if delete[i] or magic[i] else b.of_plain(sizes[i], reals[i], qids[i], uks[i]) for i in range(n)]
+    assert [a.uniq_key(r) if r[0] else None for r in got] == [b.uniq_key(w) if w[0] else None for w in want]
+    assert [r[0] for r in got] == [w[0] for w in want]
+    assert sorted(a.formats) == sorted(b.formats)
+    # kind 2 (prefix and digits), 1 (32 hex digits), 0 (none); no row: the size past range (5), the cancel (9),
+    # the roll (10), no hex digit at the end (12), no REAL_TOPIC (15); a lowercase key's tail "2000000000006"
+    kinds = [None if r == (0, 0, 0) else r[0] >> 32 & 3 for r in got]
+    assert kinds == [2, 2, 1, 2, 0, None, 2, 2, 2, None, None, 2, None, 2, 2, None, 2]
+    assert a.uniq_key(got[3]) == uks[3] and got[3][2] == 0x2000000000006
+    assert got[1][1:] == (a.formats.index("T%08X"), 10) and a.formats[got[7][1]] == "X" * 20 + "0123%016X"
 
 
 def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
