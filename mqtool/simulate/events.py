@@ -171,11 +171,15 @@ class EventLog:
         value is always a column): `emit`'s arguments, each for n >= 1 events. Values are str, int, bool,
         None or a dict of str to int (orjson writes those as `json` does), never a float."""
         values = (time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *detail.values())
-        n = next((len(v) for v in values if type(v) is list or type(v) is tuple or hasattr(v, "ndim") and v.ndim), 1)
+        n = 1
+        for v in values:
+            if type(v) not in _SCALARS and (type(v) is list or type(v) is tuple or hasattr(v, "ndim") and v.ndim):
+                n = len(v)
+                break
         if n:
-            self._add(
-                self._kind(service, event, tuple(detail)), tuple(eventlines.column(v, n) for v in values), n, True
-            )
+            column = eventlines.column
+            cols = tuple([v] * n if type(v) in _SCALARS else column(v, n) for v in values)
+            self._add(self._kind(service, event, tuple(detail)), cols, n, True)
 
     def emit(
         self,
