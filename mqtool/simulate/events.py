@@ -177,9 +177,16 @@ class EventLog:
                 n = len(v)
                 break
         if n:
-            column = eventlines.column
-            cols = tuple([v] * n if type(v) in _SCALARS else column(v, n) for v in values)
-            self._add(self._kind(service, event, tuple(detail)), cols, n, True)
+            cols = []
+            for v in values:
+                t = type(v)
+                if t in _SCALARS:
+                    cols.append([v] * n)
+                elif (t is list or t is tuple) and len(v) == n:
+                    cols.append(list(v))
+                else:  # a numpy array, a dict, a column of another length (ValueError)
+                    cols.append(eventlines.column(v, n))
+            self._add(self._kind(service, event, tuple(detail)), tuple(cols), n, True)
 
     def emit(
         self,
