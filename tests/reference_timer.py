@@ -95,7 +95,7 @@ class ReferenceEnqueue(TimerEnqueue):
         st.queue_slot(delayed)
         ctx = st.ctx
         if ctx.log.keep:
-            ctx.log.record(
+            ctx.log.batch(
                 ctx.engine._now,
                 "timer",
                 "enqueue",
@@ -104,14 +104,11 @@ class ReferenceEnqueue(TimerEnqueue):
                 props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                 offset_py,
                 None,
-                {
-                    "slot": delayed,
-                    "timer_out_ms": original,
-                    "roll": need_roll(magic),
-                    "cancel": delete,
-                    "timerlog_pos": pos,
-                },
-                True,
+                slot=delayed,
+                timer_out_ms=original,
+                roll=need_roll(magic),
+                cancel=delete,
+                timerlog_pos=pos,
             )
         else:
             ctx.log.tally("enqueue")
@@ -140,7 +137,7 @@ class ReferenceDequeue(TimerDequeue):
             if is_deleted(props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), props.get(PROPERTY_REAL_TOPIC), deletes):
                 st.flush_events()
                 st.cancelled += 1
-                st.ctx.log.emit_plain(
+                st.ctx.log.batch(
                     st.ctx.engine.now,
                     "timer",
                     "cancel",

@@ -169,7 +169,7 @@ class ReferenceTransaction(TransactionService):
         if not ctx.log.keep:
             ctx.log.tally("check")
         else:
-            ctx.log.emit_plain(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
+            ctx.log.batch(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
                          msg.uniq_key, msg.phys, copy.phys, producer_group=group,
                          check_times=_long(check_times_of(props)), queue_offset=copy.queue_offset,
                          answer=answer)
@@ -186,7 +186,7 @@ class ReferenceTransaction(TransactionService):
         record["discards"] += 1
         self.resolved[msg.uniq_key or str(msg.phys)] = why
         if res.ok:
-            ctx.log.emit_plain(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props),
+            ctx.log.batch(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props),
                                msg.uniq_key, msg.phys, res.message.phys,
                                check_times=_long(check_times_of(props)),
                                queue_offset=res.message.queue_offset)

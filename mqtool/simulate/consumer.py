@@ -267,7 +267,7 @@ class ConsumerService:
     def _emit(self, event: str, group: str, msg: SimMessage | None, topic=None, queue_id=None, new=None, **detail):
         ctx = self.ctx
         self.counts[group][event] += 1
-        ctx.log.emit(
+        ctx.log.batch(
             ctx.engine.now,
             SERVICE,
             event,

@@ -74,9 +74,6 @@ class Engine:
             raise ValueError(f"Negative delay {delay}")
         heapq.heappush(self._queue, (self._now + int(delay), priority, next(self._eid), event))
 
-    def schedule_at(self, time_ms: int, event: Callable[[], Any], priority: int = NORMAL) -> None:
-        self.schedule(event, priority, time_ms - self._now)
-
     def peek(self) -> float:
         """Time of the next event, `INFINITY` when none is queued."""
         return self._queue[0][0] if self._queue else INFINITY

@@ -126,7 +126,7 @@ def _extension():
         try:
             from mqtool import _native as extension
 
-            extension.event_lines, extension.event_columns  # noqa: B018 - a build without the kernels is stale
+            extension.event_lines  # noqa: B018 - a build without the kernels is stale
         except (ImportError, AttributeError) as e:
             warnings.warn(
                 f"mqtool._native is not built ({e}): the event log is written by plain Python (slower)",
@@ -142,18 +142,6 @@ def formatter() -> Formatter | None:
     """A `Formatter` over the compiled kernel, or None without the extension (then `lines` writes every line)."""
     extension = _extension()
     return Formatter(extension.event_lines) if extension is not None else None
-
-
-def columns(rows: list[tuple], width: int, time: int | None = None) -> list[list]:
-    """The columns of `rows` (tuples of `width` values), with a first column of `time` for each row when it is
-    given: the compiled `event_columns`, or `zip` without the extension. ValueError for a row of another width."""
-    extension = _extension()
-    if extension is not None:
-        return extension.event_columns(rows, width, time)
-    cols = list(map(list, zip(*rows, strict=True))) if rows else [[] for _ in range(width)]
-    if len(cols) != width:
-        raise ValueError(f"a row of {len(cols)} values for {width} columns")
-    return cols if time is None else [[time] * len(rows), *cols]
 
 
 def column(value, n: int) -> list:

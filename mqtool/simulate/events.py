@@ -18,37 +18,9 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, TextIO
 
-from mqtool.formats.names import ACK_TAG
 from mqtool.simulate import eventlines
 from mqtool.simulate.eventlines import JSON as _JSON
 from mqtool.simulate.eventlines import Kind
-
-SERVICES = ("schedule", "timer", "transaction", "broker", "consumer")
-EVENTS = (
-    "deliver",
-    "enqueue",
-    "roll",
-    "cancel",
-    "check",
-    "put_back",
-    "commit",
-    "rollback",
-    "discard",
-    "skip",
-    "put_failed",
-    "persist",
-    "crash",
-    "restart",
-    "clock_jump",
-    "consume",
-    "send_back",
-    "dlq",
-    "drop",
-    "pop",
-    ACK_TAG,
-    "revive",
-    "change_invisible",
-)  # the ack event is named like the ack record's tag
 
 
 @dataclass(slots=True)
@@ -142,8 +114,7 @@ class EventLog:
     `hold` (the default without a sink: tests and library callers iterate it). `keep=False` only
     counts, and the services do not even compute the events' details (`tally`).
 
-    `batch` is the way in; `emit`, `emit_plain`, `record`, `record_batch` and `record_rows` are
-    entry points onto it for the call sites that still hand over one event or rows of tuples.
+    `batch` is the way in; `emit` is one event whose detail may hold any JSON value.
     """
 
     def __init__(self, keep: bool = True, sink: TextIO | None = None, hold: bool | None = None) -> None:
@@ -200,39 +171,29 @@ class EventLog:
         value is always a column): `emit`'s arguments, each for n >= 1 events. Values are str, int, bool,
         None or a dict of str to int (orjson writes those as `json` does), never a float."""
         values = (time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *detail.values())
-        n = next((len(v) for v in values if type(v) is list or type(v) is tuple or hasattr(v, "ndim") and v.ndim), 1)
+        n = 1
+        for v in values:
+            if type(v) not in _SCALARS and (type(v) is list or type(v) is tuple or hasattr(v, "ndim") and v.ndim):
+                n = len(v)
+                break
         if n:
-            self._add(
-                self._kind(service, event, tuple(detail)), tuple(eventlines.column(v, n) for v in values), n, True
-            )
-
-    def record(
-        self,
-        time: int,
-        service: str,
-        event: str,
-        topic: str | None,
-        queue_id: int | None,
-        uniq_key: str | None,
-        physical_offset: int | None,
-        new_physical_offset: int | None,
-        detail: dict[str, Any],
-        plain: bool = False,
-    ) -> None:
-        """One event (`batch` of one), the detail as a dict; `plain`: its values are as `batch` takes them,
-        else a value of another type (a float, a list) has its line written by `json`."""
-        self._add(
-            self._kind(service, event, tuple(detail)),
-            tuple(zip((time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *detail.values()))),
-            1,
-            plain,
-        )
+            cols = []
+            for v in values:
+                t = type(v)
+                if t in _SCALARS:
+                    cols.append([v] * n)
+                elif (t is list or t is tuple) and len(v) == n:
+                    cols.append(list(v))
+                else:  # a numpy array, a dict, a column of another length (ValueError)
+                    cols.append(eventlines.column(v, n))
+            self._add(self._kind(service, event, tuple(detail)), tuple(cols), n, True)
 
     def emit(
         self,
         time: int,
         service: str,
         event: str,
+        /,
         topic: str | None = None,
         queue_id: int | None = None,
         uniq_key: str | None = None,
@@ -240,46 +201,13 @@ class EventLog:
         new_physical_offset: int | None = None,
         **detail: Any,
     ) -> None:
-        """One event, any JSON value in its detail (`record`)."""
-        self.record(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset, detail)
-
-    def emit_plain(
-        self,
-        time: int,
-        service: str,
-        event: str,
-        topic: str | None = None,
-        queue_id: int | None = None,
-        uniq_key: str | None = None,
-        physical_offset: int | None = None,
-        new_physical_offset: int | None = None,
-        **detail: Any,
-    ) -> None:
-        """One event whose values are as `batch` takes them (`record(..., plain=True)`)."""
-        self.record(time, service, event, topic, queue_id, uniq_key, physical_offset, new_physical_offset, detail, True)
-
-    def record_batch(
-        self, time: int, service: str, event: str, rows: list[tuple], detail_keys: tuple[str, ...]
-    ) -> None:
-        """Events of one kind at one time (`batch`), as rows `(topic, queue_id, uniq_key, physical_offset,
-        new_physical_offset, *detail)` with the detail values in `detail_keys`' order."""
-        if not self.keep:
-            self.by_kind[event] = self.by_kind.get(event, 0) + len(rows)
-        elif rows:
-            kind = self._kind(service, event, detail_keys)
-            self._add(kind, eventlines.columns(rows, len(kind.names) - 1, time), len(rows), True)
-
-    def record_rows(self, service: str, event: str, rows: list[tuple], detail_keys: tuple[str, ...]) -> None:
-        """Events of one kind, each at its own time (`batch`), as rows `(time, topic, queue_id, uniq_key,
-        physical_offset, new_physical_offset, *detail)`."""
-        if not self.keep:
-            self.by_kind[event] = self.by_kind.get(event, 0) + len(rows)
-        elif rows:
-            kind = self._kind(service, event, detail_keys)
-            self._add(kind, eventlines.columns(rows, len(kind.names)), len(rows), True)
+        """One event whose detail may hold any JSON value (a float, a list, a status object): its line is
+        written by `json` where a value is not one `batch` takes."""
+        values = (time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *detail.values())
+        self._add(self._kind(service, event, tuple(detail)), tuple(zip(values)), 1, False)
 
     def tally(self, event: str, n: int = 1) -> None:
-        """Count `n` events without recording them: the hot paths call this instead of `batch` when
+        """Count `n` events without recording them: the services call this instead of `batch` when
         `keep` is False, so that the events' details are not even computed."""
         self.by_kind[event] = self.by_kind.get(event, 0) + n
 

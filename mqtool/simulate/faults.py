@@ -19,17 +19,17 @@ def crash(ctx: SimContext, restart_at: int) -> Generator[int, None, None]:
     """A hard crash now (services stop unclean, unpersisted state is lost); restart at `restart_at`."""
     if not ctx.running:
         return  # already down
-    ctx.log.emit(ctx.engine.now, "broker", "crash", restart_at=restart_at)
+    ctx.log.batch(ctx.engine.now, "broker", "crash", restart_at=restart_at)
     stop_services(ctx, clean=False)
     yield max(restart_at, ctx.engine.now) - ctx.engine.now
-    ctx.log.emit(ctx.engine.now, "broker", "restart")
+    ctx.log.batch(ctx.engine.now, "broker", "restart")
     start_services(ctx)
 
 
 def clock_jump(ctx: SimContext, delta: int) -> Generator[int, None, None]:
     """`System.currentTimeMillis()` moves by `delta` ms; services that sleep until a broker time re-time."""
     ctx.clock_offset += delta
-    ctx.log.emit(ctx.engine.now, "broker", "clock_jump", delta_ms=delta, clock=ctx.clock())
+    ctx.log.batch(ctx.engine.now, "broker", "clock_jump", delta_ms=delta, clock=ctx.clock())
     for s in ctx.services:
         if isinstance(s, ClockListener):
             s.on_clock_jump()

@@ -94,7 +94,7 @@ def check_invariants(events: Iterable[SimEvent] | InvariantCheck, faults: list, 
     check = InvariantCheck(faults).watch(log)
     for e in events:
         if e.event in WATCHED:
-            log.record(
+            log.emit(
                 e.time,
                 e.service,
                 e.event,
@@ -103,8 +103,7 @@ def check_invariants(events: Iterable[SimEvent] | InvariantCheck, faults: list, 
                 e.uniq_key,
                 e.physical_offset,
                 e.new_physical_offset,
-                e.detail,
-                True,
+                **e.detail,
             )
     log.flush()
     return check.finish(halves)

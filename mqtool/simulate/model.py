@@ -145,12 +145,6 @@ def props_string(props: dict[str, str], capacity: int, trailing: bool = True) ->
     return raw if trailing else raw[:-1]
 
 
-def stored_order(props: dict[str, str], capacity: int) -> dict[str, str]:
-    """The map as the written string lists it (what a later read of the record parses)."""
-    order = _order(tuple(props), capacity).order
-    return props if order is None else {k: props[k] for k in order}
-
-
 def props_length(props: dict[str, str], capacity: int, trailing: bool = True) -> int:
     """UTF-8 length of `props_string(props, capacity, trailing)` without building it."""
     keys_len = _order(tuple(props), capacity).keys_len

@@ -15,10 +15,6 @@ from mqtool.formats.names import CID_SYS_RMQ_TRANS
 from mqtool.simulate.runner import SimulationResult
 
 
-class OutputMismatch(ValueError):
-    """The writer placed a record elsewhere than the simulation predicted."""
-
-
 def write_store(store, result: SimulationResult, out: Path) -> list[str]:
     """Write the new store; returns warnings (e.g. offsets the writer placed differently)."""
     from mqtool.builder.config import create_topics, with_group_topic_map

@@ -48,11 +48,9 @@ from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
 
-DELAY_FOR_A_PERIOD = 10000
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
 DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_due` (levels interleave: a wide span)
-_DELIVER_KEYS = ("level", "due", "queue_offset")
 BATCH_READ = 4  # from this many records on, `_deliver_due` reads them by one `batchread.read_plain`
 _WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
@@ -177,8 +175,8 @@ class ScheduleService:
             levels = sorted(offsets)
             keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
         _, levels, names = keys
-        self.ctx.log.emit_plain(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
-                                offsets=dict(zip(names, map(offsets.__getitem__, levels), strict=True)))
+        self.ctx.log.batch(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
+                           offsets=dict(zip(names, map(offsets.__getitem__, levels), strict=True)))
 
     def _persist_loop(self):
         while True:
@@ -357,7 +355,13 @@ class ScheduleService:
         if rows:
             self.offsets[level] = delivered + 1
             self.delivered += len(rows)
-            self.ctx.log.record_batch(self.ctx.engine.now, "schedule", "deliver", rows, _DELIVER_KEYS)
+            log = self.ctx.log
+            if not log.keep:
+                log.tally("deliver", len(rows))
+                return
+            topic, qid, uniq, ph, pos, level_, due, queue_offset = zip(*rows, strict=True)
+            log.batch(self.ctx.engine.now, "schedule", "deliver", topic, qid, uniq, ph, pos, level=level_, due=due,
+                      queue_offset=queue_offset)
 
     def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | object | None:
         """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
@@ -409,8 +413,8 @@ class ScheduleService:
                 ctx.log.tally("deliver")
                 return
             n = res.message
-            ctx.log.record(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys,
-                           {"level": level, "due": due, "queue_offset": n.queue_offset}, True)
+            ctx.log.batch(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys,
+                          level=level, due=due, queue_offset=n.queue_offset)
         else:
             ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),
                          int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")), msg.uniq_key, msg.phys, level=level,

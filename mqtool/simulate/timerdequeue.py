@@ -110,7 +110,6 @@ class TimerDequeue:
             return fast if rows else [(pos, u, None) for pos, u in fast]
         w = walk_chain(last, st.unit, _prev_pos)
         if w.broken:
-            st.broken_chains += 1
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one
             ctx.log.emit(
@@ -139,7 +138,7 @@ class TimerDequeue:
         record); a ROLL unit's re-put is kept as a row (`TimerRolls`, from the bytes read for the slot's rolls
         or from the record). Any other unit, or one a row cannot hold, is read whole: cancelled, or put
         (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
-        Deliveries and rolls join `TimerState`'s waiting events (one `record_rows` a run)."""
+        Deliveries and rolls join `TimerState`'s waiting events (one `EventLog.batch` a run)."""
         m = self.st.ctx.model
         fast = m.put_filter is None
         chain = self.chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
@@ -249,7 +248,7 @@ class TimerDequeue:
         st.flush_events()
         st.cancelled += 1
         ctx = st.ctx
-        ctx.log.emit_plain(
+        ctx.log.batch(
             ctx.engine.now,
             "timer",
             "cancel",
@@ -361,7 +360,7 @@ class TimerDequeue:
         if roll:
             st.rolled += 1
             st.keep_rolled(n)
-            ctx.log.record(
+            ctx.log.batch(
                 ctx.engine._now,
                 "timer",
                 "roll",
@@ -370,12 +369,12 @@ class TimerDequeue:
                 n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                 msg.phys,
                 n.phys,
-                {"slot": slot_time, "roll_times": roll_times(n.props)},
-                True,
+                slot=slot_time,
+                roll_times=roll_times(n.props),
             )
         else:
             st.delivered += 1
-            ctx.log.record(
+            ctx.log.batch(
                 ctx.engine._now,
                 "timer",
                 "deliver",
@@ -384,13 +383,10 @@ class TimerDequeue:
                 n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                 msg.phys,
                 n.phys,
-                {
-                    "slot": slot_time,
-                    "due": int_or(src.get(PROPERTY_TIMER_OUT_MS)),
-                    "direct": direct,
-                    "queue_offset": n.queue_offset,
-                },
-                True,
+                slot=slot_time,
+                due=int_or(src.get(PROPERTY_TIMER_OUT_MS)),
+                direct=direct,
+                queue_offset=n.queue_offset,
             )
 
 

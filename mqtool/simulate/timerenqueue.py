@@ -11,7 +11,7 @@ A put at once cuts the run: the units before it are taken first.
 
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import chain
 
 import numpy as np
 
@@ -34,7 +34,6 @@ from mqtool.simulate.timerunits import UNIT_DTYPE
 
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`base`)
 NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this one does (`take`)
-_ENQUEUE_KEYS = ("slot", "timer_out_ms", "roll", "cancel", "timerlog_pos")
 # `base`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
 # lengths but their values (name, separators)
 ENQ_WANTED = (
@@ -281,7 +280,7 @@ class TimerEnqueue:
         re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties, BODYLENGTH or
         None, SYSFLAG) for `DeliveryRows.of_props`): the slots and magics by `rules.timer.do_enqueue_many`, the
         TimerLog positions as a run (unit by unit where a file ends), each slot's chain linked in order, the
-        units' columns written together (`TimerUnits.put_run`), the events by one `EventLog.record_batch`; the
+        units' columns written together (`TimerUnits.put_run`), the events by one `EventLog.batch`; the
         earliest slot is returned (the caller wakes the dequeue for it)."""
         st = self.st
         n = len(phys)
@@ -338,25 +337,23 @@ class TimerEnqueue:
         log = ctx.log
         if log.keep:
             qids = {q: int_or(q) for q in set(qid_texts)}
-            events = list(
-                zip(
-                    reals,
-                    map(qids.__getitem__, qid_texts),
-                    uniqs,
-                    phys,
-                    repeat(None, n),
-                    slot_of,
-                    due,
-                    need_roll(magic_a).tolist(),
-                    delete,
-                    positions,
-                    strict=True,
-                )
+            log.batch(
+                ctx.engine._now,
+                "timer",
+                "enqueue",
+                reals,
+                list(map(qids.__getitem__, qid_texts)),
+                uniqs,
+                phys,
+                None,
+                slot=slot_of,
+                timer_out_ms=due,
+                roll=need_roll(magic_a),
+                cancel=delete,
+                timerlog_pos=positions,
             )
-            log.record_batch(ctx.engine._now, "timer", "enqueue", events, _ENQUEUE_KEYS)
         else:
-            for _ in range(n):
-                log.tally("enqueue")
+            log.tally("enqueue", n)
         return min(slot_of)
 
     def _delivery_rows(

@@ -3,7 +3,7 @@
 The wheel as the broker holds it (`slots[time] = WheelSlot(first_pos, last_pos, num)`, read from the store's
 `timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk), the
 TimerLog's units (`TimerUnits`) and end, the heap of non-empty slots not yet dequeued, the rows kept
-beside plain units (`DeliveryRows`), the counters, and the slot events waiting for one `record_rows`.
+beside plain units (`DeliveryRows`), the counters, and the slot events waiting for one `EventLog.batch`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from mqtool.simulate.timerrows import DeliveryRows
 from mqtool.simulate.timerunits import TimerUnits
 
 TIMERLOG_BLANK_SIZE = 16
-PENDING_EVENTS = 4096  # a slot's events waiting for one `record_rows` (a roll slot holds a third of a run)
+PENDING_EVENTS = 4096  # a slot's events waiting for one `EventLog.batch` (a roll slot holds a third of a run)
 ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
 _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
 
@@ -64,12 +64,11 @@ class TimerState:
         self.delivered = 0
         self.cancelled = 0
         self.rolled = 0
-        self.broken_chains = 0
         # phys -> properties of the roll re-puts not yet enqueued again (runs that release records, where
         # nothing but this service reads them): `StoreModel.props` would read them back from the spool
         self.rolled_props: dict[int, tuple[dict[str, str], int, int]] = {}  # (properties, BODYLENGTH, SYSFLAG)
         self.rows = DeliveryRows(lambda: ctx.model.capacity)  # a plain delivery's row beside its unit
-        self.pend_kind: str | None = None  # the deliveries or rolls waiting for `record_rows`: their kind,
+        self.pend_kind: str | None = None  # the deliveries or rolls waiting for `EventLog.batch`: their kind,
         self.pend_rows: list[tuple] = []  # and their rows
 
     def slot(self, t: int) -> WheelSlot | None:
@@ -136,7 +135,9 @@ class TimerState:
         rows = self.pend_rows
         if rows:
             kind = self.pend_kind
-            self.ctx.log.record_rows("timer", kind, rows, _EVENT_KEYS[kind])
+            t, topic, qid, uk, ph, new, *values = zip(*rows, strict=True)
+            detail = dict(zip(_EVENT_KEYS[kind], values, strict=True))
+            self.ctx.log.batch(t, "timer", kind, topic, qid, uk, ph, new, **detail)
             rows.clear()
 
     def add_event(self, kind: str, row: tuple) -> None:

@@ -80,7 +80,6 @@ BUSY_RETRY_49 = 1  # virtual ms a 4.9.8 retry of the same half takes when no op 
 MAX_RETRY_COUNT_WHEN_HALF_NULL = 1
 OP_MSG_MAX_SIZE = 4096  # transactionOpMsgMaxSize
 PUT_BACK_RETRY_MS = 100
-TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_MASK = 0xC
 NO_NEW_MSG, FOUND, OFFSET_ILLEGAL = "NO_NEW_MSG", "FOUND", "OFFSET_ILLEGAL"
@@ -395,7 +394,7 @@ class TransactionService:
         queue, after it, and the walk stops at the first of them (stored after the round started). The
         rules are `_round`'s, the puts `StoreModel.append`'s (or its size and place written out for a copy kept
         without a `SimMessage` until a reader asks for it) and the events the same rows, in order,
-        written a run of one kind at a time (`EventLog.record_batch`). A half anything else applies
+        written a run of one kind at a time (`EventLog.batch`). A half anything else applies
         to (done by an op record, unreadable, stored after the round started, immune, new, not yet
         due for a check) ends the batch before anything is done for it.
         """
@@ -606,9 +605,9 @@ class TransactionService:
         res = ctx.put(self._renew(msg, p), "transaction")
         if res.ok:
             n = res.message
-            ctx.log.emit(ctx.engine.now, "transaction", "put_back", props.get(PROPERTY_REAL_TOPIC),
-                         _qid(props), msg.uniq_key, msg.phys, n.phys, reason="immunity",
-                         check_times=_long(check_times_of(props)), queue_offset=n.queue_offset)
+            ctx.log.batch(ctx.engine.now, "transaction", "put_back", props.get(PROPERTY_REAL_TOPIC),
+                          _qid(props), msg.uniq_key, msg.phys, n.phys, reason="immunity",
+                          check_times=_long(check_times_of(props)), queue_offset=n.queue_offset)
         else:
             ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
                          msg.uniq_key, msg.phys, status=res.status, reason="immunity put-back")
@@ -637,12 +636,12 @@ class TransactionService:
                 return
             new_phys = res.message.phys
         self.resolved[half.uniq_key or str(phys)] = answer
-        ctx.log.emit(ctx.engine.now, "transaction", answer, half.props.get(PROPERTY_REAL_TOPIC), _qid(half.props),
-                     half.uniq_key, half.phys, new_phys, queue_offset=half.queue_offset)
+        ctx.log.batch(ctx.engine.now, "transaction", answer, half.props.get(PROPERTY_REAL_TOPIC), _qid(half.props),
+                      half.uniq_key, half.phys, new_phys, queue_offset=half.queue_offset)
         if answer == "commit":
             n = res.message
-            ctx.log.emit(ctx.engine.now, "transaction", "deliver", n.topic, n.queue_id, n.uniq_key, half.phys,
-                         new_phys, queue_offset=n.queue_offset, reason="commit")
+            ctx.log.batch(ctx.engine.now, "transaction", "deliver", n.topic, n.queue_id, n.uniq_key, half.phys,
+                          new_phys, queue_offset=n.queue_offset, reason="commit")
         self._delete_prepare(half)
 
     def _delete_prepare(self, half: SimMessage) -> None:
@@ -719,9 +718,12 @@ class TransactionService:
 
 
 def _flush(log, now: int, kind: str, rows: list) -> tuple[list, str]:
-    """The events of a run of one kind (`EventLog.record_batch`); an empty run and no kind after it."""
+    """The events of a run of one kind (`EventLog.batch`); an empty run and no kind after it."""
     if rows:
-        log.record_batch(now, "transaction", kind, rows, _CHECK_KEYS if kind == "check" else _DISCARD_KEYS)
+        topic, queue_id, uniq_key, phys, new_phys, *detail = zip(*rows, strict=True)
+        keys = _CHECK_KEYS if kind == "check" else _DISCARD_KEYS
+        log.batch(now, "transaction", kind, topic, queue_id, uniq_key, phys, new_phys,
+                  **dict(zip(keys, detail, strict=True)))
     return [], ""
 
 

@@ -1,6 +1,6 @@
 """The timer's steps over runs of units (`TimerEnqueue.take` for the store's units and the roll re-puts,
-`TimerDequeue.deliver` and `TimerRolls.keep` with their events written by `record_rows`, the chain walked in
-`TimerUnits.chain`) write the same event log, byte for byte, and the same summary as the
+`TimerDequeue.deliver` and `TimerRolls.keep` with their events written by one `EventLog.batch` a run, the chain
+walked in `TimerUnits.chain`) write the same event log, byte for byte, and the same summary as the
 per-message walk (`reference_timer`) on a store whose cancels meet their targets in a
 slot, some of them rolled, with a TimerLog of small files (fillers inside a batch)."""
 

@@ -3,6 +3,8 @@ release of re-puts nobody reads again, and orjson event lines equal to json's.""
 
 import json
 
+from eventrows import put_rows
+
 from mqtool.formats.names import RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC as CHECK_MAX
 from mqtool.formats.names import RMQ_SYS_TRANS_HALF_TOPIC as HALF
 from mqtool.simulate.events import _JSON, EventLog
@@ -75,7 +77,7 @@ def test_spooled_timer_repeats_read_back_equal_and_released():
     model.spool.close()
 
 
-def test_record_batch_writes_what_record_writes_row_by_row():
+def test_a_batch_of_rows_writes_what_a_batch_a_row_writes():
     class Sink:
         text = ""
 
@@ -89,8 +91,8 @@ def test_record_batch_writes_what_record_writes_row_by_row():
     seen: list[tuple] = []
     many.watch("deliver", lambda e: seen.append((e.topic, e.detail["slot"])))
     for r in rows:
-        one.record(42, "timer", "deliver", *r[:5], dict(zip(keys, r[5:], strict=True)), True)
-    many.record_batch(42, "timer", "deliver", rows, keys)
+        one.batch(42, "timer", "deliver", *r[:5], **dict(zip(keys, r[5:], strict=True)))
+    put_rows(many, 42, "timer", "deliver", rows, keys)
     one.flush()
     many.flush()
     assert many.sink.text == one.sink.text
@@ -99,5 +101,5 @@ def test_record_batch_writes_what_record_writes_row_by_row():
         '"uniq_key":null,"physical_offset":7,"new_physical_offset":null,"slot":6,"direct":false}')
     assert seen == [("T", 5), (None, 6), ("T\u2028\"", -1)] and many.count == 3 and many.by_kind == {"deliver": 3}
     counted = EventLog(keep=False)
-    counted.record_batch(1, "timer", "enqueue", rows, keys)
+    put_rows(counted, 1, "timer", "enqueue", rows, keys)
     assert counted.count == 3 and counted.by_kind == {"enqueue": 3} and not counted.events

@@ -10,6 +10,7 @@ import sys
 
 import orjson
 import pytest
+from eventrows import put_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,18 +149,19 @@ def test_damaged_text_is_refused_not_read_past(text):
 
 @st.composite
 def calls(draw):
-    """Calls of every entry point: ("batch" | "record_batch" | "record_rows" | "record" | "emit", args)."""
+    """Calls of both entry points: ("batch" | "rows" (`batch` of rows at one time) | "timed_rows" (each row's own
+    time) | "emit", args)."""
     out = []
     for _ in range(draw(st.integers(1, 8))):
         time = draw(st.integers(0, 1 << 62))
         service = draw(st.sampled_from(["timer", "schedule", "s%b,"]))
         event = draw(st.sampled_from(["deliver", "roll"]))
         keys = draw(detail_keys)
-        how = draw(st.sampled_from(["batch", "record_batch", "record_rows", "record", "emit"]))
+        how = draw(st.sampled_from(["batch", "rows", "timed_rows", "emit"]))
         value = st.one_of(plain_value, st.floats()) if how == "emit" else plain_value
-        n = 1 if how in ("record", "emit") else draw(st.integers(1, 5))
+        n = 1 if how == "emit" else draw(st.integers(1, 5))
         rows = draw(st.lists(st.tuples(*[value] * (5 + len(keys))), min_size=n, max_size=n))
-        times = [time + i * draw(st.integers(0, 2)) for i in range(n)] if how == "record_rows" else [time] * n
+        times = [time + i * draw(st.integers(0, 2)) for i in range(n)] if how == "timed_rows" else [time] * n
         out.append((how, time, times, service, event, rows, keys))
     return out
 
@@ -175,12 +177,12 @@ def _play(log: EventLog, script) -> list[dict]:
         if how == "batch":
             columns = dict(zip(KEYS[3:] + keys, map(list, zip(*rows, strict=True)), strict=True))
             log.batch(time if len(set(times)) == 1 and len(times) > 1 else times, service, event, **columns)
-        elif how == "record_batch":
-            log.record_batch(time, service, event, list(rows), keys)
-        elif how == "record_rows":
-            log.record_rows(service, event, [(t, *r) for t, r in zip(times, rows, strict=True)], keys)
+        elif how == "rows":
+            put_rows(log, time, service, event, list(rows), keys)
+        elif how == "timed_rows":
+            put_rows(log, None, service, event, [(t, *r) for t, r in zip(times, rows, strict=True)], keys)
         else:
-            log.record(time, service, event, *rows[0][:5], dict(zip(keys, rows[0][5:], strict=True)), how == "record")
+            log.emit(time, service, event, *rows[0][:5], **dict(zip(keys, rows[0][5:], strict=True)))
     log.flush()
     return want
 
@@ -236,23 +238,21 @@ def test_a_batch_takes_columns_numpy_arrays_and_one_value_for_all():
     counted = EventLog(keep=False)
     counted.tally("deliver", 3)
     counted.tally("deliver")
-    counted.record_batch(1, "timer", "deliver", [None] * 2, ())  # not kept: the rows are only counted
+    counted.batch([1, 2], "timer", "deliver")  # not kept: only counted
     assert counted.by_kind == {"deliver": 6} and len(counted) == 6
     with pytest.raises(ValueError, match="a column of 3 values in a batch of 2"):
         log.batch([1, 2], "timer", "deliver", topic=["a", "b", "c"])
-    with pytest.raises(ValueError):
-        log.record_batch(1, "timer", "deliver", [("T", 0, "K", 1)], ())  # a row too short
 
 
 def test_values_orjson_refuses_or_writes_otherwise_are_written_by_json_in_their_place():
     sink = io.StringIO()
     log = EventLog(sink=sink, hold=False)
-    log.record_batch(5, "schedule", "persist", [("S", None, None, None, None, {1: 5, "2": 6})], ("offsets",))
+    put_rows(log, 5, "schedule", "persist", [("S", None, None, None, None, {1: 5, "2": 6})], ("offsets",))
     log.emit(6, "broker", "clock_jump", delta_ms=1e16, clock=[1, 2.5])
-    log.record_batch(
-        7, "timer", "deliver", [("T", 1 << 64, "\udcff", 1, 2, True), ("T", 0, "K", 3, 4, False)], ("direct",)
+    put_rows(
+        log, 7, "timer", "deliver", [("T", 1 << 64, "\udcff", 1, 2, True), ("T", 0, "K", 3, 4, False)], ("direct",)
     )
-    log.emit_plain(8, "timer", "roll", "T", 0, "K", 1, 2)
+    log.batch(8, "timer", "roll", "T", 0, "K", 1, 2)
     log.flush()
     assert sink.getvalue().splitlines() == [
         '{"time":5,"service":"schedule","event":"persist","topic":"S","queue_id":null,"uniq_key":null,'
@@ -310,7 +310,7 @@ with warnings.catch_warnings(record=True) as caught:
 print(len(caught), caught[0].category.__name__, "not built" in str(caught[0].message), flush=True)
 log = logs[0]
 for i in range(5000):
-    log.record_batch(i, "timer", "deliver", [("T,]", i, "K\\u00e9", i, None, 1 << 64 if i == 7 else True)], ("x",))
+    log.batch(i, "timer", "deliver", "T,]", i, "K\\u00e9", i, None, x=1 << 64 if i == 7 else True)
 log.flush()
 sys.stdout.buffer.write(log.sink.buffer.getvalue())
 """

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from eventrows import put_rows
 
 from mqtool.simulate.events import FLUSH_LINES, WRITER_BLOCKS, EventLog
 
@@ -80,8 +81,8 @@ def test_many_blocks_arrive_in_order_from_the_writer_thread():
     log = EventLog(sink=sink, hold=False)
     rows = _rows(30 * FLUSH_LINES)
     for i in range(0, len(rows), 3):
-        log.record_batch(i, "timer", "deliver", rows[i : i + 3], KEYS)
-    log.emit_plain(3000, "timer", "roll", "T", 0, "R", 1, 2, roll_times=1)  # a line of another kind after them
+        put_rows(log, i, "timer", "deliver", rows[i : i + 3], KEYS)
+    log.batch(3000, "timer", "roll", "T", 0, "R", 1, 2, roll_times=1)  # a line of another kind after them
     log.flush()
     writes = list(raw.writes)
     sink.flush()  # the BufferedWriter's tail, from this thread
@@ -104,7 +105,7 @@ def test_at_most_the_bound_of_blocks_wait():
 
     def produce():
         for i in range(WRITER_BLOCKS + 5):
-            log.record_batch(i, "timer", "deliver", _rows(FLUSH_LINES, i), KEYS)  # a block each
+            put_rows(log, i, "timer", "deliver", _rows(FLUSH_LINES, i), KEYS)  # a block each
             done.append(i)
 
     producer = threading.Thread(target=produce)
@@ -122,7 +123,7 @@ def test_at_most_the_bound_of_blocks_wait():
 def test_a_failed_write_raises_at_flush_and_the_thread_is_gone():
     raw = Raw(fail_after=0)
     log = EventLog(sink=io.TextIOWrapper(raw, encoding="utf-8", write_through=True), hold=False)
-    log.record_batch(1, "timer", "deliver", _rows(5), KEYS)
+    put_rows(log, 1, "timer", "deliver", _rows(5), KEYS)
     with pytest.raises(OSError) as e:
         log.flush()
     assert e.value.errno == errno.ENOSPC and not _writers()
@@ -135,12 +136,12 @@ def test_a_failed_write_raises_at_the_next_write_or_at_close():
     log = EventLog(sink=io.TextIOWrapper(raw, encoding="utf-8", write_through=True), hold=False)
     with pytest.raises(OSError) as e:
         for i in range(1000):  # the run stops at a write after the failed one, not at its end
-            log.record_batch(i, "timer", "deliver", _rows(FLUSH_LINES // 4, i), KEYS)
+            put_rows(log, i, "timer", "deliver", _rows(FLUSH_LINES // 4, i), KEYS)
     assert e.value.errno == errno.ENOSPC and i < 1000 - 1 and not _writers()
     log.close()  # raised once: nothing left to raise
     quiet = Raw(fail_after=0)
     other = EventLog(sink=io.TextIOWrapper(quiet, encoding="utf-8", write_through=True), hold=False)
-    other.record_batch(1, "timer", "deliver", _rows(FLUSH_LINES + 1), KEYS)  # a block: handed to the thread
+    put_rows(other, 1, "timer", "deliver", _rows(FLUSH_LINES + 1), KEYS)  # a block: handed to the thread
     with pytest.raises(OSError):
         other.close()
     assert not _writers()
@@ -150,7 +151,7 @@ def test_a_text_sink_is_written_on_the_callers_thread():
     sink = io.StringIO()
     log = EventLog(sink=sink, hold=False)
     rows = _rows(FLUSH_LINES + 20)
-    log.record_batch(0, "timer", "deliver", rows, KEYS)
+    put_rows(log, 0, "timer", "deliver", rows, KEYS)
     assert sink.getvalue().count("\n") == len(rows) and not _writers()  # written as it went, before any flush
     log.flush()
     log.close()

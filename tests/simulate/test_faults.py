@@ -107,8 +107,8 @@ def test_put_failure_refuses_puts_in_its_window_by_engine_time():
     msg = SimMessage("T", 0, {})
     seen = []
     for t in (1999, 2000, 2999, 3000):
-        ctx.engine.schedule_at(t, lambda: seen.append((ctx.engine.now, refuse(0, msg, "schedule"),
-                                                       refuse(0, msg, "timer"))))
+        ctx.engine.schedule(lambda: seen.append((ctx.engine.now, refuse(0, msg, "schedule"),
+                                                refuse(0, msg, "timer"))), delay=t - ctx.engine.now)
     ctx.engine.run(until=T0 + 10_000)
     assert seen == [(1999, None, None), (2000, "FLUSH_DISK_TIMEOUT", None), (2999, "FLUSH_DISK_TIMEOUT", None),
                     (3000, None, None)]

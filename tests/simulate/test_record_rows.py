@@ -4,6 +4,7 @@ and `record` lines, and through the slow way (a comma in a value, a nested dict)
 
 import io
 
+from eventrows import put_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -72,15 +73,15 @@ def _play(script, timed: bool):
                 for dt, group in c[2]:
                     t += dt
                     rows += [(t, *r) for r in group]
-                log.record_rows("timer", "deliver", rows, KEYS)
+                put_rows(log, None, "timer", "deliver", rows, KEYS)
             else:
                 for dt, group in c[2]:
                     t += dt
-                    log.record_batch(t, "timer", "deliver", list(group), KEYS)
+                    put_rows(log, t, "timer", "deliver", list(group), KEYS)
         elif c[0] == "batch":
-            log.record_batch(c[1], "schedule", "deliver", list(c[2]), ("level",))
+            put_rows(log, c[1], "schedule", "deliver", list(c[2]), ("level",))
         else:
-            log.record(c[1], "schedule", "deliver", *c[2], c[3], True)
+            log.batch(c[1], "schedule", "deliver", *c[2], **c[3])
     log.flush()
     return sink.buffer.getvalue(), seen, log.by_kind
 
@@ -101,14 +102,16 @@ def test_record_rows_equals_a_record_batch_per_time(script):
 
 def test_record_rows_lines_and_columns_by_hand():
     log, sink, seen = _log()
-    log.record_batch(5, "schedule", "deliver", [("S", 1, "k0", 10, 20, 2)], ("level",))
-    log.record_rows(
+    put_rows(log, 5, "schedule", "deliver", [("S", 1, "k0", 10, 20, 2)], ("level",))
+    put_rows(
+        log,
+        None,
         "timer",
         "deliver",
         [(7, "T", 0, "k1", 1, 2, 100, 101, False, 3), (9, "T", 1, None, 3, 4, 200, 201, False, 4)],
         KEYS,
     )
-    log.record_rows("timer", "roll", [(9, "T", 2, "k2", 5, 6, 300, 1)], ("slot", "roll_times"))
+    put_rows(log, None, "timer", "roll", [(9, "T", 2, "k2", 5, 6, 300, 1)], ("slot", "roll_times"))
     log.flush()
     assert sink.buffer.getvalue().decode().splitlines() == [
         '{"time":5,"service":"schedule","event":"deliver","topic":"S","queue_id":1,"uniq_key":"k0",'
@@ -131,7 +134,9 @@ def test_record_rows_lines_and_columns_by_hand():
 
 def test_record_rows_held_events_carry_each_rows_time():
     log = EventLog()  # held: a SimEvent per row
-    log.record_rows(
+    put_rows(
+        log,
+        None,
         "timer",
         "deliver",
         [(7, "T", 0, "k1", 1, 2, 100, 101, False, 3), (9, "T", 1, "k2", 3, 4, 200, 201, True, 4)],

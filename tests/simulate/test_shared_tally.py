@@ -6,6 +6,7 @@ import io
 import random
 
 import pytest
+from eventrows import put_rows
 
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_TRANS_HALF_TOPIC
 from mqtool.simulate.events import EventLog, SimEvent
@@ -48,7 +49,7 @@ def _feed(history, shared: bool, split: int = 0):
     check = InvariantCheck([]).watch(log, tally if shared else None)
     for i, e in enumerate(history):
         if i < split:
-            log.record(
+            log.batch(
                 e.time,
                 e.service,
                 e.event,
@@ -57,11 +58,11 @@ def _feed(history, shared: bool, split: int = 0):
                 e.uniq_key,
                 e.physical_offset,
                 e.new_physical_offset,
-                e.detail,
-                True,
+                **e.detail,
             )
         else:
-            log.record_batch(
+            put_rows(
+                log,
                 e.time,
                 e.service,
                 e.event,

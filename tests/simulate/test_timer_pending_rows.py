@@ -1,7 +1,7 @@
 """The timer dequeue keeps its deliver/roll rows from slot to slot while `Process.advance` goes on
-without the engine, and writes them (`EventLog.record_rows`, a time per row) before it yields or emits
+without the engine, and writes them (one `EventLog.batch`, a time per row) before it yields or emits
 any other event: the event log equals, byte for byte, the per-message walk (`reference_timer`: every
-event by `record` as it happens) with schedule deliveries between the slots, a clock jump and a crash."""
+event by a `batch` of one as it happens) with schedule deliveries between the slots, a clock jump and a crash."""
 
 import io
 import json
@@ -56,16 +56,17 @@ def _build(root):
 
 
 def _run(store, config, batch, monkeypatch, scenario):
-    """(event lines, result, the `record_rows` calls' row times)."""
+    """(event lines, result, the row times of the timer's `batch` calls with a time per event)."""
     use_reference(monkeypatch, not batch)
     calls = []
-    record_rows = events_mod.EventLog.record_rows
+    batch_of = events_mod.EventLog.batch
 
-    def spy(self, service, event, rows, keys):
-        calls.append([r[0] for r in rows])
-        return record_rows(self, service, event, rows, keys)
+    def spy(self, time, service, event, /, *args, **kwargs):
+        if service == "timer" and type(time) in (list, tuple):
+            calls.append(list(time))
+        return batch_of(self, time, service, event, *args, **kwargs)
 
-    monkeypatch.setattr(events_mod.EventLog, "record_rows", spy)
+    monkeypatch.setattr(events_mod.EventLog, "batch", spy)
     sink = io.StringIO()
     res = simulate(store, config, START, START + 4 * 86_400_000, scenario, seed=1, sink=sink)
     return sink.getvalue(), res, calls

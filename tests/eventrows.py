@@ -1,0 +1,18 @@
+"""Rows of events handed to `EventLog.batch` as its columns: the tests write their events as rows."""
+
+from mqtool.simulate.events import EventLog
+
+
+def put_rows(log: EventLog, time, service: str, event: str, rows: list, keys: tuple[str, ...]) -> None:
+    """`rows` of `(topic, queue_id, uniq_key, physical_offset, new_physical_offset, *detail)` at `time`, or,
+    with `time` None, of `(time, topic, ...)`: one `batch` call. ValueError for a row of another width."""
+    if not rows:
+        return
+    width = 5 + len(keys) + (time is None)
+    if any(len(r) != width for r in rows):
+        raise ValueError(f"a row not of {width} values")
+    cols = [list(c) for c in zip(*rows, strict=True)]
+    if time is not None:
+        cols.insert(0, time)
+    time, topic, queue_id, uniq_key, phys, new_phys, *detail = cols
+    log.batch(time, service, event, topic, queue_id, uniq_key, phys, new_phys, **dict(zip(keys, detail, strict=True)))
