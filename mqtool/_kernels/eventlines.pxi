@@ -143,23 +143,3 @@ def event_lines(const unsigned char[::1] src, const unsigned char[::1] pieces, c
                        &out[0] if out.shape[0] else NULL, out.shape[0])
     return r
 
-
-def event_columns(list rows, Py_ssize_t width, time=None):
-    """The columns of `rows` (tuples of `width` values): a list per column, with a first column of `time`
-    for each row when `time` is not None. ValueError for a row of another width. (Holds the GIL: it moves
-    references, the entry points' rows into `EventLog`'s column batches.)"""
-    cdef Py_ssize_t n = len(rows), i, j, skip = 0 if time is None else 1
-    cdef list cols = [[None] * n for _ in range(width + skip)]
-    cdef list col
-    cdef tuple row
-    if skip:
-        cols[0] = [time] * n
-    for i in range(n):
-        r = rows[i]
-        row = r if type(r) is tuple else tuple(r)
-        if len(row) != width:
-            raise ValueError(f"a row of {len(row)} values for {width} columns")
-        for j in range(width):
-            col = <list>cols[j + skip]
-            col[i] = row[j]
-    return cols
