@@ -1,9 +1,9 @@
-"""The simulator's batch reads of the store's own records: one reader, `plainscan`'s kernel, and its entry points.
+"""The simulator's batch reads of the store's own records: one reader, `propscan`'s kernel, and its entry points.
 
 A service step reads a few properties of a run of records (the timer's enqueue of a million units at the
 start of a full-scale run, a delay level's due prefix, a roll slot's sources). Here the run is read with one
 `pread` of the byte range it spans (mapped instead when its records lie more than `SPARSE` bytes apart on
-average and there are `MAP_FROM` of them, as a delay level's records do) and `plainscan.scan` checks every
+average and there are `MAP_FROM` of them, as a delay level's records do) and `propscan.scan` checks every
 header (`MappedBase._read`'s checks) and matches every properties string against the plain key sequences
 seen so far, in one pass. A string no template matches is parsed (`parse_properties`) and may make a
 template, which the records after it are matched against. Whatever the checks refuse is answered None: the
@@ -25,8 +25,8 @@ import numpy as np
 
 from mqtool.formats import commitlog, layout
 from mqtool.formats.properties import parse_properties
-from mqtool.simulate import plainscan
 from mqtool.simulate.diskread import MappedBase
+from mqtool.store import propscan
 
 MAX_SPAN = 16 << 20  # bytes one batch read may cover
 SPARSE = 4096  # from this many bytes of span a record on, the span is mapped instead of read
@@ -34,7 +34,7 @@ MAP_FROM = 256  # ... when there are this many records
 MAX_TEMPLATES = 32  # plain key sequences remembered per set of wanted keys
 CHUNK = 4096  # records one span holds at most (`read_sources`)
 _HEAD_SIZE = layout.size(commitlog.HEADER)
-_TEMPLATES: dict[tuple[str, ...], plainscan.Templates] = {}
+_TEMPLATES: dict[tuple[str, ...], propscan.Templates] = {}
 
 
 def batchable(base) -> bool:
@@ -102,7 +102,7 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
 
 
 def scan_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int = 0):
-    """The records at `phys` (ConsumeQueue `sizes` bound the read) as `plainscan`'s columns: (the span's bytes
+    """The records at `phys` (ConsumeQueue `sizes` bound the read) as `propscan`'s columns: (the span's bytes
     or mapping, `out`, {k: `(properties map, BODYLENGTH, SYSFLAG)`} of the records no template matches), or
     None when they cannot be read batch-wise. `intern`: a bit per wanted key whose values get their first
     record. The caller closes the bytes (`close`)."""
@@ -117,23 +117,23 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str
     buf, delta, rels, n, flen = span
     book = _TEMPLATES.get(wanted)
     if book is None:
-        book = _TEMPLATES[wanted] = plainscan.Templates(len(wanted))
+        book = _TEMPLATES[wanted] = propscan.Templates(len(wanted))
     answers: dict[int, tuple] = {}
     try:
         r = np.array(rels, np.int64)
-        out, k, last = plainscan.scan(buf, r, delta, n, flen, book, intern)
+        out, k, last = propscan.scan(buf, r, delta, n, flen, book, intern)
         while k < len(rels):  # a record no template matches
-            body_len, sysflag, b, e = out[k, plainscan.BODY_LENGTH : plainscan.PROPS_END + 1].tolist()
+            body_len, sysflag, b, e = out[k, propscan.BODY_LENGTH : propscan.PROPS_END + 1].tolist()
             raw = buf[b:e].decode("utf-8", "surrogateescape")
             props = parse_properties(raw)
             answers[k] = (props, body_len, sysflag)
-            t = plainscan.template_of(raw, props, wanted) if len(book.list) < MAX_TEMPLATES else None
+            t = propscan.template_of(raw, props, wanted) if len(book.list) < MAX_TEMPLATES else None
             at = k if learn_self else k + 1
             nxt = -1
             if t is not None and at < len(rels):  # the records after it are matched against it too
                 book.add(t)
-                again, unmatched, again_last = plainscan.scan(buf, r[at:], delta, n, flen, book, intern)
-                firsts = again[:, plainscan.FIXED + 2 :: plainscan.STRIDE]
+                again, unmatched, again_last = propscan.scan(buf, r[at:], delta, n, flen, book, intern)
+                firsts = again[:, propscan.FIXED + 2 :: propscan.STRIDE]
                 firsts[firsts >= 0] += at  # the rows' own indices
                 out[at:] = again
                 last = again_last if again_last >= 0 else last  # (a row matched before matches again)
@@ -141,7 +141,7 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str
             elif t is not None:
                 book.add(t)
             if nxt <= k:
-                left = np.flatnonzero(out[k + 1 :, plainscan.STATUS] == 0)
+                left = np.flatnonzero(out[k + 1 :, propscan.STATUS] == 0)
                 nxt = k + 1 + int(left[0]) if len(left) else len(rels)
             k = nxt
         if last >= 0:
@@ -164,13 +164,13 @@ def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tupl
         return res
     buf, out, answers = scanned
     try:
-        cols = range(plainscan.FIXED, plainscan.FIXED + plainscan.STRIDE * len(wanted), plainscan.STRIDE)
+        cols = range(propscan.FIXED, propscan.FIXED + propscan.STRIDE * len(wanted), propscan.STRIDE)
         one = len(wanted) == 1
         for k, row in enumerate(out.tolist()):
-            if row[plainscan.STATUS] == 1:
+            if row[propscan.STATUS] == 1:
                 values = tuple([buf[row[i] : row[i + 1]] if row[i] >= 0 else None for i in cols])
-                res[k] = (row[plainscan.SIZE], values[0] if one else values)
-            elif row[plainscan.STATUS] == 0:
+                res[k] = (row[propscan.SIZE], values[0] if one else values)
+            elif row[propscan.STATUS] == 0:
                 res[k] = answers[k]
     finally:
         _close(buf)
@@ -196,14 +196,14 @@ def read_sources(base: MappedBase, phys: list[int], sizes: list[int], wanted: tu
         if scanned is not None:
             buf, out, _answers = scanned
             try:
-                cols = range(plainscan.FIXED, plainscan.FIXED + plainscan.STRIDE * len(wanted), plainscan.STRIDE)
+                cols = range(propscan.FIXED, propscan.FIXED + propscan.STRIDE * len(wanted), propscan.STRIDE)
                 for k, row in enumerate(out.tolist(), i):
-                    if row[plainscan.STATUS] == 1:
+                    if row[propscan.STATUS] == 1:
                         values = tuple([buf[row[c] : row[c + 1]] if row[c] >= 0 else None for c in cols])
                         res[k] = (
-                            buf[row[plainscan.TOPIC_START] : row[plainscan.TOPIC_END]],
-                            row[plainscan.QUEUE_ID],
-                            row[plainscan.SIZE],
+                            buf[row[propscan.TOPIC_START] : row[propscan.TOPIC_END]],
+                            row[propscan.QUEUE_ID],
+                            row[propscan.SIZE],
                             values,
                         )
             finally:

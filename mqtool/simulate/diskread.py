@@ -29,9 +29,8 @@ from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.message import _HEAD, _MID_V4, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate import plainscan
 from mqtool.simulate.model import DiskBase, SimMessage, _new_message
-from mqtool.store import fastscan
+from mqtool.store import fastscan, propscan
 from mqtool.store.mapped_files import map_file
 
 CACHE_MESSAGES = 1 << 15
@@ -249,7 +248,7 @@ class MappedBase(DiskBase):
 
     def _read(self, phys: int, whole: bool = True, light: bool = False):
         """The record at `phys` by one or two `pread`s; None for anything but a plain, whole record.
-        `whole` False: only its properties map, read by the batch reader's kernel (`plainscan`);
+        `whole` False: only its properties map, read by the batch reader's kernel (`propscan`);
         with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
         span = self._span
         if span is None or not span[0] <= phys < span[1]:
@@ -282,12 +281,12 @@ class MappedBase(DiskBase):
             if len(buf) < total:
                 return None
         if not whole:  # the batch reader's checks and offsets, for one record
-            row = plainscan.row(buf, o, 0, len(buf), o + 1)
-            if row[plainscan.STATUS] < 0:
+            row = propscan.row(buf, o, 0, len(buf), o + 1)
+            if row[propscan.STATUS] < 0:
                 return None
-            raw = buf[row[plainscan.PROPS_START] : row[plainscan.PROPS_END]].decode("utf-8", "surrogateescape")
+            raw = buf[row[propscan.PROPS_START] : row[propscan.PROPS_END]].decode("utf-8", "surrogateescape")
             props = parse_properties(raw)
-            return (props, row[plainscan.BODY_LENGTH], sysflag) if light else props
+            return (props, row[propscan.BODY_LENGTH], sysflag) if light else props
         end = o + total
         p = o + _HEAD_SIZE
         bn = HOST_SIZE_V6 if sysflag & BORNHOST_V6 else HOST_SIZE_V4

@@ -18,10 +18,10 @@ from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6
-from mqtool.simulate import plainscan
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import props_length
 from mqtool.simulate.runner import simulate
+from mqtool.store import propscan
 from mqtool.store.store import Store
 from simkit import spy_read_plain
 
@@ -140,7 +140,7 @@ def test_plain_template_rejects_what_the_splits_do_not_take():
     wanted = ("REAL_TOPIC",)
     for i in range(N_SHAPES):
         raw, plain = _shapes(7, 1)[i]
-        t = plainscan.template_of(raw, parse_properties(raw), wanted)
+        t = propscan.template_of(raw, parse_properties(raw), wanted)
         assert (t is not None) == plain, raw
         if t is not None:
             assert t.keys[t.groups[0]] == b"REAL_TOPIC" and t.pad == (0 if raw.endswith(S) else 1)

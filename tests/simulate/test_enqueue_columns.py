@@ -13,13 +13,14 @@ from reference_timer import use_reference
 from conftest import sibling
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.timerlog import MAGIC_ROLL
-from mqtool.simulate import batchread, plainscan, timerenqueue
+from mqtool.simulate import batchread, timerenqueue
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import DeliveryRows
 from mqtool.simulate.timerstate import TimerState
+from mqtool.store import propscan as plainscan
 
 plain_store = sibling(__file__, "test_batch_enqueue")
 shapes = sibling(__file__, "test_batch_enqueue_plain")

@@ -1,4 +1,4 @@
-"""The simulator's one property reader: a batch of the store's records, checked and matched at once.
+"""The one property reader of a batch of CommitLog records (the simulator's batch reads), checked and matched at once.
 
 A service step reads a few properties of many records (the timer's enqueue: TIMER_OUT_MS, REAL_TOPIC, ...;
 a delay level's deliveries: REAL_TOPIC, REAL_QID, UNIQ_KEY). `scan` gives one row of `out` a record:
