@@ -9,9 +9,9 @@ seen so far, in one pass. A string no template matches is parsed (`parse_propert
 template, which the records after it are matched against. Whatever the checks refuse is answered None: the
 caller asks `StoreModel.props`, the per-message path, which decides as it always did.
 
-The entry points differ only in the form of their answers: `read_plain` tuples (a delay level's deliveries,
-small batches), `scan_plain` the columns (the timer's enqueue), `read_sources` a roll slot's sources with
-their topic and QUEUEID.
+The templates are the base's (`MappedBase.templates`): a new base learns anew. `scan_plain` answers columns
+(the timer's enqueue), `read_plain` tuples (a delay level's deliveries; with `sources`, a roll slot's sources
+with their topic and QUEUEID).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ MAP_FROM = 256  # ... when there are this many records
 MAX_TEMPLATES = 32  # plain key sequences remembered per set of wanted keys
 CHUNK = 4096  # records one span holds at most (`read_sources`)
 _HEAD_SIZE = layout.size(commitlog.HEADER)
-_TEMPLATES: dict[tuple[str, ...], propscan.Templates] = {}
 
 
 def batchable(base) -> bool:
@@ -43,14 +42,10 @@ def batchable(base) -> bool:
     return isinstance(base, MappedBase) and base.recovery is None and not base.dledger
 
 
-def _close(buf) -> None:
-    if isinstance(buf, mmap.mmap):
-        buf.close()
-
-
 def close(buf) -> None:
     """Close the bytes `scan_plain` handed out (a mapping; bytes need nothing)."""
-    _close(buf)
+    if isinstance(buf, mmap.mmap):
+        buf.close()
 
 
 def _span_bytes(base: MappedBase, i: int, lo: int, hi: int, mapped: bool):
@@ -70,7 +65,7 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
     """The bytes of the records at `phys`: (the
     span's bytes or file mapping, where the span starts in it, each record's position in the span,
     the span's length, the position in the span where the file's listed length ends), or None when
-    the records cannot be read batch-wise; the caller closes a mapping (`_close`)."""
+    the records cannot be read batch-wise; the caller closes a mapping (`close`)."""
     if not phys:
         return None
     starts = base._starts
@@ -101,23 +96,21 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
     return buf, delta, [p - p_lo for p in phys], n, f.length - lo
 
 
-def scan_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int = 0):
+def scan_plain(
+    base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int = 0, learn_self=False
+):
     """The records at `phys` (ConsumeQueue `sizes` bound the read) as `propscan`'s columns: (the span's bytes
     or mapping, `out`, {k: `(properties map, BODYLENGTH, SYSFLAG)`} of the records no template matches), or
     None when they cannot be read batch-wise. `intern`: a bit per wanted key whose values get their first
-    record. The caller closes the bytes (`close`)."""
-    return _scan(base, phys, sizes, wanted, intern, False)
-
-
-def _scan(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int, learn_self: bool):
-    """`scan_plain`; with `learn_self` a record that makes a template is matched against it too."""
+    record; with `learn_self` a record that makes a template is matched against it too. The caller closes the
+    bytes (`close`)."""
     span = _open_span(base, phys, sizes)
     if span is None:
         return None
     buf, delta, rels, n, flen = span
-    book = _TEMPLATES.get(wanted)
+    book = base.templates.get(wanted)
     if book is None:
-        book = _TEMPLATES[wanted] = propscan.Templates(len(wanted))
+        book = base.templates[wanted] = propscan.Templates(len(wanted))
     answers: dict[int, tuple] = {}
     try:
         r = np.array(rels, np.int64)
@@ -147,42 +140,52 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str
         if last >= 0:
             book.first(last)
     except BaseException:
-        _close(buf)
+        close(buf)
         raise
     return buf, out, answers
 
 
-def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
+def read_plain(
+    base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], sources: bool = False
+) -> list[tuple | None]:
     """`scan_plain`'s answers as tuples, one a record: a matched (plain) string `(n, values)`, `values` the
     UTF-8 bytes of the `wanted` keys' values (None: absent; a tuple for two keys or more) and `n` the
     re-put's bytes besides its topic's fixed part (column 1: every property is kept, so `props_length` of
     the map is the string's own length); any other string `(properties map, BODYLENGTH, SYSFLAG)`; None
-    where the per-message read decides."""
+    where the per-message read decides.
+
+    With `sources` (a roll slot's sources, `read_sources`): `(topic bytes, QUEUEID, n, values)` for a plain
+    string, `values` always a tuple, else None (the record is read whole); the records are taken in runs
+    that lie in one file within `MAX_SPAN` bytes, and a record that makes a template is matched by it."""
     res: list[tuple | None] = [None] * len(phys)
-    scanned = _scan(base, phys, sizes, wanted, 0, False)
-    if scanned is None:
-        return res
-    buf, out, answers = scanned
-    try:
-        cols = range(propscan.FIXED, propscan.FIXED + propscan.STRIDE * len(wanted), propscan.STRIDE)
-        one = len(wanted) == 1
-        for k, row in enumerate(out.tolist()):
-            if row[propscan.STATUS] == 1:
-                values = tuple([buf[row[i] : row[i + 1]] if row[i] >= 0 else None for i in cols])
-                res[k] = (row[propscan.SIZE], values[0] if one else values)
-            elif row[propscan.STATUS] == 0:
-                res[k] = answers[k]
-    finally:
-        _close(buf)
+    for i, j in _runs(base, phys, sizes) if sources else [(0, len(phys))]:
+        scanned = scan_plain(base, phys[i:j], sizes[i:j], wanted, 0, sources)
+        if scanned is None:
+            continue
+        buf, out, answers = scanned
+        try:
+            for k, status in enumerate(out[:, propscan.STATUS].tolist()):
+                if status == 1 and sources:
+                    n, values = propscan.answer(out, k, buf, len(wanted), True)
+                    row = out[k].tolist()
+                    topic = buf[row[propscan.TOPIC_START] : row[propscan.TOPIC_END]]
+                    res[i + k] = (topic, row[propscan.QUEUE_ID], n, values)
+                elif status == 1:
+                    res[i + k] = propscan.answer(out, k, buf, len(wanted))
+                elif status == 0 and not sources:
+                    res[i + k] = answers[k]
+        finally:
+            close(buf)
     return res
 
 
 def read_sources(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
-    """For the record at each `phys` (`sizes` bound the read; `batchable(base)` holds): `(topic bytes,
-    QUEUEID, n, values)` where its properties string is plain (`read_plain`'s `n` and `values`), else None
-    (the record is read whole): a roll slot's sources. The records are taken in runs that lie in one file
-    within `MAX_SPAN` bytes."""
-    res: list[tuple | None] = [None] * len(phys)
+    """`read_plain(..., sources=True)`: a roll slot's sources (`batchable(base)` holds)."""
+    return read_plain(base, phys, sizes, wanted, True)
+
+
+def _runs(base: MappedBase, phys: list[int], sizes: list[int]):
+    """(i, j) of the runs of `phys[i:j]` that lie in one file within `MAX_SPAN` bytes, `CHUNK` records at most."""
     starts = base._starts
     i = 0
     while i < len(phys):
@@ -192,21 +195,5 @@ def read_sources(base: MappedBase, phys: list[int], sizes: list[int], wanted: tu
         j = i + 1
         while j < len(phys) and j - i < CHUNK and lo <= phys[j] < end and phys[j] + sizes[j] - lo <= MAX_SPAN:
             j += 1
-        scanned = _scan(base, phys[i:j], sizes[i:j], wanted, 0, True)
-        if scanned is not None:
-            buf, out, _answers = scanned
-            try:
-                cols = range(propscan.FIXED, propscan.FIXED + propscan.STRIDE * len(wanted), propscan.STRIDE)
-                for k, row in enumerate(out.tolist(), i):
-                    if row[propscan.STATUS] == 1:
-                        values = tuple([buf[row[c] : row[c + 1]] if row[c] >= 0 else None for c in cols])
-                        res[k] = (
-                            buf[row[propscan.TOPIC_START] : row[propscan.TOPIC_END]],
-                            row[propscan.QUEUE_ID],
-                            row[propscan.SIZE],
-                            values,
-                        )
-            finally:
-                _close(buf)
+        yield i, j
         i = j
-    return res

@@ -8,9 +8,9 @@ objects. `MappedBase` answers the same calls, with the same values:
   (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
 - a record is read with one `os.pread` (no mapping, so the resident size does not grow with the
   CommitLog; a read that walks forward takes `WINDOW` bytes and the next records are sliced from
-  them) and decoded by `struct` from the layouts in `mqtool.formats.message`; anything
-  unusual (bad magic, a short read, lengths past the record) goes to `DiskBase.message`, the
-  reference path, so damaged stores behave exactly as before;
+  them), checked by the batch reader's own checks (`propscan.row`) and decoded by the layouts of
+  `mqtool.formats.commitlog`; anything unusual (bad magic, a short read, lengths past the record) goes
+  to `DiskBase.message`, the reference path, so damaged stores behave exactly as before;
 - decoded messages are kept in a bounded cache (services never change a message they read:
   they copy its properties before editing them), so memory does not grow with the store.
 """
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from mqtool.formats import commitlog, layout
+from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, host_size
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
-from mqtool.formats.message import _HEAD, _MID_V4, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.model import DiskBase, SimMessage, _new_message
@@ -36,8 +36,12 @@ from mqtool.store.mapped_files import map_file
 CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
 WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
-_HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+# the record's fixed-width runs, as `mqtool.formats.commitlog` lays them out (`propscan.row` checks the lengths)
+_HEAD, _STORE_TS, _TAIL = (
+    layout.struct_format(f) for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST)
+)
+_LEAD = layout.struct_format(commitlog.HEADER[:2])  # TOTALSIZE, MAGICCODE
 
 
 class _Units:
@@ -70,6 +74,8 @@ class MappedBase(DiskBase):
         self._hosts: dict[bytes, str] = {}
         self._span: tuple[int, int, int, int] | None = None  # `_file` of the last read
         self._win, self._win_at, self._last = b"", 0, -1  # the last `WINDOW` read, where it starts; the last read
+        # the plain key sequences `batchread` has seen, per set of wanted keys: learnt anew by each base
+        self.templates: dict[tuple[str, ...], propscan.Templates] = {}
 
     # ----- ConsumeQueues -----
     def cq_min(self, topic: str, qid: int) -> int:
@@ -246,10 +252,10 @@ class MappedBase(DiskBase):
             fd = self._fd(i)
         return lo, hi, f.start, fd
 
-    def _read(self, phys: int, whole: bool = True, light: bool = False):
-        """The record at `phys` by one or two `pread`s; None for anything but a plain, whole record.
-        `whole` False: only its properties map, read by the batch reader's kernel (`propscan`);
-        with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
+    def _bytes(self, phys: int) -> tuple[bytes, int] | None:
+        """(bytes holding the whole record at `phys` from their position `o` on, `o`) by one or two `pread`s,
+        or None when fewer than a header's bytes are there or the lead cannot be a record's (its length is
+        then not read)."""
         span = self._span
         if span is None or not span[0] <= phys < span[1]:
             span = self._file(phys)
@@ -268,63 +274,41 @@ class MappedBase(DiskBase):
             else:
                 buf = os.pread(span[3], READ_AHEAD, phys - span[2])
             o = 0
-        n = len(buf) - o
-        if n < _HEAD_SIZE:
+        if len(buf) - o < _HEAD.size:
             return None
-        total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
-        if magic not in _MAGICS or total <= _HEAD_SIZE or total > (1 << 30):
+        total, magic = _LEAD.unpack_from(buf, o)
+        if total > len(buf) - o:
+            if magic not in _MAGICS or total > propscan.MAX_TOTAL:
+                return None
+            return os.pread(span[3], total, phys - span[2]), 0
+        return buf, o
+
+    def _read(self, phys: int, whole: bool = True, light: bool = False):
+        """The record at `phys`; None for anything but a plain, whole record (the checks of `propscan.row`).
+        `whole` False: only its properties map; with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
+        got = self._bytes(phys)
+        if got is None:
             return None
-        if total > n:
-            span = self._span
-            buf = os.pread(span[3], total, phys - span[2])
-            o = 0
-            if len(buf) < total:
-                return None
-        if not whole:  # the batch reader's checks and offsets, for one record
-            row = propscan.row(buf, o, 0, len(buf), o + 1)
-            if row[propscan.STATUS] < 0:
-                return None
-            raw = buf[row[propscan.PROPS_START] : row[propscan.PROPS_END]].decode("utf-8", "surrogateescape")
+        buf, o = got
+        row = propscan.row(buf, o, 0, len(buf), o + 1)
+        if row[propscan.STATUS] < 0:
+            return None
+        raw = buf[row[propscan.PROPS_START] : row[propscan.PROPS_END]].decode("utf-8", "surrogateescape")
+        if not whole:
             props = parse_properties(raw)
-            return (props, row[propscan.BODY_LENGTH], sysflag) if light else props
-        end = o + total
-        p = o + _HEAD_SIZE
-        bn = HOST_SIZE_V6 if sysflag & BORNHOST_V6 else HOST_SIZE_V4
-        sn = HOST_SIZE_V6 if sysflag & STOREHOST_V6 else HOST_SIZE_V4
-        topic_len_fmt = _TOPIC_LEN[magic]
-        try:
-            hosts = self._hosts
-            if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
-                raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
-                p += _MID_V4.size
-            else:
-                raw_born = buf[p : p + bn]
-                p += bn
-                (store_ts,) = _STORE_TS.unpack_from(buf, p)
-                p += _STORE_TS.size
-                raw_store = buf[p : p + sn]
-                p += sn
-                reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-                p += _TAIL.size
-            born_host = hosts.get(raw_born) or self._host(raw_born)
-            store_host = hosts.get(raw_store) or self._host(raw_store)
-            if body_len < 0 or p + body_len > end:
-                return None
-            body_at = p
-            p += body_len
-            (topic_len,) = topic_len_fmt.unpack_from(buf, p)
-            p += topic_len_fmt.size
-            topic_at = p
-            p += topic_len
-            (props_len,) = _PROPS_LEN.unpack_from(buf, p)
-            p += _PROPS_LEN.size
-            if topic_len < 0 or props_len < 0 or p + props_len > end:
-                return None
-            raw = buf[p : p + props_len].decode("utf-8", "surrogateescape")
-            body = buf[body_at : body_at + body_len]
-            raw_topic = buf[topic_at : topic_at + topic_len]
-        except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
-            return None
+            return (props, row[propscan.BODY_LENGTH], row[propscan.SYSFLAG]) if light else props
+        total, _magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
+        p = o + _HEAD.size
+        raw_born = buf[p : p + host_size(sysflag & BORNHOST_V6)]
+        p += len(raw_born)
+        (store_ts,) = _STORE_TS.unpack_from(buf, p)
+        p += _STORE_TS.size
+        raw_store = buf[p : p + host_size(sysflag & STOREHOST_V6)]
+        p += len(raw_store)
+        reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
+        p += _TAIL.size
+        hosts = self._hosts
+        raw_topic = buf[row[propscan.TOPIC_START] : row[propscan.TOPIC_END]]
         topic = self._topics.get(raw_topic)
         if topic is None:
             topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "surrogateescape")
@@ -333,7 +317,7 @@ class MappedBase(DiskBase):
         m.topic = topic
         m.queue_id = qid
         m.props = parse_properties(raw)
-        m.body = body
+        m.body = buf[p : p + body_len]
         m.body_len = body_len
         m.born_ts = born_ts
         m.store_ts = store_ts
@@ -344,8 +328,8 @@ class MappedBase(DiskBase):
         m.phys = phys
         m.size = total
         m.queue_offset = qoff
-        m.born_host = born_host
-        m.store_host = store_host
+        m.born_host = hosts.get(raw_born) or self._host(raw_born)
+        m.store_host = hosts.get(raw_store) or self._host(raw_store)
         m.props_raw = raw
         m.service = ""
         m.source_phys = -1

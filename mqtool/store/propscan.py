@@ -304,10 +304,11 @@ def row(buf, rel: int, delta: int, n: int, flen: int) -> tuple[int, ...]:
     return ROW_KERNEL(buf, rel, delta, n, flen, GEOMETRY)
 
 
-def answer(out: np.ndarray, k: int, buf, nwanted: int):
-    """`read_plain`'s `(n, values)` of a matched record `k` of `out` (status 1)."""
+def answer(out: np.ndarray, k: int, buf, nwanted: int, as_tuple: bool = False):
+    """`(n, values)` of a matched record `k` of `out` (status 1): its SIZE and the wanted values' bytes (None:
+    absent), a tuple for two wanted keys or more or `as_tuple`, else the one value."""
     row = out[k].tolist()
     values = tuple(
         [buf[row[i] : row[i + 1]] if row[i] >= 0 else None for i in range(FIXED, FIXED + STRIDE * nwanted, STRIDE)]
     )
-    return row[1], values if nwanted > 1 else values[0]
+    return row[SIZE], values if nwanted > 1 or as_tuple else values[0]

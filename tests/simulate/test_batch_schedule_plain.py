@@ -84,7 +84,6 @@ def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, version, map_f
     monkeypatch.setattr(batchread, "MAP_FROM", map_from)
     monkeypatch.setattr(batchread, "SPARSE", 16)
     monkeypatch.setattr(schedule_mod, "BATCH_READ", 2)
-    monkeypatch.setattr(batchread, "_TEMPLATES", {})
     store, config = _build(tmp_path / "s", version)
     log1, sum1, _ = _run(store, config, False, version, monkeypatch)
     log2, sum2, answers = _run(store, config, True, version, monkeypatch)
@@ -104,7 +103,6 @@ def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, version, map_f
 def test_read_plain_equals_the_light_read(tmp_path, monkeypatch, map_from):
     monkeypatch.setattr(batchread, "MAP_FROM", map_from)
     monkeypatch.setattr(batchread, "SPARSE", 0 if map_from == 0 else 1 << 40)
-    monkeypatch.setattr(batchread, "_TEMPLATES", {})
     store, _ = _build(tmp_path / "s", "5.3")
     fast = MappedBase(store)
     wanted = ("REAL_TOPIC", "REAL_QID", "UNIQ_KEY")

@@ -32,7 +32,6 @@ DAY = shapes.DAY
 def engine(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(plainscan, "KERNEL", plainscan.scan_py)  # the fallback without the extension
-    monkeypatch.setattr(batchread, "_TEMPLATES", {})
     return request.param
 
 
@@ -127,7 +126,7 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
     try:
         units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, shapes.N_SHAPES * 20)]
         got, _out = _answers(fast, units, timerenqueue.ENQ_INTERN)
-        batchread._TEMPLATES.clear()
+        fast.templates.clear()  # learnt anew
         want = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         assert got == want
         # the second pass: every plain string matched (11 plain shapes), the 4 others parsed

@@ -20,7 +20,7 @@ from mqtool.store import propscan
 WANTED = ("UNIQ_KEY", "REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS")
 ALL_INTERNED = (1 << len(WANTED)) - 1
 VALUE_COLUMNS = range(propscan.FIXED, propscan.FIXED + propscan.STRIDE * len(WANTED), propscan.STRIDE)
-MAX_TEMPLATES = 32  # `MAX_TEMPLATES`: the templates a batch reader learns at most
+MAX_TEMPLATES = 32  # `batchread.MAX_TEMPLATES`: the templates a batch reader learns at most
 
 
 def _templates_of(strings: list[bytes]) -> propscan.Templates:
