@@ -39,8 +39,6 @@ PRODUCER = 6
 PERSIST = 7
 NORMAL = 8
 
-INFINITY = float("inf")
-
 
 class EmptySchedule(Exception):  # noqa: N818 - SimPy's name
     """`step()` on an empty queue."""
@@ -62,7 +60,6 @@ class Engine:
         self._now = int(initial_time)
         self._queue: list[tuple[int, int, int, Callable[[], Any]]] = []
         self._eid = itertools.count()
-        self.steps = 0
 
     @property
     def now(self) -> int:
@@ -74,17 +71,12 @@ class Engine:
             raise ValueError(f"Negative delay {delay}")
         heapq.heappush(self._queue, (self._now + int(delay), priority, next(self._eid), event))
 
-    def peek(self) -> float:
-        """Time of the next event, `INFINITY` when none is queued."""
-        return self._queue[0][0] if self._queue else INFINITY
-
     def step(self) -> None:
         """Process the next event; `EmptySchedule` when there is none."""
         try:
             self._now, _, _, event = heapq.heappop(self._queue)
         except IndexError:
             raise EmptySchedule from None
-        self.steps += 1
         event()
 
     def run(self, until: int | None = None) -> None:
@@ -149,7 +141,6 @@ class Process:
             return False
         self._gen_id += 1  # as `wake` would: an entry still queued for this process is stale
         e._now = t
-        e.steps += 1
         return True
 
     def stop(self) -> None:

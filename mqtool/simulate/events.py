@@ -36,19 +36,10 @@ class SimEvent:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        d = {
-            "time": self.time,
-            "service": self.service,
-            "event": self.event,
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "uniq_key": self.uniq_key,
-            "physical_offset": self.physical_offset,
-            "new_physical_offset": self.new_physical_offset,
-        }
+        """The event's line dict: `eventlines.KEYS` in order, then the detail keys."""
+        d = {k: getattr(self, k) for k in eventlines.KEYS}
         for k, v in self.detail.items():
-            if k not in d:
-                d[k] = v
+            d.setdefault(k, v)
         return d
 
     def to_json(self) -> str:

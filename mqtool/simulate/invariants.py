@@ -8,7 +8,7 @@
 
 `InvariantCheck` watches the events as they pass (`EventLog.watch_columns`: in batches of columns),
 so a run of millions of events never holds its history: the due-time check needs nothing, the
-delivered keys are those the summary's `DeliveryTally` spools (`TaggedKeys`: 8 bytes an event in memory,
+delivered keys are those the summary's `DeliveryTally` spools (`KeyTally`: 9 bytes an event in memory,
 exact counts for the keys that repeat), the rolls a `KeyTally`.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from operator import lt
 
 from mqtool.simulate.events import Columns, EventLog, SimEvent
-from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally, TaggedKeys
+from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally
 
 WATCHED = ("deliver", "roll")
 _SERVICES = ("schedule", "timer")
@@ -34,7 +34,7 @@ class InvariantCheck:
         self.count_deliveries = not kinds & {"crash", "put_failure"}
         self.problems: list[str] = []
         self.rolls = KeyTally()
-        self.shared: TaggedKeys | None = None
+        self.shared: KeyTally | None = None
         self._own: DeliveryTally | None = None  # a tally of its own when it watches a log without the summary's
 
     def watch(self, log, tally: DeliveryTally | None = None) -> InvariantCheck:

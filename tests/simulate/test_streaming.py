@@ -10,7 +10,7 @@ from mqtool.simulate.events import SimEvent
 from mqtool.simulate.invariants import check_invariants
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
-from mqtool.simulate.tally import KeyTally
+from mqtool.simulate.tally import SUMMARY, KeyTally
 from simkit import S, config
 
 
@@ -20,7 +20,7 @@ def test_key_tally_repeats_are_exact_even_when_hashes_collide(monkeypatch):
     t = KeyTally()
     for k in ["AA", "AB", "AA", "B", "AC", "AA", "AB", "\udc80x"]:
         t.add(k)
-    assert t.repeated() == {"AA": 3, "AB": 2}
+    assert t.repeated_by(SUMMARY) == {"AA": 3, "AB": 2}
     assert t.counts({"AC", "B", "AA", "zz"}) == {"AA": 3, "AC": 1, "B": 1}
     t.close()
 
@@ -31,7 +31,7 @@ def test_key_tally_spools_past_its_buffer():
         t.add(f"K{i % 15_000}")
     t.add("\udcff")  # a surrogate-escaped byte survives the spool
     t.add("\udcff")
-    rep = t.repeated()
+    rep = t.repeated_by(SUMMARY)
     assert len(rep) == 5_001 and rep["K0"] == 2 and rep["K4999"] == 2 and rep["\udcff"] == 2
     assert "K5000" not in rep
     t.close()
