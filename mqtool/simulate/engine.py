@@ -95,8 +95,7 @@ class Engine:
                 self._now = int(until)
             return
 
-    def process(self, gen: Generator[int, Any, Any], priority: int = NORMAL, delay: int = 0,
-                name: str = "") -> Process:
+    def process(self, gen: Generator[int, Any, Any], priority: int = NORMAL, delay: int = 0, name: str = "") -> Process:
         """Start a generator process `delay` ms from now."""
         p = Process(self, gen, priority, name)
         p.wake(delay)

@@ -7,7 +7,7 @@ One line per event, keys in this order: `time` (virtual epoch ms), `service`
 Every event enters `EventLog` the same way: in a batch of n >= 1 events of one kind (service, event
 and detail keys), column by column (`EventLog.batch`). The batches are counted, handed to the sink's
 lines (`eventlines`), to the `watch_columns` callbacks (the summary's tallies, the invariant checks)
-and, when events are held or watched one by one, made into `SimEvent`s: one path for all of them.
+and, when events are held, made into `SimEvent`s: one path for all of them.
 """
 
 from __future__ import annotations
@@ -97,13 +97,13 @@ class Columns:
 class EventLog:
     """The ordered event history, handed on as it happens.
 
-    Each event goes to the watchers of its kind: `watch` callbacks get a `SimEvent` as it happens,
-    `watch_columns` callbacks get the events in blocks of `Columns`, in order, all of them by the
-    time `flush()` returns (the summary's tallies, the invariant checks: read after the run). It goes
-    to `sink` when one is given (a text file: one JSON line per event, written about `FLUSH_LINES`
-    lines at a time, by a writer thread when the sink has a byte buffer), and into `events` when
-    `hold` (the default without a sink: tests and library callers iterate it). `keep=False` only
-    counts, and the services do not even compute the events' details (`tally`).
+    Each event goes to the watchers of its kind: `watch_columns` callbacks get the events in blocks of
+    `Columns`, in order, all of them by the time `flush()` returns (the summary's tallies, the invariant
+    checks: read after the run). It goes to `sink` when one is given (a text file: one JSON line per
+    event, written about `FLUSH_LINES` lines at a time, by a writer thread when the sink has a byte
+    buffer), and into `events` when `hold` (the default without a sink: tests and library callers
+    iterate it). `keep=False` only counts, and the services do not even compute the events' details
+    (`tally`).
 
     `batch` is the way in; `emit` is one event whose detail may hold any JSON value.
     """
@@ -114,10 +114,8 @@ class EventLog:
         self.hold = keep and (sink is None if hold is None else hold)
         self.events: list[SimEvent] = []
         self.by_kind: dict[str, int] = {}
-        self._watchers: dict[str, list[Callable[[SimEvent], None]]] = {}
         self._column_watchers: dict[str, list[Callable[[Columns], None]]] = {}
         self._watched: dict[str, list] = {}  # per watched event, its batches not handed on yet
-        self._per_event = self.hold  # a SimEvent is made for each event (hold or `watch`)
         self._lined = keep and sink is not None  # lines are made
         self._kinds: dict[tuple, Kind] = {}
         self._kind_list: list[Kind] = []
@@ -132,11 +130,6 @@ class EventLog:
     @property
     def count(self) -> int:
         return sum(self.by_kind.values())
-
-    def watch(self, event: str, callback: Callable[[SimEvent], None]) -> None:
-        """Call `callback(e)` for every recorded event of that kind, in order, as it happens."""
-        self._watchers.setdefault(event, []).append(callback)
-        self._per_event = True
 
     def watch_columns(self, event: str, callback: Callable[[Columns], None]) -> None:
         """Call `callback(cols)` with the events of that kind in order, in blocks (`Columns`); every
@@ -234,30 +227,15 @@ class EventLog:
             watched.append(batch)
             if len(watched) >= FLUSH_LINES:
                 self._hand_on()
-        if self._per_event:
-            self._each(kind, cols)
+        if self.hold:
+            self._hold(kind, cols)
 
-    def _each(self, kind: Kind, cols: tuple) -> None:
-        """Each event of a batch as a `SimEvent`: held, and to its `watch` callbacks."""
-        watchers = self._watchers.get(kind.event, ())
+    def _hold(self, kind: Kind, cols: tuple) -> None:
+        """Each event of a batch as a `SimEvent`, held."""
         service, event, detail = kind.service, kind.event, kind.detail
-        for row in zip(*cols, strict=True):
-            time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *values = row
-            e = SimEvent(
-                time,
-                service,
-                event,
-                topic,
-                queue_id,
-                uniq_key,
-                physical_offset,
-                new_physical_offset,
-                dict(zip(detail, values, strict=True)),
-            )
-            if self.hold:
-                self.events.append(e)
-            for w in watchers:
-                w(e)
+        for time, topic, queue_id, uniq_key, phys, new_phys, *values in zip(*cols, strict=True):
+            detail_map = dict(zip(detail, values, strict=True))
+            self.events.append(SimEvent(time, service, event, topic, queue_id, uniq_key, phys, new_phys, detail_map))
 
     def _hand_on(self) -> None:
         """The watched events not yet handed on, to their `watch_columns` callbacks."""

@@ -169,9 +169,7 @@ class Scenario:
 def _time(value: Any, start_ms: int, where: str) -> int:
     if isinstance(value, bool):
         raise ScenarioError(f"{where}: expected a time, got {value!r}")
-    if isinstance(value, int):
-        return value if value >= EPOCH_MIN else start_ms + value
-    if isinstance(value, float):
+    if isinstance(value, int | float):
         return int(value) if value >= EPOCH_MIN else start_ms + int(value)
     if isinstance(value, str):
         try:
@@ -196,9 +194,17 @@ def _delta(value: Any, where: str) -> int:
     raise ScenarioError(f"{where}: expected a duration, got {value!r}")
 
 
-def _answer(value: Any, where: str) -> str:
-    if value not in ANSWERS:
-        raise ScenarioError(f"{where}: answer must be one of {', '.join(ANSWERS)}, got {value!r}")
+def _choice(value: Any, choices: tuple, where: str) -> Any:
+    if value not in choices:
+        raise ScenarioError(f"{where} must be one of {', '.join(map(str, choices))}, got {value!r}")
+    return value
+
+
+def _integer(value: Any, where: str, lo: int, hi: int | None = None) -> int:
+    """`value`, an integer (not a bool) of at least `lo` and at most `hi`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or hi is not None and value > hi:
+        bounds = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
+        raise ScenarioError(f"{where} must be an integer {bounds}, got {value!r}")
     return value
 
 
@@ -220,7 +226,7 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         if not isinstance(tx["check_at"], list):
             raise ScenarioError("transaction.check_at must be a list of times")
         sc.check_at = sorted(_time(v, start_ms, f"transaction.check_at[{i}]") for i, v in enumerate(tx["check_at"]))
-    sc.default_answer = _answer(tx.get("default_answer", "none"), "transaction.default_answer")
+    sc.default_answer = _choice(tx.get("default_answer", "none"), ANSWERS, "transaction.default_answer")
     sc.answer_delay_ms = int(_delta(tx.get("answer_delay_ms", 0), "transaction.answer_delay_ms"))
     for i, a in enumerate(tx.get("answers", [])):
         where = f"transaction.answers[{i}]"
@@ -228,7 +234,7 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
             raise ScenarioError(f"{where} must be a table")
         sc.answers.append(
             AnswerRule(
-                _answer(a.get("answer"), where),
+                _choice(a.get("answer"), ANSWERS, f"{where}.answer"),
                 a.get("producer_group"),
                 a.get("uniq_key"),
                 a.get("key"),
@@ -240,9 +246,7 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         raise ScenarioError("faults must be an array of tables ([[faults]])")
     for i, f in enumerate(faults):
         where = f"faults[{i}]"
-        kind = f.get("kind")
-        if kind not in FAULT_KINDS:
-            raise ScenarioError(f"{where}.kind must be one of {', '.join(FAULT_KINDS)}, got {kind!r}")
+        kind = _choice(f.get("kind"), FAULT_KINDS, f"{where}.kind")
         first = f.get("from", f.get("at"))
         start = _time(first, start_ms, f"{where}.from") if first is not None else start_ms
         if kind == "crash" and first is None:
@@ -284,12 +288,8 @@ def _consumers(entries: Any) -> list[ConsumerSpec]:
             if not isinstance(c.get(key), str) or not c[key]:
                 raise ScenarioError(f"{where}.{key} is required (a name)")
         start = c.get("from", "first")
-        if start not in ("first", "last") and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
-            raise ScenarioError(f'{where}.from must be "first", "last" or a queue offset, got {start!r}')
-        if c.get("outcome", "ok") not in ("ok", "fail"):
-            raise ScenarioError(f"{where}.outcome must be ok or fail, got {c['outcome']!r}")
-        if c.get("mode", "push") not in ("push", "pop"):
-            raise ScenarioError(f"{where}.mode must be push or pop, got {c['mode']!r}")
+        if start not in ("first", "last"):
+            _integer(start, f'{where}.from ("first", "last" or a queue offset)', 0)
         match = c.get("match", {})
         if not isinstance(match, dict) or set(match) - {"key", "uniq_key", "tag"}:
             raise ScenarioError(f"{where}.match is a table of key, uniq_key and tag globs")
@@ -299,11 +299,11 @@ def _consumers(entries: Any) -> list[ConsumerSpec]:
                 c["group"],
                 c["topic"],
                 start,
-                c.get("outcome", "ok"),
+                _choice(c.get("outcome", "ok"), ("ok", "fail"), f"{where}.outcome"),
                 int(c.get("fail_times", 0)),
                 {k: str(v) for k, v in match.items()},
                 _delta(c.get("consume_delay", 0), f"{where}.consume_delay"),
-                c.get("mode", "push"),
+                _choice(c.get("mode", "push"), ("push", "pop"), f"{where}.mode"),
                 _delta(c.get("invisible_time", 60_000), f"{where}.invisible_time"),
                 None if mrt is None else int(mrt),
                 *_client_keys(c, where),
@@ -317,16 +317,10 @@ def _client_keys(c: dict, where: str) -> tuple[int, int, str | None, int | None]
     poll = _delta(c.get("poll_interval", 0), f"{where}.poll_interval")
     if poll < 0:
         raise ScenarioError(f"{where}.poll_interval must not be negative")
-    batch = c.get("batch_size", DEFAULT_BATCH_SIZE)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ScenarioError(f"{where}.batch_size must be a positive integer, got {batch!r}")
-    client = c.get("client")
-    if client is not None and client not in CLIENTS:
-        raise ScenarioError(f"{where}.client must be proxy or remoting, got {client!r}")
-    draw = c.get("pop_random")
-    if draw is not None and (isinstance(draw, bool) or not isinstance(draw, int) or not 0 <= draw <= 99):
-        raise ScenarioError(f"{where}.pop_random must be an integer 0-99, got {draw!r}")
-    return poll, batch, client, draw
+    batch = _integer(c.get("batch_size", DEFAULT_BATCH_SIZE), f"{where}.batch_size", 1)
+    client, draw = c.get("client"), c.get("pop_random")
+    client = None if client is None else _choice(client, CLIENTS, f"{where}.client")
+    return poll, batch, client, None if draw is None else _integer(draw, f"{where}.pop_random", 0, 99)
 
 
 def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:

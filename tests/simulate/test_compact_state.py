@@ -89,7 +89,7 @@ def test_a_batch_of_rows_writes_what_a_batch_a_row_writes():
     keys = ("slot", "direct")
     one, many = EventLog(sink=Sink(), hold=True), EventLog(sink=Sink(), hold=True)
     seen: list[tuple] = []
-    many.watch("deliver", lambda e: seen.append((e.topic, e.detail["slot"])))
+    many.watch_columns("deliver", lambda cols: seen.extend(zip(cols["topic"], cols["slot"], strict=True)))
     for r in rows:
         one.batch(42, "timer", "deliver", *r[:5], **dict(zip(keys, r[5:], strict=True)))
     put_rows(many, 42, "timer", "deliver", rows, keys)
