@@ -68,32 +68,27 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
     the records cannot be read batch-wise; the caller closes a mapping (`close`)."""
     if not phys:
         return None
-    starts = base._starts
-    p_lo, p_hi = min(phys), max(phys)
-    i = bisect.bisect_right(starts, p_lo) - 1
-    if i < 0 or bisect.bisect_right(starts, p_hi) - 1 != i:
-        return None  # records in more files than one: each is read on its own
-    files = base._files
-    if i > 0 and files[i - 1].start + max(files[i - 1].length, base._size) > p_lo:
-        return None  # files that overlap: the reference path decides
-    f = files[i]
-    lo = p_lo - f.start
     if len(phys) != len(sizes):
         raise ValueError("phys and sizes differ in length")
+    p_lo, p_hi = min(phys), max(phys)
+    f = base._file(p_lo)
+    if f is None or p_hi >= f.hi:
+        return None  # records in more files than one (each is read on its own), or files that overlap
+    lo = p_lo - f.start
     if min(sizes) > 0:
         hi = max(map(operator.add, phys, sizes)) - f.start
     else:
         hi = max([p + s if s > 0 else p for p, s in zip(phys, sizes, strict=True)]) - f.start
-    if lo < 0 or hi - lo > MAX_SPAN or hi <= lo:
+    if hi - lo > MAX_SPAN or hi <= lo:
         return None
     # mapped, not copied, when sparse (a delay level's records lie ~5 KB apart among the other topics'
     # records), but a few records' span is read: mapping it and faulting its pages in costs more
-    sparse = min(hi, base._file_length(i)) - lo > SPARSE * len(phys)
-    span = _span_bytes(base, i, lo, hi, sparse and len(phys) >= MAP_FROM)
+    sparse = min(hi, base._file_length(f.index)) - lo > SPARSE * len(phys)
+    span = _span_bytes(base, f.index, lo, hi, sparse and len(phys) >= MAP_FROM)
     if span is None:
         return None
     buf, delta, n = span
-    return buf, delta, [p - p_lo for p in phys], n, f.length - lo
+    return buf, delta, [p - p_lo for p in phys], n, base._files[f.index].length - lo
 
 
 def scan_plain(

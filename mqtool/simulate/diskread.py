@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,6 +42,16 @@ _HEAD, _STORE_TS, _TAIL = (
     layout.struct_format(f) for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST)
 )
 _LEAD = layout.struct_format(commitlog.HEADER[:2])  # TOTALSIZE, MAGICCODE
+
+
+class Span(NamedTuple):
+    """The range [lo, hi) of CommitLog file `index` (it starts at `start`, open as `fd`) the fast reads read."""
+
+    lo: int
+    hi: int
+    start: int
+    fd: int
+    index: int
 
 
 class _Units:
@@ -72,7 +82,7 @@ class MappedBase(DiskBase):
         self._lengths: dict[int, int] = {}  # `_file_length`
         self._topics: dict[bytes, str] = {}
         self._hosts: dict[bytes, str] = {}
-        self._span: tuple[int, int, int, int] | None = None  # `_file` of the last read
+        self._span: Span | None = None  # `_file` of the last read
         self._win, self._win_at, self._last = b"", 0, -1  # the last `WINDOW` read, where it starts; the last read
         # the plain key sequences `batchread` has seen, per set of wanted keys: learnt anew by each base
         self.templates: dict[tuple[str, ...], propscan.Templates] = {}
@@ -192,12 +202,8 @@ class MappedBase(DiskBase):
         which it would only push older entries out of."""
         if self.recovery is not None and phys >= self.recovery.end:
             return None
-        m = self._lru.get(phys)
-        if m is None:
-            m = self._read(phys)
-            if m is None:
-                return self.message(phys)  # the reference path, cached as before
-        return m
+        m = self._lru.get(phys) or self._read(phys)
+        return m if m is not None else self.message(phys)  # the reference path, cached as before
 
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, without a `SimMessage` or the cache: the timer's enqueue reads only
@@ -205,9 +211,7 @@ class MappedBase(DiskBase):
         if self.recovery is not None and phys >= self.recovery.end:
             return None
         m = self._lru.get(phys)
-        if m is not None:
-            return m.props
-        props = self._read(phys, False)
+        props = m.props if m is not None else self._read(phys, False)
         if props is None:
             m = self.message(phys)  # the reference path decides
             return None if m is None else m.props
@@ -233,46 +237,44 @@ class MappedBase(DiskBase):
             fd = self._fds[i] = os.open(self._files[i].path, os.O_RDONLY)
         return fd
 
-    def _file(self, phys: int) -> tuple[int, int, int, int] | None:
-        """(first offset, end, file start, fd) of the range of the file holding `phys` that `_read`
-        reads from it, or None: before the first file, past a file's length, or where files overlap
-        (the reference path decides there)."""
+    def _file(self, phys: int) -> Span | None:
+        """The range of the file holding `phys` that the fast reads read from it, or None: before the first
+        file, past a file's length, or where files overlap (the reference path decides there)."""
         i = bisect.bisect_right(self._starts, phys) - 1
-        if i < 0 or i > 0 and self._files[i - 1].start + max(self._files[i - 1].length, self._size) > phys:
+        if i < 0:
             return None
         f = self._files[i]
-        if phys - f.start >= f.length:
+        prev = self._files[i - 1] if i > 0 else None
+        lo = f.start if prev is None else prev.start + max(prev.length, self._size)
+        if phys < lo or phys - f.start >= f.length:
             return None
-        lo = f.start if i == 0 else max(f.start, self._files[i - 1].start + max(self._files[i - 1].length, self._size))
         hi = f.start + f.length
         if i + 1 < len(self._starts):
             hi = min(hi, self._starts[i + 1])  # the next file answers from its start on
-        fd = self._fds.get(i)
-        if fd is None:
-            fd = self._fd(i)
-        return lo, hi, f.start, fd
+        return Span(max(lo, f.start), hi, f.start, self._fd(i), i)
 
     def _bytes(self, phys: int) -> tuple[bytes, int] | None:
         """(bytes holding the whole record at `phys` from their position `o` on, `o`) by one or two `pread`s,
         or None when fewer than a header's bytes are there or the lead cannot be a record's (its length is
         then not read)."""
         span = self._span
-        if span is None or not span[0] <= phys < span[1]:
+        if span is None or not span.lo <= phys < span.hi:
             span = self._file(phys)
             if span is None:
                 return None
             self._span = span
+        _lo, _hi, start, fd, _i = span
         # a walk forward reads `WINDOW` bytes at once and slices the next records from them (a `pread`
         # of 16 KB costs little more than one of 1 KB); the bytes are the file's, whichever read brought them
         buf = self._win
         o = phys - self._win_at
         last, self._last = self._last, phys
-        if o < 0 or o + READ_AHEAD > len(buf) or self._win_at < span[0]:
+        if o < 0 or o + READ_AHEAD > len(buf) or self._win_at < _lo:
             if 0 < phys - last < WINDOW:
-                buf = self._win = os.pread(span[3], WINDOW, phys - span[2])
+                buf = self._win = os.pread(fd, WINDOW, phys - start)
                 self._win_at = phys
             else:
-                buf = os.pread(span[3], READ_AHEAD, phys - span[2])
+                buf = os.pread(fd, READ_AHEAD, phys - start)
             o = 0
         if len(buf) - o < _HEAD.size:
             return None
@@ -280,7 +282,7 @@ class MappedBase(DiskBase):
         if total > len(buf) - o:
             if magic not in _MAGICS or total > propscan.MAX_TOTAL:
                 return None
-            return os.pread(span[3], total, phys - span[2]), 0
+            return os.pread(fd, total, phys - start), 0
         return buf, o
 
     def _read(self, phys: int, whole: bool = True, light: bool = False):
