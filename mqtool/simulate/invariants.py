@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from operator import lt
 
+from mqtool.simulate.eventlines import ROW_NAMES
 from mqtool.simulate.events import Columns, EventLog, SimEvent
 from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally
 
@@ -94,17 +95,7 @@ def check_invariants(events: Iterable[SimEvent] | InvariantCheck, faults: list, 
     check = InvariantCheck(faults).watch(log)
     for e in events:
         if e.event in WATCHED:
-            log.emit(
-                e.time,
-                e.service,
-                e.event,
-                e.topic,
-                e.queue_id,
-                e.uniq_key,
-                e.physical_offset,
-                e.new_physical_offset,
-                **e.detail,
-            )
+            log.emit(e.time, e.service, e.event, *(getattr(e, k) for k in ROW_NAMES), **e.detail)
     log.flush()
     return check.finish(halves)
 

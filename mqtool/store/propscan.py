@@ -188,21 +188,9 @@ def scan_py(
 
 def row_py(buf, rel: int, delta: int, n: int, flen: int, geo) -> tuple[int, ...]:
     """`scan_py`'s row of one record against no template (its first `FIXED` columns), as a tuple."""
-    row = [-1] * FIXED
-    scan_py(buf, [rel], delta, n, flen, geo, b"\0", [0], [0], [0], [[]], 0, _Rows(row))
-    return tuple(row)
-
-
-class _Rows:
-    """`out` of one row for `row_py` (a list, not an array: no numpy for one record)."""
-
-    __slots__ = ("row", "shape")
-
-    def __init__(self, row: list[int]) -> None:
-        self.row, self.shape = row, (1, len(row))
-
-    def __setitem__(self, k: int, values: list[int]) -> None:
-        self.row[:] = values
+    out = np.empty((1, FIXED), np.int64)
+    scan_py(buf, [rel], delta, n, flen, geo, b"\0", [0], [0], [0], [[]], 0, out)
+    return tuple(out[0].tolist())
 
 
 def _kernel():
