@@ -40,12 +40,12 @@ class InvariantCheck:
 
     def watch(self, log, tally: DeliveryTally | None = None) -> InvariantCheck:
         """Watch `log`'s deliveries and rolls; the delivered keys are counted from `tally`'s (the summary's,
-        watching the same log: hashed and spooled once, `DeliveryTally.share`), or from a tally of its own."""
+        watching the same log: hashed and spooled once, `DeliveryTally.keys`), or from a tally of its own."""
         if self.count_deliveries:
             if tally is None:
                 tally = self._own = DeliveryTally(0, 1)
                 log.watch_columns("deliver", tally.columns)
-            self.shared = tally.share()
+            self.shared = tally.keys
         log.watch_columns("deliver", self.deliveries)
         log.watch_columns("roll", self.rolled)
         return self

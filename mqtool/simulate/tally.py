@@ -28,7 +28,7 @@ class KeyTally:
     """How often each key occurred, per tag: `repeated_by(tag)` gives the keys with that tag seen more than
     once among those with it, exactly. Each key carries a byte of tags (`SUMMARY`, `SCHEDULE`, `TIMER`), so
     the deliveries' keys are hashed and spooled once for both the summary's duplicates and the invariant
-    check's counts per service (`DeliveryTally.share`).
+    check's counts per service (`DeliveryTally.keys`).
 
     The keys are spooled 8,192 at a time as one UTF-8 string (surrogates passed through) with their
     lengths in code points, which is what decoding the spool gives back."""
@@ -143,28 +143,20 @@ class DeliveryTally:
         self.span = max(1, until_ms - start_ms)
         self.per_topic: Counter[str] = Counter()
         self.timeline: Counter[int] = Counter()
+        # tagged for the summary and for the invariant check's counts (`InvariantCheck.watch`): each key is
+        # hashed and spooled once
         self.keys: KeyTally = KeyTally()
-        self.shared = False  # the keys are tagged for the invariant check too (`share`)
-
-    def share(self) -> KeyTally:
-        """Tag the deliveries' keys for the invariant check's counts too (`InvariantCheck.watch`): each key is
-        hashed and spooled once; call before any event."""
-        self.shared = True
-        return self.keys
 
     def columns(self, cols: Columns) -> None:
         """A block of `deliver` events (`EventLog.watch_columns`), counted with a few C-level passes."""
         topics, keys, times = cols["topic"], cols["uniq_key"], cols["time"]
         counts = Counter(topics)
-        if self.shared:
-            self._tagged(cols, topics, keys, counts)
+        self._tagged(cols, topics, keys, counts)
         if not _SYSTEM_TOPICS.isdisjoint(counts):
             mine = [t not in _SYSTEM_TOPICS for t in topics]
-            topics, keys, times = (list(compress(c, mine)) for c in (topics, keys, times))
+            topics, times = (list(compress(c, mine)) for c in (topics, times))
             counts = Counter(topics)
         self.per_topic.update(counts)
-        if not self.shared:
-            self.keys.extend(list(filter(None, keys)))
         timeline, start, span = self.timeline, self.start, self.span
         for t, n in Counter(times).items():
             timeline[min(TIMELINE_BUCKETS - 1, (t - start) * TIMELINE_BUCKETS // span)] += n
