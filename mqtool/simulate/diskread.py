@@ -163,21 +163,11 @@ class MappedBase(DiskBase):
             a = off - u.first
             b = min(stop - u.first, a + step)
             ok = u.ok[a:b]
-            rows = zip(
-                range(off, off + (b - a)),
-                u.offset[a:b].tolist(),
-                u.size[a:b].tolist(),
-                u.tags[a:b].tolist(),
-                strict=True,
-            )
-            if not ok.all():
-                bad = int(np.argmin(ok))
-                for o, p, s, t in rows:
-                    if o - off >= bad:
-                        return
-                    yield o, (p, s, t)
-            for o, p, s, t in rows:
-                yield o, (p, s, t)
+            good = b if ok.all() else a + int(np.argmin(ok))  # up to the first unit not written
+            cols = (u.offset[a:good].tolist(), u.size[a:good].tolist(), u.tags[a:good].tolist())
+            yield from zip(range(off, good - a + off), zip(*cols, strict=True), strict=True)
+            if good < b:
+                return
             off += b - a
             step = min(step * 4, 4096)
 

@@ -263,25 +263,21 @@ class EventLog:
         if not parts:
             return
         self._parts, self._lines = [], 0
-        formatter = self._formatter
-        if formatter is None:
-            data = b"".join(p if type(p) is bytes else eventlines.lines(p, self._kind_list) for p in parts)
-        else:
-            if self._table is None:
-                self._table = eventlines.Table(self._kind_list)
-            texts: list = []
-            for p in parts:
-                if type(p) is bytes:
-                    texts.append(p)
-                else:
-                    _texts(p, self._kind_list, texts)
-            data = (texts, lines, self._table)
+        formatter, texts = self._formatter, []
+        if formatter is not None and self._table is None:
+            self._table = eventlines.Table(self._kind_list)
+        for p in parts:
+            if type(p) is bytes:
+                texts.append(p)
+            elif formatter is None:  # no extension: `json` writes every line
+                texts.append(eventlines.lines(p, self._kind_list))
+            else:
+                _texts(p, self._kind_list, texts)
+        data = (texts, lines, self._table)
         if self._buffer is None:
             self._buffer = _byte_buffer(self.sink) or False
         if not self._buffer:  # formatted and written on this thread
-            if type(data) is tuple:
-                data = b"".join(map(bytes, _formatted(formatter, *data)))
-            self.sink.write(data.decode("utf-8", "surrogatepass"))
+            self.sink.write(b"".join(map(bytes, _formatted(formatter, *data))).decode("utf-8", "surrogatepass"))
             return
         writer = self._writer
         if writer is None:
@@ -329,7 +325,7 @@ def _texts(run: list[tuple], kinds: list[Kind], out: list) -> None:
             _texts(run[len(run) // 2 :], kinds, out)
 
 
-def _formatted(formatter: eventlines.Formatter, texts: list, lines: int, table: eventlines.Table):
+def _formatted(formatter: eventlines.Formatter | None, texts: list, lines: int, table: eventlines.Table | None):
     """A block's lines, part by part: json's finished lines as they are, orjson's texts through the kernel
     (each view valid until the next is made)."""
     for t in texts:
@@ -356,15 +352,12 @@ class _Writer:
         while (data := get()) is not None:
             if self.error is None:
                 try:
-                    if type(data) is bytes:
-                        write(data)
-                    else:
-                        for lines in _formatted(formatter, *data):
-                            write(lines)
+                    for lines in _formatted(formatter, *data):
+                        write(lines)
                 except BaseException as e:  # noqa: BLE001 - handed to the caller's thread by `close`
                     self.error = e
 
-    def put(self, data: bytes | tuple) -> None:
+    def put(self, data: tuple) -> None:
         self._queue.put(data)
 
     def close(self) -> None:
