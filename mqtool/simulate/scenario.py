@@ -34,6 +34,7 @@ from __future__ import annotations
 import fnmatch
 import random
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,22 +44,6 @@ from mqtool.times import TimeFormatError, parse_duration_ms, parse_time
 
 ANSWERS = ("commit", "rollback", "unknown", "none")
 FAULT_KINDS = ("put_failure", "crash", "clock_jump")
-CONSUMER_KEYS = {
-    "group",
-    "topic",
-    "from",
-    "outcome",
-    "fail_times",
-    "match",
-    "consume_delay",
-    "mode",
-    "invisible_time",
-    "max_reconsume_times",
-    "poll_interval",
-    "batch_size",
-    "client",
-    "pop_random",
-}
 CLIENTS = ("proxy", "remoting")
 DEFAULT_BATCH_SIZE = 32  # PopMessageRequestHeader.maxMsgNums of a default client (DefaultMQPushConsumer.popBatchNums)
 EPOCH_MIN = 10**11
@@ -273,6 +258,34 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
     return sc
 
 
+def _poll_interval(value: Any, where: str) -> int:
+    poll = _delta(value, where)
+    if poll < 0:
+        raise ScenarioError(f"{where} must not be negative")
+    return poll
+
+
+def _queue_offset(value: Any, where: str) -> str | int:
+    return value if value in ("first", "last") else _integer(value, f'{where} ("first", "last" or a queue offset)', 0)
+
+
+# a `[[consumers]]` key beside group, topic and match: (its `ConsumerSpec` field, its check); an absent key
+# leaves the field's default
+CONSUMER_FIELDS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "from": ("start", _queue_offset),
+    "outcome": ("outcome", lambda v, where: _choice(v, ("ok", "fail"), where)),
+    "fail_times": ("fail_times", lambda v, where: int(v)),
+    "consume_delay": ("consume_delay_ms", _delta),
+    "mode": ("mode", lambda v, where: _choice(v, ("push", "pop"), where)),
+    "invisible_time": ("invisible_time_ms", _delta),
+    "max_reconsume_times": ("max_reconsume_times", lambda v, where: int(v)),
+    "poll_interval": ("poll_interval_ms", _poll_interval),
+    "batch_size": ("batch_size", lambda v, where: _integer(v, where, 1)),
+    "client": ("client", lambda v, where: _choice(v, CLIENTS, where)),
+    "pop_random": ("pop_random", lambda v, where: _integer(v, where, 0, 99)),
+}
+
+
 def _consumers(entries: Any) -> list[ConsumerSpec]:
     if not isinstance(entries, list):
         raise ScenarioError("consumers must be an array of tables ([[consumers]])")
@@ -281,46 +294,18 @@ def _consumers(entries: Any) -> list[ConsumerSpec]:
         where = f"consumers[{i}]"
         if not isinstance(c, dict):
             raise ScenarioError(f"{where} must be a table")
-        unknown = set(c) - CONSUMER_KEYS
+        unknown = set(c) - {"group", "topic", "match", *CONSUMER_FIELDS}
         if unknown:
             raise ScenarioError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         for key in ("group", "topic"):
             if not isinstance(c.get(key), str) or not c[key]:
                 raise ScenarioError(f"{where}.{key} is required (a name)")
-        start = c.get("from", "first")
-        if start not in ("first", "last"):
-            _integer(start, f'{where}.from ("first", "last" or a queue offset)', 0)
         match = c.get("match", {})
         if not isinstance(match, dict) or set(match) - {"key", "uniq_key", "tag"}:
             raise ScenarioError(f"{where}.match is a table of key, uniq_key and tag globs")
-        mrt = c.get("max_reconsume_times")
-        out.append(
-            ConsumerSpec(
-                c["group"],
-                c["topic"],
-                start,
-                _choice(c.get("outcome", "ok"), ("ok", "fail"), f"{where}.outcome"),
-                int(c.get("fail_times", 0)),
-                {k: str(v) for k, v in match.items()},
-                _delta(c.get("consume_delay", 0), f"{where}.consume_delay"),
-                _choice(c.get("mode", "push"), ("push", "pop"), f"{where}.mode"),
-                _delta(c.get("invisible_time", 60_000), f"{where}.invisible_time"),
-                None if mrt is None else int(mrt),
-                *_client_keys(c, where),
-            )
-        )
+        spec = {name: check(c[key], f"{where}.{key}") for key, (name, check) in CONSUMER_FIELDS.items() if key in c}
+        out.append(ConsumerSpec(c["group"], c["topic"], match={k: str(v) for k, v in match.items()}, **spec))
     return out
-
-
-def _client_keys(c: dict, where: str) -> tuple[int, int, str | None, int | None]:
-    """poll_interval, batch_size, client and pop_random of one `[[consumers]]` entry, checked."""
-    poll = _delta(c.get("poll_interval", 0), f"{where}.poll_interval")
-    if poll < 0:
-        raise ScenarioError(f"{where}.poll_interval must not be negative")
-    batch = _integer(c.get("batch_size", DEFAULT_BATCH_SIZE), f"{where}.batch_size", 1)
-    client, draw = c.get("client"), c.get("pop_random")
-    client = None if client is None else _choice(client, CLIENTS, f"{where}.client")
-    return poll, batch, client, None if draw is None else _integer(draw, f"{where}.pop_random", 0, 99)
 
 
 def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:
