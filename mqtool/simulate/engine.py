@@ -40,10 +40,6 @@ PERSIST = 7
 NORMAL = 8
 
 
-class EmptySchedule(Exception):  # noqa: N818 - SimPy's name
-    """`step()` on an empty queue."""
-
-
 class StopSimulation(Exception):  # noqa: N818 - SimPy's name
     """Raised by the `run(until)` sentinel."""
 
@@ -53,8 +49,8 @@ def _stop() -> None:
 
 
 class Engine:
-    """A deterministic discrete-event engine; `now` only moves in `step()` (and in `Process.advance`,
-    which stands for a step that would pop that process's own resumption next)."""
+    """A deterministic discrete-event engine; `now` only moves as `run` pops an event (and in `Process.advance`,
+    which stands for a pop of that process's own resumption next)."""
 
     def __init__(self, initial_time: int = 0) -> None:
         self._now = int(initial_time)
@@ -71,29 +67,19 @@ class Engine:
             raise ValueError(f"Negative delay {delay}")
         heapq.heappush(self._queue, (self._now + int(delay), priority, next(self._eid), event))
 
-    def step(self) -> None:
-        """Process the next event; `EmptySchedule` when there is none."""
-        try:
-            self._now, _, _, event = heapq.heappop(self._queue)
-        except IndexError:
-            raise EmptySchedule from None
-        event()
-
     def run(self, until: int | None = None) -> None:
         """Process events until the queue is empty or up to (excluding) time `until`; resumable."""
         if until is not None:
             if until <= self._now:
                 raise ValueError(f"until ({until}) must be greater than the current time ({self._now})")
             heapq.heappush(self._queue, (int(until), URGENT, next(self._eid), _stop))
+        queue, pop = self._queue, heapq.heappop
         try:
-            while True:
-                self.step()
+            while queue:  # (with `until`, its sentinel stops the run before the queue is empty)
+                self._now, _, _, event = pop(queue)
+                event()
         except StopSimulation:
-            return
-        except EmptySchedule:
-            if until is not None:
-                self._now = int(until)
-            return
+            pass
 
     def process(self, gen: Generator[int, Any, Any], priority: int = NORMAL, delay: int = 0, name: str = "") -> Process:
         """Start a generator process `delay` ms from now."""
