@@ -53,6 +53,16 @@ class ScenarioError(MqtoolError, ValueError):
     """A scenario file that cannot be used; says which key is wrong."""
 
 
+def _globs(name: str | None, uniq: str | None, key: str | None, value, uniq_key, keys: list[str]) -> bool:
+    """Whether a message matches the globs given (None: any): `name` its group or tag, `uniq` its UNIQ_KEY
+    (case-insensitive), `key` one of its KEYS."""
+    return (
+        (name is None or fnmatch.fnmatchcase(value or "", name))
+        and (uniq is None or fnmatch.fnmatchcase((uniq_key or "").upper(), uniq.upper()))
+        and (key is None or any(fnmatch.fnmatchcase(k, key) for k in keys))
+    )
+
+
 @dataclass(frozen=True)
 class AnswerRule:
     answer: str
@@ -62,13 +72,7 @@ class AnswerRule:
     probability: float = 1.0
 
     def matches(self, group: str | None, uniq_key: str | None, keys: list[str]) -> bool:
-        if self.producer_group is not None and not fnmatch.fnmatchcase(group or "", self.producer_group):
-            return False
-        if self.uniq_key is not None and not fnmatch.fnmatchcase((uniq_key or "").upper(), self.uniq_key.upper()):
-            return False
-        if self.key is not None and not any(fnmatch.fnmatchcase(k, self.key) for k in keys):
-            return False
-        return True
+        return _globs(self.producer_group, self.uniq_key, self.key, group, uniq_key, keys)
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,7 @@ class ConsumerSpec:
 
     def matches(self, keys: list[str], uniq_key: str | None, tag: str | None) -> bool:
         m = self.match
-        if "key" in m and not any(fnmatch.fnmatchcase(k, m["key"]) for k in keys):
-            return False
-        if "uniq_key" in m and not fnmatch.fnmatchcase((uniq_key or "").upper(), m["uniq_key"].upper()):
-            return False
-        return "tag" not in m or fnmatch.fnmatchcase(tag or "", m["tag"])
+        return _globs(m.get("tag"), m.get("uniq_key"), m.get("key"), tag, uniq_key, keys)
 
     def fails(self, reconsume_times: int) -> bool:
         """Whether the delivery with this reconsume count fails."""
