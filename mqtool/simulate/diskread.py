@@ -8,9 +8,9 @@ objects. `MappedBase` answers the same calls, with the same values:
   (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
 - a record is read with one `os.pread` (no mapping, so the resident size does not grow with the
   CommitLog; a read that walks forward takes `WINDOW` bytes and the next records are sliced from
-  them), checked by the batch reader's own checks (`propscan.row`) and decoded by the layouts of
-  `mqtool.formats.commitlog`; anything unusual (bad magic, a short read, lengths past the record) goes
-  to `DiskBase.message`, the reference path, so damaged stores behave exactly as before;
+  them) and decoded by `struct` from the layouts of `mqtool.formats.commitlog`; anything unusual
+  (bad magic, a short read, lengths past the record) goes to `DiskBase.message`, the reference path, so
+  damaged stores behave exactly as before;
 - decoded messages are kept in a bounded cache (services never change a message they read:
   they copy its properties before editing them), so memory does not grow with the store.
 """
@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from mqtool.formats import commitlog, layout
-from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, host_size
+from mqtool.formats.commitlog import HOST_SIZE_V4, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, host_size
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
@@ -37,10 +38,15 @@ CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
 WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
-# the record's fixed-width runs, as `mqtool.formats.commitlog` lays them out (`propscan.row` checks the lengths)
-_HEAD, _STORE_TS, _TAIL = (
-    layout.struct_format(f) for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST)
+# the record's fixed-width runs, as `mqtool.formats.commitlog` lays them out
+_HEAD, _STORE_TS, _TAIL, _PROPS_LEN = (
+    layout.struct_format(f)
+    for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST, [commitlog.PROPERTIES_LENGTH])
 )
+_TOPIC_LEN = {MESSAGE_MAGIC_CODE: layout.struct_format([commitlog.TOPIC_LENGTH_V1]),
+              MESSAGE_MAGIC_CODE_V2: layout.struct_format([commitlog.TOPIC_LENGTH_V2])}  # fmt: skip
+# BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES .. BODYLENGTH of a record with IPv4 hosts, in one unpack
+_MID_V4 = struct.Struct(f">{HOST_SIZE_V4}s{_STORE_TS.format[1:]}{HOST_SIZE_V4}s{_TAIL.format[1:]}")
 _LEAD = layout.struct_format(commitlog.HEADER[:2])  # TOTALSIZE, MAGICCODE
 
 
@@ -276,31 +282,54 @@ class MappedBase(DiskBase):
         return buf, o
 
     def _read(self, phys: int, whole: bool = True, light: bool = False):
-        """The record at `phys`; None for anything but a plain, whole record (the checks of `propscan.row`).
-        `whole` False: only its properties map; with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
+        """The record at `phys`; None for anything but a plain, whole record. `whole` False: only its
+        properties map, by the batch reader's checks (`propscan.row`); with `light`, (properties map,
+        BODYLENGTH, SYSFLAG). A whole record is decoded by `struct` with its own bounds checks: a call of
+        the kernel costs more than they do (2 us a record)."""
         got = self._bytes(phys)
         if got is None:
             return None
         buf, o = got
-        row = propscan.row(buf, o, 0, len(buf), o + 1)
-        if row[propscan.STATUS] < 0:
-            return None
-        raw = buf[row[propscan.PROPS_START] : row[propscan.PROPS_END]].decode("utf-8", "surrogateescape")
         if not whole:
+            row = propscan.row(buf, o, 0, len(buf), o + 1)
+            if row[propscan.STATUS] < 0:
+                return None
+            raw = buf[row[propscan.PROPS_START] : row[propscan.PROPS_END]].decode("utf-8", "surrogateescape")
             props = parse_properties(raw)
             return (props, row[propscan.BODY_LENGTH], row[propscan.SYSFLAG]) if light else props
-        total, _magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
+        total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
+        end = o + total
         p = o + _HEAD.size
-        raw_born = buf[p : p + host_size(sysflag & BORNHOST_V6)]
-        p += len(raw_born)
-        (store_ts,) = _STORE_TS.unpack_from(buf, p)
-        p += _STORE_TS.size
-        raw_store = buf[p : p + host_size(sysflag & STOREHOST_V6)]
-        p += len(raw_store)
-        reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-        p += _TAIL.size
-        hosts = self._hosts
-        raw_topic = buf[row[propscan.TOPIC_START] : row[propscan.TOPIC_END]]
+        bn, sn = host_size(sysflag & BORNHOST_V6), host_size(sysflag & STOREHOST_V6)
+        try:
+            hosts = self._hosts
+            if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
+                raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
+                p += _MID_V4.size
+            else:
+                raw_born = buf[p : p + bn]
+                (store_ts,) = _STORE_TS.unpack_from(buf, p + bn)
+                raw_store = buf[p + bn + _STORE_TS.size : p + bn + _STORE_TS.size + sn]
+                p += bn + _STORE_TS.size + sn
+                reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
+                p += _TAIL.size
+            born_host = hosts.get(raw_born) or self._host(raw_born)
+            store_host = hosts.get(raw_store) or self._host(raw_store)
+            if body_len < 0 or p + body_len > end:
+                return None
+            body = buf[p : p + body_len]
+            p += body_len
+            topic_len_fmt = _TOPIC_LEN[magic]
+            (topic_len,) = topic_len_fmt.unpack_from(buf, p)
+            raw_topic = buf[p + topic_len_fmt.size : p + topic_len_fmt.size + topic_len]
+            p += topic_len_fmt.size + topic_len
+            (props_len,) = _PROPS_LEN.unpack_from(buf, p)
+            p += _PROPS_LEN.size
+            if topic_len < 0 or props_len < 0 or p + props_len > end:
+                return None
+            raw = buf[p : p + props_len].decode("utf-8", "surrogateescape")
+        except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
+            return None
         topic = self._topics.get(raw_topic)
         if topic is None:
             topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "surrogateescape")
@@ -309,7 +338,7 @@ class MappedBase(DiskBase):
         m.topic = topic
         m.queue_id = qid
         m.props = parse_properties(raw)
-        m.body = buf[p : p + body_len]
+        m.body = body
         m.body_len = body_len
         m.born_ts = born_ts
         m.store_ts = store_ts
@@ -320,8 +349,8 @@ class MappedBase(DiskBase):
         m.phys = phys
         m.size = total
         m.queue_offset = qoff
-        m.born_host = hosts.get(raw_born) or self._host(raw_born)
-        m.store_host = hosts.get(raw_store) or self._host(raw_store)
+        m.born_host = born_host
+        m.store_host = store_host
         m.props_raw = raw
         m.service = ""
         m.source_phys = -1
