@@ -57,8 +57,8 @@ _TIMES = itemgetter(1)  # a batch (kind id, times, columns...): its times
 class Columns:
     """Events of one kind, in order, column by column: what `EventLog.watch_columns` callbacks read.
     `cols[key]` is the list of that key's values (`time`, `service`, `topic`, ... or a detail key;
-    None where an event has no such detail); `len(cols)` the number of events. Every callback of a
-    block gets the same list for a key: none may change it."""
+    None where an event has no such detail). Every callback of a block gets the same list for a key:
+    none may change it."""
 
     __slots__ = ("_batches", "_kinds", "_cache")
 
@@ -66,9 +66,6 @@ class Columns:
         self._batches = batches
         self._kinds = kinds
         self._cache: dict[str, list] = {}
-
-    def __len__(self) -> int:
-        return len(self["time"])
 
     def __getitem__(self, key: str) -> list:
         col = self._cache.get(key)
