@@ -1,6 +1,6 @@
-# The simulator's property reader (`mqtool/simulate/plainscan.py`): header checks, template match, values.
-# The record's layout comes in `geo` (built from `mqtool.formats.commitlog` by `plainscan.GEOMETRY`);
-# `plainscan.scan_py` is the reference this kernel equals, row for row.
+# The simulator's property reader (`mqtool/store/propscan.py`): header checks, template match, values.
+# The record's layout comes in `geo` (built from `mqtool.formats.commitlog` by `propscan.GEOMETRY`);
+# `propscan.scan_py` is the reference this kernel equals, row for row.
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 
@@ -72,7 +72,7 @@ cdef void _row(const unsigned char *a, int64_t size, int64_t rel, int64_t delta,
                const int64_t *g, const unsigned char *keys, const int64_t *key_at, const int64_t *first,
                const int64_t *trail, const int64_t *groups, int64_t nt, int64_t nw, int64_t *vs, int64_t *ve,
                int64_t *row) noexcept nogil:
-    """One record's row (see `plainscan`): -1 everywhere but what the checks let it fill."""
+    """One record's row (see `propscan`): -1 everywhere but what the checks let it fill."""
     cdef int64_t r, total, magic, sysflag, after_tail, body_len, after_body, tw, topic_len, props_at
     cdef int64_t props_len, b, e, t, w, gi, c, i, num
     if rel >= flen or rel + g[G_HEAD] > n:
@@ -143,7 +143,7 @@ def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t de
                const int64_t[::1] geo, const unsigned char[::1] keys, const int64_t[::1] key_at,
                const int64_t[::1] first, const int64_t[::1] trail, const int64_t[:, ::1] groups, int64_t intern,
                int64_t[:, ::1] out):
-    """`plainscan.scan_py` in C, the GIL released: `out`'s row of each record at `rels[k]`; returns (the first
+    """`propscan.scan_py` in C, the GIL released: `out`'s row of each record at `rels[k]`; returns (the first
     record no template matches, or `len(rels)`; the template of the last one matched, or -1)."""
     cdef int64_t nr = rels.shape[0], width = out.shape[1], nt = first.shape[0] - 1, nw = groups.shape[1]
     cdef int64_t size = buf.shape[0], k, j, w, c, q, found, longest = 1, cap, unmatched = nr, last = -1

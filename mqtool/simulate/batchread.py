@@ -1,17 +1,17 @@
-"""The simulator's batch reads of the store's own records: one reader, `plainscan`'s kernel, and its entry points.
+"""The simulator's batch reads of the store's own records: one reader, `propscan`'s kernel, and its entry points.
 
 A service step reads a few properties of a run of records (the timer's enqueue of a million units at the
 start of a full-scale run, a delay level's due prefix, a roll slot's sources). Here the run is read with one
 `pread` of the byte range it spans (mapped instead when its records lie more than `SPARSE` bytes apart on
-average and there are `MAP_FROM` of them, as a delay level's records do) and `plainscan.scan` checks every
+average and there are `MAP_FROM` of them, as a delay level's records do) and `propscan.scan` checks every
 header (`MappedBase._read`'s checks) and matches every properties string against the plain key sequences
 seen so far, in one pass. A string no template matches is parsed (`parse_properties`) and may make a
 template, which the records after it are matched against. Whatever the checks refuse is answered None: the
 caller asks `StoreModel.props`, the per-message path, which decides as it always did.
 
-The entry points differ only in the form of their answers: `read_plain` tuples (a delay level's deliveries,
-small batches), `scan_plain` the columns (the timer's enqueue), `read_sources` a roll slot's sources with
-their topic and QUEUEID.
+The templates are the base's (`MappedBase.templates`): a new base learns anew. `scan_plain` answers columns
+(the timer's enqueue), `read_plain` tuples (a delay level's deliveries; with `sources`, a roll slot's sources
+with their topic and QUEUEID).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 
 from mqtool.formats import commitlog, layout
 from mqtool.formats.properties import parse_properties
-from mqtool.simulate import plainscan
 from mqtool.simulate.diskread import MappedBase
+from mqtool.store import propscan
 
 MAX_SPAN = 16 << 20  # bytes one batch read may cover
 SPARSE = 4096  # from this many bytes of span a record on, the span is mapped instead of read
@@ -34,7 +34,6 @@ MAP_FROM = 256  # ... when there are this many records
 MAX_TEMPLATES = 32  # plain key sequences remembered per set of wanted keys
 CHUNK = 4096  # records one span holds at most (`read_sources`)
 _HEAD_SIZE = layout.size(commitlog.HEADER)
-_TEMPLATES: dict[tuple[str, ...], plainscan.Templates] = {}
 
 
 def batchable(base) -> bool:
@@ -43,14 +42,10 @@ def batchable(base) -> bool:
     return isinstance(base, MappedBase) and base.recovery is None and not base.dledger
 
 
-def _close(buf) -> None:
-    if isinstance(buf, mmap.mmap):
-        buf.close()
-
-
 def close(buf) -> None:
     """Close the bytes `scan_plain` handed out (a mapping; bytes need nothing)."""
-    _close(buf)
+    if isinstance(buf, mmap.mmap):
+        buf.close()
 
 
 def _span_bytes(base: MappedBase, i: int, lo: int, hi: int, mapped: bool):
@@ -70,70 +65,63 @@ def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
     """The bytes of the records at `phys`: (the
     span's bytes or file mapping, where the span starts in it, each record's position in the span,
     the span's length, the position in the span where the file's listed length ends), or None when
-    the records cannot be read batch-wise; the caller closes a mapping (`_close`)."""
+    the records cannot be read batch-wise; the caller closes a mapping (`close`)."""
     if not phys:
         return None
-    starts = base._starts
-    p_lo, p_hi = min(phys), max(phys)
-    i = bisect.bisect_right(starts, p_lo) - 1
-    if i < 0 or bisect.bisect_right(starts, p_hi) - 1 != i:
-        return None  # records in more files than one: each is read on its own
-    files = base._files
-    if i > 0 and files[i - 1].start + max(files[i - 1].length, base._size) > p_lo:
-        return None  # files that overlap: the reference path decides
-    f = files[i]
-    lo = p_lo - f.start
     if len(phys) != len(sizes):
         raise ValueError("phys and sizes differ in length")
+    p_lo, p_hi = min(phys), max(phys)
+    f = base._file(p_lo)
+    if f is None or p_hi >= f.hi:
+        return None  # records in more files than one (each is read on its own), or files that overlap
+    lo = p_lo - f.start
     if min(sizes) > 0:
         hi = max(map(operator.add, phys, sizes)) - f.start
     else:
         hi = max([p + s if s > 0 else p for p, s in zip(phys, sizes, strict=True)]) - f.start
-    if lo < 0 or hi - lo > MAX_SPAN or hi <= lo:
+    if hi - lo > MAX_SPAN or hi <= lo:
         return None
     # mapped, not copied, when sparse (a delay level's records lie ~5 KB apart among the other topics'
     # records), but a few records' span is read: mapping it and faulting its pages in costs more
-    sparse = min(hi, base._file_length(i)) - lo > SPARSE * len(phys)
-    span = _span_bytes(base, i, lo, hi, sparse and len(phys) >= MAP_FROM)
+    sparse = min(hi, base._file_length(f.index)) - lo > SPARSE * len(phys)
+    span = _span_bytes(base, f.index, lo, hi, sparse and len(phys) >= MAP_FROM)
     if span is None:
         return None
     buf, delta, n = span
-    return buf, delta, [p - p_lo for p in phys], n, f.length - lo
+    return buf, delta, [p - p_lo for p in phys], n, base._files[f.index].length - lo
 
 
-def scan_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int = 0):
-    """The records at `phys` (ConsumeQueue `sizes` bound the read) as `plainscan`'s columns: (the span's bytes
+def scan_plain(
+    base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int = 0, learn_self=False
+):
+    """The records at `phys` (ConsumeQueue `sizes` bound the read) as `propscan`'s columns: (the span's bytes
     or mapping, `out`, {k: `(properties map, BODYLENGTH, SYSFLAG)`} of the records no template matches), or
     None when they cannot be read batch-wise. `intern`: a bit per wanted key whose values get their first
-    record. The caller closes the bytes (`close`)."""
-    return _scan(base, phys, sizes, wanted, intern, False)
-
-
-def _scan(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int, learn_self: bool):
-    """`scan_plain`; with `learn_self` a record that makes a template is matched against it too."""
+    record; with `learn_self` a record that makes a template is matched against it too. The caller closes the
+    bytes (`close`)."""
     span = _open_span(base, phys, sizes)
     if span is None:
         return None
     buf, delta, rels, n, flen = span
-    book = _TEMPLATES.get(wanted)
+    book = base.templates.get(wanted)
     if book is None:
-        book = _TEMPLATES[wanted] = plainscan.Templates(len(wanted))
+        book = base.templates[wanted] = propscan.Templates(len(wanted))
     answers: dict[int, tuple] = {}
     try:
         r = np.array(rels, np.int64)
-        out, k, last = plainscan.scan(buf, r, delta, n, flen, book, intern)
+        out, k, last = propscan.scan(buf, r, delta, n, flen, book, intern)
         while k < len(rels):  # a record no template matches
-            body_len, sysflag, b, e = out[k, plainscan.BODY_LENGTH : plainscan.PROPS_END + 1].tolist()
+            body_len, sysflag, b, e = out[k, propscan.BODY_LENGTH : propscan.PROPS_END + 1].tolist()
             raw = buf[b:e].decode("utf-8", "surrogateescape")
             props = parse_properties(raw)
             answers[k] = (props, body_len, sysflag)
-            t = plainscan.template_of(raw, props, wanted) if len(book.list) < MAX_TEMPLATES else None
+            t = propscan.template_of(raw, props, wanted) if len(book.list) < MAX_TEMPLATES else None
             at = k if learn_self else k + 1
             nxt = -1
             if t is not None and at < len(rels):  # the records after it are matched against it too
                 book.add(t)
-                again, unmatched, again_last = plainscan.scan(buf, r[at:], delta, n, flen, book, intern)
-                firsts = again[:, plainscan.FIXED + 2 :: plainscan.STRIDE]
+                again, unmatched, again_last = propscan.scan(buf, r[at:], delta, n, flen, book, intern)
+                firsts = again[:, propscan.FIXED + 2 :: propscan.STRIDE]
                 firsts[firsts >= 0] += at  # the rows' own indices
                 out[at:] = again
                 last = again_last if again_last >= 0 else last  # (a row matched before matches again)
@@ -141,48 +129,58 @@ def _scan(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str
             elif t is not None:
                 book.add(t)
             if nxt <= k:
-                left = np.flatnonzero(out[k + 1 :, plainscan.STATUS] == 0)
+                left = np.flatnonzero(out[k + 1 :, propscan.STATUS] == 0)
                 nxt = k + 1 + int(left[0]) if len(left) else len(rels)
             k = nxt
         if last >= 0:
             book.first(last)
     except BaseException:
-        _close(buf)
+        close(buf)
         raise
     return buf, out, answers
 
 
-def read_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
+def read_plain(
+    base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], sources: bool = False
+) -> list[tuple | None]:
     """`scan_plain`'s answers as tuples, one a record: a matched (plain) string `(n, values)`, `values` the
     UTF-8 bytes of the `wanted` keys' values (None: absent; a tuple for two keys or more) and `n` the
     re-put's bytes besides its topic's fixed part (column 1: every property is kept, so `props_length` of
     the map is the string's own length); any other string `(properties map, BODYLENGTH, SYSFLAG)`; None
-    where the per-message read decides."""
+    where the per-message read decides.
+
+    With `sources` (a roll slot's sources, `read_sources`): `(topic bytes, QUEUEID, n, values)` for a plain
+    string, `values` always a tuple, else None (the record is read whole); the records are taken in runs
+    that lie in one file within `MAX_SPAN` bytes, and a record that makes a template is matched by it."""
     res: list[tuple | None] = [None] * len(phys)
-    scanned = _scan(base, phys, sizes, wanted, 0, False)
-    if scanned is None:
-        return res
-    buf, out, answers = scanned
-    try:
-        cols = range(plainscan.FIXED, plainscan.FIXED + plainscan.STRIDE * len(wanted), plainscan.STRIDE)
-        one = len(wanted) == 1
-        for k, row in enumerate(out.tolist()):
-            if row[plainscan.STATUS] == 1:
-                values = tuple([buf[row[i] : row[i + 1]] if row[i] >= 0 else None for i in cols])
-                res[k] = (row[plainscan.SIZE], values[0] if one else values)
-            elif row[plainscan.STATUS] == 0:
-                res[k] = answers[k]
-    finally:
-        _close(buf)
+    for i, j in _runs(base, phys, sizes) if sources else [(0, len(phys))]:
+        scanned = scan_plain(base, phys[i:j], sizes[i:j], wanted, 0, sources)
+        if scanned is None:
+            continue
+        buf, out, answers = scanned
+        try:
+            for k, status in enumerate(out[:, propscan.STATUS].tolist()):
+                if status == 1 and sources:
+                    n, values = propscan.answer(out, k, buf, len(wanted), True)
+                    row = out[k].tolist()
+                    topic = buf[row[propscan.TOPIC_START] : row[propscan.TOPIC_END]]
+                    res[i + k] = (topic, row[propscan.QUEUE_ID], n, values)
+                elif status == 1:
+                    res[i + k] = propscan.answer(out, k, buf, len(wanted))
+                elif status == 0 and not sources:
+                    res[i + k] = answers[k]
+        finally:
+            close(buf)
     return res
 
 
 def read_sources(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
-    """For the record at each `phys` (`sizes` bound the read; `batchable(base)` holds): `(topic bytes,
-    QUEUEID, n, values)` where its properties string is plain (`read_plain`'s `n` and `values`), else None
-    (the record is read whole): a roll slot's sources. The records are taken in runs that lie in one file
-    within `MAX_SPAN` bytes."""
-    res: list[tuple | None] = [None] * len(phys)
+    """`read_plain(..., sources=True)`: a roll slot's sources (`batchable(base)` holds)."""
+    return read_plain(base, phys, sizes, wanted, True)
+
+
+def _runs(base: MappedBase, phys: list[int], sizes: list[int]):
+    """(i, j) of the runs of `phys[i:j]` that lie in one file within `MAX_SPAN` bytes, `CHUNK` records at most."""
     starts = base._starts
     i = 0
     while i < len(phys):
@@ -192,21 +190,5 @@ def read_sources(base: MappedBase, phys: list[int], sizes: list[int], wanted: tu
         j = i + 1
         while j < len(phys) and j - i < CHUNK and lo <= phys[j] < end and phys[j] + sizes[j] - lo <= MAX_SPAN:
             j += 1
-        scanned = _scan(base, phys[i:j], sizes[i:j], wanted, 0, True)
-        if scanned is not None:
-            buf, out, _answers = scanned
-            try:
-                cols = range(plainscan.FIXED, plainscan.FIXED + plainscan.STRIDE * len(wanted), plainscan.STRIDE)
-                for k, row in enumerate(out.tolist(), i):
-                    if row[plainscan.STATUS] == 1:
-                        values = tuple([buf[row[c] : row[c + 1]] if row[c] >= 0 else None for c in cols])
-                        res[k] = (
-                            buf[row[plainscan.TOPIC_START] : row[plainscan.TOPIC_END]],
-                            row[plainscan.QUEUE_ID],
-                            row[plainscan.SIZE],
-                            values,
-                        )
-            finally:
-                _close(buf)
+        yield i, j
         i = j
-    return res

@@ -8,9 +8,9 @@ objects. `MappedBase` answers the same calls, with the same values:
   (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
 - a record is read with one `os.pread` (no mapping, so the resident size does not grow with the
   CommitLog; a read that walks forward takes `WINDOW` bytes and the next records are sliced from
-  them) and decoded by `struct` from the layouts in `mqtool.formats.message`; anything
-  unusual (bad magic, a short read, lengths past the record) goes to `DiskBase.message`, the
-  reference path, so damaged stores behave exactly as before;
+  them) and decoded by `struct` from the layouts of `mqtool.formats.commitlog`; anything unusual
+  (bad magic, a short read, lengths past the record) goes to `DiskBase.message`, the reference path, so
+  damaged stores behave exactly as before;
 - decoded messages are kept in a bounded cache (services never change a message they read:
   they copy its properties before editing them), so memory does not grow with the store.
 """
@@ -19,26 +19,45 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from mqtool.formats.commitlog import HOST_SIZE_V4, HOST_SIZE_V6, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from mqtool.formats import commitlog, layout
+from mqtool.formats.commitlog import HOST_SIZE_V4, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, host_size
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
-from mqtool.formats.message import _HEAD, _MID_V4, _PROPS_LEN, _STORE_TS, _TAIL, _TOPIC_LEN
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate import plainscan
 from mqtool.simulate.model import DiskBase, SimMessage, _new_message
-from mqtool.store import fastscan
+from mqtool.store import fastscan, propscan
 from mqtool.store.mapped_files import map_file
 
 CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
 WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
-_HEAD_SIZE = _HEAD.size
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+# the record's fixed-width runs, as `mqtool.formats.commitlog` lays them out
+_HEAD, _STORE_TS, _TAIL, _PROPS_LEN = (
+    layout.struct_format(f)
+    for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST, [commitlog.PROPERTIES_LENGTH])
+)
+_TOPIC_LEN = {MESSAGE_MAGIC_CODE: layout.struct_format([commitlog.TOPIC_LENGTH_V1]),
+              MESSAGE_MAGIC_CODE_V2: layout.struct_format([commitlog.TOPIC_LENGTH_V2])}  # fmt: skip
+# BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES .. BODYLENGTH of a record with IPv4 hosts, in one unpack
+_MID_V4 = struct.Struct(f">{HOST_SIZE_V4}s{_STORE_TS.format[1:]}{HOST_SIZE_V4}s{_TAIL.format[1:]}")
+_LEAD = layout.struct_format(commitlog.HEADER[:2])  # TOTALSIZE, MAGICCODE
+
+
+class Span(NamedTuple):
+    """The range [lo, hi) of CommitLog file `index` (it starts at `start`, open as `fd`) the fast reads read."""
+
+    lo: int
+    hi: int
+    start: int
+    fd: int
+    index: int
 
 
 class _Units:
@@ -69,8 +88,10 @@ class MappedBase(DiskBase):
         self._lengths: dict[int, int] = {}  # `_file_length`
         self._topics: dict[bytes, str] = {}
         self._hosts: dict[bytes, str] = {}
-        self._span: tuple[int, int, int, int] | None = None  # `_file` of the last read
+        self._span: Span | None = None  # `_file` of the last read
         self._win, self._win_at, self._last = b"", 0, -1  # the last `WINDOW` read, where it starts; the last read
+        # the plain key sequences `batchread` has seen, per set of wanted keys: learnt anew by each base
+        self.templates: dict[tuple[str, ...], propscan.Templates] = {}
 
     # ----- ConsumeQueues -----
     def cq_min(self, topic: str, qid: int) -> int:
@@ -148,21 +169,11 @@ class MappedBase(DiskBase):
             a = off - u.first
             b = min(stop - u.first, a + step)
             ok = u.ok[a:b]
-            rows = zip(
-                range(off, off + (b - a)),
-                u.offset[a:b].tolist(),
-                u.size[a:b].tolist(),
-                u.tags[a:b].tolist(),
-                strict=True,
-            )
-            if not ok.all():
-                bad = int(np.argmin(ok))
-                for o, p, s, t in rows:
-                    if o - off >= bad:
-                        return
-                    yield o, (p, s, t)
-            for o, p, s, t in rows:
-                yield o, (p, s, t)
+            good = b if ok.all() else a + int(np.argmin(ok))  # up to the first unit not written
+            cols = (u.offset[a:good].tolist(), u.size[a:good].tolist(), u.tags[a:good].tolist())
+            yield from zip(range(off, good - a + off), zip(*cols, strict=True), strict=True)
+            if good < b:
+                return
             off += b - a
             step = min(step * 4, 4096)
 
@@ -187,12 +198,8 @@ class MappedBase(DiskBase):
         which it would only push older entries out of."""
         if self.recovery is not None and phys >= self.recovery.end:
             return None
-        m = self._lru.get(phys)
-        if m is None:
-            m = self._read(phys)
-            if m is None:
-                return self.message(phys)  # the reference path, cached as before
-        return m
+        m = self._lru.get(phys) or self._read(phys)
+        return m if m is not None else self.message(phys)  # the reference path, cached as before
 
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, without a `SimMessage` or the cache: the timer's enqueue reads only
@@ -200,9 +207,7 @@ class MappedBase(DiskBase):
         if self.recovery is not None and phys >= self.recovery.end:
             return None
         m = self._lru.get(phys)
-        if m is not None:
-            return m.props
-        props = self._read(phys, False)
+        props = m.props if m is not None else self._read(phys, False)
         if props is None:
             m = self.message(phys)  # the reference path decides
             return None if m is None else m.props
@@ -228,71 +233,74 @@ class MappedBase(DiskBase):
             fd = self._fds[i] = os.open(self._files[i].path, os.O_RDONLY)
         return fd
 
-    def _file(self, phys: int) -> tuple[int, int, int, int] | None:
-        """(first offset, end, file start, fd) of the range of the file holding `phys` that `_read`
-        reads from it, or None: before the first file, past a file's length, or where files overlap
-        (the reference path decides there)."""
+    def _file(self, phys: int) -> Span | None:
+        """The range of the file holding `phys` that the fast reads read from it, or None: before the first
+        file, past a file's length, or where files overlap (the reference path decides there)."""
         i = bisect.bisect_right(self._starts, phys) - 1
-        if i < 0 or i > 0 and self._files[i - 1].start + max(self._files[i - 1].length, self._size) > phys:
+        if i < 0:
             return None
         f = self._files[i]
-        if phys - f.start >= f.length:
+        prev = self._files[i - 1] if i > 0 else None
+        lo = f.start if prev is None else prev.start + max(prev.length, self._size)
+        if phys < lo or phys - f.start >= f.length:
             return None
-        lo = f.start if i == 0 else max(f.start, self._files[i - 1].start + max(self._files[i - 1].length, self._size))
         hi = f.start + f.length
         if i + 1 < len(self._starts):
             hi = min(hi, self._starts[i + 1])  # the next file answers from its start on
-        fd = self._fds.get(i)
-        if fd is None:
-            fd = self._fd(i)
-        return lo, hi, f.start, fd
+        return Span(max(lo, f.start), hi, f.start, self._fd(i), i)
 
-    def _read(self, phys: int, whole: bool = True, light: bool = False):
-        """The record at `phys` by one or two `pread`s; None for anything but a plain, whole record.
-        `whole` False: only its properties map, read by the batch reader's kernel (`plainscan`);
-        with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
+    def _bytes(self, phys: int) -> tuple[bytes, int] | None:
+        """(bytes holding the whole record at `phys` from their position `o` on, `o`) by one or two `pread`s,
+        or None when fewer than a header's bytes are there or the lead cannot be a record's (its length is
+        then not read)."""
         span = self._span
-        if span is None or not span[0] <= phys < span[1]:
+        if span is None or not span.lo <= phys < span.hi:
             span = self._file(phys)
             if span is None:
                 return None
             self._span = span
+        _lo, _hi, start, fd, _i = span
         # a walk forward reads `WINDOW` bytes at once and slices the next records from them (a `pread`
         # of 16 KB costs little more than one of 1 KB); the bytes are the file's, whichever read brought them
         buf = self._win
         o = phys - self._win_at
         last, self._last = self._last, phys
-        if o < 0 or o + READ_AHEAD > len(buf) or self._win_at < span[0]:
+        if o < 0 or o + READ_AHEAD > len(buf) or self._win_at < _lo:
             if 0 < phys - last < WINDOW:
-                buf = self._win = os.pread(span[3], WINDOW, phys - span[2])
+                buf = self._win = os.pread(fd, WINDOW, phys - start)
                 self._win_at = phys
             else:
-                buf = os.pread(span[3], READ_AHEAD, phys - span[2])
+                buf = os.pread(fd, READ_AHEAD, phys - start)
             o = 0
-        n = len(buf) - o
-        if n < _HEAD_SIZE:
+        if len(buf) - o < _HEAD.size:
             return None
-        total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
-        if magic not in _MAGICS or total <= _HEAD_SIZE or total > (1 << 30):
+        total, magic = _LEAD.unpack_from(buf, o)
+        if total > len(buf) - o:
+            if magic not in _MAGICS or total > propscan.MAX_TOTAL:
+                return None
+            return os.pread(fd, total, phys - start), 0
+        return buf, o
+
+    def _read(self, phys: int, whole: bool = True, light: bool = False):
+        """The record at `phys`; None for anything but a plain, whole record. `whole` False: only its
+        properties map, by the batch reader's checks (`propscan.row`); with `light`, (properties map,
+        BODYLENGTH, SYSFLAG). A whole record is decoded by `struct` with its own bounds checks: a call of
+        the kernel costs more than they do (2 us a record)."""
+        got = self._bytes(phys)
+        if got is None:
             return None
-        if total > n:
-            span = self._span
-            buf = os.pread(span[3], total, phys - span[2])
-            o = 0
-            if len(buf) < total:
+        buf, o = got
+        if not whole:
+            row = propscan.row(buf, o, 0, len(buf), o + 1)
+            if row[propscan.STATUS] < 0:
                 return None
-        if not whole:  # the batch reader's checks and offsets, for one record
-            row = plainscan.row(buf, o, 0, len(buf), o + 1)
-            if row[plainscan.STATUS] < 0:
-                return None
-            raw = buf[row[plainscan.PROPS_START] : row[plainscan.PROPS_END]].decode("utf-8", "surrogateescape")
+            raw = buf[row[propscan.PROPS_START] : row[propscan.PROPS_END]].decode("utf-8", "surrogateescape")
             props = parse_properties(raw)
-            return (props, row[plainscan.BODY_LENGTH], sysflag) if light else props
+            return (props, row[propscan.BODY_LENGTH], row[propscan.SYSFLAG]) if light else props
+        total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
         end = o + total
-        p = o + _HEAD_SIZE
-        bn = HOST_SIZE_V6 if sysflag & BORNHOST_V6 else HOST_SIZE_V4
-        sn = HOST_SIZE_V6 if sysflag & STOREHOST_V6 else HOST_SIZE_V4
-        topic_len_fmt = _TOPIC_LEN[magic]
+        p = o + _HEAD.size
+        bn, sn = host_size(sysflag & BORNHOST_V6), host_size(sysflag & STOREHOST_V6)
         try:
             hosts = self._hosts
             if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
@@ -300,30 +308,26 @@ class MappedBase(DiskBase):
                 p += _MID_V4.size
             else:
                 raw_born = buf[p : p + bn]
-                p += bn
-                (store_ts,) = _STORE_TS.unpack_from(buf, p)
-                p += _STORE_TS.size
-                raw_store = buf[p : p + sn]
-                p += sn
+                (store_ts,) = _STORE_TS.unpack_from(buf, p + bn)
+                raw_store = buf[p + bn + _STORE_TS.size : p + bn + _STORE_TS.size + sn]
+                p += bn + _STORE_TS.size + sn
                 reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
                 p += _TAIL.size
             born_host = hosts.get(raw_born) or self._host(raw_born)
             store_host = hosts.get(raw_store) or self._host(raw_store)
             if body_len < 0 or p + body_len > end:
                 return None
-            body_at = p
+            body = buf[p : p + body_len]
             p += body_len
+            topic_len_fmt = _TOPIC_LEN[magic]
             (topic_len,) = topic_len_fmt.unpack_from(buf, p)
-            p += topic_len_fmt.size
-            topic_at = p
-            p += topic_len
+            raw_topic = buf[p + topic_len_fmt.size : p + topic_len_fmt.size + topic_len]
+            p += topic_len_fmt.size + topic_len
             (props_len,) = _PROPS_LEN.unpack_from(buf, p)
             p += _PROPS_LEN.size
             if topic_len < 0 or props_len < 0 or p + props_len > end:
                 return None
             raw = buf[p : p + props_len].decode("utf-8", "surrogateescape")
-            body = buf[body_at : body_at + body_len]
-            raw_topic = buf[topic_at : topic_at + topic_len]
         except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
             return None
         topic = self._topics.get(raw_topic)

@@ -39,12 +39,6 @@ PRODUCER = 6
 PERSIST = 7
 NORMAL = 8
 
-INFINITY = float("inf")
-
-
-class EmptySchedule(Exception):  # noqa: N818 - SimPy's name
-    """`step()` on an empty queue."""
-
 
 class StopSimulation(Exception):  # noqa: N818 - SimPy's name
     """Raised by the `run(until)` sentinel."""
@@ -55,14 +49,13 @@ def _stop() -> None:
 
 
 class Engine:
-    """A deterministic discrete-event engine; `now` only moves in `step()` (and in `Process.advance`,
-    which stands for a step that would pop that process's own resumption next)."""
+    """A deterministic discrete-event engine; `now` only moves as `run` pops an event (and in `Process.advance`,
+    which stands for a pop of that process's own resumption next)."""
 
     def __init__(self, initial_time: int = 0) -> None:
         self._now = int(initial_time)
         self._queue: list[tuple[int, int, int, Callable[[], Any]]] = []
         self._eid = itertools.count()
-        self.steps = 0
 
     @property
     def now(self) -> int:
@@ -74,37 +67,21 @@ class Engine:
             raise ValueError(f"Negative delay {delay}")
         heapq.heappush(self._queue, (self._now + int(delay), priority, next(self._eid), event))
 
-    def peek(self) -> float:
-        """Time of the next event, `INFINITY` when none is queued."""
-        return self._queue[0][0] if self._queue else INFINITY
-
-    def step(self) -> None:
-        """Process the next event; `EmptySchedule` when there is none."""
-        try:
-            self._now, _, _, event = heapq.heappop(self._queue)
-        except IndexError:
-            raise EmptySchedule from None
-        self.steps += 1
-        event()
-
     def run(self, until: int | None = None) -> None:
         """Process events until the queue is empty or up to (excluding) time `until`; resumable."""
         if until is not None:
             if until <= self._now:
                 raise ValueError(f"until ({until}) must be greater than the current time ({self._now})")
             heapq.heappush(self._queue, (int(until), URGENT, next(self._eid), _stop))
+        queue, pop = self._queue, heapq.heappop
         try:
-            while True:
-                self.step()
+            while queue:  # (with `until`, its sentinel stops the run before the queue is empty)
+                self._now, _, _, event = pop(queue)
+                event()
         except StopSimulation:
-            return
-        except EmptySchedule:
-            if until is not None:
-                self._now = int(until)
-            return
+            pass
 
-    def process(self, gen: Generator[int, Any, Any], priority: int = NORMAL, delay: int = 0,
-                name: str = "") -> Process:
+    def process(self, gen: Generator[int, Any, Any], priority: int = NORMAL, delay: int = 0, name: str = "") -> Process:
         """Start a generator process `delay` ms from now."""
         p = Process(self, gen, priority, name)
         p.wake(delay)
@@ -149,7 +126,6 @@ class Process:
             return False
         self._gen_id += 1  # as `wake` would: an entry still queued for this process is stale
         e._now = t
-        e.steps += 1
         return True
 
     def stop(self) -> None:

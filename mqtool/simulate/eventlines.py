@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from itertools import repeat
 
 import numpy as np
 
@@ -145,13 +144,13 @@ def formatter() -> Formatter | None:
 
 
 def column(value, n: int) -> list:
-    """A batch's column from an argument: a list or tuple of `n` values as given, a numpy array's
-    values as Python's, any other value the same for all `n` events."""
+    """A batch's column from an argument `EventLog.batch` does not take as it is: a numpy array's values as
+    Python's, a list or tuple (of `n` values, else ValueError), any other value (a dict, a numpy scalar) the
+    same for all `n` events."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
     if type(value) is not list and type(value) is not tuple:
-        if hasattr(value, "tolist"):
-            value = value.tolist()
-        if type(value) is not list:
-            return list(repeat(value, n))
+        return [value] * n
     if len(value) != n:
         raise ValueError(f"a column of {len(value)} values in a batch of {n} events")
     return list(value)

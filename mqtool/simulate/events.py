@@ -7,7 +7,7 @@ One line per event, keys in this order: `time` (virtual epoch ms), `service`
 Every event enters `EventLog` the same way: in a batch of n >= 1 events of one kind (service, event
 and detail keys), column by column (`EventLog.batch`). The batches are counted, handed to the sink's
 lines (`eventlines`), to the `watch_columns` callbacks (the summary's tallies, the invariant checks)
-and, when events are held or watched one by one, made into `SimEvent`s: one path for all of them.
+and, when events are held, made into `SimEvent`s: one path for all of them.
 """
 
 from __future__ import annotations
@@ -36,19 +36,10 @@ class SimEvent:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        d = {
-            "time": self.time,
-            "service": self.service,
-            "event": self.event,
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "uniq_key": self.uniq_key,
-            "physical_offset": self.physical_offset,
-            "new_physical_offset": self.new_physical_offset,
-        }
+        """The event's line dict: `eventlines.KEYS` in order, then the detail keys."""
+        d = {k: getattr(self, k) for k in eventlines.KEYS}
         for k, v in self.detail.items():
-            if k not in d:
-                d[k] = v
+            d.setdefault(k, v)
         return d
 
     def to_json(self) -> str:
@@ -66,8 +57,8 @@ _TIMES = itemgetter(1)  # a batch (kind id, times, columns...): its times
 class Columns:
     """Events of one kind, in order, column by column: what `EventLog.watch_columns` callbacks read.
     `cols[key]` is the list of that key's values (`time`, `service`, `topic`, ... or a detail key;
-    None where an event has no such detail); `len(cols)` the number of events. Every callback of a
-    block gets the same list for a key: none may change it."""
+    None where an event has no such detail). Every callback of a block gets the same list for a key:
+    none may change it."""
 
     __slots__ = ("_batches", "_kinds", "_cache")
 
@@ -75,9 +66,6 @@ class Columns:
         self._batches = batches
         self._kinds = kinds
         self._cache: dict[str, list] = {}
-
-    def __len__(self) -> int:
-        return len(self["time"])
 
     def __getitem__(self, key: str) -> list:
         col = self._cache.get(key)
@@ -106,13 +94,13 @@ class Columns:
 class EventLog:
     """The ordered event history, handed on as it happens.
 
-    Each event goes to the watchers of its kind: `watch` callbacks get a `SimEvent` as it happens,
-    `watch_columns` callbacks get the events in blocks of `Columns`, in order, all of them by the
-    time `flush()` returns (the summary's tallies, the invariant checks: read after the run). It goes
-    to `sink` when one is given (a text file: one JSON line per event, written about `FLUSH_LINES`
-    lines at a time, by a writer thread when the sink has a byte buffer), and into `events` when
-    `hold` (the default without a sink: tests and library callers iterate it). `keep=False` only
-    counts, and the services do not even compute the events' details (`tally`).
+    Each event goes to the watchers of its kind: `watch_columns` callbacks get the events in blocks of
+    `Columns`, in order, all of them by the time `flush()` returns (the summary's tallies, the invariant
+    checks: read after the run). It goes to `sink` when one is given (a text file: one JSON line per
+    event, written about `FLUSH_LINES` lines at a time, by a writer thread when the sink has a byte
+    buffer), and into `events` when `hold` (the default without a sink: tests and library callers
+    iterate it). `keep=False` only counts, and the services do not even compute the events' details
+    (`tally`).
 
     `batch` is the way in; `emit` is one event whose detail may hold any JSON value.
     """
@@ -123,10 +111,8 @@ class EventLog:
         self.hold = keep and (sink is None if hold is None else hold)
         self.events: list[SimEvent] = []
         self.by_kind: dict[str, int] = {}
-        self._watchers: dict[str, list[Callable[[SimEvent], None]]] = {}
         self._column_watchers: dict[str, list[Callable[[Columns], None]]] = {}
         self._watched: dict[str, list] = {}  # per watched event, its batches not handed on yet
-        self._per_event = self.hold  # a SimEvent is made for each event (hold or `watch`)
         self._lined = keep and sink is not None  # lines are made
         self._kinds: dict[tuple, Kind] = {}
         self._kind_list: list[Kind] = []
@@ -141,11 +127,6 @@ class EventLog:
     @property
     def count(self) -> int:
         return sum(self.by_kind.values())
-
-    def watch(self, event: str, callback: Callable[[SimEvent], None]) -> None:
-        """Call `callback(e)` for every recorded event of that kind, in order, as it happens."""
-        self._watchers.setdefault(event, []).append(callback)
-        self._per_event = True
 
     def watch_columns(self, event: str, callback: Callable[[Columns], None]) -> None:
         """Call `callback(cols)` with the events of that kind in order, in blocks (`Columns`); every
@@ -243,30 +224,15 @@ class EventLog:
             watched.append(batch)
             if len(watched) >= FLUSH_LINES:
                 self._hand_on()
-        if self._per_event:
-            self._each(kind, cols)
+        if self.hold:
+            self._hold(kind, cols)
 
-    def _each(self, kind: Kind, cols: tuple) -> None:
-        """Each event of a batch as a `SimEvent`: held, and to its `watch` callbacks."""
-        watchers = self._watchers.get(kind.event, ())
+    def _hold(self, kind: Kind, cols: tuple) -> None:
+        """Each event of a batch as a `SimEvent`, held."""
         service, event, detail = kind.service, kind.event, kind.detail
-        for row in zip(*cols, strict=True):
-            time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *values = row
-            e = SimEvent(
-                time,
-                service,
-                event,
-                topic,
-                queue_id,
-                uniq_key,
-                physical_offset,
-                new_physical_offset,
-                dict(zip(detail, values, strict=True)),
-            )
-            if self.hold:
-                self.events.append(e)
-            for w in watchers:
-                w(e)
+        for time, topic, queue_id, uniq_key, phys, new_phys, *values in zip(*cols, strict=True):
+            detail_map = dict(zip(detail, values, strict=True))
+            self.events.append(SimEvent(time, service, event, topic, queue_id, uniq_key, phys, new_phys, detail_map))
 
     def _hand_on(self) -> None:
         """The watched events not yet handed on, to their `watch_columns` callbacks."""
@@ -294,25 +260,21 @@ class EventLog:
         if not parts:
             return
         self._parts, self._lines = [], 0
-        formatter = self._formatter
-        if formatter is None:
-            data = b"".join(p if type(p) is bytes else eventlines.lines(p, self._kind_list) for p in parts)
-        else:
-            if self._table is None:
-                self._table = eventlines.Table(self._kind_list)
-            texts: list = []
-            for p in parts:
-                if type(p) is bytes:
-                    texts.append(p)
-                else:
-                    _texts(p, self._kind_list, texts)
-            data = (texts, lines, self._table)
+        formatter, texts = self._formatter, []
+        if formatter is not None and self._table is None:
+            self._table = eventlines.Table(self._kind_list)
+        for p in parts:
+            if type(p) is bytes:
+                texts.append(p)
+            elif formatter is None:  # no extension: `json` writes every line
+                texts.append(eventlines.lines(p, self._kind_list))
+            else:
+                _texts(p, self._kind_list, texts)
+        data = (texts, lines, self._table)
         if self._buffer is None:
             self._buffer = _byte_buffer(self.sink) or False
         if not self._buffer:  # formatted and written on this thread
-            if type(data) is tuple:
-                data = b"".join(map(bytes, _formatted(formatter, *data)))
-            self.sink.write(data.decode("utf-8", "surrogatepass"))
+            self.sink.write(b"".join(map(bytes, _formatted(formatter, *data))).decode("utf-8", "surrogatepass"))
             return
         writer = self._writer
         if writer is None:
@@ -360,7 +322,7 @@ def _texts(run: list[tuple], kinds: list[Kind], out: list) -> None:
             _texts(run[len(run) // 2 :], kinds, out)
 
 
-def _formatted(formatter: eventlines.Formatter, texts: list, lines: int, table: eventlines.Table):
+def _formatted(formatter: eventlines.Formatter | None, texts: list, lines: int, table: eventlines.Table | None):
     """A block's lines, part by part: json's finished lines as they are, orjson's texts through the kernel
     (each view valid until the next is made)."""
     for t in texts:
@@ -387,15 +349,12 @@ class _Writer:
         while (data := get()) is not None:
             if self.error is None:
                 try:
-                    if type(data) is bytes:
-                        write(data)
-                    else:
-                        for lines in _formatted(formatter, *data):
-                            write(lines)
+                    for lines in _formatted(formatter, *data):
+                        write(lines)
                 except BaseException as e:  # noqa: BLE001 - handed to the caller's thread by `close`
                     self.error = e
 
-    def put(self, data: bytes | tuple) -> None:
+    def put(self, data: tuple) -> None:
         self._queue.put(data)
 
     def close(self) -> None:

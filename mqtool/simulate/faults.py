@@ -11,7 +11,6 @@ from collections.abc import Callable, Generator
 
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import BROKER
-from mqtool.simulate.scenario import Fault
 from mqtool.simulate.service import ClockListener, start_services, stop_services
 
 
@@ -45,19 +44,13 @@ def put_failures(ctx: SimContext) -> Callable | None:
     return lambda _now, m, service: scenario.put_failure(engine.now, service, m.topic, rng)
 
 
-def _process(ctx: SimContext, f: Fault) -> Generator[int, None, None] | None:
-    if f.kind == "crash":
-        return crash(ctx, f.end)
-    if f.kind == "clock_jump":
-        return clock_jump(ctx, f.delta)
-    return None
-
-
 def schedule_faults(ctx: SimContext, until_ms: int) -> None:
-    """Install the put filter and start a process for each timed fault in [now, until_ms)."""
+    """Install the put filter and start a process for each timed fault (a crash, a clock jump) in
+    [now, until_ms)."""
     if (refuse := put_failures(ctx)) is not None:
         ctx.model.put_filter = refuse
     now = ctx.engine.now
     for f in ctx.scenario.faults:
-        if now <= f.start < until_ms and (gen := _process(ctx, f)) is not None:
+        if now <= f.start < until_ms and f.kind != "put_failure":
+            gen = crash(ctx, f.end) if f.kind == "crash" else clock_jump(ctx, f.delta)
             ctx.engine.process(gen, BROKER, f.start - now, f"fault-{f.kind}")

@@ -8,7 +8,7 @@
 
 `InvariantCheck` watches the events as they pass (`EventLog.watch_columns`: in batches of columns),
 so a run of millions of events never holds its history: the due-time check needs nothing, the
-delivered keys are those the summary's `DeliveryTally` spools (`TaggedKeys`: 8 bytes an event in memory,
+delivered keys are those the summary's `DeliveryTally` spools (`KeyTally`: 9 bytes an event in memory,
 exact counts for the keys that repeat), the rolls a `KeyTally`.
 """
 
@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from operator import lt
 
+from mqtool.simulate.eventlines import ROW_NAMES
 from mqtool.simulate.events import Columns, EventLog, SimEvent
-from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally, TaggedKeys
+from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally
 
 WATCHED = ("deliver", "roll")
 _SERVICES = ("schedule", "timer")
@@ -34,17 +35,17 @@ class InvariantCheck:
         self.count_deliveries = not kinds & {"crash", "put_failure"}
         self.problems: list[str] = []
         self.rolls = KeyTally()
-        self.shared: TaggedKeys | None = None
+        self.shared: KeyTally | None = None
         self._own: DeliveryTally | None = None  # a tally of its own when it watches a log without the summary's
 
     def watch(self, log, tally: DeliveryTally | None = None) -> InvariantCheck:
         """Watch `log`'s deliveries and rolls; the delivered keys are counted from `tally`'s (the summary's,
-        watching the same log: hashed and spooled once, `DeliveryTally.share`), or from a tally of its own."""
+        watching the same log: hashed and spooled once, `DeliveryTally.keys`), or from a tally of its own."""
         if self.count_deliveries:
             if tally is None:
                 tally = self._own = DeliveryTally(0, 1)
                 log.watch_columns("deliver", tally.columns)
-            self.shared = tally.share()
+            self.shared = tally.keys
         log.watch_columns("deliver", self.deliveries)
         log.watch_columns("roll", self.rolled)
         return self
@@ -94,17 +95,7 @@ def check_invariants(events: Iterable[SimEvent] | InvariantCheck, faults: list, 
     check = InvariantCheck(faults).watch(log)
     for e in events:
         if e.event in WATCHED:
-            log.emit(
-                e.time,
-                e.service,
-                e.event,
-                e.topic,
-                e.queue_id,
-                e.uniq_key,
-                e.physical_offset,
-                e.new_physical_offset,
-                **e.detail,
-            )
+            log.emit(e.time, e.service, e.event, *(getattr(e, k) for k in ROW_NAMES), **e.detail)
     log.flush()
     return check.finish(halves)
 

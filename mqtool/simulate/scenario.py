@@ -34,6 +34,7 @@ from __future__ import annotations
 import fnmatch
 import random
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,22 +44,6 @@ from mqtool.times import TimeFormatError, parse_duration_ms, parse_time
 
 ANSWERS = ("commit", "rollback", "unknown", "none")
 FAULT_KINDS = ("put_failure", "crash", "clock_jump")
-CONSUMER_KEYS = {
-    "group",
-    "topic",
-    "from",
-    "outcome",
-    "fail_times",
-    "match",
-    "consume_delay",
-    "mode",
-    "invisible_time",
-    "max_reconsume_times",
-    "poll_interval",
-    "batch_size",
-    "client",
-    "pop_random",
-}
 CLIENTS = ("proxy", "remoting")
 DEFAULT_BATCH_SIZE = 32  # PopMessageRequestHeader.maxMsgNums of a default client (DefaultMQPushConsumer.popBatchNums)
 EPOCH_MIN = 10**11
@@ -66,6 +51,16 @@ EPOCH_MIN = 10**11
 
 class ScenarioError(MqtoolError, ValueError):
     """A scenario file that cannot be used; says which key is wrong."""
+
+
+def _globs(name: str | None, uniq: str | None, key: str | None, value, uniq_key, keys: list[str]) -> bool:
+    """Whether a message matches the globs given (None: any): `name` its group or tag, `uniq` its UNIQ_KEY
+    (case-insensitive), `key` one of its KEYS."""
+    return (
+        (name is None or fnmatch.fnmatchcase(value or "", name))
+        and (uniq is None or fnmatch.fnmatchcase((uniq_key or "").upper(), uniq.upper()))
+        and (key is None or any(fnmatch.fnmatchcase(k, key) for k in keys))
+    )
 
 
 @dataclass(frozen=True)
@@ -77,13 +72,7 @@ class AnswerRule:
     probability: float = 1.0
 
     def matches(self, group: str | None, uniq_key: str | None, keys: list[str]) -> bool:
-        if self.producer_group is not None and not fnmatch.fnmatchcase(group or "", self.producer_group):
-            return False
-        if self.uniq_key is not None and not fnmatch.fnmatchcase((uniq_key or "").upper(), self.uniq_key.upper()):
-            return False
-        if self.key is not None and not any(fnmatch.fnmatchcase(k, self.key) for k in keys):
-            return False
-        return True
+        return _globs(self.producer_group, self.uniq_key, self.key, group, uniq_key, keys)
 
 
 @dataclass(frozen=True)
@@ -124,11 +113,7 @@ class ConsumerSpec:
 
     def matches(self, keys: list[str], uniq_key: str | None, tag: str | None) -> bool:
         m = self.match
-        if "key" in m and not any(fnmatch.fnmatchcase(k, m["key"]) for k in keys):
-            return False
-        if "uniq_key" in m and not fnmatch.fnmatchcase((uniq_key or "").upper(), m["uniq_key"].upper()):
-            return False
-        return "tag" not in m or fnmatch.fnmatchcase(tag or "", m["tag"])
+        return _globs(m.get("tag"), m.get("uniq_key"), m.get("key"), tag, uniq_key, keys)
 
     def fails(self, reconsume_times: int) -> bool:
         """Whether the delivery with this reconsume count fails."""
@@ -169,9 +154,7 @@ class Scenario:
 def _time(value: Any, start_ms: int, where: str) -> int:
     if isinstance(value, bool):
         raise ScenarioError(f"{where}: expected a time, got {value!r}")
-    if isinstance(value, int):
-        return value if value >= EPOCH_MIN else start_ms + value
-    if isinstance(value, float):
+    if isinstance(value, int | float):
         return int(value) if value >= EPOCH_MIN else start_ms + int(value)
     if isinstance(value, str):
         try:
@@ -196,9 +179,17 @@ def _delta(value: Any, where: str) -> int:
     raise ScenarioError(f"{where}: expected a duration, got {value!r}")
 
 
-def _answer(value: Any, where: str) -> str:
-    if value not in ANSWERS:
-        raise ScenarioError(f"{where}: answer must be one of {', '.join(ANSWERS)}, got {value!r}")
+def _choice(value: Any, choices: tuple, where: str) -> Any:
+    if value not in choices:
+        raise ScenarioError(f"{where} must be one of {', '.join(map(str, choices))}, got {value!r}")
+    return value
+
+
+def _integer(value: Any, where: str, lo: int, hi: int | None = None) -> int:
+    """`value`, an integer (not a bool) of at least `lo` and at most `hi`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or hi is not None and value > hi:
+        bounds = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
+        raise ScenarioError(f"{where} must be an integer {bounds}, got {value!r}")
     return value
 
 
@@ -220,7 +211,7 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         if not isinstance(tx["check_at"], list):
             raise ScenarioError("transaction.check_at must be a list of times")
         sc.check_at = sorted(_time(v, start_ms, f"transaction.check_at[{i}]") for i, v in enumerate(tx["check_at"]))
-    sc.default_answer = _answer(tx.get("default_answer", "none"), "transaction.default_answer")
+    sc.default_answer = _choice(tx.get("default_answer", "none"), ANSWERS, "transaction.default_answer")
     sc.answer_delay_ms = int(_delta(tx.get("answer_delay_ms", 0), "transaction.answer_delay_ms"))
     for i, a in enumerate(tx.get("answers", [])):
         where = f"transaction.answers[{i}]"
@@ -228,7 +219,7 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
             raise ScenarioError(f"{where} must be a table")
         sc.answers.append(
             AnswerRule(
-                _answer(a.get("answer"), where),
+                _choice(a.get("answer"), ANSWERS, f"{where}.answer"),
                 a.get("producer_group"),
                 a.get("uniq_key"),
                 a.get("key"),
@@ -240,9 +231,7 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         raise ScenarioError("faults must be an array of tables ([[faults]])")
     for i, f in enumerate(faults):
         where = f"faults[{i}]"
-        kind = f.get("kind")
-        if kind not in FAULT_KINDS:
-            raise ScenarioError(f"{where}.kind must be one of {', '.join(FAULT_KINDS)}, got {kind!r}")
+        kind = _choice(f.get("kind"), FAULT_KINDS, f"{where}.kind")
         first = f.get("from", f.get("at"))
         start = _time(first, start_ms, f"{where}.from") if first is not None else start_ms
         if kind == "crash" and first is None:
@@ -269,6 +258,34 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
     return sc
 
 
+def _poll_interval(value: Any, where: str) -> int:
+    poll = _delta(value, where)
+    if poll < 0:
+        raise ScenarioError(f"{where} must not be negative")
+    return poll
+
+
+def _queue_offset(value: Any, where: str) -> str | int:
+    return value if value in ("first", "last") else _integer(value, f'{where} ("first", "last" or a queue offset)', 0)
+
+
+# a `[[consumers]]` key beside group, topic and match: (its `ConsumerSpec` field, its check); an absent key
+# leaves the field's default
+CONSUMER_FIELDS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "from": ("start", _queue_offset),
+    "outcome": ("outcome", lambda v, where: _choice(v, ("ok", "fail"), where)),
+    "fail_times": ("fail_times", lambda v, where: int(v)),
+    "consume_delay": ("consume_delay_ms", _delta),
+    "mode": ("mode", lambda v, where: _choice(v, ("push", "pop"), where)),
+    "invisible_time": ("invisible_time_ms", _delta),
+    "max_reconsume_times": ("max_reconsume_times", lambda v, where: int(v)),
+    "poll_interval": ("poll_interval_ms", _poll_interval),
+    "batch_size": ("batch_size", lambda v, where: _integer(v, where, 1)),
+    "client": ("client", lambda v, where: _choice(v, CLIENTS, where)),
+    "pop_random": ("pop_random", lambda v, where: _integer(v, where, 0, 99)),
+}
+
+
 def _consumers(entries: Any) -> list[ConsumerSpec]:
     if not isinstance(entries, list):
         raise ScenarioError("consumers must be an array of tables ([[consumers]])")
@@ -277,56 +294,18 @@ def _consumers(entries: Any) -> list[ConsumerSpec]:
         where = f"consumers[{i}]"
         if not isinstance(c, dict):
             raise ScenarioError(f"{where} must be a table")
-        unknown = set(c) - CONSUMER_KEYS
+        unknown = set(c) - {"group", "topic", "match", *CONSUMER_FIELDS}
         if unknown:
             raise ScenarioError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         for key in ("group", "topic"):
             if not isinstance(c.get(key), str) or not c[key]:
                 raise ScenarioError(f"{where}.{key} is required (a name)")
-        start = c.get("from", "first")
-        if start not in ("first", "last") and (isinstance(start, bool) or not isinstance(start, int) or start < 0):
-            raise ScenarioError(f'{where}.from must be "first", "last" or a queue offset, got {start!r}')
-        if c.get("outcome", "ok") not in ("ok", "fail"):
-            raise ScenarioError(f"{where}.outcome must be ok or fail, got {c['outcome']!r}")
-        if c.get("mode", "push") not in ("push", "pop"):
-            raise ScenarioError(f"{where}.mode must be push or pop, got {c['mode']!r}")
         match = c.get("match", {})
         if not isinstance(match, dict) or set(match) - {"key", "uniq_key", "tag"}:
             raise ScenarioError(f"{where}.match is a table of key, uniq_key and tag globs")
-        mrt = c.get("max_reconsume_times")
-        out.append(
-            ConsumerSpec(
-                c["group"],
-                c["topic"],
-                start,
-                c.get("outcome", "ok"),
-                int(c.get("fail_times", 0)),
-                {k: str(v) for k, v in match.items()},
-                _delta(c.get("consume_delay", 0), f"{where}.consume_delay"),
-                c.get("mode", "push"),
-                _delta(c.get("invisible_time", 60_000), f"{where}.invisible_time"),
-                None if mrt is None else int(mrt),
-                *_client_keys(c, where),
-            )
-        )
+        spec = {name: check(c[key], f"{where}.{key}") for key, (name, check) in CONSUMER_FIELDS.items() if key in c}
+        out.append(ConsumerSpec(c["group"], c["topic"], match={k: str(v) for k, v in match.items()}, **spec))
     return out
-
-
-def _client_keys(c: dict, where: str) -> tuple[int, int, str | None, int | None]:
-    """poll_interval, batch_size, client and pop_random of one `[[consumers]]` entry, checked."""
-    poll = _delta(c.get("poll_interval", 0), f"{where}.poll_interval")
-    if poll < 0:
-        raise ScenarioError(f"{where}.poll_interval must not be negative")
-    batch = c.get("batch_size", DEFAULT_BATCH_SIZE)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ScenarioError(f"{where}.batch_size must be a positive integer, got {batch!r}")
-    client = c.get("client")
-    if client is not None and client not in CLIENTS:
-        raise ScenarioError(f"{where}.client must be proxy or remoting, got {client!r}")
-    draw = c.get("pop_random")
-    if draw is not None and (isinstance(draw, bool) or not isinstance(draw, int) or not 0 <= draw <= 99):
-        raise ScenarioError(f"{where}.pop_random must be an integer 0-99, got {draw!r}")
-    return poll, batch, client, draw
 
 
 def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:

@@ -85,19 +85,18 @@ class RecordSpool:
         if v is None or v >= 0:
             return None
         i = ~v * ROW_FIELDS
-        return tuple(self._rows[i:i + ROW_FIELDS])
+        return tuple(self._rows[i : i + ROW_FIELDS])
 
     def get(self, phys: int) -> SimMessage | None:
         v = self._where.get(phys)
         if v is None:
             return None
         if v < 0:
-            i = ~v * ROW_FIELDS
-            return self._rebuild(phys, tuple(self._rows[i:i + ROW_FIELDS]))
+            return self._rebuild(phys, self.row(phys))
         at = v >> _LEN_BITS
         n = v & ((1 << _LEN_BITS) - 1)
         i = at - self._flushed
-        values = marshal.loads(self._buf[i:i + n] if i >= 0 else os.pread(self._fd, n, at))
+        values = marshal.loads(self._buf[i : i + n] if i >= 0 else os.pread(self._fd, n, at))
         m = _new(SimMessage)
         _set_fields(m, values)
         return m

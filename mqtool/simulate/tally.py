@@ -1,8 +1,8 @@
 """Counting over the event stream in bounded memory: per-key repeats and the summary's delivery tallies.
 
 A run of millions of deliveries cannot keep a `Counter` of every UNIQ_KEY (about 100 bytes a key in
-Python objects). `KeyTally` keeps 8 bytes per occurrence in memory (the key's `hash()`) and spools the
-keys themselves to a temporary file; only when two hashes are equal are the keys read back, so the
+Python objects). `KeyTally` keeps 9 bytes per occurrence in memory (the key's `hash()`, a byte of tags) and
+spools the keys themselves to a temporary file; only when two hashes are equal are the keys read back, so the
 repeats it reports are exact (equal hashes of different keys are told apart). `hash()` differs
 between processes, but it only finds candidates: the results are the same in every run.
 """
@@ -21,31 +21,39 @@ from mqtool.simulate.events import Columns
 TIMELINE_BUCKETS = 20
 
 
+SUMMARY, SCHEDULE, TIMER = 1, 2, 4  # a key's tags: counted by the summary, by the invariants per service
+
+
 class KeyTally:
-    """How often each key occurred: `repeated()` gives the keys seen more than once, exactly.
+    """How often each key occurred, per tag: `repeated_by(tag)` gives the keys with that tag seen more than
+    once among those with it, exactly. Each key carries a byte of tags (`SUMMARY`, `SCHEDULE`, `TIMER`), so
+    the deliveries' keys are hashed and spooled once for both the summary's duplicates and the invariant
+    check's counts per service (`DeliveryTally.keys`).
 
     The keys are spooled 8,192 at a time as one UTF-8 string (surrogates passed through) with their
     lengths in code points, which is what decoding the spool gives back."""
 
     def __init__(self) -> None:
         self._hashes = array("q")
+        self.tags = array("B")
         self._lens = array("I")  # of the spooled keys, in code points
         self._spool: BinaryIO | None = None
         self._buf: list[str] = []
+        self._repeated: dict[int, dict[str, int]] | None = None
 
     def __len__(self) -> int:
         return len(self._hashes)
 
-    def add(self, key: str) -> None:
-        self._hashes.append(hash(key))
-        buf = self._buf
-        buf.append(key)
-        if len(buf) >= 8192:
-            self._spill()
+    def add(self, key: str, tag: int = SUMMARY) -> None:
+        self.extend([key], (tag,))
 
-    def extend(self, keys: list[str]) -> None:
-        """`add` each key, in order."""
+    def extend(self, keys: list[str], tags=None) -> None:
+        """`add` each key, in order, with its tag of `tags` (default: `SUMMARY` for all)."""
         self._hashes.extend(map(hash, keys))
+        if tags is None:
+            self.tags.frombytes(bytes([SUMMARY]) * len(keys))
+        else:
+            self.tags.extend(tags)
         buf = self._buf
         buf += keys
         if len(buf) >= 8192:
@@ -71,7 +79,8 @@ class KeyTally:
         yield from self._buf
 
     def counts(self, keys: set[str]) -> Counter[str]:
-        """Exact occurrences of the given keys (one pass over the spool, none when `keys` is empty)."""
+        """Exact occurrences of the given keys, whatever their tags (one pass over the spool, none when `keys`
+        is empty)."""
         if not keys:
             return Counter()
         wanted = {hash(k) for k in keys}
@@ -80,44 +89,6 @@ class KeyTally:
             if h in wanted and k in keys:
                 found[k] += 1
         return found
-
-    def repeated(self) -> dict[str, int]:
-        """{key: occurrences} for the keys seen more than once."""
-        import numpy as np
-
-        h = np.sort(np.frombuffer(self._hashes, dtype=np.int64)) if self._hashes else np.zeros(0, np.int64)
-        same = h[1:][h[1:] == h[:-1]]
-        if not len(same):
-            return {}
-        candidates = set(same.tolist())
-        found: Counter[str] = Counter(k for k, kh in zip(self._keys(), self._hashes, strict=True) if kh in candidates)
-        return {k: n for k, n in found.items() if n > 1}
-
-    def close(self) -> None:
-        if self._spool is not None:
-            self._spool.close()
-            self._spool = None
-        self._buf.clear()
-        self._lens = array("I")
-
-
-class TaggedKeys(KeyTally):
-    """A `KeyTally` whose keys each carry a byte of tags (`SUMMARY`, `SCHEDULE`, `TIMER`): the deliveries'
-    keys hashed and spooled once for both the summary's duplicates and the invariant check's counts
-    per service (`DeliveryTally.share`); `repeated_by(tag)` is `repeated()` of the keys with that tag."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags = array("B")
-        self._repeated: dict[int, dict[str, int]] | None = None
-
-    def extend_tagged(self, keys: list[str], tags) -> None:
-        self.extend(keys)
-        self.tags.extend(tags)
-
-    def add_tagged(self, key: str, tag: int) -> None:
-        self.add(key)
-        self.tags.append(tag)
 
     def repeated_by(self, tag: int) -> dict[str, int]:
         """{key: occurrences} for the keys with `tag` seen more than once among those with it (all three
@@ -147,8 +118,14 @@ class TaggedKeys(KeyTally):
                             found[b][k] += 1
         return {b: {k: n for k, n in f.items() if n > 1} for b, f in found.items()}
 
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+        self._buf.clear()
+        self._lens = array("I")
 
-SUMMARY, SCHEDULE, TIMER = 1, 2, 4  # `TaggedKeys` tags: counted by the summary, by the invariants per service
+
 _INVARIANT_TAGS = {"schedule": SCHEDULE, "timer": TIMER}
 _BOTH_TAGS = {"schedule": SUMMARY | SCHEDULE, "timer": SUMMARY | TIMER}
 _SYSTEM_TOPICS = frozenset(SYSTEM_TOPICS)
@@ -166,29 +143,20 @@ class DeliveryTally:
         self.span = max(1, until_ms - start_ms)
         self.per_topic: Counter[str] = Counter()
         self.timeline: Counter[int] = Counter()
+        # tagged for the summary and for the invariant check's counts (`InvariantCheck.watch`): each key is
+        # hashed and spooled once
         self.keys: KeyTally = KeyTally()
-        self.shared = False  # the keys are `TaggedKeys` the invariant check reads too (`share`)
-
-    def share(self) -> TaggedKeys:
-        """Keep the deliveries' keys for the invariant check's counts too (`InvariantCheck.watch`): each
-        key is hashed and spooled once; call before any event."""
-        self.keys = TaggedKeys()
-        self.shared = True
-        return self.keys
 
     def columns(self, cols: Columns) -> None:
         """A block of `deliver` events (`EventLog.watch_columns`), counted with a few C-level passes."""
         topics, keys, times = cols["topic"], cols["uniq_key"], cols["time"]
         counts = Counter(topics)
-        if self.shared:
-            self._tagged(cols, topics, keys, counts)
+        self._tagged(cols, topics, keys, counts)
         if not _SYSTEM_TOPICS.isdisjoint(counts):
             mine = [t not in _SYSTEM_TOPICS for t in topics]
-            topics, keys, times = (list(compress(c, mine)) for c in (topics, keys, times))
+            topics, times = (list(compress(c, mine)) for c in (topics, times))
             counts = Counter(topics)
         self.per_topic.update(counts)
-        if not self.shared:
-            self.keys.extend(list(filter(None, keys)))
         timeline, start, span = self.timeline, self.start, self.span
         for t, n in Counter(times).items():
             timeline[min(TIMELINE_BUCKETS - 1, (t - start) * TIMELINE_BUCKETS // span)] += n
@@ -206,9 +174,9 @@ class DeliveryTally:
             and "" not in keys
             and not ("schedule" in kinds and any((t or "").startswith(RETRY_GROUP_TOPIC_PREFIX) for t in counts))
         ):
-            self.keys.extend_tagged(keys, map(_BOTH_TAGS.__getitem__, services))
+            self.keys.extend(keys, map(_BOTH_TAGS.__getitem__, services))
             return
-        add = self.keys.add_tagged
+        add = self.keys.add
         for s, t, k, p in zip(services, topics, keys, cols["physical_offset"], strict=True):
             summary = SUMMARY if k and t not in _SYSTEM_TOPICS else 0
             tag = _INVARIANT_TAGS.get(s, 0)
@@ -224,8 +192,7 @@ class DeliveryTally:
                 add(mine, tag)
 
     def duplicates(self) -> int:
-        repeated = self.keys.repeated_by(SUMMARY) if self.shared else self.keys.repeated()
-        return sum(n - 1 for n in repeated.values())
+        return sum(n - 1 for n in self.keys.repeated_by(SUMMARY).values())
 
     def timeline_list(self) -> list[int]:
         return [self.timeline.get(i, 0) for i in range(TIMELINE_BUCKETS)]

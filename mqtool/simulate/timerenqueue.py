@@ -26,11 +26,11 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, need_roll, put_at_once
-from mqtool.simulate import plainscan
 from mqtool.simulate.batchread import batchable, close, scan_plain
 from mqtool.simulate.timerrows import FORMATS, NO_ROW
 from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, WheelSlot, int_or
 from mqtool.simulate.timerunits import UNIT_DTYPE
+from mqtool.store import propscan as plainscan
 
 ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`base`)
 NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this one does (`take`)

@@ -100,7 +100,6 @@ def _run(store, config, batch: bool, monkeypatch) -> tuple[str, object, list]:
 
 @pytest.mark.parametrize("batch_size", [4096, 7])
 def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, batch_size):
-    monkeypatch.setattr(batchread, "_TEMPLATES", {})
     monkeypatch.setattr(timerenqueue, "ENQUEUE_BATCH", batch_size)
     store, config = _build(tmp_path / "s")
     log1, r1, none = _run(store, config, False, monkeypatch)

@@ -18,10 +18,10 @@ from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6
-from mqtool.simulate import plainscan
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import props_length
 from mqtool.simulate.runner import simulate
+from mqtool.store import propscan
 from mqtool.store.store import Store
 from simkit import spy_read_plain
 
@@ -84,7 +84,6 @@ def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, version, map_f
     monkeypatch.setattr(batchread, "MAP_FROM", map_from)
     monkeypatch.setattr(batchread, "SPARSE", 16)
     monkeypatch.setattr(schedule_mod, "BATCH_READ", 2)
-    monkeypatch.setattr(batchread, "_TEMPLATES", {})
     store, config = _build(tmp_path / "s", version)
     log1, sum1, _ = _run(store, config, False, version, monkeypatch)
     log2, sum2, answers = _run(store, config, True, version, monkeypatch)
@@ -104,7 +103,6 @@ def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, version, map_f
 def test_read_plain_equals_the_light_read(tmp_path, monkeypatch, map_from):
     monkeypatch.setattr(batchread, "MAP_FROM", map_from)
     monkeypatch.setattr(batchread, "SPARSE", 0 if map_from == 0 else 1 << 40)
-    monkeypatch.setattr(batchread, "_TEMPLATES", {})
     store, _ = _build(tmp_path / "s", "5.3")
     fast = MappedBase(store)
     wanted = ("REAL_TOPIC", "REAL_QID", "UNIQ_KEY")
@@ -140,7 +138,7 @@ def test_plain_template_rejects_what_the_splits_do_not_take():
     wanted = ("REAL_TOPIC",)
     for i in range(N_SHAPES):
         raw, plain = _shapes(7, 1)[i]
-        t = plainscan.template_of(raw, parse_properties(raw), wanted)
+        t = propscan.template_of(raw, parse_properties(raw), wanted)
         assert (t is not None) == plain, raw
         if t is not None:
             assert t.keys[t.groups[0]] == b"REAL_TOPIC" and t.pad == (0 if raw.endswith(S) else 1)

@@ -37,12 +37,12 @@ def test_event_lines_are_jsons_bytes():
 
     sink = Sink()
     log = EventLog(sink=sink, hold=True)
-    log.emit(1, "timer", "enqueue", "T\u2028é\"\\\x00\x1f\x7f", 0, "K", 2**63 - 1, None, roll=True, cancel=False)
+    log.emit(1, "timer", "enqueue", 'T\u2028é"\\\x00\x1f\x7f', 0, "K", 2**63 - 1, None, roll=True, cancel=False)
     log.emit(2, "schedule", "persist", "S", None, None, None, None, offsets={"1": 5})  # nested: json's own
     log.emit(3, "timer", "deliver", "T", 1, "\udcff", 2**64, None, due=1.5)  # surrogate, 65-bit int, float
     log.flush()
     assert sink.text == "".join(_JSON.encode(e.as_dict()) + "\n" for e in log.events)
-    assert json.loads(sink.text.split("\n")[0])["topic"] == "T\u2028é\"\\\x00\x1f\x7f"
+    assert json.loads(sink.text.split("\n")[0])["topic"] == 'T\u2028é"\\\x00\x1f\x7f'
 
 
 def test_release_drops_kept_repeats_only_when_releasing():
@@ -84,12 +84,15 @@ def test_a_batch_of_rows_writes_what_a_batch_a_row_writes():
         def write(self, s):
             self.text += s
 
-    rows = [("T", 0, "K0", 100, 200, 5, True), (None, None, None, 7, None, 6, False),
-            ("T\u2028\"", 3, "\udcff", 2**64, 9, -1, True)]
+    rows = [
+        ("T", 0, "K0", 100, 200, 5, True),
+        (None, None, None, 7, None, 6, False),
+        ('T\u2028"', 3, "\udcff", 2**64, 9, -1, True),
+    ]
     keys = ("slot", "direct")
     one, many = EventLog(sink=Sink(), hold=True), EventLog(sink=Sink(), hold=True)
     seen: list[tuple] = []
-    many.watch("deliver", lambda e: seen.append((e.topic, e.detail["slot"])))
+    many.watch_columns("deliver", lambda cols: seen.extend(zip(cols["topic"], cols["slot"], strict=True)))
     for r in rows:
         one.batch(42, "timer", "deliver", *r[:5], **dict(zip(keys, r[5:], strict=True)))
     put_rows(many, 42, "timer", "deliver", rows, keys)
@@ -98,8 +101,9 @@ def test_a_batch_of_rows_writes_what_a_batch_a_row_writes():
     assert many.sink.text == one.sink.text
     assert many.sink.text.split("\n")[1] == (
         '{"time":42,"service":"timer","event":"deliver","topic":null,"queue_id":null,'
-        '"uniq_key":null,"physical_offset":7,"new_physical_offset":null,"slot":6,"direct":false}')
-    assert seen == [("T", 5), (None, 6), ("T\u2028\"", -1)] and many.count == 3 and many.by_kind == {"deliver": 3}
+        '"uniq_key":null,"physical_offset":7,"new_physical_offset":null,"slot":6,"direct":false}'
+    )
+    assert seen == [("T", 5), (None, 6), ('T\u2028"', -1)] and many.count == 3 and many.by_kind == {"deliver": 3}
     counted = EventLog(keep=False)
     put_rows(counted, 1, "timer", "enqueue", rows, keys)
     assert counted.count == 3 and counted.by_kind == {"enqueue": 3} and not counted.events

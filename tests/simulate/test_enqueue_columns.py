@@ -13,13 +13,14 @@ from reference_timer import use_reference
 from conftest import sibling
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.formats.timerlog import MAGIC_ROLL
-from mqtool.simulate import batchread, plainscan, timerenqueue
+from mqtool.simulate import batchread, timerenqueue
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import DeliveryRows
 from mqtool.simulate.timerstate import TimerState
+from mqtool.store import propscan as plainscan
 
 plain_store = sibling(__file__, "test_batch_enqueue")
 shapes = sibling(__file__, "test_batch_enqueue_plain")
@@ -31,7 +32,6 @@ DAY = shapes.DAY
 def engine(request, monkeypatch):
     if request.param == "python":
         monkeypatch.setattr(plainscan, "KERNEL", plainscan.scan_py)  # the fallback without the extension
-    monkeypatch.setattr(batchread, "_TEMPLATES", {})
     return request.param
 
 
@@ -126,7 +126,7 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
     try:
         units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, shapes.N_SHAPES * 20)]
         got, _out = _answers(fast, units, timerenqueue.ENQ_INTERN)
-        batchread._TEMPLATES.clear()
+        fast.templates.clear()  # learnt anew
         want = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         assert got == want
         # the second pass: every plain string matched (11 plain shapes), the 4 others parsed

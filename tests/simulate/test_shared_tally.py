@@ -1,5 +1,5 @@
 """The summary's `DeliveryTally` and the `InvariantCheck` share one spool of the delivered keys
-(`DeliveryTally.share`): the duplicates, per-topic counts, timeline and violations equal those of the
+(`DeliveryTally.keys`): the duplicates, per-topic counts, timeline and violations equal those of the
 two counting apart, and those counted event by event."""
 
 import io
@@ -11,7 +11,7 @@ from eventrows import put_rows
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_TRANS_HALF_TOPIC
 from mqtool.simulate.events import EventLog, SimEvent
 from mqtool.simulate.invariants import InvariantCheck, check_invariants
-from mqtool.simulate.tally import DeliveryTally, TaggedKeys
+from mqtool.simulate.tally import DeliveryTally, KeyTally
 
 RETRY = RETRY_GROUP_TOPIC_PREFIX + "g"
 
@@ -77,7 +77,7 @@ def _feed(history, shared: bool, split: int = 0):
 @pytest.mark.parametrize("split", [0, 5, len(HISTORY)])
 def test_shared_keys_count_what_each_counted_apart_by_hand(split):
     tally, check, problems = _feed(HISTORY, True, split)
-    assert isinstance(tally.keys, TaggedKeys) and check.shared is tally.keys
+    assert check.shared is tally.keys
     apart, _, problems_apart = _feed(HISTORY, False, split)
     assert tally.duplicates() == apart.duplicates() == 5
     assert tally.per_topic == apart.per_topic and tally.timeline_list() == apart.timeline_list()
@@ -125,13 +125,13 @@ def test_shared_keys_in_large_batches_of_both_services():
 
 
 def test_tagged_keys_repeated_by_tag_by_hand():
-    t = TaggedKeys()
-    t.extend_tagged(["a", "b", "a"], [1 | 2, 1 | 4, 1 | 4])
-    t.add_tagged("b", 4)
-    t.add_tagged("c", 1)
-    t.add_tagged("c", 2)
+    t = KeyTally()
+    t.extend(["a", "b", "a"], [1 | 2, 1 | 4, 1 | 4])
+    t.add("b", 4)
+    t.add("c", 1)
+    t.add("c", 2)
     assert t.repeated_by(1) == {"a": 2}
     assert t.repeated_by(2) == {}
     assert t.repeated_by(4) == {"b": 2}
-    assert TaggedKeys().repeated_by(1) == {}
+    assert KeyTally().repeated_by(1) == {}
     t.close()

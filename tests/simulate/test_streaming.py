@@ -10,7 +10,7 @@ from mqtool.simulate.events import SimEvent
 from mqtool.simulate.invariants import check_invariants
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
-from mqtool.simulate.tally import KeyTally
+from mqtool.simulate.tally import SUMMARY, KeyTally
 from simkit import S, config
 
 
@@ -20,7 +20,7 @@ def test_key_tally_repeats_are_exact_even_when_hashes_collide(monkeypatch):
     t = KeyTally()
     for k in ["AA", "AB", "AA", "B", "AC", "AA", "AB", "\udc80x"]:
         t.add(k)
-    assert t.repeated() == {"AA": 3, "AB": 2}
+    assert t.repeated_by(SUMMARY) == {"AA": 3, "AB": 2}
     assert t.counts({"AC", "B", "AA", "zz"}) == {"AA": 3, "AC": 1, "B": 1}
     t.close()
 
@@ -31,7 +31,7 @@ def test_key_tally_spools_past_its_buffer():
         t.add(f"K{i % 15_000}")
     t.add("\udcff")  # a surrogate-escaped byte survives the spool
     t.add("\udcff")
-    rep = t.repeated()
+    rep = t.repeated_by(SUMMARY)
     assert len(rep) == 5_001 and rep["K0"] == 2 and rep["K4999"] == 2 and rep["\udcff"] == 2
     assert "K5000" not in rep
     t.close()
@@ -43,12 +43,19 @@ def test_invariants_by_tally_match_hand_counts(monkeypatch):
     def ev(t, service, kind, key, **d):
         return SimEvent(t, service, kind, "T", 0, key, 1, 2, d)
 
-    history = [ev(1, "timer", "deliver", "B", due=1), ev(2, "timer", "deliver", "C", due=1),
-               ev(3, "timer", "roll", "B"), ev(4, "timer", "deliver", "B", due=1),
-               ev(5, "timer", "deliver", "B", due=1), ev(6, "schedule", "deliver", "B", due=1),
-               ev(7, "timer", "deliver", "C", due=1)]
-    assert check_invariants(history, [], {}) == ["timer delivered B 3 times without a fault",
-                                                 "timer delivered C 2 times without a fault"]
+    history = [
+        ev(1, "timer", "deliver", "B", due=1),
+        ev(2, "timer", "deliver", "C", due=1),
+        ev(3, "timer", "roll", "B"),
+        ev(4, "timer", "deliver", "B", due=1),
+        ev(5, "timer", "deliver", "B", due=1),
+        ev(6, "schedule", "deliver", "B", due=1),
+        ev(7, "timer", "deliver", "C", due=1),
+    ]
+    assert check_invariants(history, [], {}) == [
+        "timer delivered B 3 times without a fault",
+        "timer delivered C 2 times without a fault",
+    ]
 
 
 def _store(built):
@@ -59,11 +66,16 @@ def _store(built):
     return built
 
 
-@pytest.mark.parametrize("scenario", [
-    {"transaction": {"answers": [{"answer": "commit", "probability": 0.5}]},
-     "faults": [{"kind": "put_failure", "probability": 0.3}]},
-    {"faults": [{"kind": "crash", "from": "+9s", "until": "+12s"}]},
-])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        {
+            "transaction": {"answers": [{"answer": "commit", "probability": 0.5}]},
+            "faults": [{"kind": "put_failure", "probability": 0.3}],
+        },
+        {"faults": [{"kind": "crash", "from": "+9s", "until": "+12s"}]},
+    ],
+)
 def test_streamed_run_equals_held_run(built, scenario):
     _store(built)
     sc = parse_scenario(scenario, S)
@@ -91,8 +103,9 @@ def test_crash_duplicates_are_counted_when_streamed(built):
     for i in range(3):
         built.delay(1, S + i * 3000, 1000)
     sc = parse_scenario({"faults": [{"kind": "crash", "from": "+9s", "until": "+12s"}]}, S + 2000)
-    r = simulate(None, config(), S + 2000, S + 30_000, sc, 0, base=built.base, timer_state=built.timer_state,
-                 sink=io.StringIO())
+    r = simulate(
+        None, config(), S + 2000, S + 30_000, sc, 0, base=built.base, timer_state=built.timer_state, sink=io.StringIO()
+    )
     delivered = [line for line in r.events.sink.getvalue().splitlines() if '"event":"deliver"' in line]
     # due at S+1 s, S+4 s, S+7 s: delivered before the crash at S+11 s; the first offset flush would be at
     # start + 10 s = S+12 s, so the restart at S+14 s reads no offsets and delivers all three again

@@ -1,4 +1,4 @@
-"""The simulator's one property reader: a batch of the store's records, checked and matched at once.
+"""The one property reader of a batch of CommitLog records (the simulator's batch reads), checked and matched at once.
 
 A service step reads a few properties of many records (the timer's enqueue: TIMER_OUT_MS, REAL_TOPIC, ...;
 a delay level's deliveries: REAL_TOPIC, REAL_QID, UNIQ_KEY). `scan` gives one row of `out` a record:
@@ -188,21 +188,9 @@ def scan_py(
 
 def row_py(buf, rel: int, delta: int, n: int, flen: int, geo) -> tuple[int, ...]:
     """`scan_py`'s row of one record against no template (its first `FIXED` columns), as a tuple."""
-    row = [-1] * FIXED
-    scan_py(buf, [rel], delta, n, flen, geo, b"\0", [0], [0], [0], [[]], 0, _Rows(row))
-    return tuple(row)
-
-
-class _Rows:
-    """`out` of one row for `row_py` (a list, not an array: no numpy for one record)."""
-
-    __slots__ = ("row", "shape")
-
-    def __init__(self, row: list[int]) -> None:
-        self.row, self.shape = row, (1, len(row))
-
-    def __setitem__(self, k: int, values: list[int]) -> None:
-        self.row[:] = values
+    out = np.empty((1, FIXED), np.int64)
+    scan_py(buf, [rel], delta, n, flen, geo, b"\0", [0], [0], [0], [[]], 0, out)
+    return tuple(out[0].tolist())
 
 
 def _kernel():
@@ -304,10 +292,11 @@ def row(buf, rel: int, delta: int, n: int, flen: int) -> tuple[int, ...]:
     return ROW_KERNEL(buf, rel, delta, n, flen, GEOMETRY)
 
 
-def answer(out: np.ndarray, k: int, buf, nwanted: int):
-    """`read_plain`'s `(n, values)` of a matched record `k` of `out` (status 1)."""
+def answer(out: np.ndarray, k: int, buf, nwanted: int, as_tuple: bool = False):
+    """`(n, values)` of a matched record `k` of `out` (status 1): its SIZE and the wanted values' bytes (None:
+    absent), a tuple for two wanted keys or more or `as_tuple`, else the one value."""
     row = out[k].tolist()
     values = tuple(
         [buf[row[i] : row[i + 1]] if row[i] >= 0 else None for i in range(FIXED, FIXED + STRIDE * nwanted, STRIDE)]
     )
-    return row[1], values if nwanted > 1 else values[0]
+    return row[SIZE], values if nwanted > 1 or as_tuple else values[0]
