@@ -9,6 +9,7 @@ from mqtool.formats.names import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    PROPERTY_WAIT_STORE_MSG_OK,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
@@ -111,7 +112,7 @@ class ReferenceTransaction(TransactionService):
                     new_offset = i = i + 1
                     continue
                 if decision == PUT_BACK:
-                    if self._put_immunity(msg, props):
+                    if self._put_immunity_one(msg, props):
                         new_offset = i = i + 1
                         continue
                     # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
@@ -157,6 +158,43 @@ class ReferenceTransaction(TransactionService):
             return OFFSET_ILLEGAL, None, m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid)
         u = m.cq_unit(RMQ_SYS_TRANS_HALF_TOPIC, qid, offset)
         return FOUND, (m.message(u[0]) if u else None), offset + 1
+
+    def _put_immunity_one(self, msg: SimMessage, props: dict[str, str]) -> bool:
+        """`putImmunityMsgBackToHalfQueue`: a copy with TRAN_PREPARED_QUEUE_OFFSET, no check request."""
+        ctx = self.ctx
+        p = dict(props)
+        p[PROPERTY_WAIT_STORE_MSG_OK] = "false"  # setWaitStoreMsgOK(false) before this path rebuilds the string
+        if PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET not in p:
+            p[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(msg.queue_offset)
+        res = ctx.put(self._renew(msg, p), "transaction")
+        if res.ok:
+            n = res.message
+            ctx.log.batch(
+                ctx.engine.now,
+                "transaction",
+                "put_back",
+                props.get(PROPERTY_REAL_TOPIC),
+                _qid(props),
+                msg.uniq_key,
+                msg.phys,
+                n.phys,
+                reason="immunity",
+                check_times=_long(check_times_of(props)),
+                queue_offset=n.queue_offset,
+            )
+        else:
+            ctx.log.emit(
+                ctx.engine.now,
+                "transaction",
+                "put_failed",
+                RMQ_SYS_TRANS_HALF_TOPIC,
+                msg.queue_id,
+                msg.uniq_key,
+                msg.phys,
+                status=res.status,
+                reason="immunity put-back",
+            )
+        return res.ok
 
     def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
         ctx = self.ctx

@@ -132,7 +132,7 @@ class _Pull:
 class _Walk:
     """One half queue's walk in a check round: `check`'s removeMap, opMsgMap and doneOpOffset, its last op pull."""
 
-    __slots__ = ("qid", "start", "mini", "record", "remove_map", "op_msg_map", "done_op", "pull")
+    __slots__ = ("qid", "start", "mini", "record", "remove_map", "op_msg_map", "done_op", "pull", "lazy", "run")
 
     def __init__(self, qid: int, start: int, mini: int, record: dict) -> None:
         self.qid, self.start, self.mini, self.record = qid, start, mini, record
@@ -140,29 +140,15 @@ class _Walk:
         self.op_msg_map: dict[int, set[int]] = {}  # 5.x: op record -> the half offsets it still waits for
         self.done_op: list[int] = []
         self.pull: _Pull | None = None
+        self.lazy: dict | None = None  # `StoreModel._lazy` where a put-back is placed without a `SimMessage`
+        self.run: _Run | None = None
 
 
 class _Half:
     """What a visit reads of a half: a record with its `SimMessage`, or a put-back not yet built (`deferred`)."""
 
-    __slots__ = (
-        "phys",
-        "msg",
-        "deferred",
-        "fixed",
-        "props",
-        "check_times",
-        "born",
-        "store_ts",
-        "immunity",
-        "prepared",
-        "real_topic",
-        "real_qid",
-        "uniq",
-    )
-
-    def __init__(self, phys: int, msg: SimMessage | None, deferred: _Deferred | None, fixed: int) -> None:
-        self.phys, self.msg, self.deferred, self.fixed = phys, msg, deferred, fixed
+    def __init__(self, phys: int, msg: SimMessage | None, deferred: _Deferred | None) -> None:
+        self.phys, self.msg, self.deferred = phys, msg, deferred
         if msg is not None:
             self._read(msg)
             return
@@ -174,12 +160,8 @@ class _Half:
 
     def _read(self, msg: SimMessage) -> None:
         props = self.props = msg.props
-        self.phys, self.check_times, self.born, self.store_ts = (
-            msg.phys,
-            check_times_of(props),
-            msg.born_ts,
-            msg.store_ts,
-        )
+        self.phys, self.check_times = msg.phys, check_times_of(props)
+        self.born, self.store_ts = msg.born_ts, msg.store_ts
         self.immunity = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
         self.prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
         self.real_topic, self.real_qid = props.get(PROPERTY_REAL_TOPIC), _qid(props)
@@ -209,18 +191,8 @@ class _Run:
     def flush(self) -> None:
         if self.rows:
             topic, queue_id, uniq_key, phys, new_phys, *detail = zip(*self.rows, strict=True)
-            keys = _CHECK_KEYS if self.kind == CHECK else _DISCARD_KEYS
-            self.log.batch(
-                self.now,
-                "transaction",
-                self.kind,
-                topic,
-                queue_id,
-                uniq_key,
-                phys,
-                new_phys,
-                **dict(zip(keys, detail, strict=True)),
-            )
+            detail = dict(zip(_CHECK_KEYS if self.kind == CHECK else _DISCARD_KEYS, detail, strict=True))
+            self.log.batch(self.now, "transaction", self.kind, topic, queue_id, uniq_key, phys, new_phys, **detail)
         self.rows, self.kind = [], ""
 
 
@@ -423,23 +395,17 @@ class TransactionService:
         m, clock = ctx.model, ctx.clock()
         remove_map, qid, start = w.remove_map, w.qid, w.start
         ops = w.pull.msgs
-        newest_op_born = ops[-1].born_ts if ops else None
-        timeout, check_max, reserved_h = self.timeout, self.check_max, self.file_reserved_h
+        newest = ops[-1].born_ts if ops else None
+        timeout, settings = self.timeout, (self.timeout, self.check_max, self.file_reserved_h)
         message, msgs = m.message_once, m._msgs  # an original is read once: not cached
         # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
         # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
         # queue and it is kept
-        q = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-        lazy = (
-            m._lazy
-            if m.put_filter is None
-            and q.kept
-            and not m.keep_messages
-            and not m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid))
-            else None
-        )
-        deferred = lazy if lazy is not None else {}
-        run = _Run(ctx.log, ctx.engine.now)
+        watched = m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid))
+        kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).kept
+        w.lazy = m._lazy if m.put_filter is None and kept and not m.keep_messages and not watched else None
+        deferred = w.lazy if w.lazy is not None else {}
+        run = w.run = _Run(ctx.log, ctx.engine.now)
         moved = True
         while moved:
             moved = False
@@ -450,9 +416,8 @@ class TransactionService:
                 continue
             if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
                 break
-            for off, (ph, _size, _tags) in m.cq_units(
-                RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-            ):
+            hi = m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+            for off, (ph, _size, _tags) in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, hi):
                 moved = True
                 if off in remove_map:
                     self._remove(w, off)
@@ -463,40 +428,27 @@ class TransactionService:
                 if msg is None and e is None:
                     run.flush()
                     return off, MISSING
-                h = _Half(ph, msg, e, q.fixed)
-                why, times = check_visit(
-                    h.check_times,
-                    h.born,
-                    h.store_ts,
-                    h.immunity,
-                    h.prepared,
-                    remove_map,
-                    clock,
-                    start,
-                    newest_op_born,
-                    timeout,
-                    check_max,
-                    reserved_h,
-                )
+                h = _Half(ph, msg, e)
+                visit = h.check_times, h.born, h.store_ts, h.immunity, h.prepared, remove_map, clock, start, newest
+                why, times = check_visit(*visit, *settings)
                 if why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
                     w.done_op.append(remove_map.pop(get_long(h.prepared)))
                     i = off + 1
                     continue
                 if why == PUT_BACK:
-                    run.flush()
                     h.build(m)
-                    if self._put_immunity(h.msg, put_check_times(h.msg.props, times)):
+                    if self._put_immunity(h, times, w):
                         i = off + 1
                         continue
                     # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
                     imm = check_immunity_time(h.immunity, timeout)
-                    why = CHECK if is_need_check(clock - h.born, imm, newest_op_born, start, timeout) else READ_MORE
+                    why = CHECK if is_need_check(clock - h.born, imm, newest, start, timeout) else READ_MORE
                 if why == DISCARD or why == SKIP:
-                    self._resolve_discard(h, why, times, run, w.record)
+                    self._resolve_discard(h, why, times, w)
                 elif why != CHECK:
                     run.flush()
                     return off, why
-                elif not self._put_back_half_msg_queue(h, times, w, lazy, run):
+                elif not self._put_back_half_msg_queue(h, times, w):
                     run.flush()
                     return off, REFUSED
                 i = off + 1
@@ -504,18 +456,19 @@ class TransactionService:
         return i, MISSING
 
     # ----- puts -----
-    def _resolve_discard(self, h: _Half, why: str, times: int | None, run: _Run, record: dict) -> None:
+    def _resolve_discard(self, h: _Half, why: str, times: int | None, w: _Walk) -> None:
         """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1); a
         discarded half's map is not changed, a skipped one's has the incremented count. A failed put drops
         the half. A deferred put-back is discarded without being built where the queue keeps nothing: its
         size is the put-back's but for the topic's fixed part (and a skip's count)."""
-        m, now = self.ctx.model, self.ctx.engine.now
-        record["discards"] += 1
+        m = self.ctx.model
+        w.record["discards"] += 1
+        self.resolved[h.uniq or str(h.phys)] = why
         row_times = times if why == SKIP else _long(h.check_times)
         cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
         if h.msg is None and not cmt.kept and not m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
             e = h.deferred
-            size = e.size - h.fixed + cmt.fixed
+            size = e.size - m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, w.qid).fixed + cmt.fixed
             if why == SKIP:
                 size += len(str(times)) - len(e.times_text)
             pos, copy_qo = m.place(size), cmt.base_count + len(cmt.units)
@@ -525,86 +478,58 @@ class TransactionService:
             props = put_check_times(h.props, times) if why == SKIP else h.props
             res = m.append(h.msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), self.ctx.clock(), "transaction")
             if not res.ok:
-                run.flush()
-                self.ctx.log.emit(
-                    now,
-                    "transaction",
-                    "put_failed",
-                    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
-                    0,
-                    h.uniq,
-                    h.phys,
-                    status=res.status,
-                    reason=f"{why} (the half message is dropped)",
-                )
-                self.resolved[h.uniq or str(h.phys)] = why
+                w.run.flush()
+                why_failed = f"{why} (the half message is dropped)"
+                self._put_failed(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, h.uniq, h.phys, res.status, why_failed)
                 return
             pos, copy_qo = res.message.phys, res.message.queue_offset
-        self.resolved[h.uniq or str(h.phys)] = why
-        run.add(why, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
+        w.run.add(why, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
 
-    def _put_back_half_msg_queue(self, h: _Half, times: int | None, w: _Walk, lazy: dict | None, run: _Run) -> bool:
+    def _put_back_half_msg_queue(self, h: _Half, times: int | None, w: _Walk) -> bool:
         """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request
-        (the scenario's answer, the end-transaction it schedules); False when the put failed. Into `lazy`
+        (the scenario's answer, the end-transaction it schedules); False when the put failed. Into `w.lazy`
         (`StoreModel._lazy`) the copy is placed without a `SimMessage`, as `StoreModel.append` places it."""
         ctx = self.ctx
         times_text = str(times)
-        if lazy is not None:
-            facts = (
-                h.deferred.facts if h.deferred is not None else self._copy_facts(h.msg, h.real_qid, times_text, h.fixed)
-            )
+        if w.lazy is not None:
+            facts = h.deferred.facts if h.deferred is not None else self._copy_facts(h, w.qid, times_text)
             size = facts.size + len(times_text)
             pos, copy_qo = ctx.model.append_row(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, size, facts.tags)
-            lazy[pos] = _Deferred(self._build_copy, facts, times_text, ctx.clock(), size, copy_qo, h.phys)
+            w.lazy[pos] = _Deferred(self._build_copy, facts, times_text, ctx.clock(), size, copy_qo, h.phys)
             group, keys = facts.group, facts.keys
         else:
             props = put_check_times(h.props, times_text)
             res = ctx.model.append(self._renew(h.msg, props), ctx.clock(), "transaction")
             if not res.ok:
-                run.flush()
-                ctx.log.emit(
-                    ctx.engine.now,
-                    "transaction",
-                    "put_failed",
-                    RMQ_SYS_TRANS_HALF_TOPIC,
-                    h.msg.queue_id,
-                    h.uniq,
-                    h.phys,
-                    status=res.status,
-                    reason="check put-back",
-                )
+                w.run.flush()
+                self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "check put-back")
                 return False
             pos, copy_qo = res.message.phys, res.message.queue_offset
             group, keys = props.get(PROPERTY_PRODUCER_GROUP), _keys(props) if ctx.scenario.answers else None
         answer = ctx.scenario.answer_for(group, h.uniq, keys, ctx.rng)
         self.checks += 1
         w.record["checks"] += 1
-        run.add(CHECK, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
+        w.run.add(CHECK, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
         if answer in ("commit", "rollback"):
             ctx.engine.schedule(lambda: self.end_transaction(pos, answer), PRODUCER, ctx.scenario.answer_delay_ms)
         return True
 
-    def _copy_facts(self, msg: SimMessage, real_qid: int | None, times_text: str, fixed: int) -> _CopyFacts:
-        """What every later put-back of `msg` shares (`_CopyFacts`). The size is `StoreModel.append`'s for the
+    def _copy_facts(self, h: _Half, qid: int, times_text: str) -> _CopyFacts:
+        """What every later put-back of half `h` shares (`_CopyFacts`). The size is `StoreModel.append`'s for the
         first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
-        m = self.ctx.model
-        props = put_check_times(msg.props, times_text)
-        size = m.reput_size(props, fixed, msg.sys_flag, msg.body_len)
+        m, msg = self.ctx.model, h.msg
+        props = put_check_times(h.props, times_text)
+        size = m.reput_size(props, m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).fixed, msg.sys_flag, msg.body_len)
         keys = _keys(props) if self.ctx.scenario.answers else None
-        get = props.get
+        src, group = msg.derive(msg.topic, msg.queue_id, props), props.get(PROPERTY_PRODUCER_GROUP)
+        n, tags = size - len(times_text), tags_code(props)
         return _CopyFacts(
-            msg.derive(msg.topic, msg.queue_id, props),
-            props,
-            get(PROPERTY_REAL_TOPIC),
-            real_qid,
-            get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-            get(PROPERTY_PRODUCER_GROUP),
-            msg.born_ts,
-            get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
-            get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET),
-            keys,
-            size - len(times_text),
-            tags_code(props),
+            src, props, h.real_topic, h.real_qid, h.uniq, group, h.born, h.immunity, h.prepared, keys, n, tags
+        )
+
+    def _put_failed(self, topic: str, qid: int, uniq: str | None, phys: int, status: str, reason: str) -> None:
+        self.ctx.log.emit(
+            self.ctx.engine.now, "transaction", "put_failed", topic, qid, uniq, phys, status=status, reason=reason
         )
 
     def _build_copy(self, phys: int, e: _Deferred) -> SimMessage:
@@ -630,41 +555,30 @@ class TransactionService:
         new.reconsume_times = 0
         return new
 
-    def _put_immunity(self, msg: SimMessage, props: dict[str, str]) -> bool:
-        ctx = self.ctx
-        p = dict(props)
-        p[PROPERTY_WAIT_STORE_MSG_OK] = "false"  # setWaitStoreMsgOK(false) before this path rebuilds the string
-        if PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET not in p:
-            p[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(msg.queue_offset)
-        res = ctx.put(self._renew(msg, p), "transaction")
-        if res.ok:
-            n = res.message
-            ctx.log.batch(
-                ctx.engine.now,
-                "transaction",
-                "put_back",
-                props.get(PROPERTY_REAL_TOPIC),
-                _qid(props),
-                msg.uniq_key,
-                msg.phys,
-                n.phys,
-                reason="immunity",
-                check_times=_long(check_times_of(props)),
-                queue_offset=n.queue_offset,
-            )
-        else:
-            ctx.log.emit(
-                ctx.engine.now,
-                "transaction",
-                "put_failed",
-                RMQ_SYS_TRANS_HALF_TOPIC,
-                msg.queue_id,
-                msg.uniq_key,
-                msg.phys,
-                status=res.status,
-                reason="immunity put-back",
-            )
-        return res.ok
+    def _put_immunity(self, h: _Half, times: int | None, w: _Walk) -> bool:
+        """`putImmunityMsgBackToHalfQueue`: a copy with the incremented count and TRAN_PREPARED_QUEUE_OFFSET (the
+        original's queue offset, kept by later copies), no check request."""
+        ctx, msg = self.ctx, h.msg
+        w.run.flush()
+        # setWaitStoreMsgOK(false) before this path rebuilds the string
+        props = {**put_check_times(h.props, times), PROPERTY_WAIT_STORE_MSG_OK: "false"}
+        props.setdefault(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(msg.queue_offset))
+        res = ctx.put(self._renew(msg, props), "transaction")
+        if not res.ok:
+            self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "immunity put-back")
+            return False
+        n, row = res.message, (h.real_topic, h.real_qid, h.uniq, h.phys)
+        ctx.log.batch(
+            ctx.engine.now,
+            "transaction",
+            "put_back",
+            *row,
+            n.phys,
+            reason="immunity",
+            check_times=times,
+            queue_offset=n.queue_offset,
+        )
+        return True
 
     # ----- end transaction -----
     def end_transaction(self, phys: int, answer: str) -> None:
@@ -684,45 +598,16 @@ class TransactionService:
             final.reconsume_times = half.reconsume_times
             res = ctx.put(final, "transaction")
             if not res.ok:
-                ctx.log.emit(
-                    ctx.engine.now,
-                    "transaction",
-                    "put_failed",
-                    final.topic,
-                    final.queue_id,
-                    half.uniq_key,
-                    half.phys,
-                    status=res.status,
-                    reason="commit",
-                )
+                self._put_failed(final.topic, final.queue_id, half.uniq_key, half.phys, res.status, "commit")
                 return
             new_phys = res.message.phys
         self.resolved[half.uniq_key or str(phys)] = answer
-        ctx.log.batch(
-            ctx.engine.now,
-            "transaction",
-            answer,
-            half.props.get(PROPERTY_REAL_TOPIC),
-            _qid(half.props),
-            half.uniq_key,
-            half.phys,
-            new_phys,
-            queue_offset=half.queue_offset,
-        )
+        now, row = ctx.engine.now, (half.props.get(PROPERTY_REAL_TOPIC), _qid(half.props), half.uniq_key, half.phys)
+        ctx.log.batch(now, "transaction", answer, *row, new_phys, queue_offset=half.queue_offset)
         if answer == "commit":
             n = res.message
-            ctx.log.batch(
-                ctx.engine.now,
-                "transaction",
-                "deliver",
-                n.topic,
-                n.queue_id,
-                n.uniq_key,
-                half.phys,
-                new_phys,
-                queue_offset=n.queue_offset,
-                reason="commit",
-            )
+            row = n.topic, n.queue_id, n.uniq_key, half.phys, new_phys
+            ctx.log.batch(now, "transaction", "deliver", *row, queue_offset=n.queue_offset, reason="commit")
         self._delete_prepare(half)
 
     def _delete_prepare(self, half: SimMessage) -> None:
@@ -752,10 +637,7 @@ class TransactionService:
         for qid in sorted(self.op_pending):
             q = self.op_pending[qid]
             while q:
-                body = ""
-                while q and len(body) < OP_MSG_MAX_SIZE:
-                    body += q.pop(0)
-                self._write_op(qid, body)
+                self._write_op(qid, _op_body(q))
             self.op_last_write[qid] = self.ctx.clock()
 
     def _op_batch_loop(self):
@@ -770,10 +652,7 @@ class TransactionService:
                 size = sum(len(s) for s in q)
                 at = self.op_last_write.get(qid, ctx.clock()) + self.op_interval
                 if size >= OP_MSG_MAX_SIZE or at <= ctx.clock():
-                    body = ""
-                    while q and len(body) < OP_MSG_MAX_SIZE:
-                        body += q.pop(0)
-                    self._write_op(qid, body)
+                    self._write_op(qid, _op_body(q))
                     self.op_last_write[qid] = ctx.clock()
                     at = ctx.clock() + self.op_interval if q else None
                 if at is not None:
@@ -803,6 +682,14 @@ class TransactionService:
                     "reason": "waiting for a check round or a producer answer",
                 }
         return list(out.values())
+
+
+def _op_body(q: list[str]) -> str:
+    """The body of the next op record of a queue's pending entries: up to OP_MSG_MAX_SIZE bytes of them."""
+    body = ""
+    while q and len(body) < OP_MSG_MAX_SIZE:
+        body += q.pop(0)
+    return body
 
 
 def _keys(props: dict[str, str]) -> list[str]:
