@@ -55,7 +55,6 @@ BATCH_READ = 4  # from this many records on, `_deliver_due` reads them by one `b
 _WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
-
 _DISCARD = object()  # `_target` of a unit the walk discards
 
 
@@ -88,8 +87,11 @@ def _due_prefix(clock: int, tags, written, delay: int) -> tuple[list[int], int |
     while i < n:
         j = min(n, i + step)
         w = written[i:j]
-        for d, ok in zip(correct_deliver_timestamps(clock, tags[i:j], delay).tolist(),
-                         w if isinstance(w, list) else w.tolist(), strict=True):
+        for d, ok in zip(
+            correct_deliver_timestamps(clock, tags[i:j], delay).tolist(),
+            w if isinstance(w, list) else w.tolist(),
+            strict=True,
+        ):
             if not ok:
                 return deliver, None
             if d > clock:
@@ -100,10 +102,12 @@ def _due_prefix(clock: int, tags, written, delay: int) -> tuple[list[int], int |
 
 
 class _Pending:
-    __slots__ = ("offset", "phys", "status", "resend", "msg")
+    """An async re-put awaiting its result (`HandlePutResultTask`)."""
 
-    def __init__(self, offset: int, phys: int, status: str, msg) -> None:
-        self.offset, self.phys, self.status, self.resend, self.msg = offset, phys, status, 0, msg
+    __slots__ = ("offset", "phys", "status", "resend")
+
+    def __init__(self, offset: int, phys: int, status: str) -> None:
+        self.offset, self.phys, self.status, self.resend = offset, phys, status, 0
 
 
 class ScheduleService:
@@ -130,8 +134,9 @@ class ScheduleService:
         self._targets_for: tuple[int, int] | None = None
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
-            ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level),
-                                lambda lv=level: self._on_append(lv))
+            ctx.model.on_append(
+                RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), lambda lv=level: self._on_append(lv)
+            )
 
     # ----- life cycle -----
     def start(self) -> None:
@@ -140,11 +145,13 @@ class ScheduleService:
         for level in self.delays:
             offset = self.offsets.get(level, 0)
             self.pending[level] = deque()
-            self.procs[level] = ctx.engine.process(self._level(level, offset), SCHEDULE, FIRST_DELAY_TIME,
-                                                   f"schedule-{level}")
+            self.procs[level] = ctx.engine.process(
+                self._level(level, offset), SCHEDULE, FIRST_DELAY_TIME, f"schedule-{level}"
+            )
             if self.async_deliver:
-                self.handlers[level] = ctx.engine.process(self._handle(level), SCHEDULE, FIRST_DELAY_TIME,
-                                                          f"schedule-handle-{level}")
+                self.handlers[level] = ctx.engine.process(
+                    self._handle(level), SCHEDULE, FIRST_DELAY_TIME, f"schedule-handle-{level}"
+                )
         self.persister = ctx.engine.process(self._persist_loop(), PERSIST, 10000, "schedule-persist")
 
     def stop(self, clean: bool) -> None:
@@ -164,8 +171,9 @@ class ScheduleService:
             if level not in self.delays:
                 continue
             qid = delay_level_2_queue_id(level)
-            self.offsets[level] = correct_delay_offset(off, m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid),
-                                                       m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid))
+            self.offsets[level] = correct_delay_offset(
+                off, m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
+            )
 
     def persist(self) -> None:
         offsets = self.offsets
@@ -175,8 +183,13 @@ class ScheduleService:
             levels = sorted(offsets)
             keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
         _, levels, names = keys
-        self.ctx.log.batch(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
-                           offsets=dict(zip(names, map(offsets.__getitem__, levels), strict=True)))
+        self.ctx.log.batch(
+            self.ctx.engine.now,
+            "schedule",
+            "persist",
+            RMQ_SYS_SCHEDULE_TOPIC,
+            offsets=dict(zip(names, map(offsets.__getitem__, levels), strict=True)),
+        )
 
     def _persist_loop(self):
         while True:
@@ -312,7 +325,8 @@ class ScheduleService:
                 if target is False:
                     target = raw_targets[(topic_b, qid_b)] = self._target(
                         None if topic_b is None else topic_b.decode("utf-8", "surrogateescape"),
-                        "0" if qid_b is None else qid_b.decode("utf-8", "surrogateescape"))
+                        "0" if qid_b is None else qid_b.decode("utf-8", "surrogateescape"),
+                    )
                 if target is not None and target is not _DISCARD:
                     size = plain_reput_size(n, target.fixed)
                     uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
@@ -327,26 +341,28 @@ class ScheduleService:
                     uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if target is _DISCARD:
                 continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
-            if target is None:  # kept, watched, refusable or async: `StoreModel.append` decides
-                self._flush(level, rows, delivered)
-                rows, delivered = [], -1
+            if target is not None:
+                pos, queue_offset = place(size), target.base_count + len(target.units)
+                target.units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
+                row = target.real_topic, target.real_qid, uniq, ph, pos, level, deliver[i], queue_offset
+            else:  # kept, watched, refusable or async: a `SimMessage` through `StoreModel.append`
+                msg = msg or message(ph)
                 if msg is None:
-                    msg = message(ph)
-                    if msg is None:
-                        continue
-                props = msg.props
+                    continue
                 # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
-                new = msg.derive(props[PROPERTY_REAL_TOPIC], int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
-                if not self._deliver(level, offset + i, msg, new, deliver[i], clock):
-                    step.offset, step.failed, step.more = offset_after_failed_put(offset + i, ctx.v4), True, False
-                    return
-                continue
-            real_topic, real_qid, units, bmax, _fixed = target
-            pos = place(size)
-            queue_offset = bmax + len(units)
-            units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
+                new = msg.derive(*_real_queue(msg.props), msg.props)
+                res = None if self.async_deliver else m.append(new, clock, "schedule")
+                if res is None or not res.ok:  # an async put, or a failed one: its events after the rows
+                    self._flush(level, rows, delivered)
+                    rows, delivered = [], -1
+                    if not self._deliver(level, offset + i, msg, new, res, deliver[i]):
+                        step.offset, step.failed, step.more = offset_after_failed_put(offset + i, ctx.v4), True, False
+                        return
+                    continue
+                n = res.message
+                row = n.topic, n.queue_id, n.uniq_key, ph, n.phys, level, deliver[i], n.queue_offset
             delivered = offset + i
-            rows.append((real_topic, real_qid, uniq, ph, pos, level, deliver[i], queue_offset) if keep else None)
+            rows.append(row if keep else None)
         self._flush(level, rows, delivered)
         step.offset = offset + k
 
@@ -360,8 +376,19 @@ class ScheduleService:
                 log.tally("deliver", len(rows))
                 return
             topic, qid, uniq, ph, pos, level_, due, queue_offset = zip(*rows, strict=True)
-            log.batch(self.ctx.engine.now, "schedule", "deliver", topic, qid, uniq, ph, pos, level=level_, due=due,
-                      queue_offset=queue_offset)
+            log.batch(
+                self.ctx.engine.now,
+                "schedule",
+                "deliver",
+                topic,
+                qid,
+                uniq,
+                ph,
+                pos,
+                level=level_,
+                due=due,
+                queue_offset=queue_offset,
+            )
 
     def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | object | None:
         """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
@@ -382,44 +409,42 @@ class ScheduleService:
             return None
         return _Target(real_topic, real_qid, units, bmax, fixed)
 
-    def _deliver(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
-        """Put the re-put at `clock` (the broker's clock, `ctx.clock()`)."""
+    def _deliver(self, level: int, off: int, msg, new, res, due: int) -> bool:
+        """A re-put the sync walk failed to put (`res`), or an async one (`res` None): put now, its result handled
+        by `_handle` (the level blocked or flow-controlled: refused). False: the walk ends at unit `off`."""
         ctx = self.ctx
-        if self.async_deliver:
-            q = self.pending[level]
-            if len(q) > self.max_pending or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
-                ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),
-                             int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")), msg.uniq_key, msg.phys, level=level,
-                             reason="async deliver blocked or flow-controlled", queue_offset=off)
-                return False
-            res = ctx.put(new, "schedule")
-            self._emit_result(level, off, msg, res, due)
-            q.append(_Pending(off, msg.phys, "SUCCESS" if res.ok else "EXCEPTION", msg))
-            h = self.handlers.get(level)
-            if h is not None and h.wake_time is None:
-                h.wake(10)
-            return True
-        res = ctx.model.append(new, clock, "schedule")  # ctx.put
+        if res is not None:
+            nxt = "retry same unit" if ctx.v4 else "skip to next unit"
+            self._put_failed(level, msg, status=res.status, queue_offset=off, next=nxt)
+            return False
+        q = self.pending[level]
+        if len(q) > self.max_pending or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
+            self._put_failed(level, msg, reason="async deliver blocked or flow-controlled", queue_offset=off)
+            return False
+        res = ctx.put(new, "schedule")
         self._emit_result(level, off, msg, res, due)
-        if res.ok:
-            self.offsets[level] = off + 1
-        return res.ok
+        q.append(_Pending(off, msg.phys, "SUCCESS" if res.ok else "EXCEPTION"))
+        h = self.handlers.get(level)
+        if h is not None and h.wake_time is None:
+            h.wake(10)
+        return True
 
     def _emit_result(self, level: int, off: int, msg, res, due: int) -> None:
-        ctx = self.ctx
-        if res.ok:
-            self.delivered += 1
-            if not ctx.log.keep:
-                ctx.log.tally("deliver")
-                return
-            n = res.message
-            ctx.log.batch(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys,
-                          level=level, due=due, queue_offset=n.queue_offset)
-        else:
-            ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),
-                         int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")), msg.uniq_key, msg.phys, level=level,
-                         status=res.status, queue_offset=off,
-                         next="retry same unit" if ctx.v4 or self.async_deliver else "skip to next unit")
+        """The event of an async put (`_deliver`, `_handle`)."""
+        if not res.ok:
+            self._put_failed(level, msg, status=res.status, queue_offset=off, next="retry same unit")
+            return
+        self.delivered += 1
+        n, log = res.message, self.ctx.log
+        if not log.keep:
+            log.tally("deliver")
+            return
+        row = n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys
+        log.batch(self.ctx.engine.now, "schedule", "deliver", *row, level=level, due=due, queue_offset=n.queue_offset)
+
+    def _put_failed(self, level: int, msg, **detail) -> None:
+        now, row = self.ctx.engine.now, (*_real_queue(msg.props), msg.uniq_key, msg.phys)
+        self.ctx.log.emit(now, "schedule", "put_failed", *row, level=level, **detail)
 
     def _handle(self, level: int):
         """HandlePutResultTask: advance the offset over completed puts, resend the failed head."""
@@ -440,8 +465,7 @@ class ScheduleService:
             if msg is None:
                 head.status = "SKIP" if head.resend > MAX_RESEND_TO_SKIP else "EXCEPTION"
                 continue
-            new = msg.derive(msg.props[PROPERTY_REAL_TOPIC], int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")),
-                             dict(msg.props))
+            new = msg.derive(*_real_queue(msg.props), dict(msg.props))
             res = ctx.put(new, "schedule")
             self._emit_result(level, head.offset, msg, res, 0)
             head.status = "SUCCESS" if res.ok else "EXCEPTION"
@@ -457,3 +481,8 @@ class ScheduleService:
             if n > 0:
                 out[level] = n
         return out
+
+
+def _real_queue(props: dict[str, str]) -> tuple[str, int]:
+    """REAL_TOPIC and REAL_QID (absent: 0) of a delayed message: where its re-put goes."""
+    return props.get(PROPERTY_REAL_TOPIC), int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))

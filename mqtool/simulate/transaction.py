@@ -147,6 +147,10 @@ class _Walk:
 class _Half:
     """What a visit reads of a half: a record with its `SimMessage`, or a put-back not yet built (`deferred`)."""
 
+    __slots__ = tuple(
+        "phys msg deferred props check_times born store_ts immunity prepared real_topic real_qid uniq".split()
+    )
+
     def __init__(self, phys: int, msg: SimMessage | None, deferred: _Deferred | None) -> None:
         self.phys, self.msg, self.deferred = phys, msg, deferred
         if msg is not None:
@@ -177,10 +181,10 @@ class _Half:
 class _Run:
     """A batch's events: the rows of a run of one kind, written by one `EventLog.batch` when the kind changes."""
 
-    __slots__ = ("log", "now", "kind", "rows")
+    __slots__ = ("log", "now", "clock", "kind", "rows")
 
-    def __init__(self, log, now: int) -> None:
-        self.log, self.now, self.kind, self.rows = log, now, "", []
+    def __init__(self, log, now: int, clock: int) -> None:
+        self.log, self.now, self.clock, self.kind, self.rows = log, now, clock, "", []
 
     def add(self, kind: str, row: tuple) -> None:
         if kind != self.kind:
@@ -405,7 +409,7 @@ class TransactionService:
         kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).kept
         w.lazy = m._lazy if m.put_filter is None and kept and not m.keep_messages and not watched else None
         deferred = w.lazy if w.lazy is not None else {}
-        run = w.run = _Run(ctx.log, ctx.engine.now)
+        run = w.run = _Run(ctx.log, ctx.engine.now, clock)
         moved = True
         while moved:
             moved = False
@@ -476,7 +480,7 @@ class TransactionService:
         else:
             h.build(m)
             props = put_check_times(h.props, times) if why == SKIP else h.props
-            res = m.append(h.msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), self.ctx.clock(), "transaction")
+            res = m.append(h.msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), w.run.clock, "transaction")
             if not res.ok:
                 w.run.flush()
                 why_failed = f"{why} (the half message is dropped)"
@@ -495,18 +499,19 @@ class TransactionService:
             facts = h.deferred.facts if h.deferred is not None else self._copy_facts(h, w.qid, times_text)
             size = facts.size + len(times_text)
             pos, copy_qo = ctx.model.append_row(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, size, facts.tags)
-            w.lazy[pos] = _Deferred(self._build_copy, facts, times_text, ctx.clock(), size, copy_qo, h.phys)
+            w.lazy[pos] = _Deferred(self._build_copy, facts, times_text, w.run.clock, size, copy_qo, h.phys)
             group, keys = facts.group, facts.keys
         else:
             props = put_check_times(h.props, times_text)
-            res = ctx.model.append(self._renew(h.msg, props), ctx.clock(), "transaction")
+            res = ctx.model.append(self._renew(h.msg, props), w.run.clock, "transaction")
             if not res.ok:
                 w.run.flush()
                 self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "check put-back")
                 return False
             pos, copy_qo = res.message.phys, res.message.queue_offset
             group, keys = props.get(PROPERTY_PRODUCER_GROUP), _keys(props) if ctx.scenario.answers else None
-        answer = ctx.scenario.answer_for(group, h.uniq, keys, ctx.rng)
+        scenario = ctx.scenario
+        answer = scenario.answer_for(group, h.uniq, keys, ctx.rng) if scenario.answers else scenario.default_answer
         self.checks += 1
         w.record["checks"] += 1
         w.run.add(CHECK, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
