@@ -2,27 +2,16 @@
 
 Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `TransactionalMessageBridge`,
 `DefaultTransactionalMessageCheckListener`, `TransactionalOpBatchService` and the effect of
-`EndTransactionProcessor`:
+`EndTransactionProcessor`. Each visit's decision is `mqtool.rules.transaction.check_visit`'s; here are the
+walk around it and its effects:
 
 - per half queue, `halfOffset`/`opOffset` come from consumerOffset.json (group CID_RMQ_SYS_TRANS; the
-  queue's min offset when absent); up to 32 op records fill `removeMap` (half offsets below
-  `halfOffset` are done);
-- walking i from `halfOffset`: resolved offsets are skipped; a missing half ends the walk
-  (NO_NEW_MSG) or jumps (illegal offset); `needDiscard` runs **first** and increments
-  TRANSACTION_CHECK_TIMES in memory (absent ⇒ 1; ≥ `transactionCheckMax` ⇒ discard), `needSkip`
-  (born more than `fileReservedTime` h ago) ⇒ also discarded to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC; a record
-  stored after the round started ends the walk; immunity (CHECK_IMMUNITY_TIME_IN_SECONDS × 1000, else
-  `transactionTimeOut`): a young half with the property is re-put with TRAN_PREPARED_QUEUE_OFFSET
-  (and its already incremented TRANSACTION_CHECK_TIMES) and skipped; without it the walk stops;
-- `isNeedCheck` = (no op records and older than the immunity) or (newest op record born more than
-  `transactionTimeOut` after the round start) or born in the future; then the half is put back
-  (a copy at the end of the half queue) and a check request goes to the producer group; otherwise
-  more op records are read — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before
-  retrying the same half (4.9.8 retries at once; when that spins, 1 ms per further turn here);
-- a round gives up after 60 s; the offsets are written back at its end;
-- each visit's decision (`needDiscard`, `needSkip`, the immunity, `checkPrepareQueueOffset`,
-  `isNeedCheck`) is `mqtool.rules.transaction.check_visit`'s, in both walks; the count it puts is
-  written by `put_check_times`, an op body read by `op_body_offsets`;
+  queue's min offset when absent); up to 32 op records fill `removeMap`, more when a half is not yet due
+  (READ_MORE) — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before retrying the same half
+  (4.9.8 retries at once; when that spins, 1 ms per further turn here);
+- a discard or skip is a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, a check a copy at the end of the half
+  queue (visited again in the same round: discarded at the max, else "fresh stored" ends the walk) and a
+  request to the producer group; a round gives up after 60 s; the offsets are written back at its end;
 - answers (from the scenario) end the **checked copy**: commit writes the final record to
   REAL_TOPIC/REAL_QID (sysFlag COMMIT, preparedTransactionOffset = the copy) and an op entry,
   rollback only the op entry. 5.3.1 batches op entries ("3,5,") per queue and writes them every
