@@ -43,6 +43,7 @@ from mqtool.simulate.transaction import (
     TransactionService,
     _long,
     _qid,
+    _renew,
     _Walk,
 )
 
@@ -70,7 +71,7 @@ class ReferenceTransaction(TransactionService):
                 if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
                     break
                 if i in remove_map:
-                    self._remove(w, i)
+                    w.remove(i, ctx.v4)
                     new_offset = i = i + 1
                     continue
                 status, msg, next_begin = self._get_one(qid, i)
@@ -166,7 +167,7 @@ class ReferenceTransaction(TransactionService):
         p[PROPERTY_WAIT_STORE_MSG_OK] = "false"  # setWaitStoreMsgOK(false) before this path rebuilds the string
         if PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET not in p:
             p[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(msg.queue_offset)
-        res = ctx.put(self._renew(msg, p), "transaction")
+        res = ctx.put(_renew(msg, p), "transaction")
         if res.ok:
             n = res.message
             ctx.log.batch(
@@ -198,7 +199,7 @@ class ReferenceTransaction(TransactionService):
 
     def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
         ctx = self.ctx
-        res = ctx.put(self._renew(msg, props), "transaction")
+        res = ctx.put(_renew(msg, props), "transaction")
         if not res.ok:
             ctx.log.emit(
                 ctx.engine.now,

@@ -134,25 +134,22 @@ class ScheduleService:
         self._targets_for: tuple[int, int] | None = None
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
-            ctx.model.on_append(
-                RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), lambda lv=level: self._on_append(lv)
-            )
+            qid = delay_level_2_queue_id(level)
+            ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, qid, lambda lv=level: self._on_append(lv))
 
     # ----- life cycle -----
     def start(self) -> None:
-        ctx = self.ctx
+        e = self.ctx.engine
         self._correct_offsets()
         for level in self.delays:
-            offset = self.offsets.get(level, 0)
             self.pending[level] = deque()
-            self.procs[level] = ctx.engine.process(
-                self._level(level, offset), SCHEDULE, FIRST_DELAY_TIME, f"schedule-{level}"
-            )
+            walk = self._level(level, self.offsets.get(level, 0))
+            self.procs[level] = e.process(walk, SCHEDULE, FIRST_DELAY_TIME, f"schedule-{level}")
             if self.async_deliver:
-                self.handlers[level] = ctx.engine.process(
+                self.handlers[level] = e.process(
                     self._handle(level), SCHEDULE, FIRST_DELAY_TIME, f"schedule-handle-{level}"
                 )
-        self.persister = ctx.engine.process(self._persist_loop(), PERSIST, 10000, "schedule-persist")
+        self.persister = e.process(self._persist_loop(), PERSIST, 10000, "schedule-persist")
 
     def stop(self, clean: bool) -> None:
         for p in [*self.procs.values(), *self.handlers.values()]:
@@ -171,9 +168,8 @@ class ScheduleService:
             if level not in self.delays:
                 continue
             qid = delay_level_2_queue_id(level)
-            self.offsets[level] = correct_delay_offset(
-                off, m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
-            )
+            lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
+            self.offsets[level] = correct_delay_offset(off, lo, hi)
 
     def persist(self) -> None:
         offsets = self.offsets
@@ -183,13 +179,8 @@ class ScheduleService:
             levels = sorted(offsets)
             keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
         _, levels, names = keys
-        self.ctx.log.batch(
-            self.ctx.engine.now,
-            "schedule",
-            "persist",
-            RMQ_SYS_SCHEDULE_TOPIC,
-            offsets=dict(zip(names, map(offsets.__getitem__, levels), strict=True)),
-        )
+        named = dict(zip(names, map(offsets.__getitem__, levels), strict=True))
+        self.ctx.log.batch(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC, offsets=named)
 
     def _persist_loop(self):
         while True:

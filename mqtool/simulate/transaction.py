@@ -132,6 +132,19 @@ class _Walk:
         self.lazy: dict | None = None  # `StoreModel._lazy` where a put-back is placed without a `SimMessage`
         self.run: _Run | None = None
 
+    def remove(self, i: int, v4: bool) -> None:
+        """Half `i` is done by an op record: that op record is done once every half it names is passed."""
+        op_off = self.remove_map.pop(i)
+        if v4:
+            self.done_op.append(op_off)
+            return
+        s = self.op_msg_map.get(op_off)
+        if s is not None:
+            s.discard(i)
+            if not s:
+                del self.op_msg_map[op_off]
+                self.done_op.append(op_off)
+
 
 class _Half:
     """What a visit reads of a half: a record with its `SimMessage`, or a put-back not yet built (`deferred`)."""
@@ -303,19 +316,6 @@ class TransactionService:
             elif not v4:
                 w.op_msg_map[op.queue_offset] = set(offsets)
 
-    def _remove(self, w: _Walk, i: int) -> None:
-        """Half `i` is done by an op record: that op record is done once every half it names is passed."""
-        op_off = w.remove_map.pop(i)
-        if self.ctx.v4:
-            w.done_op.append(op_off)
-            return
-        s = w.op_msg_map.get(op_off)
-        if s is not None:
-            s.discard(i)
-            if not s:
-                del w.op_msg_map[op_off]
-                w.done_op.append(op_off)
-
     # ----- one round -----
     def _round(self):
         """`TransactionalMessageServiceImpl.check`: each half queue walked from its offset, the offsets moved."""
@@ -403,7 +403,7 @@ class TransactionService:
         while moved:
             moved = False
             if i in remove_map:
-                self._remove(w, i)
+                w.remove(i, ctx.v4)
                 i += 1
                 moved = True
                 continue
@@ -413,7 +413,7 @@ class TransactionService:
             for off, (ph, _size, _tags) in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, hi):
                 moved = True
                 if off in remove_map:
-                    self._remove(w, off)
+                    w.remove(off, ctx.v4)
                     i = off + 1
                     continue
                 e = deferred.get(ph)  # a put-back of an earlier batch, not yet built
@@ -492,7 +492,7 @@ class TransactionService:
             group, keys = facts.group, facts.keys
         else:
             props = put_check_times(h.props, times_text)
-            res = ctx.model.append(self._renew(h.msg, props), w.run.clock, "transaction")
+            res = ctx.model.append(_renew(h.msg, props), w.run.clock, "transaction")
             if not res.ok:
                 w.run.flush()
                 self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "check put-back")
@@ -535,18 +535,11 @@ class TransactionService:
         order = _order(tuple(props), self.ctx.model.capacity).order
         if order is not None:
             props = {k: props[k] for k in order}
-        new = self._renew(facts.source, props)
+        new = _renew(facts.source, props)
         new.phys, new.size, new.store_ts, new.queue_offset = phys, e.size, e.store_ts, e.queue_offset
         new.service = "transaction"
         new.tags_code = facts.tags
         new.source_phys = e.source_phys
-        return new
-
-    def _renew(self, msg: SimMessage, props: dict[str, str]) -> SimMessage:
-        """`renewHalfMessageInner`: flag and reconsume times are not copied."""
-        new = msg.derive(msg.topic, msg.queue_id, props)
-        new.flag = 0
-        new.reconsume_times = 0
         return new
 
     def _put_immunity(self, h: _Half, times: int | None, w: _Walk) -> bool:
@@ -557,7 +550,7 @@ class TransactionService:
         # setWaitStoreMsgOK(false) before this path rebuilds the string
         props = {**put_check_times(h.props, times), PROPERTY_WAIT_STORE_MSG_OK: "false"}
         props.setdefault(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(msg.queue_offset))
-        res = ctx.put(self._renew(msg, props), "transaction")
+        res = ctx.put(_renew(msg, props), "transaction")
         if not res.ok:
             self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "immunity put-back")
             return False
@@ -676,6 +669,14 @@ class TransactionService:
                     "reason": "waiting for a check round or a producer answer",
                 }
         return list(out.values())
+
+
+def _renew(msg: SimMessage, props: dict[str, str]) -> SimMessage:
+    """`renewHalfMessageInner`: flag and reconsume times are not copied."""
+    new = msg.derive(msg.topic, msg.queue_id, props)
+    new.flag = 0
+    new.reconsume_times = 0
+    return new
 
 
 def _op_body(q: list[str]) -> str:
