@@ -84,8 +84,7 @@ class ReferenceTransaction(TransactionService):
                     i = new_offset = next_begin
                     continue
                 props = msg.props
-                ops = w.pull.msgs
-                newest_op_born = ops[-1].born_ts if ops else None
+                newest_op_born = w.newest_op_born
                 prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
                 decision, times = check_visit(
                     check_times_of(props),
@@ -125,8 +124,8 @@ class ReferenceTransaction(TransactionService):
                         yield PUT_BACK_RETRY_MS
                         continue
                 else:
-                    self._fill_op_remove_map(w, w.pull.next_begin)
-                    if w.pull.status != FOUND:
+                    self._fill_op_remove_map(w, w.next_op)
+                    if w.pull_status != FOUND:
                         if not ctx.v4:
                             yield SLEEP_WHILE_NO_OP
                         elif spun_at == i:

@@ -111,24 +111,20 @@ class _Deferred:
         self.size, self.queue_offset, self.source_phys = size, queue_offset, source_phys
 
 
-class _Pull:
-    __slots__ = ("status", "msgs", "next_begin")
-
-    def __init__(self, status: str, msgs: list[SimMessage] | None, next_begin: int) -> None:
-        self.status, self.msgs, self.next_begin = status, msgs, next_begin
-
-
 class _Walk:
     """One half queue's walk in a check round: `check`'s removeMap, opMsgMap and doneOpOffset, its last op pull."""
 
-    __slots__ = ("qid", "start", "mini", "record", "remove_map", "op_msg_map", "done_op", "pull", "lazy", "run")
+    __slots__ = tuple(
+        "qid start mini record remove_map op_msg_map done_op pull_status next_op newest_op_born lazy run".split()
+    )
 
     def __init__(self, qid: int, start: int, mini: int, record: dict) -> None:
         self.qid, self.start, self.mini, self.record = qid, start, mini, record
         self.remove_map: dict[int, int] = {}  # half offset -> the op record's offset
         self.op_msg_map: dict[int, set[int]] = {}  # 5.x: op record -> the half offsets it still waits for
         self.done_op: list[int] = []
-        self.pull: _Pull | None = None
+        self.pull_status, self.next_op = FOUND, 0  # the last pull's (`getOpMsg`) and where the next one reads
+        self.newest_op_born: int | None = None  # the born time of the last op record it read: `isNeedCheck`'s
         self.lazy: dict | None = None  # `StoreModel._lazy` where a put-back is placed without a `SimMessage`
         self.run: _Run | None = None
 
@@ -278,37 +274,29 @@ class TransactionService:
         off = self.offsets.get((topic, qid))
         return off if off is not None else self.ctx.model.cq_min(topic, qid)
 
-    def _get(self, topic: str, qid: int, offset: int, n: int) -> _Pull:
-        """`getOpMsg` (`pullMessage`): up to `n` records from `offset`."""
-        m = self.ctx.model
-        lo, hi = m.cq_min(topic, qid), m.cq_max(topic, qid)
-        if offset >= hi:
-            return _Pull(NO_NEW_MSG, None, offset)
-        if offset < lo:
-            return _Pull(OFFSET_ILLEGAL, None, lo)
-        msgs = []
-        for off in range(offset, min(hi, offset + n)):
-            u = m.cq_unit(topic, qid, off)
-            msg = m.message(u[0]) if u else None
-            if msg is not None:
-                msgs.append(msg)
-        return _Pull(FOUND, msgs or None, offset + n if offset + n < hi else hi)
-
     def _fill_op_remove_map(self, w: _Walk, op_offset: int) -> None:
-        """`fillOpRemoveMap`: the op records from `op_offset` put the half offsets they name (at or past the
-        walk's start) in removeMap; an op record naming none is done at once."""
-        pull = w.pull = self._get(RMQ_SYS_TRANS_OP_HALF_TOPIC, w.qid, op_offset, OP_MSG_PULL_NUMS)
-        if pull.status == OFFSET_ILLEGAL:
-            self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, w.qid)] = pull.next_begin
-        v4 = self.ctx.v4
-        for op in pull.msgs or ():
+        """`fillOpRemoveMap` over the op records `getOpMsg` pulls from `op_offset` (up to 32): the half offsets
+        they name (at or past the walk's start) go in removeMap; an op record naming none is done at once."""
+        m, qid, v4 = self.ctx.model, w.qid, self.ctx.v4
+        lo, hi = m.cq_min(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid), m.cq_max(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
+        w.newest_op_born = None
+        if op_offset >= hi or op_offset < lo:
+            w.pull_status, w.next_op = (NO_NEW_MSG, op_offset) if op_offset >= hi else (OFFSET_ILLEGAL, lo)
+            if op_offset < lo:
+                self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = lo
+            return
+        w.pull_status, w.next_op = FOUND, min(hi, op_offset + OP_MSG_PULL_NUMS)
+        for off in range(op_offset, w.next_op):
+            unit = m.cq_unit(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, off)
+            op = m.message(unit[0]) if unit else None
+            if op is None:
+                continue
+            w.newest_op_born = op.born_ts
             if op.props.get(PROPERTY_TAGS) != REMOVE_TAG:
                 if not v4:
                     w.done_op.append(op.queue_offset)  # "Found a illegal tag in opMessageExt": no offsets, done
                 continue  # 4.9.8 logs it and leaves it out of doneOpOffset
             offsets = [v for v in op_body_offsets((op.body or b"").decode("utf-8", "replace"), v4) if v >= w.mini]
-            if v4:
-                offsets = offsets[:1]  # one half offset per op record
             for v in offsets:
                 w.remove_map[v] = op.queue_offset
             if not offsets:
@@ -357,8 +345,8 @@ class TransactionService:
             if stop == REFUSED:
                 yield PUT_BACK_RETRY_MS  # the same half again: its immunity put-back, if any, first
             elif stop == READ_MORE:
-                self._fill_op_remove_map(w, w.pull.next_begin)
-                if w.pull.status != FOUND:
+                self._fill_op_remove_map(w, w.next_op)
+                if w.pull_status != FOUND:
                     if not ctx.v4:
                         yield SLEEP_WHILE_NO_OP
                     elif spun_at == i:
@@ -387,8 +375,7 @@ class TransactionService:
         ctx = self.ctx
         m, clock = ctx.model, ctx.clock()
         remove_map, qid, start = w.remove_map, w.qid, w.start
-        ops = w.pull.msgs
-        newest = ops[-1].born_ts if ops else None
+        newest = w.newest_op_born
         timeout, settings = self.timeout, (self.timeout, self.check_max, self.file_reserved_h)
         message, msgs = m.message_once, m._msgs  # an original is read once: not cached
         # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
