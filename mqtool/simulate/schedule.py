@@ -52,7 +52,8 @@ MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
 DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_due` (levels interleave: a wide span)
 BATCH_READ = 4  # from this many records on, `_deliver_due` reads them by one `batchread.read_plain`
-_WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+_UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, _UNIQ)
 
 
 _DISCARD = object()  # `_target` of a unit the walk discards
@@ -130,7 +131,6 @@ class ScheduleService:
         self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
         self._targets: dict[tuple, tuple | object | None] = {}  # `_deliver_due`'s `_target` answers
-        self._raw_targets: dict[tuple, tuple | object | None] = {}
         self._targets_for: tuple[int, int] | None = None
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
@@ -291,13 +291,13 @@ class ScheduleService:
         log = ctx.log
         keep = log.keep
         rows: list[tuple] = []
-        # (REAL_TOPIC, REAL_QID) -> `_target`; the same by the values' bytes (`read_plain`). Kept from batch to
+        # (REAL_TOPIC, REAL_QID) -> `_target`, by the values' text or bytes (`read_plain`). Kept from batch to
         # batch while no queue gains a watcher (`on_append`): nothing else changes them
         listeners = m._listeners
         watched = (len(listeners), sum(map(len, listeners.values())))
         if self._targets_for != watched:
-            self._targets_for, self._targets, self._raw_targets = watched, {}, {}
-        targets, raw_targets = self._targets, self._raw_targets
+            self._targets_for, self._targets = watched, {}
+        targets = self._targets
         offset = step.offset
         delivered = -1  # the last unit put by a row
         for i in range(k):
@@ -310,30 +310,23 @@ class ScheduleService:
                 if msg is None:
                     continue
                 rec = (msg.props, msg.body_len, msg.sys_flag)
-            if len(rec) == 2:  # a plain properties string: its own length is the re-put's (`read_plain`)
-                n, (topic_b, qid_b, uniq_b) = rec
-                target = raw_targets.get((topic_b, qid_b), False)
-                if target is False:
-                    target = raw_targets[(topic_b, qid_b)] = self._target(
-                        None if topic_b is None else topic_b.decode("utf-8", "surrogateescape"),
-                        "0" if qid_b is None else qid_b.decode("utf-8", "surrogateescape"),
-                    )
-                if target is not None and target is not _DISCARD:
-                    size = plain_reput_size(n, target.fixed)
-                    uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
+            plain = len(rec) == 2  # a plain properties string (`read_plain`): its own length is the re-put's
+            if plain:
+                plain_len, (topic, qid_text, uniq) = rec
             else:
                 props, body_len, sys_flag = rec
-                key = (props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID, "0"))
-                target = targets.get(key, False)
-                if target is False:
-                    target = targets[key] = self._target(*key)
-                if target is not None and target is not _DISCARD:
-                    size = reput_size(props, target.fixed, sys_flag, body_len)
-                    uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                get = props.get
+                topic, qid_text, uniq = get(PROPERTY_REAL_TOPIC), get(PROPERTY_REAL_QUEUE_ID), get(_UNIQ)
+            target = targets.get((topic, qid_text), False)
+            if target is False:
+                target = targets[(topic, qid_text)] = self._target(_text(topic), _text(qid_text))
             if target is _DISCARD:
                 continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
             if target is not None:
+                fixed = target.fixed
+                size = plain_reput_size(plain_len, fixed) if plain else reput_size(props, fixed, sys_flag, body_len)
                 pos, queue_offset = place(size), target.base_count + len(target.units)
+                uniq = _text(uniq)
                 target.units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
                 row = target.real_topic, target.real_qid, uniq, ph, pos, level, deliver[i], queue_offset
             else:  # kept, watched, refusable or async: a `SimMessage` through `StoreModel.append`
@@ -381,7 +374,7 @@ class ScheduleService:
                 queue_offset=queue_offset,
             )
 
-    def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | object | None:
+    def _target(self, real_topic: str | None, real_qid_text: str | None) -> tuple | object | None:
         """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
         goes to; `_DISCARD` without REAL_TOPIC or with the half topic; None where `_deliver` must put a
         `SimMessage`: a REAL_QID `int` refuses, a queue whose re-puts are kept or watched, a fault that may
@@ -392,7 +385,7 @@ class ScheduleService:
         if m.put_filter is not None or self.async_deliver:
             return None
         try:
-            real_qid = int(real_qid_text)
+            real_qid = int("0" if real_qid_text is None else real_qid_text)
         except ValueError:
             return None
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
@@ -477,3 +470,8 @@ class ScheduleService:
 def _real_queue(props: dict[str, str]) -> tuple[str, int]:
     """REAL_TOPIC and REAL_QID (absent: 0) of a delayed message: where its re-put goes."""
     return props.get(PROPERTY_REAL_TOPIC), int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """A property value as text: `read_plain` gives bytes."""
+    return value.decode("utf-8", "surrogateescape") if value.__class__ is bytes else value
