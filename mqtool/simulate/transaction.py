@@ -373,10 +373,7 @@ class TransactionService:
         The units are read up to the queue's max as a pass starts: the put-backs go to the same queue, after
         it, and are visited by the next pass (discarded at transactionCheckMax, else "fresh stored")."""
         ctx = self.ctx
-        m, clock = ctx.model, ctx.clock()
-        remove_map, qid, start = w.remove_map, w.qid, w.start
-        newest = w.newest_op_born
-        timeout, settings = self.timeout, (self.timeout, self.check_max, self.file_reserved_h)
+        m, qid, remove_map = ctx.model, w.qid, w.remove_map
         message, msgs = m.message_once, m._msgs  # an original is read once: not cached
         # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
         # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
@@ -385,55 +382,57 @@ class TransactionService:
         kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).kept
         w.lazy = m._lazy if m.put_filter is None and kept and not m.keep_messages and not watched else None
         deferred = w.lazy if w.lazy is not None else {}
-        run = w.run = _Run(ctx.log, ctx.engine.now, clock)
-        moved = True
-        while moved:
-            moved = False
-            if i in remove_map:
-                w.remove(i, ctx.v4)
-                i += 1
-                moved = True
-                continue
-            if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
-                break
-            hi = m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-            for off, (ph, _size, _tags) in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, hi):
-                moved = True
-                if off in remove_map:
-                    w.remove(off, ctx.v4)
-                    i = off + 1
+        w.run = _Run(ctx.log, ctx.engine.now, ctx.clock())
+        try:
+            moved = True
+            while moved:
+                moved = False
+                if i in remove_map:
+                    w.remove(i, ctx.v4)
+                    i += 1
+                    moved = True
                     continue
-                e = deferred.get(ph)  # a put-back of an earlier batch, not yet built
-                msg = None if e is not None else (msgs.get(ph) or message(ph))
-                if msg is None and e is None:
-                    run.flush()
-                    return off, MISSING
-                h = _Half(ph, msg, e)
-                visit = h.check_times, h.born, h.store_ts, h.immunity, h.prepared, remove_map, clock, start, newest
-                why, times = check_visit(*visit, *settings)
-                if why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
-                    w.done_op.append(remove_map.pop(get_long(h.prepared)))
+                if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
+                    break
+                hi = m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+                for off, (ph, _size, _tags) in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, hi):
+                    moved = True
+                    if off in remove_map:
+                        w.remove(off, ctx.v4)
+                    else:
+                        e = deferred.get(ph)  # a put-back of an earlier batch, not yet built
+                        msg = None if e is not None else (msgs.get(ph) or message(ph))
+                        if msg is None and e is None:
+                            return off, MISSING
+                        stop = self._visit(w, _Half(ph, msg, e))
+                        if stop is not None:
+                            return off, stop
                     i = off + 1
-                    continue
-                if why == PUT_BACK:
-                    h.build(m)
-                    if self._put_immunity(h, times, w):
-                        i = off + 1
-                        continue
-                    # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
-                    imm = check_immunity_time(h.immunity, timeout)
-                    why = CHECK if is_need_check(clock - h.born, imm, newest, start, timeout) else READ_MORE
-                if why == DISCARD or why == SKIP:
-                    self._resolve_discard(h, why, times, w)
-                elif why != CHECK:
-                    run.flush()
-                    return off, why
-                elif not self._put_back_half_msg_queue(h, times, w):
-                    run.flush()
-                    return off, REFUSED
-                i = off + 1
-        run.flush()
-        return i, MISSING
+            return i, MISSING
+        finally:  # the rows before where it stops
+            w.run.flush()
+
+    def _visit(self, w: _Walk, h: _Half) -> str | None:
+        """One visit of `check` (`check_visit`) and what it does; None to go on, else why the walk stops at `h`."""
+        clock, start, newest, timeout = w.run.clock, w.start, w.newest_op_born, self.timeout
+        visit = h.check_times, h.born, h.store_ts, h.immunity, h.prepared, w.remove_map, clock, start, newest
+        why, times = check_visit(*visit, timeout, self.check_max, self.file_reserved_h)
+        if why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
+            w.done_op.append(w.remove_map.pop(get_long(h.prepared)))
+            return None
+        if why == PUT_BACK:
+            h.build(self.ctx.model)
+            if self._put_immunity(h, times, w):
+                return None
+            # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
+            imm = check_immunity_time(h.immunity, timeout)
+            why = CHECK if is_need_check(clock - h.born, imm, newest, start, timeout) else READ_MORE
+        if why == DISCARD or why == SKIP:
+            self._resolve_discard(h, why, times, w)
+            return None
+        if why != CHECK:
+            return why
+        return None if self._put_back_half_msg_queue(h, times, w) else REFUSED
 
     # ----- puts -----
     def _resolve_discard(self, h: _Half, why: str, times: int | None, w: _Walk) -> None:
