@@ -326,7 +326,8 @@ class ScheduleService:
                 fixed = target.fixed
                 size = plain_reput_size(plain_len, fixed) if plain else reput_size(props, fixed, sys_flag, body_len)
                 pos, queue_offset = place(size), target.base_count + len(target.units)
-                uniq = _text(uniq)
+                if plain and uniq is not None:
+                    uniq = uniq.decode("utf-8", "surrogateescape")
                 target.units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
                 row = target.real_topic, target.real_qid, uniq, ph, pos, level, deliver[i], queue_offset
             else:  # kept, watched, refusable or async: a `SimMessage` through `StoreModel.append`

@@ -184,11 +184,10 @@ class _Run:
     def __init__(self, log, now: int, clock: int) -> None:
         self.log, self.now, self.clock, self.kind, self.rows = log, now, clock, "", []
 
-    def add(self, kind: str, row: tuple) -> None:
-        if kind != self.kind:
-            self.flush()
-            self.kind = kind
-        self.rows.append(row)
+    def start(self, kind: str) -> None:
+        """A run of `kind` after the rows before (`rows` gets its rows)."""
+        self.flush()
+        self.kind = kind
 
     def flush(self) -> None:
         if self.rows:
@@ -462,25 +461,28 @@ class TransactionService:
                 self._put_failed(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, h.uniq, h.phys, res.status, why_failed)
                 return
             pos, copy_qo = res.message.phys, res.message.queue_offset
-        w.run.add(why, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
+        if w.run.kind != why:
+            w.run.start(why)
+        w.run.rows.append((h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
 
     def _put_back_half_msg_queue(self, h: _Half, times: int | None, w: _Walk) -> bool:
         """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request
         (the scenario's answer, the end-transaction it schedules); False when the put failed. Into `w.lazy`
         (`StoreModel._lazy`) the copy is placed without a `SimMessage`, as `StoreModel.append` places it."""
-        ctx = self.ctx
+        ctx, run, lazy = self.ctx, w.run, w.lazy
         times_text = str(times)
-        if w.lazy is not None:
-            facts = h.deferred.facts if h.deferred is not None else self._copy_facts(h, w.qid, times_text)
+        if lazy is not None:
+            e = h.deferred
+            facts = e.facts if e is not None else self._copy_facts(h, w.qid, times_text)
             size = facts.size + len(times_text)
             pos, copy_qo = ctx.model.append_row(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, size, facts.tags)
-            w.lazy[pos] = _Deferred(self._build_copy, facts, times_text, w.run.clock, size, copy_qo, h.phys)
+            lazy[pos] = _Deferred(self._build_copy, facts, times_text, run.clock, size, copy_qo, h.phys)
             group, keys = facts.group, facts.keys
         else:
             props = put_check_times(h.props, times_text)
-            res = ctx.model.append(_renew(h.msg, props), w.run.clock, "transaction")
+            res = ctx.model.append(_renew(h.msg, props), run.clock, "transaction")
             if not res.ok:
-                w.run.flush()
+                run.flush()
                 self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "check put-back")
                 return False
             pos, copy_qo = res.message.phys, res.message.queue_offset
@@ -489,7 +491,9 @@ class TransactionService:
         answer = scenario.answer_for(group, h.uniq, keys, ctx.rng) if scenario.answers else scenario.default_answer
         self.checks += 1
         w.record["checks"] += 1
-        w.run.add(CHECK, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
+        if run.kind != CHECK:
+            run.start(CHECK)
+        run.rows.append((h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
         if answer in ("commit", "rollback"):
             ctx.engine.schedule(lambda: self.end_transaction(pos, answer), PRODUCER, ctx.scenario.answer_delay_ms)
         return True
