@@ -54,7 +54,7 @@ class ReferenceSchedule(ScheduleService):
                 if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
                     continue
                 new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
-                if not self._deliver(level, off, msg, new, deliver, clock):
+                if not self._deliver_one(level, off, msg, new, deliver, clock):
                     failed = True
                     next_offset = offset_after_failed_put(off, ctx.v4)
                     break
@@ -65,3 +65,31 @@ class ReferenceSchedule(ScheduleService):
                 yield self._next_poll(level, wait_until) - now
             else:
                 yield DELAY_FOR_A_WHILE
+
+    def _deliver_one(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
+        """One re-put: async through `_deliver`; sync put at `clock`, its event, the level's offset past it."""
+        if self.async_deliver:
+            return self._deliver(level, off, msg, new, None, due)
+        res = self.ctx.model.append(new, clock, "schedule")
+        if not res.ok:
+            return self._deliver(level, off, msg, new, res, due)  # its put_failed event
+        self.offsets[level] = off + 1
+        self.delivered += 1
+        log, n = self.ctx.log, res.message
+        if not log.keep:
+            log.tally("deliver")
+        else:
+            log.batch(
+                self.ctx.engine.now,
+                "schedule",
+                "deliver",
+                n.topic,
+                n.queue_id,
+                n.uniq_key,
+                msg.phys,
+                n.phys,
+                level=level,
+                due=due,
+                queue_offset=n.queue_offset,
+            )
+        return True

@@ -9,6 +9,7 @@ from mqtool.formats.names import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    PROPERTY_WAIT_STORE_MSG_OK,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
@@ -36,11 +37,14 @@ from mqtool.simulate.transaction import (
     MAX_PROCESS_TIME_LIMIT,
     MAX_RETRY_COUNT_WHEN_HALF_NULL,
     NO_NEW_MSG,
+    OFFSET_ILLEGAL,
     PUT_BACK_RETRY_MS,
     SLEEP_WHILE_NO_OP,
     TransactionService,
     _long,
     _qid,
+    _renew,
+    _Walk,
 )
 
 
@@ -57,28 +61,17 @@ class ReferenceTransaction(TransactionService):
             op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
             if half_offset < 0 or op_offset < 0:
                 continue
-            remove_map: dict[int, int] = {}
-            op_msg_map: dict[int, set[int]] = {}
-            done_op: list[int] = []
-            pull = self._fill(remove_map, op_msg_map, done_op, qid, op_offset, half_offset)
+            w = _Walk(qid, start, half_offset, record)
+            remove_map, done_op = w.remove_map, w.done_op
+            self._fill_op_remove_map(w, op_offset)
             null_count = 1
             spun_at = -1
             new_offset = i = half_offset
-            next_op = pull.next_begin
             while True:
                 if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
                     break
                 if i in remove_map:
-                    op_off = remove_map.pop(i)
-                    if ctx.v4:
-                        done_op.append(op_off)
-                    else:
-                        s = op_msg_map.get(op_off)
-                        if s is not None:
-                            s.discard(i)
-                            if not s:
-                                del op_msg_map[op_off]
-                                done_op.append(op_off)
+                    w.remove(i, ctx.v4)
                     new_offset = i = i + 1
                     continue
                 status, msg, next_begin = self._get_one(qid, i)
@@ -91,13 +84,22 @@ class ReferenceTransaction(TransactionService):
                     i = new_offset = next_begin
                     continue
                 props = msg.props
-                ops = pull.msgs if pull is not None else None
-                newest_op_born = ops[-1].born_ts if ops else None
+                newest_op_born = w.newest_op_born
                 prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
-                decision, times = check_visit(check_times_of(props), msg.born_ts, msg.store_ts,
-                                              props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), prepared,
-                                              remove_map, ctx.clock(), start, newest_op_born, self.timeout,
-                                              self.check_max, self.file_reserved_h)
+                decision, times = check_visit(
+                    check_times_of(props),
+                    msg.born_ts,
+                    msg.store_ts,
+                    props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
+                    prepared,
+                    remove_map,
+                    ctx.clock(),
+                    start,
+                    newest_op_born,
+                    self.timeout,
+                    self.check_max,
+                    self.file_reserved_h,
+                )
                 props = dict(props) if decision == DISCARD else put_check_times(props, times)
                 if decision == DISCARD or decision == SKIP:
                     self._discard(msg, props, decision, record)
@@ -110,7 +112,7 @@ class ReferenceTransaction(TransactionService):
                     new_offset = i = i + 1
                     continue
                 if decision == PUT_BACK:
-                    if self._put_immunity(msg, props):
+                    if self._put_immunity_one(msg, props):
                         new_offset = i = i + 1
                         continue
                     # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
@@ -122,9 +124,8 @@ class ReferenceTransaction(TransactionService):
                         yield PUT_BACK_RETRY_MS
                         continue
                 else:
-                    next_op = pull.next_begin if pull is not None else next_op
-                    pull = self._fill(remove_map, op_msg_map, done_op, qid, next_op, half_offset)
-                    if pull.status != FOUND:
+                    self._fill_op_remove_map(w, w.next_op)
+                    if w.pull_status != FOUND:
                         if not ctx.v4:
                             yield SLEEP_WHILE_NO_OP
                         elif spun_at == i:
@@ -148,13 +149,68 @@ class ReferenceTransaction(TransactionService):
             m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
         record["end"] = ctx.engine.now
 
+    def _get_one(self, qid: int, offset: int) -> tuple[str, SimMessage | None, int]:
+        """`getHalfMsg`: (status, the half at `offset` or None, the next offset)."""
+        m = self.ctx.model
+        if offset >= m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid):
+            return NO_NEW_MSG, None, offset
+        if offset < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
+            return OFFSET_ILLEGAL, None, m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+        u = m.cq_unit(RMQ_SYS_TRANS_HALF_TOPIC, qid, offset)
+        return FOUND, (m.message(u[0]) if u else None), offset + 1
+
+    def _put_immunity_one(self, msg: SimMessage, props: dict[str, str]) -> bool:
+        """`putImmunityMsgBackToHalfQueue`: a copy with TRAN_PREPARED_QUEUE_OFFSET, no check request."""
+        ctx = self.ctx
+        p = dict(props)
+        p[PROPERTY_WAIT_STORE_MSG_OK] = "false"  # setWaitStoreMsgOK(false) before this path rebuilds the string
+        if PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET not in p:
+            p[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(msg.queue_offset)
+        res = ctx.put(_renew(msg, p), "transaction")
+        if res.ok:
+            n = res.message
+            ctx.log.batch(
+                ctx.engine.now,
+                "transaction",
+                "put_back",
+                props.get(PROPERTY_REAL_TOPIC),
+                _qid(props),
+                msg.uniq_key,
+                msg.phys,
+                n.phys,
+                reason="immunity",
+                check_times=_long(check_times_of(props)),
+                queue_offset=n.queue_offset,
+            )
+        else:
+            ctx.log.emit(
+                ctx.engine.now,
+                "transaction",
+                "put_failed",
+                RMQ_SYS_TRANS_HALF_TOPIC,
+                msg.queue_id,
+                msg.uniq_key,
+                msg.phys,
+                status=res.status,
+                reason="immunity put-back",
+            )
+        return res.ok
 
     def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
         ctx = self.ctx
-        res = ctx.put(self._renew(msg, props), "transaction")
+        res = ctx.put(_renew(msg, props), "transaction")
         if not res.ok:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
-                         msg.uniq_key, msg.phys, status=res.status, reason="check put-back")
+            ctx.log.emit(
+                ctx.engine.now,
+                "transaction",
+                "put_failed",
+                RMQ_SYS_TRANS_HALF_TOPIC,
+                msg.queue_id,
+                msg.uniq_key,
+                msg.phys,
+                status=res.status,
+                reason="check put-back",
+            )
             return False
         copy = res.message
         group = props.get(PROPERTY_PRODUCER_GROUP)
@@ -169,13 +225,22 @@ class ReferenceTransaction(TransactionService):
         if not ctx.log.keep:
             ctx.log.tally("check")
         else:
-            ctx.log.batch(ctx.engine.now, "transaction", "check", props.get(PROPERTY_REAL_TOPIC), _qid(props),
-                         msg.uniq_key, msg.phys, copy.phys, producer_group=group,
-                         check_times=_long(check_times_of(props)), queue_offset=copy.queue_offset,
-                         answer=answer)
+            ctx.log.batch(
+                ctx.engine.now,
+                "transaction",
+                "check",
+                props.get(PROPERTY_REAL_TOPIC),
+                _qid(props),
+                msg.uniq_key,
+                msg.phys,
+                copy.phys,
+                producer_group=group,
+                check_times=_long(check_times_of(props)),
+                queue_offset=copy.queue_offset,
+                answer=answer,
+            )
         if answer in ("commit", "rollback"):
-            ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER,
-                                ctx.scenario.answer_delay_ms)
+            ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER, ctx.scenario.answer_delay_ms)
         return True
 
     def _discard(self, msg: SimMessage, props: dict[str, str], why: str, record: dict) -> None:
@@ -186,10 +251,27 @@ class ReferenceTransaction(TransactionService):
         record["discards"] += 1
         self.resolved[msg.uniq_key or str(msg.phys)] = why
         if res.ok:
-            ctx.log.batch(ctx.engine.now, "transaction", why, props.get(PROPERTY_REAL_TOPIC), _qid(props),
-                               msg.uniq_key, msg.phys, res.message.phys,
-                               check_times=_long(check_times_of(props)),
-                               queue_offset=res.message.queue_offset)
+            ctx.log.batch(
+                ctx.engine.now,
+                "transaction",
+                why,
+                props.get(PROPERTY_REAL_TOPIC),
+                _qid(props),
+                msg.uniq_key,
+                msg.phys,
+                res.message.phys,
+                check_times=_long(check_times_of(props)),
+                queue_offset=res.message.queue_offset,
+            )
         else:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0,
-                         msg.uniq_key, msg.phys, status=res.status, reason=f"{why} (the half message is dropped)")
+            ctx.log.emit(
+                ctx.engine.now,
+                "transaction",
+                "put_failed",
+                RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+                0,
+                msg.uniq_key,
+                msg.phys,
+                status=res.status,
+                reason=f"{why} (the half message is dropped)",
+            )

@@ -52,8 +52,8 @@ MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
 DELIVER_BATCH = 1024  # units of a level looked at together by `_deliver_due` (levels interleave: a wide span)
 BATCH_READ = 4  # from this many records on, `_deliver_due` reads them by one `batchread.read_plain`
-_WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-
+_UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, _UNIQ)
 
 
 _DISCARD = object()  # `_target` of a unit the walk discards
@@ -88,8 +88,11 @@ def _due_prefix(clock: int, tags, written, delay: int) -> tuple[list[int], int |
     while i < n:
         j = min(n, i + step)
         w = written[i:j]
-        for d, ok in zip(correct_deliver_timestamps(clock, tags[i:j], delay).tolist(),
-                         w if isinstance(w, list) else w.tolist(), strict=True):
+        for d, ok in zip(
+            correct_deliver_timestamps(clock, tags[i:j], delay).tolist(),
+            w if isinstance(w, list) else w.tolist(),
+            strict=True,
+        ):
             if not ok:
                 return deliver, None
             if d > clock:
@@ -100,10 +103,12 @@ def _due_prefix(clock: int, tags, written, delay: int) -> tuple[list[int], int |
 
 
 class _Pending:
-    __slots__ = ("offset", "phys", "status", "resend", "msg")
+    """An async re-put awaiting its result (`HandlePutResultTask`)."""
 
-    def __init__(self, offset: int, phys: int, status: str, msg) -> None:
-        self.offset, self.phys, self.status, self.resend, self.msg = offset, phys, status, 0, msg
+    __slots__ = ("offset", "phys", "status", "resend")
+
+    def __init__(self, offset: int, phys: int, status: str) -> None:
+        self.offset, self.phys, self.status, self.resend = offset, phys, status, 0
 
 
 class ScheduleService:
@@ -126,26 +131,25 @@ class ScheduleService:
         self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
         self._targets: dict[tuple, tuple | object | None] = {}  # `_deliver_due`'s `_target` answers
-        self._raw_targets: dict[tuple, tuple | object | None] = {}
         self._targets_for: tuple[int, int] | None = None
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
-            ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level),
-                                lambda lv=level: self._on_append(lv))
+            qid = delay_level_2_queue_id(level)
+            ctx.model.on_append(RMQ_SYS_SCHEDULE_TOPIC, qid, lambda lv=level: self._on_append(lv))
 
     # ----- life cycle -----
     def start(self) -> None:
-        ctx = self.ctx
+        e = self.ctx.engine
         self._correct_offsets()
         for level in self.delays:
-            offset = self.offsets.get(level, 0)
             self.pending[level] = deque()
-            self.procs[level] = ctx.engine.process(self._level(level, offset), SCHEDULE, FIRST_DELAY_TIME,
-                                                   f"schedule-{level}")
+            walk = self._level(level, self.offsets.get(level, 0))
+            self.procs[level] = e.process(walk, SCHEDULE, FIRST_DELAY_TIME, f"schedule-{level}")
             if self.async_deliver:
-                self.handlers[level] = ctx.engine.process(self._handle(level), SCHEDULE, FIRST_DELAY_TIME,
-                                                          f"schedule-handle-{level}")
-        self.persister = ctx.engine.process(self._persist_loop(), PERSIST, 10000, "schedule-persist")
+                self.handlers[level] = e.process(
+                    self._handle(level), SCHEDULE, FIRST_DELAY_TIME, f"schedule-handle-{level}"
+                )
+        self.persister = e.process(self._persist_loop(), PERSIST, 10000, "schedule-persist")
 
     def stop(self, clean: bool) -> None:
         for p in [*self.procs.values(), *self.handlers.values()]:
@@ -164,8 +168,8 @@ class ScheduleService:
             if level not in self.delays:
                 continue
             qid = delay_level_2_queue_id(level)
-            self.offsets[level] = correct_delay_offset(off, m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid),
-                                                       m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid))
+            lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
+            self.offsets[level] = correct_delay_offset(off, lo, hi)
 
     def persist(self) -> None:
         offsets = self.offsets
@@ -175,8 +179,8 @@ class ScheduleService:
             levels = sorted(offsets)
             keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
         _, levels, names = keys
-        self.ctx.log.batch(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC,
-                           offsets=dict(zip(names, map(offsets.__getitem__, levels), strict=True)))
+        named = dict(zip(names, map(offsets.__getitem__, levels), strict=True))
+        self.ctx.log.batch(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC, offsets=named)
 
     def _persist_loop(self):
         while True:
@@ -287,13 +291,13 @@ class ScheduleService:
         log = ctx.log
         keep = log.keep
         rows: list[tuple] = []
-        # (REAL_TOPIC, REAL_QID) -> `_target`; the same by the values' bytes (`read_plain`). Kept from batch to
+        # (REAL_TOPIC, REAL_QID) -> `_target`, by the values' text or bytes (`read_plain`). Kept from batch to
         # batch while no queue gains a watcher (`on_append`): nothing else changes them
         listeners = m._listeners
         watched = (len(listeners), sum(map(len, listeners.values())))
         if self._targets_for != watched:
-            self._targets_for, self._targets, self._raw_targets = watched, {}, {}
-        targets, raw_targets = self._targets, self._raw_targets
+            self._targets_for, self._targets = watched, {}
+        targets = self._targets
         offset = step.offset
         delivered = -1  # the last unit put by a row
         for i in range(k):
@@ -306,47 +310,44 @@ class ScheduleService:
                 if msg is None:
                     continue
                 rec = (msg.props, msg.body_len, msg.sys_flag)
-            if len(rec) == 2:  # a plain properties string: its own length is the re-put's (`read_plain`)
-                n, (topic_b, qid_b, uniq_b) = rec
-                target = raw_targets.get((topic_b, qid_b), False)
-                if target is False:
-                    target = raw_targets[(topic_b, qid_b)] = self._target(
-                        None if topic_b is None else topic_b.decode("utf-8", "surrogateescape"),
-                        "0" if qid_b is None else qid_b.decode("utf-8", "surrogateescape"))
-                if target is not None and target is not _DISCARD:
-                    size = plain_reput_size(n, target.fixed)
-                    uniq = None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape")
+            plain = len(rec) == 2  # a plain properties string (`read_plain`): its own length is the re-put's
+            if plain:
+                plain_len, (topic, qid_text, uniq) = rec
             else:
                 props, body_len, sys_flag = rec
-                key = (props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID, "0"))
-                target = targets.get(key, False)
-                if target is False:
-                    target = targets[key] = self._target(*key)
-                if target is not None and target is not _DISCARD:
-                    size = reput_size(props, target.fixed, sys_flag, body_len)
-                    uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                get = props.get
+                topic, qid_text, uniq = get(PROPERTY_REAL_TOPIC), get(PROPERTY_REAL_QUEUE_ID), get(_UNIQ)
+            target = targets.get((topic, qid_text), False)
+            if target is False:
+                target = targets[(topic, qid_text)] = self._target(_text(topic), _text(qid_text))
             if target is _DISCARD:
                 continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
-            if target is None:  # kept, watched, refusable or async: `StoreModel.append` decides
-                self._flush(level, rows, delivered)
-                rows, delivered = [], -1
+            if target is not None:
+                fixed = target.fixed
+                size = plain_reput_size(plain_len, fixed) if plain else reput_size(props, fixed, sys_flag, body_len)
+                pos, queue_offset = place(size), target.base_count + len(target.units)
+                if plain and uniq is not None:
+                    uniq = uniq.decode("utf-8", "surrogateescape")
+                target.units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
+                row = target.real_topic, target.real_qid, uniq, ph, pos, level, deliver[i], queue_offset
+            else:  # kept, watched, refusable or async: a `SimMessage` through `StoreModel.append`
+                msg = msg or message(ph)
                 if msg is None:
-                    msg = message(ph)
-                    if msg is None:
-                        continue
-                props = msg.props
+                    continue
                 # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
-                new = msg.derive(props[PROPERTY_REAL_TOPIC], int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
-                if not self._deliver(level, offset + i, msg, new, deliver[i], clock):
-                    step.offset, step.failed, step.more = offset_after_failed_put(offset + i, ctx.v4), True, False
-                    return
-                continue
-            real_topic, real_qid, units, bmax, _fixed = target
-            pos = place(size)
-            queue_offset = bmax + len(units)
-            units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
+                new = msg.derive(*_real_queue(msg.props), msg.props)
+                res = None if self.async_deliver else m.append(new, clock, "schedule")
+                if res is None or not res.ok:  # an async put, or a failed one: its events after the rows
+                    self._flush(level, rows, delivered)
+                    rows, delivered = [], -1
+                    if not self._deliver(level, offset + i, msg, new, res, deliver[i]):
+                        step.offset, step.failed, step.more = offset_after_failed_put(offset + i, ctx.v4), True, False
+                        return
+                    continue
+                n = res.message
+                row = n.topic, n.queue_id, n.uniq_key, ph, n.phys, level, deliver[i], n.queue_offset
             delivered = offset + i
-            rows.append((real_topic, real_qid, uniq, ph, pos, level, deliver[i], queue_offset) if keep else None)
+            rows.append(row if keep else None)
         self._flush(level, rows, delivered)
         step.offset = offset + k
 
@@ -360,10 +361,21 @@ class ScheduleService:
                 log.tally("deliver", len(rows))
                 return
             topic, qid, uniq, ph, pos, level_, due, queue_offset = zip(*rows, strict=True)
-            log.batch(self.ctx.engine.now, "schedule", "deliver", topic, qid, uniq, ph, pos, level=level_, due=due,
-                      queue_offset=queue_offset)
+            log.batch(
+                self.ctx.engine.now,
+                "schedule",
+                "deliver",
+                topic,
+                qid,
+                uniq,
+                ph,
+                pos,
+                level=level_,
+                due=due,
+                queue_offset=queue_offset,
+            )
 
-    def _target(self, real_topic: str | None, real_qid_text: str) -> tuple | object | None:
+    def _target(self, real_topic: str | None, real_qid_text: str | None) -> tuple | object | None:
         """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
         goes to; `_DISCARD` without REAL_TOPIC or with the half topic; None where `_deliver` must put a
         `SimMessage`: a REAL_QID `int` refuses, a queue whose re-puts are kept or watched, a fault that may
@@ -374,7 +386,7 @@ class ScheduleService:
         if m.put_filter is not None or self.async_deliver:
             return None
         try:
-            real_qid = int(real_qid_text)
+            real_qid = int("0" if real_qid_text is None else real_qid_text)
         except ValueError:
             return None
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
@@ -382,44 +394,42 @@ class ScheduleService:
             return None
         return _Target(real_topic, real_qid, units, bmax, fixed)
 
-    def _deliver(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
-        """Put the re-put at `clock` (the broker's clock, `ctx.clock()`)."""
+    def _deliver(self, level: int, off: int, msg, new, res, due: int) -> bool:
+        """A re-put the sync walk failed to put (`res`), or an async one (`res` None): put now, its result handled
+        by `_handle` (the level blocked or flow-controlled: refused). False: the walk ends at unit `off`."""
         ctx = self.ctx
-        if self.async_deliver:
-            q = self.pending[level]
-            if len(q) > self.max_pending or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
-                ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),
-                             int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")), msg.uniq_key, msg.phys, level=level,
-                             reason="async deliver blocked or flow-controlled", queue_offset=off)
-                return False
-            res = ctx.put(new, "schedule")
-            self._emit_result(level, off, msg, res, due)
-            q.append(_Pending(off, msg.phys, "SUCCESS" if res.ok else "EXCEPTION", msg))
-            h = self.handlers.get(level)
-            if h is not None and h.wake_time is None:
-                h.wake(10)
-            return True
-        res = ctx.model.append(new, clock, "schedule")  # ctx.put
+        if res is not None:
+            nxt = "retry same unit" if ctx.v4 else "skip to next unit"
+            self._put_failed(level, msg, status=res.status, queue_offset=off, next=nxt)
+            return False
+        q = self.pending[level]
+        if len(q) > self.max_pending or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
+            self._put_failed(level, msg, reason="async deliver blocked or flow-controlled", queue_offset=off)
+            return False
+        res = ctx.put(new, "schedule")
         self._emit_result(level, off, msg, res, due)
-        if res.ok:
-            self.offsets[level] = off + 1
-        return res.ok
+        q.append(_Pending(off, msg.phys, "SUCCESS" if res.ok else "EXCEPTION"))
+        h = self.handlers.get(level)
+        if h is not None and h.wake_time is None:
+            h.wake(10)
+        return True
 
     def _emit_result(self, level: int, off: int, msg, res, due: int) -> None:
-        ctx = self.ctx
-        if res.ok:
-            self.delivered += 1
-            if not ctx.log.keep:
-                ctx.log.tally("deliver")
-                return
-            n = res.message
-            ctx.log.batch(ctx.engine.now, "schedule", "deliver", n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys,
-                          level=level, due=due, queue_offset=n.queue_offset)
-        else:
-            ctx.log.emit(ctx.engine.now, "schedule", "put_failed", msg.props.get(PROPERTY_REAL_TOPIC),
-                         int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")), msg.uniq_key, msg.phys, level=level,
-                         status=res.status, queue_offset=off,
-                         next="retry same unit" if ctx.v4 or self.async_deliver else "skip to next unit")
+        """The event of an async put (`_deliver`, `_handle`)."""
+        if not res.ok:
+            self._put_failed(level, msg, status=res.status, queue_offset=off, next="retry same unit")
+            return
+        self.delivered += 1
+        n, log = res.message, self.ctx.log
+        if not log.keep:
+            log.tally("deliver")
+            return
+        row = n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys
+        log.batch(self.ctx.engine.now, "schedule", "deliver", *row, level=level, due=due, queue_offset=n.queue_offset)
+
+    def _put_failed(self, level: int, msg, **detail) -> None:
+        now, row = self.ctx.engine.now, (*_real_queue(msg.props), msg.uniq_key, msg.phys)
+        self.ctx.log.emit(now, "schedule", "put_failed", *row, level=level, **detail)
 
     def _handle(self, level: int):
         """HandlePutResultTask: advance the offset over completed puts, resend the failed head."""
@@ -440,8 +450,7 @@ class ScheduleService:
             if msg is None:
                 head.status = "SKIP" if head.resend > MAX_RESEND_TO_SKIP else "EXCEPTION"
                 continue
-            new = msg.derive(msg.props[PROPERTY_REAL_TOPIC], int(msg.props.get(PROPERTY_REAL_QUEUE_ID, "0")),
-                             dict(msg.props))
+            new = msg.derive(*_real_queue(msg.props), dict(msg.props))
             res = ctx.put(new, "schedule")
             self._emit_result(level, head.offset, msg, res, 0)
             head.status = "SUCCESS" if res.ok else "EXCEPTION"
@@ -457,3 +466,13 @@ class ScheduleService:
             if n > 0:
                 out[level] = n
         return out
+
+
+def _real_queue(props: dict[str, str]) -> tuple[str, int]:
+    """REAL_TOPIC and REAL_QID (absent: 0) of a delayed message: where its re-put goes."""
+    return props.get(PROPERTY_REAL_TOPIC), int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """A property value as text: `read_plain` gives bytes."""
+    return value.decode("utf-8", "surrogateescape") if value.__class__ is bytes else value

@@ -2,27 +2,16 @@
 
 Mirrors `TransactionalMessageServiceImpl.check` (5.3.1 and 4.9.8), `TransactionalMessageBridge`,
 `DefaultTransactionalMessageCheckListener`, `TransactionalOpBatchService` and the effect of
-`EndTransactionProcessor`:
+`EndTransactionProcessor`. Each visit's decision is `mqtool.rules.transaction.check_visit`'s; here are the
+walk around it and its effects:
 
 - per half queue, `halfOffset`/`opOffset` come from consumerOffset.json (group CID_RMQ_SYS_TRANS; the
-  queue's min offset when absent); up to 32 op records fill `removeMap` (half offsets below
-  `halfOffset` are done);
-- walking i from `halfOffset`: resolved offsets are skipped; a missing half ends the walk
-  (NO_NEW_MSG) or jumps (illegal offset); `needDiscard` runs **first** and increments
-  TRANSACTION_CHECK_TIMES in memory (absent ⇒ 1; ≥ `transactionCheckMax` ⇒ discard), `needSkip`
-  (born more than `fileReservedTime` h ago) ⇒ also discarded to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC; a record
-  stored after the round started ends the walk; immunity (CHECK_IMMUNITY_TIME_IN_SECONDS × 1000, else
-  `transactionTimeOut`): a young half with the property is re-put with TRAN_PREPARED_QUEUE_OFFSET
-  (and its already incremented TRANSACTION_CHECK_TIMES) and skipped; without it the walk stops;
-- `isNeedCheck` = (no op records and older than the immunity) or (newest op record born more than
-  `transactionTimeOut` after the round start) or born in the future; then the half is put back
-  (a copy at the end of the half queue) and a check request goes to the producer group; otherwise
-  more op records are read — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before
-  retrying the same half (4.9.8 retries at once; when that spins, 1 ms per further turn here);
-- a round gives up after 60 s; the offsets are written back at its end;
-- each visit's decision (`needDiscard`, `needSkip`, the immunity, `checkPrepareQueueOffset`,
-  `isNeedCheck`) is `mqtool.rules.transaction.check_visit`'s, in both walks; the count it puts is
-  written by `put_check_times`, an op body read by `op_body_offsets`;
+  queue's min offset when absent); up to 32 op records fill `removeMap`, more when a half is not yet due
+  (READ_MORE) — and when none come, 5.3.1 sleeps 1 s (`SLEEP_WHILE_NO_OP`) before retrying the same half
+  (4.9.8 retries at once; when that spins, 1 ms per further turn here);
+- a discard or skip is a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, a check a copy at the end of the half
+  queue (visited again in the same round: discarded at the max, else "fresh stored" ends the walk) and a
+  request to the producer group; a round gives up after 60 s; the offsets are written back at its end;
 - answers (from the scenario) end the **checked copy**: commit writes the final record to
   REAL_TOPIC/REAL_QID (sysFlag COMMIT, preparedTransactionOffset = the copy) and an op entry,
   rollback only the op entry. 5.3.1 batches op entries ("3,5,") per queue and writes them every
@@ -56,13 +45,11 @@ from mqtool.rules.transaction import (
     PUT_BACK,
     READ_MORE,
     SKIP,
-    STOPS_ROUND,
     check_immunity_time,
     check_times_of,
     check_visit,
     get_long,
     is_need_check,
-    need_discard,
     op_body_offsets,
     put_check_times,
 )
@@ -83,6 +70,7 @@ PUT_BACK_RETRY_MS = 100
 TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_MASK = 0xC
 NO_NEW_MSG, FOUND, OFFSET_ILLEGAL = "NO_NEW_MSG", "FOUND", "OFFSET_ILLEGAL"
+MISSING, REFUSED = "missing", "refused"  # where `_check_batch` stops: no half to read, a refused put-back
 _CHECK_KEYS = ("producer_group", "check_times", "queue_offset", "answer")  # a check event's detail
 _DISCARD_KEYS = ("check_times", "queue_offset")  # a discard's or skip's
 
@@ -116,17 +104,97 @@ class _Deferred:
 
     __slots__ = ("build", "facts", "times_text", "store_ts", "size", "queue_offset", "source_phys")
 
-    def __init__(self, build, facts: _CopyFacts, times_text: str, store_ts: int, size: int, queue_offset: int,
-                 source_phys: int) -> None:
+    def __init__(
+        self, build, facts: _CopyFacts, times_text: str, store_ts: int, size: int, queue_offset: int, source_phys: int
+    ) -> None:
         self.build, self.facts, self.times_text, self.store_ts = build, facts, times_text, store_ts
         self.size, self.queue_offset, self.source_phys = size, queue_offset, source_phys
 
 
-class _Pull:
-    __slots__ = ("status", "msgs", "next_begin")
+class _Walk:
+    """One half queue's walk in a check round: `check`'s removeMap, opMsgMap and doneOpOffset, its last op pull."""
 
-    def __init__(self, status: str, msgs: list[SimMessage] | None, next_begin: int) -> None:
-        self.status, self.msgs, self.next_begin = status, msgs, next_begin
+    __slots__ = tuple(
+        "qid start mini record remove_map op_msg_map done_op pull_status next_op newest_op_born lazy run".split()
+    )
+
+    def __init__(self, qid: int, start: int, mini: int, record: dict) -> None:
+        self.qid, self.start, self.mini, self.record = qid, start, mini, record
+        self.remove_map: dict[int, int] = {}  # half offset -> the op record's offset
+        self.op_msg_map: dict[int, set[int]] = {}  # 5.x: op record -> the half offsets it still waits for
+        self.done_op: list[int] = []
+        self.pull_status, self.next_op = FOUND, 0  # the last pull's (`getOpMsg`) and where the next one reads
+        self.newest_op_born: int | None = None  # the born time of the last op record it read: `isNeedCheck`'s
+        self.lazy: dict | None = None  # `StoreModel._lazy` where a put-back is placed without a `SimMessage`
+        self.run: _Run | None = None
+
+    def remove(self, i: int, v4: bool) -> None:
+        """Half `i` is done by an op record: that op record is done once every half it names is passed."""
+        op_off = self.remove_map.pop(i)
+        if v4:
+            self.done_op.append(op_off)
+            return
+        s = self.op_msg_map.get(op_off)
+        if s is not None:
+            s.discard(i)
+            if not s:
+                del self.op_msg_map[op_off]
+                self.done_op.append(op_off)
+
+
+class _Half:
+    """What a visit reads of a half: a record with its `SimMessage`, or a put-back not yet built (`deferred`)."""
+
+    __slots__ = tuple(
+        "phys msg deferred props check_times born store_ts immunity prepared real_topic real_qid uniq".split()
+    )
+
+    def __init__(self, phys: int, msg: SimMessage | None, deferred: _Deferred | None) -> None:
+        self.phys, self.msg, self.deferred = phys, msg, deferred
+        if msg is not None:
+            self._read(msg)
+            return
+        f = deferred.facts
+        self.props = None
+        self.check_times, self.store_ts, self.born = deferred.times_text, deferred.store_ts, f.born
+        self.immunity, self.prepared = f.immunity, f.prepared
+        self.real_topic, self.real_qid, self.uniq = f.real_topic, f.real_qid, f.uniq
+
+    def _read(self, msg: SimMessage) -> None:
+        props = self.props = msg.props
+        self.phys, self.check_times = msg.phys, check_times_of(props)
+        self.born, self.store_ts = msg.born_ts, msg.store_ts
+        self.immunity = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+        self.prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
+        self.real_topic, self.real_qid = props.get(PROPERTY_REAL_TOPIC), _qid(props)
+        self.uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    def build(self, m) -> None:
+        """A deferred put-back's `SimMessage`, built now (`StoreModel._materialise`) for a step that needs it."""
+        if self.msg is None:
+            self.msg, self.deferred = m._materialise(self.phys), None
+            self._read(self.msg)
+
+
+class _Run:
+    """A batch's events: the rows of a run of one kind, written by one `EventLog.batch` when the kind changes."""
+
+    __slots__ = ("log", "now", "clock", "kind", "rows")
+
+    def __init__(self, log, now: int, clock: int) -> None:
+        self.log, self.now, self.clock, self.kind, self.rows = log, now, clock, "", []
+
+    def start(self, kind: str) -> None:
+        """A run of `kind` after the rows before (`rows` gets its rows)."""
+        self.flush()
+        self.kind = kind
+
+    def flush(self) -> None:
+        if self.rows:
+            topic, queue_id, uniq_key, phys, new_phys, *detail = zip(*self.rows, strict=True)
+            detail = dict(zip(_CHECK_KEYS if self.kind == CHECK else _DISCARD_KEYS, detail, strict=True))
+            self.log.batch(self.now, "transaction", self.kind, topic, queue_id, uniq_key, phys, new_phys, **detail)
+        self.rows, self.kind = [], ""
 
 
 class TransactionService:
@@ -155,7 +223,6 @@ class TransactionService:
         self.resolved: dict[str, str] = {}  # uniq key -> commit | rollback | discard | skip
         self.checks = 0
         self._uid = 0
-        self._verdicts: dict[str | None, tuple] = {}  # `_verdict` of a CHECK_TIMES text
 
     # ----- life cycle -----
     def start(self) -> None:
@@ -206,64 +273,39 @@ class TransactionService:
         off = self.offsets.get((topic, qid))
         return off if off is not None else self.ctx.model.cq_min(topic, qid)
 
-    def _get(self, topic: str, qid: int, offset: int, n: int) -> _Pull:
-        m = self.ctx.model
-        lo, hi = m.cq_min(topic, qid), m.cq_max(topic, qid)
-        if offset >= hi:
-            return _Pull(NO_NEW_MSG, None, offset)
-        if offset < lo:
-            return _Pull(OFFSET_ILLEGAL, None, lo)
-        msgs = []
-        for off in range(offset, min(hi, offset + n)):
-            u = m.cq_unit(topic, qid, off)
-            msg = m.message(u[0]) if u else None
-            if msg is not None:
-                msgs.append(msg)
-        return _Pull(FOUND, msgs or None, offset + n if offset + n < hi else hi)
-
-    def _get_one(self, qid: int, offset: int) -> tuple[str, SimMessage | None, int]:
-        """`_get(RMQ_SYS_TRANS_HALF_TOPIC, qid, offset, 1)` without the lists: (status, message, next offset)."""
-        m = self.ctx.model
-        if offset >= m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid):
-            return NO_NEW_MSG, None, offset
-        if offset < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
-            return OFFSET_ILLEGAL, None, m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-        u = m.cq_unit(RMQ_SYS_TRANS_HALF_TOPIC, qid, offset)
-        return FOUND, (m.message(u[0]) if u else None), offset + 1
-
-    def _fill(self, remove_map, op_msg_map, done_op, qid, op_offset, mini) -> _Pull:
-        pull = self._get(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, op_offset, OP_MSG_PULL_NUMS)
-        if pull.status == OFFSET_ILLEGAL:
-            self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = pull.next_begin
-            return pull
-        if pull.msgs is None:
-            return pull
-        for op in pull.msgs:
-            if op.props.get(PROPERTY_TAGS) != REMOVE_TAG:
-                if not self.ctx.v4:
-                    done_op.append(op.queue_offset)  # "Found a illegal tag in opMessageExt": no offsets, done
-                continue  # 4.9.8 logs it and leaves it out of doneOpOffset
-            offsets = op_body_offsets((op.body or b"").decode("utf-8", "replace"), self.ctx.v4)
-            if self.ctx.v4:
-                if not offsets or offsets[0] < mini:
-                    done_op.append(op.queue_offset)
-                else:
-                    remove_map[offsets[0]] = op.queue_offset
+    def _fill_op_remove_map(self, w: _Walk, op_offset: int) -> None:
+        """`fillOpRemoveMap` over the op records `getOpMsg` pulls from `op_offset` (up to 32): the half offsets
+        they name (at or past the walk's start) go in removeMap; an op record naming none is done at once."""
+        m, qid, v4 = self.ctx.model, w.qid, self.ctx.v4
+        lo, hi = m.cq_min(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid), m.cq_max(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
+        w.newest_op_born = None
+        if op_offset >= hi or op_offset < lo:
+            w.pull_status, w.next_op = (NO_NEW_MSG, op_offset) if op_offset >= hi else (OFFSET_ILLEGAL, lo)
+            if op_offset < lo:
+                self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = lo
+            return
+        w.pull_status, w.next_op = FOUND, min(hi, op_offset + OP_MSG_PULL_NUMS)
+        for off in range(op_offset, w.next_op):
+            unit = m.cq_unit(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, off)
+            op = m.message(unit[0]) if unit else None
+            if op is None:
                 continue
-            found = set()
+            w.newest_op_born = op.born_ts
+            if op.props.get(PROPERTY_TAGS) != REMOVE_TAG:
+                if not v4:
+                    w.done_op.append(op.queue_offset)  # "Found a illegal tag in opMessageExt": no offsets, done
+                continue  # 4.9.8 logs it and leaves it out of doneOpOffset
+            offsets = [v for v in op_body_offsets((op.body or b"").decode("utf-8", "replace"), v4) if v >= w.mini]
             for v in offsets:
-                if v < mini:
-                    continue
-                remove_map[v] = op.queue_offset
-                found.add(v)
-            if found:
-                op_msg_map[op.queue_offset] = found
-            else:
-                done_op.append(op.queue_offset)
-        return pull
+                w.remove_map[v] = op.queue_offset
+            if not offsets:
+                w.done_op.append(op.queue_offset)
+            elif not v4:
+                w.op_msg_map[op.queue_offset] = set(offsets)
 
     # ----- one round -----
     def _round(self):
+        """`TransactionalMessageServiceImpl.check`: each half queue walked from its offset, the offsets moved."""
         ctx, m = self.ctx, self.ctx.model
         start = ctx.clock()
         record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
@@ -273,105 +315,13 @@ class TransactionService:
             op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
             if half_offset < 0 or op_offset < 0:
                 continue
-            remove_map: dict[int, int] = {}
-            op_msg_map: dict[int, set[int]] = {}
-            done_op: list[int] = []
-            pull = self._fill(remove_map, op_msg_map, done_op, qid, op_offset, half_offset)
-            null_count = 1
-            spun_at = -1
-            new_offset = i = half_offset
-            next_op = pull.next_begin
-            tried = -1  # the half `_check_batch` last stopped at: the decisions below take it
-            while True:
-                if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
-                    break
-                if i != tried and i not in remove_map:
-                    ops = pull.msgs if pull is not None else None
-                    tried, refused = self._check_batch(qid, i, remove_map, start, ops[-1].born_ts if ops else None,
-                                                       record)
-                    if refused:  # the put-back of half `tried` failed: the same half again later
-                        new_offset = i = tried
-                        tried = -1
-                        yield PUT_BACK_RETRY_MS
-                        continue
-                    if tried != i:  # again from there: it stopped at the queue's end as it started, or at a half
-                        new_offset = i = tried  # the decisions below take (then `tried` is `i`)
-                        tried = -1
-                        continue
-                if i in remove_map:
-                    op_off = remove_map.pop(i)
-                    if ctx.v4:
-                        done_op.append(op_off)
-                    else:
-                        s = op_msg_map.get(op_off)
-                        if s is not None:
-                            s.discard(i)
-                            if not s:
-                                del op_msg_map[op_off]
-                                done_op.append(op_off)
-                    new_offset = i = i + 1
-                    continue
-                status, msg, next_begin = self._get_one(qid, i)
-                if msg is None:
-                    null_count += 1
-                    if null_count - 1 > MAX_RETRY_COUNT_WHEN_HALF_NULL:
-                        break
-                    if status == NO_NEW_MSG:
-                        break
-                    i = new_offset = next_begin
-                    continue
-                props = msg.props
-                ops = pull.msgs if pull is not None else None
-                newest_op_born = ops[-1].born_ts if ops else None
-                prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
-                decision, times = check_visit(check_times_of(props), msg.born_ts, msg.store_ts,
-                                              props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), prepared,
-                                              remove_map, ctx.clock(), start, newest_op_born, self.timeout,
-                                              self.check_max, self.file_reserved_h)
-                if decision == DISCARD or decision == SKIP:  # (time passed since `_check_batch` stopped here)
-                    tried = -1
-                    continue
-                props = put_check_times(props, times)
-                if decision in STOPS_ROUND:
-                    break  # "Fresh stored" / "New arrived": check it in a later round
-                if decision == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
-                    done_op.append(remove_map.pop(get_long(prepared)))
-                    new_offset = i = i + 1
-                    continue
-                if decision == PUT_BACK:
-                    if self._put_immunity(msg, props):
-                        new_offset = i = i + 1
-                        continue
-                    # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
-                    age = ctx.clock() - msg.born_ts
-                    imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), self.timeout)
-                    decision = CHECK if is_need_check(age, imm, newest_op_born, start, self.timeout) else READ_MORE
-                if decision == CHECK:  # `_check_batch` puts it back (and goes on from there)
-                    done, refused = self._check_batch(qid, i, remove_map, start, newest_op_born, record, True)
-                    # a refused put-back of this half: visited again, its immunity put-back first
-                    tried = i if refused and done == i else -1
-                    new_offset = i = done
-                    if refused:
-                        yield PUT_BACK_RETRY_MS
-                    continue
-                else:
-                    next_op = pull.next_begin if pull is not None else next_op
-                    pull = self._fill(remove_map, op_msg_map, done_op, qid, next_op, half_offset)
-                    tried = -1  # more op records: `_check_batch` judges the half again
-                    if pull.status != FOUND:
-                        if not ctx.v4:
-                            yield SLEEP_WHILE_NO_OP
-                        elif spun_at == i:
-                            # 4.9.8 retries at once; a second empty read for the same half means it
-                            # spins, burning real time until the half is old enough: 1 ms per turn
-                            yield BUSY_RETRY_49
-                        spun_at = i
-                    continue
-                new_offset = i = i + 1
+            w = _Walk(qid, start, half_offset, record)
+            self._fill_op_remove_map(w, op_offset)
+            new_offset = yield from self._walk(w)
             if new_offset != half_offset:
                 self.offsets[(RMQ_SYS_TRANS_HALF_TOPIC, qid)] = new_offset
-            new_op = op_offset
-            for d in sorted(done_op):
+            new_op = op_offset  # `calculateOpOffset`: past the done op records that follow it
+            for d in sorted(w.done_op):
                 if d == new_op:
                     new_op += 1
                 elif d > new_op:
@@ -382,236 +332,230 @@ class TransactionService:
             m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
         record["end"] = ctx.engine.now
 
-    def _check_batch(self, qid: int, i: int, remove_map: dict[int, int], start: int, newest_op_born: int | None,
-                     record: dict, checked: bool = False) -> tuple[int, bool]:
-        """The walk of `_round` from half `i` over the halves it discards, skips or puts back for a check:
-        (the offset `_round`'s other decisions go on from, `i` when nothing was done; whether the put-back of
-        the half there failed, to be tried again after PUT_BACK_RETRY_MS). A failed discard is dropped as
-        `resolveDiscardMsg` drops it. `checked`: half `i` is put back for a check whatever `check_visit` says
-        (its immunity put-back failed and `isNeedCheck` holds).
+    def _walk(self, w: _Walk):
+        """The loop of `check` over one half queue: `_check_batch` visits the halves; here what it stops at
+        and the waits (a refused put-back, no further op record); the half offset it ends at."""
+        ctx, m = self.ctx, self.ctx.model
+        null_count = 1
+        spun_at = -1
+        i = w.mini
+        while ctx.clock() - w.start <= MAX_PROCESS_TIME_LIMIT:
+            i, stop = self._check_batch(w, i)
+            if stop == REFUSED:
+                yield PUT_BACK_RETRY_MS  # the same half again: its immunity put-back, if any, first
+            elif stop == READ_MORE:
+                self._fill_op_remove_map(w, w.next_op)
+                if w.pull_status != FOUND:
+                    if not ctx.v4:
+                        yield SLEEP_WHILE_NO_OP
+                    elif spun_at == i:
+                        # 4.9.8 retries at once; a second empty read for the same half means it
+                        # spins, burning real time until the half is old enough: 1 ms per turn
+                        yield BUSY_RETRY_49
+                    spun_at = i
+            elif stop == MISSING:  # `getHalfMsg` found no half at i: the end, an illegal offset, unreadable
+                null_count += 1
+                if null_count - 1 > MAX_RETRY_COUNT_WHEN_HALF_NULL or i >= m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, w.qid):
+                    break
+                i = max(i + 1, m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, w.qid))
+            else:
+                break  # "Fresh stored" / "New arrived": check it in a later round
+        return i
 
-        The units are read up to the queue's max as the batch starts: the put-backs go to the same
-        queue, after it, and the walk stops at the first of them (stored after the round started). The
-        rules are `_round`'s, the puts `StoreModel.append`'s (or its size and place written out for a copy kept
-        without a `SimMessage` until a reader asks for it) and the events the same rows, in order,
-        written a run of one kind at a time (`EventLog.batch`). A half anything else applies
-        to (done by an op record, unreadable, stored after the round started, immune, new, not yet
-        due for a check) ends the batch before anything is done for it.
-        """
+    def _check_batch(self, w: _Walk, i: int) -> tuple[int, str]:
+        """The visits of `check` from half `i` (`check_visit` each): passed over when done by an op record,
+        re-put when immune (`_put_immunity`), discarded or skipped (`_resolve_discard`), put back for a check
+        (`_put_back_half_msg_queue`), until a half it cannot go on from: (its offset, why: READ_MORE, FRESH,
+        NEW_ARRIVED, REFUSED when its put-back failed, MISSING when there is none). The events are the same
+        rows, in order, written a run of one kind at a time (`_Run`).
+
+        The units are read up to the queue's max as a pass starts: the put-backs go to the same queue, after
+        it, and are visited by the next pass (discarded at transactionCheckMax, else "fresh stored")."""
         ctx = self.ctx
-        m, log, clock = ctx.model, ctx.log, ctx.clock()
-        append, message, msgs = m.append, m.message_once, m._msgs  # an original is read once: not cached
-        qids: dict[str | None, int | None] = {}  # `_qid` of a REAL_QID text
-        check_max, timeout, reserved_h = self.check_max, self.timeout, self.file_reserved_h
-        scenario = ctx.scenario
-        answers, default_answer, delay = scenario.answers, scenario.default_answer, scenario.answer_delay_ms
-        verdicts = self._verdicts
-        resolved = self.resolved
-        if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
-            return i, False  # an illegal offset: `_round` jumps
-        rows: list[tuple] = []
-        kind = ""
-        refused = False
-        checks = dropped = 0
-        done = i
+        m, qid, remove_map = ctx.model, w.qid, w.remove_map
+        message, msgs = m.message_once, m._msgs  # an original is read once: not cached
         # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
         # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
         # queue and it is kept
-        units, bmax, fixed, kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-        free = m.put_filter is None  # no fault can refuse a put
-        lazy = m._lazy if free and kept and not m.keep_messages \
-            and not m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid)) else None
-        deferred = lazy if lazy is not None else {}
-        cmt: tuple | None | bool = False  # a discard's queue (`queue_info`) once asked: None unless it keeps nothing
-        build, place = self._build_copy, m.place
-        for off, unit in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
-            if off in remove_map:
-                break
-            ph = unit[0]  # (CommitLog offset, size, tagsCode)
-            e = deferred.get(ph)  # a put-back of an earlier round's batch
-            if e is not None:
-                msg = None
-                facts = e.facts
-                text, store_ts = e.times_text, e.store_ts
-                real_qid, born, imm_text, prepared = facts.real_qid, facts.born, facts.immunity, facts.prepared
-            else:
-                msg = msgs.get(ph)  # a put-back of an earlier round, else `message` reads it
-                if msg is None:
-                    msg = message(ph)
-                    if msg is None:
-                        break
-                facts = None
-                ph = msg.phys
-                props = msg.props
-                text = check_times_of(props)
-                born, store_ts = msg.born_ts, msg.store_ts
-                imm_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-                prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
-                qid_text = props.get(PROPERTY_REAL_QUEUE_ID)
-                real_qid = qids.get(qid_text, False)
-                if real_qid is False:
-                    real_qid = qids[qid_text] = _qid(props)
-            verdict = verdicts.get(text)
-            if verdict is None:
-                verdict = verdicts[text] = _verdict(text, check_max)
-            _, times, times_text, row_times = verdict
-            why, _ = check_visit(text, born, store_ts, imm_text, prepared, remove_map, clock, start, newest_op_born,
-                                 timeout, check_max, reserved_h)
-            if checked and off == i:
-                why = CHECK
-            if why == DISCARD or why == SKIP:
-                skip = why == SKIP
-                if msg is None and cmt is False:
-                    cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
-                    if cmt.kept or m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)) or not free:
-                        cmt = None
-                if msg is None and cmt is not None:
-                    # `_discard` of a deferred put-back to a queue that keeps nothing: `append`'s size and
-                    # place of the copy (its map but for a skip's count, the topic's fixed part)
-                    size = e.size - fixed + cmt.fixed
-                    if skip:
-                        size += len(times_text) - len(text)
-                        row_times = times
-                    pos = place(size)
-                    copy_qo = cmt.base_count + len(cmt.units)
-                    cmt.units.append(None)
-                    real_topic, uniq = facts.real_topic, facts.uniq
-                else:
-                    if msg is None:
-                        msg = m._materialise(ph)
-                        props = msg.props
-                    # `_discard`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0; a discarded half's map is
-                    # not changed (the re-put shares it), a skipped one's has the incremented count
-                    if skip:
-                        props = put_check_times(props, times_text)
-                        row_times = times
-                    res = append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), clock, "transaction")
-                    real_topic, uniq = props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                    if not res.ok:
-                        rows, kind = _flush(log, ctx.engine.now, kind, rows)
-                        log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0,
-                                 uniq, ph, status=res.status, reason=f"{why} (the half message is dropped)")
-                        dropped += 1
-                        resolved[uniq or str(ph)] = why
-                        done = off + 1
-                        continue
-                    pos, copy_qo = res.message.phys, res.message.queue_offset
-                dropped += 1
-                resolved[uniq or str(ph)] = why
-                if kind != why:
-                    rows, kind = _flush(log, ctx.engine.now, kind, rows)
-                    kind = why
-                rows.append((real_topic, real_qid, uniq, ph, pos, row_times, copy_qo))
-                done = off + 1
-                continue
-            if why != CHECK:
-                break  # done by an op, fresh, immune, new or more op records to read: `_round` decides
-            # `_put_back` of `_renew(msg, props)` with the incremented count
-            if lazy is not None:
-                if facts is None:
-                    facts = self._copy_facts(msg, real_qid, times_text, fixed)
-                # `StoreModel.append` of the copy: its size is the first copy's but for the count's text
-                size = facts.size + len(times_text)
-                pos = place(size)
-                copy_qo = bmax + len(units)
-                units.append((pos, size, facts.tags))
-                lazy[pos] = _Deferred(build, facts, times_text, clock, size, copy_qo, ph)
-                real_topic, uniq, group = facts.real_topic, facts.uniq, facts.group
-                if answers:
-                    answer = scenario.answer_for(group, uniq, facts.keys, ctx.rng)
-                else:
-                    answer = default_answer
-            else:
-                props = put_check_times(props, times_text)
-                new = msg.derive(msg.topic, msg.queue_id, props)
-                new.flag = 0
-                new.reconsume_times = 0
-                res = append(new, clock, "transaction")
-                if not res.ok:
-                    rows, kind = _flush(log, ctx.engine.now, kind, rows)
-                    log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
-                             msg.uniq_key, ph, status=res.status, reason="check put-back")
-                    refused = True
+        watched = m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid))
+        kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).kept
+        w.lazy = m._lazy if m.put_filter is None and kept and not m.keep_messages and not watched else None
+        deferred = w.lazy if w.lazy is not None else {}
+        w.run = _Run(ctx.log, ctx.engine.now, ctx.clock())
+        try:
+            moved = True
+            while moved:
+                moved = False
+                if i in remove_map:
+                    w.remove(i, ctx.v4)
+                    i += 1
+                    moved = True
+                    continue
+                if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
                     break
-                pos, copy_qo = res.message.phys, res.message.queue_offset
-                real_topic = props.get(PROPERTY_REAL_TOPIC)
-                group = props.get(PROPERTY_PRODUCER_GROUP)
-                uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                if answers:
-                    keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
-                    answer = scenario.answer_for(group, uniq, keys, ctx.rng)
-                else:
-                    answer = default_answer
-            checks += 1
-            if kind != "check":
-                rows, kind = _flush(log, ctx.engine.now, kind, rows)
-                kind = "check"
-            rows.append((real_topic, real_qid, uniq, ph, pos, group, times, copy_qo, answer))
-            if answer in ("commit", "rollback"):
-                ctx.engine.schedule(lambda p=pos, a=answer: self.end_transaction(p, a), PRODUCER, delay)
-            done = off + 1
-        _flush(log, ctx.engine.now, kind, rows)
-        self.checks += checks
-        record["checks"] += checks
-        record["discards"] += dropped
-        return done, refused
+                hi = m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+                for off, (ph, _size, _tags) in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, hi):
+                    moved = True
+                    if off in remove_map:
+                        w.remove(off, ctx.v4)
+                    else:
+                        e = deferred.get(ph)  # a put-back of an earlier batch, not yet built
+                        msg = None if e is not None else (msgs.get(ph) or message(ph))
+                        if msg is None and e is None:
+                            return off, MISSING
+                        stop = self._visit(w, _Half(ph, msg, e))
+                        if stop is not None:
+                            return off, stop
+                    i = off + 1
+            return i, MISSING
+        finally:  # the rows before where it stops
+            w.run.flush()
 
-    def _copy_facts(self, msg: SimMessage, real_qid: int | None, times_text: str, fixed: int) -> _CopyFacts:
-        """What every later put-back of `msg` shares (`_CopyFacts`). The size is `StoreModel.append`'s for the
-        first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
+    def _visit(self, w: _Walk, h: _Half) -> str | None:
+        """One visit of `check` (`check_visit`) and what it does; None to go on, else why the walk stops at `h`."""
+        clock, start, newest, timeout = w.run.clock, w.start, w.newest_op_born, self.timeout
+        visit = h.check_times, h.born, h.store_ts, h.immunity, h.prepared, w.remove_map, clock, start, newest
+        why, times = check_visit(*visit, timeout, self.check_max, self.file_reserved_h)
+        if why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
+            w.done_op.append(w.remove_map.pop(get_long(h.prepared)))
+            return None
+        if why == PUT_BACK:
+            h.build(self.ctx.model)
+            if self._put_immunity(h, times, w):
+                return None
+            # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
+            imm = check_immunity_time(h.immunity, timeout)
+            why = CHECK if is_need_check(clock - h.born, imm, newest, start, timeout) else READ_MORE
+        if why == DISCARD or why == SKIP:
+            self._resolve_discard(h, why, times, w)
+            return None
+        if why != CHECK:
+            return why
+        return None if self._put_back_half_msg_queue(h, times, w) else REFUSED
+
+    # ----- puts -----
+    def _resolve_discard(self, h: _Half, why: str, times: int | None, w: _Walk) -> None:
+        """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1); a
+        discarded half's map is not changed, a skipped one's has the incremented count. A failed put drops
+        the half. A deferred put-back is discarded without being built where the queue keeps nothing: its
+        size is the put-back's but for the topic's fixed part (and a skip's count)."""
         m = self.ctx.model
-        props = put_check_times(msg.props, times_text)
-        size = m.reput_size(props, fixed, msg.sys_flag, msg.body_len)
-        keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k] if self.ctx.scenario.answers else None
-        get = props.get
-        return _CopyFacts(msg.derive(msg.topic, msg.queue_id, props), props, get(PROPERTY_REAL_TOPIC), real_qid,
-                          get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), get(PROPERTY_PRODUCER_GROUP), msg.born_ts,
-                          get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET),
-                          keys, size - len(times_text), tags_code(props))
+        w.record["discards"] += 1
+        self.resolved[h.uniq or str(h.phys)] = why
+        row_times = times if why == SKIP else _long(h.check_times)
+        cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
+        if h.msg is None and not cmt.kept and not m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
+            e = h.deferred
+            size = e.size - m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, w.qid).fixed + cmt.fixed
+            if why == SKIP:
+                size += len(str(times)) - len(e.times_text)
+            pos, copy_qo = m.place(size), cmt.base_count + len(cmt.units)
+            cmt.units.append(None)
+        else:
+            h.build(m)
+            props = put_check_times(h.props, times) if why == SKIP else h.props
+            res = m.append(h.msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), w.run.clock, "transaction")
+            if not res.ok:
+                w.run.flush()
+                why_failed = f"{why} (the half message is dropped)"
+                self._put_failed(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, h.uniq, h.phys, res.status, why_failed)
+                return
+            pos, copy_qo = res.message.phys, res.message.queue_offset
+        if w.run.kind != why:
+            w.run.start(why)
+        w.run.rows.append((h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
+
+    def _put_back_half_msg_queue(self, h: _Half, times: int | None, w: _Walk) -> bool:
+        """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request
+        (the scenario's answer, the end-transaction it schedules); False when the put failed. Into `w.lazy`
+        (`StoreModel._lazy`) the copy is placed without a `SimMessage`, as `StoreModel.append` places it."""
+        ctx, run, lazy = self.ctx, w.run, w.lazy
+        times_text = str(times)
+        if lazy is not None:
+            e = h.deferred
+            facts = e.facts if e is not None else self._copy_facts(h, w.qid, times_text)
+            size = facts.size + len(times_text)
+            pos, copy_qo = ctx.model.append_row(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, size, facts.tags)
+            lazy[pos] = _Deferred(self._build_copy, facts, times_text, run.clock, size, copy_qo, h.phys)
+            group, keys = facts.group, facts.keys
+        else:
+            props = put_check_times(h.props, times_text)
+            res = ctx.model.append(_renew(h.msg, props), run.clock, "transaction")
+            if not res.ok:
+                run.flush()
+                self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "check put-back")
+                return False
+            pos, copy_qo = res.message.phys, res.message.queue_offset
+            group, keys = props.get(PROPERTY_PRODUCER_GROUP), _keys(props) if ctx.scenario.answers else None
+        scenario = ctx.scenario
+        answer = scenario.answer_for(group, h.uniq, keys, ctx.rng) if scenario.answers else scenario.default_answer
+        self.checks += 1
+        w.record["checks"] += 1
+        if run.kind != CHECK:
+            run.start(CHECK)
+        run.rows.append((h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
+        if answer in ("commit", "rollback"):
+            ctx.engine.schedule(lambda: self.end_transaction(pos, answer), PRODUCER, ctx.scenario.answer_delay_ms)
+        return True
+
+    def _copy_facts(self, h: _Half, qid: int, times_text: str) -> _CopyFacts:
+        """What every later put-back of half `h` shares (`_CopyFacts`). The size is `StoreModel.append`'s for the
+        first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
+        m, msg = self.ctx.model, h.msg
+        props = put_check_times(h.props, times_text)
+        size = m.reput_size(props, m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).fixed, msg.sys_flag, msg.body_len)
+        keys = _keys(props) if self.ctx.scenario.answers else None
+        src, group = msg.derive(msg.topic, msg.queue_id, props), props.get(PROPERTY_PRODUCER_GROUP)
+        n, tags = size - len(times_text), tags_code(props)
+        return _CopyFacts(
+            src, props, h.real_topic, h.real_qid, h.uniq, group, h.born, h.immunity, h.prepared, keys, n, tags
+        )
+
+    def _put_failed(self, topic: str, qid: int, uniq: str | None, phys: int, status: str, reason: str) -> None:
+        self.ctx.log.emit(
+            self.ctx.engine.now, "transaction", "put_failed", topic, qid, uniq, phys, status=status, reason=reason
+        )
 
     def _build_copy(self, phys: int, e: _Deferred) -> SimMessage:
-        """The `SimMessage` of a put-back placed by `_check_batch` (`StoreModel._materialise`): `_renew`'s
-        copy of its source as `StoreModel.append` leaves it (its map in the stored order: the first copy's,
-        which a later copy, with the same keys, keeps)."""
-        facts, times_text = e.facts, e.times_text
-        src = facts.source
-        props = put_check_times(facts.props, times_text)
+        """The `SimMessage` of a put-back placed without one (`StoreModel._materialise`): `_renew`'s copy of its
+        source as `StoreModel.append` leaves it (its map in the stored order: the first copy's, which a later
+        copy, with the same keys, keeps)."""
+        facts = e.facts
+        props = put_check_times(facts.props, e.times_text)
         order = _order(tuple(props), self.ctx.model.capacity).order
         if order is not None:
             props = {k: props[k] for k in order}
-        new = src.derive(src.topic, src.queue_id, props)
-        new.flag = 0
-        new.reconsume_times = 0
+        new = _renew(facts.source, props)
         new.phys, new.size, new.store_ts, new.queue_offset = phys, e.size, e.store_ts, e.queue_offset
         new.service = "transaction"
         new.tags_code = facts.tags
         new.source_phys = e.source_phys
         return new
 
-    # ----- puts -----
-    def _renew(self, msg: SimMessage, props: dict[str, str]) -> SimMessage:
-        """`renewHalfMessageInner`: flag and reconsume times are not copied."""
-        new = msg.derive(msg.topic, msg.queue_id, props)
-        new.flag = 0
-        new.reconsume_times = 0
-        return new
-
-    def _put_immunity(self, msg: SimMessage, props: dict[str, str]) -> bool:
-        ctx = self.ctx
-        p = dict(props)
-        p[PROPERTY_WAIT_STORE_MSG_OK] = "false"  # setWaitStoreMsgOK(false) before this path rebuilds the string
-        if PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET not in p:
-            p[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(msg.queue_offset)
-        res = ctx.put(self._renew(msg, p), "transaction")
-        if res.ok:
-            n = res.message
-            ctx.log.batch(ctx.engine.now, "transaction", "put_back", props.get(PROPERTY_REAL_TOPIC),
-                          _qid(props), msg.uniq_key, msg.phys, n.phys, reason="immunity",
-                          check_times=_long(check_times_of(props)), queue_offset=n.queue_offset)
-        else:
-            ctx.log.emit(ctx.engine.now, "transaction", "put_failed", RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id,
-                         msg.uniq_key, msg.phys, status=res.status, reason="immunity put-back")
-        return res.ok
+    def _put_immunity(self, h: _Half, times: int | None, w: _Walk) -> bool:
+        """`putImmunityMsgBackToHalfQueue`: a copy with the incremented count and TRAN_PREPARED_QUEUE_OFFSET (the
+        original's queue offset, kept by later copies), no check request."""
+        ctx, msg = self.ctx, h.msg
+        w.run.flush()
+        # setWaitStoreMsgOK(false) before this path rebuilds the string
+        props = {**put_check_times(h.props, times), PROPERTY_WAIT_STORE_MSG_OK: "false"}
+        props.setdefault(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(msg.queue_offset))
+        res = ctx.put(_renew(msg, props), "transaction")
+        if not res.ok:
+            self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "immunity put-back")
+            return False
+        n, row = res.message, (h.real_topic, h.real_qid, h.uniq, h.phys)
+        ctx.log.batch(
+            ctx.engine.now,
+            "transaction",
+            "put_back",
+            *row,
+            n.phys,
+            reason="immunity",
+            check_times=times,
+            queue_offset=n.queue_offset,
+        )
+        return True
 
     # ----- end transaction -----
     def end_transaction(self, phys: int, answer: str) -> None:
@@ -631,17 +575,16 @@ class TransactionService:
             final.reconsume_times = half.reconsume_times
             res = ctx.put(final, "transaction")
             if not res.ok:
-                ctx.log.emit(ctx.engine.now, "transaction", "put_failed", final.topic, final.queue_id,
-                             half.uniq_key, half.phys, status=res.status, reason="commit")
+                self._put_failed(final.topic, final.queue_id, half.uniq_key, half.phys, res.status, "commit")
                 return
             new_phys = res.message.phys
         self.resolved[half.uniq_key or str(phys)] = answer
-        ctx.log.batch(ctx.engine.now, "transaction", answer, half.props.get(PROPERTY_REAL_TOPIC), _qid(half.props),
-                      half.uniq_key, half.phys, new_phys, queue_offset=half.queue_offset)
+        now, row = ctx.engine.now, (half.props.get(PROPERTY_REAL_TOPIC), _qid(half.props), half.uniq_key, half.phys)
+        ctx.log.batch(now, "transaction", answer, *row, new_phys, queue_offset=half.queue_offset)
         if answer == "commit":
             n = res.message
-            ctx.log.batch(ctx.engine.now, "transaction", "deliver", n.topic, n.queue_id, n.uniq_key, half.phys,
-                          new_phys, queue_offset=n.queue_offset, reason="commit")
+            row = n.topic, n.queue_id, n.uniq_key, half.phys, new_phys
+            ctx.log.batch(now, "transaction", "deliver", *row, queue_offset=n.queue_offset, reason="commit")
         self._delete_prepare(half)
 
     def _delete_prepare(self, half: SimMessage) -> None:
@@ -659,8 +602,11 @@ class TransactionService:
         ctx = self.ctx
         self._uid += 1
         uid = f"{ctx.rng.getrandbits(64):016X}{self._uid:016X}"
-        props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_WAIT_STORE_MSG_OK: "true",
-                 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uid}
+        props = {
+            PROPERTY_TAGS: REMOVE_TAG,
+            PROPERTY_WAIT_STORE_MSG_OK: "true",
+            PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: uid,
+        }
         op = SimMessage(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, props, body=body.encode(), born_ts=ctx.clock())
         ctx.put(op, "transaction")
 
@@ -668,10 +614,7 @@ class TransactionService:
         for qid in sorted(self.op_pending):
             q = self.op_pending[qid]
             while q:
-                body = ""
-                while q and len(body) < OP_MSG_MAX_SIZE:
-                    body += q.pop(0)
-                self._write_op(qid, body)
+                self._write_op(qid, _op_body(q))
             self.op_last_write[qid] = self.ctx.clock()
 
     def _op_batch_loop(self):
@@ -686,10 +629,7 @@ class TransactionService:
                 size = sum(len(s) for s in q)
                 at = self.op_last_write.get(qid, ctx.clock()) + self.op_interval
                 if size >= OP_MSG_MAX_SIZE or at <= ctx.clock():
-                    body = ""
-                    while q and len(body) < OP_MSG_MAX_SIZE:
-                        body += q.pop(0)
-                    self._write_op(qid, body)
+                    self._write_op(qid, _op_body(q))
                     self.op_last_write[qid] = ctx.clock()
                     at = ctx.clock() + self.op_interval if q else None
                 if at is not None:
@@ -711,27 +651,35 @@ class TransactionService:
                 k = msg.uniq_key or str(msg.phys)
                 if k in self.resolved:
                     continue
-                out[k] = {"uniq_key": msg.uniq_key, "queue_offset": off, "physical_offset": msg.phys,
-                          "check_times": _long(check_times_of(msg.props) or "0"),
-                          "reason": "waiting for a check round or a producer answer"}
+                out[k] = {
+                    "uniq_key": msg.uniq_key,
+                    "queue_offset": off,
+                    "physical_offset": msg.phys,
+                    "check_times": _long(check_times_of(msg.props) or "0"),
+                    "reason": "waiting for a check round or a producer answer",
+                }
         return list(out.values())
 
 
-def _flush(log, now: int, kind: str, rows: list) -> tuple[list, str]:
-    """The events of a run of one kind (`EventLog.batch`); an empty run and no kind after it."""
-    if rows:
-        topic, queue_id, uniq_key, phys, new_phys, *detail = zip(*rows, strict=True)
-        keys = _CHECK_KEYS if kind == "check" else _DISCARD_KEYS
-        log.batch(now, "transaction", kind, topic, queue_id, uniq_key, phys, new_phys,
-                  **dict(zip(keys, detail, strict=True)))
-    return [], ""
+def _renew(msg: SimMessage, props: dict[str, str]) -> SimMessage:
+    """`renewHalfMessageInner`: flag and reconsume times are not copied."""
+    new = msg.derive(msg.topic, msg.queue_id, props)
+    new.flag = 0
+    new.reconsume_times = 0
+    return new
 
 
-def _verdict(text: str | None, check_max: int) -> tuple[bool, int | None, str | None, int | None]:
-    """`need_discard(text, check_max)` and what a visit writes of it: (discard?, the count put in memory,
-    its text, the count a discard's event shows: `_long` of the property left as it is)."""
-    discard, times = need_discard(text, check_max)
-    return discard, times, None if times is None else str(times), _long(text) if discard else None
+def _op_body(q: list[str]) -> str:
+    """The body of the next op record of a queue's pending entries: up to OP_MSG_MAX_SIZE bytes of them."""
+    body = ""
+    while q and len(body) < OP_MSG_MAX_SIZE:
+        body += q.pop(0)
+    return body
+
+
+def _keys(props: dict[str, str]) -> list[str]:
+    """KEYS as `Scenario.answer_for` takes them."""
+    return [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
 
 
 def _qid(props: dict[str, str]) -> int | None:

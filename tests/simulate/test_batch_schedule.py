@@ -17,6 +17,7 @@ from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.diskread import MappedBase
+from mqtool.simulate.model import StoreModel
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.store.store import Store
@@ -24,7 +25,7 @@ from mqtool.store.store import Store
 batch_records = sibling(__file__, "test_batchread").batch_records
 
 START = 1_800_000_000_000
-_DELIVER = schedule_mod.ScheduleService._deliver  # the per-message put, counted by `_run`
+_APPEND = StoreModel.append  # every re-put of a `SimMessage`, counted by `_run`
 
 
 def _build(root, n=600, odd=True, version="5.3"):
@@ -40,38 +41,64 @@ def _build(root, n=600, odd=True, version="5.3"):
             if odd and i % 40 == 5:
                 props.append(("KEYS", "ключ\u00e9"))
             if odd and i % 40 == 9:
-                fields = {"sys_flag": BORNHOST_V6 | STOREHOST_V6, "born_host": "[::1]:7",
-                          "store_host": "[fe80::1]:10911"}
+                fields = {
+                    "sys_flag": BORNHOST_V6 | STOREHOST_V6,
+                    "born_host": "[::1]:7",
+                    "store_host": "[fe80::1]:10911",
+                }
             if odd and i % 40 in (13, 17):
-                raw = to_properties_string([("UNIQ_KEY", f"D{i:05d}"), ("DELAY", str(level)), ("REAL_QID", "1")]
-                                           + ([("REAL_TOPIC", RMQ_SYS_TRANS_HALF_TOPIC)] if i % 40 == 17 else []))
-                w.append_message(RMQ_SYS_SCHEDULE_TOPIC, level - 1, b"odd", raw, store_timestamp=ts,
-                                 born_timestamp=ts)
+                raw = to_properties_string(
+                    [("UNIQ_KEY", f"D{i:05d}"), ("DELAY", str(level)), ("REAL_QID", "1")]
+                    + ([("REAL_TOPIC", RMQ_SYS_TRANS_HALF_TOPIC)] if i % 40 == 17 else [])
+                )
+                w.append_message(RMQ_SYS_SCHEDULE_TOPIC, level - 1, b"odd", raw, store_timestamp=ts, born_timestamp=ts)
                 continue
-            put_delay_message(w, "BenchTopic", i % 4, b"d" * (i % 5), props, level=level, store_timestamp=ts,
-                              born_timestamp=ts, **fields)
+            put_delay_message(
+                w,
+                "BenchTopic",
+                i % 4,
+                b"d" * (i % 5),
+                props,
+                level=level,
+                store_timestamp=ts,
+                born_timestamp=ts,
+                **fields,
+            )
         w.write_checkpoint()
     return Store.open(root, config), config
 
 
-def _run(store, config, batch, monkeypatch, scenario=None, version="5.3", hold=None):
+def _run(store, config, batch, monkeypatch, scenario=None, version="5.3", hold=None, base=None):
+    """The run's event log, its result and the CommitLog offsets of the records re-put as a `SimMessage`
+    (through `StoreModel.append`; a row re-put is placed without one)."""
     monkeypatch.setattr(runner_mod, "ScheduleService", schedule_mod.ScheduleService if batch else ReferenceSchedule)
     per_message = []
 
-    def deliver(self, *a):
-        per_message.append(a[1])
-        return _DELIVER(self, *a)
+    def counted(self, m, now, service=""):
+        if service == "schedule":
+            per_message.append(m.source_phys)
+        return _APPEND(self, m, now, service)
 
-    monkeypatch.setattr(schedule_mod.ScheduleService, "_deliver", deliver)
+    monkeypatch.setattr(StoreModel, "append", counted)
     sink = io.StringIO()
-    res = simulate(store, config, START, START + 3_600_000, scenario, seed=1, broker_version=version, sink=sink,
-                   hold_events=hold)
+    res = simulate(
+        store,
+        config,
+        START,
+        START + 3_600_000,
+        scenario,
+        seed=1,
+        broker_version=version,
+        sink=sink,
+        hold_events=hold,
+        base=base,
+    )
     return sink.getvalue(), res, per_message
 
 
-def _same(store, config, monkeypatch, **kw):
-    log1, r1, slow1 = _run(store, config, False, monkeypatch, **kw)
-    log2, r2, slow2 = _run(store, config, True, monkeypatch, **kw)
+def _same(store, config, monkeypatch, bases=(None, None), **kw):
+    log1, r1, slow1 = _run(store, config, False, monkeypatch, base=bases[0], **kw)
+    log2, r2, slow2 = _run(store, config, True, monkeypatch, base=bases[1], **kw)
     assert log1.count("\n") > 0 and log2 == log1
     assert r2.summary == r1.summary and r2.violations == r1.violations
     return log1, len(slow1), len(slow2)
@@ -107,8 +134,20 @@ def test_records_kept_for_out_go_per_message(tmp_path, monkeypatch):
 
 def test_batch_under_a_put_failure(tmp_path, monkeypatch):
     store, config = _build(tmp_path / "s", n=240)
-    sc = parse_scenario({"faults": [{"kind": "put_failure", "from": 0, "until": 20_000, "service": "schedule",
-                                     "status": "SERVICE_NOT_AVAILABLE"}]}, START)
+    sc = parse_scenario(
+        {
+            "faults": [
+                {
+                    "kind": "put_failure",
+                    "from": 0,
+                    "until": 20_000,
+                    "service": "schedule",
+                    "status": "SERVICE_NOT_AVAILABLE",
+                }
+            ]
+        },
+        START,
+    )
     log, _off, _on = _same(store, config, monkeypatch, scenario=sc)
     assert '"put_failed"' in log
 
@@ -141,21 +180,12 @@ def test_a_record_in_the_read_cache_is_read_as_a_message(tmp_path, monkeypatch):
     """A batch below the base's end and outside its read cache skips the look-up per record; a record
     someone read (in the cache) is taken from there (`message_once`), its re-put still a row."""
     store, config = _build(tmp_path / "s", odd=False)
-    due = schedule_mod.ScheduleService._deliver_due
-    primed = []
-
-    def deliver_due(self, level, qid, step, hi, clock, delay):
-        if not primed and level == 1:
-            m = self.ctx.model
-            phys = m.cq_unit(RMQ_SYS_SCHEDULE_TOPIC, 0, step.offset + 3)[0]
-            primed.append(m.base.message(phys).phys)  # into the read cache
-        return due(self, level, qid, step, hi, clock, delay)
-
-    monkeypatch.setattr(schedule_mod.ScheduleService, "_deliver_due", deliver_due)
+    bases = MappedBase(store), MappedBase(store)
+    primed = [base.message(base.cq_unit(RMQ_SYS_SCHEDULE_TOPIC, 0, 3)[0]).phys for base in bases]  # into the cache
     read = []
     once = MappedBase.message_once
     monkeypatch.setattr(MappedBase, "message_once", lambda self, phys: read.append(phys) or once(self, phys))
-    log, slow_off, slow_on = _same(store, config, monkeypatch)
-    assert len(primed) == 1 and slow_off == 600
+    log, slow_off, slow_on = _same(store, config, monkeypatch, bases=bases)
+    assert slow_off == 600
     # the walk reads each unit once; the batch reads the cached record alone that way, and puts it as a row
-    assert len(read) == 600 + 1 and read[600:] == primed and slow_on == 0
+    assert len(read) == 600 + 1 and read[600:] == primed[1:] and slow_on == 0
