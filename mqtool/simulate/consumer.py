@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
@@ -90,11 +90,22 @@ def subscription_groups(store) -> dict[str, dict]:
     }
 
 
+class Delivery(NamedTuple):
+    """A message a push consumer consumes: the spec it matched and its queue offset."""
+
+    spec: ConsumerSpec
+    msg: SimMessage
+    queue_offset: int
+
+
 class ConsumerService:
     """Every `[[consumers]]` group of a scenario; a service with start/stop/persist like the others."""
 
     def __init__(
-        self, ctx: SimContext, specs: list[ConsumerSpec], stored_offsets: ConsumerOffsets | None,
+        self,
+        ctx: SimContext,
+        specs: list[ConsumerSpec],
+        stored_offsets: ConsumerOffsets | None,
         groups: dict[str, dict] | None,
     ) -> None:
         self.ctx = ctx
@@ -230,27 +241,40 @@ class ConsumerService:
         time to the next tick of its `poll_interval` grid (the first pull is at the start)."""
         return 0 if poll <= 0 else -(self.ctx.engine.now - self.started_at) % poll
 
-    # ----- push and pop: walk a queue, consume each unit consume_delay later -----
+    # ----- push: walk a queue, deliver what it holds in runs consume_delay later -----
     def _walk(self, key):
-        ctx, m = self.ctx, self.ctx.model
+        """The consumer's pulls: each takes every unit up to the queue's max; those of one consume_delay are
+        delivered together, in queue order (`_deliver`)."""
+        m = self.ctx.model
         _group, topic, qid = key
         while True:
-            hi = m.cq_max(topic, qid)
-            off = self.next_unit[key]
-            for o, unit in m.cq_units(topic, qid, off, hi):
-                msg = m.message(unit[0])
+            runs: dict[int, list[Delivery]] = {}
+            for o, (phys, _size, _tags) in m.cq_units(topic, qid, self.next_unit[key], m.cq_max(topic, qid)):
                 self.next_unit[key] = o + 1
+                msg = m.message(phys)
                 if msg is None:
                     continue
                 spec = self._spec(key[0], msg)
                 if spec is None:
                     self._commit(key, o)
-                    continue
-                gen = self.gen
-                ctx.engine.schedule(
-                    lambda s=spec, mm=msg, o=o, g=gen: self._consume(g, key, s, mm, o), NORMAL, spec.consume_delay_ms
-                )
+                else:
+                    runs.setdefault(spec.consume_delay_ms, []).append(Delivery(spec, msg, o))
+            for delay, run in runs.items():
+                self.ctx.engine.schedule(lambda r=run, g=self.gen: self._deliver(g, key, r), NORMAL, delay)
             yield None
+
+    def _deliver(self, gen: int, key, run: list[Delivery]) -> None:
+        """Consume a run of messages due now, one after the other. An event a consumption queued for now at a
+        higher rank (a watcher's crash, a woken service) cuts the run: it goes first, the rest right after
+        it, as between two single deliveries."""
+        eng = self.ctx.engine
+        for i, d in enumerate(run):
+            if i and eng.outranked(NORMAL):
+                eng.schedule_next(lambda rest=run[i:]: self._deliver(gen, key, rest), NORMAL)
+                return
+            if gen != self.gen or not self.ctx.running:
+                return
+            self._consume(key, d)
 
     def _spec(self, group: str, msg: SimMessage) -> ConsumerSpec | None:
         p = msg.props
@@ -280,16 +304,14 @@ class ConsumerService:
             **detail,
         )
 
-    def _consume(self, gen: int, key, spec: ConsumerSpec, msg: SimMessage, queue_offset: int) -> None:
-        if gen != self.gen or not self.ctx.running:
-            return
-        group = key[0]
+    def _consume(self, key, d: Delivery) -> None:
+        group, spec, msg = key[0], d.spec, d.msg
         fails = spec.fails(msg.reconsume_times)
         self._emit(
             "consume",
             group,
             msg,
-            queue_offset=queue_offset,
+            queue_offset=d.queue_offset,
             reconsume_times=msg.reconsume_times,
             outcome="fail" if fails else "ok",
         )
@@ -297,9 +319,9 @@ class ConsumerService:
             later = msg.derive(msg.topic, msg.queue_id, msg.props)
             later.phys, later.queue_offset, later.store_ts = msg.phys, msg.queue_offset, msg.store_ts
             later.reconsume_times = msg.reconsume_times + 1
-            g = self.gen
-            self.ctx.engine.schedule(lambda: self._consume(g, key, spec, later, queue_offset), NORMAL, CONSUME_LATER_MS)
-        self._commit(key, queue_offset)
+            run, g = [Delivery(spec, later, d.queue_offset)], self.gen
+            self.ctx.engine.schedule(lambda: self._deliver(g, key, run), NORMAL, CONSUME_LATER_MS)
+        self._commit(key, d.queue_offset)
 
     # ----- consumerSendMsgBack -----
     def _send_back(self, group: str, spec: ConsumerSpec, msg: SimMessage, max_times: int, delay_level: int = 0) -> bool:
@@ -709,4 +731,4 @@ class PopRevive:
             )
 
 
-__all__ = ["ConsumerService", "KINDS", "PopClients", "PopRevive", "subscription_groups"]
+__all__ = ["ConsumerService", "Delivery", "KINDS", "PopClients", "PopRevive", "subscription_groups"]
