@@ -48,6 +48,7 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     TIMER_TOPIC,
 )
+from mqtool.formats.properties import broker_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules import pop as pop_rules
 from mqtool.rules.retry import (
@@ -64,7 +65,7 @@ from mqtool.rules.retry import (
 from mqtool.rules.schedule import compute_deliver_timestamp, delay_level_2_queue_id, transform_delay_level
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import NORMAL, PERSIST, Process
-from mqtool.simulate.model import SimMessage, props_string
+from mqtool.simulate.model import SimMessage
 from mqtool.simulate.scenario import ConsumerSpec
 
 if TYPE_CHECKING:
@@ -76,6 +77,13 @@ FIRST_PERSIST_MS = 10_000
 SERVICE = "consumer"
 # the ack event is named like its tag; change_invisible: a remoting POP client's new invisible time
 KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")
+
+
+def _props_raw(props: dict[str, str], v4: bool) -> str:
+    """The properties string of a record the broker builds in a `new HashMap(16)`: 4.9.8's
+    `messageProperties2String` drops the last separator."""
+    raw = broker_properties(props, 16)
+    return raw[:-1] if v4 else raw
 
 
 def subscription_groups(store) -> dict[str, dict]:
@@ -90,12 +98,32 @@ def subscription_groups(store) -> dict[str, dict]:
     }
 
 
+def _wake_idle(p: Process | None, delay: int = 0) -> None:
+    """Resume a process idle until a message arrives (`yield None`); a sleeping one keeps its time."""
+    if p is not None and p.alive and p.wake_time is None:
+        p.wake(delay)
+
+
 class Delivery(NamedTuple):
     """A message a push consumer consumes: the spec it matched and its queue offset."""
 
     spec: ConsumerSpec
     msg: SimMessage
     queue_offset: int
+
+
+class Popped(NamedTuple):
+    """A message a POP request took: its group and queue, the checkpoint's start, its queue offset, the
+    request's popTime and the checkpoint record."""
+
+    group: str
+    topic: str
+    queue_id: int
+    start: int
+    offset: int
+    msg: SimMessage
+    pop_time: int
+    ck: SimMessage | None
 
 
 class ConsumerService:
@@ -109,20 +137,11 @@ class ConsumerService:
         groups: dict[str, dict] | None,
     ) -> None:
         self.ctx = ctx
-        self.specs = specs
         self.groups = groups or {}
-        config = ctx.config
-        self.flush_interval = config.flush_consumer_offset_interval
-        self.broker_name = config.broker_name
-        self.cluster = config.broker_cluster_name
-        self.revive_queue_num = config.revive_queue_num
-        self.revive_interval = config.revive_interval
-        self.revive_scan_time = config.revive_scan_time
-        self.revive_max_slow = config.revive_max_slow
-        self.retry_v2 = config.enable_retry_topic_v2
+        self.config = config = ctx.config
         ip, port = config.broker_ip1, config.listen_port
         self.store_host = f"{ip}:{port}" if ip else None
-        self.revive_topic = pop_rules.build_cluster_revive_topic(self.cluster)
+        self.revive_topic = pop_rules.build_cluster_revive_topic(config.broker_cluster_name)
         if any(s.mode == "pop" for s in specs) and ctx.v4:
             raise ValueError("POP consumption needs a 5.x broker (4.9.8 has no PopReviveService)")
         stored = {}
@@ -132,7 +151,6 @@ class ConsumerService:
                 stored[(group, topic, int(qid))] = int(off)
         self.offsets: dict[tuple[str, str, int], int] = stored
         self.persisted = dict(stored)
-        self.changed: set[tuple[str, str, int]] = set()
         self.by_group: dict[str, list[ConsumerSpec]] = {}
         for s in specs:
             self.by_group.setdefault(s.group, []).append(s)
@@ -159,7 +177,7 @@ class ConsumerService:
         self.persister: Process | None = None
         self.counts: dict[str, Counter] = {g: Counter() for g in self.by_group}
         for group, topic, qid, _ in self.queues:
-            ctx.model.on_append(topic, qid, lambda k=(group, topic, qid): self._wake(k))
+            ctx.model.on_append(topic, qid, lambda k=(group, topic, qid): self._on_append(k))
         self.pop = PopClients(self)
         self.revive = PopRevive(self)
 
@@ -229,17 +247,13 @@ class ConsumerService:
     def _persist_loop(self):
         while True:
             self.persist()
-            yield self.flush_interval
+            yield self.config.flush_consumer_offset_interval
 
-    def _wake(self, key) -> None:
-        p = self.walkers.get(key)
-        if p is not None and p.alive and p.wake_time is None:
-            p.wake(self._poll_wait(self.queue_spec[key].poll_interval_ms))
-
-    def _poll_wait(self, poll: int) -> int:
-        """How long a new message waits for the consumer's next pull: none with long polling, else the
-        time to the next tick of its `poll_interval` grid (the first pull is at the start)."""
-        return 0 if poll <= 0 else -(self.ctx.engine.now - self.started_at) % poll
+    def _on_append(self, key) -> None:
+        """A new message waits for the consumer's next pull: none with long polling, else the next tick of
+        its `poll_interval` grid (the first pull is at the start)."""
+        poll = self.queue_spec[key].poll_interval_ms
+        _wake_idle(self.walkers.get(key), 0 if poll <= 0 else -(self.ctx.engine.now - self.started_at) % poll)
 
     # ----- push: walk a queue, deliver what it holds in runs consume_delay later -----
     def _walk(self, key):
@@ -288,28 +302,23 @@ class ConsumerService:
         if self.offsets.get(key, -1) < queue_offset + 1:
             self.offsets[key] = queue_offset + 1
 
-    def _emit(self, event: str, group: str, msg: SimMessage | None, topic=None, queue_id=None, new=None, **detail):
-        ctx = self.ctx
+    def _emit(self, event: str, group: str, topic: str, queue_id: int, msg: SimMessage, new=None, **detail) -> None:
+        """An event about a group's message on a queue (its own, or the one a send-back or revive wrote `new` to)."""
         self.counts[group][event] += 1
-        ctx.log.batch(
-            ctx.engine.now,
-            SERVICE,
-            event,
-            topic if topic is not None else (msg.topic if msg else None),
-            queue_id if queue_id is not None else (msg.queue_id if msg else None),
-            msg.uniq_key if msg else None,
-            msg.phys if msg else None,
-            new.phys if new else None,
-            group=group,
-            **detail,
+        nphys = new.phys if new else None
+        self.ctx.log.batch(
+            self.ctx.engine.now, SERVICE, event, topic, queue_id, msg.uniq_key, msg.phys, nphys, group=group, **detail
         )
 
     def _consume(self, key, d: Delivery) -> None:
-        group, spec, msg = key[0], d.spec, d.msg
+        group, _topic, _qid = key
+        spec, msg = d.spec, d.msg
         fails = spec.fails(msg.reconsume_times)
         self._emit(
             "consume",
             group,
+            msg.topic,
+            msg.queue_id,
             msg,
             queue_offset=d.queue_offset,
             reconsume_times=msg.reconsume_times,
@@ -329,7 +338,7 @@ class ConsumerService:
         nums = self.retry_queue_nums(group)
         d = consumer_send_msg_back(group, msg.reconsume_times, max_times, nums, delay_level)
         if d.action == "drop":
-            self._emit("drop", group, msg, reason="retryQueueNums <= 0")
+            self._emit("drop", group, msg.topic, msg.queue_id, msg, reason="retryQueueNums <= 0")
             return True
         rw, now = PERM_READ | PERM_WRITE, ctx.clock()
         self.topic_requests.append((get_retry_topic(group), nums, rw, now))  # created before the DLQ decision
@@ -349,18 +358,20 @@ class ConsumerService:
         new.store_host = self.store_host if own else msg.store_host
         res = ctx.put(new, SERVICE)
         if not res.ok:
-            self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
+            self._emit(
+                "put_failed", group, msg.topic, msg.queue_id, msg, status=res.status, next="consume again in 5 s"
+            )
             return False
         if d.action == "dlq":
-            self._emit("dlq", group, msg, d.topic, 0, new, reconsume_times=new.reconsume_times)
+            self._emit("dlq", group, d.topic, 0, msg, new, reconsume_times=new.reconsume_times)
         else:
             level = int(new.props[PROPERTY_DELAY_TIME_LEVEL])
             self._emit(
                 "send_back",
                 group,
-                msg,
                 d.topic,
                 int(new.props[PROPERTY_REAL_QUEUE_ID]),
+                msg,
                 new,
                 level=level,
                 due=new.tags_code,
@@ -412,18 +423,13 @@ class PopClients:
         self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if svc.pop_clients else None
         self.poppers: dict[tuple[str, str], Process] = {}
         for group, topic in svc.pop_clients:  # a long-polling pop request is answered when a message arrives
-            retry = pop_rules.build_pop_retry_topic(topic, group, svc.retry_v2)
+            retry = pop_rules.build_pop_retry_topic(topic, group, svc.config.enable_retry_topic_v2)
             for t, q in [(topic, q) for q in ctx.model.queue_ids(topic) or [0]] + [(retry, 0)]:
-                ctx.model.on_append(t, q, lambda k=(group, topic): self._wake(k))
+                ctx.model.on_append(t, q, lambda k=(group, topic): _wake_idle(self.poppers.get(k)))
 
     def start(self) -> None:
         for key in self.svc.pop_clients:
             self.poppers[key] = self.ctx.engine.process(self._loop(key), NORMAL, 0, f"consumer-pop-{key[0]}-{key[1]}")
-
-    def _wake(self, key) -> None:
-        p = self.poppers.get(key)
-        if p is not None and p.alive and p.wake_time is None:
-            p.wake(0)
 
     def _loop(self, key):
         """The client's POP requests: one every `poll_interval`, or (0) long polling: a request that found nothing
@@ -446,11 +452,11 @@ class PopClients:
             return 0
         group, topic = key
         if not counted:  # a new request; a suspended one keeps its revive queue
-            self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.svc.revive_queue_num)
+            self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.svc.config.revive_queue_num)
             self.ck_counter += 1
         self.rqid = self.request_rqid[key]
         random_q = spec.pop_random if spec.pop_random is not None else self.pop_rng.randrange(100)
-        retry = pop_rules.build_pop_retry_topic(topic, group, self.svc.retry_v2)
+        retry = pop_rules.build_pop_retry_topic(topic, group, self.svc.config.enable_retry_topic_v2)
         first = pop_rules.need_retry(random_q, self.pop_retry_probability)
         pop_time = ctx.clock()
         room, popped = spec.batch_size, []
@@ -464,11 +470,11 @@ class PopClients:
                 if room > 0:
                     popped += self._pop_queue((group, t, qid), spec, room, pop_time)
                     room = spec.batch_size - len(popped)
-        for qkey, start, o, msg, ck in popped:
-            self._answer(qkey, spec, start, o, msg, pop_time, ck)
+        for p in popped:
+            self._answer(p, spec)
         return len(popped)
 
-    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int) -> list:
+    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int) -> list[Popped]:
         """`popMsgFromQueue`: up to `room` messages from the group's offset (its init offset committed), one
         checkpoint for them (`appendCheckPoint`), the offset moved past them."""
         m = self.ctx.model
@@ -479,91 +485,91 @@ class PopClients:
         if not units:
             return []
         offsets = [o for o, _unit in units]
-        inv = spec.invisible_time_ms
-        ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, self.svc.broker_name)
-        body = pop_format.ck_body(
-            topic, group, qid, start, pop_rules.ck_diffs(start, offsets), pop_time, inv, self.svc.broker_name
-        )
-        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), self.rqid)
+        diffs = pop_rules.ck_diffs(start, offsets)
+        ck = self._checkpoint(group, topic, qid, start, diffs, pop_time, spec.invisible_time_ms)
         self.svc._commit(qkey, offsets[-1])
         out = []
-        for o, unit in units:
-            msg = m.message(unit[0])
+        for o, (phys, _size, _tags) in units:
+            msg = m.message(phys)
             if msg is not None:
-                out.append((qkey, start, o, msg, ck))
+                out.append(Popped(group, topic, qid, start, o, msg, pop_time, ck))
         return out
 
-    def _answer(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int, ck) -> None:
+    def _checkpoint(self, group: str, topic: str, qid: int, start: int, diffs: list[int], pop_time: int, inv: int):
+        """`appendCheckPoint`: the checkpoint record of the messages at `start` + `diffs`, in the request's revive
+        queue."""
+        name = self.svc.config.broker_name
+        ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, name)
+        body = pop_format.ck_body(topic, group, qid, start, diffs, pop_time, inv, name)
+        return self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), self.rqid)
+
+    def _answer(self, p: Popped, client: ConsumerSpec) -> None:
         """The client's handling of one popped message: the proxy's filter (TO_DLQ: forward, then ack) or the
         remoting client's drop past its maxReconsumeTimes, else the consumption and, when it succeeds, the ack."""
-        group = qkey[0]
-        rt = msg.reconsume_times
-        spec = self.svc._spec(group, msg) or client
-        self._emit_popped(
+        rt = p.msg.reconsume_times
+        spec = self.svc._spec(p.group, p.msg) or client
+        self._event(
             "pop",
-            qkey,
-            msg,
-            o,
+            p,
             reconsume_times=rt,
-            invisible_until=pop_time + client.invisible_time_ms,
+            invisible_until=p.pop_time + client.invisible_time_ms,
             revive_queue_id=self.rqid,
-            checkpoint=ck.phys if ck else None,
+            checkpoint=p.ck.phys if p.ck else None,
         )
         if client.client_kind == "proxy":
             limit = spec.max_reconsume_times
             if limit is None:
-                limit = self.svc.retry_max_times(group)
+                limit = self.svc.retry_max_times(p.group)
             if pop_rules.filter_message(rt, limit) == "TO_DLQ":
-                self._emit_popped("consume", qkey, msg, o, reconsume_times=rt, outcome="dlq")
-                self.svc._send_back(group, spec, msg, 0, delay_level=-1)
-                self._ack(qkey, client, start, o, msg, pop_time)
+                self._event("consume", p, reconsume_times=rt, outcome="dlq")
+                self.svc._send_back(p.group, spec, p.msg, 0, delay_level=-1)
+                self._ack(p, client)
                 return
         elif pop_rules.process_pop_result_drops(rt, get_max_reconsume_times(spec.max_reconsume_times)):
-            why = "reconsumeTimes above the client's maxReconsumeTimes"
-            self._emit_popped("drop", qkey, msg, o, reason=why)
-            self._ack(qkey, client, start, o, msg, pop_time)
+            self._event("drop", p, reason="reconsumeTimes above the client's maxReconsumeTimes")
+            self._ack(p, client)
             return
         fails = spec.fails(rt)
-        self._emit_popped("consume", qkey, msg, o, reconsume_times=rt, outcome="fail" if fails else "ok")
+        self._event("consume", p, reconsume_times=rt, outcome="fail" if fails else "ok")
         if not fails:
-            self._ack(qkey, client, start, o, msg, pop_time)
+            self._ack(p, client)
         elif client.client_kind == "remoting":
-            self._consume_later(qkey, client, spec, start, o, msg, pop_time)
+            self._consume_later(p, client, spec)
 
-    def _consume_later(self, qkey, client: ConsumerSpec, spec: ConsumerSpec, start: int, o: int, msg, pop_time) -> None:
+    def _consume_later(self, p: Popped, client: ConsumerSpec, spec: ConsumerSpec) -> None:
         """A remoting client's failed POP message (`processConsumeResult`): `changePopInvisibleTime` by the
         client's popDelayLevel, or at its maxReconsumeTimes `checkNeedAckOrDelay` by the message's age. The broker's
         `ChangeInvisibleTimeProcessor` writes a checkpoint of the one message (popTime now, same revive queue) and
         acks the old checkpoint's entry (a proxy client just does not ack)."""
-        ctx = self.ctx
-        group, topic, qid = qkey
-        rt, now = msg.reconsume_times, ctx.clock()
+        rt, now = p.msg.reconsume_times, self.ctx.clock()
         if rt >= get_max_reconsume_times(spec.max_reconsume_times):
-            inv = pop_rules.check_need_ack_or_delay(now - msg.born_ts)
+            inv = pop_rules.check_need_ack_or_delay(now - p.msg.born_ts)
             if inv < 0:
-                self._emit_popped("drop", qkey, msg, o, reason="consumed too many times: acked")
-                self._ack(qkey, client, start, o, msg, pop_time)
+                self._event("drop", p, reason="consumed too many times: acked")
+                self._ack(p, client)
                 return
             if inv == 0:
                 return
         else:
             inv = pop_rules.change_pop_invisible_time(rt)
-        ck_key = pop_rules.gen_ck_unique_id(topic, qid, o, group, now, self.svc.broker_name)
-        body = pop_format.ck_body(topic, group, qid, o, [0], now, inv, self.svc.broker_name)
-        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(now, inv), self.rqid)
-        self._emit_popped("change_invisible", qkey, msg, o, ck, invisible_until=now + inv, revive_queue_id=self.rqid)
-        self._ack(qkey, client, start, o, msg, pop_time, event=False)
+        ck = self._checkpoint(p.group, p.topic, p.queue_id, p.offset, [0], now, inv)
+        self._event("change_invisible", p, ck, invisible_until=now + inv, revive_queue_id=self.rqid)
+        self._ack(p, client, event=False)
 
-    def _ack(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int, event=True) -> None:
+    def _ack(self, p: Popped, client: ConsumerSpec, event: bool = True) -> None:
         """`AckMessageProcessor.appendAck` (buffer merge off): one ack record for the message, `so` the
         checkpoint's start, into the checkpoint's revive queue at popTime + invisibleTime."""
-        group, topic, qid = qkey
-        inv = client.invisible_time_ms
-        ack_key = pop_rules.gen_ack_unique_id(topic, qid, o, group, pop_time, self.svc.broker_name)
-        body = pop_format.ack_body(topic, group, qid, start, o, pop_time, self.svc.broker_name)
-        ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), self.rqid)
+        name = self.svc.config.broker_name
+        ack_key = pop_rules.gen_ack_unique_id(p.topic, p.queue_id, p.offset, p.group, p.pop_time, name)
+        body = pop_format.ack_body(p.topic, p.group, p.queue_id, p.start, p.offset, p.pop_time, name)
+        deliver = pop_rules.ack_deliver_time(p.pop_time, client.invisible_time_ms)
+        ack = self._revive_record(ACK_TAG, body, ack_key, deliver, self.rqid)
         if event:  # a changeInvisibleTime's ack of the old checkpoint is no ack of the message
-            self._emit_popped(ACK_TAG, qkey, msg, o, ack, revive_queue_id=self.rqid)
+            self._event(ACK_TAG, p, ack, revive_queue_id=self.rqid)
+
+    def _event(self, event: str, p: Popped, new: SimMessage | None = None, **detail) -> None:
+        """An event about a popped message, on the queue it was popped from, with its queue offset."""
+        self.svc._emit(event, p.group, p.topic, p.queue_id, p.msg, new, queue_offset=p.offset, **detail)
 
     def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int) -> SimMessage | None:
         """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook
@@ -591,14 +597,10 @@ class PopClients:
             born_ts=now,
             born_host=host,
             store_host=host,
-            props_raw=props_string(props, 16, not ctx.v4),
+            props_raw=_props_raw(props, ctx.v4),
         )  # a `new MessageExtBrokerInner`: HashMap(16)
         res = ctx.put(m, SERVICE)
         return res.message if res.ok else None
-
-    def _emit_popped(self, event: str, qkey, msg: SimMessage, o: int, new=None, **detail) -> None:
-        """An event about a popped message: its group, topic and queue from the POP's key, its queue offset."""
-        self.svc._emit(event, qkey[0], msg, qkey[1], qkey[2], new, queue_offset=o, **detail)
 
 
 class PopRevive:
@@ -610,17 +612,12 @@ class PopRevive:
         self.revivers: dict[int, Process] = {}
         self.revive_offsets: dict[int, int] = {}
         if svc.pop_clients:
-            for q in range(svc.revive_queue_num):
-                ctx.model.on_append(svc.revive_topic, q, lambda q=q: self._wake(q))
+            for q in range(svc.config.revive_queue_num):
+                ctx.model.on_append(svc.revive_topic, q, lambda q=q: _wake_idle(self.revivers.get(q)))
 
     def start(self) -> None:
-        for q in range(self.svc.revive_queue_num if self.svc.pop_clients else 0):
+        for q in range(self.svc.config.revive_queue_num if self.svc.pop_clients else 0):
             self.revivers[q] = self.ctx.engine.process(self._loop(q), NORMAL, 0, f"pop-revive-{q}")
-
-    def _wake(self, q: int) -> None:
-        p = self.revivers.get(q)
-        if p is not None and p.alive and p.wake_time is None:
-            p.wake(0)
 
     def _loop(self, q: int):
         """`PopReviveService.run` for one revive queue: a round every reviveInterval (longer when idle)."""
@@ -631,7 +628,7 @@ class PopRevive:
             if m.cq_max(topic, q) <= self._offset(q) + 1:
                 yield None  # nothing unread: the rounds would change nothing
                 continue
-            yield self.svc.revive_interval
+            yield self.svc.config.revive_interval
             # consumeReviveMessage
             old = self._offset(q)
             start = ctx.clock()
@@ -652,7 +649,7 @@ class PopRevive:
                         break
                     continue
                 no_msg = 0
-                if ctx.clock() - start > self.svc.revive_scan_time:
+                if ctx.clock() - start > self.svc.config.revive_scan_time:
                     break
                 for o, unit in m.cq_units(topic, q, off, hi):
                     rec = m.message(unit[0])
@@ -683,8 +680,8 @@ class PopRevive:
             if new_offset > old:  # commitOffset(REVIVE_GROUP, reviveTopic, queueId, newOffset)
                 self.svc.offsets[(REVIVE_GROUP, topic, q)] = new_offset
             if not cks:
-                yield slow * self.svc.revive_interval
-                slow = min(slow + 1, self.svc.revive_max_slow)
+                yield slow * self.svc.config.revive_interval
+                slow = min(slow + 1, self.svc.config.revive_max_slow)
             else:
                 slow = 1
 
@@ -704,12 +701,12 @@ class PopRevive:
         topic = (
             ck["t"]
             if ck["t"].startswith(RETRY_GROUP_TOPIC_PREFIX)
-            else pop_rules.build_pop_retry_topic(ck["t"], group, self.svc.retry_v2)
+            else pop_rules.build_pop_retry_topic(ck["t"], group, self.svc.config.enable_retry_topic_v2)
         )
         props = pop_rules.revive_retry_properties(
             msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck["pt"]
         )
-        new = msg.derive(topic, 0, props, props_string(props, 16, not ctx.v4))
+        new = msg.derive(topic, 0, props, _props_raw(props, ctx.v4))
         new.reconsume_times = msg.reconsume_times + 1
         if not m.queue_ids(topic) and not any(r[0] == topic for r in self.svc.topic_requests):
             self.svc.topic_requests.append((topic, pop_rules.RETRY_QUEUE_NUM, PERM_READ | PERM_WRITE, ctx.clock()))
@@ -721,9 +718,9 @@ class PopRevive:
             self.svc._emit(
                 "revive",
                 group,
-                msg,
                 topic,
                 0,
+                msg,
                 res.message,
                 reconsume_times=new.reconsume_times,
                 revive_time=ck["pt"] + ck["it"],

@@ -31,6 +31,7 @@ from mqtool.formats.names import (
     SYSTEM_TOPICS,
     TIMER_TOPIC,
 )
+from mqtool.formats.properties import build_properties
 
 if TYPE_CHECKING:
     from mqtool.simulate.spool import RecordSpool
@@ -106,11 +107,9 @@ class SimMessage:
         m.tags_code = 0
         return m
 
-    def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"SimMessage({self.topic}/{self.queue_id}@{self.queue_offset} phys={self.phys} {self.uniq_key})"
-
 
 _new_message = object.__new__
+
 
 class KeyOrder(NamedTuple):
     """What the properties string of a map with these keys needs (`_order`)."""
@@ -132,17 +131,6 @@ def _order(keys: tuple[str, ...], capacity: int) -> KeyOrder:
         hit = KeyOrder(None if order == keys else order, len("".join(keys).encode("utf-8", "surrogateescape")))
         _ORDER[(keys, capacity)] = hit
     return hit
-
-
-def props_string(props: dict[str, str], capacity: int, trailing: bool = True) -> str:
-    """`messageProperties2String` of a map built by `string2messageProperties` (HashMap order, §2.6).
-
-    `trailing=False` is 4.9.8, whose `messageProperties2String` deletes the last 0x02 separator
-    (5.x keeps it).
-    """
-    order = _order(tuple(props), capacity).order or props
-    raw = "".join([f"{k}\x01{props[k]}\x02" for k in order])
-    return raw if trailing else raw[:-1]
 
 
 def props_length(props: dict[str, str], capacity: int, trailing: bool = True) -> int:
@@ -267,14 +255,13 @@ class DiskBase:
     def cq_max(self, topic: str, qid: int) -> int:
         key = (topic, qid)
         v = self._max.get(key)
-        if v is not None:
-            return v
-        if key not in self._max:
+        if v is None:
             q = self._cq(topic, qid)
-            self._max[key] = q.max_offset if q is not None else 0
-            if self.recovery is not None and key in self.recovery.max_offsets:
-                self._max[key] = min(self._max[key], self.recovery.max_offsets[key])
-        return self._max[key]
+            v = q.max_offset if q is not None else 0
+            if self.recovery is not None:
+                v = min(v, self.recovery.max_offsets.get(key, v))
+            self._max[key] = v
+        return v
 
     def cq_min(self, topic: str, qid: int) -> int:
         q = self._cq(topic, qid)
@@ -304,11 +291,24 @@ class DiskBase:
                 r = self.store.commitlog.read(phys)
             except ValueError:
                 return None
-            m = SimMessage(r.topic, r.queue_id, dict(r.properties), body=r.body, born_ts=r.born_timestamp,
-                           store_ts=r.store_timestamp, sys_flag=r.sys_flag, flag=r.flag,
-                           reconsume_times=r.reconsume_times, prepared_tx_offset=r.prepared_transaction_offset,
-                           phys=r.physical_offset, size=r.total_size, queue_offset=r.queue_offset,
-                           born_host=r.born_host, store_host=r.store_host, props_raw=r.properties_raw)
+            m = SimMessage(
+                r.topic,
+                r.queue_id,
+                dict(r.properties),
+                body=r.body,
+                born_ts=r.born_timestamp,
+                store_ts=r.store_timestamp,
+                sys_flag=r.sys_flag,
+                flag=r.flag,
+                reconsume_times=r.reconsume_times,
+                prepared_tx_offset=r.prepared_transaction_offset,
+                phys=r.physical_offset,
+                size=r.total_size,
+                queue_offset=r.queue_offset,
+                born_host=r.born_host,
+                store_host=r.store_host,
+                props_raw=r.properties_raw,
+            )
             self._cache[phys] = m
         return m
 
@@ -317,7 +317,6 @@ class DiskBase:
 
     def queue_ids(self, topic: str) -> list[int]:
         return [q for t, q in self.store.queue_ids if t == topic]
-
 
 
 def record_size(m: SimMessage, capacity: int, trailing: bool = True) -> int:
@@ -393,10 +392,8 @@ class StoreModel:
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
         appended ones (`m.props` is already in the stored order)."""
-        if m.props_raw is not None:
-            return m.props_raw
-        raw = "".join([f"{k}\x01{v}\x02" for k, v in m.props.items()])
-        return raw if self.trailing_separator or not raw else raw[:-1]
+        raw = build_properties(m.props) if m.props_raw is None else m.props_raw
+        return raw if self.trailing_separator or m.props_raw is not None else raw[:-1]
 
     # ----- reads -----
     def cq_max(self, topic: str, qid: int) -> int:
@@ -429,7 +426,7 @@ class StoreModel:
             start = bmax
         extra = self._units.get((topic, qid))
         if extra is not None and start < stop:
-            yield from zip(range(start, stop), extra[start - bmax:stop - bmax], strict=False)
+            yield from zip(range(start, stop), extra[start - bmax : stop - bmax], strict=False)
 
     def message(self, phys: int) -> SimMessage | None:
         m = self._kept(phys)
@@ -488,18 +485,6 @@ class StoreModel:
         """Call `callback()` after every append to that queue (a service waiting for new units)."""
         self._listeners.setdefault((topic, qid), []).append(callback)
 
-    def _new_queue_info(self, key: tuple[str, int]) -> QueueInfo:
-        """(overlay units, the base's unit count, the size of a record's fixed part with this topic but
-        the hosts, whether units and records are kept)."""
-        topic = key[0]
-        units = self._units.get(key)
-        if units is None:
-            units = self._units[key] = []
-        tlen = len(topic.encode("utf-8", "surrogateescape"))
-        fixed = FIXED_SIZE + (2 if tlen > 127 else 1) + tlen
-        keep = self.keep_messages or topic in (_READ_BACK if self.releasing else SYSTEM_TOPICS)
-        return QueueInfo(units, self.base.cq_max(*key), fixed, keep)
-
     def release(self, phys: int) -> None:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
         if self.releasing:
@@ -528,11 +513,17 @@ class StoreModel:
             self._released[key] = stop
 
     def queue_info(self, topic: str, qid: int) -> QueueInfo:
-        """(overlay units, the base's unit count, the fixed part's size, kept) of a queue appends go to."""
+        """(overlay units, the base's unit count, the size of a record's fixed part with this topic but the
+        hosts, whether units and records are kept) of a queue appends go to."""
         key = (topic, qid)
         q = self._queue_info.get(key)
         if q is None:
-            q = self._queue_info[key] = self._new_queue_info(key)
+            units = self._units.setdefault(key, [])
+            tlen = len(topic.encode("utf-8", "surrogateescape"))
+            keep = self.keep_messages or topic in (_READ_BACK if self.releasing else SYSTEM_TOPICS)
+            q = self._queue_info[key] = QueueInfo(
+                units, self.base.cq_max(*key), FIXED_SIZE + (2 if tlen > 127 else 1) + tlen, keep
+            )
         return q
 
     def reput_size(self, props: dict[str, str], fixed: int, sys_flag: int, body_len: int) -> int:
@@ -572,9 +563,7 @@ class StoreModel:
                 return PutResult(False, status)
         props = m.props
         key = (m.topic, m.queue_id)
-        q = self._queue_info.get(key)
-        if q is None:
-            q = self._queue_info[key] = self._new_queue_info(key)
+        q = self._queue_info.get(key) or self.queue_info(*key)
         units, bmax, fixed, keep = q
         if m.props_raw is None:  # the usual case: a re-put builds its string from the map
             size = self.reput_size(props, fixed, m.sys_flag, m.body_len)
@@ -603,10 +592,8 @@ class StoreModel:
                 self.appended.append(m)
         else:
             units.append(None)  # counted for the queue offsets; no service reads a delivered record back
-        listeners = self._listeners.get(key)
-        if listeners:
-            for cb in listeners:
-                cb()
+        for cb in self._listeners.get(key, ()):
+            cb()
         return PutResult(True, "PUT_OK", m)
 
     def append_row(self, topic: str, qid: int, size: int, tags: int) -> tuple[int, int]:
@@ -614,16 +601,10 @@ class StoreModel:
         a caller that knows no fault can refuse it (`put_filter` None) and that the queue keeps its units
         (`queue_info`): (CommitLog offset, queue offset); the unit is appended and the queue's listeners
         called as `append` does, but no `SimMessage` is built, kept or encoded."""
-        key = (topic, qid)
-        q = self._queue_info.get(key)
-        if q is None:
-            q = self._queue_info[key] = self._new_queue_info(key)
-        units, bmax = q.units, q.base_count
+        q = self.queue_info(topic, qid)
         pos = self.place(size)
-        queue_offset = bmax + len(units)
-        units.append((pos, size, tags))
-        listeners = self._listeners.get(key)
-        if listeners:
-            for cb in listeners:
-                cb()
+        queue_offset = q.base_count + len(q.units)
+        q.units.append((pos, size, tags))
+        for cb in self._listeners.get((topic, qid), ()):
+            cb()
         return pos, queue_offset
