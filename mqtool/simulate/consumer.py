@@ -25,11 +25,12 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
+from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
 
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
-from mqtool.formats.config_json import PERM_READ, PERM_WRITE
+from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig
 from mqtool.formats.names import (
     ACK_TAG,
     CK_TAG,
@@ -86,16 +87,11 @@ def _props_raw(props: dict[str, str], v4: bool) -> str:
     return raw[:-1] if v4 else raw
 
 
-def subscription_groups(store) -> dict[str, dict]:
-    """The store's groups' retry settings (`ConfigFiles.subscription_groups`: subscriptionGroup.json, its .bak, or
+def subscription_groups(store) -> dict[str, GroupConfig]:
+    """The store's groups (`ConfigFiles.subscription_groups`: subscriptionGroup.json, its .bak, or
     config/subscriptionGroups/ in RocksDB, whichever copy the broker keeps), empty when there is none."""
     sg = store.config_files.subscription_groups if store is not None else None
-    if sg is None:
-        return {}
-    return {
-        name: {"retryMaxTimes": g.retry_max_times, "retryQueueNums": g.retry_queue_nums}
-        for name, g in sg.subscription_group_table.items()
-    }
+    return {} if sg is None else dict(sg.subscription_group_table)
 
 
 def _wake_idle(p: Process | None, delay: int = 0) -> None:
@@ -134,7 +130,7 @@ class ConsumerService:
         ctx: SimContext,
         specs: list[ConsumerSpec],
         stored_offsets: ConsumerOffsets | None,
-        groups: dict[str, dict] | None,
+        groups: dict[str, GroupConfig] | None,
     ) -> None:
         self.ctx = ctx
         self.groups = groups or {}
@@ -154,19 +150,14 @@ class ConsumerService:
         self.by_group: dict[str, list[ConsumerSpec]] = {}
         for s in specs:
             self.by_group.setdefault(s.group, []).append(s)
-        self.queues: list[tuple[str, str, int, ConsumerSpec]] = []  # push: (group, topic, qid, first spec)
+        self.queue_spec: dict[tuple[str, str, int], ConsumerSpec] = {}  # push: (group, topic, qid) -> its first spec
         self.pop_clients: dict[tuple[str, str], ConsumerSpec] = {}  # pop: (group, topic) -> its first spec
-        for group, entries in self.by_group.items():
-            seen = set()
-            for s in entries:
-                if s.mode == "pop":
-                    self.pop_clients.setdefault((group, s.topic), s)
-                    continue
-                for topic, qid in self._subscribed(s):
-                    if (topic, qid) not in seen:
-                        seen.add((topic, qid))
-                        self.queues.append((group, topic, qid, s))
-        self.queue_spec = {(g, t, q): s for g, t, q, s in self.queues}
+        for s in chain.from_iterable(self.by_group.values()):  # group by group
+            if s.mode == "pop":
+                self.pop_clients.setdefault((s.group, s.topic), s)
+                continue
+            for topic, qid in self._subscribed(s):
+                self.queue_spec.setdefault((s.group, topic, qid), s)
         self.walkers: dict[tuple[str, str, int], Process] = {}
         self.started_at = ctx.engine.now
         # createTopicInSendMessageBackMethod / the revive's retry topic: (topic, queue nums, perm, time) in call
@@ -176,18 +167,17 @@ class ConsumerService:
         self.gen = 0
         self.persister: Process | None = None
         self.counts: dict[str, Counter] = {g: Counter() for g in self.by_group}
-        for group, topic, qid, _ in self.queues:
-            ctx.model.on_append(topic, qid, lambda k=(group, topic, qid): self._on_append(k))
+        for key in self.queue_spec:
+            _group, topic, qid = key
+            ctx.model.on_append(topic, qid, lambda k=key: self._on_append(k))
         self.pop = PopClients(self)
         self.revive = PopRevive(self)
 
     # ----- settings per group -----
-    def _group(self, group: str) -> dict:
-        return self.groups.get(group, {})
-
     def retry_max_times(self, group: str) -> int:
-        """The group's retryMaxTimes (`subscription_groups`), else SubscriptionGroupConfig's default 16."""
-        return int(self._group(group).get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
+        """The group's retryMaxTimes (`subscription_groups`), else GroupConfig's default 16."""
+        g = self.groups.get(group)
+        return DEFAULT_RETRY_MAX_TIMES if g is None else g.retry_max_times
 
     def max_reconsume(self, spec: ConsumerSpec) -> int:
         """The limit `consumerSendMsgBack` applies to a remoting client's send-back: the request's
@@ -197,7 +187,8 @@ class ConsumerService:
         )
 
     def retry_queue_nums(self, group: str) -> int:
-        return int(self._group(group).get("retryQueueNums", DEFAULT_RETRY_QUEUE_NUMS))
+        g = self.groups.get(group)
+        return DEFAULT_RETRY_QUEUE_NUMS if g is None else g.retry_queue_nums
 
     def _subscribed(self, s: ConsumerSpec) -> list[tuple[str, int]]:
         m = self.ctx.model
@@ -221,8 +212,8 @@ class ConsumerService:
         self.gen += 1
         eng = self.ctx.engine
         self.started_at = eng.now
-        for group, topic, qid, spec in self.queues:
-            key = (group, topic, qid)
+        for key, spec in self.queue_spec.items():
+            group, topic, qid = key
             self.next_unit[key] = self._initial(key, spec)
             self.walkers[key] = eng.process(self._walk(key), NORMAL, 0, f"consumer-{group}-{topic}-{qid}")
         self.pop.start()
@@ -348,7 +339,6 @@ class ConsumerService:
         if d.action == "dlq":
             new = msg.derive(d.topic, 0, props)
         else:
-            nums = self.retry_queue_nums(group)
             qid = ctx.rng.randrange(nums) if nums > 1 else 0
             new = self._to_schedule(msg, d.topic, qid, props)
         new.reconsume_times = msg.reconsume_times + 1
