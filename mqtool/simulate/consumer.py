@@ -22,10 +22,10 @@ persist, so what was consumed after it is consumed again.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from mqtool.formats import pop as pop_format
@@ -593,6 +593,14 @@ class PopClients:
         return res.message if res.ok else None
 
 
+class ReadCheckPoint(NamedTuple):
+    """A checkpoint a revive round read: its place in the revive queue and the diffs acked after it."""
+
+    ck: pop_format.PopCheckPoint
+    revive_offset: int
+    acked: set[int]
+
+
 class PopRevive:
     """`PopReviveService` of a `ConsumerService`'s POP clients: one reviver per revive queue."""
 
@@ -624,7 +632,7 @@ class PopRevive:
             start = ctx.clock()
             end_time = first_rt = no_msg = 0
             off = old + 1
-            cks: dict[tuple, dict] = {}
+            cks: dict[tuple, ReadCheckPoint] = {}
             while True:
                 hi = m.cq_max(topic, q)
                 if off >= hi:
@@ -641,31 +649,30 @@ class PopRevive:
                 no_msg = 0
                 if ctx.clock() - start > self.svc.config.revive_scan_time:
                     break
-                for o, unit in m.cq_units(topic, q, off, hi):
-                    rec = m.message(unit[0])
+                for o, (phys, _size, _tags) in m.cq_units(topic, q, off, hi):
+                    rec = m.message(phys)
                     off = o + 1
                     if rec is None:
                         continue
-                    body = json.loads(rec.body or b"{}")
                     tag = rec.props.get(PROPERTY_TAGS)
                     if tag == CK_TAG:
-                        mk = (body["t"], body["c"], body["q"], body["so"], body["pt"], body.get("bn"))
-                        cks[mk] = {**body, "ro": o, "acked": set()}
-                        first_rt = first_rt or body["pt"] + body["it"]
+                        ck = pop_format.parse_checkpoint(rec.body)
+                        cks[ck.merge_key()] = ReadCheckPoint(ck, o, set())
+                        first_rt = first_rt or ck.revive_time
                     elif tag == ACK_TAG:  # indexOfAck: the acked offset's place in the checkpoint's d
-                        mk = (body["t"], body["c"], body["q"], body["so"], body["pt"], body.get("bn"))
-                        if mk in cks:
-                            cks[mk]["acked"].add(body["ao"] - body["so"])
+                        ack = pop_format.parse_ack(rec.body)
+                        if (read := cks.get(ack.merge_key())) is not None:
+                            read.acked.add(ack.ack_offsets[0] - ack.start_offset)
                     end_time = max(end_time, int(rec.props.get(PROPERTY_TIMER_DELIVER_MS, "0")))
             # mergeAndRevive
             new_offset = old
-            for ck in sorted(cks.values(), key=lambda c: c["ro"]):
-                if not pop_rules.may_revive(end_time, ck["pt"] + ck["it"]):
+            for read in sorted(cks.values(), key=attrgetter("revive_offset")):
+                if not pop_rules.may_revive(end_time, read.ck.revive_time):
                     break
-                for diff in ck["d"]:  # reviveMsgFromCk: each message of the checkpoint not acked
-                    if diff not in ck["acked"]:
-                        self._revive(ck, ck["so"] + diff)
-                new_offset = ck["ro"]
+                for diff in read.ck.queue_offset_diff:  # reviveMsgFromCk: each message of the checkpoint not acked
+                    if diff not in read.acked:
+                        self._revive(read.ck, read.ck.start_offset + diff)
+                new_offset = read.revive_offset
             self.revive_offsets[q] = new_offset
             if new_offset > old:  # commitOffset(REVIVE_GROUP, reviveTopic, queueId, newOffset)
                 self.svc.offsets[(REVIVE_GROUP, topic, q)] = new_offset
@@ -679,22 +686,22 @@ class PopRevive:
         """`consumeReviveMessage`'s old offset: max(the service's own, the revive group's committed), else -1."""
         return max(self.revive_offsets.get(q, -1), self.svc.offsets.get((REVIVE_GROUP, self.svc.revive_topic, q), -1))
 
-    def _revive(self, ck: dict, offset: int) -> None:
+    def _revive(self, ck: pop_format.PopCheckPoint, offset: int) -> None:
         """`reviveRetry`: the message again on the pop retry topic, queue 0, reconsumeTimes + 1; the topic is
         made first when absent (`addRetryTopicIfNotExist`, 1 queue, perm 6, the group's offset 0 committed)."""
         ctx, m = self.ctx, self.ctx.model
-        unit = m.cq_unit(ck["t"], ck["q"], offset)
+        unit = m.cq_unit(ck.topic, ck.queue_id, offset)
         msg = m.message(unit[0]) if unit else None
-        group = ck["c"]
+        group = ck.cid
         if msg is None:
             return
         topic = (
-            ck["t"]
-            if ck["t"].startswith(RETRY_GROUP_TOPIC_PREFIX)
-            else pop_rules.build_pop_retry_topic(ck["t"], group, self.svc.config.enable_retry_topic_v2)
+            ck.topic
+            if ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            else pop_rules.build_pop_retry_topic(ck.topic, group, self.svc.config.enable_retry_topic_v2)
         )
         props = pop_rules.revive_retry_properties(
-            msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck["pt"]
+            msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck.pop_time
         )
         new = msg.derive(topic, 0, props, _props_raw(props, ctx.v4))
         new.reconsume_times = msg.reconsume_times + 1
@@ -713,7 +720,7 @@ class PopRevive:
                 msg,
                 res.message,
                 reconsume_times=new.reconsume_times,
-                revive_time=ck["pt"] + ck["it"],
+                revive_time=ck.revive_time,
                 queue_offset=res.message.queue_offset,
             )
 
