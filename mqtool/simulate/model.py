@@ -152,60 +152,34 @@ def tags_code(props: dict[str, str]) -> int:
     return h
 
 
-# --------------------------------------------------------------------------- bases
+# --------------------------------------------------------------------------- bases (and `MemoryBase` below)
 
 
-class MemoryBase:
-    """Messages and ConsumeQueues held in memory (tests, benchmark)."""
+class EmptyBase:
+    """The store below a `MemoryBase`: no ConsumeQueue unit and no record, a CommitLog ending at `end`."""
 
-    dledger = False  # a normal-mode CommitLog
-
-    def __init__(self, commitlog_file_size: int = 1 << 30) -> None:
-        self.messages: dict[int, SimMessage] = {}
-        self.queues: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-        self.end = 0
-        self.file_size = commitlog_file_size
-
-    def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
-        """Append a message as a broker put would (offset, queue offset; store_ts as given)."""
-        if m.size <= 0:
-            m.size = record_size(m, 128)
-        m.phys = pos = next_in_file(self.end, m.size, self.file_size, BLANK_MIN, [])
-        self.end = pos + m.size
-        q = self.queues.setdefault((m.topic, m.queue_id), [])
-        m.queue_offset = len(q)
-        q.append((m.phys, m.size, tags if tags is not None else tags_code(m.props)))
-        self.messages[m.phys] = m
-        return m
+    def __init__(self, file_size: int, end: int = 0, dledger: bool = False) -> None:
+        self.file_size, self.end, self.dledger = file_size, end, dledger
 
     def cq_max(self, topic: str, qid: int) -> int:
-        return len(self.queues.get((topic, qid), ()))
-
-    def cq_min(self, topic: str, qid: int) -> int:
         return 0
 
-    def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
-        q = self.queues.get((topic, qid))
-        if q is None or not 0 <= offset < len(q):
-            return None
-        return q[offset]
+    cq_min = cq_max
+
+    def cq_unit(self, topic: str, qid: int, offset: int) -> None:
+        return None
 
     def cq_units(self, topic: str, qid: int, start: int, stop: int):
-        """(offset, unit) for the units in [start, stop) that exist."""
-        q = self.queues.get((topic, qid))
-        if q is None:
-            return iter(())
-        start = max(start, 0)
-        return zip(range(start, stop), q[start:stop], strict=False)  # the slice may be shorter
+        return iter(())
 
-    def message(self, phys: int) -> SimMessage | None:
-        return self.messages.get(phys)
+    def message(self, phys: int) -> None:
+        return None
 
     def max_phys(self) -> int:
         return self.end
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for t, q in self.queues if t == topic)
+        return []
 
 
 @dataclass(frozen=True)
@@ -608,3 +582,31 @@ class StoreModel:
         for cb in self._listeners.get((topic, qid), ()):
             cb()
         return pos, queue_offset
+
+    def max_phys(self) -> int:
+        """The CommitLog's end, as a base answers it (a `MemoryBase` is a model of its own)."""
+        return self.end
+
+
+class MemoryBase(StoreModel):
+    """Messages and ConsumeQueues built in memory (tests, benchmark): a model over an `EmptyBase` whose
+    records are the input store's, each added where a broker's put would place it."""
+
+    def __init__(self, commitlog_file_size: int = 1 << 30) -> None:
+        super().__init__(EmptyBase(commitlog_file_size))
+        self.file_size, self.dledger = commitlog_file_size, False
+
+    @property
+    def messages(self) -> dict[int, SimMessage]:
+        return self._msgs
+
+    def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
+        """Append a message as a broker put would (offset, queue offset), its store time and properties as given."""
+        if m.size <= 0:
+            m.size = record_size(m, 128)
+        units = self.queue_info(m.topic, m.queue_id).units
+        m.phys = self.place(m.size)
+        m.queue_offset = len(units)
+        units.append((m.phys, m.size, tags if tags is not None else tags_code(m.props)))
+        self._msgs[m.phys] = m
+        return m
