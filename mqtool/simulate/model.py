@@ -175,6 +175,8 @@ class EmptyBase:
     def message(self, phys: int) -> None:
         return None
 
+    message_once = props = message
+
     def max_phys(self) -> int:
         return self.end
 
@@ -285,6 +287,12 @@ class DiskBase:
             )
             self._cache[phys] = m
         return m
+
+    message_once = message  # `MappedBase` reads a record it need not keep apart
+
+    def props(self, phys: int) -> dict[str, str] | None:
+        m = self.message(phys)
+        return None if m is None else m.props
 
     def max_phys(self) -> int:
         return self.recovery.end if self.recovery is not None else self.store.commitlog.max_offset()
@@ -428,21 +436,12 @@ class StoreModel:
         """`message(phys)` for a record its reader is done with once read (the base need not cache it:
         `MappedBase.message_once`)."""
         m = self._kept(phys)
-        if m is not None:
-            return m
-        once = getattr(self.base, "message_once", None)
-        return once(phys) if once is not None else self.base.message(phys)
+        return m if m is not None else self.base.message_once(phys)
 
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, by the base's lighter read when it has one (`MappedBase.props`)."""
         m = self._kept(phys)
-        if m is not None:
-            return m.props
-        read = getattr(self.base, "props", None)
-        if read is None:
-            m = self.base.message(phys)
-            return None if m is None else m.props
-        return read(phys)
+        return m.props if m is not None else self.base.props(phys)
 
     def queue_ids(self, topic: str) -> list[int]:
         ids = set(self.base.queue_ids(topic)) | {q for t, q in self._units if t == topic}
