@@ -32,6 +32,7 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.formats.properties import build_properties
+from mqtool.store.recovery import Recovered, recovered
 
 if TYPE_CHECKING:
     from mqtool.simulate.spool import RecordSpool
@@ -182,30 +183,6 @@ class EmptyBase:
 
     def queue_ids(self, topic: str) -> list[int]:
         return []
-
-
-@dataclass(frozen=True)
-class Recovered:
-    """What the broker's recovery leaves of a store (`mqtool.store.recovery.recovery_plan`): the CommitLog's
-    end (`recoverAbnormally`) and each ConsumeQueue's max offset after `truncateDirtyLogicFiles`."""
-
-    end: int
-    max_offsets: dict[tuple[str, int], int]
-
-
-def recovered(store: Store) -> Recovered | None:
-    """The recovery of a store left without a clean shutdown (an `abort` file); None after a clean one.
-
-    A restarted broker appends at the recovered end, not after the last decodable record, and reads no
-    ConsumeQueue unit past it; a clean shutdown's end is the scan's end, so nothing is computed then.
-    """
-    if not (store.root / "abort").exists():
-        return None
-    from mqtool.store.findings import Findings
-    from mqtool.store.recovery import recovery_plan
-
-    plan = recovery_plan(store, Findings())
-    return Recovered(plan["_end"], dict(plan["_max_offsets"]))
 
 
 class DiskBase:
