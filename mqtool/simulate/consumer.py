@@ -28,6 +28,7 @@ from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
+from mqtool.builder.broker import round_timer_ms
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
 from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig
@@ -573,8 +574,7 @@ class PopClients:
         now = ctx.clock()
         topic, qid = self.svc.revive_topic, rqid
         if deliver > now:
-            p = ctx.config.timer_precision_ms
-            props[PROPERTY_TIMER_OUT_MS] = str(deliver - p if deliver % p == 0 else deliver // p * p)
+            props[PROPERTY_TIMER_OUT_MS] = str(round_timer_ms(deliver, ctx.config.timer_precision_ms))
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)
             topic, qid = TIMER_TOPIC, 0
