@@ -18,7 +18,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, computed_size, hosts_size
+from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, hosts_size
 from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
 from mqtool.formats.dledger import MIN_BLANK_LEN as DLEDGER_MIN_BLANK_LEN
 from mqtool.formats.javahash import hashmap_order, java_string_hash
@@ -278,18 +278,6 @@ class DiskBase:
         return [q for t, q in self.store.queue_ids if t == topic]
 
 
-def record_size(m: SimMessage, capacity: int, trailing: bool = True) -> int:
-    """The record's TOTALSIZE; the properties string itself is only built when `--out` writes it."""
-    raw = m.props_raw
-    if raw is None:
-        plen = props_length(m.props, capacity, trailing)
-    else:
-        plen = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogateescape"))
-    topic = m.topic
-    topic_len = len(topic) if topic.isascii() else len(topic.encode("utf-8", "surrogateescape"))
-    return computed_size(m.sys_flag, m.body_len, topic_len, plen, topic_len > 127)
-
-
 # --------------------------------------------------------------------------- the overlay
 
 
@@ -482,6 +470,16 @@ class StoreModel:
         with its topic (`queue_info`). Every re-put's size is this or `plain_reput_size`."""
         return props_length(props, self.capacity, self.trailing_separator) + fixed + body_len + hosts_size(sys_flag)
 
+    def record_size(self, m: SimMessage, fixed: int) -> int:
+        """TOTALSIZE of `m` on a queue whose records' fixed part is `fixed` (`queue_info`): with the properties
+        string it was read with, else the one the broker builds from its map (`reput_size`); the string itself
+        is only built when `--out` writes it."""
+        raw = m.props_raw
+        if raw is None:
+            return self.reput_size(m.props, fixed, m.sys_flag, m.body_len)
+        plen = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogateescape"))
+        return plen + fixed + m.body_len + hosts_size(m.sys_flag)
+
     def plain_reput_size(self, n: int, fixed: int) -> int:
         """`reput_size` of a re-put keeping every property of a record read as a plain string
         (`batchread.read_plain`'s `n`: the string with its last separator, BODYLENGTH and the hosts)."""
@@ -515,11 +513,7 @@ class StoreModel:
         key = (m.topic, m.queue_id)
         q = self._queue_info.get(key) or self.queue_info(*key)
         units, bmax, fixed, keep = q
-        if m.props_raw is None:  # the usual case: a re-put builds its string from the map
-            size = self.reput_size(props, fixed, m.sys_flag, m.body_len)
-        else:
-            size = record_size(m, self.capacity, self.trailing_separator)
-        m.size = size
+        m.size = size = self.record_size(m, fixed)
         order = _order(tuple(props), self.capacity).order
         if order is not None:
             m.props = props = {k: props[k] for k in order}
@@ -529,9 +523,7 @@ class StoreModel:
         m.service = service
         m.queue_offset = bmax + len(units)
         if not m.tags_code:
-            tags = props.get(PROPERTY_TAGS)
-            if tags:
-                m.tags_code = tags_code(props)
+            m.tags_code = tags_code(props)
         if keep:
             units.append((pos, size, m.tags_code))
             if self.spool is not None and key[0] == TIMER_TOPIC:
@@ -578,9 +570,10 @@ class MemoryBase(StoreModel):
 
     def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
         """Append a message as a broker put would (offset, queue offset), its store time and properties as given."""
+        q = self.queue_info(m.topic, m.queue_id)
+        units = q.units
         if m.size <= 0:
-            m.size = record_size(m, 128)
-        units = self.queue_info(m.topic, m.queue_id).units
+            m.size = self.record_size(m, q.fixed)
         m.phys = self.place(m.size)
         m.queue_offset = len(units)
         units.append((m.phys, m.size, tags if tags is not None else tags_code(m.props)))
