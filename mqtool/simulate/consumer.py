@@ -54,8 +54,6 @@ from mqtool.formats.properties import broker_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules import pop as pop_rules
 from mqtool.rules.retry import (
-    DEFAULT_RETRY_MAX_TIMES,
-    DEFAULT_RETRY_QUEUE_NUMS,
     DLQ_NUMS_PER_GROUP,
     consumer_send_msg_back,
     get_dlq_topic,
@@ -175,27 +173,23 @@ class ConsumerService:
         self.revive = PopRevive(self)
 
     # ----- settings per group -----
-    def retry_max_times(self, group: str) -> int:
-        """The group's retryMaxTimes (`subscription_groups`), else GroupConfig's default 16."""
-        g = self.groups.get(group)
-        return DEFAULT_RETRY_MAX_TIMES if g is None else g.retry_max_times
+    def group_config(self, group: str) -> GroupConfig:
+        """`findSubscriptionGroupConfig`: the store's settings of the group (`subscription_groups`), else the
+        defaults a group the broker creates on its first request gets (retryMaxTimes 16, retryQueueNums 1)."""
+        return self.groups.get(group) or GroupConfig(group)
 
     def max_reconsume(self, spec: ConsumerSpec) -> int:
         """The limit `consumerSendMsgBack` applies to a remoting client's send-back: the request's
         maxReconsumeTimes (`getMaxReconsumeTimes`: 16 for a default client) wins over retryMaxTimes."""
         return send_back_max_reconsume_times(
-            self.retry_max_times(spec.group), get_max_reconsume_times(spec.max_reconsume_times)
+            self.group_config(spec.group).retry_max_times, get_max_reconsume_times(spec.max_reconsume_times)
         )
 
-    def retry_queue_nums(self, group: str) -> int:
-        g = self.groups.get(group)
-        return DEFAULT_RETRY_QUEUE_NUMS if g is None else g.retry_queue_nums
-
     def _subscribed(self, s: ConsumerSpec) -> list[tuple[str, int]]:
-        m = self.ctx.model
-        qids = m.queue_ids(s.topic) or [0]
-        retry = get_retry_topic(s.group)
-        return [(s.topic, q) for q in qids] + [(retry, q) for q in range(max(1, self.retry_queue_nums(s.group)))]
+        """The topic's queues, then the group's retry topic's (at least one)."""
+        own = [(s.topic, q) for q in self.ctx.model.queue_ids(s.topic) or [0]]
+        retry, nums = get_retry_topic(s.group), self.group_config(s.group).retry_queue_nums
+        return own + [(retry, q) for q in range(max(1, nums))]
 
     def _initial(self, key: tuple[str, str, int], spec: ConsumerSpec) -> int:
         _group, topic, qid = key
@@ -327,7 +321,7 @@ class ConsumerService:
     # ----- consumerSendMsgBack -----
     def _send_back(self, group: str, spec: ConsumerSpec, msg: SimMessage, max_times: int, delay_level: int = 0) -> bool:
         ctx = self.ctx
-        nums = self.retry_queue_nums(group)
+        nums = self.group_config(group).retry_queue_nums
         d = consumer_send_msg_back(group, msg.reconsume_times, max_times, nums, delay_level)
         if d.action == "drop":
             self._emit("drop", group, msg.topic, msg.queue_id, msg, reason="retryQueueNums <= 0")
@@ -510,7 +504,7 @@ class PopClients:
         if client.client_kind == "proxy":
             limit = spec.max_reconsume_times
             if limit is None:
-                limit = self.svc.retry_max_times(p.group)
+                limit = self.svc.group_config(p.group).retry_max_times
             if pop_rules.filter_message(rt, limit) == "TO_DLQ":
                 self._event("consume", p, reconsume_times=rt, outcome="dlq")
                 self.svc._send_back(p.group, spec, p.msg, 0, delay_level=-1)
