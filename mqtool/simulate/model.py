@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, hosts_size
 from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
 from mqtool.formats.dledger import MIN_BLANK_LEN as DLEDGER_MIN_BLANK_LEN
-from mqtool.formats.javahash import hashmap_order, java_string_hash
+from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -31,7 +31,9 @@ from mqtool.formats.names import (
     SYSTEM_TOPICS,
     TIMER_TOPIC,
 )
+from mqtool.formats.properties import broker_properties_length as props_length
 from mqtool.formats.properties import build_properties
+from mqtool.formats.properties import key_order as _order  # the names the services import from here
 from mqtool.store.recovery import Recovered, recovered
 
 if TYPE_CHECKING:
@@ -112,35 +114,7 @@ class SimMessage:
 _new_message = object.__new__
 
 
-class KeyOrder(NamedTuple):
-    """What the properties string of a map with these keys needs (`_order`)."""
-
-    order: tuple[str, ...] | None  # the keys in HashMap order, None when that is the insertion order
-    keys_len: int  # the UTF-8 length of the keys
-
-
-# (keys in insertion order, map capacity) -> their `KeyOrder`. Re-puts of one kind always carry the same keys, so
-# this stays small.
-_ORDER: dict[tuple[tuple[str, ...], int], KeyOrder] = {}
 _TAGS_HASH: dict[str, int] = {}
-
-
-def _order(keys: tuple[str, ...], capacity: int) -> KeyOrder:
-    hit = _ORDER.get((keys, capacity))
-    if hit is None:
-        order = tuple(k for k, _ in hashmap_order([(k, "") for k in keys], capacity))
-        hit = KeyOrder(None if order == keys else order, len("".join(keys).encode("utf-8", "surrogateescape")))
-        _ORDER[(keys, capacity)] = hit
-    return hit
-
-
-def props_length(props: dict[str, str], capacity: int, trailing: bool = True) -> int:
-    """UTF-8 length of `props_string(props, capacity, trailing)` without building it."""
-    keys_len = _order(tuple(props), capacity).keys_len
-    values = "".join(props.values())
-    n = len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape"))
-    n += keys_len + 2 * len(props)
-    return n if trailing or not props else n - 1
 
 
 def tags_code(props: dict[str, str]) -> int:
