@@ -403,7 +403,6 @@ class PopClients:
         self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
         self.rqid = 0  # the revive queue of the request being answered
         self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
-        self.pop_retry_probability = ctx.config.pop_from_retry_probability
         # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
         self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if svc.pop_clients else None
         self.poppers: dict[tuple[str, str], Process] = {}
@@ -442,7 +441,7 @@ class PopClients:
         self.rqid = self.request_rqid[key]
         random_q = spec.pop_random if spec.pop_random is not None else self.pop_rng.randrange(100)
         retry = pop_rules.build_pop_retry_topic(topic, group, self.svc.config.enable_retry_topic_v2)
-        first = pop_rules.need_retry(random_q, self.pop_retry_probability)
+        first = pop_rules.need_retry(random_q, ctx.config.pop_from_retry_probability)
         pop_time = ctx.clock()
         room, popped = spec.batch_size, []
         for t in [retry, topic] if first else [topic, retry]:
