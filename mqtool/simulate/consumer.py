@@ -246,7 +246,7 @@ class ConsumerService:
         """The consumer's pulls: each takes every unit up to the queue's max; those of one consume_delay are
         delivered together, in queue order (`_deliver`)."""
         m = self.ctx.model
-        _group, topic, qid = key
+        group, topic, qid = key
         while True:
             runs: dict[int, list[Delivery]] = {}
             for o, (phys, _size, _tags) in m.cq_units(topic, qid, self.next_unit[key], m.cq_max(topic, qid)):
@@ -254,7 +254,7 @@ class ConsumerService:
                 msg = m.message(phys)
                 if msg is None:
                     continue
-                spec = self._spec(key[0], msg)
+                spec = self._spec(group, msg)
                 if spec is None:
                     self._commit(key, o)
                 else:
@@ -413,7 +413,8 @@ class PopClients:
 
     def start(self) -> None:
         for key in self.svc.pop_clients:
-            self.poppers[key] = self.ctx.engine.process(self._loop(key), NORMAL, 0, f"consumer-pop-{key[0]}-{key[1]}")
+            group, topic = key
+            self.poppers[key] = self.ctx.engine.process(self._loop(key), NORMAL, 0, f"consumer-pop-{group}-{topic}")
 
     def _loop(self, key):
         """The client's POP requests: one every `poll_interval`, or (0) long polling: a request that found nothing
@@ -684,10 +685,9 @@ class PopRevive:
         made first when absent (`addRetryTopicIfNotExist`, 1 queue, perm 6, the group's offset 0 committed)."""
         ctx, m = self.ctx, self.ctx.model
         unit = m.cq_unit(ck.topic, ck.queue_id, offset)
-        msg = m.message(unit[0]) if unit else None
-        group = ck.cid
-        if msg is None:
+        if unit is None or (msg := m.message(unit[0])) is None:
             return
+        group = ck.cid
         topic = (
             ck.topic
             if ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
@@ -698,7 +698,7 @@ class PopRevive:
         )
         new = msg.derive(topic, 0, props, _props_raw(props, ctx.v4))
         new.reconsume_times = msg.reconsume_times + 1
-        if not m.queue_ids(topic) and not any(r[0] == topic for r in self.svc.topic_requests):
+        if not m.queue_ids(topic) and not any(t == topic for t, *_ in self.svc.topic_requests):
             self.svc.topic_requests.append((topic, pop_rules.RETRY_QUEUE_NUM, PERM_READ | PERM_WRITE, ctx.clock()))
             self.svc.offsets.setdefault((group, topic, 0), 0)  # initPopRetryOffset
         if self.svc.store_host and not msg.sys_flag & _HOSTS_V6:

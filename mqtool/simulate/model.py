@@ -500,7 +500,7 @@ class StoreModel:
             m.tags_code = tags_code(props)
         if keep:
             units.append((pos, size, m.tags_code))
-            if self.spool is not None and key[0] == TIMER_TOPIC:
+            if self.spool is not None and m.topic == TIMER_TOPIC:
                 self.spool.put(m)  # read back when its slot comes, maybe a day later
             else:
                 self._msgs[pos] = m
