@@ -5,6 +5,7 @@ order given, and `hashmap_order` gives the order a broker-side re-put produces.
 """
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from mqtool.formats.javahash import hashmap_order
 
@@ -46,3 +47,35 @@ def broker_properties(pairs: Iterable[tuple[str, str]] | dict[str, str], capacit
     """
     items = list(pairs.items() if isinstance(pairs, dict) else pairs)
     return build_properties(hashmap_order(items, capacity))
+
+
+class KeyOrder(NamedTuple):
+    """What the properties string of a map with these keys needs (`key_order`)."""
+
+    order: tuple[str, ...] | None  # the keys in HashMap order, None when that is the insertion order
+    keys_len: int  # the UTF-8 length of the keys
+
+
+# (keys in insertion order, map capacity) -> their `KeyOrder`. Re-puts of one kind always carry the same keys, so
+# this stays small.
+_ORDER: dict[tuple[tuple[str, ...], int], KeyOrder] = {}
+
+
+def key_order(keys: tuple[str, ...], capacity: int) -> KeyOrder:
+    """The order `broker_properties` writes a map with these keys in, and their UTF-8 length (remembered)."""
+    hit = _ORDER.get((keys, capacity))
+    if hit is None:
+        order = tuple(k for k, _ in hashmap_order([(k, "") for k in keys], capacity))
+        hit = KeyOrder(None if order == keys else order, len("".join(keys).encode("utf-8", "surrogateescape")))
+        _ORDER[(keys, capacity)] = hit
+    return hit
+
+
+def broker_properties_length(props: dict[str, str], capacity: int, trailing: bool = True) -> int:
+    """UTF-8 length of `broker_properties(props, capacity)` without building it; `trailing=False` is 4.9.8,
+    whose `messageProperties2String` drops the last separator."""
+    keys_len = key_order(tuple(props), capacity).keys_len
+    values = "".join(props.values())
+    n = len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape"))
+    n += keys_len + 2 * len(props)
+    return n if trailing or not props else n - 1

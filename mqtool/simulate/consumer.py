@@ -22,14 +22,16 @@ persist, so what was consumed after it is consumed again.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
-from typing import TYPE_CHECKING
+from itertools import chain
+from operator import attrgetter
+from typing import TYPE_CHECKING, NamedTuple
 
+from mqtool.builder.broker import round_timer_ms
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
-from mqtool.formats.config_json import PERM_READ, PERM_WRITE
+from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig
 from mqtool.formats.names import (
     ACK_TAG,
     CK_TAG,
@@ -48,11 +50,10 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     TIMER_TOPIC,
 )
+from mqtool.formats.properties import broker_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.rules import pop as pop_rules
 from mqtool.rules.retry import (
-    DEFAULT_RETRY_MAX_TIMES,
-    DEFAULT_RETRY_QUEUE_NUMS,
     DLQ_NUMS_PER_GROUP,
     consumer_send_msg_back,
     get_dlq_topic,
@@ -64,7 +65,7 @@ from mqtool.rules.retry import (
 from mqtool.rules.schedule import compute_deliver_timestamp, delay_level_2_queue_id, transform_delay_level
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import NORMAL, PERSIST, Process
-from mqtool.simulate.model import SimMessage, props_string
+from mqtool.simulate.model import SimMessage
 from mqtool.simulate.scenario import ConsumerSpec
 
 if TYPE_CHECKING:
@@ -78,40 +79,64 @@ SERVICE = "consumer"
 KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")
 
 
-def subscription_groups(store) -> dict[str, dict]:
-    """The store's groups' retry settings (`ConfigFiles.subscription_groups`: subscriptionGroup.json, its .bak, or
+def _props_raw(props: dict[str, str], v4: bool) -> str:
+    """The properties string of a record the broker builds in a `new HashMap(16)`: 4.9.8's
+    `messageProperties2String` drops the last separator."""
+    raw = broker_properties(props, 16)
+    return raw[:-1] if v4 else raw
+
+
+def subscription_groups(store) -> dict[str, GroupConfig]:
+    """The store's groups (`ConfigFiles.subscription_groups`: subscriptionGroup.json, its .bak, or
     config/subscriptionGroups/ in RocksDB, whichever copy the broker keeps), empty when there is none."""
     sg = store.config_files.subscription_groups if store is not None else None
-    if sg is None:
-        return {}
-    return {
-        name: {"retryMaxTimes": g.retry_max_times, "retryQueueNums": g.retry_queue_nums}
-        for name, g in sg.subscription_group_table.items()
-    }
+    return {} if sg is None else dict(sg.subscription_group_table)
+
+
+def _wake_idle(p: Process | None, delay: int = 0) -> None:
+    """Resume a process idle until a message arrives (`yield None`); a sleeping one keeps its time."""
+    if p is not None and p.alive and p.wake_time is None:
+        p.wake(delay)
+
+
+class Delivery(NamedTuple):
+    """A message a push consumer consumes: the spec it matched and its queue offset."""
+
+    spec: ConsumerSpec
+    msg: SimMessage
+    queue_offset: int
+
+
+class Popped(NamedTuple):
+    """A message a POP request took: its group and queue, the checkpoint's start, its queue offset, the
+    request's popTime and the checkpoint record."""
+
+    group: str
+    topic: str
+    queue_id: int
+    start: int
+    offset: int
+    msg: SimMessage
+    pop_time: int
+    ck: SimMessage | None
 
 
 class ConsumerService:
     """Every `[[consumers]]` group of a scenario; a service with start/stop/persist like the others."""
 
     def __init__(
-        self, ctx: SimContext, specs: list[ConsumerSpec], stored_offsets: ConsumerOffsets | None,
-        groups: dict[str, dict] | None,
+        self,
+        ctx: SimContext,
+        specs: list[ConsumerSpec],
+        stored_offsets: ConsumerOffsets | None,
+        groups: dict[str, GroupConfig] | None,
     ) -> None:
         self.ctx = ctx
-        self.specs = specs
         self.groups = groups or {}
-        config = ctx.config
-        self.flush_interval = config.flush_consumer_offset_interval
-        self.broker_name = config.broker_name
-        self.cluster = config.broker_cluster_name
-        self.revive_queue_num = config.revive_queue_num
-        self.revive_interval = config.revive_interval
-        self.revive_scan_time = config.revive_scan_time
-        self.revive_max_slow = config.revive_max_slow
-        self.retry_v2 = config.enable_retry_topic_v2
+        self.config = config = ctx.config
         ip, port = config.broker_ip1, config.listen_port
         self.store_host = f"{ip}:{port}" if ip else None
-        self.revive_topic = pop_rules.build_cluster_revive_topic(self.cluster)
+        self.revive_topic = pop_rules.build_cluster_revive_topic(config.broker_cluster_name)
         if any(s.mode == "pop" for s in specs) and ctx.v4:
             raise ValueError("POP consumption needs a 5.x broker (4.9.8 has no PopReviveService)")
         stored = {}
@@ -121,23 +146,17 @@ class ConsumerService:
                 stored[(group, topic, int(qid))] = int(off)
         self.offsets: dict[tuple[str, str, int], int] = stored
         self.persisted = dict(stored)
-        self.changed: set[tuple[str, str, int]] = set()
         self.by_group: dict[str, list[ConsumerSpec]] = {}
         for s in specs:
             self.by_group.setdefault(s.group, []).append(s)
-        self.queues: list[tuple[str, str, int, ConsumerSpec]] = []  # push: (group, topic, qid, first spec)
+        self.queue_spec: dict[tuple[str, str, int], ConsumerSpec] = {}  # push: (group, topic, qid) -> its first spec
         self.pop_clients: dict[tuple[str, str], ConsumerSpec] = {}  # pop: (group, topic) -> its first spec
-        for group, entries in self.by_group.items():
-            seen = set()
-            for s in entries:
-                if s.mode == "pop":
-                    self.pop_clients.setdefault((group, s.topic), s)
-                    continue
-                for topic, qid in self._subscribed(s):
-                    if (topic, qid) not in seen:
-                        seen.add((topic, qid))
-                        self.queues.append((group, topic, qid, s))
-        self.queue_spec = {(g, t, q): s for g, t, q, s in self.queues}
+        for s in chain.from_iterable(self.by_group.values()):  # group by group
+            if s.mode == "pop":
+                self.pop_clients.setdefault((s.group, s.topic), s)
+                continue
+            for topic, qid in self._subscribed(s):
+                self.queue_spec.setdefault((s.group, topic, qid), s)
         self.walkers: dict[tuple[str, str, int], Process] = {}
         self.started_at = ctx.engine.now
         # createTopicInSendMessageBackMethod / the revive's retry topic: (topic, queue nums, perm, time) in call
@@ -147,34 +166,30 @@ class ConsumerService:
         self.gen = 0
         self.persister: Process | None = None
         self.counts: dict[str, Counter] = {g: Counter() for g in self.by_group}
-        for group, topic, qid, _ in self.queues:
-            ctx.model.on_append(topic, qid, lambda k=(group, topic, qid): self._wake(k))
+        for key in self.queue_spec:
+            _group, topic, qid = key
+            ctx.model.on_append(topic, qid, lambda k=key: self._on_append(k))
         self.pop = PopClients(self)
         self.revive = PopRevive(self)
 
     # ----- settings per group -----
-    def _group(self, group: str) -> dict:
-        return self.groups.get(group, {})
-
-    def retry_max_times(self, group: str) -> int:
-        """The group's retryMaxTimes (`subscription_groups`), else SubscriptionGroupConfig's default 16."""
-        return int(self._group(group).get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
+    def group_config(self, group: str) -> GroupConfig:
+        """`findSubscriptionGroupConfig`: the store's settings of the group (`subscription_groups`), else the
+        defaults a group the broker creates on its first request gets (retryMaxTimes 16, retryQueueNums 1)."""
+        return self.groups.get(group) or GroupConfig(group)
 
     def max_reconsume(self, spec: ConsumerSpec) -> int:
         """The limit `consumerSendMsgBack` applies to a remoting client's send-back: the request's
         maxReconsumeTimes (`getMaxReconsumeTimes`: 16 for a default client) wins over retryMaxTimes."""
         return send_back_max_reconsume_times(
-            self.retry_max_times(spec.group), get_max_reconsume_times(spec.max_reconsume_times)
+            self.group_config(spec.group).retry_max_times, get_max_reconsume_times(spec.max_reconsume_times)
         )
 
-    def retry_queue_nums(self, group: str) -> int:
-        return int(self._group(group).get("retryQueueNums", DEFAULT_RETRY_QUEUE_NUMS))
-
     def _subscribed(self, s: ConsumerSpec) -> list[tuple[str, int]]:
-        m = self.ctx.model
-        qids = m.queue_ids(s.topic) or [0]
-        retry = get_retry_topic(s.group)
-        return [(s.topic, q) for q in qids] + [(retry, q) for q in range(max(1, self.retry_queue_nums(s.group)))]
+        """The topic's queues, then the group's retry topic's (at least one)."""
+        own = [(s.topic, q) for q in self.ctx.model.queue_ids(s.topic) or [0]]
+        retry, nums = get_retry_topic(s.group), self.group_config(s.group).retry_queue_nums
+        return own + [(retry, q) for q in range(max(1, nums))]
 
     def _initial(self, key: tuple[str, str, int], spec: ConsumerSpec) -> int:
         _group, topic, qid = key
@@ -192,8 +207,8 @@ class ConsumerService:
         self.gen += 1
         eng = self.ctx.engine
         self.started_at = eng.now
-        for group, topic, qid, spec in self.queues:
-            key = (group, topic, qid)
+        for key, spec in self.queue_spec.items():
+            group, topic, qid = key
             self.next_unit[key] = self._initial(key, spec)
             self.walkers[key] = eng.process(self._walk(key), NORMAL, 0, f"consumer-{group}-{topic}-{qid}")
         self.pop.start()
@@ -218,39 +233,48 @@ class ConsumerService:
     def _persist_loop(self):
         while True:
             self.persist()
-            yield self.flush_interval
+            yield self.config.flush_consumer_offset_interval
 
-    def _wake(self, key) -> None:
-        p = self.walkers.get(key)
-        if p is not None and p.alive and p.wake_time is None:
-            p.wake(self._poll_wait(self.queue_spec[key].poll_interval_ms))
+    def _on_append(self, key) -> None:
+        """A new message waits for the consumer's next pull: none with long polling, else the next tick of
+        its `poll_interval` grid (the first pull is at the start)."""
+        poll = self.queue_spec[key].poll_interval_ms
+        _wake_idle(self.walkers.get(key), 0 if poll <= 0 else -(self.ctx.engine.now - self.started_at) % poll)
 
-    def _poll_wait(self, poll: int) -> int:
-        """How long a new message waits for the consumer's next pull: none with long polling, else the
-        time to the next tick of its `poll_interval` grid (the first pull is at the start)."""
-        return 0 if poll <= 0 else -(self.ctx.engine.now - self.started_at) % poll
-
-    # ----- push and pop: walk a queue, consume each unit consume_delay later -----
+    # ----- push: walk a queue, deliver what it holds in runs consume_delay later -----
     def _walk(self, key):
-        ctx, m = self.ctx, self.ctx.model
-        _group, topic, qid = key
+        """The consumer's pulls: each takes every unit up to the queue's max; those of one consume_delay are
+        delivered together, in queue order (`_deliver`)."""
+        m = self.ctx.model
+        group, topic, qid = key
         while True:
-            hi = m.cq_max(topic, qid)
-            off = self.next_unit[key]
-            for o, unit in m.cq_units(topic, qid, off, hi):
-                msg = m.message(unit[0])
+            runs: dict[int, list[Delivery]] = {}
+            for o, (phys, _size, _tags) in m.cq_units(topic, qid, self.next_unit[key], m.cq_max(topic, qid)):
                 self.next_unit[key] = o + 1
+                msg = m.message(phys)
                 if msg is None:
                     continue
-                spec = self._spec(key[0], msg)
+                spec = self._spec(group, msg)
                 if spec is None:
                     self._commit(key, o)
-                    continue
-                gen = self.gen
-                ctx.engine.schedule(
-                    lambda s=spec, mm=msg, o=o, g=gen: self._consume(g, key, s, mm, o), NORMAL, spec.consume_delay_ms
-                )
+                else:
+                    runs.setdefault(spec.consume_delay_ms, []).append(Delivery(spec, msg, o))
+            for delay, run in runs.items():
+                self.ctx.engine.schedule(lambda r=run, g=self.gen: self._deliver(g, key, r), NORMAL, delay)
             yield None
+
+    def _deliver(self, gen: int, key, run: list[Delivery]) -> None:
+        """Consume a run of messages due now, one after the other. An event a consumption queued for now at a
+        higher rank (a watcher's crash, a woken service) cuts the run: it goes first, the rest right after
+        it, as between two single deliveries."""
+        eng = self.ctx.engine
+        for i, d in enumerate(run):
+            if i and eng.outranked(NORMAL):
+                eng.schedule_next(lambda rest=run[i:]: self._deliver(gen, key, rest), NORMAL)
+                return
+            if gen != self.gen or not self.ctx.running:
+                return
+            self._consume(key, d)
 
     def _spec(self, group: str, msg: SimMessage) -> ConsumerSpec | None:
         p = msg.props
@@ -264,32 +288,25 @@ class ConsumerService:
         if self.offsets.get(key, -1) < queue_offset + 1:
             self.offsets[key] = queue_offset + 1
 
-    def _emit(self, event: str, group: str, msg: SimMessage | None, topic=None, queue_id=None, new=None, **detail):
-        ctx = self.ctx
+    def _emit(self, event: str, group: str, topic: str, queue_id: int, msg: SimMessage, new=None, **detail) -> None:
+        """An event about a group's message on a queue (its own, or the one a send-back or revive wrote `new` to)."""
         self.counts[group][event] += 1
-        ctx.log.batch(
-            ctx.engine.now,
-            SERVICE,
-            event,
-            topic if topic is not None else (msg.topic if msg else None),
-            queue_id if queue_id is not None else (msg.queue_id if msg else None),
-            msg.uniq_key if msg else None,
-            msg.phys if msg else None,
-            new.phys if new else None,
-            group=group,
-            **detail,
+        nphys = new.phys if new else None
+        self.ctx.log.batch(
+            self.ctx.engine.now, SERVICE, event, topic, queue_id, msg.uniq_key, msg.phys, nphys, group=group, **detail
         )
 
-    def _consume(self, gen: int, key, spec: ConsumerSpec, msg: SimMessage, queue_offset: int) -> None:
-        if gen != self.gen or not self.ctx.running:
-            return
-        group = key[0]
+    def _consume(self, key, d: Delivery) -> None:
+        group, _topic, _qid = key
+        spec, msg = d.spec, d.msg
         fails = spec.fails(msg.reconsume_times)
         self._emit(
             "consume",
             group,
+            msg.topic,
+            msg.queue_id,
             msg,
-            queue_offset=queue_offset,
+            queue_offset=d.queue_offset,
             reconsume_times=msg.reconsume_times,
             outcome="fail" if fails else "ok",
         )
@@ -297,17 +314,17 @@ class ConsumerService:
             later = msg.derive(msg.topic, msg.queue_id, msg.props)
             later.phys, later.queue_offset, later.store_ts = msg.phys, msg.queue_offset, msg.store_ts
             later.reconsume_times = msg.reconsume_times + 1
-            g = self.gen
-            self.ctx.engine.schedule(lambda: self._consume(g, key, spec, later, queue_offset), NORMAL, CONSUME_LATER_MS)
-        self._commit(key, queue_offset)
+            run, g = [Delivery(spec, later, d.queue_offset)], self.gen
+            self.ctx.engine.schedule(lambda: self._deliver(g, key, run), NORMAL, CONSUME_LATER_MS)
+        self._commit(key, d.queue_offset)
 
     # ----- consumerSendMsgBack -----
     def _send_back(self, group: str, spec: ConsumerSpec, msg: SimMessage, max_times: int, delay_level: int = 0) -> bool:
         ctx = self.ctx
-        nums = self.retry_queue_nums(group)
+        nums = self.group_config(group).retry_queue_nums
         d = consumer_send_msg_back(group, msg.reconsume_times, max_times, nums, delay_level)
         if d.action == "drop":
-            self._emit("drop", group, msg, reason="retryQueueNums <= 0")
+            self._emit("drop", group, msg.topic, msg.queue_id, msg, reason="retryQueueNums <= 0")
             return True
         rw, now = PERM_READ | PERM_WRITE, ctx.clock()
         self.topic_requests.append((get_retry_topic(group), nums, rw, now))  # created before the DLQ decision
@@ -317,7 +334,6 @@ class ConsumerService:
         if d.action == "dlq":
             new = msg.derive(d.topic, 0, props)
         else:
-            nums = self.retry_queue_nums(group)
             qid = ctx.rng.randrange(nums) if nums > 1 else 0
             new = self._to_schedule(msg, d.topic, qid, props)
         new.reconsume_times = msg.reconsume_times + 1
@@ -327,18 +343,20 @@ class ConsumerService:
         new.store_host = self.store_host if own else msg.store_host
         res = ctx.put(new, SERVICE)
         if not res.ok:
-            self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
+            self._emit(
+                "put_failed", group, msg.topic, msg.queue_id, msg, status=res.status, next="consume again in 5 s"
+            )
             return False
         if d.action == "dlq":
-            self._emit("dlq", group, msg, d.topic, 0, new, reconsume_times=new.reconsume_times)
+            self._emit("dlq", group, d.topic, 0, msg, new, reconsume_times=new.reconsume_times)
         else:
             level = int(new.props[PROPERTY_DELAY_TIME_LEVEL])
             self._emit(
                 "send_back",
                 group,
-                msg,
                 d.topic,
                 int(new.props[PROPERTY_REAL_QUEUE_ID]),
+                msg,
                 new,
                 level=level,
                 due=new.tags_code,
@@ -385,23 +403,18 @@ class PopClients:
         self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
         self.rqid = 0  # the revive queue of the request being answered
         self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
-        self.pop_retry_probability = ctx.config.pop_from_retry_probability
         # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
         self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if svc.pop_clients else None
         self.poppers: dict[tuple[str, str], Process] = {}
         for group, topic in svc.pop_clients:  # a long-polling pop request is answered when a message arrives
-            retry = pop_rules.build_pop_retry_topic(topic, group, svc.retry_v2)
+            retry = pop_rules.build_pop_retry_topic(topic, group, svc.config.enable_retry_topic_v2)
             for t, q in [(topic, q) for q in ctx.model.queue_ids(topic) or [0]] + [(retry, 0)]:
-                ctx.model.on_append(t, q, lambda k=(group, topic): self._wake(k))
+                ctx.model.on_append(t, q, lambda k=(group, topic): _wake_idle(self.poppers.get(k)))
 
     def start(self) -> None:
         for key in self.svc.pop_clients:
-            self.poppers[key] = self.ctx.engine.process(self._loop(key), NORMAL, 0, f"consumer-pop-{key[0]}-{key[1]}")
-
-    def _wake(self, key) -> None:
-        p = self.poppers.get(key)
-        if p is not None and p.alive and p.wake_time is None:
-            p.wake(0)
+            group, topic = key
+            self.poppers[key] = self.ctx.engine.process(self._loop(key), NORMAL, 0, f"consumer-pop-{group}-{topic}")
 
     def _loop(self, key):
         """The client's POP requests: one every `poll_interval`, or (0) long polling: a request that found nothing
@@ -424,12 +437,12 @@ class PopClients:
             return 0
         group, topic = key
         if not counted:  # a new request; a suspended one keeps its revive queue
-            self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.svc.revive_queue_num)
+            self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.svc.config.revive_queue_num)
             self.ck_counter += 1
         self.rqid = self.request_rqid[key]
         random_q = spec.pop_random if spec.pop_random is not None else self.pop_rng.randrange(100)
-        retry = pop_rules.build_pop_retry_topic(topic, group, self.svc.retry_v2)
-        first = pop_rules.need_retry(random_q, self.pop_retry_probability)
+        retry = pop_rules.build_pop_retry_topic(topic, group, self.svc.config.enable_retry_topic_v2)
+        first = pop_rules.need_retry(random_q, ctx.config.pop_from_retry_probability)
         pop_time = ctx.clock()
         room, popped = spec.batch_size, []
         for t in [retry, topic] if first else [topic, retry]:
@@ -442,11 +455,11 @@ class PopClients:
                 if room > 0:
                     popped += self._pop_queue((group, t, qid), spec, room, pop_time)
                     room = spec.batch_size - len(popped)
-        for qkey, start, o, msg, ck in popped:
-            self._answer(qkey, spec, start, o, msg, pop_time, ck)
+        for p in popped:
+            self._answer(p, spec)
         return len(popped)
 
-    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int) -> list:
+    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int) -> list[Popped]:
         """`popMsgFromQueue`: up to `room` messages from the group's offset (its init offset committed), one
         checkpoint for them (`appendCheckPoint`), the offset moved past them."""
         m = self.ctx.model
@@ -457,91 +470,91 @@ class PopClients:
         if not units:
             return []
         offsets = [o for o, _unit in units]
-        inv = spec.invisible_time_ms
-        ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, self.svc.broker_name)
-        body = pop_format.ck_body(
-            topic, group, qid, start, pop_rules.ck_diffs(start, offsets), pop_time, inv, self.svc.broker_name
-        )
-        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), self.rqid)
+        diffs = pop_rules.ck_diffs(start, offsets)
+        ck = self._checkpoint(group, topic, qid, start, diffs, pop_time, spec.invisible_time_ms)
         self.svc._commit(qkey, offsets[-1])
         out = []
-        for o, unit in units:
-            msg = m.message(unit[0])
+        for o, (phys, _size, _tags) in units:
+            msg = m.message(phys)
             if msg is not None:
-                out.append((qkey, start, o, msg, ck))
+                out.append(Popped(group, topic, qid, start, o, msg, pop_time, ck))
         return out
 
-    def _answer(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int, ck) -> None:
+    def _checkpoint(self, group: str, topic: str, qid: int, start: int, diffs: list[int], pop_time: int, inv: int):
+        """`appendCheckPoint`: the checkpoint record of the messages at `start` + `diffs`, in the request's revive
+        queue."""
+        name = self.svc.config.broker_name
+        ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, name)
+        body = pop_format.ck_body(topic, group, qid, start, diffs, pop_time, inv, name)
+        return self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), self.rqid)
+
+    def _answer(self, p: Popped, client: ConsumerSpec) -> None:
         """The client's handling of one popped message: the proxy's filter (TO_DLQ: forward, then ack) or the
         remoting client's drop past its maxReconsumeTimes, else the consumption and, when it succeeds, the ack."""
-        group = qkey[0]
-        rt = msg.reconsume_times
-        spec = self.svc._spec(group, msg) or client
-        self._emit_popped(
+        rt = p.msg.reconsume_times
+        spec = self.svc._spec(p.group, p.msg) or client
+        self._event(
             "pop",
-            qkey,
-            msg,
-            o,
+            p,
             reconsume_times=rt,
-            invisible_until=pop_time + client.invisible_time_ms,
+            invisible_until=p.pop_time + client.invisible_time_ms,
             revive_queue_id=self.rqid,
-            checkpoint=ck.phys if ck else None,
+            checkpoint=p.ck.phys if p.ck else None,
         )
         if client.client_kind == "proxy":
             limit = spec.max_reconsume_times
             if limit is None:
-                limit = self.svc.retry_max_times(group)
+                limit = self.svc.group_config(p.group).retry_max_times
             if pop_rules.filter_message(rt, limit) == "TO_DLQ":
-                self._emit_popped("consume", qkey, msg, o, reconsume_times=rt, outcome="dlq")
-                self.svc._send_back(group, spec, msg, 0, delay_level=-1)
-                self._ack(qkey, client, start, o, msg, pop_time)
+                self._event("consume", p, reconsume_times=rt, outcome="dlq")
+                self.svc._send_back(p.group, spec, p.msg, 0, delay_level=-1)
+                self._ack(p, client)
                 return
         elif pop_rules.process_pop_result_drops(rt, get_max_reconsume_times(spec.max_reconsume_times)):
-            why = "reconsumeTimes above the client's maxReconsumeTimes"
-            self._emit_popped("drop", qkey, msg, o, reason=why)
-            self._ack(qkey, client, start, o, msg, pop_time)
+            self._event("drop", p, reason="reconsumeTimes above the client's maxReconsumeTimes")
+            self._ack(p, client)
             return
         fails = spec.fails(rt)
-        self._emit_popped("consume", qkey, msg, o, reconsume_times=rt, outcome="fail" if fails else "ok")
+        self._event("consume", p, reconsume_times=rt, outcome="fail" if fails else "ok")
         if not fails:
-            self._ack(qkey, client, start, o, msg, pop_time)
+            self._ack(p, client)
         elif client.client_kind == "remoting":
-            self._consume_later(qkey, client, spec, start, o, msg, pop_time)
+            self._consume_later(p, client, spec)
 
-    def _consume_later(self, qkey, client: ConsumerSpec, spec: ConsumerSpec, start: int, o: int, msg, pop_time) -> None:
+    def _consume_later(self, p: Popped, client: ConsumerSpec, spec: ConsumerSpec) -> None:
         """A remoting client's failed POP message (`processConsumeResult`): `changePopInvisibleTime` by the
         client's popDelayLevel, or at its maxReconsumeTimes `checkNeedAckOrDelay` by the message's age. The broker's
         `ChangeInvisibleTimeProcessor` writes a checkpoint of the one message (popTime now, same revive queue) and
         acks the old checkpoint's entry (a proxy client just does not ack)."""
-        ctx = self.ctx
-        group, topic, qid = qkey
-        rt, now = msg.reconsume_times, ctx.clock()
+        rt, now = p.msg.reconsume_times, self.ctx.clock()
         if rt >= get_max_reconsume_times(spec.max_reconsume_times):
-            inv = pop_rules.check_need_ack_or_delay(now - msg.born_ts)
+            inv = pop_rules.check_need_ack_or_delay(now - p.msg.born_ts)
             if inv < 0:
-                self._emit_popped("drop", qkey, msg, o, reason="consumed too many times: acked")
-                self._ack(qkey, client, start, o, msg, pop_time)
+                self._event("drop", p, reason="consumed too many times: acked")
+                self._ack(p, client)
                 return
             if inv == 0:
                 return
         else:
             inv = pop_rules.change_pop_invisible_time(rt)
-        ck_key = pop_rules.gen_ck_unique_id(topic, qid, o, group, now, self.svc.broker_name)
-        body = pop_format.ck_body(topic, group, qid, o, [0], now, inv, self.svc.broker_name)
-        ck = self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(now, inv), self.rqid)
-        self._emit_popped("change_invisible", qkey, msg, o, ck, invisible_until=now + inv, revive_queue_id=self.rqid)
-        self._ack(qkey, client, start, o, msg, pop_time, event=False)
+        ck = self._checkpoint(p.group, p.topic, p.queue_id, p.offset, [0], now, inv)
+        self._event("change_invisible", p, ck, invisible_until=now + inv, revive_queue_id=self.rqid)
+        self._ack(p, client, event=False)
 
-    def _ack(self, qkey, client: ConsumerSpec, start: int, o: int, msg: SimMessage, pop_time: int, event=True) -> None:
+    def _ack(self, p: Popped, client: ConsumerSpec, event: bool = True) -> None:
         """`AckMessageProcessor.appendAck` (buffer merge off): one ack record for the message, `so` the
         checkpoint's start, into the checkpoint's revive queue at popTime + invisibleTime."""
-        group, topic, qid = qkey
-        inv = client.invisible_time_ms
-        ack_key = pop_rules.gen_ack_unique_id(topic, qid, o, group, pop_time, self.svc.broker_name)
-        body = pop_format.ack_body(topic, group, qid, start, o, pop_time, self.svc.broker_name)
-        ack = self._revive_record(ACK_TAG, body, ack_key, pop_rules.ack_deliver_time(pop_time, inv), self.rqid)
+        name = self.svc.config.broker_name
+        ack_key = pop_rules.gen_ack_unique_id(p.topic, p.queue_id, p.offset, p.group, p.pop_time, name)
+        body = pop_format.ack_body(p.topic, p.group, p.queue_id, p.start, p.offset, p.pop_time, name)
+        deliver = pop_rules.ack_deliver_time(p.pop_time, client.invisible_time_ms)
+        ack = self._revive_record(ACK_TAG, body, ack_key, deliver, self.rqid)
         if event:  # a changeInvisibleTime's ack of the old checkpoint is no ack of the message
-            self._emit_popped(ACK_TAG, qkey, msg, o, ack, revive_queue_id=self.rqid)
+            self._event(ACK_TAG, p, ack, revive_queue_id=self.rqid)
+
+    def _event(self, event: str, p: Popped, new: SimMessage | None = None, **detail) -> None:
+        """An event about a popped message, on the queue it was popped from, with its queue offset."""
+        self.svc._emit(event, p.group, p.topic, p.queue_id, p.msg, new, queue_offset=p.offset, **detail)
 
     def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int) -> SimMessage | None:
         """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook
@@ -555,8 +568,7 @@ class PopClients:
         now = ctx.clock()
         topic, qid = self.svc.revive_topic, rqid
         if deliver > now:
-            p = ctx.config.timer_precision_ms
-            props[PROPERTY_TIMER_OUT_MS] = str(deliver - p if deliver % p == 0 else deliver // p * p)
+            props[PROPERTY_TIMER_OUT_MS] = str(round_timer_ms(deliver, ctx.config.timer_precision_ms))
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)
             topic, qid = TIMER_TOPIC, 0
@@ -569,14 +581,18 @@ class PopClients:
             born_ts=now,
             born_host=host,
             store_host=host,
-            props_raw=props_string(props, 16, not ctx.v4),
+            props_raw=_props_raw(props, ctx.v4),
         )  # a `new MessageExtBrokerInner`: HashMap(16)
         res = ctx.put(m, SERVICE)
         return res.message if res.ok else None
 
-    def _emit_popped(self, event: str, qkey, msg: SimMessage, o: int, new=None, **detail) -> None:
-        """An event about a popped message: its group, topic and queue from the POP's key, its queue offset."""
-        self.svc._emit(event, qkey[0], msg, qkey[1], qkey[2], new, queue_offset=o, **detail)
+
+class ReadCheckPoint(NamedTuple):
+    """A checkpoint a revive round read: its place in the revive queue and the diffs acked after it."""
+
+    ck: pop_format.PopCheckPoint
+    revive_offset: int
+    acked: set[int]
 
 
 class PopRevive:
@@ -588,17 +604,12 @@ class PopRevive:
         self.revivers: dict[int, Process] = {}
         self.revive_offsets: dict[int, int] = {}
         if svc.pop_clients:
-            for q in range(svc.revive_queue_num):
-                ctx.model.on_append(svc.revive_topic, q, lambda q=q: self._wake(q))
+            for q in range(svc.config.revive_queue_num):
+                ctx.model.on_append(svc.revive_topic, q, lambda q=q: _wake_idle(self.revivers.get(q)))
 
     def start(self) -> None:
-        for q in range(self.svc.revive_queue_num if self.svc.pop_clients else 0):
+        for q in range(self.svc.config.revive_queue_num if self.svc.pop_clients else 0):
             self.revivers[q] = self.ctx.engine.process(self._loop(q), NORMAL, 0, f"pop-revive-{q}")
-
-    def _wake(self, q: int) -> None:
-        p = self.revivers.get(q)
-        if p is not None and p.alive and p.wake_time is None:
-            p.wake(0)
 
     def _loop(self, q: int):
         """`PopReviveService.run` for one revive queue: a round every reviveInterval (longer when idle)."""
@@ -609,13 +620,13 @@ class PopRevive:
             if m.cq_max(topic, q) <= self._offset(q) + 1:
                 yield None  # nothing unread: the rounds would change nothing
                 continue
-            yield self.svc.revive_interval
+            yield self.svc.config.revive_interval
             # consumeReviveMessage
             old = self._offset(q)
             start = ctx.clock()
             end_time = first_rt = no_msg = 0
             off = old + 1
-            cks: dict[tuple, dict] = {}
+            cks: dict[tuple, ReadCheckPoint] = {}
             while True:
                 hi = m.cq_max(topic, q)
                 if off >= hi:
@@ -630,39 +641,38 @@ class PopRevive:
                         break
                     continue
                 no_msg = 0
-                if ctx.clock() - start > self.svc.revive_scan_time:
+                if ctx.clock() - start > self.svc.config.revive_scan_time:
                     break
-                for o, unit in m.cq_units(topic, q, off, hi):
-                    rec = m.message(unit[0])
+                for o, (phys, _size, _tags) in m.cq_units(topic, q, off, hi):
+                    rec = m.message(phys)
                     off = o + 1
                     if rec is None:
                         continue
-                    body = json.loads(rec.body or b"{}")
                     tag = rec.props.get(PROPERTY_TAGS)
                     if tag == CK_TAG:
-                        mk = (body["t"], body["c"], body["q"], body["so"], body["pt"], body.get("bn"))
-                        cks[mk] = {**body, "ro": o, "acked": set()}
-                        first_rt = first_rt or body["pt"] + body["it"]
+                        ck = pop_format.parse_checkpoint(rec.body)
+                        cks[ck.merge_key()] = ReadCheckPoint(ck, o, set())
+                        first_rt = first_rt or ck.revive_time
                     elif tag == ACK_TAG:  # indexOfAck: the acked offset's place in the checkpoint's d
-                        mk = (body["t"], body["c"], body["q"], body["so"], body["pt"], body.get("bn"))
-                        if mk in cks:
-                            cks[mk]["acked"].add(body["ao"] - body["so"])
+                        ack = pop_format.parse_ack(rec.body)
+                        if (read := cks.get(ack.merge_key())) is not None:
+                            read.acked.add(ack.ack_offsets[0] - ack.start_offset)
                     end_time = max(end_time, int(rec.props.get(PROPERTY_TIMER_DELIVER_MS, "0")))
             # mergeAndRevive
             new_offset = old
-            for ck in sorted(cks.values(), key=lambda c: c["ro"]):
-                if not pop_rules.may_revive(end_time, ck["pt"] + ck["it"]):
+            for read in sorted(cks.values(), key=attrgetter("revive_offset")):
+                if not pop_rules.may_revive(end_time, read.ck.revive_time):
                     break
-                for diff in ck["d"]:  # reviveMsgFromCk: each message of the checkpoint not acked
-                    if diff not in ck["acked"]:
-                        self._revive(ck, ck["so"] + diff)
-                new_offset = ck["ro"]
+                for diff in read.ck.queue_offset_diff:  # reviveMsgFromCk: each message of the checkpoint not acked
+                    if diff not in read.acked:
+                        self._revive(read.ck, read.ck.start_offset + diff)
+                new_offset = read.revive_offset
             self.revive_offsets[q] = new_offset
             if new_offset > old:  # commitOffset(REVIVE_GROUP, reviveTopic, queueId, newOffset)
                 self.svc.offsets[(REVIVE_GROUP, topic, q)] = new_offset
             if not cks:
-                yield slow * self.svc.revive_interval
-                slow = min(slow + 1, self.svc.revive_max_slow)
+                yield slow * self.svc.config.revive_interval
+                slow = min(slow + 1, self.svc.config.revive_max_slow)
             else:
                 slow = 1
 
@@ -670,26 +680,25 @@ class PopRevive:
         """`consumeReviveMessage`'s old offset: max(the service's own, the revive group's committed), else -1."""
         return max(self.revive_offsets.get(q, -1), self.svc.offsets.get((REVIVE_GROUP, self.svc.revive_topic, q), -1))
 
-    def _revive(self, ck: dict, offset: int) -> None:
+    def _revive(self, ck: pop_format.PopCheckPoint, offset: int) -> None:
         """`reviveRetry`: the message again on the pop retry topic, queue 0, reconsumeTimes + 1; the topic is
         made first when absent (`addRetryTopicIfNotExist`, 1 queue, perm 6, the group's offset 0 committed)."""
         ctx, m = self.ctx, self.ctx.model
-        unit = m.cq_unit(ck["t"], ck["q"], offset)
-        msg = m.message(unit[0]) if unit else None
-        group = ck["c"]
-        if msg is None:
+        unit = m.cq_unit(ck.topic, ck.queue_id, offset)
+        if unit is None or (msg := m.message(unit[0])) is None:
             return
+        group = ck.cid
         topic = (
-            ck["t"]
-            if ck["t"].startswith(RETRY_GROUP_TOPIC_PREFIX)
-            else pop_rules.build_pop_retry_topic(ck["t"], group, self.svc.retry_v2)
+            ck.topic
+            if ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+            else pop_rules.build_pop_retry_topic(ck.topic, group, self.svc.config.enable_retry_topic_v2)
         )
         props = pop_rules.revive_retry_properties(
-            msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck["pt"]
+            msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck.pop_time
         )
-        new = msg.derive(topic, 0, props, props_string(props, 16, not ctx.v4))
+        new = msg.derive(topic, 0, props, _props_raw(props, ctx.v4))
         new.reconsume_times = msg.reconsume_times + 1
-        if not m.queue_ids(topic) and not any(r[0] == topic for r in self.svc.topic_requests):
+        if not m.queue_ids(topic) and not any(t == topic for t, *_ in self.svc.topic_requests):
             self.svc.topic_requests.append((topic, pop_rules.RETRY_QUEUE_NUM, PERM_READ | PERM_WRITE, ctx.clock()))
             self.svc.offsets.setdefault((group, topic, 0), 0)  # initPopRetryOffset
         if self.svc.store_host and not msg.sys_flag & _HOSTS_V6:
@@ -699,14 +708,14 @@ class PopRevive:
             self.svc._emit(
                 "revive",
                 group,
-                msg,
                 topic,
                 0,
+                msg,
                 res.message,
                 reconsume_times=new.reconsume_times,
-                revive_time=ck["pt"] + ck["it"],
+                revive_time=ck.revive_time,
                 queue_offset=res.message.queue_offset,
             )
 
 
-__all__ = ["ConsumerService", "KINDS", "PopClients", "PopRevive", "subscription_groups"]
+__all__ = ["ConsumerService", "Delivery", "KINDS", "PopClients", "PopRevive", "subscription_groups"]

@@ -87,6 +87,16 @@ class Engine:
         p.wake(delay)
         return p
 
+    def outranked(self, priority: int) -> bool:
+        """Whether an event queued for now comes before any other of `priority` would."""
+        q = self._queue
+        return bool(q) and q[0][0] == self._now and q[0][1] < priority
+
+    def schedule_next(self, event: Callable[[], Any], priority: int) -> None:
+        """Run `event()` now, before every event of its priority queued for now (the rest of a run an
+        outranking event cut, in the place its own events would have had)."""
+        heapq.heappush(self._queue, (self._now, priority, -next(self._eid), event))
+
 
 class Process:
     """A generator driven by the engine: `yield d` sleeps d ms (d >= 0), `yield None` idles until woken."""

@@ -18,10 +18,10 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, computed_size, hosts_size
+from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, hosts_size
 from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
 from mqtool.formats.dledger import MIN_BLANK_LEN as DLEDGER_MIN_BLANK_LEN
-from mqtool.formats.javahash import hashmap_order, java_string_hash
+from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -31,6 +31,10 @@ from mqtool.formats.names import (
     SYSTEM_TOPICS,
     TIMER_TOPIC,
 )
+from mqtool.formats.properties import broker_properties_length as props_length
+from mqtool.formats.properties import build_properties
+from mqtool.formats.properties import key_order as _order  # the names the services import from here
+from mqtool.store.recovery import Recovered, recovered
 
 if TYPE_CHECKING:
     from mqtool.simulate.spool import RecordSpool
@@ -106,52 +110,11 @@ class SimMessage:
         m.tags_code = 0
         return m
 
-    def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"SimMessage({self.topic}/{self.queue_id}@{self.queue_offset} phys={self.phys} {self.uniq_key})"
-
 
 _new_message = object.__new__
 
-class KeyOrder(NamedTuple):
-    """What the properties string of a map with these keys needs (`_order`)."""
 
-    order: tuple[str, ...] | None  # the keys in HashMap order, None when that is the insertion order
-    keys_len: int  # the UTF-8 length of the keys
-
-
-# (keys in insertion order, map capacity) -> their `KeyOrder`. Re-puts of one kind always carry the same keys, so
-# this stays small.
-_ORDER: dict[tuple[tuple[str, ...], int], KeyOrder] = {}
 _TAGS_HASH: dict[str, int] = {}
-
-
-def _order(keys: tuple[str, ...], capacity: int) -> KeyOrder:
-    hit = _ORDER.get((keys, capacity))
-    if hit is None:
-        order = tuple(k for k, _ in hashmap_order([(k, "") for k in keys], capacity))
-        hit = KeyOrder(None if order == keys else order, len("".join(keys).encode("utf-8", "surrogateescape")))
-        _ORDER[(keys, capacity)] = hit
-    return hit
-
-
-def props_string(props: dict[str, str], capacity: int, trailing: bool = True) -> str:
-    """`messageProperties2String` of a map built by `string2messageProperties` (HashMap order, §2.6).
-
-    `trailing=False` is 4.9.8, whose `messageProperties2String` deletes the last 0x02 separator
-    (5.x keeps it).
-    """
-    order = _order(tuple(props), capacity).order or props
-    raw = "".join([f"{k}\x01{props[k]}\x02" for k in order])
-    return raw if trailing else raw[:-1]
-
-
-def props_length(props: dict[str, str], capacity: int, trailing: bool = True) -> int:
-    """UTF-8 length of `props_string(props, capacity, trailing)` without building it."""
-    keys_len = _order(tuple(props), capacity).keys_len
-    values = "".join(props.values())
-    n = len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape"))
-    n += keys_len + 2 * len(props)
-    return n if trailing or not props else n - 1
 
 
 def tags_code(props: dict[str, str]) -> int:
@@ -164,84 +127,36 @@ def tags_code(props: dict[str, str]) -> int:
     return h
 
 
-# --------------------------------------------------------------------------- bases
+# --------------------------------------------------------------------------- bases (and `MemoryBase` below)
 
 
-class MemoryBase:
-    """Messages and ConsumeQueues held in memory (tests, benchmark)."""
+class EmptyBase:
+    """The store below a `MemoryBase`: no ConsumeQueue unit and no record, a CommitLog ending at `end`."""
 
-    dledger = False  # a normal-mode CommitLog
-
-    def __init__(self, commitlog_file_size: int = 1 << 30) -> None:
-        self.messages: dict[int, SimMessage] = {}
-        self.queues: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-        self.end = 0
-        self.file_size = commitlog_file_size
-
-    def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
-        """Append a message as a broker put would (offset, queue offset; store_ts as given)."""
-        if m.size <= 0:
-            m.size = record_size(m, 128)
-        m.phys = pos = next_in_file(self.end, m.size, self.file_size, BLANK_MIN, [])
-        self.end = pos + m.size
-        q = self.queues.setdefault((m.topic, m.queue_id), [])
-        m.queue_offset = len(q)
-        q.append((m.phys, m.size, tags if tags is not None else tags_code(m.props)))
-        self.messages[m.phys] = m
-        return m
+    def __init__(self, file_size: int, end: int = 0, dledger: bool = False) -> None:
+        self.file_size, self.end, self.dledger = file_size, end, dledger
 
     def cq_max(self, topic: str, qid: int) -> int:
-        return len(self.queues.get((topic, qid), ()))
-
-    def cq_min(self, topic: str, qid: int) -> int:
         return 0
 
-    def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
-        q = self.queues.get((topic, qid))
-        if q is None or not 0 <= offset < len(q):
-            return None
-        return q[offset]
+    cq_min = cq_max
+
+    def cq_unit(self, topic: str, qid: int, offset: int) -> None:
+        return None
 
     def cq_units(self, topic: str, qid: int, start: int, stop: int):
-        """(offset, unit) for the units in [start, stop) that exist."""
-        q = self.queues.get((topic, qid))
-        if q is None:
-            return iter(())
-        start = max(start, 0)
-        return zip(range(start, stop), q[start:stop], strict=False)  # the slice may be shorter
+        return iter(())
 
-    def message(self, phys: int) -> SimMessage | None:
-        return self.messages.get(phys)
+    def message(self, phys: int) -> None:
+        return None
+
+    message_once = props = message
 
     def max_phys(self) -> int:
         return self.end
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for t, q in self.queues if t == topic)
-
-
-@dataclass(frozen=True)
-class Recovered:
-    """What the broker's recovery leaves of a store (`mqtool.store.recovery.recovery_plan`): the CommitLog's
-    end (`recoverAbnormally`) and each ConsumeQueue's max offset after `truncateDirtyLogicFiles`."""
-
-    end: int
-    max_offsets: dict[tuple[str, int], int]
-
-
-def recovered(store: Store) -> Recovered | None:
-    """The recovery of a store left without a clean shutdown (an `abort` file); None after a clean one.
-
-    A restarted broker appends at the recovered end, not after the last decodable record, and reads no
-    ConsumeQueue unit past it; a clean shutdown's end is the scan's end, so nothing is computed then.
-    """
-    if not (store.root / "abort").exists():
-        return None
-    from mqtool.store.findings import Findings
-    from mqtool.store.recovery import recovery_plan
-
-    plan = recovery_plan(store, Findings())
-    return Recovered(plan["_end"], dict(plan["_max_offsets"]))
+        return []
 
 
 class DiskBase:
@@ -267,14 +182,13 @@ class DiskBase:
     def cq_max(self, topic: str, qid: int) -> int:
         key = (topic, qid)
         v = self._max.get(key)
-        if v is not None:
-            return v
-        if key not in self._max:
+        if v is None:
             q = self._cq(topic, qid)
-            self._max[key] = q.max_offset if q is not None else 0
-            if self.recovery is not None and key in self.recovery.max_offsets:
-                self._max[key] = min(self._max[key], self.recovery.max_offsets[key])
-        return self._max[key]
+            v = q.max_offset if q is not None else 0
+            if self.recovery is not None:
+                v = min(v, self.recovery.max_offsets.get(key, v))
+            self._max[key] = v
+        return v
 
     def cq_min(self, topic: str, qid: int) -> int:
         q = self._cq(topic, qid)
@@ -304,32 +218,38 @@ class DiskBase:
                 r = self.store.commitlog.read(phys)
             except ValueError:
                 return None
-            m = SimMessage(r.topic, r.queue_id, dict(r.properties), body=r.body, born_ts=r.born_timestamp,
-                           store_ts=r.store_timestamp, sys_flag=r.sys_flag, flag=r.flag,
-                           reconsume_times=r.reconsume_times, prepared_tx_offset=r.prepared_transaction_offset,
-                           phys=r.physical_offset, size=r.total_size, queue_offset=r.queue_offset,
-                           born_host=r.born_host, store_host=r.store_host, props_raw=r.properties_raw)
+            m = SimMessage(
+                r.topic,
+                r.queue_id,
+                dict(r.properties),
+                body=r.body,
+                born_ts=r.born_timestamp,
+                store_ts=r.store_timestamp,
+                sys_flag=r.sys_flag,
+                flag=r.flag,
+                reconsume_times=r.reconsume_times,
+                prepared_tx_offset=r.prepared_transaction_offset,
+                phys=r.physical_offset,
+                size=r.total_size,
+                queue_offset=r.queue_offset,
+                born_host=r.born_host,
+                store_host=r.store_host,
+                props_raw=r.properties_raw,
+            )
             self._cache[phys] = m
         return m
+
+    message_once = message  # `MappedBase` reads a record it need not keep apart
+
+    def props(self, phys: int) -> dict[str, str] | None:
+        m = self.message(phys)
+        return None if m is None else m.props
 
     def max_phys(self) -> int:
         return self.recovery.end if self.recovery is not None else self.store.commitlog.max_offset()
 
     def queue_ids(self, topic: str) -> list[int]:
         return [q for t, q in self.store.queue_ids if t == topic]
-
-
-
-def record_size(m: SimMessage, capacity: int, trailing: bool = True) -> int:
-    """The record's TOTALSIZE; the properties string itself is only built when `--out` writes it."""
-    raw = m.props_raw
-    if raw is None:
-        plen = props_length(m.props, capacity, trailing)
-    else:
-        plen = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogateescape"))
-    topic = m.topic
-    topic_len = len(topic) if topic.isascii() else len(topic.encode("utf-8", "surrogateescape"))
-    return computed_size(m.sys_flag, m.body_len, topic_len, plen, topic_len > 127)
 
 
 # --------------------------------------------------------------------------- the overlay
@@ -393,10 +313,8 @@ class StoreModel:
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
         appended ones (`m.props` is already in the stored order)."""
-        if m.props_raw is not None:
-            return m.props_raw
-        raw = "".join([f"{k}\x01{v}\x02" for k, v in m.props.items()])
-        return raw if self.trailing_separator or not raw else raw[:-1]
+        raw = build_properties(m.props) if m.props_raw is None else m.props_raw
+        return raw if self.trailing_separator or m.props_raw is not None else raw[:-1]
 
     # ----- reads -----
     def cq_max(self, topic: str, qid: int) -> int:
@@ -429,7 +347,7 @@ class StoreModel:
             start = bmax
         extra = self._units.get((topic, qid))
         if extra is not None and start < stop:
-            yield from zip(range(start, stop), extra[start - bmax:stop - bmax], strict=False)
+            yield from zip(range(start, stop), extra[start - bmax : stop - bmax], strict=False)
 
     def message(self, phys: int) -> SimMessage | None:
         m = self._kept(phys)
@@ -457,21 +375,12 @@ class StoreModel:
         """`message(phys)` for a record its reader is done with once read (the base need not cache it:
         `MappedBase.message_once`)."""
         m = self._kept(phys)
-        if m is not None:
-            return m
-        once = getattr(self.base, "message_once", None)
-        return once(phys) if once is not None else self.base.message(phys)
+        return m if m is not None else self.base.message_once(phys)
 
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, by the base's lighter read when it has one (`MappedBase.props`)."""
         m = self._kept(phys)
-        if m is not None:
-            return m.props
-        read = getattr(self.base, "props", None)
-        if read is None:
-            m = self.base.message(phys)
-            return None if m is None else m.props
-        return read(phys)
+        return m.props if m is not None else self.base.props(phys)
 
     def queue_ids(self, topic: str) -> list[int]:
         ids = set(self.base.queue_ids(topic)) | {q for t, q in self._units if t == topic}
@@ -487,18 +396,6 @@ class StoreModel:
     def on_append(self, topic: str, qid: int, callback: Callable[[], None]) -> None:
         """Call `callback()` after every append to that queue (a service waiting for new units)."""
         self._listeners.setdefault((topic, qid), []).append(callback)
-
-    def _new_queue_info(self, key: tuple[str, int]) -> QueueInfo:
-        """(overlay units, the base's unit count, the size of a record's fixed part with this topic but
-        the hosts, whether units and records are kept)."""
-        topic = key[0]
-        units = self._units.get(key)
-        if units is None:
-            units = self._units[key] = []
-        tlen = len(topic.encode("utf-8", "surrogateescape"))
-        fixed = FIXED_SIZE + (2 if tlen > 127 else 1) + tlen
-        keep = self.keep_messages or topic in (_READ_BACK if self.releasing else SYSTEM_TOPICS)
-        return QueueInfo(units, self.base.cq_max(*key), fixed, keep)
 
     def release(self, phys: int) -> None:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
@@ -528,11 +425,17 @@ class StoreModel:
             self._released[key] = stop
 
     def queue_info(self, topic: str, qid: int) -> QueueInfo:
-        """(overlay units, the base's unit count, the fixed part's size, kept) of a queue appends go to."""
+        """(overlay units, the base's unit count, the size of a record's fixed part with this topic but the
+        hosts, whether units and records are kept) of a queue appends go to."""
         key = (topic, qid)
         q = self._queue_info.get(key)
         if q is None:
-            q = self._queue_info[key] = self._new_queue_info(key)
+            units = self._units.setdefault(key, [])
+            tlen = len(topic.encode("utf-8", "surrogateescape"))
+            keep = self.keep_messages or topic in (_READ_BACK if self.releasing else SYSTEM_TOPICS)
+            q = self._queue_info[key] = QueueInfo(
+                units, self.base.cq_max(*key), FIXED_SIZE + (2 if tlen > 127 else 1) + tlen, keep
+            )
         return q
 
     def reput_size(self, props: dict[str, str], fixed: int, sys_flag: int, body_len: int) -> int:
@@ -540,6 +443,16 @@ class StoreModel:
         4.9.8 without the last separator: `props_length`); `fixed` is the size of a record's fixed part
         with its topic (`queue_info`). Every re-put's size is this or `plain_reput_size`."""
         return props_length(props, self.capacity, self.trailing_separator) + fixed + body_len + hosts_size(sys_flag)
+
+    def record_size(self, m: SimMessage, fixed: int) -> int:
+        """TOTALSIZE of `m` on a queue whose records' fixed part is `fixed` (`queue_info`): with the properties
+        string it was read with, else the one the broker builds from its map (`reput_size`); the string itself
+        is only built when `--out` writes it."""
+        raw = m.props_raw
+        if raw is None:
+            return self.reput_size(m.props, fixed, m.sys_flag, m.body_len)
+        plen = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogateescape"))
+        return plen + fixed + m.body_len + hosts_size(m.sys_flag)
 
     def plain_reput_size(self, n: int, fixed: int) -> int:
         """`reput_size` of a re-put keeping every property of a record read as a plain string
@@ -572,15 +485,9 @@ class StoreModel:
                 return PutResult(False, status)
         props = m.props
         key = (m.topic, m.queue_id)
-        q = self._queue_info.get(key)
-        if q is None:
-            q = self._queue_info[key] = self._new_queue_info(key)
+        q = self._queue_info.get(key) or self.queue_info(*key)
         units, bmax, fixed, keep = q
-        if m.props_raw is None:  # the usual case: a re-put builds its string from the map
-            size = self.reput_size(props, fixed, m.sys_flag, m.body_len)
-        else:
-            size = record_size(m, self.capacity, self.trailing_separator)
-        m.size = size
+        m.size = size = self.record_size(m, fixed)
         order = _order(tuple(props), self.capacity).order
         if order is not None:
             m.props = props = {k: props[k] for k in order}
@@ -590,12 +497,10 @@ class StoreModel:
         m.service = service
         m.queue_offset = bmax + len(units)
         if not m.tags_code:
-            tags = props.get(PROPERTY_TAGS)
-            if tags:
-                m.tags_code = tags_code(props)
+            m.tags_code = tags_code(props)
         if keep:
             units.append((pos, size, m.tags_code))
-            if self.spool is not None and key[0] == TIMER_TOPIC:
+            if self.spool is not None and m.topic == TIMER_TOPIC:
                 self.spool.put(m)  # read back when its slot comes, maybe a day later
             else:
                 self._msgs[pos] = m
@@ -603,10 +508,8 @@ class StoreModel:
                 self.appended.append(m)
         else:
             units.append(None)  # counted for the queue offsets; no service reads a delivered record back
-        listeners = self._listeners.get(key)
-        if listeners:
-            for cb in listeners:
-                cb()
+        for cb in self._listeners.get(key, ()):
+            cb()
         return PutResult(True, "PUT_OK", m)
 
     def append_row(self, topic: str, qid: int, size: int, tags: int) -> tuple[int, int]:
@@ -614,16 +517,39 @@ class StoreModel:
         a caller that knows no fault can refuse it (`put_filter` None) and that the queue keeps its units
         (`queue_info`): (CommitLog offset, queue offset); the unit is appended and the queue's listeners
         called as `append` does, but no `SimMessage` is built, kept or encoded."""
-        key = (topic, qid)
-        q = self._queue_info.get(key)
-        if q is None:
-            q = self._queue_info[key] = self._new_queue_info(key)
-        units, bmax = q.units, q.base_count
+        q = self.queue_info(topic, qid)
         pos = self.place(size)
-        queue_offset = bmax + len(units)
-        units.append((pos, size, tags))
-        listeners = self._listeners.get(key)
-        if listeners:
-            for cb in listeners:
-                cb()
+        queue_offset = q.base_count + len(q.units)
+        q.units.append((pos, size, tags))
+        for cb in self._listeners.get((topic, qid), ()):
+            cb()
         return pos, queue_offset
+
+    def max_phys(self) -> int:
+        """The CommitLog's end, as a base answers it (a `MemoryBase` is a model of its own)."""
+        return self.end
+
+
+class MemoryBase(StoreModel):
+    """Messages and ConsumeQueues built in memory (tests, benchmark): a model over an `EmptyBase` whose
+    records are the input store's, each added where a broker's put would place it."""
+
+    def __init__(self, commitlog_file_size: int = 1 << 30) -> None:
+        super().__init__(EmptyBase(commitlog_file_size))
+        self.file_size, self.dledger = commitlog_file_size, False
+
+    @property
+    def messages(self) -> dict[int, SimMessage]:
+        return self._msgs
+
+    def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
+        """Append a message as a broker put would (offset, queue offset), its store time and properties as given."""
+        q = self.queue_info(m.topic, m.queue_id)
+        units = q.units
+        if m.size <= 0:
+            m.size = self.record_size(m, q.fixed)
+        m.phys = self.place(m.size)
+        m.queue_offset = len(units)
+        units.append((m.phys, m.size, tags if tags is not None else tags_code(m.props)))
+        self._msgs[m.phys] = m
+        return m

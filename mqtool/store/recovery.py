@@ -289,6 +289,27 @@ def recovery_plan(store: Store, findings: Findings, v4: bool = False) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class Recovered:
+    """What the broker's recovery leaves of a store (`recovery_plan`): the CommitLog's end (`recoverAbnormally`)
+    and each ConsumeQueue's max offset after `truncateDirtyLogicFiles`."""
+
+    end: int
+    max_offsets: dict[tuple[str, int], int]
+
+
+def recovered(store: Store) -> Recovered | None:
+    """The recovery of a store left without a clean shutdown (an `abort` file); None after a clean one.
+
+    A restarted broker appends at the recovered end, not after the last decodable record, and reads no
+    ConsumeQueue unit past it; a clean shutdown's end is the scan's end, so nothing is computed then.
+    """
+    if not (store.root / "abort").exists():
+        return None
+    plan = recovery_plan(store, Findings())
+    return Recovered(plan["_end"], dict(plan["_max_offsets"]))
+
+
 @dataclass
 class LogEnd:
     """One store's CommitLog as a promotion would find it."""

@@ -8,7 +8,14 @@ from hypothesis import strategies as st
 
 from conftest import ORACLE, need_oracle
 from mqtool.formats.javahash import hashmap_capacity, hashmap_order, java_string_hash
-from mqtool.formats.properties import broker_properties, build_properties, parse_pairs, parse_properties
+from mqtool.formats.properties import (
+    broker_properties,
+    broker_properties_length,
+    build_properties,
+    key_order,
+    parse_pairs,
+    parse_properties,
+)
 from mqtool.store.commitlog import CommitLog
 
 
@@ -89,3 +96,13 @@ def test_op_bodies_of_both_versions():
     assert parse_op_body(b"x,,2") == [2]
     with pytest.raises(ValueError):
         build_op_body([1, 2], v5=False)
+
+
+def test_broker_properties_length_without_the_string():
+    # "DELAY\x013\x02ключ\x01v\x02": 5 + 1 + 1 + 1 + 8 (4 Cyrillic letters, 2 bytes each) + 1 + 1 + 1 = 19 bytes
+    props = {"DELAY": "3", "ключ": "v"}
+    assert broker_properties_length(props, 16) == 19 == len(broker_properties(props, 16).encode())
+    assert broker_properties_length(props, 16, trailing=False) == 18  # 4.9.8: no last separator
+    assert broker_properties_length({}, 16, trailing=False) == 0
+    # the HashMap(16) order of the keys, None where it is the insertion order
+    assert key_order(("b", "a"), 16).order == ("a", "b") and key_order(("a", "b"), 16).order is None

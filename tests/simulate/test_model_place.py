@@ -5,14 +5,11 @@ an entry's body, 48 bytes after the entry's start, and an entry that leaves less
 next file (`MmapFileList.preAppend`)."""
 
 from mqtool.formats.sysflag import BORNHOST_V6
-from mqtool.simulate.model import MemoryBase, StoreModel
+from mqtool.simulate.model import EmptyBase, StoreModel
 
 
 def _model(dledger: bool = False, end: int = 900, trailing: bool = True) -> StoreModel:
-    base = MemoryBase(commitlog_file_size=1000)
-    base.dledger = dledger
-    base.end = end
-    return StoreModel(base, trailing_separator=trailing)
+    return StoreModel(EmptyBase(1000, end, dledger), trailing_separator=trailing)
 
 
 def test_place_fills_the_file_end_with_a_blank():
