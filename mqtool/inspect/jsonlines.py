@@ -13,7 +13,7 @@ Which path writes what:
 - **record path, per row** (the row's `record_dict`, written as `write_jsonl` writes it): a row whose
   topic or properties are not valid UTF-8 (shown with `surrogateescape`), whose body is not valid
   UTF-8 with --body text (shown with U+FFFD), or a compressed body with --decompress; also every
-  row where `mqtool._native` cannot be imported (built without a C compiler: the scan warns once).
+  row where the extension has no line writer (`store/extension.py`: built without a C compiler, it warns once).
 - **record path, whole query**: --key, --uniq-key, --tag (the IndexFile lookup and the property
   filters of `MessageQuery.matches`), --body base64, and offsets or times past 64 bits.
 
@@ -24,10 +24,10 @@ CommitLog order; `output.write_jsonl_parts` writes both. Findings are those of `
 
 from __future__ import annotations
 
+import functools
 import json
 import mmap
 import sys
-import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -38,20 +38,8 @@ from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFla
 from mqtool.inspect.columns import ColumnChunk
 from mqtool.inspect.messages import MessageQuery, RowWalk, _walked_to
 from mqtool.inspect.records import Progress, record_dict
-from mqtool.store import fastscan
+from mqtool.store import extension, fastscan
 from mqtool.store.store import Store
-
-try:
-    from mqtool._native import JSONL_LAYOUT, JSONL_TEXTS, json_lines
-except ImportError as e:  # the record path: no extension (the scan warns once), or one older than the writer
-    json_lines = None
-    if not isinstance(e, ModuleNotFoundError):
-        warnings.warn(
-            f"mqtool._native is older than its sources ({e}): `messages --json` writes every row "
-            "through the record path; rebuild it (pip install -e .)",
-            RuntimeWarning,
-            stacklevel=1,
-        )
 
 KERNEL_MIN_BYTES = 32 << 20
 """CommitLogs at least this big are written on two worker threads while the walk goes on (`_pipelined`)."""
@@ -97,7 +85,7 @@ def message_lines(
     chunks = limited_chunks(store, query, verify, progress, PIPELINE_CHUNK)
     buffers = _Buffers()
     try:
-        if json_lines is None:
+        if extension.kernel("json_lines") is None:
             for walk, cc, rows, _ in chunks:
                 for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
                     walk.last = row
@@ -233,7 +221,7 @@ class _LinesJob:
                 lo,
                 hi,
                 chunk.base_offset,
-                _LAYOUT,
+                _layout(),
                 lits,
                 lit_at,
                 flag_tab,
@@ -257,7 +245,7 @@ class _LinesJob:
     def write(self, i: int = 0) -> None:
         """Run the writer on piece i (`ends`: see `_native.json_lines`); it releases the GIL, so the two
         worker threads of `_pipelined` run at once."""
-        json_lines(*self.pieces[i][4])
+        extension.kernel("json_lines")(*self.pieces[i][4])
 
     def parts(self) -> Iterator[tuple[int, memoryview | dict]]:
         """(last row covered, part) in row order, once every piece is written; `last` is the row of
@@ -420,7 +408,7 @@ def _texts_table(file_json: bytes) -> tuple[np.ndarray, np.ndarray]:
     t = _chunk_texts.get(file_json)
     if t is None:
         texts = _texts(file_json)
-        t = _chunk_texts[file_json] = _table([texts[name] for name in JSONL_TEXTS])
+        t = _chunk_texts[file_json] = _table([texts[name] for name in extension.kernel("JSONL_TEXTS")])
     return t
 
 
@@ -478,6 +466,7 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
     }
 
 
+@functools.cache
 def _layout() -> np.ndarray:
     """`_native.JSONL_LAYOUT`'s values: the scan's column indices (by name) and the constants the writer needs."""
     known = {name: i for i, name in enumerate(fastscan.COLUMNS)}
@@ -490,10 +479,9 @@ def _layout() -> np.ndarray:
         UNIQ_LEN=len(_UNIQ),
         UNIQ8=_UNIQ8,
     )
-    return np.array([known[name] for name in JSONL_LAYOUT], np.int64)
+    return np.array([known[name] for name in extension.kernel("JSONL_LAYOUT")], np.int64)
 
 
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 assert len(_UNIQ) <= 8  # the writer compares a name of up to 8 bytes as one integer
 _UNIQ8 = int.from_bytes(_UNIQ, "little")
-_LAYOUT = _layout() if json_lines is not None else None
