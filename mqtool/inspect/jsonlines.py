@@ -28,7 +28,9 @@ import functools
 import json
 import mmap
 import sys
+import threading
 from collections.abc import Iterator
+from queue import SimpleQueue
 
 import numpy as np
 
@@ -304,38 +306,83 @@ def _pipelined(
 ) -> Iterator[memoryview | dict]:
     """`message_lines` on two cores: while two worker threads write chunk k's lines (`_LinesJob.write`,
     native code without the GIL, one half of the rows each), this thread walks chunk k+1 and readies its
-    columns, then hands chunk k's parts on in order. Worker errors are raised here (`Future.result`).
+    columns, then hands chunk k's parts on in order. Worker errors are raised here (`_Writers.wait`).
 
     The walk is one chunk ahead of what the consumer has read. Findings and file ends stay those of
     the serial path: before the walk goes on, the CommitLog's walk state is kept (`_walk_state`); a
     consumer that stops inside chunk k (`close`, e.g. a closed stdout) gets it back and the rows after
     its last one dropped, as `RowWalk` does when the serial walk stops there."""
-    from concurrent.futures import ThreadPoolExecutor
-
     cl = store.commitlog
-    pool = ThreadPoolExecutor(2, thread_name_prefix="mqtool-lines")
-    pending = None  # (chunk, job, futures, walk state) of the chunk whose lines the workers write
+    writers = _Writers()
+    pending = None  # (chunk, job, the workers writing it, walk state) of the chunk whose lines the workers write
     try:
         buffers = buffers or _Buffers()
         for walk, cc, rows, _ in _kept(chunks, buffers):
             job = _LinesJob(cc, rows, body, decompress, 2, buffers)
-            futures = [pool.submit(job.write, i) for i in range(len(job.pieces))]
+            workers = writers.submit(job)
             if pending is not None:
-                yield from _written(pending)
+                yield from _written(pending, writers)
             walk.last = int(rows[-1])  # as the serial path leaves it once the chunk's parts are read
-            pending = (cc, job, futures, _walk_state(cl))
+            pending = (cc, job, workers, _walk_state(cl))
         if pending is not None:
-            yield from _written(pending)
+            yield from _written(pending, writers)
             pending = None
     except GeneratorExit:
-        pool.shutdown(wait=True)
+        writers.close()
         chunks.close()
         if pending is not None:  # stopped inside `pending`'s chunk: the serial walk would stop there
             _set_walk_state(cl, pending[3])
             _walked_to(cl, pending[0], pending[1].last)
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        writers.close()
+
+
+class _Writers:
+    """Two worker threads; worker i writes piece i of each job handed to it (`_LinesJob.write(i)`), in the
+    order given. What a `concurrent.futures` pool did, without its import (it brings `logging`: ~10 ms of
+    a command that takes half a second)."""
+
+    def __init__(self, n: int = 2) -> None:
+        self._todo: list[SimpleQueue] = [SimpleQueue() for _ in range(n)]
+        self._done: list[SimpleQueue] = [SimpleQueue() for _ in range(n)]
+        self._stop = False
+        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"mqtool-lines_{i}") for i in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def _run(self, i: int) -> None:
+        todo, done = self._todo[i], self._done[i]
+        while (job := todo.get()) is not None:
+            try:
+                if not self._stop:
+                    job.write(i)
+                done.put(None)
+            except BaseException as e:  # raised in the reader's thread by `wait`
+                done.put(e)
+
+    def submit(self, job: _LinesJob) -> list[int]:
+        """Hand each piece of `job` to its worker; the workers to `wait` for."""
+        workers = list(range(len(job.pieces)))
+        for i in workers:
+            self._todo[i].put(job)
+        return workers
+
+    def wait(self, workers: list[int]) -> None:
+        """Until `workers` have written the oldest job handed to them; a worker's error raised here."""
+        for i in workers:
+            e = self._done[i].get()
+            if e is not None:
+                raise e
+
+    def close(self) -> None:
+        """Stop the workers (jobs not started are dropped) and wait for them; again: nothing."""
+        if not self._stop:
+            self._stop = True
+            for q in self._todo:
+                q.put(None)
+            for t in self._threads:
+                t.join()
 
 
 def _kept(chunks: Iterator, buffers: _Buffers) -> Iterator:
@@ -350,11 +397,10 @@ def _kept(chunks: Iterator, buffers: _Buffers) -> Iterator:
         yield item
 
 
-def _written(pending: tuple) -> Iterator[memoryview | dict]:
+def _written(pending: tuple, writers: _Writers) -> Iterator[memoryview | dict]:
     """A job's parts once its workers are done (their errors raised)."""
-    cc, job, futures, _ = pending
-    for f in futures:
-        f.result()
+    cc, job, workers, _ = pending
+    writers.wait(workers)
     if isinstance(cc.buf, mmap.mmap):  # the walk dropped these pages once; the writers read them again
         first = int(cc.cols[fastscan.C_POS, 0])
         fastscan._release(cc.buf, first - first % mmap.PAGESIZE, cc.chunk.end)
