@@ -203,9 +203,7 @@ class _LinesJob:
         v = c[:, :m]
         props_len = v[fastscan.C_PROPS_LEN]
         host_tab, host_at, born, store = _hosts(a, v)
-        flags, flag_codes = np.unique(v[fastscan.C_SYS_FLAG], return_inverse=True)
-        flag_tab, flag_at = _table([b", " + _flag_json(int(f)) + b', "born_timestamp": ' for f in flags.tolist()])
-        flag_codes = flag_codes.ravel().astype(np.int64)
+        flag_tab, flag_at, flag_codes = _flags(v[fastscan.C_SYS_FLAG])
         dl = np.ascontiguousarray(chunk.dledger[:, rows]) if chunk.dledger is not None else np.zeros((3, 0), np.int64)
         fixed = 1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))  # an upper bound of each line
         per_row = 6 * v[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * v[fastscan.C_BODY_LEN])
@@ -263,20 +261,18 @@ class _LinesJob:
                 yield row, record_dict(rec, body, decompress)
             return
         pieces, self.pieces = self.pieces, []  # the mapping's view goes with the arguments
-        row_list = rows.tolist()
         for lo, _, out, ends, *_ in pieces:
-            back = np.flatnonzero(ends < 0)
             start = 0
-            for i in back.tolist():
+            for i in np.flatnonzero(ends < 0).tolist():
                 stop = int(-ends[i] - 1)  # where the next written line starts
                 if stop > start:
-                    yield row_list[lo + i - 1], memoryview(out[start:stop])
+                    yield int(rows[lo + i - 1]), memoryview(out[start:stop])
                 start = stop
                 rec = next(cc.records(rows[lo + i : lo + i + 1]))
-                yield row_list[lo + i], record_dict(rec, body, decompress)
+                yield int(rows[lo + i]), record_dict(rec, body, decompress)
             total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
             if total > start:
-                yield row_list[lo + len(ends) - 1], memoryview(out[start:total])
+                yield int(rows[lo + len(ends) - 1]), memoryview(out[start:total])
 
 
 def _whole_columns(cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -446,6 +442,7 @@ def _table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 _PAD = 64
+_NO_HOSTS = _table([])
 _chunk_texts: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
 
@@ -462,17 +459,37 @@ def _hosts(a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     """Every distinct IPv6 host of the rows formatted once (`fastscan.host_text`): a text table and
     each row's born and store host code into it; -1 for an IPv4 host, which the writer writes itself
     (`_host4`)."""
+    sys_flag = c[fastscan.C_SYS_FLAG]
+    if not np.bitwise_or.reduce(sys_flag, initial=0) & (BORNHOST_V6 | STOREHOST_V6):  # IPv4 only: one array of -1
+        none = np.full(len(sys_flag), -1, np.int64)
+        return *_NO_HOSTS, none, none
     texts: dict[str, int] = {}
     codes = []
     for col, bit in ((fastscan.C_BORN_HOST, BORNHOST_V6), (fastscan.C_STORE_HOST, STOREHOST_V6)):
         pos = c[col]
         code = np.full(len(pos), -1, np.int64)
-        for i in np.flatnonzero(c[fastscan.C_SYS_FLAG] & bit).tolist():
+        for i in np.flatnonzero(sys_flag & bit).tolist():
             t = fastscan.host_text(bytes(a[pos[i] : pos[i] + cl.HOST_SIZE_V6]))
             code[i] = texts.setdefault(t, len(texts))
         codes.append(code)
     tab, at = _table([json.dumps(t).encode() for t in texts])
     return tab, at, codes[0], codes[1]
+
+
+def _flags(sys_flag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each distinct sys flag's text up to the born timestamp (`_flag_json`): a text table, and each row's
+    code into it. A chunk of one sys flag (the common case) is told without sorting."""
+    if len(sys_flag) and sys_flag.min() == sys_flag.max():
+        flags, codes = [int(sys_flag[0])], np.zeros(len(sys_flag), np.int64)
+    else:
+        unique, inverse = np.unique(sys_flag, return_inverse=True)
+        flags, codes = unique.tolist(), inverse.ravel().astype(np.int64)
+    return *_flag_table(tuple(flags)), codes
+
+
+@functools.cache
+def _flag_table(flags: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    return _table([b", " + _flag_json(f) + b', "born_timestamp": ' for f in flags])
 
 
 def _texts(file_json: bytes) -> dict[str, bytes]:
