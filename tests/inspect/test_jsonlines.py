@@ -27,7 +27,7 @@ from mqtool.cli.common import _default
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, body_crc, commitlog_record
 from mqtool.formats.properties import build_properties
-from mqtool.inspect import messages
+from mqtool.inspect import jsonlines, messages
 from mqtool.inspect.jsonlines import fast_query, message_lines
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.records import record_dict
@@ -441,6 +441,34 @@ def test_an_error_in_the_walk_stops_the_workers():
         for _ in message_lines(Store.open(DEMO), MessageQuery(), False, "none", False, progress, threads=True):
             pass
     assert len(calls) == 2 and not [t for t in threading.enumerate() if t.name.startswith("mqtool-lines")]
+
+
+def test_an_error_in_a_worker_is_raised_to_the_reader_and_later_jobs_are_dropped():
+    """A writer's error (here piece 1 of the first job) is raised where the reader waits for that job; a job
+    being written when the writers are closed is finished, one not started is dropped, no worker is left."""
+
+    class Job:
+        def __init__(self, name: str) -> None:
+            self.name, self.pieces, self.written = name, [0, 1], []
+
+        def write(self, i: int) -> None:
+            if (self.name, i) == ("first", 1):
+                raise ValueError("piece 1 failed")
+            self.written.append(i)
+
+    writers = jsonlines._Writers()
+    first, second = Job("first"), Job("second")
+    gate = threading.Event()
+    second.write = lambda i, w=second.write: (gate.wait(10), w(i))  # held until the reader has seen the error
+    workers = [writers.submit(first), writers.submit(second)]
+    with pytest.raises(ValueError, match="piece 1 failed"):
+        writers.wait(workers[0])
+    third = Job("third")
+    writers.submit(third)
+    threading.Timer(0.2, gate.set).start()  # the second job goes on once `close` has begun
+    writers.close()
+    assert first.written == [0] and second.written == [0, 1] and third.written == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("mqtool-lines")]
 
 
 STALE = """
