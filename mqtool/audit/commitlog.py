@@ -16,10 +16,8 @@ they name (`transactions`), and the few system-topic records (`schedule`, `timer
 
 The two string kernels (a hash of many strings, the check confirming a hash dictionary) are the
 extension's (`mqtool._native`, `_kernels/audit.pxi`); their plain-Python references here
-(`_hash_reference`, `_same_reference`) run where it cannot be imported.
+(`_hash_reference`, `_same_reference`) run where `store/extension.py` has none.
 """
-
-import warnings
 
 import numpy as np
 
@@ -35,22 +33,9 @@ from mqtool.formats.names import (
     SYSTEM_TOPICS,
 )
 from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK
-from mqtool.store import fastscan
+from mqtool.store import extension, fastscan
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import map_file
-
-try:
-    from mqtool._native import same_strings as _same_strings
-    from mqtool._native import string_hashes as _string_hashes
-except ImportError as e:  # the references: no extension (the scan warns once), or one older than these kernels
-    _same_strings = _string_hashes = None
-    if not isinstance(e, ModuleNotFoundError):
-        warnings.warn(
-            f"mqtool._native is older than its sources ({e}): the audit hashes strings in plain "
-            "Python; rebuild it (pip install -e .)",
-            RuntimeWarning,
-            stacklevel=1,
-        )
 
 CHECK = "commitlog.integrity"
 # Records of these topics are kept whole (minus the body, except for op records) for the
@@ -102,7 +87,7 @@ def hash_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray
     """A stable 63-bit hash of each string a[pos[i]:pos[i]+lens[i]] (the same in every process,
     unlike hash()); equal hashes of UNIQ_KEYs are confirmed by reading both records."""
     out = np.empty(len(pos), np.int64)
-    (_string_hashes or _hash_reference)(
+    (extension.kernel("string_hashes") or _hash_reference)(
         a, np.ascontiguousarray(pos, np.int64), np.ascontiguousarray(lens, np.int64), out
     )
     return out
@@ -111,7 +96,7 @@ def hash_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray
 def same_strings(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, rep_pos: np.ndarray, rep_lens: np.ndarray) -> bool:
     """True when string i equals representative i for every i (confirms a hash dictionary)."""
     args = (np.ascontiguousarray(x, np.int64) for x in (pos, lens, rep_pos, rep_lens))
-    return bool((_same_strings or _same_reference)(a, *args))
+    return bool((extension.kernel("same_strings") or _same_reference)(a, *args))
 
 
 def _dictionary(a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, list[bytes]]:

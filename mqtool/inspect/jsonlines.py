@@ -13,7 +13,7 @@ Which path writes what:
 - **record path, per row** (the row's `record_dict`, written as `write_jsonl` writes it): a row whose
   topic or properties are not valid UTF-8 (shown with `surrogateescape`), whose body is not valid
   UTF-8 with --body text (shown with U+FFFD), or a compressed body with --decompress; also every
-  row where `mqtool._native` cannot be imported (built without a C compiler: the scan warns once).
+  row where the extension has no line writer (`store/extension.py`: built without a C compiler, it warns once).
 - **record path, whole query**: --key, --uniq-key, --tag (the IndexFile lookup and the property
   filters of `MessageQuery.matches`), --body base64, and offsets or times past 64 bits.
 
@@ -24,11 +24,13 @@ CommitLog order; `output.write_jsonl_parts` writes both. Findings are those of `
 
 from __future__ import annotations
 
+import functools
 import json
 import mmap
 import sys
-import warnings
+import threading
 from collections.abc import Iterator
+from queue import SimpleQueue
 
 import numpy as np
 
@@ -38,20 +40,8 @@ from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFla
 from mqtool.inspect.columns import ColumnChunk
 from mqtool.inspect.messages import MessageQuery, RowWalk, _walked_to
 from mqtool.inspect.records import Progress, record_dict
-from mqtool.store import fastscan
+from mqtool.store import extension, fastscan
 from mqtool.store.store import Store
-
-try:
-    from mqtool._native import JSONL_LAYOUT, JSONL_TEXTS, json_lines
-except ImportError as e:  # the record path: no extension (the scan warns once), or one older than the writer
-    json_lines = None
-    if not isinstance(e, ModuleNotFoundError):
-        warnings.warn(
-            f"mqtool._native is older than its sources ({e}): `messages --json` writes every row "
-            "through the record path; rebuild it (pip install -e .)",
-            RuntimeWarning,
-            stacklevel=1,
-        )
 
 KERNEL_MIN_BYTES = 32 << 20
 """CommitLogs at least this big are written on two worker threads while the walk goes on (`_pipelined`)."""
@@ -97,7 +87,7 @@ def message_lines(
     chunks = limited_chunks(store, query, verify, progress, PIPELINE_CHUNK)
     buffers = _Buffers()
     try:
-        if json_lines is None:
+        if extension.kernel("json_lines") is None:
             for walk, cc, rows, _ in chunks:
                 for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
                     walk.last = row
@@ -213,9 +203,7 @@ class _LinesJob:
         v = c[:, :m]
         props_len = v[fastscan.C_PROPS_LEN]
         host_tab, host_at, born, store = _hosts(a, v)
-        flags, flag_codes = np.unique(v[fastscan.C_SYS_FLAG], return_inverse=True)
-        flag_tab, flag_at = _table([b", " + _flag_json(int(f)) + b', "born_timestamp": ' for f in flags.tolist()])
-        flag_codes = flag_codes.ravel().astype(np.int64)
+        flag_tab, flag_at, flag_codes = _flags(v[fastscan.C_SYS_FLAG])
         dl = np.ascontiguousarray(chunk.dledger[:, rows]) if chunk.dledger is not None else np.zeros((3, 0), np.int64)
         fixed = 1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))  # an upper bound of each line
         per_row = 6 * v[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * v[fastscan.C_BODY_LEN])
@@ -233,7 +221,7 @@ class _LinesJob:
                 lo,
                 hi,
                 chunk.base_offset,
-                _LAYOUT,
+                _layout(),
                 lits,
                 lit_at,
                 flag_tab,
@@ -257,7 +245,7 @@ class _LinesJob:
     def write(self, i: int = 0) -> None:
         """Run the writer on piece i (`ends`: see `_native.json_lines`); it releases the GIL, so the two
         worker threads of `_pipelined` run at once."""
-        json_lines(*self.pieces[i][4])
+        extension.kernel("json_lines")(*self.pieces[i][4])
 
     def parts(self) -> Iterator[tuple[int, memoryview | dict]]:
         """(last row covered, part) in row order, once every piece is written; `last` is the row of
@@ -273,20 +261,18 @@ class _LinesJob:
                 yield row, record_dict(rec, body, decompress)
             return
         pieces, self.pieces = self.pieces, []  # the mapping's view goes with the arguments
-        row_list = rows.tolist()
         for lo, _, out, ends, *_ in pieces:
-            back = np.flatnonzero(ends < 0)
             start = 0
-            for i in back.tolist():
+            for i in np.flatnonzero(ends < 0).tolist():
                 stop = int(-ends[i] - 1)  # where the next written line starts
                 if stop > start:
-                    yield row_list[lo + i - 1], memoryview(out[start:stop])
+                    yield int(rows[lo + i - 1]), memoryview(out[start:stop])
                 start = stop
                 rec = next(cc.records(rows[lo + i : lo + i + 1]))
-                yield row_list[lo + i], record_dict(rec, body, decompress)
+                yield int(rows[lo + i]), record_dict(rec, body, decompress)
             total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
             if total > start:
-                yield row_list[lo + len(ends) - 1], memoryview(out[start:total])
+                yield int(rows[lo + len(ends) - 1]), memoryview(out[start:total])
 
 
 def _whole_columns(cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -316,38 +302,83 @@ def _pipelined(
 ) -> Iterator[memoryview | dict]:
     """`message_lines` on two cores: while two worker threads write chunk k's lines (`_LinesJob.write`,
     native code without the GIL, one half of the rows each), this thread walks chunk k+1 and readies its
-    columns, then hands chunk k's parts on in order. Worker errors are raised here (`Future.result`).
+    columns, then hands chunk k's parts on in order. Worker errors are raised here (`_Writers.wait`).
 
     The walk is one chunk ahead of what the consumer has read. Findings and file ends stay those of
     the serial path: before the walk goes on, the CommitLog's walk state is kept (`_walk_state`); a
     consumer that stops inside chunk k (`close`, e.g. a closed stdout) gets it back and the rows after
     its last one dropped, as `RowWalk` does when the serial walk stops there."""
-    from concurrent.futures import ThreadPoolExecutor
-
     cl = store.commitlog
-    pool = ThreadPoolExecutor(2, thread_name_prefix="mqtool-lines")
-    pending = None  # (chunk, job, futures, walk state) of the chunk whose lines the workers write
+    writers = _Writers()
+    pending = None  # (chunk, job, the workers writing it, walk state) of the chunk whose lines the workers write
     try:
         buffers = buffers or _Buffers()
         for walk, cc, rows, _ in _kept(chunks, buffers):
             job = _LinesJob(cc, rows, body, decompress, 2, buffers)
-            futures = [pool.submit(job.write, i) for i in range(len(job.pieces))]
+            workers = writers.submit(job)
             if pending is not None:
-                yield from _written(pending)
+                yield from _written(pending, writers)
             walk.last = int(rows[-1])  # as the serial path leaves it once the chunk's parts are read
-            pending = (cc, job, futures, _walk_state(cl))
+            pending = (cc, job, workers, _walk_state(cl))
         if pending is not None:
-            yield from _written(pending)
+            yield from _written(pending, writers)
             pending = None
     except GeneratorExit:
-        pool.shutdown(wait=True)
+        writers.close()
         chunks.close()
         if pending is not None:  # stopped inside `pending`'s chunk: the serial walk would stop there
             _set_walk_state(cl, pending[3])
             _walked_to(cl, pending[0], pending[1].last)
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        writers.close()
+
+
+class _Writers:
+    """Two worker threads; worker i writes piece i of each job handed to it (`_LinesJob.write(i)`), in the
+    order given. What a `concurrent.futures` pool did, without its import (it brings `logging`: ~10 ms of
+    a command that takes half a second)."""
+
+    def __init__(self, n: int = 2) -> None:
+        self._todo: list[SimpleQueue] = [SimpleQueue() for _ in range(n)]
+        self._done: list[SimpleQueue] = [SimpleQueue() for _ in range(n)]
+        self._stop = False
+        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"mqtool-lines_{i}") for i in range(n)]
+        for t in self._threads:
+            t.start()
+
+    def _run(self, i: int) -> None:
+        todo, done = self._todo[i], self._done[i]
+        while (job := todo.get()) is not None:
+            try:
+                if not self._stop:
+                    job.write(i)
+                done.put(None)
+            except BaseException as e:  # raised in the reader's thread by `wait`
+                done.put(e)
+
+    def submit(self, job: _LinesJob) -> list[int]:
+        """Hand each piece of `job` to its worker; the workers to `wait` for."""
+        workers = list(range(len(job.pieces)))
+        for i in workers:
+            self._todo[i].put(job)
+        return workers
+
+    def wait(self, workers: list[int]) -> None:
+        """Until `workers` have written the oldest job handed to them; a worker's error raised here."""
+        for i in workers:
+            e = self._done[i].get()
+            if e is not None:
+                raise e
+
+    def close(self) -> None:
+        """Stop the workers (jobs not started are dropped) and wait for them; again: nothing."""
+        if not self._stop:
+            self._stop = True
+            for q in self._todo:
+                q.put(None)
+            for t in self._threads:
+                t.join()
 
 
 def _kept(chunks: Iterator, buffers: _Buffers) -> Iterator:
@@ -362,11 +393,10 @@ def _kept(chunks: Iterator, buffers: _Buffers) -> Iterator:
         yield item
 
 
-def _written(pending: tuple) -> Iterator[memoryview | dict]:
+def _written(pending: tuple, writers: _Writers) -> Iterator[memoryview | dict]:
     """A job's parts once its workers are done (their errors raised)."""
-    cc, job, futures, _ = pending
-    for f in futures:
-        f.result()
+    cc, job, workers, _ = pending
+    writers.wait(workers)
     if isinstance(cc.buf, mmap.mmap):  # the walk dropped these pages once; the writers read them again
         first = int(cc.cols[fastscan.C_POS, 0])
         fastscan._release(cc.buf, first - first % mmap.PAGESIZE, cc.chunk.end)
@@ -412,6 +442,7 @@ def _table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 _PAD = 64
+_NO_HOSTS = _table([])
 _chunk_texts: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
 
@@ -420,7 +451,7 @@ def _texts_table(file_json: bytes) -> tuple[np.ndarray, np.ndarray]:
     t = _chunk_texts.get(file_json)
     if t is None:
         texts = _texts(file_json)
-        t = _chunk_texts[file_json] = _table([texts[name] for name in JSONL_TEXTS])
+        t = _chunk_texts[file_json] = _table([texts[name] for name in extension.kernel("JSONL_TEXTS")])
     return t
 
 
@@ -428,17 +459,37 @@ def _hosts(a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     """Every distinct IPv6 host of the rows formatted once (`fastscan.host_text`): a text table and
     each row's born and store host code into it; -1 for an IPv4 host, which the writer writes itself
     (`_host4`)."""
+    sys_flag = c[fastscan.C_SYS_FLAG]
+    if not np.bitwise_or.reduce(sys_flag, initial=0) & (BORNHOST_V6 | STOREHOST_V6):  # IPv4 only: one array of -1
+        none = np.full(len(sys_flag), -1, np.int64)
+        return *_NO_HOSTS, none, none
     texts: dict[str, int] = {}
     codes = []
     for col, bit in ((fastscan.C_BORN_HOST, BORNHOST_V6), (fastscan.C_STORE_HOST, STOREHOST_V6)):
         pos = c[col]
         code = np.full(len(pos), -1, np.int64)
-        for i in np.flatnonzero(c[fastscan.C_SYS_FLAG] & bit).tolist():
+        for i in np.flatnonzero(sys_flag & bit).tolist():
             t = fastscan.host_text(bytes(a[pos[i] : pos[i] + cl.HOST_SIZE_V6]))
             code[i] = texts.setdefault(t, len(texts))
         codes.append(code)
     tab, at = _table([json.dumps(t).encode() for t in texts])
     return tab, at, codes[0], codes[1]
+
+
+def _flags(sys_flag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each distinct sys flag's text up to the born timestamp (`_flag_json`): a text table, and each row's
+    code into it. A chunk of one sys flag (the common case) is told without sorting."""
+    if len(sys_flag) and sys_flag.min() == sys_flag.max():
+        flags, codes = [int(sys_flag[0])], np.zeros(len(sys_flag), np.int64)
+    else:
+        unique, inverse = np.unique(sys_flag, return_inverse=True)
+        flags, codes = unique.tolist(), inverse.ravel().astype(np.int64)
+    return *_flag_table(tuple(flags)), codes
+
+
+@functools.cache
+def _flag_table(flags: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    return _table([b", " + _flag_json(f) + b', "born_timestamp": ' for f in flags])
 
 
 def _texts(file_json: bytes) -> dict[str, bytes]:
@@ -478,6 +529,7 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
     }
 
 
+@functools.cache
 def _layout() -> np.ndarray:
     """`_native.JSONL_LAYOUT`'s values: the scan's column indices (by name) and the constants the writer needs."""
     known = {name: i for i, name in enumerate(fastscan.COLUMNS)}
@@ -490,10 +542,9 @@ def _layout() -> np.ndarray:
         UNIQ_LEN=len(_UNIQ),
         UNIQ8=_UNIQ8,
     )
-    return np.array([known[name] for name in JSONL_LAYOUT], np.int64)
+    return np.array([known[name] for name in extension.kernel("JSONL_LAYOUT")], np.int64)
 
 
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()
 assert len(_UNIQ) <= 8  # the writer compares a name of up to 8 bytes as one integer
 _UNIQ8 = int.from_bytes(_UNIQ, "little")
-_LAYOUT = _layout() if json_lines is not None else None

@@ -14,15 +14,14 @@ Which path writes what (as `inspect/jsonlines.py` decides for `--json`):
   for the filters; base64 is allowed here too).
 - **record path, per row**: a row whose topic or properties are not valid UTF-8 (the record path
   shows them with `surrogateescape`, which Arrow refuses exactly as before), or a compressed body
-  with --decompress; also every row where `mqtool._native` cannot be imported (built without a C
-  compiler: the scan warns once).
+  with --decompress; also every row where the extension has no `body_crcs` (`store/extension.py`: built
+  without a C compiler, it warns once).
 - **record path, whole query**: --key, --uniq-key, --tag, offsets or times past 64 bits.
 """
 
 from __future__ import annotations
 
 import base64
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,20 +34,8 @@ from mqtool.inspect.columns import ColumnChunk
 from mqtool.inspect.jsonlines import limited_chunks
 from mqtool.inspect.messages import MessageQuery
 from mqtool.inspect.records import Progress, record_dict
-from mqtool.store import fastscan
+from mqtool.store import extension, fastscan
 from mqtool.store.store import Store
-
-try:
-    from mqtool._native import body_crcs
-except ImportError as e:  # the record path: no extension (the scan warns once), or one older than this kernel
-    body_crcs = None
-    if not isinstance(e, ModuleNotFoundError):
-        warnings.warn(
-            f"mqtool._native is older than its sources ({e}): `messages --format parquet` writes every "
-            "row through the record path; rebuild it (pip install -e .)",
-            RuntimeWarning,
-            stacklevel=1,
-        )
 
 ROW_GROUP = 65_536
 """Records per Parquet row group (as `output.write_parquet`)."""
@@ -136,7 +123,7 @@ def message_batches(
         yield from _pylist_batches([record_dict(r, body, decompress) for r in records], schema)
         return
     for walk, cc, rows, _ in limited_chunks(store, query, verify, progress):
-        if body_crcs is not None:
+        if extension.kernel("body_crcs") is not None:
             yield chunk_batch(cc, rows, body, decompress, schema)
         else:
             yield pa.RecordBatch.from_pylist(
@@ -300,7 +287,9 @@ def _crc_ok(a: np.ndarray, sub: fastscan.ScanChunk) -> np.ndarray:
     c = sub.cols
     if not sub.crc_checked:
         crc = np.empty(len(sub), np.int64)
-        body_crcs(a, np.ascontiguousarray(c[fastscan.C_BODY_POS]), np.ascontiguousarray(c[fastscan.C_BODY_LEN]), crc)
+        extension.kernel("body_crcs")(
+            a, np.ascontiguousarray(c[fastscan.C_BODY_POS]), np.ascontiguousarray(c[fastscan.C_BODY_LEN]), crc
+        )
     else:
         crc = c[fastscan.C_CRC]
     return (c[fastscan.C_BODY_LEN] == 0) | (crc == c[fastscan.C_BODY_CRC])

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ipaddress
 import mmap
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -46,6 +45,7 @@ from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
 from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
+from mqtool.store import extension
 from mqtool.store.walk import (  # the walk's layout, columns and stop codes (defined with the walk)
     BAD_BODY_NEG,
     BAD_BODY_PAST,
@@ -135,21 +135,16 @@ def python_kernels() -> ScanKernels:
 
 
 def compiled_kernels() -> ScanKernels:
-    """The extension's kernels; where `mqtool._native` cannot be imported (no C compiler at install, or a
-    build older than the scan kernels), the plain-Python ones after one warning."""
+    """The extension's kernels; where `extension.kernel` has none (no C compiler at install, a build older
+    than the scan kernels: it warns once), the plain-Python ones."""
     global _kernels
+    walk_type, *column_kernels = map(extension.kernel, ("CommitLogWalk", "gather", "property_pairs", "host_keys"))
+    if walk_type is None or None in column_kernels:
+        return python_kernels()
     if _kernels is None:
-        try:
-            from mqtool import _native
-
-            walk = _native.CommitLogWalk(dict(zip(LAYOUT_NAMES, LAYOUT, strict=True)), KERNEL_CODES, STOP_CODES,
-                                         {name: i for i, name in enumerate(COLUMNS)})
-            _kernels = ScanKernels(walk, _native.gather, _native.property_pairs, _native.host_keys, native=True)
-        except (ImportError, AttributeError) as e:
-            warnings.warn(f"mqtool's compiled extension cannot be loaded ({e}): the CommitLog scan runs as plain "
-                          "Python, about 50 times slower. Reinstall mqtool where a C compiler is available "
-                          "(pip install -e .).", RuntimeWarning, stacklevel=2)
-            _kernels = python_kernels()
+        walk = walk_type(dict(zip(LAYOUT_NAMES, LAYOUT, strict=True)), KERNEL_CODES, STOP_CODES,
+                         {name: i for i, name in enumerate(COLUMNS)})
+        _kernels = ScanKernels(walk, *column_kernels, native=True)
     return _kernels
 
 

@@ -16,6 +16,7 @@ from mqtool.audit.commitlog import scan_slice
 from mqtool.audit.plan import CommitLogSlice, plan_audit
 from mqtool.audit.runner import run_local
 from mqtool.formats.broker_conf import BrokerConfig
+from mqtool.store import extension
 
 pytestmark = pytest.mark.oracle
 basic_copy, pair_b_copy, synthetic_store = (
@@ -40,7 +41,9 @@ def test_string_kernels():
     """The extension's string hash and the dictionary check."""
     import numpy as np
 
-    assert commitlog._string_hashes is not None, "mqtool._native is not built: python3 setup.py build_ext --inplace"
+    assert extension.kernel("string_hashes") is not None, (
+        "mqtool._native is not built: python3 setup.py build_ext --inplace"
+    )
     a = np.frombuffer(b"UNIQ_KEYabcab\xff", np.uint8)
     pos, lens = np.array([0, 8, 11, 8, 0]), np.array([8, 3, 2, 2, 0])
     assert commitlog.hash_strings(a, pos, lens).tolist() == [
@@ -95,8 +98,8 @@ def test_audit_without_the_extension_gives_the_same_report(tmp_path):
     need_oracle()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     code = (
-        "import json, sys; {block}from mqtool.audit import commitlog; from mqtool.audit.runner import run_local; "
-        "assert (commitlog._string_hashes is None) == {block_it}; "
+        "import json, sys; {block}from mqtool.store import extension; from mqtool.audit.runner import run_local; "
+        "assert (extension.kernel('string_hashes') is None) == {block_it}; "
         "print(json.dumps(run_local(sys.argv[1]), sort_keys=True, default=str))"
     )
     out = []

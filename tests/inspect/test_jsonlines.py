@@ -32,6 +32,7 @@ from mqtool.inspect.jsonlines import fast_query, message_lines
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.records import record_dict
 from mqtool.output import write_jsonl, write_jsonl_parts
+from mqtool.store import extension
 from mqtool.store.store import Store
 
 DEMO = FIXTURES / "demo"
@@ -85,7 +86,9 @@ def _queries(store: Store) -> list[MessageQuery]:
 def threads(request) -> bool:
     """The extension's writer on the calling thread (a small CommitLog's path), or on two worker threads
     while the walk goes on, each chunk's rows in two halves (`_pipelined`, a big CommitLog's path)."""
-    assert jsonlines.json_lines is not None, "mqtool._native is not built: python3 setup.py build_ext --inplace"
+    assert extension.kernel("json_lines") is not None, (
+        "mqtool._native is not built: python3 setup.py build_ext --inplace"
+    )
     return request.param
 
 
@@ -352,8 +355,8 @@ def test_without_the_extension_the_record_path_writes_every_row(tmp_path):
     same bytes, every row through the record path."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
     code = (
-        "import sys; sys.modules['mqtool._native'] = None; from mqtool.inspect import jsonlines; "
-        "assert jsonlines.json_lines is None; from mqtool.cli.app import main; "
+        "import sys; sys.modules['mqtool._native'] = None; from mqtool.store import extension; "
+        "assert extension.kernel('json_lines') is None; from mqtool.cli.app import main; "
         "sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()"
     )
     store = _odd_store(tmp_path / "odd")
@@ -440,26 +443,79 @@ def test_an_error_in_the_walk_stops_the_workers():
     assert len(calls) == 2 and not [t for t in threading.enumerate() if t.name.startswith("mqtool-lines")]
 
 
-def test_a_stale_extension_is_refused_with_a_warning_a_missing_one_quietly():
-    """An extension built before the output kernels (it lacks them) is not called: each module says so
-    once and runs its reference; where there is no extension at all the scan's one warning says it."""
+def test_an_error_in_a_worker_is_raised_to_the_reader_and_later_jobs_are_dropped():
+    """A writer's error (here piece 1 of the first job) is raised where the reader waits for that job; a job
+    being written when the writers are closed is finished, one not started is dropped, no worker is left."""
+
+    class Job:
+        def __init__(self, name: str) -> None:
+            self.name, self.pieces, self.written = name, [0, 1], []
+
+        def write(self, i: int) -> None:
+            if (self.name, i) == ("first", 1):
+                raise ValueError("piece 1 failed")
+            self.written.append(i)
+
+    writers = jsonlines._Writers()
+    first, second = Job("first"), Job("second")
+    gate = threading.Event()
+    second.write = lambda i, w=second.write: (gate.wait(10), w(i))  # held until the reader has seen the error
+    workers = [writers.submit(first), writers.submit(second)]
+    with pytest.raises(ValueError, match="piece 1 failed"):
+        writers.wait(workers[0])
+    third = Job("third")
+    writers.submit(third)
+    threading.Timer(0.2, gate.set).start()  # the second job goes on once `close` has begun
+    writers.close()
+    assert first.written == [0] and sorted(second.written) == [0, 1] and third.written == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("mqtool-lines")]
+
+
+STALE = """
+import sys, types, warnings
+import mqtool
+from mqtool import _native as real
+stale = types.ModuleType("mqtool._native")
+vars(stale).update((k, v) for k, v in vars(real).items() if k not in {lacks})
+sys.modules["mqtool._native"] = {module}
+del mqtool._native  # imported again (from sys.modules) by the first kernel call
+warnings.simplefilter("always")
+from mqtool.cli.app import main
+sys.argv = ["mqtool", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "lacks", "warning"),
+    [
+        (
+            "stale",
+            "('json_lines', 'body_crcs', 'string_hashes')",
+            "mqtool's compiled extension is older than its sources (it lacks json_lines, body_crcs, string_hashes), "
+            "so these run as plain Python: `messages --json`, `messages --format parquet`, the audit's string hashes. "
+            "Rebuild it (pip install -e .).",
+        ),
+        (
+            "None",
+            "()",
+            "mqtool's compiled extension cannot be loaded (import of mqtool._native halted; None in sys.modules), "
+            "so these run as plain Python: the CommitLog scan (about 50 times slower), `messages --json`, "
+            "`messages --format parquet`, the audit's string hashes, the simulator's property reader, the "
+            "simulator's event log. Reinstall mqtool where a C compiler is available (pip install -e .).",
+        ),
+    ],
+    ids=["stale", "missing"],
+)
+def test_a_stale_or_missing_extension_warns_once_and_the_bytes_are_the_same(module, lacks, warning):
+    """An extension built before some kernels (it lacks them), or none at all: one warning in the process,
+    naming what runs as plain Python (every warning shown: "always"), and `messages --json` prints the
+    same bytes (a run of the demo in which the scan, the writer and the record path are all called)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
-    code = (
-        "import sys, types, warnings; warnings.simplefilter('always'); "
-        "sys.modules['mqtool._native'] = {stub}\n"
-        "with warnings.catch_warnings(record=True) as w:\n"
-        "    from mqtool.inspect import jsonlines, parquet; from mqtool.audit import commitlog\n"
-        "assert jsonlines.json_lines is parquet.body_crcs is commitlog._string_hashes is None\n"
-        "print(sorted(str(x.message).split(':')[-1].split(';')[0].strip() for x in w))"
-    )
-    out = [
-        subprocess.run([sys.executable, "-c", code.format(stub=stub)], capture_output=True, text=True, env=env)
-        for stub in ("types.ModuleType('mqtool._native')", "None")
-    ]
-    assert [p.returncode for p in out] == [0, 0], out[0].stderr[-2000:] + out[1].stderr[-2000:]
-    assert out[0].stdout.splitlines() == [
-        "['`messages --format parquet` writes every row through the record path', "
-        "'`messages --json` writes every row through the record path', "
-        "'the audit hashes strings in plain Python']"
-    ]
-    assert out[1].stdout.splitlines() == ["[]"]
+    args = ["inspect", str(DEMO), "messages", "--json", "--body", "text"]
+    code = STALE.format(module=module, lacks=lacks)
+    got = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    want = subprocess.run([sys.executable, "-m", "mqtool", *args], capture_output=True, text=True, env=env)
+    assert (got.returncode, want.returncode, want.stderr) == (0, 0, "")
+    assert got.stdout == want.stdout and got.stdout.count("\n") == 66
+    assert got.stderr.count("RuntimeWarning") == 1 and f"RuntimeWarning: {warning}\n" in got.stderr

@@ -9,9 +9,6 @@ Without `mqtool._native` the record path writes every row.
 """
 
 import functools
-import os
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -21,13 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 from dledgerkit import make_converted_store
 
-from conftest import FIXTURES, ORACLE, ORACLE_STORES, PROJECT, need_oracle, sibling
+from conftest import FIXTURES, ORACLE, ORACLE_STORES, need_oracle, sibling
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.inspect import messages, parquet
 from mqtool.inspect.messages import MessageQuery, find_messages, scan_findings
 from mqtool.inspect.parquet import fast_query, write_messages
 from mqtool.inspect.records import record_dict
 from mqtool.output import parquet_schema, write_parquet
+from mqtool.store import extension
 from mqtool.store.store import Store
 
 DEMO = FIXTURES / "demo"
@@ -64,7 +62,9 @@ def _column_path(store: Store, q: MessageQuery, verify: bool, body: str, decompr
 @pytest.fixture
 def path():
     """The columns path: the extension is built."""
-    assert parquet.body_crcs is not None, "mqtool._native is not built: python3 setup.py build_ext --inplace"
+    assert extension.kernel("body_crcs") is not None, (
+        "mqtool._native is not built: python3 setup.py build_ext --inplace"
+    )
     return "columns"
 
 
@@ -195,33 +195,24 @@ def test_body_crcs_are_the_brokers_crc():
     pos = np.array([0, 5, 100, 4000, 5120, 0, 5125], np.int64)
     lens = np.array([0, 1, 3000, 1120, 6, 5126, 1], np.int64)
     out = np.full(len(pos), -1, np.int64)
-    parquet.body_crcs(data, pos, lens, out)
+    extension.kernel("body_crcs")(data, pos, lens, out)
     assert out.tolist() == [0] + [
         zlib.crc32(data[p : p + n].tobytes()) & 0x7FFFFFFF
         for p, n in zip(pos[1:].tolist(), lens[1:].tolist(), strict=True)
     ]
     assert out[3] == zlib.crc32(bytes(range(160, 256)) + bytes(range(256)) * 4) & 0x7FFFFFFF
     with pytest.raises(IndexError):
-        parquet.body_crcs(data, np.array([5120], np.int64), np.array([7], np.int64), out)
+        extension.kernel("body_crcs")(data, np.array([5120], np.int64), np.array([7], np.int64), out)
 
 
 def test_without_the_extension_the_record_path_writes_every_row(tmp_path):
-    """Where `mqtool._native` cannot be imported (built without a compiler), the same table."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")])}
-    code = (
-        "import sys; sys.modules['mqtool._native'] = None; from mqtool.inspect import parquet; "
-        "assert parquet.body_crcs is None; from mqtool.cli.app import main; "
-        "sys.argv = ['mqtool', 'inspect', *sys.argv[1:]]; main()"
-    )
+    """Where the extension is missing (`extension.plain_python()`: as built without a compiler), the
+    same table, every row through the record path, and the same findings."""
     odd = [o for o in ODD if "\udcff" not in o[0] and "\udce9" not in o[1]]
-    store = _odd_store(tmp_path / "odd", odd)
-    cmd = [str(store), "messages", "--format", "parquet", "--body", "hex", "--output"]
-    plain = subprocess.run(
-        [sys.executable, "-c", code, *cmd, "plain.parquet"], capture_output=True, env=env, cwd=tmp_path
-    )
-    native = subprocess.run(
-        [sys.executable, "-m", "mqtool", "inspect", *cmd, "native.parquet"], capture_output=True, env=env, cwd=tmp_path
-    )
-    assert plain.returncode == native.returncode, plain.stderr[-2000:]
-    want = pq.read_table(tmp_path / "native.parquet")
-    assert want.num_rows == 60 and pq.read_table(tmp_path / "plain.parquet").equals(want)
+    root = _odd_store(tmp_path / "odd", odd)
+    for body, decompress in MODES:
+        native = _column_path(Store.open(root), MessageQuery(), True, body, decompress, tmp_path / "native.parquet")
+        with extension.plain_python():
+            assert extension.kernel("body_crcs") is None
+            plain = _column_path(Store.open(root), MessageQuery(), True, body, decompress, tmp_path / "plain.parquet")
+        assert native[0][0].num_rows == 60 and plain == native
