@@ -22,6 +22,7 @@ from mqtool.rules.transaction import (
     READ_MORE,
     SKIP,
     STOPS_ROUND,
+    calculate_op_offset,
     check_immunity_time,
     check_times_of,
     check_visit,
@@ -137,12 +138,7 @@ class ReferenceTransaction(TransactionService):
                 new_offset = i = i + 1
             if new_offset != half_offset:
                 self.offsets[(RMQ_SYS_TRANS_HALF_TOPIC, qid)] = new_offset
-            new_op = op_offset
-            for d in sorted(done_op):
-                if d == new_op:
-                    new_op += 1
-                elif d > new_op:
-                    break
+            new_op = calculate_op_offset(done_op, op_offset)
             if new_op != op_offset:
                 self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
             m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)

@@ -206,6 +206,18 @@ class CheckPrediction:
         return asdict(self)
 
 
+def calculate_op_offset(done_op_offsets: list[int], old_offset: int) -> int:
+    """The op queue's next offset after a check round (`calculateOpOffset`): over the done op records that
+    follow `old_offset` one by one, sorted; the first that is not the next offset stops it, a repeated one
+    too (an op record done twice, through `checkPrepareQueueOffset` and its last half, holds the offset)."""
+    new_offset = old_offset
+    for done in sorted(done_op_offsets):
+        if done != new_offset:
+            break
+        new_offset += 1
+    return new_offset
+
+
 def next_round_visits(queue_offsets: list[int], half_offset: int | None, removed) -> list[int]:
     """The queue offsets (of a half and its copies) the next `check` round reads: its walk starts at the
     persisted halfOffset (CID_RMQ_SYS_TRANS; absent: the queue's min, taken as 0 here) and passes over
@@ -333,8 +345,7 @@ def predict_rounds(records: dict[int, HalfRecord], half_offset: int | None, ops:
         else:
             steady = False  # the walk did not stop at the first copy it wrote
         offset = i
-        while op_offset in done:  # `calculateOpOffset`
-            op_offset += 1
+        op_offset = calculate_op_offset(list(done), op_offset)
         if steady:
             m = min(_steady_rounds(records, offset, end, clock, check_interval, transaction_timeout,
                                    transaction_check_max, file_reserved_time_h), max_rounds - rounds)

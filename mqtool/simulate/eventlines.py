@@ -13,9 +13,10 @@ is not built.
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
+
+from mqtool.store import extension
 
 # json.dumps(d, ensure_ascii=False, separators=(",", ":")) builds this encoder on every call
 JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -116,31 +117,10 @@ class Formatter:
                 raise RuntimeError("event lines: orjson's text is not what the formatter reads")
 
 
-_native: list = []
-
-
-def _extension():
-    """`mqtool._native`, or None when it cannot be imported (a warning says so once)."""
-    if not _native:
-        try:
-            from mqtool import _native as extension
-
-            extension.event_lines  # noqa: B018 - a build without the kernels is stale
-        except (ImportError, AttributeError) as e:
-            warnings.warn(
-                f"mqtool._native is not built ({e}): the event log is written by plain Python (slower)",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            extension = None
-        _native.append(extension)
-    return _native[0]
-
-
 def formatter() -> Formatter | None:
     """A `Formatter` over the compiled kernel, or None without the extension (then `lines` writes every line)."""
-    extension = _extension()
-    return Formatter(extension.event_lines) if extension is not None else None
+    kernel = extension.kernel("event_lines")
+    return Formatter(kernel) if kernel is not None else None
 
 
 def column(value, n: int) -> list:

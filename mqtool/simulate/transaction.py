@@ -38,6 +38,7 @@ from mqtool.formats.names import (
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
+from mqtool.formats.properties import key_order
 from mqtool.rules.transaction import (
     CHECK,
     DISCARD,
@@ -45,6 +46,7 @@ from mqtool.rules.transaction import (
     PUT_BACK,
     READ_MORE,
     SKIP,
+    calculate_op_offset,
     check_immunity_time,
     check_times_of,
     check_visit,
@@ -55,7 +57,7 @@ from mqtool.rules.transaction import (
 )
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
-from mqtool.simulate.model import SimMessage, _order, tags_code
+from mqtool.simulate.model import SimMessage, tags_code
 
 if TYPE_CHECKING:
     from mqtool.formats.offsets_json import ConsumerOffsets
@@ -320,12 +322,7 @@ class TransactionService:
             new_offset = yield from self._walk(w)
             if new_offset != half_offset:
                 self.offsets[(RMQ_SYS_TRANS_HALF_TOPIC, qid)] = new_offset
-            new_op = op_offset  # `calculateOpOffset`: past the done op records that follow it
-            for d in sorted(w.done_op):
-                if d == new_op:
-                    new_op += 1
-                elif d > new_op:
-                    break
+            new_op = calculate_op_offset(w.done_op, op_offset)
             if new_op != op_offset:
                 self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
             m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)
@@ -522,7 +519,7 @@ class TransactionService:
         copy, with the same keys, keeps)."""
         facts = e.facts
         props = put_check_times(facts.props, e.times_text)
-        order = _order(tuple(props), self.ctx.model.capacity).order
+        order = key_order(tuple(props), self.ctx.model.capacity).order
         if order is not None:
             props = {k: props[k] for k in order}
         new = _renew(facts.source, props)

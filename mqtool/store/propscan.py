@@ -21,7 +21,6 @@ its fallback where the extension is missing (a warning says so once). The record
 
 from __future__ import annotations
 
-import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -29,6 +28,7 @@ import numpy as np
 from mqtool.formats import commitlog, layout
 from mqtool.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
+from mqtool.store import extension
 
 # `out`'s columns by name
 (STATUS, SIZE, BODY_LENGTH, SYSFLAG, PROPS_START, PROPS_END, TEMPLATE, NUMBER, QUEUE_ID, TOPIC_START,
@@ -193,22 +193,9 @@ def row_py(buf, rel: int, delta: int, n: int, flen: int, geo) -> tuple[int, ...]
     return tuple(out[0].tolist())
 
 
-def _kernel():
-    """(`mqtool._native.props_scan`, `props_row`), else (`scan_py`, `row_py`) after one warning."""
-    try:
-        from mqtool import _native
-
-        return _native.props_scan, _native.props_row
-    except (ImportError, AttributeError):
-        warnings.warn(
-            "mqtool._native is not built: the simulator reads properties in plain Python (slower)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return scan_py, row_py
-
-
-KERNEL, ROW_KERNEL = _kernel()
+# the extension's kernels, else (`extension.kernel` warns once) the references
+KERNEL = extension.kernel("props_scan") or scan_py
+ROW_KERNEL = extension.kernel("props_row") or row_py
 
 
 class Template:

@@ -13,6 +13,7 @@ from mqtool.rules.transaction import (
     SKIP,
     CheckPrediction,
     HalfRecord,
+    calculate_op_offset,
     check_immunity_time,
     check_prepare_queue_offset,
     check_visit,
@@ -307,3 +308,19 @@ def test_predict_rounds_fast_forward_equals_the_round_by_round_walk():
     fast = predict_rounds(recs, 0, {}, 0, set(), 0, 10_000, TIMEOUT, 40, 10**6)
     assert fast == predict_rounds(recs, 0, {}, 0, set(), 0, 10_000, TIMEOUT, 40, 10**6, fast=False)
     assert fast["0"] == CheckPrediction(10_000, 400_000, 40, "TRANSACTION_CHECK_TIMES reached transactionCheckMax")
+
+
+@pytest.mark.parametrize(
+    ("done", "old", "new"),
+    [
+        ([], 5, 5),  # nothing done: the op offset stays
+        ([7, 5, 6], 5, 8),  # sorted first, then each next offset in turn
+        ([6, 7], 5, 5),  # op record 5 not done: the offset cannot pass it
+        ([5, 6, 8], 5, 7),  # the gap at 7 stops it
+        ([5, 5, 6], 5, 6),  # op record 5 done twice: Java's loop meets 5 again where it wants 6, and stops
+    ],
+)
+def test_calculate_op_offset_is_javas_loop(done, old, new):
+    """`TransactionalMessageServiceImpl.calculateOpOffset` (5.3.1 and 4.9.8 alike): sort, then step while the
+    next done offset equals the new offset."""
+    assert calculate_op_offset(done, old) == new

@@ -19,7 +19,7 @@ from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6
 from mqtool.simulate.diskread import MappedBase
-from mqtool.simulate.model import props_length
+from mqtool.formats.properties import broker_properties_length as props_length
 from mqtool.simulate.runner import simulate
 from mqtool.store import propscan
 from mqtool.store.store import Store
