@@ -67,7 +67,7 @@ from mqtool.formats.sysflag import (
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
 )
-from mqtool.rules.schedule import delay_level_2_queue_id, transform_delay_level
+from mqtool.rules.schedule import delay_level_2_queue_id, transform_delay_level_message
 from mqtool.rules.timer import LONG_MAX, convert_properties, do_enqueue, put_at_once
 from mqtool.rules.transaction import put_check_times
 
@@ -156,24 +156,10 @@ def put_batch(w: StoreWriter, topic: str, queue_id: int, messages: Sequence[tupl
     return w.append_batch(topic, queue_id, items, store_timestamp=store_timestamp, **fields)
 
 
-def _clamp_delay(w: StoreWriter, props: dict[str, str]) -> int:
-    """`setDelayTimeLevel(max)`: a level above the table is stored as the max level (DELAY rewritten)."""
-    asked = int(props[PROPERTY_DELAY_TIME_LEVEL])
-    level = transform_delay_level(asked, len(w.config.delay_levels_ms()))
-    if level != asked:
-        props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
-    return level
-
-
 def _to_schedule(w: StoreWriter, topic: str, queue_id: int, props: dict[str, str],
                  capacity: int | None) -> tuple[str, int, str]:
     """`transformDelayLevelMessage`: (SCHEDULE_TOPIC_XXXX, level - 1, rebuilt properties)."""
-    if w.v5:  # HookUtils.checkIfTimerMessage: a delay level drops the timer properties
-        for name in TIMER_PROPS:
-            props.pop(name, None)
-    level = _clamp_delay(w, props)
-    props[PROPERTY_REAL_TOPIC] = topic
-    props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+    props, level = transform_delay_level_message(props, topic, queue_id, len(w.config.delay_levels_ms()), w.v5)
     return RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), serialise(w, props, capacity)
 
 

@@ -12,6 +12,14 @@ A level missing from it has no delivery task (`start`): its queue is never deliv
 
 import numpy as np
 
+from mqtool.formats.names import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+)
 from mqtool.rules.java import parse_int
 
 FALLBACK_DELAY_MS = 1000  # computeDeliverTimestamp: a level missing from delayLevelTable
@@ -54,6 +62,29 @@ def transform_delay_level(delay_level: int, max_delay_level: int) -> int:
     clamps the same way when it computes the tagsCode. Levels are never clamped up (<= 0 is not a delay).
     """
     return min(delay_level, max_delay_level)
+
+
+def transform_delay_level_message(
+    props: dict[str, str], topic: str, queue_id: int, max_delay_level: int, v5: bool
+) -> tuple[dict[str, str], int]:
+    """`HookUtils.transformDelayLevelMessage` (4.9.8: inside `CommitLog.asyncPutMessage`): the properties a
+    delay-level record is parked with on SCHEDULE_TOPIC_XXXX, and its level (the queue is level - 1).
+
+    5.x first drops the timer properties (`checkIfTimerMessage`: a delay level wins over a timer); a level
+    above the table is stored as the max (`transform_delay_level`); REAL_TOPIC / REAL_QID keep where it goes.
+    `props` is left as it was: the answer is a copy, in the order the broker writes the keys.
+    """
+    props = dict(props)
+    if v5:
+        for name in (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS):
+            props.pop(name, None)
+    asked = int(props[PROPERTY_DELAY_TIME_LEVEL])
+    level = transform_delay_level(asked, max_delay_level)
+    if level != asked:
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+    props[PROPERTY_REAL_TOPIC] = topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+    return props, level
 
 
 def implied_level_delay_ms(tags_code: int, store_timestamp: int) -> int | None:

@@ -40,8 +40,6 @@ from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
-    PROPERTY_TIMER_DELAY_MS,
-    PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_OUT_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -62,7 +60,7 @@ from mqtool.rules.retry import (
     send_back_max_reconsume_times,
     send_back_properties,
 )
-from mqtool.rules.schedule import compute_deliver_timestamp, delay_level_2_queue_id, transform_delay_level
+from mqtool.rules.schedule import compute_deliver_timestamp, delay_level_2_queue_id, transform_delay_level_message
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import NORMAL, PERSIST, Process
 from mqtool.simulate.model import SimMessage
@@ -365,20 +363,11 @@ class ConsumerService:
         return True
 
     def _to_schedule(self, msg: SimMessage, topic: str, qid: int, props: dict[str, str]) -> SimMessage:
-        """`HookUtils.transformDelayLevelMessage` (4.9.8: `CommitLog.asyncPutMessage`): park the record."""
-        ctx = self.ctx
-        levels = ctx.config.delay_levels_ms()
-        if not ctx.v4:  # checkIfTimerMessage: a delay level drops the timer properties
-            for name in (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS):
-                props.pop(name, None)
-        asked = int(props[PROPERTY_DELAY_TIME_LEVEL])
-        level = transform_delay_level(asked, len(levels))
-        if level != asked:
-            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
-        props[PROPERTY_REAL_TOPIC] = topic
-        props[PROPERTY_REAL_QUEUE_ID] = str(qid)
+        """The send-back parked on SCHEDULE_TOPIC_XXXX (`transformDelayLevelMessage`), due at its level's time."""
+        levels = self.ctx.config.delay_levels_ms()
+        props, level = transform_delay_level_message(props, topic, qid, len(levels), not self.ctx.v4)
         new = msg.derive(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), props)
-        new.tags_code = compute_deliver_timestamp(level, ctx.clock(), levels)
+        new.tags_code = compute_deliver_timestamp(level, self.ctx.clock(), levels)
         return new
 
     # ----- results -----

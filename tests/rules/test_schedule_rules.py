@@ -17,6 +17,7 @@ from mqtool.rules.schedule import (
     queue_id_2_delay_level,
     schedule_tags_code,
     transform_delay_level,
+    transform_delay_level_message,
 )
 
 # messageDelayLevel default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -110,3 +111,29 @@ def test_correct_deliver_timestamps_is_the_rule_per_element():
 ])
 def test_first_delivery_after_start(tags, delay, expected):
     assert first_delivery_after_start(1000, tags, delay) == expected
+
+
+def test_transform_delay_level_message_parks_the_record():
+    """5.x: the timer properties go, a level past the table's 18 is stored as 18, REAL_TOPIC and REAL_QID
+    are appended after the keys already there; the caller's map is left alone."""
+    asked = {"DELAY": "20", "TIMER_DELAY_SEC": "5", "KEYS": "k1", "UNIQ_KEY": "U"}
+    props, level = transform_delay_level_message(asked, "%RETRY%G", 3, 18, v5=True)
+    assert level == 18
+    assert list(props.items()) == [
+        ("DELAY", "18"),
+        ("KEYS", "k1"),
+        ("UNIQ_KEY", "U"),
+        ("REAL_TOPIC", "%RETRY%G"),
+        ("REAL_QID", "3"),
+    ]
+    assert asked["DELAY"] == "20" and "REAL_TOPIC" not in asked
+
+
+def test_transform_delay_level_message_in_4_9_keeps_the_timer_properties():
+    """4.9.8 has no timer: TIMER_DELAY_SEC is just a property; a level inside the table is kept; a REAL_TOPIC
+    already there is overwritten in its place."""
+    props, level = transform_delay_level_message(
+        {"REAL_TOPIC": "old", "DELAY": "3", "TIMER_DELAY_SEC": "5"}, "T", 0, 18, v5=False
+    )
+    assert level == 3
+    assert list(props.items()) == [("REAL_TOPIC", "T"), ("DELAY", "3"), ("TIMER_DELAY_SEC", "5"), ("REAL_QID", "0")]

@@ -28,14 +28,13 @@ def _watched(cls, nth: int, fault):
     class Watched(cls):
         def __init__(self, ctx, *args) -> None:
             super().__init__(ctx, *args)
-            seen = []
+            self.consumed = 0
 
-            def on_consume(_e) -> None:
-                seen.append(_e)
-                if len(seen) == nth:
-                    ctx.engine.process(fault(ctx), BROKER, 0, "watcher-fault")
-
-            ctx.log.watch("consume", on_consume)
+        def _consume(self, key, d) -> None:
+            self.consumed += 1
+            if self.consumed == nth:  # as a watcher of the `consume` event would, before it is written
+                self.ctx.engine.process(fault(self.ctx), BROKER, 0, "watcher-fault")
+            super()._consume(key, d)
 
     return Watched
 
