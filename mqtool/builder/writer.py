@@ -36,7 +36,6 @@ from mqtool.formats.commitlog import (
 )
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE, consumequeue_unit
 from mqtool.formats.indexfile import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, IndexFileWriter, index_file_name
-from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord, record_to_container
 from mqtool.formats.names import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -64,6 +63,7 @@ from mqtool.formats.timerlog import (
 )
 from mqtool.formats.timerwheel import SLOT_SIZE, SLOTS_TOTAL, slot_index, timerwheel_slot, wheel_length
 from mqtool.rules import recovery as rules
+from mqtool.rules.dispatch import tags_string_2_tags_code
 from mqtool.rules.index import DispatchRequest, IndexService
 from mqtool.rules.schedule import schedule_tags_code
 from mqtool.store import fastscan, recovery
@@ -107,8 +107,7 @@ def to_properties_string(properties: Properties) -> str:
 
 def tags_code_of(props: dict[str, str]) -> int:
     """`MessageExtBrokerInner.tagsString2tagsCode`: `String.hashCode()` of TAGS (whole string if multi-tag)."""
-    tags = props.get(PROPERTY_TAGS)
-    return java_string_hash(tags) if tags else 0
+    return tags_string_2_tags_code(props.get(PROPERTY_TAGS))
 
 
 class MappedFiles:

@@ -9,10 +9,10 @@ compacted offset, and the record's INNER_BASE / INNER_NUM must give that base an
 
 from collections.abc import Iterable, Iterator
 
-from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.message import MessageRecord, RecordError
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
 from mqtool.inspect.records import empty_record_dict, record_dict
+from mqtool.rules.dispatch import tags_string_2_tags_code
 from mqtool.rules.schedule import compute_deliver_timestamp, is_level_started, queue_id_2_delay_level
 from mqtool.store.batchcq import BcqUnit, check_unit_against_record
 from mqtool.store.consumequeue import CqUnit
@@ -28,8 +28,7 @@ def expected_tags_code(store: Store, rec: MessageRecord) -> int | None:
         if not is_level_started(level, levels):
             return None
         return compute_deliver_timestamp(level, rec.store_timestamp, levels)
-    tags = rec.tags
-    return java_string_hash(tags) if tags else 0
+    return tags_string_2_tags_code(rec.tags)
 
 
 def unit_problems(store: Store, topic: str, queue_id: int, unit: CqUnit,

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, hosts_size
 from mqtool.formats.dledger import BODY_OFFSET as DLEDGER_BODY_OFFSET
 from mqtool.formats.dledger import MIN_BLANK_LEN as DLEDGER_MIN_BLANK_LEN
-from mqtool.formats.javahash import java_string_hash
 from mqtool.formats.names import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -34,6 +33,7 @@ from mqtool.formats.names import (
 from mqtool.formats.properties import broker_properties_length as props_length
 from mqtool.formats.properties import build_properties
 from mqtool.formats.properties import key_order as _order  # the names the services import from here
+from mqtool.rules.dispatch import tags_string_2_tags_code
 from mqtool.store.recovery import Recovered, recovered
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def tags_code(props: dict[str, str]) -> int:
         return 0
     h = _TAGS_HASH.get(tags)
     if h is None:
-        h = _TAGS_HASH[tags] = java_string_hash(tags)
+        h = _TAGS_HASH[tags] = tags_string_2_tags_code(tags)
     return h
 
 
