@@ -279,25 +279,27 @@ def summarise(store: Store, verify_crc: bool = True, progress: Progress | None =
     s = CommitLogSummary()
     queue_keys: Counter = Counter()
     topic_bytes = np.zeros(0, np.int64)
-    for cc in scan_chunks(store, topics, verify_crc=verify_crc, progress=progress, chunk_records=chunk_records):
-        n = len(cc)
-        if each is not None:
-            each(cc, topics)
-        if not n:
-            continue
-        c, ids = cc.cols, cc.topic_ids
-        s.records += n
-        ts = c[C_STORE_TS]
-        lo, hi = int(ts.min()), int(ts.max())
-        s.first_store_timestamp = lo if s.first_store_timestamp is None else min(s.first_store_timestamp, lo)
-        s.last_store_timestamp = hi if s.last_store_timestamp is None else max(s.last_store_timestamp, hi)
-        s.end_offset = cc.file.start + int(c[C_POS, -1]) + int(c[C_TOTAL, -1])
-        keys, counts = _queue_counts(ids, c[C_QUEUE_ID], len(topics.names))
-        queue_keys.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
-        if len(topics.names) > len(topic_bytes):
-            topic_bytes = np.concatenate([topic_bytes, np.zeros(len(topics.names) - len(topic_bytes), np.int64)])
-        # float64 sums are exact here: a chunk's bytes stay far below 2**53
-        topic_bytes += np.rint(np.bincount(ids, weights=c[C_TOTAL], minlength=len(topic_bytes))).astype(np.int64)
+    chunks = scan_chunks(store, topics, verify_crc=verify_crc, progress=progress, chunk_records=chunk_records)
+    with fastscan.walk_ahead():  # the next chunk is walked (without the GIL) while this loop handles one
+        for cc in chunks:
+            n = len(cc)
+            if each is not None:
+                each(cc, topics)
+            if not n:
+                continue
+            c, ids = cc.cols, cc.topic_ids
+            s.records += n
+            ts = c[C_STORE_TS]
+            lo, hi = int(ts.min()), int(ts.max())
+            s.first_store_timestamp = lo if s.first_store_timestamp is None else min(s.first_store_timestamp, lo)
+            s.last_store_timestamp = hi if s.last_store_timestamp is None else max(s.last_store_timestamp, hi)
+            s.end_offset = cc.file.start + int(c[C_POS, -1]) + int(c[C_TOTAL, -1])
+            keys, counts = _queue_counts(ids, c[C_QUEUE_ID], len(topics.names))
+            queue_keys.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
+            if len(topics.names) > len(topic_bytes):
+                topic_bytes = np.concatenate([topic_bytes, np.zeros(len(topics.names) - len(topic_bytes), np.int64)])
+            # float64 sums are exact here: a chunk's bytes stay far below 2**53
+            topic_bytes += np.rint(np.bincount(ids, weights=c[C_TOTAL], minlength=len(topic_bytes))).astype(np.int64)
     names = topics.names
     for key, count in queue_keys.items():
         s.per_queue[(names[key >> 32], (key & 0xFFFFFFFF) - _QUEUE_BIAS)] = count

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ipaddress
 import mmap
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -167,6 +168,7 @@ def compiled_loaded() -> bool:
 DEFAULT_CHUNK = 32768  # records per chunk: 24 int64 columns = 6 MiB
 _keep_pages: ContextVar[bool] = ContextVar("mqtool_keep_pages", default=False)
 _columns_from: ContextVar[Callable | None] = ContextVar("mqtool_columns_from", default=None)
+_walk_ahead: ContextVar[bool] = ContextVar("mqtool_walk_ahead", default=False)
 
 
 @contextmanager
@@ -191,6 +193,39 @@ def columns_from(take: Callable) -> Iterator[None]:
         yield
     finally:
         _columns_from.reset(token)
+
+
+@contextmanager
+def walk_ahead() -> Iterator[None]:
+    """A walk started inside this block walks (and CRCs) the next chunk on a second thread while the
+    caller handles the current one: the walk runs without the GIL, so on two cores the caller's numpy and
+    Python work per chunk (`columns.summarise`) no longer adds to the walk's time. The chunks are the same."""
+    token = _walk_ahead.set(True)
+    try:
+        yield
+    finally:
+        _walk_ahead.reset(token)
+
+
+class _Walking:
+    """One call of the walk on its own thread; `result()` waits for it (and re-raises what it raised)."""
+
+    def __init__(self, walk, *args):
+        self._result = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(walk, args), name="mqtool-walk", daemon=True)
+        self._thread.start()
+
+    def _run(self, walk, args) -> None:
+        try:
+            self._result = walk(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the thread that waits for the result
+            self._error = e
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
 
 
 @dataclass
@@ -280,26 +315,43 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
     With an mmap and `release`, the pages of each finished chunk are dropped from this process
     (`MADV_DONTNEED`: they stay in the page cache), so the resident size stays about one chunk
     however large the file is. `ahead`: bytes the same scan will walk in later files (unused: kept for
-    callers).
+    callers). Inside `walk_ahead()` the next chunk is walked on a second thread while this one is handled.
     """
     a = as_array(buf)
     walk = compiled_walk()
+    overlap = _walk_ahead.get() and compiled_kernels().native  # the Python walk holds the GIL: no gain
+    walking = None
     try:
         pos = start
         released = 0
         while True:
-            take = _columns_from.get()
-            cap = chunk_records
-            out = np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
-            n, end, stop, detail = walk(a, pos, verify_crc, out)
+            if walking is None:
+                out = _columns(chunk_records)
+                n, end, stop, detail = walk(a, pos, verify_crc, out)
+            else:
+                out, walking_now = walking
+                walking = None
+                n, end, stop, detail = walking_now.result()
+            if overlap and stop == STOP_MORE:  # the next chunk is walked while this one is handled
+                nxt = _columns(chunk_records)
+                walking = (nxt, _Walking(walk, a, int(end), verify_crc, nxt))
             yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a))
             if release and isinstance(buf, mmap.mmap) and not _keep_pages.get():
-                released = _release(buf, released, int(end))
+                released = _release(buf, released, int(end))  # pages before `end`: the walk ahead is past it
             if stop != STOP_MORE:
                 return
             pos = int(end)
     finally:
+        if walking is not None:  # abandoned: the thread must be done with `a` before the mapping closes
+            walking[1]._thread.join()
+        walking = None
         del a
+
+
+def _columns(cap: int) -> np.ndarray:
+    """A chunk's (NCOL, cap) column array: new, or the caller's (`columns_from`)."""
+    take = _columns_from.get()
+    return np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
 
 
 def _release(mm: mmap.mmap, done: int, upto: int) -> int:

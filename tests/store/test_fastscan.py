@@ -13,6 +13,7 @@ stops and pairs, chunk by chunk.
 """
 
 import struct
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,8 @@ def assert_same_walk(buf, base: int, verify_crc: bool = True, chunk_records: int
     ref = reference_walk(buf, base, verify_crc)
     fast = fast_walk(buf, base, verify_crc, chunk_records)
     assert fast[1:] == ref[1:]
+    with fs.walk_ahead():  # the next chunk walked on a second thread: the same outcome
+        assert fast_walk(buf, base, verify_crc, chunk_records) == fast
     assert len(fast[0]) == len(ref[0])
     for a, b in zip(fast[0], ref[0], strict=True):
         assert a == b
@@ -394,6 +397,23 @@ def test_damaged_store_through_commitlog(tmp_path):
         (251, "body CRC mismatch (s"), (502, "PHYSICALOFFSET field"), (753, "TOTALSIZE 999 != com")]
 
 
+@pytest.mark.parametrize("chunk_records", [1, 7, fs.DEFAULT_CHUNK])
+def test_walk_ahead_gives_the_same_chunks_and_findings(chunk_records):
+    """`walk_ahead` (the next chunk walked on a second thread) changes no column, end, stop or finding."""
+    need_oracle()
+    got = []
+    for ahead in (False, True):
+        log = CommitLog.open(ORACLE / "basic-5.3.1/store")
+        with fs.walk_ahead() if ahead else nullcontext():
+            chunks = [(f.start, c.cols.copy(), c.end, c.stop, c.detail) for f, c in log.scan_columns(
+                chunk_records=chunk_records)]
+        got.append((chunks, list(log.findings), {k: vars(v).copy() for k, v in log.scans.items()}))
+    assert len(got[0][0]) == len(got[1][0]) and sum(c[1].shape[1] for c in got[0][0]) == 115  # the oracle's records
+    for x, y in zip(got[0][0], got[1][0], strict=True):
+        assert x[0] == y[0] and x[2:] == y[2:] and (x[1] == y[1]).all()
+    assert got[0][1:] == got[1][1:]
+
+
 def test_abandoned_iteration_releases_the_mapping(tmp_path):
     """Breaking out of a scan must not leave the mmap exported (BufferError on close)."""
     need_oracle()
@@ -403,6 +423,10 @@ def test_abandoned_iteration_releases_the_mapping(tmp_path):
     it = log.scan_columns()
     next(it)
     it.close()
+    with fs.walk_ahead():  # also while the next chunk is being walked on the second thread
+        it = log.scan_columns(chunk_records=2)
+        next(it)
+        it.close()
     store = Store.open(ORACLE / "basic-5.3.1/store")
     for cq in store.consume_queues():
         for _ in cq.iter_units():
