@@ -91,6 +91,7 @@ from mqtool.store.walk import (  # the walk's layout, columns and stop codes (de
     STOP_END_OF_FILE,
     STOP_MORE,
     STOP_ZERO_TAIL,
+    TopicTable,
     commitlog_kernel,
 )
 
@@ -114,9 +115,10 @@ class ScanKernels:
     and an (NCOL, cap) int64 array, `gather`, `property_pairs` and `host_keys` (see `store/kernels.py`);
     compiled (`mqtool._native`, `native` True) or their plain-Python references."""
 
-    def __init__(self, walk, gather, property_pairs, host_keys, native: bool):
+    def __init__(self, walk, gather, property_pairs, host_keys, native: bool, topic_table=TopicTable):
         self.walk, self.gather, self.property_pairs, self.host_keys, self.native = (
             walk, gather, property_pairs, host_keys, native)
+        self.topic_table = topic_table  # the table `walk(..., topics, ids)` numbers topics in
         # the names the output modules (`inspect/jsonlines.py`, `inspect/parquet.py`, `audit/commitlog.py`)
         # call them by while they are being moved to the extension
         self._gather, self._property_pairs, self._host_keys = gather, property_pairs, host_keys
@@ -129,8 +131,8 @@ def python_kernels() -> ScanKernels:
     """The plain-Python walk (`walk.py`, reading through a memoryview) and column kernels (`kernels.py`)."""
     from mqtool.store import kernels
 
-    def walk(a, pos, verify_crc, out):
-        return commitlog_kernel(memoryview(a), pos, verify_crc, out, LAYOUT)
+    def walk(a, pos, verify_crc, out, topics=None, ids=None):
+        return commitlog_kernel(memoryview(a), pos, verify_crc, out, LAYOUT, topics, ids)
 
     return ScanKernels(walk, kernels.gather, kernels.property_pairs, kernels.host_keys, native=False)
 
@@ -145,7 +147,8 @@ def compiled_kernels() -> ScanKernels:
 
             walk = _native.CommitLogWalk(dict(zip(LAYOUT_NAMES, LAYOUT, strict=True)), KERNEL_CODES, STOP_CODES,
                                          {name: i for i, name in enumerate(COLUMNS)})
-            _kernels = ScanKernels(walk, _native.gather, _native.property_pairs, _native.host_keys, native=True)
+            _kernels = ScanKernels(walk, _native.gather, _native.property_pairs, _native.host_keys, native=True,
+                                   topic_table=_native.TopicTable)
         except (ImportError, AttributeError) as e:
             warnings.warn(f"mqtool's compiled extension cannot be loaded ({e}): the CommitLog scan runs as plain "
                           "Python, about 50 times slower. Reinstall mqtool where a C compiler is available "
@@ -169,6 +172,7 @@ DEFAULT_CHUNK = 32768  # records per chunk: 24 int64 columns = 6 MiB
 _keep_pages: ContextVar[bool] = ContextVar("mqtool_keep_pages", default=False)
 _columns_from: ContextVar[Callable | None] = ContextVar("mqtool_columns_from", default=None)
 _walk_ahead: ContextVar[bool] = ContextVar("mqtool_walk_ahead", default=False)
+_topic_table: ContextVar[object | None] = ContextVar("mqtool_topic_table", default=None)
 
 
 @contextmanager
@@ -205,6 +209,17 @@ def walk_ahead() -> Iterator[None]:
         yield
     finally:
         _walk_ahead.reset(token)
+
+
+@contextmanager
+def numbered_topics(table) -> Iterator[None]:
+    """A walk started inside this block numbers each record's topic in `table` (`compiled_kernels().topic_table()`,
+    `walk.TopicTable`): every chunk's `topic_ids`, computed while the walk has the record in hand."""
+    token = _topic_table.set(table)
+    try:
+        yield
+    finally:
+        _topic_table.reset(token)
 
 
 class _Walking:
@@ -245,6 +260,7 @@ class ScanChunk:
     crc_checked: bool
     file_size: int
     dledger: np.ndarray | None = None  # (3, n) index, term, pos of each row's DLedger entry (spec §12)
+    topic_ids: np.ndarray | None = None  # (n,) each row's topic number, inside `numbered_topics`
 
     def __len__(self) -> int:
         return self.cols.shape[1]
@@ -320,22 +336,24 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
     a = as_array(buf)
     walk = compiled_walk()
     overlap = _walk_ahead.get() and compiled_kernels().native  # the Python walk holds the GIL: no gain
+    table = _topic_table.get()
     walking = None
     try:
         pos = start
         released = 0
         while True:
             if walking is None:
-                out = _columns(chunk_records)
-                n, end, stop, detail = walk(a, pos, verify_crc, out)
+                out, ids = _columns(chunk_records, table)
+                n, end, stop, detail = walk(a, pos, verify_crc, out, *_numbering(table, ids))
             else:
-                out, walking_now = walking
+                (out, ids), walking_now = walking
                 walking = None
                 n, end, stop, detail = walking_now.result()
             if overlap and stop == STOP_MORE:  # the next chunk is walked while this one is handled
-                nxt = _columns(chunk_records)
-                walking = (nxt, _Walking(walk, a, int(end), verify_crc, nxt))
-            yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a))
+                nxt = _columns(chunk_records, table)
+                walking = (nxt, _Walking(walk, a, int(end), verify_crc, nxt[0], *_numbering(table, nxt[1])))
+            yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a),
+                            topic_ids=None if ids is None else ids[:n])
             if release and isinstance(buf, mmap.mmap) and not _keep_pages.get():
                 released = _release(buf, released, int(end))  # pages before `end`: the walk ahead is past it
             if stop != STOP_MORE:
@@ -348,10 +366,17 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
         del a
 
 
-def _columns(cap: int) -> np.ndarray:
-    """A chunk's (NCOL, cap) column array: new, or the caller's (`columns_from`)."""
+def _numbering(table, ids) -> tuple:
+    """The walk's optional arguments: none, or the topic table and the chunk's topic numbers."""
+    return () if table is None else (table, ids)
+
+
+def _columns(cap: int, table) -> tuple[np.ndarray, np.ndarray | None]:
+    """A chunk's (NCOL, cap) column array (new, or the caller's: `columns_from`) and, with a topic table, its
+    topic numbers' array."""
     take = _columns_from.get()
-    return np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
+    out = np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
+    return out, None if table is None else np.empty(cap, np.int64)
 
 
 def _release(mm: mmap.mmap, done: int, upto: int) -> int:

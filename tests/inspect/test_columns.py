@@ -58,7 +58,7 @@ def assert_same(store: Store, chunk_records: int = columns.fastscan.DEFAULT_CHUN
     return got
 
 
-def test_same_as_the_record_path_on_the_oracle(oracle_store):
+def test_same_as_the_record_path_on_the_oracle(oracle_store, kernels):
     name, root, _ = oracle_store
     conf = root.parent / "broker.conf"
     store = Store.open(root, load_broker_conf(conf) if conf.is_file() else None)
@@ -135,7 +135,7 @@ def odd_store(tmp_path: Path) -> Path:
     return tmp_path / "s"
 
 
-def test_topics_that_padding_could_confuse(odd_store: Path):
+def test_topics_that_padding_could_confuse(odd_store: Path, kernels):
     store = Store.open(odd_store)
     assert len(store.commitlog.files) >= 3
     for chunk_records in (1, 5, 1000):
@@ -189,7 +189,8 @@ def test_a_hash_collision_falls_back_to_the_bytes(tmp_path: Path):
 
 @pytest.fixture(params=["extension", "plain"])
 def kernels(request, monkeypatch):
-    """Topic bytes copied by the extension's `gather`, or (without the extension) gathered by numpy."""
+    """Topics numbered by the extension's walk (and topic bytes copied by its `gather`), or (without the
+    extension) numbered by `TopicIds.of_chunk` over topic bytes gathered by numpy."""
     if request.param == "plain":
         monkeypatch.setattr(columns.fastscan, "_kernels", columns.fastscan.python_kernels())
     return request.param

@@ -53,12 +53,22 @@ def assert_kernels_agree(buf, verify_crc: bool = True, chunk_records: int = fs.D
     and the column kernels the same bytes, pairs and host keys on them."""
     a = fs.as_array(buf)
     pos = start
+    tables = [NATIVE.topic_table(), PYTHON.topic_table()]
     while True:
         outs = np.full((2, fs.NCOL, chunk_records), -7, np.int64)
         got = [k.walk(a, pos, verify_crc, out) for k, out in zip((NATIVE, PYTHON), outs, strict=True)]
         assert got[0] == got[1]
         n, end, stop, _ = got[0]
         assert (outs[0] == outs[1]).all()
+        # the same walk numbering the topics: the same chunk, each row's topic number, the same names
+        ids = np.full((2, chunk_records), -7, np.int64)
+        again = np.full((2, fs.NCOL, chunk_records), -7, np.int64)
+        numbered = [k.walk(a, pos, verify_crc, o, t, i) for k, o, t, i in zip((NATIVE, PYTHON), again, tables, ids,
+                                                                               strict=True)]
+        assert numbered == got and (again == outs).all()
+        assert (ids[0] == ids[1]).all() and tables[0].names == tables[1].names
+        assert [tables[1].names[i] for i in ids[1, :n]] == [bytes(a[p : p + m]) for p, m in zip(
+            outs[1, fs.C_TOPIC_POS, :n].tolist(), outs[1, fs.C_TOPIC_LEN, :n].tolist(), strict=True)]
         assert_column_kernels_agree(a, outs[0][:, :n])
         if stop != fs.STOP_MORE:
             return
@@ -433,6 +443,21 @@ def test_abandoned_iteration_releases_the_mapping(tmp_path):
             break
     for _ in store.timerlog.iter_units():
         break
+
+
+def test_topic_table_numbers_topics_in_order_of_first_appearance():
+    """The extension's `TopicTable` and `walk.TopicTable`: the same numbers, the same names, past the table's
+    growth steps (64 slots, 4 KiB of names), for empty, long, prefix-sharing and non-UTF-8 topics."""
+    rng = np.random.default_rng(7)
+    pool = [b"", b"A", b"A\x00", b"AB", b"\xff\xfe", b"L" * 300] + [f"Topic{i}".encode() for i in range(3000)]
+    seq = [pool[i] for i in rng.integers(0, len(pool), 20000).tolist()]
+    native, plain = NATIVE.topic_table(), PYTHON.topic_table()
+    got = [native.id(t) for t in seq]
+    assert got == [plain.id(t) for t in seq]
+    order = list(dict.fromkeys(seq))  # each topic once, in order of first appearance
+    assert native.names == plain.names == order and len(order) > 2000
+    number = {t: i for i, t in enumerate(order)}
+    assert got == [number[t] for t in seq]
 
 
 def test_properties_pairs_follow_string2messageProperties():
