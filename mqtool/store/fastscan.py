@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ipaddress
 import mmap
+import queue
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -115,10 +116,12 @@ class ScanKernels:
     and an (NCOL, cap) int64 array, `gather`, `property_pairs` and `host_keys` (see `store/kernels.py`);
     compiled (`mqtool._native`, `native` True) or their plain-Python references."""
 
-    def __init__(self, walk, gather, property_pairs, host_keys, native: bool, topic_table=TopicTable):
+    def __init__(self, walk, gather, property_pairs, host_keys, native: bool, topic_table=TopicTable,
+                 walk_crcs=None):
         self.walk, self.gather, self.property_pairs, self.host_keys, self.native = (
             walk, gather, property_pairs, host_keys, native)
         self.topic_table = topic_table  # the table `walk(..., topics, ids)` numbers topics in
+        self.walk_crcs = walk_crcs  # the walk's CRC column for a walk run without `verify_crc`
         # the names the output modules (`inspect/jsonlines.py`, `inspect/parquet.py`, `audit/commitlog.py`)
         # call them by while they are being moved to the extension
         self._gather, self._property_pairs, self._host_keys = gather, property_pairs, host_keys
@@ -134,7 +137,8 @@ def python_kernels() -> ScanKernels:
     def walk(a, pos, verify_crc, out, topics=None, ids=None):
         return commitlog_kernel(memoryview(a), pos, verify_crc, out, LAYOUT, topics, ids)
 
-    return ScanKernels(walk, kernels.gather, kernels.property_pairs, kernels.host_keys, native=False)
+    return ScanKernels(walk, kernels.gather, kernels.property_pairs, kernels.host_keys, native=False,
+                       walk_crcs=kernels.walk_crcs)
 
 
 def compiled_kernels() -> ScanKernels:
@@ -148,7 +152,7 @@ def compiled_kernels() -> ScanKernels:
             walk = _native.CommitLogWalk(dict(zip(LAYOUT_NAMES, LAYOUT, strict=True)), KERNEL_CODES, STOP_CODES,
                                          {name: i for i, name in enumerate(COLUMNS)})
             _kernels = ScanKernels(walk, _native.gather, _native.property_pairs, _native.host_keys, native=True,
-                                   topic_table=_native.TopicTable)
+                                   topic_table=_native.TopicTable, walk_crcs=_native.walk_crcs)
         except (ImportError, AttributeError) as e:
             warnings.warn(f"mqtool's compiled extension cannot be loaded ({e}): the CommitLog scan runs as plain "
                           "Python, about 50 times slower. Reinstall mqtool where a C compiler is available "
@@ -168,6 +172,7 @@ def compiled_loaded() -> bool:
 
 
 # ===================================================================== chunks and results
+WALK_AHEAD = 2  # chunks the walk may run ahead of the reader inside `walk_ahead()`
 DEFAULT_CHUNK = 32768  # records per chunk: 24 int64 columns = 6 MiB
 _keep_pages: ContextVar[bool] = ContextVar("mqtool_keep_pages", default=False)
 _columns_from: ContextVar[Callable | None] = ContextVar("mqtool_columns_from", default=None)
@@ -201,9 +206,10 @@ def columns_from(take: Callable) -> Iterator[None]:
 
 @contextmanager
 def walk_ahead() -> Iterator[None]:
-    """A walk started inside this block walks (and CRCs) the next chunk on a second thread while the
-    caller handles the current one: the walk runs without the GIL, so on two cores the caller's numpy and
-    Python work per chunk (`columns.summarise`) no longer adds to the walk's time. The chunks are the same."""
+    """A walk started inside this block runs on a second thread, up to `WALK_AHEAD` chunks ahead of the caller,
+    and leaves the body CRCs (`walk_crcs`) to the caller's thread: the kernels run without the GIL, so on two
+    cores the walk, the CRCs and the caller's work per chunk (`columns.summarise`) overlap. The chunks are the
+    same."""
     token = _walk_ahead.set(True)
     try:
         yield
@@ -222,25 +228,46 @@ def numbered_topics(table) -> Iterator[None]:
         _topic_table.reset(token)
 
 
-class _Walking:
-    """One call of the walk on its own thread; `result()` waits for it (and re-raises what it raised)."""
+class _Walker(threading.Thread):
+    """The walk of one file on its own thread, up to `WALK_AHEAD` chunks ahead of the reader (`chunks()`), so
+    neither side waits for the other to be scheduled at each chunk."""
 
-    def __init__(self, walk, *args):
-        self._result = self._error = None
-        self._thread = threading.Thread(target=self._run, args=(walk, args), name="mqtool-walk", daemon=True)
-        self._thread.start()
+    def __init__(self, walk, a, pos: int, verify_crc: bool, cap: int, table, take):
+        super().__init__(name="mqtool-walk", daemon=True)
+        self.walk, self.a, self.pos, self.verify_crc, self.cap, self.table, self.take = (
+            walk, a, pos, verify_crc, cap, table, take)
+        self.done: queue.Queue = queue.Queue(WALK_AHEAD)
+        self.cancelled = False
+        self.start()
 
-    def _run(self, walk, args) -> None:
+    def run(self) -> None:
+        pos = self.pos
         try:
-            self._result = walk(*args)
-        except BaseException as e:  # noqa: BLE001 - handed to the thread that waits for the result
-            self._error = e
+            while not self.cancelled:
+                out, ids = _columns(self.cap, self.table, self.take)
+                r = self.walk(self.a, pos, self.verify_crc, out, *_numbering(self.table, ids))
+                self.done.put((out, ids, r))
+                if r[2] != STOP_MORE:
+                    return
+                pos = r[1]
+        except BaseException as e:  # noqa: BLE001 - raised again by `next_chunk` in the reader's thread
+            self.done.put(e)
 
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
+    def next_chunk(self) -> tuple:
+        item = self.done.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def cancel(self) -> None:
+        """Stop walking and wait until the thread no longer reads the buffer (before the mapping closes)."""
+        self.cancelled = True
+        while self.is_alive():
+            try:
+                self.done.get(timeout=0.01)  # unblocks a full queue
+            except queue.Empty:
+                pass
+        self.join()
 
 
 @dataclass
@@ -331,27 +358,27 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
     With an mmap and `release`, the pages of each finished chunk are dropped from this process
     (`MADV_DONTNEED`: they stay in the page cache), so the resident size stays about one chunk
     however large the file is. `ahead`: bytes the same scan will walk in later files (unused: kept for
-    callers). Inside `walk_ahead()` the next chunk is walked on a second thread while this one is handled.
+    callers). Inside `walk_ahead()` the walk runs on a second thread, ahead of the chunk being handled.
     """
     a = as_array(buf)
-    walk = compiled_walk()
-    overlap = _walk_ahead.get() and compiled_kernels().native  # the Python walk holds the GIL: no gain
-    table = _topic_table.get()
-    walking = None
+    kernels = compiled_kernels()
+    walk = kernels.walk
+    table, take = _topic_table.get(), _columns_from.get()
+    walker = None
+    if _walk_ahead.get() and kernels.native:  # (the Python walk holds the GIL: no gain)
+        # the walk leaves the CRCs to this thread, which computes a chunk's while the walk goes on
+        walker = _Walker(walk, a, start, False, chunk_records, table, take)
     try:
         pos = start
         released = 0
         while True:
-            if walking is None:
-                out, ids = _columns(chunk_records, table)
+            if walker is None:
+                out, ids = _columns(chunk_records, table, take)
                 n, end, stop, detail = walk(a, pos, verify_crc, out, *_numbering(table, ids))
             else:
-                (out, ids), walking_now = walking
-                walking = None
-                n, end, stop, detail = walking_now.result()
-            if overlap and stop == STOP_MORE:  # the next chunk is walked while this one is handled
-                nxt = _columns(chunk_records, table)
-                walking = (nxt, _Walking(walk, a, int(end), verify_crc, nxt[0], *_numbering(table, nxt[1])))
+                out, ids, (n, end, stop, detail) = walker.next_chunk()
+                if verify_crc and n:
+                    kernels.walk_crcs(a, out[C_BODY_POS, :n], out[C_BODY_LEN, :n], out[C_CRC, :n])
             yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a),
                             topic_ids=None if ids is None else ids[:n])
             if release and isinstance(buf, mmap.mmap) and not _keep_pages.get():
@@ -360,9 +387,9 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
                 return
             pos = int(end)
     finally:
-        if walking is not None:  # abandoned: the thread must be done with `a` before the mapping closes
-            walking[1]._thread.join()
-        walking = None
+        if walker is not None:  # abandoned or done: the thread must be done with `a` before the mapping closes
+            walker.cancel()
+        walker = None
         del a
 
 
@@ -371,10 +398,9 @@ def _numbering(table, ids) -> tuple:
     return () if table is None else (table, ids)
 
 
-def _columns(cap: int, table) -> tuple[np.ndarray, np.ndarray | None]:
-    """A chunk's (NCOL, cap) column array (new, or the caller's: `columns_from`) and, with a topic table, its
-    topic numbers' array."""
-    take = _columns_from.get()
+def _columns(cap: int, table, take) -> tuple[np.ndarray, np.ndarray | None]:
+    """A chunk's (NCOL, cap) column array (new, or the caller's `take`: `columns_from`) and, with a topic table,
+    its topic numbers' array."""
     out = np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
     return out, None if table is None else np.empty(cap, np.int64)
 
