@@ -31,6 +31,7 @@ Construct structs (`CQ_DTYPE`, `TIMERLOG_DTYPE`, `SLOT_DTYPE` in `mqtool.formats
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import mmap
 import queue
 import threading
@@ -173,6 +174,9 @@ def compiled_loaded() -> bool:
 
 # ===================================================================== chunks and results
 WALK_AHEAD = 2  # chunks the walk may run ahead of the reader inside `walk_ahead()`
+# Inside `walk_ahead()` the walk writes chunk k into the arrays of chunk k - _RING: when it starts chunk k it
+# has queued chunk k - 1, so the reader has taken chunk k - 1 - WALK_AHEAD and is done with the ones before
+_RING = WALK_AHEAD + 3
 DEFAULT_CHUNK = 32768  # records per chunk: 24 int64 columns = 6 MiB
 _keep_pages: ContextVar[bool] = ContextVar("mqtool_keep_pages", default=False)
 _columns_from: ContextVar[Callable | None] = ContextVar("mqtool_columns_from", default=None)
@@ -209,7 +213,8 @@ def walk_ahead() -> Iterator[None]:
     """A walk started inside this block runs on a second thread, up to `WALK_AHEAD` chunks ahead of the caller,
     and leaves the body CRCs (`walk_crcs`) to the caller's thread: the kernels run without the GIL, so on two
     cores the walk, the CRCs and the caller's work per chunk (`columns.summarise`) overlap. The chunks are the
-    same."""
+    same, but a chunk's arrays are reused for a later chunk once the caller has gone on (`_RING`): handle a
+    chunk before asking for the next one, copying what must outlive it (fresh arrays cost page faults)."""
     token = _walk_ahead.set(True)
     try:
         yield
@@ -242,9 +247,18 @@ class _Walker(threading.Thread):
 
     def run(self) -> None:
         pos = self.pos
+        ring: list[tuple[np.ndarray, np.ndarray | None]] = []
         try:
-            while not self.cancelled:
-                out, ids = _columns(self.cap, self.table, self.take)
+            for k in itertools.count():
+                if self.cancelled:
+                    return
+                if self.take is not None:
+                    out, ids = _columns(self.cap, self.table, self.take)
+                elif len(ring) < _RING:
+                    out, ids = _columns(self.cap, self.table, None)
+                    ring.append((out, ids))
+                else:  # the reader is done with chunk k - _RING: its arrays' pages are faulted in already
+                    out, ids = ring[k % _RING]
                 r = self.walk(self.a, pos, self.verify_crc, out, *_numbering(self.table, ids))
                 self.done.put((out, ids, r))
                 if r[2] != STOP_MORE:
