@@ -4,7 +4,16 @@
 # Nothing here restates the record layout: `CommitLogWalk` is given every offset, width, magic code,
 # flag, column number and stop code by `fastscan` (from the Construct definition), once per process.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp, memcpy
+from cpython.bytes cimport PyBytes_FromStringAndSize
+
+
+cdef extern from *:
+    """
+    #define mq_prefetch(p) __builtin_prefetch((const void *)(p))
+    """
+    void mq_prefetch(const void *p) noexcept nogil
 
 
 cdef inline int64_t _u32(const uint8_t *a, int64_t p) noexcept nogil:
@@ -71,8 +80,128 @@ cdef struct _Stop:
     int64_t n, pos, stop, detail
 
 
+cdef struct _Topics:
+    # open addressing: slots[h & (cap - 1)] is a topic's number + 1 (0: free); a topic's bytes are
+    # buf[offs[i] : offs[i] + lens[i]]
+    int64_t *slots
+    uint64_t *hashes
+    int64_t *offs
+    int64_t *lens
+    uint8_t *buf
+    int64_t cap, n, ncap, used, bufcap
+
+
+cdef inline uint64_t _topic_hash(const uint8_t *p, int64_t n) noexcept nogil:
+    cdef uint64_t h = 0xCBF29CE484222325ULL ^ <uint64_t>n  # FNV-1a
+    cdef int64_t i
+    for i in range(n):
+        h = (h ^ p[i]) * 0x100000001B3ULL
+    return h
+
+
+cdef bint _topics_grow(_Topics *t) noexcept nogil:
+    """Double the slots (rehashing) and the per-topic arrays; False when out of memory."""
+    cdef int64_t cap = t.cap * 2 if t.cap else 64, i, j
+    cdef int64_t *slots = <int64_t *>malloc(cap * sizeof(int64_t))
+    cdef void *p
+    if slots == NULL:
+        return False
+    for i in range(cap):
+        slots[i] = 0
+    for i in range(t.n):
+        j = <int64_t>(t.hashes[i] & <uint64_t>(cap - 1))
+        while slots[j]:
+            j = (j + 1) & (cap - 1)
+        slots[j] = i + 1
+    free(t.slots)
+    t.slots = slots
+    t.cap = cap
+    t.ncap = cap // 2
+    p = realloc(t.hashes, t.ncap * sizeof(uint64_t))
+    if p == NULL:
+        return False
+    t.hashes = <uint64_t *>p
+    p = realloc(t.offs, t.ncap * sizeof(int64_t))
+    if p == NULL:
+        return False
+    t.offs = <int64_t *>p
+    p = realloc(t.lens, t.ncap * sizeof(int64_t))
+    if p == NULL:
+        return False
+    t.lens = <int64_t *>p
+    return True
+
+
+cdef int64_t _topic_id(_Topics *t, const uint8_t *p, int64_t n) noexcept nogil:
+    """`walk.TopicTable.id` on bytes: the topic's number, a new one when not seen before; -1: out of memory."""
+    cdef uint64_t h = _topic_hash(p, n)
+    cdef int64_t j, i, bufcap
+    cdef void *q
+    if t.cap:
+        j = <int64_t>(h & <uint64_t>(t.cap - 1))
+        while t.slots[j]:
+            i = t.slots[j] - 1
+            if t.hashes[i] == h and t.lens[i] == n and memcmp(t.buf + t.offs[i], p, n) == 0:
+                return i
+            j = (j + 1) & (t.cap - 1)
+    if t.n >= t.ncap:
+        if not _topics_grow(t):
+            return -1
+    if t.used + n > t.bufcap:
+        bufcap = max(2 * t.bufcap, t.used + n, 4096)
+        q = realloc(t.buf, bufcap)
+        if q == NULL:
+            return -1
+        t.buf = <uint8_t *>q
+        t.bufcap = bufcap
+    i = t.n
+    memcpy(t.buf + t.used, p, n)
+    t.offs[i] = t.used
+    t.lens[i] = n
+    t.hashes[i] = h
+    t.used += n
+    t.n += 1
+    j = <int64_t>(h & <uint64_t>(t.cap - 1))
+    while t.slots[j]:
+        j = (j + 1) & (t.cap - 1)
+    t.slots[j] = i + 1
+    return i
+
+
+cdef class TopicTable:
+    """`walk.TopicTable` in C: each distinct topic numbered in order of first appearance, `names[i]` its
+    bytes. The walk numbers the topic of every record it accepts without the GIL; `names` grows when the
+    walk returns (with the GIL). One walk at a time may use a table."""
+
+    cdef _Topics t
+    cdef readonly list names
+
+    def __cinit__(self):
+        self.names = []
+
+    def __dealloc__(self):
+        free(self.t.slots)
+        free(self.t.hashes)
+        free(self.t.offs)
+        free(self.t.lens)
+        free(self.t.buf)
+
+    cdef _publish(self):
+        cdef int64_t i
+        for i in range(len(self.names), self.t.n):
+            self.names.append(PyBytes_FromStringAndSize(<char *>self.t.buf + self.t.offs[i], self.t.lens[i]))
+
+    def id(self, const uint8_t[::1] raw):
+        """The number of a topic, a new one for a topic not seen before."""
+        cdef int64_t i = _topic_id(&self.t, &raw[0] if raw.shape[0] else <const uint8_t *>"", raw.shape[0])
+        if i < 0:
+            raise MemoryError("topic table")
+        self._publish()
+        return i
+
+
 cdef _Stop _walk(const _Layout *L, const uint8_t *a, int64_t size, int64_t pos, bint verify_crc,
-                 int64_t *out, int64_t cap) noexcept nogil:
+                 int64_t *out, int64_t cap, _Topics *topics, int64_t *ids) noexcept nogil:
     """`walk._commitlog_kernel`, check by check in the same order (see there)."""
     cdef _Stop r
     cdef int64_t n = 0, total, magic, sys_flag, born_addr, store_addr, p, born_host, born_port, store_ts
@@ -90,6 +219,12 @@ cdef _Stop _walk(const _Layout *L, const uint8_t *a, int64_t size, int64_t pos, 
             r.stop = L.end_of_file
             return r
         total = _i32(a, pos + L.o_total)
+        if total > 128 and pos + total + 128 <= size:
+            # hints only (no check depends on them): the next record's header and this record's tail (topic,
+            # properties) are fetched while this header is decoded; the walk is bound by memory latency
+            mq_prefetch(a + pos + total)
+            mq_prefetch(a + pos + total + 64)
+            mq_prefetch(a + pos + total - 64)
         magic = _i32(a, pos + L.o_magic)
         if magic == L.blank:
             r.stop = L.blank_stop
@@ -183,6 +318,11 @@ cdef _Stop _walk(const _Layout *L, const uint8_t *a, int64_t size, int64_t pos, 
         out[L.c_props_pos * cap + n] = p
         out[L.c_props_len * cap + n] = t.value
         out[L.c_crc * cap + n] = crc
+        if topics != NULL:
+            ids[n] = _topic_id(topics, a + topic_pos, s.value)
+            if ids[n] < 0:  # out of memory: reported by the caller; the record is not counted
+                r.stop = -1
+                return r
         n += 1
         pos += total
 
@@ -226,17 +366,30 @@ cdef class CommitLogWalk:
             "body_pos", "body_len", "topic_pos", "topic_len", "props_pos", "props_len", "computed_crc")]
         self.ncol = len(columns)
 
-    def __call__(self, const uint8_t[::1] a, int64_t pos, bint verify_crc, int64_t[:, ::1] out):
+    def __call__(self, const uint8_t[::1] a, int64_t pos, bint verify_crc, int64_t[:, ::1] out,
+                 TopicTable topics=None, int64_t[::1] ids=None):
+        """With `topics`, `ids[n]` is the topic number of record n (`walk.commitlog_kernel`)."""
         cdef _Stop r
         cdef int64_t cap = out.shape[1]
         cdef const uint8_t *data = &a[0] if a.shape[0] else NULL
         cdef int64_t *cols = &out[0, 0] if cap else NULL
+        cdef _Topics *t = NULL
+        cdef int64_t *tid = NULL
         if out.shape[0] != self.ncol:
             raise ValueError(f"out has {out.shape[0]} rows, the walk writes {self.ncol}")
         if pos < 0:
             raise ValueError(f"negative position {pos}")
+        if topics is not None:
+            if ids is None or ids.shape[0] < cap:
+                raise ValueError("ids must hold a topic number for each column of out")
+            t = &topics.t
+            tid = &ids[0] if cap else NULL
         with nogil:
-            r = _walk(&self.L, data, a.shape[0], pos, verify_crc, cols, cap)
+            r = _walk(&self.L, data, a.shape[0], pos, verify_crc, cols, cap, t, tid)
+        if topics is not None:
+            topics._publish()
+        if r.stop < 0:
+            raise MemoryError("topic table")
         return r.n, r.pos, r.stop, r.detail
 
 
@@ -314,3 +467,21 @@ def host_keys(const uint8_t[::1] a, const int64_t[:] pos, int64_t[:] out):
     with nogil:
         for i in range(pos.shape[0]):
             out[i] = <int64_t>((<uint64_t>_u32(b, pos[i]) << 32) | <uint64_t>_u32(b, pos[i] + 4))
+
+
+def walk_crcs(const uint8_t[::1] a, const int64_t[:] body_pos, const int64_t[:] body_len, int64_t[:] out):
+    """`kernels.walk_crcs`: each body's CRC as the walk's `verify_crc` computes it (-1 for an empty body), for a
+    walk run without it (`fastscan.walk_ahead`: the CRCs of one chunk while the next one is walked)."""
+    cdef Py_ssize_t i
+    cdef const uint8_t *b = &a[0] if a.shape[0] else NULL
+    if body_len.shape[0] != body_pos.shape[0] or out.shape[0] < body_pos.shape[0]:
+        raise ValueError("body_pos, body_len and out must have a row for each record")
+    for i in range(body_pos.shape[0]):
+        if body_len[i] > 0 and (body_pos[i] < 0 or body_pos[i] + body_len[i] > a.shape[0]):
+            raise ValueError(f"body {i} is outside the buffer")
+    with nogil:
+        for i in range(body_pos.shape[0]):
+            if body_len[i] > 0:
+                out[i] = mq_crc32(0, b + body_pos[i], body_len[i]) & 0x7FFFFFFF
+            else:
+                out[i] = -1

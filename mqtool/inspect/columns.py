@@ -46,12 +46,27 @@ def _word_masks(words: int) -> np.ndarray:
 
 @dataclass
 class TopicIds:
-    """Topic names by id, in order of first appearance; `of_chunk` gives each record's id."""
+    """Topic names by id; each record's id comes from the extension's walk (`fastscan.numbered_topics`:
+    ids in order of first appearance), or, without the extension, from `of_chunk`."""
 
     names: list[str] = field(default_factory=list)
     _ids: dict[bytes, int] = field(default_factory=dict)
     _masks: dict[int, np.ndarray] = field(default_factory=dict)
     _seen: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    table: object | None = None  # the walk's `TopicTable`, whose numbers these ids are
+
+    def numbering(self) -> object | None:
+        """The table the extension's walk numbers the topics in (None without the extension, or once ids
+        were given by `of_chunk`: those stay the ids)."""
+        kernels = fastscan.compiled_kernels()
+        if self.table is None and not self.names and kernels.native:
+            self.table = kernels.topic_table()
+        return self.table
+
+    def sync(self) -> None:
+        """Name the topics the walk has numbered since the last call (ids stay the walk's numbers)."""
+        for raw in self.table.names[len(self.names) :]:
+            self.id(raw)
 
     def id(self, raw: bytes) -> int:
         i = self._ids.get(raw)
@@ -221,13 +236,20 @@ def commitlog_chunks(cl: CommitLog, topics: TopicIds | None, start: int | None =
     total = sum(f.length for f in cl.files)
     base = cl.min_offset
     current = a = None
+    table = None if topics is None else topics.numbering()
     try:
-        for f, buf, chunk in cl.scan_mapped(start, verify_crc, chunk_records):
+        for f, buf, chunk in _numbered(cl.scan_mapped(start, verify_crc, chunk_records), table):
             if buf is not current:
                 current, a = buf, None
                 a = fastscan.as_array(buf)
             c = chunk.cols
-            ids = None if topics is None else topics.of_chunk(a, c[C_TOPIC_POS], c[C_TOPIC_LEN])
+            if topics is None:
+                ids = None
+            elif chunk.topic_ids is not None:
+                ids = chunk.topic_ids
+                topics.sync()
+            else:
+                ids = topics.of_chunk(a, c[C_TOPIC_POS], c[C_TOPIC_LEN])
             yield ColumnChunk(f, cl.rel(f), buf, chunk, ids)
             if progress:
                 progress(min(f.start + chunk.end - base, total), total)
@@ -237,6 +259,24 @@ def commitlog_chunks(cl: CommitLog, topics: TopicIds | None, start: int | None =
         a = current = None
     if progress:
         progress(total, total)
+
+
+def _numbered(chunks: Iterator, table) -> Iterator:
+    """`chunks`, each step taken inside `fastscan.numbered_topics(table)` (when a table is given): a walk
+    started there numbers the topics, and the setting does not outlive the step (a context variable set
+    around a `yield` would stay set in the caller)."""
+    if table is None:
+        yield from chunks
+        return
+    try:
+        while True:
+            with fastscan.numbered_topics(table):
+                item = next(chunks, None)
+            if item is None:
+                return
+            yield item
+    finally:
+        chunks.close()
 
 
 _QUEUE_BIAS = 1 << 31  # queue ids are signed 32-bit: (topic id, queue id) as one non-negative int64
@@ -279,25 +319,27 @@ def summarise(store: Store, verify_crc: bool = True, progress: Progress | None =
     s = CommitLogSummary()
     queue_keys: Counter = Counter()
     topic_bytes = np.zeros(0, np.int64)
-    for cc in scan_chunks(store, topics, verify_crc=verify_crc, progress=progress, chunk_records=chunk_records):
-        n = len(cc)
-        if each is not None:
-            each(cc, topics)
-        if not n:
-            continue
-        c, ids = cc.cols, cc.topic_ids
-        s.records += n
-        ts = c[C_STORE_TS]
-        lo, hi = int(ts.min()), int(ts.max())
-        s.first_store_timestamp = lo if s.first_store_timestamp is None else min(s.first_store_timestamp, lo)
-        s.last_store_timestamp = hi if s.last_store_timestamp is None else max(s.last_store_timestamp, hi)
-        s.end_offset = cc.file.start + int(c[C_POS, -1]) + int(c[C_TOTAL, -1])
-        keys, counts = _queue_counts(ids, c[C_QUEUE_ID], len(topics.names))
-        queue_keys.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
-        if len(topics.names) > len(topic_bytes):
-            topic_bytes = np.concatenate([topic_bytes, np.zeros(len(topics.names) - len(topic_bytes), np.int64)])
-        # float64 sums are exact here: a chunk's bytes stay far below 2**53
-        topic_bytes += np.rint(np.bincount(ids, weights=c[C_TOTAL], minlength=len(topic_bytes))).astype(np.int64)
+    chunks = scan_chunks(store, topics, verify_crc=verify_crc, progress=progress, chunk_records=chunk_records)
+    with fastscan.walk_ahead():  # the next chunk is walked (without the GIL) while this loop handles one
+        for cc in chunks:
+            n = len(cc)
+            if each is not None:
+                each(cc, topics)
+            if not n:
+                continue
+            c, ids = cc.cols, cc.topic_ids
+            s.records += n
+            ts = c[C_STORE_TS]
+            lo, hi = int(ts.min()), int(ts.max())
+            s.first_store_timestamp = lo if s.first_store_timestamp is None else min(s.first_store_timestamp, lo)
+            s.last_store_timestamp = hi if s.last_store_timestamp is None else max(s.last_store_timestamp, hi)
+            s.end_offset = cc.file.start + int(c[C_POS, -1]) + int(c[C_TOTAL, -1])
+            keys, counts = _queue_counts(ids, c[C_QUEUE_ID], len(topics.names))
+            queue_keys.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
+            if len(topics.names) > len(topic_bytes):
+                topic_bytes = np.concatenate([topic_bytes, np.zeros(len(topics.names) - len(topic_bytes), np.int64)])
+            # float64 sums are exact here: a chunk's bytes stay far below 2**53
+            topic_bytes += np.rint(np.bincount(ids, weights=c[C_TOTAL], minlength=len(topic_bytes))).astype(np.int64)
     names = topics.names
     for key, count in queue_keys.items():
         s.per_queue[(names[key >> 32], (key & 0xFFFFFFFF) - _QUEUE_BIAS)] = count

@@ -9,6 +9,8 @@ RocksDB, compaction, POP), every path of the store root and what it is, and topi
 next to the queue directories. Exit code 1 in the CLI when any finding is an error.
 """
 
+import threading
+
 from mqtool.formats.names import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -21,23 +23,8 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.inspect import JSON_VERSION
-from mqtool.inspect.columns import summarise
-from mqtool.inspect.delay import delay_view
-from mqtool.inspect.layouts import (
-    batch_queues,
-    compaction_next_run,
-    compaction_section,
-    config_sources,
-    layouts_section,
-    load_config_files,
-    not_yet_read,
-    paths,
-    pop_section,
-    rocksdb_queues,
-    topic_config,
-)
+from mqtool.inspect.columns import CommitLogSummary, summarise
 from mqtool.inspect.records import Progress
-from mqtool.inspect.timer import timer_view
 from mqtool.inspect.transactions import TransactionScan
 from mqtool.store.findings import Finding, Findings, findings_section
 from mqtool.store.store import (
@@ -69,11 +56,55 @@ def _plain(container) -> dict | None:
     return None if container is None else {k: int(v) for k, v in container.items() if not k.startswith("_")}
 
 
+class _Scan(threading.Thread):
+    """`summarise` on a thread of its own: the CommitLog's walk runs without the GIL, so the modules the rest
+    of the view needs are imported meanwhile instead of before or after it (a `--json` run's start-up is
+    mostly imports)."""
+
+    def __init__(self, store: Store, progress: Progress | None, ts: TransactionScan):
+        super().__init__(name="mqtool-overview-scan", daemon=True)
+        self.args = (store, progress, ts)
+        self.summary: CommitLogSummary | None = None
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        store, progress, ts = self.args
+        try:
+            self.summary = summarise(store, verify_crc=True, progress=progress, each=ts.feed_chunk)
+        except BaseException as e:  # noqa: BLE001 - raised again by `result` in the caller's thread
+            self.error = e
+
+    def result(self) -> CommitLogSummary:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.summary
+
+
 def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dict:
     """The `overview` document."""
     cl = store.commitlog
     ts = TransactionScan()
-    summary = summarise(store, verify_crc=True, progress=progress, each=ts.feed_chunk)
+    scan = _Scan(store, progress, ts)
+    from mqtool.inspect.delay import delay_view  # imported while the CommitLog is scanned (`_Scan`)
+    from mqtool.inspect.layouts import (
+        batch_queues,
+        compaction_next_run,
+        compaction_section,
+        config_sources,
+        layouts_section,
+        load_config_files,
+        not_yet_read,
+        paths,
+        pop_section,
+        rocksdb_queues,
+        topic_config,
+    )
+    from mqtool.inspect.restart import restart_headline
+    from mqtool.inspect.timer import timer_view
+
+    summary = scan.result()
     per_queue, per_topic_bytes = summary.per_queue, summary.per_topic_bytes
     first_ts, last_ts, records = summary.first_store_timestamp, summary.last_store_timestamp, summary.records
     end = cl.min_offset if summary.end_offset is None else summary.end_offset
@@ -151,16 +182,13 @@ def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dic
                          "oldest_pending": tx["oldest_pending"]},
         "checkpoint": _plain(store.checkpoint),
         **findings_section(list(dict.fromkeys(findings))),
-        **_restart_preview(store, now_ms),
+        **_restart_preview(restart_headline(store, store.config, now_ms)),
         **extra,
     }
 
 
-def _restart_preview(store: Store, now_ms: int) -> dict:
+def _restart_preview(line: str | None) -> dict:
     """`restart_preview`: "restart preview: N duplicates, M overdue" when the store was not shut down cleanly."""
-    from mqtool.inspect.restart import restart_headline
-
-    line = restart_headline(store, store.config, now_ms)
     return {} if line is None else {"restart_preview": line}
 
 

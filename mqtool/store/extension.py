@@ -20,6 +20,8 @@ FALLBACKS: dict[str, str] = {
     "gather": "the CommitLog scan (about 50 times slower)",
     "property_pairs": "the CommitLog scan (about 50 times slower)",
     "host_keys": "the CommitLog scan (about 50 times slower)",
+    "TopicTable": "the CommitLog scan (about 50 times slower)",
+    "walk_crcs": "the CommitLog scan (about 50 times slower)",
     "json_lines": "`messages --json`",
     "JSONL_LAYOUT": "`messages --json`",
     "JSONL_TEXTS": "`messages --json`",

@@ -31,7 +31,10 @@ Construct structs (`CQ_DTYPE`, `TIMERLOG_DTYPE`, `SLOT_DTYPE` in `mqtool.formats
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import mmap
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -90,6 +93,7 @@ from mqtool.store.walk import (  # the walk's layout, columns and stop codes (de
     STOP_END_OF_FILE,
     STOP_MORE,
     STOP_ZERO_TAIL,
+    TopicTable,
     commitlog_kernel,
 )
 
@@ -113,9 +117,12 @@ class ScanKernels:
     and an (NCOL, cap) int64 array, `gather`, `property_pairs` and `host_keys` (see `store/kernels.py`);
     compiled (`mqtool._native`, `native` True) or their plain-Python references."""
 
-    def __init__(self, walk, gather, property_pairs, host_keys, native: bool):
+    def __init__(self, walk, gather, property_pairs, host_keys, native: bool, topic_table=TopicTable,
+                 walk_crcs=None):
         self.walk, self.gather, self.property_pairs, self.host_keys, self.native = (
             walk, gather, property_pairs, host_keys, native)
+        self.topic_table = topic_table  # the table `walk(..., topics, ids)` numbers topics in
+        self.walk_crcs = walk_crcs  # the walk's CRC column for a walk run without `verify_crc`
         # the names the output modules (`inspect/jsonlines.py`, `inspect/parquet.py`, `audit/commitlog.py`)
         # call them by while they are being moved to the extension
         self._gather, self._property_pairs, self._host_keys = gather, property_pairs, host_keys
@@ -128,23 +135,27 @@ def python_kernels() -> ScanKernels:
     """The plain-Python walk (`walk.py`, reading through a memoryview) and column kernels (`kernels.py`)."""
     from mqtool.store import kernels
 
-    def walk(a, pos, verify_crc, out):
-        return commitlog_kernel(memoryview(a), pos, verify_crc, out, LAYOUT)
+    def walk(a, pos, verify_crc, out, topics=None, ids=None):
+        return commitlog_kernel(memoryview(a), pos, verify_crc, out, LAYOUT, topics, ids)
 
-    return ScanKernels(walk, kernels.gather, kernels.property_pairs, kernels.host_keys, native=False)
+    return ScanKernels(walk, kernels.gather, kernels.property_pairs, kernels.host_keys, native=False,
+                       walk_crcs=kernels.walk_crcs)
 
 
 def compiled_kernels() -> ScanKernels:
     """The extension's kernels; where `extension.kernel` has none (no C compiler at install, a build older
     than the scan kernels: it warns once), the plain-Python ones."""
     global _kernels
-    walk_type, *column_kernels = map(extension.kernel, ("CommitLogWalk", "gather", "property_pairs", "host_keys"))
+    walk_type, *column_kernels = map(
+        extension.kernel, ("CommitLogWalk", "gather", "property_pairs", "host_keys", "TopicTable", "walk_crcs")
+    )
     if walk_type is None or None in column_kernels:
         return python_kernels()
     if _kernels is None:
         walk = walk_type(dict(zip(LAYOUT_NAMES, LAYOUT, strict=True)), KERNEL_CODES, STOP_CODES,
                          {name: i for i, name in enumerate(COLUMNS)})
-        _kernels = ScanKernels(walk, *column_kernels, native=True)
+        gather, pairs, hosts, topic_table, walk_crcs = column_kernels
+        _kernels = ScanKernels(walk, gather, pairs, hosts, native=True, topic_table=topic_table, walk_crcs=walk_crcs)
     return _kernels
 
 
@@ -159,9 +170,15 @@ def compiled_loaded() -> bool:
 
 
 # ===================================================================== chunks and results
+WALK_AHEAD = 2  # chunks the walk may run ahead of the reader inside `walk_ahead()`
+# Inside `walk_ahead()` the walk writes chunk k into the arrays of chunk k - _RING: when it starts chunk k it
+# has queued chunk k - 1, so the reader has taken chunk k - 1 - WALK_AHEAD and is done with the ones before
+_RING = WALK_AHEAD + 3
 DEFAULT_CHUNK = 32768  # records per chunk: 24 int64 columns = 6 MiB
 _keep_pages: ContextVar[bool] = ContextVar("mqtool_keep_pages", default=False)
 _columns_from: ContextVar[Callable | None] = ContextVar("mqtool_columns_from", default=None)
+_walk_ahead: ContextVar[bool] = ContextVar("mqtool_walk_ahead", default=False)
+_topic_table: ContextVar[object | None] = ContextVar("mqtool_topic_table", default=None)
 
 
 @contextmanager
@@ -188,6 +205,82 @@ def columns_from(take: Callable) -> Iterator[None]:
         _columns_from.reset(token)
 
 
+@contextmanager
+def walk_ahead() -> Iterator[None]:
+    """A walk started inside this block runs on a second thread, up to `WALK_AHEAD` chunks ahead of the caller,
+    and leaves the body CRCs (`walk_crcs`) to the caller's thread: the kernels run without the GIL, so on two
+    cores the walk, the CRCs and the caller's work per chunk (`columns.summarise`) overlap. The chunks are the
+    same, but a chunk's arrays are reused for a later chunk once the caller has gone on (`_RING`): handle a
+    chunk before asking for the next one, copying what must outlive it (fresh arrays cost page faults)."""
+    token = _walk_ahead.set(True)
+    try:
+        yield
+    finally:
+        _walk_ahead.reset(token)
+
+
+@contextmanager
+def numbered_topics(table) -> Iterator[None]:
+    """A walk started inside this block numbers each record's topic in `table` (`compiled_kernels().topic_table()`,
+    `walk.TopicTable`): every chunk's `topic_ids`, computed while the walk has the record in hand."""
+    token = _topic_table.set(table)
+    try:
+        yield
+    finally:
+        _topic_table.reset(token)
+
+
+class _Walker(threading.Thread):
+    """The walk of one file on its own thread, up to `WALK_AHEAD` chunks ahead of the reader (`chunks()`), so
+    neither side waits for the other to be scheduled at each chunk."""
+
+    def __init__(self, walk, a, pos: int, verify_crc: bool, cap: int, table, take):
+        super().__init__(name="mqtool-walk", daemon=True)
+        self.walk, self.a, self.pos, self.verify_crc, self.cap, self.table, self.take = (
+            walk, a, pos, verify_crc, cap, table, take)
+        self.done: queue.Queue = queue.Queue(WALK_AHEAD)
+        self.cancelled = False
+        self.start()
+
+    def run(self) -> None:
+        pos = self.pos
+        ring: list[tuple[np.ndarray, np.ndarray | None]] = []
+        try:
+            for k in itertools.count():
+                if self.cancelled:
+                    return
+                if self.take is not None:
+                    out, ids = _columns(self.cap, self.table, self.take)
+                elif len(ring) < _RING:
+                    out, ids = _columns(self.cap, self.table, None)
+                    ring.append((out, ids))
+                else:  # the reader is done with chunk k - _RING: its arrays' pages are faulted in already
+                    out, ids = ring[k % _RING]
+                r = self.walk(self.a, pos, self.verify_crc, out, *_numbering(self.table, ids))
+                self.done.put((out, ids, r))
+                if r[2] != STOP_MORE:
+                    return
+                pos = r[1]
+        except BaseException as e:  # noqa: BLE001 - raised again by `next_chunk` in the reader's thread
+            self.done.put(e)
+
+    def next_chunk(self) -> tuple:
+        item = self.done.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def cancel(self) -> None:
+        """Stop walking and wait until the thread no longer reads the buffer (before the mapping closes)."""
+        self.cancelled = True
+        while self.is_alive():
+            try:
+                self.done.get(timeout=0.01)  # unblocks a full queue
+            except queue.Empty:
+                pass
+        self.join()
+
+
 @dataclass
 class ScanChunk:
     """Up to `DEFAULT_CHUNK` consecutive records of one file, as column arrays (views of `cols`).
@@ -205,6 +298,7 @@ class ScanChunk:
     crc_checked: bool
     file_size: int
     dledger: np.ndarray | None = None  # (3, n) index, term, pos of each row's DLedger entry (spec §12)
+    topic_ids: np.ndarray | None = None  # (n,) each row's topic number, inside `numbered_topics`
 
     def __len__(self) -> int:
         return self.cols.shape[1]
@@ -275,26 +369,51 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
     With an mmap and `release`, the pages of each finished chunk are dropped from this process
     (`MADV_DONTNEED`: they stay in the page cache), so the resident size stays about one chunk
     however large the file is. `ahead`: bytes the same scan will walk in later files (unused: kept for
-    callers).
+    callers). Inside `walk_ahead()` the walk runs on a second thread, ahead of the chunk being handled.
     """
     a = as_array(buf)
-    walk = compiled_walk()
+    kernels = compiled_kernels()
+    walk = kernels.walk
+    table, take = _topic_table.get(), _columns_from.get()
+    walker = None
+    if _walk_ahead.get() and kernels.native:  # (the Python walk holds the GIL: no gain)
+        # the walk leaves the CRCs to this thread, which computes a chunk's while the walk goes on
+        walker = _Walker(walk, a, start, False, chunk_records, table, take)
     try:
         pos = start
         released = 0
         while True:
-            take = _columns_from.get()
-            cap = chunk_records
-            out = np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
-            n, end, stop, detail = walk(a, pos, verify_crc, out)
-            yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a))
+            if walker is None:
+                out, ids = _columns(chunk_records, table, take)
+                n, end, stop, detail = walk(a, pos, verify_crc, out, *_numbering(table, ids))
+            else:
+                out, ids, (n, end, stop, detail) = walker.next_chunk()
+                if verify_crc and n:
+                    kernels.walk_crcs(a, out[C_BODY_POS, :n], out[C_BODY_LEN, :n], out[C_CRC, :n])
+            yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a),
+                            topic_ids=None if ids is None else ids[:n])
             if release and isinstance(buf, mmap.mmap) and not _keep_pages.get():
-                released = _release(buf, released, int(end))
+                released = _release(buf, released, int(end))  # pages before `end`: the walk ahead is past it
             if stop != STOP_MORE:
                 return
             pos = int(end)
     finally:
+        if walker is not None:  # abandoned or done: the thread must be done with `a` before the mapping closes
+            walker.cancel()
+        walker = None
         del a
+
+
+def _numbering(table, ids) -> tuple:
+    """The walk's optional arguments: none, or the topic table and the chunk's topic numbers."""
+    return () if table is None else (table, ids)
+
+
+def _columns(cap: int, table, take) -> tuple[np.ndarray, np.ndarray | None]:
+    """A chunk's (NCOL, cap) column array (new, or the caller's `take`: `columns_from`) and, with a topic table,
+    its topic numbers' array."""
+    out = np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
+    return out, None if table is None else np.empty(cap, np.int64)
 
 
 def _release(mm: mmap.mmap, done: int, upto: int) -> int:

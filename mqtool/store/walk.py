@@ -123,11 +123,32 @@ def _sized(a, p, size, width, bad_width, bad_neg, bad_past):
     return STOP_MORE, n
 
 
-def commitlog_kernel(a, pos, verify_crc, out, lay):
+class TopicTable:
+    """Each distinct topic (its bytes) numbered in order of first appearance: `names[i]` is topic i.
+
+    The walk gives every record it accepts its topic's number (`ids[n]`), so an aggregating view
+    (`inspect/columns.py`) needs no pass of its own over the topics. The reference of the extension's
+    `TopicTable`; one walk at a time may use a table."""
+
+    def __init__(self) -> None:
+        self.names: list[bytes] = []
+        self._ids: dict[bytes, int] = {}
+
+    def id(self, raw: bytes) -> int:
+        """The number of a topic, a new one for a topic not seen before."""
+        i = self._ids.get(raw)
+        if i is None:
+            i = self._ids[raw] = len(self.names)
+            self.names.append(raw)
+        return i
+
+
+def commitlog_kernel(a, pos, verify_crc, out, lay, topics: TopicTable | None = None, ids=None):
     """Scan records from `pos` into `out[:, :n]`; returns (n, pos, stop, detail).
 
     Mirrors `CommitLog._walk` + `decode_message` check by check, in the same order. `lay` is
-    `LAYOUT`: every offset and width comes from the Construct definition.
+    `LAYOUT`: every offset and width comes from the Construct definition. With `topics`, `ids[n]` is
+    the topic number of record n (`TopicTable.id`).
     """
     (o_total, o_magic, o_crc, o_qid, o_flag, o_qoff, o_phys, o_sysflag, o_born_ts, head, addr_v4, addr_v6,
      port, store_ts_size, o_reconsume, o_prepared, o_body_len, tail, topic_v1, topic_v2, props_width,
@@ -219,5 +240,7 @@ def commitlog_kernel(a, pos, verify_crc, out, lay):
         out[C_PROPS_POS, n] = p
         out[C_PROPS_LEN, n] = props_len
         out[C_CRC, n] = crc
+        if topics is not None:
+            ids[n] = topics.id(bytes(a[topic_pos : topic_pos + topic_len]))
         n += 1
         pos += total

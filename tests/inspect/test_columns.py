@@ -26,6 +26,7 @@ from mqtool.inspect.columns import CommitLogSummary, TopicIds, summarise
 from mqtool.inspect.overview import overview
 from mqtool.inspect.records import commitlog_bytes, scan
 from mqtool.inspect.transactions import TransactionScan, transactions_view
+from mqtool.store import extension
 from mqtool.store.store import Store
 
 NOW = 1795362444000
@@ -58,7 +59,7 @@ def assert_same(store: Store, chunk_records: int = columns.fastscan.DEFAULT_CHUN
     return got
 
 
-def test_same_as_the_record_path_on_the_oracle(oracle_store):
+def test_same_as_the_record_path_on_the_oracle(oracle_store, kernels):
     name, root, _ = oracle_store
     conf = root.parent / "broker.conf"
     store = Store.open(root, load_broker_conf(conf) if conf.is_file() else None)
@@ -135,7 +136,7 @@ def odd_store(tmp_path: Path) -> Path:
     return tmp_path / "s"
 
 
-def test_topics_that_padding_could_confuse(odd_store: Path):
+def test_topics_that_padding_could_confuse(odd_store: Path, kernels):
     store = Store.open(odd_store)
     assert len(store.commitlog.files) >= 3
     for chunk_records in (1, 5, 1000):
@@ -188,11 +189,14 @@ def test_a_hash_collision_falls_back_to_the_bytes(tmp_path: Path):
 
 
 @pytest.fixture(params=["extension", "plain"])
-def kernels(request, monkeypatch):
-    """Topic bytes copied by the extension's `gather`, or (without the extension) gathered by numpy."""
+def kernels(request):
+    """Topics numbered by the extension's walk (and topic bytes copied by its `gather`), or (without the
+    extension) numbered by `TopicIds.of_chunk` over topic bytes gathered by numpy."""
     if request.param == "plain":
-        monkeypatch.setattr(columns.fastscan, "_kernels", columns.fastscan.python_kernels())
-    return request.param
+        with extension.plain_python():
+            yield request.param
+    else:
+        yield request.param
 
 
 def test_topic_ids_of_later_chunks_come_from_the_topics_seen_and_still_tell_a_collision_apart(kernels):

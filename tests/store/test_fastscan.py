@@ -13,6 +13,7 @@ stops and pairs, chunk by chunk.
 """
 
 import struct
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -52,13 +53,31 @@ def assert_kernels_agree(buf, verify_crc: bool = True, chunk_records: int = fs.D
     and the column kernels the same bytes, pairs and host keys on them."""
     a = fs.as_array(buf)
     pos = start
+    tables = [NATIVE.topic_table(), PYTHON.topic_table()]
     while True:
         outs = np.full((2, fs.NCOL, chunk_records), -7, np.int64)
         got = [k.walk(a, pos, verify_crc, out) for k, out in zip((NATIVE, PYTHON), outs, strict=True)]
         assert got[0] == got[1]
         n, end, stop, _ = got[0]
         assert (outs[0] == outs[1]).all()
+        # the same walk numbering the topics: the same chunk, each row's topic number, the same names
+        ids = np.full((2, chunk_records), -7, np.int64)
+        again = np.full((2, fs.NCOL, chunk_records), -7, np.int64)
+        numbered = [k.walk(a, pos, verify_crc, o, t, i) for k, o, t, i in zip((NATIVE, PYTHON), again, tables, ids,
+                                                                               strict=True)]
+        assert numbered == got and (again == outs).all()
+        assert (ids[0] == ids[1]).all() and tables[0].names == tables[1].names
+        assert [tables[1].names[i] for i in ids[1, :n]] == [bytes(a[p : p + m]) for p, m in zip(
+            outs[1, fs.C_TOPIC_POS, :n].tolist(), outs[1, fs.C_TOPIC_LEN, :n].tolist(), strict=True)]
         assert_column_kernels_agree(a, outs[0][:, :n])
+        # the CRC column of a walk without `verify_crc`, computed afterwards (`fastscan.walk_ahead`)
+        crcs = np.full((2, n), -7, np.int64)
+        for k, c in zip((NATIVE, PYTHON), crcs, strict=True):
+            k.walk_crcs(a, outs[0, fs.C_BODY_POS, :n], outs[0, fs.C_BODY_LEN, :n], c)
+        if verify_crc:
+            assert (crcs == outs[0, fs.C_CRC, :n]).all()
+        else:
+            assert (crcs[0] == crcs[1]).all() and (outs[0, fs.C_CRC, :n] == -1).all()
         if stop != fs.STOP_MORE:
             return
         pos = end
@@ -153,6 +172,8 @@ def assert_same_walk(buf, base: int, verify_crc: bool = True, chunk_records: int
     ref = reference_walk(buf, base, verify_crc)
     fast = fast_walk(buf, base, verify_crc, chunk_records)
     assert fast[1:] == ref[1:]
+    with fs.walk_ahead():  # the next chunk walked on a second thread: the same outcome
+        assert fast_walk(buf, base, verify_crc, chunk_records) == fast
     assert len(fast[0]) == len(ref[0])
     for a, b in zip(fast[0], ref[0], strict=True):
         assert a == b
@@ -394,6 +415,23 @@ def test_damaged_store_through_commitlog(tmp_path):
         (251, "body CRC mismatch (s"), (502, "PHYSICALOFFSET field"), (753, "TOTALSIZE 999 != com")]
 
 
+@pytest.mark.parametrize("chunk_records", [1, 7, fs.DEFAULT_CHUNK])
+def test_walk_ahead_gives_the_same_chunks_and_findings(chunk_records):
+    """`walk_ahead` (the next chunk walked on a second thread) changes no column, end, stop or finding."""
+    need_oracle()
+    got = []
+    for ahead in (False, True):
+        log = CommitLog.open(ORACLE / "basic-5.3.1/store")
+        with fs.walk_ahead() if ahead else nullcontext():
+            chunks = [(f.start, c.cols.copy(), c.end, c.stop, c.detail) for f, c in log.scan_columns(
+                chunk_records=chunk_records)]
+        got.append((chunks, list(log.findings), {k: vars(v).copy() for k, v in log.scans.items()}))
+    assert len(got[0][0]) == len(got[1][0]) and sum(c[1].shape[1] for c in got[0][0]) == 115  # the oracle's records
+    for x, y in zip(got[0][0], got[1][0], strict=True):
+        assert x[0] == y[0] and x[2:] == y[2:] and (x[1] == y[1]).all()
+    assert got[0][1:] == got[1][1:]
+
+
 def test_abandoned_iteration_releases_the_mapping(tmp_path):
     """Breaking out of a scan must not leave the mmap exported (BufferError on close)."""
     need_oracle()
@@ -403,12 +441,31 @@ def test_abandoned_iteration_releases_the_mapping(tmp_path):
     it = log.scan_columns()
     next(it)
     it.close()
+    with fs.walk_ahead():  # also while the next chunk is being walked on the second thread
+        it = log.scan_columns(chunk_records=2)
+        next(it)
+        it.close()
     store = Store.open(ORACLE / "basic-5.3.1/store")
     for cq in store.consume_queues():
         for _ in cq.iter_units():
             break
     for _ in store.timerlog.iter_units():
         break
+
+
+def test_topic_table_numbers_topics_in_order_of_first_appearance():
+    """The extension's `TopicTable` and `walk.TopicTable`: the same numbers, the same names, past the table's
+    growth steps (64 slots, 4 KiB of names), for empty, long, prefix-sharing and non-UTF-8 topics."""
+    rng = np.random.default_rng(7)
+    pool = [b"", b"A", b"A\x00", b"AB", b"\xff\xfe", b"L" * 300] + [f"Topic{i}".encode() for i in range(3000)]
+    seq = [pool[i] for i in rng.integers(0, len(pool), 20000).tolist()]
+    native, plain = NATIVE.topic_table(), PYTHON.topic_table()
+    got = [native.id(t) for t in seq]
+    assert got == [plain.id(t) for t in seq]
+    order = list(dict.fromkeys(seq))  # each topic once, in order of first appearance
+    assert native.names == plain.names == order and len(order) > 2000
+    number = {t: i for i, t in enumerate(order)}
+    assert got == [number[t] for t in seq]
 
 
 def test_properties_pairs_follow_string2messageProperties():
