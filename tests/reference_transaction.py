@@ -179,34 +179,14 @@ class ReferenceTransaction(TransactionService):
                 queue_offset=n.queue_offset,
             )
         else:
-            ctx.log.emit(
-                ctx.engine.now,
-                "transaction",
-                "put_failed",
-                RMQ_SYS_TRANS_HALF_TOPIC,
-                msg.queue_id,
-                msg.uniq_key,
-                msg.phys,
-                status=res.status,
-                reason="immunity put-back",
-            )
+            _put_failed(ctx, msg, res.status, "immunity put-back")
         return res.ok
 
     def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
         ctx = self.ctx
         res = ctx.put(_renew(msg, props), "transaction")
         if not res.ok:
-            ctx.log.emit(
-                ctx.engine.now,
-                "transaction",
-                "put_failed",
-                RMQ_SYS_TRANS_HALF_TOPIC,
-                msg.queue_id,
-                msg.uniq_key,
-                msg.phys,
-                status=res.status,
-                reason="check put-back",
-            )
+            _put_failed(ctx, msg, res.status, "check put-back")
             return False
         copy = res.message
         group = props.get(PROPERTY_PRODUCER_GROUP)
@@ -271,3 +251,17 @@ class ReferenceTransaction(TransactionService):
                 status=res.status,
                 reason=f"{why} (the half message is dropped)",
             )
+
+
+def _put_failed(ctx, msg: SimMessage, status, reason: str) -> None:
+    ctx.log.emit(
+        ctx.engine.now,
+        "transaction",
+        "put_failed",
+        RMQ_SYS_TRANS_HALF_TOPIC,
+        msg.queue_id,
+        msg.uniq_key,
+        msg.phys,
+        status=status,
+        reason=reason,
+    )
