@@ -124,12 +124,12 @@ class ReferenceDequeue(TimerDequeue):
         chain = self.chain(slot_time)
         cancels, normal = dequeue_order(chain, _magic)
         deletes: set[str] = set()
-        for _pos, (_prev, _mg, _write, _slot, phys, _size, _hash), _x in cancels:
+        for _pos, (_prev, _mg, _write, _slot, phys, *_rest) in cancels:
             msg = m.message(phys)
             key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
             if key is not None:
                 deletes.add(key)
-        for i, (_pos, (_prev, magic, write, _slot, phys, _size, _hash), _x) in enumerate(normal):
+        for i, (_pos, (_prev, magic, write, _slot, phys, *_rest)) in enumerate(normal):
             msg = m.message_once(phys)
             if msg is None:
                 continue
@@ -151,16 +151,16 @@ class ReferenceDequeue(TimerDequeue):
             st.flush_events()
             retry = self.put(msg, write, magic, slot_time, False)
             if retry is not None:
-                return self.finish_slot(retry, [unit for _pos, unit, _x in normal[i + 1 :]], deletes, slot_time)
+                return self.finish_slot(retry, [unit for _pos, unit in normal[i + 1 :]], deletes, slot_time)
         if m.releasing:
-            for _pos, (_prev, _mg, _write, _slot, phys, _size, _hash), _x in chain:
+            for _pos, (_prev, _mg, _write, _slot, phys, *_rest) in chain:
                 m.release(phys)
         return None
 
     def finish_slot(self, retry, rest: list[tuple], deletes: set[str], slot_time: int):
         """The rest of a slot cut by a put that waits: the put's retries, then each unit read whole and put."""
         yield from retry
-        for _prev, magic, write, _slot, phys, _size, _hash in rest:
+        for _prev, magic, write, _slot, phys, *_rest in rest:
             msg = self.st.ctx.model.message_once(phys)
             if msg is None or self._cancelled(msg.props, msg.phys, deletes, slot_time):
                 continue

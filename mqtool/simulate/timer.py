@@ -45,6 +45,7 @@ from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerstate import TimerState, WheelSlot, int_or
+from mqtool.simulate.timerunits import PREV_POS
 
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
@@ -211,11 +212,11 @@ class TimerService:
         for t in st.queued:
             s = st.slot(t)
             if s is not None:
-                units += [u for _, u in walk_chain(s.last_pos, st.unit, _prev_pos).units]
+                units += [u for _, u in walk_chain(s.last_pos, st.read_row, PREV_POS).units]
         deletes = [need_delete(magic) for _prev, magic, *_rest in units]
         if not any(deletes):
             return len(units)  # (no record is read)
-        props_of = [_props(st, phys) for _prev, _magic, _write, _delayed, phys, _size, _hash in units]
+        props_of = [_props(st, phys) for _prev, _magic, _write, _delayed, phys, *_rest in units]
         cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
         for u, delete, props in zip(units, deletes, props_of, strict=True):
             if delete:
@@ -236,16 +237,11 @@ class TimerService:
 
     def _end_slot(self, u: tuple, props: dict[str, str]) -> int | None:
         """The slot a unit's message ends in: its own, or for a ROLL unit the one of its TIMER_OUT_MS."""
-        _prev, magic, _write, delayed, _phys, _size, _hash = u
+        _prev, magic, _write, delayed, *_rest = u
         if not need_roll(magic):
             return delayed
         out = int_or(props.get(PROPERTY_TIMER_OUT_MS))
         return None if out is None else format_time_ms(out, self.st.precision)
-
-
-def _prev_pos(u: tuple) -> int:
-    prev_pos, *_rest = u
-    return prev_pos
 
 
 def _slot_list(st: TimerState):

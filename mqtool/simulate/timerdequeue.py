@@ -41,6 +41,7 @@ from mqtool.simulate.batchread import batchable
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import delivery_size
 from mqtool.simulate.timerstate import TimerState, int_or
+from mqtool.simulate.timerunits import META, PREV_POS
 
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
 ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
@@ -97,18 +98,14 @@ class TimerDequeue:
             st.in_slot = False
             st.curr_read = slot_time + p
 
-    def chain(self, slot_time: int, rows: bool = False) -> list[tuple]:
+    def chain(self, slot_time: int) -> list[tuple]:
         """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
-        (pos, unit, the delivery's row kept beside it or None: `DeliveryRows`; always None unless `rows`)."""
+        (pos, the unit's fields and the delivery row kept beside it: `TimerUnits.reader`)."""
         st = self.st
         s = st.slot(slot_time)
         if s is None:
             return []
-        last = s.last_pos
-        fast = st.units.chain(last, rows)  # units all held here, prevPos always back: the usual slot
-        if fast is not None:
-            return fast if rows else [(pos, u, None) for pos, u in fast]
-        w = walk_chain(last, st.unit, _prev_pos)
+        w = walk_chain(s.last_pos, st.read_row, PREV_POS)
         if w.broken:
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one
@@ -127,8 +124,7 @@ class TimerDequeue:
                 if w.stop == LOOP
                 else "broken TimerLog chain: prevPos points at no unit",
             )
-        extra = st.units.extra if rows else _no_row
-        return [(pos, u, extra(pos)) for pos, u in w.units]
+        return w.units
 
     def slot(self, slot_time: int):
         """One slot; None when done, else a generator that finishes it (a put is being retried).
@@ -141,12 +137,12 @@ class TimerDequeue:
         Deliveries and rolls join `TimerState`'s waiting events (one `EventLog.batch` a run)."""
         m = self.st.ctx.model
         fast = m.put_filter is None
-        chain = self.chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
-        if fast and all(x is not None for _pos, _unit, x in chain):  # plain units with rows: no cancel request
+        chain = self.chain(slot_time)  # (pos, unit and its delivery's row), newest first
+        if fast and all(META(row) for _pos, row in chain):  # plain units with rows: no cancel request
             normal, deletes = chain[::-1], _NO_DELETES
             start = self._deliver_rows(normal, slot_time)
         else:
-            if any(_magic(unit) & _CANCEL_BITS == MAGIC_DELETE for _pos, unit, _x in chain):
+            if any(_magic(row) & _CANCEL_BITS == MAGIC_DELETE for _pos, row in chain):
                 cancels, normal = dequeue_order(chain, _magic)
             else:  # `dequeue_order` of a slot without cancel requests
                 cancels, normal = [], chain[::-1]
@@ -154,16 +150,16 @@ class TimerDequeue:
         waiting = self._walk(normal, start, deletes, slot_time) if start < len(normal) else None
         if waiting is None and m.releasing:  # the slot's records are read for the last time (a roll is re-put anew)
             release = m.release
-            for _pos, unit, _x in chain:
-                release(_offset_py(unit))
+            for _pos, row in chain:
+                release(_offset_py(row))
         return waiting
 
     def _deliver_rows(self, normal: list[tuple], slot_time: int) -> int:
         """`_walk`'s first units while each is delivered from its row (`deliver`), without its set-up: the
         usual slot, every unit plain and enqueued here. Returns how many (the walk goes on from there)."""
         deliver = self.deliver
-        for k, (_pos, (_prev, _magic, write, due, phys, _size, _hash), x) in enumerate(normal):
-            if write == -1 or not deliver(write, due, phys, x, slot_time):
+        for k, (_pos, (_prev, _magic, write, due, phys, _size, _hash, meta, hi, lo)) in enumerate(normal):
+            if write == -1 or not deliver(write, due, phys, meta, hi, lo, slot_time):
                 return k
         return len(normal)
 
@@ -182,8 +178,8 @@ class TimerDequeue:
         # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built
         roll_read = roll_rows and len(normal) >= ROLL_READ and not deletes
         sources, sources_end = None, 0
-        for i, (_pos, unit, x) in enumerate(islice(normal, start, None), start):
-            _prev, magic, write, due, phys, _size, _hash = unit
+        for i, (_pos, unit) in enumerate(islice(normal, start, None), start):
+            _prev, magic, write, due, phys, _size, _hash, meta, hi, lo = unit
             msg = None
             if magic & MAGIC_ROLL:  # `need_roll`
                 if roll_read:
@@ -194,7 +190,7 @@ class TimerDequeue:
                     if rec is not None and rolls.keep_bytes(unit, rec, slot_time):
                         continue
             elif fast and write != -1:
-                if x is None or deletes:  # the row of the record's properties
+                if not meta or deletes:  # the row of the record's properties
                     rec = light(phys) if light is not None else None
                     if rec is None:
                         msg = message(phys)
@@ -204,8 +200,8 @@ class TimerDequeue:
                     props, _body_len, _sys_flag = rec
                     if deletes and self._cancelled(props, phys, deletes, slot_time):
                         continue
-                    x, due = of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))
-                if self.deliver(write, due, phys, x, slot_time):
+                    (meta, hi, lo), due = of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))
+                if self.deliver(write, due, phys, meta, hi, lo, slot_time):
                     continue
             if msg is None:
                 msg = message(phys)
@@ -231,8 +227,8 @@ class TimerDequeue:
         """The TIMER_DEL_UNIQKEY values of a slot's cancel requests."""
         message = self.st.ctx.model.message
         deletes: set[str] = set()
-        for _pos, unit, _x in cancels:
-            msg = message(_offset_py(unit))
+        for _pos, row in cancels:
+            msg = message(_offset_py(row))
             key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
             if key is not None:
                 deletes.add(key)
@@ -270,13 +266,12 @@ class TimerDequeue:
             self._light_key, self._light = key, _light_reader(m)
         return self._light
 
-    def deliver(self, write: int, due: int | None, phys: int, x: tuple[int, int, int], slot_time: int) -> bool:
+    def deliver(self, write: int, due: int | None, phys: int, meta: int, hi: int, lo: int, slot_time: int) -> bool:
         """The delivery of a plain unit (enqueue time `write`, TIMER_OUT_MS `due`, its record at `phys`) from its
-        row `x` (`DeliveryRows`), where `StoreModel.append` would not keep the re-put (its queue has had a re-put
-        and is neither kept nor watched): the re-put's size is the row's plus the topic's fixed part and the two
-        properties the dequeue sets (`convert`: enqueue time, dequeue time now), placed as `append` places it,
-        counted without building it. False (nothing done) where the row is `NO_ROW` or the queue is not so."""
-        meta, _hi, _lo = x
+        row (`DeliveryRows`: meta, hi, lo), where `StoreModel.append` would not keep the re-put (its queue has had
+        a re-put and is neither kept nor watched): the re-put's size is the row's plus the topic's fixed part and
+        the two properties the dequeue sets (`convert`: enqueue time, dequeue time now), placed as `append` places
+        it, counted without building it. False (nothing done) where the row is `NO_ROW` or the queue is not so."""
         if not meta:
             return False
         st = self.st
@@ -289,10 +284,8 @@ class TimerDequeue:
         pos = m.place(m.plain_reput_size(delivery_size(meta, write, ctx.engine._now + ctx.clock_offset), info.fixed))
         queue_offset = st.count_delivery(info.units, info.base_count)
         if queue_offset is not None:
-            st.add_event(
-                "deliver",
-                (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, due, False, queue_offset),
-            )
+            uk = st.rows.uniq_key((meta, hi, lo))
+            st.add_event("deliver", (ctx.engine._now, topic, qid, uk, phys, pos, slot_time, due, False, queue_offset))
         return True
 
     def put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
@@ -407,17 +400,8 @@ def _light_reader(m):
 
 
 def _offset_py(u: tuple) -> int:
-    _prev, _magic, _write, _delayed, offset_py, _size, _hash = u
+    _prev, _magic, _write, _delayed, offset_py, *_rest = u
     return offset_py
-
-
-def _no_row(_pos: int) -> None:
-    return None
-
-
-def _prev_pos(u: tuple) -> int:
-    prev_pos, *_rest = u
-    return prev_pos
 
 
 def _magic(u: tuple) -> int:

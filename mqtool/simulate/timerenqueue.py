@@ -326,12 +326,8 @@ class TimerEnqueue:
         if positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
             st.units.put_run(positions[0], rows, extra)
         else:
-            units = st.units
             for pos, unit, x in zip(positions, rows.tolist(), extra.tolist(), strict=True):
-                units[pos] = unit
-                meta, _hi, _lo = x
-                if meta:
-                    units.set_extra(pos, x)
+                st.units.put(pos, unit, x)
         st.new_units.extend(positions)
         ctx = st.ctx
         log = ctx.log

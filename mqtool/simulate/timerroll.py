@@ -54,7 +54,7 @@ class TimerRolls:
         self.st = st
 
     def sources(self, chain: list[tuple], lo: int, hi: int) -> dict[int, tuple] | None:
-        """`batchread.read_sources` of the store records the ROLL units among `chain[lo:hi]` ((pos, unit, row))
+        """`batchread.read_sources` of the store records the ROLL units among `chain[lo:hi]` ((pos, unit and row))
         point at, by index (absent: read whole); None when the base is not read batch-wise."""
         m = self.st.ctx.model
         base = m.base
@@ -63,7 +63,7 @@ class TimerRolls:
         msgs, spooled, lru = m._msgs, m.spool._where, base._lru
         at, phys, sizes = [], [], []
         for i in range(lo, min(hi, len(chain))):
-            _pos, (_prev, magic, write, _slot, ph, size, _hash), _x = chain[i]
+            _pos, (_prev, magic, write, _slot, ph, size, _hash, _meta, _hi, _lo) = chain[i]
             if magic & MAGIC_ROLL and write != -1 and not (ph in msgs or ph in spooled or ph in lru):  # `need_roll`
                 at.append(i)
                 phys.append(ph)
@@ -77,7 +77,7 @@ class TimerRolls:
         whole), no enqueue time to set, a cancel marker, values a row cannot hold."""
         m = self.st.ctx.model
         ph = msg.phys
-        _prev, _magic, write, _slot, _phys, _size, _hash = unit
+        _prev, _magic, write, _slot, _phys, _size, _hash, _meta, _hi, _lo = unit
         if (
             write == -1
             or ph in m.spool._where
@@ -134,7 +134,7 @@ class TimerRolls:
         """`keep_map` of a store's record read by `batchread.read_sources` (`rec`: topic, QUEUEID, the
         plain properties string's size and the `ROLL_WANTED` values as bytes), without a map or record."""
         topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
-        _prev, _magic, write, _slot, phys, _size, _hash = unit
+        _prev, _magic, write, _slot, phys, _size, _hash, _meta, _hi, _lo = unit
         if topic != _TIMER_TOPIC_B or qid != 0 or del_b is not None or write == -1:
             return False
         try:

@@ -49,6 +49,7 @@ class TimerState:
         self.wheel = wheel  # mqtool.store.timer.TimerWheel, or None: slots rebuilt from `units`
         self.timerlog = timerlog  # mqtool.store.timer.TimerLog: units not held in `units`
         self.units = TimerUnits(file_size)  # pos -> unit, in compact columns
+        self.read_row = self.units.reader(self.unit)  # pos -> unit and delivery row, `walk_chain`'s reader
         self.new_units = array("q")  # positions appended during the run, in order
         self.fillers: list[tuple[int, int]] = []
         self.slots: dict[int, WheelSlot] = {}  # delayed time -> its slot

@@ -80,8 +80,8 @@ def _run(store, config, batch, monkeypatch, scenario=None, until=START + 3 * DAY
     use_reference(monkeypatch, not batch)
     LIGHT.clear()
 
-    def deliver(self, write, due, phys, x, slot_time):
-        done = _DELIVER(self, write, due, phys, x, slot_time)
+    def deliver(self, write, due, phys, meta, hi, lo, slot_time):
+        done = _DELIVER(self, write, due, phys, meta, hi, lo, slot_time)
         if done:
             _store_record(self, phys)
         return done
