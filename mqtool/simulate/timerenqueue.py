@@ -284,8 +284,6 @@ class TimerEnqueue:
         whose record is read again)."""
         rows = self.st.rows
         n = len(srcs)
-        if set(map(type, srcs)) == {int}:  # all plain strings (`base`): the rows by numpy
-            return rows.of_plain_many(srcs, delete, magic_a, reals, qid_texts, uniqs)
         of_props, of_plain = rows.of_props, rows.of_plain
 
         def row(src, delete: bool, magic: int, real, qid, uk) -> tuple[int, int, int]:
