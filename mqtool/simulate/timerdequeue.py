@@ -27,7 +27,7 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL
+from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import (
     LOOP,
     convert_properties,
@@ -41,12 +41,10 @@ from mqtool.simulate.batchread import batchable
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import delivery_size
 from mqtool.simulate.timerstate import TimerState, int_or
-from mqtool.simulate.timerunits import META, PREV_POS
+from mqtool.simulate.timerunits import PREV_POS
 
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
 ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
-_CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without ROLL
-_NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
 
 class TimerDequeue:
@@ -136,32 +134,14 @@ class TimerDequeue:
         (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
         Deliveries and rolls join `TimerState`'s waiting events (one `EventLog.batch` a run)."""
         m = self.st.ctx.model
-        fast = m.put_filter is None
         chain = self.chain(slot_time)  # (pos, unit and its delivery's row), newest first
-        if fast and all(META(row) for _pos, row in chain):  # plain units with rows: no cancel request
-            normal, deletes = chain[::-1], _NO_DELETES
-            start = self._deliver_rows(normal, slot_time)
-        else:
-            if any(_magic(row) & _CANCEL_BITS == MAGIC_DELETE for _pos, row in chain):
-                cancels, normal = dequeue_order(chain, _magic)
-            else:  # `dequeue_order` of a slot without cancel requests
-                cancels, normal = [], chain[::-1]
-            start, deletes = 0, self._deletes(cancels)
-        waiting = self._walk(normal, start, deletes, slot_time) if start < len(normal) else None
+        cancels, normal = dequeue_order(chain, _magic)
+        waiting = self._walk(normal, 0, self._deletes(cancels), slot_time) if normal else None
         if waiting is None and m.releasing:  # the slot's records are read for the last time (a roll is re-put anew)
             release = m.release
             for _pos, row in chain:
                 release(_offset_py(row))
         return waiting
-
-    def _deliver_rows(self, normal: list[tuple], slot_time: int) -> int:
-        """`_walk`'s first units while each is delivered from its row (`deliver`), without its set-up: the
-        usual slot, every unit plain and enqueued here. Returns how many (the walk goes on from there)."""
-        deliver = self.deliver
-        for k, (_pos, (_prev, _magic, write, due, phys, _size, _hash, meta, hi, lo)) in enumerate(normal):
-            if write == -1 or not deliver(write, due, phys, meta, hi, lo, slot_time):
-                return k
-        return len(normal)
 
     def _walk(self, normal: list[tuple], start: int, deletes: set[str], slot_time: int):
         """`slot`'s walk over its units (cancel requests aside, oldest first) from `start`: None when done, else

@@ -51,7 +51,7 @@ _TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
 # `plainscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
 # TIMER_OUT_MS as a number (its first wanted value)
 _STATUS, _SIZE, _NUMBER = plainscan.STATUS, plainscan.SIZE, plainscan.NUMBER
-_MATCHED, _PARSED = 1, 0  # (0: no template matched, the map parsed instead)
+_MATCHED = 1  # (0: no template matched, the map parsed instead; -1: not read)
 
 
 class TimerEnqueue:
@@ -134,59 +134,41 @@ class TimerEnqueue:
         own = bisect_left(offs, b.cq_max(TIMER_TOPIC, 0)) if batchable(b) else 0  # the store's records first
         scanned = scan_plain(b, phys[:own], sizes[:own], ENQ_WANTED, ENQ_INTERN) if own else None
         ks: list[int] = []
-        singles: dict[int, tuple | None] = {}  # k -> the values of a record taken one by one (None: passed over)
-        if scanned is None:
-            own = 0
-        else:
-            buf, out, answers = scanned
+        if scanned is not None:
+            buf, out, _answers = scanned
             try:
-                ks, singles = self._scanned(buf, out, answers, phys[:own])
+                ks = self._matched(out, phys[:own])
                 matched = _scanned_columns(out, buf, ks)
             finally:
                 close(buf)
             if len(ks) == n:
                 return matched
+        cols = [[None] * n for _ in ENQ_VALUES]
+        if ks:
+            for col, values in zip(cols, matched, strict=True):
+                for k, v in zip(ks, values, strict=True):
+                    col[k] = v
         rolled = st.rolled_props
-        for k in range(own, n):
+        for k in sorted(set(range(n)).difference(ks)):
             ph = phys[k]
             got = self.roll_values(ph) if st.roll_rows else None  # a roll re-put the dequeue keeps as a row
             if got is None:
                 rec = rolled.pop(ph, None) if rolled else None  # a roll re-put just made
                 got = _map_values(rec if rec is not None else st.props_rec(ph))
-            singles[k] = got
-        cols = [[None] * n for _ in ENQ_VALUES]
-        if len(ks):
-            for col, values in zip(cols, matched, strict=True):
-                for k, v in zip(ks, values, strict=True):
-                    col[k] = v
-        for k, got in singles.items():
             if got is not None:
                 for col, v in zip(cols, got, strict=True):
                     col[k] = v
         return cols
 
-    def _scanned(self, buf, out: np.ndarray, answers: dict, phys: list[int]) -> tuple[list[int], dict]:
-        """(the records of `batchread.scan_plain`'s columns whose values are taken as columns, {k: `_base_values`}
-        of the others, None where passed over); a matched record without TIMER_OUT_MS is passed over."""
+    def _matched(self, out: np.ndarray, phys: list[int]) -> list[int]:
+        """The records of `batchread.scan_plain`'s columns whose values are taken as columns: matched by a
+        template, with a TIMER_OUT_MS of ASCII digits, read here (not in the overlay, spool or read cache)."""
         m = self.st.ctx.model
-        msgs, spooled, lru = m._msgs, m.spool._where if m.spool is not None else {}, m.base._lru
-        num, out_s = out[:, _NUMBER], out[:, plainscan.FIXED]
-        py = out[:, _STATUS] != _MATCHED
-        py |= (out_s >= 0) & (num < 0)  # a TIMER_OUT_MS `int` reads (or refuses) as text
-        if any(any(map(c.__contains__, phys)) for c in (msgs, spooled, lru)):
-            py |= np.fromiter((ph in msgs or ph in spooled or ph in lru for ph in phys), bool, len(phys))
-        singles: dict[int, tuple | None] = {}
-        for k in np.flatnonzero(py).tolist():
-            ph = phys[k]
-            read_here = ph not in msgs and ph not in spooled and ph not in lru
-            if out[k, _STATUS] == _MATCHED and read_here:
-                rec = plainscan.answer(out, k, buf, len(ENQ_WANTED))
-            elif out[k, _STATUS] == _PARSED and k in answers and read_here:
-                rec = answers[k]
-            else:
-                rec = self.st.props_rec(ph)  # the per-message read decides
-            singles[k] = _base_values(rec)
-        return np.flatnonzero(~py & (out_s >= 0)).tolist(), singles
+        ok = (out[:, _STATUS] == _MATCHED) & (out[:, plainscan.FIXED] >= 0) & (out[:, _NUMBER] >= 0)
+        for held in (m._msgs, m.spool._where if m.spool is not None else {}, m.base._lru):
+            if any(map(held.__contains__, phys)):
+                ok &= ~np.fromiter(map(held.__contains__, phys), bool, len(phys))
+        return np.flatnonzero(ok).tolist()
 
     def take(
         self,
@@ -319,37 +301,9 @@ def _map_values(rec: tuple) -> tuple | None:
     )
 
 
-def _base_values(rec: tuple) -> tuple | None:
-    """`take`'s values of a store's record from what `scan_plain` (or `TimerState.props_rec`) answered: a
-    plain string's (length, values as bytes) or a (properties, BODYLENGTH, SYSFLAG); None: passed over."""
-    if len(rec) != 2:
-        return _map_values(rec)
-    n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, deq_b) = rec
-    if out_b is None:
-        return None
-    try:
-        delayed = int(out_b)  # ASCII digits: what `int` of the text gives
-    except ValueError:
-        delayed = int_or(out_b.decode("utf-8", "surrogateescape"))
-        if delayed is None:
-            return None
-    if enq_b is not None:
-        n -= len(enq_b) + ENQ_SEG
-    if deq_b is not None:
-        n -= len(deq_b) + DEQ_SEG
-    return (
-        delayed,
-        del_b is not None,
-        _TEXTS[real_b],
-        _TEXTS[qid_b],
-        None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape"),
-        n,
-    )
-
-
 def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
     """(due, delete, REAL_TOPIC, REAL_QID, UNIQ_KEY, re-put size) of the matched records `ks` of
-    `scan_plain`'s `out`, as `_base_values` gives them for their `(n, values)`: REAL_TOPIC's and
+    `scan_plain`'s `out` (the re-put's size less the two properties the dequeue sets): REAL_TOPIC's and
     REAL_QID's texts made once per distinct value (the kernel's first record of each)."""
     F, W = plainscan.FIXED, plainscan.STRIDE
     rows = out[ks]

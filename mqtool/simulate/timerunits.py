@@ -26,7 +26,6 @@ FIELDS = len(UNIT_FIELDS)
 UNIT_DTYPE = np.dtype([(name, "=i8") for name in UNIT_FIELDS])  # a run of units `put_run` writes
 NO_ROW = (0, 0, 0)
 PREV_POS = itemgetter(ROW_FIELDS.index("prev_pos"))  # `walk_chain`'s prev_pos of a unit
-META = itemgetter(ROW_FIELDS.index("meta"))  # 0: no delivery row
 _UNIT = struct.Struct(f"={FIELDS}q")
 _ROW = struct.Struct(f"={FIELDS}q{len(NO_ROW)}Q")
 _STRIDE = _ROW.size
