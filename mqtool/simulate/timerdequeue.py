@@ -107,21 +107,10 @@ class TimerDequeue:
         if w.broken:
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one
-            ctx.log.emit(
-                ctx.engine.now,
-                "timer",
-                "skip",
-                None,
-                None,
-                None,
-                None,
-                slot=slot_time,
-                timerlog_pos=w.stop_pos,
-                read=len(w.units),
-                reason="broken TimerLog chain: prevPos loops"
-                if w.stop == LOOP
-                else "broken TimerLog chain: prevPos points at no unit",
-            )
+            why = "loops" if w.stop == LOOP else "points at no unit"
+            reason = f"broken TimerLog chain: prevPos {why}"
+            detail = {"slot": slot_time, "timerlog_pos": w.stop_pos, "read": len(w.units), "reason": reason}
+            ctx.log.emit(ctx.engine.now, "timer", "skip", None, None, None, None, **detail)
         return w.units
 
     def slot(self, slot_time: int):
@@ -223,17 +212,8 @@ class TimerDequeue:
         st = self.st
         st.flush_events()
         st.cancelled += 1
-        ctx = st.ctx
-        ctx.log.batch(
-            ctx.engine.now,
-            "timer",
-            "cancel",
-            topic,
-            int_or(props.get(PROPERTY_REAL_QUEUE_ID)),
-            uk,
-            phys,
-            slot=slot_time,
-        )
+        qid = int_or(props.get(PROPERTY_REAL_QUEUE_ID))
+        st.ctx.log.batch(st.ctx.engine.now, "timer", "cancel", topic, qid, uk, phys, slot=slot_time)
         return True
 
     def light_reader(self):
@@ -300,18 +280,8 @@ class TimerDequeue:
             attempts += 1
             retry = res.status == "SERVICE_NOT_AVAILABLE"
             give_up = not retry and attempts > 3
-            ctx.log.emit(
-                ctx.engine.now,
-                "timer",
-                "put_failed",
-                topic,
-                qid,
-                msg.uniq_key,
-                msg.phys,
-                status=res.status,
-                attempt=attempts,
-                given_up=give_up,
-            )
+            detail = {"status": res.status, "attempt": attempts, "given_up": give_up}
+            ctx.log.emit(ctx.engine.now, "timer", "put_failed", topic, qid, msg.uniq_key, msg.phys, **detail)
             if give_up:
                 return
             yield (500 * self.st.precision // 1000) if retry else 50
@@ -319,48 +289,26 @@ class TimerDequeue:
         self._put_done(msg, res.message, roll, slot_time, direct)
 
     def _put_done(self, msg, n, roll: bool, slot_time: int, direct: bool) -> None:
+        """A put done: counted, and its `roll` or `deliver` event (with the details only where the log keeps them)."""
         st = self.st
-        ctx = st.ctx
-        src = msg.props
-        if not ctx.log.keep:
-            if roll:
-                st.rolled += 1
-                ctx.log.tally("roll")
-            else:
-                st.delivered += 1
-                ctx.log.tally("deliver")
-            return
+        log = st.ctx.log
         if roll:
             st.rolled += 1
-            st.keep_rolled(n)
-            ctx.log.batch(
-                ctx.engine._now,
-                "timer",
-                "roll",
-                src.get(PROPERTY_REAL_TOPIC),
-                int_or(src.get(PROPERTY_REAL_QUEUE_ID)),
-                n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                msg.phys,
-                n.phys,
-                slot=slot_time,
-                roll_times=roll_times(n.props),
-            )
         else:
             st.delivered += 1
-            ctx.log.batch(
-                ctx.engine._now,
-                "timer",
-                "deliver",
-                n.topic,
-                n.queue_id,
-                n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                msg.phys,
-                n.phys,
-                slot=slot_time,
-                due=int_or(src.get(PROPERTY_TIMER_OUT_MS)),
-                direct=direct,
-                queue_offset=n.queue_offset,
-            )
+        if not log.keep:
+            log.tally("roll" if roll else "deliver")
+            return
+        src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine._now
+        if roll:
+            st.keep_rolled(n)
+            real, qid = src.get(PROPERTY_REAL_TOPIC), int_or(src.get(PROPERTY_REAL_QUEUE_ID))
+            detail = {"slot": slot_time, "roll_times": roll_times(n.props)}
+            log.batch(now, "timer", "roll", real, qid, uk, msg.phys, n.phys, **detail)
+            return
+        due = int_or(src.get(PROPERTY_TIMER_OUT_MS))
+        detail = {"slot": slot_time, "due": due, "direct": direct, "queue_offset": n.queue_offset}
+        log.batch(now, "timer", "deliver", n.topic, n.queue_id, uk, msg.phys, n.phys, **detail)
 
 
 def _light_reader(m):

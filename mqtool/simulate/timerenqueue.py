@@ -203,21 +203,17 @@ class TimerEnqueue:
             st.end = end + n * TIMERLOG_UNIT_SIZE
         else:  # a file ends in the run: its filler as the TimerLog writes it
             positions = [st.next_unit_pos() for _ in range(n)]
-        slots, queued, wheel = st.slots, st.queued, st.wheel
         prevs = []
         for t, pos, d in zip(slot_of, positions, delete, strict=True):
-            s = slots.get(t)
-            if s is None and wheel is not None:
-                s = st.slot(t)
+            s = st.slot(t)
             if s is None:
-                slots[t] = WheelSlot(pos, pos, -1 if d else 1)
+                st.slots[t] = WheelSlot(pos, pos, -1 if d else 1)
                 prevs.append(-1)
             else:
                 prevs.append(s.last_pos)
                 s.last_pos = pos
                 s.num += -1 if d else 1
-            if t not in queued:
-                st.queue_slot(t)
+            st.queue_slot(t)
         hashes = st.topic_hash
         for real in set(reals).difference(hashes):
             hashes[real] = java_string_hash(real)
@@ -240,21 +236,10 @@ class TimerEnqueue:
         log = ctx.log
         if log.keep:
             qids = {q: int_or(q) for q in set(qid_texts)}
-            log.batch(
-                ctx.engine._now,
-                "timer",
-                "enqueue",
-                reals,
-                list(map(qids.__getitem__, qid_texts)),
-                uniqs,
-                phys,
-                None,
-                slot=slot_of,
-                timer_out_ms=due,
-                roll=need_roll(magic_a),
-                cancel=delete,
-                timerlog_pos=positions,
-            )
+            qid_of = list(map(qids.__getitem__, qid_texts))
+            detail = {"slot": slot_of, "timer_out_ms": due, "roll": need_roll(magic_a), "cancel": delete}
+            detail["timerlog_pos"] = positions
+            log.batch(ctx.engine._now, "timer", "enqueue", reals, qid_of, uniqs, phys, None, **detail)
         else:
             log.tally("enqueue", n)
         return min(slot_of)
