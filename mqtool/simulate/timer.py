@@ -50,6 +50,9 @@ from mqtool.simulate.timerunits import PREV_POS
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
 
+_TIMERCHECK = ("last_read_time_ms", "last_timer_log_flush_pos", "last_timer_queue_offset", "master_timer_queue_offset")
+
+
 class TimerService:
     """The timer as one `Service`: its parts (`enqueue`, `dequeue`, `rolls`) over one `TimerState` (`st`)."""
 
@@ -70,15 +73,8 @@ class TimerService:
         check_timer_precision(ctx.config.timer_precision_ms)  # the broker cannot run its timer with it
         st = self.st = TimerState(ctx, timerlog_file_size or ctx.config.mapped_file_size_timer_log, wheel, timerlog)
         st.end = timerlog_end
-        self.tc = {
-            "last_read_time_ms": 0,
-            "last_timer_log_flush_pos": 0,
-            "last_timer_queue_offset": 0,
-            "master_timer_queue_offset": 0,
-        }
-        if timercheck is not None:
-            for k in self.tc:
-                self.tc[k] = int(getattr(timercheck, k, 0))
+        # the timercheck's cursors (0 without one)
+        self.tc = {k: int(getattr(timercheck, k, 0)) for k in _TIMERCHECK}
         loaded = set()
         for pos, *unit in units or ():
             st.units[pos] = tuple(unit)

@@ -116,19 +116,12 @@ class TimerRolls:
         n += msg.body_len + hosts_size(msg.sys_flag)
         times = next_roll_times_of(src)
         tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
-        return self.keep(
-            ph,
-            n,
-            olds,
-            due,
-            times,
+        texts = (
             src.get(PROPERTY_REAL_TOPIC),
             src.get(PROPERTY_REAL_QUEUE_ID),
             src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-            tags,
-            write,
-            slot_time,
         )
+        return self.keep(ph, n, olds, due, times, texts, tags, write, slot_time)
 
     def keep_bytes(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
         """`keep_map` of a store's record read by `batchread.read_sources` (`rec`: topic, QUEUEID, the
@@ -145,33 +138,12 @@ class TimerRolls:
             _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
         times = next_roll_times(times_b)
         tags = tags_code({PROPERTY_TAGS: text(tags_b)}) if tags_b is not None else 0
-        return self.keep(
-            phys,
-            n,
-            [None if v is None else len(v) for v in (enq_b, times_b, deq_b)],
-            due,
-            times,
-            _TEXTS[real_b],
-            _TEXTS[qid_b],
-            None if uniq_b is None else text(uniq_b),
-            tags,
-            write,
-            slot_time,
-        )
+        olds = [None if v is None else len(v) for v in (enq_b, times_b, deq_b)]
+        texts = (_TEXTS[real_b], _TEXTS[qid_b], None if uniq_b is None else text(uniq_b))
+        return self.keep(phys, n, olds, due, times, texts, tags, write, slot_time)
 
     def keep(
-        self,
-        ph: int,
-        n: int,
-        olds: list,
-        due: int,
-        times: int,
-        real: str | None,
-        qid_text: str | None,
-        uk: str | None,
-        tags: int,
-        write: int,
-        slot_time: int,
+        self, ph: int, n: int, olds: list, due: int, times: int, texts: tuple, tags: int, write: int, slot_time: int
     ) -> bool:
         """The roll re-put `TimerDequeue.put` would make of the record at `ph`, kept as a row: its size is the
         source's (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
@@ -179,9 +151,10 @@ class TimerRolls:
         arithmetic), `StoreModel.append_row` places it, and the spool keeps a row (`RecordSpool.put_row`): the
         source's offset, the re-put's size, queue offset, store time (= the dequeue time), enqueue time, roll
         count and tags code, from which `rebuild` rebuilds it, and its TIMER_OUT_MS and delivery row
-        (`DeliveryRows`), which `enqueue_values` hands the enqueue. False (nothing done) where a row cannot
-        hold it."""
+        (`DeliveryRows` of `texts`: REAL_TOPIC, REAL_QID, UNIQ_KEY), which `enqueue_values` hands the enqueue.
+        False (nothing done) where a row cannot hold it."""
         st = self.st
+        real, qid_text, uk = texts
         ctx, m = st.ctx, st.ctx.model
         qid = int_or(qid_text)
         if qid is None or not 0 <= due <= NP_MAX:
@@ -224,14 +197,8 @@ class TimerRolls:
             props[key] = str(value)  # `convert_properties` as the put made it (the roll count kept in the row)
         order, _names_len = _order(tuple(props), m.capacity)
         n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
-        n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = (
-            phys,
-            size,
-            queue_offset,
-            store_ts,
-            "timer",
-            tags,
-        )
+        n.phys, n.size, n.queue_offset = phys, size, queue_offset
+        n.store_ts, n.service, n.tags_code = store_ts, "timer", tags
         return n
 
     def enqueue_values(self, phys: int) -> tuple | None:
