@@ -25,6 +25,7 @@ from mqtool.simulate.timer import TimerService
 from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerstate import WheelSlot, int_or
+from mqtool.simulate.timerunits import MAGIC
 
 
 class ReferenceEnqueue(TimerEnqueue):
@@ -122,7 +123,7 @@ class ReferenceDequeue(TimerDequeue):
         st = self.st
         m = st.ctx.model
         chain = self.chain(slot_time)
-        cancels, normal = dequeue_order(chain, _magic)
+        cancels, normal = dequeue_order(chain, MAGIC)
         deletes: set[str] = set()
         for _pos, (_prev, _mg, _write, _slot, phys, *_rest) in cancels:
             msg = m.message(phys)
@@ -167,11 +168,6 @@ class ReferenceDequeue(TimerDequeue):
             again = self.put(msg, write, magic, slot_time, direct=False)
             if again is not None:
                 yield from again
-
-
-def _magic(unit: tuple) -> int:
-    _prev, magic, *_rest = unit
-    return magic
 
 
 class ReferenceTimerService(TimerService):

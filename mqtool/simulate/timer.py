@@ -45,7 +45,7 @@ from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerstate import TimerState, WheelSlot, int_or
-from mqtool.simulate.timerunits import PREV_POS
+from mqtool.simulate.timerunits import DELAYED_TIME, PREV_POS
 
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
@@ -135,7 +135,7 @@ class TimerService:
         st = self.st
         units = st.units
         if st.wheel is not None:
-            revised = revise_slots(((pos, _delayed_time(units[pos])) for pos in self._loaded), _slot_list(st))
+            revised = revise_slots(((pos, DELAYED_TIME(units[pos])) for pos in self._loaded), _slot_list(st))
             st.slots.update((t, WheelSlot(first, last, num)) for t, (first, last, num) in revised.items())
             return
         for pos in self._loaded:
@@ -166,17 +166,13 @@ class TimerService:
             self.tc = dict(self.persisted)
 
     def persist(self) -> None:
-        """A timercheck flush: the cursors as a checkpoint, the copy a crash falls back to."""
-        self._checkpoint()
-        self.persisted = dict(self.tc)
-
-    def _checkpoint(self) -> None:
-        """`prepareTimerCheckPoint`: the cursors a flush writes to config/timercheck."""
+        """A timercheck flush (`prepareTimerCheckPoint`): the cursors as a checkpoint, the copy a crash goes back to."""
         st = self.st
         self.tc["last_read_time_ms"] = self.read_time()
         self.tc["last_timer_log_flush_pos"] = st.end
         self.tc["last_timer_queue_offset"] = st.curr_queue_offset
         self.tc["master_timer_queue_offset"] = st.curr_queue_offset
+        self.persisted = dict(self.tc)
 
     def _flush_loop(self):
         while True:
@@ -253,8 +249,3 @@ def _slot_list(st: TimerState):
 def _props(st: TimerState, phys: int) -> dict[str, str]:
     props, _body_len, _sys_flag = st.props_rec(phys)
     return props or {}
-
-
-def _delayed_time(u: tuple) -> int:
-    _prev, _magic, _write, delayed, _phys, _size, _hash = u
-    return delayed

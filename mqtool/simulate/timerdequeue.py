@@ -41,7 +41,7 @@ from mqtool.simulate.batchread import batchable
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import delivery_size
 from mqtool.simulate.timerstate import TimerState, int_or
-from mqtool.simulate.timerunits import PREV_POS
+from mqtool.simulate.timerunits import MAGIC, OFFSET_PY, PREV_POS
 
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
 ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
@@ -124,12 +124,12 @@ class TimerDequeue:
         Deliveries and rolls join `TimerState`'s waiting events (one `EventLog.batch` a run)."""
         m = self.st.ctx.model
         chain = self.chain(slot_time)  # (pos, unit and its delivery's row), newest first
-        cancels, normal = dequeue_order(chain, _magic)
+        cancels, normal = dequeue_order(chain, MAGIC)
         waiting = self._walk(normal, 0, self._deletes(cancels), slot_time) if normal else None
         if waiting is None and m.releasing:  # the slot's records are read for the last time (a roll is re-put anew)
             release = m.release
             for _pos, row in chain:
-                release(_offset_py(row))
+                release(OFFSET_PY(row))
         return waiting
 
     def _walk(self, normal: list[tuple], start: int, deletes: set[str], slot_time: int):
@@ -197,7 +197,7 @@ class TimerDequeue:
         message = self.st.ctx.model.message
         deletes: set[str] = set()
         for _pos, row in cancels:
-            msg = message(_offset_py(row))
+            msg = message(OFFSET_PY(row))
             key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
             if key is not None:
                 deletes.add(key)
@@ -325,13 +325,3 @@ def _light_reader(m):
         return read(phys, False, True)
 
     return light
-
-
-def _offset_py(u: tuple) -> int:
-    _prev, _magic, _write, _delayed, offset_py, *_rest = u
-    return offset_py
-
-
-def _magic(u: tuple) -> int:
-    _prev, magic, *_rest = u
-    return magic

@@ -25,7 +25,10 @@ ROW_FIELDS = (*UNIT_FIELDS, "meta", "hi", "lo")  # a unit and its delivery row, 
 FIELDS = len(UNIT_FIELDS)
 UNIT_DTYPE = np.dtype([(name, "=i8") for name in UNIT_FIELDS])  # a run of units `put_run` writes
 NO_ROW = (0, 0, 0)
-PREV_POS = itemgetter(ROW_FIELDS.index("prev_pos"))  # `walk_chain`'s prev_pos of a unit
+# a unit's fields by name (`walk_chain`'s prev_pos, `dequeue_order`'s magic, ...)
+PREV_POS, MAGIC, DELAYED_TIME, OFFSET_PY = (
+    itemgetter(ROW_FIELDS.index(name)) for name in ("prev_pos", "magic", "delayed_time", "offset_py")
+)
 _UNIT = struct.Struct(f"={FIELDS}q")
 _ROW = struct.Struct(f"={FIELDS}q{len(NO_ROW)}Q")
 _STRIDE = _ROW.size
