@@ -139,8 +139,6 @@ class TimerDequeue:
         m = st.ctx.model
         fast = m.put_filter is None  # no fault can refuse a put
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
-        light = self.light_reader()
-        of_props = st.rows.of_props
         rolls = self.rolls
         # a roll's re-put kept as a row: it wakes no one but this service's enqueue (no event of its own)
         roll_rows = fast and m.spool is not None and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
@@ -160,6 +158,7 @@ class TimerDequeue:
                         continue
             elif fast and write != -1:
                 if not meta or deletes:  # the row of the record's properties
+                    light = self.light_reader()  # (only here: most units have their row)
                     rec = light(phys) if light is not None else None
                     if rec is None:
                         msg = message(phys)
@@ -169,7 +168,7 @@ class TimerDequeue:
                     props, _body_len, _sys_flag = rec
                     if deletes and self._cancelled(props, phys, deletes, slot_time):
                         continue
-                    (meta, hi, lo), due = of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))
+                    (meta, hi, lo), due = st.rows.of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))
                 if self.deliver(write, due, phys, meta, hi, lo, slot_time):
                     continue
             if msg is None:
