@@ -53,8 +53,6 @@ class TimerDequeue:
     def __init__(self, st: TimerState, rolls: TimerRolls) -> None:
         self.st = st
         self.rolls = rolls
-        self._light_key: tuple | None = None  # what `light_reader`'s reader depends on
-        self._light = None
 
     def on_clock_jump(self) -> None:
         deq = self.st.deq
@@ -158,8 +156,7 @@ class TimerDequeue:
                         continue
             elif fast and write != -1:
                 if not meta or deletes:  # the row of the record's properties
-                    light = self.light_reader()  # (only here: most units have their row)
-                    rec = light(phys) if light is not None else None
+                    rec = _light_read(m, phys)
                     if rec is None:
                         msg = message(phys)
                         if msg is None:
@@ -214,16 +211,6 @@ class TimerDequeue:
         qid = int_or(props.get(PROPERTY_REAL_QUEUE_ID))
         st.ctx.log.batch(st.ctx.engine.now, "timer", "cancel", topic, qid, uk, phys, slot=slot_time)
         return True
-
-    def light_reader(self):
-        """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
-        read, None where `message_once` must read it; None when a fault can refuse a put or the base is not
-        read batch-wise."""
-        m = self.st.ctx.model
-        key = (m.put_filter, m.base, m.spool, m._msgs)
-        if self._light_key != key:  # the same objects: equal at once
-            self._light_key, self._light = key, _light_reader(m)
-        return self._light
 
     def deliver(self, write: int, due: int | None, phys: int, meta: int, hi: int, lo: int, slot_time: int) -> bool:
         """The delivery of a plain unit (enqueue time `write`, TIMER_OUT_MS `due`, its record at `phys`) from its
@@ -310,17 +297,10 @@ class TimerDequeue:
         log.batch(now, "timer", "deliver", n.topic, n.queue_id, uk, msg.phys, n.phys, **detail)
 
 
-def _light_reader(m):
-    """The reader `TimerDequeue.light_reader` gives for the model `m` (None where it gives none)."""
+def _light_read(m, phys: int) -> tuple | None:
+    """(properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light read; None where
+    `message_once` must read it: a fault can refuse a put, the base is not read batch-wise, the model holds it."""
     base = m.base
-    if m.put_filter is not None or not batchable(base):
+    if m.put_filter is not None or not batchable(base) or phys in m._msgs or phys in base._lru:
         return None
-    msgs, lru, read = m._msgs, base._lru, base._read
-    spooled = m.spool._where if m.spool is not None else {}
-
-    def light(phys: int):
-        if phys in msgs or phys in spooled or phys in lru:
-            return None
-        return read(phys, False, True)
-
-    return light
+    return None if m.spool is not None and phys in m.spool._where else base._read(phys, False, True)
