@@ -36,7 +36,7 @@ def need_delete(magic: int) -> bool:
 
 def is_cancel_request(magic: int) -> bool:
     """`needDelete(magic) && !needRoll(magic)` in `dequeue`: a cancel request, read before the others."""
-    return need_delete(magic) and not need_roll(magic)
+    return magic & (MAGIC_DELETE | MAGIC_ROLL) == MAGIC_DELETE
 
 
 def slot_num_delta(magic: int) -> int:
