@@ -35,7 +35,7 @@ from mqtool.simulate.timerunits import UNIT_DTYPE
 
 ENQUEUE_BATCH = 4096  # the queue's units the enqueue walk reads together (`_batch`)
 NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this one does (`take`)
-# `base`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
+# `_values`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
 # lengths but their values (name, separators)
 ENQ_WANTED = (
     PROPERTY_TIMER_OUT_MS,
@@ -104,9 +104,10 @@ class TimerEnqueue:
             end = next((k for k in range(start, n) if due[k] is not None and put_at_once(due[k], write)), n)
             run = [k for k in range(start, end) if due[k] is not None]
             if len(run) == n:
-                st.wake_dequeue(self.take(phys, sizes, *cols, write))
+                st.wake_dequeue(self.take(phys, sizes, cols, write))
             elif run:
-                st.wake_dequeue(self.take(*([col[k] for k in run] for col in (phys, sizes, *cols)), write))
+                run_phys, run_sizes, *run_values = ([col[k] for k in run] for col in (phys, sizes, *cols))
+                st.wake_dequeue(self.take(run_phys, run_sizes, run_values, write))
             if end == n:
                 break
             st.curr_queue_offset = offs[end] + 1
@@ -170,25 +171,15 @@ class TimerEnqueue:
                 ok &= ~np.fromiter(map(held.__contains__, phys), bool, len(phys))
         return np.flatnonzero(ok).tolist()
 
-    def take(
-        self,
-        phys: list[int],
-        sizes: list[int],
-        due: list[int],
-        delete: list[bool],
-        reals: list[str | None],
-        qid_texts: list[str | None],
-        uniqs: list[str | None],
-        srcs: list,
-        write: int,
-    ) -> int:
+    def take(self, phys: list[int], sizes: list[int], values: list[list], write: int) -> int:
         """`doEnqueue` of a run of n >= 1 units in order, from their records' TIMER_OUT_MS, TIMER_DEL_UNIQKEY's
         presence, REAL_TOPIC, REAL_QID and UNIQ_KEY texts and what their delivery rows need (`srcs`: the
         re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties, BODYLENGTH or
         None, SYSFLAG) for `DeliveryRows.of_props`): the slots and magics by `rules.timer.do_enqueue_many`, the
         TimerLog positions as a run (unit by unit where a file ends), each slot's chain linked in order, the
         units' columns written together (`TimerUnits.put_run`), the events by one `EventLog.batch`; the
-        earliest slot is returned (the caller wakes the dequeue for it)."""
+        earliest slot is returned (the caller wakes the dequeue for it). `values`: the columns `ENQ_VALUES`."""
+        due, delete, reals, qid_texts, uniqs, srcs = values
         st = self.st
         n = len(phys)
         try:
@@ -286,7 +277,7 @@ def _map_values(rec: tuple) -> tuple | None:
     )
 
 
-def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
+def _scanned_columns(out: np.ndarray, buf, ks: list[int]) -> list[list]:
     """(due, delete, REAL_TOPIC, REAL_QID, UNIQ_KEY, re-put size) of the matched records `ks` of
     `scan_plain`'s `out` (the re-put's size less the two properties the dequeue sets): REAL_TOPIC's and
     REAL_QID's texts made once per distinct value (the kernel's first record of each)."""
@@ -320,4 +311,4 @@ def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
         s, e = rows[:, F + W * w], rows[:, F + W * w + 1]
         size -= np.where(s >= 0, e - s + seg, 0)
     cols.append(size.tolist())
-    return tuple(cols)
+    return cols
