@@ -78,18 +78,10 @@ class TimerRolls:
         m = self.st.ctx.model
         ph = msg.phys
         _prev, _magic, write, _slot, _phys, _size, _hash, _meta, _hi, _lo = unit
-        if (
-            write == -1
-            or ph in m.spool._where
-            or ph in m._msgs
-            or msg.topic != TIMER_TOPIC
-            or msg.queue_id != 0
-            or m.put_filter is not None
-            or m.keep_messages
-        ):
-            return False
         src = msg.props
-        if PROPERTY_TIMER_DEL_UNIQKEY in src:
+        if write == -1 or ph in m.spool._where or ph in m._msgs or m.put_filter is not None or m.keep_messages:
+            return False
+        if msg.topic != TIMER_TOPIC or msg.queue_id != 0 or PROPERTY_TIMER_DEL_UNIQKEY in src:
             return False
         try:
             due = int(src[PROPERTY_TIMER_OUT_MS])
