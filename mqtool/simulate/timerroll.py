@@ -25,7 +25,7 @@ from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
 from mqtool.simulate.batchread import batchable, read_sources
 from mqtool.simulate.model import SimMessage, _order, tags_code
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
-from mqtool.simulate.timerrows import FORMATS
+from mqtool.simulate.timerrows import FORMATS, utf8_len
 from mqtool.simulate.timerstate import Texts, TimerState, int_or, signed, text
 
 _U64 = (1 << 64) - 1
@@ -90,19 +90,13 @@ class TimerRolls:
         names = tuple(src)
         keys = (names, m.capacity)
         keys_part = _ROLL_KEYS.get(keys)
-        olds = []
         try:
             if keys_part is None:
                 _order(names + tuple(k for k in CONVERT_SET if k not in src), m.capacity)  # as `append` orders
                 _stored, names_len = _order(names, m.capacity)
                 keys_part = _ROLL_KEYS[keys] = names_len + 2 * len(src)
-            values = "".join(src.values())
-            n = keys_part + (len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
-            for k in CONVERT_SET:
-                old = src.get(k)
-                olds.append(
-                    None if old is None else len(old) if old.isascii() else len(old.encode("utf-8", "surrogateescape"))
-                )
+            n = keys_part + utf8_len("".join(src.values()))
+            olds = [None if (old := src.get(k)) is None else utf8_len(old) for k in CONVERT_SET]
         except UnicodeError:
             return False  # `append` meets the same error
         n += msg.body_len + hosts_size(msg.sys_flag)

@@ -38,6 +38,12 @@ _HEX_DIGITS = "0123456789ABCDEF"
 _DEQ_KEYS_LEN = sum(len(k) + 2 for k in DELIVERY_SET)
 
 
+def utf8_len(value: str) -> int:
+    """A properties text's length as the CommitLog holds it (UTF-8, surrogates escaped); `UnicodeError` where
+    `StoreModel.append` meets it too."""
+    return len(value) if value.isascii() else len(value.encode("utf-8", "surrogateescape"))
+
+
 def delivery_size(meta: int, enqueue_ms: int, dequeue_ms: int) -> int:
     """A delivery's re-put as `StoreModel.plain_reput_size` takes it (its properties string with the last
     separator, BODYLENGTH, the hosts), from its row's `meta`: the record's but the two properties the dequeue
@@ -72,18 +78,10 @@ class DeliveryRows:
         meta = self._meta(props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID))
         if not meta:
             return NO_ROW
-        values = "".join(props.values())  # `StoreModel.reput_size` of the values but the two the dequeue sets
-        if values.isascii():
-            size += len(values)
-            for d in drop:
-                size -= len(props[d])
-        else:
-            try:
-                size += len(values.encode("utf-8", "surrogateescape"))
-                for d in drop:
-                    size -= len(props[d].encode("utf-8", "surrogateescape"))
-            except UnicodeError:
-                return NO_ROW  # the per-message path meets the same error
+        try:  # `StoreModel.reput_size` of the values but the two the dequeue sets
+            size += utf8_len("".join(props.values())) - sum(utf8_len(props[d]) for d in drop)
+        except UnicodeError:
+            return NO_ROW  # the per-message path meets the same error
         size += body_len + hosts_size(sys_flag)
         return self._packed(meta, size, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
