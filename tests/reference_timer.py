@@ -25,6 +25,7 @@ from mqtool.simulate.timer import TimerService
 from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerstate import WheelSlot, int_or
+from mqtool.simulate.timerunits import MAGIC
 
 
 class ReferenceEnqueue(TimerEnqueue):
@@ -122,14 +123,14 @@ class ReferenceDequeue(TimerDequeue):
         st = self.st
         m = st.ctx.model
         chain = self.chain(slot_time)
-        cancels, normal = dequeue_order(chain, _magic)
+        cancels, normal = dequeue_order(chain, MAGIC)
         deletes: set[str] = set()
-        for _pos, (_prev, _mg, _write, _slot, phys, _size, _hash), _x in cancels:
+        for _pos, (_prev, _mg, _write, _slot, phys, *_rest) in cancels:
             msg = m.message(phys)
             key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
             if key is not None:
                 deletes.add(key)
-        for i, (_pos, (_prev, magic, write, _slot, phys, _size, _hash), _x) in enumerate(normal):
+        for i, (_pos, (_prev, magic, write, _slot, phys, *_rest)) in enumerate(normal):
             msg = m.message_once(phys)
             if msg is None:
                 continue
@@ -151,27 +152,22 @@ class ReferenceDequeue(TimerDequeue):
             st.flush_events()
             retry = self.put(msg, write, magic, slot_time, False)
             if retry is not None:
-                return self.finish_slot(retry, [unit for _pos, unit, _x in normal[i + 1 :]], deletes, slot_time)
+                return self.finish_slot(retry, [unit for _pos, unit in normal[i + 1 :]], deletes, slot_time)
         if m.releasing:
-            for _pos, (_prev, _mg, _write, _slot, phys, _size, _hash), _x in chain:
+            for _pos, (_prev, _mg, _write, _slot, phys, *_rest) in chain:
                 m.release(phys)
         return None
 
     def finish_slot(self, retry, rest: list[tuple], deletes: set[str], slot_time: int):
         """The rest of a slot cut by a put that waits: the put's retries, then each unit read whole and put."""
         yield from retry
-        for _prev, magic, write, _slot, phys, _size, _hash in rest:
+        for _prev, magic, write, _slot, phys, *_rest in rest:
             msg = self.st.ctx.model.message_once(phys)
             if msg is None or self._cancelled(msg.props, msg.phys, deletes, slot_time):
                 continue
             again = self.put(msg, write, magic, slot_time, direct=False)
             if again is not None:
                 yield from again
-
-
-def _magic(unit: tuple) -> int:
-    _prev, magic, *_rest = unit
-    return magic
 
 
 class ReferenceTimerService(TimerService):

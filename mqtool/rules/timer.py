@@ -36,7 +36,7 @@ def need_delete(magic: int) -> bool:
 
 def is_cancel_request(magic: int) -> bool:
     """`needDelete(magic) && !needRoll(magic)` in `dequeue`: a cancel request, read before the others."""
-    return need_delete(magic) and not need_roll(magic)
+    return magic & (MAGIC_DELETE | MAGIC_ROLL) == MAGIC_DELETE
 
 
 def slot_num_delta(magic: int) -> int:
@@ -189,21 +189,29 @@ def walk_chain(last_pos: int, read_unit: Callable[[int], U | None], prev_pos: Ca
 
     `read_unit(pos)` gives the unit at a TimerLog offset or None (the broker's `getWholeBuffer`
     finds no file: the walk ends). A position seen twice ends the walk (LOOP) where the broker would
-    spin. `stop_at` (a slot's firstPos) ends the walk after that unit.
+    spin; while every prevPos points before its unit (a chain as `doEnqueue` appends it) no position can
+    repeat, so the positions are kept for that test only from the first step that does not. `stop_at` (a
+    slot's firstPos) ends the walk after that unit. The one walk: the simulator's dequeue calls it with a
+    reader over its unit columns.
     """
     units: list[tuple[int, U]] = []
-    seen: set[int] = set()
+    seen: set[int] | None = None
+    before = last_pos + 1  # the position walked last: the next one lies before it, or the walk may loop
     pos = last_pos
     while pos != -1:
-        if pos in seen:
-            return ChainWalk(units, LOOP, pos)
+        if seen is not None or pos >= before:
+            if seen is None:
+                seen = {p for p, _u in units}
+            if pos in seen:
+                return ChainWalk(units, LOOP, pos)
+            seen.add(pos)
         u = read_unit(pos)
         if u is None:
             return ChainWalk(units, MISSING, pos)
-        seen.add(pos)
         units.append((pos, u))
         if pos == stop_at:
             return ChainWalk(units, FIRST, pos)
+        before = pos
         pos = prev_pos(u)
     return ChainWalk(units, END, -1)
 

@@ -30,9 +30,7 @@ from mqtool.formats.names import (
     SYSTEM_TOPICS,
     TIMER_TOPIC,
 )
-from mqtool.formats.properties import broker_properties_length as props_length
-from mqtool.formats.properties import build_properties
-from mqtool.formats.properties import key_order as _order  # the names the services import from here
+from mqtool.formats.properties import broker_properties_length, build_properties, key_order
 from mqtool.rules.dispatch import tags_string_2_tags_code
 from mqtool.store.recovery import Recovered, recovered
 
@@ -440,9 +438,10 @@ class StoreModel:
 
     def reput_size(self, props: dict[str, str], fixed: int, sys_flag: int, body_len: int) -> int:
         """TOTALSIZE of a re-put whose properties string the broker builds from `props` (HashMap order,
-        4.9.8 without the last separator: `props_length`); `fixed` is the size of a record's fixed part
+        4.9.8 without the last separator: `broker_properties_length`); `fixed` is the size of a record's fixed part
         with its topic (`queue_info`). Every re-put's size is this or `plain_reput_size`."""
-        return props_length(props, self.capacity, self.trailing_separator) + fixed + body_len + hosts_size(sys_flag)
+        props_len = broker_properties_length(props, self.capacity, self.trailing_separator)
+        return props_len + fixed + body_len + hosts_size(sys_flag)
 
     def record_size(self, m: SimMessage, fixed: int) -> int:
         """TOTALSIZE of `m` on a queue whose records' fixed part is `fixed` (`queue_info`): with the properties
@@ -488,7 +487,7 @@ class StoreModel:
         q = self._queue_info.get(key) or self.queue_info(*key)
         units, bmax, fixed, keep = q
         m.size = size = self.record_size(m, fixed)
-        order = _order(tuple(props), self.capacity).order
+        order = key_order(tuple(props), self.capacity).order
         if order is not None:
             m.props = props = {k: props[k] for k in order}
         pos = self.place(size)

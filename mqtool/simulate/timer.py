@@ -45,8 +45,12 @@ from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerstate import TimerState, WheelSlot, int_or
+from mqtool.simulate.timerunits import DELAYED_TIME, PREV_POS
 
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
+
+
+_TIMERCHECK = ("last_read_time_ms", "last_timer_log_flush_pos", "last_timer_queue_offset", "master_timer_queue_offset")
 
 
 class TimerService:
@@ -69,15 +73,8 @@ class TimerService:
         check_timer_precision(ctx.config.timer_precision_ms)  # the broker cannot run its timer with it
         st = self.st = TimerState(ctx, timerlog_file_size or ctx.config.mapped_file_size_timer_log, wheel, timerlog)
         st.end = timerlog_end
-        self.tc = {
-            "last_read_time_ms": 0,
-            "last_timer_log_flush_pos": 0,
-            "last_timer_queue_offset": 0,
-            "master_timer_queue_offset": 0,
-        }
-        if timercheck is not None:
-            for k in self.tc:
-                self.tc[k] = int(getattr(timercheck, k, 0))
+        # the timercheck's cursors (0 without one)
+        self.tc = {k: int(getattr(timercheck, k, 0)) for k in _TIMERCHECK}
         loaded = set()
         for pos, *unit in units or ():
             st.units[pos] = tuple(unit)
@@ -138,7 +135,7 @@ class TimerService:
         st = self.st
         units = st.units
         if st.wheel is not None:
-            revised = revise_slots(((pos, _delayed_time(units[pos])) for pos in self._loaded), _slot_list(st))
+            revised = revise_slots(((pos, DELAYED_TIME(units[pos])) for pos in self._loaded), _slot_list(st))
             st.slots.update((t, WheelSlot(first, last, num)) for t, (first, last, num) in revised.items())
             return
         for pos in self._loaded:
@@ -169,17 +166,13 @@ class TimerService:
             self.tc = dict(self.persisted)
 
     def persist(self) -> None:
-        """A timercheck flush: the cursors as a checkpoint, the copy a crash falls back to."""
-        self._checkpoint()
-        self.persisted = dict(self.tc)
-
-    def _checkpoint(self) -> None:
-        """`prepareTimerCheckPoint`: the cursors a flush writes to config/timercheck."""
+        """A timercheck flush (`prepareTimerCheckPoint`): the cursors as a checkpoint, the copy a crash goes back to."""
         st = self.st
         self.tc["last_read_time_ms"] = self.read_time()
         self.tc["last_timer_log_flush_pos"] = st.end
         self.tc["last_timer_queue_offset"] = st.curr_queue_offset
         self.tc["master_timer_queue_offset"] = st.curr_queue_offset
+        self.persisted = dict(self.tc)
 
     def _flush_loop(self):
         while True:
@@ -211,11 +204,11 @@ class TimerService:
         for t in st.queued:
             s = st.slot(t)
             if s is not None:
-                units += [u for _, u in walk_chain(s.last_pos, st.unit, _prev_pos).units]
+                units += [u for _, u in walk_chain(s.last_pos, st.read_row, PREV_POS).units]
         deletes = [need_delete(magic) for _prev, magic, *_rest in units]
         if not any(deletes):
             return len(units)  # (no record is read)
-        props_of = [_props(st, phys) for _prev, _magic, _write, _delayed, phys, _size, _hash in units]
+        props_of = [_props(st, phys) for _prev, _magic, _write, _delayed, phys, *_rest in units]
         cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
         for u, delete, props in zip(units, deletes, props_of, strict=True):
             if delete:
@@ -236,16 +229,11 @@ class TimerService:
 
     def _end_slot(self, u: tuple, props: dict[str, str]) -> int | None:
         """The slot a unit's message ends in: its own, or for a ROLL unit the one of its TIMER_OUT_MS."""
-        _prev, magic, _write, delayed, _phys, _size, _hash = u
+        _prev, magic, _write, delayed, *_rest = u
         if not need_roll(magic):
             return delayed
         out = int_or(props.get(PROPERTY_TIMER_OUT_MS))
         return None if out is None else format_time_ms(out, self.st.precision)
-
-
-def _prev_pos(u: tuple) -> int:
-    prev_pos, *_rest = u
-    return prev_pos
 
 
 def _slot_list(st: TimerState):
@@ -261,8 +249,3 @@ def _slot_list(st: TimerState):
 def _props(st: TimerState, phys: int) -> dict[str, str]:
     props, _body_len, _sys_flag = st.props_rec(phys)
     return props or {}
-
-
-def _delayed_time(u: tuple) -> int:
-    _prev, _magic, _write, delayed, _phys, _size, _hash = u
-    return delayed

@@ -27,7 +27,7 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import MAGIC_DELETE, MAGIC_ROLL
+from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import (
     LOOP,
     convert_properties,
@@ -41,11 +41,10 @@ from mqtool.simulate.batchread import batchable
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import delivery_size
 from mqtool.simulate.timerstate import TimerState, int_or
+from mqtool.simulate.timerunits import MAGIC, OFFSET_PY, PREV_POS
 
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
 ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
-_CANCEL_BITS = MAGIC_DELETE | MAGIC_ROLL  # `is_cancel_request`: DELETE without ROLL
-_NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
 
 class TimerDequeue:
@@ -54,8 +53,6 @@ class TimerDequeue:
     def __init__(self, st: TimerState, rolls: TimerRolls) -> None:
         self.st = st
         self.rolls = rolls
-        self._light_key: tuple | None = None  # what `light_reader`'s reader depends on
-        self._light = None
 
     def on_clock_jump(self) -> None:
         deq = self.st.deq
@@ -97,38 +94,22 @@ class TimerDequeue:
             st.in_slot = False
             st.curr_read = slot_time + p
 
-    def chain(self, slot_time: int, rows: bool = False) -> list[tuple]:
+    def chain(self, slot_time: int) -> list[tuple]:
         """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
-        (pos, unit, the delivery's row kept beside it or None: `DeliveryRows`; always None unless `rows`)."""
+        (pos, the unit's fields and the delivery row kept beside it: `TimerUnits.reader`)."""
         st = self.st
         s = st.slot(slot_time)
         if s is None:
             return []
-        last = s.last_pos
-        fast = st.units.chain(last, rows)  # units all held here, prevPos always back: the usual slot
-        if fast is not None:
-            return fast if rows else [(pos, u, None) for pos, u in fast]
-        w = walk_chain(last, st.unit, _prev_pos)
+        w = walk_chain(s.last_pos, st.read_row, PREV_POS)
         if w.broken:
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one
-            ctx.log.emit(
-                ctx.engine.now,
-                "timer",
-                "skip",
-                None,
-                None,
-                None,
-                None,
-                slot=slot_time,
-                timerlog_pos=w.stop_pos,
-                read=len(w.units),
-                reason="broken TimerLog chain: prevPos loops"
-                if w.stop == LOOP
-                else "broken TimerLog chain: prevPos points at no unit",
-            )
-        extra = st.units.extra if rows else _no_row
-        return [(pos, u, extra(pos)) for pos, u in w.units]
+            why = "loops" if w.stop == LOOP else "points at no unit"
+            reason = f"broken TimerLog chain: prevPos {why}"
+            detail = {"slot": slot_time, "timerlog_pos": w.stop_pos, "read": len(w.units), "reason": reason}
+            ctx.log.emit(ctx.engine.now, "timer", "skip", None, None, None, None, **detail)
+        return w.units
 
     def slot(self, slot_time: int):
         """One slot; None when done, else a generator that finishes it (a put is being retried).
@@ -140,32 +121,14 @@ class TimerDequeue:
         (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
         Deliveries and rolls join `TimerState`'s waiting events (one `EventLog.batch` a run)."""
         m = self.st.ctx.model
-        fast = m.put_filter is None
-        chain = self.chain(slot_time, fast)  # (pos, unit, its delivery's row or None), newest first
-        if fast and all(x is not None for _pos, _unit, x in chain):  # plain units with rows: no cancel request
-            normal, deletes = chain[::-1], _NO_DELETES
-            start = self._deliver_rows(normal, slot_time)
-        else:
-            if any(_magic(unit) & _CANCEL_BITS == MAGIC_DELETE for _pos, unit, _x in chain):
-                cancels, normal = dequeue_order(chain, _magic)
-            else:  # `dequeue_order` of a slot without cancel requests
-                cancels, normal = [], chain[::-1]
-            start, deletes = 0, self._deletes(cancels)
-        waiting = self._walk(normal, start, deletes, slot_time) if start < len(normal) else None
+        chain = self.chain(slot_time)  # (pos, unit and its delivery's row), newest first
+        cancels, normal = dequeue_order(chain, MAGIC)
+        waiting = self._walk(normal, 0, self._deletes(cancels), slot_time) if normal else None
         if waiting is None and m.releasing:  # the slot's records are read for the last time (a roll is re-put anew)
             release = m.release
-            for _pos, unit, _x in chain:
-                release(_offset_py(unit))
+            for _pos, row in chain:
+                release(OFFSET_PY(row))
         return waiting
-
-    def _deliver_rows(self, normal: list[tuple], slot_time: int) -> int:
-        """`_walk`'s first units while each is delivered from its row (`deliver`), without its set-up: the
-        usual slot, every unit plain and enqueued here. Returns how many (the walk goes on from there)."""
-        deliver = self.deliver
-        for k, (_pos, (_prev, _magic, write, due, phys, _size, _hash), x) in enumerate(normal):
-            if write == -1 or not deliver(write, due, phys, x, slot_time):
-                return k
-        return len(normal)
 
     def _walk(self, normal: list[tuple], start: int, deletes: set[str], slot_time: int):
         """`slot`'s walk over its units (cancel requests aside, oldest first) from `start`: None when done, else
@@ -174,16 +137,14 @@ class TimerDequeue:
         m = st.ctx.model
         fast = m.put_filter is None  # no fault can refuse a put
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
-        light = self.light_reader()
-        of_props = st.rows.of_props
         rolls = self.rolls
         # a roll's re-put kept as a row: it wakes no one but this service's enqueue (no event of its own)
         roll_rows = fast and m.spool is not None and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
         # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built
         roll_read = roll_rows and len(normal) >= ROLL_READ and not deletes
         sources, sources_end = None, 0
-        for i, (_pos, unit, x) in enumerate(islice(normal, start, None), start):
-            _prev, magic, write, due, phys, _size, _hash = unit
+        for i, (_pos, unit) in enumerate(islice(normal, start, None), start):
+            _prev, magic, write, due, phys, _size, _hash, meta, hi, lo = unit
             msg = None
             if magic & MAGIC_ROLL:  # `need_roll`
                 if roll_read:
@@ -194,8 +155,8 @@ class TimerDequeue:
                     if rec is not None and rolls.keep_bytes(unit, rec, slot_time):
                         continue
             elif fast and write != -1:
-                if x is None or deletes:  # the row of the record's properties
-                    rec = light(phys) if light is not None else None
+                if not meta or deletes:  # the row of the record's properties
+                    rec = _light_read(m, phys)
                     if rec is None:
                         msg = message(phys)
                         if msg is None:
@@ -204,8 +165,8 @@ class TimerDequeue:
                     props, _body_len, _sys_flag = rec
                     if deletes and self._cancelled(props, phys, deletes, slot_time):
                         continue
-                    x, due = of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))
-                if self.deliver(write, due, phys, x, slot_time):
+                    (meta, hi, lo), due = st.rows.of_props(*rec), int_or(props.get(PROPERTY_TIMER_OUT_MS))
+                if self.deliver(write, due, phys, meta, hi, lo, slot_time):
                     continue
             if msg is None:
                 msg = message(phys)
@@ -231,8 +192,8 @@ class TimerDequeue:
         """The TIMER_DEL_UNIQKEY values of a slot's cancel requests."""
         message = self.st.ctx.model.message
         deletes: set[str] = set()
-        for _pos, unit, _x in cancels:
-            msg = message(_offset_py(unit))
+        for _pos, row in cancels:
+            msg = message(OFFSET_PY(row))
             key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
             if key is not None:
                 deletes.add(key)
@@ -247,36 +208,16 @@ class TimerDequeue:
         st = self.st
         st.flush_events()
         st.cancelled += 1
-        ctx = st.ctx
-        ctx.log.batch(
-            ctx.engine.now,
-            "timer",
-            "cancel",
-            topic,
-            int_or(props.get(PROPERTY_REAL_QUEUE_ID)),
-            uk,
-            phys,
-            slot=slot_time,
-        )
+        qid = int_or(props.get(PROPERTY_REAL_QUEUE_ID))
+        st.ctx.log.batch(st.ctx.engine.now, "timer", "cancel", topic, qid, uk, phys, slot=slot_time)
         return True
 
-    def light_reader(self):
-        """`read(phys)` -> (properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light
-        read, None where `message_once` must read it; None when a fault can refuse a put or the base is not
-        read batch-wise."""
-        m = self.st.ctx.model
-        key = (m.put_filter, m.base, m.spool, m._msgs)
-        if self._light_key != key:  # the same objects: equal at once
-            self._light_key, self._light = key, _light_reader(m)
-        return self._light
-
-    def deliver(self, write: int, due: int | None, phys: int, x: tuple[int, int, int], slot_time: int) -> bool:
+    def deliver(self, write: int, due: int | None, phys: int, meta: int, hi: int, lo: int, slot_time: int) -> bool:
         """The delivery of a plain unit (enqueue time `write`, TIMER_OUT_MS `due`, its record at `phys`) from its
-        row `x` (`DeliveryRows`), where `StoreModel.append` would not keep the re-put (its queue has had a re-put
-        and is neither kept nor watched): the re-put's size is the row's plus the topic's fixed part and the two
-        properties the dequeue sets (`convert`: enqueue time, dequeue time now), placed as `append` places it,
-        counted without building it. False (nothing done) where the row is `NO_ROW` or the queue is not so."""
-        meta, _hi, _lo = x
+        row (`DeliveryRows`: meta, hi, lo), where `StoreModel.append` would not keep the re-put (its queue has had
+        a re-put and is neither kept nor watched): the re-put's size is the row's plus the topic's fixed part and
+        the two properties the dequeue sets (`convert`: enqueue time, dequeue time now), placed as `append` places
+        it, counted without building it. False (nothing done) where the row is `NO_ROW` or the queue is not so."""
         if not meta:
             return False
         st = self.st
@@ -289,10 +230,8 @@ class TimerDequeue:
         pos = m.place(m.plain_reput_size(delivery_size(meta, write, ctx.engine._now + ctx.clock_offset), info.fixed))
         queue_offset = st.count_delivery(info.units, info.base_count)
         if queue_offset is not None:
-            st.add_event(
-                "deliver",
-                (ctx.engine._now, topic, qid, st.rows.uniq_key(x), phys, pos, slot_time, due, False, queue_offset),
-            )
+            uk = st.rows.uniq_key((meta, hi, lo))
+            st.add_event("deliver", (ctx.engine._now, topic, qid, uk, phys, pos, slot_time, due, False, queue_offset))
         return True
 
     def put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
@@ -327,18 +266,8 @@ class TimerDequeue:
             attempts += 1
             retry = res.status == "SERVICE_NOT_AVAILABLE"
             give_up = not retry and attempts > 3
-            ctx.log.emit(
-                ctx.engine.now,
-                "timer",
-                "put_failed",
-                topic,
-                qid,
-                msg.uniq_key,
-                msg.phys,
-                status=res.status,
-                attempt=attempts,
-                given_up=give_up,
-            )
+            detail = {"status": res.status, "attempt": attempts, "given_up": give_up}
+            ctx.log.emit(ctx.engine.now, "timer", "put_failed", topic, qid, msg.uniq_key, msg.phys, **detail)
             if give_up:
                 return
             yield (500 * self.st.precision // 1000) if retry else 50
@@ -346,80 +275,32 @@ class TimerDequeue:
         self._put_done(msg, res.message, roll, slot_time, direct)
 
     def _put_done(self, msg, n, roll: bool, slot_time: int, direct: bool) -> None:
+        """A put done: counted, and its `roll` or `deliver` event (with the details only where the log keeps them)."""
         st = self.st
-        ctx = st.ctx
-        src = msg.props
-        if not ctx.log.keep:
-            if roll:
-                st.rolled += 1
-                ctx.log.tally("roll")
-            else:
-                st.delivered += 1
-                ctx.log.tally("deliver")
-            return
+        log = st.ctx.log
         if roll:
             st.rolled += 1
-            st.keep_rolled(n)
-            ctx.log.batch(
-                ctx.engine._now,
-                "timer",
-                "roll",
-                src.get(PROPERTY_REAL_TOPIC),
-                int_or(src.get(PROPERTY_REAL_QUEUE_ID)),
-                n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                msg.phys,
-                n.phys,
-                slot=slot_time,
-                roll_times=roll_times(n.props),
-            )
         else:
             st.delivered += 1
-            ctx.log.batch(
-                ctx.engine._now,
-                "timer",
-                "deliver",
-                n.topic,
-                n.queue_id,
-                n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                msg.phys,
-                n.phys,
-                slot=slot_time,
-                due=int_or(src.get(PROPERTY_TIMER_OUT_MS)),
-                direct=direct,
-                queue_offset=n.queue_offset,
-            )
+        if not log.keep:
+            log.tally("roll" if roll else "deliver")
+            return
+        src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine._now
+        if roll:
+            st.keep_rolled(n)
+            real, qid = src.get(PROPERTY_REAL_TOPIC), int_or(src.get(PROPERTY_REAL_QUEUE_ID))
+            detail = {"slot": slot_time, "roll_times": roll_times(n.props)}
+            log.batch(now, "timer", "roll", real, qid, uk, msg.phys, n.phys, **detail)
+            return
+        due = int_or(src.get(PROPERTY_TIMER_OUT_MS))
+        detail = {"slot": slot_time, "due": due, "direct": direct, "queue_offset": n.queue_offset}
+        log.batch(now, "timer", "deliver", n.topic, n.queue_id, uk, msg.phys, n.phys, **detail)
 
 
-def _light_reader(m):
-    """The reader `TimerDequeue.light_reader` gives for the model `m` (None where it gives none)."""
+def _light_read(m, phys: int) -> tuple | None:
+    """(properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light read; None where
+    `message_once` must read it: a fault can refuse a put, the base is not read batch-wise, the model holds it."""
     base = m.base
-    if m.put_filter is not None or not batchable(base):
+    if m.put_filter is not None or not batchable(base) or phys in m._msgs or phys in base._lru:
         return None
-    msgs, lru, read = m._msgs, base._lru, base._read
-    spooled = m.spool._where if m.spool is not None else {}
-
-    def light(phys: int):
-        if phys in msgs or phys in spooled or phys in lru:
-            return None
-        return read(phys, False, True)
-
-    return light
-
-
-def _offset_py(u: tuple) -> int:
-    _prev, _magic, _write, _delayed, offset_py, _size, _hash = u
-    return offset_py
-
-
-def _no_row(_pos: int) -> None:
-    return None
-
-
-def _prev_pos(u: tuple) -> int:
-    prev_pos, *_rest = u
-    return prev_pos
-
-
-def _magic(u: tuple) -> int:
-    _prev, magic, *_rest = u
-    return magic
+    return None if m.spool is not None and phys in m.spool._where else base._read(phys, False, True)

@@ -3,15 +3,16 @@
 From `currQueueOffset` on, each record's TIMER_OUT_MS: before `currWriteTimeMs` the message is put at once
 (`rules.timer.put_at_once`, enqueue time Long.MAX_VALUE: `TimerDequeue.put`); else `doEnqueue` appends a
 52-byte unit. `take` is that one step over a run of n >= 1 units (`rules.timer.do_enqueue_many`); the walk
-gathers runs from three sources of the same values: the store's records read batch-wise (`base`: one match
-of a plain properties string, as columns, `batchread.scan_plain`), a roll re-put kept as a row
-(`TimerRolls.enqueue_values`), any other record's map.
+reads the queue a batch at a time and gathers one set of columns for its units (`_values`) from three sources
+of the same values: the store's records read batch-wise (one match of a plain properties string,
+`batchread.scan_plain`), a roll re-put kept as a row (`TimerRolls.enqueue_values`), any other record's map.
 A put at once cuts the run: the units before it are taken first.
 """
 
 from __future__ import annotations
 
-from itertools import chain
+from bisect import bisect_left
+from itertools import chain, islice
 
 import numpy as np
 
@@ -30,11 +31,11 @@ from mqtool.simulate.batchread import batchable, close, scan_plain
 from mqtool.simulate.timerrows import FORMATS, NO_ROW
 from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, WheelSlot, int_or
 from mqtool.simulate.timerunits import UNIT_DTYPE
-from mqtool.store import propscan as plainscan
+from mqtool.store import propscan
 
-ENQUEUE_BATCH = 4096  # the store's units read together by the enqueue walk (`base`)
+ENQUEUE_BATCH = 4096  # the queue's units the enqueue walk reads together (`_batch`)
 NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this one does (`take`)
-# `base`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
+# `_values`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
 # lengths but their values (name, separators)
 ENQ_WANTED = (
     PROPERTY_TIMER_OUT_MS,
@@ -43,35 +44,14 @@ ENQ_WANTED = (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 ) + DELIVERY_SET
+ENQ_VALUES = ("due", "delete", "real_topic", "real_qid", "uniq_key", "src")  # `_values`' columns, `take`'s arguments
 ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
 ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
 _TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
-# `plainscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
+# `propscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
 # TIMER_OUT_MS as a number (its first wanted value)
-_STATUS, _SIZE, _NUMBER = plainscan.STATUS, plainscan.SIZE, plainscan.NUMBER
-_MATCHED, _PARSED = 1, 0  # (0: no template matched, the map parsed instead)
-
-
-class _Run:
-    """The units a walk gathers for one `take`, in queue order: their CommitLog offsets and sizes, TIMER_OUT_MS,
-    TIMER_DEL_UNIQKEY's presence, REAL_TOPIC, REAL_QID's text, UNIQ_KEY and what their delivery rows need
-    (`srcs`: the re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties,
-    BODYLENGTH or None, SYSFLAG), `DeliveryRows.of_props`)."""
-
-    __slots__ = ("phys", "sizes", "due", "delete", "reals", "qids", "uniqs", "srcs")
-
-    def __init__(self) -> None:
-        for name in self.__slots__:
-            setattr(self, name, [])
-
-    def add(self, phys: int, size: int, values: tuple) -> None:
-        """A unit and its (due, TIMER_DEL_UNIQKEY present, REAL_TOPIC, REAL_QID, UNIQ_KEY, src)."""
-        due, delete, real, qid, uk, src = values
-        for col, v in zip(self.columns(), (phys, size, due, delete, real, qid, uk, src), strict=True):
-            col.append(v)
-
-    def columns(self) -> tuple[list, ...]:
-        return self.phys, self.sizes, self.due, self.delete, self.reals, self.qids, self.uniqs, self.srcs
+_STATUS, _SIZE, _NUMBER = propscan.STATUS, propscan.SIZE, propscan.NUMBER
+_MATCHED = 1  # (0: no template matched, the map parsed instead; -1: not read)
 
 
 class TimerEnqueue:
@@ -90,198 +70,116 @@ class TimerEnqueue:
     def loop(self):
         st = self.st
         ctx, m = st.ctx, st.ctx.model
-        rolled = st.rolled_props
         p = st.precision
-        roll_values = self.roll_values
         while True:
             lo = m.cq_min(TIMER_TOPIC, 0)
             if st.curr_queue_offset < lo:
                 st.curr_queue_offset = lo
             hi = m.cq_max(TIMER_TOPIC, 0)
             while st.curr_queue_offset < hi:
-                retry = None
                 write = (ctx.engine._now + ctx.clock_offset) // p * p  # no time passes in the walk
-                # the store's own units batch-wise, up to one put at once
-                base_end = self.base(hi, write)
-                if st.curr_queue_offset >= hi:
-                    hi = m.cq_max(TIMER_TOPIC, 0)
+                units = list(islice(m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi), ENQUEUE_BATCH))
+                if not units:
+                    st.curr_queue_offset += 1  # a unit that cannot be read is passed over
                     continue
-                run = _Run()
-                try:
-                    for off, (phys, size, _tags) in m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi):
-                        st.curr_queue_offset = off + 1
-                        # a roll re-put the dequeue keeps as a row: its values
-                        got = roll_values(phys) if st.roll_rows else None
-                        if got is None:
-                            rec = rolled.pop(phys, None) if rolled else None  # a roll re-put just made
-                            if rec is None:
-                                rec = st.props_rec(phys)
-                            got = _map_values(rec)
-                            if got is None:
-                                continue
-                        due, *_values = got
-                        if put_at_once(due, write):
-                            if run.phys:
-                                self._take_run(run, write)
-                            retry = self.put(m.message(phys), LONG_MAX, 0, due, direct=True)
-                            if retry is not None:
-                                break  # the put waits: re-read the queue afterwards
-                            m.release(phys)  # delivered at once: no unit points at it
-                        else:
-                            run.add(phys, size, got)
-                            if len(run.phys) >= ENQUEUE_BATCH:
-                                self._take_run(run, write)
-                        if off + 1 < base_end:
-                            break  # back to the batch for the store's units after this one
-                    else:
-                        if st.curr_queue_offset < hi:
-                            st.curr_queue_offset += 1  # a unit that cannot be read is passed over
-                finally:
-                    if run.phys:
-                        self._take_run(run, write)
+                retry = self._batch(units, write)
                 if retry is not None:
-                    yield from retry
+                    yield from retry  # the put waits: re-read the queue afterwards
                 hi = m.cq_max(TIMER_TOPIC, 0)
             yield None
 
-    def _take_run(self, run: _Run, write: int) -> None:
-        """`take` of the units gathered by the walk, and the dequeue woken for the earliest slot (nothing
-        else is scheduled in between, so the engine's order is that of a wake per unit)."""
-        t = self.take(*run.columns(), write)
-        for col in run.columns():
-            col.clear()
-        self.st.wake_dequeue(t)
+    def _batch(self, units: list, write: int):
+        """The walk over a batch of queue units ((offset, (phys, size, tags))): `take` of the units up to each
+        one put at once, then its put; None when done, else the put's retries (the walk stops after it)."""
+        st = self.st
+        m = st.ctx.model
+        offs = [off for off, _unit in units]
+        phys = [ph for _off, (ph, _size, _tags) in units]
+        sizes = [size for _off, (_ph, size, _tags) in units]
+        cols = self._values(offs, phys, sizes)
+        due, *_others = cols
+        n = len(units)
+        start = 0
+        while start < n:
+            end = next((k for k in range(start, n) if due[k] is not None and put_at_once(due[k], write)), n)
+            run = [k for k in range(start, end) if due[k] is not None]
+            if len(run) == n:
+                st.wake_dequeue(self.take(phys, sizes, cols, write))
+            elif run:
+                run_phys, run_sizes, *run_values = ([col[k] for k in run] for col in (phys, sizes, *cols))
+                st.wake_dequeue(self.take(run_phys, run_sizes, run_values, write))
+            if end == n:
+                break
+            st.curr_queue_offset = offs[end] + 1
+            retry = self.put(m.message(phys[end]), LONG_MAX, 0, due[end], direct=True)
+            if retry is not None:
+                return retry
+            m.release(phys[end])  # delivered at once: no unit points at it
+            start = end + 1
+        st.curr_queue_offset = offs[-1] + 1
+        return None
 
-    def base(self, hi: int, write: int) -> int:
-        """The walk of `loop` over the store's own units of the timer queue, from `curr_queue_offset` up
-        to the first unit it must leave to `loop` (one put at once, one not written); the base's end of
-        the range (or 0) is returned.
-
-        The units come from the same columns `cq_units` hands out, a record's properties from
-        `batchread.scan_plain` (the checks of `MappedBase.props`; else `StoreModel.props` itself, and always
-        when the record is in the overlay or the read cache): a plain string by one match giving the values
-        `take` needs and its length (the re-put's size, `DeliveryRows.of_plain`) as columns of offsets, any
-        other parsed into a map; the dequeue is woken once at the end for the earliest slot.
-        """
+    def _values(self, offs: list[int], phys: list[int], sizes: list[int]) -> list[list]:
+        """`take`'s columns of a batch's records: TIMER_OUT_MS (None: passed over), TIMER_DEL_UNIQKEY's presence,
+        REAL_TOPIC, REAL_QID and UNIQ_KEY texts, and what their delivery rows need. The store's own records come
+        from one `batchread.scan_plain` (a plain string's values taken by their offsets for all at once: the texts
+        of REAL_TOPIC and REAL_QID once per distinct value, the re-put's size by numpy); a roll re-put kept as a row
+        from the row (`TimerRolls.enqueue_values`); any other record (no template, a TIMER_OUT_MS not of 1 to 18
+        ASCII digits, one in the overlay, spool or read cache, a batch the scan cannot read) from its map."""
         st = self.st
         m = st.ctx.model
         b = m.base
-        if not batchable(b):
-            return 0
-        u = b._queue(TIMER_TOPIC, 0)
-        stop = min(hi, b.cq_max(TIMER_TOPIC, 0))
-        off = st.curr_queue_offset
-        if u is None or off < u.first or off >= stop:
-            return 0
-        skip = (m._msgs, m.spool._where if m.spool is not None else {}, b._lru)  # read per message
-        first = u.first
-        wake = None
-        try:
-            while off < stop:
-                lo = off - first
-                hi_ = min(stop - first, lo + ENQUEUE_BATCH)
-                ok = u.ok[lo:hi_]
-                if not ok.all():
-                    hi_ = lo + int(np.argmin(ok))
-                    if hi_ == lo:
-                        return stop  # a unit that is not written: `loop` passes it over
-                phys = u.offset[lo:hi_].tolist()
-                sizes = u.size[lo:hi_].tolist()
-                scanned = scan_plain(b, phys, sizes, ENQ_WANTED, ENQ_INTERN)
-                buf, out, answers = scanned if scanned is not None else (None, _unread(len(phys)), {})
-                try:
-                    done, halt, t = self._scanned(buf, out, answers, phys, sizes, write, skip)
-                finally:
-                    if buf is not None:
-                        close(buf)
-                off += done
-                st.curr_queue_offset = off
-                if t is not None and (wake is None or t < wake):
-                    wake = t
-                if len(_TEXTS) > FORMATS:
-                    _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
-                if halt:
-                    return stop
-            return stop
-        finally:
-            if wake is not None:
-                st.wake_dequeue(wake)
-
-    def _scanned(
-        self, buf, out: np.ndarray, answers: dict, phys: list[int], sizes: list[int], write: int, skip: tuple
-    ) -> tuple[int, bool, int | None]:
-        """`base`'s walk over one batch from `batchread.scan_plain`'s columns: a matched record's values
-        taken by their offsets for all at once (TIMER_OUT_MS as the kernel's number, the texts of REAL_TOPIC
-        and REAL_QID once per distinct value, the re-put's size by numpy), any other record (no template, a
-        TIMER_OUT_MS not of 1 to 18 ASCII digits, one in the overlay, spool or read cache, a batch the scan
-        cannot read) by `_base_values`; the units up to the first one put at once go to one `take`. Returns
-        (records walked, stopped there, the earliest slot)."""
-        msgs, spooled, lru = skip
         n = len(phys)
-        F = plainscan.FIXED
-        num = out[:, _NUMBER]
-        out_s = out[:, F]
-        py = out[:, _STATUS] != _MATCHED
-        py |= (out_s >= 0) & (num < 0)  # a TIMER_OUT_MS `int` reads (or refuses) as text
-        if any(any(map(c.__contains__, phys)) for c in skip):
-            py |= np.fromiter((ph in msgs or ph in spooled or ph in lru for ph in phys), bool, n)
-        take = ~py & (out_s >= 0)
-        halts = np.flatnonzero(take & put_at_once(num, write))
-        end = int(halts[0]) if len(halts) else n
-        singles: dict[int, tuple] = {}  # k -> `_base_values` of a record taken one by one
-        for k in np.flatnonzero(py[:end]).tolist():
+        if len(_TEXTS) > FORMATS:
+            _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
+        own = bisect_left(offs, b.cq_max(TIMER_TOPIC, 0)) if batchable(b) else 0  # the store's records first
+        scanned = scan_plain(b, phys[:own], sizes[:own], ENQ_WANTED, ENQ_INTERN) if own else None
+        ks: list[int] = []
+        if scanned is not None:
+            buf, out, _answers = scanned
+            try:
+                ks = self._matched(out, phys[:own])
+                matched = _scanned_columns(out, buf, ks)
+            finally:
+                close(buf)
+            if len(ks) == n:
+                return matched
+        cols = [[None] * n for _ in ENQ_VALUES]
+        if ks:
+            for col, values in zip(cols, matched, strict=True):
+                for k, v in zip(ks, values, strict=True):
+                    col[k] = v
+        rolled = st.rolled_props
+        for k in sorted(set(range(n)).difference(ks)):
             ph = phys[k]
-            read_here = ph not in msgs and ph not in spooled and ph not in lru
-            if out[k, _STATUS] == _MATCHED and read_here:
-                rec = plainscan.answer(out, k, buf, len(ENQ_WANTED))
-            elif out[k, _STATUS] == _PARSED and k in answers and read_here:
-                rec = answers[k]
-            else:
-                rec = self.st.props_rec(ph)  # the per-message read decides
-            got = _base_values(rec)
-            if got is not None and put_at_once(_due(got), write):
-                end = k
-                break
+            got = self.roll_values(ph) if st.roll_rows else None  # a roll re-put the dequeue keeps as a row
+            if got is None:
+                rec = rolled.pop(ph, None) if rolled else None  # a roll re-put just made
+                got = _map_values(rec if rec is not None else st.props_rec(ph))
             if got is not None:
-                singles[k] = got
-        take[end:] = False
-        ks = np.flatnonzero(take)
-        cols = _scanned_columns(out, buf, ks)
-        if singles:  # merged in queue order
-            run = _Run()
-            at = dict(zip(ks.tolist(), range(len(ks)), strict=True))
-            for k in sorted([*at, *singles]):
-                j = at.get(k)
-                run.add(phys[k], sizes[k], singles[k] if j is None else tuple(c[j] for c in cols))
-            if not run.phys:
-                return end, end < n, None
-            return end, end < n, self.take(*run.columns(), write)
-        ks = ks.tolist()
-        if not ks:
-            return end, end < n, None
-        if len(ks) < n:
-            phys, sizes = [phys[k] for k in ks], [sizes[k] for k in ks]
-        return end, end < n, self.take(phys, sizes, *cols, write)
+                for col, v in zip(cols, got, strict=True):
+                    col[k] = v
+        return cols
 
-    def take(
-        self,
-        phys: list[int],
-        sizes: list[int],
-        due: list[int],
-        delete: list[bool],
-        reals: list[str | None],
-        qid_texts: list[str | None],
-        uniqs: list[str | None],
-        srcs: list,
-        write: int,
-    ) -> int:
+    def _matched(self, out: np.ndarray, phys: list[int]) -> list[int]:
+        """The records of `batchread.scan_plain`'s columns whose values are taken as columns: matched by a
+        template, with a TIMER_OUT_MS of ASCII digits, read here (not in the overlay, spool or read cache)."""
+        m = self.st.ctx.model
+        ok = (out[:, _STATUS] == _MATCHED) & (out[:, propscan.FIXED] >= 0) & (out[:, _NUMBER] >= 0)
+        for held in (m._msgs, m.spool._where if m.spool is not None else {}, m.base._lru):
+            if any(map(held.__contains__, phys)):
+                ok &= ~np.fromiter(map(held.__contains__, phys), bool, len(phys))
+        return np.flatnonzero(ok).tolist()
+
+    def take(self, phys: list[int], sizes: list[int], values: list[list], write: int) -> int:
         """`doEnqueue` of a run of n >= 1 units in order, from their records' TIMER_OUT_MS, TIMER_DEL_UNIQKEY's
         presence, REAL_TOPIC, REAL_QID and UNIQ_KEY texts and what their delivery rows need (`srcs`: the
         re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties, BODYLENGTH or
         None, SYSFLAG) for `DeliveryRows.of_props`): the slots and magics by `rules.timer.do_enqueue_many`, the
         TimerLog positions as a run (unit by unit where a file ends), each slot's chain linked in order, the
         units' columns written together (`TimerUnits.put_run`), the events by one `EventLog.batch`; the
-        earliest slot is returned (the caller wakes the dequeue for it)."""
+        earliest slot is returned (the caller wakes the dequeue for it). `values`: the columns `ENQ_VALUES`."""
+        due, delete, reals, qid_texts, uniqs, srcs = values
         st = self.st
         n = len(phys)
         try:
@@ -296,21 +194,17 @@ class TimerEnqueue:
             st.end = end + n * TIMERLOG_UNIT_SIZE
         else:  # a file ends in the run: its filler as the TimerLog writes it
             positions = [st.next_unit_pos() for _ in range(n)]
-        slots, queued, wheel = st.slots, st.queued, st.wheel
         prevs = []
         for t, pos, d in zip(slot_of, positions, delete, strict=True):
-            s = slots.get(t)
-            if s is None and wheel is not None:
-                s = st.slot(t)
+            s = st.slot(t)
             if s is None:
-                slots[t] = WheelSlot(pos, pos, -1 if d else 1)
+                st.slots[t] = WheelSlot(pos, pos, -1 if d else 1)
                 prevs.append(-1)
             else:
                 prevs.append(s.last_pos)
                 s.last_pos = pos
                 s.num += -1 if d else 1
-            if t not in queued:
-                st.queue_slot(t)
+            st.queue_slot(t)
         hashes = st.topic_hash
         for real in set(reals).difference(hashes):
             hashes[real] = java_string_hash(real)
@@ -326,32 +220,17 @@ class TimerEnqueue:
         if positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
             st.units.put_run(positions[0], rows, extra)
         else:
-            units = st.units
             for pos, unit, x in zip(positions, rows.tolist(), extra.tolist(), strict=True):
-                units[pos] = unit
-                meta, _hi, _lo = x
-                if meta:
-                    units.set_extra(pos, x)
+                st.units.put(pos, unit, x)
         st.new_units.extend(positions)
         ctx = st.ctx
         log = ctx.log
         if log.keep:
             qids = {q: int_or(q) for q in set(qid_texts)}
-            log.batch(
-                ctx.engine._now,
-                "timer",
-                "enqueue",
-                reals,
-                list(map(qids.__getitem__, qid_texts)),
-                uniqs,
-                phys,
-                None,
-                slot=slot_of,
-                timer_out_ms=due,
-                roll=need_roll(magic_a),
-                cancel=delete,
-                timerlog_pos=positions,
-            )
+            qid_of = list(map(qids.__getitem__, qid_texts))
+            detail = {"slot": slot_of, "timer_out_ms": due, "roll": need_roll(magic_a), "cancel": delete}
+            detail["timerlog_pos"] = positions
+            log.batch(ctx.engine._now, "timer", "enqueue", reals, qid_of, uniqs, phys, None, **detail)
         else:
             log.tally("enqueue", n)
         return min(slot_of)
@@ -363,8 +242,6 @@ class TimerEnqueue:
         whose record is read again)."""
         rows = self.st.rows
         n = len(srcs)
-        if set(map(type, srcs)) == {int}:  # all plain strings (`base`): the rows by numpy
-            return rows.of_plain_many(srcs, delete, magic_a, reals, qid_texts, uniqs)
         of_props, of_plain = rows.of_props, rows.of_plain
 
         def row(src, delete: bool, magic: int, real, qid, uk) -> tuple[int, int, int]:
@@ -400,49 +277,11 @@ def _map_values(rec: tuple) -> tuple | None:
     )
 
 
-def _unread(n: int) -> np.ndarray:
-    """`scan_plain`'s `out` for n records it did not read (status -1: the per-message read decides)."""
-    return np.full((n, plainscan.FIXED + plainscan.STRIDE * len(ENQ_WANTED)), -1, np.int64)
-
-
-def _due(values: tuple) -> int:
-    due, *_rest = values
-    return due
-
-
-def _base_values(rec: tuple) -> tuple | None:
-    """`take`'s values of a store's record from what `scan_plain` (or `TimerState.props_rec`) answered: a
-    plain string's (length, values as bytes) or a (properties, BODYLENGTH, SYSFLAG); None: passed over."""
-    if len(rec) != 2:
-        return _map_values(rec)
-    n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, deq_b) = rec
-    if out_b is None:
-        return None
-    try:
-        delayed = int(out_b)  # ASCII digits: what `int` of the text gives
-    except ValueError:
-        delayed = int_or(out_b.decode("utf-8", "surrogateescape"))
-        if delayed is None:
-            return None
-    if enq_b is not None:
-        n -= len(enq_b) + ENQ_SEG
-    if deq_b is not None:
-        n -= len(deq_b) + DEQ_SEG
-    return (
-        delayed,
-        del_b is not None,
-        _TEXTS[real_b],
-        _TEXTS[qid_b],
-        None if uniq_b is None else uniq_b.decode("utf-8", "surrogateescape"),
-        n,
-    )
-
-
-def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
+def _scanned_columns(out: np.ndarray, buf, ks: list[int]) -> list[list]:
     """(due, delete, REAL_TOPIC, REAL_QID, UNIQ_KEY, re-put size) of the matched records `ks` of
-    `scan_plain`'s `out`, as `_base_values` gives them for their `(n, values)`: REAL_TOPIC's and
+    `scan_plain`'s `out` (the re-put's size less the two properties the dequeue sets): REAL_TOPIC's and
     REAL_QID's texts made once per distinct value (the kernel's first record of each)."""
-    F, W = plainscan.FIXED, plainscan.STRIDE
+    F, W = propscan.FIXED, propscan.STRIDE
     rows = out[ks]
     texts = _TEXTS
     cols: list = [rows[:, _NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
@@ -472,4 +311,4 @@ def _scanned_columns(out: np.ndarray, buf, ks: np.ndarray) -> tuple[list, ...]:
         s, e = rows[:, F + W * w], rows[:, F + W * w + 1]
         size -= np.where(s >= 0, e - s + seg, 0)
     cols.append(size.tolist())
-    return tuple(cols)
+    return cols

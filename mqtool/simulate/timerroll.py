@@ -20,12 +20,13 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
+from mqtool.formats.properties import key_order
 from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times, next_roll_times_of
 from mqtool.simulate.batchread import batchable, read_sources
-from mqtool.simulate.model import SimMessage, _order, tags_code
+from mqtool.simulate.model import SimMessage, tags_code
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
-from mqtool.simulate.timerrows import FORMATS
+from mqtool.simulate.timerrows import FORMATS, utf8_len
 from mqtool.simulate.timerstate import Texts, TimerState, int_or, signed, text
 
 _U64 = (1 << 64) - 1
@@ -54,7 +55,7 @@ class TimerRolls:
         self.st = st
 
     def sources(self, chain: list[tuple], lo: int, hi: int) -> dict[int, tuple] | None:
-        """`batchread.read_sources` of the store records the ROLL units among `chain[lo:hi]` ((pos, unit, row))
+        """`batchread.read_sources` of the store records the ROLL units among `chain[lo:hi]` ((pos, unit and row))
         point at, by index (absent: read whole); None when the base is not read batch-wise."""
         m = self.st.ctx.model
         base = m.base
@@ -63,7 +64,7 @@ class TimerRolls:
         msgs, spooled, lru = m._msgs, m.spool._where, base._lru
         at, phys, sizes = [], [], []
         for i in range(lo, min(hi, len(chain))):
-            _pos, (_prev, magic, write, _slot, ph, size, _hash), _x = chain[i]
+            _pos, (_prev, magic, write, _slot, ph, size, _hash, _meta, _hi, _lo) = chain[i]
             if magic & MAGIC_ROLL and write != -1 and not (ph in msgs or ph in spooled or ph in lru):  # `need_roll`
                 at.append(i)
                 phys.append(ph)
@@ -77,19 +78,11 @@ class TimerRolls:
         whole), no enqueue time to set, a cancel marker, values a row cannot hold."""
         m = self.st.ctx.model
         ph = msg.phys
-        _prev, _magic, write, _slot, _phys, _size, _hash = unit
-        if (
-            write == -1
-            or ph in m.spool._where
-            or ph in m._msgs
-            or msg.topic != TIMER_TOPIC
-            or msg.queue_id != 0
-            or m.put_filter is not None
-            or m.keep_messages
-        ):
-            return False
+        _prev, _magic, write, _slot, _phys, _size, _hash, _meta, _hi, _lo = unit
         src = msg.props
-        if PROPERTY_TIMER_DEL_UNIQKEY in src:
+        if write == -1 or ph in m.spool._where or ph in m._msgs or m.put_filter is not None or m.keep_messages:
+            return False
+        if msg.topic != TIMER_TOPIC or msg.queue_id != 0 or PROPERTY_TIMER_DEL_UNIQKEY in src:
             return False
         try:
             due = int(src[PROPERTY_TIMER_OUT_MS])
@@ -98,43 +91,30 @@ class TimerRolls:
         names = tuple(src)
         keys = (names, m.capacity)
         keys_part = _ROLL_KEYS.get(keys)
-        olds = []
         try:
             if keys_part is None:
-                _order(names + tuple(k for k in CONVERT_SET if k not in src), m.capacity)  # as `append` orders
-                _stored, names_len = _order(names, m.capacity)
+                key_order(names + tuple(k for k in CONVERT_SET if k not in src), m.capacity)  # as `append` orders
+                _stored, names_len = key_order(names, m.capacity)
                 keys_part = _ROLL_KEYS[keys] = names_len + 2 * len(src)
-            values = "".join(src.values())
-            n = keys_part + (len(values) if values.isascii() else len(values.encode("utf-8", "surrogateescape")))
-            for k in CONVERT_SET:
-                old = src.get(k)
-                olds.append(
-                    None if old is None else len(old) if old.isascii() else len(old.encode("utf-8", "surrogateescape"))
-                )
+            n = keys_part + utf8_len("".join(src.values()))
+            olds = [None if (old := src.get(k)) is None else utf8_len(old) for k in CONVERT_SET]
         except UnicodeError:
             return False  # `append` meets the same error
         n += msg.body_len + hosts_size(msg.sys_flag)
         times = next_roll_times_of(src)
         tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
-        return self.keep(
-            ph,
-            n,
-            olds,
-            due,
-            times,
+        texts = (
             src.get(PROPERTY_REAL_TOPIC),
             src.get(PROPERTY_REAL_QUEUE_ID),
             src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-            tags,
-            write,
-            slot_time,
         )
+        return self.keep(ph, n, olds, due, times, texts, tags, write, slot_time)
 
     def keep_bytes(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
         """`keep_map` of a store's record read by `batchread.read_sources` (`rec`: topic, QUEUEID, the
         plain properties string's size and the `ROLL_WANTED` values as bytes), without a map or record."""
         topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
-        _prev, _magic, write, _slot, phys, _size, _hash = unit
+        _prev, _magic, write, _slot, phys, _size, _hash, _meta, _hi, _lo = unit
         if topic != _TIMER_TOPIC_B or qid != 0 or del_b is not None or write == -1:
             return False
         try:
@@ -145,33 +125,12 @@ class TimerRolls:
             _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
         times = next_roll_times(times_b)
         tags = tags_code({PROPERTY_TAGS: text(tags_b)}) if tags_b is not None else 0
-        return self.keep(
-            phys,
-            n,
-            [None if v is None else len(v) for v in (enq_b, times_b, deq_b)],
-            due,
-            times,
-            _TEXTS[real_b],
-            _TEXTS[qid_b],
-            None if uniq_b is None else text(uniq_b),
-            tags,
-            write,
-            slot_time,
-        )
+        olds = [None if v is None else len(v) for v in (enq_b, times_b, deq_b)]
+        texts = (_TEXTS[real_b], _TEXTS[qid_b], None if uniq_b is None else text(uniq_b))
+        return self.keep(phys, n, olds, due, times, texts, tags, write, slot_time)
 
     def keep(
-        self,
-        ph: int,
-        n: int,
-        olds: list,
-        due: int,
-        times: int,
-        real: str | None,
-        qid_text: str | None,
-        uk: str | None,
-        tags: int,
-        write: int,
-        slot_time: int,
+        self, ph: int, n: int, olds: list, due: int, times: int, texts: tuple, tags: int, write: int, slot_time: int
     ) -> bool:
         """The roll re-put `TimerDequeue.put` would make of the record at `ph`, kept as a row: its size is the
         source's (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
@@ -179,9 +138,10 @@ class TimerRolls:
         arithmetic), `StoreModel.append_row` places it, and the spool keeps a row (`RecordSpool.put_row`): the
         source's offset, the re-put's size, queue offset, store time (= the dequeue time), enqueue time, roll
         count and tags code, from which `rebuild` rebuilds it, and its TIMER_OUT_MS and delivery row
-        (`DeliveryRows`), which `enqueue_values` hands the enqueue. False (nothing done) where a row cannot
-        hold it."""
+        (`DeliveryRows` of `texts`: REAL_TOPIC, REAL_QID, UNIQ_KEY), which `enqueue_values` hands the enqueue.
+        False (nothing done) where a row cannot hold it."""
         st = self.st
+        real, qid_text, uk = texts
         ctx, m = st.ctx, st.ctx.model
         qid = int_or(qid_text)
         if qid is None or not 0 <= due <= NP_MAX:
@@ -222,16 +182,10 @@ class TimerRolls:
         props = dict(src.props)
         for key, value in zip(CONVERT_SET, (enqueue_ms, times, store_ts), strict=True):
             props[key] = str(value)  # `convert_properties` as the put made it (the roll count kept in the row)
-        order, _names_len = _order(tuple(props), m.capacity)
+        order, _names_len = key_order(tuple(props), m.capacity)
         n = src.derive(src.topic, src.queue_id, props if order is None else {k: props[k] for k in order})
-        n.phys, n.size, n.queue_offset, n.store_ts, n.service, n.tags_code = (
-            phys,
-            size,
-            queue_offset,
-            store_ts,
-            "timer",
-            tags,
-        )
+        n.phys, n.size, n.queue_offset = phys, size, queue_offset
+        n.store_ts, n.service, n.tags_code = store_ts, "timer", tags
         return n
 
     def enqueue_values(self, phys: int) -> tuple | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
+from operator import attrgetter
 
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.simulate.context import SimContext
@@ -21,6 +22,10 @@ from mqtool.simulate.timerunits import TimerUnits
 TIMERLOG_BLANK_SIZE = 16
 PENDING_EVENTS = 4096  # a slot's events waiting for one `EventLog.batch` (a roll slot holds a third of a run)
 ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
+# `TimerUnits.UNIT_FIELDS` of a unit `store.timer.TimerLog.read_unit` reads
+_STORED_UNIT = attrgetter(
+    "prev_pos", "magic", "curr_write_time_ms", "delayed_time_ms", "offset_py", "size_py", "real_topic_hash"
+)
 _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
 
 
@@ -49,6 +54,7 @@ class TimerState:
         self.wheel = wheel  # mqtool.store.timer.TimerWheel, or None: slots rebuilt from `units`
         self.timerlog = timerlog  # mqtool.store.timer.TimerLog: units not held in `units`
         self.units = TimerUnits(file_size)  # pos -> unit, in compact columns
+        self.read_row = self.units.reader(self.unit)  # pos -> unit and delivery row, `walk_chain`'s reader
         self.new_units = array("q")  # positions appended during the run, in order
         self.fillers: list[tuple[int, int]] = []
         self.slots: dict[int, WheelSlot] = {}  # delayed time -> its slot
@@ -87,15 +93,7 @@ class TimerState:
         if u is None and self.timerlog is not None and pos >= 0:
             r = self.timerlog.read_unit(pos)
             if r is not None and r.magic != 0:
-                u = (
-                    r.prev_pos,
-                    r.magic,
-                    r.curr_write_time_ms,
-                    r.delayed_time_ms,
-                    r.offset_py,
-                    r.size_py,
-                    r.real_topic_hash,
-                )
+                u = _STORED_UNIT(r)
         return u
 
     def queue_slot(self, t: int) -> None:

@@ -1,20 +1,19 @@
 """`TimerUnits`: the simulator's TimerLog units by position, in compact columns.
 
 A run over a million timer messages holds a million 52-byte units; as Python tuples in a dict
-they took ~360 bytes each. Here a TimerLog file's units sit on its 52-byte grid in one
-`bytearray` (7 native int64 per unit, 56 bytes, packed and unpacked by one `struct` call) plus a
-presence byte; a position off the grid (a
-damaged store's odd file start) falls back to a plain dict. The values read back are the tuples
-the service always used: `(prev_pos, magic, write_time, delayed_time, offset_py, size_py, topic_hash)`.
-
-Beside a unit, the service may keep what a plain delivery of its record needs (`extra`: three uint64,
-see `TimerService._columns`), so the dequeue need not read the record again; a unit written without
-them (`[]=`, `put_run` without `extra`) has none.
+they took ~360 bytes each. Here a TimerLog file's units sit on its 52-byte grid in one `bytearray`
+(10 native 64-bit values a unit, packed and unpacked by one `struct` call) plus a presence byte; a
+position off the grid (a damaged store's odd file start) falls back to a plain dict. A unit's first
+seven values are the tuple the service always used (`UNIT_FIELDS`); the last three are the row a
+plain delivery of its record needs (`DeliveryRows`: meta, hi, lo; all zero for none), so the dequeue
+need not read the record again. `reader` gives both at once, the form `rules.timer.walk_chain` walks.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from operator import itemgetter
 
 import numpy as np
 
@@ -22,31 +21,25 @@ from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 
 # a unit's fields, as `formats.timerlog` names them (the magic number and the unit's size aside)
 UNIT_FIELDS = ("prev_pos", "magic", "write_time", "delayed_time", "offset_py", "size_py", "topic_hash")
+ROW_FIELDS = (*UNIT_FIELDS, "meta", "hi", "lo")  # a unit and its delivery row, as `reader` reads them
 FIELDS = len(UNIT_FIELDS)
 UNIT_DTYPE = np.dtype([(name, "=i8") for name in UNIT_FIELDS])  # a run of units `put_run` writes
+NO_ROW = (0, 0, 0)
+# a unit's fields by name (`walk_chain`'s prev_pos, `dequeue_order`'s magic, ...)
+PREV_POS, MAGIC, DELAYED_TIME, OFFSET_PY = (
+    itemgetter(ROW_FIELDS.index(name)) for name in ("prev_pos", "magic", "delayed_time", "offset_py")
+)
 _UNIT = struct.Struct(f"={FIELDS}q")
-_STRIDE = _UNIT.size
+_ROW = struct.Struct(f"={FIELDS}q{len(NO_ROW)}Q")
+_STRIDE = _ROW.size
+_WIDTH = len(ROW_FIELDS)
 _GROW = 4096  # units a file's columns grow by at once
-XFIELDS = 3
-_XUNIT = struct.Struct(f"={XFIELDS}Q")
-_XSTRIDE = _XUNIT.size
-
-
-def _file(where: tuple[int, int]) -> int:
-    f, _i = where
-    return f
-
-
-def _meta(x) -> int:
-    """An `extra` row's first value (0: no row)."""
-    meta, _hi, _lo = x
-    return meta
 
 
 class TimerUnits:
-    """A mapping `pos -> unit tuple` (get, [], []=, in, len) backed by per-file int64 rows."""
+    """A mapping `pos -> unit tuple` (get, [], []=, in, len) backed by per-file rows, each with its delivery row."""
 
-    __slots__ = ("file_size", "_cols", "_here", "_odd", "_n", "_x")
+    __slots__ = ("file_size", "_cols", "_here", "_odd", "_n")
 
     def __init__(self, file_size: int) -> None:
         self.file_size = int(file_size) if file_size and file_size > 0 else 1 << 62
@@ -54,7 +47,6 @@ class TimerUnits:
         self._here: dict[int, bytearray] = {}
         self._odd: dict[int, tuple] = {}
         self._n = 0
-        self._x: dict[int, bytearray] = {}  # file -> `extra` rows (grown only where some are written)
 
     def _where(self, pos: int) -> tuple[int, int] | None:
         if pos < 0:
@@ -63,7 +55,8 @@ class TimerUnits:
         i, rest = divmod(within, TIMERLOG_UNIT_SIZE)
         return None if rest else (f, i)
 
-    def __setitem__(self, pos: int, unit: tuple) -> None:
+    def put(self, pos: int, unit, row=NO_ROW) -> None:
+        """The unit at `pos` (7 values) and its delivery row (on the grid only; zeros: none)."""
         w = self._where(pos)
         if w is None:
             if pos not in self._odd:
@@ -75,10 +68,9 @@ class TimerUnits:
         if not here[i]:
             here[i] = 1
             self._n += 1
-        _UNIT.pack_into(cols, i * _STRIDE, *unit)
-        x = self._x.get(f)
-        if x is not None and i * _XSTRIDE < len(x):
-            _XUNIT.pack_into(x, i * _XSTRIDE, 0, 0, 0)
+        _ROW.pack_into(cols, i * _STRIDE, *unit, *row)
+
+    __setitem__ = put
 
     def _grow(self, f: int, units: int) -> tuple[bytearray, bytearray]:
         """File `f`'s (written flags, columns), grown to hold at least `units` units."""
@@ -94,108 +86,42 @@ class TimerUnits:
         return here, cols
 
     def put_run(self, pos: int, rows: np.ndarray, extra: np.ndarray | None = None) -> None:
-        """`self[pos + 52 * j] = rows[j]` for every j: the units a batch enqueue appends one after
+        """`self.put(pos + 52 * j, rows[j], extra[j])` for every j: the units a batch enqueue appends one after
         another (`rows` of `UNIT_DTYPE`, or int64 with one row of 7 values a unit), their columns written at
-        once; `extra` (uint64 rows of XFIELDS, zeros for none) the rows kept beside them."""
+        once; `extra` (uint64 rows of 3, zeros for none) the delivery rows kept beside them."""
         n = len(rows)
         if rows.dtype == UNIT_DTYPE:
             rows = rows.view(np.int64).reshape(n, FIELDS)
         w = self._where(pos)
-        last = self._where(pos + (n - 1) * TIMERLOG_UNIT_SIZE) if n else None
-        if w is None or last is None or _file(last) != _file(w):
-            xs = extra.tolist() if extra is not None else [None] * n
+        if w is None or not n or (pos + (n - 1) * TIMERLOG_UNIT_SIZE) // self.file_size != pos // self.file_size:
+            xs = extra.tolist() if extra is not None else [NO_ROW] * n
             for j, (unit, x) in enumerate(zip(rows.tolist(), xs, strict=True)):
-                at = pos + j * TIMERLOG_UNIT_SIZE
-                self[at] = unit
-                if x is not None and _meta(x):
-                    self.set_extra(at, x)
+                self.put(pos + j * TIMERLOG_UNIT_SIZE, unit, x)
             return
         f, i = w
         here, cols = self._grow(f, i + n)
         self._n += here.count(0, i, i + n)
         here[i : i + n] = b"\x01" * n
-        view = np.frombuffer(cols, np.int64, n * FIELDS, i * _STRIDE)  # `_UNIT`'s native int64 layout
-        view[:] = np.asarray(rows, np.int64).reshape(n * FIELDS)
+        view = np.frombuffer(cols, np.int64, n * _WIDTH, i * _STRIDE).reshape(n, _WIDTH)  # `_ROW`'s layout
+        view[:, :FIELDS] = np.asarray(rows, np.int64).reshape(n, FIELDS)
+        view[:, FIELDS:] = 0 if extra is None else np.asarray(extra, np.uint64).reshape(n, len(NO_ROW)).view(np.int64)
         del view  # the bytearray may grow again only without a view on it
-        self._put_extra(f, i, n, extra)
 
-    def _put_extra(self, f: int, i: int, n: int, extra: np.ndarray | None) -> None:
-        """File `f`'s `extra` rows [i, i + n): `extra` (uint64, XFIELDS a row; a row of zeros is none), or none."""
-        x = self._x.get(f)
-        if extra is None:
-            if x is None or i * _XSTRIDE >= len(x):
-                return
-            n = min(n, len(x) // _XSTRIDE - i)
-        else:
-            if x is None:
-                x = self._x[f] = bytearray()
-            need = (i + n) * _XSTRIDE
-            if need > len(x):
-                x.extend(bytes(need - len(x) + _GROW * _XSTRIDE))
-        view = np.frombuffer(x, np.uint64, n * XFIELDS, i * _XSTRIDE)
-        view[:] = 0 if extra is None else np.asarray(extra, np.uint64).reshape(n * XFIELDS)
-        del view
+    def reader(self, fallback: Callable[[int], tuple | None]) -> Callable[[int], tuple | None]:
+        """`read(pos)`: the unit held at `pos` with its delivery row (`ROW_FIELDS`), else `fallback(pos)`'s unit
+        (one not held here, e.g. read from the store's TimerLog) with none, or None: `walk_chain`'s reader."""
+        fs, here_of, cols_of, unpack = self.file_size, self._here, self._cols, _ROW.unpack_from
 
-    def extra(self, pos: int) -> tuple[int, int, int] | None:
-        """The `extra` row kept beside the unit at `pos`, None when there is none."""
-        f, within = divmod(pos, self.file_size)
-        x = self._x.get(f)
-        if x is None or pos < 0:
-            return None
-        i, rest = divmod(within, TIMERLOG_UNIT_SIZE)
-        if rest or (i + 1) * _XSTRIDE > len(x):
-            return None
-        row = _XUNIT.unpack_from(x, i * _XSTRIDE)
-        return row if _meta(row) else None
-
-    def set_extra(self, pos: int, row) -> None:
-        """Keep `row` (XFIELDS uint64, the first non-zero) beside the unit at `pos` (on the grid only)."""
-        w = self._where(pos)
-        if w is None:
-            return
-        f, i = w
-        x = self._x.get(f)
-        if x is None:
-            x = self._x[f] = bytearray()
-        if (i + 1) * _XSTRIDE > len(x):
-            x.extend(bytes((i + 1) * _XSTRIDE - len(x) + _GROW * _XSTRIDE))
-        _XUNIT.pack_into(x, i * _XSTRIDE, *row)
-
-    def chain(self, last_pos: int, extra: bool = False) -> list[tuple] | None:
-        """`walk_chain(last_pos, self.get, prev_pos)`'s units when the walk ends at prevPos -1 through
-        units held here whose positions fall all the way (every unit appended here points back
-        before itself); None otherwise (a unit not held, a prevPos forward or in a loop): the caller
-        walks it with `walk_chain`. With `extra`, (pos, unit, its `extra` row or None) a unit."""
-        out = []
-        xs = self._x if extra else None
-        pos = last_pos
-        bound = 1 << 62
-        fs = self.file_size
-        cols_of, here_of = self._cols, self._here
-        unpack = _UNIT.unpack_from
-        while pos != -1:
-            if pos < 0 or pos >= bound:
-                return None
+        def read(pos: int) -> tuple | None:
             f, within = divmod(pos, fs)
             i, rest = divmod(within, TIMERLOG_UNIT_SIZE)
             here = here_of.get(f)
-            if rest or here is None or i >= len(here) or not here[i]:
-                return None
-            u = unpack(cols_of[f], i * _STRIDE)
-            if xs is None:
-                out.append((pos, u))
-            else:
-                x = xs.get(f)
-                if x is not None and (i + 1) * _XSTRIDE <= len(x):
-                    meta, _hi, _lo = x = _XUNIT.unpack_from(x, i * _XSTRIDE)
-                    if not meta:
-                        x = None
-                else:
-                    x = None
-                out.append((pos, u, x))
-            bound = pos
-            pos, _magic, _write, _delayed, _offset, _size, _hash = u  # on to its prevPos
-        return out
+            if rest or pos < 0 or here is None or i >= len(here) or not here[i]:
+                u = fallback(pos)
+                return None if u is None else (*u, *NO_ROW)
+            return unpack(cols_of[f], i * _STRIDE)
+
+        return read
 
     def get(self, pos: int, default=None):
         w = self._where(pos)

@@ -16,10 +16,10 @@ import mqtool.simulate.schedule as schedule_mod
 from mqtool.builder.writer import StoreWriter
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import RMQ_SYS_SCHEDULE_TOPIC
+from mqtool.formats.properties import broker_properties_length as props_length
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6
 from mqtool.simulate.diskread import MappedBase
-from mqtool.formats.properties import broker_properties_length as props_length
 from mqtool.simulate.runner import simulate
 from mqtool.store import propscan
 from mqtool.store.store import Store

@@ -1,7 +1,7 @@
 """The timer's steps over runs of units (`TimerEnqueue.take` for the store's units and the roll re-puts,
 `TimerDequeue.deliver` and `TimerRolls.keep` with their events written by one `EventLog.batch` a run, the chain
-walked in `TimerUnits.chain`) write the same event log, byte for byte, and the same summary as the
-per-message walk (`reference_timer`) on a store whose cancels meet their targets in a
+walked by `rules.timer.walk_chain` over `TimerUnits.reader`) write the same event log, byte for byte, and the same
+summary as the per-message walk (`reference_timer`) on a store whose cancels meet their targets in a
 slot, some of them rolled, with a TimerLog of small files (fillers inside a batch)."""
 
 import io
@@ -109,15 +109,27 @@ def test_put_run_equals_unit_by_unit_writes_on_and_off_the_grid():
         assert [a.get(p) for p in positions] == [b.get(p) for p in positions] and len(a) == len(b)
 
 
-def test_chain_walks_what_walk_chain_walks_or_gives_up():
-    from mqtool.rules.timer import walk_chain
+def test_reader_gives_the_units_walk_chain_walks_whatever_prev_pos_does():
+    from mqtool.rules.timer import LOOP, walk_chain
+    from mqtool.simulate.timerunits import PREV_POS
 
     units = TimerUnits(1040)
     units[0] = (-1, 1, 0, 5, 100, 10, 0)
     units[104] = (0, 1, 0, 5, 200, 10, 0)
     units[1040 + 52] = (104, 3, 0, 5, 300, 10, 0)  # across files
-    w = walk_chain(1040 + 52, units.get, lambda u: u[0])
-    assert units.chain(1040 + 52) == w.units and [p for p, _ in w.units] == [1092, 104, 0]
-    units[156] = (208, 1, 0, 5, 400, 10, 0)  # points forward: left to walk_chain
-    units[208] = (-1, 1, 0, 5, 500, 10, 0)
-    assert units.chain(156) is None and units.chain(52) is None and units.chain(-1) == []
+    odd = {7: (-1, 1, 0, 5, 700, 10, 0)}  # a unit not held in the columns: the fallback's
+    read = units.reader(odd.get)
+    w = walk_chain(1040 + 52, read, PREV_POS)
+    assert [(p, u[:7]) for p, u in w.units] == [(1092, units[1092]), (104, units[104]), (0, units[0])]
+    units[156] = (208, 1, 0, 5, 400, 10, 0)  # points forward: the walk goes on
+    units[208] = (7, 1, 0, 5, 500, 10, 0)
+    w = walk_chain(156, read, PREV_POS)
+    assert [p for p, _ in w.units] == [156, 208, 7] and w.units[-1][1] == (*odd[7], 0, 0, 0) and not w.broken
+    units[0] = (156, 1, 0, 5, 100, 10, 0)  # 156 -> 208 -> 7 is fine; 104 -> 0 -> 156 -> 208 -> 7 too
+    units[7 + 1040] = (104, 1, 0, 5, 100, 10, 0)
+    units[208] = (1040 + 7, 1, 0, 5, 500, 10, 0)  # off the grid of its file: a fallback miss
+    assert walk_chain(156, read, PREV_POS).stop_pos == 1047
+    units[208] = (104, 1, 0, 5, 500, 10, 0)  # 156 -> 208 -> 104 -> 0 -> 156: a loop after a forward step
+    w = walk_chain(156, read, PREV_POS)
+    assert [p for p, _ in w.units] == [156, 208, 104, 0] and (w.stop, w.stop_pos) == (LOOP, 156)
+    assert walk_chain(-1, read, PREV_POS).units == []

@@ -1,5 +1,5 @@
 """The timer's batch enqueue of a large batch reads it as columns (`batchread.scan_plain`, the compiled
-`plainscan` kernel) instead of `read_plain`'s tuples: the event log and the summary equal the per-message
+`propscan` kernel) instead of `read_plain`'s tuples: the event log and the summary equal the per-message
 walk's on the stores of the `read_plain` tests (odd properties strings, units put at once, cancels, IPv6
 hosts, several CommitLog files, a fault), with the kernel as native code and as plain Python; and each
 record's answer taken from the columns equals `read_plain`'s."""
@@ -12,7 +12,6 @@ from reference_timer import use_reference
 
 from conftest import sibling
 from mqtool.formats.names import TIMER_TOPIC
-from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.simulate import batchread, timerenqueue
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
@@ -20,7 +19,7 @@ from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import DeliveryRows
 from mqtool.simulate.timerstate import TimerState
-from mqtool.store import propscan as plainscan
+from mqtool.store import propscan
 
 plain_store = sibling(__file__, "test_batch_enqueue")
 shapes = sibling(__file__, "test_batch_enqueue_plain")
@@ -31,7 +30,7 @@ DAY = shapes.DAY
 @pytest.fixture(params=["native", "python"])
 def engine(request, monkeypatch):
     if request.param == "python":
-        monkeypatch.setattr(plainscan, "KERNEL", plainscan.scan_py)  # the fallback without the extension
+        monkeypatch.setattr(propscan, "KERNEL", propscan.scan_py)  # the fallback without the extension
     return request.param
 
 
@@ -75,21 +74,19 @@ def test_columns_on_odd_strings(tmp_path, monkeypatch, engine, batch_size):
 def test_columns_hand_odd_units_to_the_per_message_walk(tmp_path, monkeypatch, engine):
     store, config = plain_store._build(tmp_path / "s", n=300)
     log, scanned = _same(store, config, monkeypatch)
-    # 6 each of: due at once (direct deliveries), no TIMER_OUT_MS, a bad one (passed over); the batch
-    # stops before each unit put at once and resumes after it
+    # 6 each of: due at once (direct deliveries), no TIMER_OUT_MS, a bad one (passed over); the run is
+    # taken up to each unit put at once and goes on after it
     assert log.count('"direct":true') == 6
     assert plain_store._store_enqueues(log) == 300 - 18
-    # 300 records, the batch cut at each of the 6 units put at once: 300 at first, then 4 fewer (the cut
-    # one, the 3 before it already taken) and 50 fewer per cut after
-    assert scanned == [300, 296, 246, 196, 146, 96, 46]
+    assert scanned == [300]  # one read of the 300 records, those put at once included
 
 
 def test_columns_across_commitlog_files_and_held_events(tmp_path, monkeypatch, engine):
     store, config = plain_store._build(tmp_path / "s", n=400, file_size=16 << 10)
     _log, scanned = _same(store, config, monkeypatch, hold=True)
-    # 400 records over 16 KiB CommitLog files: the 8 batches before the last units put at once cannot be read
-    # batch-wise (scan_plain answers None: 0 each); the last 46 records lie in one file, read as columns
-    assert scanned == [0, 0, 0, 0, 0, 0, 0, 0, 46]
+    # 400 records over 16 KiB CommitLog files: the batch cannot be read batch-wise (scan_plain answers None),
+    # every record is read per message
+    assert scanned == [0]
 
 
 def test_columns_with_a_fault_scenario(tmp_path, monkeypatch, engine):
@@ -103,8 +100,9 @@ def test_columns_with_a_fault_scenario(tmp_path, monkeypatch, engine):
         START,
     )
     _log, scanned = _same(store, config, monkeypatch, scenario=sc)
-    # 200 records, cut at each unit put at once: 200, then 4 fewer, then 50 fewer per cut
-    assert scanned == [200, 196, 146, 96, 46]
+    # 200 records; the first unit put at once waits (the fault): the walk reads the 196 after it again once
+    # the put is done, and the other units put at once are put at the first try
+    assert scanned == [200, 196]
 
 
 def _answers(fast, units, intern=0):
@@ -113,7 +111,7 @@ def _answers(fast, units, intern=0):
     try:
         nw = len(timerenqueue.ENQ_WANTED)
         return [
-            plainscan.answer(out, k, buf, nw) if out[k, 0] == 1 else answers.get(k) if out[k, 0] == 0 else None
+            propscan.answer(out, k, buf, nw) if out[k, 0] == 1 else answers.get(k) if out[k, 0] == 0 else None
             for k in range(len(units))
         ], out.copy()
     finally:
@@ -134,10 +132,10 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
         assert got2 == batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         assert (out2[:, 0] == 1).sum() == 11 * 20 and (out2[:, 0] == 0).sum() == 4 * 20
         matched = np.flatnonzero(out2[:, 0] == 1)
-        F, W = plainscan.FIXED, plainscan.STRIDE
+        F, W = propscan.FIXED, propscan.STRIDE
         for k in matched.tolist():
             out_b = got2[k][1][0]
-            assert out2[k, plainscan.NUMBER] == (int(out_b) if out_b.isdigit() and out_b.isascii() else -1)
+            assert out2[k, propscan.NUMBER] == (int(out_b) if out_b.isdigit() and out_b.isascii() else -1)
             for w in (2, 3):  # the first record with the same REAL_TOPIC / REAL_QID bytes
                 j = out2[k, F + W * w + 2]
                 assert got2[j][1][w] == got2[k][1][w]
@@ -146,9 +144,10 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
         fast.close()
 
 
-@pytest.mark.parametrize("odd", [None, "ключ00AB"])  # with a non-ASCII key: every row by `_packed`
-def test_plain_rows_by_numpy_equal_of_plain(odd):
-    """`DeliveryRows.of_plain_many` (kind 1 and kind 2 UNIQ_KEYs by numpy) equals `DeliveryRows.of_plain` key by key."""
+@pytest.mark.parametrize("odd", [None, "ключ00AB"])  # with a non-ASCII key
+def test_plain_rows_by_kind_of_uniq_key(odd):
+    """`DeliveryRows.of_plain` packs a UNIQ_KEY of 32 uppercase hex digits (kind 1), a prefix and up to 16 such
+    digits (kind 2) or none (kind 0), and gives no row where it cannot; `uniq_key` reads each back."""
     uks = [
         "T00000000",
         "T0000000A",
@@ -175,13 +174,10 @@ def test_plain_rows_by_numpy_equal_of_plain(odd):
     sizes = [100 + i for i in range(n)]
     sizes[5] = 1 << 29  # past the row's range
     delete = [i == 9 for i in range(n)]
-    magic = np.array([MAGIC_ROLL if i == 10 else 0 for i in range(n)], np.int64)
-    a, b = DeliveryRows(lambda: 16), DeliveryRows(lambda: 16)
-    got = [tuple(r) for r in a.of_plain_many(sizes, delete, magic, reals, qids, uks).tolist()]
-    want = [(0, 0, 0) if delete[i] or magic[i] else b.of_plain(sizes[i], reals[i], qids[i], uks[i]) for i in range(n)]
-    assert [a.uniq_key(r) if r[0] else None for r in got] == [b.uniq_key(w) if w[0] else None for w in want]
-    assert [r[0] for r in got] == [w[0] for w in want]
-    assert sorted(a.formats) == sorted(b.formats)
+    roll = [i == 10 for i in range(n)]
+    a = DeliveryRows(lambda: 16)
+    got = [(0, 0, 0) if delete[i] or roll[i] else a.of_plain(sizes[i], reals[i], qids[i], uks[i]) for i in range(n)]
+    assert [a.uniq_key(r) for r in got if r[0]] == [uks[i] for i, r in enumerate(got) if r[0]]
     # kind 2 (prefix and digits), 1 (32 hex digits), 0 (none); no row: the size past range (5), the cancel (9),
     # the roll (10), no hex digit at the end (12), no REAL_TOPIC (15); a lowercase key's tail "2000000000006"
     kinds = [None if r == (0, 0, 0) else r[0] >> 32 & 3 for r in got]

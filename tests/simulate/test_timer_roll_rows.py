@@ -93,7 +93,7 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
     def spy_bytes(self, unit, rec, slot_time):
         done = keep_bytes(self, unit, rec, slot_time)
         if done:
-            _prev, _magic, _write, _slot, phys, _size, _hash = unit
+            _prev, _magic, _write, _slot, phys, *_row = unit
             plain.append(phys)
         return done
 

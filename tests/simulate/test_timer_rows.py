@@ -91,8 +91,8 @@ def _run(store, config, batch, monkeypatch, scenario=None):
     rows = []
     deliver = TimerDequeue.deliver
 
-    def spy(self, write, due, phys, x, slot_time):
-        done = deliver(self, write, due, phys, x, slot_time)
+    def spy(self, write, due, phys, meta, hi, lo, slot_time):
+        done = deliver(self, write, due, phys, meta, hi, lo, slot_time)
         if done:
             rows.append(phys)
         return done
@@ -208,13 +208,15 @@ def test_uniq_key_forms_and_refusals():
 
 def test_unit_rows_are_cleared_by_a_plain_write():
     units = TimerUnits(52 * 100)
-    units.set_extra(104, (5, 6, 7))
-    assert units.extra(104) == (5, 6, 7) and units.extra(52) is None and units.extra(5200 + 104) is None
+    read = units.reader(lambda _pos: None)
+    units.put(104, (1, 2, 3, 4, 5, 6, 7), (5, 6, 7))
+    assert read(104) == (1, 2, 3, 4, 5, 6, 7, 5, 6, 7) and read(52) is None and read(5200 + 104) is None
     units[104] = (1, 2, 3, 4, 5, 6, 7)
-    assert units.extra(104) is None
-    units.put_run(0, np.arange(21, dtype=np.int64).reshape(3, 7), np.array([[1, 2, 3], [0, 0, 0], [9, 8, 7]]))
-    assert [units.extra(p) for p in (0, 52, 104)] == [(1, 2, 3), None, (9, 8, 7)]
-    assert units.chain(104, True) is None  # its prevPos 14 is off the grid: `walk_chain` decides
+    assert read(104) == (1, 2, 3, 4, 5, 6, 7, 0, 0, 0)
+    units.put_run(
+        0, np.arange(21, dtype=np.int64).reshape(3, 7), np.array([[1, 2, 3], [0, 0, 0], [9, 8, 2**64 - 1]], np.uint64)
+    )
+    assert [read(p)[7:] for p in (0, 52, 104)] == [(1, 2, 3), (0, 0, 0), (9, 8, 2**64 - 1)]
+    assert units[104] == (14, 15, 16, 17, 18, 19, 20)
     units.put_run(52, np.zeros((2, 7), np.int64) - 1)
-    assert units.extra(104) is None and units.extra(0) == (1, 2, 3)
-    assert units.chain(104, True) == [(104, (-1,) * 7, None)]
+    assert read(104) == (-1,) * 7 + (0, 0, 0) and read(0)[7:] == (1, 2, 3)
