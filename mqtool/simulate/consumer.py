@@ -62,9 +62,10 @@ from mqtool.rules.retry import (
 )
 from mqtool.rules.schedule import compute_deliver_timestamp, delay_level_2_queue_id, transform_delay_level_message
 from mqtool.simulate.context import SimContext
-from mqtool.simulate.engine import NORMAL, PERSIST, Process
+from mqtool.simulate.engine import NORMAL, Process
 from mqtool.simulate.model import SimMessage
 from mqtool.simulate.scenario import ConsumerSpec
+from mqtool.simulate.service import PersistedOffsets
 
 if TYPE_CHECKING:
     from mqtool.formats.offsets_json import ConsumerOffsets
@@ -119,8 +120,8 @@ class Popped(NamedTuple):
     ck: SimMessage | None
 
 
-class ConsumerService:
-    """Every `[[consumers]]` group of a scenario; a service with start/stop/persist like the others."""
+class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
+    """Every `[[consumers]]` group of a scenario; `offsets` is `ConsumerOffsetManager`'s table."""
 
     def __init__(
         self,
@@ -129,7 +130,6 @@ class ConsumerService:
         stored_offsets: ConsumerOffsets | None,
         groups: dict[str, GroupConfig] | None,
     ) -> None:
-        self.ctx = ctx
         self.groups = groups or {}
         self.config = config = ctx.config
         ip, port = config.broker_ip1, config.listen_port
@@ -142,8 +142,7 @@ class ConsumerService:
             topic, _, group = key.rpartition("@")
             for qid, off in table.items():
                 stored[(group, topic, int(qid))] = int(off)
-        self.offsets: dict[tuple[str, str, int], int] = stored
-        self.persisted = dict(stored)
+        super().__init__(ctx, stored, config.flush_consumer_offset_interval, FIRST_PERSIST_MS, "consumer-persist")
         self.by_group: dict[str, list[ConsumerSpec]] = {}
         for s in specs:
             self.by_group.setdefault(s.group, []).append(s)
@@ -162,7 +161,6 @@ class ConsumerService:
         self.topic_requests: list[tuple[str, int, int, int]] = []
         self.next_unit: dict[tuple[str, str, int], int] = {}
         self.gen = 0
-        self.persister: Process | None = None
         self.counts: dict[str, Counter] = {g: Counter() for g in self.by_group}
         for key in self.queue_spec:
             _group, topic, qid = key
@@ -210,28 +208,14 @@ class ConsumerService:
             self.next_unit[key] = self._initial(key, spec)
             self.walkers[key] = eng.process(self._walk(key), NORMAL, 0, f"consumer-{group}-{topic}-{qid}")
         self.pop.start()
-        self.persister = eng.process(self._persist_loop(), PERSIST, FIRST_PERSIST_MS, "consumer-persist")
+        self.start_persister()
         self.revive.start()
 
     def stop(self, clean: bool) -> None:
         self.gen += 1  # consumptions already scheduled never happen
         for p in [*self.walkers.values(), *self.pop.poppers.values(), *self.revive.revivers.values()]:
             p.stop()
-        if self.persister is not None:
-            self.persister.stop()
-        if clean:
-            self.persist()
-        else:
-            self.offsets = dict(self.persisted)  # a crash loses what was not persisted
-
-    def persist(self) -> None:
-        """`ConsumerOffsetManager.persist`: the in-memory table becomes consumerOffset.json."""
-        self.persisted = dict(self.offsets)
-
-    def _persist_loop(self):
-        while True:
-            self.persist()
-            yield self.config.flush_consumer_offset_interval
+        self.stop_persister(clean)
 
     def _on_append(self, key) -> None:
         """A new message waits for the consumer's next pull: none with long polling, else the next tick of

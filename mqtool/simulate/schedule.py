@@ -46,7 +46,8 @@ from mqtool.rules.schedule import (
 )
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
-from mqtool.simulate.engine import PERSIST, SCHEDULE, Process
+from mqtool.simulate.engine import SCHEDULE, Process
+from mqtool.simulate.service import PersistedOffsets
 
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
@@ -111,23 +112,21 @@ class _Pending:
         self.offset, self.phys, self.status, self.resend = offset, phys, status, 0
 
 
-class ScheduleService:
-    """All delay levels of one broker; `offsets` is the in-memory offsetTable, `persisted` the file."""
+class ScheduleService(PersistedOffsets[int]):
+    """All delay levels of one broker; `offsets` is the offsetTable, `persisted` delayOffset.json."""
 
     def __init__(self, ctx: SimContext, stored_offsets: dict[int, int] | None) -> None:
-        self.ctx = ctx
+        super().__init__(
+            ctx, dict(stored_offsets or {}), ctx.config.flush_delay_offset_interval, 10000, "schedule-persist"
+        )
         levels = ctx.config.delay_levels_ms()  # delayLevelTable: only these levels get a task (`start`)
         self.delays = {lv: d for lv, d in enumerate(levels, 1) if is_level_started(lv, levels)}
-        self.offsets: dict[int, int] = dict(stored_offsets or {})
-        self.persisted: dict[int, int] = dict(self.offsets)
         self.async_deliver = ctx.config.enable_schedule_async_deliver
         self.max_pending = ctx.config.schedule_async_deliver_max_pending_limit
-        self.persist_interval = ctx.config.flush_delay_offset_interval
         self.procs: dict[int, Process] = {}
         self.handlers: dict[int, Process] = {}
         self.pending: dict[int, deque[_Pending]] = {}
         self.grid: dict[int, int] = {}  # level -> time of its last poll (polls are 100 ms apart)
-        self.persister: Process | None = None
         self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
         self._targets: dict[tuple, tuple | object | None] = {}  # `_deliver_due`'s `_target` answers
@@ -149,17 +148,12 @@ class ScheduleService:
                 self.handlers[level] = e.process(
                     self._handle(level), SCHEDULE, FIRST_DELAY_TIME, f"schedule-handle-{level}"
                 )
-        self.persister = e.process(self._persist_loop(), PERSIST, 10000, "schedule-persist")
+        self.start_persister()
 
     def stop(self, clean: bool) -> None:
         for p in [*self.procs.values(), *self.handlers.values()]:
             p.stop()
-        if self.persister:
-            self.persister.stop()
-        if clean:
-            self.persist()
-        else:
-            self.offsets = dict(self.persisted)  # a crash loses what was not persisted
+        self.stop_persister(clean)
 
     def _correct_offsets(self) -> None:
         """`correctDelayOffset`: clamp each stored offset into its queue's [min, max]."""
@@ -172,8 +166,9 @@ class ScheduleService:
             self.offsets[level] = correct_delay_offset(off, lo, hi)
 
     def persist(self) -> None:
+        """delayOffset.json written, and logged as the `persist` event."""
+        super().persist()
         offsets = self.offsets
-        self.persisted = dict(offsets)
         keys = self._persist_keys  # (the levels, sorted, and their names) while the levels stay the same
         if keys is None or keys[0] != offsets.keys():
             levels = sorted(offsets)
@@ -181,11 +176,6 @@ class ScheduleService:
         _, levels, names = keys
         named = dict(zip(names, map(offsets.__getitem__, levels), strict=True))
         self.ctx.log.batch(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC, offsets=named)
-
-    def _persist_loop(self):
-        while True:
-            self.persist()
-            yield self.persist_interval
 
     # ----- waking -----
     def _next_poll(self, level: int, not_before: int) -> int:

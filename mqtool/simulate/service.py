@@ -8,10 +8,14 @@ timing depends on the broker's clock may also be a `ClockListener`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
+
+from mqtool.simulate.engine import PERSIST, Process
 
 if TYPE_CHECKING:
     from mqtool.simulate.context import SimContext
+
+K = TypeVar("K")
 
 
 @runtime_checkable
@@ -30,6 +34,39 @@ class Service(Protocol):
 class ClockListener(Protocol):
     def on_clock_jump(self) -> None:
         """`System.currentTimeMillis()` jumped: re-time whatever sleeps until a broker time."""
+
+
+class PersistedOffsets(Generic[K]):
+    """A service's offset table as the broker keeps it: `offsets` in memory, `persisted` the copy on disk
+    (its `ConfigManager` file), written at every `persist()` and at a clean stop; a crash falls back to it."""
+
+    def __init__(self, ctx: SimContext, stored: dict[K, int], interval: int, first: int, name: str) -> None:
+        self.ctx = ctx
+        self.offsets: dict[K, int] = stored
+        self.persisted: dict[K, int] = dict(stored)
+        self.persist_interval, self._first_persist, self._persist_name = interval, first, name
+        self.persister: Process | None = None
+
+    def persist(self) -> None:
+        self.persisted = dict(self.offsets)
+
+    def start_persister(self) -> None:
+        """The scheduled flush: `first` ms after the start, then every `interval` ms."""
+        self.persister = self.ctx.engine.process(self._persist_loop(), PERSIST, self._first_persist, self._persist_name)
+
+    def stop_persister(self, clean: bool) -> None:
+        """Persist at a clean stop; after a crash the offsets are the last persisted ones again."""
+        if self.persister is not None:
+            self.persister.stop()
+        if clean:
+            self.persist()
+        else:
+            self.offsets = dict(self.persisted)
+
+    def _persist_loop(self):
+        while True:
+            self.persist()
+            yield self.persist_interval
 
 
 def start_services(ctx: SimContext) -> None:

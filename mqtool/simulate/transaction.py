@@ -56,8 +56,9 @@ from mqtool.rules.transaction import (
     put_check_times,
 )
 from mqtool.simulate.context import SimContext
-from mqtool.simulate.engine import PERSIST, PRODUCER, TRANSACTION, Process
+from mqtool.simulate.engine import PRODUCER, TRANSACTION, Process
 from mqtool.simulate.model import SimMessage, tags_code
+from mqtool.simulate.service import PersistedOffsets
 
 if TYPE_CHECKING:
     from mqtool.formats.offsets_json import ConsumerOffsets
@@ -199,28 +200,27 @@ class _Run:
         self.rows, self.kind = [], ""
 
 
-class TransactionService:
-    """The check service, the op batch service and the producers' answers of one broker."""
+class TransactionService(PersistedOffsets[tuple[str, int]]):
+    """The check service, the op batch service and the producers' answers of one broker; `offsets` are the
+    CID_RMQ_SYS_TRANS rows of consumerOffset.json."""
 
     def __init__(self, ctx: SimContext, consumer_offsets: ConsumerOffsets | None = None) -> None:
-        self.ctx = ctx
         cfg = ctx.config
         self.timeout = cfg.transaction_timeout
         self.check_max = cfg.transaction_check_max
         self.interval = cfg.transaction_check_interval
         self.op_interval = cfg.transaction_op_batch_interval
         self.file_reserved_h = cfg.file_reserved_time
-        self.offsets: dict[tuple[str, int], int] = {}
+        stored: dict[tuple[str, int], int] = {}
         table = consumer_offsets.offset_table if consumer_offsets is not None else {}
         for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
             for qid, off in (table.get(f"{topic}@{CID_SYS_RMQ_TRANS}") or {}).items():
-                self.offsets[(topic, int(qid))] = int(off)
-        self.persisted = dict(self.offsets)
+                stored[(topic, int(qid))] = int(off)
+        super().__init__(ctx, stored, 5000, 5000, "consumer-offset-persist")
         self.op_pending: dict[int, list[str]] = {}
         self.op_last_write: dict[int, int] = {}
         self.checker: Process | None = None
         self.op_batcher: Process | None = None
-        self.persister: Process | None = None
         self.rounds: list[dict] = []
         self.resolved: dict[str, str] = {}  # uniq key -> commit | rollback | discard | skip
         self.checks = 0
@@ -233,27 +233,17 @@ class TransactionService:
         if not self.ctx.v4:
             self.op_batcher = e.process(self._op_batch_loop(), TRANSACTION, 0, "transaction-op-batch")
         if any(f.kind == "crash" for f in self.ctx.scenario.faults):
-            self.persister = e.process(self._persist_loop(), PERSIST, 5000, "consumer-offset-persist")
+            self.start_persister()
 
     def stop(self, clean: bool) -> None:
-        for p in (self.checker, self.op_batcher, self.persister):
+        for p in (self.checker, self.op_batcher):
             if p is not None:
                 p.stop()
         if clean:
             self.flush_ops()
-            self.persist()
         else:
-            self.offsets = dict(self.persisted)
             self.op_pending.clear()
-
-    def persist(self) -> None:
-        """consumerOffset.json's CID_RMQ_SYS_TRANS offsets: the copy a crash falls back to."""
-        self.persisted = dict(self.offsets)
-
-    def _persist_loop(self):
-        while True:
-            self.persist()
-            yield 5000
+        self.stop_persister(clean)
 
     def _check_loop(self):
         ctx = self.ctx
