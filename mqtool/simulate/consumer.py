@@ -575,7 +575,6 @@ class PopRevive:
         self.svc = svc
         self.ctx = ctx = svc.ctx
         self.revivers: dict[int, Process] = {}
-        self.revive_offsets: dict[int, int] = {}
         if svc.pop_clients:
             for q in range(svc.config.revive_queue_num):
                 ctx.model.on_append(svc.revive_topic, q, lambda q=q: _wake_idle(self.revivers.get(q)))
@@ -640,7 +639,6 @@ class PopRevive:
                     if diff not in read.acked:
                         self._revive(read.ck, read.ck.start_offset + diff)
                 new_offset = read.revive_offset
-            self.revive_offsets[q] = new_offset
             if new_offset > old:  # commitOffset(REVIVE_GROUP, reviveTopic, queueId, newOffset)
                 self.svc.offsets[(REVIVE_GROUP, topic, q)] = new_offset
             if not cks:
@@ -650,8 +648,11 @@ class PopRevive:
                 slow = 1
 
     def _offset(self, q: int) -> int:
-        """`consumeReviveMessage`'s old offset: max(the service's own, the revive group's committed), else -1."""
-        return max(self.revive_offsets.get(q, -1), self.svc.offsets.get((REVIVE_GROUP, self.svc.revive_topic, q), -1))
+        """`consumeReviveMessage`'s old offset: max(reviveOffset, the revive group's committed offset), else -1.
+        reviveOffset is the committed offset after every round; a new `PopReviveService` (a restart) reads it
+        before `consumerOffsetManager.load()` (the `BrokerController` constructor), so it starts at -1 and the
+        committed offset (after a crash: the last persisted one) alone decides."""
+        return self.svc.offsets.get((REVIVE_GROUP, self.svc.revive_topic, q), -1)
 
     def _revive(self, ck: pop_format.PopCheckPoint, offset: int) -> None:
         """`reviveRetry`: the message again on the pop retry topic, queue 0, reconsumeTimes + 1; the topic is

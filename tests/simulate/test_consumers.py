@@ -347,3 +347,28 @@ def test_scenario_consumer_settings_are_used() -> None:
     """The consumers read these from the typed BrokerConfig: a scenario setting them gets no "unused" warning."""
     broker = {"reviveQueueNum": 2, "popFromRetryProbability": 50, "listenPort": 20911, "reviveQueueNumber": 2}
     assert unused_settings(broker) == ["reviveQueueNumber"]
+
+
+def test_crash_revives_again_what_was_revived_after_the_last_persist():
+    # PopReviveService (5.3.1): a round starts at max(reviveOffset, the revive group's committed offset) and
+    # commits its new offset in ConsumerOffsetManager; reviveOffset is read in the constructor, which runs in
+    # BrokerController's constructor before consumerOffsetManager.load(), so a restarted broker starts at -1
+    # and reads the revive queue from the offset last persisted to consumerOffset.json.
+    # Here: 12 checkpointed messages revived at S + 12.1 s / S + 13.1 s (invisibleTime 10 s, see above), offsets
+    # persisted at S + 10 s (nothing of the revive group yet), a crash at S + 14 s: the restart at S + 15 s reads
+    # the revive queues from 0 again; its first round, reviveInterval (1 s) later, finds every checkpoint more
+    # than 2 s overdue and revives the 12 messages a second time, at S + 16 s, into %RETRY% queue 0's
+    # offsets 12..23 (its 12 records from the first revives are in the CommitLog: a crash keeps them)
+    pop = {
+        "group": "GID_p",
+        "topic": TOPIC,
+        "mode": "pop",
+        "fail_times": 1,
+        "invisible_time": "10s",
+        "pop_random": 50,
+    }
+    _, r = run([pop], S + 40_000, faults=[{"kind": "crash", "from": S + 14_000, "until": S + 15_000}])
+    revived = [(e.time, e.detail["queue_offset"], e.detail["revive_time"]) for e in consumer_events(r, "revive")]
+    first = [(S + 12_100, i, S + 10_000) for i in range(11)] + [(S + 13_100, 11, S + 11_000)]
+    again = [(S + 16_000, 12 + i, S + 10_000) for i in range(11)] + [(S + 16_000, 23, S + 11_000)]
+    assert revived == first + again
