@@ -65,7 +65,7 @@ from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import NORMAL, Process
 from mqtool.simulate.model import SimMessage
 from mqtool.simulate.scenario import ConsumerSpec
-from mqtool.simulate.service import PersistedOffsets
+from mqtool.simulate.service import PersistedOffsets, consumer_offset_rows
 
 if TYPE_CHECKING:
     from mqtool.formats.offsets_json import ConsumerOffsets
@@ -137,11 +137,7 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         self.revive_topic = pop_rules.build_cluster_revive_topic(config.broker_cluster_name)
         if any(s.mode == "pop" for s in specs) and ctx.v4:
             raise ValueError("POP consumption needs a 5.x broker (4.9.8 has no PopReviveService)")
-        stored = {}
-        for key, table in (stored_offsets.offset_table if stored_offsets is not None else {}).items():
-            topic, _, group = key.rpartition("@")
-            for qid, off in table.items():
-                stored[(group, topic, int(qid))] = int(off)
+        stored = consumer_offset_rows(stored_offsets)
         super().__init__(ctx, stored, config.flush_consumer_offset_interval, FIRST_PERSIST_MS, "consumer-persist")
         self.by_group: dict[str, list[ConsumerSpec]] = {}
         for s in specs:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, runtime_checkable
 from mqtool.simulate.engine import PERSIST, Process
 
 if TYPE_CHECKING:
+    from mqtool.formats.offsets_json import ConsumerOffsets
     from mqtool.simulate.context import SimContext
 
 K = TypeVar("K")
@@ -67,6 +68,16 @@ class PersistedOffsets(Generic[K]):
         while True:
             self.persist()
             yield self.persist_interval
+
+
+def consumer_offset_rows(stored: ConsumerOffsets | None) -> dict[tuple[str, str, int], int]:
+    """consumerOffset.json's `topic@group` table as (group, topic, queueId) -> offset."""
+    rows = {}
+    for key, table in (stored.offset_table if stored is not None else {}).items():
+        topic, _, group = key.rpartition("@")
+        for qid, off in table.items():
+            rows[(group, topic, int(qid))] = int(off)
+    return rows
 
 
 def start_services(ctx: SimContext) -> None:

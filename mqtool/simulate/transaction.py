@@ -58,7 +58,7 @@ from mqtool.rules.transaction import (
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PRODUCER, TRANSACTION, Process
 from mqtool.simulate.model import SimMessage, tags_code
-from mqtool.simulate.service import PersistedOffsets
+from mqtool.simulate.service import PersistedOffsets, consumer_offset_rows
 
 if TYPE_CHECKING:
     from mqtool.formats.offsets_json import ConsumerOffsets
@@ -211,11 +211,9 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         self.interval = cfg.transaction_check_interval
         self.op_interval = cfg.transaction_op_batch_interval
         self.file_reserved_h = cfg.file_reserved_time
-        stored: dict[tuple[str, int], int] = {}
-        table = consumer_offsets.offset_table if consumer_offsets is not None else {}
-        for topic in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC):
-            for qid, off in (table.get(f"{topic}@{CID_SYS_RMQ_TRANS}") or {}).items():
-                stored[(topic, int(qid))] = int(off)
+        ours = (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC)
+        rows = consumer_offset_rows(consumer_offsets).items()
+        stored = {(t, qid): off for (g, t, qid), off in rows if g == CID_SYS_RMQ_TRANS and t in ours}
         super().__init__(ctx, stored, 5000, 5000, "consumer-offset-persist")
         self.op_pending: dict[int, list[str]] = {}
         self.op_last_write: dict[int, int] = {}
