@@ -255,6 +255,17 @@ def test_revise_slots_by_hand():
     assert disk == {T0 + 5000: [0, 52, 2]}  # the wheel given is not changed
 
 
+def test_revise_slots_without_a_wheel_file_counts_nothing():
+    """No `timerwheel` file: TimerWheel maps zeros, so `reviseSlot(force)` finds no slot of that time and the
+    3-argument `putSlot` writes (time, pos, pos) over num 0; the next units of that time only move lastPos.
+    The units 0 and 104 are plain and 52 a DELETE of the same slot: `doEnqueue` would count 1 + -1 + 1 = 1,
+    recovery counts 0 (num is never revised)."""
+    from mqtool.rules.timer import revise_slots
+
+    got = revise_slots([(0, T0 + 5000), (52, T0 + 5000), (104, T0 + 5000)], lambda _t: None)
+    assert got == {T0 + 5000: [0, 104, 0]}
+
+
 def test_wheel_slot_finding_grades():
     from mqtool.rules.timer import wheel_slot_finding
 
