@@ -53,9 +53,11 @@ def check_timer_precision(precision_ms: int) -> None:
     (`timerWheelEnable`, the default).
     """
     if precision_ms <= 0:
-        raise ConfigFileError(f"timerPrecisionMs = {precision_ms}: the broker's timer cannot run with it "
-                              "(TimerMessageStore divides times by it when it recovers); give a positive number "
-                              "of milliseconds (default 1000)")
+        raise ConfigFileError(
+            f"timerPrecisionMs = {precision_ms}: the broker's timer cannot run with it "
+            "(TimerMessageStore divides times by it when it recovers); give a positive number "
+            "of milliseconds (default 1000)"
+        )
 
 
 LONG_MAX = 2**63 - 1  # Long.MAX_VALUE: TIMER_ENQUEUE_MS of a message put at once (never in the TimerLog)
@@ -133,8 +135,9 @@ def was_dequeued(props: dict[str, str]) -> bool:
     return PROPERTY_TIMER_DEQUEUE_MS in props
 
 
-def do_enqueue(delayed_time: int, write_time_ms: int, roll_window_slots: int, precision_ms: int,
-               delete: bool = False) -> tuple[int, int]:
+def do_enqueue(
+    delayed_time: int, write_time_ms: int, roll_window_slots: int, precision_ms: int, delete: bool = False
+) -> tuple[int, int]:
     """(slot time, magic) of a unit `TimerMessageStore.doEnqueue` appends (spec §6.5).
 
     A delivery time at least a roll window after the write time is parked with ROLL at write +
@@ -154,7 +157,6 @@ def do_enqueue(delayed_time: int, write_time_ms: int, roll_window_slots: int, pr
     return delayed_time, magic
 
 
-
 def do_enqueue_many(delayed_time, write_time_ms: int, roll_window_slots: int, precision_ms: int, delete):
     """`do_enqueue` of many units written at one time: numpy int64 delivery times and a bool array of
     deletes in, (slot times, magics) as int64 arrays out (the timer's batch enqueue;
@@ -165,10 +167,14 @@ def do_enqueue_many(delayed_time, write_time_ms: int, roll_window_slots: int, pr
     ahead = delayed_time - write_time_ms
     roll = ahead >= window_ms
     half = ahead - window_ms < roll_window_slots // 3 * precision_ms
-    slot = np.where(roll, np.where(half, write_time_ms + roll_window_slots // 2 * precision_ms,
-                                   write_time_ms + window_ms), delayed_time)
+    slot = np.where(
+        roll,
+        np.where(half, write_time_ms + roll_window_slots // 2 * precision_ms, write_time_ms + window_ms),
+        delayed_time,
+    )
     magic = MAGIC_DEFAULT | np.where(roll, MAGIC_ROLL, 0) | np.where(delete, MAGIC_DELETE, 0)
     return slot.astype(np.int64), magic.astype(np.int64)
+
 
 @dataclass
 class ChainWalk(Generic[U]):
@@ -183,8 +189,9 @@ class ChainWalk(Generic[U]):
         return self.stop in (MISSING, LOOP)
 
 
-def walk_chain(last_pos: int, read_unit: Callable[[int], U | None], prev_pos: Callable[[U], int],
-               stop_at: int | None = None) -> ChainWalk[U]:
+def walk_chain(
+    last_pos: int, read_unit: Callable[[int], U | None], prev_pos: Callable[[U], int], stop_at: int | None = None
+) -> ChainWalk[U]:
     """The walk of `TimerMessageStore.dequeue`: from the slot's lastPos back along each unit's prevPos.
 
     `read_unit(pos)` gives the unit at a TimerLog offset or None (the broker's `getWholeBuffer`
@@ -216,8 +223,9 @@ def walk_chain(last_pos: int, read_unit: Callable[[int], U | None], prev_pos: Ca
     return ChainWalk(units, END, -1)
 
 
-def dequeue_order(units: Iterable[tuple[int, U]], magic: Callable[[U], int]
-                  ) -> tuple[list[tuple[int, U]], list[tuple[int, U]]]:
+def dequeue_order(
+    units: Iterable[tuple[int, U]], magic: Callable[[U], int]
+) -> tuple[list[tuple[int, U]], list[tuple[int, U]]]:
     """(cancel requests, the other units) of a walked slot in the order `dequeue` hands them out.
 
     Cancel requests (`deleteMsgStack`) go first, in walk order; the others (`normalMsgStack`,
@@ -248,13 +256,28 @@ def cancels_in_slot(cancel_out_ms: int | None, target_out_ms: int | None, precis
     return format_time_ms(cancel_out_ms, precision_ms) == format_time_ms(target_out_ms, precision_ms)
 
 
+def do_put_retry(status: str, attempt: int, precision_ms: int) -> int | None:
+    """The wait (ms) before the next try of a dequeue put that failed with `status` on its `attempt`-th try
+    (1 = the first), or None to give up. `doPut` answers SERVICE_NOT_AVAILABLE with PUT_NEED_RETRY, which
+    `TimerDequeuePutMessageService.run` tries again every 500 × precision / 1000 ms until it works;
+    MESSAGE_ILLEGAL and PROPERTIES_SIZE_EXCEEDED are PUT_NO_RETRY at once; any other failure is tried 3 more
+    times 50 ms apart. (`run` puts again at once after the first PUT_NEED_RETRY and sleeps after each later
+    try; the wait here is before every retry.)"""
+    if status == "SERVICE_NOT_AVAILABLE":
+        return 500 * precision_ms // 1000
+    if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED") or attempt > 3:
+        return None
+    return 50
+
+
 def build_delete_key(real_topic: str | None, uniq_key: str) -> str:
     """`TimerMessageStore.buildDeleteKey` (after 5.3.1): the key later versions put in the delete list."""
     return f"{real_topic}+{uniq_key}"
 
 
-def is_deleted(uniq_key: str | None, real_topic: str | None, delete_keys: set[str],
-               topic_key: bool | None = False) -> bool:
+def is_deleted(
+    uniq_key: str | None, real_topic: str | None, delete_keys: set[str], topic_key: bool | None = False
+) -> bool:
     """Is a normal unit's message dropped by a cancel read in the same slot (`TimerDequeueGetService`)?
 
     5.3.1 (`topic_key=False`) matches the bare UNIQ_KEY against TIMER_DEL_UNIQKEY values; later 5.x
@@ -279,8 +302,9 @@ def revise_from(file_starts: Sequence[int], last_timer_log_flush_pos: int, file_
     return starts[-1] if starts else file_starts[0]
 
 
-def revise_slots(units: Iterable[tuple[int, int]], get_slot: Callable[[int], Sequence[int] | None]
-                 ) -> dict[int, list[int]]:
+def revise_slots(
+    units: Iterable[tuple[int, int]], get_slot: Callable[[int], Sequence[int] | None]
+) -> dict[int, list[int]]:
     """`recoverAndRevise`'s `TimerWheel.reviseSlot(delayTime, IGNORE, pos, force=true)` for each (TimerLog
     position, slot time) it reads, in order: the slots it changes, time -> [first_pos, last_pos, num].
 
@@ -299,8 +323,9 @@ def revise_slots(units: Iterable[tuple[int, int]], get_slot: Callable[[int], Seq
     return revised
 
 
-def wheel_slot_finding(slot_index: int, time_ms: int, pending: bool, chain_problems: Sequence[str], num: int,
-                       chain_num: int) -> tuple[int, str, str] | None:
+def wheel_slot_finding(
+    slot_index: int, time_ms: int, pending: bool, chain_problems: Sequence[str], num: int, chain_num: int
+) -> tuple[int, str, str] | None:
     """(byte offset of the slot in the `timerwheel` file, severity, message) of a written slot, or None.
 
     The one grading `inspect timer` and `spark-audit` share. A chain the dequeue cannot walk whole (it
@@ -314,13 +339,18 @@ def wheel_slot_finding(slot_index: int, time_ms: int, pending: bool, chain_probl
     if chain_problems:
         return slot_index * SLOT_SIZE, "error" if pending else "warning", f"{where}: " + "; ".join(chain_problems)
     if num != chain_num:
-        return (slot_index * SLOT_SIZE, "info", f"{where}: num {num} but its chain counts {chain_num} "
-                "(normal + roll - delete); num only feeds the timer metrics")
+        return (
+            slot_index * SLOT_SIZE,
+            "info",
+            f"{where}: num {num} but its chain counts {chain_num} "
+            "(normal + roll - delete); num only feeds the timer metrics",
+        )
     return None
 
 
-def revised_slot_finding(slot_index: int, time_ms: int, old_last_pos: int | None, last_pos: int
-                         ) -> tuple[int, str, str]:
+def revised_slot_finding(
+    slot_index: int, time_ms: int, old_last_pos: int | None, last_pos: int
+) -> tuple[int, str, str]:
     """(byte offset in the `timerwheel` file, severity, message) of a slot `recoverAndRevise` changes
     (`revise_slots`): rebuilt when the file does not hold it (`old_last_pos` None), its lastPos moved
     when the file's lags the TimerLog. Info: the broker repairs it and delivers the units."""

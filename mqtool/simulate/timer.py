@@ -130,22 +130,11 @@ class TimerService:
         st.curr_queue_offset = min(q, master) if master > 0 or offset == -1 else q
 
     def _revise(self) -> None:
-        """`recoverAndRevise`: each unit read at the start makes itself its slot's last position; without a
-        wheel file the slots are rebuilt from every unit, counted as `doEnqueue` counts."""
+        """`recoverAndRevise`: each unit read at the start makes itself its slot's last position (`revise_slots`).
+        Without a wheel file the broker's wheel is zeros, so each slot is rebuilt by `putSlot` with num 0."""
         st = self.st
-        units = st.units
-        if st.wheel is not None:
-            revised = revise_slots(((pos, DELAYED_TIME(units[pos])) for pos in self._loaded), _slot_list(st))
-            st.slots.update((t, WheelSlot(first, last, num)) for t, (first, last, num) in revised.items())
-            return
-        for pos in self._loaded:
-            _prev, _magic, _write, delayed, _phys, _size, _hash = units[pos]
-            s = st.slots.get(delayed)
-            if s is None:
-                st.slots[delayed] = WheelSlot(pos, pos, 1)
-            else:
-                s.last_pos = pos
-                s.num += 1
+        revised = revise_slots(((pos, DELAYED_TIME(st.units[pos])) for pos in self._loaded), _slot_list(st))
+        st.slots.update((t, WheelSlot(first, last, num)) for t, (first, last, num) in revised.items())
 
     def start(self) -> None:
         self._recover()

@@ -10,8 +10,7 @@ rest go to REAL_TOPIC/REAL_QID (`rules.timer.convert_properties`).
 
 A delivery `StoreModel.append` would not keep (its queue neither kept nor watched) is counted and placed
 without building the record (`deliver`), from the row kept beside a plain unit (`DeliveryRows`) where
-there is one; any other unit goes through `put` (`convert` + `doPut` with its retries: SERVICE_NOT_AVAILABLE
-every `500 × precision / 1000` ms until it works, any other failure 3 more times 50 ms apart).
+there is one; any other unit goes through `put` (`convert` + `doPut` with its retries, `do_put_retry`).
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from mqtool.rules.timer import (
     LOOP,
     convert_properties,
     dequeue_order,
+    do_put_retry,
     is_deleted,
     need_roll,
     roll_times,
@@ -258,19 +258,17 @@ class TimerDequeue:
         return self._put_retries(msg, topic, qid, props, res, roll, slot_time, direct)
 
     def _put_retries(self, msg, topic, qid, props, res, roll, slot_time, direct):
-        """doPut's retries: SERVICE_NOT_AVAILABLE every 500 × precision / 1000 ms until it works, any
-        other failure 3 more times 50 ms apart."""
+        """doPut's retries (`do_put_retry`), each failure logged; they take virtual time."""
         ctx = self.st.ctx
         attempts = 0
         while not res.ok:
             attempts += 1
-            retry = res.status == "SERVICE_NOT_AVAILABLE"
-            give_up = not retry and attempts > 3
-            detail = {"status": res.status, "attempt": attempts, "given_up": give_up}
+            wait = do_put_retry(res.status, attempts, self.st.precision)
+            detail = {"status": res.status, "attempt": attempts, "given_up": wait is None}
             ctx.log.emit(ctx.engine.now, "timer", "put_failed", topic, qid, msg.uniq_key, msg.phys, **detail)
-            if give_up:
+            if wait is None:
                 return
-            yield (500 * self.st.precision // 1000) if retry else 50
+            yield wait
             res = ctx.put(msg.derive(topic, qid, dict(props)), "timer")
         self._put_done(msg, res.message, roll, slot_time, direct)
 

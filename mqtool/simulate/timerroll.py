@@ -20,7 +20,7 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.properties import key_order
+from mqtool.formats.properties import broker_properties_length, key_order
 from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times, next_roll_times_of
 from mqtool.simulate.batchread import batchable, read_sources
@@ -30,8 +30,6 @@ from mqtool.simulate.timerrows import FORMATS, utf8_len
 from mqtool.simulate.timerstate import Texts, TimerState, int_or, signed, text
 
 _U64 = (1 << 64) - 1
-# (a source's keys, map capacity) -> UTF-8 length of the keys and separators of its roll re-put (`keep_map`)
-_ROLL_KEYS: dict[tuple[tuple[str, ...], int], int] = {}
 # the values `keep_bytes` takes from a plain string (`batchread.read_sources`)
 ROLL_WANTED = (
     (
@@ -88,15 +86,8 @@ class TimerRolls:
             due = int(src[PROPERTY_TIMER_OUT_MS])
         except (KeyError, ValueError):
             return False
-        names = tuple(src)
-        keys = (names, m.capacity)
-        keys_part = _ROLL_KEYS.get(keys)
         try:
-            if keys_part is None:
-                key_order(names + tuple(k for k in CONVERT_SET if k not in src), m.capacity)  # as `append` orders
-                _stored, names_len = key_order(names, m.capacity)
-                keys_part = _ROLL_KEYS[keys] = names_len + 2 * len(src)
-            n = keys_part + utf8_len("".join(src.values()))
+            n = broker_properties_length(src, m.capacity)  # with the last separator, as `read_sources` counts
             olds = [None if (old := src.get(k)) is None else utf8_len(old) for k in CONVERT_SET]
         except UnicodeError:
             return False  # `append` meets the same error

@@ -12,6 +12,7 @@ from mqtool.rules.timer import (
     build_delete_key,
     dequeue_order,
     do_enqueue,
+    do_put_retry,
     is_cancel_request,
     is_deleted,
     need_delete,
@@ -34,14 +35,17 @@ def test_magic_bits():
     assert [slot_num_delta(m) for m in (1, 3, 5, 7)] == [1, 1, -1, -1]
 
 
-@pytest.mark.parametrize("ahead_ms, slot_ahead_ms, magic", [
-    (0, 0, 1),
-    (W * P - 1000, W * P - 1000, 1),  # one slot short of the window: parked in its own slot
-    (W * P, W // 2 * P, 3),  # exactly the window: roll; rest 0 < window/3 -> write + window/2 (1 day)
-    (W * P + 57_599_000, W // 2 * P, 3),  # rest 57599 s < 57600 s (window/3): still window/2
-    (W * P + 57_600_000, W * P, 3),  # rest = window/3: write + window (2 days)
-    (3 * 86_400_000, W * P, 3),  # a 3-day timer: rest 1 day >= window/3 -> 2 days
-])
+@pytest.mark.parametrize(
+    "ahead_ms, slot_ahead_ms, magic",
+    [
+        (0, 0, 1),
+        (W * P - 1000, W * P - 1000, 1),  # one slot short of the window: parked in its own slot
+        (W * P, W // 2 * P, 3),  # exactly the window: roll; rest 0 < window/3 -> write + window/2 (1 day)
+        (W * P + 57_599_000, W // 2 * P, 3),  # rest 57599 s < 57600 s (window/3): still window/2
+        (W * P + 57_600_000, W * P, 3),  # rest = window/3: write + window (2 days)
+        (3 * 86_400_000, W * P, 3),  # a 3-day timer: rest 1 day >= window/3 -> 2 days
+    ],
+)
 def test_do_enqueue_roll(ahead_ms, slot_ahead_ms, magic):
     assert do_enqueue(T0 + ahead_ms, T0, W, P) == (T0 + slot_ahead_ms, magic)
 
@@ -115,20 +119,33 @@ def test_do_enqueue_many_equals_do_enqueue_unit_by_unit():
     from mqtool.rules.timer import do_enqueue_many
 
     # around every boundary of the rule: now, the window, the window plus a third, three days
-    edges = [0, 1, 999, W * P - 1000, W * P - 1, W * P, W * P + 1, W * P + W // 3 * P - 1, W * P + W // 3 * P,
-             W * P + W // 3 * P + 1, 3 * 86_400_000, 10**15, -5]
+    edges = [
+        0,
+        1,
+        999,
+        W * P - 1000,
+        W * P - 1,
+        W * P,
+        W * P + 1,
+        W * P + W // 3 * P - 1,
+        W * P + W // 3 * P,
+        W * P + W // 3 * P + 1,
+        3 * 86_400_000,
+        10**15,
+        -5,
+    ]
     for window in (W, 7, 2):
         for precision in (P, 100):
             delayed = [T0 + e for e in edges for _ in (0, 1)]
             delete = [i % 2 == 1 for i in range(len(delayed))]
-            slots, magics = do_enqueue_many(np.array(delayed, np.int64), T0, window, precision,
-                                            np.array(delete, bool))
+            slots, magics = do_enqueue_many(np.array(delayed, np.int64), T0, window, precision, np.array(delete, bool))
             want = [do_enqueue(d, T0, window, precision, x) for d, x in zip(delayed, delete, strict=True)]
             assert list(zip(slots.tolist(), magics.tolist(), strict=True)) == want
     assert do_enqueue_many(np.array([T0 + 3 * 86_400_000]), T0, W, P, np.array([True]))[1].tolist() == [7]
 
 
 # ----- put at once, convert (issue #27: the timer's transitions have one home) -----
+
 
 def test_put_at_once_before_the_write_time_only():
     from mqtool.rules.timer import put_at_once
@@ -156,11 +173,17 @@ def test_convert_properties_sets_the_three_in_order_on_a_copy():
     src = {"TIMER_OUT_MS": "5", "REAL_TOPIC": "T"}
     roll = convert_properties(src, T0, True, T0 + 7)
     assert src == {"TIMER_OUT_MS": "5", "REAL_TOPIC": "T"}  # the source is left as it was
-    assert list(roll.items())[2:] == [("TIMER_ENQUEUE_MS", str(T0)), ("TIMER_ROLL_TIMES", "1"),
-                                      ("TIMER_DEQUEUE_MS", str(T0 + 7))]
+    assert list(roll.items())[2:] == [
+        ("TIMER_ENQUEUE_MS", str(T0)),
+        ("TIMER_ROLL_TIMES", "1"),
+        ("TIMER_DEQUEUE_MS", str(T0 + 7)),
+    ]
     again = convert_properties(roll, T0 + 100, True, T0 + 200)
     assert (again["TIMER_ENQUEUE_MS"], again["TIMER_ROLL_TIMES"], again["TIMER_DEQUEUE_MS"]) == (
-        str(T0 + 100), "2", str(T0 + 200))
+        str(T0 + 100),
+        "2",
+        str(T0 + 200),
+    )
     assert roll_times(again) == 2 and was_rolled(again) and was_dequeued(again)
     out = convert_properties(src, -1, False, 9)  # no write time known: no TIMER_ENQUEUE_MS
     assert out == {"TIMER_OUT_MS": "5", "REAL_TOPIC": "T", "TIMER_DEQUEUE_MS": "9"}
@@ -232,13 +255,27 @@ def test_revise_slots_by_hand():
     assert disk == {T0 + 5000: [0, 52, 2]}  # the wheel given is not changed
 
 
+def test_revise_slots_without_a_wheel_file_counts_nothing():
+    """No `timerwheel` file: TimerWheel maps zeros, so `reviseSlot(force)` finds no slot of that time and the
+    3-argument `putSlot` writes (time, pos, pos) over num 0; the next units of that time only move lastPos.
+    The units 0 and 104 are plain and 52 a DELETE of the same slot: `doEnqueue` would count 1 + -1 + 1 = 1,
+    recovery counts 0 (num is never revised)."""
+    from mqtool.rules.timer import revise_slots
+
+    got = revise_slots([(0, T0 + 5000), (52, T0 + 5000), (104, T0 + 5000)], lambda _t: None)
+    assert got == {T0 + 5000: [0, 104, 0]}
+
+
 def test_wheel_slot_finding_grades():
     from mqtool.rules.timer import wheel_slot_finding
 
     assert wheel_slot_finding(7, T0, True, [], 1, 1) is None
     assert wheel_slot_finding(7, T0, True, ["x"], 1, 1) == (224, "error", f"wheel slot 7 (time {T0}, pending): x")
     assert wheel_slot_finding(7, T0, False, ["x", "y"], 1, 1) == (
-        224, "warning", f"wheel slot 7 (time {T0}, already read): x; y")
+        224,
+        "warning",
+        f"wheel slot 7 (time {T0}, already read): x; y",
+    )
     off, sev, _ = wheel_slot_finding(7, T0, True, [], 0, 1)
     assert (off, sev) == (224, "info")  # a clean run writes it (revise_slots): never an error
 
@@ -258,3 +295,16 @@ def test_format_time_ms_floors_to_the_precision():
 
     assert format_time_ms(T0 + 1999, P) == T0 + 1000 and format_time_ms(T0, P) == T0
     assert format_time_ms(1050, 100) == 1000
+
+
+def test_do_put_retry_by_status_and_attempt():
+    # SERVICE_NOT_AVAILABLE: every 500 * precision / 1000 ms, for ever (precision 1000 -> 500, 100 -> 50, 30 -> 15)
+    assert [do_put_retry("SERVICE_NOT_AVAILABLE", a, 1000) for a in (1, 4, 50)] == [500, 500, 500]
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 1, 100) == 50
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 9, 30) == 15
+    # any other failure: 3 more tries 50 ms apart, then given up
+    assert [do_put_retry("UNKNOWN_ERROR", a, 1000) for a in (1, 2, 3, 4)] == [50, 50, 50, None]
+    assert [do_put_retry("OS_PAGE_CACHE_BUSY", a, 100) for a in (3, 4)] == [50, None]
+    # PUT_NO_RETRY at once
+    assert do_put_retry("MESSAGE_ILLEGAL", 1, 1000) is None
+    assert do_put_retry("PROPERTIES_SIZE_EXCEEDED", 1, 1000) is None
