@@ -68,7 +68,7 @@ from mqtool.formats.sysflag import (
     TRANSACTION_ROLLBACK,
 )
 from mqtool.rules.schedule import delay_level_2_queue_id, transform_delay_level_message
-from mqtool.rules.timer import LONG_MAX, convert_properties, do_enqueue, put_at_once
+from mqtool.rules.timer import LONG_MAX, convert_properties, do_enqueue, put_at_once, timer_out_ms
 from mqtool.rules.transaction import put_check_times
 
 TIMER_PROPS = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
@@ -193,13 +193,6 @@ def timer_deliver_ms(props: dict[str, str], now_ms: int) -> int:
         raise PutRejected("WHEEL_TIMER_MSG_ILLEGAL", f"unparsable timer property ({e})") from e
 
 
-def round_timer_ms(deliver_ms: int, precision_ms: int) -> int:
-    """The put-time rounding: an exact multiple moves one precision earlier, else floor."""
-    if deliver_ms % precision_ms == 0:
-        return deliver_ms - precision_ms
-    return deliver_ms // precision_ms * precision_ms
-
-
 def put_timer_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b"", properties: Properties = (),
                       *, store_timestamp: int, now_ms: int | None = None, write_time_ms: int | None = None,
                       enqueue: bool = True, capacity: int | None = None,
@@ -228,7 +221,7 @@ def put_timer_message(w: StoreWriter, topic: str, queue_id: int, body: bytes = b
                            capacity=capacity, **fields)
     if deliver - now > w.config.timer_max_delay_sec * 1000:
         raise PutRejected("WHEEL_TIMER_MSG_ILLEGAL", f"due in {deliver - now} ms, beyond timerMaxDelaySec")
-    props[PROPERTY_TIMER_OUT_MS] = str(round_timer_ms(deliver, w.wheel.precision_ms))
+    props[PROPERTY_TIMER_OUT_MS] = str(timer_out_ms(deliver, w.wheel.precision_ms))
     props[PROPERTY_REAL_TOPIC] = topic
     props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
     rec = w.append_message(TIMER_TOPIC, 0, body, serialise(w, props, capacity),
@@ -449,5 +442,5 @@ __all__ = [
     "capacity_for", "commit_half", "deliver_delayed", "deliver_timer",
     "discard_half", "dlq_topic", "enqueue_timer", "op_body", "props_map", "put_back_half",
     "put_batch", "put_delay_message", "put_half_message", "put_message", "put_op_message", "put_timer_cancel",
-    "put_timer_message", "retry_topic", "round_timer_ms", "send_back", "serialise", "timer_deliver_ms",
+    "put_timer_message", "retry_topic", "send_back", "serialise", "timer_deliver_ms",
 ]

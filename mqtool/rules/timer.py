@@ -238,6 +238,14 @@ def dequeue_order(
     return deletes, normal
 
 
+def timer_out_ms(deliver_ms: int, precision_ms: int) -> int:
+    """The TIMER_OUT_MS a timer message is stored with (`HookUtils.transformTimerMessage`): its due time
+    floored to the precision, and an exact multiple one precision earlier."""
+    if deliver_ms % precision_ms == 0:
+        return deliver_ms - precision_ms
+    return deliver_ms // precision_ms * precision_ms
+
+
 def format_time_ms(time_ms: int, precision_ms: int) -> int:
     """`TimerMessageStore.formatTimeMs`: a time floored to the precision, the time of its wheel slot."""
     return time_ms // precision_ms * precision_ms

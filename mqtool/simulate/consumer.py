@@ -28,7 +28,6 @@ from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from mqtool.builder.broker import round_timer_ms
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
 from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig
@@ -61,6 +60,7 @@ from mqtool.rules.retry import (
     send_back_properties,
 )
 from mqtool.rules.schedule import compute_deliver_timestamp, delay_level_2_queue_id, transform_delay_level_message
+from mqtool.rules.timer import timer_out_ms
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import NORMAL, Process
 from mqtool.simulate.model import SimMessage
@@ -537,7 +537,7 @@ class PopClients:
         now = ctx.clock()
         topic, qid = self.svc.revive_topic, rqid
         if deliver > now:
-            props[PROPERTY_TIMER_OUT_MS] = str(round_timer_ms(deliver, ctx.config.timer_precision_ms))
+            props[PROPERTY_TIMER_OUT_MS] = str(timer_out_ms(deliver, ctx.config.timer_precision_ms))
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)
             topic, qid = TIMER_TOPIC, 0

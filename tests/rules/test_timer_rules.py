@@ -18,6 +18,7 @@ from mqtool.rules.timer import (
     need_delete,
     need_roll,
     slot_num_delta,
+    timer_out_ms,
     walk_chain,
 )
 
@@ -308,3 +309,19 @@ def test_do_put_retry_by_status_and_attempt():
     # PUT_NO_RETRY at once
     assert do_put_retry("MESSAGE_ILLEGAL", 1, 1000) is None
     assert do_put_retry("PROPERTIES_SIZE_EXCEEDED", 1, 1000) is None
+
+
+@pytest.mark.parametrize(
+    ("deliver", "precision", "out"),
+    [
+        (5_001, 1000, 5_000),  # floored to its slot
+        (5_999, 1000, 5_000),
+        (5_000, 1000, 4_000),  # an exact multiple goes one slot earlier
+        (1_790_000_012_345, 100, 1_790_000_012_300),
+        (1_790_000_012_300, 100, 1_790_000_012_200),
+    ],
+)
+def test_timer_out_ms(deliver, precision, out):
+    """`HookUtils.transformTimerMessage` at 5.3.1: `deliverMs % precision == 0 ? deliverMs - precision :
+    deliverMs / precision * precision`."""
+    assert timer_out_ms(deliver, precision) == out

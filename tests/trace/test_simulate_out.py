@@ -27,6 +27,7 @@ from mqtool.builder import broker as b  # noqa: E402
 from mqtool.builder.writer import StoreWriter  # noqa: E402
 from mqtool.cli.app import app  # noqa: E402
 from mqtool.formats.offsets_json import ConsumerOffsets, DelayOffsets  # noqa: E402
+from mqtool.rules.timer import timer_out_ms  # noqa: E402
 from mqtool.store.store import Store  # noqa: E402
 from mqtool.trace import TraceQuery, trace  # noqa: E402
 
@@ -43,7 +44,7 @@ def first_poll_at_or_after(due: int) -> int:
 
 
 def timer_delivery() -> int:
-    slot = b.round_timer_ms(TIMER_DELIVER, PRECISION)
+    slot = timer_out_ms(TIMER_DELIVER, PRECISION)
     return slot + PRECISION
 
 
