@@ -267,7 +267,7 @@ def final_slot_cancels(chains: Iterable[tuple[Slot, list[TimerLogUnit]]], record
             if need_delete(u.magic):
                 rec, _ = records.get(u)
                 p = rec.properties if rec is not None else {}
-                due = _timer_out_ms(p)
+                due = _stored_timer_out_ms(p)
                 if due is not None and PROPERTY_TIMER_DEL_UNIQKEY in p:
                     out.setdefault(format_time_ms(due, precision), set()).add(p[PROPERTY_TIMER_DEL_UNIQKEY])
     return out
@@ -281,7 +281,7 @@ def view_cancels(store: Store, doc: dict) -> dict[int, set[str]]:
                               doc["precision_ms"])
 
 
-def _timer_out_ms(p: dict[str, str]) -> int | None:
+def _stored_timer_out_ms(p: dict[str, str]) -> int | None:
     v = p.get(PROPERTY_TIMER_OUT_MS, "")
     return int(v) if v.isdigit() else None
 
@@ -318,7 +318,7 @@ def _chain_states(chain: list[TimerLogUnit], records: _Records, later: dict[int,
 
 def _final_cancels(rec: MessageRecord, later: dict[int, set[str]] | None, precision: int) -> set[str]:
     """The cancel keys waiting in the slot of the record's TIMER_OUT_MS."""
-    due = _timer_out_ms(rec.properties) if later else None
+    due = _stored_timer_out_ms(rec.properties) if later else None
     return later.get(format_time_ms(due, precision), set()) if due is not None else set()
 
 
@@ -365,7 +365,7 @@ def slot_chain(store: Store, at_ms: int, records: _Records | None = None, read_t
             "write_time_ms": u.curr_write_time_ms, "delayed_time_ms": u.delayed_time_ms,
             "offset_py": u.offset_py, "size_py": u.size_py, "state": state,
             "uniq_key": rec.uniq_key if rec else None, "real_topic": p.get(PROPERTY_REAL_TOPIC),
-            "timer_out_ms": _timer_out_ms(p),
+            "timer_out_ms": _stored_timer_out_ms(p),
             "del_uniq_key": p.get(PROPERTY_TIMER_DEL_UNIQKEY), "keys": rec.keys if rec else [],
             "error": error,
         })
