@@ -19,7 +19,7 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.rules.timer import LONG_MAX, dequeue_order, do_enqueue, is_deleted, need_roll, put_at_once
+from mqtool.rules.timer import LONG_MAX, dequeue_order, do_enqueue, format_time_ms, is_deleted, need_roll, put_at_once
 from mqtool.simulate import runner
 from mqtool.simulate.timer import TimerService
 from mqtool.simulate.timerdequeue import TimerDequeue
@@ -42,7 +42,7 @@ class ReferenceEnqueue(TimerEnqueue):
             hi = m.cq_max(TIMER_TOPIC, 0)
             while st.curr_queue_offset < hi:
                 retry = None
-                write = (ctx.engine._now + ctx.clock_offset) // p * p
+                write = format_time_ms(ctx.engine._now + ctx.clock_offset, p)
                 for off, (phys, size, _tags) in m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi):
                     st.curr_queue_offset = off + 1
                     rec = st.rolled_props.pop(phys, None) or st.props_rec(phys)

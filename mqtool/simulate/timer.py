@@ -170,7 +170,7 @@ class TimerService:
 
     def write_time(self) -> int:
         p = self.st.precision
-        return self.ctx.clock() // p * p
+        return format_time_ms(self.ctx.clock(), p)
 
     def read_time(self) -> int:
         """`currReadTimeMs` now: it runs over empty slots up to the write time at once."""

@@ -32,6 +32,7 @@ from mqtool.rules.timer import (
     convert_properties,
     dequeue_order,
     do_put_retry,
+    format_time_ms,
     is_deleted,
     need_roll,
     roll_times,
@@ -69,7 +70,7 @@ class TimerDequeue:
         st.pend_kind, st.pend_rows = None, []
         while True:
             heap = st.heap  # replaced by a restart's recovery
-            w = (engine._now + ctx.clock_offset) // p * p
+            w = format_time_ms(engine._now + ctx.clock_offset, p)
             if not heap:
                 st.curr_read = max(st.curr_read, w)
                 st.flush_events()

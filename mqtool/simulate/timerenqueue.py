@@ -26,7 +26,7 @@ from mqtool.formats.names import (
     TIMER_TOPIC,
 )
 from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
-from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, need_roll, put_at_once
+from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, format_time_ms, need_roll, put_at_once
 from mqtool.simulate.batchread import batchable, close, scan_plain
 from mqtool.simulate.timerrows import FORMATS, NO_ROW
 from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, WheelSlot, int_or
@@ -77,7 +77,7 @@ class TimerEnqueue:
                 st.curr_queue_offset = lo
             hi = m.cq_max(TIMER_TOPIC, 0)
             while st.curr_queue_offset < hi:
-                write = (ctx.engine._now + ctx.clock_offset) // p * p  # no time passes in the walk
+                write = format_time_ms(ctx.engine._now + ctx.clock_offset, p)  # no time passes in the walk
                 units = list(islice(m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi), ENQUEUE_BATCH))
                 if not units:
                     st.curr_queue_offset += 1  # a unit that cannot be read is passed over
