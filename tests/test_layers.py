@@ -9,6 +9,7 @@ with the lines that make it, so a failure names the import to move.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -35,6 +36,12 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def _statements(path: Path) -> list[tuple[str, tuple[str, ...], int]]:
+    """The imports of `path` as it is now (parsed once per content: five tests read the whole tree)."""
+    return _parsed_statements(path, path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _parsed_statements(path: Path, text: str) -> list[tuple[str, tuple[str, ...], int]]:
     """(absolute module name, names taken from it, line) of every import in `path` that runs: also inside
     functions, not under `if TYPE_CHECKING:` (its `else:` branch does run). `import a.b` takes no names."""
     module = _module_name(path)
@@ -54,7 +61,7 @@ def _statements(path: Path) -> list[tuple[str, tuple[str, ...], int]]:
                 found.append((name, tuple(alias.name for alias in node.names), node.lineno))
             visit(list(ast.iter_child_nodes(node)))
 
-    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)).body)
+    visit(ast.parse(text, str(path)).body)
     return found
 
 
