@@ -107,8 +107,8 @@ class Delivery(NamedTuple):
 
 
 class Popped(NamedTuple):
-    """A message a POP request took: its group and queue, the checkpoint's start, its queue offset, the
-    request's popTime and the checkpoint record."""
+    """A message a POP request took: `start` is its checkpoint's start offset, `ck` the checkpoint record and
+    `rqid` the request's revive queue (of the checkpoint and of every ack of the message)."""
 
     group: str
     topic: str
@@ -118,6 +118,7 @@ class Popped(NamedTuple):
     msg: SimMessage
     pop_time: int
     ck: SimMessage | None
+    rqid: int
 
 
 class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
@@ -370,7 +371,6 @@ class PopClients:
         self.svc = svc
         self.ctx = ctx = svc.ctx
         self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
-        self.rqid = 0  # the revive queue of the request being answered
         self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
         # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
         self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if svc.pop_clients else None
@@ -408,7 +408,7 @@ class PopClients:
         if not counted:  # a new request; a suspended one keeps its revive queue
             self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.svc.config.revive_queue_num)
             self.ck_counter += 1
-        self.rqid = self.request_rqid[key]
+        rqid = self.request_rqid[key]
         random_q = spec.pop_random if spec.pop_random is not None else self.pop_rng.randrange(100)
         retry = pop_rules.build_pop_retry_topic(topic, group, self.svc.config.enable_retry_topic_v2)
         first = pop_rules.need_retry(random_q, ctx.config.pop_from_retry_probability)
@@ -422,13 +422,13 @@ class PopClients:
             qids = m.queue_ids(t) or [0]
             for qid in pop_rules.pop_queue_ids(random_q, max(qids) + 1):
                 if room > 0:
-                    popped += self._pop_queue((group, t, qid), spec, room, pop_time)
+                    popped += self._pop_queue((group, t, qid), spec, room, pop_time, rqid)
                     room = spec.batch_size - len(popped)
         for p in popped:
             self._answer(p, spec)
         return len(popped)
 
-    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int) -> list[Popped]:
+    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int, rqid: int) -> list[Popped]:
         """`popMsgFromQueue`: up to `room` messages from the group's offset (its init offset committed), one
         checkpoint for them (`appendCheckPoint`), the offset moved past them."""
         m = self.ctx.model
@@ -440,22 +440,21 @@ class PopClients:
             return []
         offsets = [o for o, _unit in units]
         diffs = pop_rules.ck_diffs(start, offsets)
-        ck = self._checkpoint(group, topic, qid, start, diffs, pop_time, spec.invisible_time_ms)
+        ck = self._checkpoint(group, topic, qid, start, diffs, pop_time, spec.invisible_time_ms, rqid)
         self.svc._commit(qkey, offsets[-1])
         out = []
         for o, (phys, _size, _tags) in units:
             msg = m.message(phys)
             if msg is not None:
-                out.append(Popped(group, topic, qid, start, o, msg, pop_time, ck))
+                out.append(Popped(group, topic, qid, start, o, msg, pop_time, ck, rqid))
         return out
 
-    def _checkpoint(self, group: str, topic: str, qid: int, start: int, diffs: list[int], pop_time: int, inv: int):
-        """`appendCheckPoint`: the checkpoint record of the messages at `start` + `diffs`, in the request's revive
-        queue."""
+    def _checkpoint(self, group: str, topic: str, qid: int, start: int, diffs: list[int], pop_time: int, inv, rqid):
+        """`appendCheckPoint`: the checkpoint record of the messages at `start` + `diffs`, in revive queue `rqid`."""
         name = self.svc.config.broker_name
         ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, name)
         body = pop_format.ck_body(topic, group, qid, start, diffs, pop_time, inv, name)
-        return self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), self.rqid)
+        return self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), rqid)
 
     def _answer(self, p: Popped, client: ConsumerSpec) -> None:
         """The client's handling of one popped message: the proxy's filter (TO_DLQ: forward, then ack) or the
@@ -467,7 +466,7 @@ class PopClients:
             p,
             reconsume_times=rt,
             invisible_until=p.pop_time + client.invisible_time_ms,
-            revive_queue_id=self.rqid,
+            revive_queue_id=p.rqid,
             checkpoint=p.ck.phys if p.ck else None,
         )
         if client.client_kind == "proxy":
@@ -506,8 +505,8 @@ class PopClients:
                 return
         else:
             inv = pop_rules.change_pop_invisible_time(rt)
-        ck = self._checkpoint(p.group, p.topic, p.queue_id, p.offset, [0], now, inv)
-        self._event("change_invisible", p, ck, invisible_until=now + inv, revive_queue_id=self.rqid)
+        ck = self._checkpoint(p.group, p.topic, p.queue_id, p.offset, [0], now, inv, p.rqid)
+        self._event("change_invisible", p, ck, invisible_until=now + inv, revive_queue_id=p.rqid)
         self._ack(p, client, event=False)
 
     def _ack(self, p: Popped, client: ConsumerSpec, event: bool = True) -> None:
@@ -517,9 +516,9 @@ class PopClients:
         ack_key = pop_rules.gen_ack_unique_id(p.topic, p.queue_id, p.offset, p.group, p.pop_time, name)
         body = pop_format.ack_body(p.topic, p.group, p.queue_id, p.start, p.offset, p.pop_time, name)
         deliver = pop_rules.ack_deliver_time(p.pop_time, client.invisible_time_ms)
-        ack = self._revive_record(ACK_TAG, body, ack_key, deliver, self.rqid)
+        ack = self._revive_record(ACK_TAG, body, ack_key, deliver, p.rqid)
         if event:  # a changeInvisibleTime's ack of the old checkpoint is no ack of the message
-            self._event(ACK_TAG, p, ack, revive_queue_id=self.rqid)
+            self._event(ACK_TAG, p, ack, revive_queue_id=p.rqid)
 
     def _event(self, event: str, p: Popped, new: SimMessage | None = None, **detail) -> None:
         """An event about a popped message, on the queue it was popped from, with its queue offset."""
@@ -576,6 +575,8 @@ class PopRevive:
                 ctx.model.on_append(svc.revive_topic, q, lambda q=q: _wake_idle(self.revivers.get(q)))
 
     def start(self) -> None:
+        # BrokerController.start: shouldStartTime = now + disappearTimeAfterStart (-1 by default: no wait)
+        self.should_start = self.ctx.clock() + self.svc.config.disappear_time_after_start
         for q in range(self.svc.config.revive_queue_num if self.svc.pop_clients else 0):
             self.revivers[q] = self.ctx.engine.process(self._loop(q), NORMAL, 0, f"pop-revive-{q}")
 
@@ -585,6 +586,9 @@ class PopRevive:
         topic = self.svc.revive_topic
         slow = 1
         while True:
+            if ctx.clock() < self.should_start:  # "PopReviveService Ready to run after shouldStartTime"
+                yield 1000
+                continue
             if m.cq_max(topic, q) <= self._offset(q) + 1:
                 yield None  # nothing unread: the rounds would change nothing
                 continue

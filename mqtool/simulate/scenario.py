@@ -200,6 +200,16 @@ def _table(doc: dict, name: str) -> dict:
     return v
 
 
+def _tables(value: Any, where: str) -> list[dict]:
+    """An array of tables (`[[where]]`), each entry checked to be a table."""
+    if not isinstance(value, list):
+        raise ScenarioError(f"{where} must be an array of tables ([[{where}]])")
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise ScenarioError(f"{where}[{i}] must be a table")
+    return value
+
+
 def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
     """A Scenario from a parsed TOML document; times relative to `start_ms`."""
     unknown = set(doc) - {"broker", "transaction", "faults", "consumers"}
@@ -213,49 +223,32 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         sc.check_at = sorted(_time(v, start_ms, f"transaction.check_at[{i}]") for i, v in enumerate(tx["check_at"]))
     sc.default_answer = _choice(tx.get("default_answer", "none"), ANSWERS, "transaction.default_answer")
     sc.answer_delay_ms = int(_delta(tx.get("answer_delay_ms", 0), "transaction.answer_delay_ms"))
-    for i, a in enumerate(tx.get("answers", [])):
-        where = f"transaction.answers[{i}]"
-        if not isinstance(a, dict):
-            raise ScenarioError(f"{where} must be a table")
-        sc.answers.append(
-            AnswerRule(
-                _choice(a.get("answer"), ANSWERS, f"{where}.answer"),
-                a.get("producer_group"),
-                a.get("uniq_key"),
-                a.get("key"),
-                float(a.get("probability", 1.0)),
-            )
-        )
-    faults = doc.get("faults", [])
-    if not isinstance(faults, list):
-        raise ScenarioError("faults must be an array of tables ([[faults]])")
-    for i, f in enumerate(faults):
-        where = f"faults[{i}]"
-        kind = _choice(f.get("kind"), FAULT_KINDS, f"{where}.kind")
-        first = f.get("from", f.get("at"))
-        start = _time(first, start_ms, f"{where}.from") if first is not None else start_ms
-        if kind == "crash" and first is None:
-            raise ScenarioError(f"{where}: a crash needs `from` (the crash time)")
-        if kind == "clock_jump" and "delta" not in f:
-            raise ScenarioError(f"{where}: a clock_jump needs `delta`")
-        default_end = start if kind != "put_failure" else 2**62
-        end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
-        if end < start:
-            raise ScenarioError(f"{where}: until is before from")
-        sc.faults.append(
-            Fault(
-                kind,
-                start,
-                end,
-                float(f.get("probability", 1.0)),
-                f.get("service"),
-                f.get("topic"),
-                str(f.get("status", "UNKNOWN_ERROR")),
-                _delta(f.get("delta", 0), f"{where}.delta"),
-            )
-        )
-    sc.consumers = _consumers(doc.get("consumers", []))
+    for i, a in enumerate(_tables(tx.get("answers", []), "transaction.answers")):
+        answer = _choice(a.get("answer"), ANSWERS, f"transaction.answers[{i}].answer")
+        probability = float(a.get("probability", 1.0))
+        sc.answers.append(AnswerRule(answer, a.get("producer_group"), a.get("uniq_key"), a.get("key"), probability))
+    sc.faults = [_fault(f, start_ms, f"faults[{i}]") for i, f in enumerate(_tables(doc.get("faults", []), "faults"))]
+    sc.consumers = _consumers(_tables(doc.get("consumers", []), "consumers"))
     return sc
+
+
+def _fault(f: dict, start_ms: int, where: str) -> Fault:
+    """One `[[faults]]` entry: a put failure lasts until `until` (default: the end of the run), a crash restarts
+    at `until` (default: at once)."""
+    kind = _choice(f.get("kind"), FAULT_KINDS, f"{where}.kind")
+    first = f.get("from", f.get("at"))
+    start = _time(first, start_ms, f"{where}.from") if first is not None else start_ms
+    if kind == "crash" and first is None:
+        raise ScenarioError(f"{where}: a crash needs `from` (the crash time)")
+    if kind == "clock_jump" and "delta" not in f:
+        raise ScenarioError(f"{where}: a clock_jump needs `delta`")
+    default_end = start if kind != "put_failure" else 2**62
+    end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
+    if end < start:
+        raise ScenarioError(f"{where}: until is before from")
+    probability, status = float(f.get("probability", 1.0)), str(f.get("status", "UNKNOWN_ERROR"))
+    delta = _delta(f.get("delta", 0), f"{where}.delta")
+    return Fault(kind, start, end, probability, f.get("service"), f.get("topic"), status, delta)
 
 
 def _poll_interval(value: Any, where: str) -> int:
@@ -286,14 +279,10 @@ CONSUMER_FIELDS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
 }
 
 
-def _consumers(entries: Any) -> list[ConsumerSpec]:
-    if not isinstance(entries, list):
-        raise ScenarioError("consumers must be an array of tables ([[consumers]])")
+def _consumers(entries: list[dict]) -> list[ConsumerSpec]:
     out = []
     for i, c in enumerate(entries):
         where = f"consumers[{i}]"
-        if not isinstance(c, dict):
-            raise ScenarioError(f"{where} must be a table")
         unknown = set(c) - {"group", "topic", "match", *CONSUMER_FIELDS}
         if unknown:
             raise ScenarioError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
