@@ -7,7 +7,7 @@ One line per event, keys in this order: `time` (virtual epoch ms), `service`
 Every event enters `EventLog` the same way: in a batch of n >= 1 events of one kind (service, event
 and detail keys), column by column (`EventLog.batch`). The batches are counted, handed to the sink's
 lines (`eventlines`), to the `watch_columns` callbacks (the summary's tallies, the invariant checks)
-and, when events are held, made into `SimEvent`s: one path for all of them.
+and, when events are held, kept as they are (`SimEvent`s and `jsonl()` are made from them: one path for all).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from operator import itemgetter
 from typing import Any, TextIO
 
 from mqtool.simulate import eventlines
-from mqtool.simulate.eventlines import JSON as _JSON
 from mqtool.simulate.eventlines import Kind
 
 
@@ -34,16 +33,6 @@ class SimEvent:
     physical_offset: int | None = None
     new_physical_offset: int | None = None
     detail: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The event's line dict: `eventlines.KEYS` in order, then the detail keys."""
-        d = {k: getattr(self, k) for k in eventlines.KEYS}
-        for k, v in self.detail.items():
-            d.setdefault(k, v)
-        return d
-
-    def to_json(self) -> str:
-        return _JSON.encode(self.as_dict())
 
 
 FLUSH_LINES = 4096
@@ -109,7 +98,9 @@ class EventLog:
         self.keep = keep
         self.sink = sink
         self.hold = keep and (sink is None if hold is None else hold)
-        self.events: list[SimEvent] = []
+        self._held: list[tuple] = []  # the held batches
+        self._events: list[SimEvent] = []  # those of the first `_made` held batches
+        self._made = 0
         self.by_kind: dict[str, int] = {}
         self._column_watchers: dict[str, list[Callable[[Columns], None]]] = {}
         self._watched: dict[str, list] = {}  # per watched event, its batches not handed on yet
@@ -225,14 +216,19 @@ class EventLog:
             if len(watched) >= FLUSH_LINES:
                 self._hand_on()
         if self.hold:
-            self._hold(kind, cols)
+            self._held.append(batch)
 
-    def _hold(self, kind: Kind, cols: tuple) -> None:
-        """Each event of a batch as a `SimEvent`, held."""
-        service, event, detail = kind.service, kind.event, kind.detail
-        for time, topic, queue_id, uniq_key, phys, new_phys, *values in zip(*cols, strict=True):
-            detail_map = dict(zip(detail, values, strict=True))
-            self.events.append(SimEvent(time, service, event, topic, queue_id, uniq_key, phys, new_phys, detail_map))
+    @property
+    def events(self) -> list[SimEvent]:
+        """The held events as `SimEvent`s (made when asked for)."""
+        for kid, *cols in self._held[self._made :]:
+            kind = self._kind_list[kid]
+            for time, topic, queue_id, uniq_key, phys, new_phys, *values in zip(*cols, strict=True):
+                detail = dict(zip(kind.detail, values, strict=True))
+                event = SimEvent(time, kind.service, kind.event, topic, queue_id, uniq_key, phys, new_phys, detail)
+                self._events.append(event)
+        self._made = len(self._held)
+        return self._events
 
     def _hand_on(self) -> None:
         """The watched events not yet handed on, to their `watch_columns` callbacks."""
@@ -291,19 +287,21 @@ class EventLog:
         if writer is not None:
             writer.close()
 
-    def _held(self) -> list[SimEvent]:
+    def _check_held(self) -> None:
         if self.keep and not self.hold:
             raise ValueError("the events were streamed to the sink, not held (EventLog(hold=True) keeps them)")
-        return self.events
 
     def __iter__(self):
-        return iter(self._held())
+        self._check_held()
+        return iter(self.events)
 
     def __len__(self) -> int:
         return self.count
 
     def jsonl(self) -> str:
-        return "".join(e.to_json() + "\n" for e in self._held())
+        """The held events' lines, as `json` writes them (`eventlines.lines`)."""
+        self._check_held()
+        return eventlines.lines(self._held, self._kind_list).decode("utf-8", "surrogatepass")
 
 
 def _texts(run: list[tuple], kinds: list[Kind], out: list) -> None:
