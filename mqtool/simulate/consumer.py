@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
-from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig
+from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig, SubscriptionGroups
 from mqtool.formats.names import (
     ACK_TAG,
     CK_TAG,
@@ -85,13 +85,6 @@ def _props_raw(props: dict[str, str], v4: bool) -> str:
     return raw[:-1] if v4 else raw
 
 
-def subscription_groups(store) -> dict[str, GroupConfig]:
-    """The store's groups (`ConfigFiles.subscription_groups`: subscriptionGroup.json, its .bak, or
-    config/subscriptionGroups/ in RocksDB, whichever copy the broker keeps), empty when there is none."""
-    sg = store.config_files.subscription_groups if store is not None else None
-    return {} if sg is None else dict(sg.subscription_group_table)
-
-
 def _wake_idle(p: Process | None, delay: int = 0) -> None:
     """Resume a process idle until a message arrives (`yield None`); a sleeping one keeps its time."""
     if p is not None and p.alive and p.wake_time is None:
@@ -129,9 +122,9 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         ctx: SimContext,
         specs: list[ConsumerSpec],
         stored_offsets: ConsumerOffsets | None,
-        groups: dict[str, GroupConfig] | None,
+        groups: SubscriptionGroups | None,
     ) -> None:
-        self.groups = groups or {}
+        self.groups = groups.subscription_group_table if groups is not None else {}
         self.config = config = ctx.config
         ip, port = config.broker_ip1, config.listen_port
         self.store_host = f"{ip}:{port}" if ip else None
@@ -167,8 +160,8 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
 
     # ----- settings per group -----
     def group_config(self, group: str) -> GroupConfig:
-        """`findSubscriptionGroupConfig`: the store's settings of the group (`subscription_groups`), else the
-        defaults a group the broker creates on its first request gets (retryMaxTimes 16, retryQueueNums 1)."""
+        """`findSubscriptionGroupConfig`: the store's settings of the group, else the defaults a group the broker
+        creates on its first request gets (retryMaxTimes 16, retryQueueNums 1)."""
         return self.groups.get(group) or GroupConfig(group)
 
     def max_reconsume(self, spec: ConsumerSpec) -> int:
@@ -267,9 +260,11 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         if self.offsets.get(key, -1) < queue_offset + 1:
             self.offsets[key] = queue_offset + 1
 
-    def _emit(self, event: str, group: str, topic: str, queue_id: int, msg: SimMessage, new=None, **detail) -> None:
-        """An event about a group's message on a queue (its own, or the one a send-back or revive wrote `new` to)."""
+    def _emit(self, event: str, group: str, msg: SimMessage, new=None, /, at=None, **detail) -> None:
+        """An event about a group's message, on its own queue or on `at` (topic, queue id: where a send-back or
+        revive wrote `new`)."""
         self.counts[group][event] += 1
+        topic, queue_id = at or (msg.topic, msg.queue_id)
         nphys = new.phys if new else None
         self.ctx.log.batch(
             self.ctx.engine.now, SERVICE, event, topic, queue_id, msg.uniq_key, msg.phys, nphys, group=group, **detail
@@ -279,15 +274,9 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         group, _topic, _qid = key
         spec, msg = d.spec, d.msg
         fails = spec.fails(msg.reconsume_times)
+        outcome = "fail" if fails else "ok"
         self._emit(
-            "consume",
-            group,
-            msg.topic,
-            msg.queue_id,
-            msg,
-            queue_offset=d.queue_offset,
-            reconsume_times=msg.reconsume_times,
-            outcome="fail" if fails else "ok",
+            "consume", group, msg, queue_offset=d.queue_offset, reconsume_times=msg.reconsume_times, outcome=outcome
         )
         if fails and not self._send_back(group, spec, msg, self.max_reconsume(spec)):
             later = msg.derive(msg.topic, msg.queue_id, msg.props)
@@ -303,7 +292,7 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         nums = self.group_config(group).retry_queue_nums
         d = consumer_send_msg_back(group, msg.reconsume_times, max_times, nums, delay_level)
         if d.action == "drop":
-            self._emit("drop", group, msg.topic, msg.queue_id, msg, reason="retryQueueNums <= 0")
+            self._emit("drop", group, msg, reason="retryQueueNums <= 0")
             return True
         rw, now = PERM_READ | PERM_WRITE, ctx.clock()
         self.topic_requests.append((get_retry_topic(group), nums, rw, now))  # created before the DLQ decision
@@ -322,24 +311,14 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         new.store_host = self.store_host if own else msg.store_host
         res = ctx.put(new, SERVICE)
         if not res.ok:
-            self._emit(
-                "put_failed", group, msg.topic, msg.queue_id, msg, status=res.status, next="consume again in 5 s"
-            )
+            self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
             return False
         if d.action == "dlq":
-            self._emit("dlq", group, d.topic, 0, msg, new, reconsume_times=new.reconsume_times)
+            self._emit("dlq", group, msg, new, at=(d.topic, 0), reconsume_times=new.reconsume_times)
         else:
-            level = int(new.props[PROPERTY_DELAY_TIME_LEVEL])
+            level, at = int(new.props[PROPERTY_DELAY_TIME_LEVEL]), (d.topic, int(new.props[PROPERTY_REAL_QUEUE_ID]))
             self._emit(
-                "send_back",
-                group,
-                d.topic,
-                int(new.props[PROPERTY_REAL_QUEUE_ID]),
-                msg,
-                new,
-                level=level,
-                due=new.tags_code,
-                reconsume_times=new.reconsume_times,
+                "send_back", group, msg, new, at=at, level=level, due=new.tags_code, reconsume_times=new.reconsume_times
             )
         return True
 
@@ -522,7 +501,7 @@ class PopClients:
 
     def _event(self, event: str, p: Popped, new: SimMessage | None = None, **detail) -> None:
         """An event about a popped message, on the queue it was popped from, with its queue offset."""
-        self.svc._emit(event, p.group, p.topic, p.queue_id, p.msg, new, queue_offset=p.offset, **detail)
+        self.svc._emit(event, p.group, p.msg, new, at=(p.topic, p.queue_id), queue_offset=p.offset, **detail)
 
     def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int) -> SimMessage | None:
         """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook
@@ -679,17 +658,10 @@ class PopRevive:
             new.born_host = new.store_host = self.svc.store_host
         res = ctx.put(new, SERVICE)
         if res.ok:
+            detail = {"reconsume_times": new.reconsume_times, "revive_time": ck.revive_time}
             self.svc._emit(
-                "revive",
-                group,
-                topic,
-                0,
-                msg,
-                res.message,
-                reconsume_times=new.reconsume_times,
-                revive_time=ck.revive_time,
-                queue_offset=res.message.queue_offset,
+                "revive", group, msg, res.message, at=(topic, 0), **detail, queue_offset=res.message.queue_offset
             )
 
 
-__all__ = ["ConsumerService", "Delivery", "KINDS", "PopClients", "PopRevive", "subscription_groups"]
+__all__ = ["ConsumerService", "Delivery", "KINDS", "PopClients", "PopRevive"]
