@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
@@ -76,13 +77,6 @@ FIRST_PERSIST_MS = 10_000
 SERVICE = "consumer"
 # the ack event is named like its tag; change_invisible: a remoting POP client's new invisible time
 KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")
-
-
-def _props_raw(props: dict[str, str], v4: bool) -> str:
-    """The properties string of a record the broker builds in a `new HashMap(16)`: 4.9.8's
-    `messageProperties2String` drops the last separator."""
-    raw = broker_properties(props, 16)
-    return raw[:-1] if v4 else raw
 
 
 def _wake_idle(p: Process | None, delay: int = 0) -> None:
@@ -528,18 +522,10 @@ class PopClients:
             born_ts=now,
             born_host=host,
             store_host=host,
-            props_raw=_props_raw(props, ctx.v4),
+            props_raw=broker_properties(props, 16, not ctx.v4),
         )  # a `new MessageExtBrokerInner`: HashMap(16)
         res = ctx.put(m, SERVICE)
         return res.message if res.ok else None
-
-
-class ReadCheckPoint(NamedTuple):
-    """A checkpoint a revive round read: its place in the revive queue and the diffs acked after it."""
-
-    ck: pop_format.PopCheckPoint
-    revive_offset: int
-    acked: set[int]
 
 
 class PopRevive:
@@ -577,7 +563,7 @@ class PopRevive:
             start = ctx.clock()
             end_time = first_rt = no_msg = 0
             off = old + 1
-            cks: dict[tuple, ReadCheckPoint] = {}
+            cks: dict[tuple, pop_format.PopCheckPoint] = {}  # with their revive offsets and the bits acked
             while True:
                 hi = m.cq_max(topic, q)
                 if off >= hi:
@@ -601,23 +587,25 @@ class PopRevive:
                         continue
                     tag = rec.props.get(PROPERTY_TAGS)
                     if tag == CK_TAG:
-                        ck = pop_format.parse_checkpoint(rec.body)
-                        cks[ck.merge_key()] = ReadCheckPoint(ck, o, set())
+                        ck = replace(pop_format.parse_checkpoint(rec.body), revive_offset=o)
+                        cks[ck.merge_key()] = ck
                         first_rt = first_rt or ck.revive_time
-                    elif tag == ACK_TAG:  # indexOfAck: the acked offset's place in the checkpoint's d
+                    elif tag == ACK_TAG:
                         ack = pop_format.parse_ack(rec.body)
-                        if (read := cks.get(ack.merge_key())) is not None:
-                            read.acked.add(ack.ack_offsets[0] - ack.start_offset)
+                        ck = cks.get(ack.merge_key())
+                        index = ck.index_of_ack(ack.ack_offsets[0]) if ck is not None else -1
+                        if index > -1:  # the acked message's bit
+                            cks[ack.merge_key()] = replace(ck, bit_map=ck.bit_map | 1 << index)
                     end_time = max(end_time, int(rec.props.get(PROPERTY_TIMER_DELIVER_MS, "0")))
             # mergeAndRevive
             new_offset = old
-            for read in sorted(cks.values(), key=attrgetter("revive_offset")):
-                if not pop_rules.may_revive(end_time, read.ck.revive_time):
+            for ck in sorted(cks.values(), key=attrgetter("revive_offset")):
+                if not pop_rules.may_revive(end_time, ck.revive_time):
                     break
-                for diff in read.ck.queue_offset_diff:  # reviveMsgFromCk: each message of the checkpoint not acked
-                    if diff not in read.acked:
-                        self._revive(read.ck, read.ck.start_offset + diff)
-                new_offset = read.revive_offset
+                for index in range(ck.num):  # reviveMsgFromCk: each message of the checkpoint not acked
+                    if not ck.bit_map >> index & 1:
+                        self._revive(ck, ck.ack_offset_by_index(index))
+                new_offset = ck.revive_offset
             if new_offset > old:  # commitOffset(REVIVE_GROUP, reviveTopic, queueId, newOffset)
                 self.svc.offsets[(REVIVE_GROUP, topic, q)] = new_offset
             if not cks:
@@ -649,7 +637,7 @@ class PopRevive:
         props = pop_rules.revive_retry_properties(
             msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck.pop_time
         )
-        new = msg.derive(topic, 0, props, _props_raw(props, ctx.v4))
+        new = msg.derive(topic, 0, props, broker_properties(props, 16, not ctx.v4))  # a new HashMap(16)
         new.reconsume_times = msg.reconsume_times + 1
         if not m.queue_ids(topic) and not any(t == topic for t, *_ in self.svc.topic_requests):
             self.svc.topic_requests.append((topic, pop_rules.RETRY_QUEUE_NUM, PERM_READ | PERM_WRITE, ctx.clock()))
