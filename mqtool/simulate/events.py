@@ -12,12 +12,14 @@ and, when events are held, kept as they are (`SimEvent`s and `jsonl()` are made 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, TextIO
 
+from mqtool.output import BlockWriter, byte_buffer
 from mqtool.simulate import eventlines
 from mqtool.simulate.eventlines import Kind
 
@@ -113,7 +115,7 @@ class EventLog:
         self._lines = 0  # their events
         self._formatter = eventlines.formatter() if self._lined else None
         self._buffer = None
-        self._writer: _Writer | None = None
+        self._writer: BlockWriter | None = None
 
     @property
     def count(self) -> int:
@@ -268,13 +270,14 @@ class EventLog:
                 _texts(p, self._kind_list, texts)
         data = (texts, lines, self._table)
         if self._buffer is None:
-            self._buffer = _byte_buffer(self.sink) or False
+            self._buffer = byte_buffer(self.sink) or False
         if not self._buffer:  # formatted and written on this thread
-            self.sink.write(b"".join(map(bytes, _formatted(formatter, *data))).decode("utf-8", "surrogatepass"))
+            self.sink.write(b"".join(map(bytes, _formatted(formatter, data))).decode("utf-8", "surrogatepass"))
             return
         writer = self._writer
         if writer is None:
-            writer = self._writer = _Writer(self._buffer.write, formatter)
+            render = partial(_formatted, formatter)
+            writer = self._writer = BlockWriter(self._buffer.write, render, WRITER_BLOCKS, "mqtool-events")
         elif writer.error is not None:
             self.close()  # raises the writer's error
         writer.put(data)
@@ -320,60 +323,9 @@ def _texts(run: list[tuple], kinds: list[Kind], out: list) -> None:
             _texts(run[len(run) // 2 :], kinds, out)
 
 
-def _formatted(formatter: eventlines.Formatter | None, texts: list, lines: int, table: eventlines.Table | None):
-    """A block's lines, part by part: json's finished lines as they are, orjson's texts through the kernel
-    (each view valid until the next is made)."""
+def _formatted(formatter: eventlines.Formatter | None, block: tuple) -> Iterator[bytes | memoryview]:
+    """A block's lines (its texts, lines and `Table`), part by part: json's finished lines as they are,
+    orjson's texts through the kernel (each view valid until the next is made)."""
+    texts, lines, table = block
     for t in texts:
         yield t if type(t) is bytes else formatter.format(t, lines, table)
-
-
-class _Writer:
-    """Writes blocks with `write` on a thread of its own, in order: the kernel formats a block's lines
-    and a file's write runs with the GIL released, so the run goes on meanwhile. At most
-    `WRITER_BLOCKS` blocks wait (memory stays bounded; `put` waits when they are all taken). After a
-    failed write it drops the rest and keeps the error (`error`); `close` raises it on the caller's thread."""
-
-    def __init__(self, write: Callable[[bytes], Any], formatter: eventlines.Formatter | None) -> None:
-        import queue
-        import threading
-
-        self.error: BaseException | None = None
-        self._queue: queue.Queue = queue.Queue(WRITER_BLOCKS)
-        self._thread = threading.Thread(target=self._run, args=(write, formatter), name="mqtool-events", daemon=True)
-        self._thread.start()
-
-    def _run(self, write: Callable[[bytes], Any], formatter: eventlines.Formatter | None) -> None:
-        get = self._queue.get
-        while (data := get()) is not None:
-            if self.error is None:
-                try:
-                    for lines in _formatted(formatter, *data):
-                        write(lines)
-                except BaseException as e:  # noqa: BLE001 - handed to the caller's thread by `close`
-                    self.error = e
-
-    def put(self, data: tuple) -> None:
-        self._queue.put(data)
-
-    def close(self) -> None:
-        """Wait until every block is written and the thread is gone; raise the error of a write."""
-        self._queue.put(None)
-        self._thread.join()
-        error, self.error = self.error, None
-        if error is not None:
-            raise error
-
-
-def _byte_buffer(sink: TextIO):
-    """The byte stream under a UTF-8 text sink with no newline translation, flushed so that what was
-    written to it before comes first (`mqtool.output.write_jsonl` does the same); None for any other
-    sink (a StringIO, the --expect capture)."""
-    import codecs
-    import os
-
-    buffer = getattr(sink, "buffer", None)
-    encoding = getattr(sink, "encoding", None)
-    if buffer is None or encoding is None or os.linesep != "\n" or codecs.lookup(encoding).name != "utf-8":
-        return None
-    sink.flush()
-    return buffer
