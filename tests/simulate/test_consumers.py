@@ -312,6 +312,14 @@ def test_scenario_errors():
         parse_scenario({"consumers": [{"topic": "T"}]}, S)
     with pytest.raises(ScenarioError, match="mode"):
         parse_scenario({"consumers": [{"group": "G", "topic": "T", "mode": "pull"}]}, S)
+    # every array of tables is checked alike: an entry that is not a table is an error, never a traceback
+    for doc, where in (
+        ({"faults": [1]}, r"faults\[0\] must be a table"),
+        ({"transaction": {"answers": ["commit"]}}, r"transaction.answers\[0\] must be a table"),
+        ({"consumers": {"group": "G"}}, r"consumers must be an array of tables"),
+    ):
+        with pytest.raises(ScenarioError, match=where):
+            parse_scenario(doc, S)
 
 
 def test_new_consumer_keys_are_checked():
