@@ -301,6 +301,11 @@ class EventLog:
     def __len__(self) -> int:
         return self.count
 
+    def dicts(self) -> list[dict[str, Any]]:
+        """The held events' line dicts, in order (`Kind.dicts`: what `jsonl()` writes)."""
+        self._check_held()
+        return [d for kid, *cols in self._held for d in self._kind_list[kid].dicts(cols)]
+
     def jsonl(self) -> str:
         """The held events' lines, as `json` writes them (`eventlines.lines`)."""
         self._check_held()
