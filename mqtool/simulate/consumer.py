@@ -567,14 +567,12 @@ class PopRevive:
             while True:
                 hi = m.cq_max(topic, q)
                 if off >= hi:
-                    now = ctx.clock()
-                    if end_time and now - end_time > 3 * pop_rules.SECOND:
-                        end_time = now  # the timer is assumed caught up (getDequeueBehind() <= 0)
-                    if end_time - first_rt > pop_rules.ACK_TIME_INTERVAL + pop_rules.SECOND:
+                    end_time = pop_rules.revive_scan_end_time(end_time, ctx.clock())
+                    if pop_rules.may_revive(end_time, first_rt):  # the first checkpoint read is due: enough read
                         break
                     no_msg += 1
-                    yield 100
-                    if no_msg * 100 > 4 * pop_rules.SECOND:
+                    yield pop_rules.NO_MSG_SLEEP_MS
+                    if pop_rules.revive_scan_gives_up(no_msg):
                         break
                     continue
                 no_msg = 0

@@ -117,10 +117,6 @@ class EventLog:
         self._buffer = None
         self._writer: BlockWriter | None = None
 
-    @property
-    def count(self) -> int:
-        return sum(self.by_kind.values())
-
     def watch_columns(self, event: str, callback: Callable[[Columns], None]) -> None:
         """Call `callback(cols)` with the events of that kind in order, in blocks (`Columns`); every
         event has been handed on when `flush()` returns."""
@@ -299,7 +295,7 @@ class EventLog:
         return iter(self.events)
 
     def __len__(self) -> int:
-        return self.count
+        return sum(self.by_kind.values())
 
     def dicts(self) -> list[dict[str, Any]]:
         """The held events' line dicts, in order (`Kind.dicts`: what `jsonl()` writes)."""
