@@ -294,8 +294,12 @@ class EventLog:
         self._check_held()
         return iter(self.events)
 
-    def __len__(self) -> int:
+    @property
+    def count(self) -> int:
         return sum(self.by_kind.values())
+
+    def __len__(self) -> int:
+        return self.count
 
     def dicts(self) -> list[dict[str, Any]]:
         """The held events' line dicts, in order (`Kind.dicts`: what `jsonl()` writes)."""
