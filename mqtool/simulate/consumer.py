@@ -272,7 +272,7 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         self._emit(
             "consume", group, msg, queue_offset=d.queue_offset, reconsume_times=msg.reconsume_times, outcome=outcome
         )
-        if fails and not self._send_back(group, spec, msg, self.max_reconsume(spec)):
+        if fails and not self._send_back(group, msg, self.max_reconsume(spec)):
             later = msg.derive(msg.topic, msg.queue_id, msg.props)
             later.phys, later.queue_offset, later.store_ts = msg.phys, msg.queue_offset, msg.store_ts
             later.reconsume_times = msg.reconsume_times + 1
@@ -281,7 +281,7 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         self._commit(key, d.queue_offset)
 
     # ----- consumerSendMsgBack -----
-    def _send_back(self, group: str, spec: ConsumerSpec, msg: SimMessage, max_times: int, delay_level: int = 0) -> bool:
+    def _send_back(self, group: str, msg: SimMessage, max_times: int, delay_level: int = 0) -> bool:
         ctx = self.ctx
         nums = self.group_config(group).retry_queue_nums
         d = consumer_send_msg_back(group, msg.reconsume_times, max_times, nums, delay_level)
@@ -448,7 +448,7 @@ class PopClients:
                 limit = self.svc.group_config(p.group).retry_max_times
             if pop_rules.filter_message(rt, limit) == "TO_DLQ":
                 self._event("consume", p, reconsume_times=rt, outcome="dlq")
-                self.svc._send_back(p.group, spec, p.msg, 0, delay_level=-1)
+                self.svc._send_back(p.group, p.msg, 0, delay_level=-1)
                 self._ack(p, client)
                 return
         elif pop_rules.process_pop_result_drops(rt, get_max_reconsume_times(spec.max_reconsume_times)):
