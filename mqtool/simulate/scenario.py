@@ -193,6 +193,12 @@ def _integer(value: Any, where: str, lo: int, hi: int | None = None) -> int:
     return value
 
 
+def _probability(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ScenarioError(f"{where} must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
 def _table(doc: dict, name: str) -> dict:
     v = doc.get(name, {})
     if not isinstance(v, dict):
@@ -225,7 +231,7 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
     sc.answer_delay_ms = int(_delta(tx.get("answer_delay_ms", 0), "transaction.answer_delay_ms"))
     for i, a in enumerate(_tables(tx.get("answers", []), "transaction.answers")):
         answer = _choice(a.get("answer"), ANSWERS, f"transaction.answers[{i}].answer")
-        probability = float(a.get("probability", 1.0))
+        probability = _probability(a.get("probability", 1.0), f"transaction.answers[{i}].probability")
         sc.answers.append(AnswerRule(answer, a.get("producer_group"), a.get("uniq_key"), a.get("key"), probability))
     sc.faults = [_fault(f, start_ms, f"faults[{i}]") for i, f in enumerate(_tables(doc.get("faults", []), "faults"))]
     sc.consumers = _consumers(_tables(doc.get("consumers", []), "consumers"))
@@ -246,7 +252,10 @@ def _fault(f: dict, start_ms: int, where: str) -> Fault:
     end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
     if end < start:
         raise ScenarioError(f"{where}: until is before from")
-    probability, status = float(f.get("probability", 1.0)), str(f.get("status", "UNKNOWN_ERROR"))
+    probability, status = (
+        _probability(f.get("probability", 1.0), f"{where}.probability"),
+        str(f.get("status", "UNKNOWN_ERROR")),
+    )
     delta = _delta(f.get("delta", 0), f"{where}.delta")
     return Fault(kind, start, end, probability, f.get("service"), f.get("topic"), status, delta)
 
@@ -267,11 +276,11 @@ def _queue_offset(value: Any, where: str) -> str | int:
 CONSUMER_FIELDS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "from": ("start", _queue_offset),
     "outcome": ("outcome", lambda v, where: _choice(v, ("ok", "fail"), where)),
-    "fail_times": ("fail_times", lambda v, where: int(v)),
+    "fail_times": ("fail_times", lambda v, where: _integer(v, where, 0)),
     "consume_delay": ("consume_delay_ms", _delta),
     "mode": ("mode", lambda v, where: _choice(v, ("push", "pop"), where)),
     "invisible_time": ("invisible_time_ms", _delta),
-    "max_reconsume_times": ("max_reconsume_times", lambda v, where: int(v)),
+    "max_reconsume_times": ("max_reconsume_times", lambda v, where: _integer(v, where, -1)),  # -1: the default
     "poll_interval": ("poll_interval_ms", _poll_interval),
     "batch_size": ("batch_size", lambda v, where: _integer(v, where, 1)),
     "client": ("client", lambda v, where: _choice(v, CLIENTS, where)),

@@ -317,6 +317,8 @@ def test_scenario_errors():
         ({"faults": [1]}, r"faults\[0\] must be a table"),
         ({"transaction": {"answers": ["commit"]}}, r"transaction.answers\[0\] must be a table"),
         ({"consumers": {"group": "G"}}, r"consumers must be an array of tables"),
+        ({"faults": [{"kind": "put_failure", "probability": "x"}]}, r"faults\[0\].probability must be a number"),
+        ({"transaction": {"answers": [{"answer": "commit", "probability": 2}]}}, r"answers\[0\].probability"),
     ):
         with pytest.raises(ScenarioError, match=where):
             parse_scenario(doc, S)
@@ -328,6 +330,8 @@ def test_new_consumer_keys_are_checked():
         ({"batch_size": 0}, "batch_size"),
         ({"client": "grpc"}, "client"),
         ({"pop_random": 100}, "pop_random"),
+        ({"fail_times": "x"}, "fail_times must be an integer"),  # was a ValueError traceback
+        ({"max_reconsume_times": -2}, "max_reconsume_times"),
     ):
         with pytest.raises(ScenarioError, match=word):
             parse_scenario({"consumers": [{"group": "G", "topic": "T", **bad}]}, S)
