@@ -17,7 +17,7 @@ a store's records in one line.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,57 @@ def write_jsonl_parts(parts: Iterable[bytes | memoryview | dict], out, default=N
             buffer.write(line)
         else:
             out.write(line.decode("utf-8"))
+
+
+class BlockWriter:
+    """Writes blocks on a thread of its own, in order: `render(block)` gives a block's byte chunks and `write`
+    takes each (a file's write releases the GIL, so the caller goes on meanwhile). At most `bound` blocks wait
+    (memory stays bounded: `put` waits when they are all taken). After a failed write it drops the rest and
+    keeps the error (`error`); `close` raises it on the caller's thread (the `simulate --events` writer)."""
+
+    def __init__(self, write: Callable[[Any], Any], render: Callable[[Any], Iterable], bound: int, name: str) -> None:
+        import queue
+        import threading
+
+        self.error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue(bound)
+        self._thread = threading.Thread(target=self._run, args=(write, render), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, write: Callable[[Any], Any], render: Callable[[Any], Iterable]) -> None:
+        get = self._queue.get
+        while (block := get()) is not None:
+            if self.error is None:
+                try:
+                    for chunk in render(block):
+                        write(chunk)
+                except BaseException as e:  # noqa: BLE001 - handed to the caller's thread by `close`
+                    self.error = e
+
+    def put(self, block: Any) -> None:
+        self._queue.put(block)
+
+    def close(self) -> None:
+        """Wait until every block is written and the thread is gone; raise the error of a write."""
+        self._queue.put(None)
+        self._thread.join()
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
+
+
+def byte_buffer(sink) -> Any | None:
+    """The byte stream under a UTF-8 text sink with no newline translation, flushed so that what was
+    written to it before comes first (as `write_jsonl` does); None for any other sink (a StringIO)."""
+    import codecs
+    import os
+
+    buffer = getattr(sink, "buffer", None)
+    encoding = getattr(sink, "encoding", None)
+    if buffer is None or encoding is None or os.linesep != "\n" or codecs.lookup(encoding).name != "utf-8":
+        return None
+    sink.flush()
+    return buffer
 
 
 # ----------------------------------------------------------------------------- Parquet

@@ -62,6 +62,7 @@ class BrokerConfig:
     revive_interval: int = field(default=1000, metadata=_java("reviveInterval", "long"))
     revive_scan_time: int = field(default=10000, metadata=_java("reviveScanTime", "long"))
     revive_max_slow: int = field(default=3, metadata=_java("reviveMaxSlow", "long"))
+    disappear_time_after_start: int = field(default=-1, metadata=_java("disappearTimeAfterStart", "int"))
     enable_retry_topic_v2: bool = field(default=False, metadata=_java("enableRetryTopicV2", "bool"))
     pop_from_retry_probability: int = field(default=20, metadata=_java("popFromRetryProbability", "int"))
     store_path_root_dir: str | None = field(default=None, metadata=_java("storePathRootDir", "str"))

@@ -40,13 +40,17 @@ def build_properties(pairs: Iterable[tuple[str, str]] | dict[str, str]) -> str:
     return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in items)
 
 
-def broker_properties(pairs: Iterable[tuple[str, str]] | dict[str, str], capacity: int = 128) -> str:
+def broker_properties(
+    pairs: Iterable[tuple[str, str]] | dict[str, str], capacity: int = 128, trailing: bool = True
+) -> str:
     """The string a broker writes after round-tripping the pairs through a `HashMap(capacity)`.
 
-    5.1+ maps start at 128 buckets, 4.x at 16 (spec §2.6).
+    5.1+ maps start at 128 buckets, 4.x at 16 (spec §2.6); `trailing=False` is 4.9.8, whose
+    `messageProperties2String` drops the last separator.
     """
     items = list(pairs.items() if isinstance(pairs, dict) else pairs)
-    return build_properties(hashmap_order(items, capacity))
+    raw = build_properties(hashmap_order(items, capacity))
+    return raw if trailing else raw.removesuffix(PROPERTY_SEPARATOR)
 
 
 class KeyOrder(NamedTuple):

@@ -311,10 +311,9 @@ def _replay(store: Store, config, at_ms: int, for_ms: int, txv: dict, stored: _S
     counts: Counter[str] = Counter()
     first: dict[str, list] = {}
     again = []
-    for e in result.events:
+    for e, d in zip(result.events, result.events.dicts(), strict=True):
         kind = f"{e.service} {e.event}"
         counts[kind] += 1
-        d = e.as_dict()
         if len(first.setdefault(kind, [])) < FIRST_ROWS:
             first[kind].append(d)
         key = (e.topic or "", e.uniq_key or "")

@@ -58,6 +58,21 @@ def may_revive(end_time: int, revive_time: int) -> bool:
     return end_time - revive_time > ACK_TIME_INTERVAL + SECOND
 
 
+NO_MSG_SLEEP_MS = 100  # consumeReviveMessage's sleep when it finds nothing new
+
+
+def revive_scan_end_time(end_time: int, now: int) -> int:
+    """`consumeReviveMessage` finding nothing new: the scan's endTime (the latest deliver time it read) moves to
+    now once it is more than 3 s old and the timer is caught up (`getDequeueBehind() <= 0`, `getEnqueueBehind()
+    <= 0`: so between the simulator's rounds)."""
+    return now if end_time and now - end_time > 3 * SECOND else end_time
+
+
+def revive_scan_gives_up(no_msg_count: int) -> bool:
+    """`consumeReviveMessage`: the scan ends after more than 4 s of finding nothing new, 100 ms a try."""
+    return no_msg_count * NO_MSG_SLEEP_MS > 4 * SECOND
+
+
 def revive_retry_properties(
     props: dict[str, str], tags: str | None, reconsume_times: int, pop_time: int
 ) -> dict[str, str]:

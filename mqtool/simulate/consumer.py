@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 from itertools import chain
 from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from mqtool.formats import pop as pop_format
 from mqtool.formats.commitlog import offset_msg_id
-from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig
+from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig, SubscriptionGroups
 from mqtool.formats.names import (
     ACK_TAG,
     CK_TAG,
@@ -78,20 +79,6 @@ SERVICE = "consumer"
 KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")
 
 
-def _props_raw(props: dict[str, str], v4: bool) -> str:
-    """The properties string of a record the broker builds in a `new HashMap(16)`: 4.9.8's
-    `messageProperties2String` drops the last separator."""
-    raw = broker_properties(props, 16)
-    return raw[:-1] if v4 else raw
-
-
-def subscription_groups(store) -> dict[str, GroupConfig]:
-    """The store's groups (`ConfigFiles.subscription_groups`: subscriptionGroup.json, its .bak, or
-    config/subscriptionGroups/ in RocksDB, whichever copy the broker keeps), empty when there is none."""
-    sg = store.config_files.subscription_groups if store is not None else None
-    return {} if sg is None else dict(sg.subscription_group_table)
-
-
 def _wake_idle(p: Process | None, delay: int = 0) -> None:
     """Resume a process idle until a message arrives (`yield None`); a sleeping one keeps its time."""
     if p is not None and p.alive and p.wake_time is None:
@@ -107,8 +94,8 @@ class Delivery(NamedTuple):
 
 
 class Popped(NamedTuple):
-    """A message a POP request took: its group and queue, the checkpoint's start, its queue offset, the
-    request's popTime and the checkpoint record."""
+    """A message a POP request took: `start` is its checkpoint's start offset, `ck` the checkpoint record and
+    `rqid` the request's revive queue (of the checkpoint and of every ack of the message)."""
 
     group: str
     topic: str
@@ -118,6 +105,7 @@ class Popped(NamedTuple):
     msg: SimMessage
     pop_time: int
     ck: SimMessage | None
+    rqid: int
 
 
 class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
@@ -128,9 +116,9 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         ctx: SimContext,
         specs: list[ConsumerSpec],
         stored_offsets: ConsumerOffsets | None,
-        groups: dict[str, GroupConfig] | None,
+        groups: SubscriptionGroups | None,
     ) -> None:
-        self.groups = groups or {}
+        self.groups = groups.subscription_group_table if groups is not None else {}
         self.config = config = ctx.config
         ip, port = config.broker_ip1, config.listen_port
         self.store_host = f"{ip}:{port}" if ip else None
@@ -166,8 +154,8 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
 
     # ----- settings per group -----
     def group_config(self, group: str) -> GroupConfig:
-        """`findSubscriptionGroupConfig`: the store's settings of the group (`subscription_groups`), else the
-        defaults a group the broker creates on its first request gets (retryMaxTimes 16, retryQueueNums 1)."""
+        """`findSubscriptionGroupConfig`: the store's settings of the group, else the defaults a group the broker
+        creates on its first request gets (retryMaxTimes 16, retryQueueNums 1)."""
         return self.groups.get(group) or GroupConfig(group)
 
     def max_reconsume(self, spec: ConsumerSpec) -> int:
@@ -266,9 +254,11 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         if self.offsets.get(key, -1) < queue_offset + 1:
             self.offsets[key] = queue_offset + 1
 
-    def _emit(self, event: str, group: str, topic: str, queue_id: int, msg: SimMessage, new=None, **detail) -> None:
-        """An event about a group's message on a queue (its own, or the one a send-back or revive wrote `new` to)."""
+    def _emit(self, event: str, group: str, msg: SimMessage, new=None, /, at=None, **detail) -> None:
+        """An event about a group's message, on its own queue or on `at` (topic, queue id: where a send-back or
+        revive wrote `new`)."""
         self.counts[group][event] += 1
+        topic, queue_id = at or (msg.topic, msg.queue_id)
         nphys = new.phys if new else None
         self.ctx.log.batch(
             self.ctx.engine.now, SERVICE, event, topic, queue_id, msg.uniq_key, msg.phys, nphys, group=group, **detail
@@ -278,17 +268,11 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         group, _topic, _qid = key
         spec, msg = d.spec, d.msg
         fails = spec.fails(msg.reconsume_times)
+        outcome = "fail" if fails else "ok"
         self._emit(
-            "consume",
-            group,
-            msg.topic,
-            msg.queue_id,
-            msg,
-            queue_offset=d.queue_offset,
-            reconsume_times=msg.reconsume_times,
-            outcome="fail" if fails else "ok",
+            "consume", group, msg, queue_offset=d.queue_offset, reconsume_times=msg.reconsume_times, outcome=outcome
         )
-        if fails and not self._send_back(group, spec, msg, self.max_reconsume(spec)):
+        if fails and not self._send_back(group, msg, self.max_reconsume(spec)):
             later = msg.derive(msg.topic, msg.queue_id, msg.props)
             later.phys, later.queue_offset, later.store_ts = msg.phys, msg.queue_offset, msg.store_ts
             later.reconsume_times = msg.reconsume_times + 1
@@ -297,12 +281,12 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         self._commit(key, d.queue_offset)
 
     # ----- consumerSendMsgBack -----
-    def _send_back(self, group: str, spec: ConsumerSpec, msg: SimMessage, max_times: int, delay_level: int = 0) -> bool:
+    def _send_back(self, group: str, msg: SimMessage, max_times: int, delay_level: int = 0) -> bool:
         ctx = self.ctx
         nums = self.group_config(group).retry_queue_nums
         d = consumer_send_msg_back(group, msg.reconsume_times, max_times, nums, delay_level)
         if d.action == "drop":
-            self._emit("drop", group, msg.topic, msg.queue_id, msg, reason="retryQueueNums <= 0")
+            self._emit("drop", group, msg, reason="retryQueueNums <= 0")
             return True
         rw, now = PERM_READ | PERM_WRITE, ctx.clock()
         self.topic_requests.append((get_retry_topic(group), nums, rw, now))  # created before the DLQ decision
@@ -321,24 +305,14 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         new.store_host = self.store_host if own else msg.store_host
         res = ctx.put(new, SERVICE)
         if not res.ok:
-            self._emit(
-                "put_failed", group, msg.topic, msg.queue_id, msg, status=res.status, next="consume again in 5 s"
-            )
+            self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
             return False
         if d.action == "dlq":
-            self._emit("dlq", group, d.topic, 0, msg, new, reconsume_times=new.reconsume_times)
+            self._emit("dlq", group, msg, new, at=(d.topic, 0), reconsume_times=new.reconsume_times)
         else:
-            level = int(new.props[PROPERTY_DELAY_TIME_LEVEL])
+            level, at = int(new.props[PROPERTY_DELAY_TIME_LEVEL]), (d.topic, int(new.props[PROPERTY_REAL_QUEUE_ID]))
             self._emit(
-                "send_back",
-                group,
-                d.topic,
-                int(new.props[PROPERTY_REAL_QUEUE_ID]),
-                msg,
-                new,
-                level=level,
-                due=new.tags_code,
-                reconsume_times=new.reconsume_times,
+                "send_back", group, msg, new, at=at, level=level, due=new.tags_code, reconsume_times=new.reconsume_times
             )
         return True
 
@@ -370,7 +344,6 @@ class PopClients:
         self.svc = svc
         self.ctx = ctx = svc.ctx
         self.ck_counter = 0  # PopMessageProcessor.ckMessageNumber
-        self.rqid = 0  # the revive queue of the request being answered
         self.request_rqid: dict[tuple[str, str], int] = {}  # per client: its last request's revive queue
         # the broker's per-request draws, kept apart from ctx.rng so that other services' draws stay as they were
         self.pop_rng = random.Random(ctx.rng.getrandbits(64)) if svc.pop_clients else None
@@ -408,7 +381,7 @@ class PopClients:
         if not counted:  # a new request; a suspended one keeps its revive queue
             self.request_rqid[key] = pop_rules.revive_queue_id(self.ck_counter, self.svc.config.revive_queue_num)
             self.ck_counter += 1
-        self.rqid = self.request_rqid[key]
+        rqid = self.request_rqid[key]
         random_q = spec.pop_random if spec.pop_random is not None else self.pop_rng.randrange(100)
         retry = pop_rules.build_pop_retry_topic(topic, group, self.svc.config.enable_retry_topic_v2)
         first = pop_rules.need_retry(random_q, ctx.config.pop_from_retry_probability)
@@ -422,13 +395,13 @@ class PopClients:
             qids = m.queue_ids(t) or [0]
             for qid in pop_rules.pop_queue_ids(random_q, max(qids) + 1):
                 if room > 0:
-                    popped += self._pop_queue((group, t, qid), spec, room, pop_time)
+                    popped += self._pop_queue((group, t, qid), spec, room, pop_time, rqid)
                     room = spec.batch_size - len(popped)
         for p in popped:
             self._answer(p, spec)
         return len(popped)
 
-    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int) -> list[Popped]:
+    def _pop_queue(self, qkey, spec: ConsumerSpec, room: int, pop_time: int, rqid: int) -> list[Popped]:
         """`popMsgFromQueue`: up to `room` messages from the group's offset (its init offset committed), one
         checkpoint for them (`appendCheckPoint`), the offset moved past them."""
         m = self.ctx.model
@@ -440,22 +413,21 @@ class PopClients:
             return []
         offsets = [o for o, _unit in units]
         diffs = pop_rules.ck_diffs(start, offsets)
-        ck = self._checkpoint(group, topic, qid, start, diffs, pop_time, spec.invisible_time_ms)
+        ck = self._checkpoint(group, topic, qid, start, diffs, pop_time, spec.invisible_time_ms, rqid)
         self.svc._commit(qkey, offsets[-1])
         out = []
         for o, (phys, _size, _tags) in units:
             msg = m.message(phys)
             if msg is not None:
-                out.append(Popped(group, topic, qid, start, o, msg, pop_time, ck))
+                out.append(Popped(group, topic, qid, start, o, msg, pop_time, ck, rqid))
         return out
 
-    def _checkpoint(self, group: str, topic: str, qid: int, start: int, diffs: list[int], pop_time: int, inv: int):
-        """`appendCheckPoint`: the checkpoint record of the messages at `start` + `diffs`, in the request's revive
-        queue."""
+    def _checkpoint(self, group: str, topic: str, qid: int, start: int, diffs: list[int], pop_time: int, inv, rqid):
+        """`appendCheckPoint`: the checkpoint record of the messages at `start` + `diffs`, in revive queue `rqid`."""
         name = self.svc.config.broker_name
         ck_key = pop_rules.gen_ck_unique_id(topic, qid, start, group, pop_time, name)
         body = pop_format.ck_body(topic, group, qid, start, diffs, pop_time, inv, name)
-        return self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), self.rqid)
+        return self._revive_record(CK_TAG, body, ck_key, pop_rules.ck_deliver_time(pop_time, inv), rqid)
 
     def _answer(self, p: Popped, client: ConsumerSpec) -> None:
         """The client's handling of one popped message: the proxy's filter (TO_DLQ: forward, then ack) or the
@@ -467,7 +439,7 @@ class PopClients:
             p,
             reconsume_times=rt,
             invisible_until=p.pop_time + client.invisible_time_ms,
-            revive_queue_id=self.rqid,
+            revive_queue_id=p.rqid,
             checkpoint=p.ck.phys if p.ck else None,
         )
         if client.client_kind == "proxy":
@@ -476,7 +448,7 @@ class PopClients:
                 limit = self.svc.group_config(p.group).retry_max_times
             if pop_rules.filter_message(rt, limit) == "TO_DLQ":
                 self._event("consume", p, reconsume_times=rt, outcome="dlq")
-                self.svc._send_back(p.group, spec, p.msg, 0, delay_level=-1)
+                self.svc._send_back(p.group, p.msg, 0, delay_level=-1)
                 self._ack(p, client)
                 return
         elif pop_rules.process_pop_result_drops(rt, get_max_reconsume_times(spec.max_reconsume_times)):
@@ -506,8 +478,8 @@ class PopClients:
                 return
         else:
             inv = pop_rules.change_pop_invisible_time(rt)
-        ck = self._checkpoint(p.group, p.topic, p.queue_id, p.offset, [0], now, inv)
-        self._event("change_invisible", p, ck, invisible_until=now + inv, revive_queue_id=self.rqid)
+        ck = self._checkpoint(p.group, p.topic, p.queue_id, p.offset, [0], now, inv, p.rqid)
+        self._event("change_invisible", p, ck, invisible_until=now + inv, revive_queue_id=p.rqid)
         self._ack(p, client, event=False)
 
     def _ack(self, p: Popped, client: ConsumerSpec, event: bool = True) -> None:
@@ -517,13 +489,13 @@ class PopClients:
         ack_key = pop_rules.gen_ack_unique_id(p.topic, p.queue_id, p.offset, p.group, p.pop_time, name)
         body = pop_format.ack_body(p.topic, p.group, p.queue_id, p.start, p.offset, p.pop_time, name)
         deliver = pop_rules.ack_deliver_time(p.pop_time, client.invisible_time_ms)
-        ack = self._revive_record(ACK_TAG, body, ack_key, deliver, self.rqid)
+        ack = self._revive_record(ACK_TAG, body, ack_key, deliver, p.rqid)
         if event:  # a changeInvisibleTime's ack of the old checkpoint is no ack of the message
-            self._event(ACK_TAG, p, ack, revive_queue_id=self.rqid)
+            self._event(ACK_TAG, p, ack, revive_queue_id=p.rqid)
 
     def _event(self, event: str, p: Popped, new: SimMessage | None = None, **detail) -> None:
         """An event about a popped message, on the queue it was popped from, with its queue offset."""
-        self.svc._emit(event, p.group, p.topic, p.queue_id, p.msg, new, queue_offset=p.offset, **detail)
+        self.svc._emit(event, p.group, p.msg, new, at=(p.topic, p.queue_id), queue_offset=p.offset, **detail)
 
     def _revive_record(self, tag: str, body: bytes, uniq: str, deliver: int, rqid: int) -> SimMessage | None:
         """A checkpoint or ack as `putMessageToSpecificQueue` stores it: through the timer hook
@@ -550,18 +522,10 @@ class PopClients:
             born_ts=now,
             born_host=host,
             store_host=host,
-            props_raw=_props_raw(props, ctx.v4),
+            props_raw=broker_properties(props, 16, not ctx.v4),
         )  # a `new MessageExtBrokerInner`: HashMap(16)
         res = ctx.put(m, SERVICE)
         return res.message if res.ok else None
-
-
-class ReadCheckPoint(NamedTuple):
-    """A checkpoint a revive round read: its place in the revive queue and the diffs acked after it."""
-
-    ck: pop_format.PopCheckPoint
-    revive_offset: int
-    acked: set[int]
 
 
 class PopRevive:
@@ -576,6 +540,8 @@ class PopRevive:
                 ctx.model.on_append(svc.revive_topic, q, lambda q=q: _wake_idle(self.revivers.get(q)))
 
     def start(self) -> None:
+        # BrokerController.start: shouldStartTime = now + disappearTimeAfterStart (-1 by default: no wait)
+        self.should_start = self.ctx.clock() + self.svc.config.disappear_time_after_start
         for q in range(self.svc.config.revive_queue_num if self.svc.pop_clients else 0):
             self.revivers[q] = self.ctx.engine.process(self._loop(q), NORMAL, 0, f"pop-revive-{q}")
 
@@ -585,6 +551,9 @@ class PopRevive:
         topic = self.svc.revive_topic
         slow = 1
         while True:
+            if ctx.clock() < self.should_start:  # "PopReviveService Ready to run after shouldStartTime"
+                yield 1000
+                continue
             if m.cq_max(topic, q) <= self._offset(q) + 1:
                 yield None  # nothing unread: the rounds would change nothing
                 continue
@@ -594,18 +563,16 @@ class PopRevive:
             start = ctx.clock()
             end_time = first_rt = no_msg = 0
             off = old + 1
-            cks: dict[tuple, ReadCheckPoint] = {}
+            cks: dict[tuple, pop_format.PopCheckPoint] = {}  # with their revive offsets and the bits acked
             while True:
                 hi = m.cq_max(topic, q)
                 if off >= hi:
-                    now = ctx.clock()
-                    if end_time and now - end_time > 3 * pop_rules.SECOND:
-                        end_time = now  # the timer is assumed caught up (getDequeueBehind() <= 0)
-                    if end_time - first_rt > pop_rules.ACK_TIME_INTERVAL + pop_rules.SECOND:
+                    end_time = pop_rules.revive_scan_end_time(end_time, ctx.clock())
+                    if pop_rules.may_revive(end_time, first_rt):  # the first checkpoint read is due: enough read
                         break
                     no_msg += 1
-                    yield 100
-                    if no_msg * 100 > 4 * pop_rules.SECOND:
+                    yield pop_rules.NO_MSG_SLEEP_MS
+                    if pop_rules.revive_scan_gives_up(no_msg):
                         break
                     continue
                 no_msg = 0
@@ -618,23 +585,25 @@ class PopRevive:
                         continue
                     tag = rec.props.get(PROPERTY_TAGS)
                     if tag == CK_TAG:
-                        ck = pop_format.parse_checkpoint(rec.body)
-                        cks[ck.merge_key()] = ReadCheckPoint(ck, o, set())
+                        ck = replace(pop_format.parse_checkpoint(rec.body), revive_offset=o)
+                        cks[ck.merge_key()] = ck
                         first_rt = first_rt or ck.revive_time
-                    elif tag == ACK_TAG:  # indexOfAck: the acked offset's place in the checkpoint's d
+                    elif tag == ACK_TAG:
                         ack = pop_format.parse_ack(rec.body)
-                        if (read := cks.get(ack.merge_key())) is not None:
-                            read.acked.add(ack.ack_offsets[0] - ack.start_offset)
+                        ck = cks.get(ack.merge_key())
+                        index = ck.index_of_ack(ack.ack_offsets[0]) if ck is not None else -1
+                        if index > -1:  # the acked message's bit
+                            cks[ack.merge_key()] = replace(ck, bit_map=ck.bit_map | 1 << index)
                     end_time = max(end_time, int(rec.props.get(PROPERTY_TIMER_DELIVER_MS, "0")))
             # mergeAndRevive
             new_offset = old
-            for read in sorted(cks.values(), key=attrgetter("revive_offset")):
-                if not pop_rules.may_revive(end_time, read.ck.revive_time):
+            for ck in sorted(cks.values(), key=attrgetter("revive_offset")):
+                if not pop_rules.may_revive(end_time, ck.revive_time):
                     break
-                for diff in read.ck.queue_offset_diff:  # reviveMsgFromCk: each message of the checkpoint not acked
-                    if diff not in read.acked:
-                        self._revive(read.ck, read.ck.start_offset + diff)
-                new_offset = read.revive_offset
+                for index in range(ck.num):  # reviveMsgFromCk: each message of the checkpoint not acked
+                    if not ck.bit_map >> index & 1:
+                        self._revive(ck, ck.ack_offset_by_index(index))
+                new_offset = ck.revive_offset
             if new_offset > old:  # commitOffset(REVIVE_GROUP, reviveTopic, queueId, newOffset)
                 self.svc.offsets[(REVIVE_GROUP, topic, q)] = new_offset
             if not cks:
@@ -666,7 +635,7 @@ class PopRevive:
         props = pop_rules.revive_retry_properties(
             msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck.pop_time
         )
-        new = msg.derive(topic, 0, props, _props_raw(props, ctx.v4))
+        new = msg.derive(topic, 0, props, broker_properties(props, 16, not ctx.v4))  # a new HashMap(16)
         new.reconsume_times = msg.reconsume_times + 1
         if not m.queue_ids(topic) and not any(t == topic for t, *_ in self.svc.topic_requests):
             self.svc.topic_requests.append((topic, pop_rules.RETRY_QUEUE_NUM, PERM_READ | PERM_WRITE, ctx.clock()))
@@ -675,17 +644,10 @@ class PopRevive:
             new.born_host = new.store_host = self.svc.store_host
         res = ctx.put(new, SERVICE)
         if res.ok:
+            detail = {"reconsume_times": new.reconsume_times, "revive_time": ck.revive_time}
             self.svc._emit(
-                "revive",
-                group,
-                topic,
-                0,
-                msg,
-                res.message,
-                reconsume_times=new.reconsume_times,
-                revive_time=ck.revive_time,
-                queue_offset=res.message.queue_offset,
+                "revive", group, msg, res.message, at=(topic, 0), **detail, queue_offset=res.message.queue_offset
             )
 
 
-__all__ = ["ConsumerService", "Delivery", "KINDS", "PopClients", "PopRevive", "subscription_groups"]
+__all__ = ["ConsumerService", "Delivery", "KINDS", "PopClients", "PopRevive"]

@@ -7,19 +7,20 @@ One line per event, keys in this order: `time` (virtual epoch ms), `service`
 Every event enters `EventLog` the same way: in a batch of n >= 1 events of one kind (service, event
 and detail keys), column by column (`EventLog.batch`). The batches are counted, handed to the sink's
 lines (`eventlines`), to the `watch_columns` callbacks (the summary's tallies, the invariant checks)
-and, when events are held, made into `SimEvent`s: one path for all of them.
+and, when events are held, kept as they are (`SimEvent`s and `jsonl()` are made from them: one path for all).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, TextIO
 
+from mqtool.output import BlockWriter, byte_buffer
 from mqtool.simulate import eventlines
-from mqtool.simulate.eventlines import JSON as _JSON
 from mqtool.simulate.eventlines import Kind
 
 
@@ -34,16 +35,6 @@ class SimEvent:
     physical_offset: int | None = None
     new_physical_offset: int | None = None
     detail: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The event's line dict: `eventlines.KEYS` in order, then the detail keys."""
-        d = {k: getattr(self, k) for k in eventlines.KEYS}
-        for k, v in self.detail.items():
-            d.setdefault(k, v)
-        return d
-
-    def to_json(self) -> str:
-        return _JSON.encode(self.as_dict())
 
 
 FLUSH_LINES = 4096
@@ -109,7 +100,9 @@ class EventLog:
         self.keep = keep
         self.sink = sink
         self.hold = keep and (sink is None if hold is None else hold)
-        self.events: list[SimEvent] = []
+        self._held: list[tuple] = []  # the held batches
+        self._events: list[SimEvent] = []  # those of the first `_made` held batches
+        self._made = 0
         self.by_kind: dict[str, int] = {}
         self._column_watchers: dict[str, list[Callable[[Columns], None]]] = {}
         self._watched: dict[str, list] = {}  # per watched event, its batches not handed on yet
@@ -122,11 +115,7 @@ class EventLog:
         self._lines = 0  # their events
         self._formatter = eventlines.formatter() if self._lined else None
         self._buffer = None
-        self._writer: _Writer | None = None
-
-    @property
-    def count(self) -> int:
-        return sum(self.by_kind.values())
+        self._writer: BlockWriter | None = None
 
     def watch_columns(self, event: str, callback: Callable[[Columns], None]) -> None:
         """Call `callback(cols)` with the events of that kind in order, in blocks (`Columns`); every
@@ -225,14 +214,19 @@ class EventLog:
             if len(watched) >= FLUSH_LINES:
                 self._hand_on()
         if self.hold:
-            self._hold(kind, cols)
+            self._held.append(batch)
 
-    def _hold(self, kind: Kind, cols: tuple) -> None:
-        """Each event of a batch as a `SimEvent`, held."""
-        service, event, detail = kind.service, kind.event, kind.detail
-        for time, topic, queue_id, uniq_key, phys, new_phys, *values in zip(*cols, strict=True):
-            detail_map = dict(zip(detail, values, strict=True))
-            self.events.append(SimEvent(time, service, event, topic, queue_id, uniq_key, phys, new_phys, detail_map))
+    @property
+    def events(self) -> list[SimEvent]:
+        """The held events as `SimEvent`s (made when asked for)."""
+        for kid, *cols in self._held[self._made :]:
+            kind = self._kind_list[kid]
+            for time, topic, queue_id, uniq_key, phys, new_phys, *values in zip(*cols, strict=True):
+                detail = dict(zip(kind.detail, values, strict=True))
+                event = SimEvent(time, kind.service, kind.event, topic, queue_id, uniq_key, phys, new_phys, detail)
+                self._events.append(event)
+        self._made = len(self._held)
+        return self._events
 
     def _hand_on(self) -> None:
         """The watched events not yet handed on, to their `watch_columns` callbacks."""
@@ -272,13 +266,14 @@ class EventLog:
                 _texts(p, self._kind_list, texts)
         data = (texts, lines, self._table)
         if self._buffer is None:
-            self._buffer = _byte_buffer(self.sink) or False
+            self._buffer = byte_buffer(self.sink) or False
         if not self._buffer:  # formatted and written on this thread
-            self.sink.write(b"".join(map(bytes, _formatted(formatter, *data))).decode("utf-8", "surrogatepass"))
+            self.sink.write(b"".join(map(bytes, _formatted(formatter, data))).decode("utf-8", "surrogatepass"))
             return
         writer = self._writer
         if writer is None:
-            writer = self._writer = _Writer(self._buffer.write, formatter)
+            render = partial(_formatted, formatter)
+            writer = self._writer = BlockWriter(self._buffer.write, render, WRITER_BLOCKS, "mqtool-events")
         elif writer.error is not None:
             self.close()  # raises the writer's error
         writer.put(data)
@@ -291,19 +286,30 @@ class EventLog:
         if writer is not None:
             writer.close()
 
-    def _held(self) -> list[SimEvent]:
+    def _check_held(self) -> None:
         if self.keep and not self.hold:
             raise ValueError("the events were streamed to the sink, not held (EventLog(hold=True) keeps them)")
-        return self.events
 
     def __iter__(self):
-        return iter(self._held())
+        self._check_held()
+        return iter(self.events)
+
+    @property
+    def count(self) -> int:
+        return sum(self.by_kind.values())
 
     def __len__(self) -> int:
         return self.count
 
+    def dicts(self) -> list[dict[str, Any]]:
+        """The held events' line dicts, in order (`Kind.dicts`: what `jsonl()` writes)."""
+        self._check_held()
+        return [d for kid, *cols in self._held for d in self._kind_list[kid].dicts(cols)]
+
     def jsonl(self) -> str:
-        return "".join(e.to_json() + "\n" for e in self._held())
+        """The held events' lines, as `json` writes them (`eventlines.lines`)."""
+        self._check_held()
+        return eventlines.lines(self._held, self._kind_list).decode("utf-8", "surrogatepass")
 
 
 def _texts(run: list[tuple], kinds: list[Kind], out: list) -> None:
@@ -322,60 +328,9 @@ def _texts(run: list[tuple], kinds: list[Kind], out: list) -> None:
             _texts(run[len(run) // 2 :], kinds, out)
 
 
-def _formatted(formatter: eventlines.Formatter | None, texts: list, lines: int, table: eventlines.Table | None):
-    """A block's lines, part by part: json's finished lines as they are, orjson's texts through the kernel
-    (each view valid until the next is made)."""
+def _formatted(formatter: eventlines.Formatter | None, block: tuple) -> Iterator[bytes | memoryview]:
+    """A block's lines (its texts, lines and `Table`), part by part: json's finished lines as they are,
+    orjson's texts through the kernel (each view valid until the next is made)."""
+    texts, lines, table = block
     for t in texts:
         yield t if type(t) is bytes else formatter.format(t, lines, table)
-
-
-class _Writer:
-    """Writes blocks with `write` on a thread of its own, in order: the kernel formats a block's lines
-    and a file's write runs with the GIL released, so the run goes on meanwhile. At most
-    `WRITER_BLOCKS` blocks wait (memory stays bounded; `put` waits when they are all taken). After a
-    failed write it drops the rest and keeps the error (`error`); `close` raises it on the caller's thread."""
-
-    def __init__(self, write: Callable[[bytes], Any], formatter: eventlines.Formatter | None) -> None:
-        import queue
-        import threading
-
-        self.error: BaseException | None = None
-        self._queue: queue.Queue = queue.Queue(WRITER_BLOCKS)
-        self._thread = threading.Thread(target=self._run, args=(write, formatter), name="mqtool-events", daemon=True)
-        self._thread.start()
-
-    def _run(self, write: Callable[[bytes], Any], formatter: eventlines.Formatter | None) -> None:
-        get = self._queue.get
-        while (data := get()) is not None:
-            if self.error is None:
-                try:
-                    for lines in _formatted(formatter, *data):
-                        write(lines)
-                except BaseException as e:  # noqa: BLE001 - handed to the caller's thread by `close`
-                    self.error = e
-
-    def put(self, data: tuple) -> None:
-        self._queue.put(data)
-
-    def close(self) -> None:
-        """Wait until every block is written and the thread is gone; raise the error of a write."""
-        self._queue.put(None)
-        self._thread.join()
-        error, self.error = self.error, None
-        if error is not None:
-            raise error
-
-
-def _byte_buffer(sink: TextIO):
-    """The byte stream under a UTF-8 text sink with no newline translation, flushed so that what was
-    written to it before comes first (`mqtool.output.write_jsonl` does the same); None for any other
-    sink (a StringIO, the --expect capture)."""
-    import codecs
-    import os
-
-    buffer = getattr(sink, "buffer", None)
-    encoding = getattr(sink, "encoding", None)
-    if buffer is None or encoding is None or os.linesep != "\n" or codecs.lookup(encoding).name != "utf-8":
-        return None
-    sink.flush()
-    return buffer

@@ -112,9 +112,9 @@ def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, s
     ctx.services.append(tx)
     consumers = None
     if scenario.consumers:  # consumer groups (simulate/consumer.py): only when the scenario has some
-        from mqtool.simulate.consumer import ConsumerService, subscription_groups
+        from mqtool.simulate.consumer import ConsumerService
         consumers = ConsumerService(ctx, scenario.consumers, store.config_files.consumer_offsets if store else None,
-                                    subscription_groups(store))
+                                    store.config_files.subscription_groups if store else None)
         ctx.services.append(consumers)
     schedule_faults(ctx, until_ms)
 

@@ -193,11 +193,27 @@ def _integer(value: Any, where: str, lo: int, hi: int | None = None) -> int:
     return value
 
 
+def _probability(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ScenarioError(f"{where} must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
 def _table(doc: dict, name: str) -> dict:
     v = doc.get(name, {})
     if not isinstance(v, dict):
         raise ScenarioError(f"[{name}] must be a table")
     return v
+
+
+def _tables(value: Any, where: str) -> list[dict]:
+    """An array of tables (`[[where]]`), each entry checked to be a table."""
+    if not isinstance(value, list):
+        raise ScenarioError(f"{where} must be an array of tables ([[{where}]])")
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict):
+            raise ScenarioError(f"{where}[{i}] must be a table")
+    return value
 
 
 def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
@@ -213,49 +229,35 @@ def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
         sc.check_at = sorted(_time(v, start_ms, f"transaction.check_at[{i}]") for i, v in enumerate(tx["check_at"]))
     sc.default_answer = _choice(tx.get("default_answer", "none"), ANSWERS, "transaction.default_answer")
     sc.answer_delay_ms = int(_delta(tx.get("answer_delay_ms", 0), "transaction.answer_delay_ms"))
-    for i, a in enumerate(tx.get("answers", [])):
-        where = f"transaction.answers[{i}]"
-        if not isinstance(a, dict):
-            raise ScenarioError(f"{where} must be a table")
-        sc.answers.append(
-            AnswerRule(
-                _choice(a.get("answer"), ANSWERS, f"{where}.answer"),
-                a.get("producer_group"),
-                a.get("uniq_key"),
-                a.get("key"),
-                float(a.get("probability", 1.0)),
-            )
-        )
-    faults = doc.get("faults", [])
-    if not isinstance(faults, list):
-        raise ScenarioError("faults must be an array of tables ([[faults]])")
-    for i, f in enumerate(faults):
-        where = f"faults[{i}]"
-        kind = _choice(f.get("kind"), FAULT_KINDS, f"{where}.kind")
-        first = f.get("from", f.get("at"))
-        start = _time(first, start_ms, f"{where}.from") if first is not None else start_ms
-        if kind == "crash" and first is None:
-            raise ScenarioError(f"{where}: a crash needs `from` (the crash time)")
-        if kind == "clock_jump" and "delta" not in f:
-            raise ScenarioError(f"{where}: a clock_jump needs `delta`")
-        default_end = start if kind != "put_failure" else 2**62
-        end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
-        if end < start:
-            raise ScenarioError(f"{where}: until is before from")
-        sc.faults.append(
-            Fault(
-                kind,
-                start,
-                end,
-                float(f.get("probability", 1.0)),
-                f.get("service"),
-                f.get("topic"),
-                str(f.get("status", "UNKNOWN_ERROR")),
-                _delta(f.get("delta", 0), f"{where}.delta"),
-            )
-        )
-    sc.consumers = _consumers(doc.get("consumers", []))
+    for i, a in enumerate(_tables(tx.get("answers", []), "transaction.answers")):
+        answer = _choice(a.get("answer"), ANSWERS, f"transaction.answers[{i}].answer")
+        probability = _probability(a.get("probability", 1.0), f"transaction.answers[{i}].probability")
+        sc.answers.append(AnswerRule(answer, a.get("producer_group"), a.get("uniq_key"), a.get("key"), probability))
+    sc.faults = [_fault(f, start_ms, f"faults[{i}]") for i, f in enumerate(_tables(doc.get("faults", []), "faults"))]
+    sc.consumers = _consumers(_tables(doc.get("consumers", []), "consumers"))
     return sc
+
+
+def _fault(f: dict, start_ms: int, where: str) -> Fault:
+    """One `[[faults]]` entry: a put failure lasts until `until` (default: the end of the run), a crash restarts
+    at `until` (default: at once)."""
+    kind = _choice(f.get("kind"), FAULT_KINDS, f"{where}.kind")
+    first = f.get("from", f.get("at"))
+    start = _time(first, start_ms, f"{where}.from") if first is not None else start_ms
+    if kind == "crash" and first is None:
+        raise ScenarioError(f"{where}: a crash needs `from` (the crash time)")
+    if kind == "clock_jump" and "delta" not in f:
+        raise ScenarioError(f"{where}: a clock_jump needs `delta`")
+    default_end = start if kind != "put_failure" else 2**62
+    end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
+    if end < start:
+        raise ScenarioError(f"{where}: until is before from")
+    probability, status = (
+        _probability(f.get("probability", 1.0), f"{where}.probability"),
+        str(f.get("status", "UNKNOWN_ERROR")),
+    )
+    delta = _delta(f.get("delta", 0), f"{where}.delta")
+    return Fault(kind, start, end, probability, f.get("service"), f.get("topic"), status, delta)
 
 
 def _poll_interval(value: Any, where: str) -> int:
@@ -274,11 +276,11 @@ def _queue_offset(value: Any, where: str) -> str | int:
 CONSUMER_FIELDS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "from": ("start", _queue_offset),
     "outcome": ("outcome", lambda v, where: _choice(v, ("ok", "fail"), where)),
-    "fail_times": ("fail_times", lambda v, where: int(v)),
+    "fail_times": ("fail_times", lambda v, where: _integer(v, where, 0)),
     "consume_delay": ("consume_delay_ms", _delta),
     "mode": ("mode", lambda v, where: _choice(v, ("push", "pop"), where)),
     "invisible_time": ("invisible_time_ms", _delta),
-    "max_reconsume_times": ("max_reconsume_times", lambda v, where: int(v)),
+    "max_reconsume_times": ("max_reconsume_times", lambda v, where: _integer(v, where, -1)),  # -1: the default
     "poll_interval": ("poll_interval_ms", _poll_interval),
     "batch_size": ("batch_size", lambda v, where: _integer(v, where, 1)),
     "client": ("client", lambda v, where: _choice(v, CLIENTS, where)),
@@ -286,14 +288,10 @@ CONSUMER_FIELDS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
 }
 
 
-def _consumers(entries: Any) -> list[ConsumerSpec]:
-    if not isinstance(entries, list):
-        raise ScenarioError("consumers must be an array of tables ([[consumers]])")
+def _consumers(entries: list[dict]) -> list[ConsumerSpec]:
     out = []
     for i, c in enumerate(entries):
         where = f"consumers[{i}]"
-        if not isinstance(c, dict):
-            raise ScenarioError(f"{where} must be a table")
         unknown = set(c) - {"group", "topic", "match", *CONSUMER_FIELDS}
         if unknown:
             raise ScenarioError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")

@@ -7,7 +7,7 @@ from eventrows import put_rows
 
 from mqtool.formats.names import RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC as CHECK_MAX
 from mqtool.formats.names import RMQ_SYS_TRANS_HALF_TOPIC as HALF
-from mqtool.simulate.events import _JSON, EventLog
+from mqtool.simulate.events import EventLog
 from mqtool.simulate.model import MemoryBase, SimMessage, StoreModel
 from mqtool.simulate.timerunits import TimerUnits
 
@@ -41,7 +41,7 @@ def test_event_lines_are_jsons_bytes():
     log.emit(2, "schedule", "persist", "S", None, None, None, None, offsets={"1": 5})  # nested: json's own
     log.emit(3, "timer", "deliver", "T", 1, "\udcff", 2**64, None, due=1.5)  # surrogate, 65-bit int, float
     log.flush()
-    assert sink.text == "".join(_JSON.encode(e.as_dict()) + "\n" for e in log.events)
+    assert sink.text == log.jsonl()  # the kernel's lines are json's
     assert json.loads(sink.text.split("\n")[0])["topic"] == 'T\u2028é"\\\x00\x1f\x7f'
 
 

@@ -312,6 +312,16 @@ def test_scenario_errors():
         parse_scenario({"consumers": [{"topic": "T"}]}, S)
     with pytest.raises(ScenarioError, match="mode"):
         parse_scenario({"consumers": [{"group": "G", "topic": "T", "mode": "pull"}]}, S)
+    # every array of tables is checked alike: an entry that is not a table is an error, never a traceback
+    for doc, where in (
+        ({"faults": [1]}, r"faults\[0\] must be a table"),
+        ({"transaction": {"answers": ["commit"]}}, r"transaction.answers\[0\] must be a table"),
+        ({"consumers": {"group": "G"}}, r"consumers must be an array of tables"),
+        ({"faults": [{"kind": "put_failure", "probability": "x"}]}, r"faults\[0\].probability must be a number"),
+        ({"transaction": {"answers": [{"answer": "commit", "probability": 2}]}}, r"answers\[0\].probability"),
+    ):
+        with pytest.raises(ScenarioError, match=where):
+            parse_scenario(doc, S)
 
 
 def test_new_consumer_keys_are_checked():
@@ -320,6 +330,8 @@ def test_new_consumer_keys_are_checked():
         ({"batch_size": 0}, "batch_size"),
         ({"client": "grpc"}, "client"),
         ({"pop_random": 100}, "pop_random"),
+        ({"fail_times": "x"}, "fail_times must be an integer"),  # was a ValueError traceback
+        ({"max_reconsume_times": -2}, "max_reconsume_times"),
     ):
         with pytest.raises(ScenarioError, match=word):
             parse_scenario({"consumers": [{"group": "G", "topic": "T", **bad}]}, S)
@@ -372,3 +384,18 @@ def test_crash_revives_again_what_was_revived_after_the_last_persist():
     first = [(S + 12_100, i, S + 10_000) for i in range(11)] + [(S + 13_100, 11, S + 11_000)]
     again = [(S + 16_000, 12 + i, S + 10_000) for i in range(11)] + [(S + 16_000, 23, S + 11_000)]
     assert revived == first + again
+
+
+def test_revive_waits_for_should_start_time_after_a_restart():
+    # PopReviveService.run (5.3.1) waits in 1 s steps while now < BrokerController.shouldStartTime = the start
+    # + disappearTimeAfterStart (MessageStoreConfig, -1 by default: no wait). The crash above with 3.5 s: the
+    # restart at S + 15 s waits until S + 19 s (the first 1 s step past S + 18.5 s), then reviveInterval (1 s):
+    # the 12 messages are revived a second time at S + 20 s instead of S + 16 s; the first revives, after the
+    # start's gate at S + 4 s, are unchanged
+    pop = {"group": "GID_p", "topic": TOPIC, "mode": "pop", "fail_times": 1, "invisible_time": "10s", "pop_random": 50}
+    cfg = load_broker_conf(CONF).with_overrides({"disappearTimeAfterStart": 3500})
+    sc = parse_scenario({"consumers": [pop], "faults": [{"kind": "crash", "from": S + 14_000, "until": S + 15_000}]}, S)
+    r = simulate(Store.open("fixtures/demo", cfg), cfg, S, S + 40_000, sc)
+    revived = [(e.time, e.detail["queue_offset"]) for e in consumer_events(r, "revive")]
+    first = [(S + 12_100, i) for i in range(11)] + [(S + 13_100, 11)]
+    assert revived == first + [(S + 20_000, 12 + i) for i in range(12)]

@@ -14,7 +14,6 @@ import pytest
 from mqtool.builder.rocksdb import write_kv_config
 from mqtool.formats.broker_conf import load_broker_conf
 from mqtool.inspect.overview import overview
-from mqtool.simulate.consumer import subscription_groups
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.store.store import Store
@@ -72,7 +71,8 @@ def test_simulated_consumers_take_retry_settings_from_rocksdb(tmp_path):
                                        {"group": "GID_drop", "topic": TOPIC, "outcome": "fail"}]}, S)
     r = simulate(st, cfg, S, S + 200_000, sc, broker_version="5.3")
     # retryMaxTimes 3 comes from RocksDB, but a default 5.3.1 push client's request carries 16, which wins
-    assert subscription_groups(st)["GID_three"].retry_max_times == 3 and _events(r, "dlq", "GID_three") == []
+    assert st.config_files.subscription_groups.subscription_group_table["GID_three"].retry_max_times == 3
+    assert _events(r, "dlq", "GID_three") == []
     # retryQueueNums 0: the broker answers SUCCESS and writes nothing (the 11 backlog units, at once)
     assert len([e for e in _events(r, "drop", "GID_drop") if e.time == S]) == 11
     assert _events(r, "send_back", "GID_drop") == []
