@@ -124,9 +124,9 @@ def check_continuation(src: Path, out: Path, conf: Path, result, term: int) -> l
         assert (r.body, r.properties_raw, r.store_timestamp, r.born_timestamp, r.sys_flag, r.flag,
                 r.reconsume_times) == (m.body, result.state["model"].raw(m), m.store_ts, m.born_ts, m.sys_flag,
                                        m.flag, m.reconsume_times)
-        ev = deliveries[r.physical_offset].as_dict()  # every re-put is an event's new_physical_offset
-        if ev["event"] == "deliver":  # a delivery names the queue and offset it re-put to
-            assert (ev["topic"], ev["queue_id"], ev["queue_offset"]) == (r.topic, r.queue_id, r.queue_offset)
+        ev = deliveries[r.physical_offset]  # every re-put is an event's new_physical_offset
+        if ev.event == "deliver":  # a delivery names the queue and offset it re-put to
+            assert (ev.topic, ev.queue_id, ev.detail["queue_offset"]) == (r.topic, r.queue_id, r.queue_offset)
         unit = st.consume_queue(r.topic, r.queue_id).unit(r.queue_offset)
         assert (unit.commitlog_offset, unit.size) == (e.pos + 48, e.body_length)
         isize = dl.index.file_size
