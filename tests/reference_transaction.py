@@ -42,7 +42,6 @@ from mqtool.simulate.transaction import (
     PUT_BACK_RETRY_MS,
     SLEEP_WHILE_NO_OP,
     TransactionService,
-    _long,
     _qid,
     _renew,
     _Walk,
@@ -97,9 +96,9 @@ class ReferenceTransaction(TransactionService):
                     ctx.clock(),
                     start,
                     newest_op_born,
-                    self.timeout,
-                    self.check_max,
-                    self.file_reserved_h,
+                    ctx.config.transaction_timeout,
+                    ctx.config.transaction_check_max,
+                    ctx.config.file_reserved_time,
                 )
                 props = dict(props) if decision == DISCARD else put_check_times(props, times)
                 if decision == DISCARD or decision == SKIP:
@@ -118,8 +117,9 @@ class ReferenceTransaction(TransactionService):
                         continue
                     # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
                     age = ctx.clock() - msg.born_ts
-                    imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), self.timeout)
-                    decision = CHECK if is_need_check(age, imm, newest_op_born, start, self.timeout) else READ_MORE
+                    timeout = ctx.config.transaction_timeout
+                    imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), timeout)
+                    decision = CHECK if is_need_check(age, imm, newest_op_born, start, timeout) else READ_MORE
                 if decision == CHECK:
                     if not self._put_back(msg, props, record):
                         yield PUT_BACK_RETRY_MS
@@ -175,7 +175,7 @@ class ReferenceTransaction(TransactionService):
                 msg.phys,
                 n.phys,
                 reason="immunity",
-                check_times=_long(check_times_of(props)),
+                check_times=get_long(check_times_of(props)),
                 queue_offset=n.queue_offset,
             )
         else:
@@ -211,7 +211,7 @@ class ReferenceTransaction(TransactionService):
                 msg.phys,
                 copy.phys,
                 producer_group=group,
-                check_times=_long(check_times_of(props)),
+                check_times=get_long(check_times_of(props)),
                 queue_offset=copy.queue_offset,
                 answer=answer,
             )
@@ -236,7 +236,7 @@ class ReferenceTransaction(TransactionService):
                 msg.uniq_key,
                 msg.phys,
                 res.message.phys,
-                check_times=_long(check_times_of(props)),
+                check_times=get_long(check_times_of(props)),
                 queue_offset=res.message.queue_offset,
             )
         else:

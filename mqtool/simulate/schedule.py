@@ -47,7 +47,7 @@ from mqtool.rules.schedule import (
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import SCHEDULE, Process
-from mqtool.simulate.service import PersistedOffsets
+from mqtool.simulate.service import FIRST_PERSIST_MS, PersistedOffsets
 
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
@@ -116,9 +116,8 @@ class ScheduleService(PersistedOffsets[int]):
     """All delay levels of one broker; `offsets` is the offsetTable, `persisted` delayOffset.json."""
 
     def __init__(self, ctx: SimContext, stored_offsets: dict[int, int] | None) -> None:
-        super().__init__(
-            ctx, dict(stored_offsets or {}), ctx.config.flush_delay_offset_interval, 10000, "schedule-persist"
-        )
+        interval = ctx.config.flush_delay_offset_interval
+        super().__init__(ctx, dict(stored_offsets or {}), interval, FIRST_PERSIST_MS, "schedule-persist")
         levels = ctx.config.delay_levels_ms()  # delayLevelTable: only these levels get a task (`start`)
         self.delays = {lv: d for lv, d in enumerate(levels, 1) if is_level_started(lv, levels)}
         self.async_deliver = ctx.config.enable_schedule_async_deliver
