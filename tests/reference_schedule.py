@@ -74,22 +74,6 @@ class ReferenceSchedule(ScheduleService):
         if not res.ok:
             return self._deliver(level, off, msg, new, res, due)  # its put_failed event
         self.offsets[level] = off + 1
-        self.delivered += 1
-        log, n = self.ctx.log, res.message
-        if not log.keep:
-            log.tally("deliver")
-        else:
-            log.batch(
-                self.ctx.engine.now,
-                "schedule",
-                "deliver",
-                n.topic,
-                n.queue_id,
-                n.uniq_key,
-                msg.phys,
-                n.phys,
-                level=level,
-                due=due,
-                queue_offset=n.queue_offset,
-            )
+        n = res.message
+        self._record([(n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys, level, due, n.queue_offset)])
         return True

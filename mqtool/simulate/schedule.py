@@ -126,7 +126,6 @@ class ScheduleService(PersistedOffsets[int]):
         self.handlers: dict[int, Process] = {}
         self.pending: dict[int, deque[_Pending]] = {}
         self.grid: dict[int, int] = {}  # level -> time of its last poll (polls are 100 ms apart)
-        self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
         self.delivered = 0
         self._targets: dict[tuple, tuple | object | None] = {}  # `_deliver_due`'s `_target` answers
         self._targets_for: tuple[int, int] | None = None
@@ -167,13 +166,7 @@ class ScheduleService(PersistedOffsets[int]):
     def persist(self) -> None:
         """delayOffset.json written, and logged as the `persist` event."""
         super().persist()
-        offsets = self.offsets
-        keys = self._persist_keys  # (the levels, sorted, and their names) while the levels stay the same
-        if keys is None or keys[0] != offsets.keys():
-            levels = sorted(offsets)
-            keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
-        _, levels, names = keys
-        named = dict(zip(names, map(offsets.__getitem__, levels), strict=True))
+        named = {str(level): offset for level, offset in sorted(self.offsets.items())}
         self.ctx.log.batch(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC, offsets=named)
 
     # ----- waking -----
@@ -344,25 +337,18 @@ class ScheduleService(PersistedOffsets[int]):
         """The events of a run of row re-puts, in order; the level's offset past the last of them."""
         if rows:
             self.offsets[level] = delivered + 1
-            self.delivered += len(rows)
-            log = self.ctx.log
-            if not log.keep:
-                log.tally("deliver", len(rows))
-                return
-            topic, qid, uniq, ph, pos, level_, due, queue_offset = zip(*rows, strict=True)
-            log.batch(
-                self.ctx.engine.now,
-                "schedule",
-                "deliver",
-                topic,
-                qid,
-                uniq,
-                ph,
-                pos,
-                level=level_,
-                due=due,
-                queue_offset=queue_offset,
-            )
+            self._record(rows)
+
+    def _record(self, rows: list) -> None:
+        """The deliver events of re-puts, one row each (None where the log only counts them)."""
+        self.delivered += len(rows)
+        log = self.ctx.log
+        if not log.keep:
+            log.tally("deliver", len(rows))
+            return
+        topic, qid, uniq, ph, pos, level, due, offset = zip(*rows, strict=True)
+        now = self.ctx.engine.now
+        log.batch(now, "schedule", "deliver", topic, qid, uniq, ph, pos, level=level, due=due, queue_offset=offset)
 
     def _target(self, real_topic: str | None, real_qid_text: str | None) -> tuple | object | None:
         """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
@@ -408,13 +394,8 @@ class ScheduleService(PersistedOffsets[int]):
         if not res.ok:
             self._put_failed(level, msg, status=res.status, queue_offset=off, next="retry same unit")
             return
-        self.delivered += 1
-        n, log = res.message, self.ctx.log
-        if not log.keep:
-            log.tally("deliver")
-            return
-        row = n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys
-        log.batch(self.ctx.engine.now, "schedule", "deliver", *row, level=level, due=due, queue_offset=n.queue_offset)
+        n = res.message
+        self._record([(n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys, level, due, n.queue_offset)])
 
     def _put_failed(self, level: int, msg, **detail) -> None:
         now, row = self.ctx.engine.now, (*_real_queue(msg.props), msg.uniq_key, msg.phys)
