@@ -34,6 +34,7 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
 )
+from mqtool.rules.java import parse_int
 from mqtool.rules.schedule import (
     DELAY_FOR_A_WHILE,
     FIRST_DELAY_TIME,
@@ -47,6 +48,7 @@ from mqtool.rules.schedule import (
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import SCHEDULE, Process
+from mqtool.simulate.model import PutResult, SimMessage
 from mqtool.simulate.service import FIRST_PERSIST_MS, PersistedOffsets
 
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
@@ -58,6 +60,9 @@ _WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, _UNIQ)
 
 
 _DISCARD = object()  # `_target` of a unit the walk discards
+# `messageTimeUp` threw (REAL_QID absent or not an int): `executeOnTimeUp` catches it and ends the task as a
+# failed put does (`offset_after_failed_put`)
+NOT_AN_INT = PutResult(False, "NumberFormatException")
 
 
 class _Target(NamedTuple):
@@ -316,9 +321,8 @@ class ScheduleService(PersistedOffsets[int]):
                 msg = msg or message(ph)
                 if msg is None:
                     continue
-                # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
-                new = msg.derive(*_real_queue(msg.props), msg.props)
-                res = None if self.async_deliver else m.append(new, clock, "schedule")
+                new = _time_up(msg, msg.props)
+                res = NOT_AN_INT if new is None else None if self.async_deliver else m.append(new, clock, "schedule")
                 if res is None or not res.ok:  # an async put, or a failed one: its events after the rows
                     self._flush(level, rows, delivered)
                     rows, delivered = [], -1
@@ -353,16 +357,15 @@ class ScheduleService(PersistedOffsets[int]):
     def _target(self, real_topic: str | None, real_qid_text: str | None) -> tuple | object | None:
         """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
         goes to; `_DISCARD` without REAL_TOPIC or with the half topic; None where `_deliver` must put a
-        `SimMessage`: a REAL_QID `int` refuses, a queue whose re-puts are kept or watched, a fault that may
-        refuse the put, async delivery."""
+        `SimMessage` (or `messageTimeUp` throws first: a REAL_QID `Integer.parseInt` refuses), a queue whose
+        re-puts are kept or watched, a fault that may refuse the put, async delivery."""
+        real_qid = parse_int(real_qid_text)
+        if real_qid is None:
+            return None
         if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
             return _DISCARD
         m = self.ctx.model
         if m.put_filter is not None or self.async_deliver:
-            return None
-        try:
-            real_qid = int("0" if real_qid_text is None else real_qid_text)
-        except ValueError:
             return None
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
         if kept or m._listeners.get((real_topic, real_qid)):
@@ -420,7 +423,7 @@ class ScheduleService(PersistedOffsets[int]):
             if msg is None:
                 head.status = "SKIP" if head.resend > MAX_RESEND_TO_SKIP else "EXCEPTION"
                 continue
-            new = msg.derive(*_real_queue(msg.props), dict(msg.props))
+            new = _time_up(msg, dict(msg.props))
             res = ctx.put(new, "schedule")
             self._emit_result(level, head.offset, msg, res, 0)
             head.status = "SUCCESS" if res.ok else "EXCEPTION"
@@ -438,9 +441,16 @@ class ScheduleService(PersistedOffsets[int]):
         return out
 
 
-def _real_queue(props: dict[str, str]) -> tuple[str, int]:
-    """REAL_TOPIC and REAL_QID (absent: 0) of a delayed message: where its re-put goes."""
-    return props.get(PROPERTY_REAL_TOPIC), int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+def _real_queue(props: dict[str, str]) -> tuple[str | None, int | None]:
+    """REAL_TOPIC and REAL_QID (`Integer.parseInt`; None where it throws) of a delayed message."""
+    return props.get(PROPERTY_REAL_TOPIC), parse_int(props.get(PROPERTY_REAL_QUEUE_ID))
+
+
+def _time_up(msg: SimMessage, props: dict[str, str]) -> SimMessage | None:
+    """`messageTimeUp`'s re-put to REAL_TOPIC/REAL_QID, keeping every property (DELAY, REAL_TOPIC, REAL_QID stay
+    in the bytes); None where its `Integer.parseInt(REAL_QID)` throws (`NOT_AN_INT`)."""
+    real_topic, real_qid = _real_queue(props)
+    return None if real_qid is None else msg.derive(real_topic, real_qid, props)
 
 
 def _text(value: str | bytes | None) -> str | None:
