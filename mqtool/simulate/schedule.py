@@ -131,7 +131,6 @@ class ScheduleService(PersistedOffsets[int]):
         self.handlers: dict[int, Process] = {}
         self.pending: dict[int, deque[_Pending]] = {}
         self.grid: dict[int, int] = {}  # level -> time of its last poll (polls are 100 ms apart)
-        self.delivered = 0
         self._targets: dict[tuple, tuple | object | None] = {}  # `_deliver_due`'s `_target` answers
         self._targets_for: tuple[int, int] | None = None
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
@@ -345,7 +344,6 @@ class ScheduleService(PersistedOffsets[int]):
 
     def _record(self, rows: list) -> None:
         """The deliver events of re-puts, one row each (None where the log only counts them)."""
-        self.delivered += len(rows)
         log = self.ctx.log
         if not log.keep:
             log.tally("deliver", len(rows))

@@ -112,11 +112,11 @@ class _Walk:
     """One half queue's walk in a check round: `check`'s removeMap, opMsgMap and doneOpOffset, its last op pull."""
 
     __slots__ = tuple(
-        "qid start mini record remove_map op_msg_map done_op pull_status next_op newest_op_born lazy run".split()
+        "qid start mini remove_map op_msg_map done_op pull_status next_op newest_op_born lazy run".split()
     )
 
-    def __init__(self, qid: int, start: int, mini: int, record: dict) -> None:
-        self.qid, self.start, self.mini, self.record = qid, start, mini, record
+    def __init__(self, qid: int, start: int, mini: int) -> None:
+        self.qid, self.start, self.mini = qid, start, mini
         self.remove_map: dict[int, int] = {}  # half offset -> the op record's offset
         self.op_msg_map: dict[int, set[int]] = {}  # 5.x: op record -> the half offsets it still waits for
         self.done_op: list[int] = []
@@ -210,9 +210,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         self.op_last_write: dict[int, int] = {}
         self.checker: Process | None = None
         self.op_batcher: Process | None = None
-        self.rounds: list[dict] = []
+        self.rounds = 0
         self.resolved: dict[str, str] = {}  # uniq key -> commit | rollback | discard | skip
-        self.checks = 0
         self._uid = 0
 
     # ----- life cycle -----
@@ -289,14 +288,13 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         """`TransactionalMessageServiceImpl.check`: each half queue walked from its offset, the offsets moved."""
         ctx, m = self.ctx, self.ctx.model
         start = ctx.clock()
-        record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
-        self.rounds.append(record)
+        self.rounds += 1
         for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
             half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
             op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
             if half_offset < 0 or op_offset < 0:
                 continue
-            w = _Walk(qid, start, half_offset, record)
+            w = _Walk(qid, start, half_offset)
             self._fill_op_remove_map(w, op_offset)
             new_offset = yield from self._walk(w)
             if new_offset != half_offset:
@@ -306,7 +304,6 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
             m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)
             m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
-        record["end"] = ctx.engine.now
 
     def _walk(self, w: _Walk):
         """The loop of `check` over one half queue: `_check_batch` visits the halves; here what it stops at
@@ -416,7 +413,6 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         discarded half's map is not changed, a skipped one's has the incremented count. A failed put drops
         the half."""
         m = self.ctx.model
-        w.record["discards"] += 1
         self.resolved[h.uniq or str(h.phys)] = why
         row_times = times if why == SKIP else get_long(h.check_times)
         h.build(m)
@@ -434,28 +430,22 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request
         (the scenario's answer, the end-transaction it schedules); False when the put failed. Into `w.lazy`
         (`StoreModel._lazy`) the copy is placed without a `SimMessage`, as `StoreModel.append` places it."""
-        ctx, run, lazy = self.ctx, w.run, w.lazy
+        ctx, run = self.ctx, w.run
         times_text = str(times)
-        if lazy is not None:
-            e = h.deferred
-            facts = e.facts if e is not None else self._copy_facts(h, w.qid, times_text)
+        facts = h.deferred.facts if h.deferred is not None else self._copy_facts(h, w.qid, times_text)
+        if w.lazy is not None:
             size = facts.size + len(times_text)
             pos, copy_qo = ctx.model.append_row(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, size, facts.tags)
-            lazy[pos] = _Deferred(self._build_copy, facts, times_text, run.clock, size, copy_qo, h.phys)
-            group, keys = facts.group, facts.keys
+            w.lazy[pos] = _Deferred(self._build_copy, facts, times_text, run.clock, size, copy_qo, h.phys)
         else:
-            props = put_check_times(h.props, times_text)
-            res = ctx.model.append(_renew(h.msg, props), run.clock, "transaction")
+            res = ctx.model.append(_renew(h.msg, put_check_times(h.props, times_text)), run.clock, "transaction")
             if not res.ok:
                 run.flush()
                 self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "check put-back")
                 return False
             pos, copy_qo = res.message.phys, res.message.queue_offset
-            group, keys = props.get(PROPERTY_PRODUCER_GROUP), _keys(props) if ctx.scenario.answers else None
-        scenario = ctx.scenario
+        scenario, group, keys = ctx.scenario, facts.group, facts.keys
         answer = scenario.answer_for(group, h.uniq, keys, ctx.rng) if scenario.answers else scenario.default_answer
-        self.checks += 1
-        w.record["checks"] += 1
         run.add(CHECK, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
         if answer in ("commit", "rollback"):
             ctx.engine.schedule(lambda: self.end_transaction(pos, answer), PRODUCER, ctx.scenario.answer_delay_ms)
