@@ -66,7 +66,7 @@ class ReferenceSchedule(ScheduleService):
         """One re-put: async through `_deliver`; sync put at `clock`, its event, the level's offset past it."""
         if new is None:
             return self._deliver(level, off, msg, None, NOT_AN_INT, due)
-        if self.async_deliver:
+        if self.ctx.config.enable_schedule_async_deliver:
             return self._deliver(level, off, msg, new, None, due)
         res = self.ctx.model.append(new, clock, "schedule")
         if not res.ok:

@@ -125,8 +125,6 @@ class ScheduleService(PersistedOffsets[int]):
         super().__init__(ctx, dict(stored_offsets or {}), interval, FIRST_PERSIST_MS, "schedule-persist")
         levels = ctx.config.delay_levels_ms()  # delayLevelTable: only these levels get a task (`start`)
         self.delays = {lv: d for lv, d in enumerate(levels, 1) if is_level_started(lv, levels)}
-        self.async_deliver = ctx.config.enable_schedule_async_deliver
-        self.max_pending = ctx.config.schedule_async_deliver_max_pending_limit
         self.procs: dict[int, Process] = {}
         self.handlers: dict[int, Process] = {}
         self.pending: dict[int, deque[_Pending]] = {}
@@ -146,7 +144,7 @@ class ScheduleService(PersistedOffsets[int]):
             self.pending[level] = deque()
             walk = self._level(level, self.offsets.get(level, 0))
             self.procs[level] = e.process(walk, SCHEDULE, FIRST_DELAY_TIME, f"schedule-{level}")
-            if self.async_deliver:
+            if self.ctx.config.enable_schedule_async_deliver:
                 self.handlers[level] = e.process(
                     self._handle(level), SCHEDULE, FIRST_DELAY_TIME, f"schedule-handle-{level}"
                 )
@@ -274,8 +272,7 @@ class ScheduleService(PersistedOffsets[int]):
             records, light, look = [None] * k, None, False
         message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
         place, reput_size, plain_reput_size = m.place, m.reput_size, m.plain_reput_size
-        log = ctx.log
-        keep = log.keep
+        keep, async_deliver = ctx.log.keep, ctx.config.enable_schedule_async_deliver
         rows: list[tuple] = []
         # (REAL_TOPIC, REAL_QID) -> `_target`, by the values' text or bytes (`read_plain`). Kept from batch to
         # batch while no queue gains a watcher (`on_append`): nothing else changes them
@@ -321,7 +318,7 @@ class ScheduleService(PersistedOffsets[int]):
                 if msg is None:
                     continue
                 new = _time_up(msg, msg.props)
-                res = NOT_AN_INT if new is None else None if self.async_deliver else m.append(new, clock, "schedule")
+                res = NOT_AN_INT if new is None else None if async_deliver else m.append(new, clock, "schedule")
                 if res is None or not res.ok:  # an async put, or a failed one: its events after the rows
                     self._flush(level, rows, delivered)
                     rows, delivered = [], -1
@@ -363,7 +360,7 @@ class ScheduleService(PersistedOffsets[int]):
         if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
             return _DISCARD
         m = self.ctx.model
-        if m.put_filter is not None or self.async_deliver:
+        if m.put_filter is not None or self.ctx.config.enable_schedule_async_deliver:
             return None
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
         if kept or m._listeners.get((real_topic, real_qid)):
@@ -379,7 +376,7 @@ class ScheduleService(PersistedOffsets[int]):
             self._put_failed(level, msg, status=res.status, queue_offset=off, next=nxt)
             return False
         q = self.pending[level]
-        if len(q) > self.max_pending or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
+        if len(q) > ctx.config.schedule_async_deliver_max_pending_limit or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
             self._put_failed(level, msg, reason="async deliver blocked or flow-controlled", queue_offset=off)
             return False
         res = ctx.put(new, "schedule")
