@@ -411,19 +411,29 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
     def _resolve_discard(self, h: _Half, why: str, times: int | None, w: _Walk) -> None:
         """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1); a
         discarded half's map is not changed, a skipped one's has the incremented count. A failed put drops
-        the half."""
+        the half. A deferred put-back is discarded without being built where the queue keeps nothing: its
+        size is the put-back's but for the topic's fixed part (and a skip's count)."""
         m = self.ctx.model
         self.resolved[h.uniq or str(h.phys)] = why
         row_times = times if why == SKIP else get_long(h.check_times)
-        h.build(m)
-        props = put_check_times(h.props, times) if why == SKIP else h.props
-        res = m.append(h.msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), w.run.clock, "transaction")
-        if not res.ok:
-            w.run.flush()
-            why_failed = f"{why} (the half message is dropped)"
-            self._put_failed(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, h.uniq, h.phys, res.status, why_failed)
-            return
-        pos, copy_qo = res.message.phys, res.message.queue_offset
+        cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
+        if h.msg is None and not cmt.kept and not m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
+            e = h.deferred
+            size = e.size - m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, w.qid).fixed + cmt.fixed
+            if why == SKIP:
+                size += len(str(times)) - len(e.times_text)
+            pos, copy_qo = m.place(size), cmt.base_count + len(cmt.units)
+            cmt.units.append(None)
+        else:
+            h.build(m)
+            props = put_check_times(h.props, times) if why == SKIP else h.props
+            res = m.append(h.msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), w.run.clock, "transaction")
+            if not res.ok:
+                w.run.flush()
+                why_failed = f"{why} (the half message is dropped)"
+                self._put_failed(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, h.uniq, h.phys, res.status, why_failed)
+                return
+            pos, copy_qo = res.message.phys, res.message.queue_offset
         w.run.add(why, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
 
     def _put_back_half_msg_queue(self, h: _Half, times: int | None, w: _Walk) -> bool:
