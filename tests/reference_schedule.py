@@ -3,8 +3,6 @@ one unit at a time, every re-put a `SimMessage` through `StoreModel.append` (`Sc
 The library's `_deliver_due` must write the same event log, byte for byte (`test_batch_schedule*.py`)."""
 
 from mqtool.formats.names import (
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
 )
@@ -15,7 +13,7 @@ from mqtool.rules.schedule import (
     delay_level_2_queue_id,
     offset_after_failed_put,
 )
-from mqtool.simulate.schedule import ScheduleService
+from mqtool.simulate.schedule import NOT_AN_INT, ScheduleService, _time_up
 
 
 class ReferenceSchedule(ScheduleService):
@@ -49,11 +47,9 @@ class ReferenceSchedule(ScheduleService):
                 msg = m.message_once(phys)
                 if msg is None:
                     continue
-                props = msg.props
-                real_topic = props.get(PROPERTY_REAL_TOPIC)
-                if real_topic == RMQ_SYS_TRANS_HALF_TOPIC or real_topic is None:
+                new = _time_up(msg, msg.props)
+                if new is not None and new.topic in (RMQ_SYS_TRANS_HALF_TOPIC, None):
                     continue
-                new = msg.derive(real_topic, int(props.get(PROPERTY_REAL_QUEUE_ID, "0")), props)
                 if not self._deliver_one(level, off, msg, new, deliver, clock):
                     failed = True
                     next_offset = offset_after_failed_put(off, ctx.v4)
@@ -68,28 +64,14 @@ class ReferenceSchedule(ScheduleService):
 
     def _deliver_one(self, level: int, off: int, msg, new, due: int, clock: int) -> bool:
         """One re-put: async through `_deliver`; sync put at `clock`, its event, the level's offset past it."""
-        if self.async_deliver:
+        if new is None:
+            return self._deliver(level, off, msg, None, NOT_AN_INT, due)
+        if self.ctx.config.enable_schedule_async_deliver:
             return self._deliver(level, off, msg, new, None, due)
         res = self.ctx.model.append(new, clock, "schedule")
         if not res.ok:
             return self._deliver(level, off, msg, new, res, due)  # its put_failed event
         self.offsets[level] = off + 1
-        self.delivered += 1
-        log, n = self.ctx.log, res.message
-        if not log.keep:
-            log.tally("deliver")
-        else:
-            log.batch(
-                self.ctx.engine.now,
-                "schedule",
-                "deliver",
-                n.topic,
-                n.queue_id,
-                n.uniq_key,
-                msg.phys,
-                n.phys,
-                level=level,
-                due=due,
-                queue_offset=n.queue_offset,
-            )
+        n = res.message
+        self._record([(n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys, level, due, n.queue_offset)])
         return True

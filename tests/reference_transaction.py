@@ -42,7 +42,6 @@ from mqtool.simulate.transaction import (
     PUT_BACK_RETRY_MS,
     SLEEP_WHILE_NO_OP,
     TransactionService,
-    _long,
     _qid,
     _renew,
     _Walk,
@@ -55,14 +54,13 @@ class ReferenceTransaction(TransactionService):
     def _round(self):
         ctx, m = self.ctx, self.ctx.model
         start = ctx.clock()
-        record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
-        self.rounds.append(record)
+        self.rounds += 1
         for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
             half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
             op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
             if half_offset < 0 or op_offset < 0:
                 continue
-            w = _Walk(qid, start, half_offset, record)
+            w = _Walk(qid, start, half_offset)
             remove_map, done_op = w.remove_map, w.done_op
             self._fill_op_remove_map(w, op_offset)
             null_count = 1
@@ -97,13 +95,13 @@ class ReferenceTransaction(TransactionService):
                     ctx.clock(),
                     start,
                     newest_op_born,
-                    self.timeout,
-                    self.check_max,
-                    self.file_reserved_h,
+                    ctx.config.transaction_timeout,
+                    ctx.config.transaction_check_max,
+                    ctx.config.file_reserved_time,
                 )
                 props = dict(props) if decision == DISCARD else put_check_times(props, times)
                 if decision == DISCARD or decision == SKIP:
-                    self._discard(msg, props, decision, record)
+                    self._discard(msg, props, decision)
                     new_offset = i = i + 1
                     continue
                 if decision in STOPS_ROUND:
@@ -118,10 +116,11 @@ class ReferenceTransaction(TransactionService):
                         continue
                     # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
                     age = ctx.clock() - msg.born_ts
-                    imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), self.timeout)
-                    decision = CHECK if is_need_check(age, imm, newest_op_born, start, self.timeout) else READ_MORE
+                    timeout = ctx.config.transaction_timeout
+                    imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), timeout)
+                    decision = CHECK if is_need_check(age, imm, newest_op_born, start, timeout) else READ_MORE
                 if decision == CHECK:
-                    if not self._put_back(msg, props, record):
+                    if not self._put_back(msg, props):
                         yield PUT_BACK_RETRY_MS
                         continue
                 else:
@@ -143,7 +142,6 @@ class ReferenceTransaction(TransactionService):
                 self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
             m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)
             m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
-        record["end"] = ctx.engine.now
 
     def _get_one(self, qid: int, offset: int) -> tuple[str, SimMessage | None, int]:
         """`getHalfMsg`: (status, the half at `offset` or None, the next offset)."""
@@ -175,14 +173,14 @@ class ReferenceTransaction(TransactionService):
                 msg.phys,
                 n.phys,
                 reason="immunity",
-                check_times=_long(check_times_of(props)),
+                check_times=get_long(check_times_of(props)),
                 queue_offset=n.queue_offset,
             )
         else:
             _put_failed(ctx, msg, res.status, "immunity put-back")
         return res.ok
 
-    def _put_back(self, msg: SimMessage, props: dict[str, str], record: dict) -> bool:
+    def _put_back(self, msg: SimMessage, props: dict[str, str]) -> bool:
         ctx = self.ctx
         res = ctx.put(_renew(msg, props), "transaction")
         if not res.ok:
@@ -196,8 +194,6 @@ class ReferenceTransaction(TransactionService):
             answer = scenario.answer_for(group, msg.uniq_key, keys, ctx.rng)
         else:
             answer = scenario.default_answer
-        self.checks += 1
-        record["checks"] += 1
         if not ctx.log.keep:
             ctx.log.tally("check")
         else:
@@ -211,7 +207,7 @@ class ReferenceTransaction(TransactionService):
                 msg.phys,
                 copy.phys,
                 producer_group=group,
-                check_times=_long(check_times_of(props)),
+                check_times=get_long(check_times_of(props)),
                 queue_offset=copy.queue_offset,
                 answer=answer,
             )
@@ -219,12 +215,11 @@ class ReferenceTransaction(TransactionService):
             ctx.engine.schedule(lambda: self.end_transaction(copy.phys, answer), PRODUCER, ctx.scenario.answer_delay_ms)
         return True
 
-    def _discard(self, msg: SimMessage, props: dict[str, str], why: str, record: dict) -> None:
+    def _discard(self, msg: SimMessage, props: dict[str, str], why: str) -> None:
         """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1)."""
         ctx = self.ctx
         new = msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(props))
         res = ctx.put(new, "transaction")
-        record["discards"] += 1
         self.resolved[msg.uniq_key or str(msg.phys)] = why
         if res.ok:
             ctx.log.batch(
@@ -236,7 +231,7 @@ class ReferenceTransaction(TransactionService):
                 msg.uniq_key,
                 msg.phys,
                 res.message.phys,
-                check_times=_long(check_times_of(props)),
+                check_times=get_long(check_times_of(props)),
                 queue_offset=res.message.queue_offset,
             )
         else:

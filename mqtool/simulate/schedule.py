@@ -34,6 +34,7 @@ from mqtool.formats.names import (
     RMQ_SYS_SCHEDULE_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
 )
+from mqtool.rules.java import parse_int
 from mqtool.rules.schedule import (
     DELAY_FOR_A_WHILE,
     FIRST_DELAY_TIME,
@@ -47,7 +48,8 @@ from mqtool.rules.schedule import (
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import SCHEDULE, Process
-from mqtool.simulate.service import PersistedOffsets
+from mqtool.simulate.model import PutResult, SimMessage
+from mqtool.simulate.service import FIRST_PERSIST_MS, PersistedOffsets
 
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
 MAX_RESEND_TO_SKIP = 6  # a message that cannot be read is skipped after this many resends
@@ -58,6 +60,9 @@ _WANTED = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, _UNIQ)
 
 
 _DISCARD = object()  # `_target` of a unit the walk discards
+# `messageTimeUp` threw (REAL_QID absent or not an int): `executeOnTimeUp` catches it and ends the task as a
+# failed put does (`offset_after_failed_put`)
+NOT_AN_INT = PutResult(False, "NumberFormatException")
 
 
 class _Target(NamedTuple):
@@ -116,19 +121,14 @@ class ScheduleService(PersistedOffsets[int]):
     """All delay levels of one broker; `offsets` is the offsetTable, `persisted` delayOffset.json."""
 
     def __init__(self, ctx: SimContext, stored_offsets: dict[int, int] | None) -> None:
-        super().__init__(
-            ctx, dict(stored_offsets or {}), ctx.config.flush_delay_offset_interval, 10000, "schedule-persist"
-        )
+        interval = ctx.config.flush_delay_offset_interval
+        super().__init__(ctx, dict(stored_offsets or {}), interval, FIRST_PERSIST_MS, "schedule-persist")
         levels = ctx.config.delay_levels_ms()  # delayLevelTable: only these levels get a task (`start`)
         self.delays = {lv: d for lv, d in enumerate(levels, 1) if is_level_started(lv, levels)}
-        self.async_deliver = ctx.config.enable_schedule_async_deliver
-        self.max_pending = ctx.config.schedule_async_deliver_max_pending_limit
         self.procs: dict[int, Process] = {}
         self.handlers: dict[int, Process] = {}
         self.pending: dict[int, deque[_Pending]] = {}
         self.grid: dict[int, int] = {}  # level -> time of its last poll (polls are 100 ms apart)
-        self._persist_keys: tuple[set[int], list[int], list[str]] | None = None
-        self.delivered = 0
         self._targets: dict[tuple, tuple | object | None] = {}  # `_deliver_due`'s `_target` answers
         self._targets_for: tuple[int, int] | None = None
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
@@ -144,7 +144,7 @@ class ScheduleService(PersistedOffsets[int]):
             self.pending[level] = deque()
             walk = self._level(level, self.offsets.get(level, 0))
             self.procs[level] = e.process(walk, SCHEDULE, FIRST_DELAY_TIME, f"schedule-{level}")
-            if self.async_deliver:
+            if self.ctx.config.enable_schedule_async_deliver:
                 self.handlers[level] = e.process(
                     self._handle(level), SCHEDULE, FIRST_DELAY_TIME, f"schedule-handle-{level}"
                 )
@@ -168,13 +168,7 @@ class ScheduleService(PersistedOffsets[int]):
     def persist(self) -> None:
         """delayOffset.json written, and logged as the `persist` event."""
         super().persist()
-        offsets = self.offsets
-        keys = self._persist_keys  # (the levels, sorted, and their names) while the levels stay the same
-        if keys is None or keys[0] != offsets.keys():
-            levels = sorted(offsets)
-            keys = self._persist_keys = (set(levels), levels, [str(k) for k in levels])
-        _, levels, names = keys
-        named = dict(zip(names, map(offsets.__getitem__, levels), strict=True))
+        named = {str(level): offset for level, offset in sorted(self.offsets.items())}
         self.ctx.log.batch(self.ctx.engine.now, "schedule", "persist", RMQ_SYS_SCHEDULE_TOPIC, offsets=named)
 
     # ----- waking -----
@@ -278,8 +272,7 @@ class ScheduleService(PersistedOffsets[int]):
             records, light, look = [None] * k, None, False
         message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
         place, reput_size, plain_reput_size = m.place, m.reput_size, m.plain_reput_size
-        log = ctx.log
-        keep = log.keep
+        keep, async_deliver = ctx.log.keep, ctx.config.enable_schedule_async_deliver
         rows: list[tuple] = []
         # (REAL_TOPIC, REAL_QID) -> `_target`, by the values' text or bytes (`read_plain`). Kept from batch to
         # batch while no queue gains a watcher (`on_append`): nothing else changes them
@@ -324,9 +317,8 @@ class ScheduleService(PersistedOffsets[int]):
                 msg = msg or message(ph)
                 if msg is None:
                     continue
-                # the re-put keeps every property (DELAY, REAL_TOPIC, REAL_QID stay in the bytes): share the map
-                new = msg.derive(*_real_queue(msg.props), msg.props)
-                res = None if self.async_deliver else m.append(new, clock, "schedule")
+                new = _time_up(msg, msg.props)
+                res = NOT_AN_INT if new is None else None if async_deliver else m.append(new, clock, "schedule")
                 if res is None or not res.ok:  # an async put, or a failed one: its events after the rows
                     self._flush(level, rows, delivered)
                     rows, delivered = [], -1
@@ -345,39 +337,30 @@ class ScheduleService(PersistedOffsets[int]):
         """The events of a run of row re-puts, in order; the level's offset past the last of them."""
         if rows:
             self.offsets[level] = delivered + 1
-            self.delivered += len(rows)
-            log = self.ctx.log
-            if not log.keep:
-                log.tally("deliver", len(rows))
-                return
-            topic, qid, uniq, ph, pos, level_, due, queue_offset = zip(*rows, strict=True)
-            log.batch(
-                self.ctx.engine.now,
-                "schedule",
-                "deliver",
-                topic,
-                qid,
-                uniq,
-                ph,
-                pos,
-                level=level_,
-                due=due,
-                queue_offset=queue_offset,
-            )
+            self._record(rows)
+
+    def _record(self, rows: list) -> None:
+        """The deliver events of re-puts, one row each (None where the log only counts them)."""
+        log = self.ctx.log
+        if not log.keep:
+            log.tally("deliver", len(rows))
+            return
+        topic, qid, uniq, ph, pos, level, due, offset = zip(*rows, strict=True)
+        now = self.ctx.engine.now
+        log.batch(now, "schedule", "deliver", topic, qid, uniq, ph, pos, level=level, due=due, queue_offset=offset)
 
     def _target(self, real_topic: str | None, real_qid_text: str | None) -> tuple | object | None:
         """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
         goes to; `_DISCARD` without REAL_TOPIC or with the half topic; None where `_deliver` must put a
-        `SimMessage`: a REAL_QID `int` refuses, a queue whose re-puts are kept or watched, a fault that may
-        refuse the put, async delivery."""
+        `SimMessage` (or `messageTimeUp` throws first: a REAL_QID `Integer.parseInt` refuses), a queue whose
+        re-puts are kept or watched, a fault that may refuse the put, async delivery."""
+        real_qid = parse_int(real_qid_text)
+        if real_qid is None:
+            return None
         if real_topic is None or real_topic == RMQ_SYS_TRANS_HALF_TOPIC:
             return _DISCARD
         m = self.ctx.model
-        if m.put_filter is not None or self.async_deliver:
-            return None
-        try:
-            real_qid = int("0" if real_qid_text is None else real_qid_text)
-        except ValueError:
+        if m.put_filter is not None or self.ctx.config.enable_schedule_async_deliver:
             return None
         units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
         if kept or m._listeners.get((real_topic, real_qid)):
@@ -393,7 +376,7 @@ class ScheduleService(PersistedOffsets[int]):
             self._put_failed(level, msg, status=res.status, queue_offset=off, next=nxt)
             return False
         q = self.pending[level]
-        if len(q) > self.max_pending or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
+        if len(q) > ctx.config.schedule_async_deliver_max_pending_limit or (q and q[0].resend > MAX_RESEND_TO_BLOCK):
             self._put_failed(level, msg, reason="async deliver blocked or flow-controlled", queue_offset=off)
             return False
         res = ctx.put(new, "schedule")
@@ -409,13 +392,8 @@ class ScheduleService(PersistedOffsets[int]):
         if not res.ok:
             self._put_failed(level, msg, status=res.status, queue_offset=off, next="retry same unit")
             return
-        self.delivered += 1
-        n, log = res.message, self.ctx.log
-        if not log.keep:
-            log.tally("deliver")
-            return
-        row = n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys
-        log.batch(self.ctx.engine.now, "schedule", "deliver", *row, level=level, due=due, queue_offset=n.queue_offset)
+        n = res.message
+        self._record([(n.topic, n.queue_id, n.uniq_key, msg.phys, n.phys, level, due, n.queue_offset)])
 
     def _put_failed(self, level: int, msg, **detail) -> None:
         now, row = self.ctx.engine.now, (*_real_queue(msg.props), msg.uniq_key, msg.phys)
@@ -440,7 +418,7 @@ class ScheduleService(PersistedOffsets[int]):
             if msg is None:
                 head.status = "SKIP" if head.resend > MAX_RESEND_TO_SKIP else "EXCEPTION"
                 continue
-            new = msg.derive(*_real_queue(msg.props), dict(msg.props))
+            new = _time_up(msg, dict(msg.props))
             res = ctx.put(new, "schedule")
             self._emit_result(level, head.offset, msg, res, 0)
             head.status = "SUCCESS" if res.ok else "EXCEPTION"
@@ -458,9 +436,16 @@ class ScheduleService(PersistedOffsets[int]):
         return out
 
 
-def _real_queue(props: dict[str, str]) -> tuple[str, int]:
-    """REAL_TOPIC and REAL_QID (absent: 0) of a delayed message: where its re-put goes."""
-    return props.get(PROPERTY_REAL_TOPIC), int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+def _real_queue(props: dict[str, str]) -> tuple[str | None, int | None]:
+    """REAL_TOPIC and REAL_QID (`Integer.parseInt`; None where it throws) of a delayed message."""
+    return props.get(PROPERTY_REAL_TOPIC), parse_int(props.get(PROPERTY_REAL_QUEUE_ID))
+
+
+def _time_up(msg: SimMessage, props: dict[str, str]) -> SimMessage | None:
+    """`messageTimeUp`'s re-put to REAL_TOPIC/REAL_QID, keeping every property (DELAY, REAL_TOPIC, REAL_QID stay
+    in the bytes); None where its `Integer.parseInt(REAL_QID)` throws (`NOT_AN_INT`)."""
+    real_topic, real_qid = _real_queue(props)
+    return None if real_qid is None else msg.derive(real_topic, real_qid, props)
 
 
 def _text(value: str | bytes | None) -> str | None:

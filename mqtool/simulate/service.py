@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from mqtool.simulate.context import SimContext
 
 K = TypeVar("K")
+# the first scheduled persist, ms after the start: consumerOffset.json's (`BrokerController`), delayOffset.json's
+# (`ScheduleMessageService.start`)
+FIRST_PERSIST_MS = 10_000
 
 
 @runtime_checkable

@@ -50,6 +50,7 @@ from mqtool.rules.transaction import (
     check_immunity_time,
     check_times_of,
     check_visit,
+    get_int,
     get_long,
     is_need_check,
     op_body_offsets,
@@ -58,7 +59,7 @@ from mqtool.rules.transaction import (
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import PRODUCER, TRANSACTION, Process
 from mqtool.simulate.model import SimMessage, tags_code
-from mqtool.simulate.service import PersistedOffsets, consumer_offset_rows
+from mqtool.simulate.service import FIRST_PERSIST_MS, PersistedOffsets, consumer_offset_rows
 
 if TYPE_CHECKING:
     from mqtool.formats.offsets_json import ConsumerOffsets
@@ -74,15 +75,8 @@ TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_MASK = 0xC
 NO_NEW_MSG, FOUND, OFFSET_ILLEGAL = "NO_NEW_MSG", "FOUND", "OFFSET_ILLEGAL"
 MISSING, REFUSED = "missing", "refused"  # where `_check_batch` stops: no half to read, a refused put-back
-_CHECK_KEYS = ("producer_group", "check_times", "queue_offset", "answer")  # a check event's detail
-_DISCARD_KEYS = ("check_times", "queue_offset")  # a discard's or skip's
-
-
-def _long(s: str | None) -> int:
-    try:
-        return int(str(s).strip())
-    except (TypeError, ValueError):
-        return -1
+_DISCARD_KEYS = ("check_times", "queue_offset")  # the detail of a discard's or skip's event; of the others:
+_DETAIL_KEYS = {CHECK: ("producer_group", *_DISCARD_KEYS, "answer"), PUT_BACK: ("reason", *_DISCARD_KEYS)}
 
 
 class _CopyFacts(NamedTuple):
@@ -118,11 +112,11 @@ class _Walk:
     """One half queue's walk in a check round: `check`'s removeMap, opMsgMap and doneOpOffset, its last op pull."""
 
     __slots__ = tuple(
-        "qid start mini record remove_map op_msg_map done_op pull_status next_op newest_op_born lazy run".split()
+        "qid start mini remove_map op_msg_map done_op pull_status next_op newest_op_born lazy run".split()
     )
 
-    def __init__(self, qid: int, start: int, mini: int, record: dict) -> None:
-        self.qid, self.start, self.mini, self.record = qid, start, mini, record
+    def __init__(self, qid: int, start: int, mini: int) -> None:
+        self.qid, self.start, self.mini = qid, start, mini
         self.remove_map: dict[int, int] = {}  # half offset -> the op record's offset
         self.op_msg_map: dict[int, set[int]] = {}  # 5.x: op record -> the half offsets it still waits for
         self.done_op: list[int] = []
@@ -187,15 +181,17 @@ class _Run:
     def __init__(self, log, now: int, clock: int) -> None:
         self.log, self.now, self.clock, self.kind, self.rows = log, now, clock, "", []
 
-    def start(self, kind: str) -> None:
-        """A run of `kind` after the rows before (`rows` gets its rows)."""
-        self.flush()
-        self.kind = kind
+    def add(self, kind: str, row: tuple) -> None:
+        """A row of `kind`, after the rows before (a run of another kind written first)."""
+        if kind != self.kind:
+            self.flush()
+            self.kind = kind
+        self.rows.append(row)
 
     def flush(self) -> None:
         if self.rows:
             topic, queue_id, uniq_key, phys, new_phys, *detail = zip(*self.rows, strict=True)
-            detail = dict(zip(_CHECK_KEYS if self.kind == CHECK else _DISCARD_KEYS, detail, strict=True))
+            detail = dict(zip(_DETAIL_KEYS.get(self.kind, _DISCARD_KEYS), detail, strict=True))
             self.log.batch(self.now, "transaction", self.kind, topic, queue_id, uniq_key, phys, new_phys, **detail)
         self.rows, self.kind = [], ""
 
@@ -205,23 +201,17 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
     CID_RMQ_SYS_TRANS rows of consumerOffset.json."""
 
     def __init__(self, ctx: SimContext, consumer_offsets: ConsumerOffsets | None = None) -> None:
-        cfg = ctx.config
-        self.timeout = cfg.transaction_timeout
-        self.check_max = cfg.transaction_check_max
-        self.interval = cfg.transaction_check_interval
-        self.op_interval = cfg.transaction_op_batch_interval
-        self.file_reserved_h = cfg.file_reserved_time
         ours = (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC)
         rows = consumer_offset_rows(consumer_offsets).items()
         stored = {(t, qid): off for (g, t, qid), off in rows if g == CID_SYS_RMQ_TRANS and t in ours}
-        super().__init__(ctx, stored, 5000, 5000, "consumer-offset-persist")
+        interval = ctx.config.flush_consumer_offset_interval
+        super().__init__(ctx, stored, interval, FIRST_PERSIST_MS, "consumer-offset-persist")
         self.op_pending: dict[int, list[str]] = {}
         self.op_last_write: dict[int, int] = {}
         self.checker: Process | None = None
         self.op_batcher: Process | None = None
-        self.rounds: list[dict] = []
+        self.rounds = 0
         self.resolved: dict[str, str] = {}  # uniq key -> commit | rollback | discard | skip
-        self.checks = 0
         self._uid = 0
 
     # ----- life cycle -----
@@ -255,7 +245,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 yield from self._round()
             return
         while True:
-            yield self.interval
+            yield ctx.config.transaction_check_interval
             yield from self._round()
 
     # ----- reading -----
@@ -298,14 +288,13 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         """`TransactionalMessageServiceImpl.check`: each half queue walked from its offset, the offsets moved."""
         ctx, m = self.ctx, self.ctx.model
         start = ctx.clock()
-        record = {"time": ctx.engine.now, "checks": 0, "discards": 0}
-        self.rounds.append(record)
+        self.rounds += 1
         for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
             half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
             op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
             if half_offset < 0 or op_offset < 0:
                 continue
-            w = _Walk(qid, start, half_offset, record)
+            w = _Walk(qid, start, half_offset)
             self._fill_op_remove_map(w, op_offset)
             new_offset = yield from self._walk(w)
             if new_offset != half_offset:
@@ -315,7 +304,6 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
             m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)
             m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
-        record["end"] = ctx.engine.now
 
     def _walk(self, w: _Walk):
         """The loop of `check` over one half queue: `_check_batch` visits the halves; here what it stops at
@@ -398,9 +386,10 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
 
     def _visit(self, w: _Walk, h: _Half) -> str | None:
         """One visit of `check` (`check_visit`) and what it does; None to go on, else why the walk stops at `h`."""
-        clock, start, newest, timeout = w.run.clock, w.start, w.newest_op_born, self.timeout
+        cfg, clock, start, newest = self.ctx.config, w.run.clock, w.start, w.newest_op_born
+        timeout = cfg.transaction_timeout
         visit = h.check_times, h.born, h.store_ts, h.immunity, h.prepared, w.remove_map, clock, start, newest
-        why, times = check_visit(*visit, timeout, self.check_max, self.file_reserved_h)
+        why, times = check_visit(*visit, timeout, cfg.transaction_check_max, cfg.file_reserved_time)
         if why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
             w.done_op.append(w.remove_map.pop(get_long(h.prepared)))
             return None
@@ -425,9 +414,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         the half. A deferred put-back is discarded without being built where the queue keeps nothing: its
         size is the put-back's but for the topic's fixed part (and a skip's count)."""
         m = self.ctx.model
-        w.record["discards"] += 1
         self.resolved[h.uniq or str(h.phys)] = why
-        row_times = times if why == SKIP else _long(h.check_times)
+        row_times = times if why == SKIP else get_long(h.check_times)
         cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
         if h.msg is None and not cmt.kept and not m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
             e = h.deferred
@@ -446,39 +434,29 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 self._put_failed(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, h.uniq, h.phys, res.status, why_failed)
                 return
             pos, copy_qo = res.message.phys, res.message.queue_offset
-        if w.run.kind != why:
-            w.run.start(why)
-        w.run.rows.append((h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
+        w.run.add(why, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
 
     def _put_back_half_msg_queue(self, h: _Half, times: int | None, w: _Walk) -> bool:
         """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request
         (the scenario's answer, the end-transaction it schedules); False when the put failed. Into `w.lazy`
         (`StoreModel._lazy`) the copy is placed without a `SimMessage`, as `StoreModel.append` places it."""
-        ctx, run, lazy = self.ctx, w.run, w.lazy
+        ctx, run = self.ctx, w.run
         times_text = str(times)
-        if lazy is not None:
-            e = h.deferred
-            facts = e.facts if e is not None else self._copy_facts(h, w.qid, times_text)
+        facts = h.deferred.facts if h.deferred is not None else self._copy_facts(h, w.qid, times_text)
+        if w.lazy is not None:
             size = facts.size + len(times_text)
             pos, copy_qo = ctx.model.append_row(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, size, facts.tags)
-            lazy[pos] = _Deferred(self._build_copy, facts, times_text, run.clock, size, copy_qo, h.phys)
-            group, keys = facts.group, facts.keys
+            w.lazy[pos] = _Deferred(self._build_copy, facts, times_text, run.clock, size, copy_qo, h.phys)
         else:
-            props = put_check_times(h.props, times_text)
-            res = ctx.model.append(_renew(h.msg, props), run.clock, "transaction")
+            res = ctx.model.append(_renew(h.msg, put_check_times(h.props, times_text)), run.clock, "transaction")
             if not res.ok:
                 run.flush()
                 self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "check put-back")
                 return False
             pos, copy_qo = res.message.phys, res.message.queue_offset
-            group, keys = props.get(PROPERTY_PRODUCER_GROUP), _keys(props) if ctx.scenario.answers else None
-        scenario = ctx.scenario
+        scenario, group, keys = ctx.scenario, facts.group, facts.keys
         answer = scenario.answer_for(group, h.uniq, keys, ctx.rng) if scenario.answers else scenario.default_answer
-        self.checks += 1
-        w.record["checks"] += 1
-        if run.kind != CHECK:
-            run.start(CHECK)
-        run.rows.append((h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
+        run.add(CHECK, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
         if answer in ("commit", "rollback"):
             ctx.engine.schedule(lambda: self.end_transaction(pos, answer), PRODUCER, ctx.scenario.answer_delay_ms)
         return True
@@ -520,26 +498,17 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
     def _put_immunity(self, h: _Half, times: int | None, w: _Walk) -> bool:
         """`putImmunityMsgBackToHalfQueue`: a copy with the incremented count and TRAN_PREPARED_QUEUE_OFFSET (the
         original's queue offset, kept by later copies), no check request."""
-        ctx, msg = self.ctx, h.msg
-        w.run.flush()
+        msg = h.msg
         # setWaitStoreMsgOK(false) before this path rebuilds the string
         props = {**put_check_times(h.props, times), PROPERTY_WAIT_STORE_MSG_OK: "false"}
         props.setdefault(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(msg.queue_offset))
-        res = ctx.put(_renew(msg, props), "transaction")
+        res = self.ctx.model.append(_renew(msg, props), w.run.clock, "transaction")
         if not res.ok:
+            w.run.flush()
             self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "immunity put-back")
             return False
-        n, row = res.message, (h.real_topic, h.real_qid, h.uniq, h.phys)
-        ctx.log.batch(
-            ctx.engine.now,
-            "transaction",
-            "put_back",
-            *row,
-            n.phys,
-            reason="immunity",
-            check_times=times,
-            queue_offset=n.queue_offset,
-        )
+        n = res.message
+        w.run.add(PUT_BACK, (h.real_topic, h.real_qid, h.uniq, h.phys, n.phys, "immunity", times, n.queue_offset))
         return True
 
     # ----- end transaction -----
@@ -605,6 +574,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
     def _op_batch_loop(self):
         """TransactionalOpBatchService: a queue's entries go out `interval` after its last write."""
         ctx = self.ctx
+        interval = ctx.config.transaction_op_batch_interval
         while True:
             due = None
             for qid in sorted(self.op_pending):
@@ -612,11 +582,11 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 if not q:
                     continue
                 size = sum(len(s) for s in q)
-                at = self.op_last_write.get(qid, ctx.clock()) + self.op_interval
+                at = self.op_last_write.get(qid, ctx.clock()) + interval
                 if size >= OP_MSG_MAX_SIZE or at <= ctx.clock():
                     self._write_op(qid, _op_body(q))
                     self.op_last_write[qid] = ctx.clock()
-                    at = ctx.clock() + self.op_interval if q else None
+                    at = ctx.clock() + interval if q else None
                 if at is not None:
                     due = at if due is None else min(due, at)
             yield None if due is None else max(0, due - ctx.clock())
@@ -640,7 +610,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                     "uniq_key": msg.uniq_key,
                     "queue_offset": off,
                     "physical_offset": msg.phys,
-                    "check_times": _long(check_times_of(msg.props) or "0"),
+                    "check_times": get_long(check_times_of(msg.props) or "0"),
                     "reason": "waiting for a check round or a producer answer",
                 }
         return list(out.values())
@@ -668,5 +638,6 @@ def _keys(props: dict[str, str]) -> list[str]:
 
 
 def _qid(props: dict[str, str]) -> int | None:
-    v = _long(props.get(PROPERTY_REAL_QUEUE_ID))
+    """REAL_QID as `EndTransactionProcessor` reads it (`Integer.parseInt`); None where it would throw."""
+    v = get_int(props.get(PROPERTY_REAL_QUEUE_ID))
     return None if v == -1 else v

@@ -5,7 +5,9 @@ REAL_TOPIC, a half-topic REAL_TOPIC, IPv6 hosts, non-ASCII values, records kept 
 fault, a 4.9 broker); the batch reader answers what the light read answers."""
 
 import io
+import json
 
+import pytest
 from reference_schedule import ReferenceSchedule
 
 import mqtool.simulate.runner as runner_mod
@@ -68,7 +70,7 @@ def _build(root, n=600, odd=True, version="5.3"):
     return Store.open(root, config), config
 
 
-def _run(store, config, batch, monkeypatch, scenario=None, version="5.3", hold=None, base=None):
+def _run(store, config, batch, monkeypatch, scenario=None, version="5.3", hold=None, base=None, until=3_600_000):
     """The run's event log, its result and the CommitLog offsets of the records re-put as a `SimMessage`
     (through `StoreModel.append`; a row re-put is placed without one)."""
     monkeypatch.setattr(runner_mod, "ScheduleService", schedule_mod.ScheduleService if batch else ReferenceSchedule)
@@ -85,7 +87,7 @@ def _run(store, config, batch, monkeypatch, scenario=None, version="5.3", hold=N
         store,
         config,
         START,
-        START + 3_600_000,
+        START + until,
         scenario,
         seed=1,
         broker_version=version,
@@ -189,3 +191,26 @@ def test_a_record_in_the_read_cache_is_read_as_a_message(tmp_path, monkeypatch):
     assert slow_off == 600
     # the walk reads each unit once; the batch reads the cached record alone that way, and puts it as a row
     assert len(read) == 600 + 1 and read[600:] == primed[1:] and slow_on == 0
+
+
+@pytest.mark.parametrize("version", ["5.3", "4.9"])
+def test_a_real_qid_java_cannot_parse_ends_the_task(tmp_path, monkeypatch, version):
+    """`messageTimeUp`'s `Integer.parseInt(REAL_QID)` throws for " 1" and "1_0" (Python's `int` takes both) and
+    for an absent one: `executeOnTimeUp` catches it and ends the task as a failed put does, 5.3.1 at the next
+    unit (the unit is skipped), 4.9.8 at the same one (the level is stuck there)."""
+    config = BrokerConfig.for_version(version)
+    qids = ["1", " 1", "2", "1_0", None, "3"]
+    with StoreWriter(tmp_path / "s", config, version) as w:
+        for i, qid in enumerate(qids):
+            props = [("UNIQ_KEY", f"Q{i}"), ("DELAY", "1"), ("REAL_TOPIC", "BenchTopic")]
+            raw = to_properties_string(props + ([("REAL_QID", qid)] if qid is not None else []))
+            w.append_message(RMQ_SYS_SCHEDULE_TOPIC, 0, b"q", raw, store_timestamp=START - 9_000 + i, born_timestamp=0)
+        w.write_checkpoint()
+    log, _off, _on = _same(Store.open(tmp_path / "s", config), config, monkeypatch, version=version, until=20_000)
+    delivered = [e["uniq_key"] for e in map(json.loads, log.splitlines()) if e["event"] == "deliver"]
+    failed = [e for e in map(json.loads, log.splitlines()) if e["event"] == "put_failed"]
+    assert {e["status"] for e in failed} == {"NumberFormatException"}
+    if version == "5.3":
+        assert delivered == ["Q0", "Q2", "Q5"] and [e["uniq_key"] for e in failed] == ["Q1", "Q3", "Q4"]
+    else:
+        assert delivered == ["Q0"] and {e["uniq_key"] for e in failed} == {"Q1"} and len(failed) > 100

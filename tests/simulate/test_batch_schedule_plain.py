@@ -40,7 +40,8 @@ def _shapes(i: int, level: int) -> list[tuple[str, bool]]:
         (S.join([u, d, t, q]) + S, True),  # the broker's string (5.x: a trailing separator)
         (S.join([u, d, t, q]), True),  # 4.9.8 writes none
         (S.join([t, q, d, u, f"KEYS{P}ключ é"]) + S, True),  # another order, a non-ASCII value
-        (S.join([d, t, f"A.B*(x{P}v", u]) + S, True),  # a key with regex metacharacters, no REAL_QID
+        (S.join([d, t, f"A.B*(x{P}v", u, q]) + S, True),  # a key with regex metacharacters (no REAL_QID: see
+        # test_batch_schedule's test_a_real_qid_java_cannot_parse_ends_the_task)
         (S.join([d, t, q]) + S, True),  # no UNIQ_KEY
         (S.join([u, d, t, f"KEYS{P}a{P}b", q]) + S, True),  # a value holding the name-value separator
         (S.join([u, d, t, f"ИМЯ{P}v", q]) + S, True),  # a non-ASCII key
