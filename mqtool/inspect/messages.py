@@ -20,8 +20,6 @@ from mqtool.formats.sysflag import SysFlag
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
 from mqtool.inspect.records import Progress, encode_body, record_dict
-from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
-from mqtool.rules.timer import dequeue_ms, roll_times, was_dequeued, was_rolled
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
 from mqtool.store.findings import Finding, Findings, sort_findings
@@ -368,6 +366,10 @@ def _int(text: str | None) -> int | None:
 
 def explain(store: Store, rec: MessageRecord) -> list[str]:
     """One sentence per thing the broker's services will do with (or did to) this record."""
+    # the `message` view's alone: `messages` does not import the schedule's and timer's rules
+    from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
+    from mqtool.rules.timer import dequeue_ms, roll_times, was_dequeued, was_rolled
+
     p = rec.properties
     out: list[str] = []
     real = f"{p.get(names.PROPERTY_REAL_TOPIC)}/{p.get(names.PROPERTY_REAL_QUEUE_ID)}"

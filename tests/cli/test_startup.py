@@ -108,10 +108,11 @@ def test_messages_json_writes_its_lines_with_the_extension_without_numba():
 
 OTHER_LAYOUTS_AND_AREAS = ("mqtool.store.dledger", "mqtool.store.batchcq", "mqtool.store.fleet",
                            "mqtool.store.consumequeue", "mqtool.formats.batchbody", "mqtool.golden",
-                           "mqtool.cli.audit", "mqtool.cli.simulate", "mqtool.cli.trace", "mqtool.cli.render")
+                           "mqtool.cli.audit", "mqtool.cli.simulate", "mqtool.cli.trace", "mqtool.cli.render",
+                           "mqtool.rules.schedule", "mqtool.rules.timer")
 """What `messages --json` on a plain CommitLog store does not run: the readers of the other layouts (DLedger,
-BatchConsumeQueue), the fleet's discovery, the ConsumeQueue reader, the golden-file diff, and the modules of
-the other commands."""
+BatchConsumeQueue), the fleet's discovery, the ConsumeQueue reader, the golden-file diff, the modules of the
+other commands, and the schedule's and timer's rules (the `message` view explains a record with them)."""
 
 
 def test_messages_on_a_plain_store_imports_only_what_it_runs():
