@@ -50,15 +50,40 @@ app = typer.Typer(
 )
 
 
-def _register() -> None:
-    """Each area's module adds its commands (imported here so `mqtool --help` lists them all)."""
-    from mqtool.cli import audit, inspect, simulate, trace
-
-    for area in (inspect, simulate, audit, trace):
-        area.register(app)
+AREAS = ("inspect", "simulate", "audit", "trace")
+"""The modules of `mqtool.cli` that add commands, in `--help`'s order."""
+_AREA_OF = {"inspect": "inspect", "simulate": "simulate", "spark-audit": "audit", "trace": "trace", "index": "trace"}
+"""Each command's area."""
 
 
-_register()
+def _root() -> None:
+    """Subcommands of mqtool."""
+
+
+def _register(argv: list[str]) -> None:
+    """Each area's module adds its commands: all of them (so `mqtool --help` and a mistyped command list them
+    all), or only the area of the command the arguments name (`mqtool inspect ...` imports none of the other
+    areas' modules)."""
+    app.callback()(_root)  # a group whatever is registered (Typer runs a lone command as the app itself)
+    area = _AREA_OF.get(argv[1]) if len(argv) > 1 else None
+    for name in (area,) if area is not None else AREAS:
+        _area(name).register(app)
+
+
+def _area(name: str):
+    """The module of one area of `AREAS`."""
+    if name == "inspect":
+        from mqtool.cli import inspect as module
+    elif name == "simulate":
+        from mqtool.cli import simulate as module
+    elif name == "audit":
+        from mqtool.cli import audit as module
+    else:
+        from mqtool.cli import trace as module
+    return module
+
+
+_register(sys.argv)
 
 
 def main() -> None:

@@ -259,19 +259,26 @@ FLEET_VIEWS = ("overview", "replicas", "consumers")  # the views that read every
 
 def _fleet_of(path: Path, config: Path | None, broker: str | None, view: str):
     """The fleet PATH is (`store.fleet`), None for a store; the options that need the other kind refused."""
-    from mqtool.store.fleet import is_fleet_dir, open_fleet
+    from mqtool.store.dirs import is_store_dir  # a store is told without the fleet's module (or its readers)
 
-    if not is_fleet_dir(path):
+    if is_store_dir(path) or not _fleets().is_fleet_dir(path):
         if broker is not None:
             raise StoreError("--broker picks a store of a fleet; this is one store (leave --broker out)", path)
         if view == "replicas":
             raise StoreError("the replicas view compares the stores of a fleet: give the directory holding them",
                              path)
         return None
-    fleet = open_fleet(path, config)
+    fleet = _fleets().open_fleet(path, config)
     if broker is None and view not in FLEET_VIEWS:
         raise StoreError(f"a fleet of {len(fleet.members)} stores: the {view} view reads one, give --broker "
                          "NAME[:ID] (" + ", ".join(m.name for m in fleet.members) + ")", path)
+    return fleet
+
+
+def _fleets():
+    """`store/fleet.py`, imported for a directory that is no store."""
+    from mqtool.store import fleet
+
     return fleet
 
 

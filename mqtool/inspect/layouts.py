@@ -11,15 +11,11 @@ queues, which copy of the config was used (`config_sources`), `compaction` per q
 import re
 from pathlib import Path
 
-from mqtool.rules.compaction import NO_POSITION, compaction
-from mqtool.rules.rocksdb import clean_dirty_message, iterate_offset_table_2_find_dirty
-from mqtool.store.compaction import CompactionQueue, compaction_summary
-from mqtool.store.dledger import CHECKPOINT_FILE, TERM_FILE
+from mqtool.formats.dledger import CHECKPOINT_FILE, TERM_FILE
 from mqtool.store.findings import Findings
-from mqtool.store.pop import read_store_pop
-from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
-from mqtool.store.rocksdb import CQ_DIR as ROCKSDB_CQ_DIR
 from mqtool.store.store import Store
+
+# The readers and rules of the other layouts (compaction, POP, RocksDB) are imported where a store has the layout.
 
 CHECK = "store.files"
 CONFIG_CHECK = "store.config"
@@ -224,7 +220,11 @@ def rocksdb_queues(store: Store, per_queue: dict, findings: Findings | None = No
         out[(t, q)] = {"queue_id": q, "records": per_queue.get((t, q), 0), "cq_min_offset": qo.min_cq_offset,
                        "cq_max_offset": qo.max_offset, "cq_files": 0, "rocksdb": True}
     cf = store.config_files
-    if findings is not None and cf.topics is not None:
+    if findings is not None and out and cf.topics is not None:  # (no queue: none is dirty)
+        from mqtool.rules.rocksdb import clean_dirty_message, iterate_offset_table_2_find_dirty
+        from mqtool.store.rocksdb import CHECK as ROCKSDB_CHECK
+        from mqtool.store.rocksdb import CQ_DIR as ROCKSDB_CQ_DIR
+
         dirty = iterate_offset_table_2_find_dirty(out, cf.topics.topic_config_table)
         for t, q in sorted((t, q) for t, qs in dirty.items() for q in qs):
             findings.add(ROCKSDB_CQ_DIR, None, ROCKSDB_CHECK, "warning", clean_dirty_message(cf.topics_file), t, q)
@@ -260,6 +260,8 @@ def compaction_section(store: Store, queues: dict[tuple[str, int], dict], findin
         return None
     counts = {k: q["cq_max_offset"] - q["cq_min_offset"] for k, q in queues.items()
               if q["cq_max_offset"] is not None and q["cq_min_offset"] is not None}
+    from mqtool.store.compaction import compaction_summary
+
     return compaction_summary(store.root, findings, counts)
 
 
@@ -275,6 +277,9 @@ def next_compaction_keeps(store: Store, topic: str, queue_id: int, position: int
     """Queue offsets of the compacted files' records the next `CompactionLog.doCompaction` keeps
     (`rules.compaction`; the last file stays as it is), None when no run would happen. The queue's
     damage is reported once, by `compaction_summary`."""
+    from mqtool.rules.compaction import NO_POSITION, compaction
+    from mqtool.store.compaction import CompactionQueue
+
     quiet = Findings()
     q = CompactionQueue.open(store.root, topic, queue_id, quiet)
     by_start: dict[int, list] = {}
@@ -290,6 +295,8 @@ def pop_section(store: Store, now_ms: int, findings: Findings) -> dict | None:
     time; None when the store has no revive topic."""
     if not store.layouts.revive_topics:
         return None
+    from mqtool.store.pop import read_store_pop
+
     state = read_store_pop(store, findings, now_ms)
     return {"revive_topics": list(store.layouts.revive_topics), "checkpoints": len(state.checks),
             "orphan_acks": len(state.orphan_acks), "groups": state.by_group()}

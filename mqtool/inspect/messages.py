@@ -14,16 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mqtool.formats import names
-from mqtool.formats.batchbody import BatchBodyError, decode_messages
 from mqtool.formats.compression import DecompressError, decompress
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import SysFlag
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
 from mqtool.inspect.records import Progress, encode_body, record_dict
-from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
-from mqtool.rules.timer import dequeue_ms, roll_times, was_dequeued, was_rolled
-from mqtool.store.batchcq import set_batch_size_if_needed
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
 from mqtool.store.findings import Finding, Findings, sort_findings
@@ -298,6 +294,9 @@ def inner_batch(rec: MessageRecord, body: str = "text") -> dict:
     """An INNER_BATCH record's messages as the consumer's client unpacks them (`MessageDecoder.decodeMessage`
     into a list): inner message i at queue offset INNER_BASE + i; `error` when the body is no batch encoding
     (the client would throw), and `count_matches`: as many messages as INNER_NUM says."""
+    from mqtool.formats.batchbody import BatchBodyError, decode_messages  # the message view's: not `messages`'
+    from mqtool.store.batchcq import set_batch_size_if_needed
+
     base, num = set_batch_size_if_needed(rec.properties, rec.queue_offset)
     payload = rec.body
     if rec.compression:  # decodesBatch(decompressBody=true) unpacks the batch from the decompressed body
@@ -340,6 +339,8 @@ def _cq_entry(store: Store, rec: MessageRecord) -> dict:
 def _bcq_entry(store: Store, rec: MessageRecord, out: dict) -> dict:
     """The BatchConsumeQueue unit whose base offset is the record's (`setBatchSizeIfNeeded`: INNER_BASE, or
     the record's QUEUEOFFSET), and whether it points back."""
+    from mqtool.store.batchcq import set_batch_size_if_needed
+
     base, num = set_batch_size_if_needed(rec.properties, rec.queue_offset)
     out.update(queue_offset=base, batch=True)
     bcq = store.batch_consume_queue(rec.topic, rec.queue_id)
@@ -365,6 +366,10 @@ def _int(text: str | None) -> int | None:
 
 def explain(store: Store, rec: MessageRecord) -> list[str]:
     """One sentence per thing the broker's services will do with (or did to) this record."""
+    # the `message` view's alone: `messages` does not import the schedule's and timer's rules
+    from mqtool.rules.schedule import compute_deliver_timestamp, level_delay_ms, queue_id_2_delay_level
+    from mqtool.rules.timer import dequeue_ms, roll_times, was_dequeued, was_rolled
+
     p = rec.properties
     out: list[str] = []
     real = f"{p.get(names.PROPERTY_REAL_TOPIC)}/{p.get(names.PROPERTY_REAL_QUEUE_ID)}"

@@ -15,10 +15,10 @@ import numpy as np
 from mqtool.formats import layout
 from mqtool.formats.batchcq import BCQ_UNIT_SIZE, batchcq_unit
 from mqtool.formats.names import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
+from mqtool.store.dirs import BCQ_DIR
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue
 
-BCQ_DIR = "batchconsumequeue"
 BCQ_DTYPE = layout.dtype(batchcq_unit)
 CHECK = "batchconsumequeue.integrity"
 

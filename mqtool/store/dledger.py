@@ -30,6 +30,7 @@ from mqtool.formats.dledger import (
 from mqtool.formats.message import MessageRecord, RecordError, decode_message
 from mqtool.store import fastscan
 from mqtool.store.commitlog import CommitLog, FileScan
+from mqtool.store.dirs import find_dledger_dirs
 from mqtool.store.findings import Findings
 from mqtool.store.mapped_files import MappedFile, MappedFileQueue, map_file, open_queue, read_at
 
@@ -67,11 +68,6 @@ class DLedgerEntry:
 
     def as_dict(self) -> dict:
         return {"index": self.index, "term": self.term, "pos": self.pos}
-
-
-def find_dledger_dirs(root: Path) -> list[Path]:
-    """Every `dledger-<selfId>` directory of a store root (one per node id this store ran as)."""
-    return sorted(p for p in root.glob("dledger-*") if p.is_dir())
 
 
 def _read_props(path: Path, parse, findings: Findings, rel: str) -> dict | None:

@@ -22,15 +22,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mqtool.formats.broker_conf import BrokerConfig, ConfigFileError, load_broker_conf, parse_properties
-from mqtool.store.batchcq import BCQ_DIR
-from mqtool.store.dledger import find_dledger_dirs
+from mqtool.store.dirs import find_dledger_dirs, is_store_dir
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Findings
 
 __all__ = ["Fleet", "FleetMember", "BrokerIdentity", "is_store_dir", "is_fleet_dir", "open_fleet"]
 
 CHECK = "fleet.discovery"
-STORE_MARKERS = ("commitlog", "consumequeue", "timerlog", "checkpoint", BCQ_DIR)  # what makes a directory a store
 BROKER_CONF = "broker.conf"
 BROKER_IDENTITY = "brokerIdentity"  # MessageStoreConfig#getStorePathBrokerIdentity: controller mode's id file
 MASTER_ID = 0  # MixAll.MASTER_ID
@@ -38,11 +36,6 @@ DEFAULT_ROLE = "ASYNC_MASTER"  # BrokerRole default of MessageStoreConfig
 DEFAULT_CLUSTER = "DefaultCluster"  # BrokerConfig#brokerClusterName default
 ROLE_DLEDGER = "DLEDGER"  # the Raft election decides who leads: nothing on disk says it
 ROLE_CONTROLLER = "CONTROLLER"  # the controller decides (epoch files, brokerIdentity)
-
-
-def is_store_dir(d: Path) -> bool:
-    """A RocketMQ store root: a CommitLog, ConsumeQueue, TimerLog, checkpoint or DLedger directory in it."""
-    return d.is_dir() and (any((d / m).exists() for m in STORE_MARKERS) or bool(find_dledger_dirs(d)))
 
 
 @dataclass(frozen=True)

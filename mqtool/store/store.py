@@ -20,18 +20,19 @@ from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import REVIVE_TOPIC
 from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
-from mqtool.store.batchcq import BCQ_DIR, BatchConsumeQueue, discover_batch_queues
 from mqtool.store.commitlog import CommitLog
-from mqtool.store.consumequeue import ConsumeQueue, common_file_size, discover_queues
-from mqtool.store.dledger import DLedgerCommitLog, DLedgerCommitLogView, find_dledger_dirs
+from mqtool.store.dirs import BCQ_DIR, find_dledger_dirs
 from mqtool.store.errors import StoreError
 from mqtool.store.findings import Finding, Findings, sort_findings
 from mqtool.store.mapped_files import read_at
 
 if TYPE_CHECKING:
     # imported where used: a view that reads the CommitLog alone (`messages`) loads neither the config JSON
-    # parsers, the RocksDB readers nor the timer's
+    # parsers, the RocksDB readers, the timer's, nor the readers of the other layouts and queues
+    from mqtool.store.batchcq import BatchConsumeQueue
     from mqtool.store.config_files import ConfigFiles
+    from mqtool.store.consumequeue import ConsumeQueue
+    from mqtool.store.dledger import DLedgerCommitLog
     from mqtool.store.queues import QueueReader
     from mqtool.store.rocksdb import QueueOffsets, RocksDBConsumeQueues
     from mqtool.store.timer import TimerLog, TimerWheel
@@ -129,12 +130,18 @@ class Store:
     @cached_property
     def dledger(self) -> DLedgerCommitLog | None:
         """The DLedger CommitLog (spec §12), None in normal mode."""
-        return DLedgerCommitLog.open(self.root) if self.layouts.dledger else None
+        if not self.layouts.dledger:
+            return None
+        from mqtool.store.dledger import DLedgerCommitLog
+
+        return DLedgerCommitLog.open(self.root)
 
     @cached_property
     def commitlog(self) -> CommitLog:
         """The CommitLog; in DLedger mode a `DLedgerCommitLogView` reading the entries' bodies."""
         if self.dledger is not None:
+            from mqtool.store.dledger import DLedgerCommitLogView
+
             cl = DLedgerCommitLogView.of(self.dledger)
         else:
             cl = CommitLog.open(
@@ -154,6 +161,8 @@ class Store:
     @cached_property
     def queue_ids(self) -> list[tuple[str, int]]:
         """Every ConsumeQueue: the file queues' directories and the RocksDB consume queue's queues (§14)."""
+        from mqtool.store.consumequeue import discover_queues
+
         return sorted({*discover_queues(self.root), *self.rocksdb_queue_offsets})
 
     def consume_queue(self, topic: str, queue_id: int) -> QueueReader | None:
@@ -169,6 +178,8 @@ class Store:
                         self.rocksdb_consume_queues, topic, queue_id, self.rocksdb_queue_offsets[(topic, queue_id)]
                     )
                 return None
+            from mqtool.store.consumequeue import ConsumeQueue
+
             self._queues[(topic, queue_id)] = ConsumeQueue.open(
                 self.root,
                 topic,
@@ -184,6 +195,8 @@ class Store:
         sets one (`getMappedFileSizeConsumeQueue`), else the length most of the store's files have."""
         if "mappedFileSizeConsumeQueue" in self.config.raw:  # rounded up to whole units like the getter
             return -(-self.config.mapped_file_size_consume_queue // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
+        from mqtool.store.consumequeue import common_file_size, discover_queues
+
         return common_file_size(self.root, discover_queues(self.root))
 
     def consume_queues(self, topic: str | None = None) -> list[QueueReader]:
@@ -195,12 +208,16 @@ class Store:
 
     @cached_property
     def batch_queue_ids(self) -> list[tuple[str, int]]:
+        from mqtool.store.batchcq import discover_batch_queues
+
         return discover_batch_queues(self.root)
 
     def batch_consume_queue(self, topic: str, queue_id: int) -> BatchConsumeQueue | None:
         """A BatchConsumeQueue (spec §13), or None when it has no directory."""
         if (topic, queue_id) not in self.batch_queue_ids:
             return None
+        from mqtool.store.batchcq import BatchConsumeQueue
+
         return BatchConsumeQueue.open(self.root, topic, queue_id)
 
     # ----- RocksDB consume queues (spec §14) -----

@@ -106,6 +106,38 @@ def test_messages_json_writes_its_lines_with_the_extension_without_numba():
     assert heavy(names, ("numba", "llvmlite", "mqtool.store.kernels", "mqtool.store.native")) == []
 
 
+OTHER_LAYOUTS_AND_AREAS = ("mqtool.store.dledger", "mqtool.store.batchcq", "mqtool.store.fleet",
+                           "mqtool.store.consumequeue", "mqtool.formats.batchbody", "mqtool.golden",
+                           "mqtool.cli.audit", "mqtool.cli.simulate", "mqtool.cli.trace", "mqtool.cli.render",
+                           "mqtool.rules.schedule", "mqtool.rules.timer")
+"""What `messages --json` on a plain CommitLog store does not run: the readers of the other layouts (DLedger,
+BatchConsumeQueue), the fleet's discovery, the ConsumeQueue reader, the golden-file diff, the modules of the
+other commands, and the schedule's and timer's rules (the `message` view explains a record with them)."""
+
+
+def test_messages_on_a_plain_store_imports_only_what_it_runs():
+    names, p = imported("inspect", str(DEMO), "messages", "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("\n") == 66
+    assert {"mqtool.store.commitlog", "mqtool.inspect.jsonlines", "mqtool.cli.inspect"} <= names
+    assert heavy(names, OTHER_LAYOUTS_AND_AREAS) == []
+
+
+@pytest.mark.parametrize(("store", "view", "reader"), [("dledger", "messages", "mqtool.store.dledger"),
+                                                       ("batchcq", "overview", "mqtool.store.batchcq")])
+def test_a_store_of_another_layout_imports_its_reader(store, view, reader):
+    """The check above can fail: where a store has the layout, its reader is imported when it is read."""
+    names, p = imported("inspect", str(REPO / "fixtures" / store), view, "--json", "--now", "1790000020000")
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    assert reader in names
+
+
+def test_a_fleet_imports_the_fleet_discovery():
+    names, p = imported("inspect", str(REPO / "fixtures" / "fleet"), "--json", "--now", "1790000020000")
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    assert "mqtool.store.fleet" in names
+
+
 def test_choices_equal_the_library_lists():
     """cli/common writes the choices out (the library's lists sit behind numpy); they must not drift."""
     from mqtool.inspect.records import BODY_MODES
