@@ -1,18 +1,19 @@
 """`MappedBase`: the simulator's read side of a store on disk, for runs over millions of records.
 
-`DiskBase` reads one ConsumeQueue unit and one record per call through the store's readers and
-keeps every decoded message; over a 2 M-record store that is minutes of decoding and gigabytes of
-objects. `MappedBase` answers the same calls, with the same values:
-
 - a queue's units are copied once, on first use, from the file mappings into numpy columns
   (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
 - a record is read with one `os.pread` (no mapping, so the resident size does not grow with the
   CommitLog; a read that walks forward takes `WINDOW` bytes and the next records are sliced from
-  them) and decoded by `struct` from the layouts of `mqtool.formats.commitlog`; anything unusual
-  (bad magic, a short read, lengths past the record) goes to `DiskBase.message`, the reference path, so
-  damaged stores behave exactly as before;
+  them), checked by `propscan.row` (the batch reads' own checks) and its fields unpacked by `struct`
+  from the layouts of `mqtool.formats.commitlog`; anything unusual (bad magic, a short read, lengths
+  past the record, files that overlap) is read by the store's own reader (`_stored`), so damaged
+  stores read as `Store.commitlog.read` reads them (tests/reference_base.py is that reference);
 - decoded messages are kept in a bounded cache (services never change a message they read:
   they copy its properties before editing them), so memory does not grow with the store.
+
+After a crash (`recovery`) the store is seen as the broker's recovery leaves it: new records go at the
+recovered CommitLog end, ConsumeQueues end at their truncated max offset, and a record at or past the
+end reads as absent (a dangling TimerLog unit finds nothing there, or what the simulator wrote there).
 """
 
 from __future__ import annotations
@@ -21,33 +22,38 @@ import bisect
 import os
 import struct
 from collections import OrderedDict
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from mqtool.formats import commitlog, layout
-from mqtool.formats.commitlog import HOST_SIZE_V4, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, host_size
+from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, host_size
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate.model import DiskBase, SimMessage, _new_message
+from mqtool.simulate.model import SimMessage, _new_message
 from mqtool.store import fastscan, propscan
 from mqtool.store.mapped_files import map_file
+from mqtool.store.recovery import Recovered, recovered
+
+if TYPE_CHECKING:
+    from mqtool.store.store import Store
 
 CACHE_MESSAGES = 1 << 15
 READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
-WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._read`)
+WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._bytes`)
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
-# the record's fixed-width runs, as `mqtool.formats.commitlog` lays them out
-_HEAD, _STORE_TS, _TAIL, _PROPS_LEN = (
-    layout.struct_format(f)
-    for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST, [commitlog.PROPERTIES_LENGTH])
+_HEAD, _STORE_TS, _TAIL = (
+    layout.struct_format(f) for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST)
 )
-_TOPIC_LEN = {MESSAGE_MAGIC_CODE: layout.struct_format([commitlog.TOPIC_LENGTH_V1]),
-              MESSAGE_MAGIC_CODE_V2: layout.struct_format([commitlog.TOPIC_LENGTH_V2])}  # fmt: skip
-# BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES .. BODYLENGTH of a record with IPv4 hosts, in one unpack
-_MID_V4 = struct.Struct(f">{HOST_SIZE_V4}s{_STORE_TS.format[1:]}{HOST_SIZE_V4}s{_TAIL.format[1:]}")
 _LEAD = layout.struct_format(commitlog.HEADER[:2])  # TOTALSIZE, MAGICCODE
+_V6 = BORNHOST_V6 | STOREHOST_V6
+# BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES .. BODYLENGTH in one unpack, by the SYSFLAG's host bits
+_MID = {
+    v6: struct.Struct(f">{host_size(v6 & BORNHOST_V6)}s{_STORE_TS.format[1:]}{host_size(v6 & STOREHOST_V6)}s"
+                      f"{_TAIL.format[1:]}")
+    for v6 in (0, BORNHOST_V6, STOREHOST_V6, _V6)
+}  # fmt: skip
 
 
 class Span(NamedTuple):
@@ -69,13 +75,20 @@ class _Units:
         self.first, self.offset, self.size, self.tags, self.ok = first, offset, size, tags, ok
 
 
-class MappedBase(DiskBase):
-    """`DiskBase` with column-copied ConsumeQueues, `pread` record reads and a bounded message cache."""
+class MappedBase:
+    """A `Store` opened read-only, as the simulator reads it: column-copied ConsumeQueues, `pread` record reads
+    and a bounded message cache. `recovery` True: the store as the broker's recovery leaves it; None: as scanned."""
 
-    def __init__(self, store: Any, cache_messages: int = CACHE_MESSAGES) -> None:
-        super().__init__(store)
-        self._units: dict[tuple[str, int], _Units | None] = {}
+    def __init__(
+        self, store: Store, cache_messages: int = CACHE_MESSAGES, recovery: Recovered | None | bool = True
+    ) -> None:
+        self.store = store
+        self.file_size = store.commitlog.queue.file_size or store.config.mapped_file_size_commitlog
+        self.dledger = getattr(store, "dledger", None) is not None  # records are DLedger entries' bodies
+        self.recovery: Recovered | None = recovered(store) if recovery is True else (recovery or None)
+        self._max: dict[tuple[str, int], int] = {}
         self._min: dict[tuple[str, int], int] = {}
+        self._units: dict[tuple[str, int], _Units | None] = {}
         # FIFO eviction by `popitem(last=False)`: deleting a plain dict's first key again and again
         # leaves dummies that `next(iter(d))` walks over each time (30 s per 300,000 reads)
         self._lru: OrderedDict[int, SimMessage] = OrderedDict()
@@ -94,18 +107,33 @@ class MappedBase(DiskBase):
         self.templates: dict[tuple[str, ...], propscan.Templates] = {}
 
     # ----- ConsumeQueues -----
+    def cq_max(self, topic: str, qid: int) -> int:
+        key = (topic, qid)
+        v = self._max.get(key)
+        if v is None:
+            q = self.store.consume_queue(topic, qid)
+            v = q.max_offset if q is not None else 0
+            if self.recovery is not None:
+                v = min(v, self.recovery.max_offsets.get(key, v))
+            self._max[key] = v
+        return v
+
     def cq_min(self, topic: str, qid: int) -> int:
         key = (topic, qid)
         v = self._min.get(key)
         if v is None:
-            v = self._min[key] = super().cq_min(topic, qid)
+            q = self.store.consume_queue(topic, qid)
+            v = self._min[key] = q.first_offset if q is not None else 0
         return v
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return [q for t, q in self.store.queue_ids if t == topic]
 
     def _queue(self, topic: str, qid: int) -> _Units | None:
         key = (topic, qid)
         if key in self._units:
             return self._units[key]
-        q = self._cq(topic, qid)
+        q = self.store.consume_queue(topic, qid)
         u = None
         if q is not None:
             u = self._load(q, self.cq_min(topic, qid), self.cq_max(topic, qid))
@@ -149,8 +177,9 @@ class MappedBase(DiskBase):
         if u is None:
             return None
         i = offset - u.first
-        if i < 0:
-            return super().cq_unit(topic, qid, offset)  # before the first file: as the reader says
+        if i < 0:  # before the first file: as the reader says
+            unit = self.store.consume_queue(topic, qid).unit(offset)
+            return None if unit is None else (unit.commitlog_offset, unit.size, unit.tags_code)
         if i >= len(u.ok) or not u.ok[i]:
             return None
         return int(u.offset[i]), int(u.size[i]), int(u.tags[i])
@@ -160,8 +189,12 @@ class MappedBase(DiskBase):
         converted to Python a growing slice at a time (a walk often stops after a few units)."""
         u = self._queue(topic, qid)
         stop = min(stop, self.cq_max(topic, qid))
-        if u is None or start < u.first:
-            yield from super().cq_units(topic, qid, start, stop)
+        if u is None or start < u.first:  # unit by unit, up to the first one that cannot be read
+            for off in range(start, stop):
+                unit = self.cq_unit(topic, qid, off)
+                if unit is None:
+                    return
+                yield off, unit
             return
         step = 16
         off = start
@@ -180,13 +213,10 @@ class MappedBase(DiskBase):
     # ----- records -----
     def message(self, phys: int) -> SimMessage | None:
         if self.recovery is not None and phys >= self.recovery.end:
-            return None  # cut by the broker's recovery (`DiskBase`)
+            return None  # cut by the broker's recovery
         m = self._lru.get(phys)
         if m is None:
-            m = self._read(phys)
-            if m is None:
-                m = super().message(phys)  # the reference path: errors and odd records as before
-                self._cache.pop(phys, None)
+            m = self._read(phys) or self._stored(phys)
             if m is not None:
                 if len(self._lru) >= self._cache_size:
                     self._lru.popitem(last=False)
@@ -199,7 +229,7 @@ class MappedBase(DiskBase):
         if self.recovery is not None and phys >= self.recovery.end:
             return None
         m = self._lru.get(phys) or self._read(phys)
-        return m if m is not None else self.message(phys)  # the reference path, cached as before
+        return m if m is not None else self.message(phys)  # the store's reader, cached as before
 
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, without a `SimMessage` or the cache: the timer's enqueue reads only
@@ -209,9 +239,37 @@ class MappedBase(DiskBase):
         m = self._lru.get(phys)
         props = m.props if m is not None else self._read(phys, False)
         if props is None:
-            m = self.message(phys)  # the reference path decides
+            m = self.message(phys)  # the store's reader decides
             return None if m is None else m.props
         return props
+
+    def max_phys(self) -> int:
+        return self.recovery.end if self.recovery is not None else self.store.commitlog.max_offset()
+
+    def _stored(self, phys: int) -> SimMessage | None:
+        """The record at `phys` as the store's own reader reads it (what `_read` does not take), or None."""
+        try:
+            r = self.store.commitlog.read(phys)
+        except ValueError:
+            return None
+        return SimMessage(
+            r.topic,
+            r.queue_id,
+            dict(r.properties),
+            body=r.body,
+            born_ts=r.born_timestamp,
+            store_ts=r.store_timestamp,
+            sys_flag=r.sys_flag,
+            flag=r.flag,
+            reconsume_times=r.reconsume_times,
+            prepared_tx_offset=r.prepared_transaction_offset,
+            phys=r.physical_offset,
+            size=r.total_size,
+            queue_offset=r.queue_offset,
+            born_host=r.born_host,
+            store_host=r.store_host,
+            props_raw=r.properties_raw,
+        )
 
     def _host(self, raw: bytes) -> str:
         """`fastscan.host_text`, remembered (a store has a few hosts)."""
@@ -282,54 +340,25 @@ class MappedBase(DiskBase):
         return buf, o
 
     def _read(self, phys: int, whole: bool = True, light: bool = False):
-        """The record at `phys`; None for anything but a plain, whole record. `whole` False: only its
-        properties map, by the batch reader's checks (`propscan.row`); with `light`, (properties map,
-        BODYLENGTH, SYSFLAG). A whole record is decoded by `struct` with its own bounds checks: a call of
-        the kernel costs more than they do (2 us a record)."""
+        """The record at `phys`; None for anything but a plain, whole record (`propscan.row`'s checks). `whole`
+        False: only its properties map; with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
         got = self._bytes(phys)
         if got is None:
             return None
         buf, o = got
+        row = propscan.row(buf, o, 0, len(buf), o + 1)
+        if row[propscan.STATUS] < 0:
+            return None
+        raw = buf[row[propscan.PROPS_START] : row[propscan.PROPS_END]].decode("utf-8", "surrogateescape")
         if not whole:
-            row = propscan.row(buf, o, 0, len(buf), o + 1)
-            if row[propscan.STATUS] < 0:
-                return None
-            raw = buf[row[propscan.PROPS_START] : row[propscan.PROPS_END]].decode("utf-8", "surrogateescape")
             props = parse_properties(raw)
             return (props, row[propscan.BODY_LENGTH], row[propscan.SYSFLAG]) if light else props
-        total, magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
-        end = o + total
-        p = o + _HEAD.size
-        bn, sn = host_size(sysflag & BORNHOST_V6), host_size(sysflag & STOREHOST_V6)
-        try:
-            hosts = self._hosts
-            if bn == sn == HOST_SIZE_V4:  # the usual record: hosts, store time and tail in one unpack
-                raw_born, store_ts, raw_store, reconsume, prepared, body_len = _MID_V4.unpack_from(buf, p)
-                p += _MID_V4.size
-            else:
-                raw_born = buf[p : p + bn]
-                (store_ts,) = _STORE_TS.unpack_from(buf, p + bn)
-                raw_store = buf[p + bn + _STORE_TS.size : p + bn + _STORE_TS.size + sn]
-                p += bn + _STORE_TS.size + sn
-                reconsume, prepared, body_len = _TAIL.unpack_from(buf, p)
-                p += _TAIL.size
-            born_host = hosts.get(raw_born) or self._host(raw_born)
-            store_host = hosts.get(raw_store) or self._host(raw_store)
-            if body_len < 0 or p + body_len > end:
-                return None
-            body = buf[p : p + body_len]
-            p += body_len
-            topic_len_fmt = _TOPIC_LEN[magic]
-            (topic_len,) = topic_len_fmt.unpack_from(buf, p)
-            raw_topic = buf[p + topic_len_fmt.size : p + topic_len_fmt.size + topic_len]
-            p += topic_len_fmt.size + topic_len
-            (props_len,) = _PROPS_LEN.unpack_from(buf, p)
-            p += _PROPS_LEN.size
-            if topic_len < 0 or props_len < 0 or p + props_len > end:
-                return None
-            raw = buf[p : p + props_len].decode("utf-8", "surrogateescape")
-        except Exception:  # noqa: BLE001 - a record the fast path does not understand: the reference path decides
-            return None
+        # the fields the checks did not hand back, at places they proved inside the record
+        total, _magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
+        mid = _MID[sysflag & _V6]
+        raw_born, store_ts, raw_store, reconsume, prepared, body_len = mid.unpack_from(buf, o + _HEAD.size)
+        hosts = self._hosts
+        raw_topic = buf[row[propscan.TOPIC_START] : row[propscan.TOPIC_END]]
         topic = self._topics.get(raw_topic)
         if topic is None:
             topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "surrogateescape")
@@ -338,7 +367,8 @@ class MappedBase(DiskBase):
         m.topic = topic
         m.queue_id = qid
         m.props = parse_properties(raw)
-        m.body = body
+        p = o + _HEAD.size + mid.size
+        m.body = buf[p : p + body_len]
         m.body_len = body_len
         m.born_ts = born_ts
         m.store_ts = store_ts
@@ -349,8 +379,8 @@ class MappedBase(DiskBase):
         m.phys = phys
         m.size = total
         m.queue_offset = qoff
-        m.born_host = born_host
-        m.store_host = store_host
+        m.born_host = hosts.get(raw_born) or self._host(raw_born)
+        m.store_host = hosts.get(raw_store) or self._host(raw_store)
         m.props_raw = raw
         m.service = ""
         m.source_phys = -1
