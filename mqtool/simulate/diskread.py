@@ -2,12 +2,10 @@
 
 - a queue's units are copied once, on first use, from the file mappings into numpy columns
   (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
-- a record is read with one `os.pread` (no mapping, so the resident size does not grow with the
-  CommitLog; a read that walks forward takes `WINDOW` bytes and the next records are sliced from
-  them), checked by `propscan.row` (the batch reads' own checks) and its fields unpacked by `struct`
-  from the layouts of `mqtool.formats.commitlog`; anything unusual (bad magic, a short read, lengths
-  past the record, files that overlap) is read by the store's own reader (`_stored`), so damaged
-  stores read as `Store.commitlog.read` reads them (tests/reference_base.py is that reference);
+- a record's bytes are read by `pread` (`store.recordfiles`), checked by `propscan.row` (the batch
+  reads' own checks) and its fields unpacked by `struct` from `mqtool.formats.commitlog`; anything
+  unusual (bad magic, a short read, lengths past the record, files that overlap) is read by the store's
+  own reader (`_stored`), as tests/reference_base.py (the reference) reads every record;
 - decoded messages are kept in a bounded cache (services never change a message they read:
   they copy its properties before editing them), so memory does not grow with the store.
 
@@ -18,35 +16,30 @@ end reads as absent (a dangling TimerLog unit finds nothing there, or what the s
 
 from __future__ import annotations
 
-import bisect
-import os
 import struct
 from collections import OrderedDict
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mqtool.formats import commitlog, layout
-from mqtool.formats.commitlog import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, host_size
+from mqtool.formats.commitlog import host_size
 from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.model import SimMessage, _new_message
 from mqtool.store import fastscan, propscan
 from mqtool.store.mapped_files import map_file
+from mqtool.store.recordfiles import RecordFiles
 from mqtool.store.recovery import Recovered, recovered
 
 if TYPE_CHECKING:
     from mqtool.store.store import Store
 
 CACHE_MESSAGES = 1 << 15
-READ_AHEAD = 1024  # bytes read with the header: most records fit in one read
-WINDOW = 16 << 10  # bytes read at once by a walk forward (`MappedBase._bytes`)
-_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 _HEAD, _STORE_TS, _TAIL = (
     layout.struct_format(f) for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST)
 )
-_LEAD = layout.struct_format(commitlog.HEADER[:2])  # TOTALSIZE, MAGICCODE
 _V6 = BORNHOST_V6 | STOREHOST_V6
 # BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES .. BODYLENGTH in one unpack, by the SYSFLAG's host bits
 _MID = {
@@ -54,16 +47,6 @@ _MID = {
                       f"{_TAIL.format[1:]}")
     for v6 in (0, BORNHOST_V6, STOREHOST_V6, _V6)
 }  # fmt: skip
-
-
-class Span(NamedTuple):
-    """The range [lo, hi) of CommitLog file `index` (it starts at `start`, open as `fd`) the fast reads read."""
-
-    lo: int
-    hi: int
-    start: int
-    fd: int
-    index: int
 
 
 class _Units:
@@ -93,16 +76,9 @@ class MappedBase:
         # leaves dummies that `next(iter(d))` walks over each time (30 s per 300,000 reads)
         self._lru: OrderedDict[int, SimMessage] = OrderedDict()
         self._cache_size = cache_messages
-        files = store.commitlog.queue.files
-        self._starts = [f.start for f in files]
-        self._size = store.commitlog.queue.file_size
-        self._files = files
-        self._fds: dict[int, int] = {}
-        self._lengths: dict[int, int] = {}  # `_file_length`
+        self.files = RecordFiles(store.commitlog.queue)
         self._topics: dict[bytes, str] = {}
         self._hosts: dict[bytes, str] = {}
-        self._span: Span | None = None  # `_file` of the last read
-        self._win, self._win_at, self._last = b"", 0, -1  # the last `WINDOW` read, where it starts; the last read
         # the plain key sequences `batchread` has seen, per set of wanted keys: learnt anew by each base
         self.templates: dict[tuple[str, ...], propscan.Templates] = {}
 
@@ -278,71 +254,10 @@ class MappedBase:
             self._hosts[raw] = s
         return s
 
-    def _file_length(self, i: int) -> int:
-        """The size of CommitLog file `i` on disk (where a `pread` of it ends)."""
-        n = self._lengths.get(i)
-        if n is None:
-            n = self._lengths[i] = os.fstat(self._fd(i)).st_size
-        return n
-
-    def _fd(self, i: int) -> int:
-        fd = self._fds.get(i)
-        if fd is None:
-            fd = self._fds[i] = os.open(self._files[i].path, os.O_RDONLY)
-        return fd
-
-    def _file(self, phys: int) -> Span | None:
-        """The range of the file holding `phys` that the fast reads read from it, or None: before the first
-        file, past a file's length, or where files overlap (the reference path decides there)."""
-        i = bisect.bisect_right(self._starts, phys) - 1
-        if i < 0:
-            return None
-        f = self._files[i]
-        prev = self._files[i - 1] if i > 0 else None
-        lo = f.start if prev is None else prev.start + max(prev.length, self._size)
-        if phys < lo or phys - f.start >= f.length:
-            return None
-        hi = f.start + f.length
-        if i + 1 < len(self._starts):
-            hi = min(hi, self._starts[i + 1])  # the next file answers from its start on
-        return Span(max(lo, f.start), hi, f.start, self._fd(i), i)
-
-    def _bytes(self, phys: int) -> tuple[bytes, int] | None:
-        """(bytes holding the whole record at `phys` from their position `o` on, `o`) by one or two `pread`s,
-        or None when fewer than a header's bytes are there or the lead cannot be a record's (its length is
-        then not read)."""
-        span = self._span
-        if span is None or not span.lo <= phys < span.hi:
-            span = self._file(phys)
-            if span is None:
-                return None
-            self._span = span
-        _lo, _hi, start, fd, _i = span
-        # a walk forward reads `WINDOW` bytes at once and slices the next records from them (a `pread`
-        # of 16 KB costs little more than one of 1 KB); the bytes are the file's, whichever read brought them
-        buf = self._win
-        o = phys - self._win_at
-        last, self._last = self._last, phys
-        if o < 0 or o + READ_AHEAD > len(buf) or self._win_at < _lo:
-            if 0 < phys - last < WINDOW:
-                buf = self._win = os.pread(fd, WINDOW, phys - start)
-                self._win_at = phys
-            else:
-                buf = os.pread(fd, READ_AHEAD, phys - start)
-            o = 0
-        if len(buf) - o < _HEAD.size:
-            return None
-        total, magic = _LEAD.unpack_from(buf, o)
-        if total > len(buf) - o:
-            if magic not in _MAGICS or total > propscan.MAX_TOTAL:
-                return None
-            return os.pread(fd, total, phys - start), 0
-        return buf, o
-
     def _read(self, phys: int, whole: bool = True, light: bool = False):
         """The record at `phys`; None for anything but a plain, whole record (`propscan.row`'s checks). `whole`
         False: only its properties map; with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
-        got = self._bytes(phys)
+        got = self.files.record(phys)
         if got is None:
             return None
         buf, o = got
@@ -388,8 +303,4 @@ class MappedBase:
         return m
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
-        self._span = None  # its descriptor is closed
-        self._win, self._win_at = b"", 0
+        self.files.close()

@@ -137,16 +137,13 @@ class EmptyBase:
 
     cq_min = cq_max
 
-    def cq_unit(self, topic: str, qid: int, offset: int) -> None:
+    def message(self, *_args) -> None:
         return None
+
+    message_once = props = cq_unit = message
 
     def cq_units(self, topic: str, qid: int, start: int, stop: int):
         return iter(())
-
-    def message(self, phys: int) -> None:
-        return None
-
-    message_once = props = message
 
     def max_phys(self) -> int:
         return self.end
@@ -257,21 +254,13 @@ class StoreModel:
         return m if m is not None else self.base.message(phys)
 
     def _kept(self, phys: int) -> SimMessage | None:
-        """The message the model itself holds for a record (appended, spooled, or placed lazily and made
-        now); None where only the base has it."""
+        """The message the model itself holds for a record (appended, spooled, or placed lazily: made now and
+        kept from then on as an appended one); None where only the base has it."""
         m = self._msgs.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
-        if m is None and self._lazy:
-            m = self._materialise(phys)
-        return m
-
-    def _materialise(self, phys: int) -> SimMessage | None:
-        """The message of a record placed without one (`_lazy`), kept from then on as an appended one."""
-        e = self._lazy.pop(phys, None)
-        if e is None:
-            return None
-        m = self._msgs[phys] = e.build(phys, e)
+        if m is None and self._lazy and (e := self._lazy.pop(phys, None)) is not None:
+            m = self._msgs[phys] = e.build(phys, e)
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
@@ -328,8 +317,6 @@ class StoreModel:
             self._released[key] = stop
 
     def queue_info(self, topic: str, qid: int) -> QueueInfo:
-        """(overlay units, the base's unit count, the size of a record's fixed part with this topic but the
-        hosts, whether units and records are kept) of a queue appends go to."""
         key = (topic, qid)
         q = self._queue_info.get(key)
         if q is None:
