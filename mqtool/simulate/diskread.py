@@ -153,10 +153,7 @@ class MappedBase:
         if u is None:
             return None
         i = offset - u.first
-        if i < 0:  # before the first file: as the reader says
-            unit = self.store.consume_queue(topic, qid).unit(offset)
-            return None if unit is None else (unit.commitlog_offset, unit.size, unit.tags_code)
-        if i >= len(u.ok) or not u.ok[i]:
+        if i < 0 or i >= len(u.ok) or not u.ok[i]:  # before the first file (no file holds it) or not written
             return None
         return int(u.offset[i]), int(u.size[i]), int(u.tags[i])
 
@@ -165,13 +162,8 @@ class MappedBase:
         converted to Python a growing slice at a time (a walk often stops after a few units)."""
         u = self._queue(topic, qid)
         stop = min(stop, self.cq_max(topic, qid))
-        if u is None or start < u.first:  # unit by unit, up to the first one that cannot be read
-            for off in range(start, stop):
-                unit = self.cq_unit(topic, qid, off)
-                if unit is None:
-                    return
-                yield off, unit
-            return
+        if u is None or start < u.first:
+            return  # no file holds the first unit
         step = 16
         off = start
         while off < stop:

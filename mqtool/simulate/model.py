@@ -207,7 +207,7 @@ class StoreModel:
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
     spool: RecordSpool | None = None
     # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
-    # `build(phys, entry)` makes the message the first time a reader asks for it (`_materialise`)
+    # `build(phys, entry)` makes the message the first time a reader asks for it (`_kept`)
     _lazy: dict[int, Any] = field(default_factory=dict)
 
     def raw(self, m: SimMessage) -> str:
@@ -264,8 +264,7 @@ class StoreModel:
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
-        """`message(phys)` for a record its reader is done with once read (the base need not cache it:
-        `MappedBase.message_once`)."""
+        """`message(phys)` for a record its reader is done with once read (the base need not cache it)."""
         m = self._kept(phys)
         return m if m is not None else self.base.message_once(phys)
 
@@ -329,9 +328,9 @@ class StoreModel:
         return q
 
     def reput_size(self, props: dict[str, str], fixed: int, sys_flag: int, body_len: int) -> int:
-        """TOTALSIZE of a re-put whose properties string the broker builds from `props` (HashMap order,
-        4.9.8 without the last separator: `broker_properties_length`); `fixed` is the size of a record's fixed part
-        with its topic (`queue_info`). Every re-put's size is this or `plain_reput_size`."""
+        """TOTALSIZE of a re-put whose properties string the broker builds from `props` (`broker_properties_length`)
+        on a queue whose records' fixed part is `fixed` (`queue_info`). Every re-put's size is this or
+        `plain_reput_size`."""
         props_len = broker_properties_length(props, self.capacity, self.trailing_separator)
         return props_len + fixed + body_len + hosts_size(sys_flag)
 
@@ -416,8 +415,7 @@ class StoreModel:
             cb()
         return pos, queue_offset
 
-    def max_phys(self) -> int:
-        """The CommitLog's end, as a base answers it (a `MemoryBase` is a model of its own)."""
+    def max_phys(self) -> int:  # as a base answers it (a `MemoryBase` is a model of its own)
         return self.end
 
 
@@ -435,12 +433,9 @@ class MemoryBase(StoreModel):
 
     def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
         """Append a message as a broker put would (offset, queue offset), its store time and properties as given."""
-        q = self.queue_info(m.topic, m.queue_id)
-        units = q.units
         if m.size <= 0:
-            m.size = self.record_size(m, q.fixed)
-        m.phys = self.place(m.size)
-        m.queue_offset = len(units)
-        units.append((m.phys, m.size, tags if tags is not None else tags_code(m.props)))
+            m.size = self.record_size(m, self.queue_info(m.topic, m.queue_id).fixed)
+        tags = tags if tags is not None else tags_code(m.props)
+        m.phys, m.queue_offset = self.append_row(m.topic, m.queue_id, m.size, tags)
         self._msgs[m.phys] = m
         return m
