@@ -1,7 +1,7 @@
 """`MappedBase`: the simulator's read side of a store on disk, for runs over millions of records.
 
-- a queue's units are copied once, on first use, from the file mappings into numpy columns
-  (20 bytes a unit; `fastscan.cq_view`), and handed out as tuples a slice at a time;
+- a queue's units are copied once, on first use, into numpy columns (`store.queueunits`), and handed out
+  as tuples a slice at a time;
 - a record's bytes are read by `pread` (`store.recordfiles`), checked by `propscan.row` (the batch
   reads' own checks) and its fields unpacked by `struct` from `mqtool.formats.commitlog`; anything
   unusual (bad magic, a short read, lengths past the record, files that overlap) is read by the store's
@@ -24,12 +24,11 @@ import numpy as np
 
 from mqtool.formats import commitlog, layout
 from mqtool.formats.commitlog import host_size
-from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.model import SimMessage, _new_message
 from mqtool.store import fastscan, propscan
-from mqtool.store.mapped_files import map_file
+from mqtool.store.queueunits import QueueUnits, queue_units
 from mqtool.store.recordfiles import RecordFiles
 from mqtool.store.recovery import Recovered, recovered
 
@@ -49,15 +48,6 @@ _MID = {
 }  # fmt: skip
 
 
-class _Units:
-    """One queue's units [first, first + n) as columns; `ok` is False for a unit that is not written."""
-
-    __slots__ = ("first", "offset", "size", "tags", "ok")
-
-    def __init__(self, first: int, offset: np.ndarray, size: np.ndarray, tags: np.ndarray, ok: np.ndarray) -> None:
-        self.first, self.offset, self.size, self.tags, self.ok = first, offset, size, tags, ok
-
-
 class MappedBase:
     """A `Store` opened read-only, as the simulator reads it: column-copied ConsumeQueues, `pread` record reads
     and a bounded message cache. `recovery` True: the store as the broker's recovery leaves it; None: as scanned."""
@@ -71,7 +61,7 @@ class MappedBase:
         self.recovery: Recovered | None = recovered(store) if recovery is True else (recovery or None)
         self._max: dict[tuple[str, int], int] = {}
         self._min: dict[tuple[str, int], int] = {}
-        self._units: dict[tuple[str, int], _Units | None] = {}
+        self._units: dict[tuple[str, int], QueueUnits | None] = {}
         # FIFO eviction by `popitem(last=False)`: deleting a plain dict's first key again and again
         # leaves dummies that `next(iter(d))` walks over each time (30 s per 300,000 reads)
         self._lru: OrderedDict[int, SimMessage] = OrderedDict()
@@ -105,46 +95,16 @@ class MappedBase:
     def queue_ids(self, topic: str) -> list[int]:
         return [q for t, q in self.store.queue_ids if t == topic]
 
-    def _queue(self, topic: str, qid: int) -> _Units | None:
+    def _queue(self, topic: str, qid: int) -> QueueUnits | None:
         key = (topic, qid)
         if key in self._units:
             return self._units[key]
         q = self.store.consume_queue(topic, qid)
         u = None
         if q is not None:
-            u = self._load(q, self.cq_min(topic, qid), self.cq_max(topic, qid))
+            u = queue_units(q, self.cq_min(topic, qid), self.cq_max(topic, qid))
         self._units[key] = u
         return u
-
-    @staticmethod
-    def _load(q, first: int, stop: int) -> _Units:
-        """Units [first, stop) as `ConsumeQueue.unit` reads them: not written (None) in a gap between
-        files, past a file's end, or all zero."""
-        n = max(0, stop - first)
-        offset = np.zeros(n, np.int64)
-        size = np.zeros(n, np.int32)
-        tags = np.zeros(n, np.int64)
-        ok = np.zeros(n, bool)
-        taken = np.zeros(n, bool)  # `file_for`: the first listed file that covers a unit answers for it
-        fsize = q.queue.file_size
-        for f in q.queue.files:
-            lo = max(first, -(-f.start // CQ_UNIT_SIZE))
-            hi = min(stop, (f.start + max(f.length, fsize)) // CQ_UNIT_SIZE)
-            if lo >= hi:
-                continue
-            a = lo - first
-            with map_file(f.path) as buf:
-                view = fastscan.cq_view(buf, lo * CQ_UNIT_SIZE - f.start)[: hi - lo]
-                b = a + len(view)
-                free = ~taken[a:b]
-                o, sz, t = (view[name].astype(np.int64) for name in ("commitlog_offset", "size", "tags_code"))
-                del view
-            offset[a:b] = np.where(free, o, offset[a:b])
-            size[a:b] = np.where(free, sz, size[a:b])
-            tags[a:b] = np.where(free, t, tags[a:b])
-            ok[a:b] |= free & ((o != 0) | (sz != 0) | (t != 0))
-            taken[a : hi - first] = True
-        return _Units(first, offset, size, tags, ok)
 
     def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
         if offset >= self.cq_max(topic, qid):
