@@ -207,7 +207,7 @@ class StoreModel:
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
     spool: RecordSpool | None = None
     # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
-    # `build(phys, entry)` makes the message the first time a reader asks for it (`_kept`)
+    # `build(phys, entry)` makes the message the first time a reader asks for it (`_materialise`)
     _lazy: dict[int, Any] = field(default_factory=dict)
 
     def raw(self, m: SimMessage) -> str:
@@ -254,13 +254,21 @@ class StoreModel:
         return m if m is not None else self.base.message(phys)
 
     def _kept(self, phys: int) -> SimMessage | None:
-        """The message the model itself holds for a record (appended, spooled, or placed lazily: made now and
-        kept from then on as an appended one); None where only the base has it."""
+        """The message the model itself holds for a record (appended, spooled, or placed lazily and made
+        now); None where only the base has it."""
         m = self._msgs.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
-        if m is None and self._lazy and (e := self._lazy.pop(phys, None)) is not None:
-            m = self._msgs[phys] = e.build(phys, e)
+        if m is None and self._lazy:
+            m = self._materialise(phys)
+        return m
+
+    def _materialise(self, phys: int) -> SimMessage | None:
+        """The message of a record placed without one (`_lazy`), kept from then on as an appended one."""
+        e = self._lazy.pop(phys, None)
+        if e is None:
+            return None
+        m = self._msgs[phys] = e.build(phys, e)
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
