@@ -1,11 +1,9 @@
 """The simulator's batch reads of the store's own records: one reader, `propscan`'s kernel, and its entry points.
 
 A service step reads a few properties of a run of records (the timer's enqueue of a million units at the
-start of a full-scale run, a delay level's due prefix, a roll slot's sources). Here the run is read with one
-`pread` of the byte range it spans (mapped instead when its records lie more than `SPARSE` bytes apart on
-average and there are `MAP_FROM` of them, as a delay level's records do) and `propscan.scan` checks every
-header (`MappedBase._read`'s checks) and matches every properties string against the plain key sequences
-seen so far, in one pass. A string no template matches is parsed (`parse_properties`) and may make a
+start of a full-scale run, a delay level's due prefix, a roll slot's sources). The run is read at once
+(`RecordFiles.span`) and `propscan.scan` checks every header and matches every properties string against
+the plain key sequences seen so far, in one pass. A string no template matches is parsed and may make a
 template, which the records after it are matched against. Whatever the checks refuse is answered None: the
 caller asks `StoreModel.props`, the per-message path, which decides as it always did.
 
@@ -16,79 +14,20 @@ with their topic and QUEUEID).
 
 from __future__ import annotations
 
-import bisect
-import mmap
-import operator
-import os
-
 import numpy as np
 
-from mqtool.formats import commitlog, layout
 from mqtool.formats.properties import parse_properties
 from mqtool.simulate.diskread import MappedBase
 from mqtool.store import propscan
+from mqtool.store.recordfiles import close_span as close
 
-MAX_SPAN = 16 << 20  # bytes one batch read may cover
-SPARSE = 4096  # from this many bytes of span a record on, the span is mapped instead of read
-MAP_FROM = 256  # ... when there are this many records
 MAX_TEMPLATES = 32  # plain key sequences remembered per set of wanted keys
-CHUNK = 4096  # records one span holds at most (`read_sources`)
-_HEAD_SIZE = layout.size(commitlog.HEADER)
 
 
 def batchable(base) -> bool:
     """A base whose records can be read batch-wise: a `MappedBase` of a normal-mode store seen as
     scanned (no recovery cut: a record past the recovered end reads as absent)."""
     return isinstance(base, MappedBase) and base.recovery is None and not base.dledger
-
-
-def close(buf) -> None:
-    """Close the bytes `scan_plain` handed out (a mapping; bytes need nothing)."""
-    if isinstance(buf, mmap.mmap):
-        buf.close()
-
-
-def _span_bytes(base: MappedBase, i: int, lo: int, hi: int, mapped: bool):
-    """(the bytes of file `i`'s [lo, hi) as a `pread` gives them, or a read-only mapping of them when
-    `mapped`; where `lo` lies in them; their length), None when they are shorter than a header."""
-    fd = base._fd(i)
-    n = min(hi, base._file_length(i)) - lo  # the bytes a `pread` of [lo, hi) gives
-    if n < _HEAD_SIZE:
-        return None
-    if mapped:  # only the pages the records lie on are touched
-        at = lo - lo % mmap.ALLOCATIONGRANULARITY
-        return mmap.mmap(fd, lo + n - at, access=mmap.ACCESS_READ, offset=at), lo - at, n
-    return os.pread(fd, n, lo), 0, n
-
-
-def _open_span(base: MappedBase, phys: list[int], sizes: list[int]):
-    """The bytes of the records at `phys`: (the
-    span's bytes or file mapping, where the span starts in it, each record's position in the span,
-    the span's length, the position in the span where the file's listed length ends), or None when
-    the records cannot be read batch-wise; the caller closes a mapping (`close`)."""
-    if not phys:
-        return None
-    if len(phys) != len(sizes):
-        raise ValueError("phys and sizes differ in length")
-    p_lo, p_hi = min(phys), max(phys)
-    f = base._file(p_lo)
-    if f is None or p_hi >= f.hi:
-        return None  # records in more files than one (each is read on its own), or files that overlap
-    lo = p_lo - f.start
-    if min(sizes) > 0:
-        hi = max(map(operator.add, phys, sizes)) - f.start
-    else:
-        hi = max([p + s if s > 0 else p for p, s in zip(phys, sizes, strict=True)]) - f.start
-    if hi - lo > MAX_SPAN or hi <= lo:
-        return None
-    # mapped, not copied, when sparse (a delay level's records lie ~5 KB apart among the other topics'
-    # records), but a few records' span is read: mapping it and faulting its pages in costs more
-    sparse = min(hi, base._file_length(f.index)) - lo > SPARSE * len(phys)
-    span = _span_bytes(base, f.index, lo, hi, sparse and len(phys) >= MAP_FROM)
-    if span is None:
-        return None
-    buf, delta, n = span
-    return buf, delta, [p - p_lo for p in phys], n, base._files[f.index].length - lo
 
 
 def scan_plain(
@@ -99,7 +38,7 @@ def scan_plain(
     None when they cannot be read batch-wise. `intern`: a bit per wanted key whose values get their first
     record; with `learn_self` a record that makes a template is matched against it too. The caller closes the
     bytes (`close`)."""
-    span = _open_span(base, phys, sizes)
+    span = base.files.span(phys, sizes)
     if span is None:
         return None
     buf, delta, rels, n, flen = span
@@ -153,7 +92,7 @@ def read_plain(
     string, `values` always a tuple, else None (the record is read whole); the records are taken in runs
     that lie in one file within `MAX_SPAN` bytes, and a record that makes a template is matched by it."""
     res: list[tuple | None] = [None] * len(phys)
-    for i, j in _runs(base, phys, sizes) if sources else [(0, len(phys))]:
+    for i, j in base.files.runs(phys, sizes) if sources else [(0, len(phys))]:
         scanned = scan_plain(base, phys[i:j], sizes[i:j], wanted, 0, sources)
         if scanned is None:
             continue
@@ -177,18 +116,3 @@ def read_plain(
 def read_sources(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
     """`read_plain(..., sources=True)`: a roll slot's sources (`batchable(base)` holds)."""
     return read_plain(base, phys, sizes, wanted, True)
-
-
-def _runs(base: MappedBase, phys: list[int], sizes: list[int]):
-    """(i, j) of the runs of `phys[i:j]` that lie in one file within `MAX_SPAN` bytes, `CHUNK` records at most."""
-    starts = base._starts
-    i = 0
-    while i < len(phys):
-        lo = phys[i]
-        f = bisect.bisect_right(starts, lo) - 1
-        end = starts[f + 1] if f + 1 < len(starts) else 1 << 62
-        j = i + 1
-        while j < len(phys) and j - i < CHUNK and lo <= phys[j] < end and phys[j] + sizes[j] - lo <= MAX_SPAN:
-            j += 1
-        yield i, j
-        i = j

@@ -15,11 +15,8 @@ Tie order (documented, relied upon by the event log's byte-for-byte determinism)
 `run(until=T)` processes every event with `time_ms < T` (an event at exactly `T` stays queued,
 as in SimPy) and is resumable. The engine never reads the wall clock.
 
-Services are *processes*: Python generators that `yield` a delay in ms (`yield 100`) and are
-resumed by the engine; `Process.wake(delay)` re-times a sleeping process (a clock jump, a new
-message in a queue it watches), and `Process.stop()` ends it (a crash). `Process.advance(d)` is
-`yield d` without the queue when the process would be resumed next anyway (the timer's dequeue walks
-slot after slot so).
+Services are *processes* (`Process`): Python generators that `yield` a delay in ms and are resumed by
+the engine.
 """
 
 from __future__ import annotations

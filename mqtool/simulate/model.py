@@ -5,8 +5,8 @@ Services read ConsumeQueue units and messages through `StoreModel` and append re
 (records never straddle files: a BLANK filler ends a file when `size + 8` bytes do not fit, spec
 §2.7), the next queue offset, and the store timestamp. Nothing here writes to disk.
 
-Two bases exist: `DiskBase` (a `Store` opened on a directory) and `MemoryBase` (messages built in
-memory by tests and the benchmark).
+Two bases exist: `diskread.MappedBase` (a `Store` opened on a directory) and `MemoryBase` (messages built
+in memory by tests and the benchmark).
 """
 
 from __future__ import annotations
@@ -32,11 +32,9 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.properties import broker_properties_length, build_properties, key_order
 from mqtool.rules.dispatch import tags_string_2_tags_code
-from mqtool.store.recovery import Recovered, recovered
 
 if TYPE_CHECKING:
     from mqtool.simulate.spool import RecordSpool
-    from mqtool.store.store import Store
 
 BLANK_MIN = BLANK_SIZE  # END_FILE_MIN_BLANK_LENGTH: TOTALSIZE + MAGICCODE of the filler
 # the system topics a service of the simulator reads back (consumers aside): the rest are write-only
@@ -139,115 +137,19 @@ class EmptyBase:
 
     cq_min = cq_max
 
-    def cq_unit(self, topic: str, qid: int, offset: int) -> None:
+    def message(self, *_args) -> None:
         return None
+
+    message_once = props = cq_unit = message
 
     def cq_units(self, topic: str, qid: int, start: int, stop: int):
         return iter(())
-
-    def message(self, phys: int) -> None:
-        return None
-
-    message_once = props = message
 
     def max_phys(self) -> int:
         return self.end
 
     def queue_ids(self, topic: str) -> list[int]:
         return []
-
-
-class DiskBase:
-    """A `Store` opened read-only; messages are decoded on demand and cached.
-
-    After a crash (`recovered`) the store is seen as the broker's recovery leaves it: new records go at the
-    recovered CommitLog end, ConsumeQueues end at their truncated max offset, and a record at or past the
-    end reads as absent (a dangling TimerLog unit finds nothing there, or what the simulator wrote there).
-    """
-
-    def __init__(self, store: Store, recovery: Recovered | None | bool = True) -> None:
-        self.store = store
-        self.file_size = store.commitlog.queue.file_size or store.config.mapped_file_size_commitlog
-        self.dledger = getattr(store, "dledger", None) is not None  # records are DLedger entries' bodies
-        self._cache: dict[int, SimMessage] = {}
-        self._max: dict[tuple[str, int], int] = {}
-        # True: compute it from the store; None/False: the store as scanned (no recovery applied)
-        self.recovery: Recovered | None = recovered(store) if recovery is True else (recovery or None)
-
-    def _cq(self, topic: str, qid: int):
-        return self.store.consume_queue(topic, qid)
-
-    def cq_max(self, topic: str, qid: int) -> int:
-        key = (topic, qid)
-        v = self._max.get(key)
-        if v is None:
-            q = self._cq(topic, qid)
-            v = q.max_offset if q is not None else 0
-            if self.recovery is not None:
-                v = min(v, self.recovery.max_offsets.get(key, v))
-            self._max[key] = v
-        return v
-
-    def cq_min(self, topic: str, qid: int) -> int:
-        q = self._cq(topic, qid)
-        return q.first_offset if q is not None else 0
-
-    def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
-        q = self._cq(topic, qid)
-        if q is None or offset >= self.cq_max(topic, qid):
-            return None
-        u = q.unit(offset)
-        return None if u is None else (u.commitlog_offset, u.size, u.tags_code)
-
-    def cq_units(self, topic: str, qid: int, start: int, stop: int):
-        """(offset, unit) for the units in [start, stop), up to the first one that cannot be read."""
-        for off in range(start, stop):
-            u = self.cq_unit(topic, qid, off)
-            if u is None:
-                return
-            yield off, u
-
-    def message(self, phys: int) -> SimMessage | None:
-        m = self._cache.get(phys)
-        if m is None:
-            if self.recovery is not None and phys >= self.recovery.end:
-                return None
-            try:
-                r = self.store.commitlog.read(phys)
-            except ValueError:
-                return None
-            m = SimMessage(
-                r.topic,
-                r.queue_id,
-                dict(r.properties),
-                body=r.body,
-                born_ts=r.born_timestamp,
-                store_ts=r.store_timestamp,
-                sys_flag=r.sys_flag,
-                flag=r.flag,
-                reconsume_times=r.reconsume_times,
-                prepared_tx_offset=r.prepared_transaction_offset,
-                phys=r.physical_offset,
-                size=r.total_size,
-                queue_offset=r.queue_offset,
-                born_host=r.born_host,
-                store_host=r.store_host,
-                props_raw=r.properties_raw,
-            )
-            self._cache[phys] = m
-        return m
-
-    message_once = message  # `MappedBase` reads a record it need not keep apart
-
-    def props(self, phys: int) -> dict[str, str] | None:
-        m = self.message(phys)
-        return None if m is None else m.props
-
-    def max_phys(self) -> int:
-        return self.recovery.end if self.recovery is not None else self.store.commitlog.max_offset()
-
-    def queue_ids(self, topic: str) -> list[int]:
-        return [q for t, q in self.store.queue_ids if t == topic]
 
 
 # --------------------------------------------------------------------------- the overlay
@@ -370,8 +272,7 @@ class StoreModel:
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
-        """`message(phys)` for a record its reader is done with once read (the base need not cache it:
-        `MappedBase.message_once`)."""
+        """`message(phys)` for a record its reader is done with once read (the base need not cache it)."""
         m = self._kept(phys)
         return m if m is not None else self.base.message_once(phys)
 
@@ -423,8 +324,6 @@ class StoreModel:
             self._released[key] = stop
 
     def queue_info(self, topic: str, qid: int) -> QueueInfo:
-        """(overlay units, the base's unit count, the size of a record's fixed part with this topic but the
-        hosts, whether units and records are kept) of a queue appends go to."""
         key = (topic, qid)
         q = self._queue_info.get(key)
         if q is None:
@@ -437,9 +336,9 @@ class StoreModel:
         return q
 
     def reput_size(self, props: dict[str, str], fixed: int, sys_flag: int, body_len: int) -> int:
-        """TOTALSIZE of a re-put whose properties string the broker builds from `props` (HashMap order,
-        4.9.8 without the last separator: `broker_properties_length`); `fixed` is the size of a record's fixed part
-        with its topic (`queue_info`). Every re-put's size is this or `plain_reput_size`."""
+        """TOTALSIZE of a re-put whose properties string the broker builds from `props` (`broker_properties_length`)
+        on a queue whose records' fixed part is `fixed` (`queue_info`). Every re-put's size is this or
+        `plain_reput_size`."""
         props_len = broker_properties_length(props, self.capacity, self.trailing_separator)
         return props_len + fixed + body_len + hosts_size(sys_flag)
 
@@ -524,8 +423,7 @@ class StoreModel:
             cb()
         return pos, queue_offset
 
-    def max_phys(self) -> int:
-        """The CommitLog's end, as a base answers it (a `MemoryBase` is a model of its own)."""
+    def max_phys(self) -> int:  # as a base answers it (a `MemoryBase` is a model of its own)
         return self.end
 
 
@@ -543,12 +441,9 @@ class MemoryBase(StoreModel):
 
     def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
         """Append a message as a broker put would (offset, queue offset), its store time and properties as given."""
-        q = self.queue_info(m.topic, m.queue_id)
-        units = q.units
         if m.size <= 0:
-            m.size = self.record_size(m, q.fixed)
-        m.phys = self.place(m.size)
-        m.queue_offset = len(units)
-        units.append((m.phys, m.size, tags if tags is not None else tags_code(m.props)))
+            m.size = self.record_size(m, self.queue_info(m.topic, m.queue_id).fixed)
+        tags = tags if tags is not None else tags_code(m.props)
+        m.phys, m.queue_offset = self.append_row(m.topic, m.queue_id, m.size, tags)
         self._msgs[m.phys] = m
         return m

@@ -74,8 +74,9 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
         table = {k: dict(v) for k, v in (co.offset_table if co is not None else {}).items()}
         for (topic, qid), off in sorted(state["consumer_offsets"].items()):
             table.setdefault(f"{topic}@{CID_SYS_RMQ_TRANS}", {})[qid] = off
-        if state.get("consumers") is not None:  # a clean shutdown at --until persists the groups' offsets
-            for key, offsets in state["consumers"].offset_table().items():
+        consumers = state.get("consumers")
+        if consumers is not None:  # a clean shutdown at --until persists the groups' offsets
+            for key, offsets in consumers.offset_table().items():
                 table.setdefault(key, {}).update(offsets)
         w.write_consumer_offsets(
             with_group_topic_map(
@@ -84,7 +85,6 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
                 )
             )
         )
-        consumers = state.get("consumers")
         cf = store.config_files
         json_topics = (cf.topics_file or "").startswith("config/topics.json")  # not RocksDB's config/topics
         if consumers is not None and cf.topics is not None and json_topics:

@@ -1,10 +1,6 @@
-"""The one protocol the runner and the faults drive every simulated broker service through.
-
-A service mirrors one of the broker's `ServiceThread`s/managers: `start()` is its start after
-the broker's recovery, `stop(clean)` its shutdown (`clean=False`: a crash, which loses what was
-not persisted), `persist()` its `ConfigManager.persist()` / checkpoint flush. A service whose
-timing depends on the broker's clock may also be a `ClockListener`.
-"""
+"""The one protocol the runner and the faults drive every simulated broker service through: a service
+mirrors one of the broker's `ServiceThread`s/managers (its start after the broker's recovery, its shutdown
+or crash, its `ConfigManager.persist()` / checkpoint flush)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerdequeue import TimerDequeue
+from mqtool.store import recordfiles
 from mqtool.store.store import Store
 
 batch_records = sibling(__file__, "test_batchread").batch_records
@@ -159,7 +160,7 @@ def test_batch_across_commitlog_files(tmp_path, monkeypatch):
 
 def test_batch_small_span_limit_falls_back(tmp_path, monkeypatch):
     store, config = _build(tmp_path / "s", n=120, odd=False)
-    monkeypatch.setattr(batchread, "MAX_SPAN", 64)  # every batch too wide: all read per message
+    monkeypatch.setattr(recordfiles, "MAX_SPAN", 64)  # every batch too wide: all read per message
     log, calls = _same(store, config, monkeypatch)
     assert calls and sum(calls) == 0
     assert _store_enqueues(log) == 120

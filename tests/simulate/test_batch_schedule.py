@@ -22,6 +22,7 @@ from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.model import StoreModel
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
+from mqtool.store import recordfiles
 from mqtool.store.store import Store
 
 batch_records = sibling(__file__, "test_batchread").batch_records
@@ -169,10 +170,9 @@ def test_read_records_equals_the_light_read(tmp_path):
 
 
 def test_batch_reads_records_one_by_one_past_the_span(tmp_path, monkeypatch):
-    import mqtool.simulate.batchread as batchread
 
     store, config = _build(tmp_path / "s", n=600, odd=False)
-    monkeypatch.setattr(batchread, "MAX_SPAN", 64)  # the batch read answers nothing: each record on its own
+    monkeypatch.setattr(recordfiles, "MAX_SPAN", 64)  # the batch read answers nothing: each record on its own
     monkeypatch.setattr(schedule_mod, "BATCH_READ", 2)
     log, slow_off, slow_on = _same(store, config, monkeypatch)
     assert slow_off == 600 and slow_on == 0

@@ -21,7 +21,7 @@ from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
-from mqtool.store import propscan
+from mqtool.store import propscan, recordfiles
 from mqtool.store.store import Store
 from simkit import spy_read_plain
 
@@ -82,8 +82,8 @@ def _run(store, config, batch: bool, version: str, monkeypatch) -> tuple[str, di
 @pytest.mark.parametrize("version", ["5.3", "4.9"])
 @pytest.mark.parametrize("map_from", [2, 1 << 20])  # spans mapped (sparse ones) or read
 def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, version, map_from):
-    monkeypatch.setattr(batchread, "MAP_FROM", map_from)
-    monkeypatch.setattr(batchread, "SPARSE", 16)
+    monkeypatch.setattr(recordfiles, "MAP_FROM", map_from)
+    monkeypatch.setattr(recordfiles, "SPARSE", 16)
     monkeypatch.setattr(schedule_mod, "BATCH_READ", 2)
     store, config = _build(tmp_path / "s", version)
     log1, sum1, _ = _run(store, config, False, version, monkeypatch)
@@ -102,8 +102,8 @@ def test_batch_equals_the_per_message_walk(tmp_path, monkeypatch, version, map_f
 
 @pytest.mark.parametrize("map_from", [0, 1 << 20])
 def test_read_plain_equals_the_light_read(tmp_path, monkeypatch, map_from):
-    monkeypatch.setattr(batchread, "MAP_FROM", map_from)
-    monkeypatch.setattr(batchread, "SPARSE", 0 if map_from == 0 else 1 << 40)
+    monkeypatch.setattr(recordfiles, "MAP_FROM", map_from)
+    monkeypatch.setattr(recordfiles, "SPARSE", 0 if map_from == 0 else 1 << 40)
     store, _ = _build(tmp_path / "s", "5.3")
     fast = MappedBase(store)
     wanted = ("REAL_TOPIC", "REAL_QID", "UNIQ_KEY")

@@ -12,7 +12,7 @@ from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.properties import parse_properties
 from mqtool.simulate import batchread
 from mqtool.simulate.diskread import MappedBase
-from mqtool.store import propscan
+from mqtool.store import propscan, recordfiles
 from mqtool.store.store import Store
 
 WANTED = ("UNIQ_KEY", "REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS")
@@ -109,7 +109,7 @@ def _entry_points_same(store: Store) -> tuple[int, int]:
     try:
         for topic, qid in store.queue_ids:
             units = [u for _o, u in fast.cq_units(topic, qid, fast.cq_min(topic, qid), fast.cq_max(topic, qid))]
-            files = {bisect.bisect_right(fast._starts, u[0]) for u in units}
+            files = {bisect.bisect_right(fast.files.starts, u[0]) for u in units}
             for shift in (0, 1, -1):
                 phys, sizes = [u[0] + shift for u in units], [u[1] for u in units]
                 plain = batchread.read_plain(fast, phys, sizes, WANTED)
@@ -152,7 +152,7 @@ def test_a_sparse_span_is_mapped(tmp_path):
     read; the answers are the same."""
     config = BrokerConfig.for_version("5.3")
     with StoreWriter(tmp_path / "s", config) as w:
-        for i in range(8 * batchread.MAP_FROM + 8):
+        for i in range(8 * recordfiles.MAP_FROM + 8):
             put_message(
                 w,
                 "Sparse" if i % 8 == 0 else "Filler",
@@ -164,9 +164,9 @@ def test_a_sparse_span_is_mapped(tmp_path):
         w.write_checkpoint()
     store = Store.open(tmp_path / "s", config)
     fast = MappedBase(store)
-    units = [u for _o, u in fast.cq_units("Sparse", 0, 0, batchread.MAP_FROM + 1)]
+    units = [u for _o, u in fast.cq_units("Sparse", 0, 0, recordfiles.MAP_FROM + 1)]
     phys, sizes = [u[0] for u in units], [u[1] for u in units]
-    assert (phys[-1] - phys[0]) > batchread.SPARSE * len(phys)
+    assert (phys[-1] - phys[0]) > recordfiles.SPARSE * len(phys)
     scanned = batchread.scan_plain(fast, phys, sizes, ("UNIQ_KEY",))
     assert type(scanned[0]).__name__ == "mmap"
     batchread.close(scanned[0])

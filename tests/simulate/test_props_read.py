@@ -2,8 +2,9 @@
 `DiskBase.message` (the store's own readers), None where it is None, on every record and next to it:
 the stores RocketMQ wrote and a store torn by a crash."""
 
+from reference_base import DiskBase
+
 from mqtool.simulate.diskread import MappedBase
-from mqtool.simulate.model import DiskBase
 from mqtool.store.store import Store
 
 

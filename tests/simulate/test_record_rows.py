@@ -38,12 +38,12 @@ def scripts(draw):
     `record_batch` calls (another layout: "level") and `record` lines between the runs."""
     out = []
     time = draw(st.integers(0, 1 << 50))
-    for _ in range(draw(st.integers(1, 10))):
+    for _ in range(draw(st.integers(1, 6))):
         kind = draw(st.sampled_from(["rows", "rows", "batch", "record"]))
         time += draw(st.integers(0, 3))
         if kind == "rows":
             groups = draw(
-                st.lists(st.tuples(st.integers(0, 2), st.lists(row, min_size=1, max_size=3)), min_size=1, max_size=4)
+                st.lists(st.tuples(st.integers(0, 2), st.lists(row, min_size=1, max_size=3)), min_size=1, max_size=3)
             )
             out.append(("rows", time, groups))
             time += sum(g[0] for g in groups)

@@ -1,4 +1,4 @@
-"""After a crash the simulator starts from the store as the broker's recovery leaves it (`DiskBase.recovery`).
+"""After a crash the simulator starts from the store as the broker's recovery leaves it (`MappedBase.recovery`).
 
 fixtures/crash (fixtures/crash.md): record X (D1d's delivery, 12907) has a torn body, record Y (timer T30,
 13156) is torn after its header; with checkCRCOnRecover the CommitLog ends at 12907, CrashTopicB/1 keeps
@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from mqtool.builder.crash import crash_config
 from mqtool.builder.demo import T0
 from mqtool.formats.names import TIMER_TOPIC
-from mqtool.simulate.model import DiskBase
+from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.runner import simulate
 from mqtool.store.store import Store
 
@@ -32,7 +32,7 @@ def store() -> Store:
 
 
 def test_the_base_is_the_recovered_store(store):
-    base = DiskBase(store)
+    base = MappedBase(store)
     assert base.recovery is not None and base.recovery.end == X
     assert base.max_phys() == X and store.commitlog.max_offset() == Y  # the scan alone ends at Y
     assert (base.cq_max("CrashTopicB", 1), base.cq_max(TIMER_TOPIC, 0)) == (14, 3)
@@ -49,18 +49,26 @@ def test_the_replay_appends_at_the_recovered_end_and_delivers_each_duplicate_onc
     # slot +39000 finds no record at 13156 (the new records start at 12907 and 13269)
     assert sorted(e.detail["slot"] - T0 for e in delivers) == [8_000, 60_000]
     assert result.violations == []
-    d1d = next(e for e in result.events if e.event == "deliver" and e.service == "schedule"
-               and e.topic == "CrashTopicB" and e.queue_id == 1 and e.detail["due"] == T0 + 9_100)
+    d1d = next(
+        e
+        for e in result.events
+        if e.event == "deliver"
+        and e.service == "schedule"
+        and e.topic == "CrashTopicB"
+        and e.queue_id == 1
+        and e.detail["due"] == T0 + 9_100
+    )
     assert d1d.detail["queue_offset"] == 14  # X's unit was truncated: the re-delivery takes its place
 
 
 def test_without_the_recovery_the_old_gap_shows(store):
     """The scanned store (recovery=None): appends start at Y, where T30's unit points, so T8's re-delivery
     sits at 13156 and slot +39000 delivers it a third time - the bug this fixes."""
-    result = simulate(store, crash_config(), AT, AT + 600_000, base=DiskBase(store, recovery=None))
+    result = simulate(store, crash_config(), AT, AT + 600_000, base=MappedBase(store, recovery=None))
     assert result.state["model"].appended[0].phys == Y
-    assert result.violations == [f"timer delivered {result.state['model'].appended[0].uniq_key} 2 times "
-                                 "without a fault"]
+    assert result.violations == [
+        f"timer delivered {result.state['model'].appended[0].uniq_key} 2 times without a fault"
+    ]
 
 
 def test_out_writes_what_the_replay_predicted(tmp_path):
@@ -68,9 +76,23 @@ def test_out_writes_what_the_replay_predicted(tmp_path):
     every record lands where the replay put it (before, each was predicted 249 bytes too far)."""
     from mqtool.cli.app import app
 
-    r = CliRunner().invoke(app, ["simulate", str(CRASH), "--config", str(FIXTURES / "crash.broker.conf"),
-                                 "--start", str(AT), "--until", "+10m", "--out", str(tmp_path / "out"), "--json"],
-                           catch_exceptions=False)
+    r = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            str(CRASH),
+            "--config",
+            str(FIXTURES / "crash.broker.conf"),
+            "--start",
+            str(AT),
+            "--until",
+            "+10m",
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
     assert r.exit_code == 0, r.stderr
     assert "predicted at" not in r.stderr
 
@@ -79,5 +101,5 @@ def test_a_clean_store_is_used_as_scanned():
     from mqtool.formats.broker_conf import load_broker_conf
 
     store = Store.open(FIXTURES / "demo", load_broker_conf(FIXTURES / "demo.broker.conf"))
-    base = DiskBase(store)
+    base = MappedBase(store)
     assert base.recovery is None and base.max_phys() == store.commitlog.max_offset()

@@ -10,7 +10,7 @@ from mqtool.simulate.model import SimMessage
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["put", "get", "drop"]), st.integers(0, 40), st.text(max_size=30),
-                          st.binary(max_size=300)), max_size=120),
+                          st.binary(max_size=300)), max_size=60),
        st.sampled_from([1, 64, 1 << 20]))
 def test_spool_reads_back_what_was_put_last(ops, flush):
     """Records put, put again at the same place, dropped, read back from the buffer and from the file
