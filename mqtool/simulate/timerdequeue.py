@@ -99,10 +99,10 @@ class TimerDequeue:
         """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
         (pos, the unit's fields and the delivery row kept beside it: `TimerUnits.reader`)."""
         st = self.st
-        s = st.slot(slot_time)
-        if s is None:
+        last = st.last_pos(slot_time)
+        if last is None:
             return []
-        w = walk_chain(s.last_pos, st.read_row, PREV_POS)
+        w = walk_chain(last, st.read_row, PREV_POS)
         if w.broken:
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one

@@ -29,7 +29,7 @@ from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, format_time_ms, need_roll, put_at_once
 from mqtool.simulate.batchread import batchable, close, scan_plain
 from mqtool.simulate.timerrows import FORMATS, NO_ROW
-from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, WheelSlot, int_or
+from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, int_or
 from mqtool.simulate.timerunits import UNIT_DTYPE
 from mqtool.store import propscan
 
@@ -195,15 +195,10 @@ class TimerEnqueue:
         else:  # a file ends in the run: its filler as the TimerLog writes it
             positions = [st.next_unit_pos() for _ in range(n)]
         prevs = []
-        for t, pos, d in zip(slot_of, positions, delete, strict=True):
-            s = st.slot(t)
-            if s is None:
-                st.slots[t] = WheelSlot(pos, pos, -1 if d else 1)
-                prevs.append(-1)
-            else:
-                prevs.append(s.last_pos)
-                s.last_pos = pos
-                s.num += -1 if d else 1
+        for t, pos in zip(slot_of, positions, strict=True):
+            last = st.last_pos(t)
+            prevs.append(-1 if last is None else last)
+            st.slots[t] = pos
             st.queue_slot(t)
         hashes = st.topic_hash
         for real in set(reals).difference(hashes):
