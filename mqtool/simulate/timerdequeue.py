@@ -34,6 +34,7 @@ from mqtool.rules.timer import (
     do_put_retry,
     format_time_ms,
     is_deleted,
+    need_retry_sleep,
     need_roll,
     roll_times,
     walk_chain,
@@ -259,19 +260,25 @@ class TimerDequeue:
         return self._put_retries(msg, topic, qid, props, res, roll, slot_time, direct)
 
     def _put_retries(self, msg, topic, qid, props, res, roll, slot_time, direct):
-        """doPut's retries (`do_put_retry`), each failure logged; they take virtual time."""
+        """doPut's retries (`do_put_retry`), each failure logged; they take virtual time, and after a
+        PUT_NEED_RETRY the put service sleeps once more when its retry loop ends (`need_retry_sleep`)."""
         ctx = self.st.ctx
-        attempts = 0
+        attempts, in_loop = 0, False
         while not res.ok:
             attempts += 1
-            wait = do_put_retry(res.status, attempts, self.st.precision)
+            wait = do_put_retry(res.status, attempts, self.st.precision, in_loop)
             detail = {"status": res.status, "attempt": attempts, "given_up": wait is None}
             ctx.log.emit(ctx.engine.now, "timer", "put_failed", topic, qid, msg.uniq_key, msg.phys, **detail)
+            in_loop = in_loop or res.status == "SERVICE_NOT_AVAILABLE"
             if wait is None:
-                return
-            yield wait
+                break
+            if wait:
+                yield wait
             res = ctx.put(msg.derive(topic, qid, dict(props)), "timer")
-        self._put_done(msg, res.message, roll, slot_time, direct)
+        if res.ok:
+            self._put_done(msg, res.message, roll, slot_time, direct)
+        if in_loop:
+            yield need_retry_sleep(self.st.precision)
 
     def _put_done(self, msg, n, roll: bool, slot_time: int, direct: bool) -> None:
         """A put done: counted, and its `roll` or `deliver` event (with the details only where the log keeps them)."""
