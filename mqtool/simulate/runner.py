@@ -156,7 +156,7 @@ def simulate(
             "delay_backlog_per_level": {str(k): v for k, v in sorted(schedule.backlog().items())},
             "delay_offsets": {str(k): v for k, v in sorted(schedule.offsets.items())},
             "pending_timers": timer.pending() if timer is not None else 0,
-            "timer_topic_unread": (model.cq_max(TIMER_TOPIC, 0) - timer.curr_queue_offset) if timer else 0,
+            "timer_topic_unread": (model.cq_max(TIMER_TOPIC, 0) - timer.st.curr_queue_offset) if timer else 0,
             "pending_half_messages": len(pending),
             "pending_halves": pending,
             "check_rounds": len(tx.rounds),

@@ -3,13 +3,8 @@
 Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.1, in four parts that
 share one `TimerState` (the wheel, the TimerLog's units, the cursors):
 
-- `TimerService` (here): recovery, the life cycle and the checkpoint. Recovery (`recover` /
-  `recoverAndRevise`): the slots are the store's `timerwheel`; the TimerLog units from the file before
-  `lastTimerLogFlushPos` on revise their slot's last position (`reviseSlot`, forced). A store without a
-  wheel file gets its slots rebuilt from every TimerLog unit. `currQueueOffset` = the queue offset of the
-  last unit's record + 1 (else timercheck's `lastTimerQueueOffset`), capped at `masterTimerQueueOffset`;
-  `currReadTimeMs` = `lastReadTimeMs`, but not earlier than `now − slotsTotal × precision + 60 × precision`.
-  A store shut down cleanly has its timers already in the TimerLog, so nothing is enqueued twice.
+- `TimerService` (here): recovery (`recover` / `recoverAndRevise`, from `recovered_state`), the life cycle and
+  the checkpoint. A store shut down cleanly has its timers already in the TimerLog: nothing is enqueued twice.
 - `TimerEnqueue` (`timerenqueue.py`): the timer topic's records into the TimerLog (`doEnqueue`), a run at a time.
 - `TimerDequeue` (`timerdequeue.py`): a slot's cancels, deliveries and puts.
 - `TimerRolls` (`timerroll.py`): a ROLL unit's re-put to the timer topic.
@@ -82,21 +77,11 @@ class TimerService:
         self.enqueue = self.Enqueue(st, self.dequeue.put, self.rolls.enqueue_values)
         ctx.model.on_append(TIMER_TOPIC, 0, self.enqueue.on_append)
 
-    # what the runner and `simulate --out` read
-    @property
-    def units(self):
-        return self.st.units
-
-    @property
-    def new_units(self):
-        return self.st.new_units
-
-    @property
-    def curr_queue_offset(self) -> int:
-        return self.st.curr_queue_offset
-
     # ----- recovery and life cycle -----
     def _recover(self) -> None:
+        """`recover`: `currReadTimeMs` = `lastReadTimeMs`, not earlier than now − (slotsTotal − 60) × precision;
+        `currQueueOffset` = the queue offset of the last unit's record + 1 (else timercheck's
+        `lastTimerQueueOffset`), capped at `masterTimerQueueOffset`."""
         st = self.st
         p = st.precision
         st.curr_read = timer_read_time(self.tc["last_read_time_ms"], self.ctx.clock(), p, SLOTS_TOTAL)
@@ -162,20 +147,16 @@ class TimerService:
             self.persist()
             yield 1000
 
-    def write_time(self) -> int:
-        p = self.st.precision
-        return format_time_ms(self.ctx.clock(), p)
-
     def read_time(self) -> int:
         """`currReadTimeMs` now: it runs over empty slots up to the write time at once."""
         st = self.st
-        nxt = st.heap[0] if st.heap else None
-        w = self.write_time()
-        target = w if nxt is None else min(nxt, w)
-        return max(st.curr_read, target)
+        write = format_time_ms(self.ctx.clock(), st.precision)
+        return max(st.curr_read, min(st.heap[0], write) if st.heap else write)
 
     def on_clock_jump(self) -> None:
-        self.dequeue.on_clock_jump()
+        deq = self.st.deq
+        if deq is not None and deq.alive and not self.st.in_slot:
+            deq.wake(0)
 
     # ----- summary -----
     def pending(self) -> int:
@@ -191,7 +172,7 @@ class TimerService:
         deletes = [need_delete(magic) for _prev, magic, *_rest in units]
         if not any(deletes):
             return len(units)  # (no record is read)
-        props_of = [_props(st, phys) for _prev, _magic, _write, _delayed, phys, *_rest in units]
+        props_of = [st.props_rec(phys)[0] or {} for _prev, _magic, _write, _delayed, phys, *_rest in units]
         cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
         for u, delete, props in zip(units, deletes, props_of, strict=True):
             if delete:
@@ -217,11 +198,6 @@ class TimerService:
             return delayed
         out = int_or(props.get(PROPERTY_TIMER_OUT_MS))
         return None if out is None else format_time_ms(out, self.st.precision)
-
-
-def _props(st: TimerState, phys: int) -> dict[str, str]:
-    props, _body_len, _sys_flag = st.props_rec(phys)
-    return props or {}
 
 
 def recovered_state(store) -> dict | None:

@@ -42,7 +42,7 @@ from mqtool.rules.timer import (
 from mqtool.simulate.batchread import batchable
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import delivery_size
-from mqtool.simulate.timerstate import TimerState, int_or
+from mqtool.simulate.timerstate import ROLLED_KEPT, TimerState, int_or
 from mqtool.simulate.timerunits import MAGIC, OFFSET_PY, PREV_POS
 
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
@@ -55,11 +55,6 @@ class TimerDequeue:
     def __init__(self, st: TimerState, rolls: TimerRolls) -> None:
         self.st = st
         self.rolls = rolls
-
-    def on_clock_jump(self) -> None:
-        deq = self.st.deq
-        if deq is not None and deq.alive and not self.st.in_slot:
-            deq.wake(0)
 
     def loop(self):
         st = self.st
@@ -230,10 +225,14 @@ class TimerDequeue:
         if info is None or info.kept or m._listeners.get((topic, qid)):
             return False
         pos = m.place(m.plain_reput_size(delivery_size(meta, write, ctx.engine._now + ctx.clock_offset), info.fixed))
-        queue_offset = st.count_delivery(info.units, info.base_count)
-        if queue_offset is not None:
-            uk = st.rows.uniq_key((meta, hi, lo))
-            st.add_event("deliver", (ctx.engine._now, topic, qid, uk, phys, pos, slot_time, due, False, queue_offset))
+        queue_offset = info.base_count + len(info.units)
+        info.units.append(None)  # as `append` counts a record it does not keep
+        st.delivered += 1
+        if not ctx.log.keep:
+            ctx.log.tally("deliver")
+            return True
+        uk = st.rows.uniq_key((meta, hi, lo))
+        st.add_event("deliver", (ctx.engine._now, topic, qid, uk, phys, pos, slot_time, due, False, queue_offset))
         return True
 
     def put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
@@ -293,7 +292,8 @@ class TimerDequeue:
             return
         src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine._now
         if roll:
-            st.keep_rolled(n)
+            if st.ctx.model.releasing and len(st.rolled_props) < ROLLED_KEPT:  # for the enqueue, in memory
+                st.rolled_props[n.phys] = (n.props, n.body_len, n.sys_flag)
             real, qid = src.get(PROPERTY_REAL_TOPIC), int_or(src.get(PROPERTY_REAL_QUEUE_ID))
             detail = {"slot": slot_time, "roll_times": roll_times(n.props)}
             log.batch(now, "timer", "roll", real, qid, uk, msg.phys, n.phys, **detail)

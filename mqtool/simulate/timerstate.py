@@ -137,23 +137,6 @@ class TimerState:
         if len(rows) >= PENDING_EVENTS:
             self.flush_events()
 
-    def keep_rolled(self, n) -> None:
-        """Keep a roll re-put's (properties, BODYLENGTH, SYSFLAG) for the enqueue, in a run that releases records."""
-        if self.ctx.model.releasing and len(self.rolled_props) < ROLLED_KEPT:
-            self.rolled_props[n.phys] = (n.props, n.body_len, n.sys_flag)
-
-    def count_delivery(self, units: list, bmax: int) -> int | None:
-        """Count a delivery `StoreModel.append` would not keep: its queue offset, or None when the log
-        only counts (the event's details are not computed)."""
-        queue_offset = bmax + len(units)
-        units.append(None)  # as `append` counts a record it does not keep
-        self.delivered += 1
-        log = self.ctx.log
-        if not log.keep:
-            log.tally("deliver")
-            return None
-        return queue_offset
-
 
 def int_or(v, default=None):
     """`int(v)`, `default` where it is not a number."""
