@@ -103,9 +103,7 @@ class TimerEnqueue:
         while start < n:
             end = next((k for k in range(start, n) if due[k] is not None and put_at_once(due[k], write)), n)
             run = [k for k in range(start, end) if due[k] is not None]
-            if len(run) == n:
-                st.wake_dequeue(self.take(phys, sizes, cols, write))
-            elif run:
+            if run:
                 run_phys, run_sizes, *run_values = ([col[k] for k in run] for col in (phys, sizes, *cols))
                 st.wake_dequeue(self.take(run_phys, run_sizes, run_values, write))
             if end == n:
