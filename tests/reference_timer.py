@@ -42,7 +42,7 @@ class ReferenceEnqueue(TimerEnqueue):
             hi = m.cq_max(TIMER_TOPIC, 0)
             while st.curr_queue_offset < hi:
                 retry = None
-                write = format_time_ms(ctx.engine._now + ctx.clock_offset, p)
+                write = format_time_ms(ctx.clock(), p)
                 for off, (phys, size, _tags) in m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi):
                     st.curr_queue_offset = off + 1
                     rec = st.rolled_props.pop(phys, None) or st.props_rec(phys)
@@ -93,7 +93,7 @@ class ReferenceEnqueue(TimerEnqueue):
         ctx = st.ctx
         if ctx.log.keep:
             ctx.log.batch(
-                ctx.engine._now,
+                ctx.engine.now,
                 "timer",
                 "enqueue",
                 real,

@@ -60,13 +60,12 @@ class TimerDequeue:
         st = self.st
         ctx = st.ctx
         p = st.precision
-        engine = ctx.engine
         # the slots' deliveries and rolls not written yet (`TimerState.add_event`): kept from slot to slot while
         # `advance` goes on without the engine, written before every yield (no other event comes between)
         st.pend_kind, st.pend_rows = None, []
         while True:
             heap = st.heap  # replaced by a restart's recovery
-            w = format_time_ms(engine._now + ctx.clock_offset, p)
+            w = format_time_ms(ctx.clock(), p)
             if not heap:
                 st.curr_read = max(st.curr_read, w)
                 st.flush_events()
@@ -224,7 +223,8 @@ class TimerDequeue:
         info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
         if info is None or info.kept or m._listeners.get((topic, qid)):
             return False
-        pos = m.place(m.plain_reput_size(delivery_size(meta, write, ctx.engine._now + ctx.clock_offset), info.fixed))
+        now = ctx.engine.now
+        pos = m.place(m.plain_reput_size(delivery_size(meta, write, now + ctx.clock_offset), info.fixed))
         queue_offset = info.base_count + len(info.units)
         info.units.append(None)  # as `append` counts a record it does not keep
         st.delivered += 1
@@ -232,7 +232,7 @@ class TimerDequeue:
             ctx.log.tally("deliver")
             return True
         uk = st.rows.uniq_key((meta, hi, lo))
-        st.add_event("deliver", (ctx.engine._now, topic, qid, uk, phys, pos, slot_time, due, False, queue_offset))
+        st.add_event("deliver", (now, topic, qid, uk, phys, pos, slot_time, due, False, queue_offset))
         return True
 
     def put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
@@ -243,7 +243,7 @@ class TimerDequeue:
         src = msg.props
         if not roll and src.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
             return None  # doPut: a cancel marker is never delivered (PUT_NO_RETRY)
-        now = ctx.engine._now + ctx.clock_offset
+        now = ctx.clock()
         props = convert_properties(src, enqueue_time, roll, now)
         if roll:
             topic, qid = msg.topic, msg.queue_id
@@ -290,7 +290,7 @@ class TimerDequeue:
         if not log.keep:
             log.tally("roll" if roll else "deliver")
             return
-        src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine._now
+        src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine.now
         if roll:
             if st.ctx.model.releasing and len(st.rolled_props) < ROLLED_KEPT:  # for the enqueue, in memory
                 st.rolled_props[n.phys] = (n.props, n.body_len, n.sys_flag)

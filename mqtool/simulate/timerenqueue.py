@@ -77,7 +77,7 @@ class TimerEnqueue:
                 st.curr_queue_offset = lo
             hi = m.cq_max(TIMER_TOPIC, 0)
             while st.curr_queue_offset < hi:
-                write = format_time_ms(ctx.engine._now + ctx.clock_offset, p)  # no time passes in the walk
+                write = format_time_ms(ctx.clock(), p)  # no time passes in the walk
                 units = list(islice(m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi), ENQUEUE_BATCH))
                 if not units:
                     st.curr_queue_offset += 1  # a unit that cannot be read is passed over
@@ -223,7 +223,7 @@ class TimerEnqueue:
             qid_of = list(map(qids.__getitem__, qid_texts))
             detail = {"slot": slot_of, "timer_out_ms": due, "roll": need_roll(magic_a), "cancel": delete}
             detail["timerlog_pos"] = positions
-            log.batch(ctx.engine._now, "timer", "enqueue", reals, qid_of, uniqs, phys, None, **detail)
+            log.batch(ctx.engine.now, "timer", "enqueue", reals, qid_of, uniqs, phys, None, **detail)
         else:
             log.tally("enqueue", n)
         return min(slot_of)

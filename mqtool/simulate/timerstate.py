@@ -104,7 +104,7 @@ class TimerState:
             ctx = self.ctx
             target = slot + self.precision - ctx.clock_offset
             if deq.wake_time is None or target < deq.wake_time:
-                deq.wake_at(max(target, ctx.engine._now))
+                deq.wake_at(max(target, ctx.engine.now))
 
     def props_rec(self, phys: int) -> tuple:
         """(properties, BODYLENGTH, SYSFLAG) of a re-put kept in the overlay or the spool; (properties,
