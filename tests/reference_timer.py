@@ -24,7 +24,7 @@ from mqtool.simulate import runner
 from mqtool.simulate.timer import TimerService
 from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
-from mqtool.simulate.timerstate import WheelSlot, int_or
+from mqtool.simulate.timerstate import int_or
 from mqtool.simulate.timerunits import MAGIC
 
 
@@ -42,7 +42,7 @@ class ReferenceEnqueue(TimerEnqueue):
             hi = m.cq_max(TIMER_TOPIC, 0)
             while st.curr_queue_offset < hi:
                 retry = None
-                write = format_time_ms(ctx.engine._now + ctx.clock_offset, p)
+                write = format_time_ms(ctx.clock(), p)
                 for off, (phys, size, _tags) in m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi):
                     st.curr_queue_offset = off + 1
                     rec = st.rolled_props.pop(phys, None) or st.props_rec(phys)
@@ -76,10 +76,10 @@ class ReferenceEnqueue(TimerEnqueue):
         delete = props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None
         delayed, magic = do_enqueue(delayed, write, st.window, st.precision, delete)
         pos = st.next_unit_pos()
-        s = st.slot(delayed)
+        last = st.last_pos(delayed)
         real = props.get(PROPERTY_REAL_TOPIC)
         st.units[pos] = (
-            s.last_pos if s is not None else -1,
+            -1 if last is None else last,
             magic,
             write,
             delayed,
@@ -88,16 +88,12 @@ class ReferenceEnqueue(TimerEnqueue):
             java_string_hash(real) if real is not None else 0,
         )
         st.new_units.append(pos)
-        if s is None:
-            st.slots[delayed] = WheelSlot(pos, pos, -1 if delete else 1)
-        else:
-            s.last_pos = pos
-            s.num += -1 if delete else 1
+        st.slots[delayed] = pos
         st.queue_slot(delayed)
         ctx = st.ctx
         if ctx.log.keep:
             ctx.log.batch(
-                ctx.engine._now,
+                ctx.engine.now,
                 "timer",
                 "enqueue",
                 real,

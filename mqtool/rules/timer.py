@@ -264,15 +264,20 @@ def cancels_in_slot(cancel_out_ms: int | None, target_out_ms: int | None, precis
     return format_time_ms(cancel_out_ms, precision_ms) == format_time_ms(target_out_ms, precision_ms)
 
 
-def do_put_retry(status: str, attempt: int, precision_ms: int) -> int | None:
+def need_retry_sleep(precision_ms: int) -> int:
+    """`TimerDequeuePutMessageService.run`'s sleep after each put of its retry loop (500 × precision / 1000 ms)."""
+    return 500 * precision_ms // 1000
+
+
+def do_put_retry(status: str, attempt: int, precision_ms: int, in_loop: bool = False) -> int | None:
     """The wait (ms) before the next try of a dequeue put that failed with `status` on its `attempt`-th try
-    (1 = the first), or None to give up. `doPut` answers SERVICE_NOT_AVAILABLE with PUT_NEED_RETRY, which
-    `TimerDequeuePutMessageService.run` tries again every 500 × precision / 1000 ms until it works;
-    MESSAGE_ILLEGAL and PROPERTIES_SIZE_EXCEEDED are PUT_NO_RETRY at once; any other failure is tried 3 more
-    times 50 ms apart. (`run` puts again at once after the first PUT_NEED_RETRY and sleeps after each later
-    try; the wait here is before every retry.)"""
+    (1 = the first), or None to give up. `doPut` answers SERVICE_NOT_AVAILABLE with PUT_NEED_RETRY: `run` puts
+    again at once, then sleeps `need_retry_sleep` after each put of its loop until one works (`in_loop`: an
+    earlier try answered PUT_NEED_RETRY, so this one was the loop's; the loop's sleep also follows the put that
+    ends it). MESSAGE_ILLEGAL and PROPERTIES_SIZE_EXCEEDED are PUT_NO_RETRY at once; any other failure is tried
+    3 more times 50 ms apart."""
     if status == "SERVICE_NOT_AVAILABLE":
-        return 500 * precision_ms // 1000
+        return need_retry_sleep(precision_ms) if in_loop else 0
     if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED") or attempt > 3:
         return None
     return 50

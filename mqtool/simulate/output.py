@@ -53,8 +53,8 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
             if placed.physical_offset != m.phys:
                 warnings.append(f"{m.topic} record predicted at {m.phys} written at {placed.physical_offset}")
         if timer is not None:
-            for pos in timer.new_units:
-                prev, magic, write, delayed, offset_py, size_py, topic_hash = timer.units[pos]
+            for pos in timer.st.new_units:
+                prev, magic, write, delayed, offset_py, size_py, topic_hash = timer.st.units[pos]
                 at = w.append_timerlog_unit(prev, magic, write, delayed - write, offset_py, size_py, topic_hash)
                 if at != pos:
                     warnings.append(f"TimerLog unit predicted at {pos} written at {at}")
@@ -62,7 +62,7 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
                 delete = bool(magic & 4)
                 num = (slot.num if slot.first_pos != -1 else 0) + (-1 if delete else 1)
                 w.wheel.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
-            queue = timer.curr_queue_offset
+            queue = timer.st.curr_queue_offset
             w.write_timercheck(timer.read_time(), w.timerlog_end, queue, queue, timestamp=result.until_ms, counter=1)
         old = store.config_files.delay_offsets
         if result.broker_version.startswith("4"):

@@ -47,8 +47,8 @@ class Run:
 
     def reproduce_args(self) -> list[str]:
         """The command line that repeats this run exactly (times made absolute)."""
-        cmd = ["mqtool", "simulate", str(self.store_path), "--start", str(self.start_ms), "--until",
-               str(self.until_ms), "--seed", str(self.seed), "--broker-version", self.broker_version]
+        cmd = ["mqtool", "simulate", str(self.store_path), "--start", str(self.start_ms)]
+        cmd += ["--until", str(self.until_ms), "--seed", str(self.seed), "--broker-version", self.broker_version]
         if self.config_path:
             cmd += ["--config", str(self.config_path)]
         if self.scenario_path:
@@ -56,9 +56,18 @@ class Run:
         return cmd
 
 
-def prepare_run(store_path: Path, until: str, *, start: str | None = None, config_path: Path | None = None,
-                scenario_path: Path | None = None, seed: int = 0, broker_version: str = "5.3",
-                events: str | None = None, out: Path | None = None) -> Run:
+def prepare_run(
+    store_path: Path,
+    until: str,
+    *,
+    start: str | None = None,
+    config_path: Path | None = None,
+    scenario_path: Path | None = None,
+    seed: int = 0,
+    broker_version: str = "5.3",
+    events: str | None = None,
+    out: Path | None = None,
+) -> Run:
     """Open the store and check every option; `until` relative (`+1h`) counts from the start.
 
     The start defaults to the store's own now (`default_start`: its last sign of life).
@@ -79,15 +88,15 @@ def prepare_run(store_path: Path, until: str, *, start: str | None = None, confi
     effective = config
     if scenario.broker:
         effective = config.with_overrides(scenario.broker, source="scenario [broker]")  # a bad value fails now
-        warnings += [f"scenario [broker]: {name} is not a setting the simulator uses (ignored)"
-                     for name in unused_settings(scenario.broker)]
+        unused = unused_settings(scenario.broker)
+        warnings += [f"scenario [broker]: {name} is not a setting the simulator uses (ignored)" for name in unused]
     if not broker_version.startswith("4") and effective.timer_wheel_enable:
         check_timer_precision(effective.timer_precision_ms)  # as the timer service does, before the run
     check_outputs(store_path, events, out)
     if out is not None:
         check_file_sizes(store, config)
-    return Run(store_path, store, config, config_path, scenario, scenario_path, start_ms, until_ms, seed,
-               broker_version, events, out, tuple(warnings))
+    inputs = (store_path, store, config, config_path, scenario, scenario_path)
+    return Run(*inputs, start_ms, until_ms, seed, broker_version, events, out, tuple(warnings))
 
 
 def unused_settings(broker: dict) -> list[str]:
@@ -122,9 +131,11 @@ def check_file_sizes(store: Store, config: BrokerConfig) -> None:
     cl = dl.data if dl is not None else store.commitlog.queue
     if cl.files and cl.file_size != config.mapped_file_size_commitlog:
         kind = "DLedger data" if dl is not None else "CommitLog"
-        raise SimulateError(f"--out: the store's {kind} files are {cl.file_size} bytes but "
-                            f"mappedFileSizeCommitLog is {config.mapped_file_size_commitlog}; give the broker's "
-                            "broker.conf with --config")
+        raise SimulateError(
+            f"--out: the store's {kind} files are {cl.file_size} bytes but "
+            f"mappedFileSizeCommitLog is {config.mapped_file_size_commitlog}; give the broker's "
+            "broker.conf with --config"
+        )
 
 
 @contextmanager
@@ -165,5 +176,5 @@ def finish_run(run: Run, result: SimulationResult) -> list[str]:
 def store_notes(run: Run) -> list[str]:
     """What the broker would have met on restart (a damaged file, an unparsable offsets file it replaces
     with defaults): the run follows the broker, but says so. One `severity: file: message` line each."""
-    return [f"{s}: {f}: {m}" for s, f, m in sorted({(x.severity, x.file, x.message) for x in run.store.findings
-                                                    if x.severity != "info"})]
+    notes = {(x.severity, x.file, x.message) for x in run.store.findings if x.severity != "info"}
+    return [f"{s}: {f}: {m}" for s, f, m in sorted(notes)]

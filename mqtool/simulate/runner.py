@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.formats.names import TIMER_TOPIC
-from mqtool.rules.timer import revise_from as timer_revise_from
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.engine import Engine
@@ -31,7 +30,7 @@ from mqtool.simulate.scenario import Scenario
 from mqtool.simulate.schedule import ScheduleService
 from mqtool.simulate.service import start_services
 from mqtool.simulate.tally import DeliveryTally
-from mqtool.simulate.timer import TimerService
+from mqtool.simulate.timer import TimerService, recovered_state
 from mqtool.simulate.transaction import TransactionService
 
 VERSIONS = ("5.3", "4.9")
@@ -54,10 +53,22 @@ def default_start(store) -> int:
     return store.last_activity_ms()
 
 
-def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, scenario: Scenario | None = None,
-             seed: int = 0, broker_version: str = "5.3", *, base=None, keep_events: bool = True,
-             timer_state: dict | None = None, sink: TextIO | None = None, hold_events: bool | None = None,
-             keep_records: bool | None = None) -> SimulationResult:
+def simulate(
+    store,
+    config: BrokerConfig,
+    start_ms: int | None,
+    until_ms: int,
+    scenario: Scenario | None = None,
+    seed: int = 0,
+    broker_version: str = "5.3",
+    *,
+    base=None,
+    keep_events: bool = True,
+    timer_state: dict | None = None,
+    sink: TextIO | None = None,
+    hold_events: bool | None = None,
+    keep_records: bool | None = None,
+) -> SimulationResult:
     """Run the services from `start_ms` to `until_ms` (virtual epoch ms) and return what happened.
 
     `store` is a `mqtool.store.Store` (or None with `base`, a `MemoryBase`, and `timer_state`
@@ -88,10 +99,11 @@ def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, s
     model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_records, trailing_separator=not v4)
     # nothing reads a re-put again once its reader has passed it, unless a crash replays, an answer ends a
     # checked copy later or consumers read the system topics: then every kept record stays
-    model.releasing = not keep_records and not (scenario.faults or scenario.consumers or scenario.answers
-                                                or scenario.default_answer != "none")
+    answers = scenario.answers or scenario.default_answer != "none"
+    model.releasing = not keep_records and not (scenario.faults or scenario.consumers or answers)
     if model.releasing:
         from mqtool.simulate.spool import RecordSpool
+
         model.spool = RecordSpool()
     deliveries = DeliveryTally(start_ms, until_ms)
     log.watch_columns("deliver", deliveries.columns)
@@ -103,18 +115,20 @@ def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, s
     ctx.services.append(schedule)
     timer = None
     if not v4 and config.timer_wheel_enable:
-        ts = timer_state if timer_state is not None else _timer_state(store)
+        ts = timer_state if timer_state is not None else recovered_state(store)
         if ts is not None:
-            timer = TimerService(ctx, ts.get("timercheck"), ts.get("units"), ts.get("end", 0), ts.get("file_size"),
-                                 ts.get("wheel"), ts.get("timerlog"))
+            timer = TimerService(ctx, **ts)
             ctx.services.append(timer)
     tx = TransactionService(ctx, store.config_files.consumer_offsets if store is not None else None)
     ctx.services.append(tx)
     consumers = None
     if scenario.consumers:  # consumer groups (simulate/consumer.py): only when the scenario has some
         from mqtool.simulate.consumer import ConsumerService
-        consumers = ConsumerService(ctx, scenario.consumers, store.config_files.consumer_offsets if store else None,
-                                    store.config_files.subscription_groups if store else None)
+
+        files = store.config_files if store else None
+        consumers = ConsumerService(
+            ctx, scenario.consumers, files and files.consumer_offsets, files and files.subscription_groups
+        )
         ctx.services.append(consumers)
     schedule_faults(ctx, until_ms)
 
@@ -132,8 +146,26 @@ def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, s
             halves.setdefault(p["uniq_key"] or str(p["physical_offset"]), "pending")
         log.flush()
         violations = check_invariants(checks, scenario.faults, halves) if checks is not None else []
-        summary = _summary(ctx, schedule, timer, tx, pending, start_ms, until_ms, seed, broker_version,
-                           violations, deliveries)
+        summary = {
+            "version": 1,
+            "seed": seed,
+            "broker_version": broker_version,
+            "start": start_ms,
+            "until": until_ms,
+            "events": len(log),
+            "events_by_kind": dict(sorted(log.by_kind.items())),
+            "deliveries_per_topic": dict(sorted(deliveries.per_topic.items())),
+            "delay_backlog_per_level": {str(k): v for k, v in sorted(schedule.backlog().items())},
+            "delay_offsets": {str(k): v for k, v in sorted(schedule.offsets.items())},
+            "pending_timers": timer.pending() if timer is not None else 0,
+            "timer_topic_unread": (model.cq_max(TIMER_TOPIC, 0) - timer.st.curr_queue_offset) if timer else 0,
+            "pending_half_messages": len(pending),
+            "pending_halves": pending,
+            "check_rounds": tx.rounds,
+            "duplicates": deliveries.duplicates(),
+            "timeline": deliveries.timeline_list(),
+            "invariant_violations": violations,
+        }
         if consumers is not None:
             summary["consumers"] = consumers.summary()
     finally:
@@ -147,71 +179,13 @@ def simulate(store, config: BrokerConfig, start_ms: int | None, until_ms: int, s
         if gc_was_enabled:
             gc.enable()
         log.close()  # the event writer thread: gone before the sink is closed (a failed write raises)
-    state = {"schedule_offsets": dict(schedule.offsets), "consumer_offsets": dict(tx.offsets),
-             "timer": timer, "model": model, "transaction": tx, "config": config, "consumers": consumers}
-    return SimulationResult(log, summary, seed, start_ms, until_ms, broker_version, violations, state)
-
-
-def _timer_state(store) -> dict | None:
-    """What TimerMessageStore recovers from: timercheck, the wheel, and the TimerLog units it re-reads.
-
-    With a `timerwheel` file, only the units from the file before `lastTimerLogFlushPos` on are read
-    (`recover` → `recoverAndRevise`); the rest are read through the wheel's chains when their slot is
-    dequeued. Without one, every unit is read and the slots are rebuilt from them.
-    """
-    if store is None or store.timercheck is None and store.timerlog is None:
-        return None
-    wheel = store.timer_wheel if store.timerlog is not None else None
-    units = []
-    end = 0
-    file_size = None
-    tl = store.timerlog
-    if tl is not None:
-        file_size = tl.queue.file_size or None
-        end = tl.queue.min_offset
-        revise_from = 0
-        if wheel is not None and tl.queue.files:
-            flush = int(getattr(store.timercheck, "last_timer_log_flush_pos", 0) or 0)
-            revise_from = timer_revise_from([f.start for f in tl.queue.files], flush,
-                                            tl.queue.file_size or tl.queue.files[-1].length)
-        for start, cols in tl.scan_columns():
-            if file_size and start + file_size <= revise_from:
-                del cols
-                continue
-            lists = [cols[name].tolist() for name in ("prev_pos", "magic", "curr_write_time_ms", "delayed_time_delta",
-                                                      "offset_py", "size_py", "real_topic_hash")]
-            del cols  # a view over the file's mapping: it must be gone before the file is closed
-            rows = zip(*lists, strict=True)
-            end = start  # recoverAndRevise's processOffset: where the scan of the last file stops
-            for i, (prev, magic, write, delta, offset_py, size_py, topic_hash) in enumerate(rows):
-                pos = start + i * 52
-                if pos >= revise_from:
-                    units.append((pos, prev, magic, write, write + delta, offset_py, size_py, topic_hash))
-                end = pos + 52
-    return {"timercheck": store.timercheck, "units": units, "end": end, "file_size": file_size,
-            "wheel": wheel, "timerlog": tl}
-
-
-def _summary(ctx: SimContext, schedule, timer, tx, pending, start_ms, until_ms, seed, version, violations,
-             deliveries: DeliveryTally):
-    log = ctx.log
-    return {
-        "version": 1,
-        "seed": seed,
-        "broker_version": version,
-        "start": start_ms,
-        "until": until_ms,
-        "events": len(log),
-        "events_by_kind": dict(sorted(log.by_kind.items())),
-        "deliveries_per_topic": dict(sorted(deliveries.per_topic.items())),
-        "delay_backlog_per_level": {str(k): v for k, v in sorted(schedule.backlog().items())},
-        "delay_offsets": {str(k): v for k, v in sorted(schedule.offsets.items())},
-        "pending_timers": timer.pending() if timer is not None else 0,
-        "timer_topic_unread": (ctx.model.cq_max(TIMER_TOPIC, 0) - timer.curr_queue_offset) if timer else 0,
-        "pending_half_messages": len(pending),
-        "pending_halves": pending,
-        "check_rounds": tx.rounds,
-        "duplicates": deliveries.duplicates(),
-        "timeline": deliveries.timeline_list(),
-        "invariant_violations": violations,
+    state = {
+        "schedule_offsets": dict(schedule.offsets),
+        "consumer_offsets": dict(tx.offsets),
+        "timer": timer,
+        "model": model,
+        "transaction": tx,
+        "config": config,
+        "consumers": consumers,
     }
+    return SimulationResult(log, summary, seed, start_ms, until_ms, broker_version, violations, state)

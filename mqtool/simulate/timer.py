@@ -3,13 +3,8 @@
 Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.1, in four parts that
 share one `TimerState` (the wheel, the TimerLog's units, the cursors):
 
-- `TimerService` (here): recovery, the life cycle and the checkpoint. Recovery (`recover` /
-  `recoverAndRevise`): the slots are the store's `timerwheel`; the TimerLog units from the file before
-  `lastTimerLogFlushPos` on revise their slot's last position (`reviseSlot`, forced). A store without a
-  wheel file gets its slots rebuilt from every TimerLog unit. `currQueueOffset` = the queue offset of the
-  last unit's record + 1 (else timercheck's `lastTimerQueueOffset`), capped at `masterTimerQueueOffset`;
-  `currReadTimeMs` = `lastReadTimeMs`, but not earlier than `now − slotsTotal × precision + 60 × precision`.
-  A store shut down cleanly has its timers already in the TimerLog, so nothing is enqueued twice.
+- `TimerService` (here): recovery (`recover` / `recoverAndRevise`, from `recovered_state`), the life cycle and
+  the checkpoint. A store shut down cleanly has its timers already in the TimerLog: nothing is enqueued twice.
 - `TimerEnqueue` (`timerenqueue.py`): the timer topic's records into the TimerLog (`doEnqueue`), a run at a time.
 - `TimerDequeue` (`timerdequeue.py`): a slot's cancels, deliveries and puts.
 - `TimerRolls` (`timerroll.py`): a ROLL unit's re-put to the timer topic.
@@ -36,6 +31,7 @@ from mqtool.rules.timer import (
     is_deleted,
     need_delete,
     need_roll,
+    revise_from,
     revise_slots,
     walk_chain,
 )
@@ -44,12 +40,14 @@ from mqtool.simulate.engine import PERSIST, TIMER_DEQUEUE, TIMER_ENQUEUE, Proces
 from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerroll import TimerRolls
-from mqtool.simulate.timerstate import TimerState, WheelSlot, int_or
+from mqtool.simulate.timerstate import TimerState, int_or
 from mqtool.simulate.timerunits import DELAYED_TIME, PREV_POS
 
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
 
+# a stored TimerLog unit's columns (`store.timer.TimerLog.scan_columns`), in `TimerUnits.UNIT_FIELDS`' order
+_STORED_COLUMNS = "prev_pos magic curr_write_time_ms delayed_time_delta offset_py size_py real_topic_hash".split()
 _TIMERCHECK = ("last_read_time_ms", "last_timer_log_flush_pos", "last_timer_queue_offset", "master_timer_queue_offset")
 
 
@@ -59,27 +57,18 @@ class TimerService:
     Enqueue = TimerEnqueue
     Dequeue = TimerDequeue
 
-    def __init__(
-        self,
-        ctx: SimContext,
-        timercheck=None,
-        units=None,
-        timerlog_end: int = 0,
-        timerlog_file_size: int | None = None,
-        wheel=None,
-        timerlog=None,
-    ) -> None:
+    def __init__(self, ctx: SimContext, timercheck=None, units=(), end=0, file_size=None, wheel=None, timerlog=None):
+        """`recovered_state`'s fields: the timercheck, the TimerLog units read at the start ((pos, *unit)),
+        the TimerLog's end and file size, the store's wheel and TimerLog (None: none)."""
         self.ctx = ctx
         check_timer_precision(ctx.config.timer_precision_ms)  # the broker cannot run its timer with it
-        st = self.st = TimerState(ctx, timerlog_file_size or ctx.config.mapped_file_size_timer_log, wheel, timerlog)
-        st.end = timerlog_end
+        st = self.st = TimerState(ctx, file_size or ctx.config.mapped_file_size_timer_log, wheel, timerlog)
+        st.end = end
         # the timercheck's cursors (0 without one)
         self.tc = {k: int(getattr(timercheck, k, 0)) for k in _TIMERCHECK}
-        loaded = set()
-        for pos, *unit in units or ():
-            st.units[pos] = tuple(unit)
-            loaded.add(pos)
-        self._loaded = sorted(loaded)  # the store's units read at the start (revise range)
+        for pos, *unit in units:
+            st.units[pos] = unit
+        self._loaded = sorted({pos for pos, *_unit in units})  # the store's units read at the start (revise range)
         self._revised = False
         self.flusher: Process | None = None
         self.persisted = dict(self.tc)
@@ -88,21 +77,11 @@ class TimerService:
         self.enqueue = self.Enqueue(st, self.dequeue.put, self.rolls.enqueue_values)
         ctx.model.on_append(TIMER_TOPIC, 0, self.enqueue.on_append)
 
-    # what the runner and `simulate --out` read
-    @property
-    def units(self):
-        return self.st.units
-
-    @property
-    def new_units(self):
-        return self.st.new_units
-
-    @property
-    def curr_queue_offset(self) -> int:
-        return self.st.curr_queue_offset
-
     # ----- recovery and life cycle -----
     def _recover(self) -> None:
+        """`recover`: `currReadTimeMs` = `lastReadTimeMs`, not earlier than now − (slotsTotal − 60) × precision;
+        `currQueueOffset` = the queue offset of the last unit's record + 1 (else timercheck's
+        `lastTimerQueueOffset`), capped at `masterTimerQueueOffset`."""
         st = self.st
         p = st.precision
         st.curr_read = timer_read_time(self.tc["last_read_time_ms"], self.ctx.clock(), p, SLOTS_TOTAL)
@@ -116,7 +95,7 @@ class TimerService:
             col = st.wheel.slots["time_units"]
             times.update(int(v) * p for v in col[col * p >= st.curr_read].tolist())
         for t in sorted(times):
-            if t >= st.curr_read and st.slot(t) is not None:
+            if t >= st.curr_read and st.last_pos(t) is not None:
                 st.queue_slot(t)
         offset = -1
         last = st.unit(st.end - TIMERLOG_UNIT_SIZE) if st.end >= TIMERLOG_UNIT_SIZE else None
@@ -130,11 +109,11 @@ class TimerService:
         st.curr_queue_offset = min(q, master) if master > 0 or offset == -1 else q
 
     def _revise(self) -> None:
-        """`recoverAndRevise`: each unit read at the start makes itself its slot's last position (`revise_slots`).
-        Without a wheel file the broker's wheel is zeros, so each slot is rebuilt by `putSlot` with num 0."""
+        """`recoverAndRevise`: each unit read at the start makes itself its slot's lastPos (`revise_slots`; the
+        firstPos and num it keeps or rebuilds feed no walk, so the old slot is not read for them)."""
         st = self.st
-        revised = revise_slots(((pos, DELAYED_TIME(st.units[pos])) for pos in self._loaded), _slot_list(st))
-        st.slots.update((t, WheelSlot(first, last, num)) for t, (first, last, num) in revised.items())
+        revised = revise_slots(((pos, DELAYED_TIME(st.units[pos])) for pos in self._loaded), lambda _t: None)
+        st.slots.update((t, last) for t, (_first, last, _num) in revised.items())
 
     def start(self) -> None:
         self._recover()
@@ -168,20 +147,16 @@ class TimerService:
             self.persist()
             yield 1000
 
-    def write_time(self) -> int:
-        p = self.st.precision
-        return format_time_ms(self.ctx.clock(), p)
-
     def read_time(self) -> int:
         """`currReadTimeMs` now: it runs over empty slots up to the write time at once."""
         st = self.st
-        nxt = st.heap[0] if st.heap else None
-        w = self.write_time()
-        target = w if nxt is None else min(nxt, w)
-        return max(st.curr_read, target)
+        write = format_time_ms(self.ctx.clock(), st.precision)
+        return max(st.curr_read, min(st.heap[0], write) if st.heap else write)
 
     def on_clock_jump(self) -> None:
-        self.dequeue.on_clock_jump()
+        deq = self.st.deq
+        if deq is not None and deq.alive and not self.st.in_slot:
+            deq.wake(0)
 
     # ----- summary -----
     def pending(self) -> int:
@@ -191,13 +166,13 @@ class TimerService:
         st = self.st
         units = []
         for t in st.queued:
-            s = st.slot(t)
-            if s is not None:
-                units += [u for _, u in walk_chain(s.last_pos, st.read_row, PREV_POS).units]
+            last = st.last_pos(t)
+            if last is not None:
+                units += [u for _, u in walk_chain(last, st.read_row, PREV_POS).units]
         deletes = [need_delete(magic) for _prev, magic, *_rest in units]
         if not any(deletes):
             return len(units)  # (no record is read)
-        props_of = [_props(st, phys) for _prev, _magic, _write, _delayed, phys, *_rest in units]
+        props_of = [st.props_rec(phys)[0] or {} for _prev, _magic, _write, _delayed, phys, *_rest in units]
         cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
         for u, delete, props in zip(units, deletes, props_of, strict=True):
             if delete:
@@ -225,16 +200,32 @@ class TimerService:
         return None if out is None else format_time_ms(out, self.st.precision)
 
 
-def _slot_list(st: TimerState):
-    """`TimerState.slot` as `rules.timer.revise_slots` reads a slot: [first_pos, last_pos, num] or None."""
-
-    def get(t: int) -> list[int] | None:
-        s = st.slot(t)
-        return None if s is None else [s.first_pos, s.last_pos, s.num]
-
-    return get
-
-
-def _props(st: TimerState, phys: int) -> dict[str, str]:
-    props, _body_len, _sys_flag = st.props_rec(phys)
-    return props or {}
+def recovered_state(store) -> dict | None:
+    """What TimerMessageStore recovers from, as `TimerService`'s arguments: timercheck, the wheel, and the
+    TimerLog units it re-reads. With a `timerwheel` file, only the units from the file before
+    `lastTimerLogFlushPos` on are read (`recover` → `recoverAndRevise`); the rest are read through the
+    wheel's chains when their slot is dequeued. Without one, every unit is read and the slots rebuilt from them.
+    """
+    if store is None or store.timercheck is None and store.timerlog is None:
+        return None
+    tl = store.timerlog
+    if tl is None:
+        return {"timercheck": store.timercheck}
+    q, wheel, first = tl.queue, store.timer_wheel, 0
+    size = q.file_size or None
+    if wheel is not None and q.files:
+        flush = int(getattr(store.timercheck, "last_timer_log_flush_pos", 0) or 0)
+        first = revise_from([f.start for f in q.files], flush, size or q.files[-1].length)
+    units, end = [], q.min_offset
+    for start, cols in tl.scan_columns():
+        if size and start + size <= first:
+            del cols
+            continue
+        lists = [cols[name].tolist() for name in _STORED_COLUMNS]
+        del cols  # a view over the file's mapping: it must be gone before the file is closed
+        end = start + len(lists[0]) * TIMERLOG_UNIT_SIZE  # recoverAndRevise's processOffset: where the scan stops
+        for i, (prev, magic, write, delta, offset_py, size_py, topic_hash) in enumerate(zip(*lists, strict=True)):
+            pos = start + i * TIMERLOG_UNIT_SIZE
+            if pos >= first:
+                units.append((pos, prev, magic, write, write + delta, offset_py, size_py, topic_hash))
+    return dict(timercheck=store.timercheck, units=units, end=end, file_size=size, wheel=wheel, timerlog=tl)

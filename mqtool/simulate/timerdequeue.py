@@ -34,6 +34,7 @@ from mqtool.rules.timer import (
     do_put_retry,
     format_time_ms,
     is_deleted,
+    need_retry_sleep,
     need_roll,
     roll_times,
     walk_chain,
@@ -41,7 +42,7 @@ from mqtool.rules.timer import (
 from mqtool.simulate.batchread import batchable
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import delivery_size
-from mqtool.simulate.timerstate import TimerState, int_or
+from mqtool.simulate.timerstate import ROLLED_KEPT, TimerState, int_or
 from mqtool.simulate.timerunits import MAGIC, OFFSET_PY, PREV_POS
 
 ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
@@ -55,22 +56,16 @@ class TimerDequeue:
         self.st = st
         self.rolls = rolls
 
-    def on_clock_jump(self) -> None:
-        deq = self.st.deq
-        if deq is not None and deq.alive and not self.st.in_slot:
-            deq.wake(0)
-
     def loop(self):
         st = self.st
         ctx = st.ctx
         p = st.precision
-        engine = ctx.engine
         # the slots' deliveries and rolls not written yet (`TimerState.add_event`): kept from slot to slot while
         # `advance` goes on without the engine, written before every yield (no other event comes between)
         st.pend_kind, st.pend_rows = None, []
         while True:
             heap = st.heap  # replaced by a restart's recovery
-            w = format_time_ms(engine._now + ctx.clock_offset, p)
+            w = format_time_ms(ctx.clock(), p)
             if not heap:
                 st.curr_read = max(st.curr_read, w)
                 st.flush_events()
@@ -99,10 +94,10 @@ class TimerDequeue:
         """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
         (pos, the unit's fields and the delivery row kept beside it: `TimerUnits.reader`)."""
         st = self.st
-        s = st.slot(slot_time)
-        if s is None:
+        last = st.last_pos(slot_time)
+        if last is None:
             return []
-        w = walk_chain(s.last_pos, st.read_row, PREV_POS)
+        w = walk_chain(last, st.read_row, PREV_POS)
         if w.broken:
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one
@@ -228,11 +223,16 @@ class TimerDequeue:
         info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
         if info is None or info.kept or m._listeners.get((topic, qid)):
             return False
-        pos = m.place(m.plain_reput_size(delivery_size(meta, write, ctx.engine._now + ctx.clock_offset), info.fixed))
-        queue_offset = st.count_delivery(info.units, info.base_count)
-        if queue_offset is not None:
-            uk = st.rows.uniq_key((meta, hi, lo))
-            st.add_event("deliver", (ctx.engine._now, topic, qid, uk, phys, pos, slot_time, due, False, queue_offset))
+        now = ctx.engine.now
+        pos = m.place(m.plain_reput_size(delivery_size(meta, write, now + ctx.clock_offset), info.fixed))
+        queue_offset = info.base_count + len(info.units)
+        info.units.append(None)  # as `append` counts a record it does not keep
+        st.delivered += 1
+        if not ctx.log.keep:
+            ctx.log.tally("deliver")
+            return True
+        uk = st.rows.uniq_key((meta, hi, lo))
+        st.add_event("deliver", (now, topic, qid, uk, phys, pos, slot_time, due, False, queue_offset))
         return True
 
     def put(self, msg, enqueue_time: int, magic: int, slot_time: int, direct: bool):
@@ -243,7 +243,7 @@ class TimerDequeue:
         src = msg.props
         if not roll and src.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None:
             return None  # doPut: a cancel marker is never delivered (PUT_NO_RETRY)
-        now = ctx.engine._now + ctx.clock_offset
+        now = ctx.clock()
         props = convert_properties(src, enqueue_time, roll, now)
         if roll:
             topic, qid = msg.topic, msg.queue_id
@@ -259,19 +259,25 @@ class TimerDequeue:
         return self._put_retries(msg, topic, qid, props, res, roll, slot_time, direct)
 
     def _put_retries(self, msg, topic, qid, props, res, roll, slot_time, direct):
-        """doPut's retries (`do_put_retry`), each failure logged; they take virtual time."""
+        """doPut's retries (`do_put_retry`), each failure logged; they take virtual time, and after a
+        PUT_NEED_RETRY the put service sleeps once more when its retry loop ends (`need_retry_sleep`)."""
         ctx = self.st.ctx
-        attempts = 0
+        attempts, in_loop = 0, False
         while not res.ok:
             attempts += 1
-            wait = do_put_retry(res.status, attempts, self.st.precision)
+            wait = do_put_retry(res.status, attempts, self.st.precision, in_loop)
             detail = {"status": res.status, "attempt": attempts, "given_up": wait is None}
             ctx.log.emit(ctx.engine.now, "timer", "put_failed", topic, qid, msg.uniq_key, msg.phys, **detail)
+            in_loop = in_loop or res.status == "SERVICE_NOT_AVAILABLE"
             if wait is None:
-                return
-            yield wait
+                break
+            if wait:
+                yield wait
             res = ctx.put(msg.derive(topic, qid, dict(props)), "timer")
-        self._put_done(msg, res.message, roll, slot_time, direct)
+        if res.ok:
+            self._put_done(msg, res.message, roll, slot_time, direct)
+        if in_loop:
+            yield need_retry_sleep(self.st.precision)
 
     def _put_done(self, msg, n, roll: bool, slot_time: int, direct: bool) -> None:
         """A put done: counted, and its `roll` or `deliver` event (with the details only where the log keeps them)."""
@@ -284,9 +290,10 @@ class TimerDequeue:
         if not log.keep:
             log.tally("roll" if roll else "deliver")
             return
-        src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine._now
+        src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine.now
         if roll:
-            st.keep_rolled(n)
+            if st.ctx.model.releasing and len(st.rolled_props) < ROLLED_KEPT:  # for the enqueue, in memory
+                st.rolled_props[n.phys] = (n.props, n.body_len, n.sys_flag)
             real, qid = src.get(PROPERTY_REAL_TOPIC), int_or(src.get(PROPERTY_REAL_QUEUE_ID))
             detail = {"slot": slot_time, "roll_times": roll_times(n.props)}
             log.batch(now, "timer", "roll", real, qid, uk, msg.phys, n.phys, **detail)

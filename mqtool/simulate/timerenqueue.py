@@ -29,7 +29,7 @@ from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, format_time_ms, need_roll, put_at_once
 from mqtool.simulate.batchread import batchable, close, scan_plain
 from mqtool.simulate.timerrows import FORMATS, NO_ROW
-from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, WheelSlot, int_or
+from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, int_or
 from mqtool.simulate.timerunits import UNIT_DTYPE
 from mqtool.store import propscan
 
@@ -77,7 +77,7 @@ class TimerEnqueue:
                 st.curr_queue_offset = lo
             hi = m.cq_max(TIMER_TOPIC, 0)
             while st.curr_queue_offset < hi:
-                write = format_time_ms(ctx.engine._now + ctx.clock_offset, p)  # no time passes in the walk
+                write = format_time_ms(ctx.clock(), p)  # no time passes in the walk
                 units = list(islice(m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi), ENQUEUE_BATCH))
                 if not units:
                     st.curr_queue_offset += 1  # a unit that cannot be read is passed over
@@ -103,9 +103,7 @@ class TimerEnqueue:
         while start < n:
             end = next((k for k in range(start, n) if due[k] is not None and put_at_once(due[k], write)), n)
             run = [k for k in range(start, end) if due[k] is not None]
-            if len(run) == n:
-                st.wake_dequeue(self.take(phys, sizes, cols, write))
-            elif run:
+            if run:
                 run_phys, run_sizes, *run_values = ([col[k] for k in run] for col in (phys, sizes, *cols))
                 st.wake_dequeue(self.take(run_phys, run_sizes, run_values, write))
             if end == n:
@@ -195,15 +193,10 @@ class TimerEnqueue:
         else:  # a file ends in the run: its filler as the TimerLog writes it
             positions = [st.next_unit_pos() for _ in range(n)]
         prevs = []
-        for t, pos, d in zip(slot_of, positions, delete, strict=True):
-            s = st.slot(t)
-            if s is None:
-                st.slots[t] = WheelSlot(pos, pos, -1 if d else 1)
-                prevs.append(-1)
-            else:
-                prevs.append(s.last_pos)
-                s.last_pos = pos
-                s.num += -1 if d else 1
+        for t, pos in zip(slot_of, positions, strict=True):
+            last = st.last_pos(t)
+            prevs.append(-1 if last is None else last)
+            st.slots[t] = pos
             st.queue_slot(t)
         hashes = st.topic_hash
         for real in set(reals).difference(hashes):
@@ -230,7 +223,7 @@ class TimerEnqueue:
             qid_of = list(map(qids.__getitem__, qid_texts))
             detail = {"slot": slot_of, "timer_out_ms": due, "roll": need_roll(magic_a), "cancel": delete}
             detail["timerlog_pos"] = positions
-            log.batch(ctx.engine._now, "timer", "enqueue", reals, qid_of, uniqs, phys, None, **detail)
+            log.batch(ctx.engine.now, "timer", "enqueue", reals, qid_of, uniqs, phys, None, **detail)
         else:
             log.tally("enqueue", n)
         return min(slot_of)

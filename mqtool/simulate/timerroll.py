@@ -137,7 +137,7 @@ class TimerRolls:
         qid = int_or(qid_text)
         if qid is None or not 0 <= due <= NP_MAX:
             return False
-        now = ctx.engine._now + ctx.clock_offset
+        now = ctx.clock()
         enq_s = str(write)
         deq_s = str(now)
         n += convert_size_change(tuple(olds), (enq_s, times, deq_s))
@@ -156,7 +156,7 @@ class TimerRolls:
         if not log.keep:
             log.tally("roll")
             return True
-        st.add_event("roll", (ctx.engine._now, real, qid, uk, ph, pos, slot_time, times))
+        st.add_event("roll", (ctx.engine.now, real, qid, uk, ph, pos, slot_time, times))
         return True
 
     def rebuild(self, phys: int, row: tuple) -> SimMessage | None:

@@ -1,7 +1,7 @@
 """`TimerState`: what the timer's enqueue, dequeue and rolls share (`TimerMessageStore`'s fields).
 
-The wheel as the broker holds it (`slots[time] = WheelSlot(first_pos, last_pos, num)`, read from the store's
-`timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk), the
+The wheel's lastPos per slot (`slots[time]`: where the dequeue's walk starts and the enqueue links its unit; read
+from the store's `timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk), the
 TimerLog's units (`TimerUnits`) and end, the heap of non-empty slots not yet dequeued, the rows kept
 beside plain units (`DeliveryRows`), the counters, and the slot events waiting for one `EventLog.batch`.
 """
@@ -29,17 +29,6 @@ _STORED_UNIT = attrgetter(
 _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("slot", "roll_times")}
 
 
-class WheelSlot:
-    """A wheel slot as `TimerWheel` holds it: its chain's first and last TimerLog positions and its count."""
-
-    __slots__ = ("first_pos", "last_pos", "num")
-
-    def __init__(self, first_pos: int, last_pos: int, num: int) -> None:
-        self.first_pos = first_pos
-        self.last_pos = last_pos
-        self.num = num
-
-
 class TimerState:
     """The timer's shared fields; its methods are the wheel's and the TimerLog's bookkeeping."""
 
@@ -57,7 +46,7 @@ class TimerState:
         self.read_row = self.units.reader(self.unit)  # pos -> unit and delivery row, `walk_chain`'s reader
         self.new_units = array("q")  # positions appended during the run, in order
         self.fillers: list[tuple[int, int]] = []
-        self.slots: dict[int, WheelSlot] = {}  # delayed time -> its slot
+        self.slots: dict[int, int] = {}  # delayed time -> its slot's lastPos
         self.heap: list[int] = []
         self.queued: set[int] = set()  # the times in heap
         self.end = 0
@@ -77,15 +66,15 @@ class TimerState:
         self.pend_kind: str | None = None  # the deliveries or rolls waiting for `EventLog.batch`: their kind,
         self.pend_rows: list[tuple] = []  # and their rows
 
-    def slot(self, t: int) -> WheelSlot | None:
-        """`TimerWheel.getSlot(t)`, None when empty."""
-        s = self.slots.get(t)
-        if s is None and self.wheel is not None:
+    def last_pos(self, t: int) -> int | None:
+        """`TimerWheel.getSlot(t).lastPos`, None when the slot is empty."""
+        last = self.slots.get(t)
+        if last is None and self.wheel is not None:
             ws = self.wheel.get_slot(t)
             if ws.time_ms == -1:
                 return None
-            s = self.slots[t] = WheelSlot(ws.first_pos, ws.last_pos, ws.num)
-        return s
+            last = self.slots[t] = ws.last_pos
+        return last
 
     def unit(self, pos: int):
         """The unit at a TimerLog position: appended here, read at the start, or read from the store."""
@@ -115,7 +104,7 @@ class TimerState:
             ctx = self.ctx
             target = slot + self.precision - ctx.clock_offset
             if deq.wake_time is None or target < deq.wake_time:
-                deq.wake_at(max(target, ctx.engine._now))
+                deq.wake_at(max(target, ctx.engine.now))
 
     def props_rec(self, phys: int) -> tuple:
         """(properties, BODYLENGTH, SYSFLAG) of a re-put kept in the overlay or the spool; (properties,
@@ -147,23 +136,6 @@ class TimerState:
         rows.append(row)
         if len(rows) >= PENDING_EVENTS:
             self.flush_events()
-
-    def keep_rolled(self, n) -> None:
-        """Keep a roll re-put's (properties, BODYLENGTH, SYSFLAG) for the enqueue, in a run that releases records."""
-        if self.ctx.model.releasing and len(self.rolled_props) < ROLLED_KEPT:
-            self.rolled_props[n.phys] = (n.props, n.body_len, n.sys_flag)
-
-    def count_delivery(self, units: list, bmax: int) -> int | None:
-        """Count a delivery `StoreModel.append` would not keep: its queue offset, or None when the log
-        only counts (the event's details are not computed)."""
-        queue_offset = bmax + len(units)
-        units.append(None)  # as `append` counts a record it does not keep
-        self.delivered += 1
-        log = self.ctx.log
-        if not log.keep:
-            log.tally("deliver")
-            return None
-        return queue_offset
 
 
 def int_or(v, default=None):

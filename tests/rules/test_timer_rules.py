@@ -16,6 +16,7 @@ from mqtool.rules.timer import (
     is_cancel_request,
     is_deleted,
     need_delete,
+    need_retry_sleep,
     need_roll,
     slot_num_delta,
     timer_out_ms,
@@ -299,11 +300,13 @@ def test_format_time_ms_floors_to_the_precision():
 
 
 def test_do_put_retry_by_status_and_attempt():
-    # SERVICE_NOT_AVAILABLE: every 500 * precision / 1000 ms, for ever (precision 1000 -> 500, 100 -> 50, 30 -> 15)
-    assert [do_put_retry("SERVICE_NOT_AVAILABLE", a, 1000) for a in (1, 4, 50)] == [500, 500, 500]
-    assert do_put_retry("SERVICE_NOT_AVAILABLE", 1, 100) == 50
-    assert do_put_retry("SERVICE_NOT_AVAILABLE", 9, 30) == 15
-    # any other failure: 3 more tries 50 ms apart, then given up
+    # SERVICE_NOT_AVAILABLE (PUT_NEED_RETRY): `run` puts again at once, then every 500 * precision / 1000 ms
+    # (precision 1000 -> 500, 100 -> 50, 30 -> 15) for ever
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 1, 1000) == 0
+    assert [do_put_retry("SERVICE_NOT_AVAILABLE", a, 1000, in_loop=True) for a in (2, 4, 50)] == [500, 500, 500]
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 2, 100, in_loop=True) == need_retry_sleep(100) == 50
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 9, 30, in_loop=True) == 15
+    # any other failure: 3 more tries 50 ms apart (doPut's own loop), then given up
     assert [do_put_retry("UNKNOWN_ERROR", a, 1000) for a in (1, 2, 3, 4)] == [50, 50, 50, None]
     assert [do_put_retry("OS_PAGE_CACHE_BUSY", a, 100) for a in (3, 4)] == [50, None]
     # PUT_NO_RETRY at once

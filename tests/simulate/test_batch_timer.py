@@ -19,6 +19,7 @@ from mqtool.simulate.runner import simulate
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerunits import TimerUnits
 from mqtool.store.store import Store
+from simkit import Built, S, run
 
 START = 1_800_000_000_000
 DAY = 86_400_000
@@ -133,3 +134,21 @@ def test_reader_gives_the_units_walk_chain_walks_whatever_prev_pos_does():
     w = walk_chain(156, read, PREV_POS)
     assert [p for p, _ in w.units] == [156, 208, 104, 0] and (w.stop, w.stop_pos) == (LOOP, 156)
     assert walk_chain(-1, read, PREV_POS).units == []
+
+
+def test_a_put_refused_with_service_not_available_is_tried_again_at_once_then_every_half_precision():
+    """`TimerDequeuePutMessageService.run` at 5.3.1: after `doPut`'s PUT_NEED_RETRY it puts again at once, then
+    sleeps 500 ms (precision 1000) after each put of its loop, the one that works too. Slot S+2000 is read at
+    S+3000; puts are refused until S+3200: tries at 3000, 3000 and 3500 (it works), the next message at 4000."""
+    b = Built()
+    b.timer(S + 2000, S - 1000)
+    b.timer(S + 2000, S - 1000)
+    fault = {"kind": "put_failure", "from": 0, "until": 3200, "service": "timer", "status": "SERVICE_NOT_AVAILABLE"}
+    r = run(b, S, S + 10_000, {"faults": [fault]})
+    got = [(e.time - S, e.event, e.uniq_key) for e in r.events if e.service == "timer" and e.event != "enqueue"]
+    assert got == [
+        (3000, "put_failed", "UK0001"),
+        (3000, "put_failed", "UK0001"),
+        (3500, "deliver", "UK0001"),
+        (4000, "deliver", "UK0002"),
+    ]
