@@ -25,10 +25,10 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import MAGIC_ROLL, TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, format_time_ms, need_roll, put_at_once
 from mqtool.simulate.batchread import batchable, close, scan_plain
-from mqtool.simulate.timerrows import FORMATS, NO_ROW
+from mqtool.simulate.timerrows import FORMATS
 from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, int_or
 from mqtool.simulate.timerunits import UNIT_DTYPE
 from mqtool.store import propscan
@@ -234,20 +234,18 @@ class TimerEnqueue:
         """The `DeliveryRows` kept beside a run's units (uint64 rows of 3; `NO_ROW` for a ROLL or cancel unit,
         whose record is read again)."""
         rows = self.st.rows
-        n = len(srcs)
-        of_props, of_plain = rows.of_props, rows.of_plain
-
-        def row(src, delete: bool, magic: int, real, qid, uk) -> tuple[int, int, int]:
-            if magic & MAGIC_ROLL or delete:
-                return NO_ROW
-            if src.__class__ is int:
-                return of_plain(src, real, qid, uk)
-            props, body_len, sys_flag = src
-            return NO_ROW if body_len is None else of_props(props, body_len, sys_flag)
-
-        return np.fromiter(
-            chain.from_iterable(map(row, srcs, delete, magic_a.tolist(), reals, qid_texts, uniqs)), np.uint64, 3 * n
-        ).reshape(n, 3)
+        extra = np.zeros((len(srcs), 3), np.uint64)
+        kept = np.flatnonzero(~need_roll(magic_a) & ~np.array(delete, bool)).tolist()
+        plain = [k for k in kept if srcs[k].__class__ is int]
+        if plain:
+            packed = rows.of_plain(*([col[k] for k in plain] for col in (srcs, reals, qid_texts, uniqs)))
+            extra[plain] = np.fromiter(chain.from_iterable(packed), np.uint64, 3 * len(plain)).reshape(-1, 3)
+        for k in kept:
+            if srcs[k].__class__ is not int:
+                props, body_len, sys_flag = srcs[k]
+                if body_len is not None:
+                    extra[k] = rows.of_props(props, body_len, sys_flag)
+        return extra
 
 
 def _map_values(rec: tuple) -> tuple | None:

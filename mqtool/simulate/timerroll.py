@@ -142,7 +142,8 @@ class TimerRolls:
         deq_s = str(now)
         n += convert_size_change(tuple(olds), (enq_s, times, deq_s))
         # the delivery's row: the re-put's size but its topic part and the two properties the dequeue sets
-        meta, hi, lo = st.rows.of_plain(n - len(enq_s) - ENQ_SEG - len(deq_s) - DEQ_SEG, real, qid_text, uk)
+        plain_size = n - len(enq_s) - ENQ_SEG - len(deq_s) - DEQ_SEG
+        ((meta, hi, lo),) = st.rows.of_plain([plain_size], [real], [qid_text], [uk])
         if not meta:
             return False
         size = m.plain_reput_size(n, m.queue_info(TIMER_TOPIC, 0).fixed)

@@ -52,7 +52,7 @@ def delivery_size(meta: int, enqueue_ms: int, dequeue_ms: int) -> int:
 
 
 class DeliveryRows:
-    """Packs rows (`of_props`, `of_plain`) and reads them back (`topic_qid`, `uniq_key`); it keeps the
+    """Packs rows (`of_props`, `of_plain`: n >= 1 at once) and reads them back (`topic_qid`, `uniq_key`); it keeps the
     run's topics and UNIQ_KEY formats by index. `capacity()` is the model's HashMap capacity (`key_order`)."""
 
     def __init__(self, capacity: Callable[[], int]) -> None:
@@ -75,21 +75,44 @@ class DeliveryRows:
         if not k:
             return NO_ROW
         size, drop = k
-        meta = self._meta(props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID))
-        if not meta:
-            return NO_ROW
         try:  # `StoreModel.reput_size` of the values but the two the dequeue sets
             size += utf8_len("".join(props.values())) - sum(utf8_len(props[d]) for d in drop)
         except UnicodeError:
             return NO_ROW  # the per-message path meets the same error
         size += body_len + hosts_size(sys_flag)
-        return self._packed(meta, size, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        topic, qid = props.get(PROPERTY_REAL_TOPIC), props.get(PROPERTY_REAL_QUEUE_ID)
+        (row,) = self.of_plain([size], [topic], [qid], [props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)])
+        return row
 
-    def of_plain(self, size: int, topic: str | None, qid_text: str | None, uk: str | None) -> tuple[int, int, int]:
-        """`of_props` of a plain properties string (`batchread.read_plain`): `size` is already the re-put's
-        without the two dequeue properties (the string's length but theirs, BODYLENGTH, the hosts)."""
-        meta = self._meta(topic, qid_text)
-        return self._packed(meta, size, uk) if meta else NO_ROW
+    def of_plain(self, sizes: list[int], topics: list, qid_texts: list, uks: list) -> list[tuple[int, int, int]]:
+        """The rows of n >= 1 records, each `NO_ROW` where the size is out of range, the REAL_TOPIC and
+        REAL_QID do not fit or the UNIQ_KEY is of another form: `sizes` are the re-puts' without the two
+        dequeue properties (a plain string's length but theirs, BODYLENGTH, the hosts: `batchread.read_plain`)."""
+        tq, formats = self._tq, self._format_idx
+        rows = []
+        for size, topic, qid_text, uk in zip(sizes, topics, qid_texts, uks, strict=True):
+            meta = tq.get((topic, qid_text))
+            if meta is None:
+                meta = self._meta(topic, qid_text)
+            if not meta or not 0 <= size < SIZE:
+                rows.append(NO_ROW)
+                continue
+            meta |= size << 34
+            if uk is None:
+                rows.append((meta, 0, 0))
+                continue
+            prefix = uk.rstrip(_HEX_DIGITS)  # "%0NX" % int(digits, 16) gives the digits back (N their count)
+            if not prefix and len(uk) == 32:
+                rows.append((meta | 1 << 32, int(uk[:16], 16), int(uk[16:], 16)))
+                continue
+            if len(uk) - len(prefix) > 16:
+                prefix = uk[:-16]
+            width = len(uk) - len(prefix)
+            f = formats.get((prefix, width))
+            if f is None:
+                f = self._format(prefix, width)
+            rows.append(NO_ROW if f is None else (meta | 2 << 32, f, int(uk[len(prefix) :], 16)))
+        return rows
 
     def topic_qid(self, meta: int) -> tuple[str, int]:
         """The REAL_TOPIC and REAL_QID a row's `meta` holds."""
@@ -102,36 +125,18 @@ class DeliveryRows:
         return None if kind == 0 else f"{hi:016X}{lo:016X}" if kind == 1 else self.formats[hi] % lo
 
     def _meta(self, topic: str | None, qid_text: str | None) -> int:
-        tq = (topic, qid_text)
-        meta = self._tq.get(tq)
-        if meta is None:
-            meta = self._tq_meta(topic, qid_text)
-            if len(self._tq) < FORMATS:
-                self._tq[tq] = meta
+        meta = self._tq_meta(topic, qid_text)
+        if len(self._tq) < FORMATS:
+            self._tq[(topic, qid_text)] = meta
         return meta
 
-    def _packed(self, meta: int, size: int, uk: str | None) -> tuple[int, int, int]:
-        """The row of `meta` and a re-put `size` with its UNIQ_KEY packed, `NO_ROW` where the size is out
-        of range or the UNIQ_KEY of another form."""
-        if not 0 <= size < SIZE:
-            return NO_ROW
-        if uk is None:
-            return meta | size << 34, 0, 0
-        prefix = uk.rstrip(_HEX_DIGITS)  # "%0NX" % int(digits, 16) gives the digits back (N their count)
-        if not prefix and len(uk) == 32:
-            return meta | 1 << 32 | size << 34, int(uk[:16], 16), int(uk[16:], 16)
-        if len(uk) - len(prefix) > 16:
-            prefix = uk[:-16]
-        width = len(uk) - len(prefix)
-        if not width:
-            return NO_ROW
-        f = self._format_idx.get((prefix, width))
-        if f is None:
-            if len(self.formats) >= FORMATS:
-                return NO_ROW
-            f = self._format_idx[(prefix, width)] = len(self.formats)
-            self.formats.append(f"{prefix.replace('%', '%%')}%0{width}X")
-        return meta | 2 << 32 | size << 34, f, int(uk[len(prefix) :], 16)
+    def _format(self, prefix: str, width: int) -> int | None:
+        """A UNIQ_KEY's format index, registered on first use; None for no digits or past `FORMATS`."""
+        if not width or len(self.formats) >= FORMATS:
+            return None
+        f = self._format_idx[(prefix, width)] = len(self.formats)
+        self.formats.append(f"{prefix.replace('%', '%%')}%0{width}X")
+        return f
 
     def _keys_part(self, keys: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
         """(the size of the keys and separators of a re-put with these properties but the two `convert` sets on a

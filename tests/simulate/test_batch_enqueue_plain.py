@@ -148,7 +148,9 @@ def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
                 assert t.of_props(props, body_len, sys_flag) == (0, 0, 0)  # a cancel marker: no row either way
                 continue
             want = t.of_props(props, body_len, sys_flag)
-            assert t.of_plain(n, props.get("REAL_TOPIC"), props.get("REAL_QID"), props.get("UNIQ_KEY")) == want
+            assert t.of_plain([n], [props.get("REAL_TOPIC")], [props.get("REAL_QID")], [props.get("UNIQ_KEY")]) == [
+                want
+            ]
             assert want != (0, 0, 0)
     finally:
         fast.close()

@@ -176,7 +176,11 @@ def test_plain_rows_by_kind_of_uniq_key(odd):
     delete = [i == 9 for i in range(n)]
     roll = [i == 10 for i in range(n)]
     a = DeliveryRows(lambda: 16)
-    got = [(0, 0, 0) if delete[i] or roll[i] else a.of_plain(sizes[i], reals[i], qids[i], uks[i]) for i in range(n)]
+    kept = [i for i in range(n) if not (delete[i] or roll[i])]
+    packed = dict(zip(kept, a.of_plain(*([col[i] for i in kept] for col in (sizes, reals, qids, uks))), strict=True))
+    got = [packed.get(i, (0, 0, 0)) for i in range(n)]
+    one = DeliveryRows(lambda: 16)  # the same rows one call a row (n = 1)
+    assert [one.of_plain([sizes[i]], [reals[i]], [qids[i]], [uks[i]])[0] for i in kept] == [packed[i] for i in kept]
     assert [a.uniq_key(r) for r in got if r[0]] == [uks[i] for i, r in enumerate(got) if r[0]]
     # kind 2 (prefix and digits), 1 (32 hex digits), 0 (none); no row: the size past range (5), the cancel (9),
     # the roll (10), no hex digit at the end (12), no REAL_TOPIC (15); a lowercase key's tail "2000000000006"
