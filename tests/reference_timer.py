@@ -19,13 +19,12 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.rules.timer import LONG_MAX, dequeue_order, do_enqueue, format_time_ms, is_deleted, need_roll, put_at_once
+from mqtool.rules.timer import LONG_MAX, do_enqueue, format_time_ms, is_deleted, need_roll, put_at_once
 from mqtool.simulate import runner
 from mqtool.simulate.timer import TimerService
 from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerstate import int_or
-from mqtool.simulate.timerunits import MAGIC
 
 
 class ReferenceEnqueue(TimerEnqueue):
@@ -118,8 +117,7 @@ class ReferenceDequeue(TimerDequeue):
     def slot(self, slot_time: int):
         st = self.st
         m = st.ctx.model
-        chain = self.chain(slot_time)
-        cancels, normal = dequeue_order(chain, MAGIC)
+        cancels, normal = self.chain(slot_time)
         deletes: set[str] = set()
         for _pos, (_prev, _mg, _write, _slot, phys, *_rest) in cancels:
             msg = m.message(phys)
@@ -150,7 +148,7 @@ class ReferenceDequeue(TimerDequeue):
             if retry is not None:
                 return self.finish_slot(retry, [unit for _pos, unit in normal[i + 1 :]], deletes, slot_time)
         if m.releasing:
-            for _pos, (_prev, _mg, _write, _slot, phys, *_rest) in chain:
+            for _pos, (_prev, _mg, _write, _slot, phys, *_rest) in cancels + normal:
                 m.release(phys)
         return None
 

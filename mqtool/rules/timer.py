@@ -6,8 +6,7 @@ by the constructor) is `BrokerConfig.timer_roll_window_slots`.
 """
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from mqtool.formats.broker_conf import ConfigFileError
 from mqtool.formats.names import PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_ROLL_TIMES
@@ -176,13 +175,14 @@ def do_enqueue_many(delayed_time, write_time_ms: int, roll_window_slots: int, pr
     return slot.astype(np.int64), magic.astype(np.int64)
 
 
-@dataclass
-class ChainWalk(Generic[U]):
-    """A slot's units as `dequeue` reads them: (position, unit), newest first, and why it stopped."""
+class ChainWalk(NamedTuple, Generic[U]):
+    """A slot's units as `dequeue` reads them: (position, unit), newest first, and why it stopped; with a
+    `magic` to `walk_chain`, the cancel requests apart in `cancels`."""
 
     units: list[tuple[int, U]]
     stop: str  # END, MISSING, LOOP or FIRST
     stop_pos: int  # where it stopped: -1 at END, else the position it could not (or need not) pass
+    cancels: list[tuple[int, U]]
 
     @property
     def broken(self) -> bool:
@@ -190,7 +190,11 @@ class ChainWalk(Generic[U]):
 
 
 def walk_chain(
-    last_pos: int, read_unit: Callable[[int], U | None], prev_pos: Callable[[U], int], stop_at: int | None = None
+    last_pos: int,
+    read_unit: Callable[[int], U | None],
+    prev_pos: Callable[[U], int],
+    stop_at: int | None = None,
+    magic: Callable[[U], int] | None = None,
 ) -> ChainWalk[U]:
     """The walk of `TimerMessageStore.dequeue`: from the slot's lastPos back along each unit's prevPos.
 
@@ -198,44 +202,35 @@ def walk_chain(
     finds no file: the walk ends). A position seen twice ends the walk (LOOP) where the broker would
     spin; while every prevPos points before its unit (a chain as `doEnqueue` appends it) no position can
     repeat, so the positions are kept for that test only from the first step that does not. `stop_at` (a
-    slot's firstPos) ends the walk after that unit. The one walk: the simulator's dequeue calls it with a
-    reader over its unit columns.
+    slot's firstPos) ends the walk after that unit. With `magic` (a unit's magic) the walk also sorts the
+    units as `dequeue` does in the same loop: cancel requests (`needDelete && !needRoll`: `deleteMsgStack`,
+    read first, in walk order) go to `cancels`, the others stay in `units` (`normalMsgStack.addFirst`: handed
+    out oldest first). The one walk: the simulator's dequeue calls it once a slot with a reader over its columns.
     """
     units: list[tuple[int, U]] = []
+    cancels: list[tuple[int, U]] = []
     seen: set[int] | None = None
     before = last_pos + 1  # the position walked last: the next one lies before it, or the walk may loop
     pos = last_pos
     while pos != -1:
         if seen is not None or pos >= before:
             if seen is None:
-                seen = {p for p, _u in units}
+                seen = {p for p, _u in units + cancels}
             if pos in seen:
-                return ChainWalk(units, LOOP, pos)
+                return ChainWalk(units, LOOP, pos, cancels)
             seen.add(pos)
         u = read_unit(pos)
         if u is None:
-            return ChainWalk(units, MISSING, pos)
-        units.append((pos, u))
+            return ChainWalk(units, MISSING, pos, cancels)
+        if magic is not None and is_cancel_request(magic(u)):
+            cancels.append((pos, u))
+        else:
+            units.append((pos, u))
         if pos == stop_at:
-            return ChainWalk(units, FIRST, pos)
+            return ChainWalk(units, FIRST, pos, cancels)
         before = pos
         pos = prev_pos(u)
-    return ChainWalk(units, END, -1)
-
-
-def dequeue_order(
-    units: Iterable[tuple[int, U]], magic: Callable[[U], int]
-) -> tuple[list[tuple[int, U]], list[tuple[int, U]]]:
-    """(cancel requests, the other units) of a walked slot in the order `dequeue` hands them out.
-
-    Cancel requests (`deleteMsgStack`) go first, in walk order; the others (`normalMsgStack`,
-    `addFirst`) oldest first.
-    """
-    deletes, normal = [], []
-    for pu in units:
-        (deletes if is_cancel_request(magic(pu[1])) else normal).append(pu)
-    normal.reverse()
-    return deletes, normal
+    return ChainWalk(units, END, -1, cancels)
 
 
 def timer_out_ms(deliver_ms: int, precision_ms: int) -> int:

@@ -16,7 +16,7 @@ there is one; any other unit goes through `put` (`convert` + `doPut` with its re
 from __future__ import annotations
 
 import heapq
-from itertools import islice
+from itertools import chain, islice
 
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
@@ -30,7 +30,6 @@ from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import (
     LOOP,
     convert_properties,
-    dequeue_order,
     do_put_retry,
     format_time_ms,
     is_deleted,
@@ -90,22 +89,24 @@ class TimerDequeue:
             st.in_slot = False
             st.curr_read = slot_time + p
 
-    def chain(self, slot_time: int) -> list[tuple]:
-        """The slot's units newest first: from the wheel's lastPos back along prevPos (`walk_chain`), as
-        (pos, the unit's fields and the delivery row kept beside it: `TimerUnits.reader`)."""
+    def chain(self, slot_time: int) -> tuple[list[tuple], list[tuple]]:
+        """The slot's units in the order `dequeue` hands them out, (cancel requests, the others oldest first), by
+        one `walk_chain` from the wheel's lastPos back along prevPos, as (pos, the unit's fields and the delivery
+        row kept beside it: `TimerUnits.reader`)."""
         st = self.st
         last = st.last_pos(slot_time)
         if last is None:
-            return []
-        w = walk_chain(last, st.read_row, PREV_POS)
+            return [], []
+        w = walk_chain(last, st.read_row, PREV_POS, magic=MAGIC)
         if w.broken:
             ctx = st.ctx
             st.flush_events()  # the slots' events before this one
             why = "loops" if w.stop == LOOP else "points at no unit"
             reason = f"broken TimerLog chain: prevPos {why}"
-            detail = {"slot": slot_time, "timerlog_pos": w.stop_pos, "read": len(w.units), "reason": reason}
+            read = len(w.units) + len(w.cancels)
+            detail = {"slot": slot_time, "timerlog_pos": w.stop_pos, "read": read, "reason": reason}
             ctx.log.emit(ctx.engine.now, "timer", "skip", None, None, None, None, **detail)
-        return w.units
+        return w.cancels, w.units[::-1]
 
     def slot(self, slot_time: int):
         """One slot; None when done, else a generator that finishes it (a put is being retried).
@@ -117,12 +118,11 @@ class TimerDequeue:
         (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
         Deliveries and rolls join `TimerState`'s waiting events (one `EventLog.batch` a run)."""
         m = self.st.ctx.model
-        chain = self.chain(slot_time)  # (pos, unit and its delivery's row), newest first
-        cancels, normal = dequeue_order(chain, MAGIC)
+        cancels, normal = self.chain(slot_time)  # (pos, unit and its delivery's row)
         waiting = self._walk(normal, 0, self._deletes(cancels), slot_time) if normal else None
         if waiting is None and m.releasing:  # the slot's records are read for the last time (a roll is re-put anew)
             release = m.release
-            for _pos, row in chain:
+            for _pos, row in chain(cancels, normal):
                 release(OFFSET_PY(row))
         return waiting
 

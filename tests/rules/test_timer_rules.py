@@ -10,7 +10,6 @@ from mqtool.rules.timer import (
     LOOP,
     MISSING,
     build_delete_key,
-    dequeue_order,
     do_enqueue,
     do_put_retry,
     is_cancel_request,
@@ -95,11 +94,14 @@ def test_empty_slot():
     assert w.units == [] and w.stop == END
 
 
-def test_dequeue_order_cancels_first_then_oldest_first():
-    walked = walk_chain(156, UNITS.get, itemgetter(0)).units
-    cancels, normal = dequeue_order(walked, itemgetter(1))
-    assert [p for p, _ in cancels] == [52]
-    assert [p for p, _ in normal] == [0, 104, 156]  # the rolled unit (magic 3) is a normal one
+def test_walk_chain_with_magic_sets_cancel_requests_apart():
+    w = walk_chain(156, UNITS.get, itemgetter(0), magic=itemgetter(1))
+    assert [p for p, _ in w.cancels] == [52]
+    assert [p for p, _ in w.units] == [156, 104, 0]  # the rolled unit (magic 3) is a normal one
+    units = {0: (52, 1), 52: (0, 5), 104: (52, 1), 156: (104, 1)}  # 0 points back at the cancel request 52
+    w = walk_chain(156, units.get, itemgetter(0), magic=itemgetter(1))
+    assert ([p for p, _ in w.units], [p for p, _ in w.cancels]) == ([156, 104, 0], [52])
+    assert (w.stop, w.stop_pos) == (LOOP, 52)
 
 
 def test_is_deleted_by_version():
