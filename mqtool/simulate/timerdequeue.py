@@ -148,7 +148,7 @@ class TimerDequeue:
                         sources_end = i + ROLL_CHUNK
                         sources = rolls.sources(normal, i, sources_end)
                     rec = sources.get(i) if sources else None
-                    if rec is not None and rolls.keep_bytes(unit, rec, slot_time):
+                    if rec is not None and rolls.keep(unit, rec, slot_time):
                         continue
             elif fast and write != -1:
                 if not meta or deletes:  # the row of the record's properties

@@ -2,10 +2,10 @@
 
 Where no fault can refuse a put, in a run that spools the timer topic's re-puts, a roll is kept as a row
 (`keep`) instead of `TimerDequeue.put`'s `StoreModel.append` of the converted record: the re-put's size by
-`StoreModel.reput_size`'s arithmetic from the source's properties (a map, or the bytes
-`batchread.read_sources` gives for a big slot), placed by `StoreModel.append_row` and kept by the
-spool, which rebuilds the record from it (`rebuild`) when anyone reads it; the enqueue takes the
-values it needs from the row (`enqueue_values`).
+`StoreModel.reput_size`'s arithmetic from the source's values as `batchread.read_sources` gives them (read
+batch-wise for a big slot, else taken from the record read whole: `keep_map`), placed by
+`StoreModel.append_row` and kept by the spool, which rebuilds the record from it (`rebuild`) when anyone reads
+it; the enqueue takes the values it needs from the row (`enqueue_values`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from mqtool.formats.names import (
 )
 from mqtool.formats.properties import broker_properties_length, key_order
 from mqtool.formats.timerlog import MAGIC_ROLL
-from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times, next_roll_times_of
+from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
 from mqtool.simulate.batchread import batchable, read_sources
 from mqtool.simulate.model import SimMessage, tags_code
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
-from mqtool.simulate.timerrows import FORMATS, utf8_len
+from mqtool.simulate.timerrows import FORMATS
 from mqtool.simulate.timerstate import Texts, TimerState, int_or, signed, text
 
 _U64 = (1 << 64) - 1
-# the values `keep_bytes` takes from a plain string (`batchread.read_sources`)
+# the values `keep` takes from a plain string (`batchread.read_sources`)
 ROLL_WANTED = (
     (
         PROPERTY_TIMER_OUT_MS,
@@ -71,81 +71,57 @@ class TimerRolls:
         return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
 
     def keep_map(self, msg: SimMessage, unit: tuple, slot_time: int) -> bool:
-        """The roll of a store's record (`msg`) in a run that spools the timer topic's re-puts, kept as a row
-        (`keep`); False (nothing done) where the re-put goes through `append`: a re-put read back (kept
-        whole), no enqueue time to set, a cancel marker, values a row cannot hold."""
+        """`keep` of a store's record read whole (`msg`), its values as `batchread.read_sources` gives them;
+        False (nothing done) where the re-put goes through `append`: a re-put read back (kept whole), a fault
+        that may refuse the put."""
         m = self.st.ctx.model
-        ph = msg.phys
-        _prev, _magic, write, _slot, _phys, _size, _hash, _meta, _hi, _lo = unit
         src = msg.props
-        if write == -1 or ph in m.spool._where or ph in m._msgs or m.put_filter is not None or m.keep_messages:
+        if msg.phys in m.spool._where or msg.phys in m._msgs or m.put_filter is not None or m.keep_messages:
             return False
-        if msg.topic != TIMER_TOPIC or msg.queue_id != 0 or PROPERTY_TIMER_DEL_UNIQKEY in src:
-            return False
-        try:
-            due = int(src[PROPERTY_TIMER_OUT_MS])
-        except (KeyError, ValueError):
-            return False
-        try:
-            n = broker_properties_length(src, m.capacity)  # with the last separator, as `read_sources` counts
-            olds = [None if (old := src.get(k)) is None else utf8_len(old) for k in CONVERT_SET]
+        try:  # `n`: with the last separator, as `read_sources` counts
+            n = broker_properties_length(src, m.capacity) + msg.body_len + hosts_size(msg.sys_flag)
+            values = [None if (v := src.get(k)) is None else v.encode("utf-8", "surrogateescape") for k in ROLL_WANTED]
+            topic = msg.topic.encode("utf-8", "surrogateescape")
         except UnicodeError:
             return False  # `append` meets the same error
-        n += msg.body_len + hosts_size(msg.sys_flag)
-        times = next_roll_times_of(src)
-        tags = tags_code(src) if src.get(PROPERTY_TAGS) else 0
-        texts = (
-            src.get(PROPERTY_REAL_TOPIC),
-            src.get(PROPERTY_REAL_QUEUE_ID),
-            src.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        )
-        return self.keep(ph, n, olds, due, times, texts, tags, write, slot_time)
+        return self.keep(unit, (topic, msg.queue_id, n, values), slot_time)
 
-    def keep_bytes(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
-        """`keep_map` of a store's record read by `batchread.read_sources` (`rec`: topic, QUEUEID, the
-        plain properties string's size and the `ROLL_WANTED` values as bytes), without a map or record."""
+    def keep(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
+        """The roll re-put `TimerDequeue.put` would make of a unit's store record, kept as a row, from `rec`
+        (`batchread.read_sources`: topic, QUEUEID, the size of its properties string with the last separator,
+        BODYLENGTH and hosts, and the `ROLL_WANTED` values as bytes): its size with the three values `convert`
+        sets (`StoreModel.reput_size`'s arithmetic), placed by `StoreModel.append_row`, and the spool keeps a row
+        (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time (= the dequeue
+        time), enqueue time, roll count and tags code, from which `rebuild` rebuilds it, and its TIMER_OUT_MS
+        and delivery row (`DeliveryRows`), which `enqueue_values` hands the enqueue. False (nothing done) where
+        a row cannot hold it: no enqueue time to set, a cancel marker, values a row cannot hold."""
         topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
-        _prev, _magic, write, _slot, phys, _size, _hash, _meta, _hi, _lo = unit
+        _prev, _magic, write, _slot, ph, _size, _hash, _meta, _hi, _lo = unit
         if topic != _TIMER_TOPIC_B or qid != 0 or del_b is not None or write == -1:
             return False
         try:
             due = int(out_b)
         except (TypeError, ValueError):
-            return False  # (absent, or not ASCII digits: the record is read whole)
+            return False  # (absent, or not a number: the record is read whole)
         if len(_TEXTS) > FORMATS:
             _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
-        times = next_roll_times(times_b)
-        tags = tags_code({PROPERTY_TAGS: text(tags_b)}) if tags_b is not None else 0
-        olds = [None if v is None else len(v) for v in (enq_b, times_b, deq_b)]
-        texts = (_TEXTS[real_b], _TEXTS[qid_b], None if uniq_b is None else text(uniq_b))
-        return self.keep(phys, n, olds, due, times, texts, tags, write, slot_time)
-
-    def keep(
-        self, ph: int, n: int, olds: list, due: int, times: int, texts: tuple, tags: int, write: int, slot_time: int
-    ) -> bool:
-        """The roll re-put `TimerDequeue.put` would make of the record at `ph`, kept as a row: its size is the
-        source's (`n`: its properties string with the last separator, BODYLENGTH and hosts; `olds`: the UTF-8 lengths
-        of its `CONVERT_SET` properties or None) with the three values set (`StoreModel.reput_size`'s
-        arithmetic), `StoreModel.append_row` places it, and the spool keeps a row (`RecordSpool.put_row`): the
-        source's offset, the re-put's size, queue offset, store time (= the dequeue time), enqueue time, roll
-        count and tags code, from which `rebuild` rebuilds it, and its TIMER_OUT_MS and delivery row
-        (`DeliveryRows` of `texts`: REAL_TOPIC, REAL_QID, UNIQ_KEY), which `enqueue_values` hands the enqueue.
-        False (nothing done) where a row cannot hold it."""
-        st = self.st
-        real, qid_text, uk = texts
-        ctx, m = st.ctx, st.ctx.model
-        qid = int_or(qid_text)
-        if qid is None or not 0 <= due <= NP_MAX:
+        real, qid_text, uk = _TEXTS[real_b], _TEXTS[qid_b], text(uniq_b)
+        real_qid = int_or(qid_text)
+        if real_qid is None or not 0 <= due <= NP_MAX:
             return False
+        st = self.st
+        ctx, m = st.ctx, st.ctx.model
         now = ctx.clock()
-        enq_s = str(write)
-        deq_s = str(now)
-        n += convert_size_change(tuple(olds), (enq_s, times, deq_s))
+        enq_s, deq_s, times = str(write), str(now), next_roll_times(times_b)
+        n += convert_size_change(
+            tuple(None if v is None else len(v) for v in (enq_b, times_b, deq_b)), (enq_s, times, deq_s)
+        )
         # the delivery's row: the re-put's size but its topic part and the two properties the dequeue sets
         plain_size = n - len(enq_s) - ENQ_SEG - len(deq_s) - DEQ_SEG
         ((meta, hi, lo),) = st.rows.of_plain([plain_size], [real], [qid_text], [uk])
         if not meta:
             return False
+        tags = tags_code({PROPERTY_TAGS: text(tags_b)})
         size = m.plain_reput_size(n, m.queue_info(TIMER_TOPIC, 0).fixed)
         pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
         m.spool.put_row(
@@ -157,7 +133,7 @@ class TimerRolls:
         if not log.keep:
             log.tally("roll")
             return True
-        st.add_event("roll", (ctx.engine.now, real, qid, uk, ph, pos, slot_time, times))
+        st.add_event("roll", (ctx.engine.now, real, real_qid, uk, ph, pos, slot_time, times))
         return True
 
     def rebuild(self, phys: int, row: tuple) -> SimMessage | None:

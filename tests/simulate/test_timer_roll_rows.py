@@ -1,5 +1,5 @@
-"""A timer roll kept as a row (`TimerRolls.keep_bytes`, `keep_map`, `keep`): in a run that spools the timer
-topic's re-puts, a ROLL unit's record is re-put without building it (a big roll slot's records read batch-wise,
+"""A timer roll kept as a row (`TimerRolls.keep`; of a record read whole: `keep_map`): in a run that spools the
+timer topic's re-puts, a ROLL unit's record is re-put without building it (a big roll slot's records read batch-wise,
 `batchread.read_sources`), yet the event log is the per-message walk's (`reference_timer`), byte for byte, and
 the record a row stands for (`RecordSpool.get` -> `TimerRolls.rebuild`) equals, field for field, the one
 `StoreModel.append` put in the spool before."""
@@ -75,8 +75,8 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
     """(event lines, result, the records `append` put in the spool by offset, those the rows stand for, the
     sources rolled from the bytes `read_sources` read); `chunks` gets the number of units each `TimerRolls.sources`
     call covers, `answered` the number of `TimerRolls.enqueue_values`' answers that are not None."""
-    spooled, rebuilt, plain = {}, {}, []
-    put, keep, keep_bytes = RecordSpool.put, TimerRolls.keep, TimerRolls.keep_bytes
+    spooled, rebuilt, plain, mapped = {}, {}, [], []
+    put, keep, keep_map = RecordSpool.put, TimerRolls.keep, TimerRolls.keep_map
     roll_sources, roll_enqueue = TimerRolls.sources, TimerRolls.enqueue_values
 
     def spy_sources(self, units, lo, hi):
@@ -90,22 +90,23 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
             answered.append(phys)
         return got
 
-    def spy_bytes(self, unit, rec, slot_time):
-        done = keep_bytes(self, unit, rec, slot_time)
+    def spy_map(self, msg, unit, slot_time):
+        done = keep_map(self, msg, unit, slot_time)
         if done:
-            _prev, _magic, _write, _slot, phys, *_row = unit
-            plain.append(phys)
+            mapped.append(msg.phys)
         return done
 
     def spy_put(self, m):
         spooled[m.phys] = [getattr(m, f) for f in SimMessage.__slots__]
         return put(self, m)
 
-    def spy_keep(self, ph, *a):
+    def spy_keep(self, unit, rec, slot_time):
         spool = self.st.ctx.model.spool
         before = set(spool._where)
-        done = keep(self, ph, *a)
+        done = keep(self, unit, rec, slot_time)
         if done:
+            _prev, _magic, _write, _slot, phys, *_row = unit
+            plain.append(phys)
             (pos,) = set(spool._where) - before
             m = spool.get(pos)
             rebuilt[pos] = [getattr(m, f) for f in SimMessage.__slots__]
@@ -117,10 +118,10 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
         mp.setattr(TimerRolls, "keep", spy_keep if rows else lambda *a: False)
         mp.setattr(TimerRolls, "sources", spy_sources)
         mp.setattr(TimerRolls, "enqueue_values", spy_enqueue)
-        mp.setattr(TimerRolls, "keep_bytes", spy_bytes)
+        mp.setattr(TimerRolls, "keep_map", spy_map)
         sink = io.StringIO()
         res = simulate(store, config, START, START + 4 * DAY, None, seed=1, sink=sink)
-    return sink.getvalue(), res, spooled, rebuilt, plain
+    return sink.getvalue(), res, spooled, rebuilt, sorted(set(plain) - set(mapped))
 
 
 @pytest.mark.parametrize(
