@@ -54,7 +54,7 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
                 warnings.append(f"{m.topic} record predicted at {m.phys} written at {placed.physical_offset}")
         if timer is not None:
             for pos in timer.st.new_units:
-                prev, magic, write, delayed, offset_py, size_py, topic_hash = timer.st.units[pos]
+                prev, magic, write, delayed, offset_py, size_py, topic_hash = timer.st.units.get(pos)
                 at = w.append_timerlog_unit(prev, magic, write, delayed - write, offset_py, size_py, topic_hash)
                 if at != pos:
                     warnings.append(f"TimerLog unit predicted at {pos} written at {at}")

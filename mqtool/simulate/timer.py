@@ -112,7 +112,7 @@ class TimerService:
         """`recoverAndRevise`: each unit read at the start makes itself its slot's lastPos (`revise_slots`; the
         firstPos and num it keeps or rebuilds feed no walk, so the old slot is not read for them)."""
         st = self.st
-        revised = revise_slots(((pos, DELAYED_TIME(st.units[pos])) for pos in self._loaded), lambda _t: None)
+        revised = revise_slots(((pos, DELAYED_TIME(st.units.get(pos))) for pos in self._loaded), lambda _t: None)
         st.slots.update((t, last) for t, (_first, last, _num) in revised.items())
 
     def start(self) -> None:

@@ -210,11 +210,7 @@ class TimerEnqueue:
         rows["size_py"] = sizes
         rows["topic_hash"] = [hashes[real] for real in reals]
         extra = self._delivery_rows(srcs, delete, magic_a, reals, qid_texts, uniqs)
-        if positions[-1] - positions[0] == (n - 1) * TIMERLOG_UNIT_SIZE:
-            st.units.put_run(positions[0], rows, extra)
-        else:
-            for pos, unit, x in zip(positions, rows.tolist(), extra.tolist(), strict=True):
-                st.units.put(pos, unit, x)
+        st.units.put_run(positions, rows, extra)
         st.new_units.extend(positions)
         ctx = st.ctx
         log = ctx.log

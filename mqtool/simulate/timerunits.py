@@ -29,7 +29,6 @@ NO_ROW = (0, 0, 0)
 PREV_POS, MAGIC, DELAYED_TIME, OFFSET_PY = (
     itemgetter(ROW_FIELDS.index(name)) for name in ("prev_pos", "magic", "delayed_time", "offset_py")
 )
-_UNIT = struct.Struct(f"={FIELDS}q")
 _ROW = struct.Struct(f"={FIELDS}q{len(NO_ROW)}Q")
 _STRIDE = _ROW.size
 _WIDTH = len(ROW_FIELDS)
@@ -37,75 +36,60 @@ _GROW = 4096  # units a file's columns grow by at once
 
 
 class TimerUnits:
-    """A mapping `pos -> unit tuple` (get, [], []=, in, len) backed by per-file rows, each with its delivery row."""
+    """The units by position (`put`, `put_run`; `get`, `reader`), each with its delivery row."""
 
-    __slots__ = ("file_size", "_cols", "_here", "_odd", "_n")
+    __slots__ = ("file_size", "_cols", "_here", "_odd", "_read")
 
     def __init__(self, file_size: int) -> None:
         self.file_size = int(file_size) if file_size and file_size > 0 else 1 << 62
         self._cols: dict[int, bytearray] = {}
         self._here: dict[int, bytearray] = {}
         self._odd: dict[int, tuple] = {}
-        self._n = 0
-
-    def _where(self, pos: int) -> tuple[int, int] | None:
-        if pos < 0:
-            return None
-        f, within = divmod(pos, self.file_size)
-        i, rest = divmod(within, TIMERLOG_UNIT_SIZE)
-        return None if rest else (f, i)
+        self._read = self.reader(self._odd.get)
 
     def put(self, pos: int, unit, row=NO_ROW) -> None:
         """The unit at `pos` (7 values) and its delivery row (on the grid only; zeros: none)."""
-        w = self._where(pos)
-        if w is None:
-            if pos not in self._odd:
-                self._n += 1
-            self._odd[pos] = tuple(unit)
+        f, within = divmod(pos, self.file_size)
+        i, rest = divmod(within, TIMERLOG_UNIT_SIZE)
+        if rest or pos < 0:
+            self._odd[pos] = tuple(unit)  # off the grid: a damaged store's odd file start
             return
-        f, i = w
         here, cols = self._grow(f, i + 1)
-        if not here[i]:
-            here[i] = 1
-            self._n += 1
+        here[i] = 1
         _ROW.pack_into(cols, i * _STRIDE, *unit, *row)
 
     __setitem__ = put
 
+    def put_run(self, positions: list[int], rows: np.ndarray, extra: np.ndarray) -> None:
+        """`self.put(positions[j], rows[j], extra[j])` for every j (`rows` of `UNIT_DTYPE` or int64 rows of 7,
+        `extra` uint64 rows of 3): the units a batch enqueue appends, their columns written at once where they
+        follow one another on one file's grid."""
+        n, pos = len(positions), positions[0]
+        f, within = divmod(pos, self.file_size)
+        if rows.dtype == UNIT_DTYPE:
+            rows = rows.view(np.int64).reshape(n, FIELDS)
+        one_run = positions[-1] - pos == (n - 1) * TIMERLOG_UNIT_SIZE and within + positions[-1] - pos < self.file_size
+        if pos < 0 or within % TIMERLOG_UNIT_SIZE or not one_run:
+            for p, unit, x in zip(positions, rows.tolist(), extra.tolist(), strict=True):
+                self.put(p, unit, x)
+            return
+        i = within // TIMERLOG_UNIT_SIZE
+        here, cols = self._grow(f, i + n)
+        here[i : i + n] = b"\x01" * n
+        view = np.frombuffer(cols, np.int64, n * _WIDTH, i * _STRIDE).reshape(n, _WIDTH)  # `_ROW`'s layout
+        view[:, :FIELDS] = rows
+        view[:, FIELDS:] = extra.view(np.int64)
+        del view  # the bytearray may grow again only without a view on it
+
     def _grow(self, f: int, units: int) -> tuple[bytearray, bytearray]:
         """File `f`'s (written flags, columns), grown to hold at least `units` units."""
-        here = self._here.get(f)
-        if here is None:
-            here = self._here[f] = bytearray()
-            self._cols[f] = bytearray()
-        cols = self._cols[f]
+        here = self._here.setdefault(f, bytearray())
+        cols = self._cols.setdefault(f, bytearray())
         if units > len(here):
             grow = units - len(here) + _GROW
             here.extend(bytes(grow))
             cols.extend(bytes(_STRIDE * grow))
         return here, cols
-
-    def put_run(self, pos: int, rows: np.ndarray, extra: np.ndarray | None = None) -> None:
-        """`self.put(pos + 52 * j, rows[j], extra[j])` for every j: the units a batch enqueue appends one after
-        another (`rows` of `UNIT_DTYPE`, or int64 with one row of 7 values a unit), their columns written at
-        once; `extra` (uint64 rows of 3, zeros for none) the delivery rows kept beside them."""
-        n = len(rows)
-        if rows.dtype == UNIT_DTYPE:
-            rows = rows.view(np.int64).reshape(n, FIELDS)
-        w = self._where(pos)
-        if w is None or not n or (pos + (n - 1) * TIMERLOG_UNIT_SIZE) // self.file_size != pos // self.file_size:
-            xs = extra.tolist() if extra is not None else [NO_ROW] * n
-            for j, (unit, x) in enumerate(zip(rows.tolist(), xs, strict=True)):
-                self.put(pos + j * TIMERLOG_UNIT_SIZE, unit, x)
-            return
-        f, i = w
-        here, cols = self._grow(f, i + n)
-        self._n += here.count(0, i, i + n)
-        here[i : i + n] = b"\x01" * n
-        view = np.frombuffer(cols, np.int64, n * _WIDTH, i * _STRIDE).reshape(n, _WIDTH)  # `_ROW`'s layout
-        view[:, :FIELDS] = np.asarray(rows, np.int64).reshape(n, FIELDS)
-        view[:, FIELDS:] = 0 if extra is None else np.asarray(extra, np.uint64).reshape(n, len(NO_ROW)).view(np.int64)
-        del view  # the bytearray may grow again only without a view on it
 
     def reader(self, fallback: Callable[[int], tuple | None]) -> Callable[[int], tuple | None]:
         """`read(pos)`: the unit held at `pos` with its delivery row (`ROW_FIELDS`), else `fallback(pos)`'s unit
@@ -123,24 +107,7 @@ class TimerUnits:
 
         return read
 
-    def get(self, pos: int, default=None):
-        w = self._where(pos)
-        if w is None:
-            return self._odd.get(pos, default)
-        f, i = w
-        here = self._here.get(f)
-        if here is None or i >= len(here) or not here[i]:
-            return default
-        return _UNIT.unpack_from(self._cols[f], i * _STRIDE)
-
-    def __getitem__(self, pos: int) -> tuple:
-        u = self.get(pos)
-        if u is None:
-            raise KeyError(pos)
-        return u
-
-    def __contains__(self, pos: int) -> bool:
-        return self.get(pos) is not None
-
-    def __len__(self) -> int:
-        return self._n
+    def get(self, pos: int) -> tuple | None:
+        """The unit at `pos` (its 7 fields), None where none is held."""
+        row = self._read(pos)
+        return None if row is None else row[:FIELDS]

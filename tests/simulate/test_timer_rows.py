@@ -214,9 +214,11 @@ def test_unit_rows_are_cleared_by_a_plain_write():
     units[104] = (1, 2, 3, 4, 5, 6, 7)
     assert read(104) == (1, 2, 3, 4, 5, 6, 7, 0, 0, 0)
     units.put_run(
-        0, np.arange(21, dtype=np.int64).reshape(3, 7), np.array([[1, 2, 3], [0, 0, 0], [9, 8, 2**64 - 1]], np.uint64)
+        [0, 52, 104],
+        np.arange(21, dtype=np.int64).reshape(3, 7),
+        np.array([[1, 2, 3], [0, 0, 0], [9, 8, 2**64 - 1]], np.uint64),
     )
     assert [read(p)[7:] for p in (0, 52, 104)] == [(1, 2, 3), (0, 0, 0), (9, 8, 2**64 - 1)]
-    assert units[104] == (14, 15, 16, 17, 18, 19, 20)
-    units.put_run(52, np.zeros((2, 7), np.int64) - 1)
+    assert units.get(104) == (14, 15, 16, 17, 18, 19, 20)
+    units.put_run([52, 104], np.zeros((2, 7), np.int64) - 1, np.zeros((2, 3), np.uint64))
     assert read(104) == (-1,) * 7 + (0, 0, 0) and read(0)[7:] == (1, 2, 3)
