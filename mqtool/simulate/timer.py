@@ -169,27 +169,20 @@ class TimerService:
             last = st.last_pos(t)
             if last is not None:
                 units += [u for _, u in walk_chain(last, st.read_row, PREV_POS).units]
-        deletes = [need_delete(magic) for _prev, magic, *_rest in units]
-        if not any(deletes):
+        if not any(need_delete(magic) for _prev, magic, *_rest in units):
             return len(units)  # (no record is read)
-        props_of = [st.props_rec(phys)[0] or {} for _prev, _magic, _write, _delayed, phys, *_rest in units]
         cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
-        for u, delete, props in zip(units, deletes, props_of, strict=True):
-            if delete:
-                key, end = props.get(PROPERTY_TIMER_DEL_UNIQKEY), self._end_slot(u, props)
-                if key is not None and end is not None:
-                    cancels.setdefault(end, set()).add(key)
-        n = 0
-        for u, delete, props in zip(units, deletes, props_of, strict=True):
-            if delete:
-                continue
+        targets = []  # (the slot it ends in, properties) of each other unit
+        for u in units:
+            _prev, magic, _write, _delayed, phys, *_rest = u
+            props = st.props_rec(phys)[0] or {}
             end = self._end_slot(u, props)
-            n += not is_deleted(
-                props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                props.get(PROPERTY_REAL_TOPIC),
-                cancels.get(end, _NO_DELETES),
-            )
-        return n
+            if not need_delete(magic):
+                targets.append((end, props))
+            elif (key := props.get(PROPERTY_TIMER_DEL_UNIQKEY)) is not None and end is not None:
+                cancels.setdefault(end, set()).add(key)
+        uk, real = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_REAL_TOPIC
+        return sum(not is_deleted(p.get(uk), p.get(real), cancels.get(end, _NO_DELETES)) for end, p in targets)
 
     def _end_slot(self, u: tuple, props: dict[str, str]) -> int | None:
         """The slot a unit's message ends in: its own, or for a ROLL unit the one of its TIMER_OUT_MS."""

@@ -28,8 +28,7 @@ from mqtool.formats.names import (
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, format_time_ms, need_roll, put_at_once
 from mqtool.simulate.batchread import batchable, close, scan_plain
-from mqtool.simulate.timerrows import FORMATS
-from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, Texts, TimerState, int_or
+from mqtool.simulate.timerstate import TEXTS, TIMERLOG_BLANK_SIZE, TimerState, int_or
 from mqtool.simulate.timerunits import UNIT_DTYPE
 from mqtool.store import propscan
 
@@ -47,7 +46,6 @@ ENQ_WANTED = (
 ENQ_VALUES = ("due", "delete", "real_topic", "real_qid", "uniq_key", "src")  # `_values`' columns, `take`'s arguments
 ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
 ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
-_TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
 # `propscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
 # TIMER_OUT_MS as a number (its first wanted value)
 _STATUS, _SIZE, _NUMBER = propscan.STATUS, propscan.SIZE, propscan.NUMBER
@@ -128,8 +126,6 @@ class TimerEnqueue:
         m = st.ctx.model
         b = m.base
         n = len(phys)
-        if len(_TEXTS) > FORMATS:
-            _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
         own = bisect_left(offs, b.cq_max(TIMER_TOPIC, 0)) if batchable(b) else 0  # the store's records first
         scanned = scan_plain(b, phys[:own], sizes[:own], ENQ_WANTED, ENQ_INTERN) if own else None
         ks: list[int] = []
@@ -270,7 +266,7 @@ def _scanned_columns(out: np.ndarray, buf, ks: list[int]) -> list[list]:
     REAL_QID's texts made once per distinct value (the kernel's first record of each)."""
     F, W = propscan.FIXED, propscan.STRIDE
     rows = out[ks]
-    texts = _TEXTS
+    texts = TEXTS
     cols: list = [rows[:, _NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
     for w in (2, 3):
         c = F + W * w

@@ -26,8 +26,7 @@ from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
 from mqtool.simulate.batchread import batchable, read_sources
 from mqtool.simulate.model import SimMessage, tags_code
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
-from mqtool.simulate.timerrows import FORMATS
-from mqtool.simulate.timerstate import Texts, TimerState, int_or, signed, text
+from mqtool.simulate.timerstate import TEXTS, TimerState, int_or, signed, text
 
 _U64 = (1 << 64) - 1
 # the values `keep` takes from a plain string (`batchread.read_sources`)
@@ -43,7 +42,6 @@ ROLL_WANTED = (
     + (PROPERTY_TAGS,)
 )
 _TIMER_TOPIC_B = TIMER_TOPIC.encode()
-_TEXTS = Texts()  # REAL_TOPIC/REAL_QID bytes -> text
 
 
 class TimerRolls:
@@ -103,9 +101,7 @@ class TimerRolls:
             due = int(out_b)
         except (TypeError, ValueError):
             return False  # (absent, or not a number: the record is read whole)
-        if len(_TEXTS) > FORMATS:
-            _TEXTS.clear()  # a store has a few REAL_TOPIC/REAL_QID values
-        real, qid_text, uk = _TEXTS[real_b], _TEXTS[qid_b], text(uniq_b)
+        real, qid_text, uk = TEXTS[real_b], TEXTS[qid_b], text(uniq_b)
         real_qid = int_or(qid_text)
         if real_qid is None or not 0 <= due <= NP_MAX:
             return False

@@ -124,12 +124,6 @@ class DeliveryRows:
         kind = meta >> 32 & 3
         return None if kind == 0 else f"{hi:016X}{lo:016X}" if kind == 1 else self.formats[hi] % lo
 
-    def _meta(self, topic: str | None, qid_text: str | None) -> int:
-        meta = self._tq_meta(topic, qid_text)
-        if len(self._tq) < FORMATS:
-            self._tq[(topic, qid_text)] = meta
-        return meta
-
     def _format(self, prefix: str, width: int) -> int | None:
         """A UNIQ_KEY's format index, registered on first use; None for no digits or past `FORMATS`."""
         if not width or len(self.formats) >= FORMATS:
@@ -150,20 +144,17 @@ class DeliveryRows:
         drop = tuple(k for k in DELIVERY_SET if k in keys)
         return keys_len + 2 * len(keys) - sum(len(k) + 2 for k in drop), drop
 
-    def _tq_meta(self, topic: str | None, qid_text: str | None) -> int:
-        """The row's topic index + 1 and REAL_QID bits, 0 where the row cannot hold them."""
-        if topic is None:
-            return 0
+    def _meta(self, topic: str | None, qid_text: str | None) -> int:
+        """The row's topic index + 1 and REAL_QID bits, 0 where the row cannot hold them (kept by the texts)."""
         try:
             qid = int(qid_text)
         except (TypeError, ValueError):
             qid = 0
-        if not 0 <= qid < QIDS:
-            return 0
         ti = self._topic_idx.get(topic)
-        if ti is None:
-            if len(self.topics) >= TOPICS:
-                return 0
+        if ti is None and topic is not None and 0 <= qid < QIDS and len(self.topics) < TOPICS:
             ti = self._topic_idx[topic] = len(self.topics)
             self.topics.append(topic)
-        return (ti + 1) | qid << 12
+        meta = 0 if ti is None or not 0 <= qid < QIDS else (ti + 1) | qid << 12
+        if len(self._tq) < FORMATS:
+            self._tq[(topic, qid_text)] = meta
+        return meta

@@ -16,7 +16,7 @@ from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import Process
 from mqtool.simulate.model import next_in_file
-from mqtool.simulate.timerrows import DeliveryRows
+from mqtool.simulate.timerrows import FORMATS, DeliveryRows
 from mqtool.simulate.timerunits import TimerUnits
 
 TIMERLOG_BLANK_SIZE = 16
@@ -158,10 +158,16 @@ def text(value: bytes | None) -> str | None:
 
 class Texts(dict):
     """Bytes `read_plain` gives -> their text (`text`), made on the first look-up of each (a subscript of a
-    dict subclass costs less than a `get` and a test)."""
+    dict subclass costs less than a `get` and a test); emptied past `FORMATS` (a store has a few REAL_TOPIC
+    and REAL_QID values)."""
 
     __slots__ = ()
 
     def __missing__(self, value: bytes | None) -> str | None:
+        if len(self) > FORMATS:
+            self.clear()
         t = self[value] = text(value)
         return t
+
+
+TEXTS = Texts()  # the enqueue's and the rolls' REAL_TOPIC/REAL_QID bytes -> text
