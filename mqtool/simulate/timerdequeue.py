@@ -7,10 +7,6 @@ back into the walked chain, ends the walk with a `skip` event. Cancel requests (
 read first and their TIMER_DEL_UNIQKEY values collected; then the other units oldest first: a record
 whose UNIQ_KEY is in that set is dropped, a ROLL unit is re-put to the timer topic (`TimerRolls`), the
 rest go to REAL_TOPIC/REAL_QID (`rules.timer.convert_properties`).
-
-A delivery `StoreModel.append` would not keep (its queue neither kept nor watched) is counted and placed
-without building the record (`deliver`), from the row kept beside a plain unit (`DeliveryRows`) where
-there is one; any other unit goes through `put` (`convert` + `doPut` with its retries, `do_put_retry`).
 """
 
 from __future__ import annotations

@@ -166,13 +166,10 @@ class TimerEnqueue:
         return np.flatnonzero(ok).tolist()
 
     def take(self, phys: list[int], sizes: list[int], values: list[list], write: int) -> int:
-        """`doEnqueue` of a run of n >= 1 units in order, from their records' TIMER_OUT_MS, TIMER_DEL_UNIQKEY's
-        presence, REAL_TOPIC, REAL_QID and UNIQ_KEY texts and what their delivery rows need (`srcs`: the
-        re-put's size but the two dequeue properties, `DeliveryRows.of_plain`, or (properties, BODYLENGTH or
-        None, SYSFLAG) for `DeliveryRows.of_props`): the slots and magics by `rules.timer.do_enqueue_many`, the
-        TimerLog positions as a run (unit by unit where a file ends), each slot's chain linked in order, the
-        units' columns written together (`TimerUnits.put_run`), the events by one `EventLog.batch`; the
-        earliest slot is returned (the caller wakes the dequeue for it). `values`: the columns `ENQ_VALUES`."""
+        """`doEnqueue` of a run of n >= 1 units in order, from `_values`' columns (`ENQ_VALUES`; `srcs`: the re-put's
+        size for `DeliveryRows.of_plain`, or (properties, BODYLENGTH or None, SYSFLAG) for `of_props`); each slot's
+        chain linked in order, the units' columns written together, the events by one `EventLog.batch`. Returns
+        the earliest slot (the caller wakes the dequeue for it)."""
         due, delete, reals, qid_texts, uniqs, srcs = values
         st = self.st
         n = len(phys)
