@@ -222,3 +222,15 @@ def test_unit_rows_are_cleared_by_a_plain_write():
     assert units.get(104) == (14, 15, 16, 17, 18, 19, 20)
     units.put_run([52, 104], np.zeros((2, 7), np.int64) - 1, np.zeros((2, 3), np.uint64))
     assert read(104) == (-1,) * 7 + (0, 0, 0) and read(0)[7:] == (1, 2, 3)
+
+
+def test_a_unit_of_magic_0_is_held_and_read_back():
+    """A row of magic 0 in the columns is none written; a damaged store's unit of magic 0 is still held."""
+    units = TimerUnits(52 * 100)
+    read = units.reader(units.get)  # as `TimerState.read_row` falls back to `TimerState.unit`
+    units.put(104, (1, 0, 3, 4, 5, 6, 7))
+    assert units.get(104) == (1, 0, 3, 4, 5, 6, 7) and read(104) == (1, 0, 3, 4, 5, 6, 7, 0, 0, 0)
+    units.put(104, (1, 2, 3, 4, 5, 6, 7), (5, 6, 7))
+    assert read(104) == (1, 2, 3, 4, 5, 6, 7, 5, 6, 7)
+    units.put(104, (1, 0, 3, 4, 5, 6, 8))
+    assert units.get(104) == (1, 0, 3, 4, 5, 6, 8) and units.get(52) is None and units.get(-52) is None
