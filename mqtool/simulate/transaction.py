@@ -350,9 +350,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
         # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
         # queue and it is kept
-        watched = m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid))
-        kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).kept
-        w.lazy = m._lazy if m.put_filter is None and kept and not m.keep_messages and not watched else None
+        q = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+        w.lazy = m._lazy if m.put_filter is None and q.kept and not m.keep_messages and not q.listeners else None
         deferred = w.lazy if w.lazy is not None else {}
         w.run = _Run(ctx.log, ctx.engine.now, ctx.clock())
         try:
@@ -417,13 +416,12 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         self.resolved[h.uniq or str(h.phys)] = why
         row_times = times if why == SKIP else get_long(h.check_times)
         cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
-        if h.msg is None and not cmt.kept and not m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
+        if h.msg is None and not cmt.kept and not cmt.listeners:
             e = h.deferred
             size = e.size - m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, w.qid).fixed + cmt.fixed
             if why == SKIP:
                 size += len(str(times)) - len(e.times_text)
-            pos, copy_qo = m.place(size), cmt.base_count + len(cmt.units)
-            cmt.units.append(None)
+            pos, copy_qo = m.append_unit(cmt, size, None)
         else:
             h.build(m)
             props = put_check_times(h.props, times) if why == SKIP else h.props
