@@ -209,8 +209,8 @@ class StoreModel:
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
     spool: RecordSpool | None = None
     # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
-    # `build(phys, entry)` makes the message the first time a reader asks for it (`_materialise`)
-    _lazy: dict[int, Any] = field(default_factory=dict)
+    # `build(phys, entry)` makes the message the first time a reader asks for it (`materialise`)
+    lazy: dict[int, Any] = field(default_factory=dict)
 
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
@@ -261,13 +261,13 @@ class StoreModel:
         m = self._msgs.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
-        if m is None and self._lazy:
-            m = self._materialise(phys)
+        if m is None and self.lazy:
+            m = self.materialise(phys)
         return m
 
-    def _materialise(self, phys: int) -> SimMessage | None:
-        """The message of a record placed without one (`_lazy`), kept from then on as an appended one."""
-        e = self._lazy.pop(phys, None)
+    def materialise(self, phys: int) -> SimMessage | None:
+        """The message of a record placed without one (`lazy`), kept from then on as an appended one."""
+        e = self.lazy.pop(phys, None)
         if e is None:
             return None
         m = self._msgs[phys] = e.build(phys, e)
@@ -326,8 +326,8 @@ class StoreModel:
                 chunk = [u for u in chunk if u is not None]
             phys = list(map(itemgetter(0), chunk))
             deque(map(self._msgs.pop, phys, repeat(None)), 0)  # each dropped wherever it is kept
-            if self._lazy:
-                deque(map(self._lazy.pop, phys, repeat(None)), 0)
+            if self.lazy:
+                deque(map(self.lazy.pop, phys, repeat(None)), 0)
             self._released[key] = stop
 
     def queue_info(self, topic: str, qid: int) -> QueueInfo:

@@ -294,8 +294,7 @@ class ScheduleService(PersistedOffsets[int]):
                 plain_len, (topic, qid_text, uniq) = rec
             else:
                 props, body_len, sys_flag = rec
-                get = props.get
-                topic, qid_text, uniq = get(PROPERTY_REAL_TOPIC), get(PROPERTY_REAL_QUEUE_ID), get(_UNIQ)
+                topic, qid_text, uniq = map(props.get, _WANTED)
             target = targets.get((topic, qid_text), False)
             if target is False:
                 target = targets[(topic, qid_text)] = self._target(_text(topic), _text(qid_text))
@@ -431,7 +430,8 @@ class ScheduleService(PersistedOffsets[int]):
 
 def _real_queue(props: dict[str, str]) -> tuple[str | None, int | None]:
     """REAL_TOPIC and REAL_QID (`Integer.parseInt`; None where it throws) of a delayed message."""
-    return props.get(PROPERTY_REAL_TOPIC), parse_int(props.get(PROPERTY_REAL_QUEUE_ID))
+    real_topic, real_qid_text, _uniq = map(props.get, _WANTED)
+    return real_topic, parse_int(real_qid_text)
 
 
 def _time_up(msg: SimMessage, props: dict[str, str]) -> SimMessage | None:

@@ -97,7 +97,7 @@ class _CopyFacts(NamedTuple):
 
 
 class _Deferred:
-    """A put-back placed without a `SimMessage` (`StoreModel._lazy`): `build(phys, self)` makes it when read."""
+    """A put-back placed without a `SimMessage` (`StoreModel.lazy`): `build(phys, self)` makes it when read."""
 
     __slots__ = ("build", "facts", "times_text", "store_ts", "size", "queue_offset", "source_phys")
 
@@ -122,7 +122,7 @@ class _Walk:
         self.done_op: list[int] = []
         self.pull_status, self.next_op = FOUND, 0  # the last pull's (`getOpMsg`) and where the next one reads
         self.newest_op_born: int | None = None  # the born time of the last op record it read: `isNeedCheck`'s
-        self.lazy: dict | None = None  # `StoreModel._lazy` where a put-back is placed without a `SimMessage`
+        self.lazy: dict | None = None  # `StoreModel.lazy` where a put-back is placed without a `SimMessage`
         self.run: _Run | None = None
 
     def remove(self, i: int, v4: bool) -> None:
@@ -151,16 +151,13 @@ class _Half:
         self.phys, self.msg, self.deferred = phys, msg, deferred
         self.check_times, self.born, self.store_ts, self.immunity, self.prepared = visit
         self.props = None if msg is None else msg.props
-        if msg is None:
-            f = deferred.facts
-            self.real_topic, self.real_qid, self.uniq = f.real_topic, f.real_qid, f.uniq
-        else:
-            self.real_topic, self.real_qid, self.uniq = _real_names(msg.props)
+        f = deferred.facts if msg is None else None
+        self.real_topic, self.real_qid, self.uniq = (f.real_topic, f.real_qid, f.uniq) if f else _real_names(self.props)
 
     def build(self, m) -> None:
-        """A deferred put-back's `SimMessage`, built now (`StoreModel._materialise`) for a step that needs it."""
+        """A deferred put-back's `SimMessage`, built now (`StoreModel.materialise`) for a step that needs it."""
         if self.msg is None:
-            msg = m._materialise(self.phys)
+            msg = m.materialise(self.phys)
             self.__init__(self.phys, msg, None, _visit_values(msg))
 
 
@@ -339,11 +336,11 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         ctx, cfg = self.ctx, self.ctx.config
         m, qid, remove_map, v4 = ctx.model, w.qid, w.remove_map, ctx.v4
         message, msgs = m.message_once, m._msgs  # an original is read once: not cached
-        # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
+        # the put-backs are placed without a `SimMessage` (`StoreModel.lazy`, built by `_build_copy` when read)
         # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
         # queue and it is kept; no fault can refuse them, so the halves to check in a row are put back together
         q = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-        w.lazy = m._lazy if m.put_filter is None and q.kept and not m.keep_messages and not q.listeners else None
+        w.lazy = m.lazy if m.put_filter is None and q.kept and not m.keep_messages and not q.listeners else None
         deferred = w.lazy if w.lazy is not None else {}
         w.run = _Run(ctx.log, ctx.engine.now, ctx.clock())
         rules = (remove_map, w.run.clock, w.start, w.newest_op_born, cfg.transaction_timeout)
@@ -448,7 +445,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
     def _put_back_half_msg_queue(self, w: _Walk, halves: list[tuple]) -> bool:
         """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request
         (the scenario's answer, the end-transaction it schedules), for halves in order: (phys, put-back not yet
-        built or None, message or None, count) each. Into `w.lazy` (`StoreModel._lazy`) the copies are placed
+        built or None, message or None, count) each. Into `w.lazy` (`StoreModel.lazy`) the copies are placed
         without a `SimMessage`; else each is put by `StoreModel.append`, one half at a time: False when it failed."""
         ctx, m, run, qid, lazy = self.ctx, self.ctx.model, w.run, w.qid, w.lazy
         scenario, clock = ctx.scenario, run.clock
@@ -497,7 +494,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         )
 
     def _build_copy(self, phys: int, e: _Deferred) -> SimMessage:
-        """The `SimMessage` of a put-back placed without one (`StoreModel._materialise`): `_renew`'s copy of its
+        """The `SimMessage` of a put-back placed without one (`StoreModel.materialise`): `_renew`'s copy of its
         source as `StoreModel.append` leaves it (its map in the stored order: the first copy's, which a later
         copy, with the same keys, keeps)."""
         facts = e.facts
@@ -538,20 +535,22 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         if half is None:
             return
         new_phys = None
+        real_topic, real_qid, uniq = _real_names(half.props)
         if answer == "commit":
-            props = dict(half.props)
-            final = half.derive(props.get(PROPERTY_REAL_TOPIC, ""), _qid(props) or 0, props)
+            final = half.derive(real_topic or "", real_qid or 0, dict(half.props))
             final.sys_flag = (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
             final.prepared_tx_offset = half.phys
             final.reconsume_times = half.reconsume_times
             res = ctx.put(final, "transaction")
             if not res.ok:
-                self._put_failed(final.topic, final.queue_id, half.uniq_key, half.phys, res.status, "commit")
+                self._put_failed(final.topic, final.queue_id, uniq, half.phys, res.status, "commit")
                 return
             new_phys = res.message.phys
-        self.resolved[half.uniq_key or str(phys)] = answer
-        now, row = ctx.engine.now, (half.props.get(PROPERTY_REAL_TOPIC), _qid(half.props), half.uniq_key, half.phys)
-        ctx.log.batch(now, "transaction", answer, *row, new_phys, queue_offset=half.queue_offset)
+        self.resolved[uniq or str(phys)] = answer
+        now = ctx.engine.now
+        ctx.log.batch(
+            now, "transaction", answer, real_topic, real_qid, uniq, phys, new_phys, queue_offset=half.queue_offset
+        )
         if answer == "commit":
             n = res.message
             row = n.topic, n.queue_id, n.uniq_key, half.phys, new_phys
