@@ -299,10 +299,6 @@ class StoreModel:
         self._listeners.setdefault((topic, qid), []).append(callback)
         self.watchers += 1
 
-    def watched(self, topic: str, qid: int) -> bool:
-        """Whether a service waits for appends to that queue (`on_append`)."""
-        return bool(self._listeners.get((topic, qid)))
-
     def release(self, phys: int) -> None:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
         if self.releasing:
