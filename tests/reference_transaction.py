@@ -12,7 +12,6 @@ from mqtool.formats.names import (
     PROPERTY_WAIT_STORE_MSG_OK,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
-    RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 from mqtool.rules.transaction import (
     CHECK,
@@ -22,7 +21,6 @@ from mqtool.rules.transaction import (
     READ_MORE,
     SKIP,
     STOPS_ROUND,
-    calculate_op_offset,
     check_immunity_time,
     check_times_of,
     check_visit,
@@ -51,97 +49,84 @@ from mqtool.simulate.transaction import (
 class ReferenceTransaction(TransactionService):
     """`TransactionService` with each check round walked half by half."""
 
-    def _round(self):
-        ctx, m = self.ctx, self.ctx.model
-        start = ctx.clock()
-        self.rounds += 1
-        for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
-            half_offset = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-            op_offset = self._offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
-            if half_offset < 0 or op_offset < 0:
-                continue
-            w = _Walk(qid, start, half_offset)
-            remove_map, done_op = w.remove_map, w.done_op
-            self._fill_op_remove_map(w, op_offset)
-            null_count = 1
-            spun_at = -1
-            new_offset = i = half_offset
-            while True:
-                if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
-                    break
-                if i in remove_map:
-                    w.remove(i, ctx.v4)
-                    new_offset = i = i + 1
-                    continue
-                status, msg, next_begin = self._get_one(qid, i)
-                if msg is None:
-                    null_count += 1
-                    if null_count - 1 > MAX_RETRY_COUNT_WHEN_HALF_NULL:
-                        break
-                    if status == NO_NEW_MSG:
-                        break
-                    i = new_offset = next_begin
-                    continue
-                props = msg.props
-                newest_op_born = w.newest_op_born
-                prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
-                decision, times = check_visit(
-                    check_times_of(props),
-                    msg.born_ts,
-                    msg.store_ts,
-                    props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
-                    prepared,
-                    remove_map,
-                    ctx.clock(),
-                    start,
-                    newest_op_born,
-                    ctx.config.transaction_timeout,
-                    ctx.config.transaction_check_max,
-                    ctx.config.file_reserved_time,
-                )
-                props = dict(props) if decision == DISCARD else put_check_times(props, times)
-                if decision == DISCARD or decision == SKIP:
-                    self._discard(msg, props, decision)
-                    new_offset = i = i + 1
-                    continue
-                if decision in STOPS_ROUND:
-                    break  # "Fresh stored" / "New arrived": check it in a later round
-                if decision == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
-                    done_op.append(remove_map.pop(get_long(prepared)))
-                    new_offset = i = i + 1
-                    continue
-                if decision == PUT_BACK:
-                    if self._put_immunity_one(msg, props):
-                        new_offset = i = i + 1
-                        continue
-                    # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
-                    age = ctx.clock() - msg.born_ts
-                    timeout = ctx.config.transaction_timeout
-                    imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), timeout)
-                    decision = CHECK if is_need_check(age, imm, newest_op_born, start, timeout) else READ_MORE
-                if decision == CHECK:
-                    if not self._put_back(msg, props):
-                        yield PUT_BACK_RETRY_MS
-                        continue
-                else:
-                    self._fill_op_remove_map(w, w.next_op)
-                    if w.pull_status != FOUND:
-                        if not ctx.v4:
-                            yield SLEEP_WHILE_NO_OP
-                        elif spun_at == i:
-                            # 4.9.8 retries at once; a second empty read for the same half means it
-                            # spins, burning real time until the half is old enough: 1 ms per turn
-                            yield BUSY_RETRY_49
-                        spun_at = i
-                    continue
+    def _walk(self, w: _Walk):
+        """The loop of `check` over one half queue, one half at a time; the half offset it ends at (the library's
+        `_round` around it reads the offsets and writes them back)."""
+        ctx, qid, start = self.ctx, w.qid, w.start
+        remove_map, done_op = w.remove_map, w.done_op
+        null_count = 1
+        spun_at = -1
+        new_offset = i = w.mini
+        while True:
+            if ctx.clock() - start > MAX_PROCESS_TIME_LIMIT:
+                break
+            if i in remove_map:
+                w.remove(i, ctx.v4)
                 new_offset = i = i + 1
-            if new_offset != half_offset:
-                self.offsets[(RMQ_SYS_TRANS_HALF_TOPIC, qid)] = new_offset
-            new_op = calculate_op_offset(done_op, op_offset)
-            if new_op != op_offset:
-                self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = new_op
-            m.release_below(RMQ_SYS_TRANS_HALF_TOPIC, qid, new_offset)
-            m.release_below(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, new_op)
+                continue
+            status, msg, next_begin = self._get_one(qid, i)
+            if msg is None:
+                null_count += 1
+                if null_count - 1 > MAX_RETRY_COUNT_WHEN_HALF_NULL:
+                    break
+                if status == NO_NEW_MSG:
+                    break
+                i = new_offset = next_begin
+                continue
+            props = msg.props
+            newest_op_born = w.newest_op_born
+            prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
+            decision, times = check_visit(
+                check_times_of(props),
+                msg.born_ts,
+                msg.store_ts,
+                props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
+                prepared,
+                remove_map,
+                ctx.clock(),
+                start,
+                newest_op_born,
+                ctx.config.transaction_timeout,
+                ctx.config.transaction_check_max,
+                ctx.config.file_reserved_time,
+            )
+            props = dict(props) if decision == DISCARD else put_check_times(props, times)
+            if decision == DISCARD or decision == SKIP:
+                self._discard(msg, props, decision)
+                new_offset = i = i + 1
+                continue
+            if decision in STOPS_ROUND:
+                break  # "Fresh stored" / "New arrived": check it in a later round
+            if decision == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
+                done_op.append(remove_map.pop(get_long(prepared)))
+                new_offset = i = i + 1
+                continue
+            if decision == PUT_BACK:
+                if self._put_immunity_one(msg, props):
+                    new_offset = i = i + 1
+                    continue
+                # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
+                age = ctx.clock() - msg.born_ts
+                timeout = ctx.config.transaction_timeout
+                imm = check_immunity_time(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), timeout)
+                decision = CHECK if is_need_check(age, imm, newest_op_born, start, timeout) else READ_MORE
+            if decision == CHECK:
+                if not self._put_back(msg, props):
+                    yield PUT_BACK_RETRY_MS
+                    continue
+            else:
+                self._fill_op_remove_map(w, w.next_op)
+                if w.pull_status != FOUND:
+                    if not ctx.v4:
+                        yield SLEEP_WHILE_NO_OP
+                    elif spun_at == i:
+                        # 4.9.8 retries at once; a second empty read for the same half means it
+                        # spins, burning real time until the half is old enough: 1 ms per turn
+                        yield BUSY_RETRY_49
+                    spun_at = i
+                continue
+            new_offset = i = i + 1
+        return new_offset
 
     def _get_one(self, qid: int, offset: int) -> tuple[str, SimMessage | None, int]:
         """`getHalfMsg`: (status, the half at `offset` or None, the next offset)."""

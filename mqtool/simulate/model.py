@@ -162,6 +162,7 @@ class QueueInfo(NamedTuple):
     base_count: int  # the base's units (the overlay's first queue offset)
     fixed: int  # the size of a record's fixed part with this topic, the hosts aside
     kept: bool  # whether units and records are kept (a service reads them back)
+    listeners: list[Callable[[], None]]  # called after every append (`on_append`)
 
 
 @dataclass(slots=True)
@@ -195,6 +196,7 @@ class StoreModel:
     _msgs: dict[int, SimMessage] = field(default_factory=dict)
     _listeners: dict[tuple[str, int], list[Callable[[], None]]] = field(default_factory=dict)
     _queue_info: dict[tuple[str, int], QueueInfo] = field(default_factory=dict)
+    watchers: int = 0  # the callbacks `on_append` took: a service's cached `queue_info` answers hold while it stays
     _end: int | None = None
     # False (benchmarks): records on topics no service reads (deliveries) are only counted, not kept
     keep_messages: bool = True
@@ -207,8 +209,8 @@ class StoreModel:
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
     spool: RecordSpool | None = None
     # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
-    # `build(phys, entry)` makes the message the first time a reader asks for it (`_materialise`)
-    _lazy: dict[int, Any] = field(default_factory=dict)
+    # `build(phys, entry)` makes the message the first time a reader asks for it (`materialise`)
+    lazy: dict[int, Any] = field(default_factory=dict)
 
     def raw(self, m: SimMessage) -> str:
         """The properties string of a record: as read for input records, as the broker builds it for
@@ -259,13 +261,13 @@ class StoreModel:
         m = self._msgs.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
-        if m is None and self._lazy:
-            m = self._materialise(phys)
+        if m is None and self.lazy:
+            m = self.materialise(phys)
         return m
 
-    def _materialise(self, phys: int) -> SimMessage | None:
-        """The message of a record placed without one (`_lazy`), kept from then on as an appended one."""
-        e = self._lazy.pop(phys, None)
+    def materialise(self, phys: int) -> SimMessage | None:
+        """The message of a record placed without one (`lazy`), kept from then on as an appended one."""
+        e = self.lazy.pop(phys, None)
         if e is None:
             return None
         m = self._msgs[phys] = e.build(phys, e)
@@ -295,6 +297,7 @@ class StoreModel:
     def on_append(self, topic: str, qid: int, callback: Callable[[], None]) -> None:
         """Call `callback()` after every append to that queue (a service waiting for new units)."""
         self._listeners.setdefault((topic, qid), []).append(callback)
+        self.watchers += 1
 
     def release(self, phys: int) -> None:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
@@ -319,8 +322,8 @@ class StoreModel:
                 chunk = [u for u in chunk if u is not None]
             phys = list(map(itemgetter(0), chunk))
             deque(map(self._msgs.pop, phys, repeat(None)), 0)  # each dropped wherever it is kept
-            if self._lazy:
-                deque(map(self._lazy.pop, phys, repeat(None)), 0)
+            if self.lazy:
+                deque(map(self.lazy.pop, phys, repeat(None)), 0)
             self._released[key] = stop
 
     def queue_info(self, topic: str, qid: int) -> QueueInfo:
@@ -330,9 +333,9 @@ class StoreModel:
             units = self._units.setdefault(key, [])
             tlen = len(topic.encode("utf-8", "surrogateescape"))
             keep = self.keep_messages or topic in (_READ_BACK if self.releasing else SYSTEM_TOPICS)
-            q = self._queue_info[key] = QueueInfo(
-                units, self.base.cq_max(*key), FIXED_SIZE + (2 if tlen > 127 else 1) + tlen, keep
-            )
+            fixed = FIXED_SIZE + (2 if tlen > 127 else 1) + tlen
+            listeners = self._listeners.setdefault(key, [])
+            q = self._queue_info[key] = QueueInfo(units, self.base.cq_max(*key), fixed, keep, listeners)
         return q
 
     def reput_size(self, props: dict[str, str], fixed: int, sys_flag: int, body_len: int) -> int:
@@ -384,44 +387,41 @@ class StoreModel:
         props = m.props
         key = (m.topic, m.queue_id)
         q = self._queue_info.get(key) or self.queue_info(*key)
-        units, bmax, fixed, keep = q
-        m.size = size = self.record_size(m, fixed)
+        m.size = size = self.record_size(m, q.fixed)
         order = key_order(tuple(props), self.capacity).order
         if order is not None:
             m.props = props = {k: props[k] for k in order}
-        pos = self.place(size)
-        m.phys = pos
         m.store_ts = now
         m.service = service
-        m.queue_offset = bmax + len(units)
         if not m.tags_code:
             m.tags_code = tags_code(props)
-        if keep:
-            units.append((pos, size, m.tags_code))
+        # a unit nobody keeps is counted for the queue offsets only: no service reads a delivered record back
+        m.phys, m.queue_offset = self.append_unit(q, size, m.tags_code if q.kept else None)
+        if q.kept:
             if self.spool is not None and m.topic == TIMER_TOPIC:
                 self.spool.put(m)  # read back when its slot comes, maybe a day later
             else:
-                self._msgs[pos] = m
+                self._msgs[m.phys] = m
             if self.keep_messages:
                 self.appended.append(m)
-        else:
-            units.append(None)  # counted for the queue offsets; no service reads a delivered record back
-        for cb in self._listeners.get(key, ()):
-            cb()
         return PutResult(True, "PUT_OK", m)
 
-    def append_row(self, topic: str, qid: int, size: int, tags: int) -> tuple[int, int]:
-        """`append` of a re-put of `size` bytes its service keeps itself (a row: `RecordSpool.put_row`), for
-        a caller that knows no fault can refuse it (`put_filter` None) and that the queue keeps its units
-        (`queue_info`): (CommitLog offset, queue offset); the unit is appended and the queue's listeners
-        called as `append` does, but no `SimMessage` is built, kept or encoded."""
-        q = self.queue_info(topic, qid)
+    def append_unit(self, q: QueueInfo, size: int, tags: int | None) -> tuple[int, int]:
+        """The one place-and-size step of every append: a record of `size` bytes placed (`place`), its unit added
+        to queue `q` (`queue_info`; None where `tags` is: only counted) and the queue's listeners called:
+        (CommitLog offset, queue offset). `append` takes it for a `SimMessage`; a service that keeps its re-puts
+        itself, or whose re-puts nobody reads, takes it directly where no fault can refuse them."""
         pos = self.place(size)
-        queue_offset = q.base_count + len(q.units)
-        q.units.append((pos, size, tags))
-        for cb in self._listeners.get((topic, qid), ()):
+        units = q.units
+        queue_offset = q.base_count + len(units)
+        units.append(None if tags is None else (pos, size, tags))
+        for cb in q.listeners:
             cb()
         return pos, queue_offset
+
+    def append_row(self, topic: str, qid: int, size: int, tags: int) -> tuple[int, int]:
+        """`append_unit` of a kept unit by queue name (the timer's rolls, kept as rows by the spool)."""
+        return self.append_unit(self.queue_info(topic, qid), size, tags)
 
     def max_phys(self) -> int:  # as a base answers it (a `MemoryBase` is a model of its own)
         return self.end

@@ -48,7 +48,7 @@ from mqtool.rules.schedule import (
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import SCHEDULE, Process
-from mqtool.simulate.model import PutResult, SimMessage
+from mqtool.simulate.model import PutResult, QueueInfo, SimMessage
 from mqtool.simulate.service import FIRST_PERSIST_MS, PersistedOffsets
 
 MAX_RESEND_TO_BLOCK = 3  # scheduleAsyncDeliverMaxResendNum2Blocked
@@ -70,9 +70,7 @@ class _Target(NamedTuple):
 
     real_topic: str
     real_qid: int
-    units: list  # `QueueInfo.units`
-    base_count: int
-    fixed: int
+    queue: QueueInfo
 
 
 class _Step:
@@ -130,7 +128,7 @@ class ScheduleService(PersistedOffsets[int]):
         self.pending: dict[int, deque[_Pending]] = {}
         self.grid: dict[int, int] = {}  # level -> time of its last poll (polls are 100 ms apart)
         self._targets: dict[tuple, tuple | object | None] = {}  # `_deliver_due`'s `_target` answers
-        self._targets_for: tuple[int, int] | None = None
+        self._targets_for = -1  # `StoreModel.watchers` when `_targets` was filled
         self._floor: int | None = None  # the base's CommitLog end, where the overlay begins
         for level in self.delays:
             qid = delay_level_2_queue_id(level)
@@ -271,15 +269,13 @@ class ScheduleService(PersistedOffsets[int]):
         else:
             records, light, look = [None] * k, None, False
         message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
-        place, reput_size, plain_reput_size = m.place, m.reput_size, m.plain_reput_size
+        append_unit, reput_size, plain_reput_size = m.append_unit, m.reput_size, m.plain_reput_size
         keep, async_deliver = ctx.log.keep, ctx.config.enable_schedule_async_deliver
         rows: list[tuple] = []
         # (REAL_TOPIC, REAL_QID) -> `_target`, by the values' text or bytes (`read_plain`). Kept from batch to
         # batch while no queue gains a watcher (`on_append`): nothing else changes them
-        listeners = m._listeners
-        watched = (len(listeners), sum(map(len, listeners.values())))
-        if self._targets_for != watched:
-            self._targets_for, self._targets = watched, {}
+        if self._targets_for != m.watchers:
+            self._targets_for, self._targets = m.watchers, {}
         targets = self._targets
         offset = step.offset
         delivered = -1  # the last unit put by a row
@@ -298,20 +294,18 @@ class ScheduleService(PersistedOffsets[int]):
                 plain_len, (topic, qid_text, uniq) = rec
             else:
                 props, body_len, sys_flag = rec
-                get = props.get
-                topic, qid_text, uniq = get(PROPERTY_REAL_TOPIC), get(PROPERTY_REAL_QUEUE_ID), get(_UNIQ)
+                topic, qid_text, uniq = map(props.get, _WANTED)
             target = targets.get((topic, qid_text), False)
             if target is False:
                 target = targets[(topic, qid_text)] = self._target(_text(topic), _text(qid_text))
             if target is _DISCARD:
                 continue  # "[BUG] the real topic of schedule msg is ..., discard the msg"
             if target is not None:
-                fixed = target.fixed
+                fixed = target.queue.fixed
                 size = plain_reput_size(plain_len, fixed) if plain else reput_size(props, fixed, sys_flag, body_len)
-                pos, queue_offset = place(size), target.base_count + len(target.units)
+                pos, queue_offset = append_unit(target.queue, size, None)  # a unit not kept, as `append` counts it
                 if plain and uniq is not None:
                     uniq = uniq.decode("utf-8", "surrogateescape")
-                target.units.append(None)  # counted for the queue offsets, as `append` does for a record not kept
                 row = target.real_topic, target.real_qid, uniq, ph, pos, level, deliver[i], queue_offset
             else:  # kept, watched, refusable or async: a `SimMessage` through `StoreModel.append`
                 msg = msg or message(ph)
@@ -350,10 +344,10 @@ class ScheduleService(PersistedOffsets[int]):
         log.batch(now, "schedule", "deliver", topic, qid, uniq, ph, pos, level=level, due=due, queue_offset=offset)
 
     def _target(self, real_topic: str | None, real_qid_text: str | None) -> tuple | object | None:
-        """(REAL_TOPIC, REAL_QID, overlay units, the base's unit count, fixed size) of the queue a row re-put
-        goes to; `_DISCARD` without REAL_TOPIC or with the half topic; None where `_deliver` must put a
-        `SimMessage` (or `messageTimeUp` throws first: a REAL_QID `Integer.parseInt` refuses), a queue whose
-        re-puts are kept or watched, a fault that may refuse the put, async delivery."""
+        """(REAL_TOPIC, REAL_QID, `QueueInfo`) of the queue a row re-put goes to; `_DISCARD` without REAL_TOPIC or
+        with the half topic; None where `_deliver` must put a `SimMessage` (or `messageTimeUp` throws first: a
+        REAL_QID `Integer.parseInt` refuses), a queue whose re-puts are kept or watched, a fault that may refuse
+        the put, async delivery."""
         real_qid = parse_int(real_qid_text)
         if real_qid is None:
             return None
@@ -362,10 +356,8 @@ class ScheduleService(PersistedOffsets[int]):
         m = self.ctx.model
         if m.put_filter is not None or self.ctx.config.enable_schedule_async_deliver:
             return None
-        units, bmax, fixed, kept = m.queue_info(real_topic, real_qid)
-        if kept or m._listeners.get((real_topic, real_qid)):
-            return None
-        return _Target(real_topic, real_qid, units, bmax, fixed)
+        q = m.queue_info(real_topic, real_qid)
+        return None if q.kept or q.listeners else _Target(real_topic, real_qid, q)
 
     def _deliver(self, level: int, off: int, msg, new, res, due: int) -> bool:
         """A re-put the sync walk failed to put (`res`), or an async one (`res` None): put now, its result handled
@@ -438,7 +430,8 @@ class ScheduleService(PersistedOffsets[int]):
 
 def _real_queue(props: dict[str, str]) -> tuple[str | None, int | None]:
     """REAL_TOPIC and REAL_QID (`Integer.parseInt`; None where it throws) of a delayed message."""
-    return props.get(PROPERTY_REAL_TOPIC), parse_int(props.get(PROPERTY_REAL_QUEUE_ID))
+    real_topic, real_qid_text, _uniq = map(props.get, _WANTED)
+    return real_topic, parse_int(real_qid_text)
 
 
 def _time_up(msg: SimMessage, props: dict[str, str]) -> SimMessage | None:

@@ -97,7 +97,7 @@ class _CopyFacts(NamedTuple):
 
 
 class _Deferred:
-    """A put-back placed without a `SimMessage` (`StoreModel._lazy`): `build(phys, self)` makes it when read."""
+    """A put-back placed without a `SimMessage` (`StoreModel.lazy`): `build(phys, self)` makes it when read."""
 
     __slots__ = ("build", "facts", "times_text", "store_ts", "size", "queue_offset", "source_phys")
 
@@ -122,7 +122,7 @@ class _Walk:
         self.done_op: list[int] = []
         self.pull_status, self.next_op = FOUND, 0  # the last pull's (`getOpMsg`) and where the next one reads
         self.newest_op_born: int | None = None  # the born time of the last op record it read: `isNeedCheck`'s
-        self.lazy: dict | None = None  # `StoreModel._lazy` where a put-back is placed without a `SimMessage`
+        self.lazy: dict | None = None  # `StoreModel.lazy` where a put-back is placed without a `SimMessage`
         self.run: _Run | None = None
 
     def remove(self, i: int, v4: bool) -> None:
@@ -140,37 +140,25 @@ class _Walk:
 
 
 class _Half:
-    """What a visit reads of a half: a record with its `SimMessage`, or a put-back not yet built (`deferred`)."""
+    """A half a visit does more than put back (`_visit`): a record with its `SimMessage`, or a put-back not yet
+    built (`deferred`), with the values `check_visit` read of it (`_visit_values`)."""
 
     __slots__ = tuple(
         "phys msg deferred props check_times born store_ts immunity prepared real_topic real_qid uniq".split()
     )
 
-    def __init__(self, phys: int, msg: SimMessage | None, deferred: _Deferred | None) -> None:
+    def __init__(self, phys: int, msg: SimMessage | None, deferred: _Deferred | None, visit: tuple) -> None:
         self.phys, self.msg, self.deferred = phys, msg, deferred
-        if msg is not None:
-            self._read(msg)
-            return
-        f = deferred.facts
-        self.props = None
-        self.check_times, self.store_ts, self.born = deferred.times_text, deferred.store_ts, f.born
-        self.immunity, self.prepared = f.immunity, f.prepared
-        self.real_topic, self.real_qid, self.uniq = f.real_topic, f.real_qid, f.uniq
-
-    def _read(self, msg: SimMessage) -> None:
-        props = self.props = msg.props
-        self.phys, self.check_times = msg.phys, check_times_of(props)
-        self.born, self.store_ts = msg.born_ts, msg.store_ts
-        self.immunity = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
-        self.prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
-        self.real_topic, self.real_qid = props.get(PROPERTY_REAL_TOPIC), _qid(props)
-        self.uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        self.check_times, self.born, self.store_ts, self.immunity, self.prepared = visit
+        self.props = None if msg is None else msg.props
+        f = deferred.facts if msg is None else None
+        self.real_topic, self.real_qid, self.uniq = (f.real_topic, f.real_qid, f.uniq) if f else _real_names(self.props)
 
     def build(self, m) -> None:
-        """A deferred put-back's `SimMessage`, built now (`StoreModel._materialise`) for a step that needs it."""
+        """A deferred put-back's `SimMessage`, built now (`StoreModel.materialise`) for a step that needs it."""
         if self.msg is None:
-            self.msg, self.deferred = m._materialise(self.phys), None
-            self._read(self.msg)
+            msg = m.materialise(self.phys)
+            self.__init__(self.phys, msg, None, _visit_values(msg))
 
 
 class _Run:
@@ -343,24 +331,27 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         rows, in order, written a run of one kind at a time (`_Run`).
 
         The units are read up to the queue's max as a pass starts: the put-backs go to the same queue, after
-        it, and are visited by the next pass (discarded at transactionCheckMax, else "fresh stored")."""
-        ctx = self.ctx
-        m, qid, remove_map = ctx.model, w.qid, w.remove_map
+        it, and are visited by the next pass (discarded at transactionCheckMax, else "fresh stored"). Halves
+        to check in a row are put back together, before the next step that is not one."""
+        ctx, cfg = self.ctx, self.ctx.config
+        m, qid, remove_map, v4 = ctx.model, w.qid, w.remove_map, ctx.v4
         message, msgs = m.message_once, m._msgs  # an original is read once: not cached
-        # the put-backs are placed without a `SimMessage` (`StoreModel._lazy`, built by `_build_copy` when read)
+        # the put-backs are placed without a `SimMessage` (`StoreModel.lazy`, built by `_build_copy` when read)
         # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
-        # queue and it is kept
-        watched = m._listeners.get((RMQ_SYS_TRANS_HALF_TOPIC, qid))
-        kept = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).kept
-        w.lazy = m._lazy if m.put_filter is None and kept and not m.keep_messages and not watched else None
+        # queue and it is kept; no fault can refuse them, so the halves to check in a row are put back together
+        q = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+        w.lazy = m.lazy if m.put_filter is None and q.kept and not m.keep_messages and not q.listeners else None
         deferred = w.lazy if w.lazy is not None else {}
         w.run = _Run(ctx.log, ctx.engine.now, ctx.clock())
+        rules = (remove_map, w.run.clock, w.start, w.newest_op_born, cfg.transaction_timeout)
+        rules += (cfg.transaction_check_max, cfg.file_reserved_time)
+        checks: list[tuple] = []  # (phys, deferred put-back, message, count) of the halves to check not put back
         try:
             moved = True
             while moved:
                 moved = False
                 if i in remove_map:
-                    w.remove(i, ctx.v4)
+                    w.remove(i, v4)
                     i += 1
                     moved = True
                     continue
@@ -370,26 +361,41 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 for off, (ph, _size, _tags) in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, hi):
                     moved = True
                     if off in remove_map:
-                        w.remove(off, ctx.v4)
+                        w.remove(off, v4)
+                        i = off + 1
+                        continue
+                    e = deferred.get(ph)  # a put-back of an earlier batch, not yet built
+                    msg = None if e is not None else (msgs.get(ph) or message(ph))
+                    if e is not None:
+                        f = e.facts
+                        visit = e.times_text, f.born, e.store_ts, f.immunity, f.prepared
+                    elif msg is None:
+                        return off, MISSING
                     else:
-                        e = deferred.get(ph)  # a put-back of an earlier batch, not yet built
-                        msg = None if e is not None else (msgs.get(ph) or message(ph))
-                        if msg is None and e is None:
-                            return off, MISSING
-                        stop = self._visit(w, _Half(ph, msg, e))
+                        visit = _visit_values(msg)
+                    why, times = check_visit(*visit, *rules)
+                    if why == CHECK and w.lazy is not None:
+                        checks.append((ph, e, msg, times))
+                    else:
+                        if checks:
+                            self._put_back_half_msg_queue(w, checks)
+                            checks = []
+                        stop = self._visit(w, _Half(ph, msg, e, visit), why, times)
                         if stop is not None:
                             return off, stop
                     i = off + 1
+                if checks:  # put back before the next pass reads the queue's max
+                    self._put_back_half_msg_queue(w, checks)
+                    checks = []
             return i, MISSING
-        finally:  # the rows before where it stops
+        finally:  # the put-backs and rows before where it stops
+            if checks:
+                self._put_back_half_msg_queue(w, checks)
             w.run.flush()
 
-    def _visit(self, w: _Walk, h: _Half) -> str | None:
-        """One visit of `check` (`check_visit`) and what it does; None to go on, else why the walk stops at `h`."""
-        cfg, clock, start, newest = self.ctx.config, w.run.clock, w.start, w.newest_op_born
-        timeout = cfg.transaction_timeout
-        visit = h.check_times, h.born, h.store_ts, h.immunity, h.prepared, w.remove_map, clock, start, newest
-        why, times = check_visit(*visit, timeout, cfg.transaction_check_max, cfg.file_reserved_time)
+    def _visit(self, w: _Walk, h: _Half, why: str, times: int | None) -> str | None:
+        """What a visit of `check` (`check_visit`'s `why`) does; None to go on, else why the walk stops at `h`."""
+        timeout = self.ctx.config.transaction_timeout
         if why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
             w.done_op.append(w.remove_map.pop(get_long(h.prepared)))
             return None
@@ -399,13 +405,14 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 return None
             # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
             imm = check_immunity_time(h.immunity, timeout)
-            why = CHECK if is_need_check(clock - h.born, imm, newest, start, timeout) else READ_MORE
+            need = is_need_check(w.run.clock - h.born, imm, w.newest_op_born, w.start, timeout)
+            why = CHECK if need else READ_MORE
         if why == DISCARD or why == SKIP:
             self._resolve_discard(h, why, times, w)
             return None
         if why != CHECK:
             return why
-        return None if self._put_back_half_msg_queue(h, times, w) else REFUSED
+        return None if self._put_back_half_msg_queue(w, [(h.phys, h.deferred, h.msg, times)]) else REFUSED
 
     # ----- puts -----
     def _resolve_discard(self, h: _Half, why: str, times: int | None, w: _Walk) -> None:
@@ -417,13 +424,12 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         self.resolved[h.uniq or str(h.phys)] = why
         row_times = times if why == SKIP else get_long(h.check_times)
         cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
-        if h.msg is None and not cmt.kept and not m._listeners.get((RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)):
+        if h.msg is None and not cmt.kept and not cmt.listeners:
             e = h.deferred
             size = e.size - m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, w.qid).fixed + cmt.fixed
             if why == SKIP:
                 size += len(str(times)) - len(e.times_text)
-            pos, copy_qo = m.place(size), cmt.base_count + len(cmt.units)
-            cmt.units.append(None)
+            pos, copy_qo = m.append_unit(cmt, size, None)
         else:
             h.build(m)
             props = put_check_times(h.props, times) if why == SKIP else h.props
@@ -436,43 +442,51 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
             pos, copy_qo = res.message.phys, res.message.queue_offset
         w.run.add(why, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
 
-    def _put_back_half_msg_queue(self, h: _Half, times: int | None, w: _Walk) -> bool:
+    def _put_back_half_msg_queue(self, w: _Walk, halves: list[tuple]) -> bool:
         """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request
-        (the scenario's answer, the end-transaction it schedules); False when the put failed. Into `w.lazy`
-        (`StoreModel._lazy`) the copy is placed without a `SimMessage`, as `StoreModel.append` places it."""
-        ctx, run = self.ctx, w.run
-        times_text = str(times)
-        facts = h.deferred.facts if h.deferred is not None else self._copy_facts(h, w.qid, times_text)
-        if w.lazy is not None:
-            size = facts.size + len(times_text)
-            pos, copy_qo = ctx.model.append_row(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, size, facts.tags)
-            w.lazy[pos] = _Deferred(self._build_copy, facts, times_text, run.clock, size, copy_qo, h.phys)
-        else:
-            res = ctx.model.append(_renew(h.msg, put_check_times(h.props, times_text)), run.clock, "transaction")
-            if not res.ok:
-                run.flush()
-                self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "check put-back")
-                return False
-            pos, copy_qo = res.message.phys, res.message.queue_offset
-        scenario, group, keys = ctx.scenario, facts.group, facts.keys
-        answer = scenario.answer_for(group, h.uniq, keys, ctx.rng) if scenario.answers else scenario.default_answer
-        run.add(CHECK, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, group, times, copy_qo, answer))
-        if answer in ("commit", "rollback"):
-            ctx.engine.schedule(lambda: self.end_transaction(pos, answer), PRODUCER, ctx.scenario.answer_delay_ms)
+        (the scenario's answer, the end-transaction it schedules), for halves in order: (phys, put-back not yet
+        built or None, message or None, count) each. Into `w.lazy` (`StoreModel.lazy`) the copies are placed
+        without a `SimMessage`; else each is put by `StoreModel.append`, one half at a time: False when it failed."""
+        ctx, m, run, qid, lazy = self.ctx, self.ctx.model, w.run, w.qid, w.lazy
+        scenario, clock = ctx.scenario, run.clock
+        default, delay = scenario.default_answer, scenario.answer_delay_ms
+        q = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+        if run.kind != CHECK:
+            run.flush()
+            run.kind = CHECK
+        rows = run.rows
+        for ph, e, msg, times in halves:
+            times_text = str(times)
+            facts = e.facts if e is not None else self._copy_facts(msg, qid, times_text)
+            if lazy is not None:
+                size = facts.size + len(times_text)
+                pos, copy_qo = m.append_unit(q, size, facts.tags)
+                lazy[pos] = _Deferred(self._build_copy, facts, times_text, clock, size, copy_qo, ph)
+            else:
+                res = m.append(_renew(msg, put_check_times(msg.props, times_text)), clock, "transaction")
+                if not res.ok:
+                    run.flush()
+                    self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, qid, facts.uniq, ph, res.status, "check put-back")
+                    return False
+                pos, copy_qo = res.message.phys, res.message.queue_offset
+            group, uniq = facts.group, facts.uniq
+            answer = scenario.answer_for(group, uniq, facts.keys, ctx.rng) if scenario.answers else default
+            rows.append((facts.real_topic, facts.real_qid, uniq, ph, pos, group, times, copy_qo, answer))
+            if answer in ("commit", "rollback"):
+                ctx.engine.schedule(lambda p=pos, a=answer: self.end_transaction(p, a), PRODUCER, delay)
         return True
 
-    def _copy_facts(self, h: _Half, qid: int, times_text: str) -> _CopyFacts:
-        """What every later put-back of half `h` shares (`_CopyFacts`). The size is `StoreModel.append`'s for the
+    def _copy_facts(self, msg: SimMessage, qid: int, times_text: str) -> _CopyFacts:
+        """What every later put-back of half `msg` shares (`_CopyFacts`). The size is `StoreModel.append`'s for the
         first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
-        m, msg = self.ctx.model, h.msg
-        props = put_check_times(h.props, times_text)
+        m = self.ctx.model
+        props = put_check_times(msg.props, times_text)
         size = m.reput_size(props, m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).fixed, msg.sys_flag, msg.body_len)
         keys = _keys(props) if self.ctx.scenario.answers else None
         src, group = msg.derive(msg.topic, msg.queue_id, props), props.get(PROPERTY_PRODUCER_GROUP)
+        _times, born, _store_ts, immunity, prepared = _visit_values(msg)
         n, tags = size - len(times_text), tags_code(props)
-        return _CopyFacts(
-            src, props, h.real_topic, h.real_qid, h.uniq, group, h.born, h.immunity, h.prepared, keys, n, tags
-        )
+        return _CopyFacts(src, props, *_real_names(props), group, born, immunity, prepared, keys, n, tags)
 
     def _put_failed(self, topic: str, qid: int, uniq: str | None, phys: int, status: str, reason: str) -> None:
         self.ctx.log.emit(
@@ -480,7 +494,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         )
 
     def _build_copy(self, phys: int, e: _Deferred) -> SimMessage:
-        """The `SimMessage` of a put-back placed without one (`StoreModel._materialise`): `_renew`'s copy of its
+        """The `SimMessage` of a put-back placed without one (`StoreModel.materialise`): `_renew`'s copy of its
         source as `StoreModel.append` leaves it (its map in the stored order: the first copy's, which a later
         copy, with the same keys, keeps)."""
         facts = e.facts
@@ -521,20 +535,22 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         if half is None:
             return
         new_phys = None
+        real_topic, real_qid, uniq = _real_names(half.props)
         if answer == "commit":
-            props = dict(half.props)
-            final = half.derive(props.get(PROPERTY_REAL_TOPIC, ""), _qid(props) or 0, props)
+            final = half.derive(real_topic or "", real_qid or 0, dict(half.props))
             final.sys_flag = (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
             final.prepared_tx_offset = half.phys
             final.reconsume_times = half.reconsume_times
             res = ctx.put(final, "transaction")
             if not res.ok:
-                self._put_failed(final.topic, final.queue_id, half.uniq_key, half.phys, res.status, "commit")
+                self._put_failed(final.topic, final.queue_id, uniq, half.phys, res.status, "commit")
                 return
             new_phys = res.message.phys
-        self.resolved[half.uniq_key or str(phys)] = answer
-        now, row = ctx.engine.now, (half.props.get(PROPERTY_REAL_TOPIC), _qid(half.props), half.uniq_key, half.phys)
-        ctx.log.batch(now, "transaction", answer, *row, new_phys, queue_offset=half.queue_offset)
+        self.resolved[uniq or str(phys)] = answer
+        now = ctx.engine.now
+        ctx.log.batch(
+            now, "transaction", answer, real_topic, real_qid, uniq, phys, new_phys, queue_offset=half.queue_offset
+        )
         if answer == "commit":
             n = res.message
             row = n.topic, n.queue_id, n.uniq_key, half.phys, new_phys
@@ -635,6 +651,19 @@ def _op_body(q: list[str]) -> str:
 def _keys(props: dict[str, str]) -> list[str]:
     """KEYS as `Scenario.answer_for` takes them."""
     return [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
+
+
+def _visit_values(msg: SimMessage) -> tuple:
+    """What `check_visit` reads of a half: TRANSACTION_CHECK_TIMES, born and store times,
+    CHECK_IMMUNITY_TIME_IN_SECONDS, TRAN_PREPARED_QUEUE_OFFSET."""
+    props = msg.props
+    immunity, prepared = PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET
+    return check_times_of(props), msg.born_ts, msg.store_ts, props.get(immunity), props.get(prepared)
+
+
+def _real_names(props: dict[str, str]) -> tuple[str | None, int | None, str | None]:
+    """REAL_TOPIC, REAL_QID (`_qid`) and UNIQ_KEY of a half: the names its events carry."""
+    return props.get(PROPERTY_REAL_TOPIC), _qid(props), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
 def _qid(props: dict[str, str]) -> int | None:

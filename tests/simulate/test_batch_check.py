@@ -132,7 +132,7 @@ def test_batch_under_a_put_failure(tmp_path, monkeypatch):
 
 def test_deferred_put_backs_read_as_the_per_message_walk_made_them(tmp_path, monkeypatch):
     """A run that keeps no records for `--out` (no held events) places the put-backs without a `SimMessage`
-    (`StoreModel._lazy`); the ones read again (an answer's end-transaction, a discard or skip where the
+    (`StoreModel.lazy`); the ones read again (an answer's end-transaction, a discard or skip where the
     queue keeps records) are built then and must read as the per-message walk's own copies: same log, same
     summary, with answers, on 5.3 and 4.9."""
     # fixed seed 7: the answers' draws give 245 ends of 393 checks on 5.3, 244 of 402 on 4.9
