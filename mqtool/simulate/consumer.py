@@ -66,14 +66,13 @@ from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import NORMAL, Process
 from mqtool.simulate.model import SimMessage
 from mqtool.simulate.scenario import ConsumerSpec
-from mqtool.simulate.service import PersistedOffsets, consumer_offset_rows
+from mqtool.simulate.service import FIRST_PERSIST_MS, PersistedOffsets, consumer_offset_rows
 
 if TYPE_CHECKING:
     from mqtool.formats.offsets_json import ConsumerOffsets
 
 _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 CONSUME_LATER_MS = 5000  # a refused send-back: the client consumes the message again 5 s later
-FIRST_PERSIST_MS = 10_000
 SERVICE = "consumer"
 # the ack event is named like its tag; change_invisible: a remoting POP client's new invisible time
 KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")

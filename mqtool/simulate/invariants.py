@@ -86,11 +86,9 @@ class InvariantCheck:
             self._own.keys.close()
 
 
-def check_invariants(events: Iterable[SimEvent] | InvariantCheck, faults: list, halves: dict[str, str]) -> list[str]:
-    """Human-readable violations (empty when all hold): of an `InvariantCheck` that watched the run, or of
-    an event history (recorded into a log it watches: the same path)."""
-    if isinstance(events, InvariantCheck):
-        return events.finish(halves)
+def check_invariants(events: Iterable[SimEvent], faults: list, halves: dict[str, str]) -> list[str]:
+    """Human-readable violations (empty when all hold) of an event history, recorded into a log an
+    `InvariantCheck` watches (a run's check watches its log: `InvariantCheck.finish`)."""
     log = EventLog(hold=False)
     check = InvariantCheck(faults).watch(log)
     for e in events:
