@@ -14,14 +14,11 @@ exact counts for the keys that repeat), the rolls a `KeyTally`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from operator import lt
 
-from mqtool.simulate.eventlines import ROW_NAMES
-from mqtool.simulate.events import Columns, EventLog, SimEvent
+from mqtool.simulate.events import Columns
 from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally
 
-WATCHED = ("deliver", "roll")
 _SERVICES = ("schedule", "timer")
 
 
@@ -65,7 +62,7 @@ class InvariantCheck:
             self.rolls.extend([k for k in keys if k is not None] if None in keys else keys)
 
     def finish(self, halves: dict[str, str]) -> list[str]:
-        """The violations, in the order `check_invariants` always gave them."""
+        """The violations: early deliveries in event order, repeated deliveries by service and key, unknown halves."""
         problems = list(self.problems)
         if self.count_deliveries:
             repeated = {s: self.shared.repeated_by(SCHEDULE if s == "schedule" else TIMER) for s in _SERVICES}
@@ -84,18 +81,6 @@ class InvariantCheck:
         self.rolls.close()
         if self._own is not None:
             self._own.keys.close()
-
-
-def check_invariants(events: Iterable[SimEvent], faults: list, halves: dict[str, str]) -> list[str]:
-    """Human-readable violations (empty when all hold) of an event history, recorded into a log an
-    `InvariantCheck` watches (a run's check watches its log: `InvariantCheck.finish`)."""
-    log = EventLog(hold=False)
-    check = InvariantCheck(faults).watch(log)
-    for e in events:
-        if e.event in WATCHED:
-            log.emit(e.time, e.service, e.event, *(getattr(e, k) for k in ROW_NAMES), **e.detail)
-    log.flush()
-    return check.finish(halves)
 
 
 def _early(times: list[int], dues: list) -> bool:

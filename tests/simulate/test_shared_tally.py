@@ -6,11 +6,11 @@ import io
 import random
 
 import pytest
-from eventrows import put_rows
+from eventrows import check_invariants, put_rows
 
 from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_TRANS_HALF_TOPIC
 from mqtool.simulate.events import EventLog, SimEvent
-from mqtool.simulate.invariants import InvariantCheck, check_invariants
+from mqtool.simulate.invariants import InvariantCheck
 from mqtool.simulate.tally import DeliveryTally, KeyTally
 
 RETRY = RETRY_GROUP_TOPIC_PREFIX + "g"

@@ -4,10 +4,10 @@ invariant findings as a held one; the per-key counts behind them are exact in bo
 import io
 
 import pytest
+from eventrows import check_invariants
 
 import mqtool.simulate.tally as tally_mod
 from mqtool.simulate.events import SimEvent
-from mqtool.simulate.invariants import check_invariants
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.tally import SUMMARY, KeyTally
