@@ -168,9 +168,8 @@ class MappedBase:
             return None
         m = self.cache.get(phys)
         props = m.props if m is not None else self.read(phys, False)
-        if props is None:
-            m = self.message(phys)  # the store's reader decides
-            return None if m is None else m.props
+        if props is None and (m := self.message(phys)) is not None:  # the store's reader decides
+            props = m.props
         return props
 
     def max_phys(self) -> int:

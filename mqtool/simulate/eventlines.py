@@ -31,10 +31,9 @@ def _text(value: str) -> bytes:
 
 
 class Kind:
-    """One kind of line: `service` and `event` (the same for all its events), its columns `names`
-    (`time`, the five row names, then `detail` keys), `id` (its place in its log: the number orjson
-    writes for it), `index` (each name's column) and `pieces` (the line's fixed bytes before each
-    column's value and after the last)."""
+    """One kind of line: `service` and `event`, its columns `names` (`time`, the five row names, then `detail`
+    keys), `id` (its place in its log: the number orjson writes for it) and `pieces` (the line's fixed bytes
+    before each column's value and after the last)."""
 
     __slots__ = ("id", "service", "event", "names", "detail", "index", "pieces")
 

@@ -84,18 +84,10 @@ class Columns:
 
 
 class EventLog:
-    """The ordered event history, handed on as it happens.
-
-    Each event goes to the watchers of its kind: `watch_columns` callbacks get the events in blocks of
-    `Columns`, in order, all of them by the time `flush()` returns (the summary's tallies, the invariant
-    checks: read after the run). It goes to `sink` when one is given (a text file: one JSON line per
-    event, written about `FLUSH_LINES` lines at a time, by a writer thread when the sink has a byte
-    buffer), and into `events` when `hold` (the default without a sink: tests and library callers
-    iterate it). `keep=False` only counts, and the services do not even compute the events' details
-    (`tally`).
-
-    `batch` is the way in; `emit` is one event whose detail may hold any JSON value.
-    """
+    """The ordered event history, handed on as it happens: to the `watch_columns` callbacks, to `sink` (a text
+    file, written by a writer thread when it has a byte buffer) and into `events` when `hold` (the default
+    without a sink: tests and library callers iterate it). `keep=False` only counts: the services do not even
+    compute the events' details (`tally`)."""
 
     def __init__(self, keep: bool = True, sink: TextIO | None = None, hold: bool | None = None) -> None:
         self.keep = keep
@@ -119,8 +111,7 @@ class EventLog:
         self._writer: BlockWriter | None = None
 
     def watch_columns(self, event: str, callback: Callable[[Columns], None]) -> None:
-        """Call `callback(cols)` with the events of that kind in order, in blocks (`Columns`); every
-        event has been handed on when `flush()` returns."""
+        """Call `callback(cols)` with the events of that kind in order, in blocks; all of them by `flush()`."""
         self._column_watchers.setdefault(event, []).append(callback)
         self._watched.setdefault(event, [])
 
@@ -154,8 +145,7 @@ class EventLog:
         self._add(self._kind(service, event, tuple(detail)), tuple(zip(_values(time, row, detail))), 1, False)
 
     def tally(self, event: str, n: int = 1) -> None:
-        """Count `n` events without recording them: the services call this instead of `batch` when
-        `keep` is False, so that the events' details are not even computed."""
+        """Count `n` events without recording them (instead of `batch` when `keep` is False)."""
         self.by_kind[event] = self.by_kind.get(event, 0) + n
 
     def _kind(self, service: str, event: str, detail: tuple[str, ...]) -> Kind:
@@ -215,8 +205,7 @@ class EventLog:
                     w(cols)
 
     def flush(self) -> None:
-        """Write the lines not yet written to the sink (they are in it when this returns: the writer
-        thread is stopped) and hand the watched events on. A write that failed raises here."""
+        """Hand every event on: the lines are in the sink when this returns (a failed write raises here)."""
         self._write()
         self.close()
 

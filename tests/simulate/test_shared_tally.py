@@ -127,9 +127,7 @@ def test_shared_keys_in_large_batches_of_both_services():
 def test_tagged_keys_repeated_by_tag_by_hand():
     t = KeyTally()
     t.extend(["a", "b", "a"], [1 | 2, 1 | 4, 1 | 4])
-    t.add("b", 4)
-    t.add("c", 1)
-    t.add("c", 2)
+    t.extend(["b", "c", "c"], [4, 1, 2])
     assert t.repeated_by(1) == {"a": 2}
     assert t.repeated_by(2) == {}
     assert t.repeated_by(4) == {"b": 2}
