@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from mqtool.simulate.eventlines import ROW_NAMES
 from mqtool.simulate.events import EventLog, SimEvent
 from mqtool.simulate.invariants import InvariantCheck
+from mqtool.simulate.tally import DeliveryTally
 
 
 def put_rows(log: EventLog, time, service: str, event: str, rows: list, keys: tuple[str, ...]) -> None:
@@ -25,10 +26,13 @@ def put_rows(log: EventLog, time, service: str, event: str, rows: list, keys: tu
 def check_invariants(events: Iterable[SimEvent], faults: list, halves: dict[str, str]) -> list[str]:
     """The violations of an event history: its deliveries and rolls recorded into a log an `InvariantCheck`
     watches, as a run's check watches the run's log."""
-    log = EventLog(hold=False)
-    check = InvariantCheck(faults).watch(log)
+    log, tally = EventLog(hold=False), DeliveryTally(0, 1)
+    log.watch_columns("deliver", tally.columns)
+    check = InvariantCheck(faults).watch(log, tally)
     for e in events:
         if e.event in ("deliver", "roll"):
             log.emit(e.time, e.service, e.event, *(getattr(e, k) for k in ROW_NAMES), **e.detail)
     log.flush()
-    return check.finish(halves)
+    problems = check.finish(halves)
+    tally.keys.close()
+    return problems

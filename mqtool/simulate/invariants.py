@@ -33,15 +33,11 @@ class InvariantCheck:
         self.problems: list[str] = []
         self.rolls = KeyTally()
         self.shared: KeyTally | None = None
-        self._own: DeliveryTally | None = None  # a tally of its own when it watches a log without the summary's
 
-    def watch(self, log, tally: DeliveryTally | None = None) -> InvariantCheck:
+    def watch(self, log, tally: DeliveryTally) -> InvariantCheck:
         """Watch `log`'s deliveries and rolls; the delivered keys are counted from `tally`'s (the summary's,
-        watching the same log: hashed and spooled once, `DeliveryTally.keys`), or from a tally of its own."""
+        watching the same log: hashed and spooled once, `DeliveryTally.keys`)."""
         if self.count_deliveries:
-            if tally is None:
-                tally = self._own = DeliveryTally(0, 1)
-                log.watch_columns("deliver", tally.columns)
             self.shared = tally.keys
         log.watch_columns("deliver", self.deliveries)
         log.watch_columns("roll", self.rolled)
@@ -79,8 +75,6 @@ class InvariantCheck:
 
     def close(self) -> None:
         self.rolls.close()
-        if self._own is not None:
-            self._own.keys.close()
 
 
 def _early(times: list[int], dues: list) -> bool:

@@ -46,7 +46,10 @@ def _feed(history, shared: bool, split: int = 0):
     log = EventLog(sink=io.StringIO(), hold=False)
     tally = DeliveryTally(0, 40)
     log.watch_columns("deliver", tally.columns)
-    check = InvariantCheck([]).watch(log, tally if shared else None)
+    own = DeliveryTally(0, 1)
+    if not shared:  # the check counts from a tally of its own
+        log.watch_columns("deliver", own.columns)
+    check = InvariantCheck([]).watch(log, tally if shared else own)
     for i, e in enumerate(history):
         if i < split:
             log.batch(
