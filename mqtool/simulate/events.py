@@ -135,8 +135,13 @@ class EventLog:
                     cols.append([v] * n)
                 elif (t is list or t is tuple) and len(v) == n:
                     cols.append(list(v))
-                else:  # a numpy array, a dict, a column of another length (ValueError)
-                    cols.append(eventlines.column(v, n))
+                else:  # a numpy array's values as Python's; a dict or a numpy scalar the same for every event
+                    v = v.tolist() if hasattr(v, "tolist") else v
+                    if type(v) is not list and type(v) is not tuple:
+                        v = [v] * n
+                    elif len(v) != n:
+                        raise ValueError(f"a column of {len(v)} values in a batch of {n} events")
+                    cols.append(list(v))
             self._add(self._kind(service, event, tuple(detail)), tuple(cols), n, True)
 
     def emit(self, time: int, service: str, event: str, /, *row, **detail: Any) -> None:
