@@ -93,9 +93,3 @@ def send_back_properties(props: dict[str, str], topic: str, msg_id: str, decisio
     out[PROPERTY_DELAY_TIME_LEVEL] = str(decision.level if decision.action == "retry" else 0)
     out[PROPERTY_ORIGIN_MESSAGE_ID] = props.get(PROPERTY_ORIGIN_MESSAGE_ID) or msg_id
     return out
-
-
-def total_retry_delay_ms(levels_ms: list[int], max_reconsume_times: int = DEFAULT_RETRY_MAX_TIMES) -> int:
-    """Sum of the delays a message always failing waits before the DLQ: levels 3 .. 2 + max (clamped)."""
-    top = len(levels_ms)
-    return sum(levels_ms[min(3 + n, top) - 1] for n in range(max_reconsume_times))

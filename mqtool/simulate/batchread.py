@@ -1,15 +1,8 @@
-"""The simulator's batch reads of the store's own records: one reader, `propscan`'s kernel, and its entry points.
-
-A service step reads a few properties of a run of records (the timer's enqueue of a million units at the
-start of a full-scale run, a delay level's due prefix, a roll slot's sources). The run is read at once
-(`RecordFiles.span`) and `propscan.scan` checks every header and matches every properties string against
-the plain key sequences seen so far, in one pass. A string no template matches is parsed and may make a
-template, which the records after it are matched against. Whatever the checks refuse is answered None: the
-caller asks `StoreModel.props`, the per-message path, which decides as it always did.
-
-The templates are the base's (`MappedBase.templates`): a new base learns anew. `scan_plain` answers columns
-(the timer's enqueue), `read_plain` tuples (a delay level's deliveries; with `sources`, a roll slot's sources
-with their topic and QUEUEID).
+"""The simulator's batch reads of the store's own records (a timer enqueue's run, a delay level's due prefix,
+a roll slot's sources): one `RecordFiles.span` read and one `propscan.scan` pass checking every header and
+matching every properties string against the plain key sequences (templates, the base's: a new base learns
+anew) seen so far. A string no template matches is parsed and may make a template for the records after it.
+Whatever the checks refuse is answered None: the caller reads it through `StoreModel`, which decides.
 """
 
 from __future__ import annotations
@@ -114,5 +107,5 @@ def read_plain(
 
 
 def read_sources(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
-    """`read_plain(..., sources=True)`: a roll slot's sources (`batchable(base)` holds)."""
+    """`read_plain(..., sources=True)` by the name timerroll.py still calls (lead: call `read_plain` there)."""
     return read_plain(base, phys, sizes, wanted, True)

@@ -66,14 +66,13 @@ from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import NORMAL, Process
 from mqtool.simulate.model import SimMessage
 from mqtool.simulate.scenario import ConsumerSpec
-from mqtool.simulate.service import PersistedOffsets, consumer_offset_rows
+from mqtool.simulate.service import FIRST_PERSIST_MS, PersistedOffsets, consumer_offset_rows
 
 if TYPE_CHECKING:
     from mqtool.formats.offsets_json import ConsumerOffsets
 
 _HOSTS_V6 = BORNHOST_V6 | STOREHOST_V6
 CONSUME_LATER_MS = 5000  # a refused send-back: the client consumes the message again 5 s later
-FIRST_PERSIST_MS = 10_000
 SERVICE = "consumer"
 # the ack event is named like its tag; change_invisible: a remoting POP client's new invisible time
 KINDS = ("consume", "send_back", "dlq", "drop", "pop", ACK_TAG, "revive", "change_invisible")
@@ -172,15 +171,13 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         return own + [(retry, q) for q in range(max(1, nums))]
 
     def _initial(self, key: tuple[str, str, int], spec: ConsumerSpec) -> int:
+        """The committed offset, else where the spec starts (a retry topic at its first unit)."""
         _group, topic, qid = key
-        m = self.ctx.model
         if key in self.offsets:
             return self.offsets[key]
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or spec.start == "first":
-            return m.cq_min(topic, qid)
-        if spec.start == "last":
-            return m.cq_max(topic, qid)
-        return int(spec.start)
+            return self.ctx.model.cq_min(topic, qid)
+        return self.ctx.model.cq_max(topic, qid) if spec.start == "last" else int(spec.start)
 
     # ----- life cycle -----
     def start(self) -> None:
@@ -444,8 +441,7 @@ class PopClients:
         )
         if client.client_kind == "proxy":
             limit = spec.max_reconsume_times
-            if limit is None:
-                limit = self.svc.group_config(p.group).retry_max_times
+            limit = self.svc.group_config(p.group).retry_max_times if limit is None else limit
             if pop_rules.filter_message(rt, limit) == "TO_DLQ":
                 self._event("consume", p, reconsume_times=rt, outcome="dlq")
                 self.svc._send_back(p.group, p.msg, 0, delay_level=-1)

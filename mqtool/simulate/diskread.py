@@ -26,7 +26,8 @@ from mqtool.formats import commitlog, layout
 from mqtool.formats.commitlog import host_size
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate.model import SimMessage, _new_message
+from mqtool.simulate.model import SimMessage
+from mqtool.simulate.spool import message_of
 from mqtool.store import fastscan, propscan
 from mqtool.store.queueunits import QueueUnits, queue_units
 from mqtool.store.recordfiles import RecordFiles
@@ -64,7 +65,8 @@ class MappedBase:
         self._units: dict[tuple[str, int], QueueUnits | None] = {}
         # FIFO eviction by `popitem(last=False)`: deleting a plain dict's first key again and again
         # leaves dummies that `next(iter(d))` walks over each time (30 s per 300,000 reads)
-        self._lru: OrderedDict[int, SimMessage] = OrderedDict()
+        self.cache: OrderedDict[int, SimMessage] = OrderedDict()  # the read cache: phys -> message
+        self._lru = self.cache  # the name schedule.py and timer*.py still use (lead: `cache` there)
         self._cache_size = cache_messages
         self.files = RecordFiles(store.commitlog.queue)
         self._topics: dict[bytes, str] = {}
@@ -95,7 +97,7 @@ class MappedBase:
     def queue_ids(self, topic: str) -> list[int]:
         return [q for t, q in self.store.queue_ids if t == topic]
 
-    def _queue(self, topic: str, qid: int) -> QueueUnits | None:
+    def units(self, topic: str, qid: int) -> QueueUnits | None:
         key = (topic, qid)
         if key in self._units:
             return self._units[key]
@@ -109,7 +111,7 @@ class MappedBase:
     def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
         if offset >= self.cq_max(topic, qid):
             return None
-        u = self._queue(topic, qid)
+        u = self.units(topic, qid)
         if u is None:
             return None
         i = offset - u.first
@@ -120,7 +122,7 @@ class MappedBase:
     def cq_units(self, topic: str, qid: int, start: int, stop: int):
         """(offset, unit) for the units in [start, stop), up to the first one that cannot be read;
         converted to Python a growing slice at a time (a walk often stops after a few units)."""
-        u = self._queue(topic, qid)
+        u = self.units(topic, qid)
         stop = min(stop, self.cq_max(topic, qid))
         if u is None or start < u.first:
             return  # no file holds the first unit
@@ -142,13 +144,13 @@ class MappedBase:
     def message(self, phys: int) -> SimMessage | None:
         if self.recovery is not None and phys >= self.recovery.end:
             return None  # cut by the broker's recovery
-        m = self._lru.get(phys)
+        m = self.cache.get(phys)
         if m is None:
-            m = self._read(phys) or self._stored(phys)
+            m = self.read(phys) or self._stored(phys)
             if m is not None:
-                if len(self._lru) >= self._cache_size:
-                    self._lru.popitem(last=False)
-                self._lru[phys] = m
+                if len(self.cache) >= self._cache_size:
+                    self.cache.popitem(last=False)
+                self.cache[phys] = m
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
@@ -156,7 +158,7 @@ class MappedBase:
         which it would only push older entries out of."""
         if self.recovery is not None and phys >= self.recovery.end:
             return None
-        m = self._lru.get(phys) or self._read(phys)
+        m = self.cache.get(phys) or self.read(phys)
         return m if m is not None else self.message(phys)  # the store's reader, cached as before
 
     def props(self, phys: int) -> dict[str, str] | None:
@@ -164,40 +166,27 @@ class MappedBase:
         the properties of a record it will read again, whole, when its slot comes (maybe a day later)."""
         if self.recovery is not None and phys >= self.recovery.end:
             return None
-        m = self._lru.get(phys)
-        props = m.props if m is not None else self._read(phys, False)
-        if props is None:
-            m = self.message(phys)  # the store's reader decides
-            return None if m is None else m.props
+        m = self.cache.get(phys)
+        props = m.props if m is not None else self.read(phys, False)
+        if props is None and (m := self.message(phys)) is not None:  # the store's reader decides
+            props = m.props
         return props
 
     def max_phys(self) -> int:
         return self.recovery.end if self.recovery is not None else self.store.commitlog.max_offset()
 
     def _stored(self, phys: int) -> SimMessage | None:
-        """The record at `phys` as the store's own reader reads it (what `_read` does not take), or None."""
+        """The record at `phys` as the store's own reader reads it (what `read` does not take), or None."""
         try:
             r = self.store.commitlog.read(phys)
         except ValueError:
             return None
-        return SimMessage(
-            r.topic,
-            r.queue_id,
-            dict(r.properties),
-            body=r.body,
-            born_ts=r.born_timestamp,
-            store_ts=r.store_timestamp,
-            sys_flag=r.sys_flag,
-            flag=r.flag,
-            reconsume_times=r.reconsume_times,
-            prepared_tx_offset=r.prepared_transaction_offset,
-            phys=r.physical_offset,
-            size=r.total_size,
-            queue_offset=r.queue_offset,
-            born_host=r.born_host,
-            store_host=r.store_host,
-            props_raw=r.properties_raw,
-        )
+        body = r.body
+        return message_of(
+            (r.topic, r.queue_id, dict(r.properties), body, len(body), r.born_timestamp, r.store_timestamp)
+            + (r.sys_flag, r.flag, r.reconsume_times, r.prepared_transaction_offset, r.physical_offset, r.total_size)
+            + (r.queue_offset, r.born_host, r.store_host, r.properties_raw, "", -1, 0)
+        )  # `SimMessage`'s fields in slot order
 
     def _host(self, raw: bytes) -> str:
         """`fastscan.host_text`, remembered (a store has a few hosts)."""
@@ -206,7 +195,7 @@ class MappedBase:
             self._hosts[raw] = s
         return s
 
-    def _read(self, phys: int, whole: bool = True, light: bool = False):
+    def read(self, phys: int, whole: bool = True, light: bool = False):
         """The record at `phys`; None for anything but a plain, whole record (`propscan.row`'s checks). `whole`
         False: only its properties map; with `light`, (properties map, BODYLENGTH, SYSFLAG)."""
         got = self.files.record(phys)
@@ -229,30 +218,15 @@ class MappedBase:
         topic = self._topics.get(raw_topic)
         if topic is None:
             topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "surrogateescape")
-        # `SimMessage(topic, qid, props, body=..., ...)` without the dataclass's keyword `__init__`
-        m = _new_message(SimMessage)
-        m.topic = topic
-        m.queue_id = qid
-        m.props = parse_properties(raw)
         p = o + _HEAD.size + mid.size
-        m.body = buf[p : p + body_len]
-        m.body_len = body_len
-        m.born_ts = born_ts
-        m.store_ts = store_ts
-        m.sys_flag = sysflag
-        m.flag = flag
-        m.reconsume_times = reconsume
-        m.prepared_tx_offset = prepared
-        m.phys = phys
-        m.size = total
-        m.queue_offset = qoff
-        m.born_host = hosts.get(raw_born) or self._host(raw_born)
-        m.store_host = hosts.get(raw_store) or self._host(raw_store)
-        m.props_raw = raw
-        m.service = ""
-        m.source_phys = -1
-        m.tags_code = 0
-        return m
+        born_host = hosts.get(raw_born) or self._host(raw_born)
+        store_host = hosts.get(raw_store) or self._host(raw_store)
+        return message_of(
+            (topic, qid, parse_properties(raw), buf[p : p + body_len], body_len, born_ts, store_ts, sysflag, flag)
+            + (reconsume, prepared, phys, total, qoff, born_host, store_host, raw, "", -1, 0)
+        )  # `SimMessage`'s fields in slot order
+
+    _read, _queue = read, units  # the names schedule.py and timer*.py still use (lead: `read`, `units` there)
 
     def close(self) -> None:
         self.files.close()

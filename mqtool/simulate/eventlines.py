@@ -31,10 +31,9 @@ def _text(value: str) -> bytes:
 
 
 class Kind:
-    """One kind of line: `service` and `event` (the same for all its events), its columns `names`
-    (`time`, the five row names, then `detail` keys), `id` (its place in its log: the number orjson
-    writes for it), `index` (each name's column) and `pieces` (the line's fixed bytes before each
-    column's value and after the last)."""
+    """One kind of line: `service` and `event`, its columns `names` (`time`, the five row names, then `detail`
+    keys), `id` (its place in its log: the number orjson writes for it) and `pieces` (the line's fixed bytes
+    before each column's value and after the last)."""
 
     __slots__ = ("id", "service", "event", "names", "detail", "index", "pieces")
 
@@ -121,16 +120,3 @@ def formatter() -> Formatter | None:
     """A `Formatter` over the compiled kernel, or None without the extension (then `lines` writes every line)."""
     kernel = extension.kernel("event_lines")
     return Formatter(kernel) if kernel is not None else None
-
-
-def column(value, n: int) -> list:
-    """A batch's column from an argument `EventLog.batch` does not take as it is: a numpy array's values as
-    Python's, a list or tuple (of `n` values, else ValueError), any other value (a dict, a numpy scalar) the
-    same for all `n` events."""
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    if type(value) is not list and type(value) is not tuple:
-        return [value] * n
-    if len(value) != n:
-        raise ValueError(f"a column of {len(value)} values in a batch of {n} events")
-    return list(value)

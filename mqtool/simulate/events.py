@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from mqtool.output import BlockWriter, byte_buffer
 from mqtool.simulate import eventlines
-from mqtool.simulate.eventlines import Kind
+from mqtool.simulate.eventlines import ROW_NAMES, Kind
 
 
 @dataclass(slots=True)
@@ -42,6 +42,7 @@ FLUSH_LINES = 4096
 WRITER_BLOCKS = 8
 """Blocks (about 1 MB each) waiting for the writer thread; the run waits when they are all taken."""
 _SCALARS = frozenset({str, int, bool, type(None)})
+_NO_ROW = (None,) * len(ROW_NAMES)
 _TIMES = itemgetter(1)  # a batch (kind id, times, columns...): its times
 
 
@@ -83,18 +84,10 @@ class Columns:
 
 
 class EventLog:
-    """The ordered event history, handed on as it happens.
-
-    Each event goes to the watchers of its kind: `watch_columns` callbacks get the events in blocks of
-    `Columns`, in order, all of them by the time `flush()` returns (the summary's tallies, the invariant
-    checks: read after the run). It goes to `sink` when one is given (a text file: one JSON line per
-    event, written about `FLUSH_LINES` lines at a time, by a writer thread when the sink has a byte
-    buffer), and into `events` when `hold` (the default without a sink: tests and library callers
-    iterate it). `keep=False` only counts, and the services do not even compute the events' details
-    (`tally`).
-
-    `batch` is the way in; `emit` is one event whose detail may hold any JSON value.
-    """
+    """The ordered event history, handed on as it happens: to the `watch_columns` callbacks, to `sink` (a text
+    file, written by a writer thread when it has a byte buffer) and into `events` when `hold` (the default
+    without a sink: tests and library callers iterate it). `keep=False` only counts: the services do not even
+    compute the events' details (`tally`)."""
 
     def __init__(self, keep: bool = True, sink: TextIO | None = None, hold: bool | None = None) -> None:
         self.keep = keep
@@ -118,29 +111,17 @@ class EventLog:
         self._writer: BlockWriter | None = None
 
     def watch_columns(self, event: str, callback: Callable[[Columns], None]) -> None:
-        """Call `callback(cols)` with the events of that kind in order, in blocks (`Columns`); every
-        event has been handed on when `flush()` returns."""
+        """Call `callback(cols)` with the events of that kind in order, in blocks; all of them by `flush()`."""
         self._column_watchers.setdefault(event, []).append(callback)
         self._watched.setdefault(event, [])
 
-    def batch(
-        self,
-        time,
-        service: str,
-        event: str,
-        /,
-        topic=None,
-        queue_id=None,
-        uniq_key=None,
-        physical_offset=None,
-        new_physical_offset=None,
-        **detail,
-    ) -> None:
-        """Events of one kind (`service`, `event`, the detail keys), in order: `time` and each value is a
-        column (a list, tuple or numpy array with a value per event) or one value for every event (a list
-        value is always a column): `emit`'s arguments, each for n >= 1 events. Values are str, int, bool,
-        None or a dict of str to int (orjson writes those as `json` does), never a float."""
-        values = (time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *detail.values())
+    def batch(self, time, service: str, event: str, /, *row, **detail) -> None:
+        """Events of one kind (`service`, `event`, the detail keys), in order: `time`, the `row` values (`ROW_NAMES`,
+        None where left out) and each detail value is a column (a list, tuple or numpy array with a value per
+        event) or one value for every event (a list value is always a column): `emit`'s arguments, each for
+        n >= 1 events. Values are str, int, bool, None or a dict of str to int (orjson writes those as `json`
+        does), never a float."""
+        values = _values(time, row, detail)
         n = 1
         for v in values:
             if type(v) not in _SCALARS and (type(v) is list or type(v) is tuple or hasattr(v, "ndim") and v.ndim):
@@ -154,31 +135,22 @@ class EventLog:
                     cols.append([v] * n)
                 elif (t is list or t is tuple) and len(v) == n:
                     cols.append(list(v))
-                else:  # a numpy array, a dict, a column of another length (ValueError)
-                    cols.append(eventlines.column(v, n))
+                else:  # a numpy array's values as Python's; a dict or a numpy scalar the same for every event
+                    v = v.tolist() if hasattr(v, "tolist") else v
+                    if type(v) is not list and type(v) is not tuple:
+                        v = [v] * n
+                    elif len(v) != n:
+                        raise ValueError(f"a column of {len(v)} values in a batch of {n} events")
+                    cols.append(list(v))
             self._add(self._kind(service, event, tuple(detail)), tuple(cols), n, True)
 
-    def emit(
-        self,
-        time: int,
-        service: str,
-        event: str,
-        /,
-        topic: str | None = None,
-        queue_id: int | None = None,
-        uniq_key: str | None = None,
-        physical_offset: int | None = None,
-        new_physical_offset: int | None = None,
-        **detail: Any,
-    ) -> None:
+    def emit(self, time: int, service: str, event: str, /, *row, **detail: Any) -> None:
         """One event whose detail may hold any JSON value (a float, a list, a status object): its line is
         written by `json` where a value is not one `batch` takes."""
-        values = (time, topic, queue_id, uniq_key, physical_offset, new_physical_offset, *detail.values())
-        self._add(self._kind(service, event, tuple(detail)), tuple(zip(values)), 1, False)
+        self._add(self._kind(service, event, tuple(detail)), tuple(zip(_values(time, row, detail))), 1, False)
 
     def tally(self, event: str, n: int = 1) -> None:
-        """Count `n` events without recording them: the services call this instead of `batch` when
-        `keep` is False, so that the events' details are not even computed."""
+        """Count `n` events without recording them (instead of `batch` when `keep` is False)."""
         self.by_kind[event] = self.by_kind.get(event, 0) + n
 
     def _kind(self, service: str, event: str, detail: tuple[str, ...]) -> Kind:
@@ -238,8 +210,7 @@ class EventLog:
                     w(cols)
 
     def flush(self) -> None:
-        """Write the lines not yet written to the sink (they are in it when this returns: the writer
-        thread is stopped) and hand the watched events on. A write that failed raises here."""
+        """Hand every event on: the lines are in the sink when this returns (a failed write raises here)."""
         self._write()
         self.close()
 
@@ -294,12 +265,8 @@ class EventLog:
         self._check_held()
         return iter(self.events)
 
-    @property
-    def count(self) -> int:
-        return sum(self.by_kind.values())
-
     def __len__(self) -> int:
-        return self.count
+        return sum(self.by_kind.values())
 
     def dicts(self) -> list[dict[str, Any]]:
         """The held events' line dicts, in order (`Kind.dicts`: what `jsonl()` writes)."""
@@ -310,6 +277,13 @@ class EventLog:
         """The held events' lines, as `json` writes them (`eventlines.lines`)."""
         self._check_held()
         return eventlines.lines(self._held, self._kind_list).decode("utf-8", "surrogatepass")
+
+
+def _values(time, row: tuple, detail: dict) -> tuple:
+    """An event's values (or columns) in its line's order: `time`, the five row values, the detail values."""
+    if len(row) > len(ROW_NAMES):
+        raise TypeError(f"an event has {len(ROW_NAMES)} row values, not {len(row)}")
+    return (time, *row, *_NO_ROW[len(row) :], *detail.values())
 
 
 def _texts(run: list[tuple], kinds: list[Kind], out: list) -> None:

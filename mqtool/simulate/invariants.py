@@ -14,14 +14,11 @@ exact counts for the keys that repeat), the rolls a `KeyTally`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from operator import lt
 
-from mqtool.simulate.eventlines import ROW_NAMES
-from mqtool.simulate.events import Columns, EventLog, SimEvent
+from mqtool.simulate.events import Columns
 from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally
 
-WATCHED = ("deliver", "roll")
 _SERVICES = ("schedule", "timer")
 
 
@@ -36,15 +33,11 @@ class InvariantCheck:
         self.problems: list[str] = []
         self.rolls = KeyTally()
         self.shared: KeyTally | None = None
-        self._own: DeliveryTally | None = None  # a tally of its own when it watches a log without the summary's
 
-    def watch(self, log, tally: DeliveryTally | None = None) -> InvariantCheck:
+    def watch(self, log, tally: DeliveryTally) -> InvariantCheck:
         """Watch `log`'s deliveries and rolls; the delivered keys are counted from `tally`'s (the summary's,
-        watching the same log: hashed and spooled once, `DeliveryTally.keys`), or from a tally of its own."""
+        watching the same log: hashed and spooled once, `DeliveryTally.keys`)."""
         if self.count_deliveries:
-            if tally is None:
-                tally = self._own = DeliveryTally(0, 1)
-                log.watch_columns("deliver", tally.columns)
             self.shared = tally.keys
         log.watch_columns("deliver", self.deliveries)
         log.watch_columns("roll", self.rolled)
@@ -65,7 +58,7 @@ class InvariantCheck:
             self.rolls.extend([k for k in keys if k is not None] if None in keys else keys)
 
     def finish(self, halves: dict[str, str]) -> list[str]:
-        """The violations, in the order `check_invariants` always gave them."""
+        """The violations: early deliveries in event order, repeated deliveries by service and key, unknown halves."""
         problems = list(self.problems)
         if self.count_deliveries:
             repeated = {s: self.shared.repeated_by(SCHEDULE if s == "schedule" else TIMER) for s in _SERVICES}
@@ -82,22 +75,6 @@ class InvariantCheck:
 
     def close(self) -> None:
         self.rolls.close()
-        if self._own is not None:
-            self._own.keys.close()
-
-
-def check_invariants(events: Iterable[SimEvent] | InvariantCheck, faults: list, halves: dict[str, str]) -> list[str]:
-    """Human-readable violations (empty when all hold): of an `InvariantCheck` that watched the run, or of
-    an event history (recorded into a log it watches: the same path)."""
-    if isinstance(events, InvariantCheck):
-        return events.finish(halves)
-    log = EventLog(hold=False)
-    check = InvariantCheck(faults).watch(log)
-    for e in events:
-        if e.event in WATCHED:
-            log.emit(e.time, e.service, e.event, *(getattr(e, k) for k in ROW_NAMES), **e.detail)
-    log.flush()
-    return check.finish(halves)
 
 
 def _early(times: list[int], dues: list) -> bool:

@@ -24,7 +24,7 @@ from mqtool.simulate.diskread import MappedBase
 from mqtool.simulate.engine import Engine
 from mqtool.simulate.events import EventLog
 from mqtool.simulate.faults import schedule_faults
-from mqtool.simulate.invariants import InvariantCheck, check_invariants
+from mqtool.simulate.invariants import InvariantCheck
 from mqtool.simulate.model import StoreModel
 from mqtool.simulate.scenario import Scenario
 from mqtool.simulate.schedule import ScheduleService
@@ -145,7 +145,7 @@ def simulate(
         for p in pending:
             halves.setdefault(p["uniq_key"] or str(p["physical_offset"]), "pending")
         log.flush()
-        violations = check_invariants(checks, scenario.faults, halves) if checks is not None else []
+        violations = checks.finish(halves) if checks is not None else []
         summary = {
             "version": 1,
             "seed": seed,

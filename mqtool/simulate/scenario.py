@@ -140,13 +140,9 @@ class Scenario:
     def put_failure(self, now: int, service: str, topic: str, rng: random.Random) -> str | None:
         """The failure status of a put at `now`, or None when it succeeds."""
         for f in self.faults:
-            if f.kind != "put_failure" or not f.start <= now < f.end:
+            if f.kind != "put_failure" or not f.start <= now < f.end or f.service not in (None, service):
                 continue
-            if f.service is not None and f.service != service:
-                continue
-            if f.topic is not None and f.topic != topic:
-                continue
-            if f.probability >= 1.0 or rng.random() < f.probability:
+            if f.topic in (None, topic) and (f.probability >= 1.0 or rng.random() < f.probability):
                 return f.status
         return None
 
@@ -252,11 +248,8 @@ def _fault(f: dict, start_ms: int, where: str) -> Fault:
     end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
     if end < start:
         raise ScenarioError(f"{where}: until is before from")
-    probability, status = (
-        _probability(f.get("probability", 1.0), f"{where}.probability"),
-        str(f.get("status", "UNKNOWN_ERROR")),
-    )
-    delta = _delta(f.get("delta", 0), f"{where}.delta")
+    probability = _probability(f.get("probability", 1.0), f"{where}.probability")
+    status, delta = str(f.get("status", "UNKNOWN_ERROR")), _delta(f.get("delta", 0), f"{where}.delta")
     return Fault(kind, start, end, probability, f.get("service"), f.get("topic"), status, delta)
 
 

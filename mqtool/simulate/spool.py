@@ -23,19 +23,15 @@ from operator import attrgetter
 from mqtool.simulate.model import SimMessage
 
 _FIELDS = tuple(SimMessage.__slots__)
-_new = object.__new__
 _values = attrgetter(*_FIELDS)  # the fields as one tuple, in slot order
-
-
-def _make_setter():
-    """`set_fields(m, values)`: one unpacking assignment of every slot (no loop of `setattr`)."""
-    targets = ", ".join(f"m.{f}" for f in _FIELDS)
-    scope: dict = {}
-    exec(f"def set_fields(m, values):\n    {targets} = values\n", scope)  # noqa: S102 - names from __slots__
-    return scope["set_fields"]
-
-
-_set_fields = _make_setter()
+_scope: dict = {"new": object.__new__, "SimMessage": SimMessage}
+exec(  # noqa: S102 - names from __slots__: one unpacking assignment of every slot, no loop of `setattr`
+    f"def message_of(values):\n    m = new(SimMessage)\n    {', '.join(f'm.{f}' for f in _FIELDS)} = values\n"
+    "    return m\n",
+    _scope,
+)
+message_of = _scope["message_of"]
+"""`message_of(values)`: the `SimMessage` of its fields' values in slot order, without `__init__`."""
 
 
 ROW_FIELDS = 11  # the int64 a row (`put_row`) holds
@@ -96,10 +92,10 @@ class RecordSpool:
         at = v >> _LEN_BITS
         n = v & ((1 << _LEN_BITS) - 1)
         i = at - self._flushed
-        values = marshal.loads(self._buf[i : i + n] if i >= 0 else os.pread(self._fd, n, at))
-        m = _new(SimMessage)
-        _set_fields(m, values)
-        return m
+        return message_of(marshal.loads(self._buf[i : i + n] if i >= 0 else os.pread(self._fd, n, at)))
+
+    def __contains__(self, phys: int) -> bool:
+        return phys in self._where
 
     def drop(self, phys: int) -> None:
         self._where.pop(phys, None)

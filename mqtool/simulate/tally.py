@@ -19,19 +19,13 @@ from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, SYSTEM_TOPICS
 from mqtool.simulate.events import Columns
 
 TIMELINE_BUCKETS = 20
-
-
 SUMMARY, SCHEDULE, TIMER = 1, 2, 4  # a key's tags: counted by the summary, by the invariants per service
 
 
 class KeyTally:
-    """How often each key occurred, per tag: `repeated_by(tag)` gives the keys with that tag seen more than
-    once among those with it, exactly. Each key carries a byte of tags (`SUMMARY`, `SCHEDULE`, `TIMER`), so
-    the deliveries' keys are hashed and spooled once for both the summary's duplicates and the invariant
-    check's counts per service (`DeliveryTally.keys`).
-
-    The keys are spooled 8,192 at a time as one UTF-8 string (surrogates passed through) with their
-    lengths in code points, which is what decoding the spool gives back."""
+    """How often each key occurred, per tag (`SUMMARY`, `SCHEDULE`, `TIMER`: the deliveries' keys are hashed and
+    spooled once for the summary and the invariant check, `DeliveryTally.keys`). The keys are spooled 8,192 at
+    a time as one UTF-8 string (surrogates passed through) with their lengths in code points."""
 
     def __init__(self) -> None:
         self._hashes = array("q")
@@ -43,9 +37,6 @@ class KeyTally:
 
     def __len__(self) -> int:
         return len(self._hashes)
-
-    def add(self, key: str, tag: int = SUMMARY) -> None:
-        self.extend([key], (tag,))
 
     def extend(self, keys: list[str], tags=None) -> None:
         """`add` each key, in order, with its tag of `tags` (default: `SUMMARY` for all)."""
@@ -132,11 +123,8 @@ _SYSTEM_TOPICS = frozenset(SYSTEM_TOPICS)
 
 
 class DeliveryTally:
-    """The summary's delivery figures, fed by the event log's `deliver` events: deliveries per
-    (non-system) topic, the 20-bucket timeline and the number of duplicate deliveries of a UNIQ_KEY.
-
-    `EventLog.watch_columns` hands it the events in blocks (`columns`): each is counted with a few
-    C-level passes."""
+    """The summary's delivery figures, fed the `deliver` events in blocks (`columns`): deliveries per
+    (non-system) topic, the 20-bucket timeline and the number of duplicate deliveries of a UNIQ_KEY."""
 
     def __init__(self, start_ms: int, until_ms: int) -> None:
         self.start = start_ms
@@ -176,7 +164,7 @@ class DeliveryTally:
         ):
             self.keys.extend(keys, map(_BOTH_TAGS.__getitem__, services))
             return
-        add = self.keys.add
+        add = self.keys.extend
         for s, t, k, p in zip(services, topics, keys, cols["physical_offset"], strict=True):
             summary = SUMMARY if k and t not in _SYSTEM_TOPICS else 0
             tag = _INVARIANT_TAGS.get(s, 0)
@@ -184,12 +172,12 @@ class DeliveryTally:
             if mine is None:
                 tag = 0
             if summary and tag and mine is k:
-                add(k, summary | tag)
+                add([k], (summary | tag,))
                 continue
             if summary:
-                add(k, summary)
+                add([k], (summary,))
             if tag:
-                add(mine, tag)
+                add([mine], (tag,))
 
     def duplicates(self) -> int:
         return sum(n - 1 for n in self.keys.repeated_by(SUMMARY).values())

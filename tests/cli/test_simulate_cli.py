@@ -273,9 +273,9 @@ def test_a_damaged_store_file_is_reported_on_stderr(tmp_path):
 
 
 def test_an_invariant_violation_prints_the_command_that_reproduces_it(monkeypatch):
-    import mqtool.simulate.runner as runner_mod
+    from mqtool.simulate.invariants import InvariantCheck
 
-    monkeypatch.setattr(runner_mod, "check_invariants", lambda *a, **k: ["timer delivered X 2 times without a fault"])
+    monkeypatch.setattr(InvariantCheck, "finish", lambda *a: ["timer delivered X 2 times without a fault"])
     r = run(*demo_args("--seed", "5", "--json"))
     assert r.exit_code == 1
     assert "invariant violated: timer delivered X 2 times without a fault" in r.stderr

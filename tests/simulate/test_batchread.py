@@ -1,5 +1,5 @@
 """The batch reader (`batchread`) on real stores: `propscan`'s kernel equals its reference row for row on the oracle
-stores and a torn one, and the entry points (`read_plain`, `read_sources`, `scan_plain`) answer what the
+stores and a torn one, and the entry points (`read_plain`, with `sources` or not, `scan_plain`) answer what the
 per-message light read answers, whether a span is read (`pread`) or mapped (a sparse one)."""
 
 import bisect
@@ -102,7 +102,7 @@ def test_kernel_equals_reference_on_a_torn_store(torn_store):
 
 # ----- the entry points against the light read -----
 def _entry_points_same(store: Store) -> tuple[int, int]:
-    """`batch_records`, `read_plain` and `read_sources` answer what the light read answers for every queue's
+    """`batch_records` and `read_plain` (with `sources` or not) answer what the light read answers for every queue's
     units (and a byte beside them). Returns (records the batch answered, records of queues in one file)."""
     fast = MappedBase(store, cache_messages=4)
     n = want = 0
@@ -113,7 +113,7 @@ def _entry_points_same(store: Store) -> tuple[int, int]:
             for shift in (0, 1, -1):
                 phys, sizes = [u[0] + shift for u in units], [u[1] for u in units]
                 plain = batchread.read_plain(fast, phys, sizes, WANTED)
-                sources = batchread.read_sources(fast, phys, sizes, WANTED)
+                sources = batchread.read_plain(fast, phys, sizes, WANTED, sources=True)
                 for got, pl, src, p in zip(batch_records(fast, phys, sizes), plain, sources, phys, strict=True):
                     light = fast._read(p, False, True)
                     assert (light is not None) == (shift == 0), (topic, qid, p)

@@ -103,7 +103,7 @@ def test_a_batch_of_rows_writes_what_a_batch_a_row_writes():
         '{"time":42,"service":"timer","event":"deliver","topic":null,"queue_id":null,'
         '"uniq_key":null,"physical_offset":7,"new_physical_offset":null,"slot":6,"direct":false}'
     )
-    assert seen == [("T", 5), (None, 6), ('T\u2028"', -1)] and many.count == 3 and many.by_kind == {"deliver": 3}
+    assert seen == [("T", 5), (None, 6), ('T\u2028"', -1)] and len(many) == 3 and many.by_kind == {"deliver": 3}
     counted = EventLog(keep=False)
     put_rows(counted, 1, "timer", "enqueue", rows, keys)
-    assert counted.count == 3 and counted.by_kind == {"enqueue": 3} and not counted.events
+    assert len(counted) == 3 and counted.by_kind == {"enqueue": 3} and not counted.events

@@ -63,7 +63,7 @@ def test_cache_is_bounded(size):
     for topic, qid in store.queue_ids:
         for _off, (phys, _s, _t) in base.cq_units(topic, qid, base.cq_min(topic, qid), base.cq_max(topic, qid)):
             assert base.message(phys).phys == phys
-    assert len(base._lru) <= size  # nothing kept beyond the bound
+    assert len(base.cache) <= size  # nothing kept beyond the bound
     base.close()
 
 

@@ -175,8 +175,9 @@ def _play(log: EventLog, script) -> list[dict]:
                 {**dict(zip(KEYS, (t, service, event, *r[:5]), strict=True)), **dict(zip(keys, r[5:], strict=True))}
             )
         if how == "batch":
-            columns = dict(zip(KEYS[3:] + keys, map(list, zip(*rows, strict=True)), strict=True))
-            log.batch(time if len(set(times)) == 1 and len(times) > 1 else times, service, event, **columns)
+            columns = list(map(list, zip(*rows, strict=True)))
+            at = time if len(set(times)) == 1 and len(times) > 1 else times
+            log.batch(at, service, event, *columns[:5], **dict(zip(keys, columns[5:], strict=True)))
         elif how == "rows":
             put_rows(log, time, service, event, list(rows), keys)
         elif how == "timed_rows":
@@ -206,7 +207,7 @@ def test_every_entry_point_writes_jsons_bytes_through_the_buffer_and_as_text(scr
     binary.flush()
     assert raw.getvalue() == _json_bytes(want)
     assert text.getvalue() == _json_bytes(want).decode("utf-8", "surrogatepass")
-    assert held.jsonl() == text.getvalue() and held.count == len(want)
+    assert held.jsonl() == text.getvalue() and len(held) == len(want)
 
 
 def test_a_batch_takes_columns_numpy_arrays_and_one_value_for_all():
@@ -218,10 +219,10 @@ def test_a_batch_takes_columns_numpy_arrays_and_one_value_for_all():
         np.array([5, 6], np.int64),
         "timer",
         "deliver",
-        topic="T",
-        queue_id=(0, 1),
-        uniq_key=["a", None],
-        physical_offset=np.array([10, 20]),
+        "T",
+        (0, 1),
+        ["a", None],
+        np.array([10, 20]),
         slot=7,
     )
     log.batch(9, "broker", "restart")
@@ -241,7 +242,7 @@ def test_a_batch_takes_columns_numpy_arrays_and_one_value_for_all():
     counted.batch([1, 2], "timer", "deliver")  # not kept: only counted
     assert counted.by_kind == {"deliver": 6} and len(counted) == 6
     with pytest.raises(ValueError, match="a column of 3 values in a batch of 2"):
-        log.batch([1, 2], "timer", "deliver", topic=["a", "b", "c"])
+        log.batch([1, 2], "timer", "deliver", ["a", "b", "c"])
 
 
 def test_values_orjson_refuses_or_writes_otherwise_are_written_by_json_in_their_place():

@@ -3,9 +3,10 @@
 Times are ms after S (a whole second) or after the start; the arithmetic is in each comment.
 """
 
+from eventrows import check_invariants
+
 from mqtool.formats.names import TIMER_TOPIC
 from mqtool.simulate.events import SimEvent
-from mqtool.simulate.invariants import check_invariants
 from mqtool.simulate.scenario import Fault
 from simkit import S, config, events, run
 

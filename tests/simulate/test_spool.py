@@ -30,7 +30,7 @@ def test_spool_reads_back_what_was_put_last(ops, flush):
                 live.pop(phys, None)
             back = sp.get(phys)
             want = live.get(phys)
-            assert (back is None) == (want is None) and len(sp) == len(live)
+            assert (back is None) == (want is None) == (phys not in sp) and len(sp) == len(live)
             if want is not None:
                 assert back is not want
                 fields = SimMessage.__slots__

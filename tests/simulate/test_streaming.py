@@ -4,10 +4,10 @@ invariant findings as a held one; the per-key counts behind them are exact in bo
 import io
 
 import pytest
+from eventrows import check_invariants
 
 import mqtool.simulate.tally as tally_mod
 from mqtool.simulate.events import SimEvent
-from mqtool.simulate.invariants import check_invariants
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.tally import SUMMARY, KeyTally
@@ -19,7 +19,7 @@ def test_key_tally_repeats_are_exact_even_when_hashes_collide(monkeypatch):
     monkeypatch.setattr(tally_mod, "hash", len, raising=False)
     t = KeyTally()
     for k in ["AA", "AB", "AA", "B", "AC", "AA", "AB", "\udc80x"]:
-        t.add(k)
+        t.extend([k])
     assert t.repeated_by(SUMMARY) == {"AA": 3, "AB": 2}
     assert t.counts({"AC", "B", "AA", "zz"}) == {"AA": 3, "AC": 1, "B": 1}
     t.close()
@@ -28,9 +28,8 @@ def test_key_tally_repeats_are_exact_even_when_hashes_collide(monkeypatch):
 def test_key_tally_spools_past_its_buffer():
     t = KeyTally()
     for i in range(20_000):
-        t.add(f"K{i % 15_000}")
-    t.add("\udcff")  # a surrogate-escaped byte survives the spool
-    t.add("\udcff")
+        t.extend([f"K{i % 15_000}"])
+    t.extend(["\udcff", "\udcff"])  # a surrogate-escaped byte survives the spool
     rep = t.repeated_by(SUMMARY)
     assert len(rep) == 5_001 and rep["K0"] == 2 and rep["K4999"] == 2 and rep["\udcff"] == 2
     assert "K5000" not in rep
