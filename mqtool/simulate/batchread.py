@@ -81,7 +81,7 @@ def read_plain(
     the map is the string's own length); any other string `(properties map, BODYLENGTH, SYSFLAG)`; None
     where the per-message read decides.
 
-    With `sources` (a roll slot's sources, `read_sources`): `(topic bytes, QUEUEID, n, values)` for a plain
+    With `sources` (a roll slot's sources): `(topic bytes, QUEUEID, n, values)` for a plain
     string, `values` always a tuple, else None (the record is read whole); the records are taken in runs
     that lie in one file within `MAX_SPAN` bytes, and a record that makes a template is matched by it."""
     res: list[tuple | None] = [None] * len(phys)
@@ -104,8 +104,3 @@ def read_plain(
         finally:
             close(buf)
     return res
-
-
-def read_sources(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...]) -> list[tuple | None]:
-    """`read_plain(..., sources=True)` by the name timerroll.py still calls (lead: call `read_plain` there)."""
-    return read_plain(base, phys, sizes, wanted, True)

@@ -66,7 +66,6 @@ class MappedBase:
         # FIFO eviction by `popitem(last=False)`: deleting a plain dict's first key again and again
         # leaves dummies that `next(iter(d))` walks over each time (30 s per 300,000 reads)
         self.cache: OrderedDict[int, SimMessage] = OrderedDict()  # the read cache: phys -> message
-        self._lru = self.cache  # the name schedule.py and timer*.py still use (lead: `cache` there)
         self._cache_size = cache_messages
         self.files = RecordFiles(store.commitlog.queue)
         self._topics: dict[bytes, str] = {}
@@ -225,8 +224,6 @@ class MappedBase:
             (topic, qid, parse_properties(raw), buf[p : p + body_len], body_len, born_ts, store_ts, sysflag, flag)
             + (reconsume, prepared, phys, total, qoff, born_host, store_host, raw, "", -1, 0)
         )  # `SimMessage`'s fields in slot order
-
-    _read, _queue = read, units  # the names schedule.py and timer*.py still use (lead: `read`, `units` there)
 
     def close(self) -> None:
         self.files.close()

@@ -224,7 +224,7 @@ class ScheduleService(PersistedOffsets[int]):
         m = self.ctx.model
         base = m.base
         if batchable(base):
-            u = base._queue(RMQ_SYS_SCHEDULE_TOPIC, qid)
+            u = base.units(RMQ_SYS_SCHEDULE_TOPIC, qid)
             bmax = base.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
             if u is not None and u.first <= offset < bmax:
                 a = offset - u.first
@@ -258,7 +258,7 @@ class ScheduleService(PersistedOffsets[int]):
         phys = phys[:k].tolist() if columns else phys
         if columns:  # one `pread` each below BATCH_READ records: cheaper than the batch's set-up
             records = read_plain(base, phys, sizes[:k].tolist(), _WANTED) if k >= BATCH_READ else [None] * k
-            light, lru = base._read, base._lru
+            light, lru = base.read, base.cache
             floor = self._floor
             if floor is None:
                 floor = self._floor = base.max_phys()

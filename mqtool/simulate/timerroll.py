@@ -2,7 +2,7 @@
 
 Where no fault can refuse a put, in a run that spools the timer topic's re-puts, a roll is kept as a row
 (`keep`) instead of `TimerDequeue.put`'s `StoreModel.append` of the converted record: the re-put's size by
-`StoreModel.reput_size`'s arithmetic from the source's values as `batchread.read_sources` gives them (read
+`StoreModel.reput_size`'s arithmetic from the source's values as `read_plain(sources=True)` gives them (read
 batch-wise for a big slot, else taken from the record read whole: `keep_map`), placed by
 `StoreModel.append_row` and kept by the spool, which rebuilds the record from it (`rebuild`) when anyone reads
 it; the enqueue takes the values it needs from the row (`enqueue_values`).
@@ -23,13 +23,13 @@ from mqtool.formats.names import (
 from mqtool.formats.properties import broker_properties_length, key_order
 from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
-from mqtool.simulate.batchread import batchable, read_sources
+from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.model import SimMessage, tags_code
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
 from mqtool.simulate.timerstate import TEXTS, TimerState, int_or, signed, text
 
 _U64 = (1 << 64) - 1
-# the values `keep` takes from a plain string (`batchread.read_sources`)
+# the values `keep` takes from a plain string (`read_plain(sources=True)`)
 ROLL_WANTED = (
     (
         PROPERTY_TIMER_OUT_MS,
@@ -51,13 +51,13 @@ class TimerRolls:
         self.st = st
 
     def sources(self, chain: list[tuple], lo: int, hi: int) -> dict[int, tuple] | None:
-        """`batchread.read_sources` of the store records the ROLL units among `chain[lo:hi]` ((pos, unit and row))
+        """`read_plain(sources=True)` of the store records the ROLL units among `chain[lo:hi]` ((pos, unit and row))
         point at, by index (absent: read whole); None when the base is not read batch-wise."""
         m = self.st.ctx.model
         base = m.base
         if not batchable(base):
             return None
-        msgs, spooled, lru = m._msgs, m.spool._where, base._lru
+        msgs, spooled, lru = m._msgs, m.spool._where, base.cache
         at, phys, sizes = [], [], []
         for i in range(lo, min(hi, len(chain))):
             _pos, (_prev, magic, write, _slot, ph, size, _hash, _meta, _hi, _lo) = chain[i]
@@ -65,18 +65,18 @@ class TimerRolls:
                 at.append(i)
                 phys.append(ph)
                 sizes.append(size)
-        read = read_sources(base, phys, sizes, ROLL_WANTED)
+        read = read_plain(base, phys, sizes, ROLL_WANTED, sources=True)
         return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
 
     def keep_map(self, msg: SimMessage, unit: tuple, slot_time: int) -> bool:
-        """`keep` of a store's record read whole (`msg`), its values as `batchread.read_sources` gives them;
+        """`keep` of a store's record read whole (`msg`), its values as `read_plain(sources=True)` gives them;
         False (nothing done) where the re-put goes through `append`: a re-put read back (kept whole), a fault
         that may refuse the put."""
         m = self.st.ctx.model
         src = msg.props
         if msg.phys in m.spool._where or msg.phys in m._msgs or m.put_filter is not None or m.keep_messages:
             return False
-        try:  # `n`: with the last separator, as `read_sources` counts
+        try:  # `n`: with the last separator, as `read_plain`'s sources count
             n = broker_properties_length(src, m.capacity) + msg.body_len + hosts_size(msg.sys_flag)
             values = [None if (v := src.get(k)) is None else v.encode("utf-8", "surrogateescape") for k in ROLL_WANTED]
             topic = msg.topic.encode("utf-8", "surrogateescape")
@@ -86,7 +86,7 @@ class TimerRolls:
 
     def keep(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
         """The roll re-put `TimerDequeue.put` would make of a unit's store record, kept as a row, from `rec`
-        (`batchread.read_sources`: topic, QUEUEID, the size of its properties string with the last separator,
+        (`read_plain(sources=True)`: topic, QUEUEID, the size of its properties string with the last separator,
         BODYLENGTH and hosts, and the `ROLL_WANTED` values as bytes): its size with the three values `convert`
         sets (`StoreModel.reput_size`'s arithmetic), placed by `StoreModel.append_row`, and the spool keeps a row
         (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time (= the dequeue

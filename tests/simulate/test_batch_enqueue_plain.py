@@ -134,7 +134,7 @@ def test_plain_rows_equal_the_rows_of_the_maps(tmp_path):
         for _ in range(2):  # the first string of each sequence makes its template, the second pass matches it
             got = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         for (phys, _size, _tags), g in zip(units, got, strict=True):
-            props, body_len, sys_flag = fast._read(phys, False, True)
+            props, body_len, sys_flag = fast.read(phys, False, True)
             if len(g) == 3:
                 assert g == (props, body_len, sys_flag)
                 continue

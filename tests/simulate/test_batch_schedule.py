@@ -163,7 +163,7 @@ def test_read_records_equals_the_light_read(tmp_path):
         units = [u for _o, u in fast.cq_units(RMQ_SYS_SCHEDULE_TOPIC, level - 1, 0, 1000)]
         got = batch_records(fast, [u[0] for u in units], [u[1] for u in units])
         for u, g in zip(units, got, strict=True):
-            assert g is not None and g == fast._read(u[0], False, True)
+            assert g is not None and g == fast.read(u[0], False, True)
             n += 1
     fast.close()
     assert n == 300

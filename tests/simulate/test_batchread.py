@@ -121,7 +121,7 @@ def _entry_points_same(store: Store) -> tuple[int, int]:
                     values = light and tuple(
                         None if w not in light[0] else light[0][w].encode("utf-8", "surrogateescape") for w in WANTED
                     )
-                    # `read_sources` reads a queue over several files by runs, and matches the record that makes a
+                    # `read_plain` reads a queue over several files by runs, and matches the record that makes a
                     # template (`read_plain` gives its map)
                     assert src is None or light is not None and src[:2] == (topic.encode(), qid) and src[3] == values
                     if got is None:

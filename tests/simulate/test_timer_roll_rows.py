@@ -1,6 +1,6 @@
 """A timer roll kept as a row (`TimerRolls.keep`; of a record read whole: `keep_map`): in a run that spools the
 timer topic's re-puts, a ROLL unit's record is re-put without building it (a big roll slot's records read batch-wise,
-`batchread.read_sources`), yet the event log is the per-message walk's (`reference_timer`), byte for byte, and
+`batchread.read_plain`), yet the event log is the per-message walk's (`reference_timer`), byte for byte, and
 the record a row stands for (`RecordSpool.get` -> `TimerRolls.rebuild`) equals, field for field, the one
 `StoreModel.append` put in the spool before."""
 
@@ -73,7 +73,7 @@ def _build(root):
 
 def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answered=None):
     """(event lines, result, the records `append` put in the spool by offset, those the rows stand for, the
-    sources rolled from the bytes `read_sources` read); `chunks` gets the number of units each `TimerRolls.sources`
+    sources rolled from the bytes `read_plain` read); `chunks` gets the number of units each `TimerRolls.sources`
     call covers, `answered` the number of `TimerRolls.enqueue_values`' answers that are not None."""
     spooled, rebuilt, plain, mapped = {}, {}, [], []
     put, keep, keep_map = RecordSpool.put, TimerRolls.keep, TimerRolls.keep_map
@@ -129,7 +129,7 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
     [(timerdequeue.ROLL_READ, timerdequeue.ROLL_CHUNK), (timerdequeue.ROLL_READ, 16), (10**9, timerdequeue.ROLL_CHUNK)],
 )
 def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, chunk):
-    """The roll slot read batch-wise (`read_sources`; in one read or 16 units at a time) or record by record: the
+    """The roll slot read batch-wise (`read_plain`; in one read or 16 units at a time) or record by record: the
     same log."""
     monkeypatch.setattr(timerdequeue, "ROLL_READ", roll_read)
     monkeypatch.setattr(timerdequeue, "ROLL_CHUNK", chunk)
