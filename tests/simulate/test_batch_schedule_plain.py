@@ -115,7 +115,7 @@ def test_read_plain_equals_the_light_read(tmp_path, monkeypatch, map_from):
                 phys = [u[0] + shift for u in units]
                 got = batchread.read_plain(fast, phys, [u[1] for u in units], wanted)
                 for k, (p, g) in enumerate(zip(phys, got, strict=True)):
-                    light = fast._read(p, False, True)
+                    light = fast.read(p, False, True)
                     assert (g is None) == (light is None) == (shift == 1), (level, k)
                     if g is None:
                         continue

@@ -23,7 +23,7 @@ _both, _templates_of = _kernel._both, _kernel._templates_of
 
 def batch_records(base: MappedBase, phys: list[int], sizes: list[int]) -> list[tuple | None]:
     """(properties map, BODYLENGTH, SYSFLAG) of each record the batch reader takes, None where it leaves the
-    record to the per-message read: what `MappedBase._read(phys, False, True)` answers."""
+    record to the per-message read: what `MappedBase.read(phys, False, True)` answers."""
     scanned = batchread.scan_plain(base, phys, sizes, ())
     if scanned is None:
         return [None] * len(phys)
@@ -70,13 +70,13 @@ def _kernel_on_store(store: Store) -> int:
                 for i, phys in by_file.items():
                     start, data = files[i]
                     strings = [
-                        fast._read(p, True).props_raw.encode("utf-8", "surrogateescape")
+                        fast.read(p, True).props_raw.encode("utf-8", "surrogateescape")
                         for p in phys
-                        if fast._read(p, True) is not None
+                        if fast.read(p, True) is not None
                     ]
                     out = _both(data, [p - start for p in phys], 0, len(data), len(data), _templates_of(strings))
                     for p, row in zip(phys, out.tolist(), strict=True):
-                        light = fast._read(p, False, True)
+                        light = fast.read(p, False, True)
                         assert (row[propscan.STATUS] >= 0) == (light is not None), (topic, qid, p)
                         if light is not None:
                             raw = data[row[propscan.PROPS_START] : row[propscan.PROPS_END]]
@@ -115,7 +115,7 @@ def _entry_points_same(store: Store) -> tuple[int, int]:
                 plain = batchread.read_plain(fast, phys, sizes, WANTED)
                 sources = batchread.read_plain(fast, phys, sizes, WANTED, sources=True)
                 for got, pl, src, p in zip(batch_records(fast, phys, sizes), plain, sources, phys, strict=True):
-                    light = fast._read(p, False, True)
+                    light = fast.read(p, False, True)
                     assert (light is not None) == (shift == 0), (topic, qid, p)
                     want += shift == 0 and len(files) == 1
                     values = light and tuple(

@@ -16,16 +16,16 @@ def test_timer_units_round_trip_on_and_off_the_grid():
     units = TimerUnits(1040)  # 20 units a file
     a = (-1, 1, 1000, 2000, 4096, 180, -123456789)
     b = (0, 3, 2**40, 2**41 + 7, 2**33, 2**31 - 1, -(2**31))
-    units[0] = a
-    units[1040 + 52 * 19] = b  # the last unit of the second file
-    units[7] = a  # off the 52-byte grid: kept aside
-    assert units[0] == a and units[1040 + 52 * 19] == b and units.get(7) == a
-    assert units.get(52) is None and units.get(1040) is None and units.get(-52) is None and 104 not in units
-    units[0] = b  # a position written again counts once
-    assert units[0] == b and len(units) == 3
+    units.put(0, a)
+    units.put(1040 + 52 * 19, b)  # the last unit of the second file
+    units.put(7, a)  # off the 52-byte grid: kept aside
+    assert units.get(0) == a and units.get(1040 + 52 * 19) == b and units.get(7) == a
+    assert units.get(52) is None and units.get(1040) is None and units.get(-52) is None and units.get(104) is None
+    units.put(0, b)  # a position written again holds the last unit
+    assert units.get(0) == b
     for pos in range(52, 52 * 5000, 52):  # grows past one block of columns
-        units[pos] = (pos, 1, 2, 3, 4, 5, 6)
-    assert units[52 * 4999] == (52 * 4999, 1, 2, 3, 4, 5, 6)
+        units.put(pos, (pos, 1, 2, 3, 4, 5, 6))
+    assert units.get(52 * 4999) == (52 * 4999, 1, 2, 3, 4, 5, 6) and units.get(0) == b
 
 
 def test_event_lines_are_jsons_bytes():

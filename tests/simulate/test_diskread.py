@@ -120,7 +120,7 @@ def _walk_reads(store: Store, order: list[int]) -> None:
             m = ref.message(p)
             assert _fields(fast.message_once(p)) == _fields(m), p
             assert fast.props(p) == (None if m is None else m.props), p
-            light = fast._read(p, False, True)
+            light = fast.read(p, False, True)
             assert light is None or light == (m.props, m.body_len, m.sys_flag), p
     finally:
         fast.close()
@@ -152,7 +152,7 @@ def test_reads_after_close_reopen_the_files(tmp_path):
     store = _small_files_store(tmp_path / "s")
     phys = sorted(u[0] for t, q in store.queue_ids for _o, u in DiskBase(store).cq_units(t, q, 0, 1 << 20))
     fast = MappedBase(store, cache_messages=1)
-    first = [fast._read(p, False, True) for p in phys[:20]]
+    first = [fast.read(p, False, True) for p in phys[:20]]
     fast.close()
-    assert [fast._read(p, False, True) for p in phys[:20]] == first and all(first)
+    assert [fast.read(p, False, True) for p in phys[:20]] == first and all(first)
     fast.close()
