@@ -31,14 +31,12 @@ from mqtool.rules.transaction import (
 from mqtool.simulate.engine import PRODUCER
 from mqtool.simulate.model import SimMessage
 from mqtool.simulate.transaction import (
-    BUSY_RETRY_49,
     FOUND,
     MAX_PROCESS_TIME_LIMIT,
     MAX_RETRY_COUNT_WHEN_HALF_NULL,
     NO_NEW_MSG,
     OFFSET_ILLEGAL,
     PUT_BACK_RETRY_MS,
-    SLEEP_WHILE_NO_OP,
     TransactionService,
     _qid,
     _renew,
@@ -115,15 +113,9 @@ class ReferenceTransaction(TransactionService):
                     yield PUT_BACK_RETRY_MS
                     continue
             else:
-                self._fill_op_remove_map(w, w.next_op)
-                if w.pull_status != FOUND:
-                    if not ctx.v4:
-                        yield SLEEP_WHILE_NO_OP
-                    elif spun_at == i:
-                        # 4.9.8 retries at once; a second empty read for the same half means it
-                        # spins, burning real time until the half is old enough: 1 ms per turn
-                        yield BUSY_RETRY_49
-                    spun_at = i
+                delay, spun_at = self._read_more(w, i, spun_at)
+                if delay:
+                    yield delay
                 continue
             new_offset = i = i + 1
         return new_offset

@@ -241,6 +241,18 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         off = self.offsets.get((topic, qid))
         return off if off is not None else self.ctx.model.cq_min(topic, qid)
 
+    def _read_more(self, w, i: int, spun_at: int) -> tuple[int, int]:
+        """The check loop's READ_MORE step for the half at `i`: read the next op messages; where none came, the
+        time it waits (0: none) and the half it last spun on."""
+        self._fill_op_remove_map(w, w.next_op)
+        if w.pull_status == FOUND:
+            return 0, spun_at
+        if not self.ctx.v4:
+            return SLEEP_WHILE_NO_OP, i
+        # 4.9.8 retries at once; a second empty read for the same half means it
+        # spins, burning real time until the half is old enough: 1 ms per turn
+        return (BUSY_RETRY_49 if spun_at == i else 0), i
+
     def _fill_op_remove_map(self, w: _Walk, op_offset: int) -> None:
         """`fillOpRemoveMap` over the op records `getOpMsg` pulls from `op_offset` (up to 32): the half offsets
         they name (at or past the walk's start) go in removeMap; an op record naming none is done at once."""
@@ -305,15 +317,9 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
             if stop == REFUSED:
                 yield PUT_BACK_RETRY_MS  # the same half again: its immunity put-back, if any, first
             elif stop == READ_MORE:
-                self._fill_op_remove_map(w, w.next_op)
-                if w.pull_status != FOUND:
-                    if not ctx.v4:
-                        yield SLEEP_WHILE_NO_OP
-                    elif spun_at == i:
-                        # 4.9.8 retries at once; a second empty read for the same half means it
-                        # spins, burning real time until the half is old enough: 1 ms per turn
-                        yield BUSY_RETRY_49
-                    spun_at = i
+                delay, spun_at = self._read_more(w, i, spun_at)
+                if delay:
+                    yield delay
             elif stop == MISSING:  # `getHalfMsg` found no half at i: the end, an illegal offset, unreadable
                 null_count += 1
                 if null_count - 1 > MAX_RETRY_COUNT_WHEN_HALF_NULL or i >= m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, w.qid):
