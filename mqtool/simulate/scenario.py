@@ -36,6 +36,7 @@ import random
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -147,35 +148,48 @@ class Scenario:
         return None
 
 
-def _time(value: Any, start_ms: int, where: str) -> int:
-    if isinstance(value, bool):
-        raise ScenarioError(f"{where}: expected a time, got {value!r}")
-    if isinstance(value, int | float):
-        return int(value) if value >= EPOCH_MIN else start_ms + int(value)
+Read = Callable[[Any, str], Any]  # a typed reader: the value of a key, `where` naming the key in its error
+
+
+def _number(value: Any, where: str, what: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ScenarioError(f"{where}: expected {what}, got {value!r}")
+    return value
+
+
+def _parsed(parse: Callable, where: str, *args) -> int:
+    try:
+        return parse(*args)
+    except TimeFormatError as e:
+        raise ScenarioError(f"{where}: {e}") from None
+
+
+def _time(value: Any, where: str, start_ms: int) -> int:
     if isinstance(value, str):
-        try:
-            return parse_time(value, start_ms)
-        except TimeFormatError as e:
-            raise ScenarioError(f"{where}: {e}") from None
-    raise ScenarioError(f"{where}: expected a time, got {value!r}")
+        return _parsed(parse_time, where, value, start_ms)
+    value = int(_number(value, where, "a time"))
+    return value if value >= EPOCH_MIN else start_ms + value
 
 
-def _delta(value: Any, where: str) -> int:
-    if isinstance(value, bool):
-        raise ScenarioError(f"{where}: expected a duration")
-    if isinstance(value, int | float):
-        return int(value)
+def _times(value: Any, where: str, start_ms: int) -> list[int]:
+    if not isinstance(value, list):
+        raise ScenarioError(f"{where} must be a list of times")
+    return sorted(_time(v, f"{where}[{i}]", start_ms) for i, v in enumerate(value))
+
+
+def _delta(value: Any, where: str, lo: int | None = None) -> int:
+    """A duration in ms: an integer, or a text such as `+1h`, `-30s`, `250ms`; at least `lo`."""
     if isinstance(value, str):
-        t = value.strip()
-        sign = -1 if t.startswith("-") else 1
-        try:
-            return sign * parse_duration_ms(t.lstrip("+-"))
-        except TimeFormatError as e:
-            raise ScenarioError(f"{where}: {e}") from None
-    raise ScenarioError(f"{where}: expected a duration, got {value!r}")
+        text = value.strip()
+        sign = -1 if text.startswith("-") else 1
+        value = sign * _parsed(parse_duration_ms, where, text.lstrip("+-"))
+    value = int(_number(value, where, "a duration"))
+    if lo is not None and value < lo:
+        raise ScenarioError(f"{where} must be at least {lo} ms, got {value}")
+    return value
 
 
-def _choice(value: Any, choices: tuple, where: str) -> Any:
+def _choice(value: Any, where: str, choices: tuple) -> Any:
     if value not in choices:
         raise ScenarioError(f"{where} must be one of {', '.join(map(str, choices))}, got {value!r}")
     return value
@@ -195,108 +209,100 @@ def _probability(value: Any, where: str) -> float:
     return float(value)
 
 
-def _table(doc: dict, name: str) -> dict:
-    v = doc.get(name, {})
-    if not isinstance(v, dict):
-        raise ScenarioError(f"[{name}] must be a table")
-    return v
+def _text(value: Any, where: str) -> str:
+    """A name or a glob: a non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise ScenarioError(f"{where} must be a name (a non-empty string), got {value!r}")
+    return value
+
+
+def _table(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where} must be a table")
+    return value
 
 
 def _tables(value: Any, where: str) -> list[dict]:
     """An array of tables (`[[where]]`), each entry checked to be a table."""
     if not isinstance(value, list):
         raise ScenarioError(f"{where} must be an array of tables ([[{where}]])")
-    for i, entry in enumerate(value):
-        if not isinstance(entry, dict):
-            raise ScenarioError(f"{where}[{i}] must be a table")
-    return value
-
-
-def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
-    """A Scenario from a parsed TOML document; times relative to `start_ms`."""
-    unknown = set(doc) - {"broker", "transaction", "faults", "consumers"}
-    if unknown:
-        raise ScenarioError(f"unknown scenario section(s): {', '.join(sorted(unknown))}")
-    sc = Scenario(broker=dict(_table(doc, "broker")))
-    tx = _table(doc, "transaction")
-    if "check_at" in tx:
-        if not isinstance(tx["check_at"], list):
-            raise ScenarioError("transaction.check_at must be a list of times")
-        sc.check_at = sorted(_time(v, start_ms, f"transaction.check_at[{i}]") for i, v in enumerate(tx["check_at"]))
-    sc.default_answer = _choice(tx.get("default_answer", "none"), ANSWERS, "transaction.default_answer")
-    sc.answer_delay_ms = int(_delta(tx.get("answer_delay_ms", 0), "transaction.answer_delay_ms"))
-    for i, a in enumerate(_tables(tx.get("answers", []), "transaction.answers")):
-        answer = _choice(a.get("answer"), ANSWERS, f"transaction.answers[{i}].answer")
-        probability = _probability(a.get("probability", 1.0), f"transaction.answers[{i}].probability")
-        sc.answers.append(AnswerRule(answer, a.get("producer_group"), a.get("uniq_key"), a.get("key"), probability))
-    sc.faults = [_fault(f, start_ms, f"faults[{i}]") for i, f in enumerate(_tables(doc.get("faults", []), "faults"))]
-    sc.consumers = _consumers(_tables(doc.get("consumers", []), "consumers"))
-    return sc
-
-
-def _fault(f: dict, start_ms: int, where: str) -> Fault:
-    """One `[[faults]]` entry: a put failure lasts until `until` (default: the end of the run), a crash restarts
-    at `until` (default: at once)."""
-    kind = _choice(f.get("kind"), FAULT_KINDS, f"{where}.kind")
-    first = f.get("from", f.get("at"))
-    start = _time(first, start_ms, f"{where}.from") if first is not None else start_ms
-    if kind == "crash" and first is None:
-        raise ScenarioError(f"{where}: a crash needs `from` (the crash time)")
-    if kind == "clock_jump" and "delta" not in f:
-        raise ScenarioError(f"{where}: a clock_jump needs `delta`")
-    default_end = start if kind != "put_failure" else 2**62
-    end = _time(f["until"], start_ms, f"{where}.until") if "until" in f else default_end
-    if end < start:
-        raise ScenarioError(f"{where}: until is before from")
-    probability = _probability(f.get("probability", 1.0), f"{where}.probability")
-    status, delta = str(f.get("status", "UNKNOWN_ERROR")), _delta(f.get("delta", 0), f"{where}.delta")
-    return Fault(kind, start, end, probability, f.get("service"), f.get("topic"), status, delta)
-
-
-def _poll_interval(value: Any, where: str) -> int:
-    poll = _delta(value, where)
-    if poll < 0:
-        raise ScenarioError(f"{where} must not be negative")
-    return poll
+    return [_table(entry, f"{where}[{i}]") for i, entry in enumerate(value)]
 
 
 def _queue_offset(value: Any, where: str) -> str | int:
     return value if value in ("first", "last") else _integer(value, f'{where} ("first", "last" or a queue offset)', 0)
 
 
-# a `[[consumers]]` key beside group, topic and match: (its `ConsumerSpec` field, its check); an absent key
-# leaves the field's default
-CONSUMER_FIELDS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
-    "from": ("start", _queue_offset),
-    "outcome": ("outcome", lambda v, where: _choice(v, ("ok", "fail"), where)),
-    "fail_times": ("fail_times", lambda v, where: _integer(v, where, 0)),
-    "consume_delay": ("consume_delay_ms", _delta),
-    "mode": ("mode", lambda v, where: _choice(v, ("push", "pop"), where)),
-    "invisible_time": ("invisible_time_ms", _delta),
-    "max_reconsume_times": ("max_reconsume_times", lambda v, where: _integer(v, where, -1)),  # -1: the default
-    "poll_interval": ("poll_interval_ms", _poll_interval),
-    "batch_size": ("batch_size", lambda v, where: _integer(v, where, 1)),
-    "client": ("client", lambda v, where: _choice(v, CLIENTS, where)),
-    "pop_random": ("pop_random", lambda v, where: _integer(v, where, 0, 99)),
-}
+def _entry(entry: dict, readers: dict[str, Read], where: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The values of a table's keys, each by its reader; an unknown key or a required one missing is an error."""
+    unknown = set(entry) - set(readers)
+    if unknown:
+        raise ScenarioError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    for key in required:
+        if key not in entry:
+            raise ScenarioError(f"{where}.{key} is required")
+    return {key: read(entry[key], f"{where}.{key}") for key, read in readers.items() if key in entry}
 
 
-def _consumers(entries: list[dict]) -> list[ConsumerSpec]:
-    out = []
-    for i, c in enumerate(entries):
-        where = f"consumers[{i}]"
-        unknown = set(c) - {"group", "topic", "match", *CONSUMER_FIELDS}
-        if unknown:
-            raise ScenarioError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        for key in ("group", "topic"):
-            if not isinstance(c.get(key), str) or not c[key]:
-                raise ScenarioError(f"{where}.{key} is required (a name)")
-        match = c.get("match", {})
-        if not isinstance(match, dict) or set(match) - {"key", "uniq_key", "tag"}:
-            raise ScenarioError(f"{where}.match is a table of key, uniq_key and tag globs")
-        spec = {name: check(c[key], f"{where}.{key}") for key, (name, check) in CONSUMER_FIELDS.items() if key in c}
-        out.append(ConsumerSpec(c["group"], c["topic"], match={k: str(v) for k, v in match.items()}, **spec))
-    return out
+CONSUMER_KEYS: dict[str, Read] = (
+    dict.fromkeys(("group", "topic"), _text)
+    | {
+        "match": lambda v, where: _entry(_table(v, where), dict.fromkeys(("key", "uniq_key", "tag"), _text), where),
+        "from": _queue_offset,
+        "outcome": partial(_choice, choices=("ok", "fail")),
+        "fail_times": partial(_integer, lo=0),
+        "mode": partial(_choice, choices=("push", "pop")),
+        "max_reconsume_times": partial(_integer, lo=-1),  # -1: the default
+        "poll_interval": partial(_delta, lo=0),
+        "batch_size": partial(_integer, lo=1),
+        "client": partial(_choice, choices=CLIENTS),
+        "pop_random": partial(_integer, lo=0, hi=99),
+    }
+    | dict.fromkeys(("consume_delay", "invisible_time"), _delta)
+)
+# the `ConsumerSpec` fields of the `[[consumers]]` keys not named as their field
+CONSUMER_FIELDS = {"from": "start", "consume_delay": "consume_delay_ms", "invisible_time": "invisible_time_ms"}
+CONSUMER_FIELDS |= {"poll_interval": "poll_interval_ms"}
+
+
+def parse_scenario(doc: dict[str, Any], start_ms: int) -> Scenario:
+    """A Scenario from a parsed TOML document; times relative to `start_ms`."""
+    top = _entry(doc, {"broker": _table, "transaction": _table, "faults": _tables, "consumers": _tables}, "scenario")
+    choose_answer, time = partial(_choice, choices=ANSWERS), partial(_time, start_ms=start_ms)
+    tx_keys = {"check_at": partial(_times, start_ms=start_ms), "default_answer": choose_answer}
+    tx = _entry(top.get("transaction", {}), tx_keys | {"answer_delay_ms": _delta, "answers": _tables}, "transaction")
+    answer_keys = {"answer": choose_answer, "probability": _probability}
+    answer_keys |= dict.fromkeys(("producer_group", "uniq_key", "key"), _text)
+    answers = [
+        AnswerRule(**_entry(a, answer_keys, f"transaction.answers[{i}]", ("answer",)))
+        for i, a in enumerate(tx.pop("answers", []))
+    ]
+    fault_keys = {"kind": partial(_choice, choices=FAULT_KINDS), "probability": _probability, "delta": _delta}
+    fault_keys |= dict.fromkeys(("from", "at", "until"), time) | dict.fromkeys(("service", "topic", "status"), _text)
+    faults = [
+        _fault(_entry(f, fault_keys, f"faults[{i}]", ("kind",)), start_ms, f"faults[{i}]")
+        for i, f in enumerate(top.get("faults", []))
+    ]
+    consumers = []
+    for i, c in enumerate(top.get("consumers", [])):
+        values = _entry(c, CONSUMER_KEYS, f"consumers[{i}]", ("group", "topic"))
+        consumers.append(ConsumerSpec(**{CONSUMER_FIELDS.get(key, key): v for key, v in values.items()}))
+    return Scenario(dict(top.get("broker", {})), answers=answers, faults=faults, consumers=consumers, **tx)
+
+
+def _fault(f: dict[str, Any], start_ms: int, where: str) -> Fault:
+    """One `[[faults]]` entry: a put failure lasts until `until` (default: the end of the run), a crash restarts
+    at `until` (default: at once)."""
+    kind = f.pop("kind")
+    if kind == "crash" and "from" not in f and "at" not in f:
+        raise ScenarioError(f"{where}: a crash needs `from` (the crash time)")
+    if kind == "clock_jump" and "delta" not in f:
+        raise ScenarioError(f"{where}: a clock_jump needs `delta`")
+    start = f.pop("from", f.pop("at", start_ms))
+    end = f.pop("until", start if kind != "put_failure" else 2**62)
+    if end < start:
+        raise ScenarioError(f"{where}: until is before from")
+    return Fault(kind, start, end, **f)
 
 
 def load_scenario(path: str | Path | None, start_ms: int) -> Scenario:

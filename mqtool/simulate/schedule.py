@@ -73,16 +73,6 @@ class _Target(NamedTuple):
     queue: QueueInfo
 
 
-class _Step:
-    """Where a level's walk stands: the next unit, the deliver time of a unit not yet due that ended it,
-    whether a put failed, whether the last batch was all due (more may follow)."""
-
-    __slots__ = ("offset", "later", "failed", "more")
-
-    def __init__(self, offset: int) -> None:
-        self.offset, self.later, self.failed, self.more = offset, None, False, True
-
-
 def _due_prefix(clock: int, tags, written, delay: int) -> tuple[list[int], int | None]:
     """The deliver times of the due prefix of units (`correct_deliver_timestamps`, a few units at a time
     first: a poll usually finds one or two, more while they are all due) and the deliver time of a written
@@ -206,16 +196,15 @@ class ScheduleService(PersistedOffsets[int]):
                 continue
             # System.currentTimeMillis(): virtual time plus any clock jump (neither moves during the walk)
             clock = ctx.clock()
-            step = _Step(offset)
-            while step.more and step.offset < hi:
-                self._deliver_due(level, qid, step, hi, clock, delay)
-            offset = step.offset
-            if step.later is not None and not step.failed:
-                if not ctx.v4:
-                    self.offsets[level] = offset  # 5.3 records the unit not yet due as the level's offset
-                yield self._next_poll(level, step.later - ctx.clock_offset) - now
-            else:
+            later, more = None, True
+            while more and offset < hi:
+                offset, later, more = self._deliver_due(level, qid, offset, hi, clock, delay)
+            if later is None:
                 yield DELAY_FOR_A_WHILE
+                continue
+            if not ctx.v4:
+                self.offsets[level] = offset  # 5.3 records the unit not yet due as the level's offset
+            yield self._next_poll(level, later - ctx.clock_offset) - now
 
     def _units(self, qid: int, offset: int, hi: int) -> tuple:
         """(CommitLog offsets, sizes, tagsCodes, written flags, from the base's columns?) of up to DELIVER_BATCH units
@@ -237,24 +226,22 @@ class ScheduleService(PersistedOffsets[int]):
             units.append((0, 0, 0))
         return [phys for phys, _size, _tags in units], None, [tags for _phys, _size, tags in units], ok, False
 
-    def _deliver_due(self, level: int, qid: int, step: _Step, hi: int, clock: int, delay: int) -> None:
-        """The walk of a level over a batch of units from `step.offset`: the due prefix (`deliver =
-        correct_deliver_timestamp(clock, tagsCode, delay)` over the tags column), each due unit's record
-        read (the base's by `batchread.read_plain`'s match or one light read, else `message_once`) and
-        re-put to REAL_TOPIC/REAL_QID, or discarded without REAL_TOPIC or with the half topic.
+    def _deliver_due(self, level: int, qid: int, offset: int, hi: int, clock: int, delay: int) -> tuple:
+        """The walk of a level over a batch of units from `offset`: the due prefix over the tags column, each due
+        unit's record read (the base's by `batchread.read_plain`'s match or one light read, else `message_once`)
+        and re-put to REAL_TOPIC/REAL_QID, or discarded without REAL_TOPIC or with the half topic.
 
         A re-put nobody keeps, watches or may refuse is placed as `StoreModel.append` places it without
         building it (`_target`), its event one row of a batch; any other goes through `_deliver` (a put
-        failure ends the walk, the rows before it written first). `step` ends past the last unit done, with
-        the deliver time of a unit not yet due (`later`), `failed`, or `more` when the batch was all due."""
+        failure ends the walk, the rows before it written first). Returns (the next unit, the deliver time of a
+        unit not yet due that ended the batch or None, whether the batch was all due: more may follow)."""
         ctx, m = self.ctx, self.ctx.model
         base = m.base
-        phys, sizes, tags, written, columns = self._units(qid, step.offset, hi)
+        phys, sizes, tags, written, columns = self._units(qid, offset, hi)
         deliver, later = _due_prefix(clock, tags, written, delay)
         k = len(deliver)
-        step.later, step.more = later, k == len(tags)
         if k < 1:
-            return
+            return offset, later, False
         phys = phys[:k].tolist() if columns else phys
         if columns:  # one `pread` each below BATCH_READ records: cheaper than the batch's set-up
             records = read_plain(base, phys, sizes[:k].tolist(), _WANTED) if k >= BATCH_READ else [None] * k
@@ -277,7 +264,6 @@ class ScheduleService(PersistedOffsets[int]):
         if self._targets_for != m.watchers:
             self._targets_for, self._targets = m.watchers, {}
         targets = self._targets
-        offset = step.offset
         delivered = -1  # the last unit put by a row
         for i in range(k):
             ph = phys[i]
@@ -317,15 +303,14 @@ class ScheduleService(PersistedOffsets[int]):
                     self._flush(level, rows, delivered)
                     rows, delivered = [], -1
                     if not self._deliver(level, offset + i, msg, new, res, deliver[i]):
-                        step.offset, step.failed, step.more = offset_after_failed_put(offset + i, ctx.v4), True, False
-                        return
+                        return offset_after_failed_put(offset + i, ctx.v4), None, False
                     continue
                 n = res.message
                 row = n.topic, n.queue_id, n.uniq_key, ph, n.phys, level, deliver[i], n.queue_offset
             delivered = offset + i
             rows.append(row if keep else None)
         self._flush(level, rows, delivered)
-        step.offset = offset + k
+        return offset + k, later, k == len(tags)
 
     def _flush(self, level: int, rows: list, delivered: int) -> None:
         """The events of a run of row re-puts, in order; the level's offset past the last of them."""
