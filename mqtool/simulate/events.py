@@ -121,27 +121,20 @@ class EventLog:
         event) or one value for every event (a list value is always a column): `emit`'s arguments, each for
         n >= 1 events. Values are str, int, bool, None or a dict of str to int (orjson writes those as `json`
         does), never a float."""
-        values = _values(time, row, detail)
-        n = 1
-        for v in values:
-            if type(v) not in _SCALARS and (type(v) is list or type(v) is tuple or hasattr(v, "ndim") and v.ndim):
-                n = len(v)
-                break
+        # a numpy array's values as Python's; a dict or a numpy scalar the same for every event
+        values = [
+            v if type(v) in _SCALARS or not hasattr(v, "tolist") else v.tolist() for v in _values(time, row, detail)
+        ]
+        n = next((len(v) for v in values if type(v) is list or type(v) is tuple), 1)
         if n:
             cols = []
             for v in values:
-                t = type(v)
-                if t in _SCALARS:
+                if type(v) is not list and type(v) is not tuple:
                     cols.append([v] * n)
-                elif (t is list or t is tuple) and len(v) == n:
+                elif len(v) == n:
                     cols.append(list(v))
-                else:  # a numpy array's values as Python's; a dict or a numpy scalar the same for every event
-                    v = v.tolist() if hasattr(v, "tolist") else v
-                    if type(v) is not list and type(v) is not tuple:
-                        v = [v] * n
-                    elif len(v) != n:
-                        raise ValueError(f"a column of {len(v)} values in a batch of {n} events")
-                    cols.append(list(v))
+                else:
+                    raise ValueError(f"a column of {len(v)} values in a batch of {n} events")
             self._add(self._kind(service, event, tuple(detail)), tuple(cols), n, True)
 
     def emit(self, time: int, service: str, event: str, /, *row, **detail: Any) -> None:
@@ -250,9 +243,8 @@ class EventLog:
         writer.put(data)
 
     def close(self) -> None:
-        """Stop the writer thread once it has written what it was given, and raise the error a write
-        of it met (an OSError of a full disk, as the write itself raised it before). Lines not passed
-        on yet stay unwritten: `flush()` writes everything and closes."""
+        """Stop the writer thread once it has written what it was given; raise the error a write met (an
+        OSError of a full disk). Lines not passed on yet stay unwritten: `flush()` writes everything and closes."""
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()

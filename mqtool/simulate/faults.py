@@ -7,7 +7,7 @@ while one of the scenario's `put_failure` windows is open (`Scenario.put_failure
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import BROKER
@@ -35,22 +35,15 @@ def clock_jump(ctx: SimContext, delta: int) -> Generator[int, None, None]:
     yield from ()
 
 
-def put_failures(ctx: SimContext) -> Callable | None:
-    """The model's put filter for the scenario's put failures (None without any): the status of a
-    refused put, decided at the engine's time, with the run's random source."""
-    scenario, engine, rng = ctx.scenario, ctx.engine, ctx.rng
-    if not any(f.kind == "put_failure" for f in scenario.faults):
-        return None
-    return lambda _now, m, service: scenario.put_failure(engine.now, service, m.topic, rng)
-
-
 def schedule_faults(ctx: SimContext, until_ms: int) -> None:
-    """Install the put filter and start a process for each timed fault (a crash, a clock jump) in
+    """Install the put filter of the scenario's put failures (the status of a refused put, decided at the engine's
+    time, with the run's random source) and start a process for each timed fault (a crash, a clock jump) in
     [now, until_ms)."""
-    if (refuse := put_failures(ctx)) is not None:
-        ctx.model.put_filter = refuse
-    now = ctx.engine.now
-    for f in ctx.scenario.faults:
+    scenario, engine, rng = ctx.scenario, ctx.engine, ctx.rng
+    if any(f.kind == "put_failure" for f in scenario.faults):
+        ctx.model.put_filter = lambda _now, m, service: scenario.put_failure(engine.now, service, m.topic, rng)
+    now = engine.now
+    for f in scenario.faults:
         if now <= f.start < until_ms and f.kind != "put_failure":
             gen = crash(ctx, f.end) if f.kind == "crash" else clock_jump(ctx, f.delta)
-            ctx.engine.process(gen, BROKER, f.start - now, f"fault-{f.kind}")
+            engine.process(gen, BROKER, f.start - now, f"fault-{f.kind}")

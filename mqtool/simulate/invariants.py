@@ -8,16 +8,17 @@
 
 `InvariantCheck` watches the events as they pass (`EventLog.watch_columns`: in batches of columns),
 so a run of millions of events never holds its history: the due-time check needs nothing, the
-delivered keys are those the summary's `DeliveryTally` spools (`KeyTally`: 9 bytes an event in memory,
-exact counts for the keys that repeat), the rolls a `KeyTally`.
+delivered and rolled keys are spooled with the summary's (`DeliveryTally.keys`, a `KeyTally`: 9 bytes an event
+in memory, exact counts for the keys that repeat).
 """
 
 from __future__ import annotations
 
+from itertools import repeat
 from operator import lt
 
 from mqtool.simulate.events import Columns
-from mqtool.simulate.tally import SCHEDULE, TIMER, DeliveryTally, KeyTally
+from mqtool.simulate.tally import ROLL, SCHEDULE, TIMER, DeliveryTally, KeyTally
 
 _SERVICES = ("schedule", "timer")
 
@@ -31,7 +32,6 @@ class InvariantCheck:
         self.check_due = "clock_jump" not in kinds
         self.count_deliveries = not kinds & {"crash", "put_failure"}
         self.problems: list[str] = []
-        self.rolls = KeyTally()
         self.shared: KeyTally | None = None
 
     def watch(self, log, tally: DeliveryTally) -> InvariantCheck:
@@ -53,28 +53,25 @@ class InvariantCheck:
 
     def rolled(self, cols: Columns) -> None:
         """A block of `roll` events: their keys, for the timer's deliveries a roll explains."""
-        if self.count_deliveries:
+        if self.shared is not None:
             keys = cols["uniq_key"]
-            self.rolls.extend([k for k in keys if k is not None] if None in keys else keys)
+            keys = [k for k in keys if k is not None] if None in keys else keys
+            self.shared.extend(keys, repeat(ROLL, len(keys)))
 
     def finish(self, halves: dict[str, str]) -> list[str]:
         """The violations: early deliveries in event order, repeated deliveries by service and key, unknown halves."""
         problems = list(self.problems)
         if self.count_deliveries:
             repeated = {s: self.shared.repeated_by(SCHEDULE if s == "schedule" else TIMER) for s in _SERVICES}
-            rolls = self.rolls.counts(set(repeated["timer"]))
+            rolls = self.shared.repeated_by(ROLL)
             for service in _SERVICES:
                 for key, n in sorted(repeated[service].items()):
-                    if n > 1 + (rolls[key] if service == "timer" else 0):
+                    if n > 1 + (rolls.get(key, 0) if service == "timer" else 0):
                         problems.append(f"{service} delivered {key} {n} times without a fault")
         for key, state in sorted(halves.items()):
             if state not in ("commit", "rollback", "discard", "skip", "pending"):
                 problems.append(f"half message {key} ended in an unknown state {state!r}")
-        self.close()
         return problems
-
-    def close(self) -> None:
-        self.rolls.close()
 
 
 def _early(times: list[int], dues: list) -> bool:

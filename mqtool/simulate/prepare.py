@@ -156,13 +156,8 @@ def open_events(run: Run) -> Iterator[TextIO | None]:
 
 
 def finish_run(run: Run, result: SimulationResult) -> list[str]:
-    """Write the event log to its file (not "-") unless the run streamed it there, and the `--out` store;
-    returns the writer's warnings."""
-    if run.events is not None and run.events != "-" and result.events.sink is None:
-        try:
-            Path(run.events).write_text(result.events.jsonl(), encoding="utf-8")
-        except OSError as e:
-            raise SimulateError(f"{run.events}: cannot write the event log ({e.strerror or e})") from None
+    """Write the `--out` store (the event log was streamed to its file by `open_events`); returns the writer's
+    warnings."""
     if run.out is None:
         return []
     from mqtool.simulate.output import write_store

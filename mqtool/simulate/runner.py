@@ -174,8 +174,6 @@ def simulate(
             model.spool.close()
         if isinstance(base, MappedBase):
             base.close()
-        if checks is not None:
-            checks.close()
         if gc_was_enabled:
             gc.enable()
         log.close()  # the event writer thread: gone before the sink is closed (a failed write raises)

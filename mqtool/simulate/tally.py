@@ -19,13 +19,13 @@ from mqtool.formats.names import RETRY_GROUP_TOPIC_PREFIX, SYSTEM_TOPICS
 from mqtool.simulate.events import Columns
 
 TIMELINE_BUCKETS = 20
-SUMMARY, SCHEDULE, TIMER = 1, 2, 4  # a key's tags: counted by the summary, by the invariants per service
+SUMMARY, SCHEDULE, TIMER, ROLL = 1, 2, 4, 8  # a key's tags: counted by the summary, by the invariants (a roll too)
 
 
 class KeyTally:
-    """How often each key occurred, per tag (`SUMMARY`, `SCHEDULE`, `TIMER`: the deliveries' keys are hashed and
-    spooled once for the summary and the invariant check, `DeliveryTally.keys`). The keys are spooled 8,192 at
-    a time as one UTF-8 string (surrogates passed through) with their lengths in code points."""
+    """How often each key occurred, per tag (`SUMMARY`, `SCHEDULE`, `TIMER`, `ROLL`: the deliveries' and rolls' keys
+    are hashed and spooled once for the summary and the invariant check, `DeliveryTally.keys`). The keys are
+    spooled 8,192 at a time as one UTF-8 string (surrogates passed through) with their lengths in code points."""
 
     def __init__(self) -> None:
         self._hashes = array("q")
@@ -69,21 +69,9 @@ class KeyTally:
                 pos += n
         yield from self._buf
 
-    def counts(self, keys: set[str]) -> Counter[str]:
-        """Exact occurrences of the given keys, whatever their tags (one pass over the spool, none when `keys`
-        is empty)."""
-        if not keys:
-            return Counter()
-        wanted = {hash(k) for k in keys}
-        found: Counter[str] = Counter()
-        for k, h in zip(self._keys(), self._hashes, strict=True):
-            if h in wanted and k in keys:
-                found[k] += 1
-        return found
-
     def repeated_by(self, tag: int) -> dict[str, int]:
-        """{key: occurrences} for the keys with `tag` seen more than once among those with it (all three
-        tags' answers from one pass over the spool, kept)."""
+        """{key: occurrences} for the keys with `tag` seen more than once among those with it; for `ROLL`, the
+        rolls of the keys `TIMER` repeats (every tag's answer from one pass over the spool, kept)."""
         if self._repeated is None:
             self._repeated = self._all_repeated()
         return self._repeated[tag]
@@ -91,23 +79,22 @@ class KeyTally:
     def _all_repeated(self) -> dict[int, dict[str, int]]:
         import numpy as np
 
-        bits = (SUMMARY, SCHEDULE, TIMER)
-        if not self._hashes:
-            return {b: {} for b in bits}
         h, t = np.frombuffer(self._hashes, dtype=np.int64), np.frombuffer(self.tags, dtype=np.uint8)
         candidates = {}
-        for b in bits:
+        for b in (SUMMARY, SCHEDULE, TIMER):
             mine = np.sort(h[(t & b) != 0])
             candidates[b] = set(mine[1:][mine[1:] == mine[:-1]].tolist())
-        found: dict[int, Counter[str]] = {b: Counter() for b in bits}
+        candidates[ROLL] = candidates[TIMER]
+        found: dict[int, Counter[str]] = {b: Counter() for b in candidates}
         union = set().union(*candidates.values())
         if union:
             for k, kh, kt in zip(self._keys(), self._hashes, self.tags, strict=True):
                 if kh in union:
-                    for b in bits:
-                        if kt & b and kh in candidates[b]:
+                    for b, mine in candidates.items():
+                        if kt & b and kh in mine:
                             found[b][k] += 1
-        return {b: {k: n for k, n in f.items() if n > 1} for b, f in found.items()}
+        out = {b: {k: n for k, n in found[b].items() if n > 1} for b in (SUMMARY, SCHEDULE, TIMER)}
+        return out | {ROLL: {k: n for k, n in found[ROLL].items() if k in out[TIMER]}}
 
     def close(self) -> None:
         if self._spool is not None:

@@ -10,7 +10,7 @@ from mqtool.formats.broker_conf import BrokerConfig
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import Engine
 from mqtool.simulate.events import EventLog
-from mqtool.simulate.faults import put_failures, schedule_faults
+from mqtool.simulate.faults import schedule_faults
 from mqtool.simulate.model import MemoryBase, SimMessage, StoreModel
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.schedule import ScheduleService
@@ -119,6 +119,5 @@ def test_put_failure_refuses_puts_in_its_window_by_engine_time():
 def test_no_put_failure_no_filter():
     ctx = SimContext(Engine(T0), StoreModel(MemoryBase()), EventLog(), BrokerConfig(),
                      parse_scenario({"faults": [{"kind": "crash", "from": 1}]}, T0), random.Random(0))
-    assert put_failures(ctx) is None
     schedule_faults(ctx, T0 + 10)
     assert ctx.model.put_filter is None

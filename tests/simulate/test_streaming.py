@@ -10,7 +10,7 @@ import mqtool.simulate.tally as tally_mod
 from mqtool.simulate.events import SimEvent
 from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
-from mqtool.simulate.tally import SUMMARY, KeyTally
+from mqtool.simulate.tally import ROLL, SUMMARY, TIMER, KeyTally
 from simkit import S, config
 
 
@@ -21,7 +21,11 @@ def test_key_tally_repeats_are_exact_even_when_hashes_collide(monkeypatch):
     for k in ["AA", "AB", "AA", "B", "AC", "AA", "AB", "\udc80x"]:
         t.extend([k])
     assert t.repeated_by(SUMMARY) == {"AA": 3, "AB": 2}
-    assert t.counts({"AC", "B", "AA", "zz"}) == {"AA": 3, "AC": 1, "B": 1}
+    t.close()
+    # the rolls of the keys the timer repeats (AA), not of those it does not (AC once, AB never), all colliding
+    t = KeyTally()
+    t.extend(["AA", "AC", "AB", "AA", "AB", "AC", "AA"], [TIMER, TIMER, ROLL, TIMER, ROLL, ROLL, ROLL])
+    assert t.repeated_by(TIMER) == {"AA": 2} and t.repeated_by(ROLL) == {"AA": 1}
     t.close()
 
 
