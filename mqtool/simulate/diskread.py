@@ -140,25 +140,22 @@ class MappedBase:
             step = min(step * 4, 4096)
 
     # ----- records -----
-    def message(self, phys: int) -> SimMessage | None:
+    def message(self, phys: int, cache: bool = True) -> SimMessage | None:
         if self.recovery is not None and phys >= self.recovery.end:
             return None  # cut by the broker's recovery
         m = self.cache.get(phys)
         if m is None:
             m = self.read(phys) or self._stored(phys)
-            if m is not None:
+            if m is not None and cache:
                 if len(self.cache) >= self._cache_size:
                     self.cache.popitem(last=False)
                 self.cache[phys] = m
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
-        """`message(phys)` for a record read for the last time (a delivery): not put in the cache,
-        which it would only push older entries out of."""
-        if self.recovery is not None and phys >= self.recovery.end:
-            return None
-        m = self.cache.get(phys) or self.read(phys)
-        return m if m is not None else self.message(phys)  # the store's reader, cached as before
+        """A record read for the last time (a delivery): not put in the cache, which it would only push older
+        entries out of."""
+        return self.message(phys, False)
 
     def props(self, phys: int) -> dict[str, str] | None:
         """`message(phys).props`, without a `SimMessage` or the cache: the timer's enqueue reads only

@@ -64,27 +64,17 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
                 w.wheel.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
             queue = timer.st.curr_queue_offset
             w.write_timercheck(timer.read_time(), w.timerlog_end, queue, queue, timestamp=result.until_ms, counter=1)
-        old = store.config_files.delay_offsets
-        if result.broker_version.startswith("4"):
-            dv = None
-        else:
-            dv = old.data_version if old is not None and old.data_version is not None else DataVersion(0, 0, 0)
+        old, co = store.config_files.delay_offsets, store.config_files.consumer_offsets or ConsumerOffsets({})
+        dv = None if result.broker_version.startswith("4") else (old and old.data_version) or DataVersion(0, 0, 0)
         w.write_delay_offsets(DelayOffsets(dict(sorted(state["schedule_offsets"].items())), dv))
-        co = store.config_files.consumer_offsets
-        table = {k: dict(v) for k, v in (co.offset_table if co is not None else {}).items()}
+        table = {k: dict(v) for k, v in co.offset_table.items()}
         for (topic, qid), off in sorted(state["consumer_offsets"].items()):
             table.setdefault(f"{topic}@{CID_SYS_RMQ_TRANS}", {})[qid] = off
         consumers = state.get("consumers")
         if consumers is not None:  # a clean shutdown at --until persists the groups' offsets
             for key, offsets in consumers.offset_table().items():
                 table.setdefault(key, {}).update(offsets)
-        w.write_consumer_offsets(
-            with_group_topic_map(
-                ConsumerOffsets(
-                    table, co.data_version if co is not None else None, co.group_topic_map if co is not None else None
-                )
-            )
-        )
+        w.write_consumer_offsets(with_group_topic_map(ConsumerOffsets(table, co.data_version, co.group_topic_map)))
         cf = store.config_files
         json_topics = (cf.topics_file or "").startswith("config/topics.json")  # not RocksDB's config/topics
         if consumers is not None and cf.topics is not None and json_topics:

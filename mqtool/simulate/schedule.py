@@ -25,6 +25,7 @@ first poll of its 100 ms grid at which its head unit is due, or idles until a un
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from mqtool.formats.names import (
@@ -96,13 +97,14 @@ def _due_prefix(clock: int, tags, written, delay: int) -> tuple[list[int], int |
     return deliver, None
 
 
+@dataclass(slots=True)
 class _Pending:
     """An async re-put awaiting its result (`HandlePutResultTask`)."""
 
-    __slots__ = ("offset", "phys", "status", "resend")
-
-    def __init__(self, offset: int, phys: int, status: str) -> None:
-        self.offset, self.phys, self.status, self.resend = offset, phys, status, 0
+    offset: int
+    phys: int
+    status: str
+    resend: int = 0
 
 
 class ScheduleService(PersistedOffsets[int]):
@@ -126,9 +128,12 @@ class ScheduleService(PersistedOffsets[int]):
 
     # ----- life cycle -----
     def start(self) -> None:
-        e = self.ctx.engine
-        self._correct_offsets()
+        e, m = self.ctx.engine, self.ctx.model
         for level in self.delays:
+            if level in self.offsets:  # `correctDelayOffset`: a stored offset clamped into its queue's [min, max]
+                qid = delay_level_2_queue_id(level)
+                lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
+                self.offsets[level] = correct_delay_offset(self.offsets[level], lo, hi)
             self.pending[level] = deque()
             walk = self._level(level, self.offsets.get(level, 0))
             self.procs[level] = e.process(walk, SCHEDULE, FIRST_DELAY_TIME, f"schedule-{level}")
@@ -143,16 +148,6 @@ class ScheduleService(PersistedOffsets[int]):
             p.stop()
         self.stop_persister(clean)
 
-    def _correct_offsets(self) -> None:
-        """`correctDelayOffset`: clamp each stored offset into its queue's [min, max]."""
-        m = self.ctx.model
-        for level, off in list(self.offsets.items()):
-            if level not in self.delays:
-                continue
-            qid = delay_level_2_queue_id(level)
-            lo, hi = m.cq_min(RMQ_SYS_SCHEDULE_TOPIC, qid), m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, qid)
-            self.offsets[level] = correct_delay_offset(off, lo, hi)
-
     def persist(self) -> None:
         """delayOffset.json written, and logged as the `persist` event."""
         super().persist()
@@ -163,10 +158,7 @@ class ScheduleService(PersistedOffsets[int]):
     def _next_poll(self, level: int, not_before: int) -> int:
         """The first poll of the level's 100 ms grid at or after `not_before` (engine time)."""
         base = self.grid.get(level, self.ctx.engine.now)
-        if not_before <= base:
-            return base + DELAY_FOR_A_WHILE
-        k = -(-(not_before - base) // DELAY_FOR_A_WHILE)
-        return base + k * DELAY_FOR_A_WHILE
+        return base + max(1, -(-(not_before - base) // DELAY_FOR_A_WHILE)) * DELAY_FOR_A_WHILE  # polls to wait, >= 1
 
     def _on_append(self, level: int) -> None:
         p = self.procs.get(level)
