@@ -16,8 +16,6 @@ import json
 
 import numpy as np
 
-from mqtool.store import extension
-
 # json.dumps(d, ensure_ascii=False, separators=(",", ":")) builds this encoder on every call
 JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 ROW_NAMES = ("topic", "queue_id", "uniq_key", "physical_offset", "new_physical_offset")
@@ -114,9 +112,3 @@ class Formatter:
                 spans = 2 * len(self._spans)
             else:
                 raise RuntimeError("event lines: orjson's text is not what the formatter reads")
-
-
-def formatter() -> Formatter | None:
-    """A `Formatter` over the compiled kernel, or None without the extension (then `lines` writes every line)."""
-    kernel = extension.kernel("event_lines")
-    return Formatter(kernel) if kernel is not None else None

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from mqtool.output import BlockWriter, byte_buffer
 from mqtool.simulate import eventlines
 from mqtool.simulate.eventlines import ROW_NAMES, Kind
+from mqtool.store import extension
 
 
 @dataclass(slots=True)
@@ -37,50 +38,40 @@ class SimEvent:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-FLUSH_LINES = 4096
-"""Events a block holds: the lines go to the sink, the watched events to their callbacks, this many at a time."""
-WRITER_BLOCKS = 8
-"""Blocks (about 1 MB each) waiting for the writer thread; the run waits when they are all taken."""
+FLUSH_LINES = 4096  # events a block holds: the lines go to the sink, the watched events to their callbacks
+WRITER_BLOCKS = 8  # blocks (about 1 MB each) waiting for the writer thread; the run waits when they are all taken
 _SCALARS = frozenset({str, int, bool, type(None)})
 _NO_ROW = (None,) * len(ROW_NAMES)
 _TIMES = itemgetter(1)  # a batch (kind id, times, columns...): its times
 
 
-class Columns:
+class Columns(dict):
     """Events of one kind, in order, column by column: what `EventLog.watch_columns` callbacks read.
     `cols[key]` is the list of that key's values (`time`, `service`, `topic`, ... or a detail key;
-    None where an event has no such detail). Every callback of a block gets the same list for a key:
-    none may change it."""
-
-    __slots__ = ("_batches", "_kinds", "_cache")
+    None where an event has no such detail), made when first asked for. Every callback of a block gets the same
+    list for a key: none may change it."""
 
     def __init__(self, batches: list[tuple], kinds: list[Kind]) -> None:
-        self._batches = batches
-        self._kinds = kinds
-        self._cache: dict[str, list] = {}
+        super().__init__()
+        self._batches, self._kinds = batches, kinds
 
-    def __getitem__(self, key: str) -> list:
-        col = self._cache.get(key)
-        if col is None:
-            col = self._cache[key] = self._column(key)
-        return col
-
-    def _column(self, key: str) -> list:
+    def __missing__(self, key: str) -> list:
         batches, kinds = self._batches, self._kinds
         ids = set(map(itemgetter(0), batches))
         if len(ids) == 1:  # one kind (the usual block): C-level passes
             kind = kinds[ids.pop()]
             at = kind.index.get(key)
             if at is not None:
-                return list(chain.from_iterable(map(itemgetter(at + 1), batches)))
-            return [kind.constant(key)] * sum(map(len, map(_TIMES, batches)))
-        out: list = []
-        for b in batches:
-            kid, times, *columns = b
+                col = self[key] = list(chain.from_iterable(map(itemgetter(at + 1), batches)))
+            else:
+                col = self[key] = [kind.constant(key)] * sum(map(len, map(_TIMES, batches)))
+            return col
+        col = self[key] = []
+        for kid, times, *columns in batches:
             kind = kinds[kid]
             at = kind.index.get(key)
-            out += (times, *columns)[at] if at is not None else repeat(kind.constant(key), len(times))
-        return out
+            col += (times, *columns)[at] if at is not None else repeat(kind.constant(key), len(times))
+        return col
 
 
 class EventLog:
@@ -106,7 +97,8 @@ class EventLog:
         self._run: list[tuple] = []  # the batches to come whose lines orjson and the kernel write
         self._parts: list = []  # runs of batches and finished lines (json's), in order, before `_run`
         self._lines = 0  # their events
-        self._formatter = eventlines.formatter() if self._lined else None
+        kernel = extension.kernel("event_lines") if self._lined else None  # None: `lines` writes every line
+        self._formatter = eventlines.Formatter(kernel) if kernel is not None else None
         self._buffer = None
         self._writer: BlockWriter | None = None
 

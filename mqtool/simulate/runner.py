@@ -29,6 +29,7 @@ from mqtool.simulate.model import StoreModel
 from mqtool.simulate.scenario import Scenario
 from mqtool.simulate.schedule import ScheduleService
 from mqtool.simulate.service import start_services
+from mqtool.simulate.spool import RecordSpool
 from mqtool.simulate.tally import DeliveryTally
 from mqtool.simulate.timer import TimerService, recovered_state
 from mqtool.simulate.transaction import TransactionService
@@ -93,17 +94,13 @@ def simulate(
     engine = Engine(start_ms)
     rng = random.Random(seed)
     log = EventLog(keep=keep_events, sink=sink, hold=hold_events)
-    if keep_records is None:
-        keep_records = log.hold
-    keep_records = keep_events and (keep_records or bool(scenario.consumers))
+    keep_records = keep_events and ((log.hold if keep_records is None else keep_records) or bool(scenario.consumers))
     model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_records, trailing_separator=not v4)
     # nothing reads a re-put again once its reader has passed it, unless a crash replays, an answer ends a
     # checked copy later or consumers read the system topics: then every kept record stays
     answers = scenario.answers or scenario.default_answer != "none"
     model.releasing = not keep_records and not (scenario.faults or scenario.consumers or answers)
     if model.releasing:
-        from mqtool.simulate.spool import RecordSpool
-
         model.spool = RecordSpool()
     deliveries = DeliveryTally(start_ms, until_ms)
     log.watch_columns("deliver", deliveries.columns)

@@ -249,7 +249,7 @@ class ScheduleService(PersistedOffsets[int]):
             records, light, look = [None] * k, None, False
         message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)
         append_unit, reput_size, plain_reput_size = m.append_unit, m.reput_size, m.plain_reput_size
-        keep, async_deliver = ctx.log.keep, ctx.config.enable_schedule_async_deliver
+        async_deliver = ctx.config.enable_schedule_async_deliver
         rows: list[tuple] = []
         # (REAL_TOPIC, REAL_QID) -> `_target`, by the values' text or bytes (`read_plain`). Kept from batch to
         # batch while no queue gains a watcher (`on_append`): nothing else changes them
@@ -300,7 +300,7 @@ class ScheduleService(PersistedOffsets[int]):
                 n = res.message
                 row = n.topic, n.queue_id, n.uniq_key, ph, n.phys, level, deliver[i], n.queue_offset
             delivered = offset + i
-            rows.append(row if keep else None)
+            rows.append(row)
         self._flush(level, rows, delivered)
         return offset + k, later, k == len(tags)
 
@@ -311,13 +311,9 @@ class ScheduleService(PersistedOffsets[int]):
             self._record(rows)
 
     def _record(self, rows: list) -> None:
-        """The deliver events of re-puts, one row each (None where the log only counts them)."""
-        log = self.ctx.log
-        if not log.keep:
-            log.tally("deliver", len(rows))
-            return
+        """The deliver events of re-puts, one row each."""
         topic, qid, uniq, ph, pos, level, due, offset = zip(*rows, strict=True)
-        now = self.ctx.engine.now
+        log, now = self.ctx.log, self.ctx.engine.now
         log.batch(now, "schedule", "deliver", topic, qid, uniq, ph, pos, level=level, due=due, queue_offset=offset)
 
     def _target(self, real_topic: str | None, real_qid_text: str | None) -> tuple | object | None:
@@ -395,14 +391,10 @@ class ScheduleService(PersistedOffsets[int]):
     # ----- summary -----
     def backlog(self) -> dict[int, int]:
         """Units not yet delivered per level (offset to the queue's max), levels without a task included."""
-        m = self.ctx.model
-        out = {}
-        for level in sorted({*self.delays, *map(queue_id_2_delay_level, m.queue_ids(RMQ_SYS_SCHEDULE_TOPIC))}):
-            hi = m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level))
-            n = hi - self.offsets.get(level, 0)
-            if n > 0:
-                out[level] = n
-        return out
+        m, done = self.ctx.model, self.offsets
+        levels = sorted({*self.delays, *map(queue_id_2_delay_level, m.queue_ids(RMQ_SYS_SCHEDULE_TOPIC))})
+        left = {lv: m.cq_max(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(lv)) - done.get(lv, 0) for lv in levels}
+        return {level: n for level, n in left.items() if n > 0}
 
 
 def _real_queue(props: dict[str, str]) -> tuple[str | None, int | None]:
