@@ -101,11 +101,8 @@ class Process:
     __slots__ = ("engine", "gen", "priority", "name", "_gen_id", "alive", "wake_time")
 
     def __init__(self, engine: Engine, gen: Generator[int, Any, Any], priority: int, name: str) -> None:
-        self.engine = engine
-        self.gen = gen
-        self.priority = priority
-        self.name = name
-        self._gen_id = 0
+        self.engine, self.gen, self.priority, self.name = engine, gen, priority, name
+        self._gen_id = 0  # bumped by every (re)schedule and stop: a queued resumption with an older one is stale
         self.alive = True
         self.wake_time: int | None = None
 

@@ -59,8 +59,7 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
                 if at != pos:
                     warnings.append(f"TimerLog unit predicted at {pos} written at {at}")
                 slot = w.wheel.get_slot(delayed)
-                delete = bool(magic & 4)
-                num = (slot.num if slot.first_pos != -1 else 0) + (-1 if delete else 1)
+                num = (slot.num if slot.first_pos != -1 else 0) + (-1 if magic & 4 else 1)  # 4: a delete unit
                 w.wheel.put_slot(delayed, slot.first_pos if slot.first_pos != -1 else at, at, num, slot.magic)
             queue = timer.st.curr_queue_offset
             w.write_timercheck(timer.read_time(), w.timerlog_end, queue, queue, timestamp=result.until_ms, counter=1)

@@ -84,12 +84,9 @@ def prepare_run(
     if until_ms <= start_ms:
         raise SimulateError(f"--until ({format_time(until_ms)}) must be after --start ({format_time(start_ms)})")
     scenario = load_scenario(scenario_path, start_ms)
-    warnings: list[str] = []
-    effective = config
-    if scenario.broker:
-        effective = config.with_overrides(scenario.broker, source="scenario [broker]")  # a bad value fails now
-        unused = unused_settings(scenario.broker)
-        warnings += [f"scenario [broker]: {name} is not a setting the simulator uses (ignored)" for name in unused]
+    effective = config.with_overrides(scenario.broker, source="scenario [broker]")  # a bad value fails now
+    unused = unused_settings(scenario.broker)
+    warnings = [f"scenario [broker]: {name} is not a setting the simulator uses (ignored)" for name in unused]
     if not broker_version.startswith("4") and effective.timer_wheel_enable:
         check_timer_precision(effective.timer_precision_ms)  # as the timer service does, before the run
     check_outputs(store_path, events, out)

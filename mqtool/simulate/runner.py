@@ -82,8 +82,7 @@ def simulate(
     if broker_version not in VERSIONS:
         raise ValueError(f"--broker-version must be one of {', '.join(VERSIONS)}, got {broker_version!r}")
     scenario = scenario or Scenario()
-    if scenario.broker:
-        config = config.with_overrides(scenario.broker, source="scenario [broker]")
+    config = config.with_overrides(scenario.broker, source="scenario [broker]")
     if base is None:
         base = MappedBase(store)
     if start_ms is None:

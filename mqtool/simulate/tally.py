@@ -154,17 +154,11 @@ class DeliveryTally:
         add = self.keys.extend
         for s, t, k, p in zip(services, topics, keys, cols["physical_offset"], strict=True):
             summary = SUMMARY if k and t not in _SYSTEM_TOPICS else 0
-            tag = _INVARIANT_TAGS.get(s, 0)
             mine = f"{k}@{p}" if s == "schedule" and (t or "").startswith(RETRY_GROUP_TOPIC_PREFIX) else k
-            if mine is None:
-                tag = 0
-            if summary and tag and mine is k:
-                add([k], (summary | tag,))
-                continue
-            if summary:
-                add([k], (summary,))
-            if tag:
-                add([mine], (tag,))
+            tag = _INVARIANT_TAGS.get(s, 0) if mine is not None else 0
+            for key, bits in [(k, summary | tag)] if mine is k else [(k, summary), (mine, tag)]:
+                if bits:
+                    add([key], (bits,))
 
     def duplicates(self) -> int:
         return sum(n - 1 for n in self.keys.repeated_by(SUMMARY).values())
