@@ -177,9 +177,8 @@ class MappedBase:
             r = self.store.commitlog.read(phys)
         except ValueError:
             return None
-        body = r.body
         return message_of(
-            (r.topic, r.queue_id, dict(r.properties), body, len(body), r.born_timestamp, r.store_timestamp)
+            (r.topic, r.queue_id, dict(r.properties), r.body, len(r.body), r.born_timestamp, r.store_timestamp)
             + (r.sys_flag, r.flag, r.reconsume_times, r.prepared_transaction_offset, r.physical_offset, r.total_size)
             + (r.queue_offset, r.born_host, r.store_host, r.properties_raw, "", -1, 0)
         )  # `SimMessage`'s fields in slot order

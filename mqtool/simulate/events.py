@@ -81,8 +81,7 @@ class EventLog:
     compute the events' details (`tally`)."""
 
     def __init__(self, keep: bool = True, sink: TextIO | None = None, hold: bool | None = None) -> None:
-        self.keep = keep
-        self.sink = sink
+        self.keep, self.sink = keep, sink
         self.hold = keep and (sink is None if hold is None else hold)
         self._held: list[tuple] = []  # the held batches
         self._events: list[SimEvent] = []  # those of the first `_made` held batches

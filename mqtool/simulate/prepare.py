@@ -139,11 +139,8 @@ def check_file_sizes(store: Store, config: BrokerConfig) -> None:
 def open_events(run: Run) -> Iterator[TextIO | None]:
     """The stream the run writes its event log to as it goes: the `--events` file, stdout for "-",
     None without the option. A write that fails is a `SimulateError`."""
-    if run.events is None:
-        yield None
-        return
-    if run.events == "-":
-        yield sys.stdout
+    if run.events in (None, "-"):
+        yield None if run.events is None else sys.stdout
         return
     try:
         with open(run.events, "w", encoding="utf-8", buffering=1 << 20) as f:

@@ -91,7 +91,6 @@ def simulate(
         raise ValueError(f"--until ({until_ms}) must be after --start ({start_ms})")
     v4 = broker_version.startswith("4")
     engine = Engine(start_ms)
-    rng = random.Random(seed)
     log = EventLog(keep=keep_events, sink=sink, hold=hold_events)
     keep_records = keep_events and ((log.hold if keep_records is None else keep_records) or bool(scenario.consumers))
     model = StoreModel(base, capacity=16 if v4 else 128, keep_messages=keep_records, trailing_separator=not v4)
@@ -104,7 +103,7 @@ def simulate(
     deliveries = DeliveryTally(start_ms, until_ms)
     log.watch_columns("deliver", deliveries.columns)
     checks = InvariantCheck(scenario.faults).watch(log, deliveries) if keep_events else None
-    ctx = SimContext(engine, model, log, config, scenario, rng, broker_version)
+    ctx = SimContext(engine, model, log, config, scenario, random.Random(seed), broker_version)
 
     delay_offsets = store.config_files.delay_offsets if store is not None else None
     schedule = ScheduleService(ctx, dict(delay_offsets.offset_table) if delay_offsets else None)

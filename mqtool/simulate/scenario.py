@@ -46,7 +46,6 @@ from mqtool.times import TimeFormatError, parse_duration_ms, parse_time
 ANSWERS = ("commit", "rollback", "unknown", "none")
 FAULT_KINDS = ("put_failure", "crash", "clock_jump")
 CLIENTS = ("proxy", "remoting")
-DEFAULT_BATCH_SIZE = 32  # PopMessageRequestHeader.maxMsgNums of a default client (DefaultMQPushConsumer.popBatchNums)
 EPOCH_MIN = 10**11
 
 
@@ -103,7 +102,7 @@ class ConsumerSpec:
     invisible_time_ms: int = 60_000
     max_reconsume_times: int | None = None
     poll_interval_ms: int = 0  # push: the pull period, pop: the request period; 0 = long polling (at once)
-    batch_size: int = DEFAULT_BATCH_SIZE  # pop: maxMsgNums of a request
+    batch_size: int = 32  # pop: maxMsgNums of a request (a default client's, DefaultMQPushConsumer.popBatchNums)
     client: str | None = None  # pop: "proxy" (gRPC: the proxy forwards to the DLQ) | "remoting"; None = by mode
     pop_random: int | None = None  # pop: a fixed 0-99 draw for the broker's random choices; None = from --seed
 
