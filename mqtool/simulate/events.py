@@ -93,8 +93,8 @@ class EventLog:
         self._kinds: dict[tuple, Kind] = {}
         self._kind_list: list[Kind] = []
         self._table: eventlines.Table | None = None  # the kinds' pieces, made again when a kind is added
-        self._run: list[tuple] = []  # the batches to come whose lines orjson and the kernel write
-        self._parts: list = []  # runs of batches and finished lines (json's), in order, before `_run`
+        # in order: runs of batches (lists) whose lines orjson and the kernel write, and json's finished lines
+        self._parts: list[list[tuple] | bytes] = []
         self._lines = 0  # their events
         kernel = extension.kernel("event_lines") if self._lined else None  # None: `lines` writes every line
         self._formatter = eventlines.Formatter(kernel) if kernel is not None else None
@@ -154,13 +154,13 @@ class EventLog:
             return
         batch = (kind.id, *cols)
         if self._lined:
+            parts = self._parts
             if plain or all(map(_SCALARS.issuperset, map(map, repeat(type), cols))):
-                self._run.append(batch)
+                if not parts or type(parts[-1]) is bytes:
+                    parts.append([])
+                parts[-1].append(batch)
             else:  # a float, a nested value: `json` writes it, in its place
-                if self._run:
-                    self._parts.append(self._run)
-                    self._run = []
-                self._parts.append(eventlines.lines([batch], self._kind_list))
+                parts.append(eventlines.lines([batch], self._kind_list))
             self._lines += n
             if self._lines >= FLUSH_LINES:
                 self._write()
@@ -202,9 +202,6 @@ class EventLog:
         """Hand the watched events on and pass the block's lines to the sink: to the writer thread when
         the sink has a byte buffer (the run goes on while the kernel formats and the file takes them)."""
         self._hand_on()
-        if self._run:
-            self._parts.append(self._run)
-            self._run = []
         parts, lines = self._parts, self._lines
         if not parts:
             return

@@ -37,8 +37,7 @@ class InvariantCheck:
     def watch(self, log, tally: DeliveryTally) -> InvariantCheck:
         """Watch `log`'s deliveries and rolls; the delivered keys are counted from `tally`'s (the summary's,
         watching the same log: hashed and spooled once, `DeliveryTally.keys`)."""
-        if self.count_deliveries:
-            self.shared = tally.keys
+        self.shared = tally.keys if self.count_deliveries else None
         log.watch_columns("deliver", self.deliveries)
         log.watch_columns("roll", self.rolled)
         return self
