@@ -83,31 +83,21 @@ class SimMessage:
         `props` may be the source's own map: a stored message's map is never changed in place
         (services copy it before they edit it), so an unchanged re-put shares it.
         """
-        m = _new_message(SimMessage)
-        m.phys = -1
-        m.size = 0
-        m.topic = topic
-        m.queue_id = queue_id
-        m.queue_offset = -1
-        m.store_ts = 0
-        m.born_ts = self.born_ts
-        m.sys_flag = self.sys_flag
-        m.flag = self.flag
-        m.reconsume_times = self.reconsume_times
-        m.prepared_tx_offset = 0
-        m.props = props
-        m.body = self.body
-        m.body_len = self.body_len
-        m.born_host = self.born_host
-        m.store_host = self.store_host
-        m.props_raw = props_raw
-        m.service = ""
-        m.source_phys = self.phys
-        m.tags_code = 0
-        return m
+        return message_of(
+            (topic, queue_id, props, self.body, self.body_len, self.born_ts, 0, self.sys_flag, self.flag)
+            + (self.reconsume_times, 0, -1, 0, -1, self.born_host, self.store_host, props_raw, "", self.phys, 0)
+        )  # the fields in slot order: no store time, offsets or size yet; `source_phys` is this record's
 
 
-_new_message = object.__new__
+_SCOPE: dict = {"new": object.__new__, "SimMessage": SimMessage}
+exec(  # noqa: S102 - names from __slots__: one unpacking assignment of every slot, no loop of `setattr`
+    "def message_of(values):\n    m = new(SimMessage)\n"
+    f"    {', '.join(f'm.{f}' for f in SimMessage.__slots__)} = values\n    return m\n",
+    _SCOPE,
+)
+message_of = _SCOPE["message_of"]
+"""`message_of(values)`: the `SimMessage` of its fields' values in slot order, without `__init__` (the one builder
+of a message read from a store, spooled or derived)."""
 
 
 _TAGS_HASH: dict[str, int] = {}
