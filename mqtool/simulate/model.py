@@ -183,7 +183,7 @@ class StoreModel:
     appended: list[SimMessage] = field(default_factory=list)
     blanks: list[tuple[int, int]] = field(default_factory=list)  # (offset, length) of BLANK fillers
     _units: dict[tuple[str, int], list[tuple[int, int, int]]] = field(default_factory=dict)
-    _msgs: dict[int, SimMessage] = field(default_factory=dict)
+    messages: dict[int, SimMessage] = field(default_factory=dict)  # the overlay's records kept as messages, by offset
     _listeners: dict[tuple[str, int], list[Callable[[], None]]] = field(default_factory=dict)
     _queue_info: dict[tuple[str, int], QueueInfo] = field(default_factory=dict)
     watchers: int = 0  # the callbacks `on_append` took: a service's cached `queue_info` answers hold while it stays
@@ -196,7 +196,7 @@ class StoreModel:
     # ones on CHECK_MAX_TIME_TOPIC (nobody reads them) are not kept at all
     releasing: bool = False
     _released: dict[tuple[str, int], int] = field(default_factory=dict)  # queue -> overlay index released to
-    # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `_msgs`
+    # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `messages`
     spool: RecordSpool | None = None
     # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
     # `build(phys, entry)` makes the message the first time a reader asks for it (`materialise`)
@@ -248,7 +248,7 @@ class StoreModel:
     def _kept(self, phys: int) -> SimMessage | None:
         """The message the model itself holds for a record (appended, spooled, or placed lazily and made
         now); None where only the base has it."""
-        m = self._msgs.get(phys)
+        m = self.messages.get(phys)
         if m is None and self.spool is not None:
             m = self.spool.get(phys)
         if m is None and self.lazy:
@@ -260,7 +260,7 @@ class StoreModel:
         e = self.lazy.pop(phys, None)
         if e is None:
             return None
-        m = self._msgs[phys] = e.build(phys, e)
+        m = self.messages[phys] = e.build(phys, e)
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:
@@ -292,7 +292,7 @@ class StoreModel:
     def release(self, phys: int) -> None:
         """A kept re-put its last reader is done with (the timer's dequeue of a rolled record)."""
         if self.releasing:
-            if self._msgs.pop(phys, None) is None and self.spool is not None:
+            if self.messages.pop(phys, None) is None and self.spool is not None:
                 self.spool.drop(phys)
 
     def release_below(self, topic: str, qid: int, offset: int) -> None:
@@ -311,7 +311,7 @@ class StoreModel:
             if None in chunk:
                 chunk = [u for u in chunk if u is not None]
             phys = list(map(itemgetter(0), chunk))
-            deque(map(self._msgs.pop, phys, repeat(None)), 0)  # each dropped wherever it is kept
+            deque(map(self.messages.pop, phys, repeat(None)), 0)  # each dropped wherever it is kept
             if self.lazy:
                 deque(map(self.lazy.pop, phys, repeat(None)), 0)
             self._released[key] = stop
@@ -391,7 +391,7 @@ class StoreModel:
             if self.spool is not None and m.topic == TIMER_TOPIC:
                 self.spool.put(m)  # read back when its slot comes, maybe a day later
             else:
-                self._msgs[m.phys] = m
+                self.messages[m.phys] = m
             if self.keep_messages:
                 self.appended.append(m)
         return PutResult(True, "PUT_OK", m)
@@ -425,15 +425,11 @@ class MemoryBase(StoreModel):
         super().__init__(EmptyBase(commitlog_file_size))
         self.file_size, self.dledger = commitlog_file_size, False
 
-    @property
-    def messages(self) -> dict[int, SimMessage]:
-        return self._msgs
-
     def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
         """Append a message as a broker put would (offset, queue offset), its store time and properties as given."""
         if m.size <= 0:
             m.size = self.record_size(m, self.queue_info(m.topic, m.queue_id).fixed)
         tags = tags if tags is not None else tags_code(m.props)
         m.phys, m.queue_offset = self.append_row(m.topic, m.queue_id, m.size, tags)
-        self._msgs[m.phys] = m
+        self.messages[m.phys] = m
         return m

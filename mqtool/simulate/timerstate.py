@@ -110,7 +110,7 @@ class TimerState:
         """(properties, BODYLENGTH, SYSFLAG) of a re-put kept in the overlay or the spool; (properties,
         None, None) of any other record (`StoreModel.props`: the record is read whole when its slot comes)."""
         m = self.ctx.model
-        msg = m._msgs.get(phys)
+        msg = m.messages.get(phys)
         if msg is None and m.spool is not None:
             msg = m.spool.get(phys)
         if msg is not None:
