@@ -14,10 +14,6 @@ consumed (`appendAck`), both as timer messages for the revive topic. The proxy f
 with reconsumeTimes >= retryMaxTimes + 1 to the DLQ and acks it (`PopMessageResultFilterImpl`); a remoting
 client acks (drops) those above its maxReconsumeTimes. `PopReviveService` per revive queue scans the queue
 in rounds and revives what is not acked into %RETRY%group_topic queue 0.
-
-Consumer offsets live in memory as the broker's `ConsumerOffsetManager` and are persisted every
-`flushConsumerOffsetInterval` (5 s, first 10 s after start); a crash rolls them back to the last
-persist, so what was consumed after it is consumed again.
 """
 
 from __future__ import annotations
@@ -108,7 +104,8 @@ class Popped(NamedTuple):
 
 
 class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
-    """Every `[[consumers]]` group of a scenario; `offsets` is `ConsumerOffsetManager`'s table."""
+    """Every `[[consumers]]` group of a scenario; `offsets` is `ConsumerOffsetManager`'s table, persisted every
+    flushConsumerOffsetInterval (first 10 s after the start): after a crash what came after it is consumed again."""
 
     def __init__(
         self,
@@ -135,7 +132,9 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
             if s.mode == "pop":
                 self.pop_clients.setdefault((s.group, s.topic), s)
                 continue
-            for topic, qid in self._subscribed(s):
+            retry, nums = get_retry_topic(s.group), self.group_config(s.group).retry_queue_nums
+            queues = [(s.topic, q) for q in ctx.model.queue_ids(s.topic) or [0]]
+            for topic, qid in queues + [(retry, q) for q in range(max(1, nums))]:  # the retry topic: one queue at least
                 self.queue_spec.setdefault((s.group, topic, qid), s)
         self.walkers: dict[tuple[str, str, int], Process] = {}
         self.started_at = ctx.engine.now
@@ -156,19 +155,6 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         """`findSubscriptionGroupConfig`: the store's settings of the group, else the defaults a group the broker
         creates on its first request gets (retryMaxTimes 16, retryQueueNums 1)."""
         return self.groups.get(group) or GroupConfig(group)
-
-    def max_reconsume(self, spec: ConsumerSpec) -> int:
-        """The limit `consumerSendMsgBack` applies to a remoting client's send-back: the request's
-        maxReconsumeTimes (`getMaxReconsumeTimes`: 16 for a default client) wins over retryMaxTimes."""
-        return send_back_max_reconsume_times(
-            self.group_config(spec.group).retry_max_times, get_max_reconsume_times(spec.max_reconsume_times)
-        )
-
-    def _subscribed(self, s: ConsumerSpec) -> list[tuple[str, int]]:
-        """The topic's queues, then the group's retry topic's (at least one)."""
-        own = [(s.topic, q) for q in self.ctx.model.queue_ids(s.topic) or [0]]
-        retry, nums = get_retry_topic(s.group), self.group_config(s.group).retry_queue_nums
-        return own + [(retry, q) for q in range(max(1, nums))]
 
     def _initial(self, key: tuple[str, str, int], spec: ConsumerSpec) -> int:
         """The committed offset, else where the spec starts (a retry topic at its first unit)."""
@@ -269,11 +255,11 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         self._emit(
             "consume", group, msg, queue_offset=d.queue_offset, reconsume_times=msg.reconsume_times, outcome=outcome
         )
-        if fails and not self._send_back(group, msg, self.max_reconsume(spec)):
-            later = msg.derive(msg.topic, msg.queue_id, msg.props)
-            later.phys, later.queue_offset, later.store_ts = msg.phys, msg.queue_offset, msg.store_ts
-            later.reconsume_times = msg.reconsume_times + 1
-            run, g = [Delivery(spec, later, d.queue_offset)], self.gen
+        limit = send_back_max_reconsume_times(
+            self.group_config(group).retry_max_times, get_max_reconsume_times(spec.max_reconsume_times)
+        )
+        if fails and not self._send_back(group, msg, limit):
+            run, g = [Delivery(spec, replace(msg, reconsume_times=msg.reconsume_times + 1), d.queue_offset)], self.gen
             self.ctx.engine.schedule(lambda: self._deliver(g, key, run), NORMAL, CONSUME_LATER_MS)
         self._commit(key, d.queue_offset)
 
@@ -324,13 +310,6 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
     # ----- results -----
     def summary(self) -> dict[str, dict[str, int]]:
         return {g: {k: c.get(k, 0) for k in KINDS} for g, c in sorted(self.counts.items())}
-
-    def offset_table(self) -> dict[str, dict[int, int]]:
-        """The persisted offsets as consumerOffset.json keys (`topic@group`)."""
-        out: dict[str, dict[int, int]] = {}
-        for (group, topic, qid), off in sorted(self.offsets.items()):
-            out.setdefault(f"{topic}@{group}", {})[qid] = off
-        return out
 
 
 class PopClients:
@@ -509,17 +488,8 @@ class PopClients:
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)
             topic, qid = TIMER_TOPIC, 0
-        host = self.svc.store_host or "127.0.0.1:10911"
-        m = SimMessage(
-            topic,
-            qid,
-            props,
-            body=body,
-            born_ts=now,
-            born_host=host,
-            store_host=host,
-            props_raw=broker_properties(props, 16, not ctx.v4),
-        )  # a `new MessageExtBrokerInner`: HashMap(16)
+        host, raw = self.svc.store_host or "127.0.0.1:10911", broker_properties(props, 16, not ctx.v4)  # a HashMap(16)
+        m = SimMessage(topic, qid, props, body=body, born_ts=now, born_host=host, store_host=host, props_raw=raw)
         res = ctx.put(m, SERVICE)
         return res.message if res.ok else None
 
@@ -644,6 +614,3 @@ class PopRevive:
             self.svc._emit(
                 "revive", group, msg, res.message, at=(topic, 0), **detail, queue_offset=res.message.queue_offset
             )
-
-
-__all__ = ["ConsumerService", "Delivery", "KINDS", "PopClients", "PopRevive"]

@@ -76,8 +76,8 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
             table.setdefault(f"{topic}@{CID_SYS_RMQ_TRANS}", {})[qid] = off
         consumers = state.get("consumers")
         if consumers is not None:  # a clean shutdown at --until persists the groups' offsets
-            for key, offsets in consumers.offset_table().items():
-                table.setdefault(key, {}).update(offsets)
+            for (group, topic, qid), off in sorted(consumers.offsets.items()):
+                table.setdefault(f"{topic}@{group}", {})[qid] = off
         w.write_consumer_offsets(
             with_group_topic_map(
                 ConsumerOffsets(
