@@ -162,15 +162,10 @@ class PutResult:
     message: SimMessage | None = None
 
 
-def next_in_file(pos: int, size: int, file_size: int, blank: int, fillers: list[tuple[int, int]]) -> int:
-    """Where `size` bytes go when the log ends at `pos`: there, or at the next file when they and the
-    smallest filler (`blank`) do not fit in the rest of this one; the filler is noted in `fillers` as
-    (position, length). The CommitLog's END_OF_FILE record and the TimerLog's BLANK unit follow it."""
-    if pos % file_size + size + blank > file_size:
-        nxt = (pos // file_size + 1) * file_size
-        fillers.append((pos, nxt - pos))
-        return nxt
-    return pos
+def next_in_file(pos: int, size: int, file_size: int, blank: int) -> int:
+    """Where `size` bytes go when the log ends at `pos`: there, or at the next file when they and the smallest
+    filler (`blank`) do not fit in the rest of this one (the CommitLog's END_OF_FILE record, the TimerLog's BLANK)."""
+    return (pos // file_size + 1) * file_size if pos % file_size + size + blank > file_size else pos
 
 
 @dataclass
@@ -181,7 +176,6 @@ class StoreModel:
     capacity: int = 128
     put_filter: Callable[[int, SimMessage, str], str | None] | None = None
     appended: list[SimMessage] = field(default_factory=list)
-    blanks: list[tuple[int, int]] = field(default_factory=list)  # (offset, length) of BLANK fillers
     _units: dict[tuple[str, int], list[tuple[int, int, int]]] = field(default_factory=dict)
     messages: dict[int, SimMessage] = field(default_factory=dict)  # the overlay's records kept as messages, by offset
     _listeners: dict[tuple[str, int], list[Callable[[], None]]] = field(default_factory=dict)
@@ -358,13 +352,8 @@ class StoreModel:
         pos = self._end
         if pos is None:
             pos = self.end
-        fs = self.base.file_size
-        if self.base.dledger:
-            if pos % fs + DLEDGER_BODY_OFFSET + size + DLEDGER_MIN_BLANK_LEN > fs:
-                pos = (pos // fs + 1) * fs
-            pos += DLEDGER_BODY_OFFSET
-        elif pos % fs + size + BLANK_MIN > fs:
-            pos = next_in_file(pos, size, fs, BLANK_MIN, self.blanks)
+        head, blank = (DLEDGER_BODY_OFFSET, DLEDGER_MIN_BLANK_LEN) if self.base.dledger else (0, BLANK_MIN)
+        pos = next_in_file(pos, head + size, self.base.file_size, blank) + head
         self._end = pos + size
         return pos
 
