@@ -593,14 +593,8 @@ class PopRevive:
         if unit is None or (msg := m.message(unit[0])) is None:
             return
         group = ck.cid
-        topic = (
-            ck.topic
-            if ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            else pop_rules.build_pop_retry_topic(ck.topic, group, self.svc.config.enable_retry_topic_v2)
-        )
-        props = pop_rules.revive_retry_properties(
-            msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck.pop_time
-        )
+        topic = pop_rules.revive_retry_topic(ck.topic, group, self.svc.config.enable_retry_topic_v2)
+        props = pop_rules.revive_retry_properties(msg.props, msg.reconsume_times, ck.pop_time)
         new = msg.derive(topic, 0, props, broker_properties(props, 16, not ctx.v4))  # a new HashMap(16)
         new.reconsume_times = msg.reconsume_times + 1
         if not m.queue_ids(topic) and not any(t == topic for t, *_ in self.svc.topic_requests):

@@ -1,9 +1,8 @@
 """The simulated store: the input store (read-only) plus an in-memory overlay of appended records.
 
 Services read ConsumeQueue units and messages through `StoreModel` and append re-put records with
-`StoreModel.append`, which assigns CommitLog offsets exactly as `CommitLog.asyncPutMessage` would
-(records never straddle files: a BLANK filler ends a file when `size + 8` bytes do not fit, spec
-§2.7), the next queue offset, and the store timestamp. Nothing here writes to disk.
+`StoreModel.append`, which gives them their CommitLog offset (`place`, spec §2.7), queue offset and store
+timestamp as `CommitLog.asyncPutMessage` would. Nothing here writes to disk.
 
 Two bases exist: `diskread.MappedBase` (a `Store` opened on a directory) and `MemoryBase` (messages built
 in memory by tests and the benchmark).
@@ -14,8 +13,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
+from functools import cache
 from itertools import repeat
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mqtool.formats.commitlog import BLANK_SIZE, FIXED_SIZE, hosts_size
@@ -100,17 +99,12 @@ message_of = _SCOPE["message_of"]
 of a message read from a store, spooled or derived)."""
 
 
-_TAGS_HASH: dict[str, int] = {}
+_tags_hash = cache(tags_string_2_tags_code)  # a run has a few tags: each is hashed once
 
 
 def tags_code(props: dict[str, str]) -> int:
     tags = props.get(PROPERTY_TAGS)
-    if not tags:
-        return 0
-    h = _TAGS_HASH.get(tags)
-    if h is None:
-        h = _TAGS_HASH[tags] = tags_string_2_tags_code(tags)
-    return h
+    return _tags_hash(tags) if tags else 0
 
 
 # --------------------------------------------------------------------------- bases (and `MemoryBase` below)
@@ -132,14 +126,13 @@ class EmptyBase:
 
     message_once = props = cq_unit = message
 
-    def cq_units(self, topic: str, qid: int, start: int, stop: int):
-        return iter(())
+    def cq_units(self, *_args) -> tuple:
+        return ()
+
+    queue_ids = cq_units
 
     def max_phys(self) -> int:
         return self.end
-
-    def queue_ids(self, topic: str) -> list[int]:
-        return []
 
 
 # --------------------------------------------------------------------------- the overlay
@@ -292,19 +285,13 @@ class StoreModel:
     def release_below(self, topic: str, qid: int, offset: int) -> None:
         """The re-puts of a queue below a consume offset its only reader has passed (the half and op
         queues at the end of a check round)."""
-        if not self.releasing:
-            return
         key = (topic, qid)
-        units = self._units.get(key)
+        units = self._units.get(key) if self.releasing else None
         if not units:
             return
-        stop = min(len(units), offset - self.base.cq_max(topic, qid))
-        i = self._released.get(key, 0)
-        if stop > i:
-            chunk = units[i:stop]
-            if None in chunk:
-                chunk = [u for u in chunk if u is not None]
-            phys = list(map(itemgetter(0), chunk))
+        start, stop = self._released.get(key, 0), min(len(units), offset - self.base.cq_max(topic, qid))
+        if stop > start:
+            phys = [pos for pos, _size, _tags in filter(None, units[start:stop])]  # (a unit not kept is None)
             deque(map(self.messages.pop, phys, repeat(None)), 0)  # each dropped wherever it is kept
             if self.lazy:
                 deque(map(self.lazy.pop, phys, repeat(None)), 0)
