@@ -31,7 +31,6 @@ from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig, Subsc
 from mqtool.formats.names import (
     ACK_TAG,
     CK_TAG,
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -277,35 +276,24 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
             self.topic_requests.append((get_dlq_topic(group), DLQ_NUMS_PER_GROUP, rw, now))
         props = send_back_properties(msg.props, msg.topic, offset_msg_id(msg.store_host, msg.phys), d)
         if d.action == "dlq":
-            new = msg.derive(d.topic, 0, props)
-        else:
-            qid = ctx.rng.randrange(nums) if nums > 1 else 0
-            new = self._to_schedule(msg, d.topic, qid, props)
+            new, event, detail = msg.derive(d.topic, 0, props), "dlq", {"at": (d.topic, 0)}
+        else:  # parked on SCHEDULE_TOPIC_XXXX (`transformDelayLevelMessage`), due at its level's time
+            levels, qid = ctx.config.delay_levels_ms(), ctx.rng.randrange(nums) if nums > 1 else 0
+            props, level = transform_delay_level_message(props, d.topic, qid, len(levels), not ctx.v4)
+            new = msg.derive(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), props)
+            new.tags_code = compute_deliver_timestamp(level, now, levels)
+            event, detail = "send_back", {"at": (d.topic, qid), "level": level, "due": new.tags_code}
         new.reconsume_times = msg.reconsume_times + 1
         # 5.3.1 writes the broker's own address, 4.9.8 the original's; an IPv6 record keeps its own (the
         # copied sysFlag says STOREHOST_V6, which the put never clears)
-        own = self.store_host and not ctx.v4 and not msg.sys_flag & STOREHOST_V6
-        new.store_host = self.store_host if own else msg.store_host
+        if self.store_host and not ctx.v4 and not msg.sys_flag & STOREHOST_V6:
+            new.store_host = self.store_host
         res = ctx.put(new, SERVICE)
         if not res.ok:
             self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
             return False
-        if d.action == "dlq":
-            self._emit("dlq", group, msg, new, at=(d.topic, 0), reconsume_times=new.reconsume_times)
-        else:
-            level, at = int(new.props[PROPERTY_DELAY_TIME_LEVEL]), (d.topic, int(new.props[PROPERTY_REAL_QUEUE_ID]))
-            self._emit(
-                "send_back", group, msg, new, at=at, level=level, due=new.tags_code, reconsume_times=new.reconsume_times
-            )
+        self._emit(event, group, msg, new, **detail, reconsume_times=new.reconsume_times)
         return True
-
-    def _to_schedule(self, msg: SimMessage, topic: str, qid: int, props: dict[str, str]) -> SimMessage:
-        """The send-back parked on SCHEDULE_TOPIC_XXXX (`transformDelayLevelMessage`), due at its level's time."""
-        levels = self.ctx.config.delay_levels_ms()
-        props, level = transform_delay_level_message(props, topic, qid, len(levels), not self.ctx.v4)
-        new = msg.derive(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), props)
-        new.tags_code = compute_deliver_timestamp(level, self.ctx.clock(), levels)
-        return new
 
     # ----- results -----
     def summary(self) -> dict[str, dict[str, int]]:
