@@ -502,8 +502,7 @@ class PopRevive:
     def _loop(self, q: int):
         """`PopReviveService.run` for one revive queue: a round every reviveInterval (longer when idle)."""
         ctx, m = self.ctx, self.ctx.model
-        topic = self.svc.revive_topic
-        slow = 1
+        topic, slow = self.svc.revive_topic, 1
         while True:
             if ctx.clock() < self.should_start:  # "PopReviveService Ready to run after shouldStartTime"
                 yield 1000

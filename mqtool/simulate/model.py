@@ -42,10 +42,8 @@ _READ_BACK = (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ
 
 @dataclass(slots=True, eq=False, repr=False)
 class SimMessage:
-    """A message as the services see it (`MessageExt`): header fields and an ordered property map.
-
-    Identity, not value, makes two messages the same (`eq=False`); `derive` builds re-puts without `__init__`.
-    """
+    """A message as the services see it (`MessageExt`): header fields and an ordered property map; identity, not
+    value, makes two messages the same (`eq=False`)."""
 
     topic: str
     queue_id: int
@@ -261,8 +259,7 @@ class StoreModel:
         return m.props if m is not None else self.base.props(phys)
 
     def queue_ids(self, topic: str) -> list[int]:
-        ids = set(self.base.queue_ids(topic)) | {q for t, q in self._units if t == topic}
-        return sorted(ids)
+        return sorted(set(self.base.queue_ids(topic)) | {q for t, q in self._units if t == topic})
 
     @property
     def end(self) -> int:

@@ -30,10 +30,8 @@ _LEN_BITS = 32  # `_where` packs (file offset << _LEN_BITS) | length into one in
 
 
 class RecordSpool:
-    """`put(m)`, `get(phys)`, `drop(phys)`; `close()` removes the file.
-
-    Records are appended to a buffer that one write moves to the file when it holds `FLUSH` bytes
-    (a `pwrite` per record cost as much as encoding it); a record still in the buffer is read from it.
+    """Records are appended to a buffer that one write moves to the file when it holds `FLUSH` bytes (a `pwrite`
+    per record cost as much as encoding it); a record still in the buffer is read from it. `close()` removes the file.
     """
 
     def __init__(self) -> None:
