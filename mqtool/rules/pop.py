@@ -150,3 +150,12 @@ def check_need_ack_or_delay(age_ms: int) -> int:
         return -1
     level = next((i + 1 for i in range(len(POP_DELAY_LEVEL) - 1, -1, -1) if age_ms >= POP_DELAY_LEVEL[i] * 1000), 0)
     return change_pop_invisible_time(0, level) if level else 0
+
+
+def process_consume_result(reconsume_times: int, max_reconsume_times: int, age_ms: int) -> int:
+    """A remoting client's failed POP message (`ConsumeMessagePopConcurrentlyService.processConsumeResult`): the new
+    invisible time by its popDelayLevel (`changePopInvisibleTime`), or at its maxReconsumeTimes
+    `checkNeedAckOrDelay`'s answer by the message's age (-1: ack it; 0: nothing is sent)."""
+    if reconsume_times >= max_reconsume_times:
+        return check_need_ack_or_delay(age_ms)
+    return change_pop_invisible_time(reconsume_times)

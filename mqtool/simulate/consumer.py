@@ -379,12 +379,8 @@ class PopClients:
         diffs = pop_rules.ck_diffs(start, offsets)
         ck = self._checkpoint(group, topic, qid, start, diffs, pop_time, spec.invisible_time_ms, rqid)
         self.svc._commit(qkey, offsets[-1])
-        out = []
-        for o, (phys, _size, _tags) in units:
-            msg = m.message(phys)
-            if msg is not None:
-                out.append(Popped(group, topic, qid, start, o, msg, pop_time, ck, rqid))
-        return out
+        msgs = [(o, m.message(phys)) for o, (phys, _size, _tags) in units]
+        return [Popped(group, topic, qid, start, o, msg, pop_time, ck, rqid) for o, msg in msgs if msg is not None]
 
     def _checkpoint(self, group: str, topic: str, qid: int, start: int, diffs: list[int], pop_time: int, inv, rqid):
         """`appendCheckPoint`: the checkpoint record of the messages at `start` + `diffs`, in revive queue `rqid`."""
@@ -426,21 +422,17 @@ class PopClients:
             self._consume_later(p, client, spec)
 
     def _consume_later(self, p: Popped, client: ConsumerSpec, spec: ConsumerSpec) -> None:
-        """A remoting client's failed POP message (`processConsumeResult`): `changePopInvisibleTime` by the
-        client's popDelayLevel, or at its maxReconsumeTimes `checkNeedAckOrDelay` by the message's age. The broker's
-        `ChangeInvisibleTimeProcessor` writes a checkpoint of the one message (popTime now, same revive queue) and
-        acks the old checkpoint's entry (a proxy client just does not ack)."""
-        rt, now = p.msg.reconsume_times, self.ctx.clock()
-        if rt >= get_max_reconsume_times(spec.max_reconsume_times):
-            inv = pop_rules.check_need_ack_or_delay(now - p.msg.born_ts)
-            if inv < 0:
-                self._event("drop", p, reason="consumed too many times: acked")
-                self._ack(p, client)
-                return
-            if inv == 0:
-                return
-        else:
-            inv = pop_rules.change_pop_invisible_time(rt)
+        """A remoting client's failed POP message (`processConsumeResult`): the broker's `ChangeInvisibleTimeProcessor`
+        writes a checkpoint of the one message (popTime now, same revive queue) and acks the old checkpoint's entry
+        (a proxy client just does not ack)."""
+        now, limit = self.ctx.clock(), get_max_reconsume_times(spec.max_reconsume_times)
+        inv = pop_rules.process_consume_result(p.msg.reconsume_times, limit, now - p.msg.born_ts)
+        if inv < 0:
+            self._event("drop", p, reason="consumed too many times: acked")
+            self._ack(p, client)
+            return
+        if inv == 0:
+            return
         ck = self._checkpoint(p.group, p.topic, p.queue_id, p.offset, [0], now, inv, p.rqid)
         self._event("change_invisible", p, ck, invisible_until=now + inv, revive_queue_id=p.rqid)
         self._ack(p, client, event=False)

@@ -1,6 +1,6 @@
 """`PopReviveService.reviveRetry`'s topic and map (rocketmq-all-5.3.1), with values worked out by hand."""
 
-from mqtool.rules.pop import revive_retry_properties, revive_retry_topic
+from mqtool.rules.pop import process_consume_result, revive_retry_properties, revive_retry_topic
 
 
 def test_revive_retry_topic_keeps_a_retry_topic_and_builds_the_pop_retry_topic_otherwise():
@@ -17,3 +17,13 @@ def test_revive_retry_properties_put_tags_first_and_the_first_pop_time_once():
     assert again["1ST_POP_TIME"] == "1000"
     assert list(revive_retry_properties({"KEYS": "k"}, 3, 5)) == ["KEYS", "1ST_POP_TIME"]  # no TAGS, absent: set
     assert props == {"KEYS": "k", "TAGS": "t"}  # the message's own map is not changed
+
+
+def test_a_failed_pop_message_waits_by_its_reconsume_times_then_by_its_age():
+    # popDelayLevel = 10 s, 30 s, 1 min, ...: below the limit the level is reconsumeTimes
+    assert process_consume_result(0, 16, 0) == 10_000
+    assert process_consume_result(2, 16, 0) == 60_000
+    # at the limit, by the age: 35 s reached the 30 s level, the next one (1 min) is taken
+    assert process_consume_result(16, 16, 35_000) == 60_000
+    assert process_consume_result(16, 16, 5_000) == 0  # younger than 10 s: nothing sent
+    assert process_consume_result(16, 16, 2 * 7200 * 1000 + 1) == -1  # older than twice the last level: acked
