@@ -73,13 +73,17 @@ def revive_scan_gives_up(no_msg_count: int) -> bool:
     return no_msg_count * NO_MSG_SLEEP_MS > 4 * SECOND
 
 
-def revive_retry_properties(
-    props: dict[str, str], tags: str | None, reconsume_times: int, pop_time: int
-) -> dict[str, str]:
-    """`reviveRetry`'s map: TAGS first (when set), every property of the message, and 1ST_POP_TIME =
+def revive_retry_topic(ck_topic: str, group: str, v2: bool = False) -> str:
+    """`reviveRetry`'s topic: a message popped from a retry topic revives into it, any other into the pop retry
+    topic of its topic and group."""
+    return ck_topic if ck_topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else build_pop_retry_topic(ck_topic, group, v2)
+
+
+def revive_retry_properties(props: dict[str, str], reconsume_times: int, pop_time: int) -> dict[str, str]:
+    """`reviveRetry`'s map: TAGS first (`setTags`, when set), every property of the message, and 1ST_POP_TIME =
     the checkpoint's pop time on the first revive (or when absent)."""
     out: dict[str, str] = {}
-    if tags is not None:
+    if (tags := props.get(PROPERTY_TAGS)) is not None:
         out[PROPERTY_TAGS] = tags
     out.update(props)
     if reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in out:
@@ -146,3 +150,12 @@ def check_need_ack_or_delay(age_ms: int) -> int:
         return -1
     level = next((i + 1 for i in range(len(POP_DELAY_LEVEL) - 1, -1, -1) if age_ms >= POP_DELAY_LEVEL[i] * 1000), 0)
     return change_pop_invisible_time(0, level) if level else 0
+
+
+def process_consume_result(reconsume_times: int, max_reconsume_times: int, age_ms: int) -> int:
+    """A remoting client's failed POP message (`ConsumeMessagePopConcurrentlyService.processConsumeResult`): the new
+    invisible time by its popDelayLevel (`changePopInvisibleTime`), or at its maxReconsumeTimes
+    `checkNeedAckOrDelay`'s answer by the message's age (-1: ack it; 0: nothing is sent)."""
+    if reconsume_times >= max_reconsume_times:
+        return check_need_ack_or_delay(age_ms)
+    return change_pop_invisible_time(reconsume_times)

@@ -14,10 +14,6 @@ consumed (`appendAck`), both as timer messages for the revive topic. The proxy f
 with reconsumeTimes >= retryMaxTimes + 1 to the DLQ and acks it (`PopMessageResultFilterImpl`); a remoting
 client acks (drops) those above its maxReconsumeTimes. `PopReviveService` per revive queue scans the queue
 in rounds and revives what is not acked into %RETRY%group_topic queue 0.
-
-Consumer offsets live in memory as the broker's `ConsumerOffsetManager` and are persisted every
-`flushConsumerOffsetInterval` (5 s, first 10 s after start); a crash rolls them back to the last
-persist, so what was consumed after it is consumed again.
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ from mqtool.formats.config_json import PERM_READ, PERM_WRITE, GroupConfig, Subsc
 from mqtool.formats.names import (
     ACK_TAG,
     CK_TAG,
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -108,7 +103,8 @@ class Popped(NamedTuple):
 
 
 class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
-    """Every `[[consumers]]` group of a scenario; `offsets` is `ConsumerOffsetManager`'s table."""
+    """Every `[[consumers]]` group of a scenario; `offsets` is `ConsumerOffsetManager`'s table, persisted every
+    flushConsumerOffsetInterval (first 10 s after the start): after a crash what came after it is consumed again."""
 
     def __init__(
         self,
@@ -135,7 +131,9 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
             if s.mode == "pop":
                 self.pop_clients.setdefault((s.group, s.topic), s)
                 continue
-            for topic, qid in self._subscribed(s):
+            retry, nums = get_retry_topic(s.group), self.group_config(s.group).retry_queue_nums
+            queues = [(s.topic, q) for q in ctx.model.queue_ids(s.topic) or [0]]
+            for topic, qid in queues + [(retry, q) for q in range(max(1, nums))]:  # the retry topic: one queue at least
                 self.queue_spec.setdefault((s.group, topic, qid), s)
         self.walkers: dict[tuple[str, str, int], Process] = {}
         self.started_at = ctx.engine.now
@@ -156,19 +154,6 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         """`findSubscriptionGroupConfig`: the store's settings of the group, else the defaults a group the broker
         creates on its first request gets (retryMaxTimes 16, retryQueueNums 1)."""
         return self.groups.get(group) or GroupConfig(group)
-
-    def max_reconsume(self, spec: ConsumerSpec) -> int:
-        """The limit `consumerSendMsgBack` applies to a remoting client's send-back: the request's
-        maxReconsumeTimes (`getMaxReconsumeTimes`: 16 for a default client) wins over retryMaxTimes."""
-        return send_back_max_reconsume_times(
-            self.group_config(spec.group).retry_max_times, get_max_reconsume_times(spec.max_reconsume_times)
-        )
-
-    def _subscribed(self, s: ConsumerSpec) -> list[tuple[str, int]]:
-        """The topic's queues, then the group's retry topic's (at least one)."""
-        own = [(s.topic, q) for q in self.ctx.model.queue_ids(s.topic) or [0]]
-        retry, nums = get_retry_topic(s.group), self.group_config(s.group).retry_queue_nums
-        return own + [(retry, q) for q in range(max(1, nums))]
 
     def _initial(self, key: tuple[str, str, int], spec: ConsumerSpec) -> int:
         """The committed offset, else where the spec starts (a retry topic at its first unit)."""
@@ -269,11 +254,11 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
         self._emit(
             "consume", group, msg, queue_offset=d.queue_offset, reconsume_times=msg.reconsume_times, outcome=outcome
         )
-        if fails and not self._send_back(group, msg, self.max_reconsume(spec)):
-            later = msg.derive(msg.topic, msg.queue_id, msg.props)
-            later.phys, later.queue_offset, later.store_ts = msg.phys, msg.queue_offset, msg.store_ts
-            later.reconsume_times = msg.reconsume_times + 1
-            run, g = [Delivery(spec, later, d.queue_offset)], self.gen
+        limit = send_back_max_reconsume_times(
+            self.group_config(group).retry_max_times, get_max_reconsume_times(spec.max_reconsume_times)
+        )
+        if fails and not self._send_back(group, msg, limit):
+            run, g = [Delivery(spec, replace(msg, reconsume_times=msg.reconsume_times + 1), d.queue_offset)], self.gen
             self.ctx.engine.schedule(lambda: self._deliver(g, key, run), NORMAL, CONSUME_LATER_MS)
         self._commit(key, d.queue_offset)
 
@@ -291,46 +276,28 @@ class ConsumerService(PersistedOffsets[tuple[str, str, int]]):
             self.topic_requests.append((get_dlq_topic(group), DLQ_NUMS_PER_GROUP, rw, now))
         props = send_back_properties(msg.props, msg.topic, offset_msg_id(msg.store_host, msg.phys), d)
         if d.action == "dlq":
-            new = msg.derive(d.topic, 0, props)
-        else:
-            qid = ctx.rng.randrange(nums) if nums > 1 else 0
-            new = self._to_schedule(msg, d.topic, qid, props)
+            new, event, detail = msg.derive(d.topic, 0, props), "dlq", {"at": (d.topic, 0)}
+        else:  # parked on SCHEDULE_TOPIC_XXXX (`transformDelayLevelMessage`), due at its level's time
+            levels, qid = ctx.config.delay_levels_ms(), ctx.rng.randrange(nums) if nums > 1 else 0
+            props, level = transform_delay_level_message(props, d.topic, qid, len(levels), not ctx.v4)
+            new = msg.derive(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), props)
+            new.tags_code = compute_deliver_timestamp(level, now, levels)
+            event, detail = "send_back", {"at": (d.topic, qid), "level": level, "due": new.tags_code}
         new.reconsume_times = msg.reconsume_times + 1
         # 5.3.1 writes the broker's own address, 4.9.8 the original's; an IPv6 record keeps its own (the
         # copied sysFlag says STOREHOST_V6, which the put never clears)
-        own = self.store_host and not ctx.v4 and not msg.sys_flag & STOREHOST_V6
-        new.store_host = self.store_host if own else msg.store_host
+        if self.store_host and not ctx.v4 and not msg.sys_flag & STOREHOST_V6:
+            new.store_host = self.store_host
         res = ctx.put(new, SERVICE)
         if not res.ok:
             self._emit("put_failed", group, msg, status=res.status, next="consume again in 5 s")
             return False
-        if d.action == "dlq":
-            self._emit("dlq", group, msg, new, at=(d.topic, 0), reconsume_times=new.reconsume_times)
-        else:
-            level, at = int(new.props[PROPERTY_DELAY_TIME_LEVEL]), (d.topic, int(new.props[PROPERTY_REAL_QUEUE_ID]))
-            self._emit(
-                "send_back", group, msg, new, at=at, level=level, due=new.tags_code, reconsume_times=new.reconsume_times
-            )
+        self._emit(event, group, msg, new, **detail, reconsume_times=new.reconsume_times)
         return True
-
-    def _to_schedule(self, msg: SimMessage, topic: str, qid: int, props: dict[str, str]) -> SimMessage:
-        """The send-back parked on SCHEDULE_TOPIC_XXXX (`transformDelayLevelMessage`), due at its level's time."""
-        levels = self.ctx.config.delay_levels_ms()
-        props, level = transform_delay_level_message(props, topic, qid, len(levels), not self.ctx.v4)
-        new = msg.derive(RMQ_SYS_SCHEDULE_TOPIC, delay_level_2_queue_id(level), props)
-        new.tags_code = compute_deliver_timestamp(level, self.ctx.clock(), levels)
-        return new
 
     # ----- results -----
     def summary(self) -> dict[str, dict[str, int]]:
         return {g: {k: c.get(k, 0) for k in KINDS} for g, c in sorted(self.counts.items())}
-
-    def offset_table(self) -> dict[str, dict[int, int]]:
-        """The persisted offsets as consumerOffset.json keys (`topic@group`)."""
-        out: dict[str, dict[int, int]] = {}
-        for (group, topic, qid), off in sorted(self.offsets.items()):
-            out.setdefault(f"{topic}@{group}", {})[qid] = off
-        return out
 
 
 class PopClients:
@@ -412,12 +379,8 @@ class PopClients:
         diffs = pop_rules.ck_diffs(start, offsets)
         ck = self._checkpoint(group, topic, qid, start, diffs, pop_time, spec.invisible_time_ms, rqid)
         self.svc._commit(qkey, offsets[-1])
-        out = []
-        for o, (phys, _size, _tags) in units:
-            msg = m.message(phys)
-            if msg is not None:
-                out.append(Popped(group, topic, qid, start, o, msg, pop_time, ck, rqid))
-        return out
+        msgs = [(o, m.message(phys)) for o, (phys, _size, _tags) in units]
+        return [Popped(group, topic, qid, start, o, msg, pop_time, ck, rqid) for o, msg in msgs if msg is not None]
 
     def _checkpoint(self, group: str, topic: str, qid: int, start: int, diffs: list[int], pop_time: int, inv, rqid):
         """`appendCheckPoint`: the checkpoint record of the messages at `start` + `diffs`, in revive queue `rqid`."""
@@ -459,21 +422,17 @@ class PopClients:
             self._consume_later(p, client, spec)
 
     def _consume_later(self, p: Popped, client: ConsumerSpec, spec: ConsumerSpec) -> None:
-        """A remoting client's failed POP message (`processConsumeResult`): `changePopInvisibleTime` by the
-        client's popDelayLevel, or at its maxReconsumeTimes `checkNeedAckOrDelay` by the message's age. The broker's
-        `ChangeInvisibleTimeProcessor` writes a checkpoint of the one message (popTime now, same revive queue) and
-        acks the old checkpoint's entry (a proxy client just does not ack)."""
-        rt, now = p.msg.reconsume_times, self.ctx.clock()
-        if rt >= get_max_reconsume_times(spec.max_reconsume_times):
-            inv = pop_rules.check_need_ack_or_delay(now - p.msg.born_ts)
-            if inv < 0:
-                self._event("drop", p, reason="consumed too many times: acked")
-                self._ack(p, client)
-                return
-            if inv == 0:
-                return
-        else:
-            inv = pop_rules.change_pop_invisible_time(rt)
+        """A remoting client's failed POP message (`processConsumeResult`): the broker's `ChangeInvisibleTimeProcessor`
+        writes a checkpoint of the one message (popTime now, same revive queue) and acks the old checkpoint's entry
+        (a proxy client just does not ack)."""
+        now, limit = self.ctx.clock(), get_max_reconsume_times(spec.max_reconsume_times)
+        inv = pop_rules.process_consume_result(p.msg.reconsume_times, limit, now - p.msg.born_ts)
+        if inv < 0:
+            self._event("drop", p, reason="consumed too many times: acked")
+            self._ack(p, client)
+            return
+        if inv == 0:
+            return
         ck = self._checkpoint(p.group, p.topic, p.queue_id, p.offset, [0], now, inv, p.rqid)
         self._event("change_invisible", p, ck, invisible_until=now + inv, revive_queue_id=p.rqid)
         self._ack(p, client, event=False)
@@ -509,17 +468,8 @@ class PopClients:
             props[PROPERTY_REAL_TOPIC] = topic
             props[PROPERTY_REAL_QUEUE_ID] = str(qid)
             topic, qid = TIMER_TOPIC, 0
-        host = self.svc.store_host or "127.0.0.1:10911"
-        m = SimMessage(
-            topic,
-            qid,
-            props,
-            body=body,
-            born_ts=now,
-            born_host=host,
-            store_host=host,
-            props_raw=broker_properties(props, 16, not ctx.v4),
-        )  # a `new MessageExtBrokerInner`: HashMap(16)
+        host, raw = self.svc.store_host or "127.0.0.1:10911", broker_properties(props, 16, not ctx.v4)  # a HashMap(16)
+        m = SimMessage(topic, qid, props, body=body, born_ts=now, born_host=host, store_host=host, props_raw=raw)
         res = ctx.put(m, SERVICE)
         return res.message if res.ok else None
 
@@ -544,8 +494,7 @@ class PopRevive:
     def _loop(self, q: int):
         """`PopReviveService.run` for one revive queue: a round every reviveInterval (longer when idle)."""
         ctx, m = self.ctx, self.ctx.model
-        topic = self.svc.revive_topic
-        slow = 1
+        topic, slow = self.svc.revive_topic, 1
         while True:
             if ctx.clock() < self.should_start:  # "PopReviveService Ready to run after shouldStartTime"
                 yield 1000
@@ -623,14 +572,8 @@ class PopRevive:
         if unit is None or (msg := m.message(unit[0])) is None:
             return
         group = ck.cid
-        topic = (
-            ck.topic
-            if ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            else pop_rules.build_pop_retry_topic(ck.topic, group, self.svc.config.enable_retry_topic_v2)
-        )
-        props = pop_rules.revive_retry_properties(
-            msg.props, msg.props.get(PROPERTY_TAGS), msg.reconsume_times, ck.pop_time
-        )
+        topic = pop_rules.revive_retry_topic(ck.topic, group, self.svc.config.enable_retry_topic_v2)
+        props = pop_rules.revive_retry_properties(msg.props, msg.reconsume_times, ck.pop_time)
         new = msg.derive(topic, 0, props, broker_properties(props, 16, not ctx.v4))  # a new HashMap(16)
         new.reconsume_times = msg.reconsume_times + 1
         if not m.queue_ids(topic) and not any(t == topic for t, *_ in self.svc.topic_requests):
@@ -644,6 +587,3 @@ class PopRevive:
             self.svc._emit(
                 "revive", group, msg, res.message, at=(topic, 0), **detail, queue_offset=res.message.queue_offset
             )
-
-
-__all__ = ["ConsumerService", "Delivery", "KINDS", "PopClients", "PopRevive"]

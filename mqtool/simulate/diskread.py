@@ -26,8 +26,7 @@ from mqtool.formats import commitlog, layout
 from mqtool.formats.commitlog import host_size
 from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.simulate.model import SimMessage
-from mqtool.simulate.spool import message_of
+from mqtool.simulate.model import SimMessage, message_of
 from mqtool.store import fastscan, propscan
 from mqtool.store.queueunits import QueueUnits, queue_units
 from mqtool.store.recordfiles import RecordFiles

@@ -71,8 +71,8 @@ def write_store(store, result: SimulationResult, out: Path) -> list[str]:
             table.setdefault(f"{topic}@{CID_SYS_RMQ_TRANS}", {})[qid] = off
         consumers = state.get("consumers")
         if consumers is not None:  # a clean shutdown at --until persists the groups' offsets
-            for key, offsets in consumers.offset_table().items():
-                table.setdefault(key, {}).update(offsets)
+            for (group, topic, qid), off in sorted(consumers.offsets.items()):
+                table.setdefault(f"{topic}@{group}", {})[qid] = off
         w.write_consumer_offsets(with_group_topic_map(ConsumerOffsets(table, co.data_version, co.group_topic_map)))
         cf = store.config_files
         json_topics = (cf.topics_file or "").startswith("config/topics.json")  # not RocksDB's config/topics

@@ -244,7 +244,7 @@ class ScheduleService(PersistedOffsets[int]):
             # the overlay's records (and the spool's) lie past the base's end: a batch below it and outside the
             # read cache needs no look-up per record
             look = max(phys) >= floor or not lru.keys().isdisjoint(phys)
-            msgs, spooled = m._msgs, (m.spool._where if m.spool is not None else {})
+            msgs, spooled = m.messages, (m.spool if m.spool is not None else {})
         else:
             records, light, look = [None] * k, None, False
         message = m.message_once  # a delivered unit is not read again (the async resend reads it anew)

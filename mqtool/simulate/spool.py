@@ -20,19 +20,9 @@ from array import array
 from collections.abc import Callable
 from operator import attrgetter
 
-from mqtool.simulate.model import SimMessage
+from mqtool.simulate.model import SimMessage, message_of
 
-_FIELDS = tuple(SimMessage.__slots__)
-_values = attrgetter(*_FIELDS)  # the fields as one tuple, in slot order
-_scope: dict = {"new": object.__new__, "SimMessage": SimMessage}
-exec(  # noqa: S102 - names from __slots__: one unpacking assignment of every slot, no loop of `setattr`
-    f"def message_of(values):\n    m = new(SimMessage)\n    {', '.join(f'm.{f}' for f in _FIELDS)} = values\n"
-    "    return m\n",
-    _scope,
-)
-message_of = _scope["message_of"]
-"""`message_of(values)`: the `SimMessage` of its fields' values in slot order, without `__init__`."""
-
+_values = attrgetter(*SimMessage.__slots__)  # the fields as one tuple, in slot order (`message_of`'s order)
 
 ROW_FIELDS = 11  # the int64 a row (`put_row`) holds
 FLUSH = 1 << 20  # bytes of records kept in memory before one write appends them to the file
@@ -40,10 +30,8 @@ _LEN_BITS = 32  # `_where` packs (file offset << _LEN_BITS) | length into one in
 
 
 class RecordSpool:
-    """`put(m)`, `get(phys)`, `drop(phys)`; `close()` removes the file.
-
-    Records are appended to a buffer that one write moves to the file when it holds `FLUSH` bytes
-    (a `pwrite` per record cost as much as encoding it); a record still in the buffer is read from it.
+    """Records are appended to a buffer that one write moves to the file when it holds `FLUSH` bytes (a `pwrite`
+    per record cost as much as encoding it); a record still in the buffer is read from it. `close()` removes the file.
     """
 
     def __init__(self) -> None:

@@ -303,6 +303,6 @@ def _light_read(m, phys: int) -> tuple | None:
     """(properties, BODYLENGTH, SYSFLAG) of a store's own record by the base's light read; None where
     `message_once` must read it: a fault can refuse a put, the base is not read batch-wise, the model holds it."""
     base = m.base
-    if m.put_filter is not None or not batchable(base) or phys in m._msgs or phys in base.cache:
+    if m.put_filter is not None or not batchable(base) or phys in m.messages or phys in base.cache:
         return None
-    return None if m.spool is not None and phys in m.spool._where else base.read(phys, False, True)
+    return None if m.spool is not None and phys in m.spool else base.read(phys, False, True)

@@ -160,7 +160,7 @@ class TimerEnqueue:
         template, with a TIMER_OUT_MS of ASCII digits, read here (not in the overlay, spool or read cache)."""
         m = self.st.ctx.model
         ok = (out[:, _STATUS] == _MATCHED) & (out[:, propscan.FIXED] >= 0) & (out[:, _NUMBER] >= 0)
-        for held in (m._msgs, m.spool._where if m.spool is not None else {}, m.base.cache):
+        for held in (m.messages, m.spool if m.spool is not None else {}, m.base.cache):
             if any(map(held.__contains__, phys)):
                 ok &= ~np.fromiter(map(held.__contains__, phys), bool, len(phys))
         return np.flatnonzero(ok).tolist()

@@ -57,7 +57,7 @@ class TimerRolls:
         base = m.base
         if not batchable(base):
             return None
-        msgs, spooled, lru = m._msgs, m.spool._where, base.cache
+        msgs, spooled, lru = m.messages, m.spool, base.cache
         at, phys, sizes = [], [], []
         for i in range(lo, min(hi, len(chain))):
             _pos, (_prev, magic, write, _slot, ph, size, _hash, _meta, _hi, _lo) = chain[i]
@@ -74,7 +74,7 @@ class TimerRolls:
         that may refuse the put."""
         m = self.st.ctx.model
         src = msg.props
-        if msg.phys in m.spool._where or msg.phys in m._msgs or m.put_filter is not None or m.keep_messages:
+        if msg.phys in m.spool or msg.phys in m.messages or m.put_filter is not None or m.keep_messages:
             return False
         try:  # `n`: with the last separator, as `read_plain`'s sources count
             n = broker_properties_length(src, m.capacity) + msg.body_len + hosts_size(msg.sys_flag)

@@ -45,7 +45,6 @@ class TimerState:
         self.units = TimerUnits(file_size)  # pos -> unit, in compact columns
         self.read_row = self.units.reader(self.unit)  # pos -> unit and delivery row, `walk_chain`'s reader
         self.new_units = array("q")  # positions appended during the run, in order
-        self.fillers: list[tuple[int, int]] = []
         self.slots: dict[int, int] = {}  # delayed time -> its slot's lastPos
         self.heap: list[int] = []
         self.queued: set[int] = set()  # the times in heap
@@ -93,7 +92,7 @@ class TimerState:
     def next_unit_pos(self) -> int:
         """The next unit's TimerLog position, taken: after a filler (`TimerLog.append`'s BLANK) where the
         unit and a blank would not fit in the rest of the file."""
-        pos = next_in_file(self.end, TIMERLOG_UNIT_SIZE, self.file_size, TIMERLOG_BLANK_SIZE, self.fillers)
+        pos = next_in_file(self.end, TIMERLOG_UNIT_SIZE, self.file_size, TIMERLOG_BLANK_SIZE)
         self.end = pos + TIMERLOG_UNIT_SIZE
         return pos
 
@@ -110,7 +109,7 @@ class TimerState:
         """(properties, BODYLENGTH, SYSFLAG) of a re-put kept in the overlay or the spool; (properties,
         None, None) of any other record (`StoreModel.props`: the record is read whole when its slot comes)."""
         m = self.ctx.model
-        msg = m._msgs.get(phys)
+        msg = m.messages.get(phys)
         if msg is None and m.spool is not None:
             msg = m.spool.get(phys)
         if msg is not None:

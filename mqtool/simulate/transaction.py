@@ -341,7 +341,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         to check in a row are put back together, before the next step that is not one."""
         ctx, cfg = self.ctx, self.ctx.config
         m, qid, remove_map, v4 = ctx.model, w.qid, w.remove_map, ctx.v4
-        message, msgs = m.message_once, m._msgs  # an original is read once: not cached
+        message, msgs = m.message_once, m.messages  # an original is read once: not cached
         # the put-backs are placed without a `SimMessage` (`StoreModel.lazy`, built by `_build_copy` when read)
         # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
         # queue and it is kept; no fault can refuse them, so the halves to check in a row are put back together

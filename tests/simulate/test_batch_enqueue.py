@@ -95,7 +95,7 @@ def _run(store, config, batch, monkeypatch, scenario=None, until=START + 3 * DAY
 
 def _store_record(dequeue, phys: int) -> None:
     m = dequeue.st.ctx.model
-    if phys not in m._msgs and (m.spool is None or phys not in m.spool._where):
+    if phys not in m.messages and (m.spool is None or phys not in m.spool):
         LIGHT.append(phys)
 
 

