@@ -98,12 +98,8 @@ class _Deferred:
         src = self.source
         new = _renew(src, put_check_times(src.props, self.times_text))  # the first copy's order, which it keeps
         new.phys, new.size, new.store_ts = phys, src.size + len(self.times_text), self.store_ts
-        new.queue_offset, new.service, new.tags_code, new.source_phys = (
-            self.queue_offset,
-            "transaction",
-            src.tags_code,
-            self.source_phys,
-        )
+        new.queue_offset, new.source_phys = self.queue_offset, self.source_phys
+        new.service, new.tags_code = "transaction", src.tags_code
         return new
 
 
@@ -119,10 +115,10 @@ class _Walk:
         self.remove_map: dict[int, int] = {}  # half offset -> the op record's offset
         self.op_msg_map: dict[int, set[int]] = {}  # 5.x: op record -> the half offsets it still waits for
         self.done_op: list[int] = []
-        self.found, self.next_op = True, 0  # whether the last pull (`getOpMsg`) found op records, where the next reads
+        self.found, self.next_op = True, 0  # whether the last pull (`getOpMsg`) found any, where the next reads
         self.newest_op_born: int | None = None  # the born time of the last op record it read: `isNeedCheck`'s
         self.lazy: dict | None = None  # `StoreModel.lazy` where a put-back is placed without a `SimMessage`
-        self.run: _Run | None = None  # `_check_batch`'s, with `check_visit`'s arguments but the half's
+        self.run: _Run | None = None  # the batch's (`_check_batch`), with `check_visit`'s arguments but the half's:
         self.rules: tuple = ()
 
     def remove(self, i: int, v4: bool) -> None:
@@ -227,9 +223,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
             return 0, spun_at
         if not self.ctx.v4:
             return SLEEP_WHILE_NO_OP, i
-        # 4.9.8 retries at once; a second empty read for the same half means it
-        # spins, burning real time until the half is old enough: 1 ms per turn
-        return (BUSY_RETRY_49 if spun_at == i else 0), i
+        return (BUSY_RETRY_49 if spun_at == i else 0), i  # a second empty read of the same half: it spins
 
     def _fill_op_remove_map(self, w: _Walk, op_offset: int) -> None:
         """`fillOpRemoveMap` over the op records `getOpMsg` pulls from `op_offset` (up to 32): the half offsets
@@ -333,10 +327,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                     continue
                 if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
                     return i, MISSING
-                first = i
-                for off, (ph, _size, _tags) in m.cq_units(
-                    RMQ_SYS_TRANS_HALF_TOPIC, qid, i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-                ):
+                first, hi = i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+                for off, (ph, _size, _tags) in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, hi):
                     if off in remove_map:
                         w.remove(off, v4)
                     else:
@@ -357,10 +349,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         src = msg if e is None else e.source
         props = src.props
         times_text, store_ts = (check_times_of(props), msg.store_ts) if e is None else (e.times_text, e.store_ts)
-        immunity, prepared = (
-            props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS),
-            props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET),
-        )
+        immunity = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+        prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
         why, times = check_visit(times_text, src.born_ts, store_ts, immunity, prepared, *w.rules)
         if why == CHECK:
             return None if self._put_back_half_msg_queue(w, ph, e, msg, times) else REFUSED
@@ -422,9 +412,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
             src = msg
             res = m.append(_renew(msg, put_check_times(msg.props, times_text)), run.clock, "transaction")
             if not res.ok:
-                run.add(
-                    PUT_FAILED, (RMQ_SYS_TRANS_HALF_TOPIC, w.qid, msg.uniq_key, ph, None, res.status, "check put-back")
-                )
+                row = RMQ_SYS_TRANS_HALF_TOPIC, w.qid, msg.uniq_key, ph, None, res.status, "check put-back"
+                run.add(PUT_FAILED, row)
                 return False
             pos, copy_qo = res.message.phys, res.message.queue_offset
         props, scenario = src.props, ctx.scenario
@@ -456,9 +445,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         props.setdefault(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(msg.queue_offset))
         res = self.ctx.model.append(_renew(msg, props), w.run.clock, "transaction")
         if not res.ok:
-            w.run.add(
-                PUT_FAILED, (RMQ_SYS_TRANS_HALF_TOPIC, w.qid, msg.uniq_key, ph, None, res.status, "immunity put-back")
-            )
+            row = RMQ_SYS_TRANS_HALF_TOPIC, w.qid, msg.uniq_key, ph, None, res.status, "immunity put-back"
+            w.run.add(PUT_FAILED, row)
             return False
         n = res.message
         w.run.add(PUT_BACK, (*_real_names(msg.props), ph, n.phys, "immunity", times, n.queue_offset))
@@ -496,10 +484,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         if self.ctx.v4:
             self._write_op(half.queue_id, str(half.queue_offset))
             return
-        q = self.op_pending.setdefault(half.queue_id, [])
-        if not q and half.queue_id not in self.op_last_write:
-            self.op_last_write[half.queue_id] = self.ctx.clock()
-        q.append(f"{half.queue_offset},")
+        self.op_last_write.setdefault(half.queue_id, self.ctx.clock())  # a queue's first entry: never written
+        self.op_pending.setdefault(half.queue_id, []).append(f"{half.queue_offset},")
         if self.op_batcher is not None and self.op_batcher.wake_time is None:
             self.op_batcher.wake(0)
 
@@ -533,7 +519,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 if not q:
                     continue
                 size = sum(len(s) for s in q)
-                at = self.op_last_write.get(qid, ctx.clock()) + interval
+                at = self.op_last_write[qid] + interval
                 if size >= OP_MSG_MAX_SIZE or at <= ctx.clock():
                     self._write_op(qid, _op_body(q))
                     self.op_last_write[qid] = ctx.clock()
