@@ -5,9 +5,10 @@ discarded) mixed
 with halves the per-message walk must take (immune, new, done by an op record, a fresh put-back,
 an unparsable TRANSACTION_CHECK_TIMES, born too long ago, non-ASCII keys), with producer answers
 (the seeded random draws in the same order), on a 4.9 broker, in a streaming run that releases
-what it read, and with a put-failure fault (a refused put cuts the batch)."""
+what it read, and with a put-failure fault (a refused put cuts the batch; a refused commit)."""
 
 import io
+import json
 
 import pytest
 from reference_transaction import ReferenceTransaction
@@ -134,12 +135,36 @@ def test_batch_on_49_and_streaming(store53, store49, monkeypatch):
 def test_batch_under_a_put_failure(store53, monkeypatch):
     store, config = store53
     doc = {
+        **ANSWERS,
         "faults": [
             {"kind": "put_failure", "from": "+60s", "until": "+100s", "service": "transaction", "probability": 0.5}
-        ]
+        ],
     }
     log = _same(store, config, monkeypatch, doc=doc, hold=True)
     assert log.count('"event":"put_failed"') > 10  # each refused put cuts the batch, the same step goes on
+    failed = [e["reason"] for e in map(json.loads, log.splitlines()) if e["event"] == "put_failed"]
+    assert "commit" in failed  # an answer's commit refused too
+
+
+def test_an_immune_half_is_done_by_the_op_record_of_its_prepared_offset(tmp_path, monkeypatch):
+    """`checkPrepareQueueOffset`: immune half 0 with TRAN_PREPARED_QUEUE_OFFSET 2, which the op record names, is
+    done by it (no event, no put-back); half 2 is then visited as any other (its removeMap entry was taken) and
+    checked, as half 1."""
+    config = BrokerConfig.for_version("5.3")
+    with StoreWriter(tmp_path / "s", config, "5.3") as w:
+        for i in range(3):
+            props = [("UNIQ_KEY", f"P{i}")]
+            if i == 0:
+                props += [("CHECK_IMMUNITY_TIME_IN_SECONDS", "200"), ("TRAN_PREPARED_QUEUE_OFFSET", "2")]
+            stored = START - 60_000  # immune for 200 s; the others due (past transactionTimeOut)
+            put_half_message(w, "T", 0, b"p", props, store_timestamp=stored, born_timestamp=stored, producer_group="G")
+        put_op_message(w, [2], store_timestamp=START - 50_000)
+        w.write_checkpoint()
+    log, res = _run(Store.open(tmp_path / "s", config), config, False, monkeypatch, {"transaction": {"check_at": [0]}})
+    events = [(e["event"], e["uniq_key"]) for e in map(json.loads, log.splitlines()) if e["service"] == "transaction"]
+    assert events == [("check", "P1"), ("check", "P2")], events
+    assert [h["uniq_key"] for h in res.summary["pending_halves"]] == ["P1", "P2"]  # their copies; P0 passed
+    assert _same(Store.open(tmp_path / "s", config), config, monkeypatch, doc={"transaction": {"check_at": [0]}})
 
 
 def test_deferred_put_backs_read_as_the_per_message_walk_made_them(store53, store49, monkeypatch):
