@@ -419,7 +419,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         props, scenario = src.props, ctx.scenario
         group, (real_topic, real_qid, uniq) = props.get(PROPERTY_PRODUCER_GROUP), _real_names(props)
         keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k] if scenario.answers else None
-        answer = scenario.answer_for(group, uniq, keys, ctx.rng)
+        answer = scenario.answer_for(group, uniq, keys, ctx.rng) if keys is not None else scenario.default_answer
         run.add(CHECK, (real_topic, real_qid, uniq, ph, pos, group, times, copy_qo, answer))
         if answer in ("commit", "rollback"):
             ctx.engine.schedule(lambda: self.end_transaction(pos, answer), PRODUCER, scenario.answer_delay_ms)
