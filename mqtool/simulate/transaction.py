@@ -197,9 +197,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
 
     def _check_loop(self):
         ctx = self.ctx
-        times = ctx.scenario.check_at
-        if times is not None:
-            for t in times:
+        if ctx.scenario.check_at is not None:
+            for t in ctx.scenario.check_at:
                 if t < ctx.engine.now:
                     continue  # before the start, or while the broker was down
                 if t > ctx.engine.now:
@@ -306,8 +305,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         a half it cannot go on from: (its offset, why: READ_MORE, FRESH, NEW_ARRIVED, REFUSED when its put-back
         failed, MISSING when there is none). The events are written a run of one kind at a time (`_Run`).
 
-        The units are read up to the queue's max as a pass starts: the put-backs go to the same queue, after
-        it, and are visited by the next pass (discarded at transactionCheckMax, else "fresh stored")."""
+        The units are read up to the queue's max as a pass starts: the put-backs, after it, are the next pass's."""
         ctx, cfg = self.ctx, self.ctx.config
         m, qid, remove_map, v4 = ctx.model, w.qid, w.remove_map, ctx.v4
         message, msgs = m.message_once, m._msgs  # an original is read once: not cached
@@ -352,28 +350,30 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         immunity = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
         prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
         why, times = check_visit(times_text, src.born_ts, store_ts, immunity, prepared, *w.rules)
+        if why == PUT_BACK:
+            if msg is None:
+                msg, e = self.ctx.model.materialise(ph), None
+            if self._put_immunity(w, ph, msg, times):
+                return None
+            # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
+            timeout = self.ctx.config.transaction_timeout
+            imm = check_immunity_time(immunity, timeout)
+            need = is_need_check(w.run.clock - src.born_ts, imm, w.newest_op_born, w.start, timeout)
+            why = CHECK if need else READ_MORE
         if why == CHECK:
             return None if self._put_back_half_msg_queue(w, ph, e, msg, times) else REFUSED
         if why == DISCARD or why == SKIP:
             self._resolve_discard(w, ph, e, msg, why, times if why == SKIP else get_long(times_text))
         elif why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
             w.done_op.append(w.remove_map.pop(get_long(prepared)))
-        elif why == PUT_BACK:
-            msg = msg if msg is not None else self.ctx.model.materialise(ph)
-            if self._put_immunity(w, ph, msg, times):
-                return None
-            # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
-            timeout = self.ctx.config.transaction_timeout
-            imm = check_immunity_time(immunity, timeout)
-            if not is_need_check(w.run.clock - src.born_ts, imm, w.newest_op_born, w.start, timeout):
-                return READ_MORE
-            return None if self._put_back_half_msg_queue(w, ph, None, msg, times) else REFUSED
         else:
             return why
         return None
 
     # ----- puts -----
-    def _resolve_discard(self, w: _Walk, ph: int, e: _Deferred | None, msg: SimMessage | None, why: str, times: int):
+    def _resolve_discard(
+        self, w: _Walk, ph: int, e: _Deferred | None, msg: SimMessage | None, why: str, times: int
+    ) -> None:
         """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1) with the
         count `times`: a discarded half's as stored, a skipped one's incremented. A failed put drops the half. A
         put-back not yet built is discarded without being built where the queue keeps nothing: its size is its
@@ -398,7 +398,9 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
             pos, copy_qo = res.message.phys, res.message.queue_offset
         w.run.add(why, (*_real_names(props), ph, pos, times, copy_qo))
 
-    def _put_back_half_msg_queue(self, w: _Walk, ph: int, e: _Deferred | None, msg: SimMessage | None, times: int):
+    def _put_back_half_msg_queue(
+        self, w: _Walk, ph: int, e: _Deferred | None, msg: SimMessage | None, times: int
+    ) -> bool:
         """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request (the
         scenario's answer, the end-transaction it schedules). Into `w.lazy` the copy is placed without a
         `SimMessage` (`_Deferred`); else it is put by `StoreModel.append`: False when that failed."""
@@ -518,9 +520,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 q = self.op_pending[qid]
                 if not q:
                     continue
-                size = sum(len(s) for s in q)
                 at = self.op_last_write[qid] + interval
-                if size >= OP_MSG_MAX_SIZE or at <= ctx.clock():
+                if sum(map(len, q)) >= OP_MSG_MAX_SIZE or at <= ctx.clock():
                     self._write_op(qid, _op_body(q))
                     self.op_last_write[qid] = ctx.clock()
                     at = ctx.clock() + interval if q else None
