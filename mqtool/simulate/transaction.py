@@ -40,6 +40,7 @@ from mqtool.formats.names import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 from mqtool.formats.properties import key_order
+from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK
 from mqtool.rules.transaction import (
     CHECK,
     DISCARD,
@@ -47,6 +48,7 @@ from mqtool.rules.transaction import (
     PUT_BACK,
     READ_MORE,
     SKIP,
+    SLEEP_WHILE_NO_OP,
     calculate_op_offset,
     check_immunity_time,
     check_times_of,
@@ -67,13 +69,10 @@ if TYPE_CHECKING:
 
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
-SLEEP_WHILE_NO_OP = 1000
 BUSY_RETRY_49 = 1  # virtual ms a 4.9.8 retry of the same half takes when no op record came
 MAX_RETRY_COUNT_WHEN_HALF_NULL = 1
 OP_MSG_MAX_SIZE = 4096  # transactionOpMsgMaxSize
 PUT_BACK_RETRY_MS = 100
-TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_MASK = 0xC
 MISSING, REFUSED = "missing", "refused"  # where `_check_batch` stops: no half to read, a refused put-back
 PUT_FAILED = "put_failed"
 _DISCARD_KEYS = ("check_times", "queue_offset")  # the detail of a discard's or skip's event; of the others:
@@ -465,7 +464,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         final = None
         if answer == "commit":
             final = half.derive(real_topic or "", real_qid or 0, dict(half.props))
-            final.sys_flag = (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
+            final.sys_flag = (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT
             final.prepared_tx_offset = phys
             final.reconsume_times = half.reconsume_times
             res = ctx.put(final, "transaction")
