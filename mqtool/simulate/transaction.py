@@ -84,8 +84,8 @@ _DETAIL_KEYS = {
 
 
 class _Deferred:
-    """A put-back placed without a `SimMessage` (`StoreModel.lazy`): all but its count is its half's first copy's
-    (`source`, from `_source`), so `build` makes it only when a reader asks for it (`StoreModel.materialise`)."""
+    """A put-back placed without a `SimMessage` (`StoreModel.lazy`): its half's first copy (`source`, `_source`) but
+    for its count, place and store time, so `build` makes it only when a reader asks for it (`materialise`)."""
 
     __slots__ = ("source", "times_text", "store_ts", "queue_offset", "source_phys")
 
@@ -117,8 +117,8 @@ class _Walk:
         self.found, self.next_op = True, 0  # whether the last pull (`getOpMsg`) found any, where the next reads
         self.newest_op_born: int | None = None  # the born time of the last op record it read: `isNeedCheck`'s
         self.lazy: dict | None = None  # `StoreModel.lazy` where a put-back is placed without a `SimMessage`
-        self.run: _Run | None = None  # the batch's (`_check_batch`), with `check_visit`'s arguments but the half's:
-        self.rules: tuple = ()
+        self.run: _Run | None = None  # the batch's events (`_check_batch`)
+        self.rules: tuple = ()  # the batch's `check_visit` arguments after the half's own
 
     def remove(self, i: int, v4: bool) -> None:
         """Half `i` is done by an op record: that op record is done once every half it names is passed."""
