@@ -7,7 +7,6 @@ from mqtool.formats.names import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_KEYS,
     PROPERTY_PRODUCER_GROUP,
-    PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     PROPERTY_WAIT_STORE_MSG_OK,
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
@@ -31,17 +30,16 @@ from mqtool.rules.transaction import (
 from mqtool.simulate.engine import PRODUCER
 from mqtool.simulate.model import SimMessage
 from mqtool.simulate.transaction import (
-    FOUND,
     MAX_PROCESS_TIME_LIMIT,
     MAX_RETRY_COUNT_WHEN_HALF_NULL,
-    NO_NEW_MSG,
-    OFFSET_ILLEGAL,
     PUT_BACK_RETRY_MS,
     TransactionService,
-    _qid,
+    _real_names,
     _renew,
     _Walk,
 )
+
+NO_NEW_MSG, FOUND, OFFSET_ILLEGAL = "NO_NEW_MSG", "FOUND", "OFFSET_ILLEGAL"  # `getHalfMsg`'s statuses
 
 
 class ReferenceTransaction(TransactionService):
@@ -144,9 +142,7 @@ class ReferenceTransaction(TransactionService):
                 ctx.engine.now,
                 "transaction",
                 "put_back",
-                props.get(PROPERTY_REAL_TOPIC),
-                _qid(props),
-                msg.uniq_key,
+                *_real_names(props),
                 msg.phys,
                 n.phys,
                 reason="immunity",
@@ -178,9 +174,7 @@ class ReferenceTransaction(TransactionService):
                 ctx.engine.now,
                 "transaction",
                 "check",
-                props.get(PROPERTY_REAL_TOPIC),
-                _qid(props),
-                msg.uniq_key,
+                *_real_names(props),
                 msg.phys,
                 copy.phys,
                 producer_group=group,
@@ -203,9 +197,7 @@ class ReferenceTransaction(TransactionService):
                 ctx.engine.now,
                 "transaction",
                 why,
-                props.get(PROPERTY_REAL_TOPIC),
-                _qid(props),
-                msg.uniq_key,
+                *_real_names(props),
                 msg.phys,
                 res.message.phys,
                 check_times=get_long(check_times_of(props)),

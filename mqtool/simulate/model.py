@@ -184,7 +184,7 @@ class StoreModel:
     # a `spool.RecordSpool` (releasing runs): the timer topic's re-puts wait there, not in `messages`
     spool: RecordSpool | None = None
     # re-puts placed without a `SimMessage` (the transaction check's put-backs): phys -> an entry whose
-    # `build(phys, entry)` makes the message the first time a reader asks for it (`materialise`)
+    # `build(phys)` makes the message the first time a reader asks for it (`materialise`)
     lazy: dict[int, Any] = field(default_factory=dict)
 
     def raw(self, m: SimMessage) -> str:
@@ -245,7 +245,7 @@ class StoreModel:
         e = self.lazy.pop(phys, None)
         if e is None:
             return None
-        m = self.messages[phys] = e.build(phys, e)
+        m = self.messages[phys] = e.build(phys)
         return m
 
     def message_once(self, phys: int) -> SimMessage | None:

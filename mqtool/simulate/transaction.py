@@ -20,7 +20,8 @@ walk around it and its effects:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from mqtool.formats.names import (
     CID_SYS_RMQ_TRANS,
@@ -39,6 +40,7 @@ from mqtool.formats.names import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 from mqtool.formats.properties import key_order
+from mqtool.formats.sysflag import TRANSACTION_COMMIT, TRANSACTION_MASK
 from mqtool.rules.transaction import (
     CHECK,
     DISCARD,
@@ -46,6 +48,7 @@ from mqtool.rules.transaction import (
     PUT_BACK,
     READ_MORE,
     SKIP,
+    SLEEP_WHILE_NO_OP,
     calculate_op_offset,
     check_immunity_time,
     check_times_of,
@@ -66,53 +69,44 @@ if TYPE_CHECKING:
 
 MAX_PROCESS_TIME_LIMIT = 60000
 OP_MSG_PULL_NUMS = 32
-SLEEP_WHILE_NO_OP = 1000
 BUSY_RETRY_49 = 1  # virtual ms a 4.9.8 retry of the same half takes when no op record came
 MAX_RETRY_COUNT_WHEN_HALF_NULL = 1
 OP_MSG_MAX_SIZE = 4096  # transactionOpMsgMaxSize
 PUT_BACK_RETRY_MS = 100
-TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_MASK = 0xC
-NO_NEW_MSG, FOUND, OFFSET_ILLEGAL = "NO_NEW_MSG", "FOUND", "OFFSET_ILLEGAL"
 MISSING, REFUSED = "missing", "refused"  # where `_check_batch` stops: no half to read, a refused put-back
+PUT_FAILED = "put_failed"
 _DISCARD_KEYS = ("check_times", "queue_offset")  # the detail of a discard's or skip's event; of the others:
-_DETAIL_KEYS = {CHECK: ("producer_group", *_DISCARD_KEYS, "answer"), PUT_BACK: ("reason", *_DISCARD_KEYS)}
-
-
-class _CopyFacts(NamedTuple):
-    """What every put-back of a half shares (they differ only in TRANSACTION_CHECK_TIMES): `_copy_facts`."""
-
-    source: SimMessage  # a copy they derive from, holding neither the source's map nor its string
-    props: dict[str, str]  # the first copy's map
-    real_topic: str | None
-    real_qid: int | None
-    uniq: str | None
-    group: str | None  # PGROUP
-    born: int
-    immunity: str | None  # CHECK_IMMUNITY_TIME_IN_SECONDS
-    prepared: str | None  # TRAN_PREPARED_QUEUE_OFFSET
-    keys: list[str] | None  # KEYS as `answer_for` takes them
-    size: int  # the size but for the count's text
-    tags: int
+_DETAIL_KEYS = {
+    CHECK: ("producer_group", *_DISCARD_KEYS, "answer"),
+    PUT_BACK: ("reason", *_DISCARD_KEYS),
+    PUT_FAILED: ("status", "reason"),
+}
 
 
 class _Deferred:
-    """A put-back placed without a `SimMessage` (`StoreModel.lazy`): `build(phys, self)` makes it when read."""
+    """A put-back placed without a `SimMessage` (`StoreModel.lazy`): its half's first copy (`source`, `_source`) but
+    for its count, place and store time, so `build` makes it only when a reader asks for it (`materialise`)."""
 
-    __slots__ = ("build", "facts", "times_text", "store_ts", "size", "queue_offset", "source_phys")
+    __slots__ = ("source", "times_text", "store_ts", "queue_offset", "source_phys")
 
-    def __init__(
-        self, build, facts: _CopyFacts, times_text: str, store_ts: int, size: int, queue_offset: int, source_phys: int
-    ) -> None:
-        self.build, self.facts, self.times_text, self.store_ts = build, facts, times_text, store_ts
-        self.size, self.queue_offset, self.source_phys = size, queue_offset, source_phys
+    def __init__(self, source: SimMessage, times_text: str, store_ts: int, queue_offset: int, source_phys: int) -> None:
+        self.source, self.times_text, self.store_ts = source, times_text, store_ts
+        self.queue_offset, self.source_phys = queue_offset, source_phys
+
+    def build(self, phys: int) -> SimMessage:
+        src = self.source
+        new = _renew(src, put_check_times(src.props, self.times_text))  # the first copy's order, which it keeps
+        new.phys, new.size, new.store_ts = phys, src.size + len(self.times_text), self.store_ts
+        new.queue_offset, new.source_phys = self.queue_offset, self.source_phys
+        new.service, new.tags_code = "transaction", src.tags_code
+        return new
 
 
 class _Walk:
     """One half queue's walk in a check round: `check`'s removeMap, opMsgMap and doneOpOffset, its last op pull."""
 
     __slots__ = tuple(
-        "qid start mini remove_map op_msg_map done_op pull_status next_op newest_op_born lazy run".split()
+        "qid start mini remove_map op_msg_map done_op found next_op newest_op_born lazy run rules".split()
     )
 
     def __init__(self, qid: int, start: int, mini: int) -> None:
@@ -120,10 +114,11 @@ class _Walk:
         self.remove_map: dict[int, int] = {}  # half offset -> the op record's offset
         self.op_msg_map: dict[int, set[int]] = {}  # 5.x: op record -> the half offsets it still waits for
         self.done_op: list[int] = []
-        self.pull_status, self.next_op = FOUND, 0  # the last pull's (`getOpMsg`) and where the next one reads
+        self.found, self.next_op = True, 0  # whether the last pull (`getOpMsg`) found any, where the next reads
         self.newest_op_born: int | None = None  # the born time of the last op record it read: `isNeedCheck`'s
         self.lazy: dict | None = None  # `StoreModel.lazy` where a put-back is placed without a `SimMessage`
-        self.run: _Run | None = None
+        self.run: _Run | None = None  # the batch's events (`_check_batch`)
+        self.rules: tuple = ()  # the batch's `check_visit` arguments after the half's own
 
     def remove(self, i: int, v4: bool) -> None:
         """Half `i` is done by an op record: that op record is done once every half it names is passed."""
@@ -137,28 +132,6 @@ class _Walk:
             if not s:
                 del self.op_msg_map[op_off]
                 self.done_op.append(op_off)
-
-
-class _Half:
-    """A half a visit does more than put back (`_visit`): a record with its `SimMessage`, or a put-back not yet
-    built (`deferred`), with the values `check_visit` read of it (`_visit_values`)."""
-
-    __slots__ = tuple(
-        "phys msg deferred props check_times born store_ts immunity prepared real_topic real_qid uniq".split()
-    )
-
-    def __init__(self, phys: int, msg: SimMessage | None, deferred: _Deferred | None, visit: tuple) -> None:
-        self.phys, self.msg, self.deferred = phys, msg, deferred
-        self.check_times, self.born, self.store_ts, self.immunity, self.prepared = visit
-        self.props = None if msg is None else msg.props
-        f = deferred.facts if msg is None else None
-        self.real_topic, self.real_qid, self.uniq = (f.real_topic, f.real_qid, f.uniq) if f else _real_names(self.props)
-
-    def build(self, m) -> None:
-        """A deferred put-back's `SimMessage`, built now (`StoreModel.materialise`) for a step that needs it."""
-        if self.msg is None:
-            msg = m.materialise(self.phys)
-            self.__init__(self.phys, msg, None, _visit_values(msg))
 
 
 class _Run:
@@ -223,9 +196,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
 
     def _check_loop(self):
         ctx = self.ctx
-        times = ctx.scenario.check_at
-        if times is not None:
-            for t in times:
+        if ctx.scenario.check_at is not None:
+            for t in ctx.scenario.check_at:
                 if t < ctx.engine.now:
                     continue  # before the start, or while the broker was down
                 if t > ctx.engine.now:
@@ -245,13 +217,11 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         """The check loop's READ_MORE step for the half at `i`: read the next op messages; where none came, the
         time it waits (0: none) and the half it last spun on."""
         self._fill_op_remove_map(w, w.next_op)
-        if w.pull_status == FOUND:
+        if w.found:
             return 0, spun_at
         if not self.ctx.v4:
             return SLEEP_WHILE_NO_OP, i
-        # 4.9.8 retries at once; a second empty read for the same half means it
-        # spins, burning real time until the half is old enough: 1 ms per turn
-        return (BUSY_RETRY_49 if spun_at == i else 0), i
+        return (BUSY_RETRY_49 if spun_at == i else 0), i  # a second empty read of the same half: it spins
 
     def _fill_op_remove_map(self, w: _Walk, op_offset: int) -> None:
         """`fillOpRemoveMap` over the op records `getOpMsg` pulls from `op_offset` (up to 32): the half offsets
@@ -260,11 +230,11 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         lo, hi = m.cq_min(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid), m.cq_max(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)
         w.newest_op_born = None
         if op_offset >= hi or op_offset < lo:
-            w.pull_status, w.next_op = (NO_NEW_MSG, op_offset) if op_offset >= hi else (OFFSET_ILLEGAL, lo)
+            w.found, w.next_op = False, op_offset if op_offset >= hi else lo
             if op_offset < lo:
                 self.offsets[(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid)] = lo
             return
-        w.pull_status, w.next_op = FOUND, min(hi, op_offset + OP_MSG_PULL_NUMS)
+        w.found, w.next_op = True, min(hi, op_offset + OP_MSG_PULL_NUMS)
         for off in range(op_offset, w.next_op):
             unit = m.cq_unit(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, off)
             op = m.message(unit[0]) if unit else None
@@ -330,247 +300,193 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         return i
 
     def _check_batch(self, w: _Walk, i: int) -> tuple[int, str]:
-        """The visits of `check` from half `i` (`check_visit` each): passed over when done by an op record,
-        re-put when immune (`_put_immunity`), discarded or skipped (`_resolve_discard`), put back for a check
-        (`_put_back_half_msg_queue`), until a half it cannot go on from: (its offset, why: READ_MORE, FRESH,
-        NEW_ARRIVED, REFUSED when its put-back failed, MISSING when there is none). The events are the same
-        rows, in order, written a run of one kind at a time (`_Run`).
+        """The visits of `check` from half `i` (`_visit` each), passing over the halves done by an op record, until
+        a half it cannot go on from: (its offset, why: READ_MORE, FRESH, NEW_ARRIVED, REFUSED when its put-back
+        failed, MISSING when there is none). The events are written a run of one kind at a time (`_Run`).
 
-        The units are read up to the queue's max as a pass starts: the put-backs go to the same queue, after
-        it, and are visited by the next pass (discarded at transactionCheckMax, else "fresh stored"). Halves
-        to check in a row are put back together, before the next step that is not one."""
+        The units are read up to the queue's max as a pass starts: the put-backs, after it, are the next pass's."""
         ctx, cfg = self.ctx, self.ctx.config
         m, qid, remove_map, v4 = ctx.model, w.qid, w.remove_map, ctx.v4
         message, msgs = m.message_once, m.messages  # an original is read once: not cached
-        # the put-backs are placed without a `SimMessage` (`StoreModel.lazy`, built by `_build_copy` when read)
-        # where no one needs one at once: nothing keeps the appended records for `--out`, nothing watches the
-        # queue and it is kept; no fault can refuse them, so the halves to check in a row are put back together
+        # the put-backs are placed without a `SimMessage` (`StoreModel.lazy`, `_Deferred`) where no one needs one
+        # at once: nothing keeps the appended records for `--out`, nothing watches the queue and it is kept
         q = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
         w.lazy = m.lazy if m.put_filter is None and q.kept and not m.keep_messages and not q.listeners else None
         deferred = w.lazy if w.lazy is not None else {}
         w.run = _Run(ctx.log, ctx.engine.now, ctx.clock())
-        rules = (remove_map, w.run.clock, w.start, w.newest_op_born, cfg.transaction_timeout)
-        rules += (cfg.transaction_check_max, cfg.file_reserved_time)
-        checks: list[tuple] = []  # (phys, deferred put-back, message, count) of the halves to check not put back
+        w.rules = (remove_map, w.run.clock, w.start, w.newest_op_born, cfg.transaction_timeout)
+        w.rules += (cfg.transaction_check_max, cfg.file_reserved_time)
         try:
-            moved = True
-            while moved:
-                moved = False
+            while True:
                 if i in remove_map:
                     w.remove(i, v4)
                     i += 1
-                    moved = True
                     continue
                 if i < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
-                    break
-                hi = m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
+                    return i, MISSING
+                first, hi = i, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)
                 for off, (ph, _size, _tags) in m.cq_units(RMQ_SYS_TRANS_HALF_TOPIC, qid, i, hi):
-                    moved = True
                     if off in remove_map:
                         w.remove(off, v4)
-                        i = off + 1
-                        continue
-                    e = deferred.get(ph)  # a put-back of an earlier batch, not yet built
-                    msg = None if e is not None else (msgs.get(ph) or message(ph))
-                    if e is not None:
-                        f = e.facts
-                        visit = e.times_text, f.born, e.store_ts, f.immunity, f.prepared
-                    elif msg is None:
-                        return off, MISSING
                     else:
-                        visit = _visit_values(msg)
-                    why, times = check_visit(*visit, *rules)
-                    if why == CHECK and w.lazy is not None:
-                        checks.append((ph, e, msg, times))
-                    else:
-                        if checks:
-                            self._put_back_half_msg_queue(w, checks)
-                            checks = []
-                        stop = self._visit(w, _Half(ph, msg, e, visit), why, times)
+                        e = deferred.get(ph)  # a put-back of an earlier batch, not yet built
+                        msg = None if e is not None else (msgs.get(ph) or message(ph))
+                        stop = MISSING if e is None and msg is None else self._visit(w, ph, e, msg)
                         if stop is not None:
                             return off, stop
                     i = off + 1
-                if checks:  # put back before the next pass reads the queue's max
-                    self._put_back_half_msg_queue(w, checks)
-                    checks = []
-            return i, MISSING
-        finally:  # the put-backs and rows before where it stops
-            if checks:
-                self._put_back_half_msg_queue(w, checks)
+                if i == first:
+                    return i, MISSING
+        finally:
             w.run.flush()
 
-    def _visit(self, w: _Walk, h: _Half, why: str, times: int | None) -> str | None:
-        """What a visit of `check` (`check_visit`'s `why`) does; None to go on, else why the walk stops at `h`."""
-        timeout = self.ctx.config.transaction_timeout
-        if why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
-            w.done_op.append(w.remove_map.pop(get_long(h.prepared)))
-            return None
+    def _visit(self, w: _Walk, ph: int, e: _Deferred | None, msg: SimMessage | None) -> str | None:
+        """What a visit of `check` (`check_visit`) does with the half at `ph`, a put-back not yet built (`e`) or
+        a message; None to go on, else why the walk stops there."""
+        src = msg if e is None else e.source
+        props = src.props
+        times_text, store_ts = (check_times_of(props), msg.store_ts) if e is None else (e.times_text, e.store_ts)
+        immunity = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+        prepared = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
+        why, times = check_visit(times_text, src.born_ts, store_ts, immunity, prepared, *w.rules)
         if why == PUT_BACK:
-            h.build(self.ctx.model)
-            if self._put_immunity(h, times, w):
+            if msg is None:
+                msg, e = self.ctx.model.materialise(ph), None
+            if self._put_immunity(w, ph, msg, times):
                 return None
             # the immunity put failed: `checkPrepareQueueOffset` returns false, `isNeedCheck` decides
-            imm = check_immunity_time(h.immunity, timeout)
-            need = is_need_check(w.run.clock - h.born, imm, w.newest_op_born, w.start, timeout)
+            timeout = self.ctx.config.transaction_timeout
+            imm = check_immunity_time(immunity, timeout)
+            need = is_need_check(w.run.clock - src.born_ts, imm, w.newest_op_born, w.start, timeout)
             why = CHECK if need else READ_MORE
+        if why == CHECK:
+            return None if self._put_back_half_msg_queue(w, ph, e, msg, times) else REFUSED
         if why == DISCARD or why == SKIP:
-            self._resolve_discard(h, why, times, w)
-            return None
-        if why != CHECK:
+            self._resolve_discard(w, ph, e, msg, why, times if why == SKIP else get_long(times_text))
+        elif why == DONE:  # `checkPrepareQueueOffset`: the op of the original was read
+            w.done_op.append(w.remove_map.pop(get_long(prepared)))
+        else:
             return why
-        return None if self._put_back_half_msg_queue(w, [(h.phys, h.deferred, h.msg, times)]) else REFUSED
+        return None
 
     # ----- puts -----
-    def _resolve_discard(self, h: _Half, why: str, times: int | None, w: _Walk) -> None:
-        """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1); a
-        discarded half's map is not changed, a skipped one's has the incremented count. A failed put drops
-        the half. A deferred put-back is discarded without being built where the queue keeps nothing: its
-        size is the put-back's but for the topic's fixed part (and a skip's count)."""
+    def _resolve_discard(
+        self, w: _Walk, ph: int, e: _Deferred | None, msg: SimMessage | None, why: str, times: int
+    ) -> None:
+        """`resolveDiscardMsg`: a copy to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC queue 0 (TCMT_QUEUE_NUMS = 1) with the
+        count `times`: a discarded half's as stored, a skipped one's incremented. A failed put drops the half. A
+        put-back not yet built is discarded without being built where the queue keeps nothing: its size is its
+        source's but for the topic's fixed part and the count."""
         m = self.ctx.model
-        self.resolved[h.uniq or str(h.phys)] = why
-        row_times = times if why == SKIP else get_long(h.check_times)
+        props = msg.props if e is None else e.source.props
+        uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        self.resolved[uniq or str(ph)] = why
         cmt = m.queue_info(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0)
-        if h.msg is None and not cmt.kept and not cmt.listeners:
-            e = h.deferred
-            size = e.size - m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, w.qid).fixed + cmt.fixed
-            if why == SKIP:
-                size += len(str(times)) - len(e.times_text)
+        if e is not None and not cmt.kept and not cmt.listeners:
+            size = e.source.size + len(str(times) if why == SKIP else e.times_text)
+            size += cmt.fixed - m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, w.qid).fixed
             pos, copy_qo = m.append_unit(cmt, size, None)
         else:
-            h.build(m)
-            props = put_check_times(h.props, times) if why == SKIP else h.props
-            res = m.append(h.msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), w.run.clock, "transaction")
+            msg = msg if msg is not None else m.materialise(ph)
+            props = put_check_times(msg.props, times) if why == SKIP else msg.props
+            res = m.append(msg.derive(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, props), w.run.clock, "transaction")
             if not res.ok:
-                w.run.flush()
-                why_failed = f"{why} (the half message is dropped)"
-                self._put_failed(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, h.uniq, h.phys, res.status, why_failed)
+                reason = f"{why} (the half message is dropped)"
+                w.run.add(PUT_FAILED, (RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0, uniq, ph, None, res.status, reason))
                 return
             pos, copy_qo = res.message.phys, res.message.queue_offset
-        w.run.add(why, (h.real_topic, h.real_qid, h.uniq, h.phys, pos, row_times, copy_qo))
+        w.run.add(why, (*_real_names(props), ph, pos, times, copy_qo))
 
-    def _put_back_half_msg_queue(self, w: _Walk, halves: list[tuple]) -> bool:
-        """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request
-        (the scenario's answer, the end-transaction it schedules), for halves in order: (phys, put-back not yet
-        built or None, message or None, count) each. Into `w.lazy` (`StoreModel.lazy`) the copies are placed
-        without a `SimMessage`; else each is put by `StoreModel.append`, one half at a time: False when it failed."""
-        ctx, m, run, qid, lazy = self.ctx, self.ctx.model, w.run, w.qid, w.lazy
-        scenario, clock = ctx.scenario, run.clock
-        default, delay = scenario.default_answer, scenario.answer_delay_ms
-        q = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-        if run.kind != CHECK:
-            run.flush()
-            run.kind = CHECK
-        rows = run.rows
-        for ph, e, msg, times in halves:
-            times_text = str(times)
-            facts = e.facts if e is not None else self._copy_facts(msg, qid, times_text)
-            if lazy is not None:
-                size = facts.size + len(times_text)
-                pos, copy_qo = m.append_unit(q, size, facts.tags)
-                lazy[pos] = _Deferred(self._build_copy, facts, times_text, clock, size, copy_qo, ph)
-            else:
-                res = m.append(_renew(msg, put_check_times(msg.props, times_text)), clock, "transaction")
-                if not res.ok:
-                    run.flush()
-                    self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, qid, facts.uniq, ph, res.status, "check put-back")
-                    return False
-                pos, copy_qo = res.message.phys, res.message.queue_offset
-            group, uniq = facts.group, facts.uniq
-            answer = scenario.answer_for(group, uniq, facts.keys, ctx.rng) if scenario.answers else default
-            rows.append((facts.real_topic, facts.real_qid, uniq, ph, pos, group, times, copy_qo, answer))
-            if answer in ("commit", "rollback"):
-                ctx.engine.schedule(lambda p=pos, a=answer: self.end_transaction(p, a), PRODUCER, delay)
+    def _put_back_half_msg_queue(
+        self, w: _Walk, ph: int, e: _Deferred | None, msg: SimMessage | None, times: int
+    ) -> bool:
+        """`putBackHalfMsgQueue` of `renewHalfMessageInner` with the incremented count, then the check request (the
+        scenario's answer, the end-transaction it schedules). Into `w.lazy` the copy is placed without a
+        `SimMessage` (`_Deferred`); else it is put by `StoreModel.append`: False when that failed."""
+        ctx, m, run, times_text = self.ctx, self.ctx.model, w.run, str(times)
+        if w.lazy is not None:
+            src = e.source if e is not None else self._source(msg, times_text)
+            half = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, w.qid)
+            pos, copy_qo = m.append_unit(half, src.size + len(times_text), src.tags_code)
+            w.lazy[pos] = _Deferred(src, times_text, run.clock, copy_qo, ph)
+        else:
+            src = msg
+            res = m.append(_renew(msg, put_check_times(msg.props, times_text)), run.clock, "transaction")
+            if not res.ok:
+                row = RMQ_SYS_TRANS_HALF_TOPIC, w.qid, msg.uniq_key, ph, None, res.status, "check put-back"
+                run.add(PUT_FAILED, row)
+                return False
+            pos, copy_qo = res.message.phys, res.message.queue_offset
+        props, scenario = src.props, ctx.scenario
+        group, (real_topic, real_qid, uniq) = props.get(PROPERTY_PRODUCER_GROUP), _real_names(props)
+        keys = [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k] if scenario.answers else None
+        answer = scenario.answer_for(group, uniq, keys, ctx.rng) if keys is not None else scenario.default_answer
+        run.add(CHECK, (real_topic, real_qid, uniq, ph, pos, group, times, copy_qo, answer))
+        if answer in ("commit", "rollback"):
+            ctx.engine.schedule(lambda: self.end_transaction(pos, answer), PRODUCER, scenario.answer_delay_ms)
         return True
 
-    def _copy_facts(self, msg: SimMessage, qid: int, times_text: str) -> _CopyFacts:
-        """What every later put-back of half `msg` shares (`_CopyFacts`). The size is `StoreModel.append`'s for the
-        first copy; the map is put in the stored order only when a copy is built (`_build_copy`)."""
+    def _source(self, msg: SimMessage, times_text: str) -> SimMessage:
+        """The first put-back of half `msg`, which every later one is but for its count (`_Deferred`): its map in
+        the stored order (`StoreModel.append`'s), its size without the count's text."""
         m = self.ctx.model
         props = put_check_times(msg.props, times_text)
-        size = m.reput_size(props, m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, qid).fixed, msg.sys_flag, msg.body_len)
-        keys = _keys(props) if self.ctx.scenario.answers else None
-        src, group = msg.derive(msg.topic, msg.queue_id, props), props.get(PROPERTY_PRODUCER_GROUP)
-        _times, born, _store_ts, immunity, prepared = _visit_values(msg)
-        n, tags = size - len(times_text), tags_code(props)
-        return _CopyFacts(src, props, *_real_names(props), group, born, immunity, prepared, keys, n, tags)
+        order = key_order(tuple(props), m.capacity).order
+        src = msg.derive(msg.topic, msg.queue_id, props if order is None else {k: props[k] for k in order})
+        fixed = m.queue_info(RMQ_SYS_TRANS_HALF_TOPIC, msg.queue_id).fixed
+        src.size = m.reput_size(props, fixed, msg.sys_flag, msg.body_len) - len(times_text)
+        src.tags_code = tags_code(props)
+        return src
 
-    def _put_failed(self, topic: str, qid: int, uniq: str | None, phys: int, status: str, reason: str) -> None:
-        self.ctx.log.emit(
-            self.ctx.engine.now, "transaction", "put_failed", topic, qid, uniq, phys, status=status, reason=reason
-        )
-
-    def _build_copy(self, phys: int, e: _Deferred) -> SimMessage:
-        """The `SimMessage` of a put-back placed without one (`StoreModel.materialise`): `_renew`'s copy of its
-        source as `StoreModel.append` leaves it (its map in the stored order: the first copy's, which a later
-        copy, with the same keys, keeps)."""
-        facts = e.facts
-        props = put_check_times(facts.props, e.times_text)
-        order = key_order(tuple(props), self.ctx.model.capacity).order
-        if order is not None:
-            props = {k: props[k] for k in order}
-        new = _renew(facts.source, props)
-        new.phys, new.size, new.store_ts, new.queue_offset = phys, e.size, e.store_ts, e.queue_offset
-        new.service = "transaction"
-        new.tags_code = facts.tags
-        new.source_phys = e.source_phys
-        return new
-
-    def _put_immunity(self, h: _Half, times: int | None, w: _Walk) -> bool:
+    def _put_immunity(self, w: _Walk, ph: int, msg: SimMessage, times: int) -> bool:
         """`putImmunityMsgBackToHalfQueue`: a copy with the incremented count and TRAN_PREPARED_QUEUE_OFFSET (the
         original's queue offset, kept by later copies), no check request."""
-        msg = h.msg
         # setWaitStoreMsgOK(false) before this path rebuilds the string
-        props = {**put_check_times(h.props, times), PROPERTY_WAIT_STORE_MSG_OK: "false"}
+        props = {**put_check_times(msg.props, times), PROPERTY_WAIT_STORE_MSG_OK: "false"}
         props.setdefault(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(msg.queue_offset))
         res = self.ctx.model.append(_renew(msg, props), w.run.clock, "transaction")
         if not res.ok:
-            w.run.flush()
-            self._put_failed(RMQ_SYS_TRANS_HALF_TOPIC, w.qid, h.uniq, h.phys, res.status, "immunity put-back")
+            row = RMQ_SYS_TRANS_HALF_TOPIC, w.qid, msg.uniq_key, ph, None, res.status, "immunity put-back"
+            w.run.add(PUT_FAILED, row)
             return False
         n = res.message
-        w.run.add(PUT_BACK, (h.real_topic, h.real_qid, h.uniq, h.phys, n.phys, "immunity", times, n.queue_offset))
+        w.run.add(PUT_BACK, (*_real_names(msg.props), ph, n.phys, "immunity", times, n.queue_offset))
         return True
 
     # ----- end transaction -----
     def end_transaction(self, phys: int, answer: str) -> None:
         """`EndTransactionProcessor` for a check answer: commit or rollback the half copy at `phys`."""
-        ctx = self.ctx
-        if not ctx.running:
-            return
-        half = ctx.model.message(phys)
+        ctx, now = self.ctx, self.ctx.engine.now
+        half = ctx.model.message(phys) if ctx.running else None
         if half is None:
             return
-        new_phys = None
         real_topic, real_qid, uniq = _real_names(half.props)
+        final = None
         if answer == "commit":
             final = half.derive(real_topic or "", real_qid or 0, dict(half.props))
-            final.sys_flag = (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT_TYPE
-            final.prepared_tx_offset = half.phys
+            final.sys_flag = (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT
+            final.prepared_tx_offset = phys
             final.reconsume_times = half.reconsume_times
             res = ctx.put(final, "transaction")
             if not res.ok:
-                self._put_failed(final.topic, final.queue_id, uniq, half.phys, res.status, "commit")
+                row = final.topic, final.queue_id, uniq, phys
+                ctx.log.emit(now, "transaction", PUT_FAILED, *row, status=res.status, reason="commit")
                 return
-            new_phys = res.message.phys
         self.resolved[uniq or str(phys)] = answer
-        now = ctx.engine.now
-        ctx.log.batch(
-            now, "transaction", answer, real_topic, real_qid, uniq, phys, new_phys, queue_offset=half.queue_offset
-        )
-        if answer == "commit":
-            n = res.message
-            row = n.topic, n.queue_id, n.uniq_key, half.phys, new_phys
-            ctx.log.batch(now, "transaction", "deliver", *row, queue_offset=n.queue_offset, reason="commit")
+        new_phys = None if final is None else final.phys
+        row = real_topic, real_qid, uniq, phys, new_phys
+        ctx.log.batch(now, "transaction", answer, *row, queue_offset=half.queue_offset)
+        if final is not None:
+            row = final.topic, final.queue_id, final.uniq_key, phys, new_phys
+            ctx.log.batch(now, "transaction", "deliver", *row, queue_offset=final.queue_offset, reason="commit")
         self._delete_prepare(half)
 
     def _delete_prepare(self, half: SimMessage) -> None:
         if self.ctx.v4:
             self._write_op(half.queue_id, str(half.queue_offset))
             return
-        q = self.op_pending.setdefault(half.queue_id, [])
-        if not q and half.queue_id not in self.op_last_write:
-            self.op_last_write[half.queue_id] = self.ctx.clock()
-        q.append(f"{half.queue_offset},")
+        self.op_last_write.setdefault(half.queue_id, self.ctx.clock())  # a queue's first entry: never written
+        self.op_pending.setdefault(half.queue_id, []).append(f"{half.queue_offset},")
         if self.op_batcher is not None and self.op_batcher.wake_time is None:
             self.op_batcher.wake(0)
 
@@ -603,9 +519,8 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
                 q = self.op_pending[qid]
                 if not q:
                     continue
-                size = sum(len(s) for s in q)
-                at = self.op_last_write.get(qid, ctx.clock()) + interval
-                if size >= OP_MSG_MAX_SIZE or at <= ctx.clock():
+                at = self.op_last_write[qid] + interval
+                if sum(map(len, q)) >= OP_MSG_MAX_SIZE or at <= ctx.clock():
                     self._write_op(qid, _op_body(q))
                     self.op_last_write[qid] = ctx.clock()
                     at = ctx.clock() + interval if q else None
@@ -654,25 +569,14 @@ def _op_body(q: list[str]) -> str:
     return body
 
 
-def _keys(props: dict[str, str]) -> list[str]:
-    """KEYS as `Scenario.answer_for` takes them."""
-    return [k for k in props.get(PROPERTY_KEYS, "").split(" ") if k]
-
-
-def _visit_values(msg: SimMessage) -> tuple:
-    """What `check_visit` reads of a half: TRANSACTION_CHECK_TIMES, born and store times,
-    CHECK_IMMUNITY_TIME_IN_SECONDS, TRAN_PREPARED_QUEUE_OFFSET."""
-    props = msg.props
-    immunity, prepared = PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS, PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET
-    return check_times_of(props), msg.born_ts, msg.store_ts, props.get(immunity), props.get(prepared)
-
-
 def _real_names(props: dict[str, str]) -> tuple[str | None, int | None, str | None]:
     """REAL_TOPIC, REAL_QID (`_qid`) and UNIQ_KEY of a half: the names its events carry."""
-    return props.get(PROPERTY_REAL_TOPIC), _qid(props), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    real_qid = _qid(props.get(PROPERTY_REAL_QUEUE_ID))
+    return props.get(PROPERTY_REAL_TOPIC), real_qid, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
 
-def _qid(props: dict[str, str]) -> int | None:
+@lru_cache(maxsize=1024)
+def _qid(text: str | None) -> int | None:
     """REAL_QID as `EndTransactionProcessor` reads it (`Integer.parseInt`); None where it would throw."""
-    v = get_int(props.get(PROPERTY_REAL_QUEUE_ID))
+    v = get_int(text)
     return None if v == -1 else v

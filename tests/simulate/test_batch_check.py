@@ -5,10 +5,12 @@ discarded) mixed
 with halves the per-message walk must take (immune, new, done by an op record, a fresh put-back,
 an unparsable TRANSACTION_CHECK_TIMES, born too long ago, non-ASCII keys), with producer answers
 (the seeded random draws in the same order), on a 4.9 broker, in a streaming run that releases
-what it read, and with a put-failure fault (a refused put cuts the batch)."""
+what it read, and with a put-failure fault (a refused put cuts the batch; a refused commit)."""
 
 import io
+import json
 
+import pytest
 from reference_transaction import ReferenceTransaction
 
 import mqtool.simulate.runner as runner_mod
@@ -65,6 +67,17 @@ def _build(root, n=300, version="5.3"):
     return Store.open(root, config), config
 
 
+@pytest.fixture(scope="module")
+def store53(tmp_path_factory):
+    """The 5.3 store every test here walks (read only: built once for the module)."""
+    return _build(tmp_path_factory.mktemp("s5"))
+
+
+@pytest.fixture(scope="module")
+def store49(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("s4"), version="4.9.8")
+
+
 def _run(store, config, reference, monkeypatch, doc=None, version="5.3", hold=None):
     monkeypatch.setattr(runner_mod, "TransactionService", ReferenceTransaction if reference else TransactionService)
     doc = {"broker": {"transactionCheckMax": 3}, **(doc or {})}
@@ -92,8 +105,8 @@ def _same(store, config, monkeypatch, **kw):
     return log1
 
 
-def test_batch_checks_and_discards_as_the_per_message_walk(tmp_path, monkeypatch):
-    store, config = _build(tmp_path / "s")
+def test_batch_checks_and_discards_as_the_per_message_walk(store53, monkeypatch):
+    store, config = store53
     log = _same(store, config, monkeypatch, hold=True)
     checks = log.count('"service":"transaction","event":"check"')
     # 300 halves: 33 done by the op record (i % 9 == 4), 5 born 80 h ago skipped (i % 50 == 31 but for
@@ -104,41 +117,64 @@ def test_batch_checks_and_discards_as_the_per_message_walk(tmp_path, monkeypatch
     assert checks > 3 * 262 - 262 // 50 * 2  # (the immune ones are still immune for their first rounds)
 
 
-def test_batch_with_answers_draws_the_same(tmp_path, monkeypatch):
-    store, config = _build(tmp_path / "s")
+def test_batch_with_answers_draws_the_same(store53, monkeypatch):
+    store, config = store53
     log = _same(store, config, monkeypatch, doc=ANSWERS, hold=True)
     assert '"event":"commit"' in log and '"event":"rollback"' in log
 
 
-def test_batch_on_49_and_streaming(tmp_path, monkeypatch):
-    store, config = _build(tmp_path / "s4", version="4.9.8")
+def test_batch_on_49_and_streaming(store53, store49, monkeypatch):
+    store, config = store49
     log = _same(store, config, monkeypatch, version="4.9", hold=True)
     assert '"event":"check"' in log
-    store, config = _build(tmp_path / "s5")
+    store, config = store53
     log = _same(store, config, monkeypatch, hold=False)  # releasing: records dropped once read
     assert log.count('"event":"check"') > 600
 
 
-def test_batch_under_a_put_failure(tmp_path, monkeypatch):
-    store, config = _build(tmp_path / "s")
+def test_batch_under_a_put_failure(store53, monkeypatch):
+    store, config = store53
     doc = {
+        **ANSWERS,
         "faults": [
             {"kind": "put_failure", "from": "+60s", "until": "+100s", "service": "transaction", "probability": 0.5}
-        ]
+        ],
     }
     log = _same(store, config, monkeypatch, doc=doc, hold=True)
     assert log.count('"event":"put_failed"') > 10  # each refused put cuts the batch, the same step goes on
+    failed = [e["reason"] for e in map(json.loads, log.splitlines()) if e["event"] == "put_failed"]
+    assert "commit" in failed  # an answer's commit refused too
 
 
-def test_deferred_put_backs_read_as_the_per_message_walk_made_them(tmp_path, monkeypatch):
+def test_an_immune_half_is_done_by_the_op_record_of_its_prepared_offset(tmp_path, monkeypatch):
+    """`checkPrepareQueueOffset`: immune half 0 with TRAN_PREPARED_QUEUE_OFFSET 2, which the op record names, is
+    done by it (no event, no put-back); half 2 is then visited as any other (its removeMap entry was taken) and
+    checked, as half 1."""
+    config = BrokerConfig.for_version("5.3")
+    with StoreWriter(tmp_path / "s", config, "5.3") as w:
+        for i in range(3):
+            props = [("UNIQ_KEY", f"P{i}")]
+            if i == 0:
+                props += [("CHECK_IMMUNITY_TIME_IN_SECONDS", "200"), ("TRAN_PREPARED_QUEUE_OFFSET", "2")]
+            stored = START - 60_000  # immune for 200 s; the others due (past transactionTimeOut)
+            put_half_message(w, "T", 0, b"p", props, store_timestamp=stored, born_timestamp=stored, producer_group="G")
+        put_op_message(w, [2], store_timestamp=START - 50_000)
+        w.write_checkpoint()
+    log, res = _run(Store.open(tmp_path / "s", config), config, False, monkeypatch, {"transaction": {"check_at": [0]}})
+    events = [(e["event"], e["uniq_key"]) for e in map(json.loads, log.splitlines()) if e["service"] == "transaction"]
+    assert events == [("check", "P1"), ("check", "P2")], events
+    assert [h["uniq_key"] for h in res.summary["pending_halves"]] == ["P1", "P2"]  # their copies; P0 passed
+    assert _same(Store.open(tmp_path / "s", config), config, monkeypatch, doc={"transaction": {"check_at": [0]}})
+
+
+def test_deferred_put_backs_read_as_the_per_message_walk_made_them(store53, store49, monkeypatch):
     """A run that keeps no records for `--out` (no held events) places the put-backs without a `SimMessage`
     (`StoreModel.lazy`); the ones read again (an answer's end-transaction, a discard or skip where the
     queue keeps records) are built then and must read as the per-message walk's own copies: same log, same
     summary, with answers, on 5.3 and 4.9."""
     # fixed seed 7: the answers' draws give 245 ends of 393 checks on 5.3, 244 of 402 on 4.9
     want = {"5.3": (245, 393), "4.9": (244, 402)}
-    for version, broker in (("5.3", "5.3"), ("4.9.8", "4.9")):
-        store, config = _build(tmp_path / version, version=version)
+    for (store, config), broker in ((store53, "5.3"), (store49, "4.9")):
         log = _same(store, config, monkeypatch, doc=ANSWERS, version=broker, hold=False)
         ends = log.count('"event":"commit"') + log.count('"event":"rollback"')
         assert (ends, log.count('"event":"check"')) == want[broker]
