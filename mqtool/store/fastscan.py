@@ -42,12 +42,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mqtool.formats import commitlog as cl
-from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
+from mqtool.formats import record_layout as cl
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
-from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
 from mqtool.store import extension
 from mqtool.store.walk import (  # the walk's layout, columns and stop codes (defined with the walk)
     BAD_BODY_NEG,
@@ -653,7 +650,7 @@ def chunk_to_arrow(buf, chunk: ScanChunk, file: str = ""):
 
 # ===================================================================== fixed-size units
 # The views' dtypes (`CQ_DTYPE`, `TIMERLOG_DTYPE`, `SLOT_DTYPE`) are derived from the Construct
-# structs in `mqtool.formats` (same field names); they are imported above for the readers here.
+# structs in `mqtool.formats` (same field names); each reader imports its own (a CommitLog scan needs none).
 
 
 def cq_units(buf, start: int = 0) -> tuple[np.ndarray, bool]:
@@ -675,6 +672,8 @@ def cq_units(buf, start: int = 0) -> tuple[np.ndarray, bool]:
 
 def cq_view(buf, start: int = 0) -> np.ndarray:
     """Every whole unit of a ConsumeQueue file from byte `start`, written or not (no end detection)."""
+    from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
+
     n = max(0, (len(buf) - start) // CQ_UNIT_SIZE)
     return np.frombuffer(buf, CQ_DTYPE, count=n, offset=start) if n else np.zeros(0, CQ_DTYPE)
 
@@ -695,6 +694,8 @@ def _first_empty_unit(words: np.ndarray, block: int = 1 << 16) -> int:
 def timerlog_units(buf) -> np.ndarray:
     """The units of one TimerLog file (a view): from position 0 until the first size != 52
     (the 16-byte end filler, or zeros); a partial unit at the end is not one."""
+    from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT_SIZE
+
     n = len(buf) // TIMERLOG_UNIT_SIZE
     if n == 0:
         return np.zeros(0, TIMERLOG_DTYPE)
@@ -706,6 +707,8 @@ def timerlog_units(buf) -> np.ndarray:
 def timerlog_unit_at(buf, pos: int) -> tuple | None:
     """The fields of the TimerLog unit at file position `pos` (`timerlog_unit`'s order), None when
     no unit is written there (outside the file, or a size other than 52: the filler or zeros)."""
+    from mqtool.formats.timerlog import TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
+
     if pos < 0 or pos + TIMERLOG_UNIT_SIZE > len(buf):
         return None
     fields = TIMERLOG_UNIT.unpack_from(buf, pos)
@@ -714,6 +717,8 @@ def timerlog_unit_at(buf, pos: int) -> tuple | None:
 
 def timerwheel_slots(buf) -> np.ndarray:
     """The wheel's slots as a structured view (`SLOT_DTYPE`)."""
+    from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
+
     return np.frombuffer(buf, SLOT_DTYPE, count=len(buf) // SLOT_SIZE)
 
 
