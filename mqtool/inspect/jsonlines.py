@@ -182,7 +182,8 @@ class _Buffers:
 
 
 class _LinesJob:
-    """One chunk's lines in three steps: `__init__` (the columns, texts and hosts: numpy), `write(i)`
+    """One chunk's lines in three steps: `__init__` (the columns, texts, hosts and sizes: plain buffers and
+    `int64_stats`, numpy only for the rows a filter picked), `write(i)`
     (the extension's writer alone on piece i of the rows, GIL released: the step `_pipelined` hands to
     its worker threads) and `parts` (the lines as `memoryview`s, the
     left-out rows as record-path dicts). The job holds a view of the chunk's mapping until its parts

@@ -200,8 +200,8 @@ def iter_messages(store: Store, query: MessageQuery, verify: bool = False,
                   progress: Progress | None = None) -> Iterator[MessageRecord]:
     """The records matching `query`, in CommitLog order; `scan_findings` tells what the walk found.
 
-    A column scan: per chunk, numpy masks pick the rows the topic, queue id, offset range and store
-    time allow, and only those become `MessageRecord`s (then checked in full by `query.matches`).
+    A column scan: per chunk, numpy masks (none without those filters) pick the rows the topic, queue id,
+    offset range and store time allow, and only those become `MessageRecord`s (then checked in full by `query.matches`).
     Findings are those of the record walk (`iter_records`) stopped at the same record: all of them
     when the scan runs to the end, up to the last record looked at when `--limit` or `--to-offset`
     ends it early (or the caller stops reading).
