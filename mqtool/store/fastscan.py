@@ -559,13 +559,15 @@ def row_checks(chunk: ScanChunk, crc_ok=None) -> list[int]:
 def record_findings(chunk: ScanChunk) -> Iterator[tuple[int, str]]:
     """(row, message) of every per-record error in a chunk, in record order (PHYSICALOFFSET, then CRC)."""
     crc_ok = bytearray(len(chunk))
-    for i in row_checks(chunk, crc_ok):
-        pos, phys = chunk.column(C_POS)[i], chunk.column(C_PHYS_FIELD)[i]
-        if phys != pos + chunk.base_offset:
-            yield i, f"PHYSICALOFFSET field {phys} != position {pos + chunk.base_offset}"
+    bad = row_checks(chunk, crc_ok)
+    if not bad:
+        return
+    pos, phys, stored = (chunk.column(k) for k in (C_POS, C_PHYS_FIELD, C_BODY_CRC))
+    for i in bad:
+        if phys[i] != pos[i] + chunk.base_offset:
+            yield i, f"PHYSICALOFFSET field {phys[i]} != position {pos[i] + chunk.base_offset}"
         if not crc_ok[i]:
-            yield i, (f"body CRC mismatch (stored {chunk.column(C_BODY_CRC)[i]}); recovery with "
-                      "checkCRCOnRecover stops here")
+            yield i, f"body CRC mismatch (stored {stored[i]}); recovery with checkCRCOnRecover stops here"
 
 
 # ===================================================================== MessageRecords from columns
