@@ -9,3 +9,15 @@ user can fix, and lets everything else through.
 
 class MqtoolError(Exception):
     """An input or environment problem the user can fix; `str(e)` is the whole one-line message."""
+
+
+class ConfigFileError(MqtoolError, ValueError):
+    """A config file that cannot be read; says what is wrong and, for text, where (1-based line/col).
+
+    Here, not with the JSON parsers (`formats/offsets_json.py`): broker.conf's reader, which every command
+    imports, raises it too."""
+
+    def __init__(self, reason: str, line: int | None = None, col: int | None = None) -> None:
+        self.reason, self.line, self.col = reason, line, col
+        where = f" at line {line} col {col}" if line is not None else ""
+        super().__init__(reason + where)

@@ -412,15 +412,15 @@ def json_lines(const unsigned char[::1] a, const int64_t[:, ::1] c, Py_ssize_t r
     written for it). `lay`: `JSONL_LAYOUT`'s values; `lits`/`lit_at`: `JSONL_TEXTS` for the chunk's file;
     `flag_tab`: each distinct sys flag's text up to the born timestamp (`flag_codes`: a row's); `host_tab`:
     the IPv6 hosts' texts (`born`/`store`: a row's, -1 for IPv4); `dl`: (3, rows) DLedger index, term,
-    pos, or (3, 0); `crc_ok`: the scan's CRC check, computed here when `need_crc`; body_mode 0 none,
+    pos, or None (or (3, 0)); `crc_ok`: the scan's CRC check, computed here when `need_crc`; body_mode 0 none,
     1 hex, 2 text; `keys`: scratch (3, >= pairs a row can have). `out` must hold every line (the caller's
     upper bound). Returns the bytes written. Runs without the GIL."""
     cdef JlCtx x
     cdef JlHost hb, hs
     cdef Py_ssize_t o = 0, i, start, body_pos, body_len, pos, topic_pos, u_at = -1, u_end = -1, ignored, t, sh, r
     cdef int64_t sysf, phys
-    cdef bint ok, has_dl = dl.shape[1] > 0
-    cdef Py_ssize_t ncol = c.shape[1], dln = dl.shape[1]
+    cdef bint ok, has_dl = dl is not None and dl.shape[1] > 0
+    cdef Py_ssize_t ncol = c.shape[1], dln = dl.shape[1] if has_dl else 0
     cdef const int64_t *col[K_BODY_LEN + 1]  # each column's row (K_POS .. K_BODY_LEN)
     cdef int64_t compressed, v6, v2, host_v4, host_v6
     cdef const int64_t *dlp
@@ -534,3 +534,43 @@ def json_lines(const unsigned char[::1] a, const int64_t[:, ::1] c, Py_ssize_t r
                 o = jl_lit(&x, o, L_DLEDGER_END)
             ep[i - row_lo] = o
     return o
+
+
+def int64_stats(const int64_t[::1] v):
+    """(sum, min, max, bitwise or) of `v` (0, 0, 0, 0 when empty): a chunk's line sizes and sys flags without
+    numpy (`kernels.int64_stats` is the reference)."""
+    cdef Py_ssize_t i, n = v.shape[0]
+    cdef int64_t s = 0, lo = 0, hi = 0, bits = 0
+    if n:
+        lo = hi = v[0]
+        with nogil:
+            for i in range(n):
+                s += v[i]
+                bits |= v[i]
+                if v[i] < lo:
+                    lo = v[i]
+                if v[i] > hi:
+                    hi = v[i]
+    return s, lo, hi, bits
+
+
+def row_checks(const int64_t[::1] pos, const int64_t[::1] phys, const int64_t[::1] body_len,
+               const int64_t[::1] crc, const int64_t[::1] body_crc, int64_t base, bint crc_checked,
+               unsigned char[::1] crc_ok):
+    """The per-record checks of a chunk's rows (`fastscan.record_findings`): `crc_ok[i]` is 1 when row i's body
+    CRC matches (an empty body always does, as all rows when the CRC was not checked), and the rows whose
+    PHYSICALOFFSET field is not their position or whose CRC does not match, ascending (`kernels.row_checks`)."""
+    cdef Py_ssize_t i, n = pos.shape[0], bad = 0
+    cdef unsigned char ok
+    if phys.shape[0] < n or body_len.shape[0] < n or crc.shape[0] < n or body_crc.shape[0] < n \
+            or crc_ok.shape[0] < n:
+        raise ValueError("row_checks: columns shorter than pos")
+    with nogil:
+        for i in range(n):
+            ok = not crc_checked or body_len[i] == 0 or crc[i] == body_crc[i]
+            crc_ok[i] = ok
+            if not ok or phys[i] != pos[i] + base:
+                bad += 1
+    if not bad:
+        return []
+    return [i for i in range(n) if not crc_ok[i] or phys[i] != pos[i] + base]

@@ -4,6 +4,8 @@ import ipaddress
 
 from construct import Adapter, Bytes, Int32sb, Struct
 
+from mqtool.formats.record_layout import host_bytes
+
 
 class HostAdapter(Adapter):
     """A socket address (address bytes + 4-byte port) as `ip:port`, IPv6 as `[v6]:port` (spec §2.4)."""
@@ -26,7 +28,4 @@ ipv4_host = host(4)
 ipv6_host = host(16)
 
 
-def host_bytes(text: str) -> bytes:
-    """The stored bytes of an `ip:port` host (used for msgId and builders)."""
-    h, _, port = text.rpartition(":")
-    return ipaddress.ip_address(h.strip("[]")).packed + int(port).to_bytes(4, "big", signed=True)
+__all__ = ["HostAdapter", "host", "host_bytes", "ipv4_host", "ipv6_host"]

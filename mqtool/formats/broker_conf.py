@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from mqtool.formats.offsets_json import ConfigFileError
+from mqtool.errors import ConfigFileError
 
 __all__ = ["BrokerConfig", "ConfigFileError", "load_broker_conf", "parse_broker_conf", "parse_properties"]
 
@@ -248,9 +248,13 @@ def check_properties_text(text: str, source: str) -> None:
     whose lines all lack a separator and a value holds no setting. Comments only, or nothing, is fine."""
     bad = _CONTROL.search(text)
     if bad:
-        raise ConfigFileError(f"{source}: not a properties text (byte 0x{ord(bad.group()):02x} at offset "
-                              f"{bad.start()}); a broker.conf holds key=value lines")
+        raise ConfigFileError(
+            f"{source}: not a properties text (byte 0x{ord(bad.group()):02x} at offset "
+            f"{bad.start()}); a broker.conf holds key=value lines"
+        )
     lines = _logical_lines(text)
     if lines and not any(_key_end(line) < len(line) for _, line in lines):
-        raise ConfigFileError(f"{source}: no key=value line in {len(lines)} line(s) (line {lines[0][0]}: "
-                              f"{lines[0][1][:40]!r}); a broker.conf holds key=value lines")
+        raise ConfigFileError(
+            f"{source}: no key=value line in {len(lines)} line(s) (line {lines[0][0]}: "
+            f"{lines[0][1][:40]!r}); a broker.conf holds key=value lines"
+        )

@@ -12,25 +12,17 @@ size depends on the data (the CommitLog header before the hosts).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from construct import Construct, FormatField, Padded, Pass, SizeofError, Struct
+
+# the field type and the list helpers live with the CommitLog's numbers, which need no Construct
+from mqtool.formats.record_layout import Field, fields_format, shift, size
 
 if TYPE_CHECKING:
     import numpy as np
 
 _VARIABLE = (SizeofError, KeyError, AttributeError)  # sizeof() of a field that depends on the data
-
-
-@dataclass(frozen=True)
-class Field:
-    """One fixed-width field: its name in the Struct, byte offset, width and `struct` code (`>i` ...)."""
-
-    name: str
-    offset: int
-    size: int
-    fmt: str
 
 
 def _format_field(sc: Construct) -> FormatField | None:
@@ -103,20 +95,10 @@ def runs(s: Struct) -> list[list[Field]]:
     return [r for r in out if r]
 
 
-def shift(fs: list[Field], by: int) -> list[Field]:
-    """The fields moved `by` bytes (a nested Struct's fields at its place in the outer one)."""
-    return [Field(f.name, f.offset + by, f.size, f.fmt) for f in fs]
-
-
 def offsets(s: Struct | list[Field], base: int = 0) -> dict[str, int]:
     """Byte offset of each field (plus `base`): the constants the compiled kernel indexes with."""
     fs = s if isinstance(s, list) else prefix(s)
     return {f.name: base + f.offset for f in fs}
-
-
-def size(fs: list[Field]) -> int:
-    """Bytes from the first field's start to the last field's end."""
-    return fs[-1].offset + fs[-1].size - fs[0].offset if fs else 0
 
 
 def _numpy_code(f: Field) -> str:
@@ -131,19 +113,21 @@ def dtype(s: Struct) -> np.dtype:
     import numpy as np  # here: `formats` is construct and the standard library for everything else
 
     fs = fields(s)
-    return np.dtype({"names": [f.name for f in fs], "formats": [_numpy_code(f) for f in fs],
-                     "offsets": [f.offset for f in fs], "itemsize": s.sizeof()})
+    return np.dtype(
+        {
+            "names": [f.name for f in fs],
+            "formats": [_numpy_code(f) for f in fs],
+            "offsets": [f.offset for f in fs],
+            "itemsize": s.sizeof(),
+        }
+    )
 
 
 def struct_format(s: Struct | list[Field]) -> struct.Struct:
     """The `struct.Struct` reading the fields in order (gaps as pad bytes), big-endian."""
-    fs = s if isinstance(s, list) else fields(s)
-    parts, pos = [], fs[0].offset if fs else 0
-    for f in fs:
-        if f.offset > pos:
-            parts.append(f"{f.offset - pos}x")
-        parts.append(f.fmt.lstrip("<>=!"))
-        pos = f.offset + f.size
-    if not isinstance(s, list) and s.sizeof() > pos:
-        parts.append(f"{s.sizeof() - pos}x")
-    return struct.Struct(">" + "".join(parts))
+    if isinstance(s, list):
+        return fields_format(s)
+    return fields_format(fields(s), s.sizeof())
+
+
+__all__ = ["Field", "dtype", "fields", "offsets", "prefix", "runs", "shift", "size", "struct_format"]

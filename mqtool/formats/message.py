@@ -1,7 +1,7 @@
 """A decoded CommitLog message, and the fast decoder that the scans use.
 
 `decode_message` reads the same fields as `commitlog.commitlog_record` with `struct` (several times
-faster), its fixed-width runs derived from that definition (`formats/layout.py`);
+faster), its fixed-width runs those of that definition (`formats/record_layout.py`, no Construct import);
 `tests/formats/test_commitlog_oracle.py` and `test_commitlog_roundtrip.py` prove both give equal values.
 """
 
@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from mqtool.errors import MqtoolError
-from mqtool.formats import layout
-from mqtool.formats.commitlog import (
+from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from mqtool.formats.properties import parse_properties
+from mqtool.formats.record_layout import (
     AFTER_BORN_HOST,
     AFTER_STORE_HOST,
     BLANK_MAGIC_CODE,
@@ -28,11 +29,10 @@ from mqtool.formats.commitlog import (
     TOPIC_LENGTH_V2,
     body_crc,
     computed_size,
+    fields_format,
     host_size,
     offset_msg_id,
 )
-from mqtool.formats.names import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-from mqtool.formats.properties import parse_properties
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6, SysFlag
 
 
@@ -101,9 +101,13 @@ class MessageRecord:
 
     @property
     def computed_size(self) -> int:
-        return computed_size(self.sys_flag, len(self.body), len(self.topic.encode("utf-8", "surrogateescape")),
-                             len(self.properties_raw.encode("utf-8", "surrogateescape")),
-                             self.magic_code == MESSAGE_MAGIC_CODE_V2)
+        return computed_size(
+            self.sys_flag,
+            len(self.body),
+            len(self.topic.encode("utf-8", "surrogateescape")),
+            len(self.properties_raw.encode("utf-8", "surrogateescape")),
+            self.magic_code == MESSAGE_MAGIC_CODE_V2,
+        )
 
     @property
     def uniq_key(self) -> str | None:
@@ -126,15 +130,17 @@ class MessageRecord:
         return self.physical_offset + self.total_size
 
 
-# `struct` readers of the record's fixed-width runs, derived from `commitlog_record` (formats/layout.py)
-_HEAD = layout.struct_format(HEADER)  # TOTALSIZE .. BORNTIMESTAMP
-_STORE_TS = layout.struct_format(AFTER_BORN_HOST)
-_TAIL = layout.struct_format(AFTER_STORE_HOST)  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
-_TOPIC_LEN = {MESSAGE_MAGIC_CODE: layout.struct_format([TOPIC_LENGTH_V1]),
-              MESSAGE_MAGIC_CODE_V2: layout.struct_format([TOPIC_LENGTH_V2])}
-_PROPS_LEN = layout.struct_format([PROPERTIES_LENGTH])
-_LEAD = layout.struct_format(HEADER[:2])  # TOTALSIZE, MAGICCODE
-_PORT = layout.struct_format([HOST_PORT])
+# `struct` readers of the record's fixed-width runs (`formats/record_layout.py`: `commitlog_record`'s numbers)
+_HEAD = fields_format(HEADER)  # TOTALSIZE .. BORNTIMESTAMP
+_STORE_TS = fields_format(AFTER_BORN_HOST)
+_TAIL = fields_format(AFTER_STORE_HOST)  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
+_TOPIC_LEN = {
+    MESSAGE_MAGIC_CODE: fields_format([TOPIC_LENGTH_V1]),
+    MESSAGE_MAGIC_CODE_V2: fields_format([TOPIC_LENGTH_V2]),
+}
+_PROPS_LEN = fields_format([PROPERTIES_LENGTH])
+_LEAD = fields_format(HEADER[:2])  # TOTALSIZE, MAGICCODE
+_PORT = fields_format([HOST_PORT])
 # BORNHOST (IPv4), STORETIMESTAMP, STOREHOST (IPv4), RECONSUMETIMES .. BODYLENGTH of an IPv4 record:
 # the runs above joined for one unpack (the simulator's record read)
 _MID_V4 = struct.Struct(f">{HOST_SIZE_V4}s{_STORE_TS.format[1:]}{HOST_SIZE_V4}s{_TAIL.format[1:]}")
@@ -188,10 +194,24 @@ def decode_message(buf, pos: int, base_offset: int = 0) -> MessageRecord:
     _need(buf, p, props_len, "properties")
     props = bytes(buf[p : p + props_len]).decode("utf-8", "surrogateescape")
     return MessageRecord(
-        physical_offset=base_offset + pos, total_size=total, magic_code=magic, body_crc=crc, queue_id=qid,
-        flag=flag, queue_offset=qoff, physical_offset_field=phys, sys_flag=sysflag, born_timestamp=born_ts,
-        born_host=born_host, store_timestamp=store_ts, store_host=store_host, reconsume_times=reconsume,
-        prepared_transaction_offset=prepared, body=body, topic=topic, properties_raw=props,
+        physical_offset=base_offset + pos,
+        total_size=total,
+        magic_code=magic,
+        body_crc=crc,
+        queue_id=qid,
+        flag=flag,
+        queue_offset=qoff,
+        physical_offset_field=phys,
+        sys_flag=sysflag,
+        born_timestamp=born_ts,
+        born_host=born_host,
+        store_timestamp=store_ts,
+        store_host=store_host,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body=body,
+        topic=topic,
+        properties_raw=props,
     )
 
 
@@ -206,11 +226,23 @@ def record_from_container(c, physical_offset: int) -> MessageRecord:
     """The same MessageRecord from a `commitlog_record` parse (the reference path)."""
     m = c.message
     return MessageRecord(
-        physical_offset=physical_offset, total_size=c.total_size, magic_code=c.magic_code, body_crc=m.body_crc,
-        queue_id=m.queue_id, flag=m.flag, queue_offset=m.queue_offset, physical_offset_field=m.physical_offset,
-        sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host,
-        store_timestamp=m.store_timestamp, store_host=m.store_host, reconsume_times=m.reconsume_times,
-        prepared_transaction_offset=m.prepared_transaction_offset, body=bytes(m.body), topic=m.topic,
+        physical_offset=physical_offset,
+        total_size=c.total_size,
+        magic_code=c.magic_code,
+        body_crc=m.body_crc,
+        queue_id=m.queue_id,
+        flag=m.flag,
+        queue_offset=m.queue_offset,
+        physical_offset_field=m.physical_offset,
+        sys_flag=m.sys_flag,
+        born_timestamp=m.born_timestamp,
+        born_host=m.born_host,
+        store_timestamp=m.store_timestamp,
+        store_host=m.store_host,
+        reconsume_times=m.reconsume_times,
+        prepared_transaction_offset=m.prepared_transaction_offset,
+        body=bytes(m.body),
+        topic=m.topic,
         properties_raw=m.properties,
     )
 
@@ -218,17 +250,34 @@ def record_from_container(c, physical_offset: int) -> MessageRecord:
 def record_to_container(r: MessageRecord) -> dict:
     """The `commitlog_record` build input for a MessageRecord."""
     return {
-        "total_size": r.total_size, "magic_code": r.magic_code,
+        "total_size": r.total_size,
+        "magic_code": r.magic_code,
         "message": {
-            "body_crc": r.body_crc, "queue_id": r.queue_id, "flag": r.flag, "queue_offset": r.queue_offset,
-            "physical_offset": r.physical_offset_field, "sys_flag": r.sys_flag,
-            "born_timestamp": r.born_timestamp, "born_host": r.born_host,
-            "store_timestamp": r.store_timestamp, "store_host": r.store_host,
-            "reconsume_times": r.reconsume_times, "prepared_transaction_offset": r.prepared_transaction_offset,
-            "body": r.body, "topic": r.topic, "properties": r.properties_raw,
+            "body_crc": r.body_crc,
+            "queue_id": r.queue_id,
+            "flag": r.flag,
+            "queue_offset": r.queue_offset,
+            "physical_offset": r.physical_offset_field,
+            "sys_flag": r.sys_flag,
+            "born_timestamp": r.born_timestamp,
+            "born_host": r.born_host,
+            "store_timestamp": r.store_timestamp,
+            "store_host": r.store_host,
+            "reconsume_times": r.reconsume_times,
+            "prepared_transaction_offset": r.prepared_transaction_offset,
+            "body": r.body,
+            "topic": r.topic,
+            "properties": r.properties_raw,
         },
     }
 
 
-__all__ = ["BLANK_MAGIC_CODE", "MessageRecord", "RecordError", "decode_message", "peek_magic",
-           "record_from_container", "record_to_container"]
+__all__ = [
+    "BLANK_MAGIC_CODE",
+    "MessageRecord",
+    "RecordError",
+    "decode_message",
+    "peek_magic",
+    "record_from_container",
+    "record_to_container",
+]

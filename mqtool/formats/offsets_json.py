@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mqtool.errors import MqtoolError
+from mqtool.errors import ConfigFileError
 from mqtool.formats.javahash import java_string_hash
 
 __all__ = [
@@ -36,15 +36,6 @@ __all__ = [
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
-
-
-class ConfigFileError(MqtoolError, ValueError):
-    """A config file that cannot be read; says what is wrong and, for text, where (1-based line/col)."""
-
-    def __init__(self, reason: str, line: int | None = None, col: int | None = None) -> None:
-        self.reason, self.line, self.col = reason, line, col
-        where = f" at line {line} col {col}" if line is not None else ""
-        super().__init__(reason + where)
 
 
 # --------------------------------------------------------------------------- data model

@@ -15,11 +15,12 @@ Topics are decoded like the record path does (UTF-8, `surrogateescape`), so the 
 JSON output are the same whichever path produced them.
 """
 
+from __future__ import annotations
+
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mqtool.formats.message import MessageRecord
 from mqtool.inspect.records import Progress
@@ -29,16 +30,21 @@ from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_
 from mqtool.store.mapped_files import MappedFile
 from mqtool.store.store import Store
 
+if TYPE_CHECKING:  # imported where the arrays are made: `messages` walks its columns without numpy
+    import numpy as np
+
 TOPIC_INLINE_MAX = 256
 """Topics up to this many bytes are compared as padded rows (RocketMQ caps topics at 127 characters);
 longer ones (only in damaged or exotic stores) are looked up one by one."""
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-_MUL = np.uint64(0xC2B2AE3D27D4EB4F)
+_MIX = 0x9E3779B97F4A7C15  # the row hash's constants (as numpy.uint64)
+_MUL = 0xC2B2AE3D27D4EB4F
 
 
 def _word_masks(words: int) -> np.ndarray:
     """(8*words + 1, words) uint64: row n keeps the first n bytes of a row of `words` little words."""
+    import numpy as np
+
     width = 8 * words
     keep = np.arange(width)[None, :] < np.arange(width + 1)[:, None]
     return np.where(keep, np.uint8(0xFF), np.uint8(0)).view(np.uint64)
@@ -81,6 +87,8 @@ class TopicIds:
 
     def of_chunk(self, a: np.ndarray, pos: np.ndarray, lens: np.ndarray) -> np.ndarray:
         """The topic id of every row: `a[pos[i] : pos[i] + lens[i]]` is row i's topic."""
+        import numpy as np
+
         out = np.empty(len(pos), np.int64)
         if not len(pos):
             return out
@@ -99,6 +107,8 @@ class TopicIds:
         return out
 
     def _padded(self, a: np.ndarray, pos: np.ndarray, lens: np.ndarray, words: int) -> np.ndarray:
+        import numpy as np
+
         w = _topic_words(a, pos, lens, words)
         if w is None:
             w = _row_words(a, pos, words)  # (n, words): the topic and what follows
@@ -106,10 +116,10 @@ class TopicIds:
             if masks is None:
                 masks = self._masks[words] = _word_masks(words)
             w &= masks[lens]  # zero past each topic's end
-        h = lens.astype(np.uint64) * _MIX
+        h = lens.astype(np.uint64) * np.uint64(_MIX)
         for k in range(words):
             h ^= w[:, k]
-            h *= _MUL
+            h *= np.uint64(_MUL)
         known = self._known_ids(h, w, lens, words)
         if known is not None:
             return known
@@ -128,11 +138,15 @@ class TopicIds:
     def _lut(self, a: np.ndarray, pos: np.ndarray, lens: np.ndarray, first: np.ndarray) -> np.ndarray:
         """The topic id of each group, its first row's bytes named in the order of `first` (new names get
         ids in this order)."""
+        import numpy as np
+
         return np.array([self.id(bytes(a[int(pos[r]) : int(pos[r]) + int(lens[r])])) for r in first.tolist()],
                         np.int64)
 
     def _remember(self, words: int, h: np.ndarray, w: np.ndarray, lens: np.ndarray, ids: np.ndarray) -> None:
         """Keep a chunk's groups (hashes unique, bytes checked) for `_known_ids`, sorted by hash."""
+        import numpy as np
+
         old = self._seen.get(words)
         if old is not None:
             fresh = ~np.isin(h, old[0])
@@ -144,6 +158,8 @@ class TopicIds:
         """Each row's id when every row is a topic seen in an earlier chunk of the same width (same hash,
         same bytes, same length), else None. Such a chunk names no new topic, so the grouping by hash
         would give the same ids; most chunks of a store are such chunks, and this spares their sort."""
+        import numpy as np
+
         seen = self._seen.get(words)
         if seen is None:
             return None
@@ -158,6 +174,8 @@ class TopicIds:
 def _topic_words(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, words: int) -> np.ndarray | None:
     """(n, words) uint64: row i is `a[pos[i] : pos[i] + lens[i]]` zero-padded (every `lens[i] <= 8 * words`),
     copied by the extension's `gather` (a memcpy a row); None without the extension."""
+    import numpy as np
+
     kernels = fastscan.compiled_kernels()
     if not kernels.native:
         return None
@@ -170,6 +188,8 @@ def _topic_words(a: np.ndarray, pos: np.ndarray, lens: np.ndarray, words: int) -
 def _row_words(a: np.ndarray, pos: np.ndarray, words: int) -> np.ndarray:
     """(n, words) uint64: the little-endian words at `pos[i]`, `pos[i] + 8`, ... (all within `a`): one
     8-byte load per word (a gather of byte rows copies byte by byte)."""
+    import numpy as np
+
     u64 = np.ndarray((len(a) - 7,), np.dtype("<u8"), buffer=a, strides=(1,))
     if words == 1:
         return u64[pos][:, None]
@@ -196,16 +216,22 @@ class ColumnChunk:
     def __len__(self) -> int:
         return len(self.chunk)
 
-    def records(self, rows: np.ndarray) -> Iterator[MessageRecord]:
+    def records(self, rows: np.ndarray | range) -> Iterator[MessageRecord]:
         """`MessageRecord`s of the given rows (ascending), as `CommitLog.iter_records` builds them."""
         c = self.chunk
-        sub = fastscan.ScanChunk(c.base_offset, c.cols[:, rows], c.end, c.stop, c.detail, c.crc_checked,
+        if isinstance(rows, range) and rows.step == 1 and isinstance(c.columns, fastscan.Columns):
+            cols = c.columns.rows(rows.start, rows.stop)  # consecutive rows: no numpy
+        else:
+            cols = c.cols[:, rows]
+        sub = fastscan.ScanChunk(c.base_offset, cols, c.end, c.stop, c.detail, c.crc_checked,
                                  c.file_size, None if c.dledger is None else c.dledger[:, rows])
         return fastscan.records_from_chunk(self.buf, sub, self.rel)
 
 
 def topic_rows(buf, pos: np.ndarray, lens: np.ndarray, raw: bytes) -> np.ndarray:
     """Indices of the rows whose topic (`buf[pos[i] : pos[i] + lens[i]]`) is exactly `raw`."""
+    import numpy as np
+
     rows = np.flatnonzero(lens == len(raw))
     if not len(rows) or not raw:
         return rows
@@ -239,17 +265,16 @@ def commitlog_chunks(cl: CommitLog, topics: TopicIds | None, start: int | None =
     table = None if topics is None else topics.numbering()
     try:
         for f, buf, chunk in _numbered(cl.scan_mapped(start, verify_crc, chunk_records), table):
-            if buf is not current:
-                current, a = buf, None
-                a = fastscan.as_array(buf)
-            c = chunk.cols
             if topics is None:
                 ids = None
             elif chunk.topic_ids is not None:
                 ids = chunk.topic_ids
                 topics.sync()
             else:
-                ids = topics.of_chunk(a, c[C_TOPIC_POS], c[C_TOPIC_LEN])
+                if buf is not current:
+                    current, a = buf, None
+                    a = fastscan.as_array(buf)
+                ids = topics.of_chunk(a, chunk.cols[C_TOPIC_POS], chunk.cols[C_TOPIC_LEN])
             yield ColumnChunk(f, cl.rel(f), buf, chunk, ids)
             if progress:
                 progress(min(f.start + chunk.end - base, total), total)
@@ -290,6 +315,8 @@ def _queue_counts(ids: np.ndarray, queue_ids: np.ndarray, topics: int) -> tuple[
 
     Topic ids are below `topics` and queue ids mostly small: the (topic, queue) grid is then counted with
     `np.bincount`, linear where `np.unique` sorts; else (negative or very large queue ids) `np.unique`."""
+    import numpy as np
+
     lo, hi = int(queue_ids.min()), int(queue_ids.max())
     width = hi - lo + 1
     if lo < 0 or topics * width > _DENSE_QUEUES:
@@ -315,6 +342,8 @@ def summarise(store: Store, verify_crc: bool = True, progress: Progress | None =
               each: Callable[[ColumnChunk, TopicIds], None] | None = None,
               chunk_records: int = fastscan.DEFAULT_CHUNK) -> CommitLogSummary:
     """One column scan of the whole CommitLog; `each(chunk, topics)` sees every chunk on the way."""
+    import numpy as np
+
     topics = TopicIds()
     s = CommitLogSummary()
     queue_keys: Counter = Counter()

@@ -29,19 +29,22 @@ import json
 import mmap
 import sys
 import threading
+from array import array
 from collections.abc import Iterator
 from queue import SimpleQueue
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from mqtool.formats import commitlog as cl
+from mqtool.formats import record_layout as cl
 from mqtool.formats.names import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from mqtool.formats.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6, SysFlag
 from mqtool.inspect.columns import ColumnChunk
-from mqtool.inspect.messages import MessageQuery, RowWalk, _walked_to
+from mqtool.inspect.messages import MessageQuery, RowWalk, _walked_to, row_list
 from mqtool.inspect.records import Progress, record_dict
 from mqtool.store import extension, fastscan
 from mqtool.store.store import Store
+
+if TYPE_CHECKING:  # a query's rows are an index array only where a filter picks them: all rows are a range
+    import numpy as np
 
 KERNEL_MIN_BYTES = 32 << 20
 """CommitLogs at least this big are written on two worker threads while the walk goes on (`_pipelined`)."""
@@ -84,18 +87,18 @@ def message_lines(
         yield from (record_dict(r, body, decompress) for r in records)
         return
     big = _big(store)
-    chunks = limited_chunks(store, query, verify, progress, PIPELINE_CHUNK)
+    chunks = limited_chunks(store, query, verify, progress, PIPELINE_CHUNK, plain_rows=True)
     buffers = _Buffers()
     try:
         if extension.kernel("json_lines") is None:
             for walk, cc, rows, _ in chunks:
-                for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+                for row, rec in zip(row_list(rows), cc.records(rows), strict=True):
                     walk.last = row
                     yield record_dict(rec, body, decompress)
         elif big if threads is None else threads:
             yield from _pipelined(chunks, store, body, decompress, buffers)
         else:
-            for walk, cc, rows, _ in chunks:
+            for walk, cc, rows, _ in _kept(chunks, buffers, keep_pages=False):
                 for row, part in _chunk_parts(cc, rows, body, decompress, buffers):
                     walk.last = row
                     yield part
@@ -114,10 +117,12 @@ def limited_chunks(
     verify: bool = False,
     progress: Progress | None = None,
     big_chunk: int | None = None,
-) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray, bool]]:
+    plain_rows: bool = False,
+) -> Iterator[tuple[RowWalk, ColumnChunk, np.ndarray | range, bool]]:
     """(walk, chunk, rows, big) of `query`'s `RowWalk`, the rows cut at --limit: what both fast writers
     (JSON Lines here, Parquet) walk. `big`: the CommitLog reaches `KERNEL_MIN_BYTES`, so the scan's
-    compiled walk is loaded first; it then walks `big_chunk` records a chunk (None: the scan's default)."""
+    compiled walk is loaded first; it then walks `big_chunk` records a chunk (None: the scan's default).
+    The rows are an index array, or with `plain_rows` a range where they are all of the chunk's (no numpy)."""
     if query.limit is not None and query.limit <= 0:
         return
     big = _big(store)
@@ -128,6 +133,10 @@ def limited_chunks(
         for cc, rows in walk:
             if query.limit is not None:
                 rows = rows[: query.limit - n]
+            if isinstance(rows, range) and not plain_rows:
+                import numpy as np
+
+                rows = np.arange(rows.start, rows.stop)
             yield walk, cc, rows, big
             n += len(rows)
             if query.limit is not None and n >= query.limit:
@@ -135,7 +144,7 @@ def limited_chunks(
 
 
 def _chunk_parts(
-    cc: ColumnChunk, rows: np.ndarray, body: str, decompress: bool, buffers: _Buffers | None = None
+    cc: ColumnChunk, rows: np.ndarray | range, body: str, decompress: bool, buffers: _Buffers | None = None
 ) -> Iterator[tuple[int, memoryview | dict]]:
     """(last row covered, part) for the given rows of one chunk: lines from the writer, and a
     record-path dict for each row it leaves out."""
@@ -146,35 +155,35 @@ def _chunk_parts(
 
 
 class _Buffers:
-    """The big arrays of a pass (lines, column copies), each used again once nothing
-    refers to it any more (no `memoryview` of its lines is kept by the reader, no job holds it). The
-    kernel zeroes a fresh array's pages when they are first written: ~0.1 s of CPU for the 160 MB of
-    lines of a 256 MiB store, paid once per buffer instead of once per chunk."""
+    """The big buffers of a pass (lines, columns), each used again once nothing refers to it any more (no
+    `memoryview` of it is kept by the reader, no job or chunk holds it). The kernel zeroes a fresh buffer's
+    pages when they are first written: ~0.1 s of CPU for the 160 MB of lines of a 256 MiB store, paid once per
+    buffer instead of once per chunk."""
 
     def __init__(self) -> None:
-        self._free: list[np.ndarray] = []
-        self._lent: list[np.ndarray] = []
+        self._free: list[mmap.mmap] = []
+        self._lent: list[mmap.mmap] = []
 
-    def take(self, nbytes: int, dtype=np.uint8, shape: tuple[int, ...] | None = None) -> np.ndarray:
-        """An uninitialised array of `nbytes` bytes (as `dtype` of `shape`, else flat)."""
+    def take(self, nbytes: int) -> memoryview:
+        """An uninitialised writable buffer of `nbytes` bytes."""
         lent = []
         for b in self._lent:  # referred to by this list, `b` and getrefcount's argument alone: free
             (self._free if sys.getrefcount(b) <= 3 else lent).append(b)
         self._lent = lent
-        fits = [i for i, b in enumerate(self._free) if b.nbytes >= nbytes]
+        fits = [i for i, b in enumerate(self._free) if len(b) >= nbytes]
         if fits:
-            b = self._free.pop(min(fits, key=lambda i: self._free[i].nbytes))
+            b = self._free.pop(min(fits, key=lambda i: len(self._free[i])))
         else:  # a quarter more than asked (chunks differ a little), and the smallest free one let go
             if self._free:
-                self._free.pop(min(range(len(self._free)), key=lambda i: self._free[i].nbytes))
-            b = np.empty(max(nbytes + nbytes // 4, 1), np.uint8)
+                self._free.pop(min(range(len(self._free)), key=lambda i: len(self._free[i])))
+            b = mmap.mmap(-1, max(nbytes + nbytes // 4, 1))  # anonymous: pages zeroed by the kernel as touched
         self._lent.append(b)
-        a = b[:nbytes].view(dtype)
-        return a if shape is None else a.reshape(shape)
+        return memoryview(b)[:nbytes]
 
 
 class _LinesJob:
-    """One chunk's lines in three steps: `__init__` (the columns, texts and hosts: numpy), `write(i)`
+    """One chunk's lines in three steps: `__init__` (the columns, texts, hosts and sizes: plain buffers and
+    `int64_stats`, numpy only for the rows a filter picked), `write(i)`
     (the extension's writer alone on piece i of the rows, GIL released: the step `_pipelined` hands to
     its worker threads) and `parts` (the lines as `memoryview`s, the
     left-out rows as record-path dicts). The job holds a view of the chunk's mapping until its parts
@@ -183,7 +192,7 @@ class _LinesJob:
     def __init__(
         self,
         cc: ColumnChunk,
-        rows: np.ndarray,
+        rows: np.ndarray | range,
         body: str,
         decompress: bool,
         pieces: int = 1,
@@ -197,24 +206,27 @@ class _LinesJob:
         if file_json is None:  # a file name only `json` writes (never in a real store): record rows
             return
         chunk = cc.chunk
-        c = _whole_columns(chunk.cols, rows)  # row i of the rows is column i of c (c may be wider)
-        a = fastscan.as_array(cc.buf)
+        c = _whole_columns(chunk, rows)  # row i of the rows is column i of c (c may be wider)
+        a = memoryview(cc.buf).cast("B")
         m = len(rows)
-        v = c[:, :m]
-        props_len = v[fastscan.C_PROPS_LEN]
-        host_tab, host_at, born, store = _hosts(a, v)
-        flag_tab, flag_at, flag_codes = _flags(v[fastscan.C_SYS_FLAG])
-        dl = np.ascontiguousarray(chunk.dledger[:, rows]) if chunk.dledger is not None else np.zeros((3, 0), np.int64)
-        fixed = 1024 + len(file_json) + 2 * int(np.diff(host_at).max(initial=0))  # an upper bound of each line
-        per_row = 6 * v[fastscan.C_TOPIC_LEN] + 20 * props_len + (0 if body == "none" else 6 * v[fastscan.C_BODY_LEN])
-        crc_ok = chunk.crc_ok[rows].view(np.uint8)  # all True while the CRC is still to check: the writer does
+        col = _column_reader(c, m)
+        stats = _int64_stats()
+        _, flag_lo, flag_hi, flag_bits = stats(col(fastscan.C_SYS_FLAG))
+        host_tab, host_at, born, store = _hosts(a, col, m, flag_bits)
+        flag_tab, flag_at, flag_codes = _flags(col(fastscan.C_SYS_FLAG), flag_lo, flag_hi)
+        dl = None if chunk.dledger is None else _dledger_rows(chunk.dledger, rows)
+        longest_host = max((host_at[i + 1] - host_at[i] for i in range(len(host_at) - 1)), default=0)
+        fixed = 1024 + len(file_json) + 2 * longest_host  # an upper bound of each line
+        sized = (fastscan.C_TOPIC_LEN, 6), (fastscan.C_PROPS_LEN, 20), (fastscan.C_BODY_LEN, 0 if body == "none" else 6)
+        crc_ok = _crc_ok(chunk, rows)  # all True while the CRC is still to check: the writer does
         lits, lit_at = _texts_table(file_json)
-        keys = int(props_len.max(initial=0)) // 3 + 2  # pairs a row can have at most (a name, 0x01, a value)
+        keys = stats(col(fastscan.C_PROPS_LEN))[2] // 3 + 2  # pairs a row can have at most (a name, 0x01, a value)
         pieces = min(pieces, m)
         for i in range(pieces):
             lo, hi = m * i // pieces, m * (i + 1) // pieces
-            out = buffers.take(fixed * (hi - lo) + int(per_row[lo:hi].sum()) + _PAD)  # no pyarrow import
-            ends = np.empty(hi - lo, np.int64)
+            per_rows = sum(weight * stats(col(k, lo, hi))[0] for k, weight in sized if weight)
+            out = buffers.take(fixed * (hi - lo) + per_rows + _PAD)  # no pyarrow import
+            ends = _int64s(hi - lo)
             args = [
                 a,
                 c,
@@ -236,7 +248,7 @@ class _LinesJob:
                 not chunk.crc_checked,
                 _BODY_MODES[body],
                 decompress,
-                np.empty((3, keys), np.int64),
+                _int64s(3 * keys).cast("B").cast("q", (3, keys)),
                 out,
                 ends,
             ]
@@ -257,28 +269,35 @@ class _LinesJob:
     def _parts(self) -> Iterator[tuple[int, memoryview | dict]]:
         rows, cc, body, decompress = self.rows, self.cc, self.body, self.decompress
         if not self.pieces:
-            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+            for row, rec in zip(row_list(rows), cc.records(rows), strict=True):
                 yield row, record_dict(rec, body, decompress)
             return
         pieces, self.pieces = self.pieces, []  # the mapping's view goes with the arguments
+        stats = _int64_stats()
         for lo, _, out, ends, *_ in pieces:
             start = 0
-            for i in np.flatnonzero(ends < 0).tolist():
-                stop = int(-ends[i] - 1)  # where the next written line starts
+            left_out = [i for i, e in enumerate(ends) if e < 0] if stats(ends)[1] < 0 else []
+            for i in left_out:
+                stop = -ends[i] - 1  # where the next written line starts
                 if stop > start:
-                    yield int(rows[lo + i - 1]), memoryview(out[start:stop])
+                    yield int(rows[lo + i - 1]), out[start:stop]
                 start = stop
                 rec = next(cc.records(rows[lo + i : lo + i + 1]))
                 yield int(rows[lo + i]), record_dict(rec, body, decompress)
-            total = int(ends[-1]) if ends[-1] >= 0 else int(-ends[-1] - 1)
+            total = ends[-1] if ends[-1] >= 0 else -ends[-1] - 1
             if total > start:
-                yield int(rows[lo + len(ends) - 1]), memoryview(out[start:total])
+                yield int(rows[lo + len(ends) - 1]), out[start:total]
 
 
-def _whole_columns(cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """A C-contiguous (NCOL, >= len(rows)) array whose first columns are the chunk's `rows`: the
-    walk's own array when the rows are all of it (`cols` is then its first columns, a view), else a
-    copy of the rows (the writer takes contiguous arrays)."""
+def _whole_columns(chunk: fastscan.ScanChunk, rows: np.ndarray | range):
+    """A C-contiguous (NCOL, >= len(rows)) int64 buffer whose first columns are the chunk's `rows`: the walk's
+    own buffer when the rows are the first ones of the chunk (a range: the writer reads only those), else a copy
+    of the rows (the writer takes contiguous arrays)."""
+    if isinstance(rows, range) and rows.start == 0 and isinstance(chunk.columns, fastscan.Columns):
+        return chunk.columns.grid()
+    import numpy as np
+
+    cols = chunk.cols
     if len(rows) != cols.shape[1]:  # some rows (ascending, unique)
         return np.ascontiguousarray(cols[:, rows])
     if cols.flags.c_contiguous:
@@ -297,6 +316,50 @@ def _whole_columns(cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(cols)
 
 
+def _column_reader(c, m: int):
+    """`col(k, lo=0, hi=m)`: rows lo..hi-1 of column k of the (NCOL, width) int64 buffer `c`, as a memoryview."""
+    width = c.shape[1]
+    flat = memoryview(c).cast("B").cast("q")
+
+    def col(k: int, lo: int = 0, hi: int = m) -> memoryview:
+        return flat[k * width + lo : k * width + hi]
+
+    return col
+
+
+def _int64_stats():
+    """`_native.int64_stats` (sum, min, max, or of an int64 buffer), or its plain reference (`store/kernels.py`)."""
+    stats = extension.kernel("int64_stats")
+    if stats is None:
+        from mqtool.store.kernels import int64_stats as stats
+    return stats
+
+
+def _int64s(n: int) -> memoryview:
+    """`n` zeroed int64s (the writer's scratch and line ends)."""
+    return memoryview(bytearray(8 * n)).cast("q")
+
+
+def _crc_ok(chunk: fastscan.ScanChunk, rows: np.ndarray | range):
+    """A byte a row: the body CRC matches (all 1 while the CRC is still to check)."""
+    if not chunk.crc_checked:
+        return b"\x01" * len(rows)
+    ok = bytearray(len(chunk))
+    fastscan.row_checks(chunk, ok)
+    if isinstance(rows, range):
+        return ok[rows.start : rows.stop]
+    import numpy as np
+
+    return np.frombuffer(ok, np.uint8)[rows].copy()
+
+
+def _dledger_rows(dledger, rows: np.ndarray | range):
+    """The rows' DLedger index, term and pos ((3, len(rows)), contiguous)."""
+    import numpy as np
+
+    return np.ascontiguousarray(dledger[:, rows])
+
+
 def _pipelined(
     chunks: Iterator, store: Store, body: str, decompress: bool, buffers: _Buffers | None = None
 ) -> Iterator[memoryview | dict]:
@@ -313,7 +376,7 @@ def _pipelined(
     pending = None  # (chunk, job, the workers writing it, walk state) of the chunk whose lines the workers write
     try:
         buffers = buffers or _Buffers()
-        for walk, cc, rows, _ in _kept(chunks, buffers):
+        for walk, cc, rows, _ in _kept(chunks, buffers, keep_pages=True):
             job = _LinesJob(cc, rows, body, decompress, 2, buffers)
             workers = writers.submit(job)
             if pending is not None:
@@ -381,13 +444,17 @@ class _Writers:
                 t.join()
 
 
-def _kept(chunks: Iterator, buffers: _Buffers) -> Iterator:
-    """`chunks`, the walk resumed with its pages kept (`fastscan.pages_kept`: the workers still read
-    the previous chunk's bytes, which `_written` drops once they are written) and its columns in
-    `buffers` (`fastscan.columns_from`)."""
+def _kept(chunks: Iterator, buffers: _Buffers, keep_pages: bool) -> Iterator:
+    """`chunks`, the walk resumed with its columns in `buffers` (`fastscan.columns_from`: no numpy array made)
+    and, with `keep_pages`, its pages kept (`fastscan.pages_kept`: the workers still read the previous chunk's
+    bytes, which `_written` drops once they are written)."""
     while True:
-        with fastscan.pages_kept(), fastscan.columns_from(buffers.take):
-            item = next(chunks, None)
+        with fastscan.columns_from(buffers.take):
+            if keep_pages:
+                with fastscan.pages_kept():
+                    item = next(chunks, None)
+            else:
+                item = next(chunks, None)
         if item is None:
             return
         yield item
@@ -398,7 +465,7 @@ def _written(pending: tuple, writers: _Writers) -> Iterator[memoryview | dict]:
     cc, job, workers, _ = pending
     writers.wait(workers)
     if isinstance(cc.buf, mmap.mmap):  # the walk dropped these pages once; the writers read them again
-        first = int(cc.cols[fastscan.C_POS, 0])
+        first = cc.chunk.column(fastscan.C_POS)[0]
         fastscan._release(cc.buf, first - first % mmap.PAGESIZE, cc.chunk.end)
     for _, part in job.parts():
         yield part
@@ -434,19 +501,20 @@ def _flag_json(sys_flag: int) -> bytes:
     ).encode()
 
 
-def _table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+def _table(texts: list[bytes]) -> tuple[bytes, array]:
     """(bytes, starts) of texts for `_lit`; 64 bytes of padding let `_put` copy each in moves of a constant size."""
-    at = np.zeros(len(texts) + 1, np.int64)
-    np.cumsum([len(t) for t in texts], out=at[1:])
-    return np.frombuffer(b"".join(texts) + bytes(_PAD), np.uint8), at
+    at = array("q", [0])
+    for t in texts:
+        at.append(at[-1] + len(t))
+    return b"".join(texts) + bytes(_PAD), at
 
 
 _PAD = 64
 _NO_HOSTS = _table([])
-_chunk_texts: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+_chunk_texts: dict[bytes, tuple[bytes, array]] = {}
 
 
-def _texts_table(file_json: bytes) -> tuple[np.ndarray, np.ndarray]:
+def _texts_table(file_json: bytes) -> tuple[bytes, array]:
     """`_table` of `_texts(file_json)` in the writer's order, made once a file."""
     t = _chunk_texts.get(file_json)
     if t is None:
@@ -455,40 +523,43 @@ def _texts_table(file_json: bytes) -> tuple[np.ndarray, np.ndarray]:
     return t
 
 
-def _hosts(a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _hosts(a: memoryview, col, m: int, flag_bits: int) -> tuple[bytes, array, array, array]:
     """Every distinct IPv6 host of the rows formatted once (`fastscan.host_text`): a text table and
     each row's born and store host code into it; -1 for an IPv4 host, which the writer writes itself
-    (`_host4`)."""
-    sys_flag = c[fastscan.C_SYS_FLAG]
-    if not np.bitwise_or.reduce(sys_flag, initial=0) & (BORNHOST_V6 | STOREHOST_V6):  # IPv4 only: one array of -1
-        none = np.full(len(sys_flag), -1, np.int64)
+    (`_host4`). `col` reads the rows' columns (`_column_reader`); `flag_bits`: their sys flags or-ed."""
+    if not flag_bits & (BORNHOST_V6 | STOREHOST_V6):  # IPv4 only: one array of -1
+        none = array("q", [-1]) * m
         return *_NO_HOSTS, none, none
     texts: dict[str, int] = {}
     codes = []
-    for col, bit in ((fastscan.C_BORN_HOST, BORNHOST_V6), (fastscan.C_STORE_HOST, STOREHOST_V6)):
-        pos = c[col]
-        code = np.full(len(pos), -1, np.int64)
-        for i in np.flatnonzero(sys_flag & bit).tolist():
-            t = fastscan.host_text(bytes(a[pos[i] : pos[i] + cl.HOST_SIZE_V6]))
-            code[i] = texts.setdefault(t, len(texts))
+    sys_flag = col(fastscan.C_SYS_FLAG)
+    for k, bit in ((fastscan.C_BORN_HOST, BORNHOST_V6), (fastscan.C_STORE_HOST, STOREHOST_V6)):
+        pos = col(k)
+        code = array("q", [-1]) * m
+        for i in range(m):
+            if sys_flag[i] & bit:
+                t = fastscan.host_text(bytes(a[pos[i] : pos[i] + cl.HOST_SIZE_V6]))
+                code[i] = texts.setdefault(t, len(texts))
         codes.append(code)
     tab, at = _table([json.dumps(t).encode() for t in texts])
     return tab, at, codes[0], codes[1]
 
 
-def _flags(sys_flag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _flags(sys_flag: memoryview, lo: int, hi: int) -> tuple[bytes, array, array]:
     """Each distinct sys flag's text up to the born timestamp (`_flag_json`): a text table, and each row's
-    code into it. A chunk of one sys flag (the common case) is told without sorting."""
-    if len(sys_flag) and sys_flag.min() == sys_flag.max():
-        flags, codes = [int(sys_flag[0])], np.zeros(len(sys_flag), np.int64)
+    code into it (ascending flags). A chunk of one sys flag (`lo == hi`, the common case) is told without
+    sorting."""
+    if lo == hi:
+        flags, codes = [lo], array("q", bytes(8 * len(sys_flag)))
     else:
-        unique, inverse = np.unique(sys_flag, return_inverse=True)
-        flags, codes = unique.tolist(), inverse.ravel().astype(np.int64)
+        flags = sorted(set(sys_flag))
+        index = {f: i for i, f in enumerate(flags)}
+        codes = array("q", [index[f] for f in sys_flag])
     return *_flag_table(tuple(flags)), codes
 
 
 @functools.cache
-def _flag_table(flags: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _flag_table(flags: tuple[int, ...]) -> tuple[bytes, array]:
     return _table([b", " + _flag_json(f) + b', "born_timestamp": ' for f in flags])
 
 
@@ -530,7 +601,7 @@ def _texts(file_json: bytes) -> dict[str, bytes]:
 
 
 @functools.cache
-def _layout() -> np.ndarray:
+def _layout() -> array:
     """`_native.JSONL_LAYOUT`'s values: the scan's column indices (by name) and the constants the writer needs."""
     known = {name: i for i, name in enumerate(fastscan.COLUMNS)}
     known.update(
@@ -542,7 +613,7 @@ def _layout() -> np.ndarray:
         UNIQ_LEN=len(_UNIQ),
         UNIQ8=_UNIQ8,
     )
-    return np.array([known[name] for name in extension.kernel("JSONL_LAYOUT")], np.int64)
+    return array("q", [known[name] for name in extension.kernel("JSONL_LAYOUT")])
 
 
 _UNIQ = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode()

@@ -8,10 +8,11 @@ point back at it, and what the broker's services will do with it (`explain`).
 same bytes); its docstring says which options keep the record path of this module.
 """
 
+from __future__ import annotations
+
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from mqtool.formats import names
 from mqtool.formats.compression import DecompressError, decompress
@@ -20,12 +21,16 @@ from mqtool.formats.sysflag import SysFlag
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import ColumnChunk, commitlog_chunks, topic_rows
 from mqtool.inspect.records import Progress, encode_body, record_dict
+from mqtool.store import fastscan
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.fastscan import C_POS, C_QUEUE_ID, C_STORE_TS, C_TOPIC_LEN, C_TOPIC_POS
 from mqtool.store.findings import Finding, Findings, sort_findings
 from mqtool.store.store import (
     Store,
 )
+
+if TYPE_CHECKING:  # imported by the filters that use it: the unfiltered walk needs no numpy
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 def _i64(v: int) -> np.int64:
     """`v` clamped to int64: column masks may select too much (records are checked again), never too little."""
+    import numpy as np
+
     return np.int64(min(max(v, _I64_MIN), _I64_MAX))
 
 
@@ -90,11 +97,17 @@ def _topic_raw(topic: str) -> bytes | None:
         return None
 
 
-def _candidate_rows(cc: ColumnChunk, query: MessageQuery, end: int, topic_raw: bytes | None) -> np.ndarray:
-    """Rows below `end` that can match the column filters (topic, queue id, offsets, store time).
+def _candidate_rows(cc: ColumnChunk, query: MessageQuery, end: int, topic_raw: bytes | None) -> np.ndarray | range:
+    """Rows below `end` that can match the column filters (topic, queue id, offsets, store time): all of them
+    (`range(end)`, no mask) when no such filter is given.
 
     A superset of the matching rows: `MessageQuery.matches` decides on the records built from them.
     """
+    filters = (query.queue_id, query.from_offset, query.since_ms, query.until_ms, query.topic)
+    if all(f is None for f in filters):
+        return range(end)
+    import numpy as np
+
     c = cc.cols[:, :end]
     mask = np.ones(end, bool)
     if query.queue_id is not None:
@@ -116,13 +129,17 @@ def _candidate_rows(cc: ColumnChunk, query: MessageQuery, end: int, topic_raw: b
 def _walked_to(cl: CommitLog, cc: ColumnChunk, row: int) -> None:
     """Leave `cl` as if the record walk had stopped after `row` of `cc`: drop the findings and the record
     count the column scan already added for the later rows of the chunk (the last ones added)."""
-    later = slice(row + 1, len(cc))
-    drop = int((~cc.chunk.physical_offset_ok[later]).sum() + (~cc.chunk.crc_ok[later]).sum())
+    drop = sum(1 for r, _ in fastscan.record_findings(cc.chunk) if r > row)
     if drop:
         del cl.findings[len(cl.findings) - drop :]
     scan = cl.scans.get(cc.rel)
     if scan is not None:
         scan.records -= len(cc) - 1 - row
+
+
+def row_list(rows: np.ndarray | range) -> list[int]:
+    """A chunk's rows (`RowWalk`'s: an index array, or a range for all of them) as a list of ints."""
+    return list(rows) if isinstance(rows, range) else rows.tolist()
 
 
 class RowWalk:
@@ -142,16 +159,16 @@ class RowWalk:
         self._gen = self._walk(commitlog_chunks(store.commitlog, None, _scan_start(store, query.from_offset),
                                                 verify, progress, **size))
 
-    def __enter__(self) -> "RowWalk":
+    def __enter__(self) -> RowWalk:
         return self
 
     def __exit__(self, *exc) -> None:
         self._gen.close()
 
-    def __iter__(self) -> Iterator[tuple[ColumnChunk, np.ndarray]]:
+    def __iter__(self) -> Iterator[tuple[ColumnChunk, np.ndarray | range]]:
         return self._gen
 
-    def _walk(self, chunks) -> Iterator[tuple[ColumnChunk, np.ndarray]]:
+    def _walk(self, chunks) -> Iterator[tuple[ColumnChunk, np.ndarray | range]]:
         query = self.query
         topic_raw = _topic_raw(query.topic) if query.topic is not None else None
         current: ColumnChunk | None = None  # the chunk being read, until all its rows are walked
@@ -163,6 +180,8 @@ class RowWalk:
                 current, self.last = cc, -1
                 end = size
                 if query.to_offset is not None:  # the walk stops at the first record at or past it
+                    import numpy as np
+
                     end = int(np.searchsorted(cc.cols[C_POS], _i64(query.to_offset - cc.file.start), "left"))
                 rows = _candidate_rows(cc, query, end, topic_raw)
                 if len(rows):
@@ -181,8 +200,8 @@ def iter_messages(store: Store, query: MessageQuery, verify: bool = False,
                   progress: Progress | None = None) -> Iterator[MessageRecord]:
     """The records matching `query`, in CommitLog order; `scan_findings` tells what the walk found.
 
-    A column scan: per chunk, numpy masks pick the rows the topic, queue id, offset range and store
-    time allow, and only those become `MessageRecord`s (then checked in full by `query.matches`).
+    A column scan: per chunk, numpy masks (none without those filters) pick the rows the topic, queue id,
+    offset range and store time allow, and only those become `MessageRecord`s (then checked in full by `query.matches`).
     Findings are those of the record walk (`iter_records`) stopped at the same record: all of them
     when the scan runs to the end, up to the last record looked at when `--limit` or `--to-offset`
     ends it early (or the caller stops reading).
@@ -192,7 +211,7 @@ def iter_messages(store: Store, query: MessageQuery, verify: bool = False,
     n = 0
     with RowWalk(store, query, verify, progress) as walk:
         for cc, rows in walk:
-            for row, rec in zip(rows.tolist(), cc.records(rows), strict=True):
+            for row, rec in zip(row_list(rows), cc.records(rows), strict=True):
                 walk.last = row
                 if query.matches(rec):
                     yield rec

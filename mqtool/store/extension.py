@@ -22,6 +22,8 @@ FALLBACKS: dict[str, str] = {
     "host_keys": "the CommitLog scan (about 50 times slower)",
     "TopicTable": "the CommitLog scan (about 50 times slower)",
     "walk_crcs": "the CommitLog scan (about 50 times slower)",
+    "row_checks": "the CommitLog scan (about 50 times slower)",
+    "int64_stats": "`messages --json`",
     "json_lines": "`messages --json`",
     "JSONL_LAYOUT": "`messages --json`",
     "JSONL_TEXTS": "`messages --json`",

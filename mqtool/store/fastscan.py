@@ -10,9 +10,12 @@ number of records, so a caller can
 - aggregate over numpy columns without any Python object per record (`CommitLog.scan_columns`),
 - or build Arrow columns directly (`chunk_to_arrow`).
 
+Inside `columns_from` the columns are plain buffers (`Columns`) and numpy is not imported: `messages --json`
+writes its lines from them (`inspect/jsonlines.py`); `ScanChunk.cols` makes the numpy array where one is asked for.
+
 The field layout is the one of `mqtool.formats.commitlog.commitlog_record`: every offset and width
-the kernel reads comes from that Construct definition (`formats/layout.py` derives its fixed-width
-runs) and is given to the kernel (`LAYOUT`, with the magic codes, column numbers and stop codes), so the
+the kernel reads is that definition's (`formats/record_layout.py`, proven equal to it by a test)
+and is given to the kernel (`LAYOUT`, with the magic codes, column numbers and stop codes), so the
 compiled kernel holds no offset of its own. `tests/store/test_fastscan.py` proves both agree on every
 oracle record, on generated records and on damaged files. Invalid data never raises: a scan stops with a
 `stop` code and a `detail` that `stop_reason`/`stop_message` turn into the same reasons and findings
@@ -39,15 +42,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from mqtool.formats import commitlog as cl
-from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
+from mqtool.formats import record_layout as cl
 from mqtool.formats.message import MessageRecord
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
-from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
-from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
 from mqtool.store import extension
 from mqtool.store.walk import (  # the walk's layout, columns and stop codes (defined with the walk)
     BAD_BODY_NEG,
@@ -96,6 +95,9 @@ from mqtool.store.walk import (  # the walk's layout, columns and stop codes (de
     TopicTable,
     commitlog_kernel,
 )
+
+if TYPE_CHECKING:  # numpy is imported where arrays are made: a walk into the caller's buffers needs none
+    import numpy as np
 
 # ===================================================================== CommitLog kernel
 _INVALID_REASONS = {  # the RecordError reasons of `decode_message`
@@ -195,9 +197,10 @@ def pages_kept() -> Iterator[None]:
 
 @contextmanager
 def columns_from(take: Callable) -> Iterator[None]:
-    """A walk resumed inside this block puts each chunk's columns in `take(nbytes, np.int64, (NCOL, n))`
-    instead of a new array: a caller that reuses its arrays once no chunk refers to them
-    (`jsonlines._Buffers`) spares the kernel fresh pages to fault in and zero (6 MiB a chunk)."""
+    """A walk resumed inside this block puts each chunk's columns in `take(nbytes)` (a writable byte buffer of at
+    least `nbytes`) instead of a new numpy array, and its chunks hold them as `Columns` (no numpy): a caller
+    that reuses its buffers once no chunk refers to them (`jsonlines._Buffers`) spares the kernel fresh pages
+    to fault in and zero (6 MiB a chunk). Not for a walk inside `walk_ahead()`."""
     token = _columns_from.set(take)
     try:
         yield
@@ -243,6 +246,7 @@ class _Walker(threading.Thread):
         self.start()
 
     def run(self) -> None:
+
         pos = self.pos
         ring: list[tuple[np.ndarray, np.ndarray | None]] = []
         try:
@@ -281,17 +285,58 @@ class _Walker(threading.Thread):
         self.join()
 
 
+class Columns:
+    """A chunk's columns where the walk wrote them (`columns_from`), without numpy: `NCOL` rows of `cap` int64 in
+    one byte buffer, columns `lo` to `n - 1` of each row used. `grid()` is what the kernels take (the walk's whole
+    buffer), `row(k)` column k, `rows(lo, hi)` some of them."""
+
+    __slots__ = ("buf", "cap", "n", "lo")
+
+    def __init__(self, buf: memoryview, cap: int, n: int, lo: int = 0) -> None:
+        self.buf, self.cap, self.n, self.lo = buf, cap, n, lo
+
+    def __len__(self) -> int:
+        return self.n - self.lo
+
+    def grid(self) -> memoryview:
+        """The (NCOL, cap) int64 buffer."""
+        return self.buf.cast("q", (NCOL, self.cap))
+
+    def row(self, k: int) -> memoryview:
+        """Column `k`'s values (int64)."""
+        return self.buf[(k * self.cap + self.lo) * 8 : (k * self.cap + self.n) * 8].cast("q")
+
+    def rows(self, lo: int, hi: int) -> Columns:
+        """Columns `lo` to `hi - 1` of these."""
+        return Columns(self.buf, self.cap, self.lo + min(hi, len(self)), self.lo + lo)
+
+    def array(self) -> np.ndarray:
+        """The (NCOL, n - lo) numpy view, for the code that computes with arrays."""
+        import numpy as np
+
+        grid = np.frombuffer(self.buf, np.int64, count=NCOL * self.cap).reshape(NCOL, self.cap)
+        return grid[:, self.lo : self.n]
+
+
+def _used(out, n: int):
+    """A chunk's columns: the first `n` columns of the walk's `out` (a numpy array, or a `columns_from` buffer)."""
+    if isinstance(out, memoryview):
+        return Columns(out.cast("B"), out.shape[1], n)
+    return out[:, :n]
+
+
 @dataclass
 class ScanChunk:
-    """Up to `DEFAULT_CHUNK` consecutive records of one file, as column arrays (views of `cols`).
+    """Up to `DEFAULT_CHUNK` consecutive records of one file, as columns.
 
-    `stop` is STOP_MORE when the file goes on after `end`; otherwise why the scan of the file
-    ended at `end` (see `stop_reason`). Positions are file positions; add `base_offset` for
-    physical offsets.
+    `columns` is a (NCOL, n) int64 numpy array, or `Columns` for a walk inside `columns_from` (`cols` is the
+    numpy array in either case: numpy is imported where the arrays are asked for). `stop` is STOP_MORE when
+    the file goes on after `end`; otherwise why the scan of the file ended at `end` (see `stop_reason`).
+    Positions are file positions; add `base_offset` for physical offsets.
     """
 
     base_offset: int
-    cols: np.ndarray  # (NCOL, n) int64
+    columns: np.ndarray | Columns  # (NCOL, n) int64
     end: int
     stop: int
     detail: int
@@ -300,14 +345,25 @@ class ScanChunk:
     dledger: np.ndarray | None = None  # (3, n) index, term, pos of each row's DLedger entry (spec §12)
     topic_ids: np.ndarray | None = None  # (n,) each row's topic number, inside `numbered_topics`
 
+    @property
+    def cols(self) -> np.ndarray:
+        if isinstance(self.columns, Columns):
+            self.columns = self.columns.array()
+        return self.columns
+
+    def column(self, k: int):
+        """Column `k`: a memoryview of int64 (`Columns`) or a numpy row."""
+        c = self.columns
+        return c.row(k) if isinstance(c, Columns) else c[k]
+
     def __len__(self) -> int:
-        return self.cols.shape[1]
+        c = self.columns
+        return len(c) if isinstance(c, Columns) else c.shape[1]
 
     def __getattr__(self, name: str) -> np.ndarray:
-        try:
-            return self.__dict__["cols"][COLUMNS.index(name)]
-        except ValueError:
-            raise AttributeError(name) from None
+        if name not in COLUMNS:
+            raise AttributeError(name)
+        return self.cols[COLUMNS.index(name)]
 
     @property
     def physical_offset(self) -> np.ndarray:
@@ -316,6 +372,8 @@ class ScanChunk:
     @property
     def crc_ok(self) -> np.ndarray:
         """Body CRC matches (True for empty bodies, like RocketMQ; all True when not checked)."""
+        import numpy as np
+
         if not self.crc_checked:
             return np.ones(len(self), bool)
         return (self.cols[C_BODY_LEN] == 0) | (self.cols[C_CRC] == self.cols[C_BODY_CRC])
@@ -341,7 +399,9 @@ class ScanResult:
     crc_checked: bool
     file_size: int
 
-    __len__ = ScanChunk.__len__
+    def __len__(self) -> int:
+        return self.cols.shape[1]
+
     __getattr__ = ScanChunk.__getattr__
     physical_offset = ScanChunk.physical_offset
     crc_ok = ScanChunk.crc_ok
@@ -354,6 +414,8 @@ class ScanResult:
 
 def as_array(buf) -> np.ndarray:
     """A read-only uint8 view of bytes, a bytearray, a memoryview or an mmap (no copy)."""
+    import numpy as np
+
     a = np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.zeros(0, np.uint8)
     if a.flags.writeable:
         a = a.view()
@@ -371,7 +433,7 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
     however large the file is. `ahead`: bytes the same scan will walk in later files (unused: kept for
     callers). Inside `walk_ahead()` the walk runs on a second thread, ahead of the chunk being handled.
     """
-    a = as_array(buf)
+    a = memoryview(buf).cast("B")  # what the walk reads (an mmap, bytes or an array: no numpy needed)
     kernels = compiled_kernels()
     walk = kernels.walk
     table, take = _topic_table.get(), _columns_from.get()
@@ -390,7 +452,7 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
                 out, ids, (n, end, stop, detail) = walker.next_chunk()
                 if verify_crc and n:
                     kernels.walk_crcs(a, out[C_BODY_POS, :n], out[C_BODY_LEN, :n], out[C_CRC, :n])
-            yield ScanChunk(base_offset, out[:, :n], int(end), int(stop), int(detail), verify_crc, len(a),
+            yield ScanChunk(base_offset, _used(out, n), int(end), int(stop), int(detail), verify_crc, len(a),
                             topic_ids=None if ids is None else ids[:n])
             if release and isinstance(buf, mmap.mmap) and not _keep_pages.get():
                 released = _release(buf, released, int(end))  # pages before `end`: the walk ahead is past it
@@ -409,10 +471,17 @@ def _numbering(table, ids) -> tuple:
     return () if table is None else (table, ids)
 
 
-def _columns(cap: int, table, take) -> tuple[np.ndarray, np.ndarray | None]:
-    """A chunk's (NCOL, cap) column array (new, or the caller's `take`: `columns_from`) and, with a topic table,
-    its topic numbers' array."""
-    out = np.empty((NCOL, cap), np.int64) if take is None else take(NCOL * cap * 8, np.int64, (NCOL, cap))
+def _columns(cap: int, table, take) -> tuple[np.ndarray | memoryview, np.ndarray | None]:
+    """A chunk's (NCOL, cap) int64 columns (a new numpy array, or the caller's `take` buffer: `columns_from`) and,
+    with a topic table, its topic numbers' array."""
+    if take is not None and table is None:
+        return take(NCOL * cap * 8)[: NCOL * cap * 8].cast("q", (NCOL, cap)), None
+    import numpy as np
+
+    if take is None:
+        out = np.empty((NCOL, cap), np.int64)
+    else:
+        out = np.frombuffer(take(NCOL * cap * 8), np.int64, count=NCOL * cap).reshape(NCOL, cap)
     return out, None if table is None else np.empty(cap, np.int64)
 
 
@@ -430,6 +499,8 @@ def _release(mm: mmap.mmap, done: int, upto: int) -> int:
 
 def scan_commitlog_file(buf, base_offset: int = 0, verify_crc: bool = True, start: int = 0) -> ScanResult:
     """The whole file's scan as one set of columns (see `iter_commitlog_chunks` to stream)."""
+    import numpy as np
+
     parts, last = [], None
     for last in iter_commitlog_chunks(buf, base_offset, start, verify_crc, release=False):
         parts.append(last.cols)
@@ -472,17 +543,31 @@ def stop_finding(buf, stop: int, detail: int, end: int) -> tuple[str, str] | Non
     return None
 
 
+def row_checks(chunk: ScanChunk, crc_ok=None) -> list[int]:
+    """The rows of a chunk whose PHYSICALOFFSET field is not their position or whose body CRC does not match
+    (ascending); `crc_ok` (a byte a row), when given, is set to each row's CRC check (1 when not checked)."""
+    n = len(chunk)
+    if crc_ok is None:
+        crc_ok = bytearray(n)
+    check = extension.kernel("row_checks")
+    if check is None:
+        from mqtool.store.kernels import row_checks as check
+    return check(*(chunk.column(k) for k in (C_POS, C_PHYS_FIELD, C_BODY_LEN, C_CRC, C_BODY_CRC)),
+                 chunk.base_offset, chunk.crc_checked, crc_ok)
+
+
 def record_findings(chunk: ScanChunk) -> Iterator[tuple[int, str]]:
     """(row, message) of every per-record error in a chunk, in record order (PHYSICALOFFSET, then CRC)."""
-    phys_bad = ~chunk.physical_offset_ok
-    crc_bad = ~chunk.crc_ok
-    for i in np.flatnonzero(phys_bad | crc_bad).tolist():
-        if phys_bad[i]:
-            yield i, (f"PHYSICALOFFSET field {int(chunk.cols[C_PHYS_FIELD, i])} != position "
-                      f"{int(chunk.cols[C_POS, i]) + chunk.base_offset}")
-        if crc_bad[i]:
-            yield i, (f"body CRC mismatch (stored {int(chunk.cols[C_BODY_CRC, i])}); recovery with "
-                      "checkCRCOnRecover stops here")
+    crc_ok = bytearray(len(chunk))
+    bad = row_checks(chunk, crc_ok)
+    if not bad:
+        return
+    pos, phys, stored = (chunk.column(k) for k in (C_POS, C_PHYS_FIELD, C_BODY_CRC))
+    for i in bad:
+        if phys[i] != pos[i] + chunk.base_offset:
+            yield i, f"PHYSICALOFFSET field {phys[i]} != position {pos[i] + chunk.base_offset}"
+        if not crc_ok[i]:
+            yield i, f"body CRC mismatch (stored {stored[i]}); recovery with checkCRCOnRecover stops here"
 
 
 # ===================================================================== MessageRecords from columns
@@ -515,11 +600,10 @@ def _topic_text(raw: bytes) -> str:
 
 def records_from_chunk(buf, chunk: ScanChunk, file: str = "") -> Iterator[MessageRecord]:
     """`MessageRecord`s equal to `decode_message`'s for each row (body/topic/properties copied out)."""
-    c = chunk.cols
     base = chunk.base_offset
     crc_checked = chunk.crc_checked
     entries = iter(()) if chunk.dledger is None else zip(*chunk.dledger.tolist(), strict=True)
-    rows = zip(*(c[i].tolist() for i in range(NCOL)), strict=True)
+    rows = zip(*(chunk.column(i).tolist() for i in range(NCOL)), strict=True)
     for (pos, total, magic, crc, qid, flag, qoff, physf, sysf, born_ts, bh, _bp, store_ts, sh, _sp, recon,
          prep, body_pos, body_len, topic_pos, topic_len, props_pos, props_len, computed) in rows:
         born_n = cl.HOST_SIZE_V6 if sysf & BORNHOST_V6 else cl.HOST_SIZE_V4
@@ -546,6 +630,7 @@ def records_from_chunk(buf, chunk: ScanChunk, file: str = "") -> Iterator[Messag
 
 def _pool_array(n: int, dtype) -> tuple[np.ndarray, object]:
     """A numpy array over a pyarrow pool buffer: the pool reuses freed pages (fresh pages fault slowly)."""
+    import numpy as np
     import pyarrow as pa
 
     dtype = np.dtype(dtype)
@@ -554,6 +639,7 @@ def _pool_array(n: int, dtype) -> tuple[np.ndarray, object]:
 
 
 def _binary(a: np.ndarray, starts: np.ndarray, lens: np.ndarray, typ):
+    import numpy as np
     import pyarrow as pa
 
     offsets, obuf = _pool_array(len(lens) + 1, np.int32)
@@ -579,6 +665,7 @@ def _text(a: np.ndarray, starts: np.ndarray, lens: np.ndarray):
 
 def _host_column(a: np.ndarray, pos: np.ndarray, v6: np.ndarray):
     """Host strings (dictionary-encoded), each distinct address and port formatted once."""
+    import numpy as np
     import pyarrow as pa
 
     codes = np.empty(len(pos), np.int32)
@@ -606,6 +693,7 @@ def chunk_to_arrow(buf, chunk: ScanChunk, file: str = ""):
     dictionary-encoded, properties are a `map<string, string>` in stored order (a repeated name
     keeps its last value). The batch owns its data (copied out of the mapping).
     """
+    import numpy as np
     import pyarrow as pa
 
     a = as_array(buf)
@@ -653,7 +741,7 @@ def chunk_to_arrow(buf, chunk: ScanChunk, file: str = ""):
 
 # ===================================================================== fixed-size units
 # The views' dtypes (`CQ_DTYPE`, `TIMERLOG_DTYPE`, `SLOT_DTYPE`) are derived from the Construct
-# structs in `mqtool.formats` (same field names); they are imported above for the readers here.
+# structs in `mqtool.formats` (same field names); each reader imports its own (a CommitLog scan needs none).
 
 
 def cq_units(buf, start: int = 0) -> tuple[np.ndarray, bool]:
@@ -663,6 +751,8 @@ def cq_units(buf, start: int = 0) -> tuple[np.ndarray, bool]:
     (all-zero, never written) unit was found, which marks the end of the queue's data. Keep the view
     only while the mapping is open (copy with `.astype(CQ_DTYPE.newbyteorder('='))` to keep it).
     """
+    import numpy as np
+
     units = cq_view(buf, start)
     n = len(units)
     if n == 0:
@@ -675,12 +765,18 @@ def cq_units(buf, start: int = 0) -> tuple[np.ndarray, bool]:
 
 def cq_view(buf, start: int = 0) -> np.ndarray:
     """Every whole unit of a ConsumeQueue file from byte `start`, written or not (no end detection)."""
+    import numpy as np
+
+    from mqtool.formats.consumequeue import CQ_DTYPE, CQ_UNIT_SIZE
+
     n = max(0, (len(buf) - start) // CQ_UNIT_SIZE)
     return np.frombuffer(buf, CQ_DTYPE, count=n, offset=start) if n else np.zeros(0, CQ_DTYPE)
 
 
 def _first_empty_unit(words: np.ndarray, block: int = 1 << 16) -> int:
     """Index of the first all-zero row of 32-bit words, or -1 (block by block: small temporaries)."""
+    import numpy as np
+
     for lo in range(0, words.shape[0], block):
         w = words[lo : lo + block]
         acc = w[:, 0].copy()
@@ -695,6 +791,10 @@ def _first_empty_unit(words: np.ndarray, block: int = 1 << 16) -> int:
 def timerlog_units(buf) -> np.ndarray:
     """The units of one TimerLog file (a view): from position 0 until the first size != 52
     (the 16-byte end filler, or zeros); a partial unit at the end is not one."""
+    import numpy as np
+
+    from mqtool.formats.timerlog import TIMERLOG_DTYPE, TIMERLOG_UNIT_SIZE
+
     n = len(buf) // TIMERLOG_UNIT_SIZE
     if n == 0:
         return np.zeros(0, TIMERLOG_DTYPE)
@@ -706,6 +806,8 @@ def timerlog_units(buf) -> np.ndarray:
 def timerlog_unit_at(buf, pos: int) -> tuple | None:
     """The fields of the TimerLog unit at file position `pos` (`timerlog_unit`'s order), None when
     no unit is written there (outside the file, or a size other than 52: the filler or zeros)."""
+    from mqtool.formats.timerlog import TIMERLOG_UNIT, TIMERLOG_UNIT_SIZE
+
     if pos < 0 or pos + TIMERLOG_UNIT_SIZE > len(buf):
         return None
     fields = TIMERLOG_UNIT.unpack_from(buf, pos)
@@ -714,6 +816,10 @@ def timerlog_unit_at(buf, pos: int) -> tuple | None:
 
 def timerwheel_slots(buf) -> np.ndarray:
     """The wheel's slots as a structured view (`SLOT_DTYPE`)."""
+    import numpy as np
+
+    from mqtool.formats.timerwheel import SLOT_DTYPE, SLOT_SIZE
+
     return np.frombuffer(buf, SLOT_DTYPE, count=len(buf) // SLOT_SIZE)
 
 

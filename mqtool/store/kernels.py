@@ -1,5 +1,5 @@
 """The plain-Python references of the scan's column kernels (`mqtool._native`'s `gather`, `property_pairs`,
-`host_keys` and `walk_crcs`, in `mqtool/_kernels/scan.pxi`).
+`host_keys` and `walk_crcs`, in `mqtool/_kernels/scan.pxi`; `int64_stats` and `row_checks`, in `jsonl.pxi`).
 
 `fastscan.compiled_kernels()` gives the extension's kernels; these run only where `mqtool._native` cannot
 be imported (a machine without a C compiler; `fastscan` warns once), and in the tests, which prove both
@@ -69,3 +69,26 @@ def walk_crcs(a: np.ndarray, body_pos: np.ndarray, body_len: np.ndarray, out: np
     """Each body's CRC as the walk's `verify_crc` computes it (`CRC32 & 0x7FFFFFFF`; -1 for an empty body)."""
     for i, (p, n) in enumerate(zip(body_pos.tolist(), body_len.tolist(), strict=True)):
         out[i] = zlib.crc32(a[p : p + n]) & 0x7FFFFFFF if n > 0 else -1
+
+
+def int64_stats(v) -> tuple[int, int, int, int]:
+    """(sum, min, max, bitwise or) of a sequence of int64 (0, 0, 0, 0 when empty)."""
+    values = list(v)
+    if not values:
+        return 0, 0, 0, 0
+    bits = 0
+    for x in values:
+        bits |= x
+    return sum(values), min(values), max(values), bits
+
+
+def row_checks(pos, phys, body_len, crc, body_crc, base: int, crc_checked: bool, crc_ok) -> list[int]:
+    """Per row: `crc_ok[i]` 1 when the body CRC matches (an empty body always does, as all rows when the CRC was
+    not checked); returns the rows whose PHYSICALOFFSET field is not their position or whose CRC does not match."""
+    bad = []
+    for i, (p, f, n, c, b) in enumerate(zip(pos, phys, body_len, crc, body_crc, strict=False)):
+        ok = not crc_checked or n == 0 or c == b
+        crc_ok[i] = 1 if ok else 0
+        if not ok or f != p + base:
+            bad.append(i)
+    return bad

@@ -13,13 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from construct import ConstructError
-
 from mqtool.formats.broker_conf import BrokerConfig
-from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
-from mqtool.formats.consumequeue import CQ_UNIT_SIZE
 from mqtool.formats.names import REVIVE_TOPIC
-from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
 from mqtool.store.commitlog import CommitLog
 from mqtool.store.dirs import BCQ_DIR, find_dledger_dirs
 from mqtool.store.errors import StoreError
@@ -28,7 +23,8 @@ from mqtool.store.mapped_files import read_at
 
 if TYPE_CHECKING:
     # imported where used: a view that reads the CommitLog alone (`messages`) loads neither the config JSON
-    # parsers, the RocksDB readers, the timer's, nor the readers of the other layouts and queues
+    # parsers, the RocksDB readers, the timer's, the readers of the other layouts and queues, nor the Construct
+    # definitions of the checkpoint pages (nor numpy, which the ConsumeQueue's format brings)
     from mqtool.store.batchcq import BatchConsumeQueue
     from mqtool.store.config_files import ConfigFiles
     from mqtool.store.consumequeue import ConsumeQueue
@@ -40,8 +36,6 @@ if TYPE_CHECKING:
 ROCKSDB_DIRS = ("consumequeue", "rocksdbstore")  # where a RocksDB consume queue may live (spec §14)
 ROCKSDB_CONFIG_DIRS = ("config/topics", "config/subscriptionGroups", "config/consumerOffsets", "config/rdb")
 COMPACTION_DIR = "compaction"
-CHECKPOINT_READ = sum(sc.sizeof() for sc in checkpoint.subcons if sc.name)  # 40: StoreCheckpoint's five longs
-TIMERCHECK_READ = sum(sc.sizeof() for sc in timercheck.subcons if sc.name)  # 56: TimerCheckpoint's seven longs
 COMPACTION_PARTS = ("compactionLog", "compactionCq")  # every 5.3.1 store has compaction/position-checkpoint alone
 
 
@@ -194,6 +188,8 @@ class Store:
         """The length every ConsumeQueue file must have: broker.conf's `mappedFileSizeConsumeQueue` when it
         sets one (`getMappedFileSizeConsumeQueue`), else the length most of the store's files have."""
         if "mappedFileSizeConsumeQueue" in self.config.raw:  # rounded up to whole units like the getter
+            from mqtool.formats.consumequeue import CQ_UNIT_SIZE
+
             return -(-self.config.mapped_file_size_consume_queue // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
         from mqtool.store.consumequeue import common_file_size, discover_queues
 
@@ -266,22 +262,16 @@ class Store:
     def timercheck(self):
         """config/timercheck as a Construct container, or None when absent (read like `TimerCheckpoint`:
         a short file's missing bytes as 0, with a finding)."""
-        return _read_page(
-            self.root,
-            "config/timercheck",
-            timercheck,
-            TIMERCHECK_SIZE,
-            TIMERCHECK_READ,
-            "TimerCheckpoint",
-            self.findings,
-        )
+        from mqtool.formats.timercheck import TIMERCHECK_SIZE, timercheck
+
+        return _read_page(self.root, "config/timercheck", timercheck, TIMERCHECK_SIZE, "TimerCheckpoint", self.findings)
 
     @cached_property
     def checkpoint(self):
         """checkpoint as a Construct container, or None when absent (read like `StoreCheckpoint`)."""
-        return _read_page(
-            self.root, "checkpoint", checkpoint, CHECKPOINT_SIZE, CHECKPOINT_READ, "StoreCheckpoint", self.findings
-        )
+        from mqtool.formats.checkpoint import CHECKPOINT_SIZE, checkpoint
+
+        return _read_page(self.root, "checkpoint", checkpoint, CHECKPOINT_SIZE, "StoreCheckpoint", self.findings)
 
     # ----- config JSON -----
     @cached_property
@@ -334,9 +324,13 @@ def _configured(config: BrokerConfig, java_name: str) -> int | None:
     return next(getattr(config, f.name) for f in fields(BrokerConfig) if f.metadata.get("java") == java_name)
 
 
-def _read_page(root: Path, rel: str, fmt, size: int, read: int, java: str, findings: Findings):
+def _read_page(root: Path, rel: str, fmt, size: int, java: str, findings: Findings):
     """The page as the broker reads it: it maps `size` bytes of the file, growing a short one with zeros,
-    and reads its longs from there. A file shorter than the `read` bytes it reads is an error finding."""
+    and reads its longs from there (`fmt`'s named fields: 40 bytes of StoreCheckpoint, 56 of TimerCheckpoint).
+    A file shorter than the bytes it reads is an error finding."""
+    from construct import ConstructError
+
+    read = sum(sc.sizeof() for sc in fmt.subcons if sc.name)
     p = root / rel
     if not p.is_file():
         return None

@@ -1,4 +1,4 @@
-"""The CommitLog walk of `fastscan`, written once: what it reads (`LAYOUT`, from the Construct definition),
+"""The CommitLog walk of `fastscan`, written once: what it reads (`LAYOUT`, `commitlog_record`'s numbers),
 what it writes (`COLUMNS`), why it stops (the stop codes), and the walk itself as plain Python.
 
 The plain walk is the reference of the compiled one and its fallback: `mqtool._native.CommitLogWalk`
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import zlib
 
-from mqtool.formats import commitlog as cl
-from mqtool.formats import layout
+from mqtool.formats import record_layout as cl
 from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 
 # ===================================================================== what the walk reads, writes and reports
@@ -41,7 +40,7 @@ _BORN_V6, _STORE_V6 = BORNHOST_V6, STOREHOST_V6
 
 
 def _kernel_layout() -> tuple[int, ...]:
-    """The offsets and widths the kernel reads, taken from `commitlog_record` (see `LAYOUT_NAMES`).
+    """The offsets and widths the kernel reads, `commitlog_record`'s (`formats/record_layout.py`; see `LAYOUT_NAMES`).
 
     Each field must have the width of the reader the kernel uses for it (`_i32`, `_i64`, ...):
     a definition that changes a width fails here, at import, instead of misreading records.
@@ -58,10 +57,10 @@ def _kernel_layout() -> tuple[int, ...]:
     return (
         head["total_size"].offset, head["magic_code"].offset, head["body_crc"].offset, head["queue_id"].offset,
         head["flag"].offset, head["queue_offset"].offset, head["physical_offset"].offset,
-        head["sys_flag"].offset, head["born_timestamp"].offset, layout.size(cl.HEADER),
+        head["sys_flag"].offset, head["born_timestamp"].offset, cl.size(cl.HEADER),
         cl.HOST_SIZE_V4 - cl.HOST_PORT_SIZE, cl.HOST_SIZE_V6 - cl.HOST_PORT_SIZE, cl.HOST_PORT_SIZE,
-        layout.size(cl.AFTER_BORN_HOST), tail["reconsume_times"].offset,
-        tail["prepared_transaction_offset"].offset, tail["body_length"].offset, layout.size(cl.AFTER_STORE_HOST),
+        cl.size(cl.AFTER_BORN_HOST), tail["reconsume_times"].offset,
+        tail["prepared_transaction_offset"].offset, tail["body_length"].offset, cl.size(cl.AFTER_STORE_HOST),
         cl.TOPIC_LENGTH_V1.size, cl.TOPIC_LENGTH_V2.size, cl.PROPERTIES_LENGTH.size, cl.FIXED_SIZE,
     )
 
@@ -147,7 +146,7 @@ def commitlog_kernel(a, pos, verify_crc, out, lay, topics: TopicTable | None = N
     """Scan records from `pos` into `out[:, :n]`; returns (n, pos, stop, detail).
 
     Mirrors `CommitLog._walk` + `decode_message` check by check, in the same order. `lay` is
-    `LAYOUT`: every offset and width comes from the Construct definition. With `topics`, `ids[n]` is
+    `LAYOUT`: every offset and width is `commitlog_record`'s. With `topics`, `ids[n]` is
     the topic number of record n (`TopicTable.id`).
     """
     (o_total, o_magic, o_crc, o_qid, o_flag, o_qoff, o_phys, o_sysflag, o_born_ts, head, addr_v4, addr_v6,

@@ -123,6 +123,26 @@ def test_messages_on_a_plain_store_imports_only_what_it_runs():
     assert heavy(names, OTHER_LAYOUTS_AND_AREAS) == []
 
 
+@pytest.mark.parametrize("args", [["--body", "none"], ["--body", "text", "--decompress"], ["--body", "hex", "--verify"],
+                                  ["--body", "none", "--limit", "3"]])
+def test_messages_on_a_plain_store_imports_neither_numpy_nor_construct(args):
+    """The walk writes its columns into plain buffers (`fastscan.columns_from`), all rows of a chunk are a range
+    (no mask), the line writer's tables are `array`s, and the record's layout is `formats/record_layout.py`'s
+    numbers: a plain store's `messages --json` imports neither numpy nor Construct (the demo's rows the writer
+    leaves to the record path included)."""
+    names, p = imported("inspect", str(DEMO), "messages", "--json", *args)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("\n") == (3 if "--limit" in args else 66)
+    assert heavy(names, ("numpy", "construct")) == []
+
+
+def test_a_filtered_messages_query_imports_numpy():
+    """The check above can fail: a filter selects its rows with numpy masks, which it imports then."""
+    names, p = imported("inspect", str(DEMO), "messages", "--json", "--topic", "DemoTopicA")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "numpy" in names
+
+
 @pytest.mark.parametrize(("store", "view", "reader"), [("dledger", "messages", "mqtool.store.dledger"),
                                                        ("batchcq", "overview", "mqtool.store.batchcq")])
 def test_a_store_of_another_layout_imports_its_reader(store, view, reader):

@@ -33,7 +33,7 @@ from mqtool.formats.commitlog import (
 from mqtool.formats.consumequeue import consumequeue_unit, is_empty_unit
 from mqtool.formats.message import RecordError, decode_message, peek_magic, record_from_container
 from mqtool.formats.properties import build_properties, parse_properties
-from mqtool.formats.timerlog import timerlog_unit
+from mqtool.formats.timerlog import TIMERLOG_DTYPE, timerlog_unit
 from mqtool.formats.timerwheel import timerwheel_slot
 from mqtool.store import fastscan as fs
 from mqtool.store.commitlog import CommitLog
@@ -288,7 +288,7 @@ def test_oracle_fixed_size_views_match_construct(name):
             assert len(units) > 0
             for i, u in enumerate(units):
                 c = timerlog_unit.parse(data[i * 52 : i * 52 + 52])
-                assert tuple(int(u[k]) for k in fs.TIMERLOG_DTYPE.names) == tuple(c[k] for k in fs.TIMERLOG_DTYPE.names)
+                assert tuple(int(u[k]) for k in TIMERLOG_DTYPE.names) == tuple(c[k] for k in TIMERLOG_DTYPE.names)
     wheel = ORACLE / ORACLE_STORES[name][0] / "timerwheel.gz"
     if wheel.exists():
         import gzip
