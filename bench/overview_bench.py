@@ -44,11 +44,15 @@ def run(cmd: list[str], env: dict | None) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+MEDIAN_CPU: list[float] = []  # of the latest `side_by_side`, per command: the CPU seconds of its median run
+
+
 def side_by_side(
     a: list[str], b: list[str], env: dict, runs: int, *others: tuple[list[str], dict]
 ) -> list[tuple[float, float]]:
     """The fastest (wall, its CPU) of each command over `runs` alternating runs, after one untimed run each;
-    `others`: more (command, environment) pairs run in the same rounds."""
+    `others`: more (command, environment) pairs run in the same rounds. Each command's median CPU seconds go
+    to `MEDIAN_CPU` (on a loaded machine the steadier figure: other load stretches wall time, not CPU)."""
     cmds = [(a, env), (b, env), *others]
     for cmd, e in cmds:
         run(cmd, e)
@@ -56,6 +60,7 @@ def side_by_side(
     for _ in range(runs):
         for i, (cmd, e) in enumerate(cmds):
             got[i].append(run(cmd, e))
+    MEDIAN_CPU[:] = [sorted(c for _, c in g)[len(g) // 2] for g in got]
     return [min(g) for g in got]
 
 
@@ -102,6 +107,7 @@ def main() -> None:
         mqtool = [sys.executable, "-m", "mqtool", "inspect", str(store), "overview", "--json"]
         others = [(mqtool, other_env)] if args.compare else []
         (jw, jc), (mw, mc), *other = side_by_side(jvm, mqtool, env, args.runs, *others)
+        jvm_med, mq_med, *other_med = MEDIAN_CPU
         baseline = [sys.executable, "-c", "import typer, rich.console"]
         mqhelp = [sys.executable, "-m", "mqtool", "--help"]
         (bw, bc), (hw, hc), *other_help = side_by_side(
@@ -119,6 +125,9 @@ def main() -> None:
                 "mqtool_cpu_s": mc,
                 "ratio_wall": jw / mw,
                 "ratio_cpu": jc / mc,
+                "jvm_median_cpu_s": jvm_med,
+                "mqtool_median_cpu_s": mq_med,
+                "ratio_median_cpu": jvm_med / mq_med,
             },
             "help": {
                 "typer_rich_wall_s": bw,
@@ -137,6 +146,8 @@ def main() -> None:
                 "overview_cpu_s": oc,
                 "overview_ratio_wall": jw / ow,
                 "overview_ratio_cpu": jc / oc,
+                "overview_median_cpu_s": other_med[0],
+                "overview_ratio_median_cpu": jvm_med / other_med[0],
                 "help_wall_s": ohw,
                 "help_ratio_wall": ohw / bw,
             }
@@ -155,7 +166,8 @@ def main() -> None:
     print(
         f"overview --json, {args.mib} MiB CommitLog: JVM verify {o['jvm_wall_s']:.2f} s (cpu {o['jvm_cpu_s']:.2f}), "
         f"mqtool {o['mqtool_wall_s']:.2f} s (cpu {o['mqtool_cpu_s']:.2f}): "
-        f"JVM / mqtool = {o['ratio_wall']:.2f}x wall, {o['ratio_cpu']:.2f}x cpu (target >= 1.0)"
+        f"JVM / mqtool = {o['ratio_wall']:.2f}x wall, {o['ratio_cpu']:.2f}x cpu (target >= 1.0); median cpu "
+        f"JVM {o['jvm_median_cpu_s']:.2f} s, mqtool {o['mqtool_median_cpu_s']:.2f} s: {o['ratio_median_cpu']:.2f}x"
     )
     print(
         f"--help: import typer, rich.console {h['typer_rich_wall_s']:.3f} s, mqtool --help {h['mqtool_wall_s']:.3f} s: "
@@ -166,7 +178,8 @@ def main() -> None:
         print(
             f"{c['checkout']} in the same rounds: overview "
             f"{c['overview_wall_s']:.2f} s (cpu {c['overview_cpu_s']:.2f}): "
-            f"JVM / it = {c['overview_ratio_wall']:.2f}x wall, {c['overview_ratio_cpu']:.2f}x cpu; "
+            f"JVM / it = {c['overview_ratio_wall']:.2f}x wall, {c['overview_ratio_cpu']:.2f}x cpu, median cpu "
+            f"{c['overview_median_cpu_s']:.2f} s: {c['overview_ratio_median_cpu']:.2f}x; "
             f"--help {c['help_wall_s']:.3f} s ({c['help_ratio_wall']:.2f}x)"
         )
 
