@@ -87,6 +87,7 @@ cdef struct _Stop:
 # 2-16 KiB measure alike, 8 KiB best). A hint only: prefetching never faults, and no check depends on it.
 cdef enum:
     _STREAM_AHEAD = 8192
+    _STREAM_MAX_RECORD = 1 << 26  # 64 MiB: past the broker's largest message (maxMessageSize, 4 MiB by default)
 
 
 cdef inline int64_t _stream(const uint8_t *a, int64_t size, int64_t done, int64_t upto) noexcept nogil:
@@ -245,7 +246,8 @@ cdef _Stop _walk(const _Layout *L, const uint8_t *a, int64_t size, int64_t pos, 
             mq_prefetch(a + pos + total)
             mq_prefetch(a + pos + total + 64)
             mq_prefetch(a + pos + total - 64)
-            streamed = _stream(a, size, streamed, pos + total + _STREAM_AHEAD)
+            # (a TOTALSIZE is not checked yet: a damaged one larger than any record streams no further than this)
+            streamed = _stream(a, size, streamed, pos + min(total, _STREAM_MAX_RECORD) + _STREAM_AHEAD)
         magic = _i32(a, pos + L.o_magic)
         if magic == L.blank:
             r.stop = L.blank_stop
