@@ -448,8 +448,8 @@ def test_walk_ahead_checks_crcs_on_its_thread(tmp_path, chunk_records):
         got = []
         for ahead in (False, True):
             with fs.walk_ahead() if ahead else nullcontext():
-                crcs = np.concatenate([c.cols[fs.C_CRC].copy() for _, c in log.scan_columns(
-                    verify_crc=verify_crc, chunk_records=chunk_records)])
+                chunks = log.scan_columns(verify_crc=verify_crc, chunk_records=chunk_records)
+                crcs = np.concatenate([c.cols[fs.C_CRC].copy() for _, c in chunks])
             got.append((crcs, [(x.offset, x.message) for x in log.findings]))
         assert (got[0][0] == got[1][0]).all() and got[0][1] == got[1][1]
         crcs, findings = got[1]
