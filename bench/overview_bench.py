@@ -10,6 +10,11 @@ Each run is its own process, stdout to /dev/null, the two sides alternating run 
 machine) are printed beside. Ratios are baseline / mqtool: >= 1.0 means mqtool is at least as fast for
 the scan; for --help, mqtool / baseline (target <= 1.3). The load average is printed before and after.
 
+`--recache` first drops the CommitLog's pages from the page cache (`POSIX_FADV_DONTNEED`) and reads the file
+again: the minor faults of a mapped walk depend on the folios the cache holds the file in (550-1,300 a GiB just
+after the file is read with large reads, 10,000-16,000 after an hour of other processes' I/O on the same machine:
+~0.1 s of CPU for both sides), so runs an hour apart compare.
+
 Python runs with its bytecode cache (as an installed package has it): when PYTHONDONTWRITEBYTECODE is set,
 the children get PYTHONPYCACHEPREFIX under the work directory instead, and one untimed run of each
 command fills it.
@@ -71,6 +76,7 @@ def main() -> None:
     ap.add_argument("--help-runs", type=int, default=7)
     ap.add_argument("--dir", type=Path, help="where to generate the store (kept); default a temporary one, deleted")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--recache", action="store_true", help="drop the CommitLog from the page cache and read it again")
     ap.add_argument("--compare", type=Path, help="another checkout (e.g. main) whose overview runs in the same rounds")
     args = ap.parse_args()
     args.compare = args.compare and args.compare.resolve()
@@ -87,6 +93,13 @@ def main() -> None:
         store = work / f"store-{args.mib}"
         if not store.exists():
             make_store(store, args.mib)
+        if args.recache:
+            for f in (store / "commitlog").iterdir():
+                fd = os.open(f, os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
         warm(store)
         classes = work / "classes"
         if not (classes / "CommitLogScan.class").exists():
