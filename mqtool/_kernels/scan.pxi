@@ -80,6 +80,26 @@ cdef struct _Stop:
     int64_t n, pos, stop, detail
 
 
+# How far (bytes) the walk prefetches every cache line ahead of the record it is at. Alone, the walk hops from
+# header to header (~1.3 KB apart on a typical log), each a cache and TLB miss the CPU's prefetchers do not
+# foresee; touching every line this far ahead turns the hops into one sequential stream, which also feeds the
+# body CRC: on the 1 GiB bench log the walk took 0.17 s of CPU without, 0.10 s with it (walk + CRC 0.26 s, 0.17 s;
+# 2-16 KiB measure alike, 8 KiB best). A hint only: prefetching never faults, and no check depends on it.
+cdef enum:
+    _STREAM_AHEAD = 8192
+    _STREAM_MAX_RECORD = 1 << 26  # 64 MiB: past the broker's largest message (maxMessageSize, 4 MiB by default)
+
+
+cdef inline int64_t _stream(const uint8_t *a, int64_t size, int64_t done, int64_t upto) noexcept nogil:
+    """Prefetch the lines of [done, min(upto, size)) (64-byte steps); returns the new `done`."""
+    if upto > size:
+        upto = size
+    while done < upto:
+        mq_prefetch(a + done)
+        done += 64
+    return done
+
+
 cdef struct _Topics:
     # open addressing: slots[h & (cap - 1)] is a topic's number + 1 (0: free); a topic's bytes are
     # buf[offs[i] : offs[i] + lens[i]]
@@ -207,6 +227,7 @@ cdef _Stop _walk(const _Layout *L, const uint8_t *a, int64_t size, int64_t pos, 
     cdef int64_t n = 0, total, magic, sys_flag, born_addr, store_addr, p, born_host, born_port, store_ts
     cdef int64_t store_host, store_port, reconsume, prepared, body_len, body_pos, topic_width, topic_pos
     cdef int64_t computed, crc
+    cdef int64_t streamed = pos + _STREAM_AHEAD - (pos & 63)  # lines before this one were prefetched
     cdef _Sized s, t
     r.detail = 0
     while True:
@@ -225,6 +246,8 @@ cdef _Stop _walk(const _Layout *L, const uint8_t *a, int64_t size, int64_t pos, 
             mq_prefetch(a + pos + total)
             mq_prefetch(a + pos + total + 64)
             mq_prefetch(a + pos + total - 64)
+            # (a TOTALSIZE is not checked yet: a damaged one larger than any record streams no further than this)
+            streamed = _stream(a, size, streamed, pos + min(total, _STREAM_MAX_RECORD) + _STREAM_AHEAD)
         magic = _i32(a, pos + L.o_magic)
         if magic == L.blank:
             r.stop = L.blank_stop

@@ -392,8 +392,8 @@ def test_each_invalid_reason(field_at, value, reason):
     assert (stop, end) == (reason, len(data) // 2)
 
 
-def test_damaged_store_through_commitlog(tmp_path):
-    """CommitLog.iter_records and scan_columns report the same findings and file ends."""
+def damaged_basic_store(tmp_path: Path) -> Path:
+    """A copy of the basic oracle store with three damaged records: a body (CRC), a PHYSICALOFFSET, a TOTALSIZE."""
     need_oracle()
     import shutil
 
@@ -405,6 +405,12 @@ def test_damaged_store_through_commitlog(tmp_path):
     data[502 + 28 : 502 + 36] = struct.pack(">q", 1)  # third record's PHYSICALOFFSET
     data[753:757] = struct.pack(">i", 999)  # fourth record's TOTALSIZE
     f.write_bytes(bytes(data))
+    return Path(root)
+
+
+def test_damaged_store_through_commitlog(tmp_path):
+    """CommitLog.iter_records and scan_columns report the same findings and file ends."""
+    root = damaged_basic_store(tmp_path)
     log = Store.open(root).commitlog
     n = len(list(log.iter_records()))
     by_records = (list(log.findings), {k: vars(v).copy() for k, v in log.scans.items()})
@@ -430,6 +436,28 @@ def test_walk_ahead_gives_the_same_chunks_and_findings(chunk_records):
     for x, y in zip(got[0][0], got[1][0], strict=True):
         assert x[0] == y[0] and x[2:] == y[2:] and (x[1] == y[1]).all()
     assert got[0][1:] == got[1][1:]
+
+
+@pytest.mark.parametrize("chunk_records", [1, 2, fs.DEFAULT_CHUNK])
+def test_walk_ahead_checks_crcs_on_its_thread(tmp_path, chunk_records):
+    """Inside `walk_ahead` the second thread's walk computes the body CRCs (`verify_crc`): a damaged body is the
+    same finding at the same offset, the CRC column is the one-thread walk's, and without `verify_crc` it is
+    left unset (-1) on both."""
+    log = CommitLog.open(damaged_basic_store(tmp_path))
+    for verify_crc in (True, False):
+        got = []
+        for ahead in (False, True):
+            with fs.walk_ahead() if ahead else nullcontext():
+                chunks = log.scan_columns(verify_crc=verify_crc, chunk_records=chunk_records)
+                crcs = np.concatenate([c.cols[fs.C_CRC].copy() for _, c in chunks])
+            got.append((crcs, [(x.offset, x.message) for x in log.findings]))
+        assert (got[0][0] == got[1][0]).all() and got[0][1] == got[1][1]
+        crcs, findings = got[1]
+        assert len(crcs) == 3 + 32  # the first file's walk stops at its fourth record (TOTALSIZE 999)
+        if verify_crc:
+            assert (crcs >= 0).all() and (251, "body CRC mismatch (s") in [(o, m[:20]) for o, m in findings]
+        else:
+            assert (crcs == -1).all() and not any("CRC" in m for _, m in findings)
 
 
 def test_abandoned_iteration_releases_the_mapping(tmp_path):
