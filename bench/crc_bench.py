@@ -12,8 +12,7 @@ overhead is in the scan's figure; bodies of 256 / 64 bytes and more take the fol
 GB/s = 10^9 bytes a second, best of --repeat; the ratios are the extension's speed over each other's. Each
 figure is taken on the thread's CPU clock (`time.thread_time`: what a shared machine's other load does not
 stretch; wall-clock figures are printed beside), over the whole buffer (memory-bound) and over 1 MiB of it again
-and again (cache-hot: the implementation's own speed), and in the walk's shape: one call a ~1.3 KB body
-(`walk_crcs` over consecutive bodies, as the CommitLog walk calls it).
+and again (cache-hot: the implementation's own speed).
 """
 
 from __future__ import annotations
@@ -53,16 +52,6 @@ def _best(fn, repeat: int) -> tuple[float, float]:
     return cpu, wall
 
 
-def _bodies(n: int, mean: int = 1300) -> tuple:
-    """Consecutive body positions and lengths over n bytes (lengths 700..1900, the bench log's shape)."""
-    import numpy as np
-
-    lens = np.random.default_rng(1).integers(mean - 600, mean + 600, n // (mean - 600))
-    ends = np.cumsum(lens)
-    lens = lens[ends <= n].astype(np.int64)
-    return np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64), lens
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=256)
@@ -85,17 +74,10 @@ def main() -> None:
     }
     hot = memoryview(data)[: 1 << 20]
     rounds = len(data) >> 20
-    pos, lens = _bodies(len(data))
-    out = pos.copy()
-    body_bytes = int(lens.sum())
     cases = {
         f"mqtool._native ({_native.CRC32_IMPLEMENTATION}), cache-hot 1 MiB": (
             lambda: [_native.crc32(hot) for _ in range(rounds)],
             rounds << 20,
-        ),
-        f"mqtool._native ({_native.CRC32_IMPLEMENTATION}), one call a body ({body_bytes // len(lens)} B mean)": (
-            lambda: _native.walk_crcs(data, pos, lens, out),
-            body_bytes,
         ),
     }
     results = {"load": os.getloadavg(), "bytes": len(data), "whole": {}, "wall": {}, "cases": {}}

@@ -491,20 +491,3 @@ def host_keys(const uint8_t[::1] a, const int64_t[:] pos, int64_t[:] out):
         for i in range(pos.shape[0]):
             out[i] = <int64_t>((<uint64_t>_u32(b, pos[i]) << 32) | <uint64_t>_u32(b, pos[i] + 4))
 
-
-def walk_crcs(const uint8_t[::1] a, const int64_t[:] body_pos, const int64_t[:] body_len, int64_t[:] out):
-    """`kernels.walk_crcs`: each body's CRC as the walk's `verify_crc` computes it (-1 for an empty body), for a
-    walk run without it (`fastscan.walk_ahead`: the CRCs of one chunk while the next one is walked)."""
-    cdef Py_ssize_t i
-    cdef const uint8_t *b = &a[0] if a.shape[0] else NULL
-    if body_len.shape[0] != body_pos.shape[0] or out.shape[0] < body_pos.shape[0]:
-        raise ValueError("body_pos, body_len and out must have a row for each record")
-    for i in range(body_pos.shape[0]):
-        if body_len[i] > 0 and (body_pos[i] < 0 or body_pos[i] + body_len[i] > a.shape[0]):
-            raise ValueError(f"body {i} is outside the buffer")
-    with nogil:
-        for i in range(body_pos.shape[0]):
-            if body_len[i] > 0:
-                out[i] = mq_crc32(0, b + body_pos[i], body_len[i]) & 0x7FFFFFFF
-            else:
-                out[i] = -1

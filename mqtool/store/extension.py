@@ -21,7 +21,6 @@ FALLBACKS: dict[str, str] = {
     "property_pairs": "the CommitLog scan (about 50 times slower)",
     "host_keys": "the CommitLog scan (about 50 times slower)",
     "TopicTable": "the CommitLog scan (about 50 times slower)",
-    "walk_crcs": "the CommitLog scan (about 50 times slower)",
     "row_checks": "the CommitLog scan (about 50 times slower)",
     "int64_stats": "`messages --json`",
     "json_lines": "`messages --json`",

@@ -119,12 +119,10 @@ class ScanKernels:
     and an (NCOL, cap) int64 array, `gather`, `property_pairs` and `host_keys` (see `store/kernels.py`);
     compiled (`mqtool._native`, `native` True) or their plain-Python references."""
 
-    def __init__(self, walk, gather, property_pairs, host_keys, native: bool, topic_table=TopicTable,
-                 walk_crcs=None):
+    def __init__(self, walk, gather, property_pairs, host_keys, native: bool, topic_table=TopicTable):
         self.walk, self.gather, self.property_pairs, self.host_keys, self.native = (
             walk, gather, property_pairs, host_keys, native)
         self.topic_table = topic_table  # the table `walk(..., topics, ids)` numbers topics in
-        self.walk_crcs = walk_crcs  # the walk's CRC column for a walk run without `verify_crc`
         # the names the output modules (`inspect/jsonlines.py`, `inspect/parquet.py`, `audit/commitlog.py`)
         # call them by while they are being moved to the extension
         self._gather, self._property_pairs, self._host_keys = gather, property_pairs, host_keys
@@ -140,8 +138,7 @@ def python_kernels() -> ScanKernels:
     def walk(a, pos, verify_crc, out, topics=None, ids=None):
         return commitlog_kernel(memoryview(a), pos, verify_crc, out, LAYOUT, topics, ids)
 
-    return ScanKernels(walk, kernels.gather, kernels.property_pairs, kernels.host_keys, native=False,
-                       walk_crcs=kernels.walk_crcs)
+    return ScanKernels(walk, kernels.gather, kernels.property_pairs, kernels.host_keys, native=False)
 
 
 def compiled_kernels() -> ScanKernels:
@@ -149,15 +146,15 @@ def compiled_kernels() -> ScanKernels:
     than the scan kernels: it warns once), the plain-Python ones."""
     global _kernels
     walk_type, *column_kernels = map(
-        extension.kernel, ("CommitLogWalk", "gather", "property_pairs", "host_keys", "TopicTable", "walk_crcs")
+        extension.kernel, ("CommitLogWalk", "gather", "property_pairs", "host_keys", "TopicTable")
     )
     if walk_type is None or None in column_kernels:
         return python_kernels()
     if _kernels is None:
         walk = walk_type(dict(zip(LAYOUT_NAMES, LAYOUT, strict=True)), KERNEL_CODES, STOP_CODES,
                          {name: i for i, name in enumerate(COLUMNS)})
-        gather, pairs, hosts, topic_table, walk_crcs = column_kernels
-        _kernels = ScanKernels(walk, gather, pairs, hosts, native=True, topic_table=topic_table, walk_crcs=walk_crcs)
+        gather, pairs, hosts, topic_table = column_kernels
+        _kernels = ScanKernels(walk, gather, pairs, hosts, native=True, topic_table=topic_table)
     return _kernels
 
 

@@ -1,5 +1,5 @@
 """The plain-Python references of the scan's column kernels (`mqtool._native`'s `gather`, `property_pairs`,
-`host_keys` and `walk_crcs`, in `mqtool/_kernels/scan.pxi`; `int64_stats` and `row_checks`, in `jsonl.pxi`).
+`host_keys`, in `mqtool/_kernels/scan.pxi`; `int64_stats` and `row_checks`, in `jsonl.pxi`).
 
 `fastscan.compiled_kernels()` gives the extension's kernels; these run only where `mqtool._native` cannot
 be imported (a machine without a C compiler; `fastscan` warns once), and in the tests, which prove both
@@ -8,8 +8,6 @@ arrays given.
 """
 
 from __future__ import annotations
-
-import zlib
 
 import numpy as np
 
@@ -63,12 +61,6 @@ def host_keys(a: np.ndarray, pos: np.ndarray, out: np.ndarray) -> None:
     """IPv4 address and port of each host as one int64 (only meaningful for IPv4 hosts)."""
     if len(pos):
         out[:] = a[np.asarray(pos)[:, None] + np.arange(8)].copy().view(">i8").ravel()
-
-
-def walk_crcs(a: np.ndarray, body_pos: np.ndarray, body_len: np.ndarray, out: np.ndarray) -> None:
-    """Each body's CRC as the walk's `verify_crc` computes it (`CRC32 & 0x7FFFFFFF`; -1 for an empty body)."""
-    for i, (p, n) in enumerate(zip(body_pos.tolist(), body_len.tolist(), strict=True)):
-        out[i] = zlib.crc32(a[p : p + n]) & 0x7FFFFFFF if n > 0 else -1
 
 
 def int64_stats(v) -> tuple[int, int, int, int]:
