@@ -131,7 +131,7 @@ class TimerDequeue:
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         rolls = self.rolls
         # a roll's re-put kept as a row: it wakes no one but this service's enqueue (no event of its own)
-        roll_rows = fast and m.spool is not None and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
+        roll_rows = fast and m.spool is not None and len(m.queue_info(TIMER_TOPIC, 0).listeners) == 1
         # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built
         roll_read = roll_rows and len(normal) >= ROLL_READ and not deletes
         sources, sources_end = None, 0
@@ -216,13 +216,12 @@ class TimerDequeue:
         ctx = st.ctx
         m = ctx.model
         topic, qid = st.rows.topic_qid(meta)
-        info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
-        if info is None or info.kept or m._listeners.get((topic, qid)):
+        info = m.known_queue(topic, qid)  # a queue's first re-put goes through `append`
+        if info is None or info.kept or info.listeners:
             return False
         now = ctx.engine.now
-        pos = m.place(m.plain_reput_size(delivery_size(meta, write, now + ctx.clock_offset), info.fixed))
-        queue_offset = info.base_count + len(info.units)
-        info.units.append(None)  # as `append` counts a record it does not keep
+        size = m.plain_reput_size(delivery_size(meta, write, now + ctx.clock_offset), info.fixed)
+        pos, queue_offset = m.append_unit(info, size, None)
         st.delivered += 1
         if not ctx.log.keep:
             ctx.log.tally("deliver")

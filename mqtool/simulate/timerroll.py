@@ -4,7 +4,7 @@ Where no fault can refuse a put, in a run that spools the timer topic's re-puts,
 (`keep`) instead of `TimerDequeue.put`'s `StoreModel.append` of the converted record: the re-put's size by
 `StoreModel.reput_size`'s arithmetic from the source's values as `read_plain(sources=True)` gives them (read
 batch-wise for a big slot, else taken from the record read whole: `keep_map`), placed by
-`StoreModel.append_row` and kept by the spool, which rebuilds the record from it (`rebuild`) when anyone reads
+`StoreModel.append_unit` and kept by the spool, which rebuilds the record from it (`rebuild`) when anyone reads
 it; the enqueue takes the values it needs from the row (`enqueue_values`).
 """
 
@@ -88,7 +88,7 @@ class TimerRolls:
         """The roll re-put `TimerDequeue.put` would make of a unit's store record, kept as a row, from `rec`
         (`read_plain(sources=True)`: topic, QUEUEID, the size of its properties string with the last separator,
         BODYLENGTH and hosts, and the `ROLL_WANTED` values as bytes): its size with the three values `convert`
-        sets (`StoreModel.reput_size`'s arithmetic), placed by `StoreModel.append_row`, and the spool keeps a row
+        sets (`StoreModel.reput_size`'s arithmetic), placed by `StoreModel.append_unit`, and the spool keeps a row
         (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time (= the dequeue
         time), enqueue time, roll count and tags code, from which `rebuild` rebuilds it, and its TIMER_OUT_MS
         and delivery row (`DeliveryRows`), which `enqueue_values` hands the enqueue. False (nothing done) where
@@ -118,8 +118,9 @@ class TimerRolls:
         if not meta:
             return False
         tags = tags_code({PROPERTY_TAGS: text(tags_b)})
-        size = m.plain_reput_size(n, m.queue_info(TIMER_TOPIC, 0).fixed)
-        pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
+        q = m.queue_info(TIMER_TOPIC, 0)
+        size = m.plain_reput_size(n, q.fixed)
+        pos, queue_offset = m.append_unit(q, size, tags)
         m.spool.put_row(
             pos, (ph, size, queue_offset, now, write, times, tags, due, meta, signed(hi), signed(lo)), self.rebuild
         )
