@@ -37,11 +37,10 @@ from mqtool.rules.timer import (
 from mqtool.simulate.batchread import batchable
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import delivery_size
-from mqtool.simulate.timerstate import ROLLED_KEPT, TimerState, int_or
+from mqtool.simulate.timerstate import TimerState, int_or
 from mqtool.simulate.timerunits import MAGIC, OFFSET_PY, PREV_POS
 
-ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
-ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
+ROLL_CHUNK = 4096  # a slot's units whose ROLL units' records are read together (`TimerRolls.sources`)
 
 
 class TimerDequeue:
@@ -130,16 +129,15 @@ class TimerDequeue:
         fast = m.put_filter is None  # no fault can refuse a put
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         rolls = self.rolls
-        # a roll's re-put kept as a row: it wakes no one but this service's enqueue (no event of its own)
-        roll_rows = fast and m.spool is not None and len(m.queue_info(TIMER_TOPIC, 0).listeners) == 1
-        # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built
-        roll_read = roll_rows and len(normal) >= ROLL_READ and not deletes
+        # a roll's re-put kept as a row (its record read batch-wise, not built): it wakes no one but this service's
+        # enqueue, and no cancel is checked
+        roll_rows = fast and not deletes and m.spool is not None and len(m.queue_info(TIMER_TOPIC, 0).listeners) == 1
         sources, sources_end = None, 0
         for i, (_pos, unit) in enumerate(islice(normal, start, None), start):
             _prev, magic, write, due, phys, _size, _hash, meta, hi, lo = unit
             msg = None
             if magic & MAGIC_ROLL:  # `need_roll`
-                if roll_read:
+                if roll_rows:
                     if i >= sources_end:
                         sources_end = i + ROLL_CHUNK
                         sources = rolls.sources(normal, i, sources_end)
@@ -165,8 +163,6 @@ class TimerDequeue:
                 if msg is None:
                     continue
             if deletes and self._cancelled(msg.props, msg.phys, deletes, slot_time):
-                continue
-            if roll_rows and magic & MAGIC_ROLL and rolls.keep_map(msg, unit, slot_time):
                 continue
             st.flush_events()
             retry = self.put(msg, write, magic, slot_time, False)
@@ -287,8 +283,6 @@ class TimerDequeue:
             return
         src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine.now
         if roll:
-            if st.ctx.model.releasing and len(st.rolled_props) < ROLLED_KEPT:  # for the enqueue, in memory
-                st.rolled_props[n.phys] = (n.props, n.body_len, n.sys_flag)
             real, qid = src.get(PROPERTY_REAL_TOPIC), int_or(src.get(PROPERTY_REAL_QUEUE_ID))
             detail = {"slot": slot_time, "roll_times": roll_times(n.props)}
             log.batch(now, "timer", "roll", real, qid, uk, msg.phys, n.phys, **detail)

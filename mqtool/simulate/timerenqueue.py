@@ -143,13 +143,11 @@ class TimerEnqueue:
             for col, values in zip(cols, matched, strict=True):
                 for k, v in zip(ks, values, strict=True):
                     col[k] = v
-        rolled = st.rolled_props
         for k in sorted(set(range(n)).difference(ks)):
             ph = phys[k]
             got = self.roll_values(ph) if st.roll_rows else None  # a roll re-put the dequeue keeps as a row
             if got is None:
-                rec = rolled.pop(ph, None) if rolled else None  # a roll re-put just made
-                got = _map_values(rec if rec is not None else st.props_rec(ph))
+                got = _map_values(st.props_rec(ph))
             if got is not None:
                 for col, v in zip(cols, got, strict=True):
                     col[k] = v

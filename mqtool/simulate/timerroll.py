@@ -1,16 +1,13 @@
 """`TimerRolls`: a ROLL unit's re-put to the timer topic kept as a row (`convert` with needRoll, then `doPut`).
 
-Where no fault can refuse a put, in a run that spools the timer topic's re-puts, a roll is kept as a row
-(`keep`) instead of `TimerDequeue.put`'s `StoreModel.append` of the converted record: the re-put's size by
-`StoreModel.reput_size`'s arithmetic from the source's values as `read_plain(sources=True)` gives them (read
-batch-wise for a big slot, else taken from the record read whole: `keep_map`), placed by
-`StoreModel.append_unit` and kept by the spool, which rebuilds the record from it (`rebuild`) when anyone reads
-it; the enqueue takes the values it needs from the row (`enqueue_values`).
+Where no fault can refuse a put and no cancel waits in the slot, in a run that spools the timer topic's re-puts, a
+roll of a store's record (read batch-wise: `sources`) is kept as a row instead of `TimerDequeue.put`'s
+`StoreModel.append` of the converted record (`keep`); the spool rebuilds the record from it (`rebuild`) when anyone
+reads it, and the enqueue takes the values it needs from the row (`enqueue_values`).
 """
 
 from __future__ import annotations
 
-from mqtool.formats.commitlog import hosts_size
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -20,7 +17,7 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.properties import broker_properties_length, key_order
+from mqtool.formats.properties import key_order
 from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
 from mqtool.simulate.batchread import batchable, read_plain
@@ -67,22 +64,6 @@ class TimerRolls:
                 sizes.append(size)
         read = read_plain(base, phys, sizes, ROLL_WANTED, sources=True)
         return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
-
-    def keep_map(self, msg: SimMessage, unit: tuple, slot_time: int) -> bool:
-        """`keep` of a store's record read whole (`msg`), its values as `read_plain(sources=True)` gives them;
-        False (nothing done) where the re-put goes through `append`: a re-put read back (kept whole), a fault
-        that may refuse the put."""
-        m = self.st.ctx.model
-        src = msg.props
-        if msg.phys in m.spool._where or msg.phys in m._msgs or m.put_filter is not None or m.keep_messages:
-            return False
-        try:  # `n`: with the last separator, as `read_plain`'s sources count
-            n = broker_properties_length(src, m.capacity) + msg.body_len + hosts_size(msg.sys_flag)
-            values = [None if (v := src.get(k)) is None else v.encode("utf-8", "surrogateescape") for k in ROLL_WANTED]
-            topic = msg.topic.encode("utf-8", "surrogateescape")
-        except UnicodeError:
-            return False  # `append` meets the same error
-        return self.keep(unit, (topic, msg.queue_id, n, values), slot_time)
 
     def keep(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
         """The roll re-put `TimerDequeue.put` would make of a unit's store record, kept as a row, from `rec`

@@ -21,7 +21,6 @@ from mqtool.simulate.timerunits import TimerUnits
 
 TIMERLOG_BLANK_SIZE = 16
 PENDING_EVENTS = 4096  # a slot's events waiting for one `EventLog.batch` (a roll slot holds a third of a run)
-ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
 # `TimerUnits.UNIT_FIELDS` of a unit `store.timer.TimerLog.read_unit` reads
 _STORED_UNIT = attrgetter(
     "prev_pos", "magic", "curr_write_time_ms", "delayed_time_ms", "offset_py", "size_py", "real_topic_hash"
@@ -59,9 +58,6 @@ class TimerState:
         self.delivered = 0
         self.cancelled = 0
         self.rolled = 0
-        # phys -> properties of the roll re-puts not yet enqueued again (runs that release records, where
-        # nothing but this service reads them): `StoreModel.props` would read them back from the spool
-        self.rolled_props: dict[int, tuple[dict[str, str], int, int]] = {}  # (properties, BODYLENGTH, SYSFLAG)
         self.rows = DeliveryRows(lambda: ctx.model.capacity)  # a plain delivery's row beside its unit
         self.pend_kind: str | None = None  # the deliveries or rolls waiting for `EventLog.batch`: their kind,
         self.pend_rows: list[tuple] = []  # and their rows
