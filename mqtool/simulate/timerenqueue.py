@@ -28,7 +28,7 @@ from mqtool.formats.names import (
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, format_time_ms, need_roll, put_at_once
 from mqtool.simulate.batchread import batchable, close, scan_plain
-from mqtool.simulate.timerstate import TEXTS, TIMERLOG_BLANK_SIZE, TimerState, int_or
+from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, TimerState, cached_text, int_or, text
 from mqtool.simulate.timerunits import UNIT_DTYPE
 from mqtool.store import propscan
 
@@ -44,12 +44,12 @@ ENQ_WANTED = (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 ) + DELIVERY_SET
 ENQ_VALUES = ("due", "delete", "real_topic", "real_qid", "uniq_key", "src")  # `_values`' columns, `take`'s arguments
-ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
 ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
 # `propscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
 # TIMER_OUT_MS as a number (its first wanted value)
 _STATUS, _SIZE, _NUMBER = propscan.STATUS, propscan.SIZE, propscan.NUMBER
 _MATCHED = 1  # (0: no template matched, the map parsed instead; -1: not read)
+_PASSED_OVER = (None,) * len(ENQ_VALUES)
 
 
 class TimerEnqueue:
@@ -116,19 +116,15 @@ class TimerEnqueue:
         return None
 
     def _values(self, offs: list[int], phys: list[int], sizes: list[int]) -> list[list]:
-        """`take`'s columns of a batch's records: TIMER_OUT_MS (None: passed over), TIMER_DEL_UNIQKEY's presence,
-        REAL_TOPIC, REAL_QID and UNIQ_KEY texts, and what their delivery rows need. The store's own records come
-        from one `batchread.scan_plain` (a plain string's values taken by their offsets for all at once: the texts
-        of REAL_TOPIC and REAL_QID once per distinct value, the re-put's size by numpy); a roll re-put kept as a row
-        from the row (`TimerRolls.enqueue_values`); any other record (no template, a TIMER_OUT_MS not of 1 to 18
-        ASCII digits, one in the overlay, spool or read cache, a batch the scan cannot read) from its map."""
+        """`take`'s columns (`ENQ_VALUES`) of a batch's records: the store's own records' from one
+        `batchread.scan_plain` (`_scanned_columns`), any other's from its roll row (`TimerRolls.enqueue_values`),
+        else from its map (`_map_values`); all None for a record passed over."""
         st = self.st
-        m = st.ctx.model
-        b = m.base
+        b = st.ctx.model.base
         n = len(phys)
         own = bisect_left(offs, b.cq_max(TIMER_TOPIC, 0)) if batchable(b) else 0  # the store's records first
-        scanned = scan_plain(b, phys[:own], sizes[:own], ENQ_WANTED, ENQ_INTERN) if own else None
-        ks: list[int] = []
+        scanned = scan_plain(b, phys[:own], sizes[:own], ENQ_WANTED) if own else None
+        ks, matched = [], []
         if scanned is not None:
             buf, out, _answers = scanned
             try:
@@ -138,20 +134,10 @@ class TimerEnqueue:
                 close(buf)
             if len(ks) == n:
                 return matched
-        cols = [[None] * n for _ in ENQ_VALUES]
-        if ks:
-            for col, values in zip(cols, matched, strict=True):
-                for k, v in zip(ks, values, strict=True):
-                    col[k] = v
-        for k in sorted(set(range(n)).difference(ks)):
-            ph = phys[k]
-            got = self.roll_values(ph) if st.roll_rows else None  # a roll re-put the dequeue keeps as a row
-            if got is None:
-                got = _map_values(st.props_rec(ph))
-            if got is not None:
-                for col, v in zip(cols, got, strict=True):
-                    col[k] = v
-        return cols
+        got = dict(zip(ks, zip(*matched, strict=True), strict=True))
+        for k in set(range(n)).difference(ks):
+            got[k] = self.roll_values(phys[k]) or _map_values(st.props_rec(phys[k])) or _PASSED_OVER
+        return [list(col) for col in zip(*map(got.__getitem__, range(n)), strict=True)]
 
     def _matched(self, out: np.ndarray, phys: list[int]) -> list[int]:
         """The records of `batchread.scan_plain`'s columns whose values are taken as columns: matched by a
@@ -257,33 +243,13 @@ def _map_values(rec: tuple) -> tuple | None:
 
 def _scanned_columns(out: np.ndarray, buf, ks: list[int]) -> list[list]:
     """(due, delete, REAL_TOPIC, REAL_QID, UNIQ_KEY, re-put size) of the matched records `ks` of
-    `scan_plain`'s `out` (the re-put's size less the two properties the dequeue sets): REAL_TOPIC's and
-    REAL_QID's texts made once per distinct value (the kernel's first record of each)."""
+    `scan_plain`'s `out` (the re-put's size less the two properties the dequeue sets)."""
     F, W = propscan.FIXED, propscan.STRIDE
     rows = out[ks]
-    texts = TEXTS
     cols: list = [rows[:, _NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
-    for w in (2, 3):
-        c = F + W * w
-        reps = rows[:, c + 2].tolist()
-        values: dict[int, str | None] = {}
-        for j in dict.fromkeys(reps):
-            s, e = (int(out[j, c]), int(out[j, c + 1])) if j >= 0 else (-1, -1)
-            values[j] = texts[buf[s:e] if s >= 0 else None]
-        if -1 in values:  # past the interned values: each record's own
-            starts, ends = rows[:, c].tolist(), rows[:, c + 1].tolist()
-            for i, j in enumerate(reps):
-                reps[i] = values[j] if j >= 0 else texts[buf[starts[i] : ends[i]] if starts[i] >= 0 else None]
-            cols.append(reps)
-        else:
-            cols.append(list(map(values.__getitem__, reps)))
-    c = F + W * 4
-    cols.append(
-        [
-            buf[s:e].decode("utf-8", "surrogateescape") if s >= 0 else None
-            for s, e in zip(rows[:, c].tolist(), rows[:, c + 1].tolist(), strict=True)
-        ]
-    )
+    for w, decode in ((2, cached_text), (3, cached_text), (4, text)):
+        starts, ends = rows[:, F + W * w].tolist(), rows[:, F + W * w + 1].tolist()
+        cols.append([decode(buf[s:e] if s >= 0 else None) for s, e in zip(starts, ends, strict=True)])
     size = rows[:, _SIZE].copy()
     for w, seg in ((5, ENQ_SEG), (6, DEQ_SEG)):
         s, e = rows[:, F + W * w], rows[:, F + W * w + 1]

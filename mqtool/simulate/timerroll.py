@@ -23,7 +23,7 @@ from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.model import SimMessage, tags_code
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
-from mqtool.simulate.timerstate import TEXTS, TimerState, int_or, signed, text
+from mqtool.simulate.timerstate import TimerState, cached_text, int_or, signed, text
 
 _U64 = (1 << 64) - 1
 # the values `keep` takes from a plain string (`read_plain(sources=True)`)
@@ -82,7 +82,7 @@ class TimerRolls:
             due = int(out_b)
         except (TypeError, ValueError):
             return False  # (absent, or not a number: the record is read whole)
-        real, qid_text, uk = TEXTS[real_b], TEXTS[qid_b], text(uniq_b)
+        real, qid_text, uk = cached_text(real_b), cached_text(qid_b), text(uniq_b)
         real_qid = int_or(qid_text)
         if real_qid is None or not 0 <= due <= NP_MAX:
             return False
@@ -105,7 +105,6 @@ class TimerRolls:
         m.spool.put_row(
             pos, (ph, size, queue_offset, now, write, times, tags, due, meta, signed(hi), signed(lo)), self.rebuild
         )
-        st.roll_rows += 1
         st.rolled += 1
         log = ctx.log
         if not log.keep:

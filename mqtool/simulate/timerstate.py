@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from array import array
+from functools import lru_cache
 from operator import attrgetter
 
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
@@ -30,8 +31,6 @@ _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("s
 
 class TimerState:
     """The timer's shared fields; its methods are the wheel's and the TimerLog's bookkeeping."""
-
-    roll_rows = 0  # roll re-puts kept as rows in the spool so far (`TimerRolls.keep`)
 
     def __init__(self, ctx: SimContext, file_size: int, wheel, timerlog) -> None:
         self.ctx = ctx
@@ -152,18 +151,4 @@ def text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", "surrogateescape")
 
 
-class Texts(dict):
-    """Bytes `read_plain` gives -> their text (`text`), made on the first look-up of each (a subscript of a
-    dict subclass costs less than a `get` and a test); emptied past `FORMATS` (a store has a few REAL_TOPIC
-    and REAL_QID values)."""
-
-    __slots__ = ()
-
-    def __missing__(self, value: bytes | None) -> str | None:
-        if len(self) > FORMATS:
-            self.clear()
-        t = self[value] = text(value)
-        return t
-
-
-TEXTS = Texts()  # the enqueue's and the rolls' REAL_TOPIC/REAL_QID bytes -> text
+cached_text = lru_cache(maxsize=FORMATS)(text)  # for REAL_TOPIC and REAL_QID: a store has a few values
