@@ -41,14 +41,14 @@ from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerstate import TimerState, int_or
-from mqtool.simulate.timerunits import DELAYED_TIME, PREV_POS
+from mqtool.simulate.timerunits import PREV_POS
 
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
 
 # a stored TimerLog unit's columns (`store.timer.TimerLog.scan_columns`), in `TimerUnits.UNIT_FIELDS`' order
 _STORED_COLUMNS = "prev_pos magic curr_write_time_ms delayed_time_delta offset_py size_py real_topic_hash".split()
-_TIMERCHECK = ("last_read_time_ms", "last_timer_log_flush_pos", "last_timer_queue_offset", "master_timer_queue_offset")
+_TIMERCHECK = ("last_read_time_ms", "last_timer_queue_offset", "master_timer_queue_offset")  # those `_recover` reads
 
 
 class TimerService:
@@ -64,14 +64,16 @@ class TimerService:
         check_timer_precision(ctx.config.timer_precision_ms)  # the broker cannot run its timer with it
         st = self.st = TimerState(ctx, file_size or ctx.config.mapped_file_size_timer_log, wheel, timerlog)
         st.end = end
-        # the timercheck's cursors (0 without one)
+        # the timercheck's cursors (0 without one), as a crash finds them
         self.tc = {k: int(getattr(timercheck, k, 0)) for k in _TIMERCHECK}
         for pos, *unit in units:
             st.units[pos] = unit
-        self._loaded = sorted({pos for pos, *_unit in units})  # the store's units read at the start (revise range)
-        self._revised = False
+        # `recoverAndRevise`: each unit read at the start makes itself its slot's lastPos (`revise_slots`; the
+        # firstPos and num it keeps or rebuilds feed no walk, so the old slot is not read for them)
+        slot_of = {pos: delayed for pos, _prev, _magic, _write, delayed, *_rest in units}
+        revised = revise_slots(sorted(slot_of.items()), lambda _t: None)
+        st.slots.update((t, last) for t, (_first, last, _num) in revised.items())
         self.flusher: Process | None = None
-        self.persisted = dict(self.tc)
         self.rolls = TimerRolls(st)
         self.dequeue = self.Dequeue(st, self.rolls)
         self.enqueue = self.Enqueue(st, self.dequeue.put, self.rolls.enqueue_values)
@@ -85,9 +87,6 @@ class TimerService:
         st = self.st
         p = st.precision
         st.curr_read = timer_read_time(self.tc["last_read_time_ms"], self.ctx.clock(), p, SLOTS_TOTAL)
-        if not self._revised:
-            self._revised = True
-            self._revise()
         st.heap = []
         st.queued = set()
         times = set(st.slots)
@@ -108,13 +107,6 @@ class TimerService:
         master = self.tc["master_timer_queue_offset"]
         st.curr_queue_offset = min(q, master) if master > 0 or offset == -1 else q
 
-    def _revise(self) -> None:
-        """`recoverAndRevise`: each unit read at the start makes itself its slot's lastPos (`revise_slots`; the
-        firstPos and num it keeps or rebuilds feed no walk, so the old slot is not read for them)."""
-        st = self.st
-        revised = revise_slots(((pos, DELAYED_TIME(st.units.get(pos))) for pos in self._loaded), lambda _t: None)
-        st.slots.update((t, last) for t, (_first, last, _num) in revised.items())
-
     def start(self) -> None:
         self._recover()
         st = self.st
@@ -130,17 +122,11 @@ class TimerService:
                 pr.stop()
         if clean:
             self.persist()
-        else:
-            self.tc = dict(self.persisted)
 
     def persist(self) -> None:
         """A timercheck flush (`prepareTimerCheckPoint`): the cursors as a checkpoint, the copy a crash goes back to."""
-        st = self.st
         self.tc["last_read_time_ms"] = self.read_time()
-        self.tc["last_timer_log_flush_pos"] = st.end
-        self.tc["last_timer_queue_offset"] = st.curr_queue_offset
-        self.tc["master_timer_queue_offset"] = st.curr_queue_offset
-        self.persisted = dict(self.tc)
+        self.tc["last_timer_queue_offset"] = self.tc["master_timer_queue_offset"] = self.st.curr_queue_offset
 
     def _flush_loop(self):
         while True:

@@ -26,9 +26,7 @@ FIELDS = len(UNIT_FIELDS)
 UNIT_DTYPE = np.dtype([(name, "=i8") for name in UNIT_FIELDS])  # a run of units `put_run` writes
 NO_ROW = (0, 0, 0)
 # a unit's fields by name (`walk_chain`'s prev_pos and magic, ...)
-PREV_POS, MAGIC, DELAYED_TIME, OFFSET_PY = (
-    itemgetter(ROW_FIELDS.index(name)) for name in ("prev_pos", "magic", "delayed_time", "offset_py")
-)
+PREV_POS, MAGIC, OFFSET_PY = (itemgetter(ROW_FIELDS.index(name)) for name in ("prev_pos", "magic", "offset_py"))
 _ROW = struct.Struct(f"={FIELDS}q{len(NO_ROW)}Q")
 _STRIDE = _ROW.size
 _WIDTH = len(ROW_FIELDS)
