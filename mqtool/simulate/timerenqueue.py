@@ -2,11 +2,8 @@
 
 From `currQueueOffset` on, each record's TIMER_OUT_MS: before `currWriteTimeMs` the message is put at once
 (`rules.timer.put_at_once`, enqueue time Long.MAX_VALUE: `TimerDequeue.put`); else `doEnqueue` appends a
-52-byte unit. `take` is that one step over a run of n >= 1 units (`rules.timer.do_enqueue_many`); the walk
-reads the queue a batch at a time and gathers one set of columns for its units (`_values`) from three sources
-of the same values: the store's records read batch-wise (one match of a plain properties string,
-`batchread.scan_plain`), a roll re-put kept as a row (`TimerRolls.enqueue_values`), any other record's map.
-A put at once cuts the run: the units before it are taken first.
+52-byte unit. `take` is that one step over a run of n >= 1 units (`rules.timer.do_enqueue_many`), from the
+columns the walk gathers for a batch of the queue's units (`_values`); a put at once cuts the run.
 """
 
 from __future__ import annotations
@@ -25,10 +22,9 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, format_time_ms, need_roll, put_at_once
 from mqtool.simulate.batchread import batchable, close, scan_plain
-from mqtool.simulate.timerstate import TIMERLOG_BLANK_SIZE, TimerState, cached_text, int_or, text
+from mqtool.simulate.timerstate import TimerState, cached_text, int_or, text
 from mqtool.simulate.timerunits import UNIT_DTYPE
 from mqtool.store import propscan
 
@@ -45,10 +41,7 @@ ENQ_WANTED = (
 ) + DELIVERY_SET
 ENQ_VALUES = ("due", "delete", "real_topic", "real_qid", "uniq_key", "src")  # `_values`' columns, `take`'s arguments
 ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
-# `propscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
-# TIMER_OUT_MS as a number (its first wanted value)
-_STATUS, _SIZE, _NUMBER = propscan.STATUS, propscan.SIZE, propscan.NUMBER
-_MATCHED = 1  # (0: no template matched, the map parsed instead; -1: not read)
+_MATCHED = 1  # `propscan.STATUS` of a record a template matched (0: the map parsed instead; -1: not read)
 _PASSED_OVER = (None,) * len(ENQ_VALUES)
 
 
@@ -91,9 +84,8 @@ class TimerEnqueue:
         one put at once, then its put; None when done, else the put's retries (the walk stops after it)."""
         st = self.st
         m = st.ctx.model
-        offs = [off for off, _unit in units]
-        phys = [ph for _off, (ph, _size, _tags) in units]
-        sizes = [size for _off, (_ph, size, _tags) in units]
+        offs, cq_units = zip(*units, strict=True)
+        phys, sizes, _tags = map(list, zip(*cq_units, strict=True))
         cols = self._values(offs, phys, sizes)
         due, *_others = cols
         n = len(units)
@@ -143,7 +135,7 @@ class TimerEnqueue:
         """The records of `batchread.scan_plain`'s columns whose values are taken as columns: matched by a
         template, with a TIMER_OUT_MS of ASCII digits, read here (not in the overlay, spool or read cache)."""
         m = self.st.ctx.model
-        ok = (out[:, _STATUS] == _MATCHED) & (out[:, propscan.FIXED] >= 0) & (out[:, _NUMBER] >= 0)
+        ok = (out[:, propscan.STATUS] == _MATCHED) & (out[:, propscan.FIXED] >= 0) & (out[:, propscan.NUMBER] >= 0)
         for held in (m._msgs, m.spool._where if m.spool is not None else {}, m.base.cache):
             if any(map(held.__contains__, phys)):
                 ok &= ~np.fromiter(map(held.__contains__, phys), bool, len(phys))
@@ -163,12 +155,7 @@ class TimerEnqueue:
             due_a = np.array([max(min(d, NP_MAX), -NP_MAX) for d in due], np.int64)
         slot_a, magic_a = do_enqueue_many(due_a, write, st.window, st.precision, np.array(delete, bool))
         slot_of = slot_a.tolist()
-        end, fs = st.end, st.file_size
-        if end % fs + n * TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE <= fs:
-            positions = list(range(end, end + n * TIMERLOG_UNIT_SIZE, TIMERLOG_UNIT_SIZE))
-            st.end = end + n * TIMERLOG_UNIT_SIZE
-        else:  # a file ends in the run: its filler as the TimerLog writes it
-            positions = [st.next_unit_pos() for _ in range(n)]
+        positions = [st.next_unit_pos() for _ in range(n)]
         prevs = []
         for t, pos in zip(slot_of, positions, strict=True):
             last = st.last_pos(t)
@@ -246,11 +233,11 @@ def _scanned_columns(out: np.ndarray, buf, ks: list[int]) -> list[list]:
     `scan_plain`'s `out` (the re-put's size less the two properties the dequeue sets)."""
     F, W = propscan.FIXED, propscan.STRIDE
     rows = out[ks]
-    cols: list = [rows[:, _NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
+    cols: list = [rows[:, propscan.NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
     for w, decode in ((2, cached_text), (3, cached_text), (4, text)):
         starts, ends = rows[:, F + W * w].tolist(), rows[:, F + W * w + 1].tolist()
         cols.append([decode(buf[s:e] if s >= 0 else None) for s, e in zip(starts, ends, strict=True)])
-    size = rows[:, _SIZE].copy()
+    size = rows[:, propscan.SIZE].copy()
     for w, seg in ((5, ENQ_SEG), (6, DEQ_SEG)):
         s, e = rows[:, F + W * w], rows[:, F + W * w + 1]
         size -= np.where(s >= 0, e - s + seg, 0)

@@ -1,10 +1,4 @@
-"""`TimerState`: what the timer's enqueue, dequeue and rolls share (`TimerMessageStore`'s fields).
-
-The wheel's lastPos per slot (`slots[time]`: where the dequeue's walk starts and the enqueue links its unit; read
-from the store's `timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk), the
-TimerLog's units (`TimerUnits`) and end, the heap of non-empty slots not yet dequeued, the rows kept
-beside plain units (`DeliveryRows`), the counters, and the slot events waiting for one `EventLog.batch`.
-"""
+"""`TimerState`: what the timer's enqueue, dequeue and rolls share (`TimerMessageStore`'s fields)."""
 
 from __future__ import annotations
 
@@ -13,14 +7,13 @@ from array import array
 from functools import lru_cache
 from operator import attrgetter
 
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import TIMERLOG_BLANK_SIZE, TIMERLOG_UNIT_SIZE
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import Process
 from mqtool.simulate.model import next_in_file
 from mqtool.simulate.timerrows import FORMATS, DeliveryRows
 from mqtool.simulate.timerunits import TimerUnits
 
-TIMERLOG_BLANK_SIZE = 16
 PENDING_EVENTS = 4096  # a slot's events waiting for one `EventLog.batch` (a roll slot holds a third of a run)
 # `TimerUnits.UNIT_FIELDS` of a unit `store.timer.TimerLog.read_unit` reads
 _STORED_UNIT = attrgetter(
@@ -44,7 +37,9 @@ class TimerState:
         self.read_row = self.units.reader(self.unit)  # pos -> unit and delivery row, `walk_chain`'s reader
         self.new_units = array("q")  # positions appended during the run, in order
         self.fillers: list[tuple[int, int]] = []
-        self.slots: dict[int, int] = {}  # delayed time -> its slot's lastPos
+        # delayed time -> its slot's lastPos: where the dequeue's walk starts and the enqueue links its unit; read
+        # from the store's `timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk
+        self.slots: dict[int, int] = {}
         self.heap: list[int] = []
         self.queued: set[int] = set()  # the times in heap
         self.end = 0
