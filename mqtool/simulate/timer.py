@@ -1,13 +1,9 @@
 """TimerMessageStore: timer enqueue, roll, cancel and dequeue (spec §6.5-6.10; 5.x only).
 
-Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.1, in four parts that
-share one `TimerState` (the wheel, the TimerLog's units, the cursors):
-
-- `TimerService` (here): recovery (`recover` / `recoverAndRevise`, from `recovered_state`), the life cycle and
-  the checkpoint. A store shut down cleanly has its timers already in the TimerLog: nothing is enqueued twice.
-- `TimerEnqueue` (`timerenqueue.py`): the timer topic's records into the TimerLog (`doEnqueue`), a run at a time.
-- `TimerDequeue` (`timerdequeue.py`): a slot's cancels, deliveries and puts.
-- `TimerRolls` (`timerroll.py`): a ROLL unit's re-put to the timer topic.
+Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.1: `TimerService` (here) is the
+recovery (`recover` / `recoverAndRevise`, from `recovered_state`; a store shut down cleanly has its timers already
+in the TimerLog: nothing is enqueued twice), the life cycle and the checkpoint; `TimerEnqueue`, `TimerDequeue` and
+`TimerRolls` (`timerenqueue.py`, `timerdequeue.py`, `timerroll.py`) share one `TimerState` with it.
 
 Every rule is `mqtool.rules.timer`'s (`convert_properties` is the only writer of TIMER_ROLL_TIMES /
 TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS, `next_roll_times` the only reader of a roll count).
@@ -159,24 +155,17 @@ class TimerService:
             return len(units)  # (no record is read)
         cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
         targets = []  # (the slot it ends in, properties) of each other unit
-        for u in units:
-            _prev, magic, _write, _delayed, phys, *_rest = u
+        for _prev, magic, _write, end, phys, *_rest in units:
             props = st.props_rec(phys)[0] or {}
-            end = self._end_slot(u, props)
+            if need_roll(magic):  # a ROLL unit's message ends in the slot of its TIMER_OUT_MS
+                out = int_or(props.get(PROPERTY_TIMER_OUT_MS))
+                end = None if out is None else format_time_ms(out, st.precision)
             if not need_delete(magic):
                 targets.append((end, props))
             elif (key := props.get(PROPERTY_TIMER_DEL_UNIQKEY)) is not None and end is not None:
                 cancels.setdefault(end, set()).add(key)
         uk, real = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_REAL_TOPIC
         return sum(not is_deleted(p.get(uk), p.get(real), cancels.get(end, _NO_DELETES)) for end, p in targets)
-
-    def _end_slot(self, u: tuple, props: dict[str, str]) -> int | None:
-        """The slot a unit's message ends in: its own, or for a ROLL unit the one of its TIMER_OUT_MS."""
-        _prev, magic, _write, delayed, *_rest = u
-        if not need_roll(magic):
-            return delayed
-        out = int_or(props.get(PROPERTY_TIMER_OUT_MS))
-        return None if out is None else format_time_ms(out, self.st.precision)
 
 
 def recovered_state(store) -> dict | None:

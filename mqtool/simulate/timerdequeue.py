@@ -85,9 +85,7 @@ class TimerDequeue:
             st.curr_read = slot_time + p
 
     def chain(self, slot_time: int) -> tuple[list[tuple], list[tuple]]:
-        """The slot's units in the order `dequeue` hands them out, (cancel requests, the others oldest first), by
-        one `walk_chain` from the wheel's lastPos back along prevPos, as (pos, the unit's fields and the delivery
-        row kept beside it: `TimerUnits.reader`)."""
+        """The slot's (cancel requests, other units oldest first), each as (pos, unit and delivery row)."""
         st = self.st
         last = st.last_pos(slot_time)
         if last is None:
