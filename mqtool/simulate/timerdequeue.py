@@ -106,10 +106,9 @@ class TimerDequeue:
 
         Where no fault can refuse a put, a plain unit is delivered from its row (`deliver`): the one kept
         beside it, or one made from its record's properties (a light read where the base gives one, else the
-        record); a ROLL unit's re-put is kept as a row (`TimerRolls`, from the bytes read for the slot's rolls
-        or from the record). Any other unit, or one a row cannot hold, is read whole: cancelled, or put
-        (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
-        Deliveries and rolls join `TimerState`'s waiting events (one `EventLog.batch` a run)."""
+        record); a ROLL unit's re-put is kept as a row (`TimerRolls.keep`). Any other unit, or one a row cannot
+        hold, is read whole: cancelled, or put (`put`, which may wait: it cuts the walk, which goes on with the
+        units after it once the put is done). Deliveries and rolls join `TimerState`'s waiting events."""
         m = self.st.ctx.model
         cancels, normal = self.chain(slot_time)  # (pos, unit and its delivery's row)
         waiting = self._walk(normal, 0, self._deletes(cancels), slot_time) if normal else None

@@ -42,7 +42,7 @@ _TIMER_TOPIC_B = TIMER_TOPIC.encode()
 
 
 class TimerRolls:
-    """A slot's rolls where no fault can refuse a put."""
+    """A slot's rolls kept as rows."""
 
     def __init__(self, st: TimerState) -> None:
         self.st = st
@@ -66,14 +66,12 @@ class TimerRolls:
         return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
 
     def keep(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
-        """The roll re-put `TimerDequeue.put` would make of a unit's store record, kept as a row, from `rec`
+        """The roll re-put `TimerDequeue.put` would make of a unit's store record, from `rec`
         (`read_plain(sources=True)`: topic, QUEUEID, the size of its properties string with the last separator,
-        BODYLENGTH and hosts, and the `ROLL_WANTED` values as bytes): its size with the three values `convert`
-        sets (`StoreModel.reput_size`'s arithmetic), placed by `StoreModel.append_unit`, and the spool keeps a row
-        (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time (= the dequeue
-        time), enqueue time, roll count and tags code, from which `rebuild` rebuilds it, and its TIMER_OUT_MS
-        and delivery row (`DeliveryRows`), which `enqueue_values` hands the enqueue. False (nothing done) where
-        a row cannot hold it: no enqueue time to set, a cancel marker, values a row cannot hold."""
+        BODYLENGTH and hosts, and the `ROLL_WANTED` values as bytes): its size with the three values `convert` sets
+        (`StoreModel.reput_size`'s arithmetic), placed by `StoreModel.append_unit`, kept by the spool as a row
+        (`RecordSpool.put_row`) of what `rebuild` and `enqueue_values` need. False (nothing done) where a row cannot
+        hold it: no enqueue time to set, a cancel marker, values a row cannot hold."""
         topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
         _prev, _magic, write, _slot, ph, _size, _hash, _meta, _hi, _lo = unit
         if topic != _TIMER_TOPIC_B or qid != 0 or del_b is not None or write == -1:
