@@ -125,9 +125,13 @@ class TimerService:
         self.tc["last_timer_queue_offset"] = self.tc["master_timer_queue_offset"] = self.st.curr_queue_offset
 
     def _flush_loop(self):
-        while True:
+        """`TimerFlushService`'s checkpoint each second: only the last before a crash is ever read (a clean stop
+        persists anew), so the loop sleeps through the seconds before it."""
+        e = self.ctx.engine
+        crashes = [f.start for f in self.ctx.scenario.faults if f.kind == "crash"]
+        while ahead := [c for c in crashes if c > e.now]:
             self.persist()
-            yield 1000
+            yield max(1, (min(ahead) - 1 - e.now) // 1000) * 1000  # the last second before the next crash
 
     def read_time(self) -> int:
         """`currReadTimeMs` now: it runs over empty slots up to the write time at once."""
