@@ -30,17 +30,11 @@ from mqtool.store import propscan
 
 ENQUEUE_BATCH = 4096  # the queue's units the enqueue walk reads together (`_batch`)
 NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this one does (`take`)
-# `_values`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
-# lengths but their values (name, separators)
-ENQ_WANTED = (
-    PROPERTY_TIMER_OUT_MS,
-    PROPERTY_TIMER_DEL_UNIQKEY,
-    PROPERTY_REAL_TOPIC,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-) + DELIVERY_SET
+_TEXT_KEYS = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)  # as texts
+# the values `scan_plain` takes from a plain string (`_values`)
+ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, *_TEXT_KEYS, *DELIVERY_SET)
 ENQ_VALUES = ("due", "delete", "real_topic", "real_qid", "uniq_key", "src")  # `_values`' columns, `take`'s arguments
-ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
+ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)  # the two dequeue properties' name and separators
 _MATCHED = 1  # `propscan.STATUS` of a record a template matched (0: the map parsed instead; -1: not read)
 _PASSED_OVER = (None,) * len(ENQ_VALUES)
 
@@ -212,20 +206,12 @@ def _map_values(rec: tuple) -> tuple | None:
     """`take`'s values of a record from its (properties, BODYLENGTH, SYSFLAG): None where it is not read or
     has no TIMER_OUT_MS that is a number (passed over)."""
     props, _body_len, _sys_flag = rec
-    if props is None:
-        return None
     try:
         delayed = int(props[PROPERTY_TIMER_OUT_MS])
-    except (KeyError, ValueError):
+    except (TypeError, KeyError, ValueError):  # (TypeError: no properties)
         return None
-    return (
-        delayed,
-        props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None,
-        props.get(PROPERTY_REAL_TOPIC),
-        props.get(PROPERTY_REAL_QUEUE_ID),
-        props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        rec,
-    )
+    real, qid, uk = map(props.get, _TEXT_KEYS)
+    return delayed, props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None, real, qid, uk, rec
 
 
 def _scanned_columns(out: np.ndarray, buf, ks: list[int]) -> list[list]:
