@@ -175,13 +175,9 @@ class TimerDequeue:
 
     def _deletes(self, cancels: list[tuple]) -> set[str]:
         """The TIMER_DEL_UNIQKEY values of a slot's cancel requests."""
-        message = self.st.ctx.model.message
-        deletes: set[str] = set()
-        for _pos, row in cancels:
-            msg = message(OFFSET_PY(row))
-            key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
-            if key is not None:
-                deletes.add(key)
+        msgs = map(self.st.ctx.model.message, (OFFSET_PY(row) for _pos, row in cancels))
+        deletes = {msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) for msg in msgs if msg is not None}
+        deletes.discard(None)
         return deletes
 
     def _cancelled(self, props: dict[str, str], phys: int, deletes: set[str], slot_time: int) -> bool:
