@@ -44,8 +44,7 @@ class ReferenceEnqueue(TimerEnqueue):
                 write = format_time_ms(ctx.clock(), p)
                 for off, (phys, size, _tags) in m.cq_units(TIMER_TOPIC, 0, st.curr_queue_offset, hi):
                     st.curr_queue_offset = off + 1
-                    rec = st.rolled_props.pop(phys, None) or st.props_rec(phys)
-                    props = rec[0]
+                    props, _body_len, _sys_flag = st.props_rec(phys)
                     if props is None:
                         continue
                     try:

@@ -294,6 +294,10 @@ class StoreModel:
                 deque(map(self.lazy.pop, phys, repeat(None)), 0)
             self._released[key] = stop
 
+    def known_queue(self, topic: str, qid: int) -> QueueInfo | None:
+        """`queue_info` of a queue an append has learned already, None before."""
+        return self._queue_info.get((topic, qid))
+
     def queue_info(self, topic: str, qid: int) -> QueueInfo:
         key = (topic, qid)
         q = self._queue_info.get(key)
@@ -385,10 +389,6 @@ class StoreModel:
             cb()
         return pos, queue_offset
 
-    def append_row(self, topic: str, qid: int, size: int, tags: int) -> tuple[int, int]:
-        """`append_unit` of a kept unit by queue name (the timer's rolls, kept as rows by the spool)."""
-        return self.append_unit(self.queue_info(topic, qid), size, tags)
-
     def max_phys(self) -> int:  # as a base answers it (a `MemoryBase` is a model of its own)
         return self.end
 
@@ -403,9 +403,10 @@ class MemoryBase(StoreModel):
 
     def add(self, m: SimMessage, tags: int | None = None) -> SimMessage:
         """Append a message as a broker put would (offset, queue offset), its store time and properties as given."""
+        q = self.queue_info(m.topic, m.queue_id)
         if m.size <= 0:
-            m.size = self.record_size(m, self.queue_info(m.topic, m.queue_id).fixed)
+            m.size = self.record_size(m, q.fixed)
         tags = tags if tags is not None else tags_code(m.props)
-        m.phys, m.queue_offset = self.append_row(m.topic, m.queue_id, m.size, tags)
+        m.phys, m.queue_offset = self.append_unit(q, m.size, tags)
         self.messages[m.phys] = m
         return m

@@ -1,13 +1,9 @@
 """TimerMessageStore: timer enqueue, roll, cancel and dequeue (spec §6.5-6.10; 5.x only).
 
-Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.1, in four parts that
-share one `TimerState` (the wheel, the TimerLog's units, the cursors):
-
-- `TimerService` (here): recovery (`recover` / `recoverAndRevise`, from `recovered_state`), the life cycle and
-  the checkpoint. A store shut down cleanly has its timers already in the TimerLog: nothing is enqueued twice.
-- `TimerEnqueue` (`timerenqueue.py`): the timer topic's records into the TimerLog (`doEnqueue`), a run at a time.
-- `TimerDequeue` (`timerdequeue.py`): a slot's cancels, deliveries and puts.
-- `TimerRolls` (`timerroll.py`): a ROLL unit's re-put to the timer topic.
+Mirrors `org.apache.rocketmq.store.timer.TimerMessageStore` at rocketmq-all-5.3.1: `TimerService` (here) is the
+recovery (`recover` / `recoverAndRevise`, from `recovered_state`; a store shut down cleanly has its timers already
+in the TimerLog: nothing is enqueued twice), the life cycle and the checkpoint; `TimerEnqueue`, `TimerDequeue` and
+`TimerRolls` (`timerenqueue.py`, `timerdequeue.py`, `timerroll.py`) share one `TimerState` with it.
 
 Every rule is `mqtool.rules.timer`'s (`convert_properties` is the only writer of TIMER_ROLL_TIMES /
 TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS, `next_roll_times` the only reader of a roll count).
@@ -41,14 +37,14 @@ from mqtool.simulate.timerdequeue import TimerDequeue
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerstate import TimerState, int_or
-from mqtool.simulate.timerunits import DELAYED_TIME, PREV_POS
+from mqtool.simulate.timerunits import PREV_POS
 
 _NO_DELETES: frozenset[str] = frozenset()  # a slot without cancel requests
 
 
 # a stored TimerLog unit's columns (`store.timer.TimerLog.scan_columns`), in `TimerUnits.UNIT_FIELDS`' order
 _STORED_COLUMNS = "prev_pos magic curr_write_time_ms delayed_time_delta offset_py size_py real_topic_hash".split()
-_TIMERCHECK = ("last_read_time_ms", "last_timer_log_flush_pos", "last_timer_queue_offset", "master_timer_queue_offset")
+_TIMERCHECK = ("last_read_time_ms", "last_timer_queue_offset", "master_timer_queue_offset")  # those `_recover` reads
 
 
 class TimerService:
@@ -64,14 +60,16 @@ class TimerService:
         check_timer_precision(ctx.config.timer_precision_ms)  # the broker cannot run its timer with it
         st = self.st = TimerState(ctx, file_size or ctx.config.mapped_file_size_timer_log, wheel, timerlog)
         st.end = end
-        # the timercheck's cursors (0 without one)
+        # the timercheck's cursors (0 without one), as a crash finds them
         self.tc = {k: int(getattr(timercheck, k, 0)) for k in _TIMERCHECK}
         for pos, *unit in units:
             st.units[pos] = unit
-        self._loaded = sorted({pos for pos, *_unit in units})  # the store's units read at the start (revise range)
-        self._revised = False
+        # `recoverAndRevise`: each unit read at the start makes itself its slot's lastPos (`revise_slots`; the
+        # firstPos and num it keeps or rebuilds feed no walk, so the old slot is not read for them)
+        slot_of = {pos: delayed for pos, _prev, _magic, _write, delayed, *_rest in units}
+        revised = revise_slots(sorted(slot_of.items()), lambda _t: None)
+        st.slots.update((t, last) for t, (_first, last, _num) in revised.items())
         self.flusher: Process | None = None
-        self.persisted = dict(self.tc)
         self.rolls = TimerRolls(st)
         self.dequeue = self.Dequeue(st, self.rolls)
         self.enqueue = self.Enqueue(st, self.dequeue.put, self.rolls.enqueue_values)
@@ -85,9 +83,6 @@ class TimerService:
         st = self.st
         p = st.precision
         st.curr_read = timer_read_time(self.tc["last_read_time_ms"], self.ctx.clock(), p, SLOTS_TOTAL)
-        if not self._revised:
-            self._revised = True
-            self._revise()
         st.heap = []
         st.queued = set()
         times = set(st.slots)
@@ -108,13 +103,6 @@ class TimerService:
         master = self.tc["master_timer_queue_offset"]
         st.curr_queue_offset = min(q, master) if master > 0 or offset == -1 else q
 
-    def _revise(self) -> None:
-        """`recoverAndRevise`: each unit read at the start makes itself its slot's lastPos (`revise_slots`; the
-        firstPos and num it keeps or rebuilds feed no walk, so the old slot is not read for them)."""
-        st = self.st
-        revised = revise_slots(((pos, DELAYED_TIME(st.units.get(pos))) for pos in self._loaded), lambda _t: None)
-        st.slots.update((t, last) for t, (_first, last, _num) in revised.items())
-
     def start(self) -> None:
         self._recover()
         st = self.st
@@ -130,22 +118,20 @@ class TimerService:
                 pr.stop()
         if clean:
             self.persist()
-        else:
-            self.tc = dict(self.persisted)
 
     def persist(self) -> None:
         """A timercheck flush (`prepareTimerCheckPoint`): the cursors as a checkpoint, the copy a crash goes back to."""
-        st = self.st
         self.tc["last_read_time_ms"] = self.read_time()
-        self.tc["last_timer_log_flush_pos"] = st.end
-        self.tc["last_timer_queue_offset"] = st.curr_queue_offset
-        self.tc["master_timer_queue_offset"] = st.curr_queue_offset
-        self.persisted = dict(self.tc)
+        self.tc["last_timer_queue_offset"] = self.tc["master_timer_queue_offset"] = self.st.curr_queue_offset
 
     def _flush_loop(self):
-        while True:
+        """`TimerFlushService`'s checkpoint each second: only the last before a crash is ever read (a clean stop
+        persists anew), so the loop sleeps through the seconds before it."""
+        e = self.ctx.engine
+        crashes = [f.start for f in self.ctx.scenario.faults if f.kind == "crash"]
+        while ahead := [c for c in crashes if c > e.now]:
             self.persist()
-            yield 1000
+            yield max(1, (min(ahead) - 1 - e.now) // 1000) * 1000  # the last second before the next crash
 
     def read_time(self) -> int:
         """`currReadTimeMs` now: it runs over empty slots up to the write time at once."""
@@ -173,24 +159,17 @@ class TimerService:
             return len(units)  # (no record is read)
         cancels: dict[int, set[str]] = {}  # the slot a cancel ends in -> its TIMER_DEL_UNIQKEY values
         targets = []  # (the slot it ends in, properties) of each other unit
-        for u in units:
-            _prev, magic, _write, _delayed, phys, *_rest = u
+        for _prev, magic, _write, end, phys, *_rest in units:
             props = st.props_rec(phys)[0] or {}
-            end = self._end_slot(u, props)
+            if need_roll(magic):  # a ROLL unit's message ends in the slot of its TIMER_OUT_MS
+                out = int_or(props.get(PROPERTY_TIMER_OUT_MS))
+                end = None if out is None else format_time_ms(out, st.precision)
             if not need_delete(magic):
                 targets.append((end, props))
             elif (key := props.get(PROPERTY_TIMER_DEL_UNIQKEY)) is not None and end is not None:
                 cancels.setdefault(end, set()).add(key)
         uk, real = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_REAL_TOPIC
         return sum(not is_deleted(p.get(uk), p.get(real), cancels.get(end, _NO_DELETES)) for end, p in targets)
-
-    def _end_slot(self, u: tuple, props: dict[str, str]) -> int | None:
-        """The slot a unit's message ends in: its own, or for a ROLL unit the one of its TIMER_OUT_MS."""
-        _prev, magic, _write, delayed, *_rest = u
-        if not need_roll(magic):
-            return delayed
-        out = int_or(props.get(PROPERTY_TIMER_OUT_MS))
-        return None if out is None else format_time_ms(out, self.st.precision)
 
 
 def recovered_state(store) -> dict | None:

@@ -37,11 +37,10 @@ from mqtool.rules.timer import (
 from mqtool.simulate.batchread import batchable
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import delivery_size
-from mqtool.simulate.timerstate import ROLLED_KEPT, TimerState, int_or
+from mqtool.simulate.timerstate import TimerState, int_or
 from mqtool.simulate.timerunits import MAGIC, OFFSET_PY, PREV_POS
 
-ROLL_READ = 64  # a slot's units from which its ROLL units' records are read batch-wise (`TimerRolls.sources`)
-ROLL_CHUNK = 4096  # ... this many units' at a time (the records' values are held until rolled)
+ROLL_CHUNK = 4096  # a slot's units whose ROLL units' records are read together (`TimerRolls.sources`)
 
 
 class TimerDequeue:
@@ -86,9 +85,7 @@ class TimerDequeue:
             st.curr_read = slot_time + p
 
     def chain(self, slot_time: int) -> tuple[list[tuple], list[tuple]]:
-        """The slot's units in the order `dequeue` hands them out, (cancel requests, the others oldest first), by
-        one `walk_chain` from the wheel's lastPos back along prevPos, as (pos, the unit's fields and the delivery
-        row kept beside it: `TimerUnits.reader`)."""
+        """The slot's (cancel requests, other units oldest first), each as (pos, unit and delivery row)."""
         st = self.st
         last = st.last_pos(slot_time)
         if last is None:
@@ -109,10 +106,9 @@ class TimerDequeue:
 
         Where no fault can refuse a put, a plain unit is delivered from its row (`deliver`): the one kept
         beside it, or one made from its record's properties (a light read where the base gives one, else the
-        record); a ROLL unit's re-put is kept as a row (`TimerRolls`, from the bytes read for the slot's rolls
-        or from the record). Any other unit, or one a row cannot hold, is read whole: cancelled, or put
-        (`put`, which may wait: it cuts the walk, which goes on with the units after it once the put is done).
-        Deliveries and rolls join `TimerState`'s waiting events (one `EventLog.batch` a run)."""
+        record); a ROLL unit's re-put is kept as a row (`TimerRolls.keep`). Any other unit, or one a row cannot
+        hold, is read whole: cancelled, or put (`put`, which may wait: it cuts the walk, which goes on with the
+        units after it once the put is done). Deliveries and rolls join `TimerState`'s waiting events."""
         m = self.st.ctx.model
         cancels, normal = self.chain(slot_time)  # (pos, unit and its delivery's row)
         waiting = self._walk(normal, 0, self._deletes(cancels), slot_time) if normal else None
@@ -130,16 +126,15 @@ class TimerDequeue:
         fast = m.put_filter is None  # no fault can refuse a put
         message = m.message_once  # the slot's last read of each record (a rolled one is re-put anew)
         rolls = self.rolls
-        # a roll's re-put kept as a row: it wakes no one but this service's enqueue (no event of its own)
-        roll_rows = fast and m.spool is not None and len(m._listeners.get((TIMER_TOPIC, 0), ())) == 1
-        # a roll slot's store records are read batch-wise, `ROLL_CHUNK` units at a time, not built
-        roll_read = roll_rows and len(normal) >= ROLL_READ and not deletes
+        # a roll's re-put kept as a row (its record read batch-wise, not built): it wakes no one but this service's
+        # enqueue, and no cancel is checked
+        roll_rows = fast and not deletes and m.spool is not None and len(m.queue_info(TIMER_TOPIC, 0).listeners) == 1
         sources, sources_end = None, 0
         for i, (_pos, unit) in enumerate(islice(normal, start, None), start):
             _prev, magic, write, due, phys, _size, _hash, meta, hi, lo = unit
             msg = None
             if magic & MAGIC_ROLL:  # `need_roll`
-                if roll_read:
+                if roll_rows:
                     if i >= sources_end:
                         sources_end = i + ROLL_CHUNK
                         sources = rolls.sources(normal, i, sources_end)
@@ -166,8 +161,6 @@ class TimerDequeue:
                     continue
             if deletes and self._cancelled(msg.props, msg.phys, deletes, slot_time):
                 continue
-            if roll_rows and magic & MAGIC_ROLL and rolls.keep_map(msg, unit, slot_time):
-                continue
             st.flush_events()
             retry = self.put(msg, write, magic, slot_time, False)
             if retry is not None:
@@ -182,13 +175,9 @@ class TimerDequeue:
 
     def _deletes(self, cancels: list[tuple]) -> set[str]:
         """The TIMER_DEL_UNIQKEY values of a slot's cancel requests."""
-        message = self.st.ctx.model.message
-        deletes: set[str] = set()
-        for _pos, row in cancels:
-            msg = message(OFFSET_PY(row))
-            key = msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) if msg is not None else None
-            if key is not None:
-                deletes.add(key)
+        msgs = map(self.st.ctx.model.message, (OFFSET_PY(row) for _pos, row in cancels))
+        deletes = {msg.props.get(PROPERTY_TIMER_DEL_UNIQKEY) for msg in msgs if msg is not None}
+        deletes.discard(None)
         return deletes
 
     def _cancelled(self, props: dict[str, str], phys: int, deletes: set[str], slot_time: int) -> bool:
@@ -216,13 +205,12 @@ class TimerDequeue:
         ctx = st.ctx
         m = ctx.model
         topic, qid = st.rows.topic_qid(meta)
-        info = m._queue_info.get((topic, qid))  # a queue's first re-put goes through `append`
-        if info is None or info.kept or m._listeners.get((topic, qid)):
+        info = m.known_queue(topic, qid)  # a queue's first re-put goes through `append`
+        if info is None or info.kept or info.listeners:
             return False
         now = ctx.engine.now
-        pos = m.place(m.plain_reput_size(delivery_size(meta, write, now + ctx.clock_offset), info.fixed))
-        queue_offset = info.base_count + len(info.units)
-        info.units.append(None)  # as `append` counts a record it does not keep
+        size = m.plain_reput_size(delivery_size(meta, write, now + ctx.clock_offset), info.fixed)
+        pos, queue_offset = m.append_unit(info, size, None)
         st.delivered += 1
         if not ctx.log.keep:
             ctx.log.tally("deliver")
@@ -288,8 +276,6 @@ class TimerDequeue:
             return
         src, uk, now = msg.props, n.props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), st.ctx.engine.now
         if roll:
-            if st.ctx.model.releasing and len(st.rolled_props) < ROLLED_KEPT:  # for the enqueue, in memory
-                st.rolled_props[n.phys] = (n.props, n.body_len, n.sys_flag)
             real, qid = src.get(PROPERTY_REAL_TOPIC), int_or(src.get(PROPERTY_REAL_QUEUE_ID))
             detail = {"slot": slot_time, "roll_times": roll_times(n.props)}
             log.batch(now, "timer", "roll", real, qid, uk, msg.phys, n.phys, **detail)

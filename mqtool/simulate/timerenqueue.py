@@ -2,11 +2,8 @@
 
 From `currQueueOffset` on, each record's TIMER_OUT_MS: before `currWriteTimeMs` the message is put at once
 (`rules.timer.put_at_once`, enqueue time Long.MAX_VALUE: `TimerDequeue.put`); else `doEnqueue` appends a
-52-byte unit. `take` is that one step over a run of n >= 1 units (`rules.timer.do_enqueue_many`); the walk
-reads the queue a batch at a time and gathers one set of columns for its units (`_values`) from three sources
-of the same values: the store's records read batch-wise (one match of a plain properties string,
-`batchread.scan_plain`), a roll re-put kept as a row (`TimerRolls.enqueue_values`), any other record's map.
-A put at once cuts the run: the units before it are taken first.
+52-byte unit. `take` is that one step over a run of n >= 1 units (`rules.timer.do_enqueue_many`), from the
+columns the walk gathers for a batch of the queue's units (`_values`); a put at once cuts the run.
 """
 
 from __future__ import annotations
@@ -25,31 +22,21 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
 from mqtool.rules.timer import DELIVERY_SET, LONG_MAX, do_enqueue_many, format_time_ms, need_roll, put_at_once
 from mqtool.simulate.batchread import batchable, close, scan_plain
-from mqtool.simulate.timerstate import TEXTS, TIMERLOG_BLANK_SIZE, TimerState, int_or
+from mqtool.simulate.timerstate import TimerState, cached_text, int_or, text
 from mqtool.simulate.timerunits import UNIT_DTYPE
 from mqtool.store import propscan
 
 ENQUEUE_BATCH = 4096  # the queue's units the enqueue walk reads together (`_batch`)
 NP_MAX = 2**62  # TIMER_OUT_MS is computed in int64: a larger one rolls as this one does (`take`)
-# `_values`: the values `scan_plain` takes from a plain string, and the two dequeue properties' segment
-# lengths but their values (name, separators)
-ENQ_WANTED = (
-    PROPERTY_TIMER_OUT_MS,
-    PROPERTY_TIMER_DEL_UNIQKEY,
-    PROPERTY_REAL_TOPIC,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-) + DELIVERY_SET
+_TEXT_KEYS = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)  # as texts
+# the values `scan_plain` takes from a plain string (`_values`)
+ENQ_WANTED = (PROPERTY_TIMER_OUT_MS, PROPERTY_TIMER_DEL_UNIQKEY, *_TEXT_KEYS, *DELIVERY_SET)
 ENQ_VALUES = ("due", "delete", "real_topic", "real_qid", "uniq_key", "src")  # `_values`' columns, `take`'s arguments
-ENQ_INTERN = 0b1100  # REAL_TOPIC and REAL_QID: a text of each distinct value (`_scanned_columns`)
-ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)
-# `propscan`'s columns of a record: how it was read (matched by a template, parsed), the plain string's size,
-# TIMER_OUT_MS as a number (its first wanted value)
-_STATUS, _SIZE, _NUMBER = propscan.STATUS, propscan.SIZE, propscan.NUMBER
-_MATCHED = 1  # (0: no template matched, the map parsed instead; -1: not read)
+ENQ_SEG, DEQ_SEG = (len(k) + 2 for k in DELIVERY_SET)  # the two dequeue properties' name and separators
+_MATCHED = 1  # `propscan.STATUS` of a record a template matched (0: the map parsed instead; -1: not read)
+_PASSED_OVER = (None,) * len(ENQ_VALUES)
 
 
 class TimerEnqueue:
@@ -91,9 +78,8 @@ class TimerEnqueue:
         one put at once, then its put; None when done, else the put's retries (the walk stops after it)."""
         st = self.st
         m = st.ctx.model
-        offs = [off for off, _unit in units]
-        phys = [ph for _off, (ph, _size, _tags) in units]
-        sizes = [size for _off, (_ph, size, _tags) in units]
+        offs, cq_units = zip(*units, strict=True)
+        phys, sizes, _tags = map(list, zip(*cq_units, strict=True))
         cols = self._values(offs, phys, sizes)
         due, *_others = cols
         n = len(units)
@@ -116,19 +102,15 @@ class TimerEnqueue:
         return None
 
     def _values(self, offs: list[int], phys: list[int], sizes: list[int]) -> list[list]:
-        """`take`'s columns of a batch's records: TIMER_OUT_MS (None: passed over), TIMER_DEL_UNIQKEY's presence,
-        REAL_TOPIC, REAL_QID and UNIQ_KEY texts, and what their delivery rows need. The store's own records come
-        from one `batchread.scan_plain` (a plain string's values taken by their offsets for all at once: the texts
-        of REAL_TOPIC and REAL_QID once per distinct value, the re-put's size by numpy); a roll re-put kept as a row
-        from the row (`TimerRolls.enqueue_values`); any other record (no template, a TIMER_OUT_MS not of 1 to 18
-        ASCII digits, one in the overlay, spool or read cache, a batch the scan cannot read) from its map."""
+        """`take`'s columns (`ENQ_VALUES`) of a batch's records: the store's own records' from one
+        `batchread.scan_plain` (`_scanned_columns`), any other's from its roll row (`TimerRolls.enqueue_values`),
+        else from its map (`_map_values`); all None for a record passed over."""
         st = self.st
-        m = st.ctx.model
-        b = m.base
+        b = st.ctx.model.base
         n = len(phys)
         own = bisect_left(offs, b.cq_max(TIMER_TOPIC, 0)) if batchable(b) else 0  # the store's records first
-        scanned = scan_plain(b, phys[:own], sizes[:own], ENQ_WANTED, ENQ_INTERN) if own else None
-        ks: list[int] = []
+        scanned = scan_plain(b, phys[:own], sizes[:own], ENQ_WANTED) if own else None
+        ks, matched = [], []
         if scanned is not None:
             buf, out, _answers = scanned
             try:
@@ -138,28 +120,16 @@ class TimerEnqueue:
                 close(buf)
             if len(ks) == n:
                 return matched
-        cols = [[None] * n for _ in ENQ_VALUES]
-        if ks:
-            for col, values in zip(cols, matched, strict=True):
-                for k, v in zip(ks, values, strict=True):
-                    col[k] = v
-        rolled = st.rolled_props
-        for k in sorted(set(range(n)).difference(ks)):
-            ph = phys[k]
-            got = self.roll_values(ph) if st.roll_rows else None  # a roll re-put the dequeue keeps as a row
-            if got is None:
-                rec = rolled.pop(ph, None) if rolled else None  # a roll re-put just made
-                got = _map_values(rec if rec is not None else st.props_rec(ph))
-            if got is not None:
-                for col, v in zip(cols, got, strict=True):
-                    col[k] = v
-        return cols
+        got = dict(zip(ks, zip(*matched, strict=True), strict=True))
+        for k in set(range(n)).difference(ks):
+            got[k] = self.roll_values(phys[k]) or _map_values(st.props_rec(phys[k])) or _PASSED_OVER
+        return [list(col) for col in zip(*map(got.__getitem__, range(n)), strict=True)]
 
     def _matched(self, out: np.ndarray, phys: list[int]) -> list[int]:
         """The records of `batchread.scan_plain`'s columns whose values are taken as columns: matched by a
         template, with a TIMER_OUT_MS of ASCII digits, read here (not in the overlay, spool or read cache)."""
         m = self.st.ctx.model
-        ok = (out[:, _STATUS] == _MATCHED) & (out[:, propscan.FIXED] >= 0) & (out[:, _NUMBER] >= 0)
+        ok = (out[:, propscan.STATUS] == _MATCHED) & (out[:, propscan.FIXED] >= 0) & (out[:, propscan.NUMBER] >= 0)
         for held in (m.messages, m.spool if m.spool is not None else {}, m.base.cache):
             if any(map(held.__contains__, phys)):
                 ok &= ~np.fromiter(map(held.__contains__, phys), bool, len(phys))
@@ -179,12 +149,7 @@ class TimerEnqueue:
             due_a = np.array([max(min(d, NP_MAX), -NP_MAX) for d in due], np.int64)
         slot_a, magic_a = do_enqueue_many(due_a, write, st.window, st.precision, np.array(delete, bool))
         slot_of = slot_a.tolist()
-        end, fs = st.end, st.file_size
-        if end % fs + n * TIMERLOG_UNIT_SIZE + TIMERLOG_BLANK_SIZE <= fs:
-            positions = list(range(end, end + n * TIMERLOG_UNIT_SIZE, TIMERLOG_UNIT_SIZE))
-            st.end = end + n * TIMERLOG_UNIT_SIZE
-        else:  # a file ends in the run: its filler as the TimerLog writes it
-            positions = [st.next_unit_pos() for _ in range(n)]
+        positions = [st.next_unit_pos() for _ in range(n)]
         prevs = []
         for t, pos in zip(slot_of, positions, strict=True):
             last = st.last_pos(t)
@@ -241,52 +206,24 @@ def _map_values(rec: tuple) -> tuple | None:
     """`take`'s values of a record from its (properties, BODYLENGTH, SYSFLAG): None where it is not read or
     has no TIMER_OUT_MS that is a number (passed over)."""
     props, _body_len, _sys_flag = rec
-    if props is None:
-        return None
     try:
         delayed = int(props[PROPERTY_TIMER_OUT_MS])
-    except (KeyError, ValueError):
+    except (TypeError, KeyError, ValueError):  # (TypeError: no properties)
         return None
-    return (
-        delayed,
-        props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None,
-        props.get(PROPERTY_REAL_TOPIC),
-        props.get(PROPERTY_REAL_QUEUE_ID),
-        props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        rec,
-    )
+    real, qid, uk = map(props.get, _TEXT_KEYS)
+    return delayed, props.get(PROPERTY_TIMER_DEL_UNIQKEY) is not None, real, qid, uk, rec
 
 
 def _scanned_columns(out: np.ndarray, buf, ks: list[int]) -> list[list]:
     """(due, delete, REAL_TOPIC, REAL_QID, UNIQ_KEY, re-put size) of the matched records `ks` of
-    `scan_plain`'s `out` (the re-put's size less the two properties the dequeue sets): REAL_TOPIC's and
-    REAL_QID's texts made once per distinct value (the kernel's first record of each)."""
+    `scan_plain`'s `out` (the re-put's size less the two properties the dequeue sets)."""
     F, W = propscan.FIXED, propscan.STRIDE
     rows = out[ks]
-    texts = TEXTS
-    cols: list = [rows[:, _NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
-    for w in (2, 3):
-        c = F + W * w
-        reps = rows[:, c + 2].tolist()
-        values: dict[int, str | None] = {}
-        for j in dict.fromkeys(reps):
-            s, e = (int(out[j, c]), int(out[j, c + 1])) if j >= 0 else (-1, -1)
-            values[j] = texts[buf[s:e] if s >= 0 else None]
-        if -1 in values:  # past the interned values: each record's own
-            starts, ends = rows[:, c].tolist(), rows[:, c + 1].tolist()
-            for i, j in enumerate(reps):
-                reps[i] = values[j] if j >= 0 else texts[buf[starts[i] : ends[i]] if starts[i] >= 0 else None]
-            cols.append(reps)
-        else:
-            cols.append(list(map(values.__getitem__, reps)))
-    c = F + W * 4
-    cols.append(
-        [
-            buf[s:e].decode("utf-8", "surrogateescape") if s >= 0 else None
-            for s, e in zip(rows[:, c].tolist(), rows[:, c + 1].tolist(), strict=True)
-        ]
-    )
-    size = rows[:, _SIZE].copy()
+    cols: list = [rows[:, propscan.NUMBER].tolist(), (rows[:, F + W] >= 0).tolist()]
+    for w, decode in ((2, cached_text), (3, cached_text), (4, text)):
+        starts, ends = rows[:, F + W * w].tolist(), rows[:, F + W * w + 1].tolist()
+        cols.append([decode(buf[s:e] if s >= 0 else None) for s, e in zip(starts, ends, strict=True)])
+    size = rows[:, propscan.SIZE].copy()
     for w, seg in ((5, ENQ_SEG), (6, DEQ_SEG)):
         s, e = rows[:, F + W * w], rows[:, F + W * w + 1]
         size -= np.where(s >= 0, e - s + seg, 0)

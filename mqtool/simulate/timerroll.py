@@ -1,16 +1,13 @@
 """`TimerRolls`: a ROLL unit's re-put to the timer topic kept as a row (`convert` with needRoll, then `doPut`).
 
-Where no fault can refuse a put, in a run that spools the timer topic's re-puts, a roll is kept as a row
-(`keep`) instead of `TimerDequeue.put`'s `StoreModel.append` of the converted record: the re-put's size by
-`StoreModel.reput_size`'s arithmetic from the source's values as `read_plain(sources=True)` gives them (read
-batch-wise for a big slot, else taken from the record read whole: `keep_map`), placed by
-`StoreModel.append_row` and kept by the spool, which rebuilds the record from it (`rebuild`) when anyone reads
-it; the enqueue takes the values it needs from the row (`enqueue_values`).
+Where no fault can refuse a put and no cancel waits in the slot, in a run that spools the timer topic's re-puts, a
+roll of a store's record (read batch-wise: `sources`) is kept as a row instead of `TimerDequeue.put`'s
+`StoreModel.append` of the converted record (`keep`); the spool rebuilds the record from it (`rebuild`) when anyone
+reads it, and the enqueue takes the values it needs from the row (`enqueue_values`).
 """
 
 from __future__ import annotations
 
-from mqtool.formats.commitlog import hosts_size
 from mqtool.formats.names import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -20,13 +17,13 @@ from mqtool.formats.names import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TIMER_TOPIC,
 )
-from mqtool.formats.properties import broker_properties_length, key_order
+from mqtool.formats.properties import key_order
 from mqtool.formats.timerlog import MAGIC_ROLL
 from mqtool.rules.timer import CONVERT_SET, convert_size_change, next_roll_times
 from mqtool.simulate.batchread import batchable, read_plain
 from mqtool.simulate.model import SimMessage, tags_code
 from mqtool.simulate.timerenqueue import DEQ_SEG, ENQ_SEG, NP_MAX
-from mqtool.simulate.timerstate import TEXTS, TimerState, int_or, signed, text
+from mqtool.simulate.timerstate import TimerState, cached_text, int_or, signed, text
 
 _U64 = (1 << 64) - 1
 # the values `keep` takes from a plain string (`read_plain(sources=True)`)
@@ -45,7 +42,7 @@ _TIMER_TOPIC_B = TIMER_TOPIC.encode()
 
 
 class TimerRolls:
-    """A slot's rolls where no fault can refuse a put."""
+    """A slot's rolls kept as rows."""
 
     def __init__(self, st: TimerState) -> None:
         self.st = st
@@ -68,31 +65,13 @@ class TimerRolls:
         read = read_plain(base, phys, sizes, ROLL_WANTED, sources=True)
         return {i: rec for i, rec in zip(at, read, strict=True) if rec is not None}
 
-    def keep_map(self, msg: SimMessage, unit: tuple, slot_time: int) -> bool:
-        """`keep` of a store's record read whole (`msg`), its values as `read_plain(sources=True)` gives them;
-        False (nothing done) where the re-put goes through `append`: a re-put read back (kept whole), a fault
-        that may refuse the put."""
-        m = self.st.ctx.model
-        src = msg.props
-        if msg.phys in m.spool or msg.phys in m.messages or m.put_filter is not None or m.keep_messages:
-            return False
-        try:  # `n`: with the last separator, as `read_plain`'s sources count
-            n = broker_properties_length(src, m.capacity) + msg.body_len + hosts_size(msg.sys_flag)
-            values = [None if (v := src.get(k)) is None else v.encode("utf-8", "surrogateescape") for k in ROLL_WANTED]
-            topic = msg.topic.encode("utf-8", "surrogateescape")
-        except UnicodeError:
-            return False  # `append` meets the same error
-        return self.keep(unit, (topic, msg.queue_id, n, values), slot_time)
-
     def keep(self, unit: tuple, rec: tuple, slot_time: int) -> bool:
-        """The roll re-put `TimerDequeue.put` would make of a unit's store record, kept as a row, from `rec`
+        """The roll re-put `TimerDequeue.put` would make of a unit's store record, from `rec`
         (`read_plain(sources=True)`: topic, QUEUEID, the size of its properties string with the last separator,
-        BODYLENGTH and hosts, and the `ROLL_WANTED` values as bytes): its size with the three values `convert`
-        sets (`StoreModel.reput_size`'s arithmetic), placed by `StoreModel.append_row`, and the spool keeps a row
-        (`RecordSpool.put_row`): the source's offset, the re-put's size, queue offset, store time (= the dequeue
-        time), enqueue time, roll count and tags code, from which `rebuild` rebuilds it, and its TIMER_OUT_MS
-        and delivery row (`DeliveryRows`), which `enqueue_values` hands the enqueue. False (nothing done) where
-        a row cannot hold it: no enqueue time to set, a cancel marker, values a row cannot hold."""
+        BODYLENGTH and hosts, and the `ROLL_WANTED` values as bytes): its size with the three values `convert` sets
+        (`StoreModel.reput_size`'s arithmetic), placed by `StoreModel.append_unit`, kept by the spool as a row
+        (`RecordSpool.put_row`) of what `rebuild` and `enqueue_values` need. False (nothing done) where a row cannot
+        hold it: no enqueue time to set, a cancel marker, values a row cannot hold."""
         topic, qid, n, (out_b, del_b, real_b, qid_b, uniq_b, enq_b, times_b, deq_b, tags_b) = rec
         _prev, _magic, write, _slot, ph, _size, _hash, _meta, _hi, _lo = unit
         if topic != _TIMER_TOPIC_B or qid != 0 or del_b is not None or write == -1:
@@ -101,7 +80,7 @@ class TimerRolls:
             due = int(out_b)
         except (TypeError, ValueError):
             return False  # (absent, or not a number: the record is read whole)
-        real, qid_text, uk = TEXTS[real_b], TEXTS[qid_b], text(uniq_b)
+        real, qid_text, uk = cached_text(real_b), cached_text(qid_b), text(uniq_b)
         real_qid = int_or(qid_text)
         if real_qid is None or not 0 <= due <= NP_MAX:
             return False
@@ -118,12 +97,12 @@ class TimerRolls:
         if not meta:
             return False
         tags = tags_code({PROPERTY_TAGS: text(tags_b)})
-        size = m.plain_reput_size(n, m.queue_info(TIMER_TOPIC, 0).fixed)
-        pos, queue_offset = m.append_row(TIMER_TOPIC, 0, size, tags)
+        q = m.queue_info(TIMER_TOPIC, 0)
+        size = m.plain_reput_size(n, q.fixed)
+        pos, queue_offset = m.append_unit(q, size, tags)
         m.spool.put_row(
             pos, (ph, size, queue_offset, now, write, times, tags, due, meta, signed(hi), signed(lo)), self.rebuild
         )
-        st.roll_rows += 1
         st.rolled += 1
         log = ctx.log
         if not log.keep:

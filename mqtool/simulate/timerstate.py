@@ -1,27 +1,20 @@
-"""`TimerState`: what the timer's enqueue, dequeue and rolls share (`TimerMessageStore`'s fields).
-
-The wheel's lastPos per slot (`slots[time]`: where the dequeue's walk starts and the enqueue links its unit; read
-from the store's `timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk), the
-TimerLog's units (`TimerUnits`) and end, the heap of non-empty slots not yet dequeued, the rows kept
-beside plain units (`DeliveryRows`), the counters, and the slot events waiting for one `EventLog.batch`.
-"""
+"""`TimerState`: what the timer's enqueue, dequeue and rolls share (`TimerMessageStore`'s fields)."""
 
 from __future__ import annotations
 
 import heapq
 from array import array
+from functools import lru_cache
 from operator import attrgetter
 
-from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.formats.timerlog import TIMERLOG_BLANK_SIZE, TIMERLOG_UNIT_SIZE
 from mqtool.simulate.context import SimContext
 from mqtool.simulate.engine import Process
 from mqtool.simulate.model import next_in_file
 from mqtool.simulate.timerrows import FORMATS, DeliveryRows
 from mqtool.simulate.timerunits import TimerUnits
 
-TIMERLOG_BLANK_SIZE = 16
 PENDING_EVENTS = 4096  # a slot's events waiting for one `EventLog.batch` (a roll slot holds a third of a run)
-ROLLED_KEPT = 8192  # roll re-puts whose properties wait for the enqueue in memory (the rest: the spool)
 # `TimerUnits.UNIT_FIELDS` of a unit `store.timer.TimerLog.read_unit` reads
 _STORED_UNIT = attrgetter(
     "prev_pos", "magic", "curr_write_time_ms", "delayed_time_ms", "offset_py", "size_py", "real_topic_hash"
@@ -31,8 +24,6 @@ _EVENT_KEYS = {"deliver": ("slot", "due", "direct", "queue_offset"), "roll": ("s
 
 class TimerState:
     """The timer's shared fields; its methods are the wheel's and the TimerLog's bookkeeping."""
-
-    roll_rows = 0  # roll re-puts kept as rows in the spool so far (`TimerRolls.keep`)
 
     def __init__(self, ctx: SimContext, file_size: int, wheel, timerlog) -> None:
         self.ctx = ctx
@@ -45,7 +36,9 @@ class TimerState:
         self.units = TimerUnits(file_size)  # pos -> unit, in compact columns
         self.read_row = self.units.reader(self.unit)  # pos -> unit and delivery row, `walk_chain`'s reader
         self.new_units = array("q")  # positions appended during the run, in order
-        self.slots: dict[int, int] = {}  # delayed time -> its slot's lastPos
+        # delayed time -> its slot's lastPos: where the dequeue's walk starts and the enqueue links its unit; read
+        # from the store's `timerwheel` on first use, updated by every enqueue, never cleared by a dequeue, as on disk
+        self.slots: dict[int, int] = {}
         self.heap: list[int] = []
         self.queued: set[int] = set()  # the times in heap
         self.end = 0
@@ -58,9 +51,6 @@ class TimerState:
         self.delivered = 0
         self.cancelled = 0
         self.rolled = 0
-        # phys -> properties of the roll re-puts not yet enqueued again (runs that release records, where
-        # nothing but this service reads them): `StoreModel.props` would read them back from the spool
-        self.rolled_props: dict[int, tuple[dict[str, str], int, int]] = {}  # (properties, BODYLENGTH, SYSFLAG)
         self.rows = DeliveryRows(lambda: ctx.model.capacity)  # a plain delivery's row beside its unit
         self.pend_kind: str | None = None  # the deliveries or rolls waiting for `EventLog.batch`: their kind,
         self.pend_rows: list[tuple] = []  # and their rows
@@ -155,18 +145,4 @@ def text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", "surrogateescape")
 
 
-class Texts(dict):
-    """Bytes `read_plain` gives -> their text (`text`), made on the first look-up of each (a subscript of a
-    dict subclass costs less than a `get` and a test); emptied past `FORMATS` (a store has a few REAL_TOPIC
-    and REAL_QID values)."""
-
-    __slots__ = ()
-
-    def __missing__(self, value: bytes | None) -> str | None:
-        if len(self) > FORMATS:
-            self.clear()
-        t = self[value] = text(value)
-        return t
-
-
-TEXTS = Texts()  # the enqueue's and the rolls' REAL_TOPIC/REAL_QID bytes -> text
+cached_text = lru_cache(maxsize=FORMATS)(text)  # for REAL_TOPIC and REAL_QID: a store has a few values

@@ -18,17 +18,15 @@ from operator import itemgetter
 import numpy as np
 
 from mqtool.formats.timerlog import TIMERLOG_UNIT_SIZE
+from mqtool.simulate.timerrows import NO_ROW
 
 # a unit's fields, as `formats.timerlog` names them (the magic number and the unit's size aside)
 UNIT_FIELDS = ("prev_pos", "magic", "write_time", "delayed_time", "offset_py", "size_py", "topic_hash")
 ROW_FIELDS = (*UNIT_FIELDS, "meta", "hi", "lo")  # a unit and its delivery row, as `reader` reads them
 FIELDS = len(UNIT_FIELDS)
 UNIT_DTYPE = np.dtype([(name, "=i8") for name in UNIT_FIELDS])  # a run of units `put_run` writes
-NO_ROW = (0, 0, 0)
 # a unit's fields by name (`walk_chain`'s prev_pos and magic, ...)
-PREV_POS, MAGIC, DELAYED_TIME, OFFSET_PY = (
-    itemgetter(ROW_FIELDS.index(name)) for name in ("prev_pos", "magic", "delayed_time", "offset_py")
-)
+PREV_POS, MAGIC, OFFSET_PY = (itemgetter(ROW_FIELDS.index(name)) for name in ("prev_pos", "magic", "offset_py"))
 _ROW = struct.Struct(f"={FIELDS}q{len(NO_ROW)}Q")
 _STRIDE = _ROW.size
 _WIDTH = len(ROW_FIELDS)

@@ -72,10 +72,9 @@ def test_batch_paths_equal_the_per_message_walk_with_cancels_rolls_and_small_tim
     tmp_path, monkeypatch, small
 ):
     store, config = _build(tmp_path / "s")
-    if small:  # batches cut short: the enqueue's runs, a slot's waiting events, the roll properties kept
+    if small:  # batches cut short: the enqueue's runs, a slot's waiting events
         monkeypatch.setattr(timerenqueue, "ENQUEUE_BATCH", 7)
         monkeypatch.setattr(timerstate, "PENDING_EVENTS", 3)
-        monkeypatch.setattr(timerstate, "ROLLED_KEPT", 5)
     many = []
     real = TimerEnqueue.take
 

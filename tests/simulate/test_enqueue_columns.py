@@ -18,7 +18,6 @@ from mqtool.simulate.runner import simulate
 from mqtool.simulate.scenario import parse_scenario
 from mqtool.simulate.timerroll import TimerRolls
 from mqtool.simulate.timerrows import DeliveryRows
-from mqtool.simulate.timerstate import TimerState
 from mqtool.store import propscan
 
 plain_store = sibling(__file__, "test_batch_enqueue")
@@ -123,12 +122,12 @@ def test_scan_plain_answers_what_read_plain_answers(tmp_path, engine):
     fast = MappedBase(store)
     try:
         units = [u for _o, u in fast.cq_units(TIMER_TOPIC, 0, 0, shapes.N_SHAPES * 20)]
-        got, _out = _answers(fast, units, timerenqueue.ENQ_INTERN)
+        got, _out = _answers(fast, units, 0b1100)  # REAL_TOPIC and REAL_QID interned
         fast.templates.clear()  # learnt anew
         want = batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         assert got == want
         # the second pass: every plain string matched (11 plain shapes), the 4 others parsed
-        got2, out2 = _answers(fast, units, timerenqueue.ENQ_INTERN)
+        got2, out2 = _answers(fast, units, 0b1100)  # REAL_TOPIC and REAL_QID interned
         assert got2 == batchread.read_plain(fast, [u[0] for u in units], [u[1] for u in units], timerenqueue.ENQ_WANTED)
         assert (out2[:, 0] == 1).sum() == 11 * 20 and (out2[:, 0] == 0).sum() == 4 * 20
         matched = np.flatnonzero(out2[:, 0] == 1)
@@ -223,7 +222,6 @@ def test_roll_rows_from_the_dequeue_take_the_batch_path(tmp_path, monkeypatch):
     store, config = plain_store._build(tmp_path / "s", n=300)
     log1, r1, _ = _run(store, config, monkeypatch, False)
     monkeypatch.setattr(TimerRolls, "enqueue_values", roll_enqueue)
-    monkeypatch.setattr(TimerState, "roll_rows", 1)
     log2, r2, _ = _run(store, config, monkeypatch, True)
     assert log2 == log1 and r2.summary == r1.summary
     # every roll re-put reached the batch by its row but the rolled cancel markers' (read as before)

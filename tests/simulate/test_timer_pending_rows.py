@@ -28,7 +28,7 @@ def _build(root):
     config = BrokerConfig.for_version("5.3")
     with StoreWriter(root, config) as w:
         for i in range(N):
-            out = START + 5_000 + i * 400 + (i % 3) * 7 if i % 37 else START + 3 * 86_400_000 + i
+            out = START + 5_000 + i * 400 + (i % 3) * 7 if i % 37 else START + 2 * 86_400_000 + i
             props = [
                 ("REAL_TOPIC", "BenchTopic"),
                 ("REAL_QID", str(i % 4)),
@@ -68,7 +68,7 @@ def _run(store, config, batch, monkeypatch, scenario):
 
     monkeypatch.setattr(events_mod.EventLog, "batch", spy)
     sink = io.StringIO()
-    res = simulate(store, config, START, START + 4 * 86_400_000, scenario, seed=1, sink=sink)
+    res = simulate(store, config, START, START + 2 * 86_400_000 + 60_000, scenario, seed=1, sink=sink)
     return sink.getvalue(), res, calls
 
 
@@ -95,6 +95,8 @@ def test_rows_kept_across_slots_equal_the_per_message_walk(tmp_path, monkeypatch
     rolls = sum(e["event"] == "roll" for e in timer)
     rowed = len(timer) - (rolls if fault != "none" else 0)
     assert len(timer) >= N - 10 and rolls > 0 and rowed - 8 <= sum(map(len, calls)) < rowed
+    # each rolled message (i % 37 == 0, due 2 days on: rolled at 1 day) delivered before the run ends
+    assert sum(e["event"] == "deliver" and e["due"] >= START + 2 * 86_400_000 for e in timer) == rolls == 9
     # rows of several slots went in one call: consecutive slots, no other event between
     assert max(len(set(c)) for c in calls) >= 2
     # and events of another service (the schedule's offset persists) came between timer slots' events

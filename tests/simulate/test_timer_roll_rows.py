@@ -1,8 +1,8 @@
-"""A timer roll kept as a row (`TimerRolls.keep`; of a record read whole: `keep_map`): in a run that spools the
-timer topic's re-puts, a ROLL unit's record is re-put without building it (a big roll slot's records read batch-wise,
-`batchread.read_plain`), yet the event log is the per-message walk's (`reference_timer`), byte for byte, and
-the record a row stands for (`RecordSpool.get` -> `TimerRolls.rebuild`) equals, field for field, the one
-`StoreModel.append` put in the spool before."""
+"""A timer roll kept as a row (`TimerRolls.keep`): in a run that spools the timer topic's re-puts, a ROLL unit's
+record is re-put without building it (a roll slot's records read batch-wise, `batchread.read_plain`), yet the event
+log is the per-message walk's (`reference_timer`), byte for byte, and the record a row stands for
+(`RecordSpool.get` -> `TimerRolls.rebuild`) equals, field for field, the one `StoreModel.append` put in the spool
+before."""
 
 import io
 
@@ -75,8 +75,8 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
     """(event lines, result, the records `append` put in the spool by offset, those the rows stand for, the
     sources rolled from the bytes `read_plain` read); `chunks` gets the number of units each `TimerRolls.sources`
     call covers, `answered` the number of `TimerRolls.enqueue_values`' answers that are not None."""
-    spooled, rebuilt, plain, mapped = {}, {}, [], []
-    put, keep, keep_map = RecordSpool.put, TimerRolls.keep, TimerRolls.keep_map
+    spooled, rebuilt = {}, {}
+    put, put_row = RecordSpool.put, RecordSpool.put_row
     roll_sources, roll_enqueue = TimerRolls.sources, TimerRolls.enqueue_values
 
     def spy_sources(self, units, lo, hi):
@@ -90,53 +90,36 @@ def _run(store, config, monkeypatch, batch=True, rows=True, chunks=None, answere
             answered.append(phys)
         return got
 
-    def spy_map(self, msg, unit, slot_time):
-        done = keep_map(self, msg, unit, slot_time)
-        if done:
-            mapped.append(msg.phys)
-        return done
-
     def spy_put(self, m):
         spooled[m.phys] = [getattr(m, f) for f in SimMessage.__slots__]
         return put(self, m)
 
-    def spy_keep(self, unit, rec, slot_time):
-        spool = self.st.ctx.model.spool
-        before = set(spool._where)
-        done = keep(self, unit, rec, slot_time)
-        if done:
-            _prev, _magic, _write, _slot, phys, *_row = unit
-            plain.append(phys)
-            (pos,) = set(spool._where) - before
-            m = spool.get(pos)
-            rebuilt[pos] = [getattr(m, f) for f in SimMessage.__slots__]
-        return done
+    def spy_put_row(self, phys, row, rebuild):
+        put_row(self, phys, row, rebuild)
+        m = self.get(phys)
+        rebuilt[phys] = [getattr(m, f) for f in SimMessage.__slots__]
 
     with monkeypatch.context() as mp:
         use_reference(mp, not batch)
         mp.setattr(RecordSpool, "put", spy_put)
-        mp.setattr(TimerRolls, "keep", spy_keep if rows else lambda *a: False)
+        mp.setattr(RecordSpool, "put_row", spy_put_row)
+        if not rows:
+            mp.setattr(TimerRolls, "keep", lambda *a: False)
         mp.setattr(TimerRolls, "sources", spy_sources)
         mp.setattr(TimerRolls, "enqueue_values", spy_enqueue)
-        mp.setattr(TimerRolls, "keep_map", spy_map)
         sink = io.StringIO()
         res = simulate(store, config, START, START + 4 * DAY, None, seed=1, sink=sink)
-    return sink.getvalue(), res, spooled, rebuilt, sorted(set(plain) - set(mapped))
+    return sink.getvalue(), res, spooled, rebuilt
 
 
-@pytest.mark.parametrize(
-    ("roll_read", "chunk"),
-    [(timerdequeue.ROLL_READ, timerdequeue.ROLL_CHUNK), (timerdequeue.ROLL_READ, 16), (10**9, timerdequeue.ROLL_CHUNK)],
-)
-def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, chunk):
-    """The roll slot read batch-wise (`read_plain`; in one read or 16 units at a time) or record by record: the
-    same log."""
-    monkeypatch.setattr(timerdequeue, "ROLL_READ", roll_read)
+@pytest.mark.parametrize("chunk", [timerdequeue.ROLL_CHUNK, 16])
+def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, chunk):
+    """The roll slots read batch-wise (`read_plain`; in one read or 16 units at a time): the same log."""
     monkeypatch.setattr(timerdequeue, "ROLL_CHUNK", chunk)
     store, config = _build(tmp_path / "s")
-    per_msg, r1, spooled1, _, _ = _run(store, config, monkeypatch, batch=False)
+    per_msg, r1, spooled1, _ = _run(store, config, monkeypatch, batch=False)
     chunks, answered = [], []
-    batched, r2, spooled2, rebuilt, plain = _run(store, config, monkeypatch, chunks=chunks, answered=answered)
+    batched, r2, spooled2, rebuilt = _run(store, config, monkeypatch, chunks=chunks, answered=answered)
     assert batched == per_msg
     assert r2.summary == r1.summary and r2.violations == r1.violations
     rolls = per_msg.count('"event":"roll"')
@@ -148,12 +131,10 @@ def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, 
     assert len(rebuilt) == N - no_row and len(spooled2) == no_row
     # the records the rows stand for are those the per-message walk put, field for field
     assert {p: spooled1[p] for p in rebuilt} == rebuilt
-    # two roll slots: +1 day (window / 2, the 137 due in under 16 h past the window) and +2 days (43): the
-    # big one's records are read batch-wise (all plain strings), the rows of 104 (33 cannot be rows) made so
-    assert len(plain) == (104 if roll_read < 10**9 else 0)
-    # the big slot's 137 units read in chunks of ROLL_CHUNK: one of 137 (4096), or 8 of 16 and the last 9
-    # (137 = 8 * 16 + 9); none when the slot is under ROLL_READ
-    assert chunks == ([] if roll_read >= 10**9 else [137] if chunk >= 137 else [16] * 8 + [9])
+    # two roll slots: +1 day (window / 2, the 137 due in under 16 h past the window) and +2 days (43), each
+    # read in chunks of ROLL_CHUNK: one each (4096), or 8 of 16 and the last 9 (137 = 8 * 16 + 9), then 2 of 16
+    # and the last 11 (43 = 2 * 16 + 11)
+    assert chunks == ([137, 43] if chunk >= 137 else [16] * 8 + [9] + [16, 16, 11])
     # the enqueue takes every re-put kept as a row by its columns: N - no_row = 135 answers
     assert len(answered) == N - no_row == 135
 
@@ -161,11 +142,11 @@ def test_roll_rows_equal_the_per_message_walk(tmp_path, monkeypatch, roll_read, 
 def test_rebuilt_roll_equals_the_appended_one(tmp_path, monkeypatch):
     """Rows off (every roll through `append` and the spool) against rows on, in the same batch walk."""
     store, config = _build(tmp_path / "s")
-    log1, _r1, spooled, rebuilt_off, plain_off = _run(store, config, monkeypatch, rows=False)
-    log2, _r2, _, rebuilt, _ = _run(store, config, monkeypatch)
+    log1, _r1, spooled, rebuilt_off = _run(store, config, monkeypatch, rows=False)
+    log2, _r2, _, rebuilt = _run(store, config, monkeypatch)
     assert log1 == log2
-    # rows off: all N rolls put whole in the spool, none kept as a row or rolled from plain sources
-    assert len(spooled) == N == 180 and rebuilt_off == {} and plain_off == []
+    # rows off: all N rolls put whole in the spool, none kept as a row
+    assert len(spooled) == N == 180 and rebuilt_off == {}
     # rows on: N less the 45 a row cannot hold (see test_roll_rows_equal_the_per_message_walk)
     assert len(rebuilt) == N - 45 == 135 and {p: spooled[p] for p in rebuilt} == rebuilt
     # the three properties a roll sets
