@@ -169,7 +169,8 @@ def compiled_loaded() -> bool:
 
 
 # ===================================================================== chunks and results
-WALK_AHEAD = 2  # chunks the walk may run ahead of the reader inside `walk_ahead()`
+WALK_AHEAD = 6  # chunks the walk may run ahead of the reader inside `walk_ahead()`: the walk starts before the
+# reader has numpy (`columns.summarise`), and with 2 it waited ~70 ms for it (its peak RSS is the same)
 # Inside `walk_ahead()` the walk writes chunk k into the arrays of chunk k - _RING: when it starts chunk k it
 # has queued chunk k - 1, so the reader has taken chunk k - 1 - WALK_AHEAD and is done with the ones before
 _RING = WALK_AHEAD + 3
