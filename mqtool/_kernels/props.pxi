@@ -8,7 +8,7 @@ from libc.stdlib cimport free, malloc
 cdef enum:
     G_TOTAL_AT, G_TOTAL_W, G_MAGIC_AT, G_MAGIC_W, G_QID_AT, G_QID_W, G_SYSFLAG_AT, G_SYSFLAG_W, G_HEAD,
     G_NO_HOSTS, G_BL, G_V4, G_V6, G_BORN_V6, G_STORE_V6, G_M1, G_M2, G_TL1, G_TL2, G_PL, G_SEP, G_NV,
-    G_MAX_TOTAL, G_FIXED, G_STRIDE, G_INTERNED, G_COUNT
+    G_MAX_TOTAL, G_FIXED, G_STRIDE, G_COUNT
 
 
 cdef inline int64_t _be(const unsigned char *a, int64_t at, int64_t w) noexcept nogil:
@@ -19,19 +19,6 @@ cdef inline int64_t _be(const unsigned char *a, int64_t at, int64_t w) noexcept 
     if v >= (<int64_t>1 << (8 * w - 1)):
         v -= <int64_t>1 << (8 * w)
     return v
-
-
-cdef inline bint _same(const unsigned char *a, int64_t s, int64_t e, int64_t js, int64_t je) noexcept nogil:
-    """The bytes a[s:e] equal a[js:je] (-1 starts: an absent value, equal only to another absent one)."""
-    cdef int64_t i
-    if s < 0 or js < 0:
-        return s < 0 and js < 0
-    if e - s != je - js:
-        return False
-    for i in range(e - s):
-        if a[s + i] != a[js + i]:
-            return False
-    return True
 
 
 cdef int64_t _match(const unsigned char *a, int64_t b, int64_t e, const unsigned char *keys, const int64_t *key_at,
@@ -141,17 +128,14 @@ cdef void _row(const unsigned char *a, int64_t size, int64_t rel, int64_t delta,
 
 def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t delta, int64_t n, int64_t flen,
                const int64_t[::1] geo, const unsigned char[::1] keys, const int64_t[::1] key_at,
-               const int64_t[::1] first, const int64_t[::1] trail, const int64_t[:, ::1] groups, int64_t intern,
-               int64_t[:, ::1] out):
+               const int64_t[::1] first, const int64_t[::1] trail, const int64_t[:, ::1] groups, int64_t[:, ::1] out):
     """`propscan.scan_py` in C, the GIL released: `out`'s row of each record at `rels[k]`; returns (the first
     record no template matches, or `len(rels)`; the template of the last one matched, or -1)."""
     cdef int64_t nr = rels.shape[0], width = out.shape[1], nt = first.shape[0] - 1, nw = groups.shape[1]
-    cdef int64_t size = buf.shape[0], k, j, w, c, q, found, longest = 1, cap, unmatched = nr, last = -1
+    cdef int64_t size = buf.shape[0], k, j, longest = 1, unmatched = nr, last = -1
     cdef const unsigned char *a = &buf[0] if size else NULL
     cdef const unsigned char *kp = &keys[0]
     cdef int64_t *vs
-    cdef int64_t *table
-    cdef int64_t *cnt
     cdef int64_t g[G_COUNT]
     if geo.shape[0] != G_COUNT or width != geo[G_FIXED] + geo[G_STRIDE] * nw or out.shape[0] != nr:
         raise ValueError("props_scan: arrays of the wrong shape")
@@ -163,11 +147,9 @@ def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t de
         g[j] = geo[j]
     for j in range(nt):
         longest = max(longest, first[j + 1] - first[j])
-    cap = g[G_INTERNED]
-    vs = <int64_t *>malloc(sizeof(int64_t) * (2 * longest + nw * cap + nw + 1))
+    vs = <int64_t *>malloc(sizeof(int64_t) * (2 * longest + 1))
     if vs == NULL:
         raise MemoryError()
-    table, cnt = vs + 2 * longest, vs + 2 * longest + nw * cap
     with nogil:
         for k in range(nr):
             for j in range(width):
@@ -178,26 +160,6 @@ def props_scan(const unsigned char[::1] buf, const int64_t[::1] rels, int64_t de
                 unmatched = k
             elif out[k, 0] == 1:
                 last = out[k, 6]
-        # the interned keys' values: each matched record's first record with the same value (-1 past `cap`)
-        for w in range(nw):
-            cnt[w] = 0
-            if not (intern >> w) & 1:
-                continue
-            c = g[G_FIXED] + g[G_STRIDE] * w
-            for k in range(nr):
-                if out[k, 0] != 1:
-                    continue
-                found = -1
-                for q in range(cnt[w]):
-                    j = table[w * cap + q]
-                    if _same(a, out[k, c], out[k, c + 1], out[j, c], out[j, c + 1]):
-                        found = j
-                        break
-                if found < 0 and cnt[w] < cap:
-                    table[w * cap + cnt[w]] = k
-                    cnt[w] += 1
-                    found = k
-                out[k, c + 2] = found
     free(vs)
     return unmatched, last
 

@@ -60,12 +60,18 @@ _BODY_MODES = {"none": BODY_NONE, "hex": BODY_HEX, "text": BODY_TEXT}
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def fast_query(query: MessageQuery, body: str) -> bool:
-    """Whether this module writes the query's lines (see the module docstring)."""
-    if query.key is not None or query.uniq_key is not None or query.tag is not None or body not in _BODY_MODES:
+def columns_answer(query: MessageQuery) -> bool:
+    """Whether the scan's columns answer the query's filters (here and in `parquet.py`; the rest goes to the
+    record path): no key, UNIQ_KEY or tag lookup, every number within int64."""
+    if query.key is not None or query.uniq_key is not None or query.tag is not None:
         return False
     ints = (query.from_offset, query.to_offset, query.queue_id, query.since_ms, query.until_ms)
     return all(v is None or _I64_MIN <= v <= _I64_MAX for v in ints)
+
+
+def fast_query(query: MessageQuery, body: str) -> bool:
+    """Whether this module writes the query's lines (see the module docstring)."""
+    return body in _BODY_MODES and columns_answer(query)
 
 
 def message_lines(

@@ -23,14 +23,11 @@ def batchable(base) -> bool:
     return isinstance(base, MappedBase) and base.recovery is None and not base.dledger
 
 
-def scan_plain(
-    base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], intern: int = 0, learn_self=False
-):
+def scan_plain(base: MappedBase, phys: list[int], sizes: list[int], wanted: tuple[str, ...], learn_self=False):
     """The records at `phys` (ConsumeQueue `sizes` bound the read) as `propscan`'s columns: (the span's bytes
     or mapping, `out`, {k: `(properties map, BODYLENGTH, SYSFLAG)`} of the records no template matches), or
-    None when they cannot be read batch-wise. `intern`: a bit per wanted key whose values get their first
-    record; with `learn_self` a record that makes a template is matched against it too. The caller closes the
-    bytes (`close`)."""
+    None when they cannot be read batch-wise; with `learn_self` a record that makes a template is matched against
+    it too. The caller closes the bytes (`close`)."""
     span = base.files.span(phys, sizes)
     if span is None:
         return None
@@ -41,7 +38,7 @@ def scan_plain(
     answers: dict[int, tuple] = {}
     try:
         r = np.array(rels, np.int64)
-        out, k, last = propscan.scan(buf, r, delta, n, flen, book, intern)
+        out, k, last = propscan.scan(buf, r, delta, n, flen, book)
         while k < len(rels):  # a record no template matches
             body_len, sysflag, b, e = out[k, propscan.BODY_LENGTH : propscan.PROPS_END + 1].tolist()
             raw = buf[b:e].decode("utf-8", "surrogateescape")
@@ -52,9 +49,7 @@ def scan_plain(
             nxt = -1
             if t is not None and at < len(rels):  # the records after it are matched against it too
                 book.add(t)
-                again, unmatched, again_last = propscan.scan(buf, r[at:], delta, n, flen, book, intern)
-                firsts = again[:, propscan.FIXED + 2 :: propscan.STRIDE]
-                firsts[firsts >= 0] += at  # the rows' own indices
+                again, unmatched, again_last = propscan.scan(buf, r[at:], delta, n, flen, book)
                 out[at:] = again
                 last = again_last if again_last >= 0 else last  # (a row matched before matches again)
                 nxt = at + unmatched
@@ -86,7 +81,7 @@ def read_plain(
     that lie in one file within `MAX_SPAN` bytes, and a record that makes a template is matched by it."""
     res: list[tuple | None] = [None] * len(phys)
     for i, j in base.files.runs(phys, sizes) if sources else [(0, len(phys))]:
-        scanned = scan_plain(base, phys[i:j], sizes[i:j], wanted, 0, sources)
+        scanned = scan_plain(base, phys[i:j], sizes[i:j], wanted, sources)
         if scanned is None:
             continue
         buf, out, answers = scanned

@@ -9,8 +9,7 @@ a delay level's deliveries: REAL_TOPIC, REAL_QID, UNIQ_KEY). `scan` gives one ro
   lacks, BODYLENGTH and the hosts), 2 BODYLENGTH, 3 SYSFLAG, 4 and 5 the properties' start and end in the
   bytes, 6 the template, 7 the first wanted value as a number (1 to 18 ASCII digits; else -1), 8 QUEUEID,
   9 and 10 the topic's start and end;
-- from `FIXED` on, `STRIDE` columns per wanted key: its value's start and end (-1: absent) and, for the
-  keys the caller interns, the first matched record with the same value (-1 past `INTERNED` values).
+- from `FIXED` on, `STRIDE` columns per wanted key: its value's start and end (-1: absent).
 
 A template (`Template`) is a plain key sequence: it matches exactly the strings with these keys in order, each
 followed by SOH and a non-empty value without STX, STX between them (and at the end for a trailing one).
@@ -33,14 +32,13 @@ from mqtool.store import extension
 # `out`'s columns by name
 (STATUS, SIZE, BODY_LENGTH, SYSFLAG, PROPS_START, PROPS_END, TEMPLATE, NUMBER, QUEUE_ID, TOPIC_START,
  TOPIC_END) = range(11)  # fmt: skip
-FIXED = 11  # `out`'s columns before the wanted values' (start, end, first record with an equal value)
-STRIDE = 3
-INTERNED = 64  # distinct values a scan interns per key (the rest: -1)
+FIXED = 11  # `out`'s columns before the wanted values' (start, end)
+STRIDE = 2
 MAX_TOTAL = 1 << 30  # a TOTALSIZE past this is not a record (`MappedBase._read`)
 Geometry = namedtuple(
     "Geometry",
     "total_at total_w magic_at magic_w qid_at qid_w sysflag_at sysflag_w head no_hosts bl v4 v6 born_v6 store_v6 "
-    "m1 m2 tl1 tl2 pl sep nv max_total fixed stride interned",
+    "m1 m2 tl1 tl2 pl sep nv max_total fixed stride",
 )
 """The kernel's view of a record and of `out`, in `props.pxi`'s order (G_TOTAL_AT ...)."""
 
@@ -67,7 +65,6 @@ def _geometry() -> Geometry:
         max_total=MAX_TOTAL,
         fixed=FIXED,
         stride=STRIDE,
-        interned=INTERNED,
     )
 
 
@@ -142,12 +139,12 @@ def _row(buf, rel: int, delta: int, n: int, flen: int, keys: list, trail: list, 
 
 
 def scan_py(
-    buf, rels, delta: int, n: int, flen: int, geo, keys, key_at, first, trail, groups, intern: int, out: np.ndarray
+    buf, rels, delta: int, n: int, flen: int, geo, keys, key_at, first, trail, groups, out: np.ndarray
 ) -> tuple[int, int]:
     """The kernel's reference, in plain Python: `out`'s row of each record at `rels[k]` (a position in the
     span, which starts at `buf[delta]` and has `n` bytes; the file's listed length ends at `flen`); template
     t's keys are `keys[key_at[j]:key_at[j + 1]]` for j in [first[t], first[t + 1]), its wanted keys' indices
-    `groups[t]` (-1: not among its keys); `intern` a bit per wanted key whose values get their first record.
+    `groups[t]` (-1: not among its keys).
     Returns (the first record no template matches, or `len(rels)`; the template of the last one matched, or -1)."""
     if not np.array_equal(geo, GEOMETRY):
         raise ValueError("scan_py reads the layout of mqtool.formats.commitlog only")
@@ -158,7 +155,6 @@ def scan_py(
         [bytes(keys[key_at[j] : key_at[j + 1]]) for j in range(first[t], first[t + 1])] for t in range(len(first) - 1)
     ]
     nw = len(groups[0]) if groups else 0
-    firsts: list[dict] = [{} for _ in range(nw)]
     unmatched, last = len(rels), -1
     for k, rel in enumerate(np.asarray(rels).tolist()):
         row, spans = [-1] * out.shape[1], []
@@ -174,14 +170,6 @@ def scan_py(
             value = bytes(buf[s:e])
             if nw and s >= 0 and 0 < e - s <= 18 and value.isdigit():
                 row[NUMBER] = int(value)
-            for w in range(nw):
-                if (intern >> w) & 1:
-                    c = FIXED + STRIDE * w
-                    value = None if row[c] < 0 else bytes(buf[row[c] : row[c + 1]])
-                    seen = firsts[w]
-                    if value not in seen and len(seen) < INTERNED:
-                        seen[value] = k
-                    row[c + 2] = seen.get(value, -1)
         out[k] = row
     return unmatched, last
 
@@ -189,7 +177,7 @@ def scan_py(
 def row_py(buf, rel: int, delta: int, n: int, flen: int, geo) -> tuple[int, ...]:
     """`scan_py`'s row of one record against no template (its first `FIXED` columns), as a tuple."""
     out = np.empty((1, FIXED), np.int64)
-    scan_py(buf, [rel], delta, n, flen, geo, b"\0", [0], [0], [0], [[]], 0, out)
+    scan_py(buf, [rel], delta, n, flen, geo, b"\0", [0], [0], [0], [[]], out)
     return tuple(out[0].tolist())
 
 
@@ -267,11 +255,11 @@ class Templates:
         return self._arrays
 
 
-def scan(buf, rels: np.ndarray, delta: int, n: int, flen: int, templates: Templates, intern: int = 0):
+def scan(buf, rels: np.ndarray, delta: int, n: int, flen: int, templates: Templates):
     """(`out` (see the module) of the records at `rels` of `buf` against `templates`, the first record no template
     matches or `len(rels)`, the template of the last one matched or -1)."""
     out = np.empty((len(rels), FIXED + STRIDE * templates.nwanted), np.int64)
-    return (out, *KERNEL(buf, rels, delta, n, flen, GEOMETRY, *templates.arrays(), intern, out))
+    return (out, *KERNEL(buf, rels, delta, n, flen, GEOMETRY, *templates.arrays(), out))
 
 
 def row(buf, rel: int, delta: int, n: int, flen: int) -> tuple[int, ...]:

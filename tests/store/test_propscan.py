@@ -18,7 +18,6 @@ from mqtool.formats.properties import parse_properties
 from mqtool.store import propscan
 
 WANTED = ("UNIQ_KEY", "REAL_TOPIC", "REAL_QID", "TIMER_OUT_MS")
-ALL_INTERNED = (1 << len(WANTED)) - 1
 VALUE_COLUMNS = range(propscan.FIXED, propscan.FIXED + propscan.STRIDE * len(WANTED), propscan.STRIDE)
 MAX_TEMPLATES = 32  # `batchread.MAX_TEMPLATES`: the templates a batch reader learns at most
 
@@ -43,7 +42,7 @@ def _both(buf: bytes, rels: list[int], delta: int, n: int, flen: int, book: prop
     r = np.array(rels, np.int64)
     width = propscan.FIXED + propscan.STRIDE * len(WANTED)
     native, ref = np.empty((len(rels), width), np.int64), np.empty((len(rels), width), np.int64)
-    args = (buf, r, delta, n, flen, propscan.GEOMETRY, *book.arrays(), ALL_INTERNED)
+    args = (buf, r, delta, n, flen, propscan.GEOMETRY, *book.arrays())
     got = _native.props_scan(*args, native)
     assert propscan.scan_py(*args, ref) == got  # (the first record no template matches, the last match's template)
     assert native.tolist() == ref.tolist()
@@ -51,7 +50,7 @@ def _both(buf: bytes, rels: list[int], delta: int, n: int, flen: int, book: prop
     assert got[0] == (statuses.index(0) if 0 in statuses else len(rels))
     # one record at a time (`props_row`, the per-record read): the batch's row against no template
     bare = np.empty((len(rels), propscan.FIXED), np.int64)
-    _native.props_scan(buf, r, delta, n, flen, propscan.GEOMETRY, *propscan.Templates(0).arrays(), 0, bare)
+    _native.props_scan(buf, r, delta, n, flen, propscan.GEOMETRY, *propscan.Templates(0).arrays(), bare)
     for rel, row in zip(rels, bare.tolist(), strict=True):
         one = _native.props_row(buf, rel, delta, n, flen, propscan.GEOMETRY)
         assert one == propscan.row_py(buf, rel, delta, n, flen, propscan.GEOMETRY) == tuple(row)
@@ -194,7 +193,7 @@ def test_a_span_outside_the_bytes_is_refused():
     for kernel in (_native.props_scan, propscan.scan_py):
         out = np.empty((1, propscan.FIXED + propscan.STRIDE), np.int64)
         with pytest.raises(ValueError, match="outside the bytes"):
-            kernel(b"x" * 100, rels, 10, 91, 91, propscan.GEOMETRY, *book.arrays(), 0, out)
+            kernel(b"x" * 100, rels, 10, 91, 91, propscan.GEOMETRY, *book.arrays(), out)
     for row in (_native.props_row, propscan.row_py):
         with pytest.raises(ValueError, match="outside the bytes"):
             row(b"x" * 100, 0, 10, 91, 91, propscan.GEOMETRY)
