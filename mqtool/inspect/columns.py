@@ -17,6 +17,7 @@ JSON output are the same whichever path produced them.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -340,35 +341,46 @@ class CommitLogSummary:
 
 def summarise(store: Store, verify_crc: bool = True, progress: Progress | None = None,
               each: Callable[[ColumnChunk, TopicIds], None] | None = None,
-              chunk_records: int = fastscan.DEFAULT_CHUNK) -> CommitLogSummary:
-    """One column scan of the whole CommitLog; `each(chunk, topics)` sees every chunk on the way."""
-    import numpy as np
-
+              chunk_records: int = fastscan.DEFAULT_CHUNK,
+              feeder: Callable[[], Callable[[ColumnChunk, TopicIds], None]] | None = None) -> CommitLogSummary:
+    """One column scan of the whole CommitLog; `each(chunk, topics)` sees every chunk on the way (or the callable
+    `feeder()` returns, called once the walk has started: what it imports is imported while the walk runs)."""
     topics = TopicIds()
     s = CommitLogSummary()
     queue_keys: Counter = Counter()
-    topic_bytes = np.zeros(0, np.int64)
-    chunks = scan_chunks(store, topics, verify_crc=verify_crc, progress=progress, chunk_records=chunk_records)
     with fastscan.walk_ahead():  # the next chunk is walked (without the GIL) while this loop handles one
-        for cc in chunks:
-            n = len(cc)
-            if each is not None:
-                each(cc, topics)
-            if not n:
-                continue
-            c, ids = cc.cols, cc.topic_ids
-            s.records += n
-            ts = c[C_STORE_TS]
-            lo, hi = int(ts.min()), int(ts.max())
-            s.first_store_timestamp = lo if s.first_store_timestamp is None else min(s.first_store_timestamp, lo)
-            s.last_store_timestamp = hi if s.last_store_timestamp is None else max(s.last_store_timestamp, hi)
-            s.end_offset = cc.file.start + int(c[C_POS, -1]) + int(c[C_TOTAL, -1])
-            keys, counts = _queue_counts(ids, c[C_QUEUE_ID], len(topics.names))
-            queue_keys.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
-            if len(topics.names) > len(topic_bytes):
-                topic_bytes = np.concatenate([topic_bytes, np.zeros(len(topics.names) - len(topic_bytes), np.int64)])
-            # float64 sums are exact here: a chunk's bytes stay far below 2**53
-            topic_bytes += np.rint(np.bincount(ids, weights=c[C_TOTAL], minlength=len(topic_bytes))).astype(np.int64)
+        chunks = scan_chunks(store, topics, verify_crc=verify_crc, progress=progress, chunk_records=chunk_records)
+        try:
+            first = next(chunks, None)  # the walk starts on its own thread (no numpy): numpy is imported meanwhile
+            import numpy as np
+
+            if feeder is not None:
+                each = feeder()
+            topic_bytes = np.zeros(0, np.int64)
+            for cc in () if first is None else itertools.chain((first,), chunks):
+                n = len(cc)
+                if each is not None:
+                    each(cc, topics)
+                if not n:
+                    continue
+                c, ids = cc.cols, cc.topic_ids
+                s.records += n
+                ts = c[C_STORE_TS]
+                lo, hi = int(ts.min()), int(ts.max())
+                first_ts, last_ts = s.first_store_timestamp, s.last_store_timestamp
+                s.first_store_timestamp = lo if first_ts is None else min(first_ts, lo)
+                s.last_store_timestamp = hi if last_ts is None else max(last_ts, hi)
+                s.end_offset = cc.file.start + int(c[C_POS, -1]) + int(c[C_TOTAL, -1])
+                keys, counts = _queue_counts(ids, c[C_QUEUE_ID], len(topics.names))
+                queue_keys.update(dict(zip(keys.tolist(), counts.tolist(), strict=True)))
+                if len(topics.names) > len(topic_bytes):
+                    more = np.zeros(len(topics.names) - len(topic_bytes), np.int64)
+                    topic_bytes = np.concatenate([topic_bytes, more])
+                # float64 sums are exact here: a chunk's bytes stay far below 2**53
+                sums = np.bincount(ids, weights=c[C_TOTAL], minlength=len(topic_bytes))
+                topic_bytes += np.rint(sums).astype(np.int64)
+        finally:
+            chunks.close()  # the walk stops before the mapping closes, whatever happened here
     names = topics.names
     for key, count in queue_keys.items():
         s.per_queue[(names[key >> 32], (key & 0xFFFFFFFF) - _QUEUE_BIAS)] = count

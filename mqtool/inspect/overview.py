@@ -9,7 +9,10 @@ RocksDB, compaction, POP), every path of the store root and what it is, and topi
 next to the queue directories. Exit code 1 in the CLI when any finding is an error.
 """
 
+from __future__ import annotations
+
 import threading
+from typing import TYPE_CHECKING
 
 from mqtool.formats.names import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -25,11 +28,11 @@ from mqtool.formats.names import (
 from mqtool.inspect import JSON_VERSION
 from mqtool.inspect.columns import CommitLogSummary, summarise
 from mqtool.inspect.records import Progress
-from mqtool.inspect.transactions import TransactionScan
 from mqtool.store.findings import Finding, Findings, findings_section
-from mqtool.store.store import (
-    Store,
-)
+from mqtool.store.store import Store
+
+if TYPE_CHECKING:
+    from mqtool.inspect.transactions import TransactionScan
 
 SYSTEM_ROLES = {
     RMQ_SYS_SCHEDULE_TOPIC: "delay levels (schedule)",
@@ -57,23 +60,36 @@ def _plain(container) -> dict | None:
 
 
 class _Scan(threading.Thread):
-    """`summarise` on a thread of its own: the CommitLog's walk runs without the GIL, so the modules the rest
-    of the view needs are imported meanwhile instead of before or after it (a `--json` run's start-up is
-    mostly imports)."""
+    """`summarise` on a thread of its own: the CommitLog's walk starts first (on a thread of the walk's own,
+    without the GIL) and the modules the rest of the view needs, numpy and the transaction scan's included, are
+    imported meanwhile instead of before or after it (a `--json` run's start-up is mostly imports). The caller's
+    thread imports them all (`give` hands the transaction scan over): two threads importing modules that import
+    each other could each find the other's half-initialised."""
 
-    def __init__(self, store: Store, progress: Progress | None, ts: TransactionScan):
+    def __init__(self, store: Store, progress: Progress | None):
         super().__init__(name="mqtool-overview-scan", daemon=True)
-        self.args = (store, progress, ts)
+        self.args = (store, progress)
         self.summary: CommitLogSummary | None = None
+        self.ts: TransactionScan | None = None
+        self.given = threading.Event()
         self.error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
-        store, progress, ts = self.args
+        store, progress = self.args
         try:
-            self.summary = summarise(store, verify_crc=True, progress=progress, each=ts.feed_chunk)
+            self.summary = summarise(store, verify_crc=True, progress=progress, feeder=self._feeder)
         except BaseException as e:  # noqa: BLE001 - raised again by `result` in the caller's thread
             self.error = e
+
+    def give(self, ts: TransactionScan | None) -> None:
+        """The transaction scan every chunk is fed to (None: the caller failed before it had one)."""
+        self.ts = ts
+        self.given.set()
+
+    def _feeder(self):
+        self.given.wait()
+        return None if self.ts is None else self.ts.feed_chunk
 
     def result(self) -> CommitLogSummary:
         self.join()
@@ -85,8 +101,14 @@ class _Scan(threading.Thread):
 def overview(store: Store, now_ms: int, progress: Progress | None = None) -> dict:
     """The `overview` document."""
     cl = store.commitlog
-    ts = TransactionScan()
-    scan = _Scan(store, progress, ts)
+    scan = _Scan(store, progress)
+    ts = None
+    try:
+        from mqtool.inspect.transactions import TransactionScan  # imports numpy: while the CommitLog is walked
+
+        ts = TransactionScan()
+    finally:
+        scan.give(ts)
     from mqtool.inspect.delay import delay_view  # imported while the CommitLog is scanned (`_Scan`)
     from mqtool.inspect.layouts import (
         batch_queues,

@@ -169,7 +169,8 @@ def compiled_loaded() -> bool:
 
 
 # ===================================================================== chunks and results
-WALK_AHEAD = 2  # chunks the walk may run ahead of the reader inside `walk_ahead()`
+WALK_AHEAD = 6  # chunks the walk may run ahead of the reader inside `walk_ahead()`: the walk starts before the
+# reader has numpy (`columns.summarise`), and with 2 it waited ~70 ms for it (its peak RSS is the same)
 # Inside `walk_ahead()` the walk writes chunk k into the arrays of chunk k - _RING: when it starts chunk k it
 # has queued chunk k - 1, so the reader has taken chunk k - 1 - WALK_AHEAD and is done with the ones before
 _RING = WALK_AHEAD + 3
@@ -243,9 +244,8 @@ class _Walker(threading.Thread):
         self.start()
 
     def run(self) -> None:
-
         pos = self.pos
-        ring: list[tuple[np.ndarray, np.ndarray | None]] = []
+        ring: list[tuple[memoryview, memoryview | None]] = []
         try:
             for k in itertools.count():
                 if self.cancelled:
@@ -253,7 +253,7 @@ class _Walker(threading.Thread):
                 if self.take is not None:
                     out, ids = _columns(self.cap, self.table, self.take)
                 elif len(ring) < _RING:
-                    out, ids = _columns(self.cap, self.table, None)
+                    out, ids = _plain_columns(self.cap, self.table)
                     ring.append((out, ids))
                 else:  # the reader is done with chunk k - _RING: its arrays' pages are faulted in already
                     out, ids = ring[k % _RING]
@@ -449,7 +449,7 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
             else:
                 out, ids, (n, end, stop, detail) = walker.next_chunk()
             yield ScanChunk(base_offset, _used(out, n), int(end), int(stop), int(detail), verify_crc, len(a),
-                            topic_ids=None if ids is None else ids[:n])
+                            topic_ids=None if ids is None else _ids_array(ids, n))
             if release and isinstance(buf, mmap.mmap) and not _keep_pages.get():
                 released = _release(buf, released, int(end))  # pages before `end`: the walk ahead is past it
             if stop != STOP_MORE:
@@ -460,6 +460,22 @@ def iter_commitlog_chunks(buf, base_offset: int = 0, start: int = 0, verify_crc:
             walker.cancel()
         walker = None
         del a
+
+
+def _plain_columns(cap: int, table) -> tuple[memoryview, memoryview | None]:
+    """`_columns` for the walker thread: anonymous mappings (the kernel faults their pages in as it writes, without
+    the GIL), no numpy, so the walk starts before numpy is imported and runs while it is (`columns.summarise`)."""
+    out = memoryview(mmap.mmap(-1, NCOL * cap * 8)).cast("q", (NCOL, cap))
+    return out, None if table is None else memoryview(mmap.mmap(-1, cap * 8)).cast("q")
+
+
+def _ids_array(ids, n: int) -> np.ndarray:
+    """The first `n` topic numbers of a chunk as a numpy array (the walker's are plain buffers)."""
+    if not isinstance(ids, memoryview):
+        return ids[:n]
+    import numpy as np
+
+    return np.frombuffer(ids, np.int64, count=n)
 
 
 def _numbering(table, ids) -> tuple:

@@ -245,3 +245,23 @@ def test_transactions_of_the_odd_store(odd_store: Path):
     assert doc["counts"] == {"committed": 1, "rolled_back": 0, "pending": 0, "discarded": 0}
     assert doc["op_messages"]["records"] == 1 and len(doc["discarded"]) == 1
     assert Counter(f["check"] for f in doc["findings"]) == Counter()
+
+
+def test_feeder_is_asked_once_the_walk_runs():
+    """`summarise(feeder=...)`: the walk is on its thread before the feeder is called (what the feeder imports
+    overlaps the walk), and the chunks fed to what it returns give what `each` gives."""
+    demo = FIXTURES / "demo"
+    store = Store.open(demo, load_broker_conf(FIXTURES / "demo.broker.conf"))
+    want, want_ts, _ = record_summary(store)
+    ts, walking = TransactionScan(), []
+
+    def feeder():
+        import threading
+
+        walking.append(any(t.name == "mqtool-walk" for t in threading.enumerate()))
+        return ts.feed_chunk
+
+    store = Store.open(demo, load_broker_conf(FIXTURES / "demo.broker.conf"))
+    assert summarise(store, feeder=feeder, chunk_records=1) == want  # more chunks than the walk runs ahead
+    assert walking == [extension.kernel("CommitLogWalk") is not None]
+    assert ts.report(store, NOW) == want_ts.report(store, NOW)
