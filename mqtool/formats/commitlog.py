@@ -21,8 +21,9 @@ from construct import (
     this,
 )
 
+from mqtool.formats import layout
 from mqtool.formats.adapters import ipv4_host, ipv6_host
-from mqtool.formats.record_layout import (  # the numbers the fast readers use: proven equal to the Struct below
+from mqtool.formats.record_layout import (  # the numbers the fast readers use: generated from the Struct below
     AFTER_BORN_HOST,
     AFTER_STORE_HOST,
     BLANK_MAGIC_CODE,
@@ -103,6 +104,29 @@ commitlog_record = Struct(
 )
 
 
+def fast_reader_runs() -> dict:
+    """The fixed-width runs the fast readers need, read off `commitlog_record` (a V1 message; V2 differs only in the
+    topic length's width): what `scripts/make_record_layout.py` writes into `record_layout.py`'s generated block, so
+    the scan and `messages` read them without importing Construct."""
+    v1, v2 = layout.runs(message_v1), layout.runs(message_v2)
+    assert v1[:3] + v1[4:] == v2[:3] + v2[4:] and v1[3][0].name == v2[3][0].name == "topic_length"
+    lead = layout.prefix(commitlog_record)  # TOTALSIZE, MAGICCODE
+    header = lead + layout.shift(v1[0], layout.size(lead))
+    return {
+        "HEADER": header,  # TOTALSIZE .. BORNTIMESTAMP, before the hosts
+        "AFTER_BORN_HOST": v1[1],  # STORETIMESTAMP
+        "AFTER_STORE_HOST": v1[2],  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
+        "TOPIC_LENGTH_V1": v1[3][0],
+        "TOPIC_LENGTH_V2": v2[3][0],
+        "PROPERTIES_LENGTH": v1[4][0],
+        "HOST_SIZE_V4": ipv4_host.sizeof(),
+        "HOST_SIZE_V6": ipv6_host.sizeof(),
+        "HOST_PORT": layout.runs(ipv4_host.subcon)[-1][0],  # after the 4 or 16 address bytes
+        # §2.10: every field but the hosts, body, topic length, topic and properties
+        "FIXED_SIZE": layout.size(header) + layout.size(v1[1]) + layout.size(v1[2]) + v1[4][0].size,
+    }
+
+
 def magic_for_topic(topic: str) -> int:
     """The magic a 5.x broker writes: V2 when the topic has more than 127 characters (spec §2.2)."""
     return MESSAGE_MAGIC_CODE_V2 if len(topic) > 127 else MESSAGE_MAGIC_CODE
@@ -131,6 +155,7 @@ __all__ = [
     "hosts_size",
     "offset_msg_id",
     "commitlog_record",
+    "fast_reader_runs",
     "magic_for_topic",
     "message_v1",
     "message_v2",

@@ -25,6 +25,22 @@ if TYPE_CHECKING:
 _VARIABLE = (SizeofError, KeyError, AttributeError)  # sizeof() of a field that depends on the data
 
 
+def python_source(values: dict) -> str:
+    """`NAME = value` lines for `Field`s, lists of them and ints: a generated block of a module that must not
+    import Construct (`record_layout.py`)."""
+
+    def field(f: Field) -> str:
+        return f"Field({f.name!r}, {f.offset}, {f.size}, {f.fmt!r})".replace("'", '"')
+
+    lines = []
+    for name, v in values.items():
+        if isinstance(v, list):
+            lines += [f"{name} = [", *(f"    {field(f)}," for f in v), "]"]
+        else:
+            lines.append(f"{name} = {field(v) if isinstance(v, Field) else int(v)}")
+    return "\n".join(lines) + "\n"
+
+
 def _format_field(sc: Construct) -> FormatField | None:
     """The integer under a field's wrappers (Renamed, Rebuild, Const, Adapter), None if it is not one."""
     while not isinstance(sc, FormatField):

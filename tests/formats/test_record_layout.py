@@ -1,35 +1,42 @@
-"""`formats/record_layout.py` writes the CommitLog record's fixed-width runs as numbers (so the scan and `messages`
-need no Construct); here each is derived from the Construct definition, `commitlog_record`, and must be equal."""
+"""`formats/record_layout.py` holds the CommitLog record's fixed-width runs as numbers (so the scan and `messages`
+need no Construct); its block is generated from the Construct definition, `commitlog_record`, by
+scripts/make_record_layout.py: here it must be what the script writes now, and the numbers the spec's."""
 
+import importlib.util
+
+from conftest import PROJECT
 from mqtool.formats import commitlog, layout, record_layout
-from mqtool.formats.adapters import ipv4_host, ipv6_host
 
 
-def _derived() -> dict:
-    """What `formats/layout.py` reads off `commitlog_record`: the runs of a V1 message (V2 differs only in the
-    topic length's width), the lead (TOTALSIZE, MAGICCODE), the host sizes and the port."""
-    v1, v2 = layout.runs(commitlog.message_v1), layout.runs(commitlog.message_v2)
-    assert v1[:3] + v1[4:] == v2[:3] + v2[4:] and v1[3][0].name == v2[3][0].name == "topic_length"
-    lead = layout.prefix(commitlog.commitlog_record)
-    header = lead + layout.shift(v1[0], layout.size(lead))
-    return {
-        "HEADER": header,
-        "AFTER_BORN_HOST": v1[1],
-        "AFTER_STORE_HOST": v1[2],
-        "TOPIC_LENGTH_V1": v1[3][0],
-        "TOPIC_LENGTH_V2": v2[3][0],
-        "PROPERTIES_LENGTH": v1[4][0],
-        "HOST_SIZE_V4": ipv4_host.sizeof(),
-        "HOST_SIZE_V6": ipv6_host.sizeof(),
-        "HOST_PORT": layout.runs(ipv4_host.subcon)[-1][0],
-        "FIXED_SIZE": layout.size(header) + layout.size(v1[1]) + layout.size(v1[2]) + v1[4][0].size,
-    }
+def _script():
+    spec = importlib.util.spec_from_file_location("make_record_layout", PROJECT / "scripts" / "make_record_layout.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_record_layout_equals_the_construct_definition():
-    derived = _derived()
+def test_record_layout_is_generated_from_the_construct_definition():
+    script = _script()
+    text = script.TARGET.read_text("utf-8")
+    assert script.regenerated(text) == text, "run python scripts/make_record_layout.py"
+    derived = commitlog.fast_reader_runs()
     assert {name: getattr(record_layout, name) for name in derived} == derived
     assert record_layout.HOST_PORT_SIZE == derived["HOST_PORT"].size == 4
+
+
+def test_a_stale_block_is_found():
+    """A hand edit inside the block is what the script undoes (the check above can fail)."""
+    script = _script()
+    text = script.TARGET.read_text("utf-8")
+    stale = text.replace('Field("body_length", 12, 4, ">l")', 'Field("body_length", 12, 8, ">q")')
+    assert stale != text and script.regenerated(stale) == text
+
+
+def test_python_source_writes_fields_lists_and_ints():
+    f = layout.Field("a", 0, 4, ">l")
+    assert layout.python_source({"X": [f], "Y": f, "N": 8}) == (
+        'X = [\n    Field("a", 0, 4, ">l"),\n]\nY = Field("a", 0, 4, ">l")\nN = 8\n'
+    )
 
 
 def test_record_layout_numbers_are_the_spec_ones():
