@@ -465,7 +465,12 @@ def test_an_error_in_a_worker_is_raised_to_the_reader_and_later_jobs_are_dropped
         writers.wait(workers[0])
     third = Job("third")
     writers.submit(third)
-    threading.Timer(0.2, gate.set).start()  # the second job goes on once `close` has begun
+    def release() -> None:  # the second job goes on once `close` has begun (whatever the machine's load)
+        while not writers._stop:
+            gate.wait(0.01)
+        gate.set()
+
+    threading.Thread(target=release).start()
     writers.close()
     assert first.written == [0] and sorted(second.written) == [0, 1] and third.written == []
     assert not [t for t in threading.enumerate() if t.name.startswith("mqtool-lines")]

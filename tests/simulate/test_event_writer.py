@@ -110,7 +110,11 @@ def test_at_most_the_bound_of_blocks_wait():
 
     producer = threading.Thread(target=produce)
     producer.start()
-    producer.join(1.0)
+    for _ in range(600):  # up to 30 s on a loaded machine: the producer fills what may wait
+        if len(done) > WRITER_BLOCKS:
+            break
+        producer.join(0.05)
+    producer.join(0.3)  # time to go past the bound, if it could
     # the writer holds one block in its write, the queue the bound: the producer waits for room
     assert len(done) == WRITER_BLOCKS + 1 and producer.is_alive()
     gate.set()
