@@ -265,16 +265,21 @@ def need_retry_sleep(precision_ms: int) -> int:
 
 
 def do_put_retry(status: str, attempt: int, precision_ms: int, in_loop: bool = False) -> int | None:
-    """The wait (ms) before the next try of a dequeue put that failed with `status` on its `attempt`-th try
-    (1 = the first), or None to give up. `doPut` answers SERVICE_NOT_AVAILABLE with PUT_NEED_RETRY: `run` puts
-    again at once, then sleeps `need_retry_sleep` after each put of its loop until one works (`in_loop`: an
-    earlier try answered PUT_NEED_RETRY, so this one was the loop's; the loop's sleep also follows the put that
-    ends it). MESSAGE_ILLEGAL and PROPERTIES_SIZE_EXCEEDED are PUT_NO_RETRY at once; any other failure is tried
-    3 more times 50 ms apart."""
+    """The wait (ms) before the next put of a timer message whose put failed with `status`, or None to give up.
+
+    `TimerMessageStore.doPut` puts once and retries its own way: SERVICE_NOT_AVAILABLE returns PUT_NEED_RETRY
+    at once; MESSAGE_ILLEGAL and PROPERTIES_SIZE_EXCEEDED return PUT_NO_RETRY; any other failure counts a retry,
+    sleeps 50 ms and puts again, and after the third the put it makes is not looked at (PUT_NO_RETRY whatever it
+    answered). `attempt` is the put's number inside its `doPut` call (1 = the call's first): a PUT_NEED_RETRY
+    ends the call, and `TimerDequeuePutMessageService.run` calls `doPut` anew, at once the first time, then
+    sleeping `need_retry_sleep` after each call until one returns something else (`in_loop`: an earlier call
+    returned PUT_NEED_RETRY, so this put is the loop's; the loop's sleep also follows the call that ends it).
+    5.0-5.3.1 alike; 5.3.2 dropped the call's own retries (every failure but the illegal ones is PUT_NEED_RETRY,
+    UNKNOWN_ERROR skipped or held per `timerSkipUnknownError`), which the simulator does not follow."""
+    if attempt > 3 or status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
+        return None
     if status == "SERVICE_NOT_AVAILABLE":
         return need_retry_sleep(precision_ms) if in_loop else 0
-    if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED") or attempt > 3:
-        return None
     return 50
 
 

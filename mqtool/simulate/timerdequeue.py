@@ -246,15 +246,17 @@ class TimerDequeue:
         """doPut's retries (`do_put_retry`), each failure logged; they take virtual time, and after a
         PUT_NEED_RETRY the put service sleeps once more when its retry loop ends (`need_retry_sleep`)."""
         ctx = self.st.ctx
-        attempts, in_loop = 0, False
+        attempts, in_call, in_loop = 0, 0, False  # failed puts in all, in this `doPut` call
         while not res.ok:
             attempts += 1
-            wait = do_put_retry(res.status, attempts, self.st.precision, in_loop)
+            in_call += 1
+            wait = do_put_retry(res.status, in_call, self.st.precision, in_loop)
             detail = {"status": res.status, "attempt": attempts, "given_up": wait is None}
             ctx.log.emit(ctx.engine.now, "timer", "put_failed", topic, qid, msg.uniq_key, msg.phys, **detail)
-            in_loop = in_loop or res.status == "SERVICE_NOT_AVAILABLE"
             if wait is None:
                 break
+            if res.status == "SERVICE_NOT_AVAILABLE":  # PUT_NEED_RETRY: `run` calls `doPut` anew
+                in_call, in_loop = 0, True
             if wait:
                 yield wait
             res = ctx.put(msg.derive(topic, qid, dict(props)), "timer")

@@ -302,15 +302,17 @@ def test_format_time_ms_floors_to_the_precision():
 
 
 def test_do_put_retry_by_status_and_attempt():
-    # SERVICE_NOT_AVAILABLE (PUT_NEED_RETRY): `run` puts again at once, then every 500 * precision / 1000 ms
-    # (precision 1000 -> 500, 100 -> 50, 30 -> 15) for ever
+    # SERVICE_NOT_AVAILABLE (PUT_NEED_RETRY) ends a doPut call: `run` calls again at once, then every
+    # 500 * precision / 1000 ms (precision 1000 -> 500, 100 -> 50, 30 -> 15) for ever
     assert do_put_retry("SERVICE_NOT_AVAILABLE", 1, 1000) == 0
-    assert [do_put_retry("SERVICE_NOT_AVAILABLE", a, 1000, in_loop=True) for a in (2, 4, 50)] == [500, 500, 500]
-    assert do_put_retry("SERVICE_NOT_AVAILABLE", 2, 100, in_loop=True) == need_retry_sleep(100) == 50
-    assert do_put_retry("SERVICE_NOT_AVAILABLE", 9, 30, in_loop=True) == 15
-    # any other failure: 3 more tries 50 ms apart (doPut's own loop), then given up
+    assert [do_put_retry("SERVICE_NOT_AVAILABLE", a, 1000, in_loop=True) for a in (1, 2, 3)] == [500, 500, 500]
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 1, 100, in_loop=True) == need_retry_sleep(100) == 50
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 1, 30, in_loop=True) == 15
+    # any other failure: 3 more tries 50 ms apart (doPut's own loop); the put after the third retry is not looked at
     assert [do_put_retry("UNKNOWN_ERROR", a, 1000) for a in (1, 2, 3, 4)] == [50, 50, 50, None]
     assert [do_put_retry("OS_PAGE_CACHE_BUSY", a, 100) for a in (3, 4)] == [50, None]
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 4, 1000) is None
+    assert do_put_retry("SERVICE_NOT_AVAILABLE", 4, 1000, in_loop=True) is None
     # PUT_NO_RETRY at once
     assert do_put_retry("MESSAGE_ILLEGAL", 1, 1000) is None
     assert do_put_retry("PROPERTIES_SIZE_EXCEEDED", 1, 1000) is None
