@@ -106,6 +106,8 @@ class TimerService:
     def start(self) -> None:
         self._recover()
         st = self.st
+        # TimerMessageStore.start: shouldStartTime = now + disappearTimeAfterStart (-1 by default: no wait)
+        st.should_start = self.ctx.clock() + self.ctx.config.disappear_time_after_start
         e = self.ctx.engine
         st.enq = e.process(self.enqueue.loop(), TIMER_ENQUEUE, 0, "timer-enqueue")
         st.deq = e.process(self.dequeue.loop(), TIMER_DEQUEUE, 0, "timer-dequeue")

@@ -58,6 +58,10 @@ class TimerDequeue:
         # `advance` goes on without the engine, written before every yield (no other event comes between)
         st.pend_kind, st.pend_rows = None, []
         while True:
+            if ctx.clock() < st.should_start:  # "TimerDequeueGetService ready to run after {shouldStartTime}"
+                st.flush_events()
+                yield 1000
+                continue
             heap = st.heap  # replaced by a restart's recovery
             w = format_time_ms(ctx.clock(), p)
             if not heap:

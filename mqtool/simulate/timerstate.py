@@ -44,6 +44,7 @@ class TimerState:
         self.end = 0
         self.curr_read = 0
         self.curr_queue_offset = 0
+        self.should_start = 0  # `shouldStartTime`: the dequeue waits until then (`TimerService.start`)
         self.enq: Process | None = None
         self.deq: Process | None = None
         self.in_slot = False

@@ -19,7 +19,7 @@ from mqtool.simulate.runner import simulate
 from mqtool.simulate.timerenqueue import TimerEnqueue
 from mqtool.simulate.timerunits import TimerUnits
 from mqtool.store.store import Store
-from simkit import Built, S, run
+from simkit import Built, S, config, run
 
 START = 1_800_000_000_000
 DAY = 86_400_000
@@ -153,14 +153,14 @@ def test_a_put_refused_with_service_not_available_is_tried_again_at_once_then_ev
     ]
 
 
-def _timer_events(faults: list[tuple[int, int, str]]) -> list[tuple]:
+def _timer_events(faults: list[tuple[int, int, str]], cfg: BrokerConfig | None = None) -> list[tuple]:
     """Two timer messages due in slot S+2000 (read at S+3000), puts refused in the windows [from, until)."""
     b = Built()
     b.timer(S + 2000, S - 1000)
     b.timer(S + 2000, S - 1000)
     windows = [{"kind": "put_failure", "from": lo, "until": hi, "service": "timer", "status": status}
                for lo, hi, status in faults]
-    r = run(b, S, S + 10_000, {"faults": windows})
+    r = run(b, S, S + 10_000, {"faults": windows}, cfg=cfg)
     return [(e.time - S, e.event, e.uniq_key) + ((e.detail["attempt"], e.detail["given_up"])
                                                  if e.event == "put_failed" else ())
             for e in r.events if e.service == "timer" and e.event != "enqueue"]
@@ -199,3 +199,13 @@ def test_doput_does_not_look_at_the_put_after_its_third_retry():
         (3150, "put_failed", "UK0002", 2, False),
         (3650, "deliver", "UK0002"),
     ]
+
+
+def test_the_dequeue_waits_for_should_start_time():
+    """`TimerDequeueGetService.run` (5.3.1) waits in 1 s steps while now < shouldStartTime = the start +
+    disappearTimeAfterStart (-1 by default: no wait, the slot read at 3000 as above). With 4.5 s it first reads at
+    S+5000, the first step past S+4500: both messages of slot S+2000 are delivered then."""
+    assert _timer_events([]) == [(3000, "deliver", "UK0001"), (3000, "deliver", "UK0002")]
+    got = _timer_events([], config(disappearTimeAfterStart=4500))
+    assert got == [(5000, "deliver", "UK0001"), (5000, "deliver", "UK0002")]
+    assert _timer_events([], config(disappearTimeAfterStart=2000)) == _timer_events([])  # S+2000: read at 3000
