@@ -125,8 +125,7 @@ class ReferenceTransaction(TransactionService):
             return NO_NEW_MSG, None, offset
         if offset < m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid):
             return OFFSET_ILLEGAL, None, m.cq_min(RMQ_SYS_TRANS_HALF_TOPIC, qid)
-        u = m.cq_unit(RMQ_SYS_TRANS_HALF_TOPIC, qid, offset)
-        return FOUND, (m.message(u[0]) if u else None), offset + 1
+        return FOUND, m.cq_message(RMQ_SYS_TRANS_HALF_TOPIC, qid, offset), offset + 1
 
     def _put_immunity_one(self, msg: SimMessage, props: dict[str, str]) -> bool:
         """`putImmunityMsgBackToHalfQueue`: a copy with TRAN_PREPARED_QUEUE_OFFSET, no check request."""

@@ -568,8 +568,8 @@ class PopRevive:
         """`reviveRetry`: the message again on the pop retry topic, queue 0, reconsumeTimes + 1; the topic is
         made first when absent (`addRetryTopicIfNotExist`, 1 queue, perm 6, the group's offset 0 committed)."""
         ctx, m = self.ctx, self.ctx.model
-        unit = m.cq_unit(ck.topic, ck.queue_id, offset)
-        if unit is None or (msg := m.message(unit[0])) is None:
+        msg = m.cq_message(ck.topic, ck.queue_id, offset)
+        if msg is None:
             return
         group = ck.cid
         topic = pop_rules.revive_retry_topic(ck.topic, group, self.svc.config.enable_retry_topic_v2)

@@ -200,14 +200,18 @@ class StoreModel:
     def cq_min(self, topic: str, qid: int) -> int:
         return self.base.cq_min(topic, qid)
 
-    def cq_unit(self, topic: str, qid: int, offset: int) -> tuple[int, int, int] | None:
+    def cq_message(self, topic: str, qid: int, offset: int) -> SimMessage | None:
+        """The message a queue's unit at `offset` points to; None without a unit or a readable record there."""
         bmax = self.base.cq_max(topic, qid)
         if offset < bmax:
-            return self.base.cq_unit(topic, qid, offset)
-        extra = self._units.get((topic, qid))
-        if extra is None or offset - bmax >= len(extra):
+            unit = self.base.cq_unit(topic, qid, offset)
+        else:
+            extra = self._units.get((topic, qid))
+            unit = None if extra is None or offset - bmax >= len(extra) else extra[offset - bmax]
+        if unit is None:
             return None
-        return extra[offset - bmax]
+        phys, _size, _tags_code = unit
+        return self.message(phys)
 
     def cq_units(self, topic: str, qid: int, start: int, stop: int):
         """(offset, unit) for the units in [start, stop), up to the first one that cannot be read

@@ -236,8 +236,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
             return
         w.found, w.next_op = True, min(hi, op_offset + OP_MSG_PULL_NUMS)
         for off in range(op_offset, w.next_op):
-            unit = m.cq_unit(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, off)
-            op = m.message(unit[0]) if unit else None
+            op = m.cq_message(RMQ_SYS_TRANS_OP_HALF_TOPIC, qid, off)
             if op is None:
                 continue
             w.newest_op_born = op.born_ts
@@ -536,8 +535,7 @@ class TransactionService(PersistedOffsets[tuple[str, int]]):
         for qid in m.queue_ids(RMQ_SYS_TRANS_HALF_TOPIC):
             start = self._offset(RMQ_SYS_TRANS_HALF_TOPIC, qid)
             for off in range(start, m.cq_max(RMQ_SYS_TRANS_HALF_TOPIC, qid)):
-                u = m.cq_unit(RMQ_SYS_TRANS_HALF_TOPIC, qid, off)
-                msg = m.message(u[0]) if u else None
+                msg = m.cq_message(RMQ_SYS_TRANS_HALF_TOPIC, qid, off)
                 if msg is None:
                     continue
                 k = msg.uniq_key or str(msg.phys)
