@@ -166,39 +166,28 @@ def _timer_events(faults: list[tuple[int, int, str]], cfg: BrokerConfig | None =
             for e in r.events if e.service == "timer" and e.event != "enqueue"]
 
 
-def test_doput_counts_its_retries_per_call():
-    """5.3.1's `doPut` counts its 50 ms retries inside one call; a PUT_NEED_RETRY ends the call and `run` calls it
-    anew, with three retries of its own. UNKNOWN_ERROR at 3000 (retried at 3050); SERVICE_NOT_AVAILABLE at 3050
-    (call 1 ends; call 2 at once, refused again; call 3 after 500 ms); UNKNOWN_ERROR at 3550, 3600 and 3650, the
-    third retry at 3700 works. The loop's 500 ms sleep after call 3: the second message at 4200."""
-    got = _timer_events([(0, 3050, "UNKNOWN_ERROR"), (3050, 3100, "SERVICE_NOT_AVAILABLE"),
-                         (3100, 3700, "UNKNOWN_ERROR")])
-    assert got == [
-        (3000, "put_failed", "UK0001", 1, False),
-        (3050, "put_failed", "UK0001", 2, False),
-        (3050, "put_failed", "UK0001", 3, False),
-        (3550, "put_failed", "UK0001", 4, False),
-        (3600, "put_failed", "UK0001", 5, False),
-        (3650, "put_failed", "UK0001", 6, False),
-        (3700, "deliver", "UK0001"),
-        (4200, "deliver", "UK0002"),
-    ]
+def _failed(uk: str, times: list[int], given_up_at: int | None = None) -> list[tuple]:
+    """`put_failed` events of one message at `times`, numbered from 1 (`given_up` on the one at `given_up_at`)."""
+    return [(t, "put_failed", uk, i, i == given_up_at) for i, t in enumerate(times, 1)]
 
 
-def test_doput_does_not_look_at_the_put_after_its_third_retry():
-    """`doPut` returns PUT_NO_RETRY after its third retry whatever that put answered: SERVICE_NOT_AVAILABLE there
-    gives the message up (not `run`'s retry loop). The second message meets the same refusal as its first put:
-    PUT_NEED_RETRY, again at once, then 500 ms later it works (3650)."""
-    got = _timer_events([(0, 3150, "UNKNOWN_ERROR"), (3150, 3300, "SERVICE_NOT_AVAILABLE")])
-    assert got == [
-        (3000, "put_failed", "UK0001", 1, False),
-        (3050, "put_failed", "UK0001", 2, False),
-        (3100, "put_failed", "UK0001", 3, False),
-        (3150, "put_failed", "UK0001", 4, True),
-        (3150, "put_failed", "UK0002", 1, False),
-        (3150, "put_failed", "UK0002", 2, False),
-        (3650, "deliver", "UK0002"),
-    ]
+@pytest.mark.parametrize(("faults", "want"), [
+    # 5.3.1's doPut counts its 50 ms retries inside one call; a PUT_NEED_RETRY ends the call and `run` calls it
+    # anew, with three retries of its own. UNKNOWN_ERROR at 3000 (retried at 3050); SERVICE_NOT_AVAILABLE at 3050
+    # (call 1 ends; call 2 at once, refused again; call 3 after 500 ms); UNKNOWN_ERROR at 3550, 3600 and 3650, the
+    # third retry at 3700 works. The loop's 500 ms sleep after call 3: the second message at 4200.
+    ([(0, 3050, "UNKNOWN_ERROR"), (3050, 3100, "SERVICE_NOT_AVAILABLE"), (3100, 3700, "UNKNOWN_ERROR")],
+     _failed("UK0001", [3000, 3050, 3050, 3550, 3600, 3650]) + [(3700, "deliver", "UK0001"),
+                                                                (4200, "deliver", "UK0002")]),
+    # doPut returns PUT_NO_RETRY after its third retry whatever that put answered: SERVICE_NOT_AVAILABLE there
+    # gives the message up (not `run`'s retry loop). The second message meets the same refusal as its first put:
+    # PUT_NEED_RETRY, again at once, then 500 ms later it works (3650).
+    ([(0, 3150, "UNKNOWN_ERROR"), (3150, 3300, "SERVICE_NOT_AVAILABLE")],
+     _failed("UK0001", [3000, 3050, 3100, 3150], given_up_at=4) + _failed("UK0002", [3150, 3150])
+     + [(3650, "deliver", "UK0002")]),
+], ids=["retries-per-call", "no-look-after-third-retry"])
+def test_doput_retries(faults, want):
+    assert _timer_events(faults) == want
 
 
 def test_the_dequeue_waits_for_should_start_time():
