@@ -2,10 +2,21 @@
 
 import gzip
 import importlib.util
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests draw the same examples every run (a CI failure reproduces, and no new example fails a landing at
+# random), with no check on time (a per-example deadline, the "too slow" health check: two cores shared by the
+# xdist workers and Spark, and time is not what they test). `HYPOTHESIS_PROFILE=explore` draws new examples each
+# run, as many as each test asks for.
+settings.register_profile("ci", deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED = PROJECT.parent / "shared"
