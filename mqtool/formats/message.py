@@ -141,9 +141,16 @@ _TOPIC_LEN = {
 _PROPS_LEN = fields_format([PROPERTIES_LENGTH])
 _LEAD = fields_format(HEADER[:2])  # TOTALSIZE, MAGICCODE
 _PORT = fields_format([HOST_PORT])
-# BORNHOST (IPv4), STORETIMESTAMP, STOREHOST (IPv4), RECONSUMETIMES .. BODYLENGTH of an IPv4 record:
-# the runs above joined for one unpack (the simulator's record read)
-_MID_V4 = struct.Struct(f">{HOST_SIZE_V4}s{_STORE_TS.format[1:]}{HOST_SIZE_V4}s{_TAIL.format[1:]}")
+HEAD_FORMAT = _HEAD
+HOST_BITS = BORNHOST_V6 | STOREHOST_V6
+# BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES .. BODYLENGTH as one unpack, by the SYSFLAG's host bits
+# (`sysflag & HOST_BITS`): the runs above joined, for a reader that has checked the record's lengths already (the
+# simulator's `MappedBase.read`)
+MID_FORMATS = {
+    v6: struct.Struct(f">{host_size(v6 & BORNHOST_V6)}s{_STORE_TS.format[1:]}{host_size(v6 & STOREHOST_V6)}s"
+                      f"{_TAIL.format[1:]}")
+    for v6 in (0, BORNHOST_V6, STOREHOST_V6, HOST_BITS)
+}  # fmt: skip
 
 
 def _host(buf, pos: int, v6: bool) -> tuple[str, int]:

@@ -3,7 +3,7 @@
 - a queue's units are copied once, on first use, into numpy columns (`store.queueunits`), and handed out
   as tuples a slice at a time;
 - a record's bytes are read by `pread` (`store.recordfiles`), checked by `propscan.row` (the batch
-  reads' own checks) and its fields unpacked by `struct` from `mqtool.formats.commitlog`; anything
+  reads' own checks) and its fields unpacked by `mqtool.formats.message`'s `HEAD_FORMAT` and `MID_FORMATS`; anything
   unusual (bad magic, a short read, lengths past the record, files that overlap) is read by the store's
   own reader (`_stored`), as tests/reference_base.py (the reference) reads every record;
 - decoded messages are kept in a bounded cache (services never change a message they read:
@@ -16,16 +16,13 @@ end reads as absent (a dangling TimerLog unit finds nothing there, or what the s
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mqtool.formats import commitlog, layout
-from mqtool.formats.commitlog import host_size
+from mqtool.formats.message import HEAD_FORMAT, HOST_BITS, MID_FORMATS
 from mqtool.formats.properties import parse_properties
-from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 from mqtool.simulate.model import SimMessage, message_of
 from mqtool.store import fastscan, propscan
 from mqtool.store.queueunits import QueueUnits, queue_units
@@ -36,16 +33,6 @@ if TYPE_CHECKING:
     from mqtool.store.store import Store
 
 CACHE_MESSAGES = 1 << 15
-_HEAD, _STORE_TS, _TAIL = (
-    layout.struct_format(f) for f in (commitlog.HEADER, commitlog.AFTER_BORN_HOST, commitlog.AFTER_STORE_HOST)
-)
-_V6 = BORNHOST_V6 | STOREHOST_V6
-# BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES .. BODYLENGTH in one unpack, by the SYSFLAG's host bits
-_MID = {
-    v6: struct.Struct(f">{host_size(v6 & BORNHOST_V6)}s{_STORE_TS.format[1:]}{host_size(v6 & STOREHOST_V6)}s"
-                      f"{_TAIL.format[1:]}")
-    for v6 in (0, BORNHOST_V6, STOREHOST_V6, _V6)
-}  # fmt: skip
 
 
 class MappedBase:
@@ -204,15 +191,15 @@ class MappedBase:
             props = parse_properties(raw)
             return (props, row[propscan.BODY_LENGTH], row[propscan.SYSFLAG]) if light else props
         # the fields the checks did not hand back, at places they proved inside the record
-        total, _magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = _HEAD.unpack_from(buf, o)
-        mid = _MID[sysflag & _V6]
-        raw_born, store_ts, raw_store, reconsume, prepared, body_len = mid.unpack_from(buf, o + _HEAD.size)
+        total, _magic, _crc, qid, flag, qoff, _physf, sysflag, born_ts = HEAD_FORMAT.unpack_from(buf, o)
+        mid = MID_FORMATS[sysflag & HOST_BITS]
+        raw_born, store_ts, raw_store, reconsume, prepared, body_len = mid.unpack_from(buf, o + HEAD_FORMAT.size)
         hosts = self._hosts
         raw_topic = buf[row[propscan.TOPIC_START] : row[propscan.TOPIC_END]]
         topic = self._topics.get(raw_topic)
         if topic is None:
             topic = self._topics[raw_topic] = raw_topic.decode("utf-8", "surrogateescape")
-        p = o + _HEAD.size + mid.size
+        p = o + HEAD_FORMAT.size + mid.size
         born_host = hosts.get(raw_born) or self._host(raw_born)
         store_host = hosts.get(raw_store) or self._host(raw_store)
         return message_of(

@@ -4,8 +4,11 @@ scripts/make_record_layout.py: here it must be what the script writes now, and t
 
 import importlib.util
 
+import pytest
+
 from conftest import PROJECT
-from mqtool.formats import commitlog, layout, record_layout
+from mqtool.formats import commitlog, layout, message, record_layout
+from mqtool.formats.sysflag import BORNHOST_V6, STOREHOST_V6
 
 
 def _script():
@@ -64,3 +67,31 @@ def test_commitlog_builds_what_the_layout_reads():
     assert len(data) == record_layout.computed_size(0, 5, 1, 4, False)
     tail_at = 48 + 8 + 8 + 8
     assert record_layout.fields_format(record_layout.AFTER_STORE_HOST).unpack_from(data, tail_at) == (2, 5, 5)
+
+
+@pytest.mark.parametrize(("born", "store", "sys_flag"), [
+    ("10.0.0.1:1", "10.0.0.2:10911", 0),
+    ("[::1]:1", "10.0.0.2:10911", BORNHOST_V6),
+    ("10.0.0.1:1", "[fe80::2]:10911", STOREHOST_V6),
+    ("[::1]:1", "[fe80::2]:10911", BORNHOST_V6 | STOREHOST_V6),
+])
+def test_mid_formats_read_what_the_struct_builds(born, store, sys_flag):
+    """`message.MID_FORMATS` (the simulator's one unpack from BORNHOST to BODYLENGTH) for each pair of host
+    widths: 8 or 20 bytes each (§2.1), the store time and the tail where the Construct definition put them."""
+    rec = {
+        "total_size": 0, "magic_code": record_layout.MESSAGE_MAGIC_CODE,
+        "message": {
+            "body_crc": 7, "queue_id": 3, "flag": 1, "queue_offset": 42, "physical_offset": 0, "sys_flag": sys_flag,
+            "born_timestamp": 1790000000000, "born_host": born, "store_timestamp": 1790000000001,
+            "store_host": store, "reconsume_times": 2, "prepared_transaction_offset": 5,
+            "body": b"hello", "topic": "T", "properties": "",
+        },
+    }  # fmt: skip
+    data = commitlog.commitlog_record.build(rec)
+    head = message.HEAD_FORMAT.unpack_from(data, 0)
+    mid = message.MID_FORMATS[head[7] & message.HOST_BITS]
+    raw_born, store_ts, raw_store, reconsume, prepared, body_len = mid.unpack_from(data, 48)
+    sizes = {0: 8, BORNHOST_V6: 20}[sys_flag & BORNHOST_V6], {0: 8, STOREHOST_V6: 20}[sys_flag & STOREHOST_V6]
+    assert (len(raw_born), len(raw_store)) == sizes
+    assert (store_ts, reconsume, prepared, body_len) == (1790000000001, 2, 5, 5)
+    assert data[48 + mid.size : 48 + mid.size + 5] == b"hello"
